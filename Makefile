@@ -1,0 +1,29 @@
+# Set-up is part of every target: a fresh machine needs only python3.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint typecheck bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/batchval demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check batchval tests
+	$(BIN)/ruff format --check batchval tests
+
+typecheck: $(STAMP)
+	$(BIN)/mypy batchval
+
+test: lint typecheck
+	$(BIN)/pytest -q
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

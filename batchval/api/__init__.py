@@ -1,0 +1,55 @@
+"""The Partner API client: one public surface over the private modules beside it."""
+
+from batchval.api.auth import Credentials
+from batchval.api.client import DEFAULT_TIMEOUT_SECONDS, PartnerClient
+from batchval.api.errors import (
+    AccountBlockedError,
+    Action,
+    ApiTimeoutError,
+    CredentialsRefusedError,
+    DataUnavailableError,
+    FloorAreaRequiredError,
+    IdempotencyKeyReusedError,
+    InsufficientCreditsError,
+    InvalidRequestError,
+    MalformedResponseError,
+    NotFoundError,
+    OutsideCoverageError,
+    PartnerError,
+    ProblemError,
+    RateLimitedError,
+    RequestInProgressError,
+    TransportError,
+    UnauthorizedError,
+    UnknownProblemError,
+)
+from batchval.api.models import Charge, StreetAnalysis, Valuation, ValuationRequest
+
+__all__ = [
+    "DEFAULT_TIMEOUT_SECONDS",
+    "AccountBlockedError",
+    "Action",
+    "ApiTimeoutError",
+    "Charge",
+    "Credentials",
+    "CredentialsRefusedError",
+    "DataUnavailableError",
+    "FloorAreaRequiredError",
+    "IdempotencyKeyReusedError",
+    "InsufficientCreditsError",
+    "InvalidRequestError",
+    "MalformedResponseError",
+    "NotFoundError",
+    "OutsideCoverageError",
+    "PartnerClient",
+    "PartnerError",
+    "ProblemError",
+    "RateLimitedError",
+    "RequestInProgressError",
+    "StreetAnalysis",
+    "TransportError",
+    "UnauthorizedError",
+    "UnknownProblemError",
+    "Valuation",
+    "ValuationRequest",
+]

@@ -1,0 +1,124 @@
+"""OAuth 2.0 client credentials with one shared, cached token.
+
+The token is fetched once and shared by every task; it is refreshed about a minute
+before it expires (partner-api.md section 5). Concurrent tasks that find it stale wait
+on one lock, so only one of them asks the token URL. After a 401 the caller hands back
+the token that was refused: if another task already replaced it, the new one is used
+without a second fetch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+
+import anyio
+import httpx
+import structlog
+
+from batchval.api.errors import CredentialsRefusedError, MalformedResponseError, TransportError
+
+log = structlog.get_logger()
+
+REFRESH_EARLY_SECONDS = 60.0  # advised by the API; short-lived test tokens use a quarter
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Credentials:
+    client_id: str
+    client_secret: str = dataclasses.field(repr=False)  # never in a repr, log or message
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class AccessToken:
+    value: str = dataclasses.field(repr=False)
+    refresh_at: float  # on the monotonic clock: about a minute before it expires
+    scope: str | None = None
+
+    def fresh(self, now: float) -> bool:
+        return now < self.refresh_at
+
+
+class TokenCache:
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        token_url: str,
+        credentials: Credentials,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._http = http
+        self._token_url = token_url
+        self._credentials = credentials
+        self._clock = clock
+        self._token: AccessToken | None = None
+        self._lock = anyio.Lock()
+        self.fetches = 0  # how many times the token URL was asked (for tests and the summary)
+
+    @property
+    def scope(self) -> str | None:
+        return self._token.scope if self._token else None
+
+    async def token(self) -> AccessToken:
+        """A token valid for at least another minute, fetched only when needed."""
+        current = self._token
+        if current is not None and current.fresh(self._clock()):
+            return current
+        async with self._lock:
+            current = self._token
+            if current is not None and current.fresh(self._clock()):
+                return current
+            self._token = await self._fetch()
+            return self._token
+
+    async def refused(self, token: AccessToken) -> AccessToken:
+        """The API answered 401 to `token`: a new one, unless another task already got it."""
+        async with self._lock:
+            if self._token is token or self._token is None:
+                self._token = await self._fetch()
+            return self._token
+
+    async def _fetch(self) -> AccessToken:
+        started = self._clock()
+        form = {
+            "grant_type": "client_credentials",
+            "client_id": self._credentials.client_id,
+            "client_secret": self._credentials.client_secret,
+        }
+        try:
+            response = await self._http.post(self._token_url, data=form)
+        except httpx.TransportError as exc:
+            raise TransportError(f"token request failed: {type(exc).__name__}") from None
+        self.fetches += 1
+        if response.status_code in (400, 401, 403):
+            raise CredentialsRefusedError(
+                f"the token URL refused client id {self._credentials.client_id!r} "
+                f"({response.status_code} {_oauth_error(response)})",
+                response.status_code,
+            )
+        if response.status_code != 200:
+            raise TransportError(f"token request answered {response.status_code}")
+        try:
+            body = response.json()
+            value = body["access_token"]
+            expires_in = float(body["expires_in"])
+        except (ValueError, KeyError, TypeError):
+            raise MalformedResponseError(
+                "the token response lacks access_token or expires_in", response.status_code
+            ) from None
+        if not isinstance(value, str) or not value:
+            raise MalformedResponseError("the token response has no access_token", 200)
+        log.debug("auth.token.fetched", expires_in=expires_in)
+        scope = body.get("scope") if isinstance(body.get("scope"), str) else None
+        early = min(REFRESH_EARLY_SECONDS, expires_in / 4)
+        return AccessToken(value, started + expires_in - early, scope)
+
+
+def _oauth_error(response: httpx.Response) -> str:
+    try:
+        error = response.json().get("error")
+    except (ValueError, AttributeError):
+        return "no error code"
+    return str(error) if error else "no error code"

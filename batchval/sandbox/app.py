@@ -1,0 +1,645 @@
+"""A local, spec-faithful fake of the Partner Valuation API, as an ASGI app.
+
+`Sandbox(config)` holds the server's state (accounts, tokens, the idempotency store,
+the ledger, the clock, the faults) and serves it at `sandbox.app`:
+
+    POST {auth}/oauth2/token                      client credentials, form-encoded
+    POST /partners/v1/valuations                  createValuation
+    GET  /partners/v1/valuations/{id}             getValuation
+    GET  /partners/v1/street-analysis/{postcode}  getStreetAnalysis
+    GET  /_sandbox/ledger                         read-only: charges, balances, calls
+    POST /_sandbox/clock | faults | accounts/{client_id} | tokens/revoke   test controls
+
+The app runs on one event loop; every change of state happens between two awaits, so
+no lock is needed and concurrent requests see each other's effects at once, which is
+what makes `request-in-progress` (409) real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+import json
+import math
+import random
+import secrets
+import string
+import urllib.parse
+from collections import Counter
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from batchval import postcodes
+from batchval.sandbox import data, rules
+from batchval.sandbox.clock import SandboxClock
+from batchval.sandbox.config import Account, Faults, SandboxConfig
+from batchval.sandbox.ledger import ChargeRecord, Deadline, Ledger, RequestRecord
+
+API_PREFIX = "/partners/v1"
+PROBLEM_JSON = "application/problem+json"
+TITLES = {
+    "invalid-request": "Invalid request",
+    "insufficient-credits": "Insufficient credits",
+    "account-blocked": "Account blocked",
+    "not-found": "Not found",
+    "request-in-progress": "Request in progress",
+    "outside-coverage": "Outside coverage",
+    "floor-area-required": "Floor area required",
+    "idempotency-key-reused": "Idempotency key reused",
+    "rate-limited": "Rate limited",
+    "data-unavailable": "Data unavailable",
+    "timeout": "Timeout",
+}
+STATUSES = {
+    "invalid-request": 400,
+    "insufficient-credits": 403,
+    "account-blocked": 403,
+    "not-found": 404,
+    "request-in-progress": 409,
+    "outside-coverage": 422,
+    "floor-area-required": 422,
+    "idempotency-key-reused": 422,
+    "rate-limited": 429,
+    "data-unavailable": 503,
+    "timeout": 504,
+}
+# Test-mode trigger postcodes (partner-api.md section 7, rule 2).
+TRIGGER_OUTSIDE = "ZZ1 4AA"
+TRIGGER_FLOOR_AREA = "ZZ1 5AA"
+# Border districts the sandbox judges to be in England (the rest of BORDER is outside).
+_BORDER_INSIDE = frozenset({"TD12", "TD15"})
+_ID_ALPHABET = string.digits + string.ascii_lowercase
+STREET_REPEAT_WINDOW = dt.timedelta(days=30)
+
+
+def _dumps(body: Any) -> bytes:
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _rfc3339(when: dt.datetime) -> str:
+    return when.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclasses.dataclass(slots=True)
+class _Token:
+    client_id: str
+    expires_at: dt.datetime
+    revoked: bool = False
+
+
+@dataclasses.dataclass(slots=True)
+class _Bucket:
+    tokens: float
+    updated: float
+
+
+@dataclasses.dataclass(slots=True)
+class _StoredCall:
+    """An idempotency key's first request and, once done, its answer."""
+
+    request: dict[str, Any]
+    done: bool = False
+    status: int = 0
+    body: bytes = b""
+
+
+class _ProblemAnswer(Exception):  # noqa: N818 (an answer, not an error)
+    """Raised inside a handler to answer with a problem document."""
+
+    def __init__(
+        self, type_name: str, detail: str, code: str | None = None, retry_after: int | None = None
+    ) -> None:
+        super().__init__(detail)
+        self.type_name, self.detail, self.code, self.retry_after = (
+            type_name,
+            detail,
+            code,
+            retry_after,
+        )
+
+
+class _UnauthorizedAnswer(Exception):  # noqa: N818 (an answer, not an error)
+    """A missing, invalid, expired or revoked token (answered as section 5 says)."""
+
+
+class _DroppedError(Exception):
+    """Raised after part of a response went out, so that the server cuts the connection."""
+
+
+class _DroppedResponse(Response):
+    """Sends the headers and half the body, then fails: the client sees a cut connection."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
+        await send(
+            {
+                "type": "http.response.body",
+                "body": self.body[: len(self.body) // 2],
+                "more_body": True,
+            }
+        )
+        raise _DroppedError("connection dropped after commit (sandbox fault)")
+
+
+@dataclasses.dataclass(slots=True)
+class _Call:
+    """What the ledger needs to know about the request being served."""
+
+    client_id: str | None = None
+    key: str | None = None
+    type_name: str | None = None
+    code: str | None = None
+    replay: bool = False
+    early: bool = False
+
+
+class Sandbox:
+    def __init__(self, config: SandboxConfig | None = None, clock: SandboxClock | None = None):
+        self.config = config or SandboxConfig()
+        self.clock = clock or SandboxClock()
+        self.ledger = Ledger()
+        self.early_grace_seconds = 0.05
+        self._rng = random.Random(self.config.seed)
+        self._tokens: dict[str, _Token] = {}
+        self._buckets: dict[str, _Bucket] = {}
+        self._stored: dict[tuple[str, str], _StoredCall] = {}
+        self._valuations: dict[str, tuple[str, bytes]] = {}
+        self._streets: dict[tuple[str, str], tuple[dt.datetime, dict[str, Any]]] = {}
+        self._counted: Counter[tuple[str, dt.date]] = Counter()
+        self._active_deadlines: dict[str, list[Deadline]] = {}
+        self._outage_until = 0.0
+        self.set_faults(self.config.faults)
+        self.app = Starlette(
+            routes=[
+                Route("/oauth2/token", self._token, methods=["POST"]),
+                Route(f"{API_PREFIX}/valuations", self._create_valuation, methods=["POST"]),
+                Route(f"{API_PREFIX}/valuations/{{id}}", self._get_valuation, methods=["GET"]),
+                Route(
+                    f"{API_PREFIX}/street-analysis/{{postcode}}",
+                    self._street_analysis,
+                    methods=["GET"],
+                ),
+                Route("/_sandbox/ledger", self._ledger_view, methods=["GET"]),
+                Route("/_sandbox/clock", self._clock_control, methods=["POST"]),
+                Route("/_sandbox/faults", self._faults_control, methods=["POST"]),
+                Route("/_sandbox/accounts/{client_id}", self._account_control, methods=["POST"]),
+                Route("/_sandbox/tokens/revoke", self._revoke_control, methods=["POST"]),
+            ]
+        )
+
+    # --- in-process controls (also served under /_sandbox) ----------------------------
+
+    def set_faults(self, faults: Faults) -> None:
+        """Replace the faults; an outage starts now and lasts `outage_seconds`."""
+        self.config.faults = faults
+        self._outage_until = self.clock.monotonic() + faults.outage_seconds
+
+    def account(self, client_id: str) -> Account:
+        account = self.config.account(client_id)
+        if account is None:
+            raise KeyError(client_id)
+        return account
+
+    def top_up(self, client_id: str, credits: int) -> int:
+        account = self.account(client_id)
+        account.balance += credits
+        return account.balance
+
+    def revoke_tokens(self) -> int:
+        live = [t for t in self._tokens.values() if not t.revoked]
+        for token in live:
+            token.revoked = True
+        return len(live)
+
+    def balances(self) -> dict[str, int]:
+        return {a.client_id: a.balance for a in self.config.accounts if not a.test_mode}
+
+    # --- plumbing --------------------------------------------------------------------
+
+    def _problem_response(self, problem: _ProblemAnswer) -> Response:
+        status = STATUSES[problem.type_name]
+        body: dict[str, Any] = {
+            "type": f"{self.config.docs_base}/errors/{problem.type_name}",
+            "title": TITLES[problem.type_name],
+            "status": status,
+            "detail": problem.detail,
+        }
+        if problem.code is not None:
+            body["code"] = problem.code
+        headers = {}
+        if problem.retry_after is not None:
+            headers["Retry-After"] = str(problem.retry_after)
+        return Response(_dumps(body), status, headers=headers, media_type=PROBLEM_JSON)
+
+    @staticmethod
+    def _unauthorized() -> Response:
+        return JSONResponse(
+            {"error": "invalid_token"},
+            401,
+            headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
+        )
+
+    async def _serve(self, request: Request, call: _Call, handler: Any) -> Response:
+        """Authenticate, pace, answer, and write the call in the ledger whatever happens."""
+        at, mono = self.clock.now(), self.clock.monotonic()
+        call.key = request.headers.get("Idempotency-Key")
+        response: Response
+        try:
+            account = self._authenticate(request)
+            call.client_id = account.client_id
+            call.early = self._is_early(account.client_id, at, mono)
+            self._take_rate_token(account, at, mono)
+            response = await handler(request, account, call)
+        except _UnauthorizedAnswer:
+            response = self._unauthorized()
+        except _ProblemAnswer as problem:
+            call.type_name, call.code = problem.type_name, problem.code
+            response = self._problem_response(problem)
+        self.ledger.requests.append(
+            RequestRecord(
+                at=at,
+                monotonic=mono,
+                client_id=call.client_id,
+                method=request.method,
+                path=request.url.path,
+                idempotency_key=call.key,
+                status=response.status_code,
+                type_name=call.type_name,
+                code=call.code,
+                replay=call.replay,
+                early=call.early,
+            )
+        )
+        return response
+
+    def _authenticate(self, request: Request) -> Account:
+        scheme, _, value = request.headers.get("Authorization", "").partition(" ")
+        token = self._tokens.get(value.strip()) if scheme.lower() == "bearer" else None
+        if token is None or token.revoked or token.expires_at <= self.clock.now():
+            raise _UnauthorizedAnswer
+        if self._chance(self.config.faults.revoke_token_share):
+            token.revoked = True
+            raise _UnauthorizedAnswer
+        account = self.config.account(token.client_id)
+        if account is None:  # removed from the config since the token was issued
+            raise _UnauthorizedAnswer
+        return account
+
+    def _chance(self, share: float) -> bool:
+        return share > 0 and self._rng.random() < share
+
+    def _is_early(self, client_id: str, at: dt.datetime, mono: float) -> bool:
+        active = [
+            d
+            for d in self._active_deadlines.get(client_id, [])
+            if (at < d.until_at if d.code == "daily_limit" else mono < d.until_monotonic)
+        ]
+        self._active_deadlines[client_id] = active
+        return any(mono > d.issued_monotonic + self.early_grace_seconds for d in active)
+
+    def _give_deadline(self, client_id: str, code: str | None, retry_after: int) -> None:
+        now, mono = self.clock.now(), self.clock.monotonic()
+        deadline = Deadline(
+            client_id=client_id,
+            code=code,
+            issued_monotonic=mono,
+            until_monotonic=mono + retry_after,
+            issued_at=now,
+            until_at=now + dt.timedelta(seconds=retry_after),
+        )
+        self.ledger.deadlines.append(deadline)
+        self._active_deadlines.setdefault(client_id, []).append(deadline)
+
+    def _take_rate_token(self, account: Account, at: dt.datetime, mono: float) -> None:
+        limit = self.config.rate_limit
+        if limit is None:
+            return
+        bucket = self._buckets.setdefault(account.client_id, _Bucket(float(limit.burst), mono))
+        bucket.tokens = min(
+            float(limit.burst), bucket.tokens + (mono - bucket.updated) * limit.rate_per_second
+        )
+        bucket.updated = mono
+        if bucket.tokens >= 1.0:
+            bucket.tokens -= 1.0
+            return
+        retry_after = max(1, math.ceil((1.0 - bucket.tokens) / limit.rate_per_second))
+        self._give_deadline(account.client_id, None, retry_after)
+        raise _ProblemAnswer(
+            "rate-limited", "Too many requests in a short time.", None, retry_after
+        )
+
+    def _check_daily_limit(self, account: Account) -> None:
+        if self._counted[(account.client_id, self.clock.now().date())] >= (
+            account.effective_daily_limit
+        ):
+            retry_after = self.clock.seconds_to_midnight()
+            self._give_deadline(account.client_id, "daily_limit", retry_after)
+            raise _ProblemAnswer(
+                "rate-limited",
+                f"The account's daily limit of {account.effective_daily_limit} calls is used.",
+                "daily_limit",
+                retry_after,
+            )
+
+    def _check_spend(self, account: Account, cost: int) -> None:
+        """Refuse when the account cannot pay; checked again at commit time."""
+        if account.test_mode:
+            return
+        if account.blocked:
+            raise _ProblemAnswer("account-blocked", "This account is not allowed to spend credits.")
+        if account.balance < cost:
+            raise _ProblemAnswer(
+                "insufficient-credits",
+                f"This call costs {cost} credits; the balance is {account.balance} credits.",
+            )
+
+    def _charge(
+        self, account: Account, kind: str, cost: int, key: str | None, resource: str
+    ) -> dict[str, int] | None:
+        """Count the call against the daily limit and, in live mode, take its credits."""
+        self._check_daily_limit(account)
+        self._check_spend(account, cost)
+        now = self.clock.now()
+        self._counted[(account.client_id, now.date())] += 1
+        credits = 0 if account.test_mode else cost
+        account.balance -= credits
+        self.ledger.charges.append(
+            ChargeRecord(now, account.client_id, kind, credits, key, resource, account.balance)
+        )
+        if account.test_mode:
+            return None
+        return {"credits": credits, "balanceAfter": account.balance}
+
+    async def _latency(self, faults: Faults) -> None:
+        delay = faults.latency_ms + self._rng.random() * faults.latency_jitter_ms
+        if delay > 0:
+            await asyncio.sleep(delay / 1000)
+
+    def _check_outage(self, faults: Faults) -> None:
+        if self.clock.monotonic() < self._outage_until or self._chance(faults.error_503_share):
+            raise _ProblemAnswer(
+                "data-unavailable", "Market data is unavailable just now; retry shortly."
+            )
+
+    @staticmethod
+    async def _json_body(request: Request) -> Any:
+        try:
+            return json.loads(await request.body())
+        except (ValueError, UnicodeDecodeError):
+            raise _ProblemAnswer(
+                "invalid-request", "The body is not valid JSON.", "malformed_json"
+            ) from None
+
+    # --- the token endpoint ----------------------------------------------------------
+
+    async def _token(self, request: Request) -> Response:
+        # Error answers of the token URL are "not shown" by the API: these follow RFC 6749 5.2.
+        if not request.headers.get("content-type", "").startswith(
+            "application/x-www-form-urlencoded"
+        ):
+            return JSONResponse({"error": "invalid_request"}, 400)
+        form = urllib.parse.parse_qs((await request.body()).decode("utf-8", "replace"))
+        if form.get("grant_type") != ["client_credentials"]:
+            return JSONResponse({"error": "unsupported_grant_type"}, 400)
+        client_id = form.get("client_id", [""])[0]
+        secret = form.get("client_secret", [""])[0]
+        account = self.config.account(client_id)
+        if account is None or not secrets.compare_digest(
+            secret.encode(), account.client_secret.encode()
+        ):
+            return JSONResponse({"error": "invalid_client"}, 401)
+        token = secrets.token_urlsafe(32)
+        ttl = self.config.token_ttl_seconds
+        self._tokens[token] = _Token(
+            account.client_id, self.clock.now() + dt.timedelta(seconds=ttl)
+        )
+        return JSONResponse(
+            {
+                "access_token": token,
+                "token_type": "Bearer",
+                "expires_in": ttl,
+                "scope": account.scope,
+            }
+        )
+
+    # --- createValuation -------------------------------------------------------------
+
+    async def _create_valuation(self, request: Request) -> Response:
+        return await self._serve(request, _Call(), self._create_valuation_as)
+
+    async def _create_valuation_as(
+        self, request: Request, account: Account, call: _Call
+    ) -> Response:
+        faults = self.config.faults
+        self._check_outage(faults)
+        self._check_daily_limit(account)
+        body = await self._json_body(request)
+        refusal = rules.check_request(body)
+        if refusal is not None:
+            raise _ProblemAnswer("invalid-request", refusal.detail, refusal.code)
+        key = call.key
+        if key is not None and not 8 <= len(key) <= 128:
+            raise _ProblemAnswer(
+                "invalid-request", "Idempotency-Key must be 8 to 128 characters.", "invalid_value"
+            )
+        wanted = rules.canonical(body)
+        stored = self._stored.get((account.client_id, key)) if key is not None else None
+        if stored is not None:
+            if stored.request != wanted:
+                raise _ProblemAnswer(
+                    "idempotency-key-reused",
+                    "This Idempotency-Key was used with a different request.",
+                )
+            if not stored.done:
+                raise _ProblemAnswer(
+                    "request-in-progress", "A request with this Idempotency-Key is still running."
+                )
+            call.replay = True
+            return self._after_commit(stored.status, stored.body, faults)
+        self._check_coverage(account, wanted)
+        self._check_spend(account, self.config.valuation_credits)
+        try:
+            parts = data.valuation_parts(wanted, now=self.clock.now())
+        except data.FloorAreaUnknown:
+            raise _ProblemAnswer(
+                "floor-area-required",
+                "No typical floor area is known for that bedroom count, area and property type;"
+                " send floorAreaSqm with a new Idempotency-Key.",
+            ) from None
+        entry = _StoredCall(wanted)
+        if key is not None:
+            self._stored[(account.client_id, key)] = entry
+        work = asyncio.ensure_future(self._value(account, key, body, parts, entry, faults))
+        try:
+            outcome = await asyncio.wait_for(
+                asyncio.shield(work), self.config.request_timeout_seconds
+            )
+        except TimeoutError:
+            # The work goes on and commits; a retry with the key gets 409 until then.
+            raise _ProblemAnswer("timeout", "The request ran past its time limit.") from None
+        if isinstance(outcome, _ProblemAnswer):
+            raise outcome
+        return self._after_commit(201, outcome, faults)
+
+    def _check_coverage(self, account: Account, request: dict[str, Any]) -> None:
+        postcode = request["postcode"]
+        if account.test_mode and postcode == TRIGGER_OUTSIDE:
+            raise _ProblemAnswer(
+                "outside-coverage", "The postcode sector is not one valued.", "unknown_sector"
+            )
+        if account.test_mode and postcode == TRIGGER_FLOOR_AREA:
+            raise _ProblemAnswer(
+                "floor-area-required",
+                "No typical floor area is known for this test postcode; send floorAreaSqm.",
+            )
+        region = postcodes.region(postcode)
+        if region is postcodes.Region.UNKNOWN:
+            raise _ProblemAnswer(
+                "outside-coverage", "The postcode sector is not one valued.", "unknown_sector"
+            )
+        if region.outside_coverage or (
+            region is postcodes.Region.BORDER and postcodes.district(postcode) not in _BORDER_INSIDE
+        ):
+            raise _ProblemAnswer("outside-coverage", "The postcode is not in England or Wales.")
+
+    async def _value(
+        self,
+        account: Account,
+        key: str | None,
+        body: dict[str, Any],
+        parts: dict[str, Any],
+        entry: _StoredCall,
+        faults: Faults,
+    ) -> bytes | _ProblemAnswer:
+        """Take the time the work takes, then commit: charge, store, answer (a 201 body)."""
+        await self._latency(faults)
+        if self._chance(faults.slow_share):
+            await asyncio.sleep(faults.slow_seconds)
+        valuation_id = "val_" + "".join(self._rng.choice(_ID_ALPHABET) for _ in range(26))
+        try:
+            charge = self._charge(
+                account, "valuation", self.config.valuation_credits, key, valuation_id
+            )
+        except _ProblemAnswer as problem:
+            # Nothing was created: the key is free again, and the answer is this problem.
+            if key is not None:
+                self._stored.pop((account.client_id, key), None)
+            return problem
+        valuation: dict[str, Any] = {"id": valuation_id}
+        if account.test_mode:
+            valuation["mode"] = "test"
+        if "reference" in body:
+            valuation["reference"] = body["reference"]
+        valuation["valuedAt"] = _rfc3339(self.clock.now())
+        valuation.update(parts)
+        self._valuations[valuation_id] = (account.client_id, _dumps(valuation))
+        if charge is not None:
+            valuation["charge"] = charge
+        entry.status, entry.body, entry.done = 201, _dumps(valuation), True
+        return entry.body
+
+    def _after_commit(self, status: int, payload: bytes, faults: Faults) -> Response:
+        """The stored answer, or one of the faults that strike after the valuation is made."""
+        media = "application/json" if status < 400 else PROBLEM_JSON
+        if status != 201:
+            return Response(payload, status, media_type=media)
+        if self._chance(faults.timeout_504_after_commit_share):
+            raise _ProblemAnswer("timeout", "The request ran past its time limit.")
+        if self._chance(faults.drop_after_commit_share):
+            return _DroppedResponse(payload, status, media_type=media)
+        if self._chance(faults.malformed_share):
+            return Response(payload[: len(payload) // 2], status, media_type=media)
+        return Response(payload, status, media_type=media)
+
+    # --- getValuation ----------------------------------------------------------------
+
+    async def _get_valuation(self, request: Request) -> Response:
+        return await self._serve(request, _Call(), self._get_valuation_as)
+
+    async def _get_valuation_as(self, request: Request, account: Account, call: _Call) -> Response:
+        found = self._valuations.get(request.path_params["id"])
+        if found is None or found[0] != account.client_id:
+            raise _ProblemAnswer("not-found", "No valuation has that id.")
+        return Response(found[1], 200, media_type="application/json")
+
+    # --- getStreetAnalysis -----------------------------------------------------------
+
+    async def _street_analysis(self, request: Request) -> Response:
+        return await self._serve(request, _Call(), self._street_analysis_as)
+
+    async def _street_analysis_as(
+        self, request: Request, account: Account, call: _Call
+    ) -> Response:
+        faults = self.config.faults
+        self._check_outage(faults)
+        postcode = postcodes.normalise(request.path_params["postcode"])
+        if postcode is None:
+            raise _ProblemAnswer(
+                "invalid-request", "postcode must be a full UK postcode.", "invalid_value"
+            )
+        now = self.clock.now()
+        held = self._streets.get((account.client_id, postcode))
+        if held is not None and now - held[0] < STREET_REPEAT_WINDOW:
+            call.replay = True
+            return JSONResponse(held[1])
+        self._check_daily_limit(account)
+        self._check_spend(account, self.config.street_analysis_credits)
+        body = data.street_analysis_body(postcode, now=now)
+        if body is None:
+            raise _ProblemAnswer("not-found", "Nothing is held for that postcode.")
+        await self._latency(faults)
+        charge = self._charge(
+            account, "street-analysis", self.config.street_analysis_credits, None, postcode
+        )
+        answer: dict[str, Any] = {"mode": "test", **body} if account.test_mode else dict(body)
+        self._streets[(account.client_id, postcode)] = (now, answer)
+        return JSONResponse(answer if charge is None else {**answer, "charge": charge})
+
+    # --- /_sandbox -------------------------------------------------------------------
+
+    async def _ledger_view(self, request: Request) -> Response:
+        snapshot = self.ledger.snapshot(self.balances())
+        snapshot["clock"] = _rfc3339(self.clock.now())
+        return JSONResponse(snapshot)
+
+    async def _clock_control(self, request: Request) -> Response:
+        body = await request.json()
+        if "set" in body:
+            self.clock.set(dt.datetime.fromisoformat(body["set"]))
+        else:
+            self.clock.advance(float(body.get("advance_seconds", 0)))
+        return JSONResponse({"clock": _rfc3339(self.clock.now())})
+
+    async def _faults_control(self, request: Request) -> Response:
+        body = await request.json()
+        self.set_faults(Faults(**body))
+        return JSONResponse(dataclasses.asdict(self.config.faults))
+
+    async def _account_control(self, request: Request) -> Response:
+        body = await request.json()
+        try:
+            account = self.account(request.path_params["client_id"])
+        except KeyError:
+            return JSONResponse({"error": "no such account"}, 404)
+        if "top_up" in body:
+            account.balance += int(body["top_up"])
+        if "balance" in body:
+            account.balance = int(body["balance"])
+        if "blocked" in body:
+            account.blocked = bool(body["blocked"])
+        if "daily_limit" in body:
+            account.daily_limit = body["daily_limit"]
+        return JSONResponse(
+            {"client_id": account.client_id, "balance": account.balance, "blocked": account.blocked}
+        )
+
+    async def _revoke_control(self, request: Request) -> Response:
+        return JSONResponse({"revoked": self.revoke_tokens()})

@@ -1,0 +1,135 @@
+"""The sandbox's settings: accounts, limits and faults, from code or a YAML file.
+
+Everything the API description leaves "not shown" is a setting here, with the value the
+sandbox uses by default written beside it, so that tests and users can choose.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+
+_T = TypeVar("_T")
+
+TEST_SCOPE = "partners:test"
+LIVE_SCOPE = "partners:read"
+
+
+@dataclasses.dataclass(slots=True)
+class Account:
+    """A client credential and the account behind it. Mutable: balance and flags change."""
+
+    client_id: str
+    client_secret: str
+    scope: str = LIVE_SCOPE
+    balance: int = 1_000_000
+    blocked: bool = False
+    # Calls that create a valuation or a charged street analysis, per UTC day.
+    daily_limit: int | None = None  # None: the API's own, 5,000 live and 1,000 test
+
+    @property
+    def test_mode(self) -> bool:
+        return self.scope == TEST_SCOPE
+
+    @property
+    def effective_daily_limit(self) -> int:
+        if self.daily_limit is not None:
+            return self.daily_limit
+        return 1_000 if self.test_mode else 5_000
+
+
+@dataclasses.dataclass(slots=True)
+class RateLimit:
+    """The short-term limit, a token bucket per account (the API does not publish its own)."""
+
+    rate_per_second: float = 20.0
+    burst: int = 20
+
+
+@dataclasses.dataclass(slots=True)
+class Faults:
+    """Injected failures; shares are probabilities per call, drawn from a seeded generator."""
+
+    latency_ms: float = 0.0  # added to every valuation and street analysis
+    latency_jitter_ms: float = 0.0  # plus a uniform extra in [0, jitter)
+    error_503_share: float = 0.0  # answered data-unavailable before any work, never charged
+    timeout_504_after_commit_share: float = 0.0  # valued and charged, then answered 504
+    drop_after_commit_share: float = 0.0  # valued and charged, then the connection is cut
+    malformed_share: float = 0.0  # valued and charged, then a truncated 201 body
+    slow_share: float = 0.0  # the work takes slow_seconds; past request_timeout it is a 504
+    slow_seconds: float = 35.0
+    revoke_token_share: float = 0.0  # the caller's token is revoked before the call is served
+    outage_seconds: float = 0.0  # from the moment these faults are applied: every call 503
+
+
+@dataclasses.dataclass(slots=True)
+class SandboxConfig:
+    accounts: list[Account] = dataclasses.field(default_factory=lambda: default_accounts())
+    token_ttl_seconds: int = 1800
+    rate_limit: RateLimit | None = dataclasses.field(default_factory=RateLimit)
+    # The API stops a request at 30 s and answers 504; tests make it short.
+    request_timeout_seconds: float = 30.0
+    # The credit cost of a street analysis is not shown in the API description.
+    street_analysis_credits: int = 20
+    valuation_credits: int = 10
+    faults: Faults = dataclasses.field(default_factory=Faults)
+    seed: int = 0
+    docs_base: str = "https://developer.partner-valuations.example"
+
+    def account(self, client_id: str) -> Account | None:
+        return next((a for a in self.accounts if a.client_id == client_id), None)
+
+
+def default_accounts() -> list[Account]:
+    """The built-in credentials, documented like a payment provider's test keys."""
+    return [
+        Account("sandbox-test", "sandbox-test-secret", scope=TEST_SCOPE, balance=0),
+        Account("sandbox-live", "sandbox-live-secret", scope=LIVE_SCOPE, balance=1_000_000),
+    ]
+
+
+class ConfigError(ValueError):
+    """The sandbox configuration file cannot be used."""
+
+
+def _build(cls: type[_T], data: Any, where: str) -> _T:
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = sorted(set(data) - names)
+    if unknown:
+        raise ConfigError(f"{where}: unknown setting(s): {', '.join(map(str, unknown))}")
+    try:
+        return cls(**dict(data))
+    except TypeError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def config_from_mapping(data: Mapping[str, Any]) -> SandboxConfig:
+    """A config from parsed YAML. Accounts listed are added to the built-in ones."""
+    data = dict(data)
+    accounts = default_accounts()
+    for i, raw in enumerate(data.pop("accounts", None) or []):
+        extra = _build(Account, raw, f"accounts[{i}]")
+        accounts = [a for a in accounts if a.client_id != extra.client_id] + [extra]
+    rate_raw = data.pop("rate_limit", {})
+    rate = None if rate_raw is None else _build(RateLimit, rate_raw, "rate_limit")
+    faults = _build(Faults, data.pop("faults", None) or {}, "faults")
+    config = _build(SandboxConfig, data, "sandbox config")
+    config.accounts, config.rate_limit, config.faults = accounts, rate, faults
+    return config
+
+
+def load_config(path: Path) -> SandboxConfig:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    sandbox_part = data.get("sandbox", data)
+    return config_from_mapping(sandbox_part)

@@ -1,0 +1,104 @@
+"""Serving the sandbox on a real loopback socket: in a thread (tests, the embedded
+default of `batchval run`) or in the foreground (`batchval sandbox`)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import uvicorn
+from starlette.types import ASGIApp
+
+from batchval.sandbox.app import API_PREFIX, Sandbox
+
+
+class _QuietDrops(logging.Filter):
+    """The drop-after-commit fault ends a response with an exception on purpose."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return type(exc).__name__ != "_DroppedError"
+
+
+def _uvicorn_config(app: ASGIApp, host: str, port: int, log_level: str) -> uvicorn.Config:
+    logging.getLogger("uvicorn.error").addFilter(_QuietDrops())
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        access_log=False,
+        lifespan="off",
+        # Enough for a wide worker pool; uvicorn's default backlog is already 2048.
+        timeout_keep_alive=30,
+    )
+
+
+def ready_line(sandbox: Sandbox, host: str, port: int) -> dict[str, Any]:
+    """The JSON line printed once the sandbox listens (product.md, "The sandbox's face")."""
+    root = f"http://{host}:{port}"
+    return {
+        "base_url": root + API_PREFIX,
+        "auth_url": root,
+        "clients": [
+            {"client_id": a.client_id, "client_secret": a.client_secret, "scope": a.scope}
+            for a in sandbox.config.accounts
+        ],
+    }
+
+
+class RunningSandbox:
+    """A sandbox served in a background thread; `base_url` and `auth_url` point at it."""
+
+    def __init__(self, sandbox: Sandbox, host: str, port: int) -> None:
+        self.sandbox, self.host, self.port = sandbox, host, port
+        self.auth_url = f"http://{host}:{port}"
+        self.base_url = self.auth_url + API_PREFIX
+
+
+@contextmanager
+def serve_app_in_thread(app: ASGIApp, host: str = "127.0.0.1", port: int = 0) -> Iterator[int]:
+    """Serve any ASGI app on loopback until the block ends; yields the bound port."""
+    server = uvicorn.Server(_uvicorn_config(app, host, port, "warning"))
+    thread = threading.Thread(target=server.run, name="batchval-sandbox", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the sandbox did not start")
+        time.sleep(0.01)
+    try:
+        yield server.servers[0].sockets[0].getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+@contextmanager
+def serve_in_thread(
+    sandbox: Sandbox | None = None, host: str = "127.0.0.1", port: int = 0
+) -> Iterator[RunningSandbox]:
+    """Serve a sandbox on loopback until the block ends; port 0 picks a free port."""
+    sandbox = sandbox or Sandbox()
+    with serve_app_in_thread(sandbox.app, host, port) as bound:
+        yield RunningSandbox(sandbox, host, bound)
+
+
+def serve_forever(sandbox: Sandbox, host: str, port: int) -> None:
+    """Serve in the foreground; print the ready line once listening."""
+    server = uvicorn.Server(_uvicorn_config(sandbox.app, host, port, "warning"))
+    original_startup = server.startup
+
+    async def startup(sockets: Any = None) -> None:
+        await original_startup(sockets=sockets)
+        if server.started:  # uvicorn sets it once every socket listens
+            bound = server.servers[0].sockets[0].getsockname()[1]
+            print(json.dumps(ready_line(sandbox, host, bound)), flush=True)
+
+    server.startup = startup  # type: ignore[method-assign]
+    server.run()
