@@ -19,7 +19,7 @@
         ├── ApiTimeoutError              504 timeout
         └── UnknownProblemError          any other type the API may add
 
-Each class says how the caller should treat it through `action`: `RETRY` (same
+Each error says how the caller should treat it through `action`: `RETRY` (same
 idempotency key), `ROW` (the row gets a problem and the run goes on) or `STOP` (the run
 stops: the account, the credentials or the API itself must be fixed first). No message
 carries a token or a secret: they are never passed to these classes.
@@ -38,13 +38,18 @@ class Action(enum.Enum):
 
 
 class PartnerError(Exception):
-    action: ClassVar[Action] = Action.STOP
+    default_action: ClassVar[Action] = Action.STOP
+
+    @property
+    def action(self) -> Action:
+        """What the caller does next with this error."""
+        return self.default_action
 
 
 class TransportError(PartnerError):
     """No answer came back: the call may or may not have been served."""
 
-    action = Action.RETRY
+    default_action = Action.RETRY
 
 
 class MalformedResponseError(PartnerError):
@@ -53,7 +58,7 @@ class MalformedResponseError(PartnerError):
     Retried with the same key: a replay returns the stored answer without a new charge.
     """
 
-    action = Action.RETRY
+    default_action = Action.RETRY
 
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
@@ -103,37 +108,37 @@ class ProblemError(PartnerError):
 
 class InvalidRequestError(ProblemError):
     type_name = "invalid-request"
-    action = Action.ROW
+    default_action = Action.ROW
 
 
 class InsufficientCreditsError(ProblemError):
     type_name = "insufficient-credits"
-    action = Action.STOP
+    default_action = Action.STOP
 
 
 class AccountBlockedError(ProblemError):
     type_name = "account-blocked"
-    action = Action.STOP
+    default_action = Action.STOP
 
 
 class NotFoundError(ProblemError):
     type_name = "not-found"
-    action = Action.ROW
+    default_action = Action.ROW
 
 
 class RequestInProgressError(ProblemError):
     type_name = "request-in-progress"
-    action = Action.RETRY
+    default_action = Action.RETRY
 
 
 class OutsideCoverageError(ProblemError):
     type_name = "outside-coverage"
-    action = Action.ROW
+    default_action = Action.ROW
 
 
 class FloorAreaRequiredError(ProblemError):
     type_name = "floor-area-required"
-    action = Action.ROW
+    default_action = Action.ROW
 
 
 class IdempotencyKeyReusedError(ProblemError):
@@ -141,36 +146,41 @@ class IdempotencyKeyReusedError(ProblemError):
     the row gets a problem rather than a retry that could never succeed."""
 
     type_name = "idempotency-key-reused"
-    action = Action.ROW
+    default_action = Action.ROW
 
 
 class RateLimitedError(ProblemError):
     type_name = "rate-limited"
-    action = Action.RETRY
+    default_action = Action.RETRY
 
     @property
     def daily_limit(self) -> bool:
         """The account's daily limit is used: nothing more before midnight UTC."""
         return self.code == "daily_limit"
 
+    @property
+    def action(self) -> Action:
+        # Never retried before midnight UTC: the run stops and a later run carries on.
+        return Action.STOP if self.daily_limit else Action.RETRY
+
 
 class DataUnavailableError(ProblemError):
     type_name = "data-unavailable"
-    action = Action.RETRY
+    default_action = Action.RETRY
 
 
 class ApiTimeoutError(ProblemError):
     """504 `timeout`: the API stopped the request at 30 s; charged at most once."""
 
     type_name = "timeout"
-    action = Action.RETRY
+    default_action = Action.RETRY
 
 
 class UnknownProblemError(ProblemError):
     """A type this client does not know. 5xx are treated as transient, the rest as the
     row's problem: the safe reading of an answer the API description does not show."""
 
-    action = Action.ROW
+    default_action = Action.ROW
 
 
 PROBLEM_TYPES: dict[str, type[ProblemError]] = {
@@ -192,7 +202,7 @@ PROBLEM_TYPES: dict[str, type[ProblemError]] = {
 
 
 class _TransientUnknownProblemError(UnknownProblemError):
-    action = Action.RETRY
+    default_action = Action.RETRY
 
 
 def problem_class(type_name: str, status: int) -> type[ProblemError]:
