@@ -192,7 +192,8 @@ class Sandbox:
                 Route("/_sandbox/faults", self._faults_control, methods=["POST"]),
                 Route("/_sandbox/accounts/{client_id}", self._account_control, methods=["POST"]),
                 Route("/_sandbox/tokens/revoke", self._revoke_control, methods=["POST"]),
-            ]
+            ],
+            exception_handlers={404: self._no_route, 405: self._no_route},
         )
 
     # --- in-process controls (also served under /_sandbox) ----------------------------
@@ -602,6 +603,19 @@ class Sandbox:
         answer: dict[str, Any] = {"mode": "test", **body} if account.test_mode else dict(body)
         self._streets[(account.client_id, postcode)] = (now, answer)
         return JSONResponse(answer if charge is None else {**answer, "charge": charge})
+
+    async def _no_route(self, request: Request, exc: Exception) -> Response:
+        """Unknown paths and methods get problem documents too (section 7)."""
+        status = getattr(exc, "status_code", 404)
+        body = {
+            "type": f"{self.config.docs_base}/errors/not-found",
+            "title": TITLES["not-found"] if status == 404 else "Method not allowed",
+            "status": status,
+            "detail": f"No operation answers {request.method} {request.url.path}.",
+        }
+        if status != 404:
+            body["type"] = "about:blank"
+        return Response(_dumps(body), status, media_type=PROBLEM_JSON)
 
     # --- /_sandbox -------------------------------------------------------------------
 

@@ -104,9 +104,37 @@ def _build(cls: type[_T], data: Any, where: str) -> _T:
     if unknown:
         raise ConfigError(f"{where}: unknown setting(s): {', '.join(map(str, unknown))}")
     try:
-        return cls(**dict(data))
+        built = cls(**dict(data))
     except TypeError as exc:
         raise ConfigError(f"{where}: {exc}") from None
+    for f in dataclasses.fields(built):  # type: ignore[arg-type]
+        _check_value(f.name, getattr(built, f.name), f.type, where)
+    return built
+
+
+# Settings that divide or bound time: zero would make no sense.
+_POSITIVE = frozenset({"rate_per_second", "burst", "token_ttl_seconds", "request_timeout_seconds"})
+
+
+def _check_value(name: str, value: Any, declared: Any, where: str) -> None:
+    """Types and ranges of the plain settings (nested ones are checked on their own)."""
+    text = str(declared)
+    if value is None and "None" in text:
+        return
+    if text.startswith(("float", "int")):
+        number_ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if text.startswith("int"):
+            number_ok = number_ok and float(value).is_integer()
+        low = 0 if name not in _POSITIVE else 1e-9
+        if not number_ok or value < low:
+            least = "above 0" if low else "of 0 or more"
+            raise ConfigError(f"{where}.{name}: expected a number {least}, got {value!r}")
+        if name.endswith("_share") and value > 1:
+            raise ConfigError(f"{where}.{name}: a share is a number from 0 to 1, got {value!r}")
+    elif text == "bool" and not isinstance(value, bool):
+        raise ConfigError(f"{where}.{name}: expected true or false, got {value!r}")
+    elif text == "str" and not isinstance(value, str):
+        raise ConfigError(f"{where}.{name}: expected a string, got {value!r}")
 
 
 def config_from_mapping(data: Mapping[str, Any]) -> SandboxConfig:
