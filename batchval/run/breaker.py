@@ -1,0 +1,82 @@
+"""A circuit breaker for run-wide outages.
+
+When every call fails for a while, sending each row through its own retries would only
+burn every row's attempts. After `threshold` transient failures in a row, across the
+whole pool, the circuit opens: one probe at a time goes out, every `probe_interval`
+seconds, and the other workers wait. The first success closes it. Open for longer than
+`outage_seconds`, it reports an outage and the run stops with 75.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import anyio
+
+
+class CircuitBreaker:
+    def __init__(
+        self,
+        *,
+        threshold: int,
+        outage_seconds: float,
+        probe_interval: float = 5.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._threshold = threshold
+        self._outage_seconds = outage_seconds
+        self._probe_interval = probe_interval
+        self._monotonic = monotonic
+        self._streak = 0
+        self._opened_at: float | None = None
+        self._probe = anyio.Lock()
+        self._closed = anyio.Event()
+        self._closed.set()
+        self.opened = 0  # times the circuit opened, for the summary
+
+    @property
+    def is_open(self) -> bool:
+        return self._opened_at is not None
+
+    def open_for(self) -> float:
+        return 0.0 if self._opened_at is None else self._monotonic() - self._opened_at
+
+    @property
+    def outage(self) -> bool:
+        """Open for longer than the run accepts."""
+        return self.open_for() > self._outage_seconds
+
+    async def admit(self) -> bool:
+        """Wait until a call may go out. True when this call is the probe of an open
+        circuit: the caller must report its outcome with success() or failure()."""
+        while self.is_open:
+            if not self._probe.locked():
+                await self._probe.acquire()
+                if not self.is_open:  # closed while we waited for the lock
+                    self._probe.release()
+                    return False
+                await anyio.sleep(self._probe_interval)
+                return True
+            await self._closed.wait()
+        return False
+
+    def success(self) -> None:
+        """The API answered (any answer that is not a transient failure)."""
+        self._streak = 0
+        if self._opened_at is not None:
+            self._opened_at = None
+            self._closed.set()
+
+    def failure(self) -> None:
+        """A transient failure: 503, 504, 409, a cut connection, a timeout."""
+        self._streak += 1
+        if self._opened_at is None and self._streak >= self._threshold:
+            self._opened_at = self._monotonic()
+            self._closed = anyio.Event()
+            self.opened += 1
+
+    def done(self, probe: bool) -> None:
+        """The probe's call is over, however it ended: the next probe may go."""
+        if probe:
+            self._probe.release()

@@ -1,0 +1,353 @@
+"""The run's memory: an SQLite file beside the outputs (`DIR/checkpoint.sqlite`).
+
+Two tables carry the work:
+
+- `rows`: one per input row: its row number, its request's key (NULL when the input
+  stage refused the row, with the problem in `field`/`rule`/`detail`), and the
+  pass-through values as a JSON object.
+- `requests`: one per distinct request (rows with identical requests share a key, and
+  so one call and one charge): its canonical JSON, state, attempts, last error, and
+  the API's answer or problem.
+
+A request's state moves pending -> sent -> done | problem, and back to pending after a
+transient failure. `sent` means "may have reached the API": a resumed run sends it again
+with the same key, which the API answers from its idempotency store without a second
+charge. Writes are committed one by one in WAL mode with synchronous=NORMAL: a killed
+process (`kill -9`) loses nothing committed; a lost uncommitted answer is recovered by
+that replay.
+
+`RunLock` keeps two processes out of one DIR: an advisory `flock`, released by the
+kernel however the holder dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import json
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = "1"
+CHECKPOINT_NAME = "checkpoint.sqlite"
+LOCK_NAME = ".batchval.lock"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS rows (
+    row_number INTEGER PRIMARY KEY,
+    key TEXT,
+    field TEXT,
+    rule TEXT,
+    detail TEXT,
+    passthrough TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS rows_by_key ON rows (key);
+CREATE TABLE IF NOT EXISTS requests (
+    key TEXT PRIMARY KEY,
+    request TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'pending',
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT,
+    answer TEXT,
+    problem TEXT,
+    credits INTEGER
+);
+CREATE INDEX IF NOT EXISTS requests_by_state ON requests (state);
+CREATE TABLE IF NOT EXISTS invocations (
+    id INTEGER PRIMARY KEY,
+    started_at TEXT NOT NULL,
+    ended_at TEXT,
+    exit_code INTEGER,
+    calls INTEGER,
+    rate_limited INTEGER,
+    credits INTEGER,
+    balance INTEGER
+);
+"""
+
+
+class DirLockedError(Exception):
+    """Another batchval process holds the output directory."""
+
+
+class RunLock:
+    """An exclusive, non-blocking lock on an output directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self._path = directory / LOCK_NAME
+        self._fd: int | None = None
+
+    def __enter__(self) -> RunLock:
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise DirLockedError(f"another batchval run holds {self._path.parent}") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)  # no pid left behind for `status` to mistake
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PendingRequest:
+    rowid: int
+    key: str
+    request_json: str
+    attempts: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Counts:
+    """Where every input row stands, and the distinct requests behind them."""
+
+    rows: int
+    input_problems: int
+    valued_rows: int
+    api_problem_rows: int
+    pending_rows: int
+    requests: int
+    requests_done: int
+    requests_problem: int
+    requests_pending: int
+    credits: int
+
+    @property
+    def complete(self) -> bool:
+        return self.pending_rows == 0
+
+
+class Checkpoint:
+    def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
+        self._db = connection
+        self.path = path
+
+    @classmethod
+    def open(cls, directory: Path) -> Checkpoint:
+        path = directory / CHECKPOINT_NAME
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA busy_timeout=5000")
+        db.executescript(_SCHEMA)
+        checkpoint = cls(db, path)
+        version = checkpoint.get("schema_version")
+        if version is None:
+            checkpoint.set("schema_version", SCHEMA_VERSION)
+        elif version != SCHEMA_VERSION:
+            db.close()
+            raise ValueError(f"{path} has schema {version}; this batchval reads {SCHEMA_VERSION}")
+        return checkpoint
+
+    @classmethod
+    def open_existing(cls, directory: Path) -> Checkpoint | None:
+        """The checkpoint of DIR if there is one (for `status`), never creating it."""
+        if not (directory / CHECKPOINT_NAME).is_file():
+            return None
+        return cls.open(directory)
+
+    def close(self) -> None:
+        self._db.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    # --- meta ----------------------------------------------------------------------------
+
+    def get(self, name: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set(self, name: str, value: str) -> None:
+        self._db.execute(
+            "INSERT INTO meta (name, value) VALUES (?, ?)"
+            " ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            (name, value),
+        )
+
+    def unset(self, name: str) -> None:
+        self._db.execute("DELETE FROM meta WHERE name = ?", (name,))
+
+    # --- ingest --------------------------------------------------------------------------
+
+    def restart_ingest(self) -> None:
+        """Forget the rows (never the requests and their answers) before reading again."""
+        with self.transaction():
+            self._db.execute("DELETE FROM rows")
+            self.unset("ingest_complete")
+
+    def add_rows(
+        self,
+        rows: Sequence[tuple[int, str | None, str | None, str | None, str | None, str]],
+        requests: Sequence[tuple[str, str]],
+    ) -> None:
+        """One batch of rows and their requests, in one transaction."""
+        with self.transaction():
+            self._db.executemany(
+                "INSERT INTO rows (row_number, key, field, rule, detail, passthrough)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            self._db.executemany(
+                "INSERT OR IGNORE INTO requests (key, request) VALUES (?, ?)", requests
+            )
+
+    def finish_ingest(self) -> None:
+        """Requests no row asks for any more (after an accepted input change) are dropped,
+        unless they were answered: an answer that was paid for is never thrown away."""
+        with self.transaction():
+            self._db.execute(
+                "DELETE FROM requests WHERE state IN ('pending', 'sent')"
+                " AND key NOT IN (SELECT key FROM rows WHERE key IS NOT NULL)"
+            )
+            self.set("ingest_complete", "1")
+
+    @property
+    def ingest_complete(self) -> bool:
+        return self.get("ingest_complete") == "1"
+
+    # --- dispatch ------------------------------------------------------------------------
+
+    def pending(self, after_rowid: int = 0, limit: int = 1000) -> list[PendingRequest]:
+        """Requests without an answer, in order, a page at a time."""
+        found = self._db.execute(
+            "SELECT rowid, key, request, attempts FROM requests"
+            " WHERE state IN ('pending', 'sent') AND rowid > ? ORDER BY rowid LIMIT ?",
+            (after_rowid, limit),
+        ).fetchall()
+        return [PendingRequest(int(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in found]
+
+    def mark_sent(self, key: str) -> None:
+        self._db.execute(
+            "UPDATE requests SET state = 'sent', attempts = attempts + 1 WHERE key = ?", (key,)
+        )
+
+    def record_valuation(self, key: str, answer: str, credits: int) -> None:
+        self._db.execute(
+            "UPDATE requests SET state = 'done', answer = ?, credits = ?, last_error = NULL"
+            " WHERE key = ?",
+            (answer, credits, key),
+        )
+
+    def record_problem(self, key: str, problem: dict[str, Any]) -> None:
+        self._db.execute(
+            "UPDATE requests SET state = 'problem', problem = ? WHERE key = ?",
+            (json.dumps(problem, sort_keys=True), key),
+        )
+
+    def record_retry(self, key: str, error: str) -> None:
+        """A transient failure: the request stays to be sent again with the same key."""
+        self._db.execute(
+            "UPDATE requests SET state = 'pending', last_error = ? WHERE key = ?", (error, key)
+        )
+
+    # --- reading back --------------------------------------------------------------------
+
+    def counts(self) -> Counts:
+        rows = self._db.execute(
+            "SELECT"
+            " COUNT(*),"
+            " SUM(r.key IS NULL),"
+            " SUM(q.state = 'done'),"
+            " SUM(q.state = 'problem'),"
+            " SUM(q.state IN ('pending', 'sent'))"
+            " FROM rows r LEFT JOIN requests q ON q.key = r.key"
+        ).fetchone()
+        requests = self._db.execute(
+            "SELECT COUNT(*), SUM(state = 'done'), SUM(state = 'problem'),"
+            " SUM(state IN ('pending', 'sent')), COALESCE(SUM(credits), 0) FROM requests"
+        ).fetchone()
+        n = [int(v or 0) for v in (*rows, *requests)]
+        return Counts(*n)
+
+    def problem_types(self) -> dict[str, int]:
+        """Problem rows by type (the API's type name, or the input rule)."""
+        found = self._db.execute(
+            "SELECT COALESCE(r.rule, json_extract(q.problem, '$.type')), COUNT(*)"
+            " FROM rows r LEFT JOIN requests q ON q.key = r.key"
+            " WHERE r.key IS NULL OR q.state = 'problem' GROUP BY 1 ORDER BY 1"
+        ).fetchall()
+        return {str(name): int(n) for name, n in found}
+
+    def valued_rows(self, batch: int = 20_000) -> Iterator[list[tuple[int, str, str, str]]]:
+        """(row_number, passthrough, key, answer) of valued rows, in row order, in batches."""
+        cursor = self._db.execute(
+            "SELECT r.row_number, r.passthrough, r.key, q.answer"
+            " FROM rows r JOIN requests q ON q.key = r.key"
+            " WHERE q.state = 'done' ORDER BY r.row_number"
+        )
+        while chunk := cursor.fetchmany(batch):
+            yield [(int(a), str(b), str(c), str(d)) for a, b, c, d in chunk]
+
+    def problem_rows(
+        self, batch: int = 20_000
+    ) -> Iterator[list[tuple[int, str, str | None, str | None, str | None, str | None, int]]]:
+        """(row_number, passthrough, field, rule, detail, api problem JSON, attempts) of rows
+        that got no valuation, in row order, in batches."""
+        cursor = self._db.execute(
+            "SELECT r.row_number, r.passthrough, r.field, r.rule, r.detail, q.problem,"
+            " COALESCE(q.attempts, 0)"
+            " FROM rows r LEFT JOIN requests q ON q.key = r.key"
+            " WHERE r.key IS NULL OR q.state = 'problem' ORDER BY r.row_number"
+        )
+        while chunk := cursor.fetchmany(batch):
+            yield [(int(a), str(b), c, d, e, f, int(g)) for a, b, c, d, e, f, g in chunk]
+
+    # --- invocations ---------------------------------------------------------------------
+
+    def start_invocation(self, started_at: str) -> int:
+        cursor = self._db.execute("INSERT INTO invocations (started_at) VALUES (?)", (started_at,))
+        return int(cursor.lastrowid or 0)
+
+    def end_invocation(
+        self,
+        invocation: int,
+        *,
+        ended_at: str,
+        exit_code: int,
+        calls: int,
+        rate_limited: int,
+        credits: int,
+        balance: int | None,
+    ) -> None:
+        self._db.execute(
+            "UPDATE invocations SET ended_at = ?, exit_code = ?, calls = ?, rate_limited = ?,"
+            " credits = ?, balance = ? WHERE id = ?",
+            (ended_at, exit_code, calls, rate_limited, credits, balance, invocation),
+        )
+
+    def totals(self) -> dict[str, Any]:
+        """Calls, 429s and the last known balance over every invocation of the run."""
+        calls, limited = self._db.execute(
+            "SELECT COALESCE(SUM(calls), 0), COALESCE(SUM(rate_limited), 0) FROM invocations"
+        ).fetchone()
+        balance = self._db.execute(
+            "SELECT balance FROM invocations WHERE balance IS NOT NULL ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+        invocations = self._db.execute("SELECT COUNT(*) FROM invocations").fetchone()[0]
+        return {
+            "calls": int(calls),
+            "rate_limited": int(limited),
+            "last_balance": None if balance is None else int(balance[0]),
+            "invocations": int(invocations),
+        }

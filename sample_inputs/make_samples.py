@@ -1,0 +1,473 @@
+"""Make the sample inputs in this folder: fake homes, plausible and reproducible.
+
+    .venv/bin/python sample_inputs/make_samples.py
+
+writes, beside this script:
+
+- `portfolio.csv` and `portfolio.parquet`: the same 2,000 homes in England and Wales,
+  with columns named as the snake_case forms of the API fields, so that batchval maps
+  them with no config. Pass-through columns: `loan_id`, `branch`.
+- `lender_extract.csv`: 300 other homes as a lender's system might export them: its own
+  column names and codes, semicolon-delimited, UTF-8 with a BOM, CRLF line ends, some
+  postcodes in lower case without the space. `configs/lender_extract.yaml` maps it.
+
+Every row is a valid request (partner-api.md 2.1 and 8), and all but three value cleanly
+in the sandbox. On purpose:
+
+- 10 rows repeat another row's request fields exactly under another loan id (one
+  request is asked for three times): identical requests are valued and charged once.
+- 3 rows give bedrooms but no floor area for a home the sandbox has no typical floor
+  area for (flats with 7 or more bedrooms, a detached house with none): the API answers
+  422 floor-area-required, which batchval reports as a problem asking for a floor area.
+
+The postcodes have the shape of real ones and real outward codes (areas and districts),
+but the units are drawn at random: they are not addresses. The same seed gives the same
+files, byte for byte (the Parquet file up to the writer's version stamp).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import random
+from collections.abc import Sequence
+from pathlib import Path
+
+import polars as pl
+
+SEED = 2026
+PORTFOLIO_ROWS = 2_000
+LENDER_ROWS = 300
+DUPLICATE_ROWS = 10  # rows repeating another row's request (one source is asked for thrice)
+
+# Branch -> (share of homes, postcode area -> real districts in it).
+_BRANCHES: dict[str, tuple[float, dict[str, tuple[str, ...]]]] = {
+    "London": (
+        0.20,
+        {
+            "SW": ("SW1A", "SW1P", "SW1V", "SW4", "SW6", "SW8", "SW11", "SW12", "SW16", "SW19"),
+            "SE": ("SE1", "SE5", "SE8", "SE10", "SE13", "SE15", "SE18", "SE22", "SE23", "SE25"),
+            "N": ("N1", "N4", "N7", "N8", "N10", "N15", "N16", "N17", "N19", "N22"),
+            "E": ("E1", "E1W", "E2", "E3", "E5", "E8", "E10", "E14", "E15", "E17"),
+            "W": ("W1H", "W1T", "W2", "W3", "W4", "W5", "W6", "W10", "W12", "W13"),
+            "NW": ("NW1", "NW2", "NW3", "NW5", "NW6", "NW8", "NW10", "NW11"),
+            "BR": ("BR1", "BR2", "BR3", "BR5", "BR6"),
+            "CR": ("CR0", "CR2", "CR4", "CR7", "CR8"),
+            "KT": ("KT1", "KT2", "KT3", "KT6", "KT12", "KT19"),
+            "RM": ("RM1", "RM3", "RM6", "RM7", "RM10", "RM12"),
+        },
+    ),
+    "South East": (
+        0.22,
+        {
+            "OX": ("OX1", "OX2", "OX4", "OX14", "OX16", "OX26"),
+            "CB": ("CB1", "CB2", "CB4", "CB7", "CB9"),
+            "BN": ("BN1", "BN2", "BN3", "BN11", "BN21"),
+            "GU": ("GU1", "GU2", "GU14", "GU21", "GU34"),
+            "RG": ("RG1", "RG2", "RG4", "RG14", "RG21", "RG40"),
+            "MK": ("MK3", "MK5", "MK9", "MK40", "MK42"),
+            "ME": ("ME1", "ME4", "ME7", "ME10", "ME15", "ME16"),
+            "CT": ("CT1", "CT2", "CT9", "CT11", "CT20"),
+            "TN": ("TN1", "TN4", "TN9", "TN23", "TN34"),
+            "CM": ("CM1", "CM2", "CM7", "CM12", "CM20"),
+            "CO": ("CO1", "CO2", "CO4", "CO15"),
+            "IP": ("IP1", "IP2", "IP4", "IP28", "IP33"),
+            "PE": ("PE1", "PE2", "PE7", "PE13", "PE30"),
+            "NR": ("NR1", "NR2", "NR3", "NR5", "NR31"),
+            "SO": ("SO14", "SO15", "SO16", "SO17", "SO19", "SO50", "SO53"),
+            "PO": ("PO1", "PO4", "PO6", "PO9", "PO19", "PO21"),
+        },
+    ),
+    "South West": (
+        0.12,
+        {
+            "BS": ("BS1", "BS3", "BS5", "BS6", "BS7", "BS16", "BS31", "BS48"),
+            "PL": ("PL1", "PL4", "PL5", "PL6", "PL25"),
+            "EX": ("EX1", "EX2", "EX4", "EX8", "EX32"),
+            "TQ": ("TQ1", "TQ2", "TQ4", "TQ12", "TQ14"),
+            "TR": ("TR1", "TR7", "TR11", "TR15", "TR18"),
+            "GL": ("GL1", "GL2", "GL4", "GL50", "GL51", "GL52"),
+            "SN": ("SN1", "SN2", "SN3", "SN5", "SN25"),
+            "BA": ("BA1", "BA2", "BA11", "BA14", "BA21"),
+            "TA": ("TA1", "TA2", "TA6", "TA20"),
+            "DT": ("DT1", "DT4"),
+            "SP": ("SP1", "SP2", "SP10"),
+            "BH": ("BH1", "BH8", "BH9", "BH14", "BH23"),
+        },
+    ),
+    "Midlands": (
+        0.16,
+        {
+            "B": ("B5", "B13", "B15", "B23", "B29", "B44", "B73", "B90", "B91", "B92"),
+            "NG": ("NG1", "NG3", "NG5", "NG7", "NG9", "NG17"),
+            "LE": ("LE1", "LE2", "LE3", "LE4", "LE11", "LE18", "LE67"),
+            "CV": ("CV1", "CV2", "CV3", "CV5", "CV11", "CV32", "CV37"),
+            "DE": ("DE1", "DE3", "DE21", "DE22", "DE24", "DE56"),
+            "ST": ("ST1", "ST4", "ST5", "ST16", "ST17"),
+            "LN": ("LN1", "LN2", "LN4", "LN6"),
+            "HR": ("HR1", "HR2", "HR4"),
+            "WR": ("WR1", "WR2", "WR5", "WR9", "WR14"),
+        },
+    ),
+    "North West": (
+        0.12,
+        {
+            "M": ("M1", "M4", "M14", "M20", "M21", "M33", "M41"),
+            "L": ("L1", "L4", "L8", "L15", "L17", "L18", "L25"),
+            "SK": ("SK1", "SK2", "SK4", "SK8", "SK9", "SK14"),
+            "WA": ("WA1", "WA4", "WA5", "WA8", "WA14", "WA15"),
+            "CH": ("CH1", "CH2", "CH41", "CH43", "CH44", "CH62", "CH65"),
+            "PR": ("PR1", "PR2", "PR4", "PR7", "PR8", "PR9"),
+            "BB": ("BB1", "BB2", "BB5", "BB9", "BB11"),
+            "LA": ("LA1", "LA3", "LA4", "LA9", "LA14"),
+            "CA": ("CA1", "CA2", "CA3", "CA11", "CA14"),
+        },
+    ),
+    "North East & Yorkshire": (
+        0.13,
+        {
+            "LS": ("LS1", "LS6", "LS7", "LS8", "LS12", "LS17", "LS28"),
+            "S": ("S1", "S2", "S6", "S7", "S10", "S11", "S35", "S60", "S66"),
+            "NE": ("NE1", "NE2", "NE3", "NE6", "NE15", "NE25", "NE28", "NE63"),
+            "YO": ("YO1", "YO8", "YO10", "YO12", "YO24", "YO31"),
+            "HU": ("HU1", "HU3", "HU5", "HU8", "HU13"),
+            "DN": ("DN1", "DN2", "DN4", "DN15", "DN31", "DN35"),
+            "BD": ("BD1", "BD3", "BD5", "BD9", "BD16", "BD18"),
+            "HD": ("HD1", "HD2", "HD3", "HD5", "HD8"),
+            "WF": ("WF1", "WF2", "WF10", "WF13", "WF17"),
+            "DH": ("DH1", "DH2", "DH3", "DH9"),
+            "SR": ("SR1", "SR2", "SR3", "SR5", "SR8"),
+            "TS": ("TS1", "TS5", "TS7", "TS10", "TS18", "TS24"),
+        },
+    ),
+    "Wales": (
+        0.05,
+        {
+            "CF": ("CF5", "CF10", "CF11", "CF14", "CF23", "CF24", "CF31", "CF37", "CF62", "CF83"),
+            "SA": ("SA1", "SA2", "SA6", "SA11", "SA15", "SA31", "SA61", "SA62"),
+            "LL": ("LL11", "LL13", "LL18", "LL29", "LL30", "LL57", "LL65"),
+            "NP": ("NP7", "NP10", "NP16", "NP19", "NP20", "NP44"),
+        },
+    ),
+}
+# The lender's codes for the same branches.
+_BRANCH_CODES = {
+    "London": ("LON01", "LON02"),
+    "South East": ("RDG01", "CAM01"),
+    "South West": ("BRS01", "EXE01"),
+    "Midlands": ("BHM01", "NOT01"),
+    "North West": ("MAN01", "LIV01"),
+    "North East & Yorkshire": ("LDS01", "NCL01"),
+    "Wales": ("CDF01",),
+}
+# The letters used in inward codes (never C, I, K, M, O or V).
+_UNIT_LETTERS = "ABDEFGHJLNPQRSTUWXYZ"
+
+# Shares of the housing stock (English Housing Survey, roughly); London is flat-heavy.
+_TYPES = ("detached", "semi_detached", "terraced", "flat")
+_TYPE_SHARES = (0.22, 0.31, 0.28, 0.19)
+_LONDON_TYPE_SHARES = (0.07, 0.17, 0.31, 0.45)
+_BEDROOMS: dict[str, tuple[tuple[int, ...], tuple[float, ...]]] = {
+    "flat": ((0, 1, 2, 3, 4), (0.05, 0.40, 0.45, 0.09, 0.01)),
+    "terraced": ((1, 2, 3, 4, 5), (0.05, 0.35, 0.45, 0.12, 0.03)),
+    "semi_detached": ((2, 3, 4, 5), (0.15, 0.60, 0.20, 0.05)),
+    "detached": ((2, 3, 4, 5, 6), (0.04, 0.25, 0.45, 0.20, 0.06)),
+}
+# Floor area = base + per bedroom (sqm), then a spread of about 15% either way.
+_FLOOR_AREA = {
+    "flat": (24.0, 20.0),
+    "terraced": (38.0, 17.0),
+    "semi_detached": (45.0, 17.0),
+    "detached": (55.0, 22.0),
+}
+# Building eras (first year, last year) and each type's shares of them.
+_ERAS = (
+    (1850, 1899),
+    (1900, 1918),
+    (1919, 1944),
+    (1945, 1964),
+    (1965, 1982),
+    (1983, 1999),
+    (2000, 2011),
+    (2012, 2024),
+)
+_ERA_SHARES = {
+    "terraced": (0.30, 0.15, 0.12, 0.10, 0.13, 0.08, 0.07, 0.05),
+    "semi_detached": (0.05, 0.07, 0.25, 0.22, 0.20, 0.10, 0.06, 0.05),
+    "detached": (0.04, 0.04, 0.08, 0.12, 0.22, 0.22, 0.15, 0.13),
+    "flat": (0.08, 0.05, 0.06, 0.12, 0.22, 0.15, 0.17, 0.15),
+}
+_WALLS = ("very_good", "good", "average", "poor", "very_poor")
+# Wall efficiency by the year built: solid walls before 1919, cavity walls later.
+_WALL_SHARES = (
+    (1918, (0.00, 0.05, 0.20, 0.40, 0.35)),
+    (1944, (0.00, 0.20, 0.40, 0.35, 0.05)),
+    (1982, (0.05, 0.35, 0.45, 0.15, 0.00)),
+    (9999, (0.25, 0.55, 0.20, 0.00, 0.00)),
+)
+_TERRACE_FORMS = (
+    ("mid_terrace", "end_terrace", "enclosed_mid_terrace", "enclosed_end_terrace"),
+    (0.68, 0.28, 0.03, 0.01),
+)
+_FLAT_FORMS = (("mid_terrace", "end_terrace", "semi_detached", "detached"), (0.4, 0.2, 0.2, 0.2))
+
+# How often a detail is present in the portfolio.
+FLOOR_AREA_SHARE = 0.60
+YEAR_BUILT_SHARE = 0.70
+BUILT_FORM_SHARE = 0.60  # of homes; with flats mostly left out, about half of all rows
+WALLS_SHARE = 0.50
+FLAT_BUILT_FORM_SHARE = 0.15  # of flats that would have one: EPCs rarely give a flat's form
+NO_BEDROOMS_SHARE = 0.02  # of homes with a floor area: bedrooms left out (one is enough)
+
+PORTFOLIO_COLUMNS = (
+    "loan_id",
+    "branch",
+    "postcode",
+    "property_type",
+    "bedrooms",
+    "floor_area_sqm",
+    "year_built",
+    "built_form",
+    "walls_energy_efficiency",
+    "reference",
+)
+LENDER_COLUMNS = (
+    "Account No",
+    "Branch Code",
+    "Post Code",
+    "Prop Type",
+    "Beds",
+    "Floor Area (m2)",
+    "Built",
+    "Form",
+    "Wall Rating",
+    "Case Ref",
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Home:
+    """One home and what the lender knows of it; None is an empty cell."""
+
+    branch: str
+    postcode: str
+    property_type: str
+    bedrooms: int | None
+    floor_area_sqm: float | None
+    year_built: int | None
+    built_form: str | None
+    walls_energy_efficiency: str | None
+
+
+def _pick(rng: random.Random, items: Sequence[str], shares: Sequence[float]) -> str:
+    return rng.choices(items, weights=shares)[0]
+
+
+def _postcode(rng: random.Random, branch: str) -> str:
+    areas = _BRANCHES[branch][1]
+    district = rng.choice(areas[rng.choice(sorted(areas))])
+    while True:
+        unit = rng.choice(_UNIT_LETTERS) + rng.choice(_UNIT_LETTERS)
+        if unit != "ZZ":  # unit ZZ is the API's "nothing held" marker in street analysis
+            return f"{district} {rng.randint(1, 9)}{unit}"
+
+
+def _walls(rng: random.Random, year: int) -> str:
+    shares = next(s for last, s in _WALL_SHARES if year <= last)
+    return _pick(rng, _WALLS, shares)
+
+
+def _built_form(rng: random.Random, property_type: str) -> str | None:
+    if property_type in ("detached", "semi_detached"):
+        return property_type
+    if property_type == "terraced":
+        return _pick(rng, *_TERRACE_FORMS)
+    if rng.random() < FLAT_BUILT_FORM_SHARE:
+        return _pick(rng, *_FLAT_FORMS)
+    return None
+
+
+def make_home(rng: random.Random, *, floor_area_share: float = FLOOR_AREA_SHARE) -> Home:
+    """A plausible home; every detail is drawn, then some are left out as in real books."""
+    branches = sorted(_BRANCHES)
+    branch = _pick(rng, branches, [_BRANCHES[b][0] for b in branches])
+    shares = _LONDON_TYPE_SHARES if branch == "London" else _TYPE_SHARES
+    property_type = _pick(rng, _TYPES, shares)
+    counts, count_shares = _BEDROOMS[property_type]
+    bedrooms = rng.choices(counts, weights=count_shares)[0]
+    base, per_bedroom = _FLOOR_AREA[property_type]
+    area = round(max(18.0, (base + per_bedroom * bedrooms) * rng.uniform(0.85, 1.18)), 1)
+    first, last = rng.choices(_ERAS, weights=_ERA_SHARES[property_type])[0]
+    year = rng.randint(first, last)
+    walls = _walls(rng, year)
+    form = _built_form(rng, property_type)
+    has_area = rng.random() < floor_area_share
+    return Home(
+        branch=branch,
+        postcode=_postcode(rng, branch),
+        property_type=property_type,
+        bedrooms=None if has_area and rng.random() < NO_BEDROOMS_SHARE else bedrooms,
+        floor_area_sqm=area if has_area else None,
+        year_built=year if rng.random() < YEAR_BUILT_SHARE else None,
+        built_form=form if rng.random() < BUILT_FORM_SHARE else None,
+        walls_energy_efficiency=walls if rng.random() < WALLS_SHARE else None,
+    )
+
+
+def _floor_area_required(rng: random.Random, property_type: str, bedrooms: int) -> Home:
+    """A home the sandbox has no typical floor area for, sent with bedrooms alone."""
+    home = make_home(rng)
+    while home.property_type != property_type:
+        home = make_home(rng)
+    return dataclasses.replace(home, bedrooms=bedrooms, floor_area_sqm=None)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PortfolioRow:
+    loan_id: str
+    home: Home
+    reference: str
+
+    def cells(self) -> dict[str, object]:
+        return {
+            "loan_id": self.loan_id,
+            **dataclasses.asdict(self.home),
+            "reference": self.reference,
+        }
+
+
+def make_portfolio(rng: random.Random) -> list[PortfolioRow]:
+    """The portfolio's rows in file order, loan ids numbered from the top."""
+    unique = PORTFOLIO_ROWS - DUPLICATE_ROWS
+    homes = [make_home(rng) for _ in range(unique - 3)]
+    # A seven-bedroom flat (a house in multiple occupation), an eight-bedroom one, and a
+    # detached house with 0 bedrooms (a data entry slip): 422 floor-area-required.
+    for property_type, bedrooms in (("flat", 7), ("flat", 8), ("detached", 0)):
+        home = _floor_area_required(rng, property_type, bedrooms)
+        homes.insert(rng.randrange(len(homes) + 1), home)
+    references = rng.sample(range(1, 1_000_000), unique)
+    requests = [(h, f"CASE-2026-{r:06d}") for h, r in zip(homes, references, strict=True)]
+    # Repeats: nine requests asked for again under another loan id, the first twice.
+    sources = rng.sample([r for r in requests if not _needs_floor_area(r[0])], DUPLICATE_ROWS - 1)
+    for source in [sources[0], *sources]:
+        after = requests.index(source) + 1
+        requests.insert(rng.randrange(after, len(requests) + 1), source)
+    return [
+        PortfolioRow(f"LN-{n:06d}", home, reference)
+        for n, (home, reference) in enumerate(requests, start=1)
+    ]
+
+
+def _needs_floor_area(home: Home) -> bool:
+    """The sandbox's rule (batchval.sandbox.figures.typical_floor_area), restated."""
+    if home.floor_area_sqm is not None or home.bedrooms is None:
+        return False
+    return (
+        home.bedrooms >= 13
+        or (home.property_type == "flat" and home.bedrooms >= 7)
+        or (home.property_type == "detached" and home.bedrooms == 0)
+    )
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    return str(value)
+
+
+def write_portfolio_csv(rows: Sequence[PortfolioRow], path: Path) -> None:
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(PORTFOLIO_COLUMNS)
+        for row in rows:
+            cells = row.cells()
+            writer.writerow([_cell(cells[c]) for c in PORTFOLIO_COLUMNS])
+
+
+def write_portfolio_parquet(rows: Sequence[PortfolioRow], path: Path) -> None:
+    types = {"bedrooms": pl.Int64, "floor_area_sqm": pl.Float64, "year_built": pl.Int64}
+    cells = [row.cells() for row in rows]
+    frame = pl.DataFrame(
+        [
+            pl.Series(c, [r[c] for r in cells], dtype=types.get(c, pl.String))
+            for c in PORTFOLIO_COLUMNS
+        ]
+    )
+    frame.write_parquet(path, compression="zstd", statistics=True)
+
+
+# The lender's spellings: a type or form is written as a code or as words, by system age.
+_LENDER_TYPES = {
+    "detached": (("D", "Detached"), (0.6, 0.4)),
+    "semi_detached": (("S", "Semi-Detached"), (0.5, 0.5)),
+    "terraced": (("T", "Terraced"), (0.6, 0.4)),
+    "flat": (("F", "Flat/Maisonette", "Flat"), (0.4, 0.4, 0.2)),
+}
+_LENDER_FORMS = {
+    "detached": (("Detached",), (1.0,)),
+    "semi_detached": (("Semi-Detached", "Semi"), (0.8, 0.2)),
+    "mid_terrace": (("Mid-Terrace", "Mid Terr"), (0.8, 0.2)),
+    "end_terrace": (("End Terrace", "End Terr"), (0.8, 0.2)),
+    "enclosed_mid_terrace": (("Enclosed Mid-Terrace",), (1.0,)),
+    "enclosed_end_terrace": (("Enclosed End-Terrace",), (1.0,)),
+}
+_LENDER_WALLS = {w: w.replace("_", " ").title() for w in _WALLS}  # very_poor -> Very Poor
+
+
+def _lender_postcode(rng: random.Random, postcode: str) -> str:
+    spelling = rng.random()
+    if spelling < 0.15:
+        return postcode.replace(" ", "").lower()  # sw1a2aa
+    if spelling < 0.25:
+        return postcode.lower()  # sw1a 2aa
+    if spelling < 0.35:
+        return postcode.replace(" ", "")  # SW1A2AA
+    return postcode
+
+
+def make_lender_extract(rng: random.Random) -> list[list[str]]:
+    """The lender's rows: cells as its system writes them, header first."""
+    accounts = rng.sample(range(100_000, 10_000_000), LENDER_ROWS)
+    cases = rng.sample(range(1, 100_000), LENDER_ROWS)
+    rows = [list(LENDER_COLUMNS)]
+    for account, case in zip(accounts, cases, strict=True):
+        home = make_home(rng, floor_area_share=0.5)
+        while home.bedrooms is None:  # the lender's system always holds the bedrooms
+            home = make_home(rng, floor_area_share=0.5)
+        form = home.built_form
+        rows.append(
+            [
+                f"{account:08d}",
+                rng.choice(_BRANCH_CODES[home.branch]),
+                _lender_postcode(rng, home.postcode),
+                _pick(rng, *_LENDER_TYPES[home.property_type]),
+                str(home.bedrooms),
+                _cell(home.floor_area_sqm),
+                _cell(home.year_built),
+                "" if form is None else _pick(rng, *_LENDER_FORMS[form]),
+                _LENDER_WALLS.get(home.walls_energy_efficiency or "", ""),
+                f"MB26-{case:05d}",
+            ]
+        )
+    return rows
+
+
+def write_lender_extract(rows: Sequence[Sequence[str]], path: Path) -> None:
+    # utf-8-sig writes the BOM that spreadsheet exports start with; CRLF as on Windows.
+    with path.open("w", encoding="utf-8-sig", newline="") as handle:
+        csv.writer(handle, delimiter=";", lineterminator="\r\n").writerows(rows)
+
+
+def main(out_dir: Path | None = None) -> None:
+    out = out_dir or Path(__file__).resolve().parent
+    rng = random.Random(SEED)
+    portfolio = make_portfolio(rng)
+    write_portfolio_csv(portfolio, out / "portfolio.csv")
+    write_portfolio_parquet(portfolio, out / "portfolio.parquet")
+    write_lender_extract(make_lender_extract(rng), out / "lender_extract.csv")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""The checkpoint: rows, requests, states, counts, and the directory lock."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from batchval.run.checkpoint import Checkpoint, DirLockedError, RunLock
+
+
+def filled(tmp_path: Path) -> Checkpoint:
+    """Five rows: one input problem, two sharing request k1, and k2, k3."""
+    checkpoint = Checkpoint.open(tmp_path)
+    checkpoint.add_rows(
+        [
+            (1, "k1", None, None, None, '{"loan":"a"}'),
+            (2, None, "bedrooms", "out_of_range", "bedrooms 25 is above 20", '{"loan":"b"}'),
+            (3, "k1", None, None, None, '{"loan":"c"}'),
+            (4, "k2", None, None, None, '{"loan":"d"}'),
+            (5, "k3", None, None, None, '{"loan":"e"}'),
+        ],
+        [("k1", '{"r":1}'), ("k2", '{"r":2}'), ("k3", '{"r":3}')],
+    )
+    checkpoint.finish_ingest()
+    return checkpoint
+
+
+def test_counts_follow_states(tmp_path: Path) -> None:
+    """Rows are valued, problems or pending according to their request's state."""
+    checkpoint = filled(tmp_path)
+    assert checkpoint.counts().pending_rows == 4
+    checkpoint.mark_sent("k1")
+    checkpoint.record_valuation("k1", '{"id":"val_x"}', 10)
+    checkpoint.record_problem("k2", {"type": "outside-coverage", "status": 422})
+    counts = checkpoint.counts()
+    assert (counts.rows, counts.valued_rows, counts.api_problem_rows, counts.input_problems) == (
+        5,
+        2,
+        1,
+        1,
+    )
+    assert (counts.pending_rows, counts.requests_pending, counts.credits) == (1, 1, 10)
+    assert not counts.complete
+    assert checkpoint.problem_types() == {"out_of_range": 1, "outside-coverage": 1}
+
+
+def test_sent_and_retried_requests_stay_pending(tmp_path: Path) -> None:
+    """A sent request, and one that failed transiently, are pending with their attempts."""
+    checkpoint = filled(tmp_path)
+    checkpoint.mark_sent("k1")
+    checkpoint.mark_sent("k2")
+    checkpoint.record_retry("k2", "503 data-unavailable")
+    pending = {p.key: p.attempts for p in checkpoint.pending()}
+    assert pending == {"k1": 1, "k2": 1, "k3": 0}
+
+
+def test_pending_pages_in_order(tmp_path: Path) -> None:
+    """pending() pages through requests after a rowid."""
+    checkpoint = filled(tmp_path)
+    first = checkpoint.pending(limit=2)
+    rest = checkpoint.pending(first[-1].rowid)
+    assert [p.key for p in first + rest] == ["k1", "k2", "k3"]
+
+
+def test_reingest_keeps_answers(tmp_path: Path) -> None:
+    """Reading the input again forgets rows, never a paid answer."""
+    checkpoint = filled(tmp_path)
+    checkpoint.record_valuation("k3", '{"id":"val_y"}', 10)
+    checkpoint.restart_ingest()
+    assert not checkpoint.ingest_complete
+    checkpoint.add_rows([(1, "k1", None, None, None, "{}")], [("k1", '{"r":1}')])
+    checkpoint.finish_ingest()
+    keys = {p.key for p in checkpoint.pending()}
+    assert keys == {"k1"}
+    assert checkpoint.counts().credits == 10
+
+
+def test_valued_and_problem_rows_in_row_order(tmp_path: Path) -> None:
+    """Both read-backs come in row order, every row in exactly one of them or pending."""
+    checkpoint = filled(tmp_path)
+    for key in ("k1", "k3"):
+        checkpoint.record_valuation(key, json.dumps({"id": key}), 10)
+    checkpoint.record_problem("k2", {"type": "outside-coverage"})
+    valued = [row[0] for batch in checkpoint.valued_rows() for row in batch]
+    problems = [row[0] for batch in checkpoint.problem_rows() for row in batch]
+    assert valued == [1, 3, 5]
+    assert problems == [2, 4]
+
+
+def test_meta_round_trips_and_survives_reopening(tmp_path: Path) -> None:
+    """Meta values persist across processes (a reopened file)."""
+    checkpoint = filled(tmp_path)
+    checkpoint.set("run_id", "night-1")
+    checkpoint.close()
+    again = Checkpoint.open(tmp_path)
+    assert again.get("run_id") == "night-1"
+    assert again.ingest_complete
+    assert again.counts().rows == 5
+
+
+def test_wrong_schema_version_is_refused(tmp_path: Path) -> None:
+    """A checkpoint written by another schema version is not read."""
+    filled(tmp_path).set("schema_version", "999")
+    with pytest.raises(ValueError, match="schema 999"):
+        Checkpoint.open(tmp_path)
+
+
+def test_integrity(tmp_path: Path) -> None:
+    """The file passes SQLite's integrity check."""
+    filled(tmp_path).close()
+    db = sqlite3.connect(tmp_path / "checkpoint.sqlite")
+    assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_lock_is_exclusive_across_processes(tmp_path: Path) -> None:
+    """While one process holds DIR, another cannot; after it ends, it can."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from batchval.run.checkpoint import RunLock\n"
+            "with RunLock(Path(sys.argv[1])):\n print('held', flush=True); time.sleep(30)",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(DirLockedError), RunLock(tmp_path):
+            pass
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+    with RunLock(tmp_path):
+        pass
