@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/batchval demo
+	$(BIN)/batchval run sample_inputs/portfolio.csv --out runs/sample
 
 lint: $(STAMP)
 	$(BIN)/ruff check batchval tests

@@ -7,13 +7,15 @@ Exit codes are a contract with schedulers (product.md): 0 complete, 75 resumable
 from __future__ import annotations
 
 import dataclasses
-import json
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
-import anyio
 import click
 
+from batchval import logs
+from batchval.logs import Redactor
 from batchval.sandbox.app import Sandbox
 from batchval.sandbox.config import ConfigError, SandboxConfig, load_config
 from batchval.sandbox.server import serve_forever
@@ -127,36 +129,138 @@ def sandbox(
     serve_forever(Sandbox(config), host, port)
 
 
-@cli.command(hidden=True)
-def demo() -> None:
-    """Start the embedded sandbox and make one valuation (until `run` exists)."""
-    from batchval.api import Credentials, PartnerClient, ValuationRequest
-    from batchval.sandbox.server import serve_in_thread
+@cli.command()
+@click.argument("input_path", metavar="INPUT", type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="The run's directory: outputs and checkpoint. Same DIR again resumes.",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="YAML config: api, input mapping, run settings.",
+)
+@click.option("--run-id", help="Name the run (default: a new id, kept in the checkpoint).")
+@click.option("--concurrency", type=click.IntRange(1, 256), help="Most requests in flight [8].")
+@click.option("--include", help="Extras for every valuation: commentary,rebuildCost.")
+@click.option("--max-credits", type=click.IntRange(0), help="Spend at most this in this call.")
+@click.option("--dry-run", is_flag=True, help="Validate and price; no network.")
+@click.option(
+    "--accept-changes",
+    is_flag=True,
+    help="Carry on a run in DIR although its input or request settings changed.",
+)
+@click.option(
+    "--wait-for-midnight",
+    is_flag=True,
+    help="At the daily limit, wait for midnight UTC instead of exiting 75.",
+)
+def run(
+    input_path: Path,
+    out_dir: Path,
+    config_file: Path | None,
+    run_id: str | None,
+    concurrency: int | None,
+    include: str | None,
+    max_credits: int | None,
+    dry_run: bool,
+    accept_changes: bool,
+    wait_for_midnight: bool,
+) -> None:
+    """Value every row of INPUT (CSV or Parquet) into DIR; exit 0, 75, 77, 65 or 64."""
+    from batchval.run.runner import RunAbortedError, Runner, RunRequest
+    from batchval.sandbox.embedded import embedded_api
+    from batchval.settings import SettingsError, load_settings
 
-    async def one(base_url: str, auth_url: str) -> None:
-        credentials = Credentials("sandbox-test", "sandbox-test-secret")
-        async with PartnerClient(
-            base_url=base_url, auth_url=auth_url, credentials=credentials
-        ) as api:
-            request = ValuationRequest("sw1a 2aa", "terraced", bedrooms=3, include=("commentary",))
-            valuation = await api.create_valuation(request, idempotency_key="demo-key-0001")
-            figures = valuation.figures
-            click.echo(
-                json.dumps(
-                    {
-                        "mode": valuation.mode,
-                        "id": valuation.id,
-                        "estimate": figures.estimate,
-                        "range": [figures.low, figures.high],
-                        "summary": (valuation.commentary or {}).get("summary"),
-                    },
-                    indent=2,
-                )
-            )
+    redactor = Redactor()
+    logs.configure(json_lines=not sys.stderr.isatty(), redactor=redactor)
+    try:
+        settings = load_settings(
+            config_file,
+            os.environ,
+            concurrency=concurrency,
+            include=include,
+            max_credits=max_credits,
+        )
+    except SettingsError as exc:
+        raise click.UsageError(str(exc)) from None
+    if wait_for_midnight:
+        settings = dataclasses.replace(
+            settings, run=dataclasses.replace(settings.run, wait_for_midnight=True)
+        )
+    if settings.api is not None:
+        redactor.add(settings.api.client_secret)
+    request = RunRequest(
+        input_path=input_path,
+        out_dir=out_dir,
+        settings=settings,
+        run_id=run_id,
+        dry_run=dry_run,
+        accept_changes=accept_changes,
+        progress_bar=sys.stderr.isatty(),
+    )
+    try:
+        summary = Runner(request, embedded_api=embedded_api).run()
+    except RunAbortedError as exc:
+        click.echo(f"batchval: {exc}", err=True)
+        raise SystemExit(int(exc.code)) from None
+    click.echo(describe(summary))
+    raise SystemExit(int(summary["exit_code"]))
 
-    click.echo("No API configured: valuing against the embedded sandbox in TEST mode.", err=True)
-    with serve_in_thread() as running:
-        anyio.run(one, running.base_url, running.auth_url)
+
+@cli.command()
+@click.argument("out_dir", metavar="DIR", type=click.Path(path_type=Path))
+def status(out_dir: Path) -> None:
+    """Say what a run in DIR has done, what is pending and what to do next."""
+    from batchval.run.status import read_status
+
+    found = read_status(out_dir)
+    if found is None:
+        raise click.UsageError(f"{out_dir} holds no batchval run (no checkpoint.sqlite)")
+    click.echo(describe(found))
+
+
+def describe(summary: dict[str, Any]) -> str:
+    """The summary for a person: a few lines, the next action last."""
+    if summary.get("dry_run"):
+        problems = ", ".join(f"{k} {v}" for k, v in summary["problems_by_type"].items())
+        return "\n".join(
+            [
+                f"dry run: {summary['rows']} rows, {summary['rows_with_problems']} with problems"
+                + (f" ({problems})" if problems else ""),
+                f"would make {summary['calls']} calls costing {summary['credits']} credits "
+                f"(£{summary['cost_gbp']:.2f} live), "
+                f"{summary['days_at_daily_limit']} day(s) at {summary['daily_limit']} calls a day",
+            ]
+        )
+    rows, requests = summary["rows"], summary["requests"]
+    problems = ", ".join(f"{k} {v}" for k, v in summary["problems_by_type"].items())
+    lines = [
+        f"run {summary['run_id']} ({summary['mode']} mode): {summary['status']}",
+        f"rows: {rows['total']} total, {rows['valued']} valued, {rows['problems']} problems, "
+        f"{rows['pending']} pending",
+        f"requests: {requests['unique']} unique, {requests['valued']} valued, "
+        f"{requests['problems']} problems, {requests['pending']} pending",
+    ]
+    if problems:
+        lines.append(f"problems by type: {problems}")
+    credits = summary["credits_charged"]
+    lines.append(
+        f"credits: {credits['this_invocation']} this time, {credits['total']} in all"
+        + (
+            f"; last known balance {summary['last_known_balance']}"
+            if summary.get("last_known_balance") is not None
+            else ""
+        )
+    )
+    if summary.get("stop"):
+        lines.append(f"stopped: {summary['stop']['reason']}: {summary['stop']['detail']}")
+    lines.append(f"exit {summary['exit_code']}; next: {summary['next_action']}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -123,7 +123,8 @@ def test_lock_is_exclusive_across_processes(tmp_path: Path) -> None:
         [
             sys.executable,
             "-c",
-            "import sys, time; from pathlib import Path; from batchval.run.checkpoint import RunLock\n"
+            "import sys, time; from pathlib import Path\n"
+            "from batchval.run.checkpoint import RunLock\n"
             "with RunLock(Path(sys.argv[1])):\n print('held', flush=True); time.sleep(30)",
             str(tmp_path),
         ],

@@ -657,11 +657,12 @@ async def test_concurrent_401s_fetch_one_new_token(sandbox: Sandbox, api: Partne
 async def test_token_refused_twice_raises_unauthorized(
     sandbox: Sandbox, api: PartnerClient
 ) -> None:
-    """When a fresh token is refused too, the client stops after exactly one retry."""
+    """When a fresh token is refused too, the client gives up after exactly one retry
+    (and the error is a retry for the caller: revocation at rotation time is transient)."""
     sandbox.set_faults(Faults(revoke_token_share=1.0))
     with pytest.raises(UnauthorizedError) as caught:
         await api.get_street_analysis("SW1A 1AA")
-    assert caught.value.action is Action.STOP
+    assert caught.value.action is Action.RETRY
     assert api.tokens.fetches == 2
     assert api.calls == 2
     assert statuses(sandbox) == {401: 2}

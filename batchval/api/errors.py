@@ -4,7 +4,7 @@
     ├── TransportError            no usable answer: connect failure, cut connection, timeout
     ├── MalformedResponseError    an answer whose body is not what the API promises
     ├── CredentialsRefusedError   the token URL refused the client id and secret
-    ├── UnauthorizedError         a 401 again after one fresh token
+    ├── UnauthorizedError         a 401 again after one fresh token (retried)
     └── ProblemError              an RFC 9457 problem document (partner-api.md section 7)
         ├── InvalidRequestError          400 invalid-request
         ├── InsufficientCreditsError     403 insufficient-credits
@@ -74,7 +74,13 @@ class CredentialsRefusedError(PartnerError):
 
 
 class UnauthorizedError(PartnerError):
-    """The API refused the token twice, the second time a fresh one."""
+    """The API refused the token twice, the second time a fresh one.
+
+    Retried: tokens are revoked during secret rotation, and a third token usually works.
+    A caller that sees this again and again should stop (the pool does, after a streak).
+    """
+
+    default_action = Action.RETRY
 
 
 class ProblemError(PartnerError):

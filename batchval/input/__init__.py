@@ -1,1 +1,29 @@
+"""The input stage: a CSV or Parquet list of homes in, validated requests out.
 
+    source = open_input(path, InputOptions(...))   # InputError if the file is unusable
+    for batch in source.batches():                 # polars frames, about batch_rows each
+        ...  # row_number, request_json | (field, rule, detail), passthrough_json
+
+Every row comes out once, either as the canonical JSON of its valuation request or as
+a problem naming the field and the rule (PROBLEM_RULES) in words a person can act on.
+
+Exceptions:
+
+    InputError   the file cannot be used at all (exit 65); one line, naming the file
+    ValueError   from InputOptions: the config itself is wrong (exit 64)
+"""
+
+from __future__ import annotations
+
+from batchval.input.options import REQUEST_FIELDS, InputError, InputOptions
+from batchval.input.reader import InputSource, open_input
+from batchval.input.validate import PROBLEM_RULES
+
+__all__ = [
+    "PROBLEM_RULES",
+    "REQUEST_FIELDS",
+    "InputError",
+    "InputOptions",
+    "InputSource",
+    "open_input",
+]

@@ -1,0 +1,151 @@
+"""From the user's columns and codes to request fields.
+
+Most inputs need no config: a column named as the API field (`propertyType`) or in
+snake_case (`property_type`), in any case and with stray spaces, is found by itself.
+The config's `columns` names the others, and its `values` translates the user's codes
+(`S`, `semi`) into the API's (`semi_detached`). Only column names are decided here, once
+per file; values are translated by polars expressions, batch by batch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import polars as pl
+
+from batchval.input.options import ENUM_VALUES, REQUEST_FIELDS, InputError, InputOptions
+
+# Request fields of which the input must have a column: rows cannot supply what the
+# file has no column for, so their absence makes the whole file unusable.
+REQUIRED_COLUMNS: tuple[str, ...] = ("postcode", "propertyType")
+ONE_OF_COLUMNS: tuple[str, ...] = ("bedrooms", "floorAreaSqm")
+
+
+def snake_case(field: str) -> str:
+    """`floor_area_sqm` of `floorAreaSqm`."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", field).lower()
+
+
+def column_key(name: str) -> str:
+    """How column names are compared: case and surrounding spaces do not count."""
+    return name.strip().lower()
+
+
+def code_key(expr: pl.Expr) -> pl.Expr:
+    """How codes in `options.values` are compared: on the trimmed value, in lower case."""
+    return expr.str.strip_chars().str.to_lowercase()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ColumnMap:
+    """Which input column feeds which request field, and which columns ride along."""
+
+    fields: dict[str, str]  # API field -> input column
+    passthrough: list[str]
+
+
+def _aliases(field: str) -> frozenset[str]:
+    return frozenset({field.lower(), snake_case(field)})
+
+
+def _find(path: Path, columns: Sequence[str], wanted: str, said: str) -> str:
+    """The input column named `wanted`: exactly, else the one equal but for case/spaces."""
+    if wanted in columns:
+        return wanted
+    near = [c for c in columns if column_key(c) == column_key(wanted)]
+    if len(near) == 1:
+        return near[0]
+    if near:
+        raise InputError(path, f"{said} {wanted!r}, which matches the columns {_listed(near)}")
+    raise InputError(
+        path, f"{said} {wanted!r}, which is not a column of the file; it has {_listed(columns)}"
+    )
+
+
+def _listed(names: Sequence[str]) -> str:
+    shown = ", ".join(repr(n) for n in names[:30])
+    return shown + (f" and {len(names) - 30} more" if len(names) > 30 else "")
+
+
+def _auto_column(path: Path, columns: Sequence[str], field: str) -> str | None:
+    """The column that names the field by itself, if there is exactly one."""
+    found = [c for c in columns if column_key(c) in _aliases(field)]
+    if len(found) > 1:
+        raise InputError(
+            path,
+            f"columns {_listed(found)} all look like {field}; name the one to use "
+            f"under columns in the config",
+        )
+    return found[0] if found else None
+
+
+def resolve_columns(
+    path: Path, columns: Sequence[str], options: InputOptions, *, hint: str = ""
+) -> ColumnMap:
+    """Map the header to request fields, or say why the file cannot be used.
+
+    `hint` is added to a missing-column fault (the reader's guess about a wrong
+    delimiter, the usual reason a whole header looks like one column).
+    """
+    fields: dict[str, str] = {}
+    for field in REQUEST_FIELDS:
+        configured = options.columns.get(field)
+        if configured is not None:
+            fields[field] = _find(path, columns, configured, f"the config maps {field} to")
+        else:
+            found = _auto_column(path, columns, field)
+            if found is not None:
+                fields[field] = found
+    missing = [f for f in REQUIRED_COLUMNS if f not in fields]
+    if not any(f in fields for f in ONE_OF_COLUMNS):
+        missing.append(" or ".join(ONE_OF_COLUMNS))
+    if missing:
+        looked_for = "; ".join(
+            f"{m} (as {' or '.join(repr(a) for a in _spellings(m))})" for m in missing
+        )
+        raise InputError(
+            path,
+            f"required column missing: {looked_for}; the header has {_listed(columns)}; "
+            f"name your columns under columns in the config{hint}",
+        )
+    if options.passthrough is None:
+        used = set(fields.values())
+        passthrough = [c for c in columns if c not in used]
+    else:
+        passthrough = []
+        for name in options.passthrough:
+            column = _find(path, columns, name, "the config passes through")
+            if column not in passthrough:
+                passthrough.append(column)
+    return ColumnMap(fields=fields, passthrough=passthrough)
+
+
+def _spellings(missing: str) -> list[str]:
+    names = missing.split(" or ")
+    return list(dict.fromkeys(spelling for name in names for spelling in (name, snake_case(name))))
+
+
+def field_value(field: str, raw: pl.Expr, options: InputOptions) -> pl.Expr:
+    """The value of a request field as text, translated, or null when it is missing.
+
+    Empty and whitespace-only values are missing. The user's own codes are looked up
+    first; an enumerated field then gets the default normalisation (lower case, runs
+    of spaces and hyphens to `_`: `Semi-Detached` -> `semi_detached`).
+    """
+    trimmed = raw.str.strip_chars()
+    present = pl.when(trimmed != "").then(trimmed)
+    if field in ENUM_VALUES:
+        value = present.str.to_lowercase().str.replace_all(r"[\s\-]+", "_")
+    else:
+        value = present
+    codes = options.values.get(field)
+    if not codes:
+        return value
+    table: Mapping[str, str] = {code.strip().lower(): api for code, api in codes.items()}
+    mapped = code_key(present).replace_strict(
+        list(table), list(table.values()), default=None, return_dtype=pl.String
+    )
+    return pl.coalesce(mapped, value)

@@ -1,0 +1,154 @@
+"""What the caller says about its input, and what it hears when the input is unusable.
+
+The vocabulary of a ValuationRequest (partner-api.md section 2.1) lives here too,
+because the options are checked against it: a column mapped to a field the API does
+not have, or a value mapped to a code it does not accept, is a mistake in the config
+and is refused when the options are built (`ValueError`, exit 64 at the command
+line), long before the first row is read.
+"""
+
+from __future__ import annotations
+
+import codecs
+import dataclasses
+import types
+from collections.abc import Mapping
+from pathlib import Path
+
+# The eight fields of a ValuationRequest that come from the input, in the order in
+# which a row's problems are reported. `include` is not here: it is a run-wide choice.
+REQUEST_FIELDS: tuple[str, ...] = (
+    "postcode",
+    "propertyType",
+    "bedrooms",
+    "floorAreaSqm",
+    "yearBuilt",
+    "builtForm",
+    "wallsEnergyEfficiency",
+    "reference",
+)
+
+# The codes each enumerated field accepts, in the API document's order (that order is
+# shown to people in problem details).
+ENUM_VALUES: Mapping[str, tuple[str, ...]] = types.MappingProxyType(
+    {
+        "propertyType": ("detached", "semi_detached", "terraced", "flat"),
+        "builtForm": (
+            "detached",
+            "semi_detached",
+            "mid_terrace",
+            "end_terrace",
+            "enclosed_mid_terrace",
+            "enclosed_end_terrace",
+        ),
+        "wallsEnergyEfficiency": ("very_good", "good", "average", "poor", "very_poor"),
+    }
+)
+
+INCLUDE_ITEMS: tuple[str, ...] = ("commentary", "rebuildCost")
+
+DETECTED_DELIMITERS: tuple[str, ...] = (",", ";", "\t", "|")
+
+# Python codec names (codecs.lookup(...).name) of the encodings the reader accepts.
+# polars parses only UTF-8; the single-byte encodings are transcoded on the way in.
+_ENCODINGS = frozenset({"utf-8", "utf-8-sig", "iso8859-1", "cp1252"})
+
+
+class InputError(Exception):
+    """The input file cannot be used (exit 65): a person has to fix the file.
+
+    `str()` is one line naming the file and the fault, fit to print as it is.
+    """
+
+    def __init__(self, path: Path, fault: str) -> None:
+        super().__init__(path, fault)
+        self.path = path
+        # Faults may quote other libraries' messages; keep the promise of one line.
+        self.fault = " ".join(fault.split())
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.fault}"
+
+
+def _frozen(mapping: Mapping[str, str]) -> Mapping[str, str]:
+    return types.MappingProxyType(dict(mapping))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class InputOptions:
+    """How to read one input file and turn its columns into request fields.
+
+    columns: API field name -> input column name, for columns not named as the field
+        (`propertyType` and `property_type` are recognised without it).
+    values: API field -> {the input's code: the API's value}, e.g.
+        `{"propertyType": {"S": "semi_detached"}}`; codes match whatever their case and
+        surrounding spaces.
+    passthrough: the input columns copied to the outputs; None means every column that
+        is not used for a request field.
+    include: extras asked for on every request (`commentary`, `rebuildCost`). An item
+        the API does not know is reported on each row as `invalid_include`, as the API
+        would refuse each request; the command line should refuse it first.
+    """
+
+    delimiter: str | None = None  # None: detected from the header among , ; tab |
+    encoding: str = "utf-8"  # "utf-8" (with or without BOM), "latin-1" or "cp1252"
+    columns: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    values: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
+    passthrough: tuple[str, ...] | None = None
+    include: tuple[str, ...] = ()
+    batch_rows: int = 50_000
+
+    def __post_init__(self) -> None:
+        if self.delimiter is not None and (len(self.delimiter) != 1 or self.delimiter in '"\r\n'):
+            raise ValueError(f"delimiter must be one character, not {self.delimiter!r}")
+        try:
+            codec = codecs.lookup(self.encoding).name
+        except LookupError:
+            codec = ""
+        if codec not in _ENCODINGS:
+            raise ValueError(f"encoding must be utf-8, latin-1 or cp1252, not {self.encoding!r}")
+        if self.batch_rows < 1:
+            raise ValueError(f"batch_rows must be at least 1, not {self.batch_rows}")
+        for field in [*self.columns, *self.values]:
+            if field not in REQUEST_FIELDS:
+                raise ValueError(
+                    f"{field!r} is not a request field; use one of {', '.join(REQUEST_FIELDS)}"
+                )
+        for field, codes in self.values.items():
+            _check_codes(field, codes)
+        # Frozen all the way down: options are shared by every batch of a run.
+        object.__setattr__(self, "columns", _frozen(self.columns))
+        object.__setattr__(
+            self,
+            "values",
+            types.MappingProxyType({f: _frozen(codes) for f, codes in self.values.items()}),
+        )
+        object.__setattr__(self, "include", tuple(self.include))
+        if self.passthrough is not None:
+            object.__setattr__(self, "passthrough", tuple(self.passthrough))
+
+    @property
+    def codec(self) -> str:
+        """The Python codec the file is decoded with (`utf-8` also accepts a BOM)."""
+        name = codecs.lookup(self.encoding).name
+        return "utf-8" if name.startswith("utf-8") else name
+
+
+def _check_codes(field: str, codes: Mapping[str, str]) -> None:
+    """A value map must be unambiguous and, for an enumerated field, land on API codes."""
+    seen: dict[str, tuple[str, str]] = {}
+    for code, value in codes.items():
+        key = code.strip().lower()  # as the reader matches codes (mapping.code_key)
+        if key in seen and seen[key][1] != value:
+            first, mapped = seen[key]
+            raise ValueError(
+                f"values for {field}: {first!r} and {code!r} differ only in case or spaces "
+                f"but map to {mapped!r} and {value!r}"
+            )
+        seen[key] = (code, value)
+        allowed = ENUM_VALUES.get(field)
+        if allowed is not None and value not in allowed:
+            raise ValueError(
+                f"values for {field}: {code!r} maps to {value!r}, "
+                f"which is not one of {', '.join(allowed)}"
+            )

@@ -1,0 +1,350 @@
+"""Opening an input file and streaming it, validated, in batches.
+
+`open_input` reads only the head of the file (and a Parquet footer): enough to know
+that the file can be used, so that a bad file fails in a second, not after a day of
+valuations. `InputSource.batches` then streams the rows with memory that does not grow
+with the file:
+
+- CSV, plain or gzip (found by its magic bytes, not its name): polars' streaming CSV
+  scan (`scan_csv(...).collect_batches`), every column read as text. polars reads
+  UTF-8 only, so a latin-1 or cp1252 file is first transcoded, as a stream, to a
+  temporary UTF-8 file (disk, not memory, pays for it).
+- Parquet: `pyarrow.parquet.ParquetFile.iter_batches`, every column cast to text
+  (a float 3.0 becomes "3.0", which is the integer 3 to validation).
+
+Row numbers are 1-based positions of data rows, the header not counted. In a CSV, a
+row with no value at all (a blank line, or only delimiters and spaces, as spreadsheets
+leave after the data) is skipped and not counted: it asks for nothing, and counting it
+would only add a problem per empty line. A Parquet row always counts. A blank header
+cell (a trailing delimiter) names its column `column_N`, N its 1-based position.
+"""
+
+from __future__ import annotations
+
+import codecs
+import collections
+import csv
+import dataclasses
+import gzip
+import io
+import tempfile
+import zlib
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from batchval.input.mapping import ColumnMap, resolve_columns
+from batchval.input.options import DETECTED_DELIMITERS, InputError, InputOptions
+from batchval.input.validate import check_batch
+
+_HEAD_BYTES = 64 * 1024  # enough for any sane header and a first look at the data
+_PARQUET_MAGIC = b"PAR1"
+_GZIP_MAGIC = b"\x1f\x8b"
+_ZIP_MAGIC = b"PK\x03\x04"  # also every .xlsx workbook
+_UTF8_BOM = codecs.BOM_UTF8
+_UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+_TRANSCODE_CHARS = 1 << 20
+
+# What reading a broken file can raise, from polars, pyarrow, gzip and the codecs.
+_READ_ERRORS = (pl.exceptions.PolarsError, pa.ArrowException, OSError, EOFError, zlib.error)
+_DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}
+
+
+class _Table(Protocol):
+    """A file format's reader: its header, and its rows as text in batches."""
+
+    @property
+    def columns(self) -> list[str]: ...
+
+    def raw_batches(self, wanted: Sequence[str], batch_rows: int) -> Iterator[pl.DataFrame]:
+        """The `wanted` columns, as strings, of every data row, in order."""
+        ...
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
+
+
+def _delimiter_name(delimiter: str) -> str:
+    return _DELIMITER_NAMES.get(delimiter, repr(delimiter))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _CsvTable:
+    path: Path
+    columns: list[str]
+    delimiter: str
+    codec: str
+    compressed: bool
+
+    def raw_batches(self, wanted: Sequence[str], batch_rows: int) -> Iterator[pl.DataFrame]:
+        if self.codec == "utf-8":
+            yield from self._scan(self.path, wanted, batch_rows)
+            return
+        with tempfile.TemporaryDirectory(prefix="batchval-input-") as tmp:
+            utf8 = Path(tmp) / "input.csv"
+            self._transcode(utf8)
+            yield from self._scan(utf8, wanted, batch_rows)
+
+    def _transcode(self, target: Path) -> None:
+        try:
+            with (
+                gzip.open(self.path, "rb") if self.compressed else open(self.path, "rb") as raw,
+                io.TextIOWrapper(raw, encoding=self.codec, newline="") as text,
+                open(target, "w", encoding="utf-8", newline="") as out,
+            ):
+                while chunk := text.read(_TRANSCODE_CHARS):
+                    out.write(chunk)
+        except (*_READ_ERRORS, UnicodeDecodeError) as exc:
+            raise InputError(
+                self.path, f"cannot be read as {self.codec}: {_first_line(exc)}"
+            ) from exc
+
+    def _scan(self, source: Path, wanted: Sequence[str], batch_rows: int) -> Iterator[pl.DataFrame]:
+        scan = pl.scan_csv(
+            source,
+            separator=self.delimiter,
+            has_header=True,
+            new_columns=self.columns,
+            infer_schema=False,  # every column is text: validation decides what it is
+            quote_char='"',
+            raise_if_empty=False,
+        )
+        # By position, not name: a column may be called "*" or "^a$" (polars patterns).
+        each = [pl.nth(i) for i in range(len(self.columns))]
+        blank = pl.all_horizontal([c.is_null() | c.str.contains(r"^\s*$") for c in each])
+        keep = [pl.nth(self.columns.index(name)) for name in wanted]
+        frames = scan.filter(~blank).select(keep).collect_batches(chunk_size=batch_rows, lazy=True)
+        return _guarded(self.path, frames)
+
+
+def _guarded(path: Path, frames: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+    """The frames, with a reading failure turned into an InputError saying where."""
+    rows = 0
+    while True:
+        try:
+            frame = next(frames)
+        except StopIteration:
+            return
+        except _READ_ERRORS as exc:
+            said = _first_line(exc)
+            if isinstance(exc, pl.exceptions.ComputeError) and (
+                "parse" in said or "malformed" in said
+            ):
+                said += " (a stray or unclosed quote mark?)"
+            raise InputError(path, f"cannot be read after data row {rows}: {said}") from exc
+        rows += frame.height
+        yield frame
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ParquetTable:
+    path: Path
+    columns: list[str]
+
+    def raw_batches(self, wanted: Sequence[str], batch_rows: int) -> Iterator[pl.DataFrame]:
+        try:
+            parquet = pq.ParquetFile(self.path)
+        except _READ_ERRORS as exc:
+            raise InputError(self.path, f"cannot be read: {_first_line(exc)}") from exc
+        with parquet:
+            batches = parquet.iter_batches(batch_size=batch_rows, columns=list(wanted))
+            yield from _guarded(self.path, _as_text(batches))
+
+
+def _as_text(batches: Iterator[pa.RecordBatch]) -> Iterator[pl.DataFrame]:
+    for batch in batches:
+        frame = pl.from_arrow(batch)
+        assert isinstance(frame, pl.DataFrame)
+        yield frame.select(pl.all().cast(pl.String))
+
+
+def _read_head(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as file:
+            head = file.read(_HEAD_BYTES)
+    except FileNotFoundError as exc:
+        raise InputError(path, "no such file") from exc
+    except IsADirectoryError as exc:
+        raise InputError(path, "is a directory, not a file") from exc
+    except OSError as exc:
+        raise InputError(path, f"cannot be read: {exc.strerror or _first_line(exc)}") from exc
+    if not head:
+        raise InputError(path, "is empty (0 bytes)")
+    return head
+
+
+def _duplicates(path: Path, columns: Sequence[str]) -> None:
+    repeated = [name for name, n in collections.Counter(columns).items() if n > 1]
+    if repeated:
+        names = ", ".join(repr(c) for c in repeated)
+        raise InputError(path, f"has duplicate column names: {names}")
+
+
+def _open_parquet(path: Path) -> _ParquetTable:
+    try:
+        with pq.ParquetFile(path) as parquet:
+            schema = parquet.schema_arrow
+            rows = parquet.metadata.num_rows
+    except _READ_ERRORS as exc:
+        raise InputError(
+            path, f"is not a readable Parquet file (truncated or corrupt?): {_first_line(exc)}"
+        ) from exc
+    columns = [str(name) for name in schema.names]
+    _duplicates(path, columns)
+    if rows == 0:
+        raise InputError(path, "has no data rows")
+    nested = [f"{f.name!r} ({f.type})" for f in schema if pa.types.is_nested(f.type)]
+    if nested:
+        # Nothing in a request is nested; such a column could only ride along, and a
+        # list or struct has no plain-text form to ride along as.
+        raise InputError(
+            path, f"has nested columns {', '.join(nested)}; convert or drop them first"
+        )
+    return _ParquetTable(path, columns)
+
+
+def _head_text(path: Path, head: bytes, codec: str) -> tuple[str, bool]:
+    """The decoded start of a CSV file, and whether it is the whole file."""
+    compressed = head.startswith(_GZIP_MAGIC)
+    data = head
+    if compressed:
+        try:
+            with gzip.open(path, "rb") as file:
+                data = file.read(_HEAD_BYTES)
+        except (*_READ_ERRORS, ValueError) as exc:
+            raise InputError(
+                path, f"is gzip-compressed but cannot be decompressed: {_first_line(exc)}"
+            ) from exc
+    complete = len(data) < _HEAD_BYTES
+    if data.startswith(_UTF8_BOM):
+        if codec != "utf-8":
+            raise InputError(
+                path, f"starts with a UTF-8 byte-order mark but the encoding is {codec}"
+            )
+        data = data[len(_UTF8_BOM) :]
+    if data.startswith(_UTF16_BOMS):
+        raise InputError(path, "is UTF-16 text; save it as CSV in UTF-8")
+    if b"\x00" in data:
+        named = path.suffix.lower() in {".parquet", ".pq"}
+        guess = " (named as Parquet but without its PAR1 magic)" if named else ""
+        raise InputError(path, f"holds binary data, not CSV text{guess}")
+    try:
+        text = codecs.getincrementaldecoder(codec)().decode(data, final=complete)
+    except UnicodeDecodeError as exc:
+        # latin-1 decodes any byte, so only utf-8 and cp1252 get here.
+        advice = "set encoding cp1252 (Excel on Windows) or latin-1"
+        if codec != "utf-8":
+            advice = "set encoding utf-8 or latin-1"
+        byte = exc.object[exc.start]
+        raise InputError(
+            path,
+            f"is not {codec} text (byte 0x{byte:02x} at offset {exc.start}); {advice}",
+        ) from exc
+    return text, complete
+
+
+def _detect(line: str) -> str:
+    """The candidate delimiter that occurs most often outside quotes (comma on a tie)."""
+    bare = "".join(line.split('"')[::2])
+    counts = {d: bare.count(d) for d in DETECTED_DELIMITERS}
+    best = max(DETECTED_DELIMITERS, key=lambda d: counts[d])
+    return best if counts[best] else ","
+
+
+def _open_csv(path: Path, head: bytes, options: InputOptions) -> tuple[_CsvTable, str]:
+    """The CSV table and a hint for a missing-column fault (a likely wrong delimiter)."""
+    text, complete = _head_text(path, head, options.codec)
+    first, newline, _ = text.partition("\n")
+    if not newline and not complete:
+        raise InputError(path, "has no line break in its first 64 KiB: not a CSV file?")
+    if not first.strip():
+        raise InputError(path, "starts with a blank line; the header must be the first line")
+    detected = _detect(first)
+    delimiter = options.delimiter or detected
+    rows = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quotechar='"')
+    try:
+        header = next(rows)
+    except csv.Error as exc:
+        raise InputError(path, f"has an unreadable header: {exc}") from exc
+    columns = [name if name.strip() else f"column_{i}" for i, name in enumerate(header, 1)]
+    _duplicates(path, columns)
+    if complete and not _has_data(rows):
+        raise InputError(path, "has a header but no data rows")
+    hint = ""
+    if options.delimiter is not None and len(columns) == 1 and detected != options.delimiter:
+        hint = (
+            f"; the header has no {_delimiter_name(options.delimiter)} but has "
+            f"{_delimiter_name(detected)}s: set that delimiter, or none to detect it"
+        )
+    table = _CsvTable(path, columns, delimiter, options.codec, head.startswith(_GZIP_MAGIC))
+    return table, hint
+
+
+def _has_data(rows: Iterator[list[str]]) -> bool:
+    """Whether any row after the header has a value (a malformed row counts: it is data)."""
+    try:
+        return any(any(field.strip() for field in row) for row in rows)
+    except csv.Error:
+        return True
+
+
+class InputSource:
+    """An input file that can be used, and how its columns feed requests.
+
+    `batches()` may be called again (a resumed run reads the file afresh); each call
+    streams the file from the start.
+    """
+
+    def __init__(self, path: Path, table: _Table, mapped: ColumnMap, options: InputOptions):
+        self.path = path
+        self.columns: list[str] = list(table.columns)
+        self.field_columns: dict[str, str] = dict(mapped.fields)
+        self.passthrough: list[str] = list(mapped.passthrough)
+        self._table = table
+        self._mapped = mapped
+        self._options = options
+
+    def __repr__(self) -> str:
+        return f"InputSource({str(self.path)!r}, field_columns={self.field_columns!r})"
+
+    def batches(self) -> Iterator[pl.DataFrame]:
+        """Validated rows, about `batch_rows` at a time, in the columns of OUTPUT_SCHEMA.
+
+        Raises InputError when the file turns out unreadable part way (truncated,
+        corrupt, not the encoding it claimed): rows already yielded stay valid.
+        """
+        wanted = list(dict.fromkeys([*self.field_columns.values(), *self.passthrough]))
+        done = 0
+        for raw in self._table.raw_batches(wanted, self._options.batch_rows):
+            if raw.height == 0:
+                continue
+            yield check_batch(raw, first_row=done, columns=self._mapped, options=self._options)
+            done += raw.height
+        if done == 0:
+            raise InputError(self.path, "has no data rows")
+
+
+def open_input(path: Path, options: InputOptions) -> InputSource:
+    """Checks that the file can be used, reading only its head; raises InputError if not.
+
+    The format is found by content: Parquet's `PAR1` magic, gzip's 1f 8b (a compressed
+    CSV), else CSV text. The file's name is used only to word a fault.
+    """
+    path = Path(path)
+    head = _read_head(path)
+    table: _Table
+    hint = ""
+    if head.startswith(_PARQUET_MAGIC):
+        table = _open_parquet(path)
+    elif head.startswith(_ZIP_MAGIC):
+        raise InputError(path, "is a zip archive or an Excel workbook; save it as CSV or Parquet")
+    else:
+        table, hint = _open_csv(path, head, options)
+    mapped = resolve_columns(path, table.columns, options, hint=hint)
+    return InputSource(path, table, mapped, options)

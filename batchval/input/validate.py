@@ -1,0 +1,392 @@
+"""Every rule of partner-api.md sections 2.1 and 8, checked on a whole batch at once.
+
+A row that passes here must never be refused by the API as `invalid-request`: the
+sandbox's own reading of the rules (`batchval.sandbox.rules`) is the other half of that
+promise, and a property test holds the two together. Where this side is stricter (a
+reference that a spreadsheet would run as a formula), it says so in PROBLEM_RULES.
+
+The checks are polars expressions over the batch. Python sees only *distinct* values,
+and only where the rule is shared code that must not be written twice: postcode
+normalisation and regions (`batchval.postcodes`, which the sandbox uses too), and the
+postcode-in-reference test for the rare reference that is not plain ASCII (polars'
+regex engine and Python's agree on ASCII text only).
+
+The request is encoded as canonical JSON by string expressions too; the encoding equals
+`json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`, which the
+tests check against json.dumps itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+from collections.abc import Mapping, Sequence
+
+import polars as pl
+
+from batchval import postcodes
+from batchval.input.mapping import ColumnMap, field_value
+from batchval.input.options import ENUM_VALUES, INCLUDE_ITEMS, REQUEST_FIELDS, InputOptions
+
+PROBLEM_RULES: Mapping[str, str] = types.MappingProxyType(
+    {
+        "required": "postcode or propertyType is missing or empty",
+        "area_or_bedrooms_required": "neither bedrooms nor floorAreaSqm is given",
+        "invalid_postcode": "the postcode is not shaped like a full UK postcode (SW1A 1AA)",
+        "outside_coverage": "the postcode is certainly outside England and Wales "
+        "(Scotland, Northern Ireland, Isle of Man, Channel Islands)",
+        "not_in_list": "the value is not one of the field's codes, after the config's value map",
+        "not_an_integer": "bedrooms or yearBuilt is not a whole number (3.0 is one)",
+        "not_a_number": "floorAreaSqm is not a finite number",
+        "out_of_range": "the number is outside the API's limits (bedrooms 0-20, "
+        "floorAreaSqm 10-2000, yearBuilt 1500-2100)",
+        "too_long": "the reference is longer than 64 characters",
+        "formula": "the reference starts with = + - or @, which a spreadsheet would run as "
+        "a formula (stricter than the API)",
+        "contains_postcode": "the reference holds a postcode; the API forbids names and "
+        "addresses there",
+        "invalid_include": "the run asks for an include item other than commentary or "
+        "rebuildCost, so every request would be refused",
+    }
+)
+
+OUTPUT_SCHEMA: Mapping[str, pl.DataType] = types.MappingProxyType(
+    {
+        "row_number": pl.UInt64(),
+        "request_json": pl.String(),
+        "field": pl.String(),
+        "rule": pl.String(),
+        "detail": pl.String(),
+        "passthrough_json": pl.String(),
+    }
+)
+
+_INT_RANGES = {"bedrooms": (0, 20), "yearBuilt": (1500, 2100)}
+_AREA_RANGE = (10, 2000)
+_REFERENCE_MAX = 64
+_SHOWN_MAX = 40  # characters of a value quoted in a problem's detail
+
+# Where each region certainly outside coverage is, in words for a detail.
+_PLACES = {
+    postcodes.Region.SCOTLAND: "Scotland",
+    postcodes.Region.NORTHERN_IRELAND: "Northern Ireland",
+    postcodes.Region.ISLE_OF_MAN: "the Isle of Man",
+    postcodes.Region.CHANNEL_ISLANDS: "the Channel Islands",
+}
+
+# json.dumps' own escapes (ensure_ascii=False): backslash, quote and control characters.
+_ESCAPED = ["\\", '"', *map(chr, range(0x20))]
+_ESCAPES = [json.dumps(c, ensure_ascii=False)[1:-1] for c in _ESCAPED]
+_NEEDS_ESCAPE = r'[\x00-\x1f"\\]'
+_ASCII = r"^[\x00-\x7f]*$"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Check:
+    """One rule on one field: where it is broken and what to tell the person."""
+
+    field: str
+    rule: str
+    broken: pl.Expr  # true on rows that break it
+    detail: pl.Expr  # the sentence, read only where broken
+
+    def where(self, then: pl.Expr) -> pl.Expr:
+        """`then` on rows that break the rule, null elsewhere (a null test is no break)."""
+        return pl.when(self.broken.fill_null(False)).then(then)
+
+
+def _raw(field: str) -> pl.Expr:
+    return pl.col(f"raw.{field}")
+
+
+def _value(field: str) -> pl.Expr:
+    return pl.col(f"value.{field}")
+
+
+def _said(field: str, *parts: str | pl.Expr) -> pl.Expr:
+    """`field 'value' ...`: the value as typed, trimmed, on one line, cut to ~40 chars."""
+    text = _raw(field).str.strip_chars().str.replace_all(r"\s+", " ")
+    cut = (
+        pl.when(text.str.len_chars() > _SHOWN_MAX)
+        .then(pl.concat_str([text.str.slice(0, _SHOWN_MAX), pl.lit("…")]))
+        .otherwise(text)
+    )
+    words = [pl.lit(p) if isinstance(p, str) else p for p in parts]
+    return pl.concat_str([pl.lit(f"{field} '"), cut, pl.lit("' "), *words])
+
+
+def json_string(text: pl.Expr) -> pl.Expr:
+    """A JSON string literal of the text, byte for byte as json.dumps writes it."""
+    escaped = (
+        pl.when(text.str.contains(_NEEDS_ESCAPE))
+        .then(text.str.replace_many(_ESCAPED, _ESCAPES))
+        .otherwise(text)
+    )
+    return pl.concat_str([pl.lit('"'), escaped, pl.lit('"')])
+
+
+def _member(key: str, value: pl.Expr) -> pl.Expr:
+    return pl.concat_str([pl.lit(json.dumps(key, ensure_ascii=False) + ":"), value])
+
+
+def _with_postcodes(work: pl.DataFrame) -> pl.DataFrame:
+    """Adds the normal form of each postcode and, when certainly outside, where it is.
+
+    `postcodes.normalise` runs once per distinct value and `postcodes.region` once per
+    outward code, so a batch costs Python time in proportion to its variety, not size.
+    """
+    distinct = work.get_column("value.postcode").drop_nulls().unique()
+    normal = pl.Series(
+        "postcode.normal", [postcodes.normalise(v) for v in distinct.to_list()], pl.String
+    )
+    table = pl.DataFrame([distinct, normal]).with_columns(
+        pl.col("postcode.normal").str.extract(r"^(\S+) ").alias("outward")
+    )
+    outward = table.drop_nulls("outward").group_by("outward").agg(pl.first("postcode.normal"))
+    places = {code: _PLACES.get(postcodes.region(example)) for code, example in outward.iter_rows()}
+    table = table.select(
+        "value.postcode",
+        "postcode.normal",
+        pl.col("outward")
+        .replace_strict(places, default=None, return_dtype=pl.String)
+        .alias("postcode.outside"),
+    )
+    return work.join(table, on="value.postcode", how="left", maintain_order="left")
+
+
+def _reference_has_postcode(work: pl.DataFrame) -> pl.Expr:
+    """True where the reference holds a postcode, as `postcodes.contains_postcode` says."""
+    ref = _value("reference")
+    ascii_text = ref.str.contains(_ASCII)
+    others = work.filter(ref.is_not_null() & ~ascii_text).get_column("value.reference")
+    hits = [text for text in others.unique().to_list() if postcodes.contains_postcode(text)]
+    return (
+        pl.when(ascii_text)
+        .then(ref.str.contains(postcodes.POSTCODE_IN_TEXT))
+        .otherwise(ref.is_in(hits))
+    )
+
+
+def _number(field: str) -> pl.Expr:
+    return _value(field).cast(pl.Float64, strict=False)
+
+
+def _number_checks(field: str) -> list[_Check]:
+    present = _value(field).is_not_null()
+    number = _number(field)
+    finite = number.is_finite().fill_null(False)
+    if field in _INT_RANGES:
+        low, high = _INT_RANGES[field]
+        sound = finite & (number == number.floor())
+        fault = _Check(
+            field, "not_an_integer", present & ~sound, _said(field, "is not a whole number")
+        )
+    else:
+        low, high = _AREA_RANGE
+        sound = finite
+        fault = _Check(field, "not_a_number", present & ~sound, _said(field, "is not a number"))
+    outside = present & sound & ~number.is_between(low, high)
+    limits = f"is outside the API's limits of {low} to {high}"
+    return [fault, _Check(field, "out_of_range", outside, _said(field, limits))]
+
+
+def _postcode_checks() -> list[_Check]:
+    missing = _value("postcode").is_null()
+    outside = pl.col("postcode.outside")
+    return [
+        _Check(
+            "postcode", "required", missing, pl.lit("postcode is missing (every row needs one)")
+        ),
+        _Check(
+            "postcode",
+            "invalid_postcode",
+            ~missing & pl.col("postcode.normal").is_null(),
+            _said("postcode", "is not a full UK postcode such as SW1A 1AA"),
+        ),
+        _Check(
+            "postcode",
+            "outside_coverage",
+            outside.is_not_null(),
+            _said(
+                "postcode",
+                "is in ",
+                outside,
+                ", outside England and Wales, which the API does not value",
+            ),
+        ),
+    ]
+
+
+def _reference_checks(has_postcode: pl.Expr) -> list[_Check]:
+    ref = _value("reference")
+    length = ref.str.len_chars()
+    return [
+        _Check(
+            "reference",
+            "too_long",
+            length > _REFERENCE_MAX,
+            _said(
+                "reference",
+                "has ",
+                length.cast(pl.String),
+                f" characters, more than the API's {_REFERENCE_MAX}",
+            ),
+        ),
+        _Check(
+            "reference",
+            "formula",
+            ref.str.contains(r"^[=+\-@]"),
+            _said(
+                "reference",
+                "starts with '",
+                ref.str.slice(0, 1),
+                "', so a spreadsheet would run it",
+            ),
+        ),
+        _Check(
+            "reference",
+            "contains_postcode",
+            has_postcode,
+            _said("reference", "holds a postcode, and the API forbids names and addresses there"),
+        ),
+    ]
+
+
+def _checks(options: InputOptions, reference_has_postcode: pl.Expr) -> list[_Check]:
+    """Every rule, in the order problems are reported: by field, then by rule."""
+    neither = _value("bedrooms").is_null() & _value("floorAreaSqm").is_null()
+    give = "bedrooms and floorAreaSqm are both missing (give floorAreaSqm, or at least bedrooms)"
+    checks = [
+        *_postcode_checks(),
+        _Check(
+            "propertyType",
+            "required",
+            _value("propertyType").is_null(),
+            pl.lit("propertyType is missing (every row needs one)"),
+        ),
+        _enum_check("propertyType"),
+        _Check("bedrooms", "area_or_bedrooms_required", neither, pl.lit(give)),
+        *_number_checks("bedrooms"),
+        *_number_checks("floorAreaSqm"),
+        *_number_checks("yearBuilt"),
+        _enum_check("builtForm"),
+        _enum_check("wallsEnergyEfficiency"),
+        *_reference_checks(reference_has_postcode),
+    ]
+    bad = [item for item in options.include if item not in INCLUDE_ITEMS]
+    if bad:
+        allowed = ", ".join(INCLUDE_ITEMS)
+        detail = f"include item {bad[0]!r} is not one of {allowed} (fix the run's include)"
+        checks.append(_Check("include", "invalid_include", pl.lit(True), pl.lit(detail)))
+    return checks
+
+
+def _enum_check(field: str) -> _Check:
+    allowed = ENUM_VALUES[field]
+    broken = _value(field).is_not_null() & ~_value(field).is_in(allowed)
+    detail = _said(
+        field, f"is not one of {', '.join(allowed)} (map other codes under values in the config)"
+    )
+    return _Check(field, "not_in_list", broken, detail)
+
+
+def _request_members(options: InputOptions) -> dict[str, pl.Expr]:
+    """The JSON members a valid row sends, by name; null where the row has no value."""
+    members: dict[str, pl.Expr] = {}
+    for field in REQUEST_FIELDS:
+        value = _value(field)
+        if field == "postcode":
+            text = pl.concat_str([pl.lit('"'), pl.col("postcode.normal"), pl.lit('"')])
+        elif field in ENUM_VALUES:
+            text = pl.concat_str([pl.lit('"'), value, pl.lit('"')])
+        elif field == "reference":
+            text = json_string(value)
+        else:
+            number = _number(field)
+            whole = number.cast(pl.Int64, strict=False).cast(pl.String)
+            text = pl.when(number == number.floor()).then(whole).otherwise(number.cast(pl.String))
+        members[field] = pl.when(value.is_not_null()).then(_member(field, text))
+    if options.include:
+        items = json.dumps(sorted(set(options.include)), separators=(",", ":"))
+        members["include"] = _member("include", pl.lit(items))
+    return members
+
+
+def _work_frame(raw: pl.DataFrame, columns: ColumnMap, options: InputOptions) -> pl.DataFrame:
+    """Each field's text as read (`raw.*`) and translated (`value.*`), and the pass-through.
+
+    A field the file has no column for is a null column, so every rule reads alike.
+    Columns are taken by position: a name such as "*" would be a pattern to polars.
+    """
+    absent = pl.lit(None, dtype=pl.String)
+    picked = [
+        (pl.nth(raw.get_column_index(columns.fields[f])) if f in columns.fields else absent)
+        .cast(pl.String)
+        .alias(f"raw.{f}")
+        for f in REQUEST_FIELDS
+    ]
+    passed = [
+        pl.nth(raw.get_column_index(c)).cast(pl.String).alias(f"pass.{i}")
+        for i, c in enumerate(columns.passthrough)
+    ]
+    return raw.select(*picked, *passed).with_columns(
+        field_value(f, _raw(f), options).alias(f"value.{f}") for f in REQUEST_FIELDS
+    )
+
+
+def _placed(height: int, values: pl.Series, at: pl.Series) -> pl.Series:
+    """A text column of `height` rows: `values` at the positions `at`, null elsewhere."""
+    column = pl.repeat(None, height, dtype=pl.String, eager=True)
+    return column.scatter(at, values) if at.len() else column
+
+
+def check_batch(
+    raw: pl.DataFrame, *, first_row: int, columns: ColumnMap, options: InputOptions
+) -> pl.DataFrame:
+    """Validates and encodes one batch of input rows (all text), numbered from first_row+1.
+
+    Returns one row per input row with the columns of OUTPUT_SCHEMA: either
+    `request_json` or `field`/`rule`/`detail` is set, never both, never neither.
+    """
+    work = _with_postcodes(_work_frame(raw, columns, options))
+    checks = _checks(options, _reference_has_postcode(work))
+    # The first rule each row breaks, as its index in `checks` (null: none).
+    first = work.select(
+        pl.coalesce([c.where(pl.lit(i, pl.UInt8)) for i, c in enumerate(checks)])
+    ).to_series()
+    bad = first.is_not_null()
+    # The JSON and the detail are built only on the rows that need them: most rows are
+    # good, and a detail costs more than all the checks together.
+    members = _request_members(options)
+    body = pl.concat_str([members[k] for k in sorted(members)], separator=",", ignore_nulls=True)
+    requests = work.filter(~bad).select(pl.concat_str([pl.lit("{"), body, pl.lit("}")]))
+    details = work.filter(bad).select(
+        pl.concat_str([c.where(c.detail) for c in checks], separator="; ", ignore_nulls=True)
+    )
+    index = list(range(len(checks)))
+    return pl.DataFrame(
+        {
+            "row_number": pl.int_range(
+                first_row + 1, first_row + work.height + 1, dtype=pl.UInt64, eager=True
+            ),
+            "request_json": _placed(work.height, requests.to_series(), (~bad).arg_true()),
+            "field": first.replace_strict(index, [c.field for c in checks], return_dtype=pl.String),
+            "rule": first.replace_strict(index, [c.rule for c in checks], return_dtype=pl.String),
+            "detail": _placed(work.height, details.to_series(), bad.arg_true()),
+            "passthrough_json": _passthrough_json(work, columns.passthrough),
+        },
+        schema=dict(OUTPUT_SCHEMA),
+    )
+
+
+def _passthrough_json(work: pl.DataFrame, passthrough: Sequence[str]) -> pl.Series:
+    """{column: text or null} of the pass-through columns, in the input's column order."""
+    if not passthrough:
+        return pl.repeat("{}", work.height, dtype=pl.String, eager=True)
+    members = [
+        _member(name, pl.coalesce(json_string(pl.col(f"pass.{i}")), pl.lit("null")))
+        for i, name in enumerate(passthrough)
+    ]
+    joined = pl.concat_str([pl.lit("{"), pl.concat_str(members, separator=","), pl.lit("}")])
+    return work.select(joined).to_series()

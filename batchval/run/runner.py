@@ -1,0 +1,442 @@
+"""`run`: read -> validate -> key -> checkpoint -> send -> write, for one invocation.
+
+The runner owns the order of things and the exit code; each stage is its own module.
+Re-running the same command with the same DIR resumes: the checkpoint remembers the run
+id, every row and every answer, and only requests without an answer are sent again,
+each with the key it had before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import enum
+import hashlib
+import json
+import math
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+
+from batchval.api import Credentials, PartnerClient
+from batchval.input import InputError, InputSource, open_input
+from batchval.output.writer import write_json_atomic, write_problems, write_results
+from batchval.run.checkpoint import Checkpoint, Counts, DirLockedError, RunLock
+from batchval.run.keys import idempotency_key, new_run_id
+from batchval.run.pool import RetryPolicy, Stop, StopReason, WorkerPool
+from batchval.run.progress import Progress
+from batchval.run.ratecontrol import RateController
+from batchval.settings import ApiSettings, Settings
+
+log = structlog.get_logger()
+
+VALUATION_CREDITS = 10
+DAILY_LIMIT_LIVE = 5_000
+SUMMARY_NAME = "summary.json"
+RESULTS_NAME = "results.parquet"
+PROBLEMS_NAME = "problems.parquet"
+
+
+class ExitCode(enum.IntEnum):
+    COMPLETE = 0  # every row has a result or a problem
+    USAGE = 64  # bad command line or config
+    INPUT = 65  # the input cannot be used
+    RESUMABLE = 75  # run the same command again later
+    ACCOUNT = 77  # a person fixes the account, then the same command again
+
+
+class RunAbortedError(Exception):
+    """The run cannot start; carries the exit code and one line for a person."""
+
+    def __init__(self, code: ExitCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunRequest:
+    input_path: Path
+    out_dir: Path
+    settings: Settings
+    run_id: str | None = None
+    dry_run: bool = False
+    accept_changes: bool = False
+    progress_bar: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Api:
+    """Where calls go: a configured API, or the embedded sandbox (test mode)."""
+
+    settings: ApiSettings
+    embedded: bool
+
+
+def file_fingerprint(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        while chunk := stream.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+class Runner:
+    def __init__(
+        self,
+        request: RunRequest,
+        *,
+        embedded_api: Callable[[], contextlib.AbstractContextManager[ApiSettings]] | None = None,
+    ) -> None:
+        self.request = request
+        self.settings = request.settings
+        self._embedded_api = embedded_api
+        offset = dt.timedelta(seconds=request.settings.run.clock_offset_seconds)
+        self._now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC) + offset
+
+    # --- the whole invocation ----------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        """One invocation; returns the summary (also written to DIR/summary.json)."""
+        out = self.request.out_dir
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunAbortedError(ExitCode.USAGE, f"cannot create {out}: {exc}") from None
+        try:
+            with RunLock(out):
+                return self._run_locked()
+        except DirLockedError as exc:
+            # Nothing is written: the outputs belong to the run that holds DIR.
+            raise RunAbortedError(ExitCode.RESUMABLE, str(exc)) from None
+
+    def _run_locked(self) -> dict[str, Any]:
+        started, started_mono = self._now(), time.monotonic()
+        for leftover in self.request.out_dir.glob(".*.tmp-*"):
+            leftover.unlink(missing_ok=True)  # an output write cut short by a kill
+        try:
+            source = open_input(self.request.input_path, self.settings.input)
+        except InputError as exc:
+            raise RunAbortedError(ExitCode.INPUT, str(exc)) from None
+        if self.request.dry_run:
+            return self._dry_run(source)
+        checkpoint = Checkpoint.open(self.request.out_dir)
+        try:
+            run_id = self._prepare(checkpoint, source)
+            invocation = checkpoint.start_invocation(started.isoformat())
+            stop, stats_calls, stats_limited, credits, balance, mode = self._send(
+                checkpoint, run_id
+            )
+            counts = checkpoint.counts()
+            code = self._exit_code(counts, stop)
+            passthrough = json.loads(checkpoint.get("passthrough_columns") or "[]")
+            write_results(checkpoint, self.request.out_dir / RESULTS_NAME, passthrough)
+            write_problems(checkpoint, self.request.out_dir / PROBLEMS_NAME, passthrough)
+            checkpoint.end_invocation(
+                invocation,
+                ended_at=self._now().isoformat(),
+                exit_code=int(code),
+                calls=stats_calls,
+                rate_limited=stats_limited,
+                credits=credits,
+                balance=balance,
+            )
+            summary = self._summary(
+                checkpoint,
+                run_id,
+                mode,
+                counts,
+                stop,
+                code,
+                started,
+                started_mono,
+                calls=stats_calls,
+                rate_limited=stats_limited,
+                credits=credits,
+            )
+            write_json_atomic(self.request.out_dir / SUMMARY_NAME, summary)
+            return summary
+        finally:
+            checkpoint.close()
+
+    # --- before sending: fingerprints, run id, ingest -------------------------------
+
+    def _prepare(self, checkpoint: Checkpoint, source: InputSource) -> str:
+        input_fp = file_fingerprint(self.request.input_path)
+        settings_fp = self.settings.fingerprint()
+        stored_input, stored_settings = (
+            checkpoint.get("input_fingerprint"),
+            checkpoint.get("settings_fingerprint"),
+        )
+        changed = [
+            what
+            for what, stored, now in (
+                ("input file", stored_input, input_fp),
+                ("request settings (mapping, include, API)", stored_settings, settings_fp),
+            )
+            if stored is not None and stored != now
+        ]
+        if changed and not self.request.accept_changes:
+            raise RunAbortedError(
+                ExitCode.USAGE,
+                f"{self.request.out_dir} holds a run with a different {' and '.join(changed)}; "
+                "use a new --out DIR for a new run, or --accept-changes to carry on this run "
+                "with the change (answers already paid for are kept)",
+            )
+        run_id = checkpoint.get("run_id")
+        wanted = self.request.run_id
+        if run_id is not None and wanted is not None and wanted != run_id:
+            raise RunAbortedError(
+                ExitCode.USAGE,
+                f"{self.request.out_dir} holds run {run_id!r}; --run-id {wanted!r} differs "
+                "(use a new --out DIR for a new run)",
+            )
+        if run_id is None:
+            run_id = wanted or new_run_id(self._now())
+            checkpoint.set("run_id", run_id)
+        if changed or not checkpoint.ingest_complete:
+            checkpoint.restart_ingest()
+            self._ingest(checkpoint, source, run_id)
+            checkpoint.set("input_fingerprint", input_fp)
+            checkpoint.set("settings_fingerprint", settings_fp)
+            checkpoint.set("passthrough_columns", json.dumps(source.passthrough))
+            checkpoint.finish_ingest()
+        return run_id
+
+    def _ingest(self, checkpoint: Checkpoint, source: InputSource, run_id: str) -> None:
+        total = 0
+        try:
+            for batch in source.batches():
+                rows: list[tuple[int, str | None, str | None, str | None, str | None, str]] = []
+                requests: dict[str, str] = {}
+                for number, request_json, field, rule, detail, passthrough in batch.select(
+                    "row_number", "request_json", "field", "rule", "detail", "passthrough_json"
+                ).iter_rows():
+                    key = None
+                    if request_json is not None:
+                        key = idempotency_key(run_id, request_json)
+                        requests[key] = request_json
+                    rows.append((number, key, field, rule, detail, passthrough))
+                checkpoint.add_rows(rows, list(requests.items()))
+                total += len(rows)
+                log.info("run.ingest.batch", rows=total)
+        except InputError as exc:
+            raise RunAbortedError(ExitCode.INPUT, str(exc)) from None
+
+    # --- sending -------------------------------------------------------------------------
+
+    def _send(
+        self, checkpoint: Checkpoint, run_id: str
+    ) -> tuple[Stop | None, int, int, int, int | None, str]:
+        """Send what is pending; returns (stop, calls, 429s, credits, balance, mode)."""
+        if checkpoint.counts().requests_pending == 0:
+            return None, 0, 0, 0, None, checkpoint.get("mode") or "unknown"
+        not_before = checkpoint.get("not_before")
+        if not_before is not None and not self.settings.run.wait_for_midnight:
+            resume_at = dt.datetime.fromisoformat(not_before)
+            if self._now() < resume_at:
+                stop = Stop()
+                stop.reason = StopReason.DAILY_LIMIT
+                stop.detail = "the daily limit was reached; nothing is sent before midnight UTC"
+                stop.not_before = resume_at
+                log.warning("run.daily_limit.waiting", not_before=not_before)
+                return stop, 0, 0, 0, None, checkpoint.get("mode") or "unknown"
+        with self._api() as api:
+            mode = "test" if api.embedded else "live"
+            checkpoint.set("mode", mode)
+            if api.embedded:
+                log.warning(
+                    "run.embedded_sandbox",
+                    message="No API configured: valuing against the embedded sandbox in "
+                    "TEST mode. Results are fake and carry mode = test.",
+                )
+            return anyio.run(self._send_async, checkpoint, api, mode)
+
+    @contextlib.contextmanager
+    def _api(self) -> Iterator[Api]:
+        if self.settings.api is not None:
+            yield Api(self.settings.api, embedded=False)
+            return
+        if self._embedded_api is None:
+            raise RunAbortedError(ExitCode.USAGE, "no API is configured")
+        with self._embedded_api() as settings:
+            yield Api(settings, embedded=True)
+
+    async def _send_async(
+        self, checkpoint: Checkpoint, api: Api, mode: str
+    ) -> tuple[Stop | None, int, int, int, int | None, str]:
+        run = self.settings.run
+        counts = checkpoint.counts()
+        progress = Progress(
+            total_rows=counts.rows,
+            done_rows=counts.rows - counts.pending_rows,
+            pending_requests=counts.requests_pending,
+            bar=self.request.progress_bar,
+            every_seconds=run.progress_seconds,
+        )
+        stop = Stop()
+        controller = RateController()
+        async with PartnerClient(
+            base_url=api.settings.base_url,
+            auth_url=api.settings.auth_url,
+            credentials=Credentials(api.settings.client_id, api.settings.client_secret),
+            timeout=run.timeout_seconds,
+            max_connections=run.concurrency,
+        ) as client:
+            while True:
+                checkpoint.unset("not_before")
+                pool = WorkerPool(
+                    api=client,
+                    checkpoint=checkpoint,
+                    controller=controller,
+                    policy=RetryPolicy(max_attempts=run.max_attempts),
+                    stop=stop,
+                    concurrency=run.concurrency,
+                    max_credits=run.max_credits,
+                    outage_seconds=run.outage_seconds,
+                    shutdown_grace_seconds=run.shutdown_grace_seconds,
+                    now=self._now,
+                    on_progress=progress.update,
+                )
+                with progress:
+                    async with anyio.create_task_group() as watchers:
+                        watchers.start_soon(_stop_on_signals, stop)
+                        stats = await pool.run()
+                        watchers.cancel_scope.cancel()
+                if stop.reason is StopReason.DAILY_LIMIT and stop.not_before is not None:
+                    checkpoint.set("not_before", stop.not_before.isoformat())
+                    if run.wait_for_midnight:
+                        await self._wait_until(stop.not_before)
+                        stop = Stop()
+                        continue
+                break
+        credits = stats.credits
+        return (
+            stop if stop.is_set else None,
+            client.calls,
+            controller.rate_limited,
+            credits,
+            stats.balance,
+            mode,
+        )
+
+    async def _wait_until(self, when: dt.datetime) -> None:
+        seconds = max(0.0, (when - self._now()).total_seconds())
+        log.info("run.daily_limit.sleeping", until=when.isoformat(), seconds=round(seconds))
+        await anyio.sleep(seconds + 1)
+
+    # --- the end -------------------------------------------------------------------------
+
+    @staticmethod
+    def _exit_code(counts: Counts, stop: Stop | None) -> ExitCode:
+        if counts.complete:
+            return ExitCode.COMPLETE
+        if stop is not None and stop.reason is StopReason.ACCOUNT:
+            return ExitCode.ACCOUNT
+        return ExitCode.RESUMABLE
+
+    def _summary(
+        self,
+        checkpoint: Checkpoint,
+        run_id: str,
+        mode: str,
+        counts: Counts,
+        stop: Stop | None,
+        code: ExitCode,
+        started: dt.datetime,
+        started_mono: float,
+        *,
+        calls: int,
+        rate_limited: int,
+        credits: int,
+    ) -> dict[str, Any]:
+        totals = checkpoint.totals()
+        return {
+            "status": "complete" if code is ExitCode.COMPLETE else "incomplete",
+            "exit_code": int(code),
+            "next_action": next_action(code, stop),
+            "run_id": run_id,
+            "mode": mode,
+            "input": str(self.request.input_path),
+            "rows": {
+                "total": counts.rows,
+                "valued": counts.valued_rows,
+                "problems": counts.input_problems + counts.api_problem_rows,
+                "pending": counts.pending_rows,
+            },
+            "requests": {
+                "unique": counts.requests,
+                "valued": counts.requests_done,
+                "problems": counts.requests_problem,
+                "pending": counts.requests_pending,
+            },
+            "problems_by_type": checkpoint.problem_types(),
+            "credits_charged": {"this_invocation": credits, "total": counts.credits},
+            "last_known_balance": totals["last_balance"],
+            "calls": {"this_invocation": calls, "total": totals["calls"]},
+            "rate_limited": {"this_invocation": rate_limited, "total": totals["rate_limited"]},
+            "invocations": totals["invocations"],
+            "stop": None
+            if stop is None
+            else {
+                "reason": stop.reason.value if stop.reason else None,
+                "detail": stop.detail,
+                "not_before": stop.not_before.isoformat() if stop.not_before else None,
+            },
+            "started_at": started.isoformat(),
+            "finished_at": self._now().isoformat(),
+            "seconds": round(time.monotonic() - started_mono, 3),
+        }
+
+    # --- dry run -------------------------------------------------------------------------
+
+    def _dry_run(self, source: InputSource) -> dict[str, Any]:
+        """Validate and price without the network; the checkpoint is a throwaway one."""
+        with tempfile.TemporaryDirectory(prefix="batchval-dry-") as scratch:
+            checkpoint = Checkpoint.open(Path(scratch))
+            try:
+                run_id = self.request.run_id or "dry-run"
+                self._ingest(checkpoint, source, run_id)
+                checkpoint.finish_ingest()
+                write_problems(checkpoint, self.request.out_dir / PROBLEMS_NAME, source.passthrough)
+                counts = checkpoint.counts()
+                problems = checkpoint.problem_types()
+            finally:
+                checkpoint.close()
+        calls = counts.requests
+        return {
+            "dry_run": True,
+            "rows": counts.rows,
+            "rows_with_problems": counts.input_problems,
+            "problems_by_type": problems,
+            "calls": calls,
+            "credits": calls * VALUATION_CREDITS,
+            "cost_gbp": round(calls * VALUATION_CREDITS / 100, 2),
+            "days_at_daily_limit": math.ceil(calls / DAILY_LIMIT_LIVE) if calls else 0,
+            "daily_limit": DAILY_LIMIT_LIVE,
+            "exit_code": 0,
+        }
+
+
+def next_action(code: ExitCode, stop: Stop | None) -> str:
+    if code is ExitCode.COMPLETE:
+        return "nothing: every row has a result or a problem"
+    if code is ExitCode.ACCOUNT:
+        detail = stop.detail if stop else ""
+        return f"fix the account ({detail}), then run the same command again"
+    if stop is not None and stop.reason is StopReason.DAILY_LIMIT and stop.not_before:
+        return f"run the same command again after {stop.not_before.isoformat()}"
+    return "run the same command again later"
+
+
+async def _stop_on_signals(stop: Stop) -> None:
+    """The first SIGTERM or SIGINT stops the run gently; later ones are the same request."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            stop.trigger(StopReason.SIGNAL, f"received {signal.Signals(signum).name}")

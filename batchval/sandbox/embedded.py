@@ -1,0 +1,33 @@
+"""The embedded default: a sandbox in a thread when no API is configured.
+
+It serves the shared test credential. Its limits are set for a first run to finish in
+seconds rather than to mimic the API's (1,000 test calls a day would stop the sample
+portfolio half way); `batchval sandbox` serves the API's own limits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from batchval.sandbox.app import Sandbox
+from batchval.sandbox.config import RateLimit, SandboxConfig
+from batchval.sandbox.server import serve_in_thread
+from batchval.settings import ApiSettings
+
+EMBEDDED_RATE = RateLimit(rate_per_second=100.0, burst=100)
+EMBEDDED_DAILY_LIMIT = 1_000_000
+
+
+@contextmanager
+def embedded_api() -> Iterator[ApiSettings]:
+    config = SandboxConfig(rate_limit=EMBEDDED_RATE)
+    for account in config.accounts:
+        account.daily_limit = EMBEDDED_DAILY_LIMIT
+    with serve_in_thread(Sandbox(config)) as running:
+        yield ApiSettings(
+            base_url=running.base_url,
+            auth_url=running.auth_url,
+            client_id="sandbox-test",
+            client_secret="sandbox-test-secret",
+        )

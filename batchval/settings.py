@@ -1,0 +1,229 @@
+"""One frozen settings object, from the config file, the environment and the command line.
+
+Precedence, highest first: command-line options, `BATCHVAL_*` environment variables,
+the config file, defaults. Nothing here reads the environment at import time: the CLI
+passes `os.environ` in, tests pass a dict.
+
+The API is configured completely or not at all: with none of base URL, auth URL, client
+id and secret given, `run` values against the embedded sandbox in test mode; with some
+but not all, it is a configuration error (exit 64) rather than a silent test run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from batchval.input.options import InputOptions
+
+INCLUDE_ITEMS = ("commentary", "rebuildCost")
+ENV_PREFIX = "BATCHVAL_"
+
+
+class SettingsError(ValueError):
+    """The command line or the config cannot be used (exit 64)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ApiSettings:
+    base_url: str
+    auth_url: str
+    client_id: str
+    client_secret: str = dataclasses.field(repr=False)  # never printed, logged or written
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunOptions:
+    concurrency: int = 8  # the most requests in flight at once; the pool may use fewer
+    max_credits: int | None = None  # never spend more than this in one invocation
+    max_attempts: int = 6  # per request and invocation, for transient failures
+    outage_seconds: float = 300.0  # every call failing this long: stop with 75
+    wait_for_midnight: bool = False  # at the daily limit: wait for midnight UTC, not exit 75
+    timeout_seconds: float = 35.0  # the API cuts requests at 30 s
+    shutdown_grace_seconds: float = 5.0  # on SIGTERM, how long in-flight calls may finish
+    progress_seconds: float = 10.0  # how often a progress event is logged
+    # Test seam: added to the wall clock when deciding whether midnight UTC has passed.
+    clock_offset_seconds: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Settings:
+    api: ApiSettings | None  # None: the embedded sandbox, test mode
+    input: InputOptions
+    run: RunOptions
+
+    def fingerprint(self) -> str:
+        """What must not change under a resumed run: everything that shapes the requests."""
+        shaping = {
+            "columns": dict(self.input.columns),
+            "values": {k: dict(v) for k, v in self.input.values.items()},
+            "include": sorted(set(self.input.include)),
+            "api": None if self.api is None else [self.api.base_url, self.api.client_id],
+        }
+        text = json.dumps(shaping, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _section(data: Mapping[str, Any], name: str) -> dict[str, Any]:
+    part = data.get(name) or {}
+    if not isinstance(part, Mapping):
+        raise SettingsError(f"config section {name!r} must be a mapping")
+    return dict(part)
+
+
+def _reject_unknown(part: Mapping[str, Any], known: set[str], where: str) -> None:
+    unknown = sorted(set(part) - known)
+    if unknown:
+        raise SettingsError(f"unknown setting(s) in {where}: {', '.join(map(str, unknown))}")
+
+
+def _read_config(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise SettingsError(f"cannot read config {path}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise SettingsError(f"config {path} is not valid YAML: {exc}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise SettingsError(f"config {path} must be a mapping at the top level")
+    _reject_unknown(data, {"api", "input", "run", "sandbox"}, str(path))
+    return dict(data)
+
+
+def _api(config: Mapping[str, Any], env: Mapping[str, str]) -> ApiSettings | None:
+    section = _section(config, "api")
+    names = ("base_url", "auth_url", "client_id", "client_secret")
+    _reject_unknown(section, set(names), "api")
+    values = {n: env.get(ENV_PREFIX + n.upper()) or section.get(n) for n in names}
+    given = {n for n, v in values.items() if v}
+    if not given:
+        return None
+    missing = [ENV_PREFIX + n.upper() for n in names if n not in given]
+    if missing:
+        raise SettingsError(
+            "the API is partly configured; also set "
+            + ", ".join(missing)
+            + " (or the api section of the config); with none of them set, "
+            "batchval runs against the embedded sandbox"
+        )
+    for name in names:
+        if not isinstance(values[name], str):
+            raise SettingsError(f"api.{name} must be a string")
+    return ApiSettings(**{n: str(values[n]).strip() for n in names})
+
+
+def _include(items: Any, where: str) -> tuple[str, ...]:
+    if items is None:
+        return ()
+    if isinstance(items, str):
+        items = [i.strip() for i in items.split(",") if i.strip()]
+    if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
+        raise SettingsError(f"{where} must be a list of {', '.join(INCLUDE_ITEMS)}")
+    bad = sorted(set(items) - set(INCLUDE_ITEMS))
+    if bad:
+        raise SettingsError(
+            f"{where}: unknown item {bad[0]!r}; allowed: {', '.join(INCLUDE_ITEMS)}"
+        )
+    return tuple(sorted(set(items)))
+
+
+def _input(config: Mapping[str, Any], include: tuple[str, ...]) -> InputOptions:
+    section = _section(config, "input")
+    known = {"delimiter", "encoding", "columns", "values", "passthrough", "batch_rows"}
+    _reject_unknown(section, known, "input")
+    columns = section.get("columns") or {}
+    values = section.get("values") or {}
+    if not isinstance(columns, Mapping) or not all(isinstance(v, str) for v in columns.values()):
+        raise SettingsError("input.columns must map API field names to column names")
+    if not isinstance(values, Mapping) or not all(isinstance(v, Mapping) for v in values.values()):
+        raise SettingsError("input.values must map API field names to {your value: API value}")
+    passthrough = section.get("passthrough")
+    if passthrough is not None and (
+        not isinstance(passthrough, list) or not all(isinstance(c, str) for c in passthrough)
+    ):
+        raise SettingsError("input.passthrough must be a list of column names")
+    delimiter = section.get("delimiter")
+    if delimiter is not None and (not isinstance(delimiter, str) or len(delimiter) != 1):
+        raise SettingsError("input.delimiter must be a single character")
+    try:
+        return _input_options(section, delimiter, columns, values, passthrough, include)
+    except (ValueError, TypeError) as exc:
+        raise SettingsError(f"input: {exc}") from None
+
+
+def _input_options(
+    section: Mapping[str, Any],
+    delimiter: str | None,
+    columns: Mapping[str, str],
+    values: Mapping[str, Mapping[str, Any]],
+    passthrough: list[str] | None,
+    include: tuple[str, ...],
+) -> InputOptions:
+    return InputOptions(
+        delimiter=delimiter,
+        encoding=str(section.get("encoding", "utf-8")),
+        columns={str(k): v for k, v in columns.items()},
+        values={str(f): {str(k): str(v) for k, v in m.items()} for f, m in values.items()},
+        passthrough=None if passthrough is None else tuple(passthrough),
+        include=include,
+        batch_rows=int(section.get("batch_rows", 50_000)),
+    )
+
+
+def _number(value: Any, where: str, *, minimum: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < minimum:
+        raise SettingsError(f"{where} must be a number of at least {minimum:g}")
+    return float(value)
+
+
+def load_settings(
+    config_file: Path | None,
+    env: Mapping[str, str],
+    *,
+    concurrency: int | None = None,
+    include: str | None = None,
+    max_credits: int | None = None,
+) -> Settings:
+    """Settings for `run`, `streets` and `--dry-run`; raises SettingsError (exit 64)."""
+    config = _read_config(config_file)
+    run = _section(config, "run")
+    # include lives in the run section for people, in the input options for the code.
+    known = {f.name for f in dataclasses.fields(RunOptions)} - {"clock_offset_seconds"}
+    known.add("include")
+    _reject_unknown(run, known, "run")
+    includes = _include(include if include is not None else run.get("include"), "include")
+    wanted_concurrency = concurrency if concurrency is not None else run.get("concurrency", 8)
+    credits = max_credits if max_credits is not None else run.get("max_credits")
+    offset = env.get(ENV_PREFIX + "CLOCK_OFFSET_SECONDS") or "0"
+    try:
+        clock_offset = float(offset)
+    except ValueError:
+        raise SettingsError(f"{ENV_PREFIX}CLOCK_OFFSET_SECONDS must be a number") from None
+    options = RunOptions(
+        concurrency=int(_number(wanted_concurrency, "concurrency", minimum=1)),
+        max_credits=None if credits is None else int(_number(credits, "max_credits", minimum=0)),
+        max_attempts=int(_number(run.get("max_attempts", 6), "run.max_attempts", minimum=1)),
+        outage_seconds=_number(run.get("outage_seconds", 300.0), "run.outage_seconds", minimum=1),
+        wait_for_midnight=bool(run.get("wait_for_midnight", False)),
+        timeout_seconds=_number(
+            run.get("timeout_seconds", 35.0), "run.timeout_seconds", minimum=0.1
+        ),
+        shutdown_grace_seconds=_number(
+            run.get("shutdown_grace_seconds", 5.0), "run.shutdown_grace_seconds", minimum=0
+        ),
+        progress_seconds=_number(
+            run.get("progress_seconds", 10.0), "run.progress_seconds", minimum=0.1
+        ),
+        clock_offset_seconds=clock_offset,
+    )
+    return Settings(api=_api(config, env), input=_input(config, includes), run=options)

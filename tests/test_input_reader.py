@@ -1,0 +1,336 @@
+"""Opening and streaming input files (batchval.input.reader)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from batchval.input import InputError, InputOptions, InputSource, open_input
+
+HEADER = ["loan_id", "postcode", "property_type", "bedrooms", "floor_area_sqm", "notes"]
+ROWS = [
+    ["L1", "SW1A 1AA", "flat", "2", "", "first"],
+    ["L2", "m1 1ae", "Semi-Detached", "3", "85.5", ""],
+    ["L3", "EH1 1AA", "detached", "4", "", "in Scotland"],
+]
+
+
+def write_csv(
+    path: Path,
+    rows: list[list[str]],
+    *,
+    header: list[str] = HEADER,
+    delimiter: str = ",",
+    encoding: str = "utf-8",
+    compress: bool = False,
+) -> Path:
+    """Writes rows as delimited text (no quoting needed by the test data)."""
+    text = "".join(delimiter.join(r) + "\n" for r in [header, *rows])
+    data = text.encode(encoding)
+    path.write_bytes(gzip.compress(data) if compress else data)
+    return path
+
+
+def read_all(source: InputSource) -> list[dict[str, Any]]:
+    return [row for batch in source.batches() for row in batch.to_dicts()]
+
+
+def loan_ids(rows: list[dict[str, Any]]) -> list[str]:
+    return [json.loads(r["passthrough_json"])["loan_id"] for r in rows]
+
+
+def fault(path: Path, options: InputOptions | None = None) -> str:
+    """The InputError's message for a file that cannot be used."""
+    with pytest.raises(InputError) as caught:
+        read_all(open_input(path, options or InputOptions()))
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"{path}: ")
+    return message
+
+
+@pytest.mark.parametrize("compress", [False, True])
+@pytest.mark.parametrize("delimiter", [",", ";", "\t", "|"])
+def test_delimiter_is_detected(tmp_path: Path, delimiter: str, compress: bool) -> None:
+    """Comma, semicolon, tab and pipe files are read with no config, plain or gzipped."""
+    path = write_csv(tmp_path / "homes.txt", ROWS, delimiter=delimiter, compress=compress)
+    source = open_input(path, InputOptions())
+    assert source.columns == HEADER
+    rows = read_all(source)
+    assert loan_ids(rows) == ["L1", "L2", "L3"]
+    assert [r["rule"] for r in rows] == [None, None, "outside_coverage"]
+
+
+def test_explicit_delimiter(tmp_path: Path) -> None:
+    """A delimiter given in the options is used as it is."""
+    path = write_csv(tmp_path / "homes.csv", ROWS, delimiter=";")
+    rows = read_all(open_input(path, InputOptions(delimiter=";")))
+    assert loan_ids(rows) == ["L1", "L2", "L3"]
+
+
+def test_utf8_bom_leaves_first_column_clean(tmp_path: Path) -> None:
+    """A UTF-8 byte-order mark does not stick to the first column's name."""
+    path = tmp_path / "homes.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + write_csv(tmp_path / "x.csv", ROWS).read_bytes())
+    source = open_input(path, InputOptions())
+    assert source.columns[0] == "loan_id"
+    assert loan_ids(read_all(source)) == ["L1", "L2", "L3"]
+
+
+def test_latin1_with_encoding_option(tmp_path: Path) -> None:
+    """A latin-1 file reads right when the options say so, and is refused when not."""
+    rows = [["L1", "SW1A 1AA", "flat", "2", "", "Café Rosé"]]
+    path = write_csv(tmp_path / "homes.csv", rows, encoding="latin-1")
+    read = read_all(open_input(path, InputOptions(encoding="latin-1")))
+    assert json.loads(read[0]["passthrough_json"])["notes"] == "Café Rosé"
+    assert "encoding" in fault(path)
+
+
+def test_cp1252_gzip_is_transcoded(tmp_path: Path) -> None:
+    """A gzipped cp1252 file (Excel on Windows) reads right."""
+    rows = [["L1", "SW1A 1AA", "flat", "2", "", "£250 – ‘quoted’"]]
+    path = write_csv(tmp_path / "homes.csv.gz", rows, encoding="cp1252", compress=True)
+    read = read_all(open_input(path, InputOptions(encoding="cp1252")))
+    assert json.loads(read[0]["passthrough_json"])["notes"] == "£250 – ‘quoted’"
+
+
+def test_parquet_numbers_are_read_as_text(tmp_path: Path) -> None:
+    """Parquet int and float columns validate as their values (3.0 is the integer 3)."""
+    path = tmp_path / "homes.parquet"
+    table = pa.table(
+        {
+            "loan_id": pa.array([1001, 1002, 1003], pa.int64()),
+            "postcode": ["SW1A 1AA", "M1 1AE", "LS1 4AP"],
+            "propertyType": ["flat", "detached", "terraced"],
+            "bedrooms": pa.array([2.0, None, 3.5], pa.float64()),
+            "floorAreaSqm": pa.array([None, 85.0, 70.25], pa.float32()),
+            "yearBuilt": pa.array([1930, None, 2001], pa.int32()),
+        }
+    )
+    pq.write_table(table, path, row_group_size=2)
+    rows = read_all(open_input(path, InputOptions()))
+    assert [json.loads(r["passthrough_json"]) for r in rows] == [
+        {"loan_id": "1001"},
+        {"loan_id": "1002"},
+        {"loan_id": "1003"},
+    ]
+    assert rows[0]["request_json"] == (
+        '{"bedrooms":2,"postcode":"SW1A 1AA","propertyType":"flat","yearBuilt":1930}'
+    )
+    assert rows[1]["request_json"] == (
+        '{"floorAreaSqm":85,"postcode":"M1 1AE","propertyType":"detached"}'
+    )
+    assert (rows[2]["field"], rows[2]["rule"]) == ("bedrooms", "not_an_integer")
+    assert [r["row_number"] for r in rows] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_batches_of_batch_rows_with_continuous_row_numbers(tmp_path: Path, fmt: str) -> None:
+    """2500 rows with batch_rows=1000 stream as 3 batches numbered 1 to 2500."""
+    rows = [[f"L{i}", "SW1A 1AA", "flat", str(i % 5), "", ""] for i in range(2500)]
+    path = write_csv(tmp_path / "homes.csv", rows)
+    if fmt == "parquet":
+        csv = pl.read_csv(path, infer_schema=False)
+        path = tmp_path / "homes.parquet"
+        csv.write_parquet(path, row_group_size=1000)
+    batches = list(open_input(path, InputOptions(batch_rows=1000)).batches())
+    assert [b.height for b in batches] == [1000, 1000, 500]
+    numbers = pl.concat(batches)["row_number"]
+    assert numbers.dtype == pl.UInt64
+    assert numbers.to_list() == list(range(1, 2501))
+
+
+def test_blank_lines_are_skipped_and_not_counted(tmp_path: Path) -> None:
+    """Blank and delimiter-only lines are not rows: the next row takes the next number."""
+    path = tmp_path / "homes.csv"
+    lines = [",".join(HEADER), ",".join(ROWS[0]), "", ",,,,,", " , ,,,,", ",".join(ROWS[1])]
+    path.write_text("\r\n".join(lines) + "\r\n\r\n")
+    rows = read_all(open_input(path, InputOptions()))
+    assert [(r["row_number"], i) for r, i in zip(rows, loan_ids(rows), strict=True)] == [
+        (1, "L1"),
+        (2, "L2"),
+    ]
+
+
+def test_passthrough_default_is_every_other_column(tmp_path: Path) -> None:
+    """With no passthrough config, every column not used for a field rides along."""
+    source = open_input(write_csv(tmp_path / "homes.csv", ROWS), InputOptions())
+    assert source.passthrough == ["loan_id", "notes"]
+    assert source.field_columns == {
+        "postcode": "postcode",
+        "propertyType": "property_type",
+        "bedrooms": "bedrooms",
+        "floorAreaSqm": "floor_area_sqm",
+    }
+    first = read_all(source)[0]
+    assert json.loads(first["passthrough_json"]) == {"loan_id": "L1", "notes": "first"}
+
+
+def test_passthrough_explicit_subset(tmp_path: Path) -> None:
+    """A configured passthrough keeps only the named columns, in the config's order."""
+    options = InputOptions(passthrough=("notes", "POSTCODE"))
+    source = open_input(write_csv(tmp_path / "homes.csv", ROWS), options)
+    assert source.passthrough == ["notes", "postcode"]
+    first = read_all(source)[0]
+    assert first["passthrough_json"] == '{"notes":"first","postcode":"SW1A 1AA"}'
+
+
+def test_columns_found_by_name_case_and_spaces(tmp_path: Path) -> None:
+    """API names and snake_case names match in any case, with stray spaces."""
+    header = ["Loan", " PostCode ", "PROPERTY_TYPE", "floorAreaSqm"]
+    path = write_csv(tmp_path / "homes.csv", [["1", "SW1A 1AA", "flat", "50"]], header=header)
+    source = open_input(path, InputOptions())
+    assert source.field_columns == {
+        "postcode": " PostCode ",
+        "propertyType": "PROPERTY_TYPE",
+        "floorAreaSqm": "floorAreaSqm",
+    }
+    assert read_all(source)[0]["request_json"] is not None
+
+
+def test_configured_columns_override_names(tmp_path: Path) -> None:
+    """options.columns maps any column to a field, ahead of a column named like it."""
+    header = ["Post Code", "postcode", "Type", "Beds"]
+    path = write_csv(tmp_path / "homes.csv", [["M1 1AE", "XX", "flat", "1"]], header=header)
+    options = InputOptions(
+        columns={"postcode": "Post Code", "propertyType": "type", "bedrooms": "Beds"}
+    )
+    source = open_input(path, options)
+    assert source.field_columns["postcode"] == "Post Code"
+    assert source.passthrough == ["postcode"]
+    assert json.loads(read_all(source)[0]["request_json"])["postcode"] == "M1 1AE"
+
+
+def truncated_parquet(path: Path) -> Path:
+    pq.write_table(pa.table({"postcode": ["SW1A 1AA"] * 100, "propertyType": ["flat"] * 100}), path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    return path
+
+
+def binary_garbage(path: Path) -> Path:
+    path.write_bytes(b"\x00\x01" + random.Random(0).randbytes(4096))
+    return path
+
+
+INPUT_ERRORS: list[tuple[str, Callable[[Path], Path], InputOptions, str]] = [
+    ("missing file", lambda d: d / "nope.csv", InputOptions(), "no such file"),
+    ("a directory", lambda d: d, InputOptions(), "directory"),
+    ("empty file", lambda d: _bytes(d, b""), InputOptions(), "empty"),
+    (
+        "header only",
+        lambda d: _bytes(d, b"postcode,propertyType,bedrooms\n"),
+        InputOptions(),
+        "no data rows",
+    ),
+    (
+        "header and blank lines",
+        lambda d: _bytes(d, b"postcode,propertyType,bedrooms\n\n,,\n"),
+        InputOptions(),
+        "no data rows",
+    ),
+    (
+        "duplicate headers",
+        lambda d: _bytes(d, b"postcode,propertyType,bedrooms,bedrooms\nSW1A 1AA,flat,1,2\n"),
+        InputOptions(),
+        "duplicate column names: 'bedrooms'",
+    ),
+    (
+        "missing required column",
+        lambda d: _bytes(d, b"postcode,bedrooms\nSW1A 1AA,2\n"),
+        InputOptions(),
+        "required column missing: propertyType",
+    ),
+    (
+        "neither bedrooms nor area",
+        lambda d: _bytes(d, b"postcode,propertyType\nSW1A 1AA,flat\n"),
+        InputOptions(),
+        "bedrooms or floorAreaSqm",
+    ),
+    (
+        "two columns for one field",
+        lambda d: _bytes(d, b"postcode,propertyType,property_type,beds\nx,y,z,1\n"),
+        InputOptions(),
+        "all look like propertyType",
+    ),
+    (
+        "mapping names a missing column",
+        lambda d: write_csv(d / "homes.csv", ROWS),
+        InputOptions(columns={"reference": "Case Number"}),
+        "'Case Number', which is not a column",
+    ),
+    (
+        "passthrough names a missing column",
+        lambda d: write_csv(d / "homes.csv", ROWS),
+        InputOptions(passthrough=("loan_id", "branch")),
+        "'branch', which is not a column",
+    ),
+    (
+        "truncated parquet",
+        lambda d: truncated_parquet(d / "homes.parquet"),
+        InputOptions(),
+        "Parquet",
+    ),
+    ("binary garbage", lambda d: binary_garbage(d / "homes.csv"), InputOptions(), "binary"),
+    ("excel workbook", lambda d: _bytes(d, b"PK\x03\x04rest"), InputOptions(), "Excel"),
+    (
+        "wrong explicit delimiter",
+        lambda d: write_csv(d / "homes.csv", ROWS, delimiter=";"),
+        InputOptions(delimiter=","),
+        "has semicolons",
+    ),
+    (
+        "unterminated quote",
+        lambda d: _bytes(d, b'postcode,propertyType,bedrooms\nSW1A 1AA,"flat,2\n'),
+        InputOptions(),
+        "cannot be read",
+    ),
+]
+
+
+def _bytes(directory: Path, data: bytes) -> Path:
+    path = directory / "homes.csv"
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("make", "options", "expected"),
+    [case[1:] for case in INPUT_ERRORS],
+    ids=[case[0] for case in INPUT_ERRORS],
+)
+def test_unusable_file_is_one_line_input_error(
+    tmp_path: Path, make: Callable[[Path], Path], options: InputOptions, expected: str
+) -> None:
+    """A file that cannot be used raises InputError: one line, naming file and fault."""
+    assert expected in fault(make(tmp_path), options)
+
+
+def test_open_reads_only_the_head(tmp_path: Path) -> None:
+    """open_input accepts a file whose damage lies past its head; batches then raise."""
+    rng = random.Random(1)
+    rows = [[f"L{i}", "SW1A 1AA", "flat", "2", "", rng.randbytes(40).hex()] for i in range(5000)]
+    path = write_csv(tmp_path / "homes.csv.gz", rows, compress=True)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) * 2 // 3])
+    source = open_input(path, InputOptions(batch_rows=500))
+    message = fault(path, InputOptions(batch_rows=500))
+    assert "cannot be read" in message
+    assert source.columns == HEADER
+
+
+def test_invalid_utf8_mid_file_is_input_error(tmp_path: Path) -> None:
+    """A byte that is not UTF-8 after the head is found while streaming, as InputError."""
+    rows = [[f"L{i}", "SW1A 1AA", "flat", "2", "", "x" * 40] for i in range(3000)]
+    path = write_csv(tmp_path / "homes.csv", rows)
+    path.write_bytes(path.read_bytes() + b"L9,SW1A 1AA,flat,2,,caf\xe9\n")
+    assert "cannot be read after data row" in fault(path)

@@ -1,0 +1,616 @@
+"""The output stage: results.parquet and problems.parquet from a real checkpoint."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from batchval.output import (
+    PROBLEM_COLUMNS,
+    RESULT_COLUMNS,
+    passthrough_columns,
+    problems_schema,
+    results_schema,
+    write_json_atomic,
+    write_problems,
+    write_results,
+    writer,
+)
+from batchval.run.checkpoint import Checkpoint
+from batchval.sandbox.data import valuation_parts
+
+NOW = dt.datetime(2025, 3, 1, 10, 0, tzinfo=dt.UTC)
+VALUED_AT = dt.datetime(2025, 3, 1, 10, 0, 0, 250_000, tzinfo=dt.UTC)
+HOUSE = {
+    "postcode": "LS1 4AP",
+    "propertyType": "semi_detached",
+    "floorAreaSqm": 96.5,
+    "yearBuilt": 1931,
+    "builtForm": "semi_detached",
+    "wallsEnergyEfficiency": "good",
+    "reference": "case-17",
+}
+FLAT = {"postcode": "B1 1AA", "propertyType": "flat", "bedrooms": 2}
+TS = pa.timestamp("ms", tz="UTC")
+S = pa.string()
+I64 = pa.int64()
+
+INSIGHTS = pa.struct(
+    [
+        (name, S)
+        for name in (
+            "seasonality",
+            "growth",
+            "benchmark",
+            "price_velocity",
+            "market_structure",
+            "timing",
+            "recovery",
+            "investors",
+            "resale_returns",
+            "new_build",
+            "property_types",
+            "streets",
+            "price_spread",
+            "overview",
+        )
+    ]
+)
+COMMENTARY = pa.struct(
+    [
+        ("summary", S),
+        ("range_width", S),
+        ("range_note", S),
+        ("property", S),
+        ("location", S),
+        ("market_momentum", S),
+        ("market_conditions", S),
+        ("energy_efficiency", S),
+        ("data_quality", S),
+        ("market_signals", S),
+        ("area_insights", INSIGHTS),
+        ("disclaimer", S),
+    ]
+)
+REBUILD = pa.struct(
+    [
+        ("estimated", pa.bool_()),
+        ("reason", S),
+        ("low", I64),
+        ("typical", I64),
+        ("high", I64),
+        ("prices_as_of", S),
+    ]
+)
+RESULT_TAIL = [
+    ("valuation_id", S),
+    ("mode", S),
+    ("valued_at", TS),
+    ("estimate", I64),
+    ("range_low", I64),
+    ("range_high", I64),
+    ("coverage", pa.float64()),
+    ("currency", S),
+    ("indexed_to", S),
+    ("sector", S),
+    ("local_authority", S),
+    ("data_quality", S),
+    ("model_version", TS),
+    ("input_postcode", S),
+    ("input_property_type", S),
+    ("bedrooms", I64),
+    ("floor_area_sqm", pa.float64()),
+    ("floor_area_source", S),
+    ("year_built", I64),
+    ("built_form", S),
+    ("walls_energy_efficiency", S),
+    ("reference", S),
+    ("commentary", COMMENTARY),
+    ("rebuild_cost", REBUILD),
+    ("credits_charged", I64),
+    ("idempotency_key", S),
+]
+PROBLEM_TAIL = [
+    ("stage", S),
+    ("field", S),
+    ("type", S),
+    ("code", S),
+    ("status", I64),
+    ("detail", S),
+    ("retryable", pa.bool_()),
+    ("attempts", I64),
+]
+
+
+@pytest.fixture
+def checkpoint(tmp_path: Path) -> Iterator[Checkpoint]:
+    opened = Checkpoint.open(tmp_path)
+    yield opened
+    opened.close()
+
+
+def _body(
+    request: dict[str, Any] = HOUSE,
+    *,
+    include: Sequence[str] = (),
+    test_mode: bool = False,
+    credits: int = 10,
+    number: int = 1,
+) -> dict[str, Any]:
+    """A valuation body as the sandbox answers it."""
+    wanted = {**request, "include": list(include)} if include else dict(request)
+    body: dict[str, Any] = {"id": f"val_{number:026d}"}
+    if test_mode:
+        body["mode"] = "test"
+    if "reference" in request:
+        body["reference"] = request["reference"]
+    body["valuedAt"] = "2025-03-01T10:00:00.250Z"
+    body.update(valuation_parts(wanted, now=NOW))
+    if not test_mode:
+        body["charge"] = {"credits": credits, "balanceAfter": 990}
+    return body
+
+
+def _row(
+    number: int,
+    key: str | None,
+    passthrough: dict[str, Any] | None = None,
+    *,
+    field: str | None = None,
+    rule: str | None = None,
+    detail: str | None = None,
+) -> tuple[int, str | None, str | None, str | None, str | None, str]:
+    return (number, key, field, rule, detail, json.dumps(passthrough or {}))
+
+
+def _ingest(checkpoint: Checkpoint, rows: Sequence[tuple[Any, ...]]) -> None:
+    keys = sorted({row[1] for row in rows if row[1] is not None})
+    checkpoint.add_rows(rows, [(key, json.dumps({"key": key})) for key in keys])
+    checkpoint.finish_ingest()
+
+
+def _value(checkpoint: Checkpoint, key: str, body: dict[str, Any]) -> None:
+    checkpoint.record_valuation(key, json.dumps(body), (body.get("charge") or {}).get("credits", 0))
+
+
+def _results(checkpoint: Checkpoint, path: Path, passthrough: Sequence[str] = ()) -> pa.Table:
+    write_results(checkpoint, path, passthrough)
+    return pq.read_table(path)
+
+
+def test_results_schema_is_exact() -> None:
+    """results.parquet: row_number, pass-through strings, then the fixed columns in order."""
+    schema = results_schema(["loan_id", "branch"])
+    expected = [("row_number", I64), ("loan_id", S), ("branch", S), *RESULT_TAIL]
+    assert [(f.name, f.type) for f in schema] == expected
+    assert [f.name for f in schema if not f.nullable] == ["row_number"]
+
+
+def test_problems_schema_is_exact() -> None:
+    """problems.parquet: row_number, pass-through strings, then the fixed columns in order."""
+    schema = problems_schema(["loan_id"])
+    expected = [("row_number", I64), ("loan_id", S), *PROBLEM_TAIL]
+    assert [(f.name, f.type) for f in schema] == expected
+    assert [f.name for f in schema if not f.nullable] == ["row_number"]
+
+
+@pytest.mark.parametrize(
+    ("columns", "schema"),
+    [(RESULT_COLUMNS, results_schema([])), (PROBLEM_COLUMNS, problems_schema([]))],
+)
+def test_every_fixed_column_has_a_one_line_description(
+    columns: dict[str, str], schema: pa.Schema
+) -> None:
+    """The description tables list the fixed columns in order, as the files' metadata."""
+    assert list(columns) == schema.names
+    for field in schema:
+        description = columns[field.name]
+        assert description.strip()
+        assert "\n" not in description
+        assert field.metadata == {b"description": description.encode()}
+
+
+def test_sandbox_body_round_trips(checkpoint: Checkpoint, tmp_path: Path) -> None:
+    """Every figure of a realistic valuation body lands in its column."""
+    body = _body(include=("commentary", "rebuildCost"))
+    _ingest(checkpoint, [_row(1, "k1", {"loan_id": "L-001"})])
+    _value(checkpoint, "k1", body)
+    assert write_results(checkpoint, tmp_path / "results.parquet", ["loan_id"]) == 1
+    row = pq.read_table(tmp_path / "results.parquet").to_pylist()[0]
+
+    figures = body["valuation"]
+    assert {k: v for k, v in row.items() if k not in {"commentary", "rebuild_cost"}} == {
+        "row_number": 1,
+        "loan_id": "L-001",
+        "valuation_id": body["id"],
+        "mode": "live",
+        "valued_at": VALUED_AT,
+        "estimate": figures["estimate"],
+        "range_low": figures["range"]["low"],
+        "range_high": figures["range"]["high"],
+        "coverage": figures["range"]["coverage"],
+        "currency": "GBP",
+        "indexed_to": "2025-01",
+        "sector": "LS1 4",
+        "local_authority": body["location"]["localAuthority"],
+        "data_quality": "full",
+        "model_version": dt.datetime(2024, 11, 4, 9, 30, tzinfo=dt.UTC),
+        "input_postcode": "LS1 4AP",
+        "input_property_type": "semi_detached",
+        "bedrooms": None,
+        "floor_area_sqm": 96.5,
+        "floor_area_source": "request",
+        "year_built": 1931,
+        "built_form": "semi_detached",
+        "walls_energy_efficiency": "good",
+        "reference": "case-17",
+        "credits_charged": 10,
+        "idempotency_key": "k1",
+    }
+    text = body["commentary"]
+    assert row["commentary"]["range_width"] == text["rangeWidth"]
+    assert row["commentary"]["market_signals"] == text["marketSignals"]
+    assert row["commentary"]["disclaimer"] == text["disclaimer"]
+    insights = row["commentary"]["area_insights"]
+    assert insights["price_velocity"] == text["areaInsights"].get("priceVelocity")
+    assert sum(v is not None for v in insights.values()) == len(text["areaInsights"])
+    assert row["rebuild_cost"] == {
+        "estimated": True,
+        "reason": None,
+        "low": body["rebuildCost"]["low"],
+        "typical": body["rebuildCost"]["typical"],
+        "high": body["rebuildCost"]["high"],
+        "prices_as_of": body["rebuildCost"]["pricesAsOf"],
+    }
+    frame = pl.read_parquet(tmp_path / "results.parquet")
+    assert frame["estimate"].to_list() == [figures["estimate"]]
+    assert frame["commentary"].struct.field("area_insights").struct.field("growth").to_list() == [
+        text["areaInsights"].get("growth")
+    ]
+
+
+def test_test_mode_body_is_marked_test_and_free(checkpoint: Checkpoint, tmp_path: Path) -> None:
+    """A test-mode answer (mode test, no charge) gives mode `test` and 0 credits."""
+    _ingest(checkpoint, [_row(1, "k1"), _row(2, "k2")])
+    _value(checkpoint, "k1", _body(FLAT, test_mode=True))
+    _value(checkpoint, "k2", _body(FLAT))
+    table = _results(checkpoint, tmp_path / "results.parquet")
+    assert table["mode"].to_pylist() == ["test", "live"]
+    assert table["credits_charged"].to_pylist() == [0, 10]
+    assert table["floor_area_source"].to_pylist() == ["bedrooms", "bedrooms"]
+    assert table["bedrooms"].to_pylist() == [2, 2]
+
+
+@pytest.mark.parametrize(
+    ("text", "instant"),
+    [
+        ("2025-03-01T10:00:00Z", dt.datetime(2025, 3, 1, 10, tzinfo=dt.UTC)),
+        ("2025-03-01T11:00:00.123+01:00", dt.datetime(2025, 3, 1, 10, 0, 0, 123_000, dt.UTC)),
+        ("2025-03-01T10:00:00.123456Z", dt.datetime(2025, 3, 1, 10, 0, 0, 123_000, dt.UTC)),
+        ("2025-03-01T04:30:00-05:30", dt.datetime(2025, 3, 1, 10, tzinfo=dt.UTC)),
+        ("2025-03-01t10:00:00z", dt.datetime(2025, 3, 1, 10, tzinfo=dt.UTC)),
+        ("2025-03-01t10:00:00.123456z", dt.datetime(2025, 3, 1, 10, 0, 0, 123_000, dt.UTC)),
+        ("not a time", None),
+    ],
+)
+def test_valued_at_is_read_as_a_utc_instant(
+    checkpoint: Checkpoint, tmp_path: Path, text: str, instant: dt.datetime | None
+) -> None:
+    """valuedAt with Z or an offset becomes the UTC instant (ms); an unreadable one null."""
+    _ingest(checkpoint, [_row(1, "k1"), _row(2, "k2")])
+    _value(checkpoint, "k1", {**_body(), "valuedAt": text})
+    _value(checkpoint, "k2", _body())
+    table = _results(checkpoint, tmp_path / "results.parquet")
+    assert table["valued_at"].to_pylist() == [instant, VALUED_AT]
+
+
+def test_structs_are_null_when_absent(checkpoint: Checkpoint, tmp_path: Path) -> None:
+    """commentary and rebuild_cost are null unless asked for; absent members are null."""
+    _ingest(checkpoint, [_row(1, "k1"), _row(2, "k2")])
+    _value(checkpoint, "k1", _body())
+    _value(checkpoint, "k2", _body(FLAT, include=("commentary", "rebuildCost")))
+    table = _results(checkpoint, tmp_path / "results.parquet")
+    assert table["commentary"].to_pylist()[0] is None
+    assert table["rebuild_cost"].to_pylist()[0] is None
+    thin = table["commentary"].to_pylist()[1]
+    assert thin["area_insights"] is None  # a sector with thin market data
+    assert thin["market_signals"] is None
+    assert thin["market_momentum"] == "unknown"
+    assert table["rebuild_cost"].to_pylist()[1] == {
+        "estimated": False,
+        "reason": "flat",
+        "low": None,
+        "typical": None,
+        "high": None,
+        "prices_as_of": None,
+    }
+
+
+def test_identical_requests_share_the_valuation_and_charge_once(
+    checkpoint: Checkpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows sharing a request all get its valuation; only the first carries the credits."""
+    monkeypatch.setattr(writer, "BATCH_ROWS", 2)  # the shared key spans batches
+    _ingest(checkpoint, [_row(n, "k1" if n % 2 else "k2") for n in range(1, 7)])
+    _value(checkpoint, "k1", _body(number=1))
+    _value(checkpoint, "k2", _body(FLAT, number=2))
+    table = _results(checkpoint, tmp_path / "results.parquet")
+    assert table["row_number"].to_pylist() == [1, 2, 3, 4, 5, 6]
+    assert table["valuation_id"].to_pylist() == [_body(number=n)["id"] for n in (1, 2) * 3]
+    assert table["credits_charged"].to_pylist() == [10, 10, 0, 0, 0, 0]
+    assert pc.sum(table["credits_charged"]).as_py() == checkpoint.counts().credits
+
+
+def test_problem_columns(checkpoint: Checkpoint, tmp_path: Path) -> None:
+    """Input problems and API problems fill stage, field, type, code, status, retryable."""
+    _ingest(
+        checkpoint,
+        [
+            _row(1, None, {"loan_id": "A"}, field="postcode", rule="postcode-format", detail="x"),
+            _row(2, "k2", {"loan_id": "B"}),
+            _row(3, "k3", {"loan_id": "C"}),
+            _row(4, "k4", {"loan_id": None}),
+            _row(5, None, {"loan_id": "E"}, rule="bedrooms-or-floor-area", detail="y"),
+        ],
+    )
+    checkpoint.mark_sent("k2")
+    checkpoint.mark_sent("k3")
+    checkpoint.mark_sent("k3")
+    outside = {
+        "type": "outside-coverage",
+        "title": "Outside coverage",
+        "status": 422,
+        "code": "unknown_sector",
+        "detail": "ZZ1 4AA is not in a valued sector.",
+        "retryable": False,
+    }
+    checkpoint.record_problem("k2", outside)
+    invalid = {"type": "https://docs.example/errors/invalid-request", "status": 400, "detail": "d"}
+    checkpoint.record_problem("k3", {**invalid, "code": "invalid_value", "retryable": True})
+    checkpoint.record_problem("k4", {"type": "not-found", "status": 404, "detail": "gone"})
+    assert write_problems(checkpoint, tmp_path / "problems.parquet", ["loan_id"]) == 5
+    rows = pq.read_table(tmp_path / "problems.parquet").to_pylist()
+    assert rows == [
+        {
+            "row_number": 1,
+            "loan_id": "A",
+            "stage": "input",
+            "field": "postcode",
+            "type": "postcode-format",
+            "code": None,
+            "status": None,
+            "detail": "x",
+            "retryable": False,
+            "attempts": 0,
+        },
+        {
+            "row_number": 2,
+            "loan_id": "B",
+            "stage": "api",
+            "field": "postcode",
+            "type": "outside-coverage",
+            "code": "unknown_sector",
+            "status": 422,
+            "detail": "ZZ1 4AA is not in a valued sector.",
+            "retryable": False,
+            "attempts": 1,
+        },
+        {
+            "row_number": 3,
+            "loan_id": "C",
+            "stage": "api",
+            "field": None,
+            "type": "invalid-request",
+            "code": "invalid_value",
+            "status": 400,
+            "detail": "d",
+            "retryable": True,
+            "attempts": 2,
+        },
+        {
+            "row_number": 4,
+            "loan_id": None,
+            "stage": "api",
+            "field": None,
+            "type": "not-found",
+            "code": None,
+            "status": 404,
+            "detail": "gone",
+            "retryable": False,
+            "attempts": 0,
+        },
+        {
+            "row_number": 5,
+            "loan_id": "E",
+            "stage": "input",
+            "field": None,
+            "type": "bedrooms-or-floor-area",
+            "code": None,
+            "status": None,
+            "detail": "y",
+            "retryable": False,
+            "attempts": 0,
+        },
+    ]
+
+
+@pytest.mark.parametrize(
+    ("detail", "written"),
+    [
+        (
+            "No typical floor area is known for a 7-bedroom flat in SW1A.",
+            "No typical floor area is known for a 7-bedroom flat in SW1A. "
+            + writer.FLOOR_AREA_HINT,
+        ),
+        (
+            "No typical floor area is known; send floorAreaSqm with a new Idempotency-Key.",
+            "No typical floor area is known; send floorAreaSqm with a new Idempotency-Key.",
+        ),
+        ("Please supply the floor area.", "Please supply the floor area."),
+        (None, writer.FLOOR_AREA_HINT),
+        ("", writer.FLOOR_AREA_HINT),
+    ],
+)
+def test_floor_area_required_tells_to_supply_a_floor_area(
+    checkpoint: Checkpoint, tmp_path: Path, detail: str | None, written: str
+) -> None:
+    """A floor-area-required detail always tells the user to supply a floor area."""
+    _ingest(checkpoint, [_row(1, "k1")])
+    problem = {"type": "floor-area-required", "status": 422, "retryable": True}
+    checkpoint.record_problem("k1", problem if detail is None else {**problem, "detail": detail})
+    write_problems(checkpoint, tmp_path / "problems.parquet", [])
+    row = pq.read_table(tmp_path / "problems.parquet").to_pylist()[0]
+    assert row["detail"] == written
+    assert "floor area" in row["detail"].lower()
+    assert (row["field"], row["type"], row["retryable"]) == (
+        "floorAreaSqm",
+        "floor-area-required",
+        True,
+    )
+
+
+def test_empty_outputs_still_have_the_schema(checkpoint: Checkpoint, tmp_path: Path) -> None:
+    """With nothing to write, both files are valid, with every column and no rows."""
+    _ingest(checkpoint, [])
+    assert write_results(checkpoint, tmp_path / "results.parquet", ["loan_id"]) == 0
+    assert write_problems(checkpoint, tmp_path / "problems.parquet", ["loan_id"]) == 0
+    results = pq.read_table(tmp_path / "results.parquet")
+    problems = pq.read_table(tmp_path / "problems.parquet")
+    assert results.num_rows == problems.num_rows == 0
+    assert results.schema.equals(results_schema(["loan_id"]), check_metadata=True)
+    assert problems.schema.equals(problems_schema(["loan_id"]), check_metadata=True)
+    assert pl.read_parquet(tmp_path / "results.parquet").columns == results.schema.names
+
+
+def test_a_failed_write_leaves_the_old_file(
+    checkpoint: Checkpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The old file stays whole until the new one is complete; a failure leaves no temp."""
+    path = tmp_path / "results.parquet"
+    _ingest(checkpoint, [_row(n, f"k{n}") for n in range(1, 5)])
+    _value(checkpoint, "k1", _body())
+    write_results(checkpoint, path, [])
+    old = path.read_bytes()
+    for n in range(2, 5):
+        _value(checkpoint, f"k{n}", _body(number=n))
+
+    monkeypatch.setattr(writer, "BATCH_ROWS", 1)
+    monkeypatch.setattr(writer, "ROW_GROUP_BYTES", 1)  # every row is written at once
+    convert = writer._result
+
+    def failing(row: tuple[Any, ...], charged: set[str]) -> tuple[Any, ...]:
+        assert path.read_bytes() == old  # mid-write, readers still see the old file
+        if row[0] == 4:
+            raise RuntimeError("killed")
+        return convert(row, charged)
+
+    monkeypatch.setattr(writer, "_result", failing)
+    with pytest.raises(RuntimeError, match="killed"):
+        write_results(checkpoint, path, [])
+    assert path.read_bytes() == old
+    assert [p.name for p in tmp_path.iterdir() if "tmp" in p.name] == []
+
+    monkeypatch.setattr(writer, "_result", convert)
+    assert write_results(checkpoint, path, []) == 4
+    assert [p.name for p in tmp_path.iterdir() if "tmp" in p.name] == []
+
+
+def test_json_is_written_atomically(tmp_path: Path) -> None:
+    """summary-style JSON replaces the old file whole; unserialisable data leaves it be."""
+    path = tmp_path / "summary.json"
+    write_json_atomic(path, {"exit_code": 0, "note": "£10"})
+    assert json.loads(path.read_text("utf-8")) == {"exit_code": 0, "note": "£10"}
+    with pytest.raises(TypeError):
+        write_json_atomic(path, {"when": dt.datetime.now(dt.UTC)})
+    assert json.loads(path.read_text("utf-8")) == {"exit_code": 0, "note": "£10"}
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]
+
+
+@pytest.mark.parametrize(
+    ("given", "names"),
+    [
+        (["loan_id", "branch"], ["loan_id", "branch"]),
+        (["estimate", "loan_id"], ["estimate_input", "loan_id"]),
+        (["Sector", "MODE"], ["Sector_input", "MODE_input"]),
+        (["row_number"], ["row_number_input"]),
+        (["estimate", "estimate_input"], ["estimate_input", "estimate_input_input"]),
+    ],
+)
+def test_passthrough_clash_is_renamed(given: list[str], names: list[str]) -> None:
+    """A pass-through name that is a fixed column's (any case) gets `_input` added."""
+    assert passthrough_columns(given, RESULT_COLUMNS) == names
+    assert results_schema(given).names[1 : 1 + len(given)] == names
+
+
+def test_renamed_passthrough_keeps_its_values(checkpoint: Checkpoint, tmp_path: Path) -> None:
+    """The renamed pass-through column holds the input's value; the fixed one the API's."""
+    _ingest(checkpoint, [_row(1, "k1", {"estimate": "user's guess", "type": "BTL"})])
+    _value(checkpoint, "k1", _body())
+    table = _results(checkpoint, tmp_path / "results.parquet", ["estimate", "type"])
+    assert table["estimate_input"].to_pylist() == ["user's guess"]
+    assert table["estimate"].to_pylist() == [_body()["valuation"]["estimate"]]
+    assert table["type"].to_pylist() == ["BTL"]  # only a problems column
+    write_problems(checkpoint, tmp_path / "problems.parquet", ["estimate", "type"])
+    assert pq.read_schema(tmp_path / "problems.parquet").names[1:3] == ["estimate", "type_input"]
+
+
+def test_passthrough_values_are_strings(checkpoint: Checkpoint, tmp_path: Path) -> None:
+    """Pass-through values of any JSON type are written as strings; missing ones as null."""
+    values: list[dict[str, Any]] = [{"a": 12, "b": 1.5}, {"a": True, "b": None}, {"a": "x"}]
+    _ingest(checkpoint, [_row(n, "k1", v) for n, v in enumerate(values, start=1)])
+    _value(checkpoint, "k1", _body())
+    table = _results(checkpoint, tmp_path / "results.parquet", ["a", "b"])
+    assert table["a"].to_pylist() == ["12", "true", "x"]
+    assert table["b"].to_pylist() == ["1.5", None, None]
+
+
+def test_rows_are_in_row_order(
+    checkpoint: Checkpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both files list rows by input position, each row in exactly one of them."""
+    monkeypatch.setattr(writer, "BATCH_ROWS", 3)
+    order = [7, 2, 9, 4, 1, 10, 5, 3, 8, 6]
+    checkpoint.add_rows([_row(n, f"k{n}") for n in order[:5]], [(f"k{n}", "{}") for n in order])
+    checkpoint.add_rows([_row(n, f"k{n}") for n in order[5:]], [])
+    checkpoint.finish_ingest()
+    for n in order:
+        if n % 3:
+            _value(checkpoint, f"k{n}", _body(number=n))
+        else:
+            checkpoint.record_problem(f"k{n}", {"type": "outside-coverage", "status": 422})
+    valued = _results(checkpoint, tmp_path / "results.parquet")["row_number"].to_pylist()
+    write_problems(checkpoint, tmp_path / "problems.parquet", [])
+    refused = pq.read_table(tmp_path / "problems.parquet")["row_number"].to_pylist()
+    assert valued == [1, 2, 4, 5, 7, 8, 10]
+    assert refused == [3, 6, 9]
+
+
+def test_values_off_the_spec_do_not_stop_the_write(checkpoint: Checkpoint, tmp_path: Path) -> None:
+    """A wrongly typed member is coerced (text) or null (numbers, 2.5 in an integer column);
+    the row is still written."""
+    body = _body(include=("commentary",))
+    odd = {
+        **body,
+        "valuation": {**body["valuation"], "estimate": "about 200k"},
+        "commentary": {**body["commentary"], "rangeWidth": 3, "areaInsights": "none"},
+    }
+    whole = {**body, "valuation": {**body["valuation"], "estimate": 250000.0}}
+    fraction = {**body, "valuation": {**body["valuation"], "estimate": 250000.5}}
+    _ingest(checkpoint, [_row(n, f"k{n}") for n in range(1, 5)])
+    for key, answer in zip(("k1", "k2", "k3", "k4"), (odd, body, whole, fraction), strict=True):
+        _value(checkpoint, key, answer)
+    table = _results(checkpoint, tmp_path / "results.parquet")
+    assert table["estimate"].to_pylist() == [None, body["valuation"]["estimate"], 250000, None]
+    first, second, *_ = table["commentary"].to_pylist()
+    assert (first["range_width"], first["area_insights"]) == ("3", None)
+    assert first["summary"] == body["commentary"]["summary"]
+    assert second["range_width"] == body["commentary"]["rangeWidth"]

@@ -1,0 +1,222 @@
+"""The worker pool against the sandbox over loopback: retries, stops, pacing, budget."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+from support import LIVE, POOR, client_for
+
+from batchval.api import Credentials
+from batchval.run.checkpoint import Checkpoint
+from batchval.run.keys import idempotency_key
+from batchval.run.pool import PoolStats, RetryPolicy, Stop, StopReason, WorkerPool
+from batchval.run.ratecontrol import RateController
+from batchval.sandbox.config import Faults, RateLimit, SandboxConfig
+from batchval.sandbox.server import RunningSandbox
+
+pytestmark = pytest.mark.anyio
+
+FAST = RetryPolicy(max_attempts=6, backoff_initial=0.01, backoff_max=0.05, in_progress_wait=0.05)
+
+
+def request(n: int, postcode: str = "SW1A 2AA") -> str:
+    body = {
+        "postcode": postcode,
+        "propertyType": "terraced",
+        "bedrooms": 1 + n % 6,
+        "reference": f"CASE-{n:05d}",
+    }
+    return json.dumps(body, sort_keys=True, separators=(",", ":"))
+
+
+def checkpoint_with(tmp_path: Path, bodies: list[str]) -> Checkpoint:
+    """One row per body; identical bodies share a key, as the ingest makes them."""
+    checkpoint = Checkpoint.open(tmp_path)
+    keys = [idempotency_key("test-run", body) for body in bodies]
+    checkpoint.add_rows(
+        [(i + 1, key, None, None, None, "{}") for i, key in enumerate(keys)],
+        list(dict(zip(keys, bodies, strict=True)).items()),
+    )
+    checkpoint.finish_ingest()
+    return checkpoint
+
+
+async def run_pool(
+    served: RunningSandbox,
+    checkpoint: Checkpoint,
+    credentials: Credentials = LIVE,
+    *,
+    concurrency: int = 4,
+    policy: RetryPolicy = FAST,
+    **kwargs: object,
+) -> tuple[PoolStats, Stop]:
+    stop = Stop()
+    async with client_for(served, credentials) as api:
+        pool = WorkerPool(
+            api=api,
+            checkpoint=checkpoint,
+            controller=RateController(initial_rate=50),
+            policy=policy,
+            stop=stop,
+            concurrency=concurrency,
+            shutdown_grace_seconds=2,
+            **kwargs,  # type: ignore[arg-type]
+        )
+        stats = await pool.run()
+    return stats, stop
+
+
+async def test_every_request_valued_and_duplicates_once(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """Twenty rows with five duplicates: fifteen calls, fifteen charges, all rows valued."""
+    bodies = [request(n) for n in range(15)] + [request(n) for n in range(5)]
+    checkpoint = checkpoint_with(tmp_path, bodies)
+    stats, stop = await run_pool(served, checkpoint)
+    assert not stop.is_set
+    counts = checkpoint.counts()
+    assert (counts.valued_rows, counts.pending_rows, counts.requests) == (20, 0, 15)
+    assert stats.calls == 15
+    ledger = served.sandbox.ledger
+    assert len(ledger.charges_by_key()) == 15
+    assert ledger.keys_charged_twice() == []
+    assert counts.credits == ledger.credits_charged() == 150
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [
+        Faults(error_503_share=0.5),
+        Faults(timeout_504_after_commit_share=0.5),
+        Faults(drop_after_commit_share=0.5),
+        Faults(malformed_share=0.5),
+        Faults(revoke_token_share=0.3),
+    ],
+    ids=["503", "504-after-commit", "drop-after-commit", "malformed", "revoked-tokens"],
+)
+async def test_transient_faults_are_retried_with_the_same_key(
+    served: RunningSandbox, tmp_path: Path, faults: Faults
+) -> None:
+    """Under each transient fault every request ends valued and no key is charged twice."""
+    served.sandbox.set_faults(faults)
+    checkpoint = checkpoint_with(tmp_path, [request(n) for n in range(20)])
+    policy = RetryPolicy(max_attempts=30, backoff_initial=0.001, backoff_max=0.01)
+    await run_pool(served, checkpoint, policy=policy)
+    counts = checkpoint.counts()
+    assert counts.valued_rows == 20
+    assert served.sandbox.ledger.keys_charged_twice() == []
+    assert counts.credits == served.sandbox.ledger.credits_charged() == 200
+
+
+async def test_row_problems_are_recorded_not_retried(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """Outside coverage and floor-area-required become problems after one call each."""
+    flat = json.dumps(
+        {"postcode": "M1 1AE", "propertyType": "flat", "bedrooms": 9},
+        sort_keys=True,
+        separators=(",", ":"),
+    )
+    checkpoint = checkpoint_with(tmp_path, [request(1, "EH1 1AA"), flat, request(2)])
+    stats, _ = await run_pool(served, checkpoint)
+    assert stats.calls == 3
+    assert checkpoint.problem_types() == {"floor-area-required": 1, "outside-coverage": 1}
+    details = [row[5] for batch in checkpoint.problem_rows() for row in batch]
+    assert any("floor area" in json.loads(d)["detail"] for d in details if d)
+
+
+async def test_insufficient_credits_stops_the_run(served: RunningSandbox, tmp_path: Path) -> None:
+    """With 25 credits: two valued, then a stop; the rest untouched and pending."""
+    checkpoint = checkpoint_with(tmp_path, [request(n) for n in range(10)])
+    stats, stop = await run_pool(served, checkpoint, POOR, concurrency=1)
+    assert stop.reason is StopReason.ACCOUNT
+    assert "insufficient" in stop.detail
+    counts = checkpoint.counts()
+    assert counts.valued_rows == 2
+    assert counts.pending_rows == 8
+    assert counts.api_problem_rows == 0
+    assert stats.calls == 3
+
+
+async def test_daily_limit_stops_with_a_time_to_resume(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """At the daily limit the pool stops and says when calls may start again."""
+    served.sandbox.account(LIVE.client_id).daily_limit = 3
+    checkpoint = checkpoint_with(tmp_path, [request(n) for n in range(10)])
+    _, stop = await run_pool(served, checkpoint, concurrency=1)
+    assert stop.reason is StopReason.DAILY_LIMIT
+    assert stop.not_before is not None
+    midnight = served.sandbox.clock.now() + dt.timedelta(
+        seconds=served.sandbox.clock.seconds_to_midnight()
+    )
+    assert abs((stop.not_before - midnight).total_seconds()) < 5
+    assert checkpoint.counts().valued_rows == 3
+    assert served.sandbox.ledger.early_requests() == []
+
+
+@pytest.mark.parametrize("config", [SandboxConfig(rate_limit=RateLimit(10.0, 5))])
+async def test_short_term_limit_is_honoured(served: RunningSandbox, tmp_path: Path) -> None:
+    """Past the bucket, every worker waits out Retry-After: no early call, all valued."""
+    checkpoint = checkpoint_with(tmp_path, [request(n) for n in range(40)])
+    _, stop = await run_pool(served, checkpoint, concurrency=8)
+    assert not stop.is_set
+    assert served.sandbox.ledger.deadlines, "the limit was never reached"
+    assert checkpoint.counts().valued_rows == 40
+    assert served.sandbox.ledger.early_requests() == []
+    assert served.sandbox.ledger.keys_charged_twice() == []
+
+
+async def test_outage_stops_the_run(served: RunningSandbox, tmp_path: Path) -> None:
+    """Every call failing past outage_seconds stops the pool, rows left pending."""
+    served.sandbox.set_faults(Faults(outage_seconds=60))
+    checkpoint = checkpoint_with(tmp_path, [request(n) for n in range(30)])
+    stats, stop = await run_pool(
+        served,
+        checkpoint,
+        outage_seconds=0.3,
+        probe_interval=0.05,
+        policy=RetryPolicy(max_attempts=100, backoff_initial=0.01, backoff_max=0.02),
+    )
+    assert stop.reason is StopReason.OUTAGE
+    counts = checkpoint.counts()
+    assert counts.pending_rows == 30
+    assert counts.api_problem_rows == 0
+    assert stats.calls < 30 * 3  # the breaker kept most rows from burning their retries
+
+
+async def test_transient_errors_outlasting_retries_leave_rows_pending(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """After max_attempts of 503, the row stays pending, not a problem."""
+    served.sandbox.set_faults(Faults(error_503_share=1.0))
+    checkpoint = checkpoint_with(tmp_path, [request(1)])
+    stats, _ = await run_pool(served, checkpoint, concurrency=1)
+    assert stats.calls == FAST.max_attempts
+    assert stats.left_pending == 1
+    counts = checkpoint.counts()
+    assert (counts.pending_rows, counts.api_problem_rows) == (1, 0)
+
+
+async def test_max_credits_is_never_exceeded(served: RunningSandbox, tmp_path: Path) -> None:
+    """A budget of 35 credits pays for three valuations, however many workers."""
+    checkpoint = checkpoint_with(tmp_path, [request(n) for n in range(10)])
+    _, stop = await run_pool(served, checkpoint, concurrency=8, max_credits=35)
+    assert stop.reason is StopReason.BUDGET
+    assert served.sandbox.ledger.credits_charged() == 30
+    assert checkpoint.counts().valued_rows == 3
+
+
+async def test_tokens_refused_again_and_again_stop_the_run(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """When every fresh token is refused, the run stops as an account problem."""
+    served.sandbox.set_faults(Faults(revoke_token_share=1.0))
+    checkpoint = checkpoint_with(tmp_path, [request(n) for n in range(10)])
+    _, stop = await run_pool(served, checkpoint, concurrency=2)
+    assert stop.reason is StopReason.ACCOUNT
+    assert "fresh tokens" in stop.detail
+    assert checkpoint.counts().pending_rows == 10

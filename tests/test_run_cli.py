@@ -1,0 +1,432 @@
+"""`batchval run` and `batchval status` as processes, against the sandbox over loopback.
+
+The sandbox runs in this test process (a uvicorn thread); the CLI is a subprocess with
+the BATCHVAL_* environment pointing at it, so exit codes, signals and `kill -9` are the
+real process's.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from support import LIVE, POOR
+
+from batchval.sandbox.config import Faults, RateLimit, SandboxConfig
+from batchval.sandbox.server import RunningSandbox
+
+BATCHVAL = str(Path(sys.executable).with_name("batchval"))
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def env_for(served: RunningSandbox, credentials: Any = LIVE, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BATCHVAL_")}
+    env.update(
+        BATCHVAL_BASE_URL=served.base_url,
+        BATCHVAL_AUTH_URL=served.auth_url,
+        BATCHVAL_CLIENT_ID=credentials.client_id,
+        BATCHVAL_CLIENT_SECRET=credentials.client_secret,
+    )
+    env.update(extra)
+    return env
+
+
+def portfolio(path: Path, rows: int, *, duplicates: int = 0) -> Path:
+    """A small valid portfolio with a loan id to pass through; some rows repeated."""
+    postcodes = ["SW1A 2AA", "M1 1AE", "LS6 2AB", "CF10 1AA", "BS1 4DJ", "NE1 7RU"]
+    with path.open("w", newline="", encoding="utf-8") as stream:
+        out = csv.writer(stream)
+        out.writerow(["loan_id", "postcode", "property_type", "bedrooms", "reference"])
+        for n in range(rows):
+            m = n if n < rows - duplicates else n - (rows - duplicates)
+            out.writerow([f"LN-{n:05d}", postcodes[m % 6], "terraced", 1 + m % 5, f"CASE-{m:05d}"])
+    return path
+
+
+def run_cli(
+    *args: str, env: dict[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [BATCHVAL, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def outputs(out: Path) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
+    return (
+        pl.read_parquet(out / "results.parquet"),
+        pl.read_parquet(out / "problems.parquet"),
+        json.loads((out / "summary.json").read_text()),
+    )
+
+
+def assert_accounted(out: Path, rows: int) -> None:
+    """Every input row is in the results or the problems, exactly once."""
+    results, problems, _ = outputs(out)
+    numbers = results["row_number"].to_list() + problems["row_number"].to_list()
+    assert sorted(numbers) == list(range(1, rows + 1))
+
+
+def assert_paid_once(served: RunningSandbox, out: Path) -> None:
+    """No key charged twice; every charged valuation is in the results."""
+    ledger = served.sandbox.ledger
+    assert ledger.keys_charged_twice() == []
+    results, _, _ = outputs(out)
+    charged = {c.resource for c in ledger.valuations_created(LIVE.client_id)}
+    assert charged <= set(results["valuation_id"].to_list())
+    assert int(results["credits_charged"].sum()) == ledger.credits_charged(LIVE.client_id)
+
+
+def test_full_run_completes(served: RunningSandbox, tmp_path: Path) -> None:
+    """A live run values every row; duplicates are charged once; the outputs add up."""
+    source = portfolio(tmp_path / "book.csv", 60, duplicates=10)
+    out = tmp_path / "out"
+    done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    assert done.returncode == 0, done.stderr
+    assert "complete" in done.stdout
+    results, problems, summary = outputs(out)
+    assert (results.height, problems.height) == (60, 0)
+    assert summary["requests"]["unique"] == 50
+    assert summary["credits_charged"]["total"] == 500
+    assert served.sandbox.ledger.credits_charged() == 500
+    assert set(results["mode"].to_list()) == {"live"}
+    assert results["loan_id"].to_list() == [f"LN-{n:05d}" for n in range(60)]
+    assert_paid_once(served, out)
+    again = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    assert again.returncode == 0
+    assert served.sandbox.ledger.credits_charged() == 500
+
+
+def test_bad_rows_become_problems(served: RunningSandbox, tmp_path: Path) -> None:
+    """Every bad-row kind of the sample file gets its problem; good rows are valued."""
+    out = tmp_path / "out"
+    source = ROOT / "sample_inputs" / "bad_rows.csv"
+    done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    assert done.returncode == 0, done.stderr
+    results, problems, _ = outputs(out)
+    for row in problems.iter_rows(named=True):
+        assert row["loan_id"].startswith("BAD-"), row
+        assert row["type"] == row["loan_id"].removeprefix("BAD-"), row
+        assert row["stage"] == "input"
+    assert all(loan.startswith("GOOD-") for loan in results["loan_id"].to_list())
+    total = len(source.read_text(encoding="utf-8").splitlines()) - 1
+    assert results.height + problems.height == total
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b"", "empty"),
+        (b"loan_id,postcode\nA,SW1A 2AA\n", "propertyType"),
+        (b"\x00\x01\x02PAR1garbage", ""),
+    ],
+    ids=["empty", "missing-column", "garbage"],
+)
+def test_unusable_input_exits_65(
+    served: RunningSandbox, tmp_path: Path, content: bytes, says: str
+) -> None:
+    """A file that cannot be used exits 65 with one line and sends nothing."""
+    source = tmp_path / "book.csv"
+    source.write_bytes(content)
+    done = run_cli("run", str(source), "--out", str(tmp_path / "out"), env=env_for(served))
+    assert done.returncode == 65, done.stderr
+    assert says.lower() in done.stderr.lower()
+    assert "Traceback" not in done.stderr
+    assert served.sandbox.ledger.requests == []
+
+
+def test_missing_input_exits_65(served: RunningSandbox, tmp_path: Path) -> None:
+    """An input path that does not exist exits 65."""
+    done = run_cli(
+        "run", str(tmp_path / "nope.csv"), "--out", str(tmp_path / "o"), env=env_for(served)
+    )
+    assert done.returncode == 65
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--concurrency", "0"], ["--include", "photos"], ["--bogus"], ["--max-credits", "-1"]],
+)
+def test_bad_command_line_exits_64(served: RunningSandbox, tmp_path: Path, args: list[str]) -> None:
+    """Bad options exit 64 without a traceback."""
+    source = portfolio(tmp_path / "book.csv", 3)
+    done = run_cli("run", str(source), "--out", str(tmp_path / "o"), *args, env=env_for(served))
+    assert done.returncode == 64, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_partial_api_config_exits_64(served: RunningSandbox, tmp_path: Path) -> None:
+    """Some but not all API variables is a configuration error, not a test-mode run."""
+    env = env_for(served)
+    del env["BATCHVAL_CLIENT_SECRET"]
+    source = portfolio(tmp_path / "book.csv", 3)
+    done = run_cli("run", str(source), "--out", str(tmp_path / "o"), env=env)
+    assert done.returncode == 64
+    assert "BATCHVAL_CLIENT_SECRET" in done.stderr
+
+
+def test_daily_limit_then_midnight(served: RunningSandbox, tmp_path: Path) -> None:
+    """At the daily limit: 75; again before midnight sends nothing; after midnight completes."""
+    served.sandbox.account(LIVE.client_id).daily_limit = 20
+    source = portfolio(tmp_path / "book.csv", 50)
+    out = tmp_path / "out"
+    first = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    assert first.returncode == 75, first.stderr
+    assert outputs(out)[2]["stop"]["reason"] == "daily_limit"
+    requests_before = len(served.sandbox.ledger.requests)
+    second = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    assert second.returncode == 75
+    assert len(served.sandbox.ledger.requests) == requests_before
+    status = run_cli("status", str(out), env=env_for(served))
+    assert "daily limit" in status.stdout
+    to_midnight = served.sandbox.clock.seconds_to_midnight() + 5
+    served.sandbox.clock.advance(to_midnight)
+    served.sandbox.account(LIVE.client_id).daily_limit = 100
+    later = run_cli(
+        "run",
+        str(source),
+        "--out",
+        str(out),
+        env=env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(to_midnight)),
+    )
+    assert later.returncode == 0, later.stderr
+    assert served.sandbox.ledger.early_requests() == []
+    assert_accounted(out, 50)
+    assert_paid_once(served, out)
+
+
+@pytest.mark.parametrize("config", [SandboxConfig(rate_limit=RateLimit(15.0, 5))])
+def test_short_term_limit_is_never_jumped(served: RunningSandbox, tmp_path: Path) -> None:
+    """With a short-term limit, no request is sent before a Retry-After it was given."""
+    source = portfolio(tmp_path / "book.csv", 80)
+    out = tmp_path / "out"
+    done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    assert done.returncode == 0, done.stderr
+    assert served.sandbox.ledger.deadlines, "the limit was never reached: the test proves nothing"
+    assert served.sandbox.ledger.early_requests() == []
+    assert_accounted(out, 80)
+
+
+def test_insufficient_credits_then_top_up(served: RunningSandbox, tmp_path: Path) -> None:
+    """Credits run out: 77 with the rest untouched; after a top-up the run completes."""
+    source = portfolio(tmp_path / "book.csv", 10)
+    out = tmp_path / "out"
+    first = run_cli(
+        "run", str(source), "--out", str(out), "--concurrency", "1", env=env_for(served, POOR)
+    )
+    assert first.returncode == 77, first.stderr
+    results, problems, summary = outputs(out)
+    assert (results.height, problems.height) == (2, 0)
+    assert summary["rows"]["pending"] == 8
+    assert "fix the account" in summary["next_action"]
+    served.sandbox.top_up(POOR.client_id, 1_000)
+    second = run_cli("run", str(source), "--out", str(out), env=env_for(served, POOR))
+    assert second.returncode == 0, second.stderr
+    assert served.sandbox.ledger.keys_charged_twice() == []
+    assert served.sandbox.ledger.credits_charged(POOR.client_id) == 100
+    assert_accounted(out, 10)
+
+
+def test_blocked_account_exits_77(served: RunningSandbox, tmp_path: Path) -> None:
+    """A blocked account stops the run at once with 77, no problem rows."""
+    served.sandbox.account(LIVE.client_id).blocked = True
+    source = portfolio(tmp_path / "book.csv", 10)
+    done = run_cli("run", str(source), "--out", str(tmp_path / "out"), env=env_for(served))
+    assert done.returncode == 77
+    assert outputs(tmp_path / "out")[1].height == 0
+
+
+def test_wrong_secret_exits_77_and_is_never_shown(served: RunningSandbox, tmp_path: Path) -> None:
+    """Refused credentials exit 77; the secret is in no output, log or file."""
+    secret = "wrong-secret-do-not-print-0451"
+    env = env_for(served, BATCHVAL_CLIENT_SECRET=secret)
+    source = portfolio(tmp_path / "book.csv", 5)
+    out = tmp_path / "out"
+    done = run_cli("run", str(source), "--out", str(out), env=env)
+    assert done.returncode == 77, done.stderr
+    assert secret not in done.stdout + done.stderr
+    for path in out.iterdir():
+        assert secret.encode() not in path.read_bytes(), path
+
+
+def test_secret_and_tokens_never_reach_outputs(served: RunningSandbox, tmp_path: Path) -> None:
+    """After a full run, neither the secret nor a token is in the logs or any file."""
+    source = portfolio(tmp_path / "book.csv", 5)
+    out = tmp_path / "out"
+    done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    assert done.returncode == 0
+    tokens = list(served.sandbox._tokens)
+    assert tokens
+    for needle in [LIVE.client_secret, *tokens]:
+        assert needle not in done.stdout + done.stderr
+        for path in out.iterdir():
+            assert needle.encode() not in path.read_bytes(), path
+
+
+def test_dry_run_prices_without_network(served: RunningSandbox, tmp_path: Path) -> None:
+    """--dry-run validates, writes problems, prints the cost and sends nothing."""
+    source = portfolio(tmp_path / "book.csv", 40, duplicates=5)
+    out = tmp_path / "out"
+    done = run_cli("run", str(source), "--out", str(out), "--dry-run", env=env_for(served))
+    assert done.returncode == 0, done.stderr
+    assert "35 calls" in done.stdout
+    assert "350 credits" in done.stdout
+    assert served.sandbox.ledger.requests == []
+    assert (out / "problems.parquet").exists()
+    assert not (out / "checkpoint.sqlite").exists()
+
+
+def test_changed_input_is_refused_unless_accepted(served: RunningSandbox, tmp_path: Path) -> None:
+    """Another input in the same DIR exits 64; --accept-changes keeps paid answers."""
+    source = portfolio(tmp_path / "book.csv", 10)
+    out = tmp_path / "out"
+    assert run_cli("run", str(source), "--out", str(out), env=env_for(served)).returncode == 0
+    portfolio(source, 12)
+    refused = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    assert refused.returncode == 64
+    assert "--accept-changes" in refused.stderr
+    accepted = run_cli(
+        "run", str(source), "--out", str(out), "--accept-changes", env=env_for(served)
+    )
+    assert accepted.returncode == 0, accepted.stderr
+    assert served.sandbox.ledger.credits_charged() == 120
+    assert_accounted(out, 12)
+
+
+def test_run_id_is_kept(served: RunningSandbox, tmp_path: Path) -> None:
+    """--run-id names the run; another id for the same DIR is refused."""
+    source = portfolio(tmp_path / "book.csv", 3)
+    out = tmp_path / "out"
+    first = run_cli(
+        "run", str(source), "--out", str(out), "--run-id", "night-1", env=env_for(served)
+    )
+    assert first.returncode == 0
+    assert outputs(out)[2]["run_id"] == "night-1"
+    other = run_cli(
+        "run", str(source), "--out", str(out), "--run-id", "night-2", env=env_for(served)
+    )
+    assert other.returncode == 64
+
+
+def test_max_credits(served: RunningSandbox, tmp_path: Path) -> None:
+    """--max-credits caps this invocation's spend; the rest stay pending (75)."""
+    source = portfolio(tmp_path / "book.csv", 10)
+    out = tmp_path / "out"
+    done = run_cli(
+        "run", str(source), "--out", str(out), "--max-credits", "40", env=env_for(served)
+    )
+    assert done.returncode == 75
+    assert served.sandbox.ledger.credits_charged() == 40
+    assert outputs(out)[2]["rows"]["pending"] == 6
+
+
+def wait_for_calls(served: RunningSandbox, count: int, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while len(served.sandbox.ledger.charges) < count:
+        if time.monotonic() > deadline:
+            raise AssertionError("the run never got going")
+        time.sleep(0.02)
+
+
+def test_second_run_on_the_same_dir_exits_75(served: RunningSandbox, tmp_path: Path) -> None:
+    """While a run holds DIR, another exits 75 and sends nothing."""
+    served.sandbox.set_faults(Faults(latency_ms=100))
+    source = portfolio(tmp_path / "book.csv", 40)
+    out = tmp_path / "out"
+    with subprocess.Popen(
+        [BATCHVAL, "run", str(source), "--out", str(out), "--concurrency", "2"],
+        env=env_for(served),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as first:
+        wait_for_calls(served, 2)
+        calls = len(served.sandbox.ledger.requests)
+        second = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+        assert second.returncode == 75
+        assert "another batchval run" in second.stderr
+        assert first.wait(timeout=60) == 0
+    assert len(served.sandbox.ledger.requests) >= calls
+    assert_accounted(out, 40)
+
+
+def test_sigterm_stops_gently_and_resumes(served: RunningSandbox, tmp_path: Path) -> None:
+    """SIGTERM: in-flight calls finish, outputs are written, exit 75; then it completes."""
+    served.sandbox.set_faults(Faults(latency_ms=50))
+    source = portfolio(tmp_path / "book.csv", 200)
+    out = tmp_path / "out"
+    with subprocess.Popen(
+        [BATCHVAL, "run", str(source), "--out", str(out), "--concurrency", "4"],
+        env=env_for(served),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as running:
+        wait_for_calls(served, 10)
+        running.send_signal(signal.SIGTERM)
+        _, stderr = running.communicate(timeout=30)
+        assert running.returncode == 75, stderr
+    summary = outputs(out)[2]
+    assert summary["stop"]["reason"] == "signal"
+    assert 0 < summary["rows"]["valued"] < 200
+    served.sandbox.set_faults(Faults())
+    done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    assert done.returncode == 0, done.stderr
+    assert_accounted(out, 200)
+    assert_paid_once(served, out)
+
+
+def test_kill_9_then_resume_pays_once(served: RunningSandbox, tmp_path: Path) -> None:
+    """kill -9 mid-run, then the same command: complete, nothing paid twice or lost."""
+    served.sandbox.set_faults(Faults(latency_ms=30))
+    source = portfolio(tmp_path / "book.csv", 300)
+    out = tmp_path / "out"
+    with subprocess.Popen(
+        [BATCHVAL, "run", str(source), "--out", str(out), "--concurrency", "6"],
+        env=env_for(served),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as running:
+        wait_for_calls(served, 60)
+        running.kill()
+        running.wait(timeout=10)
+    paid = len(served.sandbox.ledger.charges)
+    assert 0 < paid < 300
+    done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    assert done.returncode == 0, done.stderr
+    assert_accounted(out, 300)
+    assert_paid_once(served, out)
+    assert served.sandbox.ledger.credits_charged() == 3_000
+
+
+def test_status_reads_a_run(served: RunningSandbox, tmp_path: Path) -> None:
+    """status says what is done and what to do next; a DIR with no run exits 64."""
+    source = portfolio(tmp_path / "book.csv", 4)
+    out = tmp_path / "out"
+    run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    done = run_cli("status", str(out), env=env_for(served))
+    assert done.returncode == 0
+    assert "complete" in done.stdout
+    assert "4 valued" in done.stdout
+    empty = run_cli("status", str(tmp_path / "nothing"), env=env_for(served))
+    assert empty.returncode == 64
+
+
+def test_embedded_sandbox_when_nothing_is_configured(tmp_path: Path) -> None:
+    """With no API configured the run uses the embedded sandbox and says so."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BATCHVAL_")}
+    source = portfolio(tmp_path / "book.csv", 5)
+    out = tmp_path / "out"
+    done = run_cli("run", str(source), "--out", str(out), env=env)
+    assert done.returncode == 0, done.stderr
+    assert "TEST mode" in done.stderr
+    results, _, summary = outputs(out)
+    assert set(results["mode"].to_list()) == {"test"}
+    assert summary["mode"] == "test"

@@ -1,0 +1,114 @@
+"""Settings from the config file, the environment and the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from batchval.settings import SettingsError, load_settings
+
+API_ENV = {
+    "BATCHVAL_BASE_URL": "https://api.example/partners/v1",
+    "BATCHVAL_AUTH_URL": "https://api.example",
+    "BATCHVAL_CLIENT_ID": "lender",
+    "BATCHVAL_CLIENT_SECRET": "s3cret-from-env",
+}
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_no_api_means_the_embedded_sandbox() -> None:
+    """With no API configured at all, settings carry no API (the embedded sandbox)."""
+    settings = load_settings(None, {})
+    assert settings.api is None
+    assert settings.run.concurrency == 8
+
+
+def test_environment_configures_the_api_and_hides_the_secret() -> None:
+    """BATCHVAL_* variables configure the API; the secret is not in the repr."""
+    settings = load_settings(None, API_ENV)
+    assert settings.api is not None
+    assert settings.api.client_id == "lender"
+    assert "s3cret-from-env" not in repr(settings)
+
+
+def test_environment_overrides_the_file(tmp_path: Path) -> None:
+    """The environment wins over the config file."""
+    config = write(
+        tmp_path,
+        "api: {base_url: http://file/partners/v1, auth_url: http://file,"
+        " client_id: file-id, client_secret: file-secret}\n",
+    )
+    settings = load_settings(config, {"BATCHVAL_CLIENT_ID": "env-id"})
+    assert settings.api is not None
+    assert (settings.api.client_id, settings.api.base_url) == ("env-id", "http://file/partners/v1")
+
+
+def test_partial_api_is_an_error() -> None:
+    """Some but not all API settings is refused, naming what is missing."""
+    with pytest.raises(SettingsError, match="BATCHVAL_CLIENT_SECRET"):
+        load_settings(None, {k: v for k, v in API_ENV.items() if "SECRET" not in k})
+
+
+def test_command_line_overrides_the_run_section(tmp_path: Path) -> None:
+    """--concurrency, --include and --max-credits win over the file."""
+    config = write(tmp_path, "run: {concurrency: 2, include: [commentary], max_credits: 50}\n")
+    settings = load_settings(config, {}, concurrency=5, include="rebuildCost", max_credits=100)
+    assert settings.run.concurrency == 5
+    assert settings.input.include == ("rebuildCost",)
+    assert settings.run.max_credits == 100
+    from_file = load_settings(config, {})
+    assert from_file.input.include == ("commentary",)
+    assert from_file.run.max_credits == 50
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("colour: red\n", "unknown setting"),
+        ("run: {concurency: 3}\n", "unknown setting"),
+        ("run: {include: [photos]}\n", "unknown item"),
+        ("run: {max_attempts: 0}\n", "max_attempts"),
+        ("run: {outage_seconds: -1}\n", "outage_seconds"),
+        ("input: {delimiter: ';;'}\n", "delimiter"),
+        ("input: {columns: {colour: Colour}}\n", "not a request field"),
+        ("input: {values: {propertyType: {C: castle}}}\n", "castle"),
+        ("input: {encoding: ebcdic}\n", "encoding"),
+        ("api: [1, 2]\n", "mapping"),
+        ("- just\n- a list\n", "mapping"),
+        ("run: {concurrency: 2\n", "not valid YAML"),
+    ],
+)
+def test_bad_config_is_refused(tmp_path: Path, text: str, message: str) -> None:
+    """Each mistake in a config file is a SettingsError naming it (exit 64)."""
+    with pytest.raises(SettingsError, match=message):
+        load_settings(write(tmp_path, text), {})
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    """A config path that does not exist is a SettingsError."""
+    with pytest.raises(SettingsError, match="cannot read"):
+        load_settings(tmp_path / "nope.yaml", {})
+
+
+def test_fingerprint_follows_what_shapes_requests(tmp_path: Path) -> None:
+    """Include and mapping change the fingerprint; concurrency does not."""
+    base = load_settings(None, {})
+    assert base.fingerprint() == load_settings(None, {}, concurrency=3).fingerprint()
+    assert base.fingerprint() != load_settings(None, {}, include="commentary").fingerprint()
+    mapped = load_settings(write(tmp_path, "input: {columns: {postcode: PC}}\n"), {})
+    assert base.fingerprint() != mapped.fingerprint()
+
+
+def test_the_shipped_configs_load() -> None:
+    """configs/lender_extract.yaml and configs/live.example.yaml are valid settings."""
+    root = Path(__file__).resolve().parents[1]
+    lender = load_settings(root / "configs" / "lender_extract.yaml", {})
+    assert lender.input.delimiter == ";"
+    live = load_settings(root / "configs" / "live.example.yaml", {"BATCHVAL_CLIENT_SECRET": "x"})
+    assert live.api is not None
