@@ -71,6 +71,10 @@ def cli() -> None:
 @click.option(
     "--revoke-tokens", type=float, callback=_share, help="Share of calls whose token dies."
 )
+@click.option(
+    "--storm", type=float, callback=_share, help="Share answered 429 with a long Retry-After."
+)
+@click.option("--storm-retry-after", type=int, help="That Retry-After, in seconds [5].")
 @click.option("--seed", type=int, help="Seed of the fault generator [0].")
 def sandbox(
     host: str,
@@ -90,6 +94,8 @@ def sandbox(
     malformed: float | None,
     slow: float | None,
     revoke_tokens: float | None,
+    storm: float | None,
+    storm_retry_after: int | None,
     seed: int | None,
 ) -> None:
     """Serve a local fake of the Partner API (prints one JSON line once listening)."""
@@ -122,6 +128,8 @@ def sandbox(
         "malformed_share": malformed,
         "slow_share": slow,
         "revoke_token_share": revoke_tokens,
+        "rate_limit_storm_share": storm,
+        "storm_retry_after_seconds": storm_retry_after,
     }
     config.faults = dataclasses.replace(
         config.faults, **{k: v for k, v in overrides.items() if v is not None}

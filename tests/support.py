@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
 import httpx
+import polars as pl
 
 from batchval.api import Credentials, PartnerClient
 from batchval.sandbox.config import Account, SandboxConfig
@@ -42,3 +51,78 @@ async def token_for(http: httpx.AsyncClient, credentials: Credentials) -> str:
     response.raise_for_status()
     token: str = response.json()["access_token"]
     return token
+
+
+# --- the CLI as a subprocess ------------------------------------------------------------
+
+BATCHVAL = str(Path(sys.executable).with_name("batchval"))
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def env_for(served: RunningSandbox, credentials: Any = LIVE, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BATCHVAL_")}
+    env.update(
+        BATCHVAL_BASE_URL=served.base_url,
+        BATCHVAL_AUTH_URL=served.auth_url,
+        BATCHVAL_CLIENT_ID=credentials.client_id,
+        BATCHVAL_CLIENT_SECRET=credentials.client_secret,
+    )
+    env.update(extra)
+    return env
+
+
+def portfolio(path: Path, rows: int, *, duplicates: int = 0) -> Path:
+    """A small valid portfolio with a loan id to pass through; some rows repeated."""
+    postcodes = ["SW1A 2AA", "M1 1AE", "LS6 2AB", "CF10 1AA", "BS1 4DJ", "NE1 7RU"]
+    with path.open("w", newline="", encoding="utf-8") as stream:
+        out = csv.writer(stream)
+        out.writerow(["loan_id", "postcode", "property_type", "bedrooms", "reference"])
+        for n in range(rows):
+            m = n if n < rows - duplicates else n - (rows - duplicates)
+            out.writerow([f"LN-{n:05d}", postcodes[m % 6], "terraced", 1 + m % 5, f"CASE-{m:05d}"])
+    return path
+
+
+def run_cli(
+    *args: str, env: dict[str, str], timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [BATCHVAL, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def outputs(out: Path) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
+    return (
+        pl.read_parquet(out / "results.parquet"),
+        pl.read_parquet(out / "problems.parquet"),
+        json.loads((out / "summary.json").read_text()),
+    )
+
+
+def assert_accounted(out: Path, rows: int) -> None:
+    """Every input row is in the results or the problems, exactly once."""
+    results, problems, _ = outputs(out)
+    numbers = results["row_number"].to_list() + problems["row_number"].to_list()
+    assert sorted(numbers) == list(range(1, rows + 1))
+
+
+def assert_paid_once(served: RunningSandbox, out: Path) -> None:
+    """No key charged twice; every charged valuation is in the results."""
+    ledger = served.sandbox.ledger
+    assert ledger.keys_charged_twice() == []
+    results, _, _ = outputs(out)
+    charged = {c.resource for c in ledger.valuations_created(LIVE.client_id)}
+    assert charged <= set(results["valuation_id"].to_list())
+    assert int(results["credits_charged"].sum()) == ledger.credits_charged(LIVE.client_id)
+
+
+def assert_no_secrets(served: RunningSandbox, out: Path, *texts: str) -> None:
+    """Neither a client secret nor any token the sandbox issued is in the texts (logs) or
+    in any file of the output directory."""
+    needles = [a.client_secret for a in served.sandbox.config.accounts]
+    needles += list(served.sandbox._tokens)
+    blobs = [t.encode() for t in texts]
+    blobs += [p.read_bytes() for p in out.iterdir() if p.is_file()]
+    for needle in needles:
+        for blob in blobs:
+            assert needle.encode() not in blob, "a secret or token leaked"

@@ -7,82 +7,28 @@ real process's.
 
 from __future__ import annotations
 
-import csv
-import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import Any
 
-import polars as pl
 import pytest
-from support import LIVE, POOR
+from support import (
+    BATCHVAL,
+    LIVE,
+    POOR,
+    ROOT,
+    assert_accounted,
+    assert_paid_once,
+    env_for,
+    outputs,
+    portfolio,
+    run_cli,
+)
 
 from batchval.sandbox.config import Faults, RateLimit, SandboxConfig
 from batchval.sandbox.server import RunningSandbox
-
-BATCHVAL = str(Path(sys.executable).with_name("batchval"))
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def env_for(served: RunningSandbox, credentials: Any = LIVE, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BATCHVAL_")}
-    env.update(
-        BATCHVAL_BASE_URL=served.base_url,
-        BATCHVAL_AUTH_URL=served.auth_url,
-        BATCHVAL_CLIENT_ID=credentials.client_id,
-        BATCHVAL_CLIENT_SECRET=credentials.client_secret,
-    )
-    env.update(extra)
-    return env
-
-
-def portfolio(path: Path, rows: int, *, duplicates: int = 0) -> Path:
-    """A small valid portfolio with a loan id to pass through; some rows repeated."""
-    postcodes = ["SW1A 2AA", "M1 1AE", "LS6 2AB", "CF10 1AA", "BS1 4DJ", "NE1 7RU"]
-    with path.open("w", newline="", encoding="utf-8") as stream:
-        out = csv.writer(stream)
-        out.writerow(["loan_id", "postcode", "property_type", "bedrooms", "reference"])
-        for n in range(rows):
-            m = n if n < rows - duplicates else n - (rows - duplicates)
-            out.writerow([f"LN-{n:05d}", postcodes[m % 6], "terraced", 1 + m % 5, f"CASE-{m:05d}"])
-    return path
-
-
-def run_cli(
-    *args: str, env: dict[str, str], timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [BATCHVAL, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
-    )
-
-
-def outputs(out: Path) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
-    return (
-        pl.read_parquet(out / "results.parquet"),
-        pl.read_parquet(out / "problems.parquet"),
-        json.loads((out / "summary.json").read_text()),
-    )
-
-
-def assert_accounted(out: Path, rows: int) -> None:
-    """Every input row is in the results or the problems, exactly once."""
-    results, problems, _ = outputs(out)
-    numbers = results["row_number"].to_list() + problems["row_number"].to_list()
-    assert sorted(numbers) == list(range(1, rows + 1))
-
-
-def assert_paid_once(served: RunningSandbox, out: Path) -> None:
-    """No key charged twice; every charged valuation is in the results."""
-    ledger = served.sandbox.ledger
-    assert ledger.keys_charged_twice() == []
-    results, _, _ = outputs(out)
-    charged = {c.resource for c in ledger.valuations_created(LIVE.client_id)}
-    assert charged <= set(results["valuation_id"].to_list())
-    assert int(results["credits_charged"].sum()) == ledger.credits_charged(LIVE.client_id)
 
 
 def test_full_run_completes(served: RunningSandbox, tmp_path: Path) -> None:

@@ -589,3 +589,12 @@ async def test_controls_over_http(raw: httpx.AsyncClient, sandbox: Sandbox) -> N
     assert ledger["balances"][POOR.client_id] == 100
     assert ledger["keys_charged_twice"] == []
     assert ledger["requests_by_status"] == {"201": 1}
+
+
+async def test_rate_limit_storm(raw: httpx.AsyncClient, sandbox: Sandbox) -> None:
+    """The storm fault answers 429 with its long Retry-After and records the deadline."""
+    sandbox.set_faults(Faults(rate_limit_storm_share=1.0, storm_retry_after_seconds=7))
+    response = await post(raw, GOOD, await bearer(raw))
+    assert (response.status_code, problem_name(response)) == (429, "rate-limited")
+    assert response.headers["Retry-After"] == "7"
+    assert len(sandbox.ledger.deadlines) == 1

@@ -320,6 +320,11 @@ class Sandbox:
         self._active_deadlines.setdefault(client_id, []).append(deadline)
 
     def _take_rate_token(self, account: Account, at: dt.datetime, mono: float) -> None:
+        faults = self.config.faults
+        if self._chance(faults.rate_limit_storm_share):
+            storm = max(1, faults.storm_retry_after_seconds)
+            self._give_deadline(account.client_id, None, storm)
+            raise _ProblemAnswer("rate-limited", "Too many requests in a short time.", None, storm)
         limit = self.config.rate_limit
         if limit is None:
             return

@@ -63,6 +63,8 @@ class Faults:
     slow_share: float = 0.0  # the work takes slow_seconds; past request_timeout it is a 504
     slow_seconds: float = 35.0
     revoke_token_share: float = 0.0  # the caller's token is revoked before the call is served
+    rate_limit_storm_share: float = 0.0  # answered 429 with a long Retry-After, whatever the rate
+    storm_retry_after_seconds: int = 5
     outage_seconds: float = 0.0  # from the moment these faults are applied: every call 503
 
 
