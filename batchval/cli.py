@@ -119,7 +119,7 @@ def sandbox(
         config.request_timeout_seconds = request_timeout
     if seed is not None:
         config.seed = seed
-    overrides = {
+    overrides: dict[str, Any] = {
         "latency_ms": latency_ms,
         "latency_jitter_ms": jitter_ms,
         "error_503_share": fail_503,
