@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench clean
+.PHONY: run test lint typecheck reliability clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ typecheck: $(STAMP)
 
 test: lint typecheck
 	$(BIN)/pytest -q
+
+# The reliability suites at full size; rewrites docs/reliability.md (several minutes).
+reliability: $(STAMP)
+	$(BIN)/python tests/reliability/report.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
