@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck reliability clean
+.PHONY: run test lint typecheck reliability bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ typecheck: $(STAMP)
 
 test: lint typecheck
 	$(BIN)/pytest -q
+
+# Speed and memory figures, printed, never asserted.
+bench: $(STAMP)
+	$(BIN)/python tests/bench/run.py
 
 # The reliability suites at full size; rewrites docs/reliability.md (several minutes).
 reliability: $(STAMP)
