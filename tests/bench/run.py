@@ -81,7 +81,8 @@ checkpoint = Checkpoint.open(out)
 answer = json.dumps({"id": "val_" + "0" * 26, "valuedAt": "2026-11-22T00:00:00Z",
   "valuation": {"estimate": 250000, "range": {"low": 230000, "high": 270000, "coverage": 0.8},
   "currency": "GBP", "indexedTo": "2026-09"}, "location": {"sector": "SW1A 2",
-  "localAuthority": "E09000033"}, "dataQuality": "partial", "model": {"version": "2024-11-04T09:30:00Z"},
+  "localAuthority": "E09000033"}, "dataQuality": "partial",
+  "model": {"version": "2024-11-04T09:30:00Z"},
   "input": {"postcode": "SW1A 2AA", "propertyType": "terraced", "floorAreaSqm": 80,
   "floorAreaSource": "bedrooms", "bedrooms": 3}, "charge": {"credits": 10, "balanceAfter": 5}})
 keys = [f"k{n}" for n in range(int(sys.argv[2]))]
