@@ -376,3 +376,38 @@ def test_embedded_sandbox_when_nothing_is_configured(tmp_path: Path) -> None:
     results, _, summary = outputs(out)
     assert set(results["mode"].to_list()) == {"test"}
     assert summary["mode"] == "test"
+
+
+def test_dry_run_refuses_a_dir_holding_a_run(served: RunningSandbox, tmp_path: Path) -> None:
+    """A dry run never overwrites the problems of a real run in the same DIR."""
+    source = portfolio(tmp_path / "book.csv", 3)
+    out = tmp_path / "out"
+    assert run_cli("run", str(source), "--out", str(out), env=env_for(served)).returncode == 0
+    before = (out / "problems.parquet").read_bytes()
+    done = run_cli("run", str(source), "--out", str(out), "--dry-run", env=env_for(served))
+    assert done.returncode == 64
+    assert (out / "problems.parquet").read_bytes() == before
+
+
+def test_sigterm_while_reading_exits_75(served: RunningSandbox, tmp_path: Path) -> None:
+    """A SIGTERM during a long ingest stops between batches with 75; the rerun completes."""
+    source = portfolio(tmp_path / "book.csv", 20_000)
+    config = tmp_path / "config.yaml"
+    config.write_text("input: {batch_rows: 200}\n", encoding="utf-8")
+    out = tmp_path / "out"
+    args = ["run", str(source), "--out", str(out), "--config", str(config), "--max-credits", "0"]
+    with subprocess.Popen(
+        [BATCHVAL, *args], env=env_for(served), stderr=subprocess.PIPE, text=True
+    ) as running:
+        assert running.stderr is not None
+        for line in running.stderr:
+            if '"run.ingest.batch"' in line:
+                running.send_signal(signal.SIGTERM)
+                break
+        _, stderr = running.communicate(timeout=60)
+    assert running.returncode == 75, stderr
+    assert "Traceback" not in stderr
+    assert served.sandbox.ledger.requests == []
+    done = run_cli(*args, env=env_for(served))
+    assert done.returncode == 75  # --max-credits 0: read everything, send nothing
+    assert outputs(out)[2]["rows"]["total"] == 20_000

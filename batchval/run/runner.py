@@ -28,7 +28,13 @@ import structlog
 from batchval.api import Credentials, PartnerClient
 from batchval.input import InputError, InputSource, open_input
 from batchval.output.writer import write_json_atomic, write_problems, write_results
-from batchval.run.checkpoint import Checkpoint, Counts, DirLockedError, RunLock
+from batchval.run.checkpoint import (
+    CHECKPOINT_NAME,
+    Checkpoint,
+    Counts,
+    DirLockedError,
+    RunLock,
+)
 from batchval.run.keys import idempotency_key, new_run_id
 from batchval.run.pool import RetryPolicy, Stop, StopReason, WorkerPool
 from batchval.run.progress import Progress
@@ -97,6 +103,7 @@ class Runner:
         self.request = request
         self.settings = request.settings
         self._embedded_api = embedded_api
+        self._signalled: str | None = None  # the signal received outside the sending phase
         offset = dt.timedelta(seconds=request.settings.run.clock_offset_seconds)
         self._now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC) + offset
 
@@ -104,6 +111,27 @@ class Runner:
 
     def run(self) -> dict[str, Any]:
         """One invocation; returns the summary (also written to DIR/summary.json)."""
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+        self._catch_signals()
+        try:
+            return self._run()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _catch_signals(self) -> None:
+        """Outside the sending phase (which has its own watcher), a SIGTERM or SIGINT is
+        noted and acted on at the next safe point: between two input batches, or before
+        sending. Writing the outputs, which is short, always finishes."""
+
+        def note(signum: int, _frame: object) -> None:
+            self._signalled = signal.Signals(signum).name
+            log.warning("run.signal", signal=self._signalled)
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, note)
+
+    def _run(self) -> dict[str, Any]:
         out = self.request.out_dir
         try:
             out.mkdir(parents=True, exist_ok=True)
@@ -213,6 +241,12 @@ class Runner:
         total = 0
         try:
             for batch in source.batches():
+                if self._signalled:
+                    raise RunAbortedError(
+                        ExitCode.RESUMABLE,
+                        f"interrupted by {self._signalled} while reading the input; "
+                        "run the same command again",
+                    )
                 rows: list[tuple[int, str | None, str | None, str | None, str | None, str]] = []
                 requests: dict[str, str] = {}
                 for number, request_json, field, rule, detail, passthrough in batch.select(
@@ -247,6 +281,10 @@ class Runner:
                 stop.not_before = resume_at
                 log.warning("run.daily_limit.waiting", not_before=not_before)
                 return stop, 0, 0, 0, None, checkpoint.get("mode") or "unknown"
+        if self._signalled:
+            stop = Stop()
+            stop.trigger(StopReason.SIGNAL, f"received {self._signalled} before sending")
+            return stop, 0, 0, 0, None, checkpoint.get("mode") or "unknown"
         with self._api() as api:
             mode = "test" if api.embedded else "live"
             checkpoint.set("mode", mode)
@@ -309,6 +347,8 @@ class Runner:
                         watchers.start_soon(_stop_on_signals, stop)
                         stats = await pool.run()
                         watchers.cancel_scope.cancel()
+                # asyncio restores the default handlers when the watcher ends.
+                self._catch_signals()
                 if stop.reason is StopReason.DAILY_LIMIT and stop.not_before is not None:
                     checkpoint.set("not_before", stop.not_before.isoformat())
                     if run.wait_for_midnight:
@@ -398,6 +438,12 @@ class Runner:
 
     def _dry_run(self, source: InputSource) -> dict[str, Any]:
         """Validate and price without the network; the checkpoint is a throwaway one."""
+        if (self.request.out_dir / CHECKPOINT_NAME).is_file():
+            raise RunAbortedError(
+                ExitCode.USAGE,
+                f"{self.request.out_dir} holds a run; a dry run would overwrite its "
+                "problems.parquet: give --dry-run a new --out DIR",
+            )
         with tempfile.TemporaryDirectory(prefix="batchval-dry-") as scratch:
             checkpoint = Checkpoint.open(Path(scratch))
             try:
