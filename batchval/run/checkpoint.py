@@ -129,6 +129,23 @@ class Counts:
     def complete(self) -> bool:
         return self.pending_rows == 0
 
+    def as_json(self) -> dict[str, dict[str, int]]:
+        """The `rows` and `requests` parts of summary.json and of `status`."""
+        return {
+            "rows": {
+                "total": self.rows,
+                "valued": self.valued_rows,
+                "problems": self.input_problems + self.api_problem_rows,
+                "pending": self.pending_rows,
+            },
+            "requests": {
+                "unique": self.requests,
+                "valued": self.requests_done,
+                "problems": self.requests_problem,
+                "pending": self.requests_pending,
+            },
+        }
+
 
 class Checkpoint:
     def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
