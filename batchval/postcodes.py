@@ -165,7 +165,12 @@ _OTHER_AREAS = {
 def normalise(raw: str) -> str | None:
     """The postcode in its normal form (`SW1A 1AA`), or None when it has not the shape
     of a full UK postcode. Case and spaces in the input do not matter."""
-    compact = "".join(raw.split()).upper()
+    compact = "".join(raw.split())
+    # ASCII first: "ß".upper() is "SS" and "ſ".upper() is "S", which would turn
+    # look-alike text into somebody's real postcode.
+    if not compact.isascii():
+        return None
+    compact = compact.upper()
     if _SHAPE.match(compact) is None:
         return None
     return f"{compact[:-3]} {compact[-3:]}"

@@ -552,15 +552,17 @@ def test_passthrough_clash_is_renamed(given: list[str], names: list[str]) -> Non
 
 
 def test_renamed_passthrough_keeps_its_values(checkpoint: Checkpoint, tmp_path: Path) -> None:
-    """The renamed pass-through column holds the input's value; the fixed one the API's."""
+    """The renamed pass-through column holds the input's value; the fixed one the API's.
+    A name taken in either file is renamed in both, so the two files agree."""
     _ingest(checkpoint, [_row(1, "k1", {"estimate": "user's guess", "type": "BTL"})])
     _value(checkpoint, "k1", _body())
     table = _results(checkpoint, tmp_path / "results.parquet", ["estimate", "type"])
     assert table["estimate_input"].to_pylist() == ["user's guess"]
     assert table["estimate"].to_pylist() == [_body()["valuation"]["estimate"]]
-    assert table["type"].to_pylist() == ["BTL"]  # only a problems column
+    assert table["type_input"].to_pylist() == ["BTL"]  # type is a problems column
     write_problems(checkpoint, tmp_path / "problems.parquet", ["estimate", "type"])
-    assert pq.read_schema(tmp_path / "problems.parquet").names[1:3] == ["estimate", "type_input"]
+    names = pq.read_schema(tmp_path / "problems.parquet").names[1:3]
+    assert names == ["estimate_input", "type_input"]
 
 
 def test_passthrough_values_are_strings(checkpoint: Checkpoint, tmp_path: Path) -> None:

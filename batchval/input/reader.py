@@ -35,6 +35,7 @@ from typing import Protocol
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from batchval.input.mapping import ColumnMap, resolve_columns
@@ -154,14 +155,24 @@ class _ParquetTable:
             raise InputError(self.path, f"cannot be read: {_first_line(exc)}") from exc
         with parquet:
             batches = parquet.iter_batches(batch_size=batch_rows, columns=list(wanted))
-            yield from _guarded(self.path, _as_text(batches))
+            yield from _guarded(self.path, _as_text(self.path, batches))
 
 
-def _as_text(batches: Iterator[pa.RecordBatch]) -> Iterator[pl.DataFrame]:
+def _as_text(path: Path, batches: Iterator[pa.RecordBatch]) -> Iterator[pl.DataFrame]:
+    """Every column as text, cast by Arrow (which knows every Parquet type; polars panics
+    on some, such as decimals wider than 38 digits)."""
     for batch in batches:
-        frame = pl.from_arrow(batch)
+        columns: dict[str, pa.Array] = {}
+        for name, column in zip(batch.schema.names, batch.columns, strict=True):
+            try:
+                columns[name] = pc.cast(column, pa.string())
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise InputError(
+                    path, f"column {name!r} ({column.type}) has no text form: {_first_line(exc)}"
+                ) from exc
+        frame = pl.from_arrow(pa.table(columns))
         assert isinstance(frame, pl.DataFrame)
-        yield frame.select(pl.all().cast(pl.String))
+        yield frame
 
 
 def _read_head(path: Path) -> bytes:
@@ -196,6 +207,9 @@ def _open_parquet(path: Path) -> _ParquetTable:
             path, f"is not a readable Parquet file (truncated or corrupt?): {_first_line(exc)}"
         ) from exc
     columns = [str(name) for name in schema.names]
+    unnamed = [str(i + 1) for i, name in enumerate(columns) if not name.strip()]
+    if unnamed:
+        raise InputError(path, f"has columns with no name (column {', '.join(unnamed)})")
     _duplicates(path, columns)
     if rows == 0:
         raise InputError(path, "has no data rows")

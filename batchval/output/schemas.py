@@ -182,8 +182,9 @@ def passthrough_columns(passthrough: Sequence[str], fixed: Iterable[str]) -> lis
 
 
 def _schema(passthrough: Sequence[str], tail: Sequence[_Column], kind: str) -> pa.Schema:
-    fixed = [_ROW_NUMBER, *tail]
-    names = passthrough_columns(passthrough, (c.name for c in fixed))
+    # Renamed against both files' columns, so that a pass-through column has one name in
+    # results.parquet and problems.parquet alike (a join on it needs no mapping).
+    names = passthrough_columns(passthrough, [*RESULT_COLUMNS, *PROBLEM_COLUMNS])
     given = [
         pa.field(
             out,

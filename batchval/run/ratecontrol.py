@@ -33,7 +33,7 @@ class RateController:
     def __init__(
         self,
         *,
-        initial_rate: float = 4.0,
+        initial_rate: float = 10.0,
         max_rate: float = 1_000.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
