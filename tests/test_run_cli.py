@@ -411,3 +411,45 @@ def test_sigterm_while_reading_exits_75(served: RunningSandbox, tmp_path: Path) 
     done = run_cli(*args, env=env_for(served))
     assert done.returncode == 75  # --max-credits 0: read everything, send nothing
     assert outputs(out)[2]["rows"]["total"] == 20_000
+
+
+def test_lender_extract_with_its_mapping(served: RunningSandbox, tmp_path: Path) -> None:
+    """The lender-style extract (other names, codes, BOM, semicolons) values with its config."""
+    source = ROOT / "sample_inputs" / "lender_extract.csv"
+    out = tmp_path / "out"
+    config = ROOT / "configs" / "lender_extract.yaml"
+    done = run_cli(
+        "run", str(source), "--out", str(out), "--config", str(config), env=env_for(served)
+    )
+    assert done.returncode == 0, done.stderr
+    results, problems, _ = outputs(out)
+    assert problems.height == 0, problems.to_dicts()[:3]
+    assert results.height == 300
+    assert {"Account No", "Branch Code"} <= set(results.columns)
+    assert results["commentary"].null_count() == 0  # the config asks for commentary
+    assert_paid_once(served, out)
+
+
+def test_wait_for_midnight_carries_on(served: RunningSandbox, tmp_path: Path) -> None:
+    """With --wait-for-midnight, the run sleeps through the daily limit and completes."""
+    clock = served.sandbox.clock
+    shift = clock.seconds_to_midnight() - 8  # the sandbox's day ends 8 s from now
+    clock.advance(shift)
+    served.sandbox.account(LIVE.client_id).daily_limit = 5
+    source = portfolio(tmp_path / "book.csv", 8)
+    out = tmp_path / "out"
+    done = run_cli(
+        "run",
+        str(source),
+        "--out",
+        str(out),
+        "--wait-for-midnight",
+        "--concurrency",
+        "1",
+        env=env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(shift)),
+    )
+    assert done.returncode == 0, done.stderr
+    assert "run.daily_limit.sleeping" in done.stderr
+    assert sorted(served.sandbox.ledger.calls_per_day().values()) == [3, 5]
+    assert served.sandbox.ledger.early_requests() == []
+    assert_accounted(out, 8)
