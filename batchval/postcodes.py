@@ -166,8 +166,8 @@ def normalise(raw: str) -> str | None:
     """The postcode in its normal form (`SW1A 1AA`), or None when it has not the shape
     of a full UK postcode. Case and spaces in the input do not matter."""
     compact = "".join(raw.split())
-    # ASCII first: "ß".upper() is "SS" and "ſ".upper() is "S", which would turn
-    # look-alike text into somebody's real postcode.
+    # ASCII first: the German sharp s upper-cases to "SS" and the long s to "S", which
+    # would turn look-alike text into somebody's real postcode.
     if not compact.isascii():
         return None
     compact = compact.upper()

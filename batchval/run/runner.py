@@ -85,6 +85,18 @@ class Api:
     embedded: bool
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class SendOutcome:
+    """What one invocation's sending phase did."""
+
+    mode: str  # "test" or "live" ("unknown" when nothing was ever sent)
+    stop: Stop | None = None
+    calls: int = 0
+    rate_limited: int = 0
+    credits: int = 0
+    balance: int | None = None
+
+
 def file_fingerprint(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as stream:
@@ -158,11 +170,9 @@ class Runner:
         try:
             run_id = self._prepare(checkpoint, source)
             invocation = checkpoint.start_invocation(started.isoformat())
-            stop, stats_calls, stats_limited, credits, balance, mode = self._send(
-                checkpoint, run_id
-            )
+            sent = self._send(checkpoint)
             counts = checkpoint.counts()
-            code = self._exit_code(counts, stop)
+            code = self._exit_code(counts, sent.stop)
             passthrough = json.loads(checkpoint.get("passthrough_columns") or "[]")
             write_results(checkpoint, self.request.out_dir / RESULTS_NAME, passthrough)
             write_problems(checkpoint, self.request.out_dir / PROBLEMS_NAME, passthrough)
@@ -170,24 +180,12 @@ class Runner:
                 invocation,
                 ended_at=self._now().isoformat(),
                 exit_code=int(code),
-                calls=stats_calls,
-                rate_limited=stats_limited,
-                credits=credits,
-                balance=balance,
+                calls=sent.calls,
+                rate_limited=sent.rate_limited,
+                credits=sent.credits,
+                balance=sent.balance,
             )
-            summary = self._summary(
-                checkpoint,
-                run_id,
-                mode,
-                counts,
-                stop,
-                code,
-                started,
-                started_mono,
-                calls=stats_calls,
-                rate_limited=stats_limited,
-                credits=credits,
-            )
+            summary = self._summary(checkpoint, run_id, sent, counts, code, started, started_mono)
             write_json_atomic(self.request.out_dir / SUMMARY_NAME, summary)
             return summary
         finally:
@@ -265,26 +263,21 @@ class Runner:
 
     # --- sending -------------------------------------------------------------------------
 
-    def _send(
-        self, checkpoint: Checkpoint, run_id: str
-    ) -> tuple[Stop | None, int, int, int, int | None, str]:
-        """Send what is pending; returns (stop, calls, 429s, credits, balance, mode)."""
+    def _send(self, checkpoint: Checkpoint) -> SendOutcome:
+        """Send what is pending, unless the daily limit or a signal says not yet."""
+        mode = checkpoint.get("mode") or "unknown"
         if checkpoint.counts().requests_pending == 0:
-            return None, 0, 0, 0, None, checkpoint.get("mode") or "unknown"
+            return SendOutcome(mode)
         not_before = checkpoint.get("not_before")
         if not_before is not None and not self.settings.run.wait_for_midnight:
             resume_at = dt.datetime.fromisoformat(not_before)
             if self._now() < resume_at:
-                stop = Stop()
-                stop.reason = StopReason.DAILY_LIMIT
-                stop.detail = "the daily limit was reached; nothing is sent before midnight UTC"
-                stop.not_before = resume_at
                 log.warning("run.daily_limit.waiting", not_before=not_before)
-                return stop, 0, 0, 0, None, checkpoint.get("mode") or "unknown"
+                detail = "the daily limit was reached; nothing is sent before midnight UTC"
+                return SendOutcome(mode, Stop(StopReason.DAILY_LIMIT, detail, resume_at))
         if self._signalled:
-            stop = Stop()
-            stop.trigger(StopReason.SIGNAL, f"received {self._signalled} before sending")
-            return stop, 0, 0, 0, None, checkpoint.get("mode") or "unknown"
+            detail = f"received {self._signalled} before sending"
+            return SendOutcome(mode, Stop(StopReason.SIGNAL, detail))
         with self._api() as api:
             mode = "test" if api.embedded else "live"
             checkpoint.set("mode", mode)
@@ -306,9 +299,7 @@ class Runner:
         with self._embedded_api() as settings:
             yield Api(settings, embedded=True)
 
-    async def _send_async(
-        self, checkpoint: Checkpoint, api: Api, mode: str
-    ) -> tuple[Stop | None, int, int, int, int | None, str]:
+    async def _send_async(self, checkpoint: Checkpoint, api: Api, mode: str) -> SendOutcome:
         run = self.settings.run
         counts = checkpoint.counts()
         progress = Progress(
@@ -318,8 +309,8 @@ class Runner:
             bar=self.request.progress_bar,
             every_seconds=run.progress_seconds,
         )
-        stop = Stop()
         controller = RateController()
+        credits, balance = 0, None
         async with PartnerClient(
             base_url=api.settings.base_url,
             auth_url=api.settings.auth_url,
@@ -327,7 +318,8 @@ class Runner:
             timeout=run.timeout_seconds,
             max_connections=run.concurrency,
         ) as client:
-            while True:
+            while True:  # more than once only with --wait-for-midnight
+                stop = Stop()
                 checkpoint.unset("not_before")
                 pool = WorkerPool(
                     api=client,
@@ -336,7 +328,7 @@ class Runner:
                     policy=RetryPolicy(max_attempts=run.max_attempts),
                     stop=stop,
                     concurrency=run.concurrency,
-                    max_credits=run.max_credits,
+                    max_credits=None if run.max_credits is None else run.max_credits - credits,
                     outage_seconds=run.outage_seconds,
                     shutdown_grace_seconds=run.shutdown_grace_seconds,
                     now=self._now,
@@ -349,21 +341,21 @@ class Runner:
                         watchers.cancel_scope.cancel()
                 # asyncio restores the default handlers when the watcher ends.
                 self._catch_signals()
-                if stop.reason is StopReason.DAILY_LIMIT and stop.not_before is not None:
-                    checkpoint.set("not_before", stop.not_before.isoformat())
-                    if run.wait_for_midnight:
-                        await self._wait_until(stop.not_before)
-                        stop = Stop()
-                        continue
-                break
-        credits = stats.credits
-        return (
+                credits += stats.credits
+                balance = stats.balance if stats.balance is not None else balance
+                if stop.reason is not StopReason.DAILY_LIMIT or stop.not_before is None:
+                    break
+                checkpoint.set("not_before", stop.not_before.isoformat())
+                if not run.wait_for_midnight:
+                    break
+                await self._wait_until(stop.not_before)
+        return SendOutcome(
+            mode,
             stop if stop.is_set else None,
             client.calls,
             controller.rate_limited,
             credits,
-            stats.balance,
-            mode,
+            balance,
         )
 
     async def _wait_until(self, when: dt.datetime) -> None:
@@ -385,38 +377,36 @@ class Runner:
         self,
         checkpoint: Checkpoint,
         run_id: str,
-        mode: str,
+        sent: SendOutcome,
         counts: Counts,
-        stop: Stop | None,
         code: ExitCode,
         started: dt.datetime,
         started_mono: float,
-        *,
-        calls: int,
-        rate_limited: int,
-        credits: int,
     ) -> dict[str, Any]:
         totals = checkpoint.totals()
         return {
             "status": "complete" if code is ExitCode.COMPLETE else "incomplete",
             "exit_code": int(code),
-            "next_action": next_action(code, stop),
+            "next_action": next_action(code, sent.stop),
             "run_id": run_id,
-            "mode": mode,
+            "mode": sent.mode,
             "input": str(self.request.input_path),
             **counts.as_json(),
             "problems_by_type": checkpoint.problem_types(),
-            "credits_charged": {"this_invocation": credits, "total": counts.credits},
+            "credits_charged": {"this_invocation": sent.credits, "total": counts.credits},
             "last_known_balance": totals["last_balance"],
-            "calls": {"this_invocation": calls, "total": totals["calls"]},
-            "rate_limited": {"this_invocation": rate_limited, "total": totals["rate_limited"]},
+            "calls": {"this_invocation": sent.calls, "total": totals["calls"]},
+            "rate_limited": {
+                "this_invocation": sent.rate_limited,
+                "total": totals["rate_limited"],
+            },
             "invocations": totals["invocations"],
             "stop": None
-            if stop is None
+            if sent.stop is None
             else {
-                "reason": stop.reason.value if stop.reason else None,
-                "detail": stop.detail,
-                "not_before": stop.not_before.isoformat() if stop.not_before else None,
+                "reason": sent.stop.reason.value if sent.stop.reason else None,
+                "detail": sent.stop.detail,
+                "not_before": sent.stop.not_before.isoformat() if sent.stop.not_before else None,
             },
             "started_at": started.isoformat(),
             "finished_at": self._now().isoformat(),
