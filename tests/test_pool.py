@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from support import LIVE, POOR, client_for
 
-from batchval.api import Credentials
+from batchval.api import Credentials, Valuation
 from batchval.run.checkpoint import Checkpoint
 from batchval.run.keys import idempotency_key
 from batchval.run.pool import PoolStats, RetryPolicy, Stop, StopReason, WorkerPool
@@ -220,3 +220,39 @@ async def test_tokens_refused_again_and_again_stop_the_run(
     assert stop.reason is StopReason.ACCOUNT
     assert "fresh tokens" in stop.detail
     assert checkpoint.counts().pending_rows == 10
+
+
+class _DailyLimitWithoutRetryAfter:
+    """An API that answers every call with a daily_limit 429 lacking Retry-After."""
+
+    async def create_valuation(
+        self, request: dict[str, object], *, idempotency_key: str | None
+    ) -> Valuation:
+        from batchval.api import RateLimitedError
+
+        raise RateLimitedError(
+            status=429,
+            type="x/errors/rate-limited",
+            title="Rate limited",
+            detail="daily limit",
+            code="daily_limit",
+            retry_after=None,
+        )
+
+
+async def test_daily_limit_without_retry_after_waits_for_midnight(tmp_path: Path) -> None:
+    """A daily_limit 429 with no Retry-After still means nothing before midnight UTC."""
+    checkpoint = checkpoint_with(tmp_path, [request(1)])
+    stop = Stop()
+    pool = WorkerPool(
+        api=_DailyLimitWithoutRetryAfter(),
+        checkpoint=checkpoint,
+        controller=RateController(initial_rate=50),
+        policy=FAST,
+        stop=stop,
+        concurrency=1,
+        now=lambda: dt.datetime(2026, 11, 22, 15, 30, tzinfo=dt.UTC),
+    )
+    await pool.run()
+    assert stop.reason is StopReason.DAILY_LIMIT
+    assert stop.not_before == dt.datetime(2026, 11, 23, tzinfo=dt.UTC)

@@ -134,3 +134,24 @@ async def test_success_resets_the_streak() -> None:
         breaker.failure()
         breaker.success()
     assert not breaker.is_open
+
+
+async def test_release_lets_waiting_workers_go() -> None:
+    """A stopping run releases workers waiting on an open circuit at once."""
+    import anyio
+
+    breaker = CircuitBreaker(threshold=1, outage_seconds=60, probe_interval=30)
+    breaker.failure()
+    admitted: list[bool] = []
+
+    async def wait() -> None:
+        admitted.append(await breaker.admit())
+
+    with anyio.fail_after(2):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(wait)  # becomes the probe, sleeping 30 s
+            tg.start_soon(wait)  # waits for the circuit to close
+            await anyio.sleep(0.05)
+            breaker.release()
+            tg.cancel_scope.cancel()  # the probe's sleep is the pool's to cut
+    assert admitted == [False]

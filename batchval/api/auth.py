@@ -80,6 +80,12 @@ class TokenCache:
                 self._token = await self._fetch()
             return self._token
 
+    def discard(self, token: AccessToken) -> None:
+        """Forget a token the API refused even fresh: the next call fetches another
+        rather than starting from one that is certain to fail."""
+        if self._token is token:
+            self._token = None
+
     async def _fetch(self) -> AccessToken:
         started = self._clock()
         form = {

@@ -113,6 +113,7 @@ class PartnerClient:
             token = await self.tokens.refused(token)
             response = await self._send(method, path, token, json, headers)
             if response.status_code == 401:
+                self.tokens.discard(token)
                 raise UnauthorizedError(f"{method} {path}: the API refused a fresh token (401)")
         if response.status_code >= 400:
             raise _problem(response)

@@ -33,6 +33,7 @@ class CircuitBreaker:
         self._probe = anyio.Lock()
         self._closed = anyio.Event()
         self._closed.set()
+        self._released = False
         self.opened = 0  # times the circuit opened, for the summary
 
     @property
@@ -47,10 +48,15 @@ class CircuitBreaker:
         """Open for longer than the run accepts."""
         return self.open_for() > self._outage_seconds
 
+    def release(self) -> None:
+        """The run is stopping: let every waiting worker go (they will send nothing)."""
+        self._released = True
+        self._closed.set()
+
     async def admit(self) -> bool:
         """Wait until a call may go out. True when this call is the probe of an open
         circuit: the caller must report its outcome with success() or failure()."""
-        while self.is_open:
+        while self.is_open and not self._released:
             if not self._probe.locked():
                 await self._probe.acquire()
                 if not self.is_open:  # closed while we waited for the lock

@@ -173,6 +173,7 @@ class WorkerPool:
 
     async def _cut_off_after_grace(self, scope: anyio.CancelScope) -> None:
         await self.stop.event.wait()
+        self._breaker.release()
         await anyio.sleep(self._grace)
         if self.stats.in_flight:
             log.warning("run.grace_over", in_flight=self.stats.in_flight)
@@ -285,9 +286,10 @@ class WorkerPool:
     def _observe_failure(self, error: PartnerError, sent_at: float) -> None:
         if isinstance(error, RateLimitedError):
             if error.daily_limit:
-                wait = dt.timedelta(seconds=error.retry_after or 0)
                 self.stop.trigger(
-                    StopReason.DAILY_LIMIT, "the account's daily limit is used", self._now() + wait
+                    StopReason.DAILY_LIMIT,
+                    "the account's daily limit is used",
+                    self._resume_after_daily_limit(error.retry_after),
                 )
             else:
                 self._controller.on_rate_limited(error.retry_after, sent_at)
@@ -306,6 +308,13 @@ class WorkerPool:
                 StopReason.OUTAGE,
                 f"every call has failed for {self._breaker.open_for():.0f} s (last: {error})",
             )
+
+    def _resume_after_daily_limit(self, retry_after: int | None) -> dt.datetime:
+        """The API's Retry-After; without one, midnight UTC (never retried before it)."""
+        now = self._now()
+        if retry_after:
+            return now + dt.timedelta(seconds=retry_after)
+        return (now + dt.timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
 
     def _settle(self, item: PendingRequest, error: PartnerError) -> None:
         """The request's last error decides where it stands."""

@@ -330,6 +330,8 @@ class Runner:
                     concurrency=run.concurrency,
                     max_credits=None if run.max_credits is None else run.max_credits - credits,
                     outage_seconds=run.outage_seconds,
+                    # A few probes within the outage window, never more than 5 s apart.
+                    probe_interval=min(5.0, run.outage_seconds / 4),
                     shutdown_grace_seconds=run.shutdown_grace_seconds,
                     now=self._now,
                     on_progress=progress.update,
