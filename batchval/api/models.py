@@ -74,6 +74,15 @@ class Charge:
     credits: int
     balance_after: int
 
+    @classmethod
+    def from_json(cls, charge: Mapping[str, Any] | None, where: str) -> Charge | None:
+        if charge is None:
+            return None
+        return cls(
+            credits=_get(charge, "credits", int, where),
+            balance_after=_get(charge, "balanceAfter", int, where),
+        )
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Figures:
@@ -158,12 +167,7 @@ class Valuation:
             ),
             commentary=commentary,
             rebuild_cost=rebuild,
-            charge=None
-            if charge is None
-            else Charge(
-                credits=_get(charge, "credits", int, "valuation.charge"),
-                balance_after=_get(charge, "balanceAfter", int, "valuation.charge"),
-            ),
+            charge=Charge.from_json(charge, "valuation.charge"),
             raw=body,
         )
 
@@ -204,11 +208,6 @@ class StreetAnalysis:
             rental=_opt(body, "rental", Mapping, w),
             energy=_opt(body, "energy", Mapping, w),
             price_index=_opt(body, "priceIndex", Mapping, w),
-            charge=None
-            if charge is None
-            else Charge(
-                credits=_get(charge, "credits", int, "street analysis.charge"),
-                balance_after=_get(charge, "balanceAfter", int, "street analysis.charge"),
-            ),
+            charge=Charge.from_json(charge, "street analysis.charge"),
             raw=body,
         )
