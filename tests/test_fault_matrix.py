@@ -103,7 +103,7 @@ class Job:
     def run(self) -> int:
         """One invocation; its exit code (also kept, with its logs, for the audit)."""
         started = time.monotonic()
-        done = run_cli(*self.command, env=self.env)
+        done = run_cli(*self.command, env=self.env, timeout=120 * SCALE)
         return self.record(done.returncode, done.stdout, done.stderr, started)
 
     def record(self, code: int, stdout: str, stderr: str, started: float) -> int:
@@ -346,7 +346,7 @@ def test_two_runs_with_one_run_id_at_once(served: RunningSandbox, tmp_path: Path
         for job in jobs
     ]
     for job, process in zip(jobs, running, strict=True):
-        stdout, stderr = process.communicate(timeout=120)
+        stdout, stderr = process.communicate(timeout=120 * SCALE)
         job.record(process.returncode, stdout, stderr, started)
     for job in jobs:
         if job.codes[-1] == 75:
@@ -439,7 +439,7 @@ def test_account_blocked_mid_run_then_unblocked(served: RunningSandbox, tmp_path
     ) as process:
         wait_for_charges(served, rows // 4)
         served.sandbox.account(LIVE.client_id).blocked = True
-        stdout, stderr = process.communicate(timeout=120)
+        stdout, stderr = process.communicate(timeout=120 * SCALE)
     assert job.record(process.returncode, stdout, stderr, started) == 77
     results, problems, summary = outputs(job.out)
     assert problems.height == 0

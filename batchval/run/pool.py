@@ -213,7 +213,9 @@ class WorkerPool:
         def give_up(state: tenacity.RetryCallState) -> bool:
             nonlocal failures
             error = state.outcome.exception() if state.outcome else None
-            if not isinstance(error, RateLimitedError):
+            # While the circuit is open the failure is the API's, not this request's: the
+            # outage rule (outage_seconds) ends the run, not the request's attempts.
+            if not isinstance(error, RateLimitedError) and not self._breaker.is_open:
                 failures += 1
             return self.stop.is_set or failures >= self._policy.max_attempts
 
