@@ -20,9 +20,9 @@ from typing import Any
 
 import yaml
 
+from batchval.api.vocabulary import INCLUDE_ITEMS
 from batchval.input.options import InputOptions
 
-INCLUDE_ITEMS = ("commentary", "rebuildCost")
 ENV_PREFIX = "BATCHVAL_"
 
 

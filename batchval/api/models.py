@@ -14,8 +14,6 @@ from typing import Any
 
 from batchval.api.errors import MalformedResponseError
 
-INCLUDE_ITEMS = ("commentary", "rebuildCost")
-
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ValuationRequest:

@@ -15,7 +15,8 @@ Exceptions:
 
 from __future__ import annotations
 
-from batchval.input.options import REQUEST_FIELDS, InputError, InputOptions
+from batchval.api.vocabulary import REQUEST_FIELDS
+from batchval.input.options import InputError, InputOptions
 from batchval.input.reader import InputSource, open_input
 from batchval.input.validate import PROBLEM_RULES
 

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import polars as pl
 
-from batchval.input.options import ENUM_VALUES, REQUEST_FIELDS, InputError, InputOptions
+from batchval.api.vocabulary import REQUEST_FIELDS
+from batchval.input.options import ENUM_VALUES, InputError, InputOptions
 
 # Request fields of which the input must have a column: rows cannot supply what the
 # file has no column for, so their absence makes the whole file unusable.

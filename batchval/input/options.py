@@ -15,37 +15,22 @@ import types
 from collections.abc import Mapping
 from pathlib import Path
 
-# The eight fields of a ValuationRequest that come from the input, in the order in
-# which a row's problems are reported. `include` is not here: it is a run-wide choice.
-REQUEST_FIELDS: tuple[str, ...] = (
-    "postcode",
-    "propertyType",
-    "bedrooms",
-    "floorAreaSqm",
-    "yearBuilt",
-    "builtForm",
-    "wallsEnergyEfficiency",
-    "reference",
+from batchval.api.vocabulary import (
+    BUILT_FORMS,
+    PROPERTY_TYPES,
+    REQUEST_FIELDS,
+    WALLS_ENERGY_EFFICIENCY,
 )
 
 # The codes each enumerated field accepts, in the API document's order (that order is
 # shown to people in problem details).
 ENUM_VALUES: Mapping[str, tuple[str, ...]] = types.MappingProxyType(
     {
-        "propertyType": ("detached", "semi_detached", "terraced", "flat"),
-        "builtForm": (
-            "detached",
-            "semi_detached",
-            "mid_terrace",
-            "end_terrace",
-            "enclosed_mid_terrace",
-            "enclosed_end_terrace",
-        ),
-        "wallsEnergyEfficiency": ("very_good", "good", "average", "poor", "very_poor"),
+        "propertyType": PROPERTY_TYPES,
+        "builtForm": BUILT_FORMS,
+        "wallsEnergyEfficiency": WALLS_ENERGY_EFFICIENCY,
     }
 )
-
-INCLUDE_ITEMS: tuple[str, ...] = ("commentary", "rebuildCost")
 
 DETECTED_DELIMITERS: tuple[str, ...] = (",", ";", "\t", "|")
 

@@ -26,8 +26,9 @@ from collections.abc import Mapping, Sequence
 import polars as pl
 
 from batchval import postcodes
+from batchval.api.vocabulary import INCLUDE_ITEMS, REQUEST_FIELDS
 from batchval.input.mapping import ColumnMap, field_value
-from batchval.input.options import ENUM_VALUES, INCLUDE_ITEMS, REQUEST_FIELDS, InputOptions
+from batchval.input.options import ENUM_VALUES, InputOptions
 
 PROBLEM_RULES: Mapping[str, str] = types.MappingProxyType(
     {

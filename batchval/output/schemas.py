@@ -27,42 +27,14 @@ from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
 
+# The API's member names; the columns are their snake_case.
+from batchval.api.vocabulary import AREA_INSIGHTS_MEMBERS, COMMENTARY_MEMBERS
+
 SCHEMA_VERSION = "1"
 PASSTHROUGH_SUFFIX = "_input"
 
 _TIMESTAMP = pa.timestamp("ms", tz="UTC")
 
-# The API's member names, in the order of partner-api.md; the columns are their snake_case.
-COMMENTARY_MEMBERS = (
-    "summary",
-    "rangeWidth",
-    "rangeNote",
-    "property",
-    "location",
-    "marketMomentum",
-    "marketConditions",
-    "energyEfficiency",
-    "dataQuality",
-    "marketSignals",
-    "areaInsights",
-    "disclaimer",
-)
-AREA_INSIGHTS_MEMBERS = (
-    "seasonality",
-    "growth",
-    "benchmark",
-    "priceVelocity",
-    "marketStructure",
-    "timing",
-    "recovery",
-    "investors",
-    "resaleReturns",
-    "newBuild",
-    "propertyTypes",
-    "streets",
-    "priceSpread",
-    "overview",
-)
 _REBUILD_COST_MEMBERS: tuple[tuple[str, pa.DataType], ...] = (
     ("estimated", pa.bool_()),
     ("reason", pa.string()),

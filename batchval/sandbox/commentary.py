@@ -11,6 +11,7 @@ import math
 from typing import Any
 
 from batchval import postcodes
+from batchval.api.vocabulary import AREA_INSIGHTS_MEMBERS
 from batchval.sandbox import market, seeded, streets
 
 # Sectors whose market data is too thin: no marketSignals, no areaInsights, and a
@@ -18,22 +19,7 @@ from batchval.sandbox import market, seeded, streets
 THIN_MARKET_SHARE = 0.15
 # Each areaInsights member is absent for this share of sectors, drawn per member.
 INSIGHT_ABSENT_SHARE = 0.25
-INSIGHT_MEMBERS = (
-    "seasonality",
-    "growth",
-    "benchmark",
-    "priceVelocity",
-    "marketStructure",
-    "timing",
-    "recovery",
-    "investors",
-    "resaleReturns",
-    "newBuild",
-    "propertyTypes",
-    "streets",
-    "priceSpread",
-    "overview",
-)
+INSIGHT_MEMBERS = AREA_INSIGHTS_MEMBERS
 DISCLAIMER = (
     "This is an automated estimate from a statistical model, not a formal valuation by a "
     "surveyor. It has not been checked by anyone who has seen the home and should not be "

@@ -12,33 +12,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchval import postcodes
+from batchval.api import vocabulary
 
-PROPERTY_TYPES = frozenset({"detached", "semi_detached", "terraced", "flat"})
-BUILT_FORMS = frozenset(
-    {
-        "detached",
-        "semi_detached",
-        "mid_terrace",
-        "end_terrace",
-        "enclosed_mid_terrace",
-        "enclosed_end_terrace",
-    }
-)
-WALLS = frozenset({"very_good", "good", "average", "poor", "very_poor"})
-INCLUDES = frozenset({"commentary", "rebuildCost"})
-FIELDS = frozenset(
-    {
-        "postcode",
-        "propertyType",
-        "bedrooms",
-        "floorAreaSqm",
-        "yearBuilt",
-        "builtForm",
-        "wallsEnergyEfficiency",
-        "reference",
-        "include",
-    }
-)
+PROPERTY_TYPES = frozenset(vocabulary.PROPERTY_TYPES)
+BUILT_FORMS = frozenset(vocabulary.BUILT_FORMS)
+WALLS = frozenset(vocabulary.WALLS_ENERGY_EFFICIENCY)
+INCLUDES = frozenset(vocabulary.INCLUDE_ITEMS)
+FIELDS = frozenset(vocabulary.REQUEST_FIELDS) | {"include"}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

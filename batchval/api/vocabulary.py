@@ -1,0 +1,61 @@
+"""The API's words (partner-api.md section 2), named once for every part of batchval:
+the input stage checks against them, the sandbox enforces them, the writer lays out its
+columns by them."""
+
+from __future__ import annotations
+
+# The fields of a ValuationRequest that come from a row, in the order in which a row's
+# problems are reported. `include` is not one: it is a run-wide choice.
+REQUEST_FIELDS: tuple[str, ...] = (
+    "postcode",
+    "propertyType",
+    "bedrooms",
+    "floorAreaSqm",
+    "yearBuilt",
+    "builtForm",
+    "wallsEnergyEfficiency",
+    "reference",
+)
+PROPERTY_TYPES: tuple[str, ...] = ("detached", "semi_detached", "terraced", "flat")
+BUILT_FORMS: tuple[str, ...] = (
+    "detached",
+    "semi_detached",
+    "mid_terrace",
+    "end_terrace",
+    "enclosed_mid_terrace",
+    "enclosed_end_terrace",
+)
+WALLS_ENERGY_EFFICIENCY: tuple[str, ...] = ("very_good", "good", "average", "poor", "very_poor")
+INCLUDE_ITEMS: tuple[str, ...] = ("commentary", "rebuildCost")
+
+# Commentary members (section 2.3) and those of its areaInsights, in the document's order.
+COMMENTARY_MEMBERS: tuple[str, ...] = (
+    "summary",
+    "rangeWidth",
+    "rangeNote",
+    "property",
+    "location",
+    "marketMomentum",
+    "marketConditions",
+    "energyEfficiency",
+    "dataQuality",
+    "marketSignals",
+    "areaInsights",
+    "disclaimer",
+)
+AREA_INSIGHTS_MEMBERS: tuple[str, ...] = (
+    "seasonality",
+    "growth",
+    "benchmark",
+    "priceVelocity",
+    "marketStructure",
+    "timing",
+    "recovery",
+    "investors",
+    "resaleReturns",
+    "newBuild",
+    "propertyTypes",
+    "streets",
+    "priceSpread",
+    "overview",
+)
