@@ -10,7 +10,7 @@ from reliability.crash import PHASES, CrashPlan, report_json, run_crash_suite
 def test_killed_runs_never_pay_twice_nor_lose_anything(tmp_path: Path) -> None:
     """Killed while reading, with calls in flight, after an answer and while writing:
     the resumed run completes, nothing charged twice, lost or unaccounted."""
-    report = run_crash_suite(CrashPlan(rows=200, jobs=1, in_flight_kills=2, seed=7), tmp_path)
+    report = run_crash_suite(CrashPlan(rows=400, jobs=1, in_flight_kills=2, seed=7), tmp_path)
     assert {k.phase for k in report.kills} == set(PHASES), report_json(report)
     assert report.ok, report_json(report)
     totals = report.totals()

@@ -137,6 +137,15 @@ def _integrity_ok(out: Path) -> bool:
         db.close()
 
 
+def _ingest_complete(out: Path) -> bool:
+    db = sqlite3.connect(out / "checkpoint.sqlite")
+    try:
+        found = db.execute("SELECT value FROM meta WHERE name = 'ingest_complete'").fetchone()
+    finally:
+        db.close()
+    return found is not None
+
+
 class _Invocation:
     """`batchval run` as a subprocess, its stderr read line by line in a thread."""
 
@@ -192,7 +201,7 @@ class _Job:
         self.out = self.dir / "out"
         write_input(self.input, plan.rows, rng)
         (self.dir / "config.yaml").write_text(
-            "input: {batch_rows: 25}\nrun: {shutdown_grace_seconds: 2, max_attempts: 8}\n",
+            "input: {batch_rows: 10}\nrun: {shutdown_grace_seconds: 2, max_attempts: 8}\n",
             encoding="utf-8",
         )
 
@@ -221,8 +230,11 @@ class _Job:
         audit = JobAudit(rows=self.plan.rows)
         with serve_in_thread(Sandbox(config)) as served:
             charges = served.sandbox.ledger.charges
-            batches = max(1, self.plan.rows // 25)
-            kills: list[tuple[str, int]] = [("reading", self.rng.randrange(1, batches + 1))]
+            batches = max(1, self.plan.rows // 10)
+            # Early in the reading, so that the kill lands before it ends.
+            kills: list[tuple[str, int]] = [
+                ("reading", self.rng.randrange(1, max(2, batches // 4)))
+            ]
             kills += sorted(
                 ("in_flight", self.rng.randrange(1, max(2, self.plan.rows * 3 // 4)))
                 for _ in range(self.plan.in_flight_kills)
@@ -244,6 +256,10 @@ class _Job:
                 if _wait_for(conditions[phase], run):
                     seconds = run.kill()
                     run.finish()
+                    if phase == "reading" and _ingest_complete(self.out):
+                        # The stderr line came late: the kill landed after reading.
+                        report.missed.append(f"job {self.number}: reading (landed after it)")
+                        phase = "after_reading"
                     report.kills.append(
                         Kill(self.number, phase, round(seconds, 3), _integrity_ok(self.out))
                     )
