@@ -101,11 +101,11 @@ class _Bucket:
 
 @dataclasses.dataclass(slots=True)
 class _StoredCall:
-    """An idempotency key's first request and, once done, its answer."""
+    """An idempotency key's first request and, once done, its 201 body (only a created
+    valuation is stored: every other answer is worked out again on a retry)."""
 
     request: dict[str, Any]
     done: bool = False
-    status: int = 0
     body: bytes = b""
 
 
@@ -469,7 +469,7 @@ class Sandbox:
                     "request-in-progress", "A request with this Idempotency-Key is still running."
                 )
             call.replay = True
-            return self._after_commit(stored.status, stored.body, faults)
+            return self._after_commit(stored.body, faults)
         self._check_coverage(account, wanted)
         self._check_spend(account, self.config.valuation_credits)
         try:
@@ -493,7 +493,7 @@ class Sandbox:
             raise _ProblemAnswer("timeout", "The request ran past its time limit.") from None
         if isinstance(outcome, _ProblemAnswer):
             raise outcome
-        return self._after_commit(201, outcome, faults)
+        return self._after_commit(outcome, faults)
 
     def _check_coverage(self, account: Account, request: dict[str, Any]) -> None:
         postcode = request["postcode"]
@@ -549,21 +549,19 @@ class Sandbox:
         self._valuations[valuation_id] = (account.client_id, _dumps(valuation))
         if charge is not None:
             valuation["charge"] = charge
-        entry.status, entry.body, entry.done = 201, _dumps(valuation), True
+        entry.body, entry.done = _dumps(valuation), True
         return entry.body
 
-    def _after_commit(self, status: int, payload: bytes, faults: Faults) -> Response:
-        """The stored answer, or one of the faults that strike after the valuation is made."""
-        media = "application/json" if status < 400 else PROBLEM_JSON
-        if status != 201:
-            return Response(payload, status, media_type=media)
+    def _after_commit(self, payload: bytes, faults: Faults) -> Response:
+        """The 201, or one of the faults that strike after the valuation is made."""
+        media = "application/json"
         if self._chance(faults.timeout_504_after_commit_share):
             raise _ProblemAnswer("timeout", "The request ran past its time limit.")
         if self._chance(faults.drop_after_commit_share):
-            return _DroppedResponse(payload, status, media_type=media)
+            return _DroppedResponse(payload, 201, media_type=media)
         if self._chance(faults.malformed_share):
-            return Response(payload[: len(payload) // 2], status, media_type=media)
-        return Response(payload, status, media_type=media)
+            return Response(payload[: len(payload) // 2], 201, media_type=media)
+        return Response(payload, 201, media_type=media)
 
     # --- getValuation ----------------------------------------------------------------
 
