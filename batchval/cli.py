@@ -1,12 +1,14 @@
 """The `batchval` command line: parse, build settings, call, map to an exit code.
 
-Exit codes are a contract with schedulers (product.md): 0 complete, 75 resumable,
-77 account, 65 input, 64 command line or config.
+Exit codes are a contract with schedulers (batchval.outcome): 0 complete, 75 resumable,
+77 account, 65 input, 64 command line or config, 70 internal error. Whenever a run
+does not complete, one line on stderr says why (`batchval: <reason>: <detail>`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import sys
 from pathlib import Path
@@ -16,11 +18,10 @@ import click
 
 from batchval import logs
 from batchval.logs import Redactor
+from batchval.outcome import ExitCode
 from batchval.sandbox.app import Sandbox
 from batchval.sandbox.config import ConfigError, SandboxConfig, load_config
 from batchval.sandbox.server import serve_forever
-
-EXIT_USAGE = 64
 
 
 def _share(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
@@ -217,19 +218,24 @@ def run(
         click.echo(f"batchval: {exc}", err=True)
         raise SystemExit(int(exc.code)) from None
     click.echo(describe(summary))
+    stop = summary.get("stop")
+    if stop:
+        click.echo(f"batchval: {stop['reason']}: {stop['detail']}", err=True)
     raise SystemExit(int(summary["exit_code"]))
 
 
 @cli.command()
 @click.argument("out_dir", metavar="DIR", type=click.Path(path_type=Path))
-def status(out_dir: Path) -> None:
-    """Say what a run in DIR has done, what is pending and what to do next."""
+@click.option("--json", "as_json", is_flag=True, help="Print the status object as JSON.")
+def status(out_dir: Path, as_json: bool) -> None:
+    """Say where a run in DIR stands and what to do next; exit with the run's own code."""
     from batchval.run.status import read_status
 
     found = read_status(out_dir)
     if found is None:
         raise click.UsageError(f"{out_dir} holds no batchval run (no checkpoint.sqlite)")
-    click.echo(describe(found))
+    click.echo(json.dumps(found, indent=2) if as_json else describe(found))
+    raise SystemExit(int(found["exit_code"]))
 
 
 def describe(summary: dict[str, Any]) -> str:
@@ -279,10 +285,13 @@ def main(argv: list[str] | None = None) -> None:
         code = done.exit_code
     except click.ClickException as exc:
         exc.show()
-        code = EXIT_USAGE
-    except click.Abort:
+        code = ExitCode.USAGE
+    except click.Abort:  # Ctrl-C at a prompt or before a run took DIR: nothing to resume
         click.echo("Aborted.", err=True)
-        code = 130
+        code = ExitCode.RESUMABLE
+    except Exception as exc:  # a defect outside any run's DIR: one line, no traceback
+        click.echo(f"batchval: internal_error: {type(exc).__name__}: {exc}", err=True)
+        code = ExitCode.INTERNAL
     sys.exit(code if isinstance(code, int) else 0)
 
 

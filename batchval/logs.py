@@ -1,17 +1,24 @@
 """Logging, configured once at the entry point (library code only calls get_logger()).
 
 On a terminal: short, coloured lines on stderr. Elsewhere (cron, Airflow): one JSON
-object per line on stderr, for machines. Either way a redaction processor runs last
-but one, so that a token or a secret can never reach a log line, even by mistake.
+object per line on stderr, for machines. Either way a redaction processor runs before
+any output, so that a token or a secret can never reach a log line, even by mistake.
+
+While a run holds its DIR, every event is also appended, as a JSON line, to
+`DIR/batchval.log` (`to_file`). An event logged with `file_only=True` (the traceback of
+an internal error) goes to that file and not to the terminal.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import re
 import sys
-from collections.abc import Iterable, MutableMapping
-from typing import Any
+from collections.abc import Iterable, Iterator, MutableMapping
+from pathlib import Path
+from typing import IO, Any
 
 import structlog
 
@@ -47,6 +54,38 @@ class Redactor:
         return event
 
 
+class _FileSink:
+    """Appends every event as a JSON line to the open log file, if one is open."""
+
+    def __init__(self) -> None:
+        self.file: IO[str] | None = None
+
+    def __call__(
+        self, _logger: Any, _method: str, event: MutableMapping[str, Any]
+    ) -> MutableMapping[str, Any]:
+        if self.file is not None:
+            line = {k: v for k, v in event.items() if k != "file_only"}
+            self.file.write(json.dumps(line, default=str, ensure_ascii=False) + "\n")
+            self.file.flush()
+        if event.pop("file_only", False):
+            raise structlog.DropEvent
+        return event
+
+
+_SINK = _FileSink()
+
+
+@contextlib.contextmanager
+def to_file(path: Path) -> Iterator[None]:
+    """Also write every event to `path` (appended, JSON lines) while the block runs."""
+    with path.open("a", encoding="utf-8") as file:
+        previous, _SINK.file = _SINK.file, file
+        try:
+            yield
+        finally:
+            _SINK.file = previous
+
+
 def configure(*, json_lines: bool, redactor: Redactor, level: int = logging.INFO) -> None:
     renderer: Any = (
         structlog.processors.JSONRenderer()
@@ -60,6 +99,7 @@ def configure(*, json_lines: bool, redactor: Redactor, level: int = logging.INFO
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
             redactor,
+            _SINK,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),

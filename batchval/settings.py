@@ -43,7 +43,8 @@ class RunOptions:
     concurrency: int = 8  # the most requests in flight at once; the pool may use fewer
     max_credits: int | None = None  # never spend more than this in one invocation
     max_attempts: int = 6  # per request and invocation, for transient failures
-    outage_seconds: float = 300.0  # every call failing this long: stop with 75
+    outage_seconds: float = 120.0  # only failures for this long: stop api_unavailable (75)
+    unrecognised_limit: int = 10  # answers the API does not give, before stopping (75)
     wait_for_midnight: bool = False  # at the daily limit: wait for midnight UTC, not exit 75
     timeout_seconds: float = 35.0  # the API cuts requests at 30 s
     shutdown_grace_seconds: float = 5.0  # on SIGTERM, how long in-flight calls may finish
@@ -213,7 +214,10 @@ def load_settings(
         concurrency=int(_number(wanted_concurrency, "concurrency", minimum=1)),
         max_credits=None if credits is None else int(_number(credits, "max_credits", minimum=0)),
         max_attempts=int(_number(run.get("max_attempts", 6), "run.max_attempts", minimum=1)),
-        outage_seconds=_number(run.get("outage_seconds", 300.0), "run.outage_seconds", minimum=1),
+        outage_seconds=_number(run.get("outage_seconds", 120.0), "run.outage_seconds", minimum=1),
+        unrecognised_limit=int(
+            _number(run.get("unrecognised_limit", 10), "run.unrecognised_limit", minimum=1)
+        ),
         wait_for_midnight=bool(run.get("wait_for_midnight", False)),
         timeout_seconds=_number(
             run.get("timeout_seconds", 35.0), "run.timeout_seconds", minimum=0.1

@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from batchval.run.checkpoint import Checkpoint, DirLockedError, RunLock
+from batchval.run.checkpoint import (
+    SCHEMA_VERSION,
+    Checkpoint,
+    CheckpointVersionError,
+    DirLockedError,
+    RunLock,
+)
 
 
 def filled(tmp_path: Path) -> Checkpoint:
@@ -35,7 +41,8 @@ def test_counts_follow_states(tmp_path: Path) -> None:
     checkpoint = filled(tmp_path)
     assert checkpoint.counts().pending_rows == 4
     checkpoint.mark_sent("k1")
-    checkpoint.record_valuation("k1", '{"id":"val_x"}', 10)
+    checkpoint.record_answer("k1", b'{"id":"val_x"}')
+    checkpoint.record_valuation("k1", 10)
     checkpoint.record_problem("k2", {"type": "outside-coverage", "status": 422})
     counts = checkpoint.counts()
     assert (counts.rows, counts.valued_rows, counts.api_problem_rows, counts.input_problems) == (
@@ -70,7 +77,8 @@ def test_pending_pages_in_order(tmp_path: Path) -> None:
 def test_reingest_keeps_answers(tmp_path: Path) -> None:
     """Reading the input again forgets rows, never a paid answer."""
     checkpoint = filled(tmp_path)
-    checkpoint.record_valuation("k3", '{"id":"val_y"}', 10)
+    checkpoint.record_answer("k3", b'{"id":"val_y"}')
+    checkpoint.record_valuation("k3", 10)
     checkpoint.restart_ingest()
     assert not checkpoint.ingest_complete
     checkpoint.add_rows([(1, "k1", None, None, None, "{}")], [("k1", '{"r":1}')])
@@ -84,7 +92,8 @@ def test_valued_and_problem_rows_in_row_order(tmp_path: Path) -> None:
     """Both read-backs come in row order, every row in exactly one of them or pending."""
     checkpoint = filled(tmp_path)
     for key in ("k1", "k3"):
-        checkpoint.record_valuation(key, json.dumps({"id": key}), 10)
+        checkpoint.record_answer(key, json.dumps({"id": key}).encode())
+        checkpoint.record_valuation(key, 10)
     checkpoint.record_problem("k2", {"type": "outside-coverage"})
     valued = [row[0] for batch in checkpoint.valued_rows() for row in batch]
     problems = [row[0] for batch in checkpoint.problem_rows() for row in batch]
@@ -103,11 +112,37 @@ def test_meta_round_trips_and_survives_reopening(tmp_path: Path) -> None:
     assert again.counts().rows == 5
 
 
-def test_wrong_schema_version_is_refused(tmp_path: Path) -> None:
-    """A checkpoint written by another schema version is not read."""
+def test_newer_schema_version_is_refused(tmp_path: Path) -> None:
+    """A checkpoint written by a newer batchval is not read, and the message says why."""
     filled(tmp_path).set("schema_version", "999")
-    with pytest.raises(ValueError, match="schema 999"):
+    with pytest.raises(CheckpointVersionError, match=r"schema 999.*new --out DIR"):
         Checkpoint.open(tmp_path)
+
+
+def test_version_1_checkpoint_is_migrated(tmp_path: Path) -> None:
+    """A checkpoint of batchval 0.1 (schema 1) is brought up to date and read."""
+    old = filled(tmp_path)
+    old.set("schema_version", "1")
+    old.close()
+    checkpoint = Checkpoint.open(tmp_path)
+    assert checkpoint.get("schema_version") == SCHEMA_VERSION
+    assert checkpoint.counts().rows == 5
+
+
+def test_stored_answer_is_read_after_a_crash(tmp_path: Path) -> None:
+    """An answer stored but never settled is pending for counts and listed to settle."""
+    checkpoint = filled(tmp_path)
+    checkpoint.mark_sent("k1")
+    checkpoint.record_answer("k1", b'{"id":"val_x"}')
+    assert checkpoint.answered() == [("k1", '{"id":"val_x"}')]
+    assert checkpoint.pending()[0].key != "k1"  # never sent again
+    assert checkpoint.counts().requests_pending == 3
+
+
+def test_checkpoint_is_durable_on_every_commit(tmp_path: Path) -> None:
+    """synchronous=FULL: a committed answer survives a power cut, not only a kill."""
+    checkpoint = filled(tmp_path)
+    assert checkpoint._db.execute("PRAGMA synchronous").fetchone() == (2,)
 
 
 def test_integrity(tmp_path: Path) -> None:

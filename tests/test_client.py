@@ -47,6 +47,7 @@ from batchval.api import (
     RequestInProgressError,
     TransportError,
     UnauthorizedError,
+    UnreadableAnswerError,
     Valuation,
     ValuationRequest,
 )
@@ -344,7 +345,7 @@ PROBLEM_CASES = [
         InsufficientCreditsError,
         403,
         None,
-        Action.STOP,
+        Action.ACCOUNT,
         _states_cost_and_balance,
         id="insufficient-credits",
     ),
@@ -353,7 +354,7 @@ PROBLEM_CASES = [
         AccountBlockedError,
         403,
         None,
-        Action.STOP,
+        Action.ACCOUNT,
         _nothing_more,
         id="account-blocked",
     ),
@@ -425,7 +426,7 @@ PROBLEM_CASES = [
         IdempotencyKeyReusedError,
         422,
         None,
-        Action.ROW,
+        Action.DEFECT,
         _nothing_more,
         id="idempotency-key-reused",
     ),
@@ -434,7 +435,7 @@ PROBLEM_CASES = [
         RateLimitedError,
         429,
         None,
-        Action.RETRY,
+        Action.PAUSE,
         _short_wait,
         id="rate-limited",
     ),
@@ -679,7 +680,7 @@ async def test_wrong_secret_is_refused_without_showing_it(
             await api.create_valuation(HOME, idempotency_key=new_key())
     refused = caught.value
     assert refused.status == 401
-    assert refused.action is Action.STOP
+    assert refused.action is Action.ACCOUNT
     assert LIVE.client_id in str(refused)
     assert secret not in str(refused)
     assert secret not in repr(refused)
@@ -913,7 +914,8 @@ def _sandbox_body() -> dict[str, Any]:
 def test_from_json_refuses_a_body_without_a_required_field(
     path: tuple[str, ...], broken: str
 ) -> None:
-    """A required field missing or of the wrong type is a MalformedResponseError."""
+    """A required field missing or of the wrong type is an UnreadableAnswerError: a replay
+    would return the same bytes, so it is the row's problem (answer kept), not a retry."""
     body = copy.deepcopy(_sandbox_body())
     Valuation.from_json(body)
     parent = body
@@ -923,6 +925,6 @@ def test_from_json_refuses_a_body_without_a_required_field(
         del parent[path[-1]]
     else:
         parent[path[-1]] = True if isinstance(parent[path[-1]], str) else "12"
-    with pytest.raises(MalformedResponseError) as caught:
+    with pytest.raises(UnreadableAnswerError) as caught:
         Valuation.from_json(body)
-    assert caught.value.action is Action.RETRY
+    assert caught.value.action is Action.ROW

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from batchval.input import PROBLEM_RULES
+from batchval.outcome import ExitCode, StopReason
 from batchval.output.schemas import PROBLEM_COLUMNS, RESULT_COLUMNS
-from batchval.run.runner import ExitCode
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
 
@@ -29,6 +29,12 @@ def test_every_input_rule_is_documented(rule: str) -> None:
 def test_every_exit_code_is_documented(code: ExitCode) -> None:
     """Each exit code has a row in the README's table."""
     assert f"\n| {int(code)} |" in README
+
+
+@pytest.mark.parametrize("reason", list(StopReason))
+def test_every_stop_reason_is_documented(reason: StopReason) -> None:
+    """Each stop reason has a row in the README's table, with its exit code."""
+    assert f"| `{reason.value}` | {int(reason.exit_code)} |" in README
 
 
 def test_set_up_commands_are_documented() -> None:

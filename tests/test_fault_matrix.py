@@ -256,7 +256,7 @@ def test_outage_longer_than_the_run_accepts(served: RunningSandbox, tmp_path: Pa
     )
     assert job.run() == 75
     results, problems, summary = outputs(job.out)
-    assert summary["stop"]["reason"] == "outage", summary["stop"]
+    assert summary["stop"]["reason"] == "api_unavailable", summary["stop"]
     assert (results.height, problems.height) == (0, 0)
     assert summary["rows"]["pending"] == job.rows
     assert served.sandbox.ledger.charges == []
@@ -444,7 +444,7 @@ def test_account_blocked_mid_run_then_unblocked(served: RunningSandbox, tmp_path
     results, problems, summary = outputs(job.out)
     assert problems.height == 0
     assert 0 < results.height < rows
-    assert summary["stop"]["reason"] == "account"
+    assert summary["stop"]["reason"] == "account_blocked"
     served.sandbox.account(LIVE.client_id).blocked = False
     job.run_until_complete()
     assert_sound(served, job, unique=rows)

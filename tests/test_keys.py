@@ -5,10 +5,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batchval.run.keys import idempotency_key, new_run_id
+from batchval.run.keys import daily_run_id, idempotency_key
 
 requests = st.fixed_dictionaries(
     {
@@ -45,9 +46,28 @@ def test_run_id_scopes_the_key() -> None:
     assert idempotency_key("night-1", request) != idempotency_key("night-2", request)
 
 
-def test_new_run_ids_differ_and_start_with_the_time() -> None:
-    """Two run ids made in the same second still differ."""
-    now = dt.datetime(2026, 11, 22, 1, 30, tzinfo=dt.UTC)
-    first, second = new_run_id(now), new_run_id(now)
-    assert first != second
-    assert first.startswith("20261122T013000Z-")
+@pytest.mark.parametrize(
+    ("now", "expected"),
+    [
+        (dt.datetime(2026, 11, 22, 0, 0, tzinfo=dt.UTC), "day-2026-11-22"),
+        (dt.datetime(2026, 11, 22, 23, 59, 59, tzinfo=dt.UTC), "day-2026-11-22"),
+        # 00:30 in UTC+2 is still the 21st in UTC: the day is always the UTC day.
+        (
+            dt.datetime(2026, 11, 22, 0, 30, tzinfo=dt.timezone(dt.timedelta(hours=2))),
+            "day-2026-11-21",
+        ),
+    ],
+)
+def test_default_run_id_is_the_utc_day(now: dt.datetime, expected: str) -> None:
+    """The default run id is the UTC day, the same on any machine at any hour of it."""
+    assert daily_run_id(now) == expected
+
+
+def test_same_request_same_day_same_key_anywhere() -> None:
+    """Two runs of one request on one UTC day send the same key; the next day another."""
+    body = '{"bedrooms":3,"postcode":"SW1A 2AA","propertyType":"terraced"}'
+    morning = daily_run_id(dt.datetime(2026, 11, 22, 1, 0, tzinfo=dt.UTC))
+    evening = daily_run_id(dt.datetime(2026, 11, 22, 22, 0, tzinfo=dt.UTC))
+    tomorrow = daily_run_id(dt.datetime(2026, 11, 23, 1, 0, tzinfo=dt.UTC))
+    assert idempotency_key(morning, body) == idempotency_key(evening, body)
+    assert idempotency_key(morning, body) != idempotency_key(tomorrow, body)

@@ -128,6 +128,8 @@ PROBLEM_TAIL = [
     ("detail", S),
     ("retryable", pa.bool_()),
     ("attempts", I64),
+    ("valuation_id", S),
+    ("answer", S),
 ]
 
 
@@ -179,7 +181,8 @@ def _ingest(checkpoint: Checkpoint, rows: Sequence[tuple[Any, ...]]) -> None:
 
 
 def _value(checkpoint: Checkpoint, key: str, body: dict[str, Any]) -> None:
-    checkpoint.record_valuation(key, json.dumps(body), (body.get("charge") or {}).get("credits", 0))
+    checkpoint.record_answer(key, json.dumps(body).encode())
+    checkpoint.record_valuation(key, (body.get("charge") or {}).get("credits", 0))
 
 
 def _results(checkpoint: Checkpoint, path: Path, passthrough: Sequence[str] = ()) -> pa.Table:
@@ -391,6 +394,8 @@ def test_problem_columns(checkpoint: Checkpoint, tmp_path: Path) -> None:
             "detail": "x",
             "retryable": False,
             "attempts": 0,
+            "valuation_id": None,
+            "answer": None,
         },
         {
             "row_number": 2,
@@ -403,6 +408,8 @@ def test_problem_columns(checkpoint: Checkpoint, tmp_path: Path) -> None:
             "detail": "ZZ1 4AA is not in a valued sector.",
             "retryable": False,
             "attempts": 1,
+            "valuation_id": None,
+            "answer": None,
         },
         {
             "row_number": 3,
@@ -415,6 +422,8 @@ def test_problem_columns(checkpoint: Checkpoint, tmp_path: Path) -> None:
             "detail": "d",
             "retryable": True,
             "attempts": 2,
+            "valuation_id": None,
+            "answer": None,
         },
         {
             "row_number": 4,
@@ -427,6 +436,8 @@ def test_problem_columns(checkpoint: Checkpoint, tmp_path: Path) -> None:
             "detail": "gone",
             "retryable": False,
             "attempts": 0,
+            "valuation_id": None,
+            "answer": None,
         },
         {
             "row_number": 5,
@@ -439,6 +450,8 @@ def test_problem_columns(checkpoint: Checkpoint, tmp_path: Path) -> None:
             "detail": "y",
             "retryable": False,
             "attempts": 0,
+            "valuation_id": None,
+            "answer": None,
         },
     ]
 

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 from support import LIVE, POOR, client_for
 
-from batchval.api import Credentials, Valuation
+from batchval.api import Answer, Credentials, RateLimitedError
+from batchval.outcome import StopReason
 from batchval.run.checkpoint import Checkpoint
 from batchval.run.keys import idempotency_key
-from batchval.run.pool import PoolStats, RetryPolicy, Stop, StopReason, WorkerPool
+from batchval.run.pool import PoolStats, RetryPolicy, Stop, WorkerPool
 from batchval.run.ratecontrol import RateController
 from batchval.sandbox.config import Faults, RateLimit, SandboxConfig
 from batchval.sandbox.server import RunningSandbox
@@ -132,7 +134,8 @@ async def test_insufficient_credits_stops_the_run(served: RunningSandbox, tmp_pa
     """With 25 credits: two valued, then a stop; the rest untouched and pending."""
     checkpoint = checkpoint_with(tmp_path, [request(n) for n in range(10)])
     stats, stop = await run_pool(served, checkpoint, POOR, concurrency=1)
-    assert stop.reason is StopReason.ACCOUNT
+    assert stop.reason is StopReason.INSUFFICIENT_CREDITS
+    assert stop.status == 403
     assert "insufficient" in stop.detail
     counts = checkpoint.counts()
     assert counts.valued_rows == 2
@@ -181,7 +184,7 @@ async def test_outage_stops_the_run(served: RunningSandbox, tmp_path: Path) -> N
         probe_interval=0.05,
         policy=RetryPolicy(max_attempts=100, backoff_initial=0.01, backoff_max=0.02),
     )
-    assert stop.reason is StopReason.OUTAGE
+    assert stop.reason is StopReason.API_UNAVAILABLE
     counts = checkpoint.counts()
     assert counts.pending_rows == 30
     assert counts.api_problem_rows == 0
@@ -194,9 +197,11 @@ async def test_transient_errors_outlasting_retries_leave_rows_pending(
     """After max_attempts of 503, the row stays pending, not a problem."""
     served.sandbox.set_faults(Faults(error_503_share=1.0))
     checkpoint = checkpoint_with(tmp_path, [request(1)])
-    stats, _ = await run_pool(served, checkpoint, concurrency=1)
+    stats, stop = await run_pool(served, checkpoint, concurrency=1)
     assert stats.calls == FAST.max_attempts
     assert stats.left_pending == 1
+    assert stop.reason is StopReason.API_UNAVAILABLE
+    assert "still failing after 6 attempts" in stop.detail
     counts = checkpoint.counts()
     assert (counts.pending_rows, counts.api_problem_rows) == (1, 0)
 
@@ -205,7 +210,7 @@ async def test_max_credits_is_never_exceeded(served: RunningSandbox, tmp_path: P
     """A budget of 35 credits pays for three valuations, however many workers."""
     checkpoint = checkpoint_with(tmp_path, [request(n) for n in range(10)])
     _, stop = await run_pool(served, checkpoint, concurrency=8, max_credits=35)
-    assert stop.reason is StopReason.BUDGET
+    assert stop.reason is StopReason.MAX_CREDITS
     assert served.sandbox.ledger.credits_charged() == 30
     assert checkpoint.counts().valued_rows == 3
 
@@ -217,7 +222,7 @@ async def test_tokens_refused_again_and_again_stop_the_run(
     served.sandbox.set_faults(Faults(revoke_token_share=1.0))
     checkpoint = checkpoint_with(tmp_path, [request(n) for n in range(10)])
     _, stop = await run_pool(served, checkpoint, concurrency=2)
-    assert stop.reason is StopReason.ACCOUNT
+    assert stop.reason is StopReason.CREDENTIALS_REFUSED
     assert "fresh tokens" in stop.detail
     assert checkpoint.counts().pending_rows == 10
 
@@ -225,11 +230,13 @@ async def test_tokens_refused_again_and_again_stop_the_run(
 class _DailyLimitWithoutRetryAfter:
     """An API that answers every call with a daily_limit 429 lacking Retry-After."""
 
-    async def create_valuation(
-        self, request: dict[str, object], *, idempotency_key: str | None
-    ) -> Valuation:
-        from batchval.api import RateLimitedError
-
+    async def post_valuation(
+        self,
+        body: bytes,
+        *,
+        idempotency_key: str | None,
+        gate: Callable[[], Awaitable[None]] | None = None,
+    ) -> Answer:
         raise RateLimitedError(
             status=429,
             type="x/errors/rate-limited",

@@ -1,7 +1,7 @@
 """The Partner API client: one public surface over the private modules beside it."""
 
 from batchval.api.auth import Credentials
-from batchval.api.client import DEFAULT_TIMEOUT_SECONDS, PartnerClient
+from batchval.api.client import DEFAULT_TIMEOUT_SECONDS, Answer, PartnerClient
 from batchval.api.errors import (
     AccountBlockedError,
     Action,
@@ -9,6 +9,7 @@ from batchval.api.errors import (
     CredentialsRefusedError,
     DataUnavailableError,
     FloorAreaRequiredError,
+    GatewayError,
     IdempotencyKeyReusedError,
     InsufficientCreditsError,
     InvalidRequestError,
@@ -22,6 +23,10 @@ from batchval.api.errors import (
     TransportError,
     UnauthorizedError,
     UnknownProblemError,
+    UnreadableAnswerError,
+    UnrecognisedAnswerError,
+    WrongAddressError,
+    read_failure,
 )
 from batchval.api.models import Charge, StreetAnalysis, Valuation, ValuationRequest
 
@@ -29,12 +34,14 @@ __all__ = [
     "DEFAULT_TIMEOUT_SECONDS",
     "AccountBlockedError",
     "Action",
+    "Answer",
     "ApiTimeoutError",
     "Charge",
     "Credentials",
     "CredentialsRefusedError",
     "DataUnavailableError",
     "FloorAreaRequiredError",
+    "GatewayError",
     "IdempotencyKeyReusedError",
     "InsufficientCreditsError",
     "InvalidRequestError",
@@ -50,6 +57,10 @@ __all__ = [
     "TransportError",
     "UnauthorizedError",
     "UnknownProblemError",
+    "UnreadableAnswerError",
+    "UnrecognisedAnswerError",
     "Valuation",
     "ValuationRequest",
+    "WrongAddressError",
+    "read_failure",
 ]

@@ -12,12 +12,19 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import httpx
 import structlog
 
-from batchval.api.errors import CredentialsRefusedError, MalformedResponseError, TransportError
+from batchval.api.errors import (
+    CredentialsRefusedError,
+    TransportError,
+    UnrecognisedAnswerError,
+    WrongAddressError,
+    excerpt,
+)
 
 log = structlog.get_logger()
 
@@ -98,33 +105,57 @@ class TokenCache:
         except httpx.TransportError as exc:
             raise TransportError(f"token request failed: {type(exc).__name__}") from None
         self.fetches += 1
-        if response.status_code in (400, 401, 403):
+        status = response.status_code
+        oauth_error = _oauth_error(response)
+        if status == 401 or (status in (400, 403) and oauth_error is not None):
             raise CredentialsRefusedError(
                 f"the token URL refused client id {self._credentials.client_id!r} "
-                f"({response.status_code} {_oauth_error(response)})",
-                response.status_code,
+                f"({status} {oauth_error or 'no error code'})",
+                status,
             )
-        if response.status_code != 200:
-            raise TransportError(f"token request answered {response.status_code}")
-        try:
-            body = response.json()
-            value = body["access_token"]
-            expires_in = float(body["expires_in"])
-        except (ValueError, KeyError, TypeError):
-            raise MalformedResponseError(
-                "the token response lacks access_token or expires_in", response.status_code
-            ) from None
-        if not isinstance(value, str) or not value:
-            raise MalformedResponseError("the token response has no access_token", 200)
+        if status in (404, 405):
+            raise WrongAddressError(
+                f"the token URL {self._token_url} answered {status}: the auth URL is wrong",
+                status=status,
+                url=self._token_url,
+            )
+        if status in (502, 503, 504):
+            raise TransportError(f"the token URL answered {status}")
+        body = _json_object(response)
+        value = body.get("access_token") if body is not None else None
+        expires_in = body.get("expires_in") if body is not None else None
+        if (
+            status != 200
+            or body is None
+            or not isinstance(value, str)
+            or not value
+            or isinstance(expires_in, bool)
+            or not isinstance(expires_in, int | float)
+        ):
+            # Not a token answer: a proxy's page, a login portal, another service.
+            raise UnrecognisedAnswerError(
+                status=status,
+                content_type=response.headers.get("Content-Type", ""),
+                excerpt=excerpt(response.content),
+                url=self._token_url,
+            )
+        expires_in = float(expires_in)
         log.debug("auth.token.fetched", expires_in=expires_in)
         scope = body.get("scope") if isinstance(body.get("scope"), str) else None
         early = min(REFRESH_EARLY_SECONDS, expires_in / 4)
         return AccessToken(value, started + expires_in - early, scope)
 
 
-def _oauth_error(response: httpx.Response) -> str:
+def _json_object(response: httpx.Response) -> dict[str, Any] | None:
     try:
-        error = response.json().get("error")
-    except (ValueError, AttributeError):
-        return "no error code"
-    return str(error) if error else "no error code"
+        body = response.json()
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _oauth_error(response: httpx.Response) -> str | None:
+    """The RFC 6749 `error` code of a JSON answer, if it has one."""
+    body = _json_object(response)
+    error = body.get("error") if body is not None else None
+    return error if isinstance(error, str) and error else None

@@ -6,13 +6,21 @@
 
 It does one call per method call: the only retry it makes on its own is the one the API
 prescribes after a 401 (a new token, then once more). Every other failure is raised as
-a typed error from `batchval.api.errors` for the caller's retry policy to judge.
+a typed error from `batchval.api.errors` (whose `read_failure` says what each answer
+means) for the caller's retry policy to judge.
+
+`post_valuation` takes a `gate`, awaited right before each request leaves, the retry
+after a 401 included: the caller's pacing (a `Retry-After` pause, a stopping run) holds
+however long the task waited for a token.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 import urllib.parse
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
@@ -23,10 +31,12 @@ from batchval import __version__
 from batchval.api.auth import AccessToken, Credentials, TokenCache
 from batchval.api.errors import (
     MalformedResponseError,
-    ProblemError,
     TransportError,
     UnauthorizedError,
-    problem_class,
+    UnrecognisedAnswerError,
+    excerpt,
+    is_json_type,
+    read_failure,
 )
 from batchval.api.models import StreetAnalysis, Valuation, ValuationRequest
 
@@ -34,8 +44,22 @@ log = structlog.get_logger()
 
 # The API stops a request at 30 s and answers 504; we wait a little longer for that 504.
 DEFAULT_TIMEOUT_SECONDS = 35.0
-# Problem-less answers (a proxy's 502 page, say) are read by their status alone.
-_FALLBACK_TYPES = {429: "rate-limited", 503: "data-unavailable", 504: "timeout"}
+_JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Answer:
+    """A successful answer: the exact bytes (which a caller may keep before reading them)
+    and the JSON object they hold."""
+
+    status: int
+    body: bytes
+    data: dict[str, Any]
+
+
+def canonical_json(body: dict[str, Any]) -> bytes:
+    """The request bytes: sorted keys, no spaces, UTF-8 (what the input stage builds)."""
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 class PartnerClient:
@@ -78,61 +102,88 @@ class PartnerClient:
 
     # --- the three operations ----------------------------------------------------------
 
+    async def post_valuation(
+        self,
+        body: bytes,
+        *,
+        idempotency_key: str | None,
+        gate: Callable[[], Awaitable[None]] | None = None,
+    ) -> Answer:
+        """POST /valuations with these exact bytes; the answer before it is read as a
+        Valuation (so that a caller can keep a paid answer it may fail to read)."""
+        headers = dict(_JSON_HEADERS)
+        if idempotency_key:
+            headers["Idempotency-Key"] = idempotency_key
+        return await self._call("POST", "/valuations", "/valuations", body, headers, gate)
+
     async def create_valuation(
         self, request: ValuationRequest | dict[str, Any], *, idempotency_key: str | None
     ) -> Valuation:
         """POST /valuations. Send the same key again to retry without paying twice."""
         body = request.to_json() if isinstance(request, ValuationRequest) else request
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
-        response = await self._call("POST", "/valuations", json=body, headers=headers)
-        return Valuation.from_json(_json(response))
+        answer = await self.post_valuation(canonical_json(body), idempotency_key=idempotency_key)
+        return Valuation.from_json(answer.data)
 
     async def get_valuation(self, valuation_id: str) -> Valuation:
         """GET /valuations/{id}: a valuation exactly as created, free."""
         path = "/valuations/" + urllib.parse.quote(valuation_id, safe="")
-        return Valuation.from_json(_json(await self._call("GET", path)))
+        return Valuation.from_json((await self._call("GET", "/valuations/{id}", path)).data)
 
     async def get_street_analysis(self, postcode: str) -> StreetAnalysis:
         """GET /street-analysis/{postcode}: charged on the first read in 30 days."""
         path = "/street-analysis/" + urllib.parse.quote(postcode, safe="")
-        return StreetAnalysis.from_json(_json(await self._call("GET", path)))
+        answer = await self._call("GET", "/street-analysis/{postcode}", path)
+        return StreetAnalysis.from_json(answer.data)
 
     # --- plumbing ----------------------------------------------------------------------
 
     async def _call(
         self,
         method: str,
+        operation: str,
         path: str,
-        *,
-        json: dict[str, Any] | None = None,
+        content: bytes | None = None,
         headers: dict[str, str] | None = None,
-    ) -> httpx.Response:
+        gate: Callable[[], Awaitable[None]] | None = None,
+    ) -> Answer:
         token = await self.tokens.token()
-        response = await self._send(method, path, token, json, headers)
+        response = await self._send(method, path, token, content, headers, gate)
         if response.status_code == 401:
             token = await self.tokens.refused(token)
-            response = await self._send(method, path, token, json, headers)
+            response = await self._send(method, path, token, content, headers, gate)
             if response.status_code == 401:
                 self.tokens.discard(token)
                 raise UnauthorizedError(f"{method} {path}: the API refused a fresh token (401)")
+        content_type = response.headers.get("Content-Type", "")
         if response.status_code >= 400:
-            raise _problem(response)
-        return response
+            raise read_failure(
+                method=method,
+                operation=operation,
+                url=str(response.request.url),
+                status=response.status_code,
+                content_type=content_type,
+                body=response.content,
+                retry_after=_retry_after(response),
+            )
+        return _answer(response, content_type)
 
     async def _send(
         self,
         method: str,
         path: str,
         token: AccessToken,
-        json: dict[str, Any] | None,
+        content: bytes | None,
         headers: dict[str, str] | None,
+        gate: Callable[[], Awaitable[None]] | None,
     ) -> httpx.Response:
+        if gate is not None:
+            await gate()
         all_headers = {"Authorization": f"Bearer {token.value}", **(headers or {})}
         started = time.monotonic()
         self.calls += 1
         try:
             response = await self._http.request(
-                method, self._base_url + path, json=json, headers=all_headers
+                method, self._base_url + path, content=content, headers=all_headers
             )
         except httpx.TimeoutException as exc:
             raise TransportError(
@@ -152,40 +203,30 @@ class PartnerClient:
         return response
 
 
-def _json(response: httpx.Response) -> Any:
+def _answer(response: httpx.Response, content_type: str) -> Answer:
+    """A success read as a JSON object. A JSON body cut short is malformed (a replay gets
+    it whole); a success that is not JSON at all (a portal's HTML page) is unrecognised."""
+    body = response.content
+    url = str(response.request.url)
+    if content_type and not is_json_type(content_type):
+        raise UnrecognisedAnswerError(
+            status=response.status_code, content_type=content_type, excerpt=excerpt(body), url=url
+        )
     try:
-        return response.json()
+        data = json.loads(body)
     except ValueError:
         raise MalformedResponseError(
             f"{response.request.method} {response.request.url.path}: "
             f"{response.status_code} with a body that is not JSON",
             response.status_code,
         ) from None
+    if not isinstance(data, dict):
+        raise UnrecognisedAnswerError(
+            status=response.status_code, content_type=content_type, excerpt=excerpt(body), url=url
+        )
+    return Answer(response.status_code, body, data)
 
 
 def _retry_after(response: httpx.Response) -> int | None:
     value = response.headers.get("Retry-After", "").strip()
     return int(value) if value.isdigit() else None
-
-
-def _problem(response: httpx.Response) -> ProblemError:
-    status = response.status_code
-    body: Any
-    try:
-        body = response.json()
-    except ValueError:
-        body = None
-    if not isinstance(body, dict) or not isinstance(body.get("type"), str):
-        type_uri = _FALLBACK_TYPES.get(status, f"http-{status}")
-        body = {"type": type_uri, "title": response.reason_phrase, "detail": ""}
-    type_uri = str(body["type"])
-    name = type_uri.rstrip("/").rsplit("/", 1)[-1]
-    code = body.get("code")
-    return problem_class(name, status)(
-        status=status,
-        type=type_uri,
-        title=str(body.get("title", "")),
-        detail=str(body.get("detail", "")),
-        code=code if isinstance(code, str) else None,
-        retry_after=_retry_after(response),
-    )

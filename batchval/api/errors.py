@@ -1,15 +1,18 @@
-"""Errors of the Partner API client, grouped by what the caller does next.
+"""Errors of the Partner API client, and the one table of what every answer means.
 
     PartnerError
     ├── TransportError            no usable answer: connect failure, cut connection, timeout
-    ├── MalformedResponseError    an answer whose body is not what the API promises
+    ├── MalformedResponseError    a success whose body is not JSON (cut short): replayed
+    │   └── UnreadableAnswerError a JSON success the parser cannot read even tolerantly
     ├── CredentialsRefusedError   the token URL refused the client id and secret
     ├── UnauthorizedError         a 401 again after one fresh token (retried)
-    └── ProblemError              an RFC 9457 problem document (partner-api.md section 7)
+    ├── WrongAddressError         the base or auth URL answers as no API would (404/405)
+    ├── UnrecognisedAnswerError   an answer the API description does not show (an HTML page)
+    └── ProblemError              an RFC 9457 problem document (docs/api.md, errors)
         ├── InvalidRequestError          400 invalid-request
         ├── InsufficientCreditsError     403 insufficient-credits
         ├── AccountBlockedError          403 account-blocked
-        ├── NotFoundError                404 not-found
+        ├── NotFoundError                404 not-found (reads by id and street analyses)
         ├── RequestInProgressError       409 request-in-progress
         ├── OutsideCoverageError         422 outside-coverage
         ├── FloorAreaRequiredError       422 floor-area-required
@@ -17,28 +20,36 @@
         ├── RateLimitedError             429 rate-limited (`daily_limit` when code says so)
         ├── DataUnavailableError         503 data-unavailable
         ├── ApiTimeoutError              504 timeout
-        └── UnknownProblemError          any other type the API may add
+        └── GatewayError                 502/503/504 without a problem the API describes
 
-Each error says how the caller should treat it through `action`: `RETRY` (same
-idempotency key), `ROW` (the row gets a problem and the run goes on) or `STOP` (the run
-stops: the account, the credentials or the API itself must be fixed first). No message
-carries a token or a secret: they are never passed to these classes.
+Each error carries the `Action` the caller takes. `read_failure` is the one place that
+turns a failed HTTP answer into one of these: it reads the status, the content type and
+the problem type (in that order), and anything it does not recognise is never blamed on
+a row. No message carries a token or a secret: they are never passed to these classes.
 """
 
 from __future__ import annotations
 
 import enum
-from typing import ClassVar
+import json
+from typing import Any, ClassVar
+
+EXCERPT_CHARS = 200  # of an unrecognised body, quoted in the stop's detail
 
 
 class Action(enum.Enum):
-    RETRY = "retry"  # transient: send again with the same key, after a wait
-    ROW = "row"  # this request cannot succeed as it is: record a problem for the row
-    STOP = "stop"  # nothing else can succeed now: stop the whole run
+    RETRY = "retry"  # transient: the same key again after a short wait
+    PAUSE = "pause"  # the short-term limit: every worker waits for Retry-After, same key
+    ROW = "row"  # the API says this row is at fault: its problem is recorded, the run goes on
+    STOP = "stop"  # nothing more before a time the API gave (daily limit): resumable
+    ACCOUNT = "account"  # the account cannot spend or the credentials are refused
+    CONFIG = "config"  # the API's address (or the set-up) is wrong
+    UNRECOGNISED = "unrecognised"  # not an answer the API describes: kept, retried, counted
+    DEFECT = "defect"  # a defect of batchval's (a key reused with another body)
 
 
 class PartnerError(Exception):
-    default_action: ClassVar[Action] = Action.STOP
+    default_action: ClassVar[Action] = Action.UNRECOGNISED
 
     @property
     def action(self) -> Action:
@@ -53,7 +64,7 @@ class TransportError(PartnerError):
 
 
 class MalformedResponseError(PartnerError):
-    """A success status with a body that is not valid JSON or lacks required fields.
+    """A success status with a body that is not a JSON object: cut short on the way.
 
     Retried with the same key: a replay returns the stored answer without a new charge.
     """
@@ -65,8 +76,18 @@ class MalformedResponseError(PartnerError):
         self.status = status
 
 
+class UnreadableAnswerError(MalformedResponseError):
+    """A JSON success that lacks a required field or holds one of the wrong type, after
+    tolerant reading. A replay would return the same bytes, so it is not retried: the
+    caller keeps the raw answer (and its valuation id) as the row's problem."""
+
+    default_action = Action.ROW
+
+
 class CredentialsRefusedError(PartnerError):
     """The token URL refused the credentials (client id shown, secret never)."""
+
+    default_action = Action.ACCOUNT
 
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
@@ -83,10 +104,44 @@ class UnauthorizedError(PartnerError):
     default_action = Action.RETRY
 
 
+class WrongAddressError(PartnerError):
+    """The URL answers as the API never would: 404 or 405 to `POST /valuations`, 404 from
+    the token URL. The base or auth URL is wrong; nothing is the row's fault."""
+
+    default_action = Action.CONFIG
+
+    def __init__(self, message: str, *, status: int, url: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.url = url
+
+
+class UnrecognisedAnswerError(PartnerError):
+    """An answer the API description does not show: a proxy's HTML page, an unknown
+    status or problem type. The row is kept; the caller retries with the same key and
+    stops the run after a few of these."""
+
+    default_action = Action.UNRECOGNISED
+
+    def __init__(self, *, status: int, content_type: str, excerpt: str, url: str) -> None:
+        super().__init__(
+            f"{url} answered {status} {content_type or 'without a content type'}: {excerpt!r}"
+        )
+        self.status = status
+        self.content_type = content_type
+        self.excerpt = excerpt
+        self.url = url
+
+
 class ProblemError(PartnerError):
     """An RFC 9457 problem document answered by the API."""
 
     type_name: ClassVar[str] = ""
+    expected_status: ClassVar[int] = 0
+    # The API's table says this answer is never charged ("No", "Never"). Types it leaves
+    # "not stated", a 504 ("at most once") and a 409 (whose first call may yet charge)
+    # are counted as possibly charged against --max-credits.
+    never_charged: ClassVar[bool] = False
 
     def __init__(
         self,
@@ -113,51 +168,58 @@ class ProblemError(PartnerError):
 
 
 class InvalidRequestError(ProblemError):
-    type_name = "invalid-request"
+    type_name, expected_status = "invalid-request", 400
     default_action = Action.ROW
 
 
 class InsufficientCreditsError(ProblemError):
-    type_name = "insufficient-credits"
-    default_action = Action.STOP
+    type_name, expected_status = "insufficient-credits", 403
+    default_action = Action.ACCOUNT
+    never_charged = True
 
 
 class AccountBlockedError(ProblemError):
-    type_name = "account-blocked"
-    default_action = Action.STOP
+    type_name, expected_status = "account-blocked", 403
+    default_action = Action.ACCOUNT
+    never_charged = True
 
 
 class NotFoundError(ProblemError):
-    type_name = "not-found"
+    """Nothing held for an id or a postcode. To `POST /valuations`, which has no 404, the
+    same answer means a wrong address instead (`read_failure`)."""
+
+    type_name, expected_status = "not-found", 404
     default_action = Action.ROW
 
 
 class RequestInProgressError(ProblemError):
-    type_name = "request-in-progress"
+    type_name, expected_status = "request-in-progress", 409
     default_action = Action.RETRY
 
 
 class OutsideCoverageError(ProblemError):
-    type_name = "outside-coverage"
+    type_name, expected_status = "outside-coverage", 422
     default_action = Action.ROW
+    never_charged = True
 
 
 class FloorAreaRequiredError(ProblemError):
-    type_name = "floor-area-required"
+    type_name, expected_status = "floor-area-required", 422
     default_action = Action.ROW
+    never_charged = True
 
 
 class IdempotencyKeyReusedError(ProblemError):
-    """Our keys are derived from the request, so this means a key collision or a bug:
-    the row gets a problem rather than a retry that could never succeed."""
+    """Our keys are derived from the request's exact bytes, so another body under one key
+    is a defect of ours (or a collision): never the row's fault, never retried."""
 
-    type_name = "idempotency-key-reused"
-    default_action = Action.ROW
+    type_name, expected_status = "idempotency-key-reused", 422
+    default_action = Action.DEFECT
 
 
 class RateLimitedError(ProblemError):
-    type_name = "rate-limited"
-    default_action = Action.RETRY
+    type_name, expected_status = "rate-limited", 429
+    default_action = Action.PAUSE
 
     @property
     def daily_limit(self) -> bool:
@@ -167,27 +229,31 @@ class RateLimitedError(ProblemError):
     @property
     def action(self) -> Action:
         # Never retried before midnight UTC: the run stops and a later run carries on.
-        return Action.STOP if self.daily_limit else Action.RETRY
+        return Action.STOP if self.daily_limit else Action.PAUSE
 
 
 class DataUnavailableError(ProblemError):
-    type_name = "data-unavailable"
+    type_name, expected_status = "data-unavailable", 503
     default_action = Action.RETRY
+    never_charged = True
 
 
 class ApiTimeoutError(ProblemError):
     """504 `timeout`: the API stopped the request at 30 s; charged at most once."""
 
-    type_name = "timeout"
+    type_name, expected_status = "timeout", 504
     default_action = Action.RETRY
 
 
-class UnknownProblemError(ProblemError):
-    """A type this client does not know. 5xx are treated as transient, the rest as the
-    row's problem: the safe reading of an answer the API description does not show."""
+class GatewayError(ProblemError):
+    """502, 503 or 504 without a problem type the API describes: a gateway or load
+    balancer in front of the API, transient by the nature of those statuses."""
 
-    default_action = Action.ROW
+    default_action = Action.RETRY
 
+
+# Kept for callers of the 0.1 client: an unknown type is now an UnrecognisedAnswerError.
+UnknownProblemError = GatewayError
 
 PROBLEM_TYPES: dict[str, type[ProblemError]] = {
     cls.type_name: cls
@@ -205,15 +271,92 @@ PROBLEM_TYPES: dict[str, type[ProblemError]] = {
         ApiTimeoutError,
     )
 }
+_GATEWAY_STATUSES = frozenset({502, 503, 504})
+# Operations with no 404 or 405 of their own: such an answer means the URL is wrong.
+_NO_NOT_FOUND = frozenset({("POST", "/valuations")})
 
 
-class _TransientUnknownProblemError(UnknownProblemError):
-    default_action = Action.RETRY
+def is_json_type(content_type: str) -> bool:
+    """`application/json`, `application/problem+json` and other `+json` types."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
 
 
-def problem_class(type_name: str, status: int) -> type[ProblemError]:
-    """The exception class for a problem's type-name (the status decides unknown ones)."""
-    known = PROBLEM_TYPES.get(type_name)
-    if known is not None:
-        return known
-    return _TransientUnknownProblemError if status >= 500 else UnknownProblemError
+def excerpt(body: bytes) -> str:
+    """The first characters of a body, on one line, for a person to recognise it."""
+    text = body[: EXCERPT_CHARS * 4].decode("utf-8", "replace")
+    return " ".join(text.split())[:EXCERPT_CHARS]
+
+
+def read_failure(
+    *,
+    method: str,
+    operation: str,
+    url: str,
+    status: int,
+    content_type: str,
+    body: bytes,
+    retry_after: int | None,
+) -> PartnerError:
+    """What a failed answer (status >= 400, not the 401 the client handles) means.
+
+    The table, in order:
+
+    | answer                                                | error                | action   |
+    |-------------------------------------------------------|----------------------|----------|
+    | JSON problem, type and status as in the API's table    | that type's class    | its own  |
+    | 404 not-found to an operation without a 404            | WrongAddressError    | CONFIG   |
+    | any 404 or 405 that is not a problem the API describes | WrongAddressError    | CONFIG   |
+    | 429 without the API's problem type                     | RateLimitedError     | PAUSE    |
+    | 502, 503, 504 without a problem the API describes      | GatewayError         | RETRY    |
+    | anything else (HTML 403, 500, unknown type or status)  | UnrecognisedAnswer   | UNRECOG. |
+
+    `operation` is the path template (`/valuations`, `/valuations/{id}`).
+    """
+    problem = _problem_document(content_type, body)
+    name = problem["type"].rstrip("/").rsplit("/", 1)[-1] if problem else None
+    known = PROBLEM_TYPES.get(name or "")
+    fields: dict[str, Any] = {
+        "status": status,
+        "type": problem["type"] if problem else f"about:blank#http-{status}",
+        "title": str(problem.get("title", "")) if problem else "",
+        "detail": str(problem.get("detail", "")) if problem else "",
+        "code": problem.get("code") if problem and isinstance(problem.get("code"), str) else None,
+        "retry_after": retry_after,
+    }
+    if known is not None and known.expected_status == status:
+        if known is NotFoundError and (method, operation) in _NO_NOT_FOUND:
+            return WrongAddressError(
+                f"{method} {url} answered 404 not-found: the base URL is not the API's",
+                status=status,
+                url=url,
+            )
+        return known(**fields)
+    if status in (404, 405):
+        return WrongAddressError(
+            f"{method} {url} answered {status}: the base URL is not the API's",
+            status=status,
+            url=url,
+        )
+    if status == 429:
+        # A 429 is the short-term limit whoever wrote it; only the API's own type may say
+        # `daily_limit`, which only it can lift.
+        return RateLimitedError(**{**fields, "type": RateLimitedError.type_name, "code": None})
+    if status in _GATEWAY_STATUSES:
+        return GatewayError(**fields)
+    return UnrecognisedAnswerError(
+        status=status, content_type=content_type, excerpt=excerpt(body), url=url
+    )
+
+
+def _problem_document(content_type: str, body: bytes) -> dict[str, Any] | None:
+    """The body as a problem document (a JSON object with a string `type`), or None."""
+    if not is_json_type(content_type):
+        return None
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        return None
+    if isinstance(parsed, dict) and isinstance(parsed.get("type"), str):
+        return parsed
+    return None

@@ -1,9 +1,10 @@
 """The API's bodies as typed, frozen records (partner-api.md section 2).
 
-Parsing is strict where the API promises a field and lenient where it may add one:
-a missing required field is a `MalformedResponseError`, an unknown extra field is kept
-in `raw` and otherwise ignored. Every parsed record keeps the exact JSON it came from in
-`raw`, which is what the checkpoint stores.
+Parsing is strict where the API promises a field and tolerant where its meaning is
+clear: a missing or mistyped required field is an `UnreadableAnswerError`; a whole
+number written as a float (`250000.0`) is read as the integer it is; an unknown extra
+field (one the API added later) is kept in `raw` and otherwise ignored. Every parsed
+record keeps the exact JSON it came from in `raw`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from batchval.api.errors import MalformedResponseError
+from batchval.api.errors import UnreadableAnswerError
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -51,12 +52,14 @@ _Kind = type[Any] | tuple[type[Any], ...]
 
 def _get(obj: Mapping[str, Any], name: str, kind: _Kind, where: str) -> Any:
     if not isinstance(obj, Mapping) or name not in obj:
-        raise MalformedResponseError(f"{where}: required field {name!r} is missing", 200)
+        raise UnreadableAnswerError(f"{where}: required field {name!r} is missing", 200)
     value = obj[name]
     kinds = kind if isinstance(kind, tuple) else (kind,)
+    if int in kinds and float not in kinds and isinstance(value, float) and value.is_integer():
+        return int(value)  # JSON has one number type: 250000.0 is the whole number 250000
     # bool is an int to Python, never to JSON.
     if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-        raise MalformedResponseError(f"{where}: field {name!r} has the wrong type", 200)
+        raise UnreadableAnswerError(f"{where}: field {name!r} has the wrong type", 200)
     return value
 
 
@@ -127,7 +130,7 @@ class Valuation:
     def from_json(cls, body: Any) -> Valuation:
         w = "valuation"
         if not isinstance(body, Mapping):
-            raise MalformedResponseError("valuation: the body is not a JSON object", 200)
+            raise UnreadableAnswerError("valuation: the body is not a JSON object", 200)
         figures = _get(body, "valuation", Mapping, w)
         price_range = _get(figures, "range", Mapping, "valuation.valuation")
         location = _get(body, "location", Mapping, w)
@@ -191,7 +194,7 @@ class StreetAnalysis:
     def from_json(cls, body: Any) -> StreetAnalysis:
         w = "street analysis"
         if not isinstance(body, Mapping):
-            raise MalformedResponseError(f"{w}: the body is not a JSON object", 200)
+            raise UnreadableAnswerError(f"{w}: the body is not a JSON object", 200)
         covered = _get(body, "coveredPostcodes", list, w)
         transport = _get(body, "transport", list, w)
         charge = _opt(body, "charge", Mapping, w)

@@ -30,7 +30,7 @@ import pyarrow as pa
 # The API's member names; the columns are their snake_case.
 from batchval.api.vocabulary import AREA_INSIGHTS_MEMBERS, COMMENTARY_MEMBERS
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: problems gained valuation_id and answer
 PASSTHROUGH_SUFFIX = "_input"
 
 _TIMESTAMP = pa.timestamp("ms", tz="UTC")
@@ -133,6 +133,16 @@ _PROBLEM_TAIL = (
     _Column("detail", pa.string(), "What went wrong and what to do, in words."),
     _Column("retryable", pa.bool_(), "Whether the same row may succeed if sent again later."),
     _Column("attempts", pa.int64(), "Times the request was sent (0 for input problems)."),
+    _Column(
+        "valuation_id",
+        pa.string(),
+        "For `unreadable-answer`: the id of the valuation the API made (and charged).",
+    ),
+    _Column(
+        "answer",
+        pa.string(),
+        "For `unreadable-answer`: the API's answer exactly as received, JSON text.",
+    ),
 )
 
 RESULT_COLUMNS: dict[str, str] = {c.name: c.description for c in (_ROW_NUMBER, *_RESULT_TAIL)}

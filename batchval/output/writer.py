@@ -214,10 +214,10 @@ def _result(row: _Row, charged: set[str]) -> _Row:
 
 def _problem(row: _Row) -> _Row:
     """The fixed problem columns of (row_number, passthrough, field, rule, detail,
-    problem JSON, attempts), in order."""
-    _, _, field, rule, detail, problem_json, attempts = row
+    problem JSON, attempts, raw answer), in order."""
+    _, _, field, rule, detail, problem_json, attempts, answer = row
     if rule is not None:
-        return ("input", field, rule, None, None, detail, False, attempts)
+        return ("input", field, rule, None, None, detail, False, attempts, None, None)
     problem = json.loads(problem_json) if problem_json else _EMPTY
     type_name = problem.get("type")
     if isinstance(type_name, str):
@@ -234,6 +234,8 @@ def _problem(row: _Row) -> _Row:
         detail,
         problem.get("retryable") is True,
         attempts,
+        problem.get("valuation_id"),
+        answer,
     )
 
 

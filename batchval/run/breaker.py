@@ -3,8 +3,10 @@
 When every call fails for a while, sending each row through its own retries would only
 burn every row's attempts. After `threshold` transient failures in a row, across the
 whole pool, the circuit opens: one probe at a time goes out, every `probe_interval`
-seconds, and the other workers wait. The first success closes it. Open for longer than
-`outage_seconds`, it reports an outage and the run stops with 75.
+seconds, and the other workers wait. The first success closes it. When only failures
+have come back for longer than `outage_seconds` (counted from the first failure after
+the last success, so that a dead API is given up on within that window however few rows
+there are), it reports an outage and the run stops with 75.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class CircuitBreaker:
         self._monotonic = monotonic
         self._streak = 0
         self._opened_at: float | None = None
+        self._failing_since: float | None = None  # first failure after the last success
         self._probe = anyio.Lock()
         self._closed = anyio.Event()
         self._closed.set()
@@ -40,13 +43,14 @@ class CircuitBreaker:
     def is_open(self) -> bool:
         return self._opened_at is not None
 
-    def open_for(self) -> float:
-        return 0.0 if self._opened_at is None else self._monotonic() - self._opened_at
+    def failing_for(self) -> float:
+        """Seconds since the first failure with no success after it (0 when none)."""
+        return 0.0 if self._failing_since is None else self._monotonic() - self._failing_since
 
     @property
     def outage(self) -> bool:
-        """Open for longer than the run accepts."""
-        return self.open_for() > self._outage_seconds
+        """Only failures, for longer than the run accepts."""
+        return self.failing_for() > self._outage_seconds
 
     def release(self) -> None:
         """The run is stopping: let every waiting worker go (they will send nothing)."""
@@ -70,6 +74,7 @@ class CircuitBreaker:
     def success(self) -> None:
         """The API answered (any answer that is not a transient failure)."""
         self._streak = 0
+        self._failing_since = None
         if self._opened_at is not None:
             self._opened_at = None
             self._closed.set()
@@ -77,6 +82,8 @@ class CircuitBreaker:
     def failure(self) -> None:
         """A transient failure: 503, 504, 409, a cut connection, a timeout."""
         self._streak += 1
+        if self._failing_since is None:
+            self._failing_since = self._monotonic()
         if self._opened_at is None and self._streak >= self._threshold:
             self._opened_at = self._monotonic()
             self._closed = anyio.Event()

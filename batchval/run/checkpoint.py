@@ -9,12 +9,14 @@ Two tables carry the work:
   so one call and one charge): its canonical JSON, state, attempts, last error, and
   the API's answer or problem.
 
-A request's state moves pending -> sent -> done | problem, and back to pending after a
-transient failure. `sent` means "may have reached the API": a resumed run sends it again
-with the same key, which the API answers from its idempotency store without a second
-charge. Writes are committed one by one in WAL mode with synchronous=NORMAL: a killed
-process (`kill -9`) loses nothing committed; a lost uncommitted answer is recovered by
-that replay.
+A request's state moves pending -> sent -> answered -> done | problem, and back to
+pending after a transient failure. `sent` means "may have reached the API": a resumed
+run sends it again with the same key, which the API answers from its idempotency store
+without a second charge. `answered` means the answer's exact bytes are stored but not
+yet read (`batchval.run.answers`): a run that starts after a crash reads them, it never
+asks again. Writes are committed one by one in WAL mode with synchronous=FULL, so that
+the run id and every answer are on disk before the run acts on them: neither a killed
+process (`kill -9`) nor a power cut loses a committed answer.
 
 `RunLock` keeps two processes out of one DIR: an advisory `flock`, released by the
 kernel however the holder dies.
@@ -32,7 +34,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+# Versions this one reads, each with the statements that bring it up to date. Version 2
+# added the `answered` state (raw answers kept before reading): no table changed.
+_MIGRATIONS: dict[str, tuple[str, ...]] = {"1": ()}
 CHECKPOINT_NAME = "checkpoint.sqlite"
 LOCK_NAME = ".batchval.lock"
 
@@ -73,6 +78,10 @@ CREATE TABLE IF NOT EXISTS invocations (
 
 class DirLockedError(Exception):
     """Another batchval process holds the output directory."""
+
+
+class CheckpointVersionError(Exception):
+    """The checkpoint was written by a batchval this one cannot read."""
 
 
 class RunLock:
@@ -157,16 +166,24 @@ class Checkpoint:
         path = directory / CHECKPOINT_NAME
         db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA busy_timeout=5000")
         db.executescript(_SCHEMA)
         checkpoint = cls(db, path)
         version = checkpoint.get("schema_version")
-        if version is None:
+        if version in _MIGRATIONS:
+            with checkpoint.transaction():
+                for statement in _MIGRATIONS[version]:
+                    db.execute(statement)
+                checkpoint.set("schema_version", SCHEMA_VERSION)
+        elif version is None:
             checkpoint.set("schema_version", SCHEMA_VERSION)
         elif version != SCHEMA_VERSION:
             db.close()
-            raise ValueError(f"{path} has schema {version}; this batchval reads {SCHEMA_VERSION}")
+            raise CheckpointVersionError(
+                f"{path} was written by another batchval (checkpoint schema {version}; this "
+                f"one reads {SCHEMA_VERSION} and older): run that version, or use a new --out DIR"
+            )
         return checkpoint
 
     @classmethod
@@ -259,11 +276,25 @@ class Checkpoint:
             "UPDATE requests SET state = 'sent', attempts = attempts + 1 WHERE key = ?", (key,)
         )
 
-    def record_valuation(self, key: str, answer: str, credits: int) -> None:
+    def record_answer(self, key: str, body: bytes) -> None:
+        """A success's exact bytes, kept before anything reads them."""
         self._db.execute(
-            "UPDATE requests SET state = 'done', answer = ?, credits = ?, last_error = NULL"
-            " WHERE key = ?",
-            (answer, credits, key),
+            "UPDATE requests SET state = 'answered', answer = ? WHERE key = ?",
+            (body.decode("utf-8", "replace"), key),
+        )
+
+    def answered(self) -> list[tuple[str, str]]:
+        """(key, raw answer) of answers stored and never read (a crash came between)."""
+        found = self._db.execute(
+            "SELECT key, answer FROM requests WHERE state = 'answered' ORDER BY rowid"
+        ).fetchall()
+        return [(str(k), str(a)) for k, a in found]
+
+    def record_valuation(self, key: str, credits: int) -> None:
+        """The stored answer is a valuation."""
+        self._db.execute(
+            "UPDATE requests SET state = 'done', credits = ?, last_error = NULL WHERE key = ?",
+            (credits, key),
         )
 
     def record_problem(self, key: str, problem: dict[str, Any]) -> None:
@@ -273,10 +304,22 @@ class Checkpoint:
         )
 
     def record_retry(self, key: str, error: str) -> None:
-        """A transient failure: the request stays to be sent again with the same key."""
+        """The request stays to be sent again with the same key."""
         self._db.execute(
-            "UPDATE requests SET state = 'pending', last_error = ? WHERE key = ?", (error, key)
+            "UPDATE requests SET state = 'pending', answer = NULL, last_error = ? WHERE key = ?",
+            (error, key),
         )
+
+    def reset_answers(self) -> int:
+        """Forget every answer so that each request is sent again: the DIR held test-mode
+        answers and the credentials changed (a DIR never mixes test and live answers).
+        Returns how many requests are pending again."""
+        cursor = self._db.execute(
+            "UPDATE requests SET state = 'pending', answer = NULL, problem = NULL,"
+            " credits = NULL, last_error = NULL WHERE state IN ('done', 'problem', 'answered')"
+        )
+        self.unset("mode")
+        return cursor.rowcount
 
     # --- reading back --------------------------------------------------------------------
 
@@ -287,12 +330,13 @@ class Checkpoint:
             " SUM(r.key IS NULL),"
             " SUM(q.state = 'done'),"
             " SUM(q.state = 'problem'),"
-            " SUM(q.state IN ('pending', 'sent'))"
+            " SUM(q.state IN ('pending', 'sent', 'answered'))"
             " FROM rows r LEFT JOIN requests q ON q.key = r.key"
         ).fetchone()
         requests = self._db.execute(
             "SELECT COUNT(*), SUM(state = 'done'), SUM(state = 'problem'),"
-            " SUM(state IN ('pending', 'sent')), COALESCE(SUM(credits), 0) FROM requests"
+            " SUM(state IN ('pending', 'sent', 'answered')), COALESCE(SUM(credits), 0)"
+            " FROM requests"
         ).fetchone()
         n = [int(v or 0) for v in (*rows, *requests)]
         return Counts(*n)
@@ -318,17 +362,19 @@ class Checkpoint:
 
     def problem_rows(
         self, batch: int = 20_000
-    ) -> Iterator[list[tuple[int, str, str | None, str | None, str | None, str | None, int]]]:
-        """(row_number, passthrough, field, rule, detail, api problem JSON, attempts) of rows
-        that got no valuation, in row order, in batches."""
+    ) -> Iterator[
+        list[tuple[int, str, str | None, str | None, str | None, str | None, int, str | None]]
+    ]:
+        """(row_number, passthrough, field, rule, detail, api problem JSON, attempts, raw
+        answer) of rows that got no valuation, in row order, in batches."""
         cursor = self._db.execute(
             "SELECT r.row_number, r.passthrough, r.field, r.rule, r.detail, q.problem,"
-            " COALESCE(q.attempts, 0)"
+            " COALESCE(q.attempts, 0), q.answer"
             " FROM rows r LEFT JOIN requests q ON q.key = r.key"
             " WHERE r.key IS NULL OR q.state = 'problem' ORDER BY r.row_number"
         )
         while chunk := cursor.fetchmany(batch):
-            yield [(int(a), str(b), c, d, e, f, int(g)) for a, b, c, d, e, f, g in chunk]
+            yield [(int(a), str(b), c, d, e, f, int(g), h) for a, b, c, d, e, f, g, h in chunk]
 
     # --- invocations ---------------------------------------------------------------------
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import secrets
 
 KEY_PREFIX = "bv1-"  # bump when the derivation changes, so old and new keys never meet
 
@@ -22,6 +21,10 @@ def idempotency_key(run_id: str, request_json: str) -> str:
     return KEY_PREFIX + digest[:48]
 
 
-def new_run_id(now: dt.datetime) -> str:
-    """A fresh run id: readable time first, then randomness so two starts never collide."""
-    return f"{now.astimezone(dt.UTC):%Y%m%dT%H%M%SZ}-{secrets.token_hex(4)}"
+def daily_run_id(now: dt.datetime) -> str:
+    """The default run id: the UTC day. The same request on the same UTC day then gets the
+    same key on any machine, in any DIR and after a lost checkpoint, and the API answers a
+    repeat from its idempotency store, free (how long it keeps keys is not published;
+    docs/api.md; a key sent earlier the same UTC day is the case this covers). A new day
+    gives fresh valuations."""
+    return f"day-{now.astimezone(dt.UTC):%Y-%m-%d}"

@@ -2,43 +2,58 @@
 
 `WorkerPool.run()` feeds the checkpoint's pending requests to `concurrency` workers.
 Each request is sent through the shared `RateController` and retried with tenacity
-following partner-api.md section 8, always with its own idempotency key. What happens
-after the last attempt depends on the error's `action` (batchval.api.errors):
+following the API's retry table (docs/api.md), always with its own idempotency key.
+What every answer means is decided once, in `batchval.api.errors` (`Action`); here each
+action has one arm:
 
-- ROW: the request is answered for good with a problem (400, 404, 422).
-- RETRY, attempts used up: the request stays pending (never a problem); the run ends 75.
-- STOP: the whole run stops (account, credentials, daily limit); in-flight calls may
-  finish, nothing new is sent.
+- RETRY (409, 503, 504, a cut connection, a timeout): the same key after a backoff. Once
+  the request's attempts are used up it stays pending (never a problem) and the run
+  stops `api_unavailable`.
+- PAUSE (429): every worker waits for the `Retry-After`; the same key after it.
+- UNRECOGNISED (an HTML page, an unknown status or type): the same key again; after
+  `unrecognised_limit` of them, or the first few with nothing recognised before them,
+  the run stops. Never a row's problem.
+- ROW: the API says the row is at fault: its problem is recorded.
+- STOP, ACCOUNT, CONFIG, DEFECT: the whole run stops with the matching `StopReason`;
+  in-flight calls may finish, nothing new is sent.
 
-A run-wide outage (the circuit breaker open for `outage_seconds`: only probes went out
-and every one failed) and a signal stop the run the same way. The pool never decides
-exit codes: it reports a `Stop` and the runner maps it.
+One circuit breaker serves the pool: when every call fails for `outage_seconds`
+(counted from the first failure after the last success), the run stops rather than
+letting each row back off on its own. The pool never decides exit codes: it reports a
+`Stop` and the runner maps it.
+
+A success is kept raw in the checkpoint before it is read (`answers.settle`), so a paid
+answer is never lost to a parser or a crash.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import enum
-import json
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import anyio
 import structlog
 import tenacity
 
+from batchval.api.client import Answer
 from batchval.api.errors import (
+    PROBLEM_TYPES,
+    AccountBlockedError,
     Action,
+    FloorAreaRequiredError,
+    InsufficientCreditsError,
     PartnerError,
     ProblemError,
     RateLimitedError,
     RequestInProgressError,
     UnauthorizedError,
 )
-from batchval.api.models import Valuation
+from batchval.outcome import StopReason
+from batchval.run import answers
 from batchval.run.breaker import CircuitBreaker
 from batchval.run.checkpoint import Checkpoint, PendingRequest
 from batchval.run.ratecontrol import RateController
@@ -48,20 +63,25 @@ log = structlog.get_logger()
 VALUATION_CREDITS = 10
 # 401s to fresh tokens, in a row across the pool, before the credentials count as refused.
 UNAUTHORIZED_STREAK = 5
+# Unrecognised answers with nothing recognised before them: the address is wrong.
+FIRST_CALLS = 3
+# Actions after which the same request is sent again.
+_RETRIED = frozenset({Action.RETRY, Action.PAUSE, Action.UNRECOGNISED})
+_STOPS = {
+    Action.STOP: StopReason.DAILY_LIMIT,
+    Action.CONFIG: StopReason.WRONG_ADDRESS,
+    Action.DEFECT: StopReason.INTERNAL_ERROR,
+}
 
 
 class ValuationApi(Protocol):
-    async def create_valuation(
-        self, request: dict[str, Any], *, idempotency_key: str | None
-    ) -> Valuation: ...
-
-
-class StopReason(enum.Enum):
-    DAILY_LIMIT = "daily_limit"  # 429 daily_limit: nothing more before midnight UTC
-    ACCOUNT = "account"  # insufficient credits, blocked, credentials refused
-    OUTAGE = "outage"  # every call failing for outage_seconds
-    SIGNAL = "signal"  # SIGTERM or SIGINT
-    BUDGET = "max_credits"  # --max-credits reached
+    async def post_valuation(
+        self,
+        body: bytes,
+        *,
+        idempotency_key: str | None,
+        gate: Callable[[], Awaitable[None]] | None = None,
+    ) -> Answer: ...
 
 
 @dataclasses.dataclass
@@ -70,15 +90,21 @@ class Stop:
 
     reason: StopReason | None = None
     detail: str = ""
-    not_before: dt.datetime | None = None  # with DAILY_LIMIT: when calls may start again
+    not_before: dt.datetime | None = None  # no call before this (daily limit)
+    status: int | None = None  # the HTTP status that made the run stop, when one did
     event: anyio.Event = dataclasses.field(default_factory=anyio.Event)
 
     def trigger(
-        self, reason: StopReason, detail: str, not_before: dt.datetime | None = None
+        self,
+        reason: StopReason,
+        detail: str,
+        not_before: dt.datetime | None = None,
+        status: int | None = None,
     ) -> None:
         if self.reason is None:
-            self.reason, self.detail, self.not_before = reason, detail, not_before
-            log.warning("run.stopping", reason=reason.value, detail=detail)
+            self.reason, self.detail = reason, detail
+            self.not_before, self.status = not_before, status
+            log.warning("run.stopping", reason=reason.value, detail=detail, status=status)
             self.event.set()
 
     @property
@@ -88,9 +114,9 @@ class Stop:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class RetryPolicy:
-    """Section 8's retry table as data; tests set the waits to zero."""
+    """The API's retry table as data; tests set the waits to zero."""
 
-    max_attempts: int = 6  # transient failures per request per invocation (429s not counted)
+    max_attempts: int = 6  # failures per request per invocation (429s not counted)
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
     in_progress_wait: float = 1.0  # 409: "after a short wait"
@@ -115,6 +141,15 @@ class PoolStats:
     credits: int = 0
     balance: int | None = None
     in_flight: int = 0
+    unrecognised: int = 0
+
+
+@dataclasses.dataclass
+class _Attempts:
+    """One request's failures in this invocation; the retry policy reads it."""
+
+    failures: int = 0
+    last: PartnerError | None = None
 
 
 class _StoppingError(Exception):
@@ -132,8 +167,9 @@ class WorkerPool:
         stop: Stop,
         concurrency: int,
         max_credits: int | None = None,
-        outage_seconds: float = 300.0,
+        outage_seconds: float = 120.0,
         probe_interval: float = 5.0,
+        unrecognised_limit: int = 10,
         shutdown_grace_seconds: float = 5.0,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
         monotonic: Callable[[], float] = time.monotonic,
@@ -146,17 +182,23 @@ class WorkerPool:
         self.stop = stop
         self._concurrency = concurrency
         self._max_credits = max_credits
-        self._reserved = 0
+        # Keys sent in this invocation whose charge is not known yet: in flight, or last
+        # ended without an answer (a drop, a 504). Each may have cost one valuation; a
+        # resend of the same key cannot cost more.
+        self._exposed: set[str] = set()
         self._breaker = CircuitBreaker(
             threshold=max(20, 4 * concurrency),  # 20 straight failures: 1e-6 at a 50% fault rate
             outage_seconds=outage_seconds,
             probe_interval=probe_interval,
             monotonic=monotonic,
         )
+        self._unrecognised_limit = unrecognised_limit
+        self._recognised = False  # some answer of this invocation was the API's own
         self._grace = shutdown_grace_seconds
         self._now = now
         self._on_progress = on_progress
         self._unauthorized_streak = 0
+        self._exhausted: PartnerError | None = None  # the last error of a request given up
         self.stats = PoolStats()
 
     async def run(self) -> PoolStats:
@@ -169,6 +211,13 @@ class WorkerPool:
                 for _ in range(self._concurrency):
                     workers.start_soon(self._work, receive.clone())
             outer.cancel_scope.cancel()
+        if self._exhausted is not None and self.stats.left_pending:
+            self.stop.trigger(
+                StopReason.API_UNAVAILABLE,
+                f"{self.stats.left_pending} request(s) still failing after "
+                f"{self._policy.max_attempts} attempts each (last: {self._exhausted})",
+                status=getattr(self._exhausted, "status", None),
+            )
         return self.stats
 
     async def _cut_off_after_grace(self, scope: anyio.CancelScope) -> None:
@@ -202,149 +251,217 @@ class WorkerPool:
                     self._on_progress(self.stats)
 
     async def _sleep(self, seconds: float) -> None:
-        """Wait before a retry, waking at once if the run stops."""
+        """Wait, waking at once if the run stops."""
         with anyio.move_on_after(seconds):
             await self.stop.event.wait()
 
+    async def gate(self) -> None:
+        """Awaited right before any request leaves, the retry after a 401 and a token wait
+        included: never during a `Retry-After` pause, never once the run is stopping."""
+        while True:
+            if self.stop.is_set:
+                raise _StoppingError
+            remaining = self._controller.pause_remaining()
+            if remaining <= 0:
+                return
+            await self._sleep(remaining)
+
     async def _value(self, item: PendingRequest) -> None:
-        body = json.loads(item.request_json)
-        failures = 0  # transient failures so far; a 429 is pacing, not the request's fault
-
-        def give_up(state: tenacity.RetryCallState) -> bool:
-            nonlocal failures
-            error = state.outcome.exception() if state.outcome else None
-            # While the circuit is open the failure is the API's, not this request's: the
-            # outage rule (outage_seconds) ends the run, not the request's attempts.
-            if not isinstance(error, RateLimitedError) and not self._breaker.is_open:
-                failures += 1
-            return self.stop.is_set or failures >= self._policy.max_attempts
-
+        attempts = _Attempts()
         retrying = tenacity.AsyncRetrying(
             retry=tenacity.retry_if_exception(
-                lambda e: isinstance(e, PartnerError) and e.action is Action.RETRY
+                lambda e: isinstance(e, PartnerError) and e.action in _RETRIED
             ),
-            stop=give_up,
-            wait=lambda state: self._policy.wait_after(
-                state.outcome.exception() if state.outcome else None, failures
-            ),
+            stop=lambda _: self.stop.is_set or attempts.failures >= self._policy.max_attempts,
+            wait=lambda _: self._policy.wait_after(attempts.last, attempts.failures),
             sleep=self._sleep,
             reraise=True,
         )
         try:
             async for attempt in retrying:
                 with attempt:
-                    await self._send_once(item, body)
+                    await self._send_once(item, attempts)
         except _StoppingError:
             pass  # left as it is: pending or sent, resent next time with the same key
         except PartnerError as error:
-            self._settle(item, error)
+            self._settle_failure(item, error)
 
-    async def _send_once(self, item: PendingRequest, body: dict[str, Any]) -> None:
+    async def _send_once(self, item: PendingRequest, attempts: _Attempts) -> None:
         probe = await self._breaker.admit()
         try:
-            await self._send_admitted(item, body)
+            await self._send_admitted(item, attempts)
         finally:
             self._breaker.done(probe)
 
-    async def _send_admitted(self, item: PendingRequest, body: dict[str, Any]) -> None:
+    async def _send_admitted(self, item: PendingRequest, attempts: _Attempts) -> None:
         sent_at = await self._controller.slot()
-        if self.stop.is_set:
-            raise _StoppingError
-        if not self._reserve():
+        await self.gate()
+        if not self._reserve(item.key):
             self.stop.trigger(
-                StopReason.BUDGET, f"--max-credits {self._max_credits} would be exceeded"
+                StopReason.MAX_CREDITS,
+                f"--max-credits {self._max_credits} would be exceeded by the next call",
             )
             raise _StoppingError
         self._checkpoint.mark_sent(item.key)
         self.stats.calls += 1
         self.stats.in_flight += 1
         try:
-            valuation = await self._api.create_valuation(body, idempotency_key=item.key)
+            answer = await self._api.post_valuation(
+                item.request_json.encode(), idempotency_key=item.key, gate=self.gate
+            )
         except PartnerError as error:
-            self._observe_failure(error, sent_at)
+            attempts.last = error
+            self._observe_failure(item.key, error, sent_at, attempts)
             raise
         finally:
             self.stats.in_flight -= 1
-            self._reserved -= VALUATION_CREDITS
+        self._exposed.discard(item.key)  # the answer says what it cost
+        self._recognise()
         self._breaker.success()
-        self._unauthorized_streak = 0
         self._controller.on_success()
-        credits = valuation.charge.credits if valuation.charge else 0
-        self.stats.credits += credits
-        if valuation.charge:
-            self.stats.balance = valuation.charge.balance_after
-        self.stats.valued += 1
-        self._checkpoint.record_valuation(item.key, json.dumps(valuation.raw), credits)
+        self._checkpoint.record_answer(item.key, answer.body)
+        settled = answers.settle(self._checkpoint, item.key, answer.data)
+        self.stats.credits += settled.credits
+        if settled.balance is not None:
+            self.stats.balance = settled.balance
+        if settled.mode_mixed:
+            self.stop.trigger(StopReason.MODE_MIXED, settled.mode_mixed)
+        elif settled.problem:
+            self.stats.problems += 1
+            log.warning("run.answer.unreadable", key=item.key, detail=settled.problem)
+        else:
+            self.stats.valued += 1
 
-    def _reserve(self) -> bool:
-        """Hold the credits a call may cost, so that concurrent calls never overshoot."""
-        if self._max_credits is not None and (
-            self.stats.credits + self._reserved + VALUATION_CREDITS > self._max_credits
-        ):
+    def _reserve(self, key: str) -> bool:
+        """Whether one more send of `key` keeps the spend under --max-credits, counting
+        every call whose charge is not known yet as charged."""
+        if self._max_credits is None or key in self._exposed:
+            return True
+        exposure = self.stats.credits + VALUATION_CREDITS * (len(self._exposed) + 1)
+        if exposure > self._max_credits:
             return False
-        self._reserved += VALUATION_CREDITS
+        self._exposed.add(key)
         return True
 
-    def _observe_failure(self, error: PartnerError, sent_at: float) -> None:
-        if isinstance(error, RateLimitedError):
-            if error.daily_limit:
-                self.stop.trigger(
-                    StopReason.DAILY_LIMIT,
-                    "the account's daily limit is used",
-                    self._resume_after_daily_limit(error.retry_after),
-                )
-            else:
-                self._controller.on_rate_limited(error.retry_after, sent_at)
+    def _recognise(self) -> None:
+        """The API answered as it does: the address is right, the token was taken."""
+        self._recognised = True
+        self._unauthorized_streak = 0
+
+    def _observe_failure(
+        self, key: str, error: PartnerError, sent_at: float, attempts: _Attempts
+    ) -> None:
+        action = error.action
+        if isinstance(error, ProblemError) and type(error) in PROBLEM_TYPES.values():
+            self._recognise()
+            if error.never_charged:
+                self._exposed.discard(key)
+            if action is not Action.RETRY:
+                self._breaker.success()  # the API is up: it answered this request for good
+        if action is Action.PAUSE:
+            self._controller.on_rate_limited(getattr(error, "retry_after", None), sent_at)
+            return
+        if action in _STOPS:
+            not_before = None
+            if isinstance(error, RateLimitedError):
+                not_before = self._resume_after_daily_limit(error.retry_after)
+            self.stop.trigger(
+                _STOPS[action], str(error), not_before, status=getattr(error, "status", None)
+            )
+            return
+        if action is Action.ACCOUNT:
+            self.stop.trigger(_account_reason(error), str(error), status=_status(error))
+            return
+        if action is Action.UNRECOGNISED:
+            self._unrecognised(error)
+            attempts.failures += 1
             return
         if isinstance(error, UnauthorizedError):
             self._unauthorized_streak += 1
             if self._unauthorized_streak >= UNAUTHORIZED_STREAK:
-                self.stop.trigger(StopReason.ACCOUNT, f"the API refuses fresh tokens ({error})")
+                self.stop.trigger(
+                    StopReason.CREDENTIALS_REFUSED, f"the API refuses fresh tokens ({error})"
+                )
+        if action is not Action.RETRY:
             return
-        if error.action is not Action.RETRY:
-            self._breaker.success()  # the API is up: it answered this request for good
-            return
+        # While the circuit is open the failure is the API's, not this request's: the
+        # outage rule (outage_seconds) ends the run, not the request's attempts.
+        if not self._breaker.is_open:
+            attempts.failures += 1
         self._breaker.failure()
         if self._breaker.outage:
             self.stop.trigger(
-                StopReason.OUTAGE,
-                f"every call has failed for {self._breaker.open_for():.0f} s (last: {error})",
+                StopReason.API_UNAVAILABLE,
+                f"every call has failed for {self._breaker.failing_for():.0f} s (last: {error})",
+                status=_status(error),
+            )
+
+    def _unrecognised(self, error: PartnerError) -> None:
+        self.stats.unrecognised += 1
+        log.warning("run.answer.unrecognised", detail=str(error))
+        url = getattr(error, "url", "")
+        if not self._recognised and self.stats.unrecognised >= FIRST_CALLS:
+            self.stop.trigger(
+                StopReason.WRONG_ADDRESS,
+                f"the first {FIRST_CALLS} answers were none of the API's: {error}; "
+                f"check the base and auth URLs ({url})",
+                status=_status(error),
+            )
+        elif self.stats.unrecognised >= self._unrecognised_limit:
+            self.stop.trigger(
+                StopReason.UNRECOGNISED_ANSWERS,
+                f"{self.stats.unrecognised} answers the API does not give (last: {error})",
+                status=_status(error),
             )
 
     def _resume_after_daily_limit(self, retry_after: int | None) -> dt.datetime:
-        """The API's Retry-After; without one, midnight UTC (never retried before it)."""
+        """Midnight UTC, or later when the API's Retry-After says so: never earlier."""
         now = self._now()
+        midnight = (now + dt.timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
         if retry_after:
-            return now + dt.timedelta(seconds=retry_after)
-        return (now + dt.timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+            return max(midnight, now + dt.timedelta(seconds=retry_after))
+        return midnight
 
-    def _settle(self, item: PendingRequest, error: PartnerError) -> None:
+    def _settle_failure(self, item: PendingRequest, error: PartnerError) -> None:
         """The request's last error decides where it stands."""
         if error.action is Action.ROW:
             self.stats.problems += 1
-            self._checkpoint.record_problem(item.key, problem_record(error, item.attempts))
+            self._checkpoint.record_problem(item.key, problem_record(error))
             log.info("run.request.problem", key=item.key, type=_type_name(error))
             return
-        if error.action is Action.STOP and not (
-            isinstance(error, RateLimitedError) and error.daily_limit
-        ):
-            self.stop.trigger(StopReason.ACCOUNT, str(error))
+        if error.action in _RETRIED and not self.stop.is_set:
+            self._exhausted = error
         self.stats.left_pending += 1
         self._checkpoint.record_retry(item.key, str(error))
+
+
+def _status(error: PartnerError) -> int | None:
+    status = getattr(error, "status", None)
+    return status if isinstance(status, int) else None
+
+
+def _account_reason(error: PartnerError) -> StopReason:
+    if isinstance(error, InsufficientCreditsError):
+        return StopReason.INSUFFICIENT_CREDITS
+    if isinstance(error, AccountBlockedError):
+        return StopReason.ACCOUNT_BLOCKED
+    return StopReason.CREDENTIALS_REFUSED
 
 
 def _type_name(error: PartnerError) -> str:
     return error.name if isinstance(error, ProblemError) else type(error).__name__
 
 
-def problem_record(error: PartnerError, attempts: int) -> dict[str, Any]:
+def problem_record(error: PartnerError) -> dict[str, Any]:
     """The problem as the checkpoint keeps it and problems.parquet shows it."""
-    detail = error.detail if isinstance(error, ProblemError) else str(error)
-    return {
-        "type": _type_name(error),
-        "status": error.status if isinstance(error, ProblemError) else None,
-        "code": error.code if isinstance(error, ProblemError) else None,
-        "title": error.title if isinstance(error, ProblemError) else None,
-        "detail": detail,
-        "retryable": error.action is Action.RETRY,
-    }
+    if isinstance(error, ProblemError):
+        return {
+            "type": error.name,
+            "status": error.status,
+            "code": error.code,
+            "title": error.title,
+            "detail": error.detail,
+            # The API's table: floor-area-required may succeed sent again with a floor area.
+            "retryable": isinstance(error, FloorAreaRequiredError),
+        }
+    return {"type": type(error).__name__, "status": _status(error), "detail": str(error)}

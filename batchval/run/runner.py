@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import enum
 import hashlib
 import json
 import math
@@ -25,18 +24,22 @@ from typing import Any
 import anyio
 import structlog
 
+from batchval import logs
 from batchval.api import Credentials, PartnerClient
 from batchval.input import InputError, InputSource, open_input
+from batchval.outcome import ExitCode, StopReason
 from batchval.output.writer import write_json_atomic, write_problems, write_results
+from batchval.run import answers
 from batchval.run.checkpoint import (
     CHECKPOINT_NAME,
     Checkpoint,
+    CheckpointVersionError,
     Counts,
     DirLockedError,
     RunLock,
 )
-from batchval.run.keys import idempotency_key, new_run_id
-from batchval.run.pool import RetryPolicy, Stop, StopReason, WorkerPool
+from batchval.run.keys import daily_run_id, idempotency_key
+from batchval.run.pool import RetryPolicy, Stop, WorkerPool
 from batchval.run.progress import Progress
 from batchval.run.ratecontrol import RateController
 from batchval.settings import ApiSettings, Settings
@@ -48,18 +51,13 @@ DAILY_LIMIT_LIVE = 5_000
 SUMMARY_NAME = "summary.json"
 RESULTS_NAME = "results.parquet"
 PROBLEMS_NAME = "problems.parquet"
-
-
-class ExitCode(enum.IntEnum):
-    COMPLETE = 0  # every row has a result or a problem
-    USAGE = 64  # bad command line or config
-    INPUT = 65  # the input cannot be used
-    RESUMABLE = 75  # run the same command again later
-    ACCOUNT = 77  # a person fixes the account, then the same command again
+LOG_NAME = "batchval.log"
 
 
 class RunAbortedError(Exception):
-    """The run cannot start; carries the exit code and one line for a person."""
+    """The invocation ends before sending; carries the exit code and one line for a
+    person. Nothing in DIR is written: its outputs stay those of the run's last
+    invocation."""
 
     def __init__(self, code: ExitCode, message: str) -> None:
         super().__init__(message)
@@ -89,7 +87,6 @@ class Api:
 class SendOutcome:
     """What one invocation's sending phase did."""
 
-    mode: str  # "test" or "live" ("unknown" when nothing was ever sent)
     stop: Stop | None = None
     calls: int = 0
     rate_limited: int = 0
@@ -150,11 +147,23 @@ class Runner:
         except OSError as exc:
             raise RunAbortedError(ExitCode.USAGE, f"cannot create {out}: {exc}") from None
         try:
-            with RunLock(out):
-                return self._run_locked()
+            with RunLock(out), logs.to_file(out / LOG_NAME):
+                try:
+                    return self._run_locked()
+                except RunAbortedError:
+                    raise
+                except Exception as exc:  # a defect: say so in one line, the rest in the log
+                    log.error("run.internal_error", exc_info=True, file_only=True)
+                    raise RunAbortedError(
+                        ExitCode.INTERNAL,
+                        f"{StopReason.INTERNAL_ERROR.value}: {type(exc).__name__}: {exc} "
+                        f"(the traceback is in {out / LOG_NAME})",
+                    ) from None
         except DirLockedError as exc:
             # Nothing is written: the outputs belong to the run that holds DIR.
-            raise RunAbortedError(ExitCode.RESUMABLE, str(exc)) from None
+            raise RunAbortedError(
+                StopReason.DIR_LOCKED.exit_code, f"{StopReason.DIR_LOCKED.value}: {exc}"
+            ) from None
 
     def _run_locked(self) -> dict[str, Any]:
         started, started_mono = self._now(), time.monotonic()
@@ -163,16 +172,27 @@ class Runner:
         try:
             source = open_input(self.request.input_path, self.settings.input)
         except InputError as exc:
-            raise RunAbortedError(ExitCode.INPUT, str(exc)) from None
+            raise RunAbortedError(
+                ExitCode.INPUT, f"{StopReason.INPUT_UNUSABLE.value}: {exc}"
+            ) from None
         if self.request.dry_run:
             return self._dry_run(source)
-        checkpoint = Checkpoint.open(self.request.out_dir)
+        try:
+            checkpoint = Checkpoint.open(self.request.out_dir)
+        except CheckpointVersionError as exc:
+            raise RunAbortedError(ExitCode.USAGE, str(exc)) from None
         try:
             run_id = self._prepare(checkpoint, source)
             invocation = checkpoint.start_invocation(started.isoformat())
-            sent = self._send(checkpoint)
+            try:
+                sent = self._send(checkpoint)
+            except Exception as exc:  # a defect: keep what was done, say so, exit 70
+                log.error("run.internal_error", exc_info=True, file_only=True)
+                detail = f"{type(exc).__name__}: {exc}; the traceback is in {LOG_NAME}"
+                sent = SendOutcome(Stop(StopReason.INTERNAL_ERROR, detail))
             counts = checkpoint.counts()
-            code = self._exit_code(counts, sent.stop)
+            stop = self._final_stop(counts, sent.stop)
+            code = ExitCode.COMPLETE if stop is None else _exit_code(stop)
             passthrough = json.loads(checkpoint.get("passthrough_columns") or "[]")
             write_results(checkpoint, self.request.out_dir / RESULTS_NAME, passthrough)
             write_problems(checkpoint, self.request.out_dir / PROBLEMS_NAME, passthrough)
@@ -185,17 +205,33 @@ class Runner:
                 credits=sent.credits,
                 balance=sent.balance,
             )
-            summary = self._summary(checkpoint, run_id, sent, counts, code, started, started_mono)
+            summary = self._summary(
+                checkpoint, run_id, sent, stop, counts, code, started, started_mono
+            )
             write_json_atomic(self.request.out_dir / SUMMARY_NAME, summary)
             return summary
         finally:
             checkpoint.close()
+
+    @staticmethod
+    def _final_stop(counts: Counts, stop: Stop | None) -> Stop | None:
+        """Why the run is not complete (None when it is). Every incomplete run has one."""
+        if counts.complete:
+            return None
+        if stop is not None and stop.is_set:
+            return stop
+        return Stop(
+            StopReason.INTERNAL_ERROR,
+            f"{counts.requests_pending} request(s) left pending with no reason recorded "
+            "(a defect: please report it); run the same command again to finish them",
+        )
 
     # --- before sending: fingerprints, run id, ingest -------------------------------
 
     def _prepare(self, checkpoint: Checkpoint, source: InputSource) -> str:
         input_fp = file_fingerprint(self.request.input_path)
         settings_fp = self.settings.fingerprint()
+        api_fp = self._api_identity()
         stored_input, stored_settings = (
             checkpoint.get("input_fingerprint"),
             checkpoint.get("settings_fingerprint"),
@@ -224,8 +260,18 @@ class Runner:
                 "(use a new --out DIR for a new run)",
             )
         if run_id is None:
-            run_id = wanted or new_run_id(self._now())
+            run_id = wanted or daily_run_id(self._now())
+            checkpoint.set("run_id", run_id)  # durable (synchronous=FULL) before any call
+        stored_api = checkpoint.get("api_identity")
+        if stored_api is not None and stored_api != api_fp and checkpoint.get("mode") == "test":
+            # Accepted above: other credentials or another API. Test answers are fake:
+            # every request is valued again, under keys of its own (a key the test
+            # account used must not be replayed to another account), rather than mixed.
+            again = checkpoint.reset_answers()
+            run_id = f"{daily_run_id(self._now())}-{api_fp[:8]}"
             checkpoint.set("run_id", run_id)
+            log.warning("run.test_answers_reset", requests=again, run_id=run_id)
+        checkpoint.set("api_identity", api_fp)
         if changed or not checkpoint.ingest_complete:
             checkpoint.restart_ingest()
             self._ingest(checkpoint, source, run_id)
@@ -233,7 +279,16 @@ class Runner:
             checkpoint.set("settings_fingerprint", settings_fp)
             checkpoint.set("passthrough_columns", json.dumps(source.passthrough))
             checkpoint.finish_ingest()
+        # Answers a killed run stored but never read: read now, never asked again.
+        answers.settle_stored(checkpoint)
         return run_id
+
+    def _api_identity(self) -> str:
+        """Which API and account answer this run (never the secret): a change of it under
+        --accept-changes re-values test answers."""
+        api = self.settings.api
+        who = "embedded" if api is None else f"{api.base_url}\n{api.client_id}"
+        return hashlib.sha256(who.encode()).hexdigest()
 
     def _ingest(self, checkpoint: Checkpoint, source: InputSource, run_id: str) -> None:
         total = 0
@@ -241,9 +296,9 @@ class Runner:
             for batch in source.batches():
                 if self._signalled:
                     raise RunAbortedError(
-                        ExitCode.RESUMABLE,
-                        f"interrupted by {self._signalled} while reading the input; "
-                        "run the same command again",
+                        StopReason.SIGNAL.exit_code,
+                        f"{StopReason.SIGNAL.value}: interrupted by {self._signalled} while "
+                        "reading the input; run the same command again",
                     )
                 rows: list[tuple[int, str | None, str | None, str | None, str | None, str]] = []
                 requests: dict[str, str] = {}
@@ -259,35 +314,39 @@ class Runner:
                 total += len(rows)
                 log.info("run.ingest.batch", rows=total)
         except InputError as exc:
-            raise RunAbortedError(ExitCode.INPUT, str(exc)) from None
+            raise RunAbortedError(
+                ExitCode.INPUT, f"{StopReason.INPUT_UNUSABLE.value}: {exc}"
+            ) from None
 
     # --- sending -------------------------------------------------------------------------
 
     def _send(self, checkpoint: Checkpoint) -> SendOutcome:
         """Send what is pending, unless the daily limit or a signal says not yet."""
-        mode = checkpoint.get("mode") or "unknown"
         if checkpoint.counts().requests_pending == 0:
-            return SendOutcome(mode)
-        not_before = checkpoint.get("not_before")
-        if not_before is not None and not self.settings.run.wait_for_midnight:
-            resume_at = dt.datetime.fromisoformat(not_before)
-            if self._now() < resume_at:
-                log.warning("run.daily_limit.waiting", not_before=not_before)
-                detail = "the daily limit was reached; nothing is sent before midnight UTC"
-                return SendOutcome(mode, Stop(StopReason.DAILY_LIMIT, detail, resume_at))
+            return SendOutcome()
         if self._signalled:
-            detail = f"received {self._signalled} before sending"
-            return SendOutcome(mode, Stop(StopReason.SIGNAL, detail))
+            return SendOutcome(
+                Stop(StopReason.SIGNAL, f"received {self._signalled} before sending")
+            )
+        stored = checkpoint.get("not_before")
+        not_before = dt.datetime.fromisoformat(stored) if stored else None
+        if not_before is not None and self._now() >= not_before:
+            not_before = None
+        if not_before is not None and not self.settings.run.wait_for_midnight:
+            log.warning("run.daily_limit.waiting", not_before=stored)
+            detail = (
+                "the daily limit was reached; nothing is sent before "
+                f"{not_before.isoformat()} (or use --wait-for-midnight)"
+            )
+            return SendOutcome(Stop(StopReason.DAILY_LIMIT, detail, not_before))
         with self._api() as api:
-            mode = "test" if api.embedded else "live"
-            checkpoint.set("mode", mode)
             if api.embedded:
                 log.warning(
                     "run.embedded_sandbox",
                     message="No API configured: valuing against the embedded sandbox in "
                     "TEST mode. Results are fake and carry mode = test.",
                 )
-            return anyio.run(self._send_async, checkpoint, api, mode)
+            return anyio.run(self._send_async, checkpoint, api, not_before)
 
     @contextlib.contextmanager
     def _api(self) -> Iterator[Api]:
@@ -299,7 +358,9 @@ class Runner:
         with self._embedded_api() as settings:
             yield Api(settings, embedded=True)
 
-    async def _send_async(self, checkpoint: Checkpoint, api: Api, mode: str) -> SendOutcome:
+    async def _send_async(
+        self, checkpoint: Checkpoint, api: Api, not_before: dt.datetime | None
+    ) -> SendOutcome:
         run = self.settings.run
         counts = checkpoint.counts()
         progress = Progress(
@@ -320,39 +381,44 @@ class Runner:
         ) as client:
             while True:  # more than once only with --wait-for-midnight
                 stop = Stop()
-                checkpoint.unset("not_before")
-                pool = WorkerPool(
-                    api=client,
-                    checkpoint=checkpoint,
-                    controller=controller,
-                    policy=RetryPolicy(max_attempts=run.max_attempts),
-                    stop=stop,
-                    concurrency=run.concurrency,
-                    max_credits=None if run.max_credits is None else run.max_credits - credits,
-                    outage_seconds=run.outage_seconds,
-                    # A few probes within the outage window, never more than 5 s apart.
-                    probe_interval=min(5.0, run.outage_seconds / 4),
-                    shutdown_grace_seconds=run.shutdown_grace_seconds,
-                    now=self._now,
-                    on_progress=progress.update,
-                )
-                with progress:
-                    async with anyio.create_task_group() as watchers:
-                        watchers.start_soon(_stop_on_signals, stop)
-                        stats = await pool.run()
-                        watchers.cancel_scope.cancel()
+                async with anyio.create_task_group() as watchers:
+                    watchers.start_soon(_stop_on_signals, stop)
+                    if not_before is not None:
+                        await self._wait_until(not_before, stop)
+                    if not stop.is_set:
+                        checkpoint.unset("not_before")
+                        pool = WorkerPool(
+                            api=client,
+                            checkpoint=checkpoint,
+                            controller=controller,
+                            policy=RetryPolicy(max_attempts=run.max_attempts),
+                            stop=stop,
+                            concurrency=run.concurrency,
+                            max_credits=None
+                            if run.max_credits is None
+                            else run.max_credits - credits,
+                            outage_seconds=run.outage_seconds,
+                            # A few probes within the outage window, never more than 5 s apart.
+                            probe_interval=min(5.0, run.outage_seconds / 4),
+                            unrecognised_limit=run.unrecognised_limit,
+                            shutdown_grace_seconds=run.shutdown_grace_seconds,
+                            now=self._now,
+                            on_progress=progress.update,
+                        )
+                        with progress:
+                            stats = await pool.run()
+                        credits += stats.credits
+                        balance = stats.balance if stats.balance is not None else balance
+                    watchers.cancel_scope.cancel()
                 # asyncio restores the default handlers when the watcher ends.
                 self._catch_signals()
-                credits += stats.credits
-                balance = stats.balance if stats.balance is not None else balance
-                if stop.reason is not StopReason.DAILY_LIMIT or stop.not_before is None:
+                not_before = stop.not_before
+                if stop.reason is not StopReason.DAILY_LIMIT or not_before is None:
                     break
-                checkpoint.set("not_before", stop.not_before.isoformat())
+                checkpoint.set("not_before", not_before.isoformat())
                 if not run.wait_for_midnight:
                     break
-                await self._wait_until(stop.not_before)
         return SendOutcome(
-            mode,
             stop if stop.is_set else None,
             client.calls,
             controller.rate_limited,
@@ -360,26 +426,21 @@ class Runner:
             balance,
         )
 
-    async def _wait_until(self, when: dt.datetime) -> None:
-        seconds = max(0.0, (when - self._now()).total_seconds())
+    async def _wait_until(self, when: dt.datetime, stop: Stop) -> None:
+        """Sleep until `when` (a second after it), waking at once on a signal."""
+        seconds = max(0.0, (when - self._now()).total_seconds()) + 1
         log.info("run.daily_limit.sleeping", until=when.isoformat(), seconds=round(seconds))
-        await anyio.sleep(seconds + 1)
+        with anyio.move_on_after(seconds):
+            await stop.event.wait()
 
     # --- the end -------------------------------------------------------------------------
-
-    @staticmethod
-    def _exit_code(counts: Counts, stop: Stop | None) -> ExitCode:
-        if counts.complete:
-            return ExitCode.COMPLETE
-        if stop is not None and stop.reason is StopReason.ACCOUNT:
-            return ExitCode.ACCOUNT
-        return ExitCode.RESUMABLE
 
     def _summary(
         self,
         checkpoint: Checkpoint,
         run_id: str,
         sent: SendOutcome,
+        stop: Stop | None,
         counts: Counts,
         code: ExitCode,
         started: dt.datetime,
@@ -389,9 +450,9 @@ class Runner:
         return {
             "status": "complete" if code is ExitCode.COMPLETE else "incomplete",
             "exit_code": int(code),
-            "next_action": next_action(code, sent.stop),
+            "next_action": next_action(code, stop),
             "run_id": run_id,
-            "mode": sent.mode,
+            "mode": checkpoint.get("mode") or "unknown",
             "input": str(self.request.input_path),
             **counts.as_json(),
             "problems_by_type": checkpoint.problem_types(),
@@ -403,13 +464,7 @@ class Runner:
                 "total": totals["rate_limited"],
             },
             "invocations": totals["invocations"],
-            "stop": None
-            if sent.stop is None
-            else {
-                "reason": sent.stop.reason.value if sent.stop.reason else None,
-                "detail": sent.stop.detail,
-                "not_before": sent.stop.not_before.isoformat() if sent.stop.not_before else None,
-            },
+            "stop": stop_json(stop),
             "started_at": started.isoformat(),
             "finished_at": self._now().isoformat(),
             "seconds": round(time.monotonic() - started_mono, 3),
@@ -451,13 +506,33 @@ class Runner:
         }
 
 
+def _exit_code(stop: Stop) -> ExitCode:
+    return ExitCode.INTERNAL if stop.reason is None else stop.reason.exit_code
+
+
+def stop_json(stop: Stop | None) -> dict[str, Any] | None:
+    """The `stop` object of summary.json: stable reason words (batchval.outcome)."""
+    if stop is None or stop.reason is None:
+        return None
+    return {
+        "reason": stop.reason.value,
+        "detail": stop.detail,
+        "not_before": stop.not_before.isoformat() if stop.not_before else None,
+        "status": stop.status,
+    }
+
+
 def next_action(code: ExitCode, stop: Stop | None) -> str:
     if code is ExitCode.COMPLETE:
         return "nothing: every row has a result or a problem"
+    detail = stop.detail if stop else ""
     if code is ExitCode.ACCOUNT:
-        detail = stop.detail if stop else ""
         return f"fix the account ({detail}), then run the same command again"
-    if stop is not None and stop.reason is StopReason.DAILY_LIMIT and stop.not_before:
+    if code is ExitCode.USAGE:
+        return f"fix the configuration ({detail}), then run the same command again"
+    if code is ExitCode.INTERNAL:
+        return f"report this defect ({detail}); the same command again resumes the run"
+    if stop is not None and stop.not_before:
         return f"run the same command again after {stop.not_before.isoformat()}"
     return "run the same command again later"
 

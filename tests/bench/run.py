@@ -90,7 +90,8 @@ checkpoint.add_rows([(n + 1, k, None, None, None, '{"loan_id":"x"}') for n, k in
                     [(k, "{}") for k in keys])
 with checkpoint.transaction():
     for k in keys:
-        checkpoint.record_valuation(k, answer, 10)
+        checkpoint.record_answer(k, answer.encode())
+        checkpoint.record_valuation(k, 10)
 checkpoint.finish_ingest()
 started = time.perf_counter()
 rows = write_results(checkpoint, out / "results.parquet", ["loan_id"])

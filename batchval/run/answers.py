@@ -1,0 +1,104 @@
+"""Settling an answer the API gave: kept raw first, then read, then recorded.
+
+The pool stores every success's exact bytes (`Checkpoint.record_answer`, durable) before
+calling `settle`, and a run that starts after a crash settles what was stored and never
+settled. So a paid answer is never lost: not to a crash between receipt and record, and
+not to a parser that cannot read it (which makes it a problem carrying its valuation id,
+with the raw answer kept, rather than an endless retry).
+
+The mode (test or live) of a DIR comes from the answers themselves: the first answer
+sets it, and an answer of the other mode stops the run (`mode_mixed`), since one DIR
+never mixes fake and real figures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from batchval.api.errors import UnreadableAnswerError
+from batchval.api.models import Valuation
+from batchval.run.checkpoint import Checkpoint
+
+UNREADABLE = "unreadable-answer"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Settled:
+    credits: int = 0
+    balance: int | None = None
+    problem: str | None = None  # the answer could not be read; kept as the row's problem
+    mode_mixed: str | None = None  # why the answer's mode is not the DIR's
+
+
+def answer_mode(data: Mapping[str, Any]) -> str:
+    """`test` when the answer says so (test mode only), else `live`."""
+    return "test" if data.get("mode") == "test" else "live"
+
+
+def settle(checkpoint: Checkpoint, key: str, data: Mapping[str, Any]) -> Settled:
+    """Record the answer already stored raw under `key` as a valuation or a problem."""
+    credits, balance = _charge(data)
+    mode = answer_mode(data)
+    held = checkpoint.get("mode")
+    if held is None:
+        checkpoint.set("mode", mode)
+    elif held != mode:
+        detail = (
+            f"this DIR holds {held}-mode answers and the API answered in {mode} mode; "
+            "one DIR never mixes them: use a new --out DIR for these credentials"
+        )
+        if mode == "test":
+            checkpoint.record_retry(key, detail)  # free and fake: not kept
+            return Settled(mode_mixed=detail)
+        checkpoint.record_valuation(key, credits)  # paid: kept, whatever else happens
+        return Settled(credits, balance, mode_mixed=detail)
+    try:
+        Valuation.from_json(data)
+    except UnreadableAnswerError as error:
+        valuation_id = data.get("id") if isinstance(data.get("id"), str) else None
+        detail = (
+            f"the API answered (valuation {valuation_id or 'without an id'}) but the answer "
+            f"cannot be read: {error}; the raw answer is kept in the `answer` column"
+        )
+        checkpoint.record_problem(
+            key, {"type": UNREADABLE, "detail": detail, "valuation_id": valuation_id}
+        )
+        return Settled(credits, balance, problem=detail)
+    checkpoint.record_valuation(key, credits)
+    return Settled(credits, balance)
+
+
+def settle_stored(checkpoint: Checkpoint) -> Settled:
+    """Settle the answers a crashed run stored and never settled; their credits summed."""
+    credits = 0
+    for key, body in checkpoint.answered():
+        try:
+            data = json.loads(body)
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            checkpoint.record_retry(key, "a stored answer that is not JSON: sent again")
+            continue
+        credits += settle(checkpoint, key, data).credits
+    return Settled(credits)
+
+
+def _charge(data: Mapping[str, Any]) -> tuple[int, int | None]:
+    """The answer's charge, read tolerantly (absent in test mode and on reads)."""
+    charge = data.get("charge")
+    if not isinstance(charge, Mapping):
+        return 0, None
+    return _whole(charge.get("credits")) or 0, _whole(charge.get("balanceAfter"))
+
+
+def _whole(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None

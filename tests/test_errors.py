@@ -1,0 +1,317 @@
+"""The answer table (batchval.api.errors.read_failure) and the client's reading of
+successes and of the token URL: every cell, each with the action the pool takes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import httpx
+import pytest
+
+from batchval.api import (
+    Action,
+    Credentials,
+    GatewayError,
+    PartnerClient,
+    PartnerError,
+    RateLimitedError,
+    UnrecognisedAnswerError,
+    WrongAddressError,
+    read_failure,
+)
+from batchval.api.errors import EXCERPT_CHARS, PROBLEM_TYPES, excerpt
+
+PROBLEM = "application/problem+json"
+HTML = "text/html; charset=utf-8"
+DOCS = "https://developer.example/errors/"
+POST = ("POST", "/valuations")
+GET = ("GET", "/valuations/{id}")
+STREET = ("GET", "/street-analysis/{postcode}")
+PAGE = b"<html><body><h1>403 Forbidden</h1><p>Request blocked by the proxy.</p></body></html>"
+
+
+def problem(name: str, status: int, code: str | None = None) -> bytes:
+    body = {"type": DOCS + name, "title": name, "status": status, "detail": f"{name} here"}
+    if code:
+        body["code"] = code
+    return json.dumps(body).encode()
+
+
+def read(
+    operation: tuple[str, str],
+    status: int,
+    content_type: str,
+    body: bytes,
+    retry_after: int | None = None,
+) -> PartnerError:
+    method, path = operation
+    return read_failure(
+        method=method,
+        operation=path,
+        url=f"https://api.example/partners/v1{path}",
+        status=status,
+        content_type=content_type,
+        body=body,
+        retry_after=retry_after,
+    )
+
+
+# Every type of the API's error table, at its own status, on the operation it is for.
+KNOWN = [
+    ("invalid-request", 400, POST, Action.ROW),
+    ("insufficient-credits", 403, POST, Action.ACCOUNT),
+    ("account-blocked", 403, POST, Action.ACCOUNT),
+    ("not-found", 404, GET, Action.ROW),
+    ("not-found", 404, STREET, Action.ROW),
+    ("request-in-progress", 409, POST, Action.RETRY),
+    ("outside-coverage", 422, POST, Action.ROW),
+    ("floor-area-required", 422, POST, Action.ROW),
+    ("idempotency-key-reused", 422, POST, Action.DEFECT),
+    ("rate-limited", 429, POST, Action.PAUSE),
+    ("data-unavailable", 503, POST, Action.RETRY),
+    ("timeout", 504, POST, Action.RETRY),
+]
+
+
+@pytest.mark.parametrize(("name", "status", "operation", "action"), KNOWN)
+def test_known_problem_types_keep_their_meaning(
+    name: str, status: int, operation: tuple[str, str], action: Action
+) -> None:
+    """Each documented type at its status is its own class, with the table's action."""
+    error = read(operation, status, PROBLEM, problem(name, status), retry_after=3)
+    assert type(error) is PROBLEM_TYPES[name]
+    assert error.action is action
+
+
+def test_every_documented_type_is_in_the_table() -> None:
+    """No type of the API's table is left out of the cases above."""
+    assert {name for name, *_ in KNOWN} == set(PROBLEM_TYPES)
+
+
+def test_daily_limit_stops_resumably() -> None:
+    """429 rate-limited with code daily_limit: stop (75), keeping its Retry-After."""
+    error = read(POST, 429, PROBLEM, problem("rate-limited", 429, "daily_limit"), 3600)
+    assert isinstance(error, RateLimitedError)
+    assert error.action is Action.STOP
+    assert error.retry_after == 3600
+
+
+@pytest.mark.parametrize(
+    ("operation", "status", "content_type", "body", "expected", "action"),
+    [
+        # The address is wrong: POST /valuations has no 404, nothing has a 405.
+        (POST, 404, PROBLEM, problem("not-found", 404), WrongAddressError, Action.CONFIG),
+        (POST, 404, HTML, b"<h1>Not Found</h1>", WrongAddressError, Action.CONFIG),
+        (
+            POST,
+            405,
+            PROBLEM,
+            b'{"type":"about:blank","status":405}',
+            WrongAddressError,
+            Action.CONFIG,
+        ),
+        (GET, 404, "text/plain", b"404 page not found", WrongAddressError, Action.CONFIG),
+        # 429 from anyone is the short-term limit; only the API's type can say daily_limit.
+        (POST, 429, HTML, b"<h1>Too many</h1>", RateLimitedError, Action.PAUSE),
+        (
+            POST,
+            429,
+            PROBLEM,
+            b'{"type":"https://proxy/slow","code":"daily_limit"}',
+            RateLimitedError,
+            Action.PAUSE,
+        ),
+        # Gateways in front of the API: transient by the nature of the status.
+        (POST, 502, HTML, b"<h1>Bad Gateway</h1>", GatewayError, Action.RETRY),
+        (POST, 503, HTML, b"<h1>Service Unavailable</h1>", GatewayError, Action.RETRY),
+        (POST, 504, "", b"", GatewayError, Action.RETRY),
+        (POST, 503, PROBLEM, problem("maintenance", 503), GatewayError, Action.RETRY),
+        # Anything else is not recognised: never a row's fault.
+        (POST, 403, HTML, PAGE, UnrecognisedAnswerError, Action.UNRECOGNISED),
+        (
+            POST,
+            500,
+            PROBLEM,
+            problem("server-error", 500),
+            UnrecognisedAnswerError,
+            Action.UNRECOGNISED,
+        ),
+        (
+            POST,
+            400,
+            PROBLEM,
+            problem("outside-coverage", 400),
+            UnrecognisedAnswerError,
+            Action.UNRECOGNISED,
+        ),
+        (
+            POST,
+            422,
+            PROBLEM,
+            problem("brand-new-type", 422),
+            UnrecognisedAnswerError,
+            Action.UNRECOGNISED,
+        ),
+        (
+            POST,
+            403,
+            "text/plain",
+            problem("account-blocked", 403),
+            UnrecognisedAnswerError,
+            Action.UNRECOGNISED,
+        ),
+        (POST, 418, "application/json", b"[]", UnrecognisedAnswerError, Action.UNRECOGNISED),
+        (POST, 400, PROBLEM, b'{"type":', UnrecognisedAnswerError, Action.UNRECOGNISED),
+    ],
+    ids=[
+        "404-problem-to-post",
+        "404-html-to-post",
+        "405-about-blank",
+        "404-text-to-get",
+        "429-html",
+        "429-foreign-daily-limit",
+        "502-html",
+        "503-html",
+        "504-empty",
+        "503-unknown-type",
+        "403-html-proxy",
+        "500-unknown-type",
+        "known-type-wrong-status",
+        "unknown-type-422",
+        "problem-as-text-plain",
+        "418-json-array",
+        "400-truncated-problem",
+    ],
+)
+def test_answers_the_api_does_not_describe(
+    operation: tuple[str, str],
+    status: int,
+    content_type: str,
+    body: bytes,
+    expected: type[PartnerError],
+    action: Action,
+) -> None:
+    """Answers outside the API's table are read by status and content type, never blamed
+    on a row."""
+    error = read(operation, status, content_type, body)
+    assert type(error) is expected
+    assert error.action is action
+    assert error.action is not Action.ROW
+
+
+def test_unrecognised_answer_names_status_type_and_start_of_body() -> None:
+    """The detail of an unrecognised answer quotes status, content type and body start."""
+    error = read(POST, 403, HTML, PAGE + b"x" * 1000)
+    assert isinstance(error, UnrecognisedAnswerError)
+    assert "403" in str(error)
+    assert "text/html" in str(error)
+    assert "403 Forbidden" in error.excerpt
+    assert len(error.excerpt) == EXCERPT_CHARS
+
+
+def test_excerpt_is_one_line() -> None:
+    """Newlines and runs of spaces in a body become single spaces."""
+    assert excerpt(b"<html>\n  <body>\r\n\tHi</body>") == "<html> <body> Hi</body>"
+
+
+# --- successes and the token URL, read by the client ---------------------------------
+
+TOKEN = {"access_token": "t0k3n", "token_type": "Bearer", "expires_in": 1800}
+
+
+def client_with(handler: Callable[[httpx.Request], httpx.Response]) -> PartnerClient:
+    http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    return PartnerClient(
+        base_url="https://api.example/partners/v1",
+        auth_url="https://api.example",
+        credentials=Credentials("id", "secret"),
+        http=http,
+    )
+
+
+def api_answer(
+    status: int, content_type: str, body: bytes
+) -> Callable[[httpx.Request], httpx.Response]:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/oauth2/token":
+            return httpx.Response(200, json=TOKEN)
+        return httpx.Response(status, headers={"Content-Type": content_type}, content=body)
+
+    return handler
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("status", "content_type", "body", "action"),
+    [
+        (201, HTML, b"<html>Sign in to the Wi-Fi</html>", Action.UNRECOGNISED),
+        (201, "application/json", b"[1, 2]", Action.UNRECOGNISED),
+        (201, "application/json", b'{"id": "val_', Action.RETRY),  # cut short: replayed
+    ],
+    ids=["html-portal", "json-array", "truncated-json"],
+)
+async def test_a_success_that_is_not_a_json_object(
+    status: int, content_type: str, body: bytes, action: Action
+) -> None:
+    """A 2xx that is not a JSON object is never read as a valuation."""
+    async with client_with(api_answer(status, content_type, body)) as api:
+        with pytest.raises(PartnerError) as caught:
+            await api.post_valuation(b"{}", idempotency_key="key-12345678")
+    assert caught.value.action is action
+
+
+@pytest.mark.anyio
+async def test_a_success_keeps_its_exact_bytes() -> None:
+    """post_valuation returns the answer's bytes as received, and the object they hold."""
+    raw = b'{"id": "val_x",  "valuation": {"estimate": 250000.0}, "riskBand": "B"}'
+    async with client_with(api_answer(201, "application/json", raw)) as api:
+        answer = await api.post_valuation(b"{}", idempotency_key="key-12345678")
+    assert answer.body == raw
+    assert answer.data["riskBand"] == "B"
+
+
+def token_answer(
+    status: int, content_type: str, body: bytes
+) -> Callable[[httpx.Request], httpx.Response]:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, headers={"Content-Type": content_type}, content=body)
+
+    return handler
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("status", "content_type", "body", "action"),
+    [
+        (401, "application/json", b'{"error": "invalid_client"}', Action.ACCOUNT),
+        (400, "application/json", b'{"error": "invalid_client"}', Action.ACCOUNT),
+        (401, HTML, b"<h1>Unauthorized</h1>", Action.ACCOUNT),
+        (404, HTML, b"<h1>Not Found</h1>", Action.CONFIG),
+        (405, "", b"", Action.CONFIG),
+        (403, HTML, PAGE, Action.UNRECOGNISED),
+        (200, HTML, b"<html>login</html>", Action.UNRECOGNISED),
+        (200, "application/json", b'{"token": "x"}', Action.UNRECOGNISED),
+        (503, HTML, b"<h1>down</h1>", Action.RETRY),
+    ],
+    ids=[
+        "401-invalid-client",
+        "400-invalid-client",
+        "401-html",
+        "404",
+        "405",
+        "403-html-proxy",
+        "200-html",
+        "200-not-a-token",
+        "503",
+    ],
+)
+async def test_token_url_answers(
+    status: int, content_type: str, body: bytes, action: Action
+) -> None:
+    """The token URL's answers: refused credentials, a wrong address, or unrecognised."""
+    async with client_with(token_answer(status, content_type, body)) as api:
+        with pytest.raises(PartnerError) as caught:
+            await api.post_valuation(b"{}", idempotency_key="key-12345678")
+    assert caught.value.action is action
+    assert "secret" not in str(caught.value)
