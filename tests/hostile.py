@@ -1,0 +1,302 @@
+"""A hostile network between batchval and the sandbox: a programmable HTTP proxy.
+
+`serve_proxy(upstream)` serves a `HostileProxy` on 127.0.0.1 (a port the OS picks) in a
+uvicorn thread. It forwards every request (method, path, query, headers, body) to the
+upstream server (a `RunningSandbox`'s root) and streams the answer back, except where
+one of its `Rules` says otherwise:
+
+- `html_share`: a share of the API calls (paths under /partners/) is answered by the
+  proxy itself with an HTML page of status `html_status`, never forwarded: the sandbox
+  never sees the call and never charges for it (a corporate gateway, a WAF, a captive
+  portal). The first `html_spare_first` API calls are always forwarded.
+- `mutate_share`: a share of the 201 answers of POST /valuations is rewritten on its
+  way back the way a later minor version of the API might answer: integer figures
+  written as floats (`250000` -> `250000.0`) and new fields, top-level and nested. The
+  sandbox has charged for these: each one is a paid answer.
+
+A wrong address needs no rule of its own: `/partners/v2/...` is forwarded and the
+sandbox answers its own 404. `closed_port_url()` gives an address where nothing listens.
+
+Rules may be changed while the proxy runs (a test switches a rule off to play "the
+proxy is gone"). Each rule draws from its own `random.Random`, seeded, so a replay
+meets the same draws in the same order of arrival. `counts` and `exchanges` say what
+struck, so that a test can check that its fault was met before it checks the outcome.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import http
+import json
+import random
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import uvicorn
+from starlette.types import Message, Receive, Scope, Send
+
+from batchval.sandbox.app import API_PREFIX
+
+API_PATHS = "/partners/"
+# Headers that belong to one connection, not to the message (RFC 9110 section 7.6.1);
+# content-length is set again for whatever body is really sent.
+_HOP_BY_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+        b"host",
+        b"content-length",
+    }
+)
+HTML_TYPE = "text/html; charset=utf-8"
+
+
+@dataclasses.dataclass
+class Rules:
+    """What the proxy does instead of forwarding faithfully; change freely while it runs."""
+
+    html_share: float = 0.0  # share of API calls answered with an HTML page, unforwarded
+    html_status: int = 403
+    html_spare_first: int = 0  # the first N API calls are never answered with HTML
+    mutate_share: float = 0.0  # share of POST /valuations 201s rewritten (floats, new fields)
+
+    def off(self) -> None:
+        """Forward everything faithfully from now on."""
+        self.html_share = self.mutate_share = 0.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Exchange:
+    """One request the proxy received and what it answered."""
+
+    method: str
+    path: str
+    status: int
+    rule: str  # "forwarded", "html", "mutated" or "upstream_error"
+
+
+def html_page(status: int) -> bytes:
+    """A gateway's error page: what a corporate proxy answers instead of the API."""
+    phrase = http.HTTPStatus(status).phrase
+    return (
+        f"<html><head><title>{status} {phrase}</title></head><body>"
+        f"<h1>{status} {phrase}</h1><p>The request was blocked by the gateway. "
+        "Contact your network administrator quoting incident 7f3a-19c2.</p>"
+        "<hr><center>corp-gateway/2.4</center></body></html>\n"
+    ).encode()
+
+
+def mutate_valuation(body: dict[str, Any]) -> dict[str, Any]:
+    """The same valuation as a later API might write it: figures as floats, new fields."""
+    figures = body["valuation"]
+    figures["estimate"] = float(figures["estimate"])
+    figures["range"]["low"] = float(figures["range"]["low"])
+    figures["range"]["high"] = float(figures["range"]["high"])
+    figures["confidence"] = 0.8
+    body["riskBand"] = "B"
+    return body
+
+
+class HostileProxy:
+    """The ASGI app of the proxy; its state is read by the tests (see the module doc)."""
+
+    def __init__(self, upstream: str, rules: Rules | None = None, seed: int = 0) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.rules = rules or Rules()
+        self.port = 0
+        self.counts: collections.Counter[str] = collections.Counter()
+        self.exchanges: list[Exchange] = []
+        self.mutated: dict[str, int] = {}  # valuation id -> the estimate as the API sent it
+        self._html_draws = random.Random(seed)
+        self._mutate_draws = random.Random(seed + 1)
+        self._http: httpx.AsyncClient | None = None
+
+    @property
+    def url(self) -> str:
+        """The proxy's root: an `auth_url` (the token is at {url}/oauth2/token)."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        return self.url + API_PREFIX
+
+    # --- ASGI --------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+        elif scope["type"] == "http":
+            await self._http_call(scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                self._http = httpx.AsyncClient(timeout=httpx.Timeout(60.0))
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                if self._http is not None:
+                    await self._http.aclose()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+    async def _http_call(self, scope: Scope, receive: Receive, send: Send) -> None:
+        method, path = scope["method"], scope["path"]
+        body = await _read_body(receive)
+        if path.startswith(API_PATHS) and self._draw_html():
+            status = self.rules.html_status
+            await _answer(send, status, [(b"content-type", HTML_TYPE.encode())], html_page(status))
+            self._note(method, path, status, "html")
+            return
+        assert self._http is not None, "the proxy serves only between startup and shutdown"
+        target = self.upstream + scope["raw_path"].decode("latin-1")
+        if scope["query_string"]:
+            target += "?" + scope["query_string"].decode("latin-1")
+        headers = [(k, v) for k, v in scope["headers"] if k.lower() not in _HOP_BY_HOP]
+        request = self._http.build_request(method, target, headers=headers, content=body)
+        try:
+            upstream = await self._http.send(request, stream=True)
+        except httpx.TransportError:
+            await _answer(send, 502, [(b"content-type", b"text/plain")], b"bad gateway\n")
+            self._note(method, path, 502, "upstream_error")
+            return
+        try:
+            await self._relay(method, path, upstream, send)
+        finally:
+            await upstream.aclose()
+
+    async def _relay(self, method: str, path: str, upstream: httpx.Response, send: Send) -> None:
+        headers = [(k, v) for k, v in upstream.headers.raw if k.lower() not in _HOP_BY_HOP]
+        if (
+            method == "POST"
+            and path.startswith(API_PATHS)
+            and path.endswith("/valuations")
+            and upstream.status_code == 201
+            and self._draw_mutate()
+        ):
+            original = await upstream.aread()
+            rewritten = self._mutated(original)
+            await _answer(send, 201, headers, original if rewritten is None else rewritten)
+            self._note(method, path, 201, "forwarded" if rewritten is None else "mutated")
+            return
+        length = upstream.headers.get("content-length")
+        if length is not None:
+            headers.append((b"content-length", length.encode()))
+        await send(
+            {"type": "http.response.start", "status": upstream.status_code, "headers": headers}
+        )
+        # A cut upstream connection raises here, and uvicorn cuts ours: the client sees
+        # what it would have seen without the proxy.
+        async for chunk in upstream.aiter_raw():
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+        self._note(method, path, upstream.status_code, "forwarded")
+
+    # --- rules -------------------------------------------------------------------------
+
+    def _draw_html(self) -> bool:
+        self.counts["api_calls_seen"] += 1
+        draw = self._html_draws.random()  # drawn on every API call: replays line up
+        spared = self.counts["api_calls_seen"] <= self.rules.html_spare_first
+        return not spared and draw < self.rules.html_share
+
+    def _draw_mutate(self) -> bool:
+        return self._mutate_draws.random() < self.rules.mutate_share
+
+    def _mutated(self, original: bytes) -> bytes | None:
+        """The rewritten body, or None when it is not a whole valuation (a truncated one)."""
+        try:
+            body = json.loads(original)
+            estimate = body["valuation"]["estimate"]
+            rewritten = mutate_valuation(body)
+        except (ValueError, KeyError, TypeError):
+            return None
+        self.mutated[str(body["id"])] = int(estimate)
+        return json.dumps(rewritten, separators=(",", ":")).encode()
+
+    def _note(self, method: str, path: str, status: int, rule: str) -> None:
+        self.counts[rule] += 1
+        self.exchanges.append(Exchange(method, path, status, rule))
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks: list[bytes] = []
+    while True:
+        message: Message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+async def _answer(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+    headers = [*headers, (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": False})
+
+
+@contextmanager
+def serve_proxy(upstream: str, rules: Rules | None = None, seed: int = 0) -> Iterator[HostileProxy]:
+    """Serve a `HostileProxy` in front of `upstream` on loopback until the block ends."""
+    proxy = HostileProxy(upstream, rules, seed)
+    config = uvicorn.Config(
+        proxy,
+        host="127.0.0.1",
+        port=0,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",  # the proxy's own HTTP client lives from startup to shutdown
+        timeout_keep_alive=30,
+        # The upstream's Date and Server headers are relayed; uvicorn would add its own.
+        server_header=False,
+        date_header=False,
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name="hostile-proxy", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError("the hostile proxy did not start")
+        time.sleep(0.01)
+    proxy.port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield proxy
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+def refuses(url: str) -> bool:
+    """Whether a connection to the root URL `http://127.0.0.1:PORT` is refused."""
+    port = int(url.rsplit(":", 1)[1])
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    except ConnectionRefusedError:
+        return True
+    return False
+
+
+def closed_port_url() -> str:
+    """The root URL of a loopback port where nothing listens: every connect is refused.
+
+    The OS picks a free port for a socket that is then closed; another process could take
+    the port in between, which on a test machine is rare enough to accept.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}"

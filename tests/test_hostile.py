@@ -1,0 +1,376 @@
+"""`batchval run` against a hostile network: wrong addresses, nothing listening, a gateway
+answering HTML, answers shaped like a later API, the daily limit and signals.
+
+Each test runs the real CLI as a subprocess against the sandbox served in this process,
+most of them through `hostile.HostileProxy`. Each one first checks that its fault really
+struck (from the proxy's counts, the sandbox's ledger or the socket), so that a green
+test means the fault was met and survived, then checks the outcome the contract
+promises: the exit code, `summary.json`'s `stop` (reason, detail, not_before, status),
+one `batchval: ` line on stderr, no row blamed for what is not the row's fault, no key
+charged twice and every paid answer in the results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+import yaml
+from hostile import HostileProxy, Rules, closed_port_url, refuses, serve_proxy
+from support import (
+    BATCHVAL,
+    LIVE,
+    assert_accounted,
+    assert_paid_once,
+    env_for,
+    outputs,
+    portfolio,
+    run_cli,
+)
+
+from batchval.sandbox.app import API_PREFIX
+from batchval.sandbox.server import RunningSandbox
+
+SEED: int = int(os.environ.get("BATCHVAL_FAULT_SEED", "2026"))
+"""The seed of the proxy's draws; set it to replay a failure."""
+
+# Re-runs of a command that keeps exiting 75 before it counts as stuck.
+MAX_RUNS = 6
+# Seconds of nothing but failures before a run stops with api_unavailable.
+OUTAGE_SECONDS = 6
+# How long a process waiting for midnight may take to exit after SIGTERM. The promise is
+# about 2 s; the bound is generous so that a loaded machine does not fail it.
+SIGNAL_BOUND_SECONDS = 10.0
+
+
+@pytest.fixture
+def proxy(served: RunningSandbox) -> Iterator[HostileProxy]:
+    """A hostile proxy in front of the test's sandbox, every rule off to begin with."""
+    with serve_proxy(served.auth_url, seed=SEED) as running:
+        yield running
+
+
+def via(
+    proxy: HostileProxy, served: RunningSandbox, base: str = API_PREFIX, auth: str = ""
+) -> dict[str, str]:
+    """The live credentials, the API at {proxy}{base} and the token at {proxy}{auth}."""
+    return env_for(
+        served, LIVE, BATCHVAL_BASE_URL=proxy.url + base, BATCHVAL_AUTH_URL=proxy.url + auth
+    )
+
+
+def run_config(tmp_path: Path, **run: object) -> list[str]:
+    """`--config FILE` with these `run` settings."""
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump({"run": run}), encoding="utf-8")
+    return ["--config", str(path)]
+
+
+def stopped(
+    done: subprocess.CompletedProcess[str], out: Path, code: int, *reasons: str
+) -> dict[str, Any]:
+    """The run stopped with `code` and one of `reasons`, in summary.json and once on stderr."""
+    assert done.returncode == code, f"exit {done.returncode}:\n{done.stderr[-3000:]}"
+    stop = json.loads((out / "summary.json").read_text(encoding="utf-8")).get("stop")
+    assert isinstance(stop, dict), stop
+    assert stop.get("reason") in reasons, stop
+    assert {"reason", "detail", "not_before", "status"} <= set(stop), stop
+    said = [line for line in done.stderr.splitlines() if line.startswith("batchval: ")]
+    assert len(said) == 1, done.stderr[-3000:]
+    return stop
+
+
+def stop_line(done: subprocess.CompletedProcess[str]) -> str:
+    return next(line for line in done.stderr.splitlines() if line.startswith("batchval: "))
+
+
+def api_problems(out: Path) -> int:
+    """Rows the API was blamed for (the test inputs are all valid, so this should be 0)."""
+    path = out / "problems.parquet"
+    if not path.exists():
+        return 0
+    return pl.read_parquet(path).filter(pl.col("stage") == "api").height
+
+
+def run_until_complete(args: list[str], env: dict[str, str]) -> list[int]:
+    """Run the same command while it exits 75; the exit codes, the last one 0."""
+    codes: list[int] = []
+    while len(codes) < MAX_RUNS:
+        done = run_cli(*args, env=env)
+        codes.append(done.returncode)
+        if done.returncode != 75:
+            break
+    assert codes[-1] == 0, f"exits {codes}:\n{done.stderr[-3000:]}"
+    return codes
+
+
+def next_midnight(now: dt.datetime) -> dt.datetime:
+    return (now + dt.timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def daily_limit_hits(served: RunningSandbox) -> int:
+    return sum(r.code == "daily_limit" for r in served.sandbox.ledger.requests)
+
+
+# --- the address is wrong: exit 64, nothing charged, no row blamed ----------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Misaddressed:
+    base: str  # BATCHVAL_BASE_URL after the proxy's root
+    wrong: str  # the path of the call that meets the fault
+    status: int  # the status it is answered with
+    auth: str = ""  # BATCHVAL_AUTH_URL after the proxy's root
+    rules: Rules = dataclasses.field(default_factory=Rules)
+
+
+MISADDRESSED = {
+    # Another version's prefix: the sandbox answers 404 (a problem document, even).
+    "base-v2-404": Misaddressed("/partners/v2", "/partners/v2/valuations", 404),
+    # One segment too many: POST {base}/valuations meets the GET-only /valuations/{id}.
+    "base-405": Misaddressed(
+        API_PREFIX + "/valuations", API_PREFIX + "/valuations/valuations", 405
+    ),
+    "token-url-404": Misaddressed(API_PREFIX, "/nope/oauth2/token", 404, auth="/nope"),
+    # A web site, not the API, at the base URL: an HTML page with 200 on every call.
+    "html-site": Misaddressed(
+        API_PREFIX, API_PREFIX + "/valuations", 200, rules=Rules(html_share=1.0, html_status=200)
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(MISADDRESSED))
+def test_wrong_address_exits_64(
+    served: RunningSandbox, proxy: HostileProxy, tmp_path: Path, name: str
+) -> None:
+    """A wrong base or token URL: exit 64 naming the URL, nothing charged, no row blamed."""
+    case = MISADDRESSED[name]
+    proxy.rules = case.rules
+    named = proxy.url + (case.auth or case.base)
+    env = via(proxy, served, case.base, case.auth)
+    out = tmp_path / "out"
+    source = portfolio(tmp_path / "book.csv", 5)
+    done = run_cli("run", str(source), "--out", str(out), env=env, timeout=60)
+    assert any(e.path == case.wrong and e.status == case.status for e in proxy.exchanges), (
+        f"the wrong address was never called: {proxy.exchanges}"
+    )
+    stopped(done, out, 64, "wrong_address")
+    assert named in stop_line(done)
+    assert api_problems(out) == 0
+    assert served.sandbox.ledger.credits_charged() == 0
+    assert served.sandbox.ledger.charges == []
+
+
+# --- nothing answers: exit 75 with every row pending --------------------------------------
+
+
+def test_nothing_listening_exits_75(served: RunningSandbox, tmp_path: Path) -> None:
+    """Every connection refused: api_unavailable after run.outage_seconds, all rows pending."""
+    closed = closed_port_url()
+    env = env_for(served, BATCHVAL_BASE_URL=closed + API_PREFIX, BATCHVAL_AUTH_URL=closed)
+    out = tmp_path / "out"
+    source = portfolio(tmp_path / "book.csv", 10)
+    config = run_config(tmp_path, outage_seconds=OUTAGE_SECONDS)
+    started = time.monotonic()
+    done = run_cli("run", str(source), "--out", str(out), *config, env=env, timeout=120)
+    took = time.monotonic() - started
+    assert refuses(closed), "something listened at the closed port: the test proves nothing"
+    stopped(done, out, 75, "api_unavailable")
+    results, problems, summary = outputs(out)
+    assert (results.height, problems.height) == (0, 0)
+    assert summary["rows"]["pending"] == 10
+    # The outage window plus start-up and one last wait, not the 120 s the default gives.
+    assert took < OUTAGE_SECONDS + 30, took
+    assert served.sandbox.ledger.requests == []
+
+
+# --- a gateway answers HTML: never a row's fault ------------------------------------------
+
+
+def test_html_pages_from_a_gateway(
+    served: RunningSandbox, proxy: HostileProxy, tmp_path: Path
+) -> None:
+    """15% HTML 403s: no row blamed; 0, or 75 unrecognised_answers; then it completes."""
+    # The first calls are spared: HTML on the very first calls means a wrong address.
+    proxy.rules = Rules(html_share=0.15, html_status=403, html_spare_first=10)
+    rows = 60
+    out = tmp_path / "out"
+    args = ["run", str(portfolio(tmp_path / "book.csv", rows)), "--out", str(out)]
+    first = run_cli(*args, env=via(proxy, served))
+    assert proxy.counts["html"] > 0, f"no HTML page was served: {proxy.counts}"
+    assert first.returncode in (0, 75), f"exit {first.returncode}:\n{first.stderr[-3000:]}"
+    if first.returncode == 75:
+        stop = stopped(first, out, 75, "unrecognised_answers")
+        assert stop["status"] == 403, stop
+        assert "text/html" in stop["detail"], stop
+        assert "403 Forbidden" in stop["detail"], stop
+    assert api_problems(out) == 0
+    proxy.rules.off()  # the gateway is fixed, or gone
+    if first.returncode == 75:
+        run_until_complete(args, via(proxy, served))
+    assert api_problems(out) == 0
+    assert_accounted(out, rows)
+    assert_paid_once(served, out)
+
+
+# --- a later API's answer: figures as floats, new fields ----------------------------------
+
+
+# 0.2 as the brief asks (re-runs allowed). 1.0: every answer, replays too, is in the new
+# shape, so only a client that accepts it completes, and it must do so at the first run.
+@pytest.mark.parametrize("share", [0.2, 1.0])
+def test_answers_with_floats_and_new_fields(
+    served: RunningSandbox, proxy: HostileProxy, tmp_path: Path, share: float
+) -> None:
+    """Paid 201s as a later API might write them: complete, integers, nothing lost."""
+    proxy.rules = Rules(mutate_share=share)
+    rows = 40
+    out = tmp_path / "out"
+    source = portfolio(tmp_path / "book.csv", rows)
+    # A short outage window, so that a client that keeps refusing the answers stops soon.
+    args = [
+        "run",
+        str(source),
+        "--out",
+        str(out),
+        *run_config(tmp_path, outage_seconds=OUTAGE_SECONDS),
+    ]
+    first = run_cli(*args, env=via(proxy, served), timeout=60)
+    if share == 1.0:
+        assert first.returncode == 0, f"exit {first.returncode}:\n{first.stderr[-3000:]}"
+    elif first.returncode != 0:
+        run_until_complete(args, via(proxy, served))
+    assert proxy.counts["mutated"] > 0, f"no answer was rewritten: {proxy.counts}"
+    assert api_problems(out) == 0
+    assert_accounted(out, rows)
+    assert_paid_once(served, out)
+    results = outputs(out)[0]
+    for column in ("estimate", "range_low", "range_high"):
+        assert results[column].dtype.is_integer(), (column, results[column].dtype)
+    estimates = dict(zip(results["valuation_id"], results["estimate"], strict=True))
+    for valuation_id, estimate in proxy.mutated.items():
+        assert estimates[valuation_id] == estimate, valuation_id
+
+
+# --- the same command the same UTC day: answered free --------------------------------------
+
+
+def test_same_day_rerun_in_a_new_dir_is_free(served: RunningSandbox, tmp_path: Path) -> None:
+    """Same command, new DIR, same UTC day: same keys, replays, not one new credit."""
+    ledger = served.sandbox.ledger
+    rows = 20
+    source = portfolio(tmp_path / "book.csv", rows)
+    first, second = tmp_path / "first", tmp_path / "second"
+    run_until_complete(["run", str(source), "--out", str(first)], env_for(served))
+    paid = ledger.credits_charged()
+    assert paid == 10 * rows
+    run_until_complete(["run", str(source), "--out", str(second)], env_for(served))
+    assert sum(r.replay for r in ledger.requests) >= rows, "the second run was never answered"
+    assert ledger.credits_charged() == paid
+    a, b = outputs(first)[0], outputs(second)[0]
+    assert a["idempotency_key"].to_list() == b["idempotency_key"].to_list()
+    assert a["valuation_id"].to_list() == b["valuation_id"].to_list()
+    shutil.rmtree(first)  # the checkpoint lost too
+    run_until_complete(["run", str(source), "--out", str(first)], env_for(served))
+    assert ledger.credits_charged() == paid
+    assert ledger.keys_charged_twice() == []
+    for out in (first, second):
+        assert_accounted(out, rows)
+
+
+# --- the daily limit: stop, say when, send nothing before midnight ---------------------
+
+
+def test_daily_limit_stop_status_and_midnight(served: RunningSandbox, tmp_path: Path) -> None:
+    """daily_limit: 75 with not_before at midnight; nothing sent before it; then complete."""
+    sandbox, ledger = served.sandbox, served.sandbox.ledger
+    sandbox.account(LIVE.client_id).daily_limit = 20
+    rows = 30
+    out = tmp_path / "out"
+    args = ["run", str(portfolio(tmp_path / "book.csv", rows)), "--out", str(out)]
+    midnight = next_midnight(sandbox.clock.now())
+    first = run_cli(*args, env=env_for(served))
+    assert daily_limit_hits(served) > 0, "the daily limit was never reached"
+    stop = stopped(first, out, 75, "daily_limit")
+    not_before = dt.datetime.fromisoformat(stop["not_before"])
+    assert midnight <= not_before <= midnight + dt.timedelta(minutes=1), stop
+    sent = len(ledger.requests)
+    again = run_cli(*args, env=env_for(served))
+    stopped(again, out, 75, "daily_limit")
+    assert len(ledger.requests) == sent, "a call went out before midnight"
+    assert run_cli("status", str(out), env=env_for(served)).returncode == 75
+    as_json = run_cli("status", str(out), "--json", env=env_for(served))
+    assert as_json.returncode == 75, as_json.stderr
+    assert json.loads(as_json.stdout)["stop"]["reason"] == "daily_limit"
+    # The day ends 6 s from now, for the sandbox and for batchval alike.
+    shift = sandbox.clock.seconds_to_midnight() - 6
+    sandbox.clock.advance(shift)
+    env = env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(shift))
+    waited = run_cli(*args, "--wait-for-midnight", env=env)
+    assert waited.returncode == 0, waited.stderr[-3000:]
+    late = ledger.requests[sent:]
+    assert late, "nothing was sent after midnight"
+    assert all(r.at >= midnight for r in late), [r.at for r in late if r.at < midnight]
+    assert ledger.early_requests() == []
+    assert sorted(ledger.calls_per_day(LIVE.client_id).values()) == [10, 20]
+    assert api_problems(out) == 0
+    assert_accounted(out, rows)
+    assert_paid_once(served, out)
+
+
+def test_sigterm_while_waiting_for_midnight(served: RunningSandbox, tmp_path: Path) -> None:
+    """SIGTERM during --wait-for-midnight: exit 75 within seconds; midnight still kept."""
+    served.sandbox.account(LIVE.client_id).daily_limit = 5
+    ledger = served.sandbox.ledger
+    out = tmp_path / "out"
+    args = ["run", str(portfolio(tmp_path / "book.csv", 10)), "--out", str(out)]
+    stdout, stderr = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
+    with (
+        stdout.open("w") as out_stream,
+        stderr.open("w") as err_stream,
+        subprocess.Popen(
+            [BATCHVAL, *args, "--wait-for-midnight"],
+            env=env_for(served),
+            stdout=out_stream,
+            stderr=err_stream,
+            text=True,
+        ) as running,
+    ):
+        deadline = time.monotonic() + 60
+        while daily_limit_hits(served) == 0:
+            assert time.monotonic() < deadline, "the daily limit was never reached"
+            time.sleep(0.02)
+        time.sleep(1.5)  # the calls in flight end and the run settles into its wait
+        assert running.poll() is None, "the run did not wait for midnight"
+        signalled = time.monotonic()
+        running.send_signal(signal.SIGTERM)
+        try:
+            running.wait(timeout=SIGNAL_BOUND_SECONDS)
+        except subprocess.TimeoutExpired:
+            running.kill()
+            running.wait()
+            pytest.fail(f"still waiting {SIGNAL_BOUND_SECONDS} s after SIGTERM")
+        took = time.monotonic() - signalled
+    done = subprocess.CompletedProcess(
+        running.args, running.returncode, stdout.read_text(), stderr.read_text()
+    )
+    stopped(done, out, 75, "signal", "daily_limit")
+    assert took < SIGNAL_BOUND_SECONDS, took
+    results, problems, summary = outputs(out)
+    assert (results.height, problems.height) == (5, 0)
+    assert summary["rows"]["pending"] == 5
+    sent = len(ledger.requests)
+    again = run_cli(*args, env=env_for(served))
+    stopped(again, out, 75, "daily_limit")
+    assert len(ledger.requests) == sent, "a call went out before midnight"
