@@ -153,7 +153,10 @@ def sandbox(
     type=click.Path(dir_okay=False, path_type=Path),
     help="YAML config: api, input mapping, run settings.",
 )
-@click.option("--run-id", help="Name the run (default: a new id, kept in the checkpoint).")
+@click.option(
+    "--run-id",
+    help="Name the run (default: the UTC day, day-YYYY-MM-DD; kept in the checkpoint).",
+)
 @click.option("--concurrency", type=click.IntRange(1, 256), help="Most requests in flight [8].")
 @click.option("--include", help="Extras for every valuation: commentary,rebuildCost.")
 @click.option("--max-credits", type=click.IntRange(0), help="Spend at most this in this call.")
@@ -180,7 +183,7 @@ def run(
     accept_changes: bool,
     wait_for_midnight: bool,
 ) -> None:
-    """Value every row of INPUT (CSV or Parquet) into DIR; exit 0, 75, 77, 65 or 64."""
+    """Value every row of INPUT (CSV or Parquet) into DIR; exit 0, 75, 77, 65, 64 or 70."""
     from batchval.run.runner import RunAbortedError, Runner, RunRequest
     from batchval.sandbox.embedded import embedded_api
     from batchval.settings import SettingsError, load_settings
@@ -256,7 +259,8 @@ def describe(summary: dict[str, Any]) -> str:
     lines = [
         f"run {summary['run_id']} ({summary['mode']} mode): {summary['status']}",
         f"rows: {rows['total']} total, {rows['valued']} valued, {rows['problems']} problems, "
-        f"{rows['pending']} pending",
+        f"{rows['pending']} pending"
+        + (f" ({rows['duplicates']} repeat an earlier row)" if rows.get("duplicates") else ""),
         f"requests: {requests['unique']} unique, {requests['valued']} valued, "
         f"{requests['problems']} problems, {requests['pending']} pending",
     ]

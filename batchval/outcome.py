@@ -1,6 +1,6 @@
 """How an invocation ends: the exit codes and the stop reasons, named once.
 
-Exit codes are a contract with schedulers (product.md); the stop reasons are stable
+Exit codes are a contract with schedulers (README, Exit codes); the stop reasons are stable
 words that `summary.json` (`stop.reason`), `batchval status --json` and the one line on
 stderr use, and that scripts may branch on. Each reason maps to exactly one exit code.
 """

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import urllib.parse
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,13 @@ def _api(config: Mapping[str, Any], env: Mapping[str, str]) -> ApiSettings | Non
     for name in names:
         if not isinstance(values[name], str):
             raise SettingsError(f"api.{name} must be a string")
+    for name in ("base_url", "auth_url"):
+        url = urllib.parse.urlsplit(str(values[name]).strip())
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise SettingsError(
+                f"{ENV_PREFIX}{name.upper()} (api.{name}) must be an http or https URL "
+                f"with a host, such as https://api.example.com/partners/v1"
+            )
     return ApiSettings(**{n: str(values[n]).strip() for n in names})
 
 

@@ -11,7 +11,7 @@ writes, beside this script:
   column names and codes, semicolon-delimited, UTF-8 with a BOM, CRLF line ends, some
   postcodes in lower case without the space. `configs/lender_extract.yaml` maps it.
 
-Every row is a valid request (partner-api.md 2.1 and 8), and all but three value cleanly
+Every row is a valid request (docs/api.md, sections 3 and 6), and all but three value cleanly
 in the sandbox. On purpose:
 
 - 10 rows repeat another row's request fields exactly under another loan id (one

@@ -178,3 +178,22 @@ def test_lock_is_exclusive_across_processes(tmp_path: Path) -> None:
             holder.stdout.close()
     with RunLock(tmp_path):
         pass
+
+
+def test_duplicate_rows_are_counted(tmp_path: Path) -> None:
+    """Rows asking for a request an earlier row asks for are counted as duplicates."""
+    checkpoint = filled(tmp_path)
+    assert checkpoint.counts().duplicate_rows == 1
+    assert checkpoint.counts().as_json()["rows"]["duplicates"] == 1
+
+
+def test_a_sent_request_outlives_an_accepted_change(tmp_path: Path) -> None:
+    """After --accept-changes, a request no row asks for is dropped if it was never sent,
+    and kept (to be replayed for its possibly paid answer) if it was."""
+    checkpoint = filled(tmp_path)
+    checkpoint.mark_sent("k2")
+    checkpoint.restart_ingest()
+    checkpoint.add_rows([(1, "k1", None, None, None, "{}")], [("k1", '{"r":1}')])
+    checkpoint.finish_ingest()
+    pending = {p.key for p in checkpoint.pending()}
+    assert pending == {"k1", "k2"}

@@ -248,8 +248,10 @@ def api_answer(
         (201, HTML, b"<html>Sign in to the Wi-Fi</html>", Action.UNRECOGNISED),
         (201, "application/json", b"[1, 2]", Action.UNRECOGNISED),
         (201, "application/json", b'{"id": "val_', Action.RETRY),  # cut short: replayed
+        (200, "application/json", b'{"status": "ok"}', Action.UNRECOGNISED),
+        (302, "application/json", b'{"location": "/login"}', Action.UNRECOGNISED),
     ],
-    ids=["html-portal", "json-array", "truncated-json"],
+    ids=["html-portal", "json-array", "truncated-json", "json-not-a-valuation", "redirect"],
 )
 async def test_a_success_that_is_not_a_json_object(
     status: int, content_type: str, body: bytes, action: Action
@@ -315,3 +317,27 @@ async def test_token_url_answers(
             await api.post_valuation(b"{}", idempotency_key="key-12345678")
     assert caught.value.action is action
     assert "secret" not in str(caught.value)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [("7", 7), ("Wed, 21 Oct 2015 07:28:00 GMT", 0), ("soon", None), ("", None)],
+    ids=["seconds", "http-date-past", "garbage", "absent"],
+)
+async def test_retry_after_in_seconds_or_as_a_date(header: str, expected: int | None) -> None:
+    """Retry-After is read as seconds, or as the seconds until an HTTP-date."""
+    body = problem("rate-limited", 429)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/oauth2/token":
+            return httpx.Response(200, json=TOKEN)
+        headers = {"Content-Type": PROBLEM}
+        if header:
+            headers["Retry-After"] = header
+        return httpx.Response(429, headers=headers, content=body)
+
+    async with client_with(handler) as api:
+        with pytest.raises(RateLimitedError) as caught:
+            await api.post_valuation(b"{}", idempotency_key="key-12345678")
+    assert caught.value.retry_after == expected

@@ -1,4 +1,4 @@
-"""The sandbox as a server, over a real loopback socket: every rule of partner-api.md."""
+"""The sandbox as a server, over a real loopback socket: every rule of docs/api.md."""
 
 from __future__ import annotations
 

@@ -55,6 +55,17 @@ def test_partial_api_is_an_error() -> None:
         load_settings(None, {k: v for k, v in API_ENV.items() if "SECRET" not in k})
 
 
+@pytest.mark.parametrize(
+    "url",
+    ["api.example/partners/v1", "ftp://api.example/partners/v1", "https://", "  "],
+    ids=["no-scheme", "ftp", "no-host", "blank"],
+)
+def test_api_urls_must_be_http_urls(url: str) -> None:
+    """A base URL that is not an http(s) URL with a host is refused (exit 64)."""
+    with pytest.raises(SettingsError, match="BATCHVAL_BASE_URL"):
+        load_settings(None, {**API_ENV, "BATCHVAL_BASE_URL": url})
+
+
 def test_command_line_overrides_the_run_section(tmp_path: Path) -> None:
     """--concurrency, --include and --max-credits win over the file."""
     config = write(tmp_path, "run: {concurrency: 2, include: [commentary], max_credits: 50}\n")

@@ -53,7 +53,7 @@ def test_status_exits_with_the_runs_code_and_prints_json(
     found = json.loads(shown.stdout)
     assert found["stop"]["reason"] == "insufficient_credits"
     assert found["stop"]["status"] == 403
-    assert found["rows"] == {"total": 6, "valued": 2, "problems": 0, "pending": 4}
+    assert found["rows"] == {"total": 6, "valued": 2, "problems": 0, "pending": 4, "duplicates": 0}
     _, _, summary = outputs(out)
     assert summary["stop"] == found["stop"]
 

@@ -1,7 +1,7 @@
 """OAuth 2.0 client credentials with one shared, cached token.
 
 The token is fetched once and shared by every task; it is refreshed about a minute
-before it expires (partner-api.md section 5). Concurrent tasks that find it stale wait
+before it expires (docs/api.md, section 1). Concurrent tasks that find it stale wait
 on one lock, so only one of them asks the token URL. After a 401 the caller hands back
 the token that was refused: if another task already replaced it, the new one is used
 without a second fetch.
@@ -103,7 +103,9 @@ class TokenCache:
         try:
             response = await self._http.post(self._token_url, data=form)
         except httpx.TransportError as exc:
-            raise TransportError(f"token request failed: {type(exc).__name__}") from None
+            raise TransportError(
+                f"token request to {self._token_url} failed: {type(exc).__name__}"
+            ) from None
         self.fetches += 1
         status = response.status_code
         oauth_error = _oauth_error(response)

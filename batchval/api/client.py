@@ -17,7 +17,10 @@ however long the task waited for a token.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+import email.utils
 import json
+import math
 import time
 import urllib.parse
 from collections.abc import Awaitable, Callable
@@ -34,6 +37,7 @@ from batchval.api.errors import (
     TransportError,
     UnauthorizedError,
     UnrecognisedAnswerError,
+    WrongAddressError,
     excerpt,
     is_json_type,
     read_failure,
@@ -114,7 +118,17 @@ class PartnerClient:
         headers = dict(_JSON_HEADERS)
         if idempotency_key:
             headers["Idempotency-Key"] = idempotency_key
-        return await self._call("POST", "/valuations", "/valuations", body, headers, gate)
+        answer = await self._call("POST", "/valuations", "/valuations", body, headers, gate)
+        if "id" not in answer.data and "valuation" not in answer.data:
+            # Not even the shape of a valuation (a proxy's `{"status": "ok"}`): never read
+            # as one, never blamed on the row.
+            raise UnrecognisedAnswerError(
+                status=answer.status,
+                content_type="application/json",
+                excerpt=excerpt(answer.body),
+                url=self._base_url + "/valuations",
+            )
+        return answer
 
     async def create_valuation(
         self, request: ValuationRequest | dict[str, Any], *, idempotency_key: str | None
@@ -165,6 +179,14 @@ class PartnerClient:
                 body=response.content,
                 retry_after=_retry_after(response),
             )
+        if not 200 <= response.status_code < 300:
+            # A redirect or an informational answer: the API gives neither.
+            raise UnrecognisedAnswerError(
+                status=response.status_code,
+                content_type=content_type,
+                excerpt=excerpt(response.content),
+                url=str(response.request.url),
+            )
         return _answer(response, content_type)
 
     async def _send(
@@ -187,11 +209,24 @@ class PartnerClient:
             )
         except httpx.TimeoutException as exc:
             raise TransportError(
-                f"{method} {path}: no answer in time ({type(exc).__name__})"
+                f"{method} {self._base_url}{path}: no answer in time ({type(exc).__name__})"
+            ) from None
+        except httpx.DecodingError:
+            # The body could not be decoded (a Content-Encoding that lies): not an answer
+            # the API gives, so never read, never blamed on the row.
+            raise UnrecognisedAnswerError(
+                status=0,
+                content_type="undecodable body",
+                excerpt="",
+                url=self._base_url + path,
+            ) from None
+        except httpx.UnsupportedProtocol:
+            raise WrongAddressError(
+                f"{self._base_url}: not an http or https URL", status=0, url=self._base_url
             ) from None
         except httpx.TransportError as exc:
             raise TransportError(
-                f"{method} {path}: connection failed ({type(exc).__name__})"
+                f"{method} {self._base_url}{path}: connection failed ({type(exc).__name__})"
             ) from None
         log.debug(
             "api.call",
@@ -228,5 +263,15 @@ def _answer(response: httpx.Response, content_type: str) -> Answer:
 
 
 def _retry_after(response: httpx.Response) -> int | None:
+    """Whole seconds from `Retry-After`: the API sends seconds; an HTTP-date (which RFC
+    9110 also allows, and a gateway may send) is read as the seconds until it."""
     value = response.headers.get("Retry-After", "").strip()
-    return int(value) if value.isdigit() else None
+    if value.isdigit():
+        return int(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0, math.ceil((when - dt.datetime.now(dt.UTC)).total_seconds()))

@@ -252,7 +252,9 @@ class GatewayError(ProblemError):
     default_action = Action.RETRY
 
 
-# Kept for callers of the 0.1 client: an unknown type is now an UnrecognisedAnswerError.
+# The 0.1 client's name for a problem type it did not know. Such an answer is now a
+# GatewayError on 502/503/504 and an UnrecognisedAnswerError otherwise; the alias keeps
+# `except UnknownProblemError` of 0.1 code catching the transient case.
 UnknownProblemError = GatewayError
 
 PROBLEM_TYPES: dict[str, type[ProblemError]] = {

@@ -1,4 +1,4 @@
-"""The API's bodies as typed, frozen records (partner-api.md section 2).
+"""The API's bodies as typed, frozen records (docs/api.md, section 4).
 
 Parsing is strict where the API promises a field and tolerant where its meaning is
 clear: a missing or mistyped required field is an `UnreadableAnswerError`; a whole

@@ -1,4 +1,4 @@
-"""The API's words (partner-api.md section 2), named once for every part of batchval:
+"""The API's words (docs/api.md, sections 3 and 4), named once for every part of batchval:
 the input stage checks against them, the sandbox enforces them, the writer lays out its
 columns by them."""
 
@@ -28,7 +28,8 @@ BUILT_FORMS: tuple[str, ...] = (
 WALLS_ENERGY_EFFICIENCY: tuple[str, ...] = ("very_good", "good", "average", "poor", "very_poor")
 INCLUDE_ITEMS: tuple[str, ...] = ("commentary", "rebuildCost")
 
-# Commentary members (section 2.3) and those of its areaInsights, in the document's order.
+# Commentary members (docs/api.md, section 4) and those of its areaInsights, in the
+# document's order.
 COMMENTARY_MEMBERS: tuple[str, ...] = (
     "summary",
     "rangeWidth",

@@ -1,6 +1,6 @@
 """What the caller says about its input, and what it hears when the input is unusable.
 
-The vocabulary of a ValuationRequest (partner-api.md section 2.1) lives here too,
+The vocabulary of a ValuationRequest (docs/api.md, section 3) lives here too,
 because the options are checked against it: a column mapped to a field the API does
 not have, or a value mapped to a code it does not accept, is a mistake in the config
 and is refused when the options are built (`ValueError`, exit 64 at the command

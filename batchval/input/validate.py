@@ -1,4 +1,4 @@
-"""Every rule of partner-api.md sections 2.1 and 8, checked on a whole batch at once.
+"""Every rule of docs/api.md sections 3 and 6, checked on a whole batch at once.
 
 A row that passes here must never be refused by the API as `invalid-request`: the
 sandbox's own reading of the rules (`batchval.sandbox.rules`) is the other half of that

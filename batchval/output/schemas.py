@@ -16,7 +16,7 @@ that `pq.read_schema(path)` documents the file it is read from. `RESULT_COLUMNS`
 `PROBLEM_COLUMNS` map each fixed column to the same description, for the README.
 
 Timestamps are UTC instants in milliseconds. The nested `commentary` and `rebuild_cost`
-columns keep the API's members (partner-api.md sections 2.3 and 2.4) in snake_case.
+columns keep the API's members (docs/api.md, section 4) in snake_case.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ class CircuitBreaker:
         self._probe = anyio.Lock()
         self._closed = anyio.Event()
         self._closed.set()
-        self._released = False
+        self._released = anyio.Event()
         self.opened = 0  # times the circuit opened, for the summary
 
     @property
@@ -54,19 +54,20 @@ class CircuitBreaker:
 
     def release(self) -> None:
         """The run is stopping: let every waiting worker go (they will send nothing)."""
-        self._released = True
+        self._released.set()
         self._closed.set()
 
     async def admit(self) -> bool:
         """Wait until a call may go out. True when this call is the probe of an open
         circuit: the caller must report its outcome with success() or failure()."""
-        while self.is_open and not self._released:
+        while self.is_open and not self._released.is_set():
             if not self._probe.locked():
                 await self._probe.acquire()
                 if not self.is_open:  # closed while we waited for the lock
                     self._probe.release()
                     return False
-                await anyio.sleep(self._probe_interval)
+                with anyio.move_on_after(self._probe_interval):
+                    await self._released.wait()  # a stopping run does not wait for a probe
                 return True
             await self._closed.wait()
         return False

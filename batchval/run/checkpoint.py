@@ -133,6 +133,7 @@ class Counts:
     requests_problem: int
     requests_pending: int
     credits: int
+    duplicate_rows: int = 0  # rows whose request an earlier row already asks for
 
     @property
     def complete(self) -> bool:
@@ -146,6 +147,8 @@ class Counts:
                 "valued": self.valued_rows,
                 "problems": self.input_problems + self.api_problem_rows,
                 "pending": self.pending_rows,
+                # Identical requests are sent once and charged once; these rows share.
+                "duplicates": self.duplicate_rows,
             },
             "requests": {
                 "unique": self.requests,
@@ -247,11 +250,13 @@ class Checkpoint:
             )
 
     def finish_ingest(self) -> None:
-        """Requests no row asks for any more (after an accepted input change) are dropped,
-        unless they were answered: an answer that was paid for is never thrown away."""
+        """Requests no row asks for any more (after an accepted input change) are dropped
+        if they were never sent. One that was sent may have been charged: it is kept and
+        sent again with its key (a free replay), so that its paid answer is recorded; an
+        answer that was paid for is never thrown away."""
         with self.transaction():
             self._db.execute(
-                "DELETE FROM requests WHERE state IN ('pending', 'sent')"
+                "DELETE FROM requests WHERE state = 'pending' AND attempts = 0"
                 " AND key NOT IN (SELECT key FROM rows WHERE key IS NOT NULL)"
             )
             self.set("ingest_complete", "1")
@@ -275,6 +280,13 @@ class Checkpoint:
         self._db.execute(
             "UPDATE requests SET state = 'sent', attempts = attempts + 1 WHERE key = ?", (key,)
         )
+
+    def row_numbers(self, key: str, limit: int = 5) -> list[int]:
+        """The first row numbers that ask for a request (for log lines)."""
+        found = self._db.execute(
+            "SELECT row_number FROM rows WHERE key = ? ORDER BY row_number LIMIT ?", (key, limit)
+        ).fetchall()
+        return [int(r[0]) for r in found]
 
     def record_answer(self, key: str, body: bytes) -> None:
         """A success's exact bytes, kept before anything reads them."""
@@ -310,15 +322,15 @@ class Checkpoint:
             (error, key),
         )
 
-    def reset_answers(self) -> int:
-        """Forget every answer so that each request is sent again: the DIR held test-mode
-        answers and the credentials changed (a DIR never mixes test and live answers).
-        Returns how many requests are pending again."""
-        cursor = self._db.execute(
-            "UPDATE requests SET state = 'pending', answer = NULL, problem = NULL,"
-            " credits = NULL, last_error = NULL WHERE state IN ('done', 'problem', 'answered')"
-        )
-        self.unset("mode")
+    def forget_requests(self) -> int:
+        """Forget every request and answer, to read the input again under new keys: the
+        DIR held test-mode answers (fake, free) and the credentials changed, and a DIR
+        never mixes test and live answers. Returns how many requests were forgotten."""
+        with self.transaction():
+            cursor = self._db.execute("DELETE FROM requests")
+            self._db.execute("DELETE FROM rows")
+            self.unset("ingest_complete")
+            self.unset("mode")
         return cursor.rowcount
 
     # --- reading back --------------------------------------------------------------------
@@ -330,7 +342,8 @@ class Checkpoint:
             " SUM(r.key IS NULL),"
             " SUM(q.state = 'done'),"
             " SUM(q.state = 'problem'),"
-            " SUM(q.state IN ('pending', 'sent', 'answered'))"
+            " SUM(q.state IN ('pending', 'sent', 'answered')),"
+            " COUNT(r.key) - COUNT(DISTINCT r.key)"
             " FROM rows r LEFT JOIN requests q ON q.key = r.key"
         ).fetchone()
         requests = self._db.execute(
@@ -338,8 +351,20 @@ class Checkpoint:
             " SUM(state IN ('pending', 'sent', 'answered')), COALESCE(SUM(credits), 0)"
             " FROM requests"
         ).fetchone()
-        n = [int(v or 0) for v in (*rows, *requests)]
-        return Counts(*n)
+        r, q = [int(v or 0) for v in rows], [int(v or 0) for v in requests]
+        return Counts(
+            rows=r[0],
+            input_problems=r[1],
+            valued_rows=r[2],
+            api_problem_rows=r[3],
+            pending_rows=r[4],
+            duplicate_rows=r[5],
+            requests=q[0],
+            requests_done=q[1],
+            requests_problem=q[2],
+            requests_pending=q[3],
+            credits=q[4],
+        )
 
     def problem_types(self) -> dict[str, int]:
         """Problem rows by type (the API's type name, or the input rule)."""
@@ -398,6 +423,13 @@ class Checkpoint:
             " credits = ?, balance = ? WHERE id = ?",
             (ended_at, exit_code, calls, rate_limited, credits, balance, invocation),
         )
+
+    def last_invocation_ended(self) -> bool:
+        """Whether the latest invocation ended (wrote its outputs), rather than was killed."""
+        row = self._db.execute(
+            "SELECT ended_at FROM invocations ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+        return row is None or row[0] is not None
 
     def totals(self) -> dict[str, Any]:
         """Calls, 429s and the last known balance over every invocation of the run."""

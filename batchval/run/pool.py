@@ -328,7 +328,12 @@ class WorkerPool:
             self.stop.trigger(StopReason.MODE_MIXED, settled.mode_mixed)
         elif settled.problem:
             self.stats.problems += 1
-            log.warning("run.answer.unreadable", key=item.key, detail=settled.problem)
+            log.warning(
+                "run.answer.unreadable",
+                row_number=self._checkpoint.row_numbers(item.key),
+                key=item.key,
+                detail=settled.problem,
+            )
         else:
             self.stats.valued += 1
 
@@ -427,7 +432,12 @@ class WorkerPool:
         if error.action is Action.ROW:
             self.stats.problems += 1
             self._checkpoint.record_problem(item.key, problem_record(error))
-            log.info("run.request.problem", key=item.key, type=_type_name(error))
+            log.info(
+                "run.request.problem",
+                row_number=self._checkpoint.row_numbers(item.key),
+                key=item.key,
+                type=_type_name(error),
+            )
             return
         if error.action in _RETRIED and not self.stop.is_set:
             self._exhausted = error

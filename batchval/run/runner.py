@@ -267,10 +267,10 @@ class Runner:
             # Accepted above: other credentials or another API. Test answers are fake:
             # every request is valued again, under keys of its own (a key the test
             # account used must not be replayed to another account), rather than mixed.
-            again = checkpoint.reset_answers()
+            forgotten = checkpoint.forget_requests()
             run_id = f"{daily_run_id(self._now())}-{api_fp[:8]}"
             checkpoint.set("run_id", run_id)
-            log.warning("run.test_answers_reset", requests=again, run_id=run_id)
+            log.warning("run.test_answers_forgotten", requests=forgotten, run_id=run_id)
         checkpoint.set("api_identity", api_fp)
         if changed or not checkpoint.ingest_complete:
             checkpoint.restart_ingest()

@@ -30,6 +30,7 @@ def read_status(out_dir: Path) -> dict[str, Any] | None:
         mode = checkpoint.get("mode") or "unknown"
         problems = checkpoint.problem_types()
         ingested = checkpoint.ingest_complete
+        ended = checkpoint.last_invocation_ended()
     finally:
         checkpoint.close()
     running = _is_running(out_dir)
@@ -46,7 +47,7 @@ def read_status(out_dir: Path) -> dict[str, Any] | None:
     else:
         status = "incomplete"
         code = ExitCode(last["exit_code"]) if last else ExitCode.RESUMABLE
-        if code is ExitCode.COMPLETE or stop is None:
+        if code is ExitCode.COMPLETE or stop is None or not ended:
             # Killed before it could write a summary: run it again to finish.
             code = ExitCode.RESUMABLE
             stop = {

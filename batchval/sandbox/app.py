@@ -69,7 +69,7 @@ STATUSES = {
     "data-unavailable": 503,
     "timeout": 504,
 }
-# Test-mode trigger postcodes (partner-api.md section 7, rule 2).
+# Test-mode trigger postcodes (docs/api.md, section 5).
 TRIGGER_OUTSIDE = "ZZ1 4AA"
 TRIGGER_FLOOR_AREA = "ZZ1 5AA"
 # Border districts the sandbox judges to be in England (the rest of BORDER is outside).
@@ -125,7 +125,7 @@ class _ProblemAnswer(Exception):  # noqa: N818 (an answer, not an error)
 
 
 class _UnauthorizedAnswer(Exception):  # noqa: N818 (an answer, not an error)
-    """A missing, invalid, expired or revoked token (answered as section 5 says)."""
+    """A missing, invalid, expired or revoked token (answered as docs/api.md, section 1 says)."""
 
 
 class _DroppedError(Exception):
@@ -608,7 +608,7 @@ class Sandbox:
         return JSONResponse(answer if charge is None else {**answer, "charge": charge})
 
     async def _no_route(self, request: Request, exc: Exception) -> Response:
-        """Unknown paths and methods get problem documents too (section 7)."""
+        """Unknown paths and methods get problem documents too (docs/api.md, section 5)."""
         status = getattr(exc, "status_code", 404)
         body = {
             "type": f"{self.config.docs_base}/errors/not-found",

@@ -1,4 +1,4 @@
-"""The valuation's written commentary (partner-api.md 2.3), from fixed templates.
+"""The valuation's written commentary (docs/api.md, section 4), from fixed templates.
 
 As in the real service no text is generated freely: each field is one template with the
 figures filled in, so a test can match it and a caller can show it beside the numbers.

@@ -1,4 +1,4 @@
-"""The valuation body (partner-api.md 2.2 and 2.4): floor area, estimate, range, rebuild cost.
+"""The valuation body (docs/api.md, section 4): floor area, estimate, range, rebuild cost.
 
 See `batchval.sandbox.data` for the rules, stated once for the README.
 """

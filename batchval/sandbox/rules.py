@@ -1,4 +1,4 @@
-"""The server's checks of a ValuationRequest (partner-api.md sections 2.1 and 8).
+"""The server's checks of a ValuationRequest (docs/api.md, sections 3 and 6).
 
 Written apart from batchval's own input validation on purpose: the sandbox plays the
 server, and two independent readings of the rules catch each other's mistakes.

@@ -1,4 +1,4 @@
-"""The street analysis body (partner-api.md 2.5), without `mode` and `charge`.
+"""The street analysis body (docs/api.md, street analysis), without `mode` and `charge`.
 
 See `batchval.sandbox.data` for the rules, stated once for the README.
 """
