@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+import anyio
 import pytest
 from support import LIVE, POOR, client_for
 
@@ -263,3 +265,50 @@ async def test_daily_limit_without_retry_after_waits_for_midnight(tmp_path: Path
     await pool.run()
     assert stop.reason is StopReason.DAILY_LIMIT
     assert stop.not_before == dt.datetime(2026, 11, 23, tzinfo=dt.UTC)
+
+
+class _TokenWaitApi:
+    """The first call is answered 429 (Retry-After 1 s) after 0.1 s; the second spends
+    0.3 s waiting for a token, then goes through the gate and records when it left."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.limited_at = 0.0
+        self.left_at: list[float] = []
+
+    async def post_valuation(
+        self,
+        body: bytes,
+        *,
+        idempotency_key: str | None,
+        gate: Callable[[], Awaitable[None]] | None = None,
+    ) -> Answer:
+        self.calls += 1
+        if self.calls == 1:
+            await anyio.sleep(0.1)
+            self.limited_at = time.monotonic()
+            raise RateLimitedError(
+                status=429, type="x/rate-limited", title="", detail="slow down", retry_after=1
+            )
+        await anyio.sleep(0.3)  # a token fetch by another task, say
+        assert gate is not None
+        await gate()
+        self.left_at.append(time.monotonic())
+        return Answer(201, b'{"id": "val_x"}', {"id": "val_x"})
+
+
+async def test_no_call_leaves_during_a_pause_after_a_token_wait(tmp_path: Path) -> None:
+    """A call that waited for a token while a 429 arrived still waits out Retry-After."""
+    checkpoint = checkpoint_with(tmp_path, [request(1), request(2)])
+    api = _TokenWaitApi()
+    pool = WorkerPool(
+        api=api,
+        checkpoint=checkpoint,
+        controller=RateController(initial_rate=50),
+        policy=FAST,
+        stop=Stop(),
+        concurrency=2,
+    )
+    await pool.run()
+    assert api.left_at, "the second call never went out"
+    assert min(api.left_at) >= api.limited_at + 1.0
