@@ -105,6 +105,19 @@ def test_fingerprint_follows_what_shapes_requests(tmp_path: Path) -> None:
     assert base.fingerprint() != mapped.fingerprint()
 
 
+def test_include_column_can_be_mapped(tmp_path: Path) -> None:
+    """input.columns may name the column of per-row extras."""
+    settings = load_settings(write(tmp_path, "input: {columns: {include: Extras}}\n"), {})
+    assert settings.input.columns == {"include": "Extras"}
+
+
+def test_include_items_cannot_be_translated(tmp_path: Path) -> None:
+    """input.values for include is refused: its items are the API's own words."""
+    config = write(tmp_path, "input: {values: {include: {C: commentary}}}\n")
+    with pytest.raises(SettingsError, match="values cannot translate include items"):
+        load_settings(config, {})
+
+
 def test_the_shipped_configs_load() -> None:
     """configs/lender_extract.yaml and configs/live.example.yaml are valid settings."""
     root = Path(__file__).resolve().parents[1]

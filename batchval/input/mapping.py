@@ -16,13 +16,14 @@ from pathlib import Path
 
 import polars as pl
 
-from batchval.api.vocabulary import REQUEST_FIELDS
-from batchval.input.options import ENUM_VALUES, InputError, InputOptions
+from batchval.input.options import ENUM_VALUES, ROW_FIELDS, InputError, InputOptions
 
 # Request fields of which the input must have a column: rows cannot supply what the
 # file has no column for, so their absence makes the whole file unusable.
 REQUIRED_COLUMNS: tuple[str, ...] = ("postcode", "propertyType")
 ONE_OF_COLUMNS: tuple[str, ...] = ("bedrooms", "floorAreaSqm")
+# What separates the items of an include cell: `commentary;rebuildCost`, `a, b`.
+INCLUDE_SEPARATORS = (";", ",")
 
 
 def snake_case(field: str) -> str:
@@ -92,7 +93,7 @@ def resolve_columns(
     delimiter, the usual reason a whole header looks like one column).
     """
     fields: dict[str, str] = {}
-    for field in REQUEST_FIELDS:
+    for field in ROW_FIELDS:
         configured = options.columns.get(field)
         if configured is not None:
             fields[field] = _find(path, columns, configured, f"the config maps {field} to")
@@ -150,3 +151,24 @@ def field_value(field: str, raw: pl.Expr, options: InputOptions) -> pl.Expr:
         list(table), list(table.values()), default=None, return_dtype=pl.String
     )
     return pl.coalesce(mapped, value)
+
+
+def include_items(raw: pl.Expr, *, is_list: bool) -> pl.Expr:
+    """The extras a row asks for, as a list of items in the order given; null for none.
+
+    A text cell holds items separated by `;` or `,`; a Parquet list holds one item per
+    element. Spaces around an item are dropped, and so are empty items: an empty cell,
+    an empty list or a null means the row names none (the run's include applies).
+    Items are not translated: their spelling, case included, is checked as typed.
+    """
+    if is_list:
+        listed = raw
+    else:
+        first, *others = INCLUDE_SEPARATORS
+        text = raw
+        for separator in others:
+            text = text.str.replace_all(separator, first, literal=True)
+        listed = text.str.split(first)
+    item = pl.element().str.strip_chars()
+    items = listed.list.eval(item.filter(item.is_not_null() & (item != "")))
+    return pl.when(items.list.len() > 0).then(items)

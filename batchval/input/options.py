@@ -17,10 +17,16 @@ from pathlib import Path
 
 from batchval.api.vocabulary import (
     BUILT_FORMS,
+    INCLUDE_ITEMS,
     PROPERTY_TYPES,
     REQUEST_FIELDS,
     WALLS_ENERGY_EFFICIENCY,
 )
+
+# The fields a row of the input may give: every request field, and `include`, the
+# extras that row asks for in place of the run's. A row's problems are reported in
+# this order.
+ROW_FIELDS: tuple[str, ...] = (*REQUEST_FIELDS, "include")
 
 # The codes each enumerated field accepts, in the API document's order (that order is
 # shown to people in problem details).
@@ -64,15 +70,17 @@ class InputOptions:
     """How to read one input file and turn its columns into request fields.
 
     columns: API field name -> input column name, for columns not named as the field
-        (`propertyType` and `property_type` are recognised without it).
+        (`propertyType` and `property_type` are recognised without it). `include` may be
+        mapped too: a column of per-row extras (`commentary;rebuildCost`).
     values: API field -> {the input's code: the API's value}, e.g.
         `{"propertyType": {"S": "semi_detached"}}`; codes match whatever their case and
-        surrounding spaces.
+        surrounding spaces. Not for `include`: its items are the API's own words.
     passthrough: the input columns copied to the outputs; None means every column that
-        is not used for a request field.
-    include: extras asked for on every request (`commentary`, `rebuildCost`). An item
-        the API does not know is reported on each row as `invalid_include`, as the API
-        would refuse each request; the command line should refuse it first.
+        is not used for a request field (the include column is one).
+    include: extras asked for on every request whose row names none of its own
+        (`commentary`, `rebuildCost`). An item the API does not know is reported on each
+        such row as `invalid_include`, as the API would refuse each request; the command
+        line should refuse it first.
     """
 
     delimiter: str | None = None  # None: detected from the header among , ; tab |
@@ -94,7 +102,17 @@ class InputOptions:
             raise ValueError(f"encoding must be utf-8, latin-1 or cp1252, not {self.encoding!r}")
         if self.batch_rows < 1:
             raise ValueError(f"batch_rows must be at least 1, not {self.batch_rows}")
-        for field in [*self.columns, *self.values]:
+        for field in self.columns:
+            if field not in ROW_FIELDS:
+                raise ValueError(
+                    f"{field!r} is not a request field; use one of {', '.join(ROW_FIELDS)}"
+                )
+        for field in self.values:
+            if field == "include":
+                raise ValueError(
+                    "values cannot translate include items; write them as the API does: "
+                    + ", ".join(INCLUDE_ITEMS)
+                )
             if field not in REQUEST_FIELDS:
                 raise ValueError(
                     f"{field!r} is not a request field; use one of {', '.join(REQUEST_FIELDS)}"
