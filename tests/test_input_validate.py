@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import unicodedata
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -317,6 +318,62 @@ def test_permuted_include_items_give_byte_identical_requests(
     assert rows[0]["request_json"] == canonical({**want, "propertyType": "flat"})
 
 
+# --- Unicode normal form -------------------------------------------------------------
+
+NFC_CASES = ["Zoë", "Café Rosé", "Ångström", "Dvořák", "Łódź", "Ωmega", "한국", "x\u0301"]
+
+
+@pytest.mark.parametrize("text", NFC_CASES)
+def test_reference_in_either_normal_form_gives_one_request(text: str) -> None:
+    """A reference typed decomposed or precomposed gives byte-identical request_json."""
+    composed = unicodedata.normalize("NFC", text)
+    decomposed = unicodedata.normalize("NFD", text)
+    rows = check([{**GOOD, "reference": decomposed}, {**GOOD, "reference": composed}])
+    assert rows[0]["request_json"] == rows[1]["request_json"]
+    assert json.loads(rows[0]["request_json"])["reference"] == composed
+
+
+def test_reference_length_counts_composed_characters() -> None:
+    """64 accented letters typed decomposed (128 code points) are 64 characters, as sent."""
+    out = one({"reference": unicodedata.normalize("NFD", "é" * 64)})
+    assert json.loads(out["request_json"])["reference"] == "é" * 64
+
+
+def test_value_map_matches_codes_in_either_normal_form() -> None:
+    """A config code and a cell that differ only in normal form match."""
+    nfd = unicodedata.normalize("NFD", "Maisonnée")
+    options = InputOptions(values={"propertyType": {"Maisonnée": "flat"}})
+    for cell in (nfd, "MAISONNÉE", "maisonnée "):
+        out = one({"property_type": cell}, options)
+        assert json.loads(out["request_json"])["propertyType"] == "flat", cell
+    reverse = InputOptions(values={"propertyType": {nfd: "flat"}})
+    assert json.loads(one({"property_type": "Maisonnée"}, reverse)["request_json"])
+
+
+def test_value_map_codes_differing_in_normal_form_must_agree() -> None:
+    """Two config codes equal but for normal form and mapping apart are refused."""
+    nfd = unicodedata.normalize("NFD", "Maisonnée")
+    with pytest.raises(ValueError, match="Unicode form"):
+        InputOptions(values={"propertyType": {"Maisonnée": "flat", nfd: "detached"}})
+
+
+def test_passthrough_keeps_its_normal_form() -> None:
+    """Pass-through text is not normalised: it is the user's, not the request's."""
+    nfd = unicodedata.normalize("NFD", "Zoë")
+    out = one({"note": nfd, "reference": nfd})
+    assert json.loads(out["passthrough_json"]) == {"note": nfd}
+    assert json.loads(out["request_json"])["reference"] == "Zoë"
+
+
+@settings(deadline=None, max_examples=100)
+@given(st.text(max_size=70))
+def test_any_reference_gives_the_same_answer_in_every_normal_form(reference: str) -> None:
+    """A reference in NFC or in NFD gets the same request_json, or the same rule."""
+    forms = [unicodedata.normalize(form, reference) for form in ("NFC", "NFD")]
+    first, second = check([{**GOOD, "reference": form} for form in forms])
+    assert (first["request_json"], first["rule"]) == (second["request_json"], second["rule"])
+
+
 def test_several_problems_first_by_field_order_and_all_in_detail() -> None:
     """The first problem in field order is the row's rule; the detail names every one."""
     out = one({"reference": "=x", "bedrooms": "lots", "postcode": "nowhere"})
@@ -451,10 +508,11 @@ def valid_rows(draw: st.DrawFn) -> tuple[dict[str, str], dict[str, Any]]:
         row["floorAreaSqm"] = repr(area)
         want["floorAreaSqm"] = int(area) if float(area).is_integer() else area
     reference = draw(st.text(max_size=64))
-    tidy = reference == reference.strip() and not reference.startswith(tuple("=+-@"))
-    if reference and tidy and not postcodes.contains_postcode(reference):
+    sent = unicodedata.normalize("NFC", reference)  # what the API is sent, and checks
+    tidy = sent == sent.strip() and not sent.startswith(tuple("=+-@")) and len(sent) <= 64
+    if sent and tidy and not postcodes.contains_postcode(sent):
         row["reference"] = reference
-        want["reference"] = reference
+        want["reference"] = sent
     if draw(st.booleans()):
         items = draw(st.lists(st.sampled_from(INCLUDE_ITEMS), max_size=4))
         separator = draw(st.sampled_from([";", ",", " ; ", ", "]))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import types
+import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -73,8 +74,9 @@ class InputOptions:
         (`propertyType` and `property_type` are recognised without it). `include` may be
         mapped too: a column of per-row extras (`commentary;rebuildCost`).
     values: API field -> {the input's code: the API's value}, e.g.
-        `{"propertyType": {"S": "semi_detached"}}`; codes match whatever their case and
-        surrounding spaces. Not for `include`: its items are the API's own words.
+        `{"propertyType": {"S": "semi_detached"}}`; codes match whatever their case,
+        surrounding spaces and Unicode normal form. Not for `include`: its items are
+        the API's own words.
     passthrough: the input columns copied to the outputs; None means every column that
         is not used for a request field (the include column is one).
     include: extras asked for on every request whose row names none of its own
@@ -137,16 +139,21 @@ class InputOptions:
         return "utf-8" if name.startswith("utf-8") else name
 
 
+def normal_code(code: str) -> str:
+    """How a code in `values` is compared with the input's text (mapping.code_key)."""
+    return unicodedata.normalize("NFC", code).strip().lower()
+
+
 def _check_codes(field: str, codes: Mapping[str, str]) -> None:
     """A value map must be unambiguous and, for an enumerated field, land on API codes."""
     seen: dict[str, tuple[str, str]] = {}
     for code, value in codes.items():
-        key = code.strip().lower()  # as the reader matches codes (mapping.code_key)
+        key = normal_code(code)
         if key in seen and seen[key][1] != value:
             first, mapped = seen[key]
             raise ValueError(
-                f"values for {field}: {first!r} and {code!r} differ only in case or spaces "
-                f"but map to {mapped!r} and {value!r}"
+                f"values for {field}: {first!r} and {code!r} differ only in case, spaces "
+                f"or Unicode form but map to {mapped!r} and {value!r}"
             )
         seen[key] = (code, value)
         allowed = ENUM_VALUES.get(field)

@@ -13,9 +13,9 @@ regex engine and Python's agree on ASCII text only).
 
 The request is encoded as canonical JSON by string expressions too; the encoding equals
 `json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`, which the
-tests check against json.dumps itself. Its `include` is sorted and unique, so that rows
-asking for the same extras in another order send the same bytes and get the same
-idempotency key.
+tests check against json.dumps itself. Its text is NFC (mapping.field_value) and its
+`include` sorted and unique, so that rows asking the same thing in other spellings send
+the same bytes and get the same idempotency key.
 """
 
 from __future__ import annotations
