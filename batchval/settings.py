@@ -61,12 +61,23 @@ class Settings:
     run: RunOptions
 
     def fingerprint(self) -> str:
-        """What must not change under a resumed run: everything that shapes the requests."""
+        """What must not change under a resumed run: everything that shapes the requests,
+        and what decides how the input is read and what rides along with each row.
+
+        Deterministic: sorted JSON of plain values. The encoding is the codec's own name
+        (`latin-1` and `iso-8859-1` are one), a delimiter or passthrough left to be
+        detected or defaulted is null, and the passthrough keeps its order (the order of
+        the output columns).
+        """
+        passthrough = self.input.passthrough
         shaping = {
             "columns": dict(self.input.columns),
             "values": {k: dict(v) for k, v in self.input.values.items()},
             "include": sorted(set(self.input.include)),
             "api": None if self.api is None else [self.api.base_url, self.api.client_id],
+            "encoding": self.input.codec,
+            "delimiter": self.input.delimiter,
+            "passthrough": None if passthrough is None else list(passthrough),
         }
         text = json.dumps(shaping, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(text.encode()).hexdigest()

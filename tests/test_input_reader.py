@@ -11,6 +11,7 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -334,3 +335,166 @@ def test_invalid_utf8_mid_file_is_input_error(tmp_path: Path) -> None:
     path = write_csv(tmp_path / "homes.csv", rows)
     path.write_bytes(path.read_bytes() + b"L9,SW1A 1AA,flat,2,,caf\xe9\n")
     assert "cannot be read after data row" in fault(path)
+
+
+# --- per-row include ---------------------------------------------------------------
+
+C, R = "commentary", "rebuildCost"
+
+
+def includes(rows: list[dict[str, Any]]) -> list[list[str] | str | None]:
+    """Each row's include as sent, or its rule when it is a problem."""
+    return [
+        json.loads(r["request_json"]).get("include") if r["rule"] is None else r["rule"]
+        for r in rows
+    ]
+
+
+def include_parquet(path: Path, column: pa.Array, name: str = "include") -> Path:
+    n = len(column)
+    table = pa.table(
+        {
+            "loan_id": [f"L{i}" for i in range(n)],
+            "postcode": ["SW1A 1AA"] * n,
+            "propertyType": ["flat"] * n,
+            "bedrooms": [2] * n,
+            name: column,
+        }
+    )
+    pq.write_table(table, path)
+    return path
+
+
+LIST_ITEMS: list[list[str | None] | None] = [
+    [R, C],
+    [C, R, C],
+    None,
+    [],
+    [None, C],
+    [" rebuildCost "],
+    ["photos"],
+]
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pa.list_(pa.string()),
+        pa.large_list(pa.large_string()),
+        pa.list_(pa.large_string()),
+        pa.large_list(pa.string()),
+        pa.list_(pa.dictionary(pa.int32(), pa.string())),
+    ],
+    ids=str,
+)
+def test_parquet_list_include_column_is_read_as_items(tmp_path: Path, kind: pa.DataType) -> None:
+    """A Parquet list of text is the row's items; null or an empty list is the run's include."""
+    if pa.types.is_dictionary(kind.value_type):
+        column = pc.cast(pa.array(LIST_ITEMS), kind)
+    else:
+        column = pa.array(LIST_ITEMS, kind)
+    path = include_parquet(tmp_path / "homes.parquet", column)
+    source = open_input(path, InputOptions(include=(R,)))
+    rows = read_all(source)
+    assert includes(rows) == [[C, R], [C, R], [R], [R], [C], [R], "invalid_include"]
+    assert rows[0]["request_json"] == rows[1]["request_json"], "order and repeats do not count"
+    assert "include item 'photos' is not one of" in rows[6]["detail"]
+    assert source.passthrough == ["loan_id"]
+
+
+def test_parquet_text_include_column_is_split_like_csv(tmp_path: Path) -> None:
+    """A Parquet string include column holds items separated by ; or , as a CSV cell does."""
+    column = pa.array(["rebuildCost; commentary", "commentary,commentary", None, "photos"])
+    rows = read_all(open_input(include_parquet(tmp_path / "homes.parquet", column), InputOptions()))
+    assert includes(rows) == [[C, R], [C], None, "invalid_include"]
+
+
+def test_parquet_list_include_under_a_mapped_name(tmp_path: Path) -> None:
+    """A list column named otherwise is the include column when the config maps it."""
+    path = include_parquet(tmp_path / "homes.parquet", pa.array([[R], [C, R]]), name="extras")
+    source = open_input(path, InputOptions(columns={"include": "extras"}))
+    assert source.field_columns["include"] == "extras"
+    assert includes(read_all(source)) == [[R], [C, R]]
+    assert "has nested columns 'extras'" in fault(path)
+
+
+def test_parquet_list_include_named_in_passthrough_rides_along_joined(tmp_path: Path) -> None:
+    """A list include column the config passes through is echoed as its items joined by ;."""
+    path = include_parquet(tmp_path / "homes.parquet", pa.array([[R, C], None, []]))
+    source = open_input(path, InputOptions(passthrough=("loan_id", "include")))
+    rows = read_all(source)
+    assert [json.loads(r["passthrough_json"])["include"] for r in rows] == [f"{R};{C}", None, ""]
+    assert includes(rows) == [[C, R], None, None]
+
+
+@pytest.mark.parametrize(
+    ("column", "expected"),
+    [
+        (pa.array([[1, 2]], pa.list_(pa.int64())), "the include column 'include' is list<"),
+        (pa.array([{"a": "commentary"}]), "the include column 'include' is struct<"),
+        (
+            pa.array([[["commentary"]]], pa.list_(pa.list_(pa.string()))),
+            "the include column 'include' is list<",
+        ),
+    ],
+)
+def test_parquet_include_column_that_is_not_text_is_refused(
+    tmp_path: Path, column: pa.Array, expected: str
+) -> None:
+    """An include column of numbers, structs or nested lists makes the file unusable."""
+    path = include_parquet(tmp_path / "homes.parquet", column)
+    message = fault(path)
+    assert expected in message
+    assert "must be text" in message
+
+
+def test_other_nested_columns_are_refused_beside_a_list_include(tmp_path: Path) -> None:
+    """A list include column does not let another nested column through."""
+    path = tmp_path / "homes.parquet"
+    table = pa.table(
+        {
+            "postcode": ["SW1A 1AA"],
+            "propertyType": ["flat"],
+            "bedrooms": [2],
+            "include": pa.array([[C]]),
+            "tags": pa.array([["a"]]),
+        }
+    )
+    pq.write_table(table, path)
+    assert "has nested columns 'tags' (list<" in fault(path)
+
+
+@pytest.mark.parametrize(
+    ("delimiter", "cell", "expected"),
+    [
+        (",", '"commentary, rebuildCost"', [C, R]),
+        (",", "rebuildCost;commentary", [C, R]),
+        (";", '"rebuildCost;commentary"', [C, R]),
+        (";", "commentary,rebuildCost", [C, R]),
+        ("\t", "commentary; commentary", [C]),
+        (",", "", [R]),
+        (",", "photos", "invalid_include"),
+    ],
+)
+def test_csv_include_cells(tmp_path: Path, delimiter: str, cell: str, expected: object) -> None:
+    """A CSV include cell is read whatever the file's delimiter, quoted or not."""
+    header = ["loan_id", "postcode", "property_type", "bedrooms", "Include"]
+    path = write_csv(
+        tmp_path / "homes.csv",
+        [["L1", "SW1A 1AA", "flat", "2", cell]],
+        header=header,
+        delimiter=delimiter,
+    )
+    source = open_input(path, InputOptions(include=(R,)))
+    assert source.field_columns["include"] == "Include"
+    assert includes(read_all(source)) == [expected]
+
+
+def test_csv_include_column_mapped_from_the_config(tmp_path: Path) -> None:
+    """input.columns maps another column to include; it is then not passed through."""
+    header = ["loan_id", "postcode", "property_type", "bedrooms", "Extras Wanted"]
+    rows = [["L1", "SW1A 1AA", "flat", "2", "commentary"], ["L2", "SW1A 1AA", "flat", "2", ""]]
+    path = write_csv(tmp_path / "homes.csv", rows, header=header)
+    source = open_input(path, InputOptions(columns={"include": "extras wanted"}))
+    assert source.passthrough == ["loan_id"]
+    assert includes(read_all(source)) == [[C], None]

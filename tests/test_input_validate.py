@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import random
+import unicodedata
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from batchval import postcodes
+from batchval.api.vocabulary import INCLUDE_ITEMS
 from batchval.input import PROBLEM_RULES, REQUEST_FIELDS, InputOptions, open_input
 from batchval.input.mapping import resolve_columns
 from batchval.input.options import ENUM_VALUES
@@ -184,6 +187,193 @@ def test_invalid_include_is_a_problem_on_every_row() -> None:
     assert "'photos'" in rows[0]["detail"]
 
 
+C, R = "commentary", "rebuildCost"
+
+
+@pytest.mark.parametrize(
+    ("cell", "run", "expected"),
+    [
+        ("commentary;rebuildCost", (), [C, R]),
+        ("commentary,rebuildCost", (), [C, R]),
+        ("commentary, rebuildCost", (), [C, R]),
+        (" rebuildCost ;  commentary ", (), [C, R]),
+        ("rebuildCost\t,\tcommentary", (), [C, R]),
+        ("rebuildCost;commentary;rebuildCost", (), [C, R]),
+        ("commentary;commentary", (), [C]),
+        ("commentary;", (), [C]),
+        (";;rebuildCost,,", (), [R]),
+        ("rebuildCost", (), [R]),
+        ("", (), None),
+        ("   ", (), None),
+        (None, (), None),
+        (";", (), None),
+        ("", (R,), [R]),
+        (None, (C, R), [C, R]),
+        (" , ", (C,), [C]),
+        ("commentary", (R,), [C]),
+        ("rebuildCost", (C, R), [R]),
+        ("rebuildCost;commentary", (C,), [C, R]),
+    ],
+)
+def test_include_cell_gives_the_rows_extras(
+    cell: str | None, run: tuple[str, ...], expected: list[str] | None
+) -> None:
+    """An include cell's items, sorted and once each, replace the run's; empty is the run's."""
+    out = one({"include": cell}, InputOptions(include=run))
+    assert out["rule"] is None, out["detail"]
+    assert json.loads(out["request_json"]).get("include") == expected
+
+
+@pytest.mark.parametrize("run", [(), (C,)])
+@pytest.mark.parametrize(
+    ("cell", "detail"),
+    [
+        ("photos", "include item 'photos' is not one of commentary, rebuildCost (spelled"),
+        ("commentary;photos", "include item 'photos' is not one of"),
+        ("photos, maps;photos", "include items 'photos', 'maps' are not one of"),
+        ("rebuildcost", "include item 'rebuildcost' is not one of"),
+        ("Commentary", "include item 'Commentary' is not one of"),
+        ("REBUILDCOST", "include item 'REBUILDCOST' is not one of"),
+        ("rebuild_cost", "include item 'rebuild_cost' is not one of"),
+        ("commentary rebuildCost", "include item 'commentary rebuildCost' is not one of"),
+        ("commentary|rebuildCost", "include item 'commentary|rebuildCost' is not one of"),
+        ("x" * 60, "include item '" + "x" * 40 + "…' is not one of"),
+    ],
+)
+def test_unknown_include_item_is_a_row_problem(
+    cell: str, detail: str, run: tuple[str, ...]
+) -> None:
+    """An item that is not the API's spelling is invalid_include naming it, run default or not."""
+    out = one({"include": cell}, InputOptions(include=run))
+    assert (out["field"], out["rule"], out["request_json"]) == ("include", "invalid_include", None)
+    assert out["detail"].startswith(detail), out["detail"]
+
+
+def test_row_include_is_checked_after_the_other_fields() -> None:
+    """A row with a bad postcode and a bad include is reported for the postcode, naming both."""
+    out = one({"postcode": "nowhere", "include": "photos"})
+    assert (out["field"], out["rule"]) == ("postcode", "invalid_postcode")
+    assert "include item 'photos'" in out["detail"]
+
+
+def test_bad_run_include_spares_rows_that_name_their_own() -> None:
+    """A bad run include is a problem only on rows that use it, not on rows with their own."""
+    rows = check(
+        [{**GOOD, "include": "commentary"}, {**GOOD, "include": ""}],
+        InputOptions(include=("photos",)),
+    )
+    assert json.loads(rows[0]["request_json"])["include"] == [C]
+    assert (rows[1]["rule"], rows[1]["detail"]) == (
+        "invalid_include",
+        "include item 'photos' is not one of commentary, rebuildCost (fix the run's include)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("header", "options"),
+    [
+        ("include", InputOptions()),
+        (" Include ", InputOptions()),
+        ("INCLUDE", InputOptions()),
+        ("extras", InputOptions(columns={"include": "extras"})),
+        ("Extras", InputOptions(columns={"include": "extras"})),
+    ],
+)
+def test_include_column_is_found_and_not_passed_through(header: str, options: InputOptions) -> None:
+    """The include column is found by name or by the config, and is no pass-through column."""
+    rows = check([{**GOOD, "loan": "L1", header: "rebuildCost;commentary"}], options)
+    assert json.loads(rows[0]["request_json"])["include"] == [C, R]
+    assert json.loads(rows[0]["passthrough_json"]) == {"loan": "L1"}
+
+
+def test_unmapped_extras_column_rides_along() -> None:
+    """A column of extras under another name is only passed through unless the config maps it."""
+    out = one({"extras": "commentary"})
+    assert "include" not in json.loads(out["request_json"])
+    assert json.loads(out["passthrough_json"]) == {"extras": "commentary"}
+
+
+def test_include_column_named_in_passthrough_rides_along_as_typed() -> None:
+    """An include column the config also passes through is sent and echoed as typed."""
+    out = one({"include": " rebuildCost,commentary "}, InputOptions(passthrough=("include",)))
+    assert json.loads(out["request_json"])["include"] == [C, R]
+    assert json.loads(out["passthrough_json"]) == {"include": " rebuildCost,commentary "}
+
+
+@settings(deadline=None, max_examples=100)
+@given(
+    st.lists(st.sampled_from(INCLUDE_ITEMS), min_size=1, max_size=5),
+    st.lists(st.sampled_from([";", ",", " ; ", ", ", " ,"]), min_size=4, max_size=4),
+    st.randoms(use_true_random=False),
+)
+def test_permuted_include_items_give_byte_identical_requests(
+    items: list[str], separators: list[str], rng: random.Random
+) -> None:
+    """Any order, repetition and separators of the same items encode to the same bytes."""
+    shuffled = rng.sample(items, len(items))
+    cell = "".join(f"{separators[i % 4]}{item}" for i, item in enumerate(shuffled))[1:]
+    rows = check([{**GOOD, "include": cell}, {**GOOD, "include": ";".join(sorted(set(items)))}])
+    assert rows[0]["request_json"] == rows[1]["request_json"]
+    want = {"bedrooms": 2, "include": sorted(set(items)), "postcode": "SW1A 1AA"}
+    assert rows[0]["request_json"] == canonical({**want, "propertyType": "flat"})
+
+
+# --- Unicode normal form -------------------------------------------------------------
+
+NFC_CASES = ["Zoë", "Café Rosé", "Ångström", "Dvořák", "Łódź", "Ωmega", "한국", "x\u0301"]
+
+
+@pytest.mark.parametrize("text", NFC_CASES)
+def test_reference_in_either_normal_form_gives_one_request(text: str) -> None:
+    """A reference typed decomposed or precomposed gives byte-identical request_json."""
+    composed = unicodedata.normalize("NFC", text)
+    decomposed = unicodedata.normalize("NFD", text)
+    rows = check([{**GOOD, "reference": decomposed}, {**GOOD, "reference": composed}])
+    assert rows[0]["request_json"] == rows[1]["request_json"]
+    assert json.loads(rows[0]["request_json"])["reference"] == composed
+
+
+def test_reference_length_counts_composed_characters() -> None:
+    """64 accented letters typed decomposed (128 code points) are 64 characters, as sent."""
+    out = one({"reference": unicodedata.normalize("NFD", "é" * 64)})
+    assert json.loads(out["request_json"])["reference"] == "é" * 64
+
+
+def test_value_map_matches_codes_in_either_normal_form() -> None:
+    """A config code and a cell that differ only in normal form match."""
+    nfd = unicodedata.normalize("NFD", "Maisonnée")
+    options = InputOptions(values={"propertyType": {"Maisonnée": "flat"}})
+    for cell in (nfd, "MAISONNÉE", "maisonnée "):
+        out = one({"property_type": cell}, options)
+        assert json.loads(out["request_json"])["propertyType"] == "flat", cell
+    reverse = InputOptions(values={"propertyType": {nfd: "flat"}})
+    assert json.loads(one({"property_type": "Maisonnée"}, reverse)["request_json"])
+
+
+def test_value_map_codes_differing_in_normal_form_must_agree() -> None:
+    """Two config codes equal but for normal form and mapping apart are refused."""
+    nfd = unicodedata.normalize("NFD", "Maisonnée")
+    with pytest.raises(ValueError, match="Unicode form"):
+        InputOptions(values={"propertyType": {"Maisonnée": "flat", nfd: "detached"}})
+
+
+def test_passthrough_keeps_its_normal_form() -> None:
+    """Pass-through text is not normalised: it is the user's, not the request's."""
+    nfd = unicodedata.normalize("NFD", "Zoë")
+    out = one({"note": nfd, "reference": nfd})
+    assert json.loads(out["passthrough_json"]) == {"note": nfd}
+    assert json.loads(out["request_json"])["reference"] == "Zoë"
+
+
+@settings(deadline=None, max_examples=100)
+@given(st.text(max_size=70))
+def test_any_reference_gives_the_same_answer_in_every_normal_form(reference: str) -> None:
+    """A reference in NFC or in NFD gets the same request_json, or the same rule."""
+    forms = [unicodedata.normalize(form, reference) for form in ("NFC", "NFD")]
+    first, second = check([{**GOOD, "reference": form} for form in forms])
+    assert (first["request_json"], first["rule"]) == (second["request_json"], second["rule"])
+
+
 def test_several_problems_first_by_field_order_and_all_in_detail() -> None:
     """The first problem in field order is the row's rule; the detail names every one."""
     out = one({"reference": "=x", "bedrooms": "lots", "postcode": "nowhere"})
@@ -278,7 +468,7 @@ def test_sample_bad_rows_each_break_exactly_their_rule() -> None:
             assert (row["rule"], row["request_json"]) == (rule, None), row["detail"]
             assert "; " not in row["detail"], row["detail"]
             seen.add(rule)
-    # invalid_include comes from the run's options, never from a row of the file.
+    # bad_rows.csv has no include column; invalid_include is tested on its own above.
     assert seen == set(PROBLEM_RULES) - {"invalid_include"}
 
 
@@ -318,10 +508,17 @@ def valid_rows(draw: st.DrawFn) -> tuple[dict[str, str], dict[str, Any]]:
         row["floorAreaSqm"] = repr(area)
         want["floorAreaSqm"] = int(area) if float(area).is_integer() else area
     reference = draw(st.text(max_size=64))
-    tidy = reference == reference.strip() and not reference.startswith(tuple("=+-@"))
-    if reference and tidy and not postcodes.contains_postcode(reference):
+    sent = unicodedata.normalize("NFC", reference)  # what the API is sent, and checks
+    tidy = sent == sent.strip() and not sent.startswith(tuple("=+-@")) and len(sent) <= 64
+    if sent and tidy and not postcodes.contains_postcode(sent):
         row["reference"] = reference
-        want["reference"] = reference
+        want["reference"] = sent
+    if draw(st.booleans()):
+        items = draw(st.lists(st.sampled_from(INCLUDE_ITEMS), max_size=4))
+        separator = draw(st.sampled_from([";", ",", " ; ", ", "]))
+        row["include"] = separator.join(items)
+        if items:
+            want["include"] = sorted(set(items))
     return row, want
 
 
@@ -331,7 +528,7 @@ def test_valid_rows_become_the_request_the_server_accepts(
     cases: list[tuple[dict[str, str], dict[str, Any]]],
 ) -> None:
     """Any valid row encodes to its canonical request, and the sandbox accepts it."""
-    names = [*REQUEST_FIELDS]
+    names = [*REQUEST_FIELDS, "include"]
     out = check([{name: row.get(name) for name in names} for row, _ in cases])
     for (_, want), got in zip(cases, out, strict=True):
         assert got["rule"] is None, got["detail"]
@@ -349,8 +546,11 @@ LIKELY = {
     "builtForm": st.sampled_from(ENUM_VALUES["builtForm"]),
     "wallsEnergyEfficiency": st.sampled_from(ENUM_VALUES["wallsEnergyEfficiency"]),
     "reference": st.text(max_size=70) | st.sampled_from(["CASE-1", "at SW1A 1AA", "=1+1"]),
+    "include": st.lists(st.sampled_from([*INCLUDE_ITEMS, "photos", "Commentary", " ", ""])).map(
+        ";".join
+    ),
 }
-MESSY_ROWS = st.fixed_dictionaries({f: LIKELY[f] | ANY_TEXT for f in REQUEST_FIELDS})
+MESSY_ROWS = st.fixed_dictionaries({f: LIKELY[f] | ANY_TEXT for f in [*REQUEST_FIELDS, "include"]})
 
 
 @settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])

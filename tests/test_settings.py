@@ -116,6 +116,66 @@ def test_fingerprint_follows_what_shapes_requests(tmp_path: Path) -> None:
     assert base.fingerprint() != mapped.fingerprint()
 
 
+@pytest.mark.parametrize(
+    "section",
+    [
+        "{encoding: latin-1}",
+        "{encoding: cp1252}",
+        "{delimiter: ';'}",
+        "{delimiter: '|'}",
+        "{passthrough: []}",
+        "{passthrough: [loan_id]}",
+        "{passthrough: [loan_id, branch]}",
+        "{columns: {include: extras}}",
+    ],
+)
+def test_fingerprint_follows_how_the_input_is_read(tmp_path: Path, section: str) -> None:
+    """Input encoding, delimiter, passthrough and the include column change the fingerprint."""
+    base = load_settings(None, {}).fingerprint()
+    changed = load_settings(write(tmp_path, f"input: {section}\n"), {}).fingerprint()
+    assert changed != base
+
+
+def test_passthrough_order_changes_the_fingerprint(tmp_path: Path) -> None:
+    """The passthrough's order is the output's column order, so it counts."""
+    one = load_settings(write(tmp_path, "input: {passthrough: [a, b]}\n"), {}).fingerprint()
+    two = load_settings(write(tmp_path, "input: {passthrough: [b, a]}\n"), {}).fingerprint()
+    assert one != two
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("{}", "{encoding: utf-8}"),
+        ("{encoding: latin-1}", "{encoding: iso-8859-1}"),
+        ("{encoding: UTF-8}", "{encoding: utf8}"),
+        ("{delimiter: null}", "{}"),
+        ("{passthrough: null}", "{}"),
+    ],
+)
+def test_fingerprint_is_deterministic_for_equal_settings(
+    tmp_path: Path, first: str, second: str
+) -> None:
+    """Settings that read the input alike, spelled alike or not, share one fingerprint."""
+    a = load_settings(write(tmp_path, f"input: {first}\n"), {}).fingerprint()
+    b = load_settings(write(tmp_path, f"input: {second}\n"), {}).fingerprint()
+    assert a == b
+    assert a == load_settings(write(tmp_path, f"input: {first}\n"), {}).fingerprint()
+
+
+def test_include_column_can_be_mapped(tmp_path: Path) -> None:
+    """input.columns may name the column of per-row extras."""
+    settings = load_settings(write(tmp_path, "input: {columns: {include: Extras}}\n"), {})
+    assert settings.input.columns == {"include": "Extras"}
+
+
+def test_include_items_cannot_be_translated(tmp_path: Path) -> None:
+    """input.values for include is refused: its items are the API's own words."""
+    config = write(tmp_path, "input: {values: {include: {C: commentary}}}\n")
+    with pytest.raises(SettingsError, match="values cannot translate include items"):
+        load_settings(config, {})
+
+
 def test_the_shipped_configs_load() -> None:
     """configs/lender_extract.yaml and configs/live.example.yaml are valid settings."""
     root = Path(__file__).resolve().parents[1]

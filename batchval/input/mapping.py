@@ -5,6 +5,9 @@ snake_case (`property_type`), in any case and with stray spaces, is found by its
 The config's `columns` names the others, and its `values` translates the user's codes
 (`S`, `semi`) into the API's (`semi_detached`). Only column names are decided here, once
 per file; values are translated by polars expressions, batch by batch.
+
+Text is compared and sent in Unicode's composed form (NFC): `é` typed as one code point
+or as `e` and a combining accent is one value, one request and one idempotency key.
 """
 
 from __future__ import annotations
@@ -16,13 +19,18 @@ from pathlib import Path
 
 import polars as pl
 
-from batchval.api.vocabulary import REQUEST_FIELDS
-from batchval.input.options import ENUM_VALUES, InputError, InputOptions
+from batchval.input.options import ENUM_VALUES, ROW_FIELDS, InputError, InputOptions, normal_code
 
 # Request fields of which the input must have a column: rows cannot supply what the
 # file has no column for, so their absence makes the whole file unusable.
 REQUIRED_COLUMNS: tuple[str, ...] = ("postcode", "propertyType")
 ONE_OF_COLUMNS: tuple[str, ...] = ("bedrooms", "floorAreaSqm")
+# Fields sent as JSON strings: normalised to NFC. Numbers are left alone (a number with
+# anything but ASCII in it is not one, whatever its form).
+TEXT_FIELDS = frozenset({"postcode", "reference", *ENUM_VALUES})
+# What separates the items of an include cell: `commentary;rebuildCost`, `a, b`.
+INCLUDE_SEPARATORS = (";", ",")
+_ASCII = r"^[\x00-\x7f]*$"
 
 
 def snake_case(field: str) -> str:
@@ -35,8 +43,19 @@ def column_key(name: str) -> str:
     return name.strip().lower()
 
 
+def nfc(text: pl.Expr) -> pl.Expr:
+    """The text in Unicode's composed form (NFC).
+
+    ASCII text is NFC already; testing for it first costs a fifth of normalising it.
+    """
+    return pl.when(text.str.contains(_ASCII)).then(text).otherwise(text.str.normalize("NFC"))
+
+
 def code_key(expr: pl.Expr) -> pl.Expr:
-    """How codes in `options.values` are compared: on the trimmed value, in lower case."""
+    """How codes in `options.values` are compared: on the trimmed value, in lower case.
+
+    The text is already NFC; the config's codes are keyed by `options.normal_code`.
+    """
     return expr.str.strip_chars().str.to_lowercase()
 
 
@@ -92,7 +111,7 @@ def resolve_columns(
     delimiter, the usual reason a whole header looks like one column).
     """
     fields: dict[str, str] = {}
-    for field in REQUEST_FIELDS:
+    for field in ROW_FIELDS:
         configured = options.columns.get(field)
         if configured is not None:
             fields[field] = _find(path, columns, configured, f"the config maps {field} to")
@@ -132,21 +151,45 @@ def _spellings(missing: str) -> list[str]:
 def field_value(field: str, raw: pl.Expr, options: InputOptions) -> pl.Expr:
     """The value of a request field as text, translated, or null when it is missing.
 
-    Empty and whitespace-only values are missing. The user's own codes are looked up
-    first; an enumerated field then gets the default normalisation (lower case, runs
-    of spaces and hyphens to `_`: `Semi-Detached` -> `semi_detached`).
+    Empty and whitespace-only values are missing. Text fields (and any field with a
+    value map) are NFC-normalised first, so that the checks see what is sent. The
+    user's own codes are looked up next; an enumerated field then gets the default
+    normalisation (lower case, runs of spaces and hyphens to `_`: `Semi-Detached` ->
+    `semi_detached`).
     """
-    trimmed = raw.str.strip_chars()
+    codes = options.values.get(field)
+    text = nfc(raw) if field in TEXT_FIELDS or codes else raw
+    trimmed = text.str.strip_chars()
     present = pl.when(trimmed != "").then(trimmed)
     if field in ENUM_VALUES:
         value = present.str.to_lowercase().str.replace_all(r"[\s\-]+", "_")
     else:
         value = present
-    codes = options.values.get(field)
     if not codes:
         return value
-    table: Mapping[str, str] = {code.strip().lower(): api for code, api in codes.items()}
+    table: Mapping[str, str] = {normal_code(code): api for code, api in codes.items()}
     mapped = code_key(present).replace_strict(
         list(table), list(table.values()), default=None, return_dtype=pl.String
     )
     return pl.coalesce(mapped, value)
+
+
+def include_items(raw: pl.Expr, *, is_list: bool) -> pl.Expr:
+    """The extras a row asks for, as a list of items in the order given; null for none.
+
+    A text cell holds items separated by `;` or `,`; a Parquet list holds one item per
+    element. Spaces around an item are dropped, and so are empty items: an empty cell,
+    an empty list or a null means the row names none (the run's include applies).
+    Items are not translated: their spelling, case included, is checked as typed.
+    """
+    if is_list:
+        listed = raw
+    else:
+        first, *others = INCLUDE_SEPARATORS
+        text = raw
+        for separator in others:
+            text = text.str.replace_all(separator, first, literal=True)
+        listed = text.str.split(first)
+    item = pl.element().str.strip_chars()
+    items = listed.list.eval(item.filter(item.is_not_null() & (item != "")))
+    return pl.when(items.list.len() > 0).then(items)

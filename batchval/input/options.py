@@ -12,15 +12,22 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import types
+import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 
 from batchval.api.vocabulary import (
     BUILT_FORMS,
+    INCLUDE_ITEMS,
     PROPERTY_TYPES,
     REQUEST_FIELDS,
     WALLS_ENERGY_EFFICIENCY,
 )
+
+# The fields a row of the input may give: every request field, and `include`, the
+# extras that row asks for in place of the run's. A row's problems are reported in
+# this order.
+ROW_FIELDS: tuple[str, ...] = (*REQUEST_FIELDS, "include")
 
 # The codes each enumerated field accepts, in the API document's order (that order is
 # shown to people in problem details).
@@ -64,15 +71,18 @@ class InputOptions:
     """How to read one input file and turn its columns into request fields.
 
     columns: API field name -> input column name, for columns not named as the field
-        (`propertyType` and `property_type` are recognised without it).
+        (`propertyType` and `property_type` are recognised without it). `include` may be
+        mapped too: a column of per-row extras (`commentary;rebuildCost`).
     values: API field -> {the input's code: the API's value}, e.g.
-        `{"propertyType": {"S": "semi_detached"}}`; codes match whatever their case and
-        surrounding spaces.
+        `{"propertyType": {"S": "semi_detached"}}`; codes match whatever their case,
+        surrounding spaces and Unicode normal form. Not for `include`: its items are
+        the API's own words.
     passthrough: the input columns copied to the outputs; None means every column that
-        is not used for a request field.
-    include: extras asked for on every request (`commentary`, `rebuildCost`). An item
-        the API does not know is reported on each row as `invalid_include`, as the API
-        would refuse each request; the command line should refuse it first.
+        is not used for a request field (the include column is one).
+    include: extras asked for on every request whose row names none of its own
+        (`commentary`, `rebuildCost`). An item the API does not know is reported on each
+        such row as `invalid_include`, as the API would refuse each request; the command
+        line should refuse it first.
     """
 
     delimiter: str | None = None  # None: detected from the header among , ; tab |
@@ -94,7 +104,17 @@ class InputOptions:
             raise ValueError(f"encoding must be utf-8, latin-1 or cp1252, not {self.encoding!r}")
         if self.batch_rows < 1:
             raise ValueError(f"batch_rows must be at least 1, not {self.batch_rows}")
-        for field in [*self.columns, *self.values]:
+        for field in self.columns:
+            if field not in ROW_FIELDS:
+                raise ValueError(
+                    f"{field!r} is not a request field; use one of {', '.join(ROW_FIELDS)}"
+                )
+        for field in self.values:
+            if field == "include":
+                raise ValueError(
+                    "values cannot translate include items; write them as the API does: "
+                    + ", ".join(INCLUDE_ITEMS)
+                )
             if field not in REQUEST_FIELDS:
                 raise ValueError(
                     f"{field!r} is not a request field; use one of {', '.join(REQUEST_FIELDS)}"
@@ -119,16 +139,21 @@ class InputOptions:
         return "utf-8" if name.startswith("utf-8") else name
 
 
+def normal_code(code: str) -> str:
+    """How a code in `values` is compared with the input's text (mapping.code_key)."""
+    return unicodedata.normalize("NFC", code).strip().lower()
+
+
 def _check_codes(field: str, codes: Mapping[str, str]) -> None:
     """A value map must be unambiguous and, for an enumerated field, land on API codes."""
     seen: dict[str, tuple[str, str]] = {}
     for code, value in codes.items():
-        key = code.strip().lower()  # as the reader matches codes (mapping.code_key)
+        key = normal_code(code)
         if key in seen and seen[key][1] != value:
             first, mapped = seen[key]
             raise ValueError(
-                f"values for {field}: {first!r} and {code!r} differ only in case or spaces "
-                f"but map to {mapped!r} and {value!r}"
+                f"values for {field}: {first!r} and {code!r} differ only in case, spaces "
+                f"or Unicode form but map to {mapped!r} and {value!r}"
             )
         seen[key] = (code, value)
         allowed = ENUM_VALUES.get(field)

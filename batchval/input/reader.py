@@ -10,7 +10,9 @@ with the file:
   UTF-8 only, so a latin-1 or cp1252 file is first transcoded, as a stream, to a
   temporary UTF-8 file (disk, not memory, pays for it).
 - Parquet: `pyarrow.parquet.ParquetFile.iter_batches`, every column cast to text
-  (a float 3.0 becomes "3.0", which is the integer 3 to validation).
+  (a float 3.0 becomes "3.0", which is the integer 3 to validation), but for an
+  include column that is a list of text (`list<string>`), read as a list of items.
+  Any other nested column is refused: nothing else in a request is nested.
 
 Row numbers are 1-based positions of data rows, the header not counted. In a CSV, a
 row with no value at all (a blank line, or only delimiters and spaces, as spreadsheets
@@ -147,6 +149,7 @@ def _guarded(path: Path, frames: Iterator[pl.DataFrame]) -> Iterator[pl.DataFram
 class _ParquetTable:
     path: Path
     columns: list[str]
+    schema: pa.Schema
 
     def raw_batches(self, wanted: Sequence[str], batch_rows: int) -> Iterator[pl.DataFrame]:
         try:
@@ -160,12 +163,14 @@ class _ParquetTable:
 
 def _as_text(path: Path, batches: Iterator[pa.RecordBatch]) -> Iterator[pl.DataFrame]:
     """Every column as text, cast by Arrow (which knows every Parquet type; polars panics
-    on some, such as decimals wider than 38 digits)."""
+    on some, such as decimals wider than 38 digits); a list of text as a list of text
+    (`_refuse_nested` has let only the include column through as a list)."""
     for batch in batches:
         columns: dict[str, pa.Array] = {}
         for name, column in zip(batch.schema.names, batch.columns, strict=True):
+            text = pa.list_(pa.string()) if _is_text_list(column.type) else pa.string()
             try:
-                columns[name] = pc.cast(column, pa.string())
+                columns[name] = pc.cast(column, text)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                 raise InputError(
                     path, f"column {name!r} ({column.type}) has no text form: {_first_line(exc)}"
@@ -213,14 +218,42 @@ def _open_parquet(path: Path) -> _ParquetTable:
     _duplicates(path, columns)
     if rows == 0:
         raise InputError(path, "has no data rows")
-    nested = [f"{f.name!r} ({f.type})" for f in schema if pa.types.is_nested(f.type)]
+    return _ParquetTable(path, columns, schema)
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    if pa.types.is_dictionary(kind):
+        return _is_text(kind.value_type)
+    return bool(
+        pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
+    )
+
+
+def _is_text_list(kind: pa.DataType) -> bool:
+    """A list (or large list) of strings: the Parquet form of an include column."""
+    listed = pa.types.is_list(kind) or pa.types.is_large_list(kind)
+    return listed and _is_text(kind.value_type)
+
+
+def _refuse_nested(path: Path, schema: pa.Schema, include: str | None) -> None:
+    """Lists and structs cannot be used, but for an include column that is a list of text.
+
+    Nothing else in a request is nested, and a list or struct has no plain-text form to
+    ride along as.
+    """
+    nested = [f for f in schema if pa.types.is_nested(f.type)]
+    if include is not None:
+        kind = schema.field(include).type
+        if pa.types.is_nested(kind) and not _is_text_list(kind):
+            raise InputError(
+                path,
+                f"the include column {include!r} is {kind}; it must be text "
+                "(commentary;rebuildCost) or a list of text",
+            )
+        nested = [f for f in nested if f.name != include]
     if nested:
-        # Nothing in a request is nested; such a column could only ride along, and a
-        # list or struct has no plain-text form to ride along as.
-        raise InputError(
-            path, f"has nested columns {', '.join(nested)}; convert or drop them first"
-        )
-    return _ParquetTable(path, columns)
+        named = ", ".join(f"{f.name!r} ({f.type})" for f in nested)
+        raise InputError(path, f"has nested columns {named}; convert or drop them first")
 
 
 def _head_text(path: Path, head: bytes, codec: str) -> tuple[str, bool]:
@@ -361,4 +394,6 @@ def open_input(path: Path, options: InputOptions) -> InputSource:
     else:
         table, hint = _open_csv(path, head, options)
     mapped = resolve_columns(path, table.columns, options, hint=hint)
+    if isinstance(table, _ParquetTable):
+        _refuse_nested(path, table.schema, mapped.fields.get("include"))
     return InputSource(path, table, mapped, options)

@@ -13,7 +13,9 @@ regex engine and Python's agree on ASCII text only).
 
 The request is encoded as canonical JSON by string expressions too; the encoding equals
 `json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)`, which the
-tests check against json.dumps itself.
+tests check against json.dumps itself. Its text is NFC (mapping.field_value) and its
+`include` sorted and unique, so that rows asking the same thing in other spellings send
+the same bytes and get the same idempotency key.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ import polars as pl
 
 from batchval import postcodes
 from batchval.api.vocabulary import INCLUDE_ITEMS, REQUEST_FIELDS
-from batchval.input.mapping import ColumnMap, field_value
-from batchval.input.options import ENUM_VALUES, InputOptions
+from batchval.input.mapping import ColumnMap, field_value, include_items
+from batchval.input.options import ENUM_VALUES, ROW_FIELDS, InputOptions
 
 PROBLEM_RULES: Mapping[str, str] = types.MappingProxyType(
     {
@@ -47,8 +49,9 @@ PROBLEM_RULES: Mapping[str, str] = types.MappingProxyType(
         "a formula (stricter than the API)",
         "contains_postcode": "the reference holds a postcode; the API forbids names and "
         "addresses there",
-        "invalid_include": "the run asks for an include item other than commentary or "
-        "rebuildCost, so every request would be refused",
+        "invalid_include": "an include item is not commentary or rebuildCost, spelled so "
+        "(case counts): in the row's include column, or in the run's include for a row "
+        "that names none",
     }
 )
 
@@ -105,16 +108,20 @@ def _value(field: str) -> pl.Expr:
     return pl.col(f"value.{field}")
 
 
-def _said(field: str, *parts: str | pl.Expr) -> pl.Expr:
-    """`field 'value' ...`: the value as typed, trimmed, on one line, cut to ~40 chars."""
-    text = _raw(field).str.strip_chars().str.replace_all(r"\s+", " ")
-    cut = (
+def _shown(value: pl.Expr) -> pl.Expr:
+    """The text trimmed, on one line, cut to about 40 characters: fit to quote."""
+    text = value.str.strip_chars().str.replace_all(r"\s+", " ")
+    return (
         pl.when(text.str.len_chars() > _SHOWN_MAX)
         .then(pl.concat_str([text.str.slice(0, _SHOWN_MAX), pl.lit("…")]))
         .otherwise(text)
     )
+
+
+def _said(field: str, *parts: str | pl.Expr) -> pl.Expr:
+    """`field 'value' ...`: the value as typed, trimmed, on one line, cut to ~40 chars."""
     words = [pl.lit(p) if isinstance(p, str) else p for p in parts]
-    return pl.concat_str([pl.lit(f"{field} '"), cut, pl.lit("' "), *words])
+    return pl.concat_str([pl.lit(f"{field} '"), _shown(_raw(field)), pl.lit("' "), *words])
 
 
 def json_string(text: pl.Expr) -> pl.Expr:
@@ -275,12 +282,42 @@ def _checks(options: InputOptions, reference_has_postcode: pl.Expr) -> list[_Che
         _enum_check("wallsEnergyEfficiency"),
         *_reference_checks(reference_has_postcode),
     ]
+    checks.append(_row_include_check())
     bad = [item for item in options.include if item not in INCLUDE_ITEMS]
     if bad:
         allowed = ", ".join(INCLUDE_ITEMS)
         detail = f"include item {bad[0]!r} is not one of {allowed} (fix the run's include)"
-        checks.append(_Check("include", "invalid_include", pl.lit(True), pl.lit(detail)))
+        # A row that names its own extras does not use the run's.
+        uses_run = _value("include").is_null()
+        checks.append(_Check("include", "invalid_include", uses_run, pl.lit(detail)))
     return checks
+
+
+def _row_include_check() -> _Check:
+    """Items of the row's own include that the API does not know, each named once.
+
+    Only the API's spellings are accepted: `rebuildcost` or `Commentary` is refused
+    here rather than guessed at, as the API would refuse it.
+    """
+    unknown = (
+        _value("include")
+        .list.eval(pl.element().filter(~pl.element().is_in(INCLUDE_ITEMS)))
+        .list.unique(maintain_order=True)
+    )
+    count = unknown.list.len()
+    quoted = unknown.list.eval(_shown(pl.element())).list.join("', '")
+    detail = pl.concat_str(
+        [
+            pl.when(count == 1).then(pl.lit("include item '")).otherwise(pl.lit("include items '")),
+            quoted,
+            pl.when(count == 1).then(pl.lit("' is")).otherwise(pl.lit("' are")),
+            pl.lit(
+                f" not one of {', '.join(INCLUDE_ITEMS)} (spelled exactly so, case counts; "
+                "separate items with ; or ,)"
+            ),
+        ]
+    )
+    return _Check("include", "invalid_include", count > 0, detail)
 
 
 def _enum_check(field: str) -> _Check:
@@ -308,9 +345,14 @@ def _request_members(options: InputOptions) -> dict[str, pl.Expr]:
             whole = number.cast(pl.Int64, strict=False).cast(pl.String)
             text = pl.when(number == number.floor()).then(whole).otherwise(number.cast(pl.String))
         members[field] = pl.when(value.is_not_null()).then(_member(field, text))
+    # A row's own include replaces the run's. Only valid rows are encoded, so every item
+    # is one of the API's words, which JSON writes without escapes.
+    own = _value("include").list.unique().list.sort()
+    items = pl.concat_str([pl.lit('["'), own.list.join('","'), pl.lit('"]')])
     if options.include:
-        items = json.dumps(sorted(set(options.include)), separators=(",", ":"))
-        members["include"] = _member("include", pl.lit(items))
+        default = json.dumps(sorted(set(options.include)), separators=(",", ":"))
+        items = pl.coalesce(items, pl.lit(default))
+    members["include"] = _member("include", items)
     return members
 
 
@@ -319,20 +361,32 @@ def _work_frame(raw: pl.DataFrame, columns: ColumnMap, options: InputOptions) ->
 
     A field the file has no column for is a null column, so every rule reads alike.
     Columns are taken by position: a name such as "*" would be a pattern to polars.
+    Every column is text but a Parquet list (the include column): `value.include` is the
+    row's list of items, null where it names none.
     """
     absent = pl.lit(None, dtype=pl.String)
+
+    def column(name: str) -> pl.Expr:
+        """The input column as text; a list (of text, as the reader lets through) as is."""
+        index = raw.get_column_index(name)
+        listed = isinstance(raw.schema[name], pl.List)
+        return pl.nth(index) if listed else pl.nth(index).cast(pl.String)
+
+    def riding(name: str) -> pl.Expr:
+        """A pass-through column as text: a list as its items joined, as a CSV cell has them."""
+        value = column(name)
+        return value.list.join(";") if isinstance(raw.schema[name], pl.List) else value
+
     picked = [
-        (pl.nth(raw.get_column_index(columns.fields[f])) if f in columns.fields else absent)
-        .cast(pl.String)
-        .alias(f"raw.{f}")
-        for f in REQUEST_FIELDS
+        (column(columns.fields[f]) if f in columns.fields else absent).alias(f"raw.{f}")
+        for f in ROW_FIELDS
     ]
-    passed = [
-        pl.nth(raw.get_column_index(c)).cast(pl.String).alias(f"pass.{i}")
-        for i, c in enumerate(columns.passthrough)
-    ]
+    passed = [riding(c).alias(f"pass.{i}") for i, c in enumerate(columns.passthrough)]
+    include = columns.fields.get("include")
+    listed = include is not None and isinstance(raw.schema[include], pl.List)
     return raw.select(*picked, *passed).with_columns(
-        field_value(f, _raw(f), options).alias(f"value.{f}") for f in REQUEST_FIELDS
+        *(field_value(f, _raw(f), options).alias(f"value.{f}") for f in REQUEST_FIELDS),
+        include_items(_raw("include"), is_list=listed).alias("value.include"),
     )
 
 

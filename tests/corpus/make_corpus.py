@@ -668,12 +668,73 @@ def parquet_used() -> None:
     )
 
 
+def per_row_include() -> None:
+    """Extras asked for row by row: text cells, a Parquet list, and Unicode normal forms."""
+    _text(
+        "include_column.csv",
+        _lines(
+            "loan_id,postcode,property_type,bedrooms,include",
+            "I1,SW1A 2AA,flat,2,commentary;rebuildCost",
+            'I2,SW1A 2AA,flat,2,"rebuildCost, commentary, rebuildCost"',
+            "I3,M1 1AE,terraced,3,",
+            "I4,M1 1AE,terraced,3,rebuildCost",
+            "I5,LS6 2AB,flat,1,commentary",
+            "I6,LS6 2AB,flat,1,photos",
+            "I7,LS6 2AB,flat,1,rebuildcost",
+            "I8,LS6 2AB,flat,1, ; ",
+        ),
+    )
+    _parquet(
+        "include_list.parquet",
+        pa.table(
+            {
+                "loan_id": [f"X{i}" for i in range(1, 7)],
+                "postcode": ["SW1A 2AA", "SW1A 2AA", "M1 1AE", "M1 1AE", "LS6 2AB", "LS6 2AB"],
+                "property_type": ["flat", "flat", "terraced", "terraced", "flat", "flat"],
+                "bedrooms": [2, 2, 3, 3, 1, 1],
+                "extras": pa.array(
+                    [
+                        ["rebuildCost", "commentary"],
+                        ["commentary", "rebuildCost", "commentary"],
+                        None,
+                        [],
+                        ["photos"],
+                        ["Commentary"],
+                    ],
+                    type=pa.list_(pa.string()),
+                ),
+            }
+        ),
+    )
+    _parquet(
+        "include_list_of_numbers.parquet",
+        pa.table(
+            {
+                "postcode": ["SW1A 2AA"],
+                "property_type": ["flat"],
+                "bedrooms": [2],
+                "include": pa.array([[1, 2]], type=pa.list_(pa.int64())),
+            }
+        ),
+    )
+    # One reference typed precomposed (NFC) and decomposed (NFD): one request, one key.
+    _text(
+        "reference_normal_forms.csv",
+        _lines(
+            HEADER,
+            "U1,SW1A 2AA,flat,2,,,Zo\u00eb Bront\u00eb",
+            "U2,SW1A 2AA,flat,2,,,Zoe\u0308 Bronte\u0308",
+        ),
+    )
+
+
 def main() -> None:
     unusable_csv()
     unusable_parquet()
     encodings_and_framing()
     row_rules()
     parquet_used()
+    per_row_include()
 
 
 if __name__ == "__main__":
