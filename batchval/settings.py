@@ -71,16 +71,36 @@ class Settings:
         """
         passthrough = self.input.passthrough
         shaping = {
-            "columns": dict(self.input.columns),
-            "values": {k: dict(v) for k, v in self.input.values.items()},
-            "include": sorted(set(self.input.include)),
-            "api": None if self.api is None else [self.api.base_url, self.api.client_id],
+            **self._request_shaping(),
+            # The API's address, not the client id: a rotated secret comes as a new login
+            # of the same account, and keys never depend on credentials.
+            "api": None if self.api is None else self.api.base_url,
             "encoding": self.input.codec,
             "delimiter": self.input.delimiter,
             "passthrough": None if passthrough is None else list(passthrough),
         }
-        text = json.dumps(shaping, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()
+        return _digest(shaping)
+
+    def fingerprint_0_1(self) -> str:
+        """The fingerprint batchval 0.1 stored for these settings, so that a DIR it began
+        is resumed rather than refused."""
+        shaping = {
+            **self._request_shaping(),
+            "api": None if self.api is None else [self.api.base_url, self.api.client_id],
+        }
+        return _digest(shaping)
+
+    def _request_shaping(self) -> dict[str, Any]:
+        return {
+            "columns": dict(self.input.columns),
+            "values": {k: dict(v) for k, v in self.input.values.items()},
+            "include": sorted(set(self.input.include)),
+        }
+
+
+def _digest(shaping: Mapping[str, Any]) -> str:
+    text = json.dumps(shaping, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _section(data: Mapping[str, Any], name: str) -> dict[str, Any]:

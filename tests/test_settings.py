@@ -183,3 +183,20 @@ def test_the_shipped_configs_load() -> None:
     assert lender.input.delimiter == ";"
     live = load_settings(root / "configs" / "live.example.yaml", {"BATCHVAL_CLIENT_SECRET": "x"})
     assert live.api is not None
+
+
+def test_fingerprint_of_0_1_is_reproduced() -> None:
+    """The fingerprint batchval 0.1 stored (computed by 0.1 itself for these settings) is
+    reproduced, so that a DIR it began resumes instead of being refused."""
+    settings = load_settings(None, {**API_ENV, "BATCHVAL_CLIENT_SECRET": "x"}, include="commentary")
+    assert settings.fingerprint_0_1() == (
+        "046074a371d858646042ee51b11cea1f4fbf1f7d5acb01d67920bf8027d5f8d4"
+    )
+    assert settings.fingerprint() != settings.fingerprint_0_1()
+
+
+def test_client_id_is_not_part_of_the_fingerprint() -> None:
+    """A rotated secret (a new client id of the same account) does not change the run."""
+    one = load_settings(None, API_ENV)
+    other = load_settings(None, {**API_ENV, "BATCHVAL_CLIENT_ID": "lender-2"})
+    assert one.fingerprint() == other.fingerprint()

@@ -137,8 +137,8 @@ def test_corrupt_checkpoint_is_an_internal_error_in_one_line(
 def test_switching_from_test_to_live_credentials_revalues(
     served: RunningSandbox, tmp_path: Path
 ) -> None:
-    """A DIR valued with test credentials, carried on with live ones under
-    --accept-changes, ends with live answers only: test answers are valued again."""
+    """A DIR valued with test credentials, resumed with live ones, ends with live answers
+    only: test answers are valued again (credentials are not a settings change)."""
     source = portfolio(tmp_path / "book.csv", 5)
     out = tmp_path / "out"
     test_env = {"BATCHVAL_CLIENT_ID": TEST.client_id, "BATCHVAL_CLIENT_SECRET": TEST.client_secret}
@@ -147,8 +147,6 @@ def test_switching_from_test_to_live_credentials_revalues(
     assert summary["mode"] == "test"
     assert set(results["mode"].to_list()) == {"test"}
     code, _, stderr = run(source, out, served)
-    assert code == 64, stderr  # the credentials changed: refused unless accepted
-    code, _, stderr = run(source, out, served, "--accept-changes")
     assert code == 0, stderr
     results, _, summary = outputs(out)
     assert summary["mode"] == "live"
@@ -205,3 +203,19 @@ def test_problem_log_lines_and_stop_line_are_plain(served: RunningSandbox, tmp_p
     assert summary["stop"] is None
     assert summary["problems_by_type"] == {"outside-coverage": 1}
     assert problems["stage"].to_list() == ["api"]
+
+
+def test_live_dir_refuses_test_answers(served: RunningSandbox, tmp_path: Path) -> None:
+    """Test credentials on a DIR of live answers: mode_mixed (64), the test answer not kept."""
+    source = portfolio(tmp_path / "book.csv", 4)
+    out = tmp_path / "out"
+    first = portfolio(tmp_path / "first.csv", 2)
+    assert run(first, out, served)[0] == 0  # live answers
+    test_env = {"BATCHVAL_CLIENT_ID": TEST.client_id, "BATCHVAL_CLIENT_SECRET": TEST.client_secret}
+    code, _, stderr = run(source, out, served, "--accept-changes", **test_env)
+    assert code == 64, stderr
+    assert "batchval: mode_mixed: " in stderr
+    results, _, summary = outputs(out)
+    assert set(results["mode"].to_list()) == {"live"}
+    assert summary["mode"] == "live"
+    assert summary["rows"]["pending"] >= 1

@@ -5,7 +5,8 @@ columns by them."""
 from __future__ import annotations
 
 # The fields of a ValuationRequest that come from a row, in the order in which a row's
-# problems are reported. `include` is not one: it is a run-wide choice.
+# problems are reported. `include` is not one: the run's default, or a row's own include
+# column (read and checked apart, by batchval.input), gives it.
 REQUEST_FIELDS: tuple[str, ...] = (
     "postcode",
     "propertyType",

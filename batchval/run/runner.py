@@ -236,11 +236,19 @@ class Runner:
             checkpoint.get("input_fingerprint"),
             checkpoint.get("settings_fingerprint"),
         )
+        if stored_settings == self.settings.fingerprint_0_1():
+            stored_settings = settings_fp  # a DIR begun by 0.1 with these same settings
+            checkpoint.set("settings_fingerprint", settings_fp)
         changed = [
             what
             for what, stored, now in (
                 ("input file", stored_input, input_fp),
-                ("request settings (mapping, include, API)", stored_settings, settings_fp),
+                (
+                    "request settings (mapping, include, API address, encoding, delimiter, "
+                    "pass-through columns)",
+                    stored_settings,
+                    settings_fp,
+                ),
             )
             if stored is not None and stored != now
         ]
