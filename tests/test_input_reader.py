@@ -68,7 +68,7 @@ def test_delimiter_is_detected(tmp_path: Path, delimiter: str, compress: bool) -
     assert source.columns == HEADER
     rows = read_all(source)
     assert loan_ids(rows) == ["L1", "L2", "L3"]
-    assert [r["rule"] for r in rows] == [None, None, "outside_coverage"]
+    assert [r["rule"] for r in rows] == [None, None, "outside-coverage"]
 
 
 def test_explicit_delimiter(tmp_path: Path) -> None:

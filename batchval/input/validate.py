@@ -37,7 +37,8 @@ PROBLEM_RULES: Mapping[str, str] = types.MappingProxyType(
         "required": "postcode or propertyType is missing or empty",
         "area_or_bedrooms_required": "neither bedrooms nor floorAreaSqm is given",
         "invalid_postcode": "the postcode is not shaped like a full UK postcode (SW1A 1AA)",
-        "outside_coverage": "the postcode is certainly outside England and Wales "
+        # The API's own name for the same problem: one spelling whichever side finds it.
+        "outside-coverage": "the postcode is certainly outside England and Wales "
         "(Scotland, Northern Ireland, Isle of Man, Channel Islands)",
         "not_in_list": "the value is not one of the field's codes, after the config's value map",
         "not_an_integer": "bedrooms or yearBuilt is not a whole number (3.0 is one)",
@@ -214,7 +215,7 @@ def _postcode_checks() -> list[_Check]:
         ),
         _Check(
             "postcode",
-            "outside_coverage",
+            "outside-coverage",
             outside.is_not_null(),
             _said(
                 "postcode",
