@@ -18,10 +18,8 @@ import click
 
 from batchval import logs
 from batchval.logs import Redactor
-from batchval.outcome import ExitCode
-from batchval.sandbox.app import Sandbox
-from batchval.sandbox.config import ConfigError, SandboxConfig, load_config
-from batchval.sandbox.server import serve_forever
+from batchval.outcome import ExitCode, RunRefusedError, SettingsError
+from batchval.output.summary import RunSummary
 
 
 def _share(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
@@ -100,6 +98,11 @@ def sandbox(
     seed: int | None,
 ) -> None:
     """Serve a local fake of the Partner API (prints one JSON line once listening)."""
+    # Imported here: the sandbox's server libraries are not needed by the other commands.
+    from batchval.sandbox.app import Sandbox
+    from batchval.sandbox.config import ConfigError, SandboxConfig, load_config
+    from batchval.sandbox.server import serve_forever
+
     try:
         config = load_config(config_file) if config_file else SandboxConfig()
     except ConfigError as exc:
@@ -184,9 +187,9 @@ def run(
     wait_for_midnight: bool,
 ) -> None:
     """Value every row of INPUT (CSV or Parquet) into DIR; exit 0, 75, 77, 65, 64 or 70."""
-    from batchval.run.runner import RunAbortedError, Runner, RunRequest
+    from batchval.runner import Runner, RunRequest
     from batchval.sandbox.embedded import embedded_api
-    from batchval.settings import SettingsError, load_settings
+    from batchval.settings import load_settings
 
     redactor = Redactor()
     logs.configure(json_lines=not sys.stderr.isatty(), redactor=redactor)
@@ -217,14 +220,13 @@ def run(
     )
     try:
         summary = Runner(request, embedded_api=embedded_api).run()
-    except RunAbortedError as exc:
+    except RunRefusedError as exc:
         click.echo(f"batchval: {exc}", err=True)
-        raise SystemExit(int(exc.code)) from None
-    click.echo(describe(summary))
-    stop = summary.get("stop")
-    if stop:
-        click.echo(f"batchval: {stop['reason']}: {stop['detail']}", err=True)
-    raise SystemExit(int(summary["exit_code"]))
+        raise SystemExit(int(exc.exit_code)) from None
+    click.echo(summary.render())
+    if isinstance(summary, RunSummary) and summary.stop is not None:
+        click.echo(f"batchval: {summary.stop.line()}", err=True)
+    raise SystemExit(int(summary.exit_code))
 
 
 @cli.command()
@@ -232,53 +234,13 @@ def run(
 @click.option("--json", "as_json", is_flag=True, help="Print the status object as JSON.")
 def status(out_dir: Path, as_json: bool) -> None:
     """Say where a run in DIR stands and what to do next; exit with the run's own code."""
-    from batchval.run.status import read_status
+    from batchval.status import read_status
 
     found = read_status(out_dir)
     if found is None:
         raise click.UsageError(f"{out_dir} holds no batchval run (no checkpoint.sqlite)")
-    click.echo(json.dumps(found, indent=2) if as_json else describe(found))
-    raise SystemExit(int(found["exit_code"]))
-
-
-def describe(summary: dict[str, Any]) -> str:
-    """The summary for a person: a few lines, the next action last."""
-    if summary.get("dry_run"):
-        problems = ", ".join(f"{k} {v}" for k, v in summary["problems_by_type"].items())
-        return "\n".join(
-            [
-                f"dry run: {summary['rows']} rows, {summary['rows_with_problems']} with problems"
-                + (f" ({problems})" if problems else ""),
-                f"would make {summary['calls']} calls costing {summary['credits']} credits "
-                f"(£{summary['cost_gbp']:.2f} live), "
-                f"{summary['days_at_daily_limit']} day(s) at {summary['daily_limit']} calls a day",
-            ]
-        )
-    rows, requests = summary["rows"], summary["requests"]
-    problems = ", ".join(f"{k} {v}" for k, v in summary["problems_by_type"].items())
-    lines = [
-        f"run {summary['run_id']} ({summary['mode']} mode): {summary['status']}",
-        f"rows: {rows['total']} total, {rows['valued']} valued, {rows['problems']} problems, "
-        f"{rows['pending']} pending"
-        + (f" ({rows['duplicates']} repeat an earlier row)" if rows.get("duplicates") else ""),
-        f"requests: {requests['unique']} unique, {requests['valued']} valued, "
-        f"{requests['problems']} problems, {requests['pending']} pending",
-    ]
-    if problems:
-        lines.append(f"problems by type: {problems}")
-    credits = summary["credits_charged"]
-    lines.append(
-        f"credits: {credits['this_invocation']} this time, {credits['total']} in all"
-        + (
-            f"; last known balance {summary['last_known_balance']}"
-            if summary.get("last_known_balance") is not None
-            else ""
-        )
-    )
-    if summary.get("stop"):
-        lines.append(f"stopped: {summary['stop']['reason']}: {summary['stop']['detail']}")
-    lines.append(f"exit {summary['exit_code']}; next: {summary['next_action']}")
-    return "\n".join(lines)
+    click.echo(json.dumps(found.to_json(), indent=2) if as_json else found.render())
+    raise SystemExit(int(found.exit_code))
 
 
 def main(argv: list[str] | None = None) -> None:

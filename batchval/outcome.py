@@ -1,13 +1,25 @@
-"""How an invocation ends: the exit codes and the stop reasons, named once.
+"""How an invocation ends: the exit codes, the stop reasons and the project's error root.
 
 Exit codes are a contract with schedulers (README, Exit codes); the stop reasons are stable
 words that `summary.json` (`stop.reason`), `batchval status --json` and the one line on
 stderr use, and that scripts may branch on. Each reason maps to exactly one exit code.
+
+    BatchvalError                 every error batchval raises on purpose
+    ├── PartnerError              the API's answers (batchval.api.errors, its own tree)
+    ├── InputError                the input cannot be used (batchval.input)
+    ├── SettingsError             the command line or config cannot be used
+    ├── DirLockedError            another run holds DIR (batchval.store.checkpoint)
+    ├── CheckpointVersionError    DIR was written by a newer batchval
+    └── RunRefusedError           an invocation ends before sending, with its StopReason
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import enum
+from collections.abc import Mapping
+from typing import Any
 
 
 class ExitCode(enum.IntEnum):
@@ -34,6 +46,7 @@ class StopReason(enum.Enum):
     WRONG_ADDRESS = "wrong_address"  # base or auth URL answers as no API would
     MODE_MIXED = "mode_mixed"  # test answers in a live DIR, or the reverse
     INPUT_UNUSABLE = "input_unusable"  # the input file cannot be read
+    REFUSED = "refused"  # the command line, the config or DIR's run does not fit this call
     INTERNAL_ERROR = "internal_error"  # a defect of batchval's
 
     @property
@@ -48,5 +61,61 @@ _EXIT_CODES = {
     StopReason.WRONG_ADDRESS: ExitCode.USAGE,
     StopReason.MODE_MIXED: ExitCode.USAGE,
     StopReason.INPUT_UNUSABLE: ExitCode.INPUT,
+    StopReason.REFUSED: ExitCode.USAGE,
     StopReason.INTERNAL_ERROR: ExitCode.INTERNAL,
 }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StopInfo:
+    """Why a run did not complete: summary.json's `stop` object."""
+
+    reason: StopReason
+    detail: str
+    not_before: dt.datetime | None = None  # no call before this (the daily limit)
+    status: int | None = None  # the HTTP status that made the run stop, when one did
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "reason": self.reason.value,
+            "detail": self.detail,
+            "not_before": self.not_before.isoformat() if self.not_before else None,
+            "status": self.status,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> StopInfo:
+        not_before = data.get("not_before")
+        status = data.get("status")
+        return cls(
+            reason=StopReason(data["reason"]),
+            detail=str(data.get("detail", "")),
+            not_before=dt.datetime.fromisoformat(not_before) if not_before else None,
+            status=status if isinstance(status, int) else None,
+        )
+
+    def line(self) -> str:
+        """The one line on stderr."""
+        return f"{self.reason.value}: {self.detail}"
+
+
+class BatchvalError(Exception):
+    """The root of every error batchval raises on purpose."""
+
+
+class SettingsError(BatchvalError, ValueError):
+    """The command line or the config cannot be used (exit 64)."""
+
+
+class RunRefusedError(BatchvalError):
+    """The invocation ends before sending: one line for a person, and an exit code.
+    Nothing in DIR is written but its log: its outputs stay its last invocation's."""
+
+    def __init__(self, reason: StopReason, detail: str) -> None:
+        super().__init__(f"{reason.value}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return self.reason.exit_code

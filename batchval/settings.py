@@ -23,12 +23,9 @@ import yaml
 
 from batchval.api.vocabulary import INCLUDE_ITEMS
 from batchval.input.options import InputOptions
+from batchval.outcome import SettingsError
 
 ENV_PREFIX = "BATCHVAL_"
-
-
-class SettingsError(ValueError):
-    """The command line or the config cannot be used (exit 64)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -242,31 +239,32 @@ def load_settings(
     known.add("include")
     _reject_unknown(run, known, "run")
     includes = _include(include if include is not None else run.get("include"), "include")
-    wanted_concurrency = concurrency if concurrency is not None else run.get("concurrency", 8)
-    credits = max_credits if max_credits is not None else run.get("max_credits")
+    if concurrency is not None:
+        run["concurrency"] = concurrency
+    if max_credits is not None:
+        run["max_credits"] = max_credits
     offset = env.get(ENV_PREFIX + "CLOCK_OFFSET_SECONDS") or "0"
     try:
         clock_offset = float(offset)
     except ValueError:
         raise SettingsError(f"{ENV_PREFIX}CLOCK_OFFSET_SECONDS must be a number") from None
+
+    default = RunOptions()  # the defaults are the dataclass's, stated once
+
+    def number(name: str, minimum: float) -> float:
+        return _number(run.get(name, getattr(default, name)), f"run.{name}", minimum=minimum)
+
+    credits = run.get("max_credits")
     options = RunOptions(
-        concurrency=int(_number(wanted_concurrency, "concurrency", minimum=1)),
-        max_credits=None if credits is None else int(_number(credits, "max_credits", minimum=0)),
-        max_attempts=int(_number(run.get("max_attempts", 6), "run.max_attempts", minimum=1)),
-        outage_seconds=_number(run.get("outage_seconds", 120.0), "run.outage_seconds", minimum=1),
-        unrecognised_limit=int(
-            _number(run.get("unrecognised_limit", 10), "run.unrecognised_limit", minimum=1)
-        ),
-        wait_for_midnight=bool(run.get("wait_for_midnight", False)),
-        timeout_seconds=_number(
-            run.get("timeout_seconds", 35.0), "run.timeout_seconds", minimum=0.1
-        ),
-        shutdown_grace_seconds=_number(
-            run.get("shutdown_grace_seconds", 5.0), "run.shutdown_grace_seconds", minimum=0
-        ),
-        progress_seconds=_number(
-            run.get("progress_seconds", 10.0), "run.progress_seconds", minimum=0.1
-        ),
+        concurrency=int(number("concurrency", 1)),
+        max_credits=None if credits is None else int(number("max_credits", 0)),
+        max_attempts=int(number("max_attempts", 1)),
+        outage_seconds=number("outage_seconds", 1),
+        unrecognised_limit=int(number("unrecognised_limit", 1)),
+        wait_for_midnight=bool(run.get("wait_for_midnight", default.wait_for_midnight)),
+        timeout_seconds=number("timeout_seconds", 0.1),
+        shutdown_grace_seconds=number("shutdown_grace_seconds", 0),
+        progress_seconds=number("progress_seconds", 0.1),
         clock_offset_seconds=clock_offset,
     )
     return Settings(api=_api(config, env), input=_input(config, includes), run=options)

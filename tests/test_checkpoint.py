@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from batchval.run.checkpoint import (
+from batchval.store.checkpoint import (
     SCHEMA_VERSION,
     Checkpoint,
     CheckpointVersionError,
@@ -159,7 +159,7 @@ def test_lock_is_exclusive_across_processes(tmp_path: Path) -> None:
             sys.executable,
             "-c",
             "import sys, time; from pathlib import Path\n"
-            "from batchval.run.checkpoint import RunLock\n"
+            "from batchval.store.checkpoint import RunLock\n"
             "with RunLock(Path(sys.argv[1])):\n print('held', flush=True); time.sleep(30)",
             str(tmp_path),
         ],

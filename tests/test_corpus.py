@@ -97,8 +97,8 @@ def _check_complete(case: dict[str, Any], out: Path, served: RunningSandbox) -> 
     assert summary["exit_code"] == 0
     assert_paid_once(served, out)
     ledger = served.sandbox.ledger
-    charged = [c.idempotency_key for c in ledger.valuations_created()]
-    assert sorted(charged) == sorted(set(results["idempotency_key"].to_list())), (
+    charged = [str(c.idempotency_key) for c in ledger.valuations_created()]
+    assert sorted(charged) == sorted({str(k) for k in results["idempotency_key"].to_list()}), (
         "one charge per distinct valued request"
     )
     if "charged" in case:

@@ -25,8 +25,8 @@ from batchval.output import (
     write_results,
     writer,
 )
-from batchval.run.checkpoint import Checkpoint
 from batchval.sandbox.data import valuation_parts
+from batchval.store.checkpoint import Checkpoint
 
 NOW = dt.datetime(2025, 3, 1, 10, 0, tzinfo=dt.UTC)
 VALUED_AT = dt.datetime(2025, 3, 1, 10, 0, 0, 250_000, tzinfo=dt.UTC)

@@ -14,12 +14,13 @@ from support import LIVE, POOR, client_for
 
 from batchval.api import Answer, Credentials, RateLimitedError
 from batchval.outcome import StopReason
-from batchval.run.checkpoint import Checkpoint
 from batchval.run.keys import idempotency_key
-from batchval.run.pool import PoolStats, RetryPolicy, Stop, WorkerPool
+from batchval.run.pool import PoolStats, Stop, WorkerPool
 from batchval.run.ratecontrol import RateController
+from batchval.run.retry import RetryPolicy
 from batchval.sandbox.config import Faults, RateLimit, SandboxConfig
 from batchval.sandbox.server import RunningSandbox
+from batchval.store.checkpoint import Checkpoint
 
 pytestmark = pytest.mark.anyio
 

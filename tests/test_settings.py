@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from batchval.settings import SettingsError, load_settings
+from batchval.outcome import SettingsError
+from batchval.settings import load_settings
 
 API_ENV = {
     "BATCHVAL_BASE_URL": "https://api.example/partners/v1",

@@ -41,7 +41,6 @@ class Credentials:
 class AccessToken:
     value: str = dataclasses.field(repr=False)
     refresh_at: float  # on the monotonic clock: about a minute before it expires
-    scope: str | None = None
 
     def fresh(self, now: float) -> bool:
         return now < self.refresh_at
@@ -63,10 +62,6 @@ class TokenCache:
         self._token: AccessToken | None = None
         self._lock = anyio.Lock()
         self.fetches = 0  # how many times the token URL was asked (for tests and the summary)
-
-    @property
-    def scope(self) -> str | None:
-        return self._token.scope if self._token else None
 
     async def token(self) -> AccessToken:
         """A token valid for at least another minute, fetched only when needed."""
@@ -143,9 +138,8 @@ class TokenCache:
             )
         expires_in = float(expires_in)
         log.debug("auth.token.fetched", expires_in=expires_in)
-        scope = body.get("scope") if isinstance(body.get("scope"), str) else None
         early = min(REFRESH_EARLY_SECONDS, expires_in / 4)
-        return AccessToken(value, started + expires_in - early, scope)
+        return AccessToken(value, started + expires_in - early)
 
 
 def _json_object(response: httpx.Response) -> dict[str, Any] | None:

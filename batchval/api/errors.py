@@ -34,6 +34,8 @@ import enum
 import json
 from typing import Any, ClassVar
 
+from batchval.outcome import BatchvalError
+
 EXCERPT_CHARS = 200  # of an unrecognised body, quoted in the stop's detail
 
 
@@ -48,7 +50,7 @@ class Action(enum.Enum):
     DEFECT = "defect"  # a defect of batchval's (a key reused with another body)
 
 
-class PartnerError(Exception):
+class PartnerError(BatchvalError):
     default_action: ClassVar[Action] = Action.UNRECOGNISED
 
     @property

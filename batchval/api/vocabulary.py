@@ -61,3 +61,7 @@ AREA_INSIGHTS_MEMBERS: tuple[str, ...] = (
     "priceSpread",
     "overview",
 )
+
+# What the API charges and allows (docs/api.md, sections 2 and 6).
+VALUATION_CREDITS = 10  # a valuation, with or without extras; 1 credit = 1p
+DAILY_PAID_CALLS = 5_000  # paid calls a day per account, by default

@@ -23,6 +23,7 @@ from batchval.api.vocabulary import (
     REQUEST_FIELDS,
     WALLS_ENERGY_EFFICIENCY,
 )
+from batchval.outcome import BatchvalError
 
 # The fields a row of the input may give: every request field, and `include`, the
 # extras that row asks for in place of the run's. A row's problems are reported in
@@ -46,7 +47,7 @@ DETECTED_DELIMITERS: tuple[str, ...] = (",", ";", "\t", "|")
 _ENCODINGS = frozenset({"utf-8", "utf-8-sig", "iso8859-1", "cp1252"})
 
 
-class InputError(Exception):
+class InputError(BatchvalError):
     """The input file cannot be used (exit 65): a person has to fix the file.
 
     `str()` is one line naming the file and the fault, fit to print as it is.

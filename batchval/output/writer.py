@@ -39,7 +39,7 @@ from batchval.output.schemas import (
     problems_schema,
     results_schema,
 )
-from batchval.run.checkpoint import Checkpoint
+from batchval.store.checkpoint import Checkpoint
 
 COMPRESSION = "zstd"
 # Memory, not speed, sets these two. Rows are turned from JSON into Arrow a batch at a

@@ -20,7 +20,7 @@ from typing import Any
 
 from batchval.api.errors import UnreadableAnswerError
 from batchval.api.models import Valuation
-from batchval.run.checkpoint import Checkpoint
+from batchval.store.checkpoint import Checkpoint
 
 UNREADABLE = "unreadable-answer"
 

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import random
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -49,18 +48,18 @@ from batchval.api.errors import (
     PartnerError,
     ProblemError,
     RateLimitedError,
-    RequestInProgressError,
     UnauthorizedError,
 )
-from batchval.outcome import StopReason
+from batchval.api.vocabulary import VALUATION_CREDITS
+from batchval.outcome import StopInfo, StopReason
 from batchval.run import answers
 from batchval.run.breaker import CircuitBreaker
-from batchval.run.checkpoint import Checkpoint, PendingRequest
 from batchval.run.ratecontrol import RateController
+from batchval.run.retry import RetryPolicy
+from batchval.store.checkpoint import Checkpoint, PendingRequest
 
 log = structlog.get_logger()
 
-VALUATION_CREDITS = 10
 # 401s to fresh tokens, in a row across the pool, before the credentials count as refused.
 UNAUTHORIZED_STREAK = 5
 # Unrecognised answers with nothing recognised before them: the address is wrong.
@@ -84,15 +83,13 @@ class ValuationApi(Protocol):
     ) -> Answer: ...
 
 
-@dataclasses.dataclass
 class Stop:
-    """The first reason the run stopped, shared by every worker."""
+    """The first reason the run stopped, shared by every worker (and by the watchers of
+    signals and of the clock)."""
 
-    reason: StopReason | None = None
-    detail: str = ""
-    not_before: dt.datetime | None = None  # no call before this (daily limit)
-    status: int | None = None  # the HTTP status that made the run stop, when one did
-    event: anyio.Event = dataclasses.field(default_factory=anyio.Event)
+    def __init__(self) -> None:
+        self.info: StopInfo | None = None
+        self.event = anyio.Event()
 
     def trigger(
         self,
@@ -101,35 +98,30 @@ class Stop:
         not_before: dt.datetime | None = None,
         status: int | None = None,
     ) -> None:
-        if self.reason is None:
-            self.reason, self.detail = reason, detail
-            self.not_before, self.status = not_before, status
+        if self.info is None:
+            self.info = StopInfo(reason, detail, not_before, status)
             log.warning("run.stopping", reason=reason.value, detail=detail, status=status)
             self.event.set()
 
     @property
     def is_set(self) -> bool:
-        return self.reason is not None
+        return self.info is not None
 
+    @property
+    def reason(self) -> StopReason | None:
+        return self.info.reason if self.info else None
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class RetryPolicy:
-    """The API's retry table as data; tests set the waits to zero."""
+    @property
+    def detail(self) -> str:
+        return self.info.detail if self.info else ""
 
-    max_attempts: int = 6  # failures per request per invocation (429s not counted)
-    backoff_initial: float = 0.5
-    backoff_max: float = 30.0
-    in_progress_wait: float = 1.0  # 409: "after a short wait"
+    @property
+    def not_before(self) -> dt.datetime | None:
+        return self.info.not_before if self.info else None
 
-    def wait_after(self, error: BaseException | None, failures: int) -> float:
-        """Seconds before the next attempt. A 429's wait is the controller's shared pause."""
-        if isinstance(error, RateLimitedError):
-            return 0.0
-        if isinstance(error, RequestInProgressError):
-            return self.in_progress_wait * (1.0 + random.random() / 2)
-        # Full jitter (AWS architecture blog): spreads retries of a failing fleet.
-        ceiling = min(self.backoff_max, self.backoff_initial * 2 ** max(0, failures - 1))
-        return random.uniform(0, ceiling)
+    @property
+    def status(self) -> int | None:
+        return self.info.status if self.info else None
 
 
 @dataclasses.dataclass

@@ -48,7 +48,7 @@ _INGEST_CHILD = """
 import json, resource, sys, time
 from pathlib import Path
 from batchval.input import InputOptions, open_input
-from batchval.run.checkpoint import Checkpoint
+from batchval.store.checkpoint import Checkpoint
 from batchval.run.keys import idempotency_key
 source, out = Path(sys.argv[1]), Path(sys.argv[2])
 started = time.perf_counter()
@@ -75,7 +75,7 @@ _WRITER_CHILD = """
 import json, sys, time
 from pathlib import Path
 from batchval.output.writer import write_results
-from batchval.run.checkpoint import Checkpoint
+from batchval.store.checkpoint import Checkpoint
 out = Path(sys.argv[1])
 checkpoint = Checkpoint.open(out)
 answer = json.dumps({"id": "val_" + "0" * 26, "valuedAt": "2026-11-22T00:00:00Z",

@@ -34,6 +34,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from batchval.outcome import BatchvalError
+
 SCHEMA_VERSION = "2"
 # Versions this one reads, each with the statements that bring it up to date. Version 2
 # added the `answered` state (raw answers kept before reading): no table changed.
@@ -76,11 +78,11 @@ CREATE TABLE IF NOT EXISTS invocations (
 """
 
 
-class DirLockedError(Exception):
+class DirLockedError(BatchvalError):
     """Another batchval process holds the output directory."""
 
 
-class CheckpointVersionError(Exception):
+class CheckpointVersionError(BatchvalError):
     """The checkpoint was written by a batchval this one cannot read."""
 
 

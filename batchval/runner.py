@@ -1,6 +1,9 @@
 """`run`: read -> validate -> key -> checkpoint -> send -> write, for one invocation.
 
-The runner owns the order of things and the exit code; each stage is its own module.
+The composition root: it owns the order of things and the exit code, and builds each
+stage (input/, run/, output/, store/) from the settings; no stage imports another's
+room. Callable in-process (`Runner(request).run()` returns the RunSummary), so that
+tests need a subprocess only where the behaviour is the process's.
 Re-running the same command with the same DIR resumes: the checkpoint remembers the run
 id, every row and every answer, and only requests without an answer are sent again,
 each with the key it had before.
@@ -13,24 +16,30 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
-import math
 import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import structlog
 
 from batchval import logs
 from batchval.api import Credentials, PartnerClient
+from batchval.api.vocabulary import DAILY_PAID_CALLS, VALUATION_CREDITS
 from batchval.input import InputError, InputSource, open_input
-from batchval.outcome import ExitCode, StopReason
+from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
+from batchval.output.summary import SUMMARY_NAME, DryRunSummary, RunSummary, Tally
 from batchval.output.writer import write_json_atomic, write_problems, write_results
 from batchval.run import answers
-from batchval.run.checkpoint import (
+from batchval.run.keys import daily_run_id, idempotency_key
+from batchval.run.pool import Stop, WorkerPool
+from batchval.run.progress import Progress
+from batchval.run.ratecontrol import RateController
+from batchval.run.retry import RetryPolicy
+from batchval.settings import ApiSettings, Settings
+from batchval.store.checkpoint import (
     CHECKPOINT_NAME,
     Checkpoint,
     CheckpointVersionError,
@@ -38,30 +47,12 @@ from batchval.run.checkpoint import (
     DirLockedError,
     RunLock,
 )
-from batchval.run.keys import daily_run_id, idempotency_key
-from batchval.run.pool import RetryPolicy, Stop, WorkerPool
-from batchval.run.progress import Progress
-from batchval.run.ratecontrol import RateController
-from batchval.settings import ApiSettings, Settings
 
 log = structlog.get_logger()
 
-VALUATION_CREDITS = 10
-DAILY_LIMIT_LIVE = 5_000
-SUMMARY_NAME = "summary.json"
 RESULTS_NAME = "results.parquet"
 PROBLEMS_NAME = "problems.parquet"
 LOG_NAME = "batchval.log"
-
-
-class RunAbortedError(Exception):
-    """The invocation ends before sending; carries the exit code and one line for a
-    person. Nothing in DIR is written: its outputs stay those of the run's last
-    invocation."""
-
-    def __init__(self, code: ExitCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -87,7 +78,7 @@ class Api:
 class SendOutcome:
     """What one invocation's sending phase did."""
 
-    stop: Stop | None = None
+    stop: StopInfo | None = None
     calls: int = 0
     rate_limited: int = 0
     credits: int = 0
@@ -118,8 +109,9 @@ class Runner:
 
     # --- the whole invocation ----------------------------------------------------------
 
-    def run(self) -> dict[str, Any]:
-        """One invocation; returns the summary (also written to DIR/summary.json)."""
+    def run(self) -> RunSummary | DryRunSummary:
+        """One invocation; returns its summary (also written to DIR/summary.json).
+        Raises RunRefusedError when it ends before sending."""
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
         self._catch_signals()
         try:
@@ -140,47 +132,42 @@ class Runner:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, note)
 
-    def _run(self) -> dict[str, Any]:
+    def _run(self) -> RunSummary | DryRunSummary:
         out = self.request.out_dir
         try:
             out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise RunAbortedError(ExitCode.USAGE, f"cannot create {out}: {exc}") from None
+            raise RunRefusedError(StopReason.REFUSED, f"cannot create {out}: {exc}") from None
         try:
             with RunLock(out), logs.to_file(out / LOG_NAME):
                 try:
                     return self._run_locked()
-                except RunAbortedError:
+                except RunRefusedError:
                     raise
                 except Exception as exc:  # a defect: say so in one line, the rest in the log
                     log.error("run.internal_error", exc_info=True, file_only=True)
-                    raise RunAbortedError(
-                        ExitCode.INTERNAL,
-                        f"{StopReason.INTERNAL_ERROR.value}: {type(exc).__name__}: {exc} "
-                        f"(the traceback is in {out / LOG_NAME})",
+                    raise RunRefusedError(
+                        StopReason.INTERNAL_ERROR,
+                        f"{type(exc).__name__}: {exc} (the traceback is in {out / LOG_NAME})",
                     ) from None
         except DirLockedError as exc:
             # Nothing is written: the outputs belong to the run that holds DIR.
-            raise RunAbortedError(
-                StopReason.DIR_LOCKED.exit_code, f"{StopReason.DIR_LOCKED.value}: {exc}"
-            ) from None
+            raise RunRefusedError(StopReason.DIR_LOCKED, str(exc)) from None
 
-    def _run_locked(self) -> dict[str, Any]:
+    def _run_locked(self) -> RunSummary | DryRunSummary:
         started, started_mono = self._now(), time.monotonic()
         for leftover in self.request.out_dir.glob(".*.tmp-*"):
             leftover.unlink(missing_ok=True)  # an output write cut short by a kill
         try:
             source = open_input(self.request.input_path, self.settings.input)
         except InputError as exc:
-            raise RunAbortedError(
-                ExitCode.INPUT, f"{StopReason.INPUT_UNUSABLE.value}: {exc}"
-            ) from None
+            raise RunRefusedError(StopReason.INPUT_UNUSABLE, str(exc)) from None
         if self.request.dry_run:
             return self._dry_run(source)
         try:
             checkpoint = Checkpoint.open(self.request.out_dir)
         except CheckpointVersionError as exc:
-            raise RunAbortedError(ExitCode.USAGE, str(exc)) from None
+            raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
         try:
             run_id = self._prepare(checkpoint, source)
             invocation = checkpoint.start_invocation(started.isoformat())
@@ -189,10 +176,10 @@ class Runner:
             except Exception as exc:  # a defect: keep what was done, say so, exit 70
                 log.error("run.internal_error", exc_info=True, file_only=True)
                 detail = f"{type(exc).__name__}: {exc}; the traceback is in {LOG_NAME}"
-                sent = SendOutcome(Stop(StopReason.INTERNAL_ERROR, detail))
+                sent = SendOutcome(StopInfo(StopReason.INTERNAL_ERROR, detail))
             counts = checkpoint.counts()
             stop = self._final_stop(counts, sent.stop)
-            code = ExitCode.COMPLETE if stop is None else _exit_code(stop)
+            code = ExitCode.COMPLETE if stop is None else stop.reason.exit_code
             passthrough = json.loads(checkpoint.get("passthrough_columns") or "[]")
             write_results(checkpoint, self.request.out_dir / RESULTS_NAME, passthrough)
             write_problems(checkpoint, self.request.out_dir / PROBLEMS_NAME, passthrough)
@@ -208,19 +195,19 @@ class Runner:
             summary = self._summary(
                 checkpoint, run_id, sent, stop, counts, code, started, started_mono
             )
-            write_json_atomic(self.request.out_dir / SUMMARY_NAME, summary)
+            write_json_atomic(self.request.out_dir / SUMMARY_NAME, summary.to_json())
             return summary
         finally:
             checkpoint.close()
 
     @staticmethod
-    def _final_stop(counts: Counts, stop: Stop | None) -> Stop | None:
+    def _final_stop(counts: Counts, stop: StopInfo | None) -> StopInfo | None:
         """Why the run is not complete (None when it is). Every incomplete run has one."""
         if counts.complete:
             return None
-        if stop is not None and stop.is_set:
+        if stop is not None:
             return stop
-        return Stop(
+        return StopInfo(
             StopReason.INTERNAL_ERROR,
             f"{counts.requests_pending} request(s) left pending with no reason recorded "
             "(a defect: please report it); run the same command again to finish them",
@@ -253,8 +240,8 @@ class Runner:
             if stored is not None and stored != now
         ]
         if changed and not self.request.accept_changes:
-            raise RunAbortedError(
-                ExitCode.USAGE,
+            raise RunRefusedError(
+                StopReason.REFUSED,
                 f"{self.request.out_dir} holds a run with a different {' and '.join(changed)}; "
                 "use a new --out DIR for a new run, or --accept-changes to carry on this run "
                 "with the change (answers already paid for are kept)",
@@ -262,8 +249,8 @@ class Runner:
         run_id = checkpoint.get("run_id")
         wanted = self.request.run_id
         if run_id is not None and wanted is not None and wanted != run_id:
-            raise RunAbortedError(
-                ExitCode.USAGE,
+            raise RunRefusedError(
+                StopReason.REFUSED,
                 f"{self.request.out_dir} holds run {run_id!r}; --run-id {wanted!r} differs "
                 "(use a new --out DIR for a new run)",
             )
@@ -303,10 +290,10 @@ class Runner:
         try:
             for batch in source.batches():
                 if self._signalled:
-                    raise RunAbortedError(
-                        StopReason.SIGNAL.exit_code,
-                        f"{StopReason.SIGNAL.value}: interrupted by {self._signalled} while "
-                        "reading the input; run the same command again",
+                    raise RunRefusedError(
+                        StopReason.SIGNAL,
+                        f"interrupted by {self._signalled} while reading the input; "
+                        "run the same command again",
                     )
                 rows: list[tuple[int, str | None, str | None, str | None, str | None, str]] = []
                 requests: dict[str, str] = {}
@@ -322,9 +309,7 @@ class Runner:
                 total += len(rows)
                 log.info("run.ingest.batch", rows=total)
         except InputError as exc:
-            raise RunAbortedError(
-                ExitCode.INPUT, f"{StopReason.INPUT_UNUSABLE.value}: {exc}"
-            ) from None
+            raise RunRefusedError(StopReason.INPUT_UNUSABLE, str(exc)) from None
 
     # --- sending -------------------------------------------------------------------------
 
@@ -334,7 +319,7 @@ class Runner:
             return SendOutcome()
         if self._signalled:
             return SendOutcome(
-                Stop(StopReason.SIGNAL, f"received {self._signalled} before sending")
+                StopInfo(StopReason.SIGNAL, f"received {self._signalled} before sending")
             )
         stored = checkpoint.get("not_before")
         not_before = dt.datetime.fromisoformat(stored) if stored else None
@@ -346,7 +331,7 @@ class Runner:
                 "the daily limit was reached; nothing is sent before "
                 f"{not_before.isoformat()} (or use --wait-for-midnight)"
             )
-            return SendOutcome(Stop(StopReason.DAILY_LIMIT, detail, not_before))
+            return SendOutcome(StopInfo(StopReason.DAILY_LIMIT, detail, not_before))
         with self._api() as api:
             if api.embedded:
                 log.warning(
@@ -362,7 +347,7 @@ class Runner:
             yield Api(self.settings.api, embedded=False)
             return
         if self._embedded_api is None:
-            raise RunAbortedError(ExitCode.USAGE, "no API is configured")
+            raise RunRefusedError(StopReason.REFUSED, "no API is configured")
         with self._embedded_api() as settings:
             yield Api(settings, embedded=True)
 
@@ -427,7 +412,7 @@ class Runner:
                 if not run.wait_for_midnight:
                     break
         return SendOutcome(
-            stop if stop.is_set else None,
+            stop.info,
             client.calls,
             controller.rate_limited,
             credits,
@@ -448,43 +433,39 @@ class Runner:
         checkpoint: Checkpoint,
         run_id: str,
         sent: SendOutcome,
-        stop: Stop | None,
+        stop: StopInfo | None,
         counts: Counts,
         code: ExitCode,
         started: dt.datetime,
         started_mono: float,
-    ) -> dict[str, Any]:
+    ) -> RunSummary:
         totals = checkpoint.totals()
-        return {
-            "status": "complete" if code is ExitCode.COMPLETE else "incomplete",
-            "exit_code": int(code),
-            "next_action": next_action(code, stop),
-            "run_id": run_id,
-            "mode": checkpoint.get("mode") or "unknown",
-            "input": str(self.request.input_path),
-            **counts.as_json(),
-            "problems_by_type": checkpoint.problem_types(),
-            "credits_charged": {"this_invocation": sent.credits, "total": counts.credits},
-            "last_known_balance": totals["last_balance"],
-            "calls": {"this_invocation": sent.calls, "total": totals["calls"]},
-            "rate_limited": {
-                "this_invocation": sent.rate_limited,
-                "total": totals["rate_limited"],
-            },
-            "invocations": totals["invocations"],
-            "stop": stop_json(stop),
-            "started_at": started.isoformat(),
-            "finished_at": self._now().isoformat(),
-            "seconds": round(time.monotonic() - started_mono, 3),
-        }
+        return RunSummary(
+            status="complete" if code is ExitCode.COMPLETE else "incomplete",
+            exit_code=code,
+            run_id=run_id,
+            mode=checkpoint.get("mode") or "unknown",
+            counts=counts,
+            problems_by_type=checkpoint.problem_types(),
+            credits=Tally(sent.credits, counts.credits),
+            calls=Tally(sent.calls, totals["calls"]),
+            rate_limited=Tally(sent.rate_limited, totals["rate_limited"]),
+            invocations=totals["invocations"],
+            last_known_balance=totals["last_balance"],
+            stop=stop,
+            input=str(self.request.input_path),
+            started_at=started.isoformat(),
+            finished_at=self._now().isoformat(),
+            seconds=round(time.monotonic() - started_mono, 3),
+        )
 
     # --- dry run -------------------------------------------------------------------------
 
-    def _dry_run(self, source: InputSource) -> dict[str, Any]:
+    def _dry_run(self, source: InputSource) -> DryRunSummary:
         """Validate and price without the network; the checkpoint is a throwaway one."""
         if (self.request.out_dir / CHECKPOINT_NAME).is_file():
-            raise RunAbortedError(
-                ExitCode.USAGE,
+            raise RunRefusedError(
+                StopReason.REFUSED,
                 f"{self.request.out_dir} holds a run; a dry run would overwrite its "
                 "problems.parquet: give --dry-run a new --out DIR",
             )
@@ -499,50 +480,14 @@ class Runner:
                 problems = checkpoint.problem_types()
             finally:
                 checkpoint.close()
-        calls = counts.requests
-        return {
-            "dry_run": True,
-            "rows": counts.rows,
-            "rows_with_problems": counts.input_problems,
-            "problems_by_type": problems,
-            "calls": calls,
-            "credits": calls * VALUATION_CREDITS,
-            "cost_gbp": round(calls * VALUATION_CREDITS / 100, 2),
-            "days_at_daily_limit": math.ceil(calls / DAILY_LIMIT_LIVE) if calls else 0,
-            "daily_limit": DAILY_LIMIT_LIVE,
-            "exit_code": 0,
-        }
-
-
-def _exit_code(stop: Stop) -> ExitCode:
-    return ExitCode.INTERNAL if stop.reason is None else stop.reason.exit_code
-
-
-def stop_json(stop: Stop | None) -> dict[str, Any] | None:
-    """The `stop` object of summary.json: stable reason words (batchval.outcome)."""
-    if stop is None or stop.reason is None:
-        return None
-    return {
-        "reason": stop.reason.value,
-        "detail": stop.detail,
-        "not_before": stop.not_before.isoformat() if stop.not_before else None,
-        "status": stop.status,
-    }
-
-
-def next_action(code: ExitCode, stop: Stop | None) -> str:
-    if code is ExitCode.COMPLETE:
-        return "nothing: every row has a result or a problem"
-    detail = stop.detail if stop else ""
-    if code is ExitCode.ACCOUNT:
-        return f"fix the account ({detail}), then run the same command again"
-    if code is ExitCode.USAGE:
-        return f"fix the configuration ({detail}), then run the same command again"
-    if code is ExitCode.INTERNAL:
-        return f"report this defect ({detail}); the same command again resumes the run"
-    if stop is not None and stop.not_before:
-        return f"run the same command again after {stop.not_before.isoformat()}"
-    return "run the same command again later"
+        return DryRunSummary(
+            rows=counts.rows,
+            rows_with_problems=counts.input_problems,
+            problems_by_type=problems,
+            calls=counts.requests,
+            credits=counts.requests * VALUATION_CREDITS,
+            daily_limit=DAILY_PAID_CALLS,
+        )
 
 
 async def _stop_on_signals(stop: Stop) -> None:

@@ -1,0 +1,160 @@
+"""The run's result as one frozen record, rendered for summary.json, the terminal and
+`batchval status` alike (pipx's idea: build the result once, render it anywhere).
+
+`RunSummary.to_json()` is the contract of `summary.json` and of `status --json`: keys
+are added, never renamed or removed. `render()` is for a person: a few lines, the next
+action last.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from batchval.outcome import ExitCode, StopInfo
+from batchval.store.checkpoint import Counts
+
+SUMMARY_NAME = "summary.json"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Tally:
+    """A figure for this invocation and for the whole run."""
+
+    this_invocation: int
+    total: int
+
+    def to_json(self) -> dict[str, int]:
+        return {"this_invocation": self.this_invocation, "total": self.total}
+
+
+def next_action(code: ExitCode, stop: StopInfo | None) -> str:
+    """What a person or a scheduler does next, in words."""
+    if code is ExitCode.COMPLETE:
+        return "nothing: every row has a result or a problem"
+    detail = stop.detail if stop else ""
+    if code is ExitCode.ACCOUNT:
+        return f"fix the account ({detail}), then run the same command again"
+    if code is ExitCode.USAGE:
+        return f"fix the configuration ({detail}), then run the same command again"
+    if code is ExitCode.INTERNAL:
+        return f"report this defect ({detail}); the same command again resumes the run"
+    if stop is not None and stop.not_before:
+        return f"run the same command again after {stop.not_before.isoformat()}"
+    return "run the same command again later"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunSummary:
+    status: str  # complete, incomplete, or running (status of a DIR a run holds)
+    exit_code: ExitCode
+    run_id: str
+    mode: str  # test or live, from the API's answers; unknown before the first
+    counts: Counts
+    problems_by_type: Mapping[str, int]
+    credits: Tally
+    calls: Tally
+    rate_limited: Tally
+    invocations: int
+    last_known_balance: int | None
+    stop: StopInfo | None
+    input: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    seconds: float | None = None
+    next_action: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.next_action:
+            object.__setattr__(self, "next_action", next_action(self.exit_code, self.stop))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "exit_code": int(self.exit_code),
+            "next_action": self.next_action,
+            "run_id": self.run_id,
+            "mode": self.mode,
+            "input": self.input,
+            **self.counts.as_json(),
+            "problems_by_type": dict(self.problems_by_type),
+            "credits_charged": self.credits.to_json(),
+            "last_known_balance": self.last_known_balance,
+            "calls": self.calls.to_json(),
+            "rate_limited": self.rate_limited.to_json(),
+            "invocations": self.invocations,
+            "stop": self.stop.to_json() if self.stop else None,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "seconds": self.seconds,
+        }
+
+    def render(self) -> str:
+        c = self.counts
+        lines = [
+            f"run {self.run_id} ({self.mode} mode): {self.status}",
+            f"rows: {c.rows} total, {c.valued_rows} valued, "
+            f"{c.input_problems + c.api_problem_rows} problems, {c.pending_rows} pending"
+            + (f" ({c.duplicate_rows} repeat an earlier row)" if c.duplicate_rows else ""),
+            f"requests: {c.requests} unique, {c.requests_done} valued, "
+            f"{c.requests_problem} problems, {c.requests_pending} pending",
+        ]
+        if self.problems_by_type:
+            kinds = ", ".join(f"{k} {v}" for k, v in self.problems_by_type.items())
+            lines.append(f"problems by type: {kinds}")
+        balance = self.last_known_balance
+        lines.append(
+            f"credits: {self.credits.this_invocation} this time, {self.credits.total} in all"
+            + (f"; last known balance {balance}" if balance is not None else "")
+        )
+        if self.stop is not None:
+            lines.append(f"stopped: {self.stop.line()}")
+        lines.append(f"exit {int(self.exit_code)}; next: {self.next_action}")
+        return "\n".join(lines)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DryRunSummary:
+    """What a run would cost, found without the network."""
+
+    rows: int
+    rows_with_problems: int
+    problems_by_type: Mapping[str, int]
+    calls: int
+    credits: int
+    daily_limit: int
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.COMPLETE
+
+    @property
+    def days_at_daily_limit(self) -> int:
+        return -(-self.calls // self.daily_limit) if self.calls else 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dry_run": True,
+            "rows": self.rows,
+            "rows_with_problems": self.rows_with_problems,
+            "problems_by_type": dict(self.problems_by_type),
+            "calls": self.calls,
+            "credits": self.credits,
+            "cost_gbp": round(self.credits / 100, 2),
+            "days_at_daily_limit": self.days_at_daily_limit,
+            "daily_limit": self.daily_limit,
+            "exit_code": int(self.exit_code),
+        }
+
+    def render(self) -> str:
+        kinds = ", ".join(f"{k} {v}" for k, v in self.problems_by_type.items())
+        return "\n".join(
+            [
+                f"dry run: {self.rows} rows, {self.rows_with_problems} with problems"
+                + (f" ({kinds})" if kinds else ""),
+                f"would make {self.calls} calls costing {self.credits} credits "
+                f"(£{self.credits / 100:.2f} live), "
+                f"{self.days_at_daily_limit} day(s) at {self.daily_limit} calls a day",
+            ]
+        )

@@ -1,0 +1,96 @@
+"""`batchval status DIR`: where a run stands, read from its checkpoint and last summary.
+
+It reads while a run may be writing (WAL lets a reader in) and never takes the lock, so
+it works on a run in progress, a finished one and one that was killed. Its exit code is
+the run's own: 0 complete, the last invocation's code when that invocation ended (75,
+77, 64, 70), and 75 while a run holds DIR or after one was killed (run it again).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from batchval.outcome import ExitCode, StopInfo, StopReason
+from batchval.output.summary import SUMMARY_NAME, RunSummary, Tally
+from batchval.store.checkpoint import LOCK_NAME, Checkpoint
+
+
+def read_status(out_dir: Path) -> RunSummary | None:
+    checkpoint = Checkpoint.open_existing(out_dir)
+    if checkpoint is None:
+        return None
+    try:
+        counts = checkpoint.counts()
+        totals = checkpoint.totals()
+        run_id = checkpoint.get("run_id") or "?"
+        mode = checkpoint.get("mode") or "unknown"
+        problems = checkpoint.problem_types()
+        complete = checkpoint.ingest_complete and counts.complete
+        ended = checkpoint.last_invocation_ended()
+    finally:
+        checkpoint.close()
+    last = _last_summary(out_dir)
+    action = ""
+    stop: StopInfo | None = None
+    if _is_running(out_dir):
+        status, code = "running", ExitCode.RESUMABLE
+        action = "wait: a batchval run holds this directory now"
+    elif complete:
+        status, code = "complete", ExitCode.COMPLETE
+    else:
+        status = "incomplete"
+        stop = _last_stop(last) if ended else None
+        if stop is not None:
+            code = stop.reason.exit_code
+        else:  # killed before it could write a summary: run it again to finish
+            stop = StopInfo(
+                StopReason.SIGNAL, "the last run ended without a summary (killed); run it again"
+            )
+            code = ExitCode.RESUMABLE
+    return RunSummary(
+        status=status,
+        exit_code=code,
+        run_id=run_id,
+        mode=mode,
+        counts=counts,
+        problems_by_type=problems,
+        credits=Tally(0, counts.credits),
+        calls=Tally(0, totals["calls"]),
+        rate_limited=Tally(0, totals["rate_limited"]),
+        invocations=totals["invocations"],
+        last_known_balance=totals["last_balance"],
+        stop=stop,
+        input=last.get("input") if last else None,
+        next_action=action,
+    )
+
+
+def _is_running(out_dir: Path) -> bool:
+    """Whether the process named in the lock file lives. Taking the lock to find out
+    would, for an instant, turn a run starting at that moment away."""
+    try:
+        pid = int((out_dir / LOCK_NAME).read_text(encoding="utf-8").split()[0])
+        os.kill(pid, 0)
+    except (OSError, ValueError, IndexError):
+        return False
+    return True
+
+
+def _last_stop(last: dict[str, Any] | None) -> StopInfo | None:
+    stop = last.get("stop") if last else None
+    try:
+        return StopInfo.from_json(stop) if isinstance(stop, dict) else None
+    except (KeyError, ValueError):  # a reason word of another version
+        return None
+
+
+def _last_summary(out_dir: Path) -> dict[str, Any] | None:
+    """The last invocation's summary.json, if it wrote one that can be read."""
+    try:
+        summary = json.loads((out_dir / SUMMARY_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return summary if isinstance(summary, dict) else None

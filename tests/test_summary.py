@@ -1,0 +1,149 @@
+"""The run's result: one RunSummary, its JSON form (a contract) and its words; and the
+runner driven in-process, with no subprocess."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+from support import LIVE, portfolio
+
+from batchval.outcome import ExitCode, StopInfo, StopReason
+from batchval.output.summary import DryRunSummary, RunSummary, Tally
+from batchval.runner import Runner, RunRequest
+from batchval.sandbox.server import RunningSandbox
+from batchval.settings import load_settings
+from batchval.store.checkpoint import Counts
+
+# summary.json's keys: scripts read them; they are added to, never renamed or removed.
+SUMMARY_KEYS = {
+    "status",
+    "exit_code",
+    "next_action",
+    "run_id",
+    "mode",
+    "input",
+    "rows",
+    "requests",
+    "problems_by_type",
+    "credits_charged",
+    "last_known_balance",
+    "calls",
+    "rate_limited",
+    "invocations",
+    "stop",
+    "started_at",
+    "finished_at",
+    "seconds",
+}
+
+COUNTS = Counts(
+    rows=10,
+    input_problems=1,
+    valued_rows=6,
+    api_problem_rows=1,
+    pending_rows=2,
+    requests=8,
+    requests_done=5,
+    requests_problem=1,
+    requests_pending=2,
+    credits=50,
+    duplicate_rows=1,
+)
+STOP = StopInfo(
+    StopReason.DAILY_LIMIT,
+    "the account's daily limit is used",
+    dt.datetime(2026, 11, 24, tzinfo=dt.UTC),
+    429,
+)
+
+
+def summary(stop: StopInfo | None = STOP) -> RunSummary:
+    return RunSummary(
+        status="incomplete" if stop else "complete",
+        exit_code=stop.reason.exit_code if stop else ExitCode.COMPLETE,
+        run_id="day-2026-11-23",
+        mode="live",
+        counts=COUNTS,
+        problems_by_type={"outside-coverage": 1, "required": 1},
+        credits=Tally(20, 50),
+        calls=Tally(3, 9),
+        rate_limited=Tally(0, 1),
+        invocations=2,
+        last_known_balance=950,
+        stop=stop,
+    )
+
+
+def test_summary_json_keys_are_the_contract() -> None:
+    """summary.json has exactly the documented keys, rows and requests included."""
+    found = summary().to_json()
+    assert set(found) == SUMMARY_KEYS
+    assert found["rows"] == {
+        "total": 10,
+        "valued": 6,
+        "problems": 2,
+        "pending": 2,
+        "duplicates": 1,
+    }
+    assert found["stop"] == {
+        "reason": "daily_limit",
+        "detail": "the account's daily limit is used",
+        "not_before": "2026-11-24T00:00:00+00:00",
+        "status": 429,
+    }
+    assert json.loads(json.dumps(found)) == found
+
+
+def test_next_action_follows_the_stop() -> None:
+    """The next action names the time to come back, or says nothing is left to do."""
+    assert "after 2026-11-24T00:00:00+00:00" in summary().next_action
+    assert summary(None).next_action.startswith("nothing")
+
+
+@pytest.mark.parametrize("reason", list(StopReason))
+def test_stop_round_trips_through_json(reason: StopReason) -> None:
+    """A stop read back from summary.json (as status does) is the stop written."""
+    stop = StopInfo(reason, "why", None, None)
+    assert StopInfo.from_json(stop.to_json()) == stop
+
+
+def test_render_says_why_and_what_next() -> None:
+    """The words for a person end with the exit code and the next action."""
+    lines = summary().render().splitlines()
+    assert lines[0] == "run day-2026-11-23 (live mode): incomplete"
+    assert "(1 repeat an earlier row)" in lines[1]
+    assert "stopped: daily_limit: the account's daily limit is used" in lines
+    assert lines[-1].startswith("exit 75; next: run the same command again after")
+
+
+def test_dry_run_prices_in_days() -> None:
+    """A dry run's cost: credits, pounds and days at the daily limit."""
+    dry = DryRunSummary(10_001, 1, {"required": 1}, 10_000, 100_000, 5_000)
+    assert dry.to_json()["cost_gbp"] == 1000.0
+    assert dry.days_at_daily_limit == 2
+    assert "2 day(s) at 5000 calls a day" in dry.render()
+
+
+def test_runner_runs_in_process(served: RunningSandbox, tmp_path: Path) -> None:
+    """Runner(request).run() values a file against the served sandbox, no subprocess."""
+    env = {
+        "BATCHVAL_BASE_URL": served.base_url,
+        "BATCHVAL_AUTH_URL": served.auth_url,
+        "BATCHVAL_CLIENT_ID": LIVE.client_id,
+        "BATCHVAL_CLIENT_SECRET": LIVE.client_secret,
+    }
+    request = RunRequest(
+        input_path=portfolio(tmp_path / "book.csv", 5, duplicates=1),
+        out_dir=tmp_path / "out",
+        settings=load_settings(None, env),
+    )
+    result = Runner(request).run()
+    assert isinstance(result, RunSummary)
+    assert result.exit_code is ExitCode.COMPLETE
+    assert (result.counts.valued_rows, result.counts.duplicate_rows) == (5, 1)
+    assert result.credits == Tally(40, 40)
+    written = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
+    assert written == result.to_json()
