@@ -37,38 +37,35 @@ from starlette.types import Receive, Scope, Send
 
 from batchval import postcodes
 from batchval.sandbox import data, rules
+from batchval.sandbox.answers import (
+    PROBLEM_JSON,
+    STATUSES,
+    TITLES,
+    ProblemAnswer,
+    UnauthorizedAnswer,
+    dumps,
+    no_route_response,
+    problem_response,
+    rfc3339,
+    unauthorized_response,
+)
 from batchval.sandbox.clock import SandboxClock
 from batchval.sandbox.config import Account, Faults, SandboxConfig
 from batchval.sandbox.ledger import ChargeRecord, Deadline, Ledger, RequestRecord
 
+# The constants now defined in `answers` are still found here, where they were.
+__all__ = [
+    "API_PREFIX",
+    "PROBLEM_JSON",
+    "STATUSES",
+    "STREET_REPEAT_WINDOW",
+    "TITLES",
+    "TRIGGER_FLOOR_AREA",
+    "TRIGGER_OUTSIDE",
+    "Sandbox",
+]
+
 API_PREFIX = "/partners/v1"
-PROBLEM_JSON = "application/problem+json"
-TITLES = {
-    "invalid-request": "Invalid request",
-    "insufficient-credits": "Insufficient credits",
-    "account-blocked": "Account blocked",
-    "not-found": "Not found",
-    "request-in-progress": "Request in progress",
-    "outside-coverage": "Outside coverage",
-    "floor-area-required": "Floor area required",
-    "idempotency-key-reused": "Idempotency key reused",
-    "rate-limited": "Rate limited",
-    "data-unavailable": "Data unavailable",
-    "timeout": "Timeout",
-}
-STATUSES = {
-    "invalid-request": 400,
-    "insufficient-credits": 403,
-    "account-blocked": 403,
-    "not-found": 404,
-    "request-in-progress": 409,
-    "outside-coverage": 422,
-    "floor-area-required": 422,
-    "idempotency-key-reused": 422,
-    "rate-limited": 429,
-    "data-unavailable": 503,
-    "timeout": 504,
-}
 # Test-mode trigger postcodes (docs/api.md, section 5).
 TRIGGER_OUTSIDE = "ZZ1 4AA"
 TRIGGER_FLOOR_AREA = "ZZ1 5AA"
@@ -76,14 +73,6 @@ TRIGGER_FLOOR_AREA = "ZZ1 5AA"
 _BORDER_INSIDE = frozenset({"TD12", "TD15"})
 _ID_ALPHABET = string.digits + string.ascii_lowercase
 STREET_REPEAT_WINDOW = dt.timedelta(days=30)
-
-
-def _dumps(body: Any) -> bytes:
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def _rfc3339(when: dt.datetime) -> str:
-    return when.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclasses.dataclass(slots=True)
@@ -107,25 +96,6 @@ class _StoredCall:
     request: dict[str, Any]
     done: bool = False
     body: bytes = b""
-
-
-class _ProblemAnswer(Exception):  # noqa: N818 (an answer, not an error)
-    """Raised inside a handler to answer with a problem document."""
-
-    def __init__(
-        self, type_name: str, detail: str, code: str | None = None, retry_after: int | None = None
-    ) -> None:
-        super().__init__(detail)
-        self.type_name, self.detail, self.code, self.retry_after = (
-            type_name,
-            detail,
-            code,
-            retry_after,
-        )
-
-
-class _UnauthorizedAnswer(Exception):  # noqa: N818 (an answer, not an error)
-    """A missing, invalid, expired or revoked token (answered as docs/api.md, section 1 says)."""
 
 
 class _DroppedError(Exception):
@@ -225,29 +195,6 @@ class Sandbox:
 
     # --- plumbing --------------------------------------------------------------------
 
-    def _problem_response(self, problem: _ProblemAnswer) -> Response:
-        status = STATUSES[problem.type_name]
-        body: dict[str, Any] = {
-            "type": f"{self.config.docs_base}/errors/{problem.type_name}",
-            "title": TITLES[problem.type_name],
-            "status": status,
-            "detail": problem.detail,
-        }
-        if problem.code is not None:
-            body["code"] = problem.code
-        headers = {}
-        if problem.retry_after is not None:
-            headers["Retry-After"] = str(problem.retry_after)
-        return Response(_dumps(body), status, headers=headers, media_type=PROBLEM_JSON)
-
-    @staticmethod
-    def _unauthorized() -> Response:
-        return JSONResponse(
-            {"error": "invalid_token"},
-            401,
-            headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
-        )
-
     async def _serve(self, request: Request, call: _Call, handler: Any) -> Response:
         """Authenticate, pace, answer, and write the call in the ledger whatever happens."""
         at, mono = self.clock.now(), self.clock.monotonic()
@@ -259,11 +206,11 @@ class Sandbox:
             call.early = self._is_early(account.client_id, at, mono)
             self._take_rate_token(account, at, mono)
             response = await handler(request, account, call)
-        except _UnauthorizedAnswer:
-            response = self._unauthorized()
-        except _ProblemAnswer as problem:
+        except UnauthorizedAnswer:
+            response = unauthorized_response()
+        except ProblemAnswer as problem:
             call.type_name, call.code = problem.type_name, problem.code
-            response = self._problem_response(problem)
+            response = problem_response(problem, self.config.docs_base)
         self.ledger.requests.append(
             RequestRecord(
                 at=at,
@@ -285,13 +232,13 @@ class Sandbox:
         scheme, _, value = request.headers.get("Authorization", "").partition(" ")
         token = self._tokens.get(value.strip()) if scheme.lower() == "bearer" else None
         if token is None or token.revoked or token.expires_at <= self.clock.now():
-            raise _UnauthorizedAnswer
+            raise UnauthorizedAnswer
         if self._chance(self.config.faults.revoke_token_share):
             token.revoked = True
-            raise _UnauthorizedAnswer
+            raise UnauthorizedAnswer
         account = self.config.account(token.client_id)
         if account is None:  # removed from the config since the token was issued
-            raise _UnauthorizedAnswer
+            raise UnauthorizedAnswer
         return account
 
     def _chance(self, share: float) -> bool:
@@ -324,7 +271,7 @@ class Sandbox:
         if self._chance(faults.rate_limit_storm_share):
             storm = max(1, faults.storm_retry_after_seconds)
             self._give_deadline(account.client_id, None, storm)
-            raise _ProblemAnswer("rate-limited", "Too many requests in a short time.", None, storm)
+            raise ProblemAnswer("rate-limited", "Too many requests in a short time.", None, storm)
         limit = self.config.rate_limit
         if limit is None:
             return
@@ -338,9 +285,7 @@ class Sandbox:
             return
         retry_after = max(1, math.ceil((1.0 - bucket.tokens) / limit.rate_per_second))
         self._give_deadline(account.client_id, None, retry_after)
-        raise _ProblemAnswer(
-            "rate-limited", "Too many requests in a short time.", None, retry_after
-        )
+        raise ProblemAnswer("rate-limited", "Too many requests in a short time.", None, retry_after)
 
     def _check_daily_limit(self, account: Account) -> None:
         if self._counted[(account.client_id, self.clock.now().date())] >= (
@@ -348,7 +293,7 @@ class Sandbox:
         ):
             retry_after = self.clock.seconds_to_midnight()
             self._give_deadline(account.client_id, "daily_limit", retry_after)
-            raise _ProblemAnswer(
+            raise ProblemAnswer(
                 "rate-limited",
                 f"The account's daily limit of {account.effective_daily_limit} calls is used.",
                 "daily_limit",
@@ -360,9 +305,9 @@ class Sandbox:
         if account.test_mode:
             return
         if account.blocked:
-            raise _ProblemAnswer("account-blocked", "This account is not allowed to spend credits.")
+            raise ProblemAnswer("account-blocked", "This account is not allowed to spend credits.")
         if account.balance < cost:
-            raise _ProblemAnswer(
+            raise ProblemAnswer(
                 "insufficient-credits",
                 f"This call costs {cost} credits; the balance is {account.balance} credits.",
             )
@@ -391,7 +336,7 @@ class Sandbox:
 
     def _check_outage(self, faults: Faults) -> None:
         if self.clock.monotonic() < self._outage_until or self._chance(faults.error_503_share):
-            raise _ProblemAnswer(
+            raise ProblemAnswer(
                 "data-unavailable", "Market data is unavailable just now; retry shortly."
             )
 
@@ -400,7 +345,7 @@ class Sandbox:
         try:
             return json.loads(await request.body())
         except (ValueError, UnicodeDecodeError):
-            raise _ProblemAnswer(
+            raise ProblemAnswer(
                 "invalid-request", "The body is not valid JSON.", "malformed_json"
             ) from None
 
@@ -450,22 +395,22 @@ class Sandbox:
         body = await self._json_body(request)
         refusal = rules.check_request(body)
         if refusal is not None:
-            raise _ProblemAnswer("invalid-request", refusal.detail, refusal.code)
+            raise ProblemAnswer("invalid-request", refusal.detail, refusal.code)
         key = call.key
         if key is not None and not 8 <= len(key) <= 128:
-            raise _ProblemAnswer(
+            raise ProblemAnswer(
                 "invalid-request", "Idempotency-Key must be 8 to 128 characters.", "invalid_value"
             )
         wanted = rules.canonical(body)
         stored = self._stored.get((account.client_id, key)) if key is not None else None
         if stored is not None:
             if stored.request != wanted:
-                raise _ProblemAnswer(
+                raise ProblemAnswer(
                     "idempotency-key-reused",
                     "This Idempotency-Key was used with a different request.",
                 )
             if not stored.done:
-                raise _ProblemAnswer(
+                raise ProblemAnswer(
                     "request-in-progress", "A request with this Idempotency-Key is still running."
                 )
             call.replay = True
@@ -475,7 +420,7 @@ class Sandbox:
         try:
             parts = data.valuation_parts(wanted, now=self.clock.now())
         except data.FloorAreaUnknown:
-            raise _ProblemAnswer(
+            raise ProblemAnswer(
                 "floor-area-required",
                 "No typical floor area is known for that bedroom count, area and property type;"
                 " send floorAreaSqm with a new Idempotency-Key.",
@@ -490,31 +435,31 @@ class Sandbox:
             )
         except TimeoutError:
             # The work goes on and commits; a retry with the key gets 409 until then.
-            raise _ProblemAnswer("timeout", "The request ran past its time limit.") from None
-        if isinstance(outcome, _ProblemAnswer):
+            raise ProblemAnswer("timeout", "The request ran past its time limit.") from None
+        if isinstance(outcome, ProblemAnswer):
             raise outcome
         return self._after_commit(outcome, faults)
 
     def _check_coverage(self, account: Account, request: dict[str, Any]) -> None:
         postcode = request["postcode"]
         if account.test_mode and postcode == TRIGGER_OUTSIDE:
-            raise _ProblemAnswer(
+            raise ProblemAnswer(
                 "outside-coverage", "The postcode sector is not one valued.", "unknown_sector"
             )
         if account.test_mode and postcode == TRIGGER_FLOOR_AREA:
-            raise _ProblemAnswer(
+            raise ProblemAnswer(
                 "floor-area-required",
                 "No typical floor area is known for this test postcode; send floorAreaSqm.",
             )
         region = postcodes.region(postcode)
         if region is postcodes.Region.UNKNOWN:
-            raise _ProblemAnswer(
+            raise ProblemAnswer(
                 "outside-coverage", "The postcode sector is not one valued.", "unknown_sector"
             )
         if region.outside_coverage or (
             region is postcodes.Region.BORDER and postcodes.district(postcode) not in _BORDER_INSIDE
         ):
-            raise _ProblemAnswer("outside-coverage", "The postcode is not in England or Wales.")
+            raise ProblemAnswer("outside-coverage", "The postcode is not in England or Wales.")
 
     async def _value(
         self,
@@ -524,7 +469,7 @@ class Sandbox:
         parts: dict[str, Any],
         entry: _StoredCall,
         faults: Faults,
-    ) -> bytes | _ProblemAnswer:
+    ) -> bytes | ProblemAnswer:
         """Take the time the work takes, then commit: charge, store, answer (a 201 body)."""
         await self._latency(faults)
         if self._chance(faults.slow_share):
@@ -534,7 +479,7 @@ class Sandbox:
             charge = self._charge(
                 account, "valuation", self.config.valuation_credits, key, valuation_id
             )
-        except _ProblemAnswer as problem:
+        except ProblemAnswer as problem:
             # Nothing was created: the key is free again, and the answer is this problem.
             if key is not None:
                 self._stored.pop((account.client_id, key), None)
@@ -544,19 +489,19 @@ class Sandbox:
             valuation["mode"] = "test"
         if "reference" in body:
             valuation["reference"] = body["reference"]
-        valuation["valuedAt"] = _rfc3339(self.clock.now())
+        valuation["valuedAt"] = rfc3339(self.clock.now())
         valuation.update(parts)
-        self._valuations[valuation_id] = (account.client_id, _dumps(valuation))
+        self._valuations[valuation_id] = (account.client_id, dumps(valuation))
         if charge is not None:
             valuation["charge"] = charge
-        entry.body, entry.done = _dumps(valuation), True
+        entry.body, entry.done = dumps(valuation), True
         return entry.body
 
     def _after_commit(self, payload: bytes, faults: Faults) -> Response:
         """The 201, or one of the faults that strike after the valuation is made."""
         media = "application/json"
         if self._chance(faults.timeout_504_after_commit_share):
-            raise _ProblemAnswer("timeout", "The request ran past its time limit.")
+            raise ProblemAnswer("timeout", "The request ran past its time limit.")
         if self._chance(faults.drop_after_commit_share):
             return _DroppedResponse(payload, 201, media_type=media)
         if self._chance(faults.malformed_share):
@@ -571,7 +516,7 @@ class Sandbox:
     async def _get_valuation_as(self, request: Request, account: Account, call: _Call) -> Response:
         found = self._valuations.get(request.path_params["id"])
         if found is None or found[0] != account.client_id:
-            raise _ProblemAnswer("not-found", "No valuation has that id.")
+            raise ProblemAnswer("not-found", "No valuation has that id.")
         return Response(found[1], 200, media_type="application/json")
 
     # --- getStreetAnalysis -----------------------------------------------------------
@@ -586,7 +531,7 @@ class Sandbox:
         self._check_outage(faults)
         postcode = postcodes.normalise(request.path_params["postcode"])
         if postcode is None:
-            raise _ProblemAnswer(
+            raise ProblemAnswer(
                 "invalid-request", "postcode must be a full UK postcode.", "invalid_value"
             )
         now = self.clock.now()
@@ -598,7 +543,7 @@ class Sandbox:
         self._check_spend(account, self.config.street_analysis_credits)
         body = data.street_analysis_body(postcode, now=now)
         if body is None:
-            raise _ProblemAnswer("not-found", "Nothing is held for that postcode.")
+            raise ProblemAnswer("not-found", "Nothing is held for that postcode.")
         await self._latency(faults)
         charge = self._charge(
             account, "street-analysis", self.config.street_analysis_credits, None, postcode
@@ -609,22 +554,13 @@ class Sandbox:
 
     async def _no_route(self, request: Request, exc: Exception) -> Response:
         """Unknown paths and methods get problem documents too (docs/api.md, section 5)."""
-        status = getattr(exc, "status_code", 404)
-        body = {
-            "type": f"{self.config.docs_base}/errors/not-found",
-            "title": TITLES["not-found"] if status == 404 else "Method not allowed",
-            "status": status,
-            "detail": f"No operation answers {request.method} {request.url.path}.",
-        }
-        if status != 404:
-            body["type"] = "about:blank"
-        return Response(_dumps(body), status, media_type=PROBLEM_JSON)
+        return no_route_response(request, getattr(exc, "status_code", 404), self.config.docs_base)
 
     # --- /_sandbox -------------------------------------------------------------------
 
     async def _ledger_view(self, request: Request) -> Response:
         snapshot = self.ledger.snapshot(self.balances())
-        snapshot["clock"] = _rfc3339(self.clock.now())
+        snapshot["clock"] = rfc3339(self.clock.now())
         return JSONResponse(snapshot)
 
     async def _clock_control(self, request: Request) -> Response:
@@ -633,7 +569,7 @@ class Sandbox:
             self.clock.set(dt.datetime.fromisoformat(body["set"]))
         else:
             self.clock.advance(float(body.get("advance_seconds", 0)))
-        return JSONResponse({"clock": _rfc3339(self.clock.now())})
+        return JSONResponse({"clock": rfc3339(self.clock.now())})
 
     async def _faults_control(self, request: Request) -> Response:
         body = await request.json()
