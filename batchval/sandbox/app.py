@@ -33,7 +33,6 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
 from batchval import postcodes
 from batchval.sandbox import data, rules
@@ -51,6 +50,7 @@ from batchval.sandbox.answers import (
 )
 from batchval.sandbox.clock import SandboxClock
 from batchval.sandbox.config import Account, Faults, SandboxConfig
+from batchval.sandbox.faults import FaultInjector
 from batchval.sandbox.ledger import ChargeRecord, Deadline, Ledger, RequestRecord
 
 # The constants now defined in `answers` are still found here, where they were.
@@ -98,27 +98,6 @@ class _StoredCall:
     body: bytes = b""
 
 
-class _DroppedError(Exception):
-    """Raised after part of a response went out, so that the server cuts the connection."""
-
-
-class _DroppedResponse(Response):
-    """Sends the headers and half the body, then fails: the client sees a cut connection."""
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send(
-            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
-        )
-        await send(
-            {
-                "type": "http.response.body",
-                "body": self.body[: len(self.body) // 2],
-                "more_body": True,
-            }
-        )
-        raise _DroppedError("connection dropped after commit (sandbox fault)")
-
-
 @dataclasses.dataclass(slots=True)
 class _Call:
     """What the ledger needs to know about the request being served."""
@@ -137,6 +116,7 @@ class Sandbox:
         self.clock = clock or SandboxClock()
         self.ledger = Ledger()
         self.early_grace_seconds = 0.05
+        # One generator for the fault draws and the valuation ids: a seed replays both.
         self._rng = random.Random(self.config.seed)
         self._tokens: dict[str, _Token] = {}
         self._buckets: dict[str, _Bucket] = {}
@@ -145,8 +125,7 @@ class Sandbox:
         self._streets: dict[tuple[str, str], tuple[dt.datetime, dict[str, Any]]] = {}
         self._counted: Counter[tuple[str, dt.date]] = Counter()
         self._active_deadlines: dict[str, list[Deadline]] = {}
-        self._outage_until = 0.0
-        self.set_faults(self.config.faults)
+        self._faults = FaultInjector(self.config, self.clock, self._rng)
         self.app = Starlette(
             routes=[
                 Route("/oauth2/token", self._token, methods=["POST"]),
@@ -170,8 +149,7 @@ class Sandbox:
 
     def set_faults(self, faults: Faults) -> None:
         """Replace the faults; an outage starts now and lasts `outage_seconds`."""
-        self.config.faults = faults
-        self._outage_until = self.clock.monotonic() + faults.outage_seconds
+        self._faults.apply(faults)
 
     def account(self, client_id: str) -> Account:
         account = self.config.account(client_id)
@@ -233,16 +211,13 @@ class Sandbox:
         token = self._tokens.get(value.strip()) if scheme.lower() == "bearer" else None
         if token is None or token.revoked or token.expires_at <= self.clock.now():
             raise UnauthorizedAnswer
-        if self._chance(self.config.faults.revoke_token_share):
+        if self._faults.revokes_token():
             token.revoked = True
             raise UnauthorizedAnswer
         account = self.config.account(token.client_id)
         if account is None:  # removed from the config since the token was issued
             raise UnauthorizedAnswer
         return account
-
-    def _chance(self, share: float) -> bool:
-        return share > 0 and self._rng.random() < share
 
     def _is_early(self, client_id: str, at: dt.datetime, mono: float) -> bool:
         active = [
@@ -267,9 +242,8 @@ class Sandbox:
         self._active_deadlines.setdefault(client_id, []).append(deadline)
 
     def _take_rate_token(self, account: Account, at: dt.datetime, mono: float) -> None:
-        faults = self.config.faults
-        if self._chance(faults.rate_limit_storm_share):
-            storm = max(1, faults.storm_retry_after_seconds)
+        storm = self._faults.storm_retry_after()
+        if storm is not None:  # whatever the rate
             self._give_deadline(account.client_id, None, storm)
             raise ProblemAnswer("rate-limited", "Too many requests in a short time.", None, storm)
         limit = self.config.rate_limit
@@ -329,17 +303,6 @@ class Sandbox:
             return None
         return {"credits": credits, "balanceAfter": account.balance}
 
-    async def _latency(self, faults: Faults) -> None:
-        delay = faults.latency_ms + self._rng.random() * faults.latency_jitter_ms
-        if delay > 0:
-            await asyncio.sleep(delay / 1000)
-
-    def _check_outage(self, faults: Faults) -> None:
-        if self.clock.monotonic() < self._outage_until or self._chance(faults.error_503_share):
-            raise ProblemAnswer(
-                "data-unavailable", "Market data is unavailable just now; retry shortly."
-            )
-
     @staticmethod
     async def _json_body(request: Request) -> Any:
         try:
@@ -390,7 +353,7 @@ class Sandbox:
         self, request: Request, account: Account, call: _Call
     ) -> Response:
         faults = self.config.faults
-        self._check_outage(faults)
+        self._faults.check_outage(faults)
         self._check_daily_limit(account)
         body = await self._json_body(request)
         refusal = rules.check_request(body)
@@ -414,7 +377,7 @@ class Sandbox:
                     "request-in-progress", "A request with this Idempotency-Key is still running."
                 )
             call.replay = True
-            return self._after_commit(stored.body, faults)
+            return self._faults.after_commit(stored.body, faults)
         self._check_coverage(account, wanted)
         self._check_spend(account, self.config.valuation_credits)
         try:
@@ -438,7 +401,7 @@ class Sandbox:
             raise ProblemAnswer("timeout", "The request ran past its time limit.") from None
         if isinstance(outcome, ProblemAnswer):
             raise outcome
-        return self._after_commit(outcome, faults)
+        return self._faults.after_commit(outcome, faults)
 
     def _check_coverage(self, account: Account, request: dict[str, Any]) -> None:
         postcode = request["postcode"]
@@ -471,9 +434,8 @@ class Sandbox:
         faults: Faults,
     ) -> bytes | ProblemAnswer:
         """Take the time the work takes, then commit: charge, store, answer (a 201 body)."""
-        await self._latency(faults)
-        if self._chance(faults.slow_share):
-            await asyncio.sleep(faults.slow_seconds)
+        await self._faults.latency(faults)
+        await self._faults.slow_work(faults)
         valuation_id = "val_" + "".join(self._rng.choice(_ID_ALPHABET) for _ in range(26))
         try:
             charge = self._charge(
@@ -497,17 +459,6 @@ class Sandbox:
         entry.body, entry.done = dumps(valuation), True
         return entry.body
 
-    def _after_commit(self, payload: bytes, faults: Faults) -> Response:
-        """The 201, or one of the faults that strike after the valuation is made."""
-        media = "application/json"
-        if self._chance(faults.timeout_504_after_commit_share):
-            raise ProblemAnswer("timeout", "The request ran past its time limit.")
-        if self._chance(faults.drop_after_commit_share):
-            return _DroppedResponse(payload, 201, media_type=media)
-        if self._chance(faults.malformed_share):
-            return Response(payload[: len(payload) // 2], 201, media_type=media)
-        return Response(payload, 201, media_type=media)
-
     # --- getValuation ----------------------------------------------------------------
 
     async def _get_valuation(self, request: Request) -> Response:
@@ -528,7 +479,7 @@ class Sandbox:
         self, request: Request, account: Account, call: _Call
     ) -> Response:
         faults = self.config.faults
-        self._check_outage(faults)
+        self._faults.check_outage(faults)
         postcode = postcodes.normalise(request.path_params["postcode"])
         if postcode is None:
             raise ProblemAnswer(
@@ -544,7 +495,7 @@ class Sandbox:
         body = data.street_analysis_body(postcode, now=now)
         if body is None:
             raise ProblemAnswer("not-found", "Nothing is held for that postcode.")
-        await self._latency(faults)
+        await self._faults.latency(faults)
         charge = self._charge(
             account, "street-analysis", self.config.street_analysis_credits, None, postcode
         )
