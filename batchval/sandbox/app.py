@@ -21,12 +21,10 @@ import asyncio
 import dataclasses
 import datetime as dt
 import json
-import math
 import random
 import secrets
 import string
 import urllib.parse
-from collections import Counter
 from typing import Any
 
 from starlette.applications import Starlette
@@ -51,7 +49,8 @@ from batchval.sandbox.answers import (
 from batchval.sandbox.clock import SandboxClock
 from batchval.sandbox.config import Account, Faults, SandboxConfig
 from batchval.sandbox.faults import FaultInjector
-from batchval.sandbox.ledger import ChargeRecord, Deadline, Ledger, RequestRecord
+from batchval.sandbox.ledger import Ledger, RequestRecord
+from batchval.sandbox.limits import Limits
 
 # The constants now defined in `answers` are still found here, where they were.
 __all__ = [
@@ -83,12 +82,6 @@ class _Token:
 
 
 @dataclasses.dataclass(slots=True)
-class _Bucket:
-    tokens: float
-    updated: float
-
-
-@dataclasses.dataclass(slots=True)
 class _StoredCall:
     """An idempotency key's first request and, once done, its 201 body (only a created
     valuation is stored: every other answer is worked out again on a retry)."""
@@ -115,17 +108,14 @@ class Sandbox:
         self.config = config or SandboxConfig()
         self.clock = clock or SandboxClock()
         self.ledger = Ledger()
-        self.early_grace_seconds = 0.05
         # One generator for the fault draws and the valuation ids: a seed replays both.
         self._rng = random.Random(self.config.seed)
         self._tokens: dict[str, _Token] = {}
-        self._buckets: dict[str, _Bucket] = {}
         self._stored: dict[tuple[str, str], _StoredCall] = {}
         self._valuations: dict[str, tuple[str, bytes]] = {}
         self._streets: dict[tuple[str, str], tuple[dt.datetime, dict[str, Any]]] = {}
-        self._counted: Counter[tuple[str, dt.date]] = Counter()
-        self._active_deadlines: dict[str, list[Deadline]] = {}
         self._faults = FaultInjector(self.config, self.clock, self._rng)
+        self._limits = Limits(self.config, self.clock, self.ledger)
         self.app = Starlette(
             routes=[
                 Route("/oauth2/token", self._token, methods=["POST"]),
@@ -171,6 +161,15 @@ class Sandbox:
     def balances(self) -> dict[str, int]:
         return {a.client_id: a.balance for a in self.config.accounts if not a.test_mode}
 
+    @property
+    def early_grace_seconds(self) -> float:
+        """How long after a 429 a call still counts as sent before it (not early)."""
+        return self._limits.early_grace_seconds
+
+    @early_grace_seconds.setter
+    def early_grace_seconds(self, seconds: float) -> None:
+        self._limits.early_grace_seconds = seconds
+
     # --- plumbing --------------------------------------------------------------------
 
     async def _serve(self, request: Request, call: _Call, handler: Any) -> Response:
@@ -181,8 +180,11 @@ class Sandbox:
         try:
             account = self._authenticate(request)
             call.client_id = account.client_id
-            call.early = self._is_early(account.client_id, at, mono)
-            self._take_rate_token(account, at, mono)
+            call.early = self._limits.is_early(account.client_id, at, mono)
+            storm = self._faults.storm_retry_after()
+            if storm is not None:  # whatever the rate
+                self._limits.refuse_short_term(account.client_id, storm)
+            self._limits.take_rate_token(account, mono)
             response = await handler(request, account, call)
         except UnauthorizedAnswer:
             response = unauthorized_response()
@@ -218,90 +220,6 @@ class Sandbox:
         if account is None:  # removed from the config since the token was issued
             raise UnauthorizedAnswer
         return account
-
-    def _is_early(self, client_id: str, at: dt.datetime, mono: float) -> bool:
-        active = [
-            d
-            for d in self._active_deadlines.get(client_id, [])
-            if (at < d.until_at if d.code == "daily_limit" else mono < d.until_monotonic)
-        ]
-        self._active_deadlines[client_id] = active
-        return any(mono > d.issued_monotonic + self.early_grace_seconds for d in active)
-
-    def _give_deadline(self, client_id: str, code: str | None, retry_after: int) -> None:
-        now, mono = self.clock.now(), self.clock.monotonic()
-        deadline = Deadline(
-            client_id=client_id,
-            code=code,
-            issued_monotonic=mono,
-            until_monotonic=mono + retry_after,
-            issued_at=now,
-            until_at=now + dt.timedelta(seconds=retry_after),
-        )
-        self.ledger.deadlines.append(deadline)
-        self._active_deadlines.setdefault(client_id, []).append(deadline)
-
-    def _take_rate_token(self, account: Account, at: dt.datetime, mono: float) -> None:
-        storm = self._faults.storm_retry_after()
-        if storm is not None:  # whatever the rate
-            self._give_deadline(account.client_id, None, storm)
-            raise ProblemAnswer("rate-limited", "Too many requests in a short time.", None, storm)
-        limit = self.config.rate_limit
-        if limit is None:
-            return
-        bucket = self._buckets.setdefault(account.client_id, _Bucket(float(limit.burst), mono))
-        bucket.tokens = min(
-            float(limit.burst), bucket.tokens + (mono - bucket.updated) * limit.rate_per_second
-        )
-        bucket.updated = mono
-        if bucket.tokens >= 1.0:
-            bucket.tokens -= 1.0
-            return
-        retry_after = max(1, math.ceil((1.0 - bucket.tokens) / limit.rate_per_second))
-        self._give_deadline(account.client_id, None, retry_after)
-        raise ProblemAnswer("rate-limited", "Too many requests in a short time.", None, retry_after)
-
-    def _check_daily_limit(self, account: Account) -> None:
-        if self._counted[(account.client_id, self.clock.now().date())] >= (
-            account.effective_daily_limit
-        ):
-            retry_after = self.clock.seconds_to_midnight()
-            self._give_deadline(account.client_id, "daily_limit", retry_after)
-            raise ProblemAnswer(
-                "rate-limited",
-                f"The account's daily limit of {account.effective_daily_limit} calls is used.",
-                "daily_limit",
-                retry_after,
-            )
-
-    def _check_spend(self, account: Account, cost: int) -> None:
-        """Refuse when the account cannot pay; checked again at commit time."""
-        if account.test_mode:
-            return
-        if account.blocked:
-            raise ProblemAnswer("account-blocked", "This account is not allowed to spend credits.")
-        if account.balance < cost:
-            raise ProblemAnswer(
-                "insufficient-credits",
-                f"This call costs {cost} credits; the balance is {account.balance} credits.",
-            )
-
-    def _charge(
-        self, account: Account, kind: str, cost: int, key: str | None, resource: str
-    ) -> dict[str, int] | None:
-        """Count the call against the daily limit and, in live mode, take its credits."""
-        self._check_daily_limit(account)
-        self._check_spend(account, cost)
-        now = self.clock.now()
-        self._counted[(account.client_id, now.date())] += 1
-        credits = 0 if account.test_mode else cost
-        account.balance -= credits
-        self.ledger.charges.append(
-            ChargeRecord(now, account.client_id, kind, credits, key, resource, account.balance)
-        )
-        if account.test_mode:
-            return None
-        return {"credits": credits, "balanceAfter": account.balance}
 
     @staticmethod
     async def _json_body(request: Request) -> Any:
@@ -354,7 +272,9 @@ class Sandbox:
     ) -> Response:
         faults = self.config.faults
         self._faults.check_outage(faults)
-        self._check_daily_limit(account)
+        # Before the replay: once the limit is reached, replays are refused too
+        # (docs/api.md, section 8).
+        self._limits.check_daily_limit(account)
         body = await self._json_body(request)
         refusal = rules.check_request(body)
         if refusal is not None:
@@ -379,7 +299,7 @@ class Sandbox:
             call.replay = True
             return self._faults.after_commit(stored.body, faults)
         self._check_coverage(account, wanted)
-        self._check_spend(account, self.config.valuation_credits)
+        self._limits.check_spend(account, self.config.valuation_credits)
         try:
             parts = data.valuation_parts(wanted, now=self.clock.now())
         except data.FloorAreaUnknown:
@@ -438,7 +358,7 @@ class Sandbox:
         await self._faults.slow_work(faults)
         valuation_id = "val_" + "".join(self._rng.choice(_ID_ALPHABET) for _ in range(26))
         try:
-            charge = self._charge(
+            charge = self._limits.charge(
                 account, "valuation", self.config.valuation_credits, key, valuation_id
             )
         except ProblemAnswer as problem:
@@ -490,13 +410,13 @@ class Sandbox:
         if held is not None and now - held[0] < STREET_REPEAT_WINDOW:
             call.replay = True
             return JSONResponse(held[1])
-        self._check_daily_limit(account)
-        self._check_spend(account, self.config.street_analysis_credits)
+        self._limits.check_daily_limit(account)
+        self._limits.check_spend(account, self.config.street_analysis_credits)
         body = data.street_analysis_body(postcode, now=now)
         if body is None:
             raise ProblemAnswer("not-found", "Nothing is held for that postcode.")
         await self._faults.latency(faults)
-        charge = self._charge(
+        charge = self._limits.charge(
             account, "street-analysis", self.config.street_analysis_credits, None, postcode
         )
         answer: dict[str, Any] = {"mode": "test", **body} if account.test_mode else dict(body)
