@@ -1,7 +1,6 @@
 """A local, spec-faithful fake of the Partner Valuation API, as an ASGI app.
 
-`Sandbox(config)` holds the server's state (accounts, tokens, the idempotency store,
-the ledger, the clock, the faults) and serves it at `sandbox.app`:
+`Sandbox(config)` serves the API at `sandbox.app`:
 
     POST {auth}/oauth2/token                      client credentials, form-encoded
     POST /partners/v1/valuations                  createValuation
@@ -9,6 +8,13 @@ the ledger, the clock, the faults) and serves it at `sandbox.app`:
     GET  /partners/v1/street-analysis/{postcode}  getStreetAnalysis
     GET  /_sandbox/ledger                         read-only: charges, balances, calls
     POST /_sandbox/clock | faults | accounts/{client_id} | tokens/revoke   test controls
+
+This module owns the routes of the three operations: it reads each request, checks it
+in the order the API does, and writes every API call in the ledger. The rest lives
+beside it: `auth` (the token URL, tokens, the bearer check), `state` (the idempotency
+store, valuations, street reads), `limits` (the short-term and daily limits, credits),
+`faults` (the injected failures), `answers` (problem documents and JSON), `config`,
+`ledger` and `clock`.
 
 The app runs on one event loop; every change of state happens between two awaits, so
 no lock is needed and concurrent requests see each other's effects at once, which is
@@ -22,9 +28,7 @@ import dataclasses
 import datetime as dt
 import json
 import random
-import secrets
-import string
-import urllib.parse
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.applications import Starlette
@@ -46,13 +50,20 @@ from batchval.sandbox.answers import (
     rfc3339,
     unauthorized_response,
 )
+from batchval.sandbox.auth import Token, TokenAuth
 from batchval.sandbox.clock import SandboxClock
 from batchval.sandbox.config import Account, Faults, SandboxConfig
 from batchval.sandbox.faults import FaultInjector
 from batchval.sandbox.ledger import Ledger, RequestRecord
 from batchval.sandbox.limits import Limits
+from batchval.sandbox.state import (
+    STREET_REPEAT_WINDOW,
+    SandboxState,
+    StoredCall,
+    new_valuation_id,
+)
 
-# The constants now defined in `answers` are still found here, where they were.
+# The constants now defined in `answers` and `state` are still found here, where they were.
 __all__ = [
     "API_PREFIX",
     "PROBLEM_JSON",
@@ -70,25 +81,6 @@ TRIGGER_OUTSIDE = "ZZ1 4AA"
 TRIGGER_FLOOR_AREA = "ZZ1 5AA"
 # Border districts the sandbox judges to be in England (the rest of BORDER is outside).
 _BORDER_INSIDE = frozenset({"TD12", "TD15"})
-_ID_ALPHABET = string.digits + string.ascii_lowercase
-STREET_REPEAT_WINDOW = dt.timedelta(days=30)
-
-
-@dataclasses.dataclass(slots=True)
-class _Token:
-    client_id: str
-    expires_at: dt.datetime
-    revoked: bool = False
-
-
-@dataclasses.dataclass(slots=True)
-class _StoredCall:
-    """An idempotency key's first request and, once done, its 201 body (only a created
-    valuation is stored: every other answer is worked out again on a retry)."""
-
-    request: dict[str, Any]
-    done: bool = False
-    body: bytes = b""
 
 
 @dataclasses.dataclass(slots=True)
@@ -103,6 +95,9 @@ class _Call:
     early: bool = False
 
 
+_Handler = Callable[[Request, Account, _Call], Awaitable[Response]]
+
+
 class Sandbox:
     def __init__(self, config: SandboxConfig | None = None, clock: SandboxClock | None = None):
         self.config = config or SandboxConfig()
@@ -110,15 +105,13 @@ class Sandbox:
         self.ledger = Ledger()
         # One generator for the fault draws and the valuation ids: a seed replays both.
         self._rng = random.Random(self.config.seed)
-        self._tokens: dict[str, _Token] = {}
-        self._stored: dict[tuple[str, str], _StoredCall] = {}
-        self._valuations: dict[str, tuple[str, bytes]] = {}
-        self._streets: dict[tuple[str, str], tuple[dt.datetime, dict[str, Any]]] = {}
         self._faults = FaultInjector(self.config, self.clock, self._rng)
+        self._auth = TokenAuth(self.config, self.clock, self._faults)
         self._limits = Limits(self.config, self.clock, self.ledger)
+        self._state = SandboxState()
         self.app = Starlette(
             routes=[
-                Route("/oauth2/token", self._token, methods=["POST"]),
+                Route("/oauth2/token", self._auth.token_endpoint, methods=["POST"]),
                 Route(f"{API_PREFIX}/valuations", self._create_valuation, methods=["POST"]),
                 Route(f"{API_PREFIX}/valuations/{{id}}", self._get_valuation, methods=["GET"]),
                 Route(
@@ -153,10 +146,7 @@ class Sandbox:
         return account.balance
 
     def revoke_tokens(self) -> int:
-        live = [t for t in self._tokens.values() if not t.revoked]
-        for token in live:
-            token.revoked = True
-        return len(live)
+        return self._auth.revoke_all()
 
     def balances(self) -> dict[str, int]:
         return {a.client_id: a.balance for a in self.config.accounts if not a.test_mode}
@@ -170,15 +160,20 @@ class Sandbox:
     def early_grace_seconds(self, seconds: float) -> None:
         self._limits.early_grace_seconds = seconds
 
+    @property
+    def _tokens(self) -> dict[str, Token]:
+        # Every token issued, by its value: tests check that none reaches a log or a file.
+        return self._auth.tokens
+
     # --- plumbing --------------------------------------------------------------------
 
-    async def _serve(self, request: Request, call: _Call, handler: Any) -> Response:
+    async def _serve(self, request: Request, call: _Call, handler: _Handler) -> Response:
         """Authenticate, pace, answer, and write the call in the ledger whatever happens."""
         at, mono = self.clock.now(), self.clock.monotonic()
         call.key = request.headers.get("Idempotency-Key")
         response: Response
         try:
-            account = self._authenticate(request)
+            account = self._auth.authenticate(request)
             call.client_id = account.client_id
             call.early = self._limits.is_early(account.client_id, at, mono)
             storm = self._faults.storm_retry_after()
@@ -208,19 +203,6 @@ class Sandbox:
         )
         return response
 
-    def _authenticate(self, request: Request) -> Account:
-        scheme, _, value = request.headers.get("Authorization", "").partition(" ")
-        token = self._tokens.get(value.strip()) if scheme.lower() == "bearer" else None
-        if token is None or token.revoked or token.expires_at <= self.clock.now():
-            raise UnauthorizedAnswer
-        if self._faults.revokes_token():
-            token.revoked = True
-            raise UnauthorizedAnswer
-        account = self.config.account(token.client_id)
-        if account is None:  # removed from the config since the token was issued
-            raise UnauthorizedAnswer
-        return account
-
     @staticmethod
     async def _json_body(request: Request) -> Any:
         try:
@@ -230,37 +212,9 @@ class Sandbox:
                 "invalid-request", "The body is not valid JSON.", "malformed_json"
             ) from None
 
-    # --- the token endpoint ----------------------------------------------------------
-
-    async def _token(self, request: Request) -> Response:
-        # Error answers of the token URL are "not shown" by the API: these follow RFC 6749 5.2.
-        if not request.headers.get("content-type", "").startswith(
-            "application/x-www-form-urlencoded"
-        ):
-            return JSONResponse({"error": "invalid_request"}, 400)
-        form = urllib.parse.parse_qs((await request.body()).decode("utf-8", "replace"))
-        if form.get("grant_type") != ["client_credentials"]:
-            return JSONResponse({"error": "unsupported_grant_type"}, 400)
-        client_id = form.get("client_id", [""])[0]
-        secret = form.get("client_secret", [""])[0]
-        account = self.config.account(client_id)
-        if account is None or not secrets.compare_digest(
-            secret.encode(), account.client_secret.encode()
-        ):
-            return JSONResponse({"error": "invalid_client"}, 401)
-        token = secrets.token_urlsafe(32)
-        ttl = self.config.token_ttl_seconds
-        self._tokens[token] = _Token(
-            account.client_id, self.clock.now() + dt.timedelta(seconds=ttl)
-        )
-        return JSONResponse(
-            {
-                "access_token": token,
-                "token_type": "Bearer",
-                "expires_in": ttl,
-                "scope": account.scope,
-            }
-        )
+    async def _no_route(self, request: Request, exc: Exception) -> Response:
+        """Unknown paths and methods get problem documents too (docs/api.md, section 5)."""
+        return no_route_response(request, getattr(exc, "status_code", 404), self.config.docs_base)
 
     # --- createValuation -------------------------------------------------------------
 
@@ -285,7 +239,7 @@ class Sandbox:
                 "invalid-request", "Idempotency-Key must be 8 to 128 characters.", "invalid_value"
             )
         wanted = rules.canonical(body)
-        stored = self._stored.get((account.client_id, key)) if key is not None else None
+        stored = self._state.stored_call(account.client_id, key)
         if stored is not None:
             if stored.request != wanted:
                 raise ProblemAnswer(
@@ -308,9 +262,7 @@ class Sandbox:
                 "No typical floor area is known for that bedroom count, area and property type;"
                 " send floorAreaSqm with a new Idempotency-Key.",
             ) from None
-        entry = _StoredCall(wanted)
-        if key is not None:
-            self._stored[(account.client_id, key)] = entry
+        entry = self._state.hold(account.client_id, key, wanted)
         work = asyncio.ensure_future(self._value(account, key, body, parts, entry, faults))
         try:
             outcome = await asyncio.wait_for(
@@ -323,7 +275,8 @@ class Sandbox:
             raise outcome
         return self._faults.after_commit(outcome, faults)
 
-    def _check_coverage(self, account: Account, request: dict[str, Any]) -> None:
+    @staticmethod
+    def _check_coverage(account: Account, request: dict[str, Any]) -> None:
         postcode = request["postcode"]
         if account.test_mode and postcode == TRIGGER_OUTSIDE:
             raise ProblemAnswer(
@@ -350,21 +303,20 @@ class Sandbox:
         key: str | None,
         body: dict[str, Any],
         parts: dict[str, Any],
-        entry: _StoredCall,
+        entry: StoredCall,
         faults: Faults,
     ) -> bytes | ProblemAnswer:
         """Take the time the work takes, then commit: charge, store, answer (a 201 body)."""
         await self._faults.latency(faults)
         await self._faults.slow_work(faults)
-        valuation_id = "val_" + "".join(self._rng.choice(_ID_ALPHABET) for _ in range(26))
+        valuation_id = new_valuation_id(self._rng)
         try:
             charge = self._limits.charge(
                 account, "valuation", self.config.valuation_credits, key, valuation_id
             )
         except ProblemAnswer as problem:
             # Nothing was created: the key is free again, and the answer is this problem.
-            if key is not None:
-                self._stored.pop((account.client_id, key), None)
+            self._state.release(account.client_id, key)
             return problem
         valuation: dict[str, Any] = {"id": valuation_id}
         if account.test_mode:
@@ -373,7 +325,7 @@ class Sandbox:
             valuation["reference"] = body["reference"]
         valuation["valuedAt"] = rfc3339(self.clock.now())
         valuation.update(parts)
-        self._valuations[valuation_id] = (account.client_id, dumps(valuation))
+        self._state.keep_valuation(valuation_id, account.client_id, dumps(valuation))
         if charge is not None:
             valuation["charge"] = charge
         entry.body, entry.done = dumps(valuation), True
@@ -385,10 +337,10 @@ class Sandbox:
         return await self._serve(request, _Call(), self._get_valuation_as)
 
     async def _get_valuation_as(self, request: Request, account: Account, call: _Call) -> Response:
-        found = self._valuations.get(request.path_params["id"])
-        if found is None or found[0] != account.client_id:
+        found = self._state.valuation(request.path_params["id"], account.client_id)
+        if found is None:
             raise ProblemAnswer("not-found", "No valuation has that id.")
-        return Response(found[1], 200, media_type="application/json")
+        return Response(found, 200, media_type="application/json")
 
     # --- getStreetAnalysis -----------------------------------------------------------
 
@@ -406,10 +358,10 @@ class Sandbox:
                 "invalid-request", "postcode must be a full UK postcode.", "invalid_value"
             )
         now = self.clock.now()
-        held = self._streets.get((account.client_id, postcode))
-        if held is not None and now - held[0] < STREET_REPEAT_WINDOW:
+        held = self._state.street_read(account.client_id, postcode, now)
+        if held is not None:  # free within 30 days (docs/api.md, section 2)
             call.replay = True
-            return JSONResponse(held[1])
+            return JSONResponse(held)
         self._limits.check_daily_limit(account)
         self._limits.check_spend(account, self.config.street_analysis_credits)
         body = data.street_analysis_body(postcode, now=now)
@@ -420,12 +372,8 @@ class Sandbox:
             account, "street-analysis", self.config.street_analysis_credits, None, postcode
         )
         answer: dict[str, Any] = {"mode": "test", **body} if account.test_mode else dict(body)
-        self._streets[(account.client_id, postcode)] = (now, answer)
+        self._state.keep_street_read(account.client_id, postcode, now, answer)
         return JSONResponse(answer if charge is None else {**answer, "charge": charge})
-
-    async def _no_route(self, request: Request, exc: Exception) -> Response:
-        """Unknown paths and methods get problem documents too (docs/api.md, section 5)."""
-        return no_route_response(request, getattr(exc, "status_code", 404), self.config.docs_base)
 
     # --- /_sandbox -------------------------------------------------------------------
 
