@@ -13,8 +13,8 @@ This module owns the routes of the three operations: it reads each request, chec
 in the order the API does, and writes every API call in the ledger. The rest lives
 beside it: `auth` (the token URL, tokens, the bearer check), `state` (the idempotency
 store, valuations, street reads), `limits` (the short-term and daily limits, credits),
-`faults` (the injected failures), `answers` (problem documents and JSON), `config`,
-`ledger` and `clock`.
+`faults` (the injected failures), `answers` (problem documents and JSON), `controls`
+(the /_sandbox routes), `config`, `ledger` and `clock`.
 
 The app runs on one event loop; every change of state happens between two awaits, so
 no lock is needed and concurrent requests see each other's effects at once, which is
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import datetime as dt
 import json
 import random
 from collections.abc import Awaitable, Callable
@@ -53,6 +52,7 @@ from batchval.sandbox.answers import (
 from batchval.sandbox.auth import Token, TokenAuth
 from batchval.sandbox.clock import SandboxClock
 from batchval.sandbox.config import Account, Faults, SandboxConfig
+from batchval.sandbox.controls import Controls
 from batchval.sandbox.faults import FaultInjector
 from batchval.sandbox.ledger import Ledger, RequestRecord
 from batchval.sandbox.limits import Limits
@@ -119,11 +119,7 @@ class Sandbox:
                     self._street_analysis,
                     methods=["GET"],
                 ),
-                Route("/_sandbox/ledger", self._ledger_view, methods=["GET"]),
-                Route("/_sandbox/clock", self._clock_control, methods=["POST"]),
-                Route("/_sandbox/faults", self._faults_control, methods=["POST"]),
-                Route("/_sandbox/accounts/{client_id}", self._account_control, methods=["POST"]),
-                Route("/_sandbox/tokens/revoke", self._revoke_control, methods=["POST"]),
+                *Controls(self).routes(),
             ],
             exception_handlers={404: self._no_route, 405: self._no_route},
         )
@@ -374,44 +370,3 @@ class Sandbox:
         answer: dict[str, Any] = {"mode": "test", **body} if account.test_mode else dict(body)
         self._state.keep_street_read(account.client_id, postcode, now, answer)
         return JSONResponse(answer if charge is None else {**answer, "charge": charge})
-
-    # --- /_sandbox -------------------------------------------------------------------
-
-    async def _ledger_view(self, request: Request) -> Response:
-        snapshot = self.ledger.snapshot(self.balances())
-        snapshot["clock"] = rfc3339(self.clock.now())
-        return JSONResponse(snapshot)
-
-    async def _clock_control(self, request: Request) -> Response:
-        body = await request.json()
-        if "set" in body:
-            self.clock.set(dt.datetime.fromisoformat(body["set"]))
-        else:
-            self.clock.advance(float(body.get("advance_seconds", 0)))
-        return JSONResponse({"clock": rfc3339(self.clock.now())})
-
-    async def _faults_control(self, request: Request) -> Response:
-        body = await request.json()
-        self.set_faults(Faults(**body))
-        return JSONResponse(dataclasses.asdict(self.config.faults))
-
-    async def _account_control(self, request: Request) -> Response:
-        body = await request.json()
-        try:
-            account = self.account(request.path_params["client_id"])
-        except KeyError:
-            return JSONResponse({"error": "no such account"}, 404)
-        if "top_up" in body:
-            account.balance += int(body["top_up"])
-        if "balance" in body:
-            account.balance = int(body["balance"])
-        if "blocked" in body:
-            account.blocked = bool(body["blocked"])
-        if "daily_limit" in body:
-            account.daily_limit = body["daily_limit"]
-        return JSONResponse(
-            {"client_id": account.client_id, "balance": account.balance, "blocked": account.blocked}
-        )
-
-    async def _revoke_control(self, request: Request) -> Response:
-        return JSONResponse({"revoked": self.revoke_tokens()})
