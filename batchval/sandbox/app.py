@@ -1,7 +1,6 @@
 """A local, spec-faithful fake of the Partner Valuation API, as an ASGI app.
 
-`Sandbox(config)` holds the server's state (accounts, tokens, the idempotency store,
-the ledger, the clock, the faults) and serves it at `sandbox.app`:
+`Sandbox(config)` serves the API at `sandbox.app`:
 
     POST {auth}/oauth2/token                      client credentials, form-encoded
     POST /partners/v1/valuations                  createValuation
@@ -9,6 +8,13 @@ the ledger, the clock, the faults) and serves it at `sandbox.app`:
     GET  /partners/v1/street-analysis/{postcode}  getStreetAnalysis
     GET  /_sandbox/ledger                         read-only: charges, balances, calls
     POST /_sandbox/clock | faults | accounts/{client_id} | tokens/revoke   test controls
+
+This module owns the routes of the three operations: it reads each request, checks it
+in the order the API does, and writes every API call in the ledger. The rest lives
+beside it: `auth` (the token URL, tokens, the bearer check), `state` (the idempotency
+store, valuations, street reads), `limits` (the short-term and daily limits, credits),
+`faults` (the injected failures), `answers` (problem documents and JSON), `controls`
+(the /_sandbox routes), `config`, `ledger` and `clock`.
 
 The app runs on one event loop; every change of state happens between two awaits, so
 no lock is needed and concurrent requests see each other's effects at once, which is
@@ -19,134 +25,62 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import datetime as dt
 import json
-import math
 import random
-import secrets
-import string
-import urllib.parse
-from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
 from batchval import postcodes
 from batchval.sandbox import data, rules
+from batchval.sandbox.answers import (
+    PROBLEM_JSON,
+    STATUSES,
+    TITLES,
+    ProblemAnswer,
+    UnauthorizedAnswer,
+    dumps,
+    no_route_response,
+    problem_response,
+    rfc3339,
+    unauthorized_response,
+)
+from batchval.sandbox.auth import Token, TokenAuth
 from batchval.sandbox.clock import SandboxClock
 from batchval.sandbox.config import Account, Faults, SandboxConfig
-from batchval.sandbox.ledger import ChargeRecord, Deadline, Ledger, RequestRecord
+from batchval.sandbox.controls import Controls
+from batchval.sandbox.faults import FaultInjector
+from batchval.sandbox.ledger import Ledger, RequestRecord
+from batchval.sandbox.limits import Limits
+from batchval.sandbox.state import (
+    STREET_REPEAT_WINDOW,
+    SandboxState,
+    StoredCall,
+    new_valuation_id,
+)
+
+# The constants now defined in `answers` and `state` are still found here, where they were.
+__all__ = [
+    "API_PREFIX",
+    "PROBLEM_JSON",
+    "STATUSES",
+    "STREET_REPEAT_WINDOW",
+    "TITLES",
+    "TRIGGER_FLOOR_AREA",
+    "TRIGGER_OUTSIDE",
+    "Sandbox",
+]
 
 API_PREFIX = "/partners/v1"
-PROBLEM_JSON = "application/problem+json"
-TITLES = {
-    "invalid-request": "Invalid request",
-    "insufficient-credits": "Insufficient credits",
-    "account-blocked": "Account blocked",
-    "not-found": "Not found",
-    "request-in-progress": "Request in progress",
-    "outside-coverage": "Outside coverage",
-    "floor-area-required": "Floor area required",
-    "idempotency-key-reused": "Idempotency key reused",
-    "rate-limited": "Rate limited",
-    "data-unavailable": "Data unavailable",
-    "timeout": "Timeout",
-}
-STATUSES = {
-    "invalid-request": 400,
-    "insufficient-credits": 403,
-    "account-blocked": 403,
-    "not-found": 404,
-    "request-in-progress": 409,
-    "outside-coverage": 422,
-    "floor-area-required": 422,
-    "idempotency-key-reused": 422,
-    "rate-limited": 429,
-    "data-unavailable": 503,
-    "timeout": 504,
-}
 # Test-mode trigger postcodes (docs/api.md, section 5).
 TRIGGER_OUTSIDE = "ZZ1 4AA"
 TRIGGER_FLOOR_AREA = "ZZ1 5AA"
 # Border districts the sandbox judges to be in England (the rest of BORDER is outside).
 _BORDER_INSIDE = frozenset({"TD12", "TD15"})
-_ID_ALPHABET = string.digits + string.ascii_lowercase
-STREET_REPEAT_WINDOW = dt.timedelta(days=30)
-
-
-def _dumps(body: Any) -> bytes:
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
-
-
-def _rfc3339(when: dt.datetime) -> str:
-    return when.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-@dataclasses.dataclass(slots=True)
-class _Token:
-    client_id: str
-    expires_at: dt.datetime
-    revoked: bool = False
-
-
-@dataclasses.dataclass(slots=True)
-class _Bucket:
-    tokens: float
-    updated: float
-
-
-@dataclasses.dataclass(slots=True)
-class _StoredCall:
-    """An idempotency key's first request and, once done, its 201 body (only a created
-    valuation is stored: every other answer is worked out again on a retry)."""
-
-    request: dict[str, Any]
-    done: bool = False
-    body: bytes = b""
-
-
-class _ProblemAnswer(Exception):  # noqa: N818 (an answer, not an error)
-    """Raised inside a handler to answer with a problem document."""
-
-    def __init__(
-        self, type_name: str, detail: str, code: str | None = None, retry_after: int | None = None
-    ) -> None:
-        super().__init__(detail)
-        self.type_name, self.detail, self.code, self.retry_after = (
-            type_name,
-            detail,
-            code,
-            retry_after,
-        )
-
-
-class _UnauthorizedAnswer(Exception):  # noqa: N818 (an answer, not an error)
-    """A missing, invalid, expired or revoked token (answered as docs/api.md, section 1 says)."""
-
-
-class _DroppedError(Exception):
-    """Raised after part of a response went out, so that the server cuts the connection."""
-
-
-class _DroppedResponse(Response):
-    """Sends the headers and half the body, then fails: the client sees a cut connection."""
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await send(
-            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
-        )
-        await send(
-            {
-                "type": "http.response.body",
-                "body": self.body[: len(self.body) // 2],
-                "more_body": True,
-            }
-        )
-        raise _DroppedError("connection dropped after commit (sandbox fault)")
 
 
 @dataclasses.dataclass(slots=True)
@@ -161,25 +95,23 @@ class _Call:
     early: bool = False
 
 
+_Handler = Callable[[Request, Account, _Call], Awaitable[Response]]
+
+
 class Sandbox:
     def __init__(self, config: SandboxConfig | None = None, clock: SandboxClock | None = None):
         self.config = config or SandboxConfig()
         self.clock = clock or SandboxClock()
         self.ledger = Ledger()
-        self.early_grace_seconds = 0.05
+        # One generator for the fault draws and the valuation ids: a seed replays both.
         self._rng = random.Random(self.config.seed)
-        self._tokens: dict[str, _Token] = {}
-        self._buckets: dict[str, _Bucket] = {}
-        self._stored: dict[tuple[str, str], _StoredCall] = {}
-        self._valuations: dict[str, tuple[str, bytes]] = {}
-        self._streets: dict[tuple[str, str], tuple[dt.datetime, dict[str, Any]]] = {}
-        self._counted: Counter[tuple[str, dt.date]] = Counter()
-        self._active_deadlines: dict[str, list[Deadline]] = {}
-        self._outage_until = 0.0
-        self.set_faults(self.config.faults)
+        self._faults = FaultInjector(self.config, self.clock, self._rng)
+        self._auth = TokenAuth(self.config, self.clock, self._faults)
+        self._limits = Limits(self.config, self.clock, self.ledger)
+        self._state = SandboxState()
         self.app = Starlette(
             routes=[
-                Route("/oauth2/token", self._token, methods=["POST"]),
+                Route("/oauth2/token", self._auth.token_endpoint, methods=["POST"]),
                 Route(f"{API_PREFIX}/valuations", self._create_valuation, methods=["POST"]),
                 Route(f"{API_PREFIX}/valuations/{{id}}", self._get_valuation, methods=["GET"]),
                 Route(
@@ -187,11 +119,7 @@ class Sandbox:
                     self._street_analysis,
                     methods=["GET"],
                 ),
-                Route("/_sandbox/ledger", self._ledger_view, methods=["GET"]),
-                Route("/_sandbox/clock", self._clock_control, methods=["POST"]),
-                Route("/_sandbox/faults", self._faults_control, methods=["POST"]),
-                Route("/_sandbox/accounts/{client_id}", self._account_control, methods=["POST"]),
-                Route("/_sandbox/tokens/revoke", self._revoke_control, methods=["POST"]),
+                *Controls(self).routes(),
             ],
             exception_handlers={404: self._no_route, 405: self._no_route},
         )
@@ -200,8 +128,7 @@ class Sandbox:
 
     def set_faults(self, faults: Faults) -> None:
         """Replace the faults; an outage starts now and lasts `outage_seconds`."""
-        self.config.faults = faults
-        self._outage_until = self.clock.monotonic() + faults.outage_seconds
+        self._faults.apply(faults)
 
     def account(self, client_id: str) -> Account:
         account = self.config.account(client_id)
@@ -215,55 +142,46 @@ class Sandbox:
         return account.balance
 
     def revoke_tokens(self) -> int:
-        live = [t for t in self._tokens.values() if not t.revoked]
-        for token in live:
-            token.revoked = True
-        return len(live)
+        return self._auth.revoke_all()
 
     def balances(self) -> dict[str, int]:
         return {a.client_id: a.balance for a in self.config.accounts if not a.test_mode}
 
+    @property
+    def early_grace_seconds(self) -> float:
+        """How long after a 429 a call still counts as sent before it (not early)."""
+        return self._limits.early_grace_seconds
+
+    @early_grace_seconds.setter
+    def early_grace_seconds(self, seconds: float) -> None:
+        self._limits.early_grace_seconds = seconds
+
+    @property
+    def _tokens(self) -> dict[str, Token]:
+        # Every token issued, by its value: tests check that none reaches a log or a file.
+        return self._auth.tokens
+
     # --- plumbing --------------------------------------------------------------------
 
-    def _problem_response(self, problem: _ProblemAnswer) -> Response:
-        status = STATUSES[problem.type_name]
-        body: dict[str, Any] = {
-            "type": f"{self.config.docs_base}/errors/{problem.type_name}",
-            "title": TITLES[problem.type_name],
-            "status": status,
-            "detail": problem.detail,
-        }
-        if problem.code is not None:
-            body["code"] = problem.code
-        headers = {}
-        if problem.retry_after is not None:
-            headers["Retry-After"] = str(problem.retry_after)
-        return Response(_dumps(body), status, headers=headers, media_type=PROBLEM_JSON)
-
-    @staticmethod
-    def _unauthorized() -> Response:
-        return JSONResponse(
-            {"error": "invalid_token"},
-            401,
-            headers={"WWW-Authenticate": 'Bearer error="invalid_token"'},
-        )
-
-    async def _serve(self, request: Request, call: _Call, handler: Any) -> Response:
+    async def _serve(self, request: Request, call: _Call, handler: _Handler) -> Response:
         """Authenticate, pace, answer, and write the call in the ledger whatever happens."""
         at, mono = self.clock.now(), self.clock.monotonic()
         call.key = request.headers.get("Idempotency-Key")
         response: Response
         try:
-            account = self._authenticate(request)
+            account = self._auth.authenticate(request)
             call.client_id = account.client_id
-            call.early = self._is_early(account.client_id, at, mono)
-            self._take_rate_token(account, at, mono)
+            call.early = self._limits.is_early(account.client_id, at, mono)
+            storm = self._faults.storm_retry_after()
+            if storm is not None:  # whatever the rate
+                self._limits.refuse_short_term(account.client_id, storm)
+            self._limits.take_rate_token(account, mono)
             response = await handler(request, account, call)
-        except _UnauthorizedAnswer:
-            response = self._unauthorized()
-        except _ProblemAnswer as problem:
+        except UnauthorizedAnswer:
+            response = unauthorized_response()
+        except ProblemAnswer as problem:
             call.type_name, call.code = problem.type_name, problem.code
-            response = self._problem_response(problem)
+            response = problem_response(problem, self.config.docs_base)
         self.ledger.requests.append(
             RequestRecord(
                 at=at,
@@ -281,160 +199,18 @@ class Sandbox:
         )
         return response
 
-    def _authenticate(self, request: Request) -> Account:
-        scheme, _, value = request.headers.get("Authorization", "").partition(" ")
-        token = self._tokens.get(value.strip()) if scheme.lower() == "bearer" else None
-        if token is None or token.revoked or token.expires_at <= self.clock.now():
-            raise _UnauthorizedAnswer
-        if self._chance(self.config.faults.revoke_token_share):
-            token.revoked = True
-            raise _UnauthorizedAnswer
-        account = self.config.account(token.client_id)
-        if account is None:  # removed from the config since the token was issued
-            raise _UnauthorizedAnswer
-        return account
-
-    def _chance(self, share: float) -> bool:
-        return share > 0 and self._rng.random() < share
-
-    def _is_early(self, client_id: str, at: dt.datetime, mono: float) -> bool:
-        active = [
-            d
-            for d in self._active_deadlines.get(client_id, [])
-            if (at < d.until_at if d.code == "daily_limit" else mono < d.until_monotonic)
-        ]
-        self._active_deadlines[client_id] = active
-        return any(mono > d.issued_monotonic + self.early_grace_seconds for d in active)
-
-    def _give_deadline(self, client_id: str, code: str | None, retry_after: int) -> None:
-        now, mono = self.clock.now(), self.clock.monotonic()
-        deadline = Deadline(
-            client_id=client_id,
-            code=code,
-            issued_monotonic=mono,
-            until_monotonic=mono + retry_after,
-            issued_at=now,
-            until_at=now + dt.timedelta(seconds=retry_after),
-        )
-        self.ledger.deadlines.append(deadline)
-        self._active_deadlines.setdefault(client_id, []).append(deadline)
-
-    def _take_rate_token(self, account: Account, at: dt.datetime, mono: float) -> None:
-        faults = self.config.faults
-        if self._chance(faults.rate_limit_storm_share):
-            storm = max(1, faults.storm_retry_after_seconds)
-            self._give_deadline(account.client_id, None, storm)
-            raise _ProblemAnswer("rate-limited", "Too many requests in a short time.", None, storm)
-        limit = self.config.rate_limit
-        if limit is None:
-            return
-        bucket = self._buckets.setdefault(account.client_id, _Bucket(float(limit.burst), mono))
-        bucket.tokens = min(
-            float(limit.burst), bucket.tokens + (mono - bucket.updated) * limit.rate_per_second
-        )
-        bucket.updated = mono
-        if bucket.tokens >= 1.0:
-            bucket.tokens -= 1.0
-            return
-        retry_after = max(1, math.ceil((1.0 - bucket.tokens) / limit.rate_per_second))
-        self._give_deadline(account.client_id, None, retry_after)
-        raise _ProblemAnswer(
-            "rate-limited", "Too many requests in a short time.", None, retry_after
-        )
-
-    def _check_daily_limit(self, account: Account) -> None:
-        if self._counted[(account.client_id, self.clock.now().date())] >= (
-            account.effective_daily_limit
-        ):
-            retry_after = self.clock.seconds_to_midnight()
-            self._give_deadline(account.client_id, "daily_limit", retry_after)
-            raise _ProblemAnswer(
-                "rate-limited",
-                f"The account's daily limit of {account.effective_daily_limit} calls is used.",
-                "daily_limit",
-                retry_after,
-            )
-
-    def _check_spend(self, account: Account, cost: int) -> None:
-        """Refuse when the account cannot pay; checked again at commit time."""
-        if account.test_mode:
-            return
-        if account.blocked:
-            raise _ProblemAnswer("account-blocked", "This account is not allowed to spend credits.")
-        if account.balance < cost:
-            raise _ProblemAnswer(
-                "insufficient-credits",
-                f"This call costs {cost} credits; the balance is {account.balance} credits.",
-            )
-
-    def _charge(
-        self, account: Account, kind: str, cost: int, key: str | None, resource: str
-    ) -> dict[str, int] | None:
-        """Count the call against the daily limit and, in live mode, take its credits."""
-        self._check_daily_limit(account)
-        self._check_spend(account, cost)
-        now = self.clock.now()
-        self._counted[(account.client_id, now.date())] += 1
-        credits = 0 if account.test_mode else cost
-        account.balance -= credits
-        self.ledger.charges.append(
-            ChargeRecord(now, account.client_id, kind, credits, key, resource, account.balance)
-        )
-        if account.test_mode:
-            return None
-        return {"credits": credits, "balanceAfter": account.balance}
-
-    async def _latency(self, faults: Faults) -> None:
-        delay = faults.latency_ms + self._rng.random() * faults.latency_jitter_ms
-        if delay > 0:
-            await asyncio.sleep(delay / 1000)
-
-    def _check_outage(self, faults: Faults) -> None:
-        if self.clock.monotonic() < self._outage_until or self._chance(faults.error_503_share):
-            raise _ProblemAnswer(
-                "data-unavailable", "Market data is unavailable just now; retry shortly."
-            )
-
     @staticmethod
     async def _json_body(request: Request) -> Any:
         try:
             return json.loads(await request.body())
         except (ValueError, UnicodeDecodeError):
-            raise _ProblemAnswer(
+            raise ProblemAnswer(
                 "invalid-request", "The body is not valid JSON.", "malformed_json"
             ) from None
 
-    # --- the token endpoint ----------------------------------------------------------
-
-    async def _token(self, request: Request) -> Response:
-        # Error answers of the token URL are "not shown" by the API: these follow RFC 6749 5.2.
-        if not request.headers.get("content-type", "").startswith(
-            "application/x-www-form-urlencoded"
-        ):
-            return JSONResponse({"error": "invalid_request"}, 400)
-        form = urllib.parse.parse_qs((await request.body()).decode("utf-8", "replace"))
-        if form.get("grant_type") != ["client_credentials"]:
-            return JSONResponse({"error": "unsupported_grant_type"}, 400)
-        client_id = form.get("client_id", [""])[0]
-        secret = form.get("client_secret", [""])[0]
-        account = self.config.account(client_id)
-        if account is None or not secrets.compare_digest(
-            secret.encode(), account.client_secret.encode()
-        ):
-            return JSONResponse({"error": "invalid_client"}, 401)
-        token = secrets.token_urlsafe(32)
-        ttl = self.config.token_ttl_seconds
-        self._tokens[token] = _Token(
-            account.client_id, self.clock.now() + dt.timedelta(seconds=ttl)
-        )
-        return JSONResponse(
-            {
-                "access_token": token,
-                "token_type": "Bearer",
-                "expires_in": ttl,
-                "scope": account.scope,
-            }
-        )
+    async def _no_route(self, request: Request, exc: Exception) -> Response:
+        """Unknown paths and methods get problem documents too (docs/api.md, section 5)."""
+        return no_route_response(request, getattr(exc, "status_code", 404), self.config.docs_base)
 
     # --- createValuation -------------------------------------------------------------
 
@@ -445,44 +221,44 @@ class Sandbox:
         self, request: Request, account: Account, call: _Call
     ) -> Response:
         faults = self.config.faults
-        self._check_outage(faults)
-        self._check_daily_limit(account)
+        self._faults.check_outage(faults)
+        # Before the replay: once the limit is reached, replays are refused too
+        # (docs/api.md, section 8).
+        self._limits.check_daily_limit(account)
         body = await self._json_body(request)
         refusal = rules.check_request(body)
         if refusal is not None:
-            raise _ProblemAnswer("invalid-request", refusal.detail, refusal.code)
+            raise ProblemAnswer("invalid-request", refusal.detail, refusal.code)
         key = call.key
         if key is not None and not 8 <= len(key) <= 128:
-            raise _ProblemAnswer(
+            raise ProblemAnswer(
                 "invalid-request", "Idempotency-Key must be 8 to 128 characters.", "invalid_value"
             )
         wanted = rules.canonical(body)
-        stored = self._stored.get((account.client_id, key)) if key is not None else None
+        stored = self._state.stored_call(account.client_id, key)
         if stored is not None:
             if stored.request != wanted:
-                raise _ProblemAnswer(
+                raise ProblemAnswer(
                     "idempotency-key-reused",
                     "This Idempotency-Key was used with a different request.",
                 )
             if not stored.done:
-                raise _ProblemAnswer(
+                raise ProblemAnswer(
                     "request-in-progress", "A request with this Idempotency-Key is still running."
                 )
             call.replay = True
-            return self._after_commit(stored.body, faults)
+            return self._faults.after_commit(stored.body, faults)
         self._check_coverage(account, wanted)
-        self._check_spend(account, self.config.valuation_credits)
+        self._limits.check_spend(account, self.config.valuation_credits)
         try:
             parts = data.valuation_parts(wanted, now=self.clock.now())
         except data.FloorAreaUnknown:
-            raise _ProblemAnswer(
+            raise ProblemAnswer(
                 "floor-area-required",
                 "No typical floor area is known for that bedroom count, area and property type;"
                 " send floorAreaSqm with a new Idempotency-Key.",
             ) from None
-        entry = _StoredCall(wanted)
-        if key is not None:
-            self._stored[(account.client_id, key)] = entry
+        entry = self._state.hold(account.client_id, key, wanted)
         work = asyncio.ensure_future(self._value(account, key, body, parts, entry, faults))
         try:
             outcome = await asyncio.wait_for(
@@ -490,31 +266,32 @@ class Sandbox:
             )
         except TimeoutError:
             # The work goes on and commits; a retry with the key gets 409 until then.
-            raise _ProblemAnswer("timeout", "The request ran past its time limit.") from None
-        if isinstance(outcome, _ProblemAnswer):
+            raise ProblemAnswer("timeout", "The request ran past its time limit.") from None
+        if isinstance(outcome, ProblemAnswer):
             raise outcome
-        return self._after_commit(outcome, faults)
+        return self._faults.after_commit(outcome, faults)
 
-    def _check_coverage(self, account: Account, request: dict[str, Any]) -> None:
+    @staticmethod
+    def _check_coverage(account: Account, request: dict[str, Any]) -> None:
         postcode = request["postcode"]
         if account.test_mode and postcode == TRIGGER_OUTSIDE:
-            raise _ProblemAnswer(
+            raise ProblemAnswer(
                 "outside-coverage", "The postcode sector is not one valued.", "unknown_sector"
             )
         if account.test_mode and postcode == TRIGGER_FLOOR_AREA:
-            raise _ProblemAnswer(
+            raise ProblemAnswer(
                 "floor-area-required",
                 "No typical floor area is known for this test postcode; send floorAreaSqm.",
             )
         region = postcodes.region(postcode)
         if region is postcodes.Region.UNKNOWN:
-            raise _ProblemAnswer(
+            raise ProblemAnswer(
                 "outside-coverage", "The postcode sector is not one valued.", "unknown_sector"
             )
         if region.outside_coverage or (
             region is postcodes.Region.BORDER and postcodes.district(postcode) not in _BORDER_INSIDE
         ):
-            raise _ProblemAnswer("outside-coverage", "The postcode is not in England or Wales.")
+            raise ProblemAnswer("outside-coverage", "The postcode is not in England or Wales.")
 
     async def _value(
         self,
@@ -522,46 +299,33 @@ class Sandbox:
         key: str | None,
         body: dict[str, Any],
         parts: dict[str, Any],
-        entry: _StoredCall,
+        entry: StoredCall,
         faults: Faults,
-    ) -> bytes | _ProblemAnswer:
+    ) -> bytes | ProblemAnswer:
         """Take the time the work takes, then commit: charge, store, answer (a 201 body)."""
-        await self._latency(faults)
-        if self._chance(faults.slow_share):
-            await asyncio.sleep(faults.slow_seconds)
-        valuation_id = "val_" + "".join(self._rng.choice(_ID_ALPHABET) for _ in range(26))
+        await self._faults.latency(faults)
+        await self._faults.slow_work(faults)
+        valuation_id = new_valuation_id(self._rng)
         try:
-            charge = self._charge(
+            charge = self._limits.charge(
                 account, "valuation", self.config.valuation_credits, key, valuation_id
             )
-        except _ProblemAnswer as problem:
+        except ProblemAnswer as problem:
             # Nothing was created: the key is free again, and the answer is this problem.
-            if key is not None:
-                self._stored.pop((account.client_id, key), None)
+            self._state.release(account.client_id, key)
             return problem
         valuation: dict[str, Any] = {"id": valuation_id}
         if account.test_mode:
             valuation["mode"] = "test"
         if "reference" in body:
             valuation["reference"] = body["reference"]
-        valuation["valuedAt"] = _rfc3339(self.clock.now())
+        valuation["valuedAt"] = rfc3339(self.clock.now())
         valuation.update(parts)
-        self._valuations[valuation_id] = (account.client_id, _dumps(valuation))
+        self._state.keep_valuation(valuation_id, account.client_id, dumps(valuation))
         if charge is not None:
             valuation["charge"] = charge
-        entry.body, entry.done = _dumps(valuation), True
+        entry.body, entry.done = dumps(valuation), True
         return entry.body
-
-    def _after_commit(self, payload: bytes, faults: Faults) -> Response:
-        """The 201, or one of the faults that strike after the valuation is made."""
-        media = "application/json"
-        if self._chance(faults.timeout_504_after_commit_share):
-            raise _ProblemAnswer("timeout", "The request ran past its time limit.")
-        if self._chance(faults.drop_after_commit_share):
-            return _DroppedResponse(payload, 201, media_type=media)
-        if self._chance(faults.malformed_share):
-            return Response(payload[: len(payload) // 2], 201, media_type=media)
-        return Response(payload, 201, media_type=media)
 
     # --- getValuation ----------------------------------------------------------------
 
@@ -569,10 +333,10 @@ class Sandbox:
         return await self._serve(request, _Call(), self._get_valuation_as)
 
     async def _get_valuation_as(self, request: Request, account: Account, call: _Call) -> Response:
-        found = self._valuations.get(request.path_params["id"])
-        if found is None or found[0] != account.client_id:
-            raise _ProblemAnswer("not-found", "No valuation has that id.")
-        return Response(found[1], 200, media_type="application/json")
+        found = self._state.valuation(request.path_params["id"], account.client_id)
+        if found is None:
+            raise ProblemAnswer("not-found", "No valuation has that id.")
+        return Response(found, 200, media_type="application/json")
 
     # --- getStreetAnalysis -----------------------------------------------------------
 
@@ -583,80 +347,26 @@ class Sandbox:
         self, request: Request, account: Account, call: _Call
     ) -> Response:
         faults = self.config.faults
-        self._check_outage(faults)
+        self._faults.check_outage(faults)
         postcode = postcodes.normalise(request.path_params["postcode"])
         if postcode is None:
-            raise _ProblemAnswer(
+            raise ProblemAnswer(
                 "invalid-request", "postcode must be a full UK postcode.", "invalid_value"
             )
         now = self.clock.now()
-        held = self._streets.get((account.client_id, postcode))
-        if held is not None and now - held[0] < STREET_REPEAT_WINDOW:
+        held = self._state.street_read(account.client_id, postcode, now)
+        if held is not None:  # free within 30 days (docs/api.md, section 2)
             call.replay = True
-            return JSONResponse(held[1])
-        self._check_daily_limit(account)
-        self._check_spend(account, self.config.street_analysis_credits)
+            return JSONResponse(held)
+        self._limits.check_daily_limit(account)
+        self._limits.check_spend(account, self.config.street_analysis_credits)
         body = data.street_analysis_body(postcode, now=now)
         if body is None:
-            raise _ProblemAnswer("not-found", "Nothing is held for that postcode.")
-        await self._latency(faults)
-        charge = self._charge(
+            raise ProblemAnswer("not-found", "Nothing is held for that postcode.")
+        await self._faults.latency(faults)
+        charge = self._limits.charge(
             account, "street-analysis", self.config.street_analysis_credits, None, postcode
         )
         answer: dict[str, Any] = {"mode": "test", **body} if account.test_mode else dict(body)
-        self._streets[(account.client_id, postcode)] = (now, answer)
+        self._state.keep_street_read(account.client_id, postcode, now, answer)
         return JSONResponse(answer if charge is None else {**answer, "charge": charge})
-
-    async def _no_route(self, request: Request, exc: Exception) -> Response:
-        """Unknown paths and methods get problem documents too (docs/api.md, section 5)."""
-        status = getattr(exc, "status_code", 404)
-        body = {
-            "type": f"{self.config.docs_base}/errors/not-found",
-            "title": TITLES["not-found"] if status == 404 else "Method not allowed",
-            "status": status,
-            "detail": f"No operation answers {request.method} {request.url.path}.",
-        }
-        if status != 404:
-            body["type"] = "about:blank"
-        return Response(_dumps(body), status, media_type=PROBLEM_JSON)
-
-    # --- /_sandbox -------------------------------------------------------------------
-
-    async def _ledger_view(self, request: Request) -> Response:
-        snapshot = self.ledger.snapshot(self.balances())
-        snapshot["clock"] = _rfc3339(self.clock.now())
-        return JSONResponse(snapshot)
-
-    async def _clock_control(self, request: Request) -> Response:
-        body = await request.json()
-        if "set" in body:
-            self.clock.set(dt.datetime.fromisoformat(body["set"]))
-        else:
-            self.clock.advance(float(body.get("advance_seconds", 0)))
-        return JSONResponse({"clock": _rfc3339(self.clock.now())})
-
-    async def _faults_control(self, request: Request) -> Response:
-        body = await request.json()
-        self.set_faults(Faults(**body))
-        return JSONResponse(dataclasses.asdict(self.config.faults))
-
-    async def _account_control(self, request: Request) -> Response:
-        body = await request.json()
-        try:
-            account = self.account(request.path_params["client_id"])
-        except KeyError:
-            return JSONResponse({"error": "no such account"}, 404)
-        if "top_up" in body:
-            account.balance += int(body["top_up"])
-        if "balance" in body:
-            account.balance = int(body["balance"])
-        if "blocked" in body:
-            account.blocked = bool(body["blocked"])
-        if "daily_limit" in body:
-            account.daily_limit = body["daily_limit"]
-        return JSONResponse(
-            {"client_id": account.client_id, "balance": account.balance, "blocked": account.blocked}
-        )
-
-    async def _revoke_control(self, request: Request) -> Response:
-        return JSONResponse({"revoked": self.revoke_tokens()})

@@ -57,22 +57,6 @@ class Ledger:
         self.charges: list[ChargeRecord] = []
         self.deadlines: list[Deadline] = []
 
-    def is_early(self, client_id: str, at: dt.datetime, monotonic: float, grace: float) -> bool:
-        """True when a call arrives before a deadline given to the account.
-
-        `grace` forgives calls that were already on the wire when the 429 went out: a
-        client cannot stop a request it sent before it heard the answer.
-        """
-        for d in reversed(self.deadlines):
-            if d.client_id != client_id:
-                continue
-            if d.code == "daily_limit":
-                if at < d.until_at and monotonic > d.issued_monotonic + grace:
-                    return True
-            elif d.issued_monotonic + grace < monotonic < d.until_monotonic:
-                return True
-        return False
-
     # --- queries -------------------------------------------------------------------
 
     def charges_by_key(self) -> dict[str, int]:

@@ -15,6 +15,7 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from batchval.sandbox.app import API_PREFIX, Sandbox
+from batchval.sandbox.faults import DroppedError
 
 
 class _QuietDrops(logging.Filter):
@@ -22,7 +23,7 @@ class _QuietDrops(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        return type(exc).__name__ != "_DroppedError"
+        return not isinstance(exc, DroppedError)
 
 
 def _uvicorn_config(app: ASGIApp, host: str, port: int, log_level: str) -> uvicorn.Config:
