@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from batchval.run.breaker import CircuitBreaker
-from batchval.run.ratecontrol import BACKOFF, RateController
+from batchval.run.ratecontrol import (
+    BACKOFF,
+    HARD_BACKOFF,
+    PROBE_GROWTH,
+    QUICK_REPEAT,
+    RAISE_AFTER,
+    TARGET,
+    RateController,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -54,24 +62,24 @@ async def test_a_429_cuts_the_rate_once_per_episode() -> None:
     control = controller(time, rate=10.0)
     early = [await control.slot() for _ in range(3)]
     control.on_rate_limited(1, early[0])
-    assert control.rate == pytest.approx(10.0 * BACKOFF)
+    assert control.rate == pytest.approx(5.0)  # halved: the first 429 ends slow start
     control.on_rate_limited(1, early[1])
     control.on_rate_limited(1, early[2])
-    assert control.rate == pytest.approx(10.0 * BACKOFF)
-    assert control.ceiling == pytest.approx(10.0)
+    assert control.rate == pytest.approx(5.0)
     later = await control.slot()
-    control.on_rate_limited(1, later)
-    assert control.rate == pytest.approx(10.0 * BACKOFF * BACKOFF)
+    control.on_rate_limited(1, later)  # soon after the cut: still well above the limit
+    assert control.rate == pytest.approx(5.0 * HARD_BACKOFF)
 
 
 async def test_slow_start_doubles_while_pacing_holds_requests_back() -> None:
-    """With demand above the rate, the rate doubles each second until a 429."""
+    """With demand above the rate, the rate doubles every quarter second until a 429."""
     time = FakeTime()
     control = controller(time, rate=4.0)
     for _ in range(40):
         await control.slot()
         control.on_success()
-    assert control.rate > 16.0
+    assert control.rate > 64.0
+    assert time.now - 1000.0 < 2.0
 
 
 async def test_rate_does_not_grow_when_pacing_is_not_the_limit() -> None:
@@ -85,18 +93,41 @@ async def test_rate_does_not_grow_when_pacing_is_not_the_limit() -> None:
     assert control.rate == pytest.approx(4.0)
 
 
-async def test_growth_slows_near_the_ceiling() -> None:
-    """After a 429 the rate grows additively, and only by probes near the ceiling."""
+async def test_a_429_found_by_probing_cuts_gently() -> None:
+    """A 429 long after the last cut came from probing: the rate drops to BACKOFF of it."""
+    time = FakeTime()
+    control = controller(time, rate=10.0)
+    control.on_rate_limited(1, await control.slot())  # slow start over: 5/s
+    time.now += QUICK_REPEAT + 1
+    control.rate = 8.0
+    control.on_rate_limited(1, await control.slot())
+    assert control.ceiling == pytest.approx(8.0)
+    assert control.rate == pytest.approx(8.0 * BACKOFF)
+
+
+async def test_growth_is_quick_to_the_target_then_a_slow_probe() -> None:
+    """After a cut the rate climbs fast to just under the ceiling, then probes slowly."""
     time = FakeTime()
     control = controller(time, rate=20.0)
-    control.on_rate_limited(1, await control.slot())
-    assert control.rate == pytest.approx(14.0)
-    for _ in range(200):
+    control.on_rate_limited(1, await control.slot())  # slow start over: 10/s, ceiling 10
+    control.ceiling = 20.0  # as if the API had accepted 20/s
+    for _ in range(150):  # some 8 s of clean answers
         await control.slot()
         control.on_success()
-    assert control.rate > 14.0
-    grown_per_second = (control.rate - 14.0) / (time.now - 1001.0)
-    assert grown_per_second < 1.0
+    assert control.rate >= TARGET * 20.0
+    assert control.rate < 20.0 * (1 + 10 * PROBE_GROWTH)
+
+
+async def test_a_ceiling_passed_without_429_follows_the_rate() -> None:
+    """Probing past RAISE_AFTER of the ceiling with no 429 raises the ceiling."""
+    time = FakeTime()
+    control = controller(time, rate=10.0)
+    control.ceiling = 10.0
+    control.rate = 10.0 * RAISE_AFTER
+    await control.slot()
+    await control.slot()
+    control.on_success()
+    assert control.ceiling == pytest.approx(control.rate)
 
 
 async def test_breaker_opens_after_a_streak_and_lets_one_probe_through() -> None:

@@ -16,17 +16,20 @@ however long the task waited for a token.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import email.utils
 import json
 import math
+import ssl
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
+import anyio
 import httpx
 import structlog
 
@@ -78,15 +81,20 @@ class PartnerClient:
         max_connections: int = 32,
     ) -> None:
         self._owns_http = http is None
-        self._http = http or httpx.AsyncClient(
-            timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
-            headers={"User-Agent": f"batchval/{__version__}"},
-        )
+        if http is None:
+            # One httpx client per connection, lent to one call at a time. httpx's own pool
+            # scans every connection (and asks each socket whether it is readable) on every
+            # request: with 32 connections that scan was most of the client's CPU.
+            tls = httpx.create_ssl_context()  # loading the CA bundle is costly: once
+            self._lanes = [_connection(timeout, tls) for _ in range(max_connections)]
+        else:
+            self._lanes = [http]  # the caller's (a MockTransport in tests), shared by all
+        self._idle = list(self._lanes)
+        self._free = anyio.Semaphore(len(self._lanes))
         self._base_url = base_url.rstrip("/")
-        self.tokens = TokenCache(self._http, auth_url.rstrip("/") + "/oauth2/token", credentials)
+        self.tokens = TokenCache(
+            self._lanes[0], auth_url.rstrip("/") + "/oauth2/token", credentials
+        )
         self.calls = 0  # requests sent to the API (not the token URL)
 
     async def __aenter__(self) -> PartnerClient:
@@ -102,7 +110,8 @@ class PartnerClient:
 
     async def aclose(self) -> None:
         if self._owns_http:
-            await self._http.aclose()
+            for http in self._lanes:
+                await http.aclose()
 
     # --- the three operations ----------------------------------------------------------
 
@@ -150,6 +159,19 @@ class PartnerClient:
         return StreetAnalysis.from_json(answer.data)
 
     # --- plumbing ----------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _lend(self) -> AsyncIterator[httpx.AsyncClient]:
+        """A connection for one call: the one used last (still warm) first."""
+        if not self._owns_http:
+            yield self._lanes[0]
+            return
+        async with self._free:
+            http = self._idle.pop()
+            try:
+                yield http
+            finally:
+                self._idle.append(http)
 
     async def _call(
         self,
@@ -204,9 +226,10 @@ class PartnerClient:
         started = time.monotonic()
         self.calls += 1
         try:
-            response = await self._http.request(
-                method, self._base_url + path, content=content, headers=all_headers
-            )
+            async with self._lend() as http:
+                response = await http.request(
+                    method, self._base_url + path, content=content, headers=all_headers
+                )
         except httpx.TimeoutException as exc:
             raise TransportError(
                 f"{method} {self._base_url}{path}: no answer in time ({type(exc).__name__})"
@@ -236,6 +259,16 @@ class PartnerClient:
             seconds=round(time.monotonic() - started, 3),
         )
         return response
+
+
+def _connection(timeout: float, tls: ssl.SSLContext) -> httpx.AsyncClient:
+    """An httpx client that keeps one connection."""
+    return httpx.AsyncClient(
+        verify=tls,
+        timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+        limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+        headers={"User-Agent": f"batchval/{__version__}"},
+    )
 
 
 def _answer(response: httpx.Response, content_type: str) -> Answer:

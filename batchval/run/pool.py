@@ -62,6 +62,9 @@ log = structlog.get_logger()
 
 # 401s to fresh tokens, in a row across the pool, before the credentials count as refused.
 UNAUTHORIZED_STREAK = 5
+# How often the checkpoint's writes are committed while sending: one fsync per group,
+# not per answer. A kill loses at most this much: sent again, same keys, answered free.
+GROUP_COMMIT_SECONDS = 0.2
 # Unrecognised answers with nothing recognised before them: the address is wrong.
 FIRST_CALLS = 3
 # Actions after which the same request is sent again.
@@ -196,13 +199,18 @@ class WorkerPool:
     async def run(self) -> PoolStats:
         """Send every pending request once the pool can; returns when done or stopped."""
         send, receive = anyio.create_memory_object_stream[PendingRequest](self._concurrency)
-        async with anyio.create_task_group() as outer:
-            outer.start_soon(self._cut_off_after_grace, outer.cancel_scope)
-            async with anyio.create_task_group() as workers, receive:
-                workers.start_soon(self._feed, send)
-                for _ in range(self._concurrency):
-                    workers.start_soon(self._work, receive.clone())
-            outer.cancel_scope.cancel()
+        self._checkpoint.begin_group()
+        try:
+            async with anyio.create_task_group() as outer:
+                outer.start_soon(self._cut_off_after_grace, outer.cancel_scope)
+                outer.start_soon(self._commit_groups)
+                async with anyio.create_task_group() as workers, receive:
+                    workers.start_soon(self._feed, send)
+                    for _ in range(self._concurrency):
+                        workers.start_soon(self._work, receive.clone())
+                outer.cancel_scope.cancel()
+        finally:
+            self._checkpoint.commit_group()
         if self._exhausted is not None and self.stats.left_pending:
             self.stop.trigger(
                 StopReason.API_UNAVAILABLE,
@@ -211,6 +219,13 @@ class WorkerPool:
                 status=getattr(self._exhausted, "status", None),
             )
         return self.stats
+
+    async def _commit_groups(self) -> None:
+        """Commit the checkpoint's writes every GROUP_COMMIT_SECONDS (group commits)."""
+        while True:
+            await anyio.sleep(GROUP_COMMIT_SECONDS)
+            self._checkpoint.commit_group()
+            self._checkpoint.begin_group()
 
     async def _cut_off_after_grace(self, scope: anyio.CancelScope) -> None:
         await self.stop.event.wait()

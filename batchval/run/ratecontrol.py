@@ -1,16 +1,27 @@
 """One rate controller shared by every worker: how fast requests may leave.
 
-The API publishes no number for its short-term limit, so the controller finds it:
+The API publishes no number for its short-term limit, so the controller finds it
+(docs/performance.md, "Rate controller design and tuning"):
 
 - Pacing: requests start at most `rate` a second, on a shared schedule.
-- Slow start: until the first 429 the rate doubles every second of clean answers.
-  It grows only while pacing is what holds requests back, so that a pool limited by
-  its workers or by the API's latency does not inflate a rate it never uses.
+- Slow start: until the first 429 the rate doubles every `SLOW_START_STEP` seconds
+  while pacing is what holds requests back (never while the workers or the API's latency
+  are the limit, so that an unused rate is never inflated). A short run with many calls
+  in flight is not wasted waiting for the rate to catch up.
 - After a 429: every worker pauses until its `Retry-After` (no request leaves before
-  it), the rate drops to `BACKOFF` of what it was, and the rate that drew the 429 is
-  remembered as the ceiling.
-- Then additive growth, `GROWTH` requests a second per second, slowing to a probe
-  near the ceiling, so that a long run keeps close to the limit with few 429s.
+  it), and the rate that drew the 429 becomes the ceiling (CUBIC's W_max). The first
+  429 ends slow start and halves the rate (the limit lies between the half and the
+  whole). Later ones come from slow probing, so the rate drops to `BACKOFF` of the
+  ceiling; one that comes within `QUICK_REPEAT` seconds of the last cut shows the rate is
+  still well above the limit, and cuts to `HARD_BACKOFF`.
+- Then the rate climbs back quickly to `TARGET` of the ceiling, and probes above it
+  slowly (`PROBE_GROWTH` of the ceiling per second, quickening the longer no 429 comes):
+  a token bucket drains slowly when the rate is just above its refill rate, so 429s stay
+  rare and the limit is used. The constants were chosen on a token-bucket model of the
+  API (5, 20 and 100 calls a second, bursts of 1 and of a second's worth) and checked
+  by `make bench` against the sandbox.
+  The probe quickens the longer it finds no limit, and a rate that passes the ceiling
+  by `RAISE_AFTER` without a 429 shows the limit was higher: the ceiling follows.
 
 429s answered to requests that were sent before the last decrease belong to the same
 episode and do not cut the rate again (they still extend the pause).
@@ -23,9 +34,15 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-BACKOFF = 0.7
-GROWTH = 1.0  # requests/s gained per second of clean answers, far from the ceiling
-PROBE_GROWTH = 0.1  # the same within 10% of the ceiling
+SLOW_START_STEP = 0.25  # seconds per doubling, while pacing holds requests back
+BACKOFF = 0.9  # after a 429 found by probing, this share of the rate that drew it
+HARD_BACKOFF = 0.75  # after a 429 within QUICK_REPEAT seconds of the last cut
+QUICK_REPEAT = 5.0
+TARGET = 0.97  # of the ceiling, reached quickly after a cut
+CLIMB = 0.5  # of the gap to the target closed per second
+PROBE_GROWTH = 0.002  # of the ceiling per second, above the target
+PROBE_QUICKENS_AFTER = 20.0  # seconds of probing without a 429 that double the probe
+RAISE_AFTER = 1.1  # past this share of the ceiling without a 429, the ceiling follows
 MIN_RATE = 0.5
 
 
@@ -42,12 +59,13 @@ class RateController:
         self._sleep = sleep
         self.rate = initial_rate
         self.max_rate = max_rate
-        self.ceiling: float | None = None
+        self.ceiling: float | None = None  # the rate that last drew a 429
         self.paused_until = 0.0
         self._next_start = 0.0
         self._last_decrease = float("-inf")
         self._last_growth = clock()
         self._held_back_at = float("-inf")  # last time pacing, not demand, made a request wait
+        self._probing_since = clock()  # when the rate last reached the target
         self.rate_limited = 0  # 429s seen (short-term ones; the daily limit is not pacing)
 
     async def slot(self) -> float:
@@ -66,19 +84,31 @@ class RateController:
         return max(0.0, self.paused_until - self._clock())
 
     def on_success(self) -> None:
+        """An answer that was not a 429: the API accepted the call."""
         now = self._clock()
         elapsed = now - self._last_growth
         self._last_growth = now
         if now - self._held_back_at > 1.0:
             return  # the rate is not what limits us: raising it would only be a number
         if self.ceiling is None:
-            self.rate = min(self.max_rate, self.rate * 2.0**elapsed)
+            self.rate = min(self.max_rate, self.rate * 2.0 ** (elapsed / SLOW_START_STEP))
             return
-        near = self.rate >= 0.9 * self.ceiling
-        self.rate = min(self.max_rate, self.rate + (PROBE_GROWTH if near else GROWTH) * elapsed)
-        if self.rate > self.ceiling:
-            # Past the old ceiling without a 429: the limit was higher than we thought.
-            self.ceiling = self.rate
+        target = TARGET * self.ceiling
+        if self.rate < target:
+            # Half the gap a second, and never less than 5% of the ceiling a second, so
+            # that the target is reached, not only approached.
+            step = max(CLIMB * (target - self.rate), 0.05 * self.ceiling) * elapsed
+            self.rate = min(target, self.rate + step)
+            self._probing_since = now
+        else:
+            # The probe quickens the longer it finds no limit (CUBIC's convex part): a
+            # ceiling read too low is left behind in seconds, not minutes.
+            quicken = 1.0 + (now - self._probing_since) / PROBE_QUICKENS_AFTER
+            self.rate += PROBE_GROWTH * self.ceiling * quicken * elapsed
+        self.rate = min(self.max_rate, self.rate)
+        if self.rate > RAISE_AFTER * self.ceiling:
+            self.ceiling = self.rate  # past the old ceiling without a 429: it was higher
+            self._probing_since = now
 
     def on_rate_limited(self, retry_after: float | None, sent_at: float) -> None:
         now = self._clock()
@@ -88,6 +118,19 @@ class RateController:
         self._last_growth = max(now, self.paused_until)
         if sent_at <= self._last_decrease:
             return  # the same episode: the cut is already made
-        self.ceiling = self.rate
-        self.rate = max(MIN_RATE, self.rate * BACKOFF)
+        drew = self.rate
+        if self.ceiling is None:
+            # Slow start doubles the rate every step, so the limit lies between half the
+            # rate that drew the first 429 and that rate: start from the half.
+            self.ceiling = drew
+            self.rate = max(MIN_RATE, drew / 2)
+        elif now - self._last_decrease < QUICK_REPEAT:
+            # Another 429 soon after the last cut: still well above the limit. Cut harder,
+            # and read the limit no higher than the new rate.
+            self.rate = max(MIN_RATE, drew * HARD_BACKOFF)
+            self.ceiling = drew
+        else:
+            # Slow probing found the limit at about the rate that drew this 429.
+            self.ceiling = drew
+            self.rate = max(MIN_RATE, drew * BACKOFF)
         self._last_decrease = now
