@@ -104,6 +104,7 @@ class Kill:
     landed: bool  # what it left behind shows that it struck inside its phase
     evidence: str
     caught: tuple[str, ...] = ()  # answered: keys charged but not recorded as read
+    caught_states: tuple[str, ...] = ()  # the checkpoint state each caught key was left in
 
 
 @dataclasses.dataclass
@@ -258,6 +259,7 @@ class _Landing:
     landed: bool
     evidence: str
     caught: tuple[str, ...] = ()
+    caught_states: tuple[str, ...] = ()
 
 
 def _landing(phase: str, out: Path, charged_before_kill: list[str]) -> _Landing:
@@ -281,6 +283,7 @@ def _landing(phase: str, out: Path, charged_before_kill: list[str]) -> _Landing:
             bool(caught),
             f"{len(charged_before_kill)} charged before the kill; checkpoint: {detail}",
             caught,
+            tuple(states[k] for k in caught),
         )
     left = _temporaries(out)
     return _Landing(bool(left), f"{len(left)} temporary Parquet files left")
@@ -479,6 +482,7 @@ class _Job:
             landing.landed,
             landing.evidence,
             landing.caught,
+            landing.caught_states,
         )
         _wait_out_retry_after(served.sandbox)
         return kill
