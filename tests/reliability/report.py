@@ -47,6 +47,7 @@ class SuiteResult:
     skipped: int
     seconds: float
     outcomes: dict[str, str]  # test name -> passed, failed or skipped
+    reasons: dict[str, str]  # test name -> why it was skipped or is expected to fail
 
     def named(self, part: str) -> dict[str, str]:
         return {name: o for name, o in self.outcomes.items() if part in name}
@@ -63,20 +64,24 @@ def _pytest(target: str, scale: int, junit: Path, only: str = "test_") -> SuiteR
     )  # fmt: skip
     seconds = time.monotonic() - started
     if not junit.exists():
-        return SuiteResult(0, 1, 0, seconds, {target: "failed"})
+        return SuiteResult(0, 1, 0, seconds, {target: "failed"}, {})
     outcomes: dict[str, str] = {}
+    reasons: dict[str, str] = {}
     for case in ET.parse(junit).iter("testcase"):
         name = case.get("name", "")
         if not name.startswith(only):
             continue
         if case.find("failure") is not None or case.find("error") is not None:
             outcomes[name] = "failed"
-        elif case.find("skipped") is not None:
+        elif (skipped := case.find("skipped")) is not None:
             outcomes[name] = "skipped"
+            reasons[name] = skipped.get("message", "")
         else:
             outcomes[name] = "passed"
     counts = collections.Counter(outcomes.values())
-    return SuiteResult(counts["passed"], counts["failed"], counts["skipped"], seconds, outcomes)
+    return SuiteResult(
+        counts["passed"], counts["failed"], counts["skipped"], seconds, outcomes, reasons
+    )
 
 
 def _commit() -> str:
@@ -192,6 +197,8 @@ def _table(
     failed = sorted(n for o in (faults, corpus) for n, r in o.outcomes.items() if r == "failed")
     if failed:
         lines += ["Failed: " + ", ".join(failed), ""]
+    for name, reason in sorted({**faults.reasons, **corpus.reasons}.items()):
+        lines += [f"Skipped or expected to fail: `{name}`: {reason}", ""]
     if crash.missed:
         lines += ["Planned kills the run finished before: " + "; ".join(crash.missed), ""]
     missed = [k for k in crash.kills if not k.landed]
