@@ -163,6 +163,9 @@ def _table(
         f"{plan.combined_jobs} of {plan.combined_rows or plan.rows} rows under combined "
         f"faults; {plan.in_flight_kills} in-flight kills a job besides one each of the other "
         f"phases, up to {plan.answered_tries} tries for an `answered` kill to land",
+        "- the combined-fault jobs and the fault matrix's two combined scenarios are kept",
+        "  small (the scenarios stop growing at 200 rows): 429 storms hold the pool to a few",
+        "  calls a second, so one combined job of 2,000 rows would take about half an hour",
         f"- verdict: **{'all suites passed' if ok else 'FAILURES: see below'}**",
         "",
         "| measure | figure |",
