@@ -11,17 +11,39 @@ refuses), and runs `batchval run` as a subprocess. Planned kills hit, in order:
   client's checkpoint write;
 - writing: while `results.parquet` or `problems.parquet` is being written.
 
-After every kill the checkpoint must pass SQLite's integrity check. Then the same
-command runs again, and again, until it completes. The audit compares the sandbox's
-ledger with the outputs: no key charged twice, credits = 10 x unique valued requests,
-no paid valuation missing from the results, every input row in the results or the
-problems exactly once. Everything random comes from one seed, so a failure replays.
+Every kill is checked to have landed in its phase, from what it left behind, and a
+kill that did not is counted apart (an `answered` kill is tried again, up to
+`answered_tries` times):
+
+- reading: the checkpoint's ingest is not complete;
+- in_flight: the checkpoint holds requests `sent` without an answer;
+- answered: a key the sandbox had charged before the signal left is not `done` in the
+  checkpoint (still `pending`, `sent` or `answered`): the kill fell between the API's
+  commit and the client's write. Those keys are "caught", and the audit follows each
+  one to the results;
+- writing: a temporary Parquet file is left beside the outputs.
+
+After every kill the checkpoint must pass SQLite's integrity check, and the harness
+waits out any `Retry-After` the sandbox gave (a killed process cannot pass one on to
+the next). Then the same command runs again while it exits 75 (after `stop.not_before`
+when the summary gives one) until it completes. The audit compares the sandbox's ledger
+with the outputs: no key charged twice, credits = 10 x unique valued requests = the
+summary's total, no paid valuation missing from the results, every input row in the
+results or the problems exactly once, no call before a `Retry-After`, no secret or
+token in any log line or output file, no traceback.
+
+`combined_jobs` run the same kills under several faults at once (`combined.py`: 503s,
+cut connections and 504s after commit, truncated bodies, 429 storms, revoked tokens),
+and their audit also checks that every one of those faults struck. Everything random
+in the harness comes from one seed, so a failure replays (the timing does not).
 """
 
 from __future__ import annotations
 
+import collections
 import csv
 import dataclasses
+import datetime as dt
 import json
 import os
 import random
@@ -31,8 +53,9 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -40,17 +63,31 @@ from batchval.sandbox.app import Sandbox
 from batchval.sandbox.config import Faults, RateLimit, SandboxConfig
 from batchval.sandbox.server import RunningSandbox, serve_in_thread
 
+from .combined import FaultTally, as_dict, combined_faults
+
 BATCHVAL = str(Path(sys.executable).with_name("batchval"))
 PHASES = ("reading", "in_flight", "answered", "writing")
 CLIENT_ID, CLIENT_SECRET = "sandbox-live", "sandbox-live-secret"
 POSTCODES = ["SW1A 2AA", "M1 1AE", "LS6 2AB", "CF10 1AA", "BS1 4DJ", "NE1 7RU", "B33 8TH"]
+VALUATION_CREDITS = 10
+# Re-runs after the planned kills before a job that keeps exiting 75 counts as stuck.
+MAX_RESUMES = 10
+# The longest `stop.not_before` the harness waits for (a daily limit would be a failure).
+MAX_NOT_BEFORE_SECONDS = 60.0
+# Checkpoint states of a request whose answer is not recorded as read.
+UNSETTLED = ("pending", "sent", "answered")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class CrashPlan:
     rows: int = 200
-    jobs: int = 1
+    jobs: int = 1  # jobs with latency only
+    combined_jobs: int = 0  # jobs under several faults at once (combined.py)
+    # Rows of a combined job (0: `rows`). 429 storms hold the pool to a few calls a second,
+    # so these jobs are kept smaller than the others.
+    combined_rows: int = 0
     in_flight_kills: int = 1  # per job; plus one reading, one answered, one writing
+    answered_tries: int = 3  # answered kills per job until one lands
     seed: int = 2026
     concurrency: int = 8
     latency_ms: float = 10.0
@@ -61,21 +98,54 @@ class CrashPlan:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Kill:
     job: int
-    phase: str
+    phase: str  # the phase it was aimed at
     seconds: float  # after the invocation started
     integrity_ok: bool
+    landed: bool  # what it left behind shows that it struck inside its phase
+    evidence: str
+    caught: tuple[str, ...] = ()  # answered: keys charged but not recorded as read
+    caught_states: tuple[str, ...] = ()  # the checkpoint state each caught key was left in
 
 
 @dataclasses.dataclass
 class JobAudit:
+    job: int
     rows: int
+    combined: bool  # under several faults at once
+    faults: dict[str, Any]  # the sandbox's fault settings
     invocations: int = 0
+    seconds: float = 0.0
+    stops: list[str] = dataclasses.field(default_factory=list)  # reasons of 75 exits
     keys_charged_twice: int = 0
     credits_charged: int = 0
     unique_valued_requests: int = 0
+    summary_credits: int | None = None
     paid_missing_from_results: int = 0
     rows_unaccounted: int = 0
+    early_requests: int = 0
+    secrets_leaked: int = 0
+    tracebacks: int = 0
+    caught_keys: int = 0
+    caught_lost: int = 0  # caught keys not charged once and in the results by that charge
+    struck: dict[str, int] = dataclasses.field(default_factory=dict)
+    never_struck: list[str] = dataclasses.field(default_factory=list)
     final_exit: int | None = None
+
+    @property
+    def sound(self) -> bool:
+        return (
+            self.final_exit == 0
+            and self.keys_charged_twice == 0
+            and self.paid_missing_from_results == 0
+            and self.rows_unaccounted == 0
+            and self.credits_charged == VALUATION_CREDITS * self.unique_valued_requests
+            and self.summary_credits == self.credits_charged
+            and self.early_requests == 0
+            and self.secrets_leaked == 0
+            and self.tracebacks == 0
+            and self.caught_lost == 0
+            and not self.never_struck
+        )
 
 
 @dataclasses.dataclass
@@ -85,29 +155,51 @@ class CrashReport:
     missed: list[str] = dataclasses.field(default_factory=list)  # planned kills the run outran
     audits: list[JobAudit] = dataclasses.field(default_factory=list)
 
+    def phases_landed(self, job: int) -> set[str]:
+        return {k.phase for k in self.kills if k.job == job and k.landed}
+
     @property
     def ok(self) -> bool:
-        return all(k.integrity_ok for k in self.kills) and all(
-            a.final_exit == 0
-            and a.keys_charged_twice == 0
-            and a.paid_missing_from_results == 0
-            and a.rows_unaccounted == 0
-            and a.credits_charged == 10 * a.unique_valued_requests
-            for a in self.audits
+        """Every kill left a sound checkpoint, every phase was really hit in every job,
+        and every job's audit is clean."""
+        return (
+            all(k.integrity_ok for k in self.kills)
+            and all(self.phases_landed(a.job) >= set(PHASES) for a in self.audits)
+            and all(a.sound for a in self.audits)
         )
 
+    def by_phase(self) -> dict[str, tuple[int, int]]:
+        """(kills, of which landed) per phase aimed at."""
+        tried = collections.Counter(k.phase for k in self.kills)
+        landed = collections.Counter(k.phase for k in self.kills if k.landed)
+        return {phase: (tried[phase], landed[phase]) for phase in PHASES}
+
     def totals(self) -> dict[str, int]:
+        audits = self.audits
         return {
             "kills": len(self.kills),
+            "kills_landed": sum(k.landed for k in self.kills),
+            "kills_not_landed": sum(not k.landed for k in self.kills),
             "integrity_failures": sum(not k.integrity_ok for k in self.kills),
-            "rows": sum(a.rows for a in self.audits),
-            "invocations": sum(a.invocations for a in self.audits),
-            "keys_charged_twice": sum(a.keys_charged_twice for a in self.audits),
-            "credits_mismatch": sum(
-                a.credits_charged != 10 * a.unique_valued_requests for a in self.audits
+            "jobs_missing_a_phase": sum(
+                not self.phases_landed(a.job) >= set(PHASES) for a in audits
             ),
-            "paid_missing_from_results": sum(a.paid_missing_from_results for a in self.audits),
-            "rows_unaccounted": sum(a.rows_unaccounted for a in self.audits),
+            "rows": sum(a.rows for a in audits),
+            "invocations": sum(a.invocations for a in audits),
+            "keys_charged_twice": sum(a.keys_charged_twice for a in audits),
+            "credits_mismatch": sum(
+                a.credits_charged != VALUATION_CREDITS * a.unique_valued_requests
+                or a.summary_credits != a.credits_charged
+                for a in audits
+            ),
+            "paid_missing_from_results": sum(a.paid_missing_from_results for a in audits),
+            "rows_unaccounted": sum(a.rows_unaccounted for a in audits),
+            "early_requests": sum(a.early_requests for a in audits),
+            "secrets_leaked": sum(a.secrets_leaked for a in audits),
+            "tracebacks": sum(a.tracebacks for a in audits),
+            "caught_keys": sum(a.caught_keys for a in audits),
+            "caught_lost": sum(a.caught_lost for a in audits),
+            "faults_never_struck": sum(len(a.never_struck) for a in audits),
         }
 
 
@@ -126,24 +218,92 @@ def write_input(path: Path, rows: int, rng: random.Random) -> None:
             out.writerow([f"LN-{n:06d}", postcode, kind, beds, f"CASE-{m:06d}"])
 
 
-def _integrity_ok(out: Path) -> bool:
-    path = out / "checkpoint.sqlite"
-    if not path.exists():
-        return True  # killed before the checkpoint was created
-    db = sqlite3.connect(path)
+# --- what a kill left behind ------------------------------------------------------------
+
+
+def _query(out: Path, sql: str, params: Collection[object] = ()) -> list[tuple[Any, ...]]:
+    """Rows of a query on the checkpoint; opened and closed around it, so that the next
+    invocation finds it as the killed one left it."""
+    db = sqlite3.connect(out / "checkpoint.sqlite")
     try:
-        return bool(db.execute("PRAGMA integrity_check").fetchone() == ("ok",))
+        return list(db.execute(sql, tuple(params)).fetchall())
     finally:
         db.close()
+
+
+def _integrity_ok(out: Path) -> bool:
+    if not (out / "checkpoint.sqlite").exists():
+        return True  # killed before the checkpoint was created
+    return _query(out, "PRAGMA integrity_check") == [("ok",)]
 
 
 def _ingest_complete(out: Path) -> bool:
-    db = sqlite3.connect(out / "checkpoint.sqlite")
-    try:
-        found = db.execute("SELECT value FROM meta WHERE name = 'ingest_complete'").fetchone()
-    finally:
-        db.close()
-    return found is not None
+    return bool(_query(out, "SELECT value FROM meta WHERE name = 'ingest_complete'"))
+
+
+def _states(out: Path, keys: Collection[str]) -> dict[str, str]:
+    """The checkpoint state of each of `keys` (absent keys left out)."""
+    if not keys:
+        return {}
+    marks = ", ".join("?" * len(keys))
+    found = _query(out, f"SELECT key, state FROM requests WHERE key IN ({marks})", keys)
+    return {str(k): str(s) for k, s in found}
+
+
+def _temporaries(out: Path) -> list[Path]:
+    return sorted(out.glob(".*.parquet.tmp-*"))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Landing:
+    landed: bool
+    evidence: str
+    caught: tuple[str, ...] = ()
+    caught_states: tuple[str, ...] = ()
+
+
+def _landing(phase: str, out: Path, charged_before_kill: list[str]) -> _Landing:
+    """Whether the kill struck inside `phase`, from the checkpoint and the outputs."""
+    if not (out / "checkpoint.sqlite").exists():
+        return _Landing(phase == "reading", "no checkpoint yet")
+    if phase == "reading":
+        stored = _query(out, "SELECT COUNT(*) FROM rows")[0][0]
+        if _ingest_complete(out):
+            return _Landing(False, f"ingest already complete ({stored} rows stored)")
+        return _Landing(True, f"ingest incomplete: {stored} rows stored")
+    if phase == "in_flight":
+        sent = _query(out, "SELECT COUNT(*) FROM requests WHERE state = 'sent'")[0][0]
+        return _Landing(sent > 0, f"{sent} requests sent without an answer")
+    if phase == "answered":
+        states = _states(out, charged_before_kill)
+        caught = tuple(k for k in charged_before_kill if states.get(k) in UNSETTLED)
+        seen = collections.Counter(states.get(k, "absent") for k in charged_before_kill)
+        detail = ", ".join(f"{state} {n}" for state, n in sorted(seen.items()))
+        return _Landing(
+            bool(caught),
+            f"{len(charged_before_kill)} charged before the kill; checkpoint: {detail}",
+            caught,
+            tuple(states[k] for k in caught),
+        )
+    left = _temporaries(out)
+    return _Landing(bool(left), f"{len(left)} temporary Parquet files left")
+
+
+def _wait_out_retry_after(sandbox: Sandbox, bound: float = 30.0) -> None:
+    """Sleep until every short-term `Retry-After` the sandbox gave has passed."""
+    ends = [d.until_monotonic for d in sandbox.ledger.deadlines if d.code is None]
+    if ends:
+        time.sleep(min(bound, max(0.0, max(ends) - sandbox.clock.monotonic() + 0.1)))
+
+
+def _leaks(sandbox: Sandbox, out: Path, texts: list[str]) -> int:
+    """Secrets and tokens found in the logs or any output file (each needle once a blob)."""
+    needles = [a.client_secret for a in sandbox.config.accounts] + list(sandbox._tokens)
+    blobs = [t.encode() for t in texts] + [p.read_bytes() for p in out.iterdir() if p.is_file()]
+    return sum(needle.encode() in blob for needle in needles for blob in blobs)
+
+
+# --- one invocation -------------------------------------------------------------------
 
 
 class _Invocation:
@@ -152,15 +312,17 @@ class _Invocation:
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
         self.started = time.monotonic()
         self.process = subprocess.Popen(
-            args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+            args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
         self.ingest_batches = 0
+        self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line)
             if '"run.ingest.batch"' in line:
                 self.ingest_batches += 1
 
@@ -174,9 +336,13 @@ class _Invocation:
     def finish(self, timeout: float = 600) -> int:
         code = self.process.wait(timeout=timeout)
         self._reader.join(timeout=10)
-        if self.process.stderr is not None:
-            self.process.stderr.close()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
         return code
+
+    @property
+    def text(self) -> str:
+        return "".join(self.lines)
 
 
 def _wait_for(condition: Callable[[], bool], run: _Invocation, poll: float = 0.001) -> bool:
@@ -188,22 +354,38 @@ def _wait_for(condition: Callable[[], bool], run: _Invocation, poll: float = 0.0
     return False
 
 
-def _writing(out: Path) -> Callable[[], bool]:
-    return lambda: any(out.glob(".*.parquet.tmp-*"))
+def _stop(out: Path) -> dict[str, Any]:
+    """summary.json's `stop`, or {} when there is none."""
+    try:
+        summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    stop = summary.get("stop")
+    return stop if isinstance(stop, dict) else {}
 
 
 class _Job:
-    def __init__(self, number: int, plan: CrashPlan, workdir: Path, rng: random.Random) -> None:
-        self.number, self.plan, self.rng = number, plan, rng
+    def __init__(
+        self, number: int, plan: CrashPlan, workdir: Path, rng: random.Random, combined: bool
+    ) -> None:
+        self.number, self.plan, self.rng, self.combined = number, plan, rng, combined
+        self.rows = (plan.combined_rows or plan.rows) if combined else plan.rows
         self.dir = workdir / f"job-{number}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.input = self.dir / "book.csv"
         self.out = self.dir / "out"
-        write_input(self.input, plan.rows, rng)
+        self.logs: list[str] = []
+        self.kills: list[Kill] = []
+        write_input(self.input, self.rows, rng)
         (self.dir / "config.yaml").write_text(
             "input: {batch_rows: 10}\nrun: {shutdown_grace_seconds: 2, max_attempts: 8}\n",
             encoding="utf-8",
         )
+
+    def faults(self) -> Faults:
+        if self.combined:
+            return combined_faults(latency_ms=self.plan.latency_ms, jitter_ms=self.plan.jitter_ms)
+        return Faults(latency_ms=self.plan.latency_ms, latency_jitter_ms=self.plan.jitter_ms)
 
     def args(self) -> list[str]:
         return [
@@ -222,80 +404,146 @@ class _Job:
         )
         return env
 
-    def run(self, report: CrashReport) -> JobAudit:
-        config = SandboxConfig(rate_limit=self.plan.rate, seed=self.plan.seed + self.number)
-        config.faults = Faults(
-            latency_ms=self.plan.latency_ms, latency_jitter_ms=self.plan.jitter_ms
+    def planned_kills(self) -> list[tuple[str, int]]:
+        batches = max(1, self.rows // 10)
+        # Early in the reading, so that the kill lands before it ends.
+        kills = [("reading", self.rng.randrange(1, max(2, batches // 4)))]
+        kills += sorted(
+            ("in_flight", self.rng.randrange(1, max(2, self.rows * 3 // 4)))
+            for _ in range(self.plan.in_flight_kills)
         )
-        audit = JobAudit(rows=self.plan.rows)
+        return [*kills, ("answered", 0), ("writing", 0)]
+
+    def run(self, report: CrashReport) -> JobAudit:
+        started = time.monotonic()
+        config = SandboxConfig(rate_limit=self.plan.rate, seed=self.plan.seed + self.number)
+        config.faults = self.faults()
+        audit = JobAudit(self.number, self.rows, self.combined, as_dict(config.faults))
         with serve_in_thread(Sandbox(config)) as served:
-            charges = served.sandbox.ledger.charges
-            batches = max(1, self.plan.rows // 10)
-            # Early in the reading, so that the kill lands before it ends.
-            kills: list[tuple[str, int]] = [
-                ("reading", self.rng.randrange(1, max(2, batches // 4)))
-            ]
-            kills += sorted(
-                ("in_flight", self.rng.randrange(1, max(2, self.plan.rows * 3 // 4)))
-                for _ in range(self.plan.in_flight_kills)
-            )
-            kills += [("answered", 0), ("writing", 0)]
-            for phase, at in kills:
-                # A killed client's calls may still be committing in the sandbox: let
-                # them land, so that "answered" is this invocation's answer.
-                time.sleep(0.3)
-                run = _Invocation(self.args(), self.env(served))
-                audit.invocations += 1
-                base = len(charges)
-                conditions: dict[str, Callable[[], bool]] = {
-                    "reading": lambda run=run, at=at: run.ingest_batches >= at,
-                    "in_flight": lambda at=at: len(charges) >= at,
-                    "answered": lambda base=base: len(charges) > base,
-                    "writing": _writing(self.out),
-                }
-                if _wait_for(conditions[phase], run):
-                    seconds = run.kill()
-                    run.finish()
-                    if phase == "reading" and _ingest_complete(self.out):
-                        # The stderr line came late: the kill landed after reading.
-                        report.missed.append(f"job {self.number}: reading (landed after it)")
-                        phase = "after_reading"
-                    report.kills.append(
-                        Kill(self.number, phase, round(seconds, 3), _integrity_ok(self.out))
-                    )
-                else:
-                    run.finish()
-                    report.missed.append(f"job {self.number}: {phase}")
+            tally = FaultTally(served.sandbox)
+            for phase, at in self.planned_kills():
+                tries = self.plan.answered_tries if phase == "answered" else 1
+                for _ in range(tries):
+                    kill = self._kill(served, phase, at, audit)
+                    if kill is None:
+                        report.missed.append(f"job {self.number}: {phase}")
+                        break
+                    report.kills.append(kill)
+                    self.kills.append(kill)
+                    if kill.landed:
+                        break
             code = 75
-            for _ in range(10):  # resume until complete
+            for _ in range(MAX_RESUMES):  # resume until complete
                 run = _Invocation(self.args(), self.env(served))
                 audit.invocations += 1
                 code = run.finish()
-                if code != 75:
+                self.logs.append(run.text)
+                if code != 75 or not self._honour_stop(audit):
                     break
             audit.final_exit = code
-            self._audit(served, audit)
+            self._audit(served, audit, tally)
+        audit.seconds = round(time.monotonic() - started, 1)
         return audit
 
-    def _audit(self, served: RunningSandbox, audit: JobAudit) -> None:
-        ledger = served.sandbox.ledger
+    def _kill(self, served: RunningSandbox, phase: str, at: int, audit: JobAudit) -> Kill | None:
+        """One invocation killed in `phase`; None when it ended before the phase came."""
+        charges = served.sandbox.ledger.charges
+        # A killed client's calls may still be committing in the sandbox: let them land,
+        # so that "answered" is this invocation's answer.
+        time.sleep(0.3)
+        run = _Invocation(self.args(), self.env(served))
+        audit.invocations += 1
+        base = len(charges)
+
+        def condition() -> bool:
+            if phase == "reading":
+                return run.ingest_batches >= at
+            if phase == "in_flight":
+                return len(charges) >= at
+            if phase == "answered":
+                return len(charges) > base
+            return bool(_temporaries(self.out))
+
+        if not _wait_for(condition, run):
+            run.finish()
+            self.logs.append(run.text)
+            return None
+        charged = [c.idempotency_key for c in charges[base : len(charges)]]
+        seconds = run.kill()
+        run.finish()
+        self.logs.append(run.text)
+        keys = [k for k in charged if k is not None]
+        landing = _landing(phase, self.out, keys)
+        kill = Kill(
+            self.number,
+            phase,
+            round(seconds, 3),
+            _integrity_ok(self.out),
+            landing.landed,
+            landing.evidence,
+            landing.caught,
+            landing.caught_states,
+        )
+        _wait_out_retry_after(served.sandbox)
+        return kill
+
+    def _honour_stop(self, audit: JobAudit) -> bool:
+        """After an exit 75: note why, wait for `not_before`; False when it is too far."""
+        stop = _stop(self.out)
+        audit.stops.append(str(stop.get("reason")))
+        not_before = stop.get("not_before")
+        if not_before:
+            wait = (dt.datetime.fromisoformat(not_before) - dt.datetime.now(dt.UTC)).total_seconds()
+            if wait > MAX_NOT_BEFORE_SECONDS:
+                return False
+            time.sleep(max(0.0, wait))
+        return True
+
+    def _audit(self, served: RunningSandbox, audit: JobAudit, tally: FaultTally) -> None:
+        sandbox = served.sandbox
+        ledger = sandbox.ledger
         audit.keys_charged_twice = len(ledger.keys_charged_twice())
         audit.credits_charged = ledger.credits_charged()
-        results = pl.read_parquet(self.out / "results.parquet")
-        problems = pl.read_parquet(self.out / "problems.parquet")
+        audit.early_requests = len(ledger.early_requests())
+        audit.secrets_leaked = _leaks(sandbox, self.out, self.logs)
+        audit.tracebacks = sum("Traceback" in text for text in self.logs)
+        audit.struck = tally.counts()
+        if self.combined:
+            audit.never_struck = tally.never_struck(sandbox.config.faults)
+        try:
+            summary = json.loads((self.out / "summary.json").read_text(encoding="utf-8"))
+            audit.summary_credits = summary["credits_charged"]["total"]
+            results = pl.read_parquet(self.out / "results.parquet")
+            problems = pl.read_parquet(self.out / "problems.parquet")
+        except (OSError, ValueError, KeyError):
+            audit.rows_unaccounted = audit.rows  # no outputs to account with
+            return
         audit.unique_valued_requests = results["idempotency_key"].n_unique()
         paid = {c.resource for c in ledger.valuations_created()}
         audit.paid_missing_from_results = len(paid - set(results["valuation_id"].to_list()))
         numbers = results["row_number"].to_list() + problems["row_number"].to_list()
-        missing_or_extra = set(range(1, self.plan.rows + 1)) ^ set(numbers)
+        missing_or_extra = set(range(1, self.rows + 1)) ^ set(numbers)
         audit.rows_unaccounted = len(missing_or_extra) + len(numbers) - len(set(numbers))
+        # Every key a kill caught between commit and write: charged once, in the results
+        # with the valuation of that charge.
+        by_key = dict(zip(results["idempotency_key"], results["valuation_id"], strict=True))
+        charged: dict[str, list[str]] = collections.defaultdict(list)
+        for c in ledger.valuations_created():
+            if c.idempotency_key is not None:
+                charged[c.idempotency_key].append(c.resource)
+        caught = {key for kill in self.kills for key in kill.caught}
+        audit.caught_keys = len(caught)
+        audit.caught_lost = sum(
+            len(charged[key]) != 1 or by_key.get(key) != charged[key][0] for key in caught
+        )
 
 
 def run_crash_suite(plan: CrashPlan, workdir: Path) -> CrashReport:
     rng = random.Random(plan.seed)
     report = CrashReport(plan)
-    for number in range(plan.jobs):
-        report.audits.append(_Job(number, plan, workdir, rng).run(report))
+    for number in range(plan.jobs + plan.combined_jobs):
+        job = _Job(number, plan, workdir, rng, combined=number >= plan.jobs)
+        report.audits.append(job.run(report))
     return report
 
 
@@ -304,6 +552,7 @@ def report_json(report: CrashReport) -> str:
         {
             "ok": report.ok,
             "totals": report.totals(),
+            "by_phase": report.by_phase(),
             "missed": report.missed,
             "kills": [dataclasses.asdict(k) for k in report.kills],
             "audits": [dataclasses.asdict(a) for a in report.audits],
