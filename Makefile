@@ -20,7 +20,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check batchval tests
 
 typecheck: $(STAMP)
-	$(BIN)/mypy batchval
+	$(BIN)/mypy batchval tests
 
 test: lint typecheck
 	$(BIN)/pytest -q

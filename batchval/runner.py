@@ -378,8 +378,14 @@ class Runner:
                     watchers.start_soon(_stop_on_signals, stop)
                     if not_before is not None:
                         await self._wait_until(not_before, stop)
+                    paused = checkpoint.get("pause_until")
+                    if paused is not None and not stop.is_set:
+                        # A Retry-After given to an earlier invocation still holds.
+                        until = dt.datetime.fromisoformat(paused)
+                        await self._wait_until(until, stop, "run.retry_after.waiting")
                     if not stop.is_set:
                         checkpoint.unset("not_before")
+                        checkpoint.unset("pause_until")
                         pool = WorkerPool(
                             api=client,
                             checkpoint=checkpoint,
@@ -405,6 +411,7 @@ class Runner:
                     watchers.cancel_scope.cancel()
                 # asyncio restores the default handlers when the watcher ends.
                 self._catch_signals()
+                self._keep_pause(checkpoint, controller, stop)
                 not_before = stop.not_before
                 if stop.reason is not StopReason.DAILY_LIMIT or not_before is None:
                     break
@@ -419,10 +426,25 @@ class Runner:
             balance,
         )
 
-    async def _wait_until(self, when: dt.datetime, stop: Stop) -> None:
+    def _keep_pause(self, checkpoint: Checkpoint, controller: RateController, stop: Stop) -> None:
+        """A `Retry-After` the API gave outlives this invocation: kept in the checkpoint
+        (the next one waits it out before its first call) and in the stop's not_before."""
+        remaining = controller.pause_remaining()
+        if remaining <= 0:
+            return
+        until = self._now() + dt.timedelta(seconds=remaining)
+        checkpoint.set("pause_until", until.isoformat())
+        if stop.info is not None and (stop.not_before is None or stop.not_before < until):
+            stop.info = dataclasses.replace(stop.info, not_before=until)
+
+    async def _wait_until(
+        self, when: dt.datetime, stop: Stop, event: str = "run.daily_limit.sleeping"
+    ) -> None:
         """Sleep until `when` (a second after it), waking at once on a signal."""
-        seconds = max(0.0, (when - self._now()).total_seconds()) + 1
-        log.info("run.daily_limit.sleeping", until=when.isoformat(), seconds=round(seconds))
+        if when <= self._now():
+            return
+        seconds = (when - self._now()).total_seconds() + 1
+        log.info(event, until=when.isoformat(), seconds=round(seconds))
         with anyio.move_on_after(seconds):
             await stop.event.wait()
 

@@ -17,9 +17,9 @@ from typing import Any
 
 from starlette.responses import Response
 
-from batchval.sandbox import app as sandbox_app
 from batchval.sandbox.app import Sandbox
 from batchval.sandbox.config import Faults
+from batchval.sandbox.faults import DroppedResponse
 
 # The sandbox's short-term limit answers Retry-After: 1 at the rates the suites use; a
 # storm's is longer, so that a deadline's length tells the two apart.
@@ -65,7 +65,8 @@ class FaultTally:
     after_commit: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
 
     def __post_init__(self) -> None:
-        original = self.sandbox._after_commit
+        injector = self.sandbox._faults
+        original = injector.after_commit
 
         def watched(payload: bytes, faults: Faults) -> Response:
             try:
@@ -73,7 +74,7 @@ class FaultTally:
             except Exception:
                 self.after_commit["504_after_commit"] += 1  # the only way it raises
                 raise
-            if isinstance(response, sandbox_app._DroppedResponse):
+            if isinstance(response, DroppedResponse):
                 self.after_commit["dropped_after_commit"] += 1
             elif len(response.body) < len(payload):
                 self.after_commit["truncated_body"] += 1
@@ -81,8 +82,8 @@ class FaultTally:
                 self.after_commit["whole"] += 1
             return response
 
-        # An instance attribute: the sandbox calls `self._after_commit(...)`.
-        self.sandbox._after_commit = watched  # type: ignore[method-assign]
+        # An instance attribute: the sandbox calls `self._faults.after_commit(...)`.
+        injector.after_commit = watched  # type: ignore[method-assign]
 
     def counts(self) -> dict[str, int]:
         """Strikes of each fault, plus the replays that recovered paid answers."""

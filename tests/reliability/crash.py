@@ -16,7 +16,8 @@ kill that did not is counted apart (an `answered` kill is tried again, up to
 `answered_tries` times):
 
 - reading: the checkpoint's ingest is not complete;
-- in_flight: the checkpoint holds requests `sent` without an answer;
+- in_flight: requests the API's ledger shows as sent have no answer in the checkpoint
+  (the pool's writes are committed in groups, so their `sent` marks may be unwritten);
 - answered: a key the sandbox had charged before the signal left is not `done` in the
   checkpoint (still `pending`, `sent` or `answered`): the kill fell between the API's
   commit and the client's write. Those keys are "caught", and the audit follows each
@@ -262,7 +263,9 @@ class _Landing:
     caught_states: tuple[str, ...] = ()
 
 
-def _landing(phase: str, out: Path, charged_before_kill: list[str]) -> _Landing:
+def _landing(
+    phase: str, out: Path, charged_before_kill: list[str], seen_before_kill: list[str]
+) -> _Landing:
     """Whether the kill struck inside `phase`, from the checkpoint and the outputs."""
     if not (out / "checkpoint.sqlite").exists():
         return _Landing(phase == "reading", "no checkpoint yet")
@@ -272,8 +275,13 @@ def _landing(phase: str, out: Path, charged_before_kill: list[str]) -> _Landing:
             return _Landing(False, f"ingest already complete ({stored} rows stored)")
         return _Landing(True, f"ingest incomplete: {stored} rows stored")
     if phase == "in_flight":
-        sent = _query(out, "SELECT COUNT(*) FROM requests WHERE state = 'sent'")[0][0]
-        return _Landing(sent > 0, f"{sent} requests sent without an answer")
+        # The pool commits its writes in groups, so a request may have reached the API
+        # with its `sent` mark still uncommitted: the API's ledger says what was sent.
+        states = _states(out, seen_before_kill)
+        open_keys = {k for k in seen_before_kill if states.get(k, "pending") in UNSETTLED}
+        return _Landing(
+            bool(open_keys), f"{len(open_keys)} requests the API saw without an answer kept"
+        )
     if phase == "answered":
         states = _states(out, charged_before_kill)
         caught = tuple(k for k in charged_before_kill if states.get(k) in UNSETTLED)
@@ -454,6 +462,7 @@ class _Job:
         run = _Invocation(self.args(), self.env(served))
         audit.invocations += 1
         base = len(charges)
+        seen_base = len(served.sandbox.ledger.requests)
 
         def condition() -> bool:
             if phase == "reading":
@@ -473,7 +482,12 @@ class _Job:
         run.finish()
         self.logs.append(run.text)
         keys = [k for k in charged if k is not None]
-        landing = _landing(phase, self.out, keys)
+        seen = [
+            r.idempotency_key
+            for r in served.sandbox.ledger.requests[seen_base:]
+            if r.idempotency_key is not None
+        ]
+        landing = _landing(phase, self.out, keys, seen)
         kill = Kill(
             self.number,
             phase,
