@@ -569,3 +569,27 @@ def test_retry_after_outlives_a_signal_stop(served: RunningSandbox, tmp_path: Pa
         round(r.monotonic - pause.issued_monotonic, 1) for r in ledger.early_requests()
     ]
     assert_sound(served, job, unique=job.rows)
+
+
+# --- an outage shorter than the run accepts, met by few workers -------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="batchval bug: before the breaker opens (20 failures in a row at the least), each "
+    "request spends its own attempts, so an outage shorter than run.outage_seconds can use up "
+    "a request's run.max_attempts and end the run 75 api_unavailable instead of riding it out",
+)
+def test_outage_shorter_than_the_run_accepts_with_two_workers(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """Two workers, 3 attempts a request, a 4 s outage against outage_seconds 60: the
+    outage is ridden out and the first run completes."""
+    served.sandbox.set_faults(Faults(outage_seconds=4))
+    settings = run_config(tmp_path, outage_seconds=60, max_attempts=3)
+    job = make_job(served, tmp_path, 10, args=("--concurrency", "2", *settings))
+    code = job.run()
+    assert statuses(served).get(503, 0) > 0, "the outage never struck"
+    summary = outputs(job.out)[2]
+    assert code == 0, (summary.get("stop"), job.logs[-1][-2000:])
+    assert_sound(served, job, unique=job.rows)

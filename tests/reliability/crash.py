@@ -22,7 +22,7 @@ kill that did not is counted apart (an `answered` kill is tried again, up to
   checkpoint (still `pending`, `sent` or `answered`): the kill fell between the API's
   commit and the client's write. Those keys are "caught", and the audit follows each
   one to the results;
-- writing: a temporary Parquet file is left beside the outputs.
+- writing: a temporary Parquet file of the killed process is left beside the outputs.
 
 After every kill the checkpoint must pass SQLite's integrity check, and the harness
 waits out any `Retry-After` the sandbox gave (a killed process cannot pass one on to
@@ -251,8 +251,9 @@ def _states(out: Path, keys: Collection[str]) -> dict[str, str]:
     return {str(k): str(s) for k, s in found}
 
 
-def _temporaries(out: Path) -> list[Path]:
-    return sorted(out.glob(".*.parquet.tmp-*"))
+def _temporaries(out: Path, pid: int | None = None) -> list[Path]:
+    """The writer's temporary Parquet files (`.NAME.parquet.tmp-PID`), of one process."""
+    return sorted(out.glob(f".*.parquet.tmp-{'*' if pid is None else pid}"))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -264,9 +265,14 @@ class _Landing:
 
 
 def _landing(
-    phase: str, out: Path, charged_before_kill: list[str], seen_before_kill: list[str]
+    phase: str,
+    out: Path,
+    charged_before_kill: list[str],
+    seen_before_kill: list[str],
+    pid: int,
 ) -> _Landing:
-    """Whether the kill struck inside `phase`, from the checkpoint and the outputs."""
+    """Whether the kill of process `pid` struck inside `phase`, from the checkpoint, the
+    API's ledger and the outputs."""
     if not (out / "checkpoint.sqlite").exists():
         return _Landing(phase == "reading", "no checkpoint yet")
     if phase == "reading":
@@ -293,8 +299,8 @@ def _landing(
             caught,
             tuple(states[k] for k in caught),
         )
-    left = _temporaries(out)
-    return _Landing(bool(left), f"{len(left)} temporary Parquet files left")
+    left = _temporaries(out, pid)
+    return _Landing(bool(left), f"{len(left)} temporary Parquet files of the killed process left")
 
 
 def _wait_out_retry_after(sandbox: Sandbox, bound: float = 30.0) -> None:
@@ -487,7 +493,7 @@ class _Job:
             for r in served.sandbox.ledger.requests[seen_base:]
             if r.idempotency_key is not None
         ]
-        landing = _landing(phase, self.out, keys, seen)
+        landing = _landing(phase, self.out, keys, seen, run.process.pid)
         kill = Kill(
             self.number,
             phase,
