@@ -574,12 +574,6 @@ def test_retry_after_outlives_a_signal_stop(served: RunningSandbox, tmp_path: Pa
 # --- an outage shorter than the run accepts, met by few workers -------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="batchval bug: before the breaker opens (20 failures in a row at the least), each "
-    "request spends its own attempts, so an outage shorter than run.outage_seconds can use up "
-    "a request's run.max_attempts and end the run 75 api_unavailable instead of riding it out",
-)
 def test_outage_shorter_than_the_run_accepts_with_two_workers(
     served: RunningSandbox, tmp_path: Path
 ) -> None:

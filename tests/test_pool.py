@@ -12,7 +12,7 @@ import anyio
 import pytest
 from support import LIVE, POOR, client_for
 
-from batchval.api import Answer, Credentials, RateLimitedError
+from batchval.api import Answer, Credentials, DataUnavailableError, RateLimitedError
 from batchval.outcome import StopReason
 from batchval.run.keys import idempotency_key
 from batchval.run.pool import PoolStats, Stop, WorkerPool
@@ -194,19 +194,67 @@ async def test_outage_stops_the_run(served: RunningSandbox, tmp_path: Path) -> N
     assert stats.calls < 30 * 3  # the breaker kept most rows from burning their retries
 
 
-async def test_transient_errors_outlasting_retries_leave_rows_pending(
-    served: RunningSandbox, tmp_path: Path
-) -> None:
-    """After max_attempts of 503, the row stays pending, not a problem."""
-    served.sandbox.set_faults(Faults(error_503_share=1.0))
-    checkpoint = checkpoint_with(tmp_path, [request(1)])
-    stats, stop = await run_pool(served, checkpoint, concurrency=1)
-    assert stats.calls == FAST.max_attempts
+class _OneRowAlwaysFailsApi:
+    """503 for one request, a valuation-shaped answer for every other."""
+
+    def __init__(self, failing_key: str) -> None:
+        self.failing_key = failing_key
+        self.failures = 0
+
+    async def post_valuation(
+        self,
+        body: bytes,
+        *,
+        idempotency_key: str | None,
+        gate: Callable[[], Awaitable[None]] | None = None,
+    ) -> Answer:
+        await anyio.sleep(0.001)
+        if idempotency_key == self.failing_key:
+            self.failures += 1
+            raise DataUnavailableError(
+                status=503, type="x/data-unavailable", title="", detail="down for this one"
+            )
+        return Answer(201, b'{"id": "val_x"}', {"id": "val_x"})
+
+
+async def test_a_request_failing_among_successes_spends_its_attempts(tmp_path: Path) -> None:
+    """One request failing while others succeed uses its max_attempts, stays pending (not
+    a problem), and the run stops api_unavailable once the rest are done."""
+    bodies = [request(n) for n in range(40)]
+    checkpoint = checkpoint_with(tmp_path, bodies)
+    failing = idempotency_key("test-run", bodies[0])
+    api = _OneRowAlwaysFailsApi(failing)
+    stop = Stop()
+    pool = WorkerPool(
+        api=api,
+        checkpoint=checkpoint,
+        controller=RateController(initial_rate=500),
+        policy=FAST,
+        stop=stop,
+        concurrency=2,
+    )
+    stats = await pool.run()
     assert stats.left_pending == 1
+    assert api.failures >= FAST.max_attempts
     assert stop.reason is StopReason.API_UNAVAILABLE
     assert "still failing after 6 attempts" in stop.detail
+    assert checkpoint.counts().pending_rows == 1
+    assert [p.key for p in checkpoint.pending()] == [failing]  # pending, not a problem
+
+
+async def test_failures_with_nothing_else_answered_are_the_apis(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """Every call of two requests failing: neither spends its attempts; the outage window
+    ends the run."""
+    served.sandbox.set_faults(Faults(error_503_share=1.0))
+    checkpoint = checkpoint_with(tmp_path, [request(1), request(2)])
+    stats, stop = await run_pool(served, checkpoint, concurrency=2, outage_seconds=1.0)
+    assert stats.calls > FAST.max_attempts  # not given up after its own attempts
+    assert stop.reason is StopReason.API_UNAVAILABLE
+    assert "every call has failed" in stop.detail
     counts = checkpoint.counts()
-    assert (counts.pending_rows, counts.api_problem_rows) == (1, 0)
+    assert (counts.pending_rows, counts.api_problem_rows) == (2, 0)
 
 
 async def test_max_credits_is_never_exceeded(served: RunningSandbox, tmp_path: Path) -> None:

@@ -136,7 +136,7 @@ async def test_breaker_opens_after_a_streak_and_lets_one_probe_through() -> None
     breaker = CircuitBreaker(threshold=3, outage_seconds=60, probe_interval=0, monotonic=time)
     for _ in range(3):
         assert await breaker.admit() is False
-        breaker.failure()
+        breaker.failure("k")
     assert breaker.is_open
     probe = await breaker.admit()
     assert probe is True
@@ -150,7 +150,7 @@ async def test_breaker_reports_an_outage_after_outage_seconds() -> None:
     """Open for longer than outage_seconds, the breaker calls it an outage."""
     time = FakeTime()
     breaker = CircuitBreaker(threshold=1, outage_seconds=60, monotonic=time)
-    breaker.failure()
+    breaker.failure("k")
     assert not breaker.outage
     time.now += 61
     assert breaker.outage
@@ -161,8 +161,8 @@ async def test_success_resets_the_streak() -> None:
     """Failures broken by a success never open the circuit."""
     breaker = CircuitBreaker(threshold=3, outage_seconds=60)
     for _ in range(5):
-        breaker.failure()
-        breaker.failure()
+        breaker.failure("k")
+        breaker.failure("k")
         breaker.success()
     assert not breaker.is_open
 
@@ -172,7 +172,7 @@ async def test_release_lets_waiting_workers_go() -> None:
     import anyio
 
     breaker = CircuitBreaker(threshold=1, outage_seconds=60, probe_interval=30)
-    breaker.failure()
+    breaker.failure("k")
     admitted: list[bool] = []
 
     async def wait() -> None:
@@ -185,3 +185,16 @@ async def test_release_lets_waiting_workers_go() -> None:
             await anyio.sleep(0.05)
             breaker.release()  # both return at once; the pool's gate then sends nothing
     assert sorted(admitted) == [False, True]
+
+
+def test_failures_of_several_requests_with_no_success_are_run_wide() -> None:
+    """One request failing alone is its own trouble; two failing, nothing answered between,
+    is the API's; a success ends the streak."""
+    breaker = CircuitBreaker(threshold=100, outage_seconds=60)
+    breaker.failure("a")
+    assert not breaker.run_wide("a")
+    assert breaker.run_wide("b")
+    breaker.failure("b")
+    assert breaker.run_wide("a")
+    breaker.success()
+    assert not breaker.run_wide("a")

@@ -33,6 +33,7 @@ class CircuitBreaker:
         self._streak = 0
         self._opened_at: float | None = None
         self._failing_since: float | None = None  # first failure after the last success
+        self._failing_keys: set[str] = set()  # requests that failed since the last success
         self._probe = anyio.Lock()
         self._closed = anyio.Event()
         self._closed.set()
@@ -42,6 +43,13 @@ class CircuitBreaker:
     @property
     def is_open(self) -> bool:
         return self._opened_at is not None
+
+    def run_wide(self, key: str) -> bool:
+        """Whether a failure of request `key` now is the API's rather than the request's:
+        the circuit is open, or only failures have come back since the last success and
+        some of them were other requests'. (One request failing alone, however often,
+        is that request's own trouble: its attempts decide.)"""
+        return self.is_open or bool(self._failing_keys - {key})
 
     def failing_for(self) -> float:
         """Seconds since the first failure with no success after it (0 when none)."""
@@ -76,13 +84,15 @@ class CircuitBreaker:
         """The API answered (any answer that is not a transient failure)."""
         self._streak = 0
         self._failing_since = None
+        self._failing_keys.clear()
         if self._opened_at is not None:
             self._opened_at = None
             self._closed.set()
 
-    def failure(self) -> None:
-        """A transient failure: 503, 504, 409, a cut connection, a timeout."""
+    def failure(self, key: str) -> None:
+        """A transient failure of request `key`: 503, 504, 409, a cut, a timeout."""
         self._streak += 1
+        self._failing_keys.add(key)
         if self._failing_since is None:
             self._failing_since = self._monotonic()
         if self._opened_at is None and self._streak >= self._threshold:

@@ -396,11 +396,13 @@ class WorkerPool:
                 )
         if action is not Action.RETRY:
             return
-        # While the circuit is open the failure is the API's, not this request's: the
-        # outage rule (outage_seconds) ends the run, not the request's attempts.
-        if not self._breaker.is_open:
+        # While nothing but failures comes back, for more than this request (an outage,
+        # whether the circuit has opened yet or not: with few workers it opens late), the
+        # failure is the API's: the outage rule (outage_seconds) ends the run, not the
+        # request's attempts.
+        if not self._breaker.run_wide(key):
             attempts.failures += 1
-        self._breaker.failure()
+        self._breaker.failure(key)
         if self._breaker.outage:
             self.stop.trigger(
                 StopReason.API_UNAVAILABLE,
