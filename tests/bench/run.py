@@ -1,203 +1,148 @@
-"""`make bench`: speed and memory figures, printed (never asserted).
+"""`make bench`: the figures of issue 13, printed and written to docs/performance.md.
 
-    python tests/bench/run.py [--rows 500000] [--paced-rows 600]
+    python tests/bench/run.py [--quick | --full] [--docs DIR] [--keep DIR]
 
-- ingest: read + validate + key + checkpoint of a synthetic CSV, rows/s and peak memory
-  (in a child process, so the figure is the pipeline's own);
-- writer: results.parquet from a filled checkpoint, rows/s;
-- pacing: a live run against a sandbox with a short-term limit (20/s, latency 30 ms):
-  achieved calls/s against the limit, and 429s seen;
-- throughput: a run against a sandbox with no limit, calls/s the client sustains.
+Every measurement runs `batchval` as a process of its own against `batchval sandbox`
+served in another (a fresh one each time), and reads the sandbox's ledger:
+
+1. rate use: 2,000 rows against hidden limits of 5/s, 20/s and 100/s (quick, the
+   default: 500 rows at 5/s), with a plot of the 20/s run;
+2. latency hiding: no limit, 500 ms answers, --concurrency 8, 32 and 128;
+3. client cost: CPU per valuation over 10,000 rows, and a sequential loop's in the same
+   run as the baseline;
+4. reader: 100 k and 1 M rows (and 5 M with --full), CSV and Parquet, seconds and peak
+   RSS; and the whole ingest into a checkpoint (250 k rows; 1 M with --full);
+5. resume: a 1 M-row checkpoint 99 % done: seconds to the first new call.
+
+Quick stays under 10 minutes on 2 cores; --full takes about twice that.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import random
-import subprocess
+import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-BATCHVAL = str(Path(sys.executable).with_name("batchval"))
-POSTCODE_AREAS = ["SW", "M", "LS", "CF", "BS", "NE", "B", "L", "S", "NG", "LE", "CV", "OX"]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from bench.cost import client_cost  # noqa: E402
+from bench.live import hiding_run, rate_run  # noqa: E402
+from bench.machine import Machine, load_average  # noqa: E402
+from bench.plan import (  # noqa: E402
+    CONCURRENCIES,
+    COST_ROWS,
+    HIDING_SECONDS,
+    HIDING_TIMEOUT,
+    RATES,
+    RESUME_ROWS,
+    ingest_rows,
+    rate_rows,
+    reader_rows,
+)
+from bench.plot import rate_plot  # noqa: E402
+from bench.reading import book_path, read_book  # noqa: E402
+from bench.report import (  # noqa: E402
+    PLOT_NAME,
+    Figures,
+    HidingFigure,
+    RateFigure,
+    console,
+    markdown,
+)
+from bench.resume import resume_run  # noqa: E402
 
 
-def synthetic_csv(path: Path, rows: int, seed: int = 1) -> None:
-    rng = random.Random(seed)
-    kinds = ["detached", "semi_detached", "terraced", "flat"]
-    with path.open("w", encoding="utf-8") as out:
-        out.write("loan_id,postcode,property_type,bedrooms,floor_area_sqm,year_built,reference\n")
-        for n in range(rows):
-            area = rng.choice(POSTCODE_AREAS)
-            unit = f"{rng.randint(1, 9)}{rng.choice('ABDEFGHJ')}{rng.choice('LNPQRSTU')}"
-            postcode = f"{area}{rng.randint(1, 20)} {unit}"
-            floor = f"{rng.uniform(30, 250):.1f}" if rng.random() < 0.6 else ""
-            year = str(rng.randint(1850, 2024)) if rng.random() < 0.7 else ""
-            out.write(
-                f"LN-{n:08d},{postcode},{rng.choice(kinds)},{rng.randint(1, 6)},{floor},{year},"
-                f"CASE-{n:08d}\n"
+class _Progress:
+    """One line per measurement, so that a long bench shows where it is."""
+
+    def __init__(self, label: str) -> None:
+        print(f"{label} ...", end=" ", flush=True)
+        self._started = time.monotonic()
+
+    def done(self, text: str) -> None:
+        print(f"{text} [{time.monotonic() - self._started:.0f} s]", flush=True)
+
+
+def bench(work: Path, full: bool, command: str) -> Figures:
+    started, load_before = time.monotonic(), load_average()
+    machine = Machine.describe(ROOT)
+    reader = []
+    for kind in ("CSV", "Parquet"):
+        for rows in reader_rows(full):
+            step = _Progress(f"reader, {kind}, {rows:,} rows")
+            reader.append(read_book(work, kind, rows))
+            step.done(
+                f"{reader[-1].seconds:.1f} s, peak {reader[-1].process.peak_rss_mib:,.0f} MiB"
             )
-
-
-_INGEST_CHILD = """
-import json, resource, sys, time
-from pathlib import Path
-from batchval.input import InputOptions, open_input
-from batchval.store.checkpoint import Checkpoint
-from batchval.run.keys import idempotency_key
-source, out = Path(sys.argv[1]), Path(sys.argv[2])
-started = time.perf_counter()
-checkpoint = Checkpoint.open(out)
-rows = 0
-for batch in open_input(source, InputOptions()).batches():
-    items, requests = [], {}
-    for number, request, field, rule, detail, passthrough in batch.select(
-        "row_number", "request_json", "field", "rule", "detail", "passthrough_json"
-    ).iter_rows():
-        key = idempotency_key("bench", request) if request is not None else None
-        if key is not None:
-            requests[key] = request
-        items.append((number, key, field, rule, detail, passthrough))
-    checkpoint.add_rows(items, list(requests.items()))
-    rows += len(items)
-checkpoint.finish_ingest()
-seconds = time.perf_counter() - started
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps({"rows": rows, "seconds": seconds, "peak_mib": peak}))
-"""
-
-_WRITER_CHILD = """
-import json, sys, time
-from pathlib import Path
-from batchval.output.writer import write_results
-from batchval.store.checkpoint import Checkpoint
-out = Path(sys.argv[1])
-checkpoint = Checkpoint.open(out)
-answer = json.dumps({"id": "val_" + "0" * 26, "valuedAt": "2026-11-22T00:00:00Z",
-  "valuation": {"estimate": 250000, "range": {"low": 230000, "high": 270000, "coverage": 0.8},
-  "currency": "GBP", "indexedTo": "2026-09"}, "location": {"sector": "SW1A 2",
-  "localAuthority": "E09000033"}, "dataQuality": "partial",
-  "model": {"version": "2024-11-04T09:30:00Z"},
-  "input": {"postcode": "SW1A 2AA", "propertyType": "terraced", "floorAreaSqm": 80,
-  "floorAreaSource": "bedrooms", "bedrooms": 3}, "charge": {"credits": 10, "balanceAfter": 5}})
-keys = [f"k{n}" for n in range(int(sys.argv[2]))]
-checkpoint.add_rows([(n + 1, k, None, None, None, '{"loan_id":"x"}') for n, k in enumerate(keys)],
-                    [(k, "{}") for k in keys])
-with checkpoint.transaction():
-    for k in keys:
-        checkpoint.record_answer(k, answer.encode())
-        checkpoint.record_valuation(k, 10)
-checkpoint.finish_ingest()
-started = time.perf_counter()
-rows = write_results(checkpoint, out / "results.parquet", ["loan_id"])
-print(json.dumps({"rows": rows, "seconds": time.perf_counter() - started}))
-"""
-
-
-def bench_ingest(rows: int, work: Path) -> None:
-    source = work / "book.csv"
-    synthetic_csv(source, rows)
-    out = work / "ingest"
-    out.mkdir()
-    done = subprocess.run(
-        [sys.executable, "-c", _INGEST_CHILD, str(source), str(out)],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    figures = json.loads(done.stdout)
-    print(
-        f"ingest    {figures['rows']:>9,} rows in {figures['seconds']:6.2f} s = "
-        f"{figures['rows'] / figures['seconds']:>9,.0f} rows/s, "
-        f"peak {figures['peak_mib']:,.0f} MiB"
-    )
-
-
-def bench_writer(rows: int, work: Path) -> None:
-    out = work / "writer"
-    out.mkdir()
-    done = subprocess.run(
-        [sys.executable, "-c", _WRITER_CHILD, str(out), str(rows)],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    figures = json.loads(done.stdout)
-    print(
-        f"writer    {figures['rows']:>9,} rows in {figures['seconds']:6.2f} s = "
-        f"{figures['rows'] / figures['seconds']:>9,.0f} rows/s (results.parquet)"
-    )
-
-
-def _live_run(rows: int, work: Path, name: str, sandbox_args: list[str]) -> dict[str, object]:
-    from batchval.sandbox.app import Sandbox
-    from batchval.sandbox.config import Faults, RateLimit, SandboxConfig
-    from batchval.sandbox.server import serve_in_thread
-
-    rate = None
-    if "--rate" in sandbox_args:
-        rate = RateLimit(float(sandbox_args[sandbox_args.index("--rate") + 1]), 20)
-    config = SandboxConfig(rate_limit=rate)
-    latency = float(sandbox_args[sandbox_args.index("--latency-ms") + 1])
-    config.faults = Faults(latency_ms=latency, latency_jitter_ms=latency / 2)
-    source = work / f"{name}.csv"
-    synthetic_csv(source, rows, seed=2)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BATCHVAL_")}
-    with serve_in_thread(Sandbox(config)) as served:
-        env.update(
-            BATCHVAL_BASE_URL=served.base_url,
-            BATCHVAL_AUTH_URL=served.auth_url,
-            BATCHVAL_CLIENT_ID="sandbox-live",
-            BATCHVAL_CLIENT_SECRET="sandbox-live-secret",
-        )
-        started = time.perf_counter()
-        subprocess.run(
-            [BATCHVAL, "run", str(source), "--out", str(work / name), "--concurrency", "8"],
-            env=env, capture_output=True, check=False,
-        )  # fmt: skip
-        seconds = time.perf_counter() - started
-        early = len(served.sandbox.ledger.early_requests())
-    summary = json.loads((work / name / "summary.json").read_text())
-    return {"seconds": seconds, "summary": summary, "early": early}
-
-
-def bench_pacing(rows: int, work: Path) -> None:
-    result = _live_run(rows, work, "paced", ["--rate", "20", "--latency-ms", "30"])
-    summary = result["summary"]
-    assert isinstance(summary, dict)
-    calls = summary["calls"]["this_invocation"]
-    sending = float(summary["seconds"])
-    print(
-        f"pacing    {calls:>9,} calls in {sending:6.2f} s = {calls / sending:6.1f} calls/s "
-        f"against a limit of 20/s ({calls / sending / 20:.0%}), "
-        f"{summary['rate_limited']['this_invocation']} 429s, {result['early']} early calls"
-    )
-
-
-def bench_throughput(rows: int, work: Path) -> None:
-    result = _live_run(rows, work, "open", ["--latency-ms", "5"])
-    summary = result["summary"]
-    assert isinstance(summary, dict)
-    calls = summary["calls"]["this_invocation"]
-    print(
-        f"throughput{calls:>9,} calls in {float(summary['seconds']):6.2f} s = "
-        f"{calls / float(summary['seconds']):6.1f} calls/s with no limit (8 workers, 5 ms latency)"
+    step = _Progress(f"ingest into a checkpoint, CSV, {ingest_rows(full):,} rows")
+    ingest = read_book(work, "CSV", ingest_rows(full), into_checkpoint=True)
+    step.done(f"{ingest.seconds:.1f} s, peak {ingest.process.peak_rss_mib:,.0f} MiB")
+    step = _Progress(f"resume, {RESUME_ROWS:,} rows, 99 % done")
+    resume = resume_run(work, book_path(work, "CSV", RESUME_ROWS), RESUME_ROWS)
+    step.done(f"first new call after {resume.first_call_seconds:.1f} s")
+    cost_book = book_path(work, "CSV", COST_ROWS)
+    costs = []
+    for client in ("sequential", "batchval"):
+        step = _Progress(f"client cost, {client}, {COST_ROWS:,} rows")
+        costs.append(client_cost(work, cost_book, client))
+        step.done(f"{costs[-1].cpu_ms_per_valuation:.2f} ms CPU per valuation")
+    hiding = []
+    for concurrency in CONCURRENCIES:
+        step = _Progress(f"latency hiding, --concurrency {concurrency}")
+        run = hiding_run(work, concurrency, HIDING_SECONDS, HIDING_TIMEOUT)
+        hiding.append(HidingFigure(concurrency, run))
+        step.done(f"{hiding[-1].use:.2f} of concurrency / latency")
+    rate = []
+    for limit in RATES:
+        rows = rate_rows(limit, full)
+        step = _Progress(f"rate use, {limit}/s, {rows:,} rows")
+        rate.append(RateFigure(limit, limit, rate_run(work, limit, limit, rows)))
+        step.done(f"{rate[-1].use:.2f} of the limit, {rate[-1].run.rate_limited} 429s")
+    return Figures(
+        full=full,
+        command=command,
+        machine=machine,
+        load=(load_before, load_average()),
+        seconds=time.monotonic() - started,
+        rate=rate,
+        hiding=hiding,
+        batchval_cost=costs[1],
+        sequential_cost=costs[0],
+        reader=reader,
+        ingest=ingest,
+        resume=resume,
     )
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--rows", type=int, default=500_000)
-    parser.add_argument("--paced-rows", type=int, default=600)
-    parser.add_argument("--open-rows", type=int, default=3000)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    size = parser.add_mutually_exclusive_group()
+    size.add_argument("--quick", action="store_true", help="the default: under 10 minutes")
+    size.add_argument("--full", action="store_true", help="the targets' own sizes")
+    parser.add_argument("--docs", type=Path, default=ROOT / "docs", help="where to write")
+    parser.add_argument("--keep", type=Path, help="keep the books, logs and run DIRs here")
     args = parser.parse_args()
+    command = "make bench" + (" BENCH_ARGS=--full" if args.full else "")
     with tempfile.TemporaryDirectory(prefix="batchval-bench-") as scratch:
         work = Path(scratch)
-        bench_ingest(args.rows, work)
-        bench_writer(min(args.rows, 200_000), work)
-        bench_pacing(args.paced_rows, work)
-        bench_throughput(args.open_rows, work)
+        try:
+            figures = bench(work, args.full, command)
+        finally:
+            if args.keep is not None:
+                shutil.copytree(work, args.keep, dirs_exist_ok=True)
+    print(console(figures))
+    args.docs.mkdir(parents=True, exist_ok=True)
+    twenty = next(r for r in figures.rate if r.rate == 20)
+    title = f"batchval run, {twenty.run.rows:,} rows, against a hidden limit of 20/s"
+    (args.docs / PLOT_NAME).write_text(rate_plot(title, twenty.run.per_second(), 20))
+    (args.docs / "performance.md").write_text(markdown(figures))
+    print(f"\nwrote {args.docs / 'performance.md'} and {args.docs / PLOT_NAME}")
 
 
 if __name__ == "__main__":

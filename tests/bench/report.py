@@ -1,0 +1,488 @@
+"""The bench's figures against the targets of issue 13, as a console table and as
+docs/performance.md."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+
+from bench.cost import ClientCost
+from bench.live import HIDING_LATENCY_MS, RATE_JITTER_MS, RATE_LATENCY_MS, LiveRun
+from bench.machine import Machine
+from bench.plan import (
+    FULL_READER_ROWS,
+    HIDING_SECONDS,
+    HIDING_TIMEOUT,
+    QUICK_INGEST_ROWS,
+    QUICK_SLOW_ROWS,
+    RATE_ROWS,
+    RESUME_ROWS,
+)
+from bench.reading import ReaderRun
+from bench.resume import ResumeRun
+
+PLOT_NAME = "performance-rate-20.svg"
+CPU_TARGET_MS = 1.0
+CPU_RATIO_TARGET = 1.2
+READER_SECONDS_TARGET = 5.0
+READER_RSS_TARGET_MIB = 1024.0
+FLAT_GROWTH = 1.25  # "flat": the largest book's peak RSS within this of the next smaller's
+RESUME_TARGET_SECONDS = 5.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RateFigure:
+    rate: int
+    burst: int
+    run: LiveRun
+
+    @property
+    def use(self) -> float:
+        return self.run.calls_per_second / self.rate
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HidingFigure:
+    concurrency: int
+    run: LiveRun
+
+    @property
+    def ideal(self) -> float:
+        return self.concurrency / (HIDING_LATENCY_MS / 1000)
+
+    @property
+    def use(self) -> float:
+        return self.run.calls_per_second / self.ideal
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Figures:
+    full: bool
+    command: str
+    machine: Machine
+    load: tuple[float, float]  # 1-minute load average at the start and at the end
+    seconds: float  # the whole bench
+    rate: list[RateFigure]
+    hiding: list[HidingFigure]
+    batchval_cost: ClientCost
+    sequential_cost: ClientCost
+    reader: list[ReaderRun]
+    ingest: ReaderRun
+    resume: ResumeRun
+
+    @property
+    def cpu_ratio(self) -> float:
+        return self.batchval_cost.cpu_ms_per_valuation / self.sequential_cost.cpu_ms_per_valuation
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Line:
+    """One figure against its target."""
+
+    what: str
+    measured: str
+    target: str
+    met: bool
+
+
+def _mark(met: bool) -> str:
+    return "yes" if met else "**no**"
+
+
+def _share(value: float) -> str:
+    return "–" if math.isnan(value) else f"{value:.1%}"
+
+
+def _mib(value: float) -> str:
+    return f"{value:,.0f} MiB"
+
+
+def target_lines(f: Figures) -> list[Line]:
+    lines = []
+    for r in f.rate:
+        run = r.run
+        lines.append(
+            Line(
+                f"Rate use, hidden {r.rate}/s (bucket {r.burst}), {run.rows:,} rows",
+                f"{r.use:.2f} of the limit; {_share(run.share_429)} 429s; "
+                f"{run.ledger.early} calls before a Retry-After",
+                ">= 0.95; <= 2 %; 0",
+                r.use >= 0.95 and run.share_429 <= 0.02 and run.ledger.early == 0,
+            )
+        )
+    for h in f.hiding:
+        lines.append(
+            Line(
+                f"Latency hiding, 500 ms, --concurrency {h.concurrency}",
+                f"{h.use:.2f} × concurrency / latency ({h.run.calls_per_second:,.1f} calls/s "
+                f"of {h.ideal:,.0f})",
+                ">= 0.9",
+                h.use >= 0.9,
+            )
+        )
+    b, s = f.batchval_cost, f.sequential_cost
+    lines.append(
+        Line(
+            f"Client CPU per valuation, {b.valuations:,} valuations",
+            f"{b.cpu_ms_per_valuation:.2f} ms",
+            f"<= {CPU_TARGET_MS:g} ms",
+            b.cpu_ms_per_valuation <= CPU_TARGET_MS,
+        )
+    )
+    lines.append(
+        Line(
+            "Client CPU ÷ sequential loop's, same run",
+            f"{f.cpu_ratio:.2f} ({b.cpu_ms_per_valuation:.2f} ÷ {s.cpu_ms_per_valuation:.2f} ms)",
+            f"<= {CPU_RATIO_TARGET:g}",
+            f.cpu_ratio <= CPU_RATIO_TARGET,
+        )
+    )
+    for read in f.reader:
+        if read.rows == 1_000_000:
+            lines.append(
+                Line(
+                    f"Reader, {read.rows:,} rows {read.kind}, validated and keyed",
+                    f"{read.seconds:.1f} s, peak {_mib(read.process.peak_rss_mib)}",
+                    f"<= {READER_SECONDS_TARGET:g} s, <= 1 GB",
+                    read.seconds <= READER_SECONDS_TARGET
+                    and read.process.peak_rss_mib <= READER_RSS_TARGET_MIB,
+                )
+            )
+    for kind in ("CSV", "Parquet"):
+        runs = sorted((x for x in f.reader if x.kind == kind), key=lambda x: x.rows)
+        if len(runs) < 2:
+            continue
+        peaks = [x.process.peak_rss_mib for x in runs]
+        lines.append(
+            Line(
+                f"Reader memory, {kind}, " + " / ".join(_rows(x.rows) for x in runs),
+                " / ".join(_mib(p) for p in peaks),
+                f"flat (last step <= {FLAT_GROWTH:g}×), <= 1 GB",
+                max(peaks) <= READER_RSS_TARGET_MIB and peaks[-1] <= FLAT_GROWTH * peaks[-2],
+            )
+        )
+    resume = f.resume
+    lines.append(
+        Line(
+            f"Resume, {resume.rows:,}-row checkpoint, 99 % done: first new call",
+            _resume_measured(resume),
+            f"<= {RESUME_TARGET_SECONDS:g} s",
+            resume.first_call_seconds <= RESUME_TARGET_SECONDS and not resume.reingested,
+        )
+    )
+    return lines
+
+
+def _resume_measured(resume: ResumeRun) -> str:
+    if math.isnan(resume.first_call_seconds):
+        return "no call within the time limit"
+    text = f"{resume.first_call_seconds:.1f} s after the process started"
+    return text + (" (it re-read the book: not a resume)" if resume.reingested else "")
+
+
+def _rows(rows: int) -> str:
+    return f"{rows // 1_000_000} M" if rows >= 1_000_000 else f"{rows // 1_000} k"
+
+
+# --- console ----------------------------------------------------------------------------
+
+QUICK_NOTE = (
+    f"quick: the 5/s run values {QUICK_SLOW_ROWS:,} rows, not {RATE_ROWS:,} (so 429s drawn "
+    f"while the controller finds the limit weigh {RATE_ROWS // QUICK_SLOW_ROWS}× more in its "
+    f"share), the reader stops at 1 M rows and the whole ingest reads {QUICK_INGEST_ROWS:,} "
+    "(BENCH_ARGS=--full for the targets' own sizes)"
+)
+
+
+def console(f: Figures) -> str:
+    lines = target_lines(f)
+    width = max(len(line.what) for line in lines)
+    measured = max(len(line.measured) for line in lines)
+    out = [
+        "",
+        f"batchval bench ({'full' if f.full else 'quick'}), {f.machine.commit}, "
+        f"{f.seconds / 60:.1f} min; load average {f.load[0]:.2f} -> {f.load[1]:.2f} "
+        f"on {f.machine.cores} cores",
+        "",
+        f"{'figure':<{width}}  {'measured':<{measured}}  {'target':<22} met",
+    ]
+    out += [
+        f"{line.what:<{width}}  {line.measured:<{measured}}  {line.target:<22} "
+        f"{'yes' if line.met else 'NO'}"
+        for line in lines
+    ]
+    s = f.sequential_cost
+    out.append("")
+    out.append(
+        f"baseline: sequential loop, {s.valuations:,} valuations, "
+        f"{s.cpu_ms_per_valuation:.2f} ms CPU each, {s.calls_per_second:,.0f} calls/s"
+    )
+    if not f.full:
+        out.append(QUICK_NOTE)
+    return "\n".join(out)
+
+
+# --- docs/performance.md ----------------------------------------------------------------
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(row) + " |" for row in rows]
+    return out
+
+
+def markdown(f: Figures) -> str:
+    m = f.machine
+    mode = "full" if f.full else "quick"
+    out = [
+        "# Performance",
+        "",
+        "Written by `make bench` (tests/bench/run.py): the figures of issue 13 measured",
+        "against the sandbox served in its own process (`batchval sandbox --port 0`), with",
+        "`batchval run` as a process of its own, as a user runs it. Printed, never asserted.",
+        "",
+        f"These figures: commit `{m.commit}`, {m.date}, `{f.command}` ({mode}), "
+        f"{f.seconds / 60:.1f} minutes."
+        + ("" if f.full else f" {QUICK_NOTE[0].upper()}{QUICK_NOTE[1:]}."),
+        "",
+        "## Reproduce",
+        "",
+        "```sh",
+        "make bench                     # quick: under 10 minutes",
+        "make bench BENCH_ARGS=--full   # the targets' own sizes: about 20 minutes",
+        "```",
+        "",
+        f"Quick values {QUICK_SLOW_ROWS:,} rows at 5/s ({RATE_ROWS:,} take 400 s), reads books",
+        f"up to 1 M rows and times the whole ingest over {QUICK_INGEST_ROWS:,} rows; `--full`",
+        f"values {RATE_ROWS:,} rows at 5/s, adds {FULL_READER_ROWS // 1_000_000} M-row books and",
+        f"ingests {RESUME_ROWS // 1_000_000} M rows. Everything else is the same in both.",
+        "",
+        "## Machine",
+        "",
+        *_table(
+            ["what", "this run"],
+            [
+                ["CPU", f"{m.cpu}, {m.cores} cores"],
+                ["memory", f"{m.memory_gib:.0f} GiB"],
+                ["system", m.system],
+                ["Python", m.python],
+                *[[name, version] for name, version in m.versions.items()],
+                [
+                    "load average (1 min)",
+                    f"{f.load[0]:.2f} at the start, {f.load[1]:.2f} at the end: other "
+                    "work on the machine shares its cores, and wall-clock figures feel it",
+                ],
+            ],
+        ),
+        "",
+        "## Figures against the targets",
+        "",
+        *_table(
+            ["figure", "measured", "target", "met"],
+            [[x.what, x.measured, x.target, _mark(x.met)] for x in target_lines(f)],
+        ),
+        "",
+        *_baseline(f),
+        *_rate_section(f),
+        *_hiding_section(f),
+        *_cost_section(f),
+        *_reader_section(f),
+        *_resume_section(f),
+        "## Rate controller design and tuning",
+        "",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def _baseline(f: Figures) -> list[str]:
+    b, s = f.batchval_cost, f.sequential_cost
+    return [
+        "## Baseline: a sequential loop, in the same run",
+        "",
+        "tests/bench/sequential.py: one httpx.Client, one token, then each CSV row's JSON",
+        "POSTed with an Idempotency-Key, one at a time, each answer appended to a file.",
+        "Each client values the same book against a fresh sandbox of its own.",
+        "",
+        *_table(
+            [
+                "client",
+                "valuations",
+                "CPU s",
+                "CPU per valuation",
+                "wall s",
+                "calls/s",
+                "peak RSS",
+                "sandbox CPU s",
+            ],
+            [
+                [
+                    c.client,
+                    f"{c.valuations:,}",
+                    f"{c.process.cpu_seconds:.1f}",
+                    f"{c.cpu_ms_per_valuation:.2f} ms",
+                    f"{c.process.seconds:.1f}",
+                    f"{c.calls_per_second:,.0f}",
+                    _mib(c.process.peak_rss_mib),
+                    f"{c.sandbox_cpu_seconds:.1f}",
+                ]
+                for c in (b, s)
+            ],
+        ),
+        "",
+        f"batchval ÷ sequential: {f.cpu_ratio:.2f} in CPU per valuation.",
+        "",
+    ]
+
+
+def _rate_section(f: Figures) -> list[str]:
+    rows = []
+    for r in f.rate:
+        run = r.run
+        rows.append(
+            [
+                f"{r.rate}/s, bucket {r.burst}",
+                f"{run.rows:,}",
+                f"{run.ledger.requests:,}",
+                f"{run.rate_limited:,} ({_share(run.share_429)})",
+                f"{run.ledger.early}",
+                f"{run.phase_seconds:.1f}",
+                f"{run.calls_per_second:.2f}",
+                f"{r.use:.2f}",
+                f"{run.process.seconds:.1f}",
+                f"{run.cpu_ms_per_call:.1f} ms",
+                f"{run.sandbox_cpu_seconds:.1f}",
+            ]
+        )
+    return [
+        "## Rate use",
+        "",
+        f"`batchval run` (default `--concurrency`, 8) against `batchval sandbox --rate R "
+        f"--burst R --latency-ms {RATE_LATENCY_MS:g} --jitter-ms {RATE_JITTER_MS:g}`: a "
+        "hidden token bucket of R a second holding R (one second's worth, the sandbox's "
+        "own default shape), live credentials, a fresh sandbox for each limit.",
+        "",
+        *_table(
+            [
+                "limit",
+                "rows",
+                "calls",
+                "429s",
+                "before a Retry-After",
+                "sending phase s",
+                "valuations/s",
+                "÷ limit",
+                "process s",
+                "client CPU per call",
+                "sandbox CPU s",
+            ],
+            rows,
+        ),
+        "",
+        "The sending phase runs from the first call's arrival at the sandbox to the last",
+        "call's end; valuations/s is the sandbox's 201s over it (a 429 uses nothing). A",
+        "full bucket at the start lets a client reach (R·T + R)/(R·T) of the limit over a",
+        "phase of T seconds: 1.01 at 20/s over 100 s, 1.05 at 100/s over 20 s.",
+        "",
+        f"![calls per second over the 20/s run]({PLOT_NAME})",
+        "",
+    ]
+
+
+def _hiding_section(f: Figures) -> list[str]:
+    return [
+        "## Latency hiding",
+        "",
+        f"`batchval run --concurrency C` against `batchval sandbox --no-rate-limit "
+        f"--latency-ms {HIDING_LATENCY_MS:g}` (no jitter), with C × 2 × {HIDING_SECONDS:g} rows: "
+        f"{HIDING_SECONDS:g} s at the ideal C / 0.5 s calls a second. A run still going after "
+        f"{HIDING_TIMEOUT:g} s is stopped with SIGTERM and measured over what it sent. Client "
+        "CPU per call is the whole process's (start-up included) over the calls the sandbox "
+        "saw; the sandbox's CPU tells whether the server side was the limit.",
+        "",
+        *_table(
+            [
+                "concurrency",
+                "rows",
+                "valuations",
+                "sending phase s",
+                "calls/s",
+                "ideal",
+                "÷ ideal",
+                "client CPU per call",
+                "sandbox CPU s",
+            ],
+            [
+                [
+                    f"{h.concurrency}",
+                    f"{h.run.rows:,}",
+                    f"{h.run.valuations:,}" + (" (stopped)" if h.run.process.cut else ""),
+                    f"{h.run.phase_seconds:.1f}",
+                    f"{h.run.calls_per_second:,.1f}",
+                    f"{h.ideal:,.0f}",
+                    f"{h.use:.2f}",
+                    f"{h.run.cpu_ms_per_call:.1f} ms",
+                    f"{h.run.sandbox_cpu_seconds:.1f}",
+                ]
+                for h in f.hiding
+            ],
+        ),
+        "",
+    ]
+
+
+def _cost_section(f: Figures) -> list[str]:
+    b = f.batchval_cost
+    return [
+        "## Client cost",
+        "",
+        f"`batchval run` over {b.valuations:,} rows against `batchval sandbox "
+        "--no-rate-limit` (zero latency) in another process. CPU is the client process's",
+        "user + system time as the kernel counts it (`os.wait4`), start-up, ingest and",
+        "output writing included, divided by the valuations in the sandbox's ledger (the",
+        "baseline's table above has both clients' figures).",
+        "",
+    ]
+
+
+def _reader_section(f: Figures) -> list[str]:
+    rows = [
+        [
+            r.kind,
+            f"{r.rows:,}",
+            "read, validate, key" + (", checkpoint" if r.into_checkpoint else ""),
+            f"{r.seconds:.1f}",
+            f"{r.rows_per_second:,.0f}",
+            _mib(r.process.peak_rss_mib),
+        ]
+        for r in [*f.reader, f.ingest]
+    ]
+    return [
+        "## Reader",
+        "",
+        "A child process opens the book with batchval's reader and keys every request as",
+        "the runner does (tests/bench/reader_child.py); seconds from opening the file to",
+        "the last batch, peak RSS of the whole process. The last line is the whole",
+        "ingest of a run: the same, with every batch written to a checkpoint",
+        "(`Checkpoint.add_rows`).",
+        "",
+        *_table(["format", "rows", "work", "seconds", "rows/s", "peak RSS"], rows),
+        "",
+    ]
+
+
+def _resume_section(f: Figures) -> list[str]:
+    r = f.resume
+    return [
+        "## Resume",
+        "",
+        f"A checkpoint of {r.rows:,} rows with {r.done:,} requests done and their answers",
+        f"stored ({r.checkpoint_mib:,.0f} MiB, built in bulk in {r.build_seconds:.0f} s by",
+        "tests/bench/resume.py), then the same `batchval run` command again. Measured from",
+        "just before the process is started to the first request in the sandbox's ledger",
+        "(polled every 10 ms); the run is then killed, only its start matters here.",
+        "",
+        f"First new call: {_resume_measured(r)}.",
+        "",
+    ]
