@@ -181,7 +181,12 @@ class Runner:
             stop = self._final_stop(counts, sent.stop)
             code = ExitCode.COMPLETE if stop is None else stop.reason.exit_code
             passthrough = json.loads(checkpoint.get("passthrough_columns") or "[]")
-            write_results(checkpoint, self.request.out_dir / RESULTS_NAME, passthrough)
+            write_results(
+                checkpoint,
+                self.request.out_dir / RESULTS_NAME,
+                passthrough,
+                include=self.settings.input.include,
+            )
             write_problems(checkpoint, self.request.out_dir / PROBLEMS_NAME, passthrough)
             checkpoint.end_invocation(
                 invocation,

@@ -95,8 +95,8 @@ def test_valued_and_problem_rows_in_row_order(tmp_path: Path) -> None:
         checkpoint.record_answer(key, json.dumps({"id": key}).encode())
         checkpoint.record_valuation(key, 10)
     checkpoint.record_problem("k2", {"type": "outside-coverage"})
-    valued = [row[0] for batch in checkpoint.valued_rows() for row in batch]
-    problems = [row[0] for batch in checkpoint.problem_rows() for row in batch]
+    valued = [row.row_number for batch in checkpoint.valued_rows() for row in batch]
+    problems = [row.row_number for batch in checkpoint.problem_rows() for row in batch]
     assert valued == [1, 3, 5]
     assert problems == [2, 4]
 
@@ -197,3 +197,49 @@ def test_a_sent_request_outlives_an_accepted_change(tmp_path: Path) -> None:
     checkpoint.finish_ingest()
     pending = {p.key for p in checkpoint.pending()}
     assert pending == {"k1", "k2"}
+
+
+def test_valued_rows_carry_the_answer_and_its_credits(tmp_path: Path) -> None:
+    """Each valued row comes with its request's key, raw answer and charge."""
+    checkpoint = filled(tmp_path)
+    checkpoint.record_answer("k1", b'{"id":"val_x"}')
+    checkpoint.record_valuation("k1", 10)
+    valued = [row for batch in checkpoint.valued_rows(batch=1) for row in batch]
+    assert [(r.row_number, r.key, r.answer, r.credits) for r in valued] == [
+        (1, "k1", '{"id":"val_x"}', 10),
+        (3, "k1", '{"id":"val_x"}', 10),
+    ]
+
+
+def test_problem_rows_carry_the_rule_or_the_problem(tmp_path: Path) -> None:
+    """An input problem comes with its rule; an API problem with its JSON and attempts."""
+    checkpoint = filled(tmp_path)
+    checkpoint.mark_sent("k2")
+    checkpoint.record_problem("k2", {"type": "outside-coverage", "status": 422})
+    first, second = [row for batch in checkpoint.problem_rows() for row in batch]
+    assert (first.row_number, first.field, first.rule, first.problem) == (
+        2,
+        "bedrooms",
+        "out_of_range",
+        None,
+    )
+    assert (second.row_number, second.rule, second.attempts) == (4, None, 1)
+    assert json.loads(second.problem or "") == {"status": 422, "type": "outside-coverage"}
+
+
+def test_asked_extras_are_those_of_requests_rows_ask_for(tmp_path: Path) -> None:
+    """The include items of the requests rows ask for; a request no row asks for (kept
+    after an accepted change) does not count."""
+    checkpoint = Checkpoint.open(tmp_path)
+    assert checkpoint.asked_extras() == frozenset()
+    checkpoint.add_rows(
+        [(1, "k1", None, None, None, "{}"), (2, "k2", None, None, None, "{}")],
+        [("k1", '{"include":["commentary"],"r":1}'), ("k2", '{"r":2}')],
+    )
+    checkpoint.mark_sent("k1")
+    assert checkpoint.asked_extras() == {"commentary"}
+    checkpoint.restart_ingest()
+    asks = [("k3", '{"include":["rebuildCost"]}')]
+    checkpoint.add_rows([(1, "k3", None, None, None, "{}")], asks)
+    checkpoint.finish_ingest()
+    assert checkpoint.asked_extras() == {"rebuildCost"}

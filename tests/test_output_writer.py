@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -13,18 +14,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from structlog.testing import capture_logs
 
+from batchval.api.vocabulary import INCLUDE_ITEMS
 from batchval.output import (
     PROBLEM_COLUMNS,
     RESULT_COLUMNS,
     passthrough_columns,
     problems_schema,
     results_schema,
+    schemas,
     write_json_atomic,
     write_problems,
     write_results,
     writer,
 )
+from batchval.output.records import FLOOR_AREA_HINT, ProblemRow
+from batchval.run import answers
 from batchval.sandbox.data import valuation_parts
 from batchval.store.checkpoint import Checkpoint
 
@@ -119,6 +125,7 @@ RESULT_TAIL = [
     ("credits_charged", I64),
     ("idempotency_key", S),
 ]
+EXTRAS = {"commentary", "rebuild_cost"}
 PROBLEM_TAIL = [
     ("stage", S),
     ("field", S),
@@ -174,9 +181,19 @@ def _row(
     return (number, key, field, rule, detail, json.dumps(passthrough or {}))
 
 
-def _ingest(checkpoint: Checkpoint, rows: Sequence[tuple[Any, ...]]) -> None:
+def _ingest(
+    checkpoint: Checkpoint,
+    rows: Sequence[tuple[Any, ...]],
+    include: Mapping[str, Sequence[str]] | None = None,
+) -> None:
+    """The rows and their requests; `include`: the extras that some requests ask for."""
     keys = sorted({row[1] for row in rows if row[1] is not None})
-    checkpoint.add_rows(rows, [(key, json.dumps({"key": key})) for key in keys])
+    asked = include or {}
+    requests = [
+        (key, json.dumps({"key": key, **({"include": asked[key]} if key in asked else {})}))
+        for key in keys
+    ]
+    checkpoint.add_rows(rows, requests)
     checkpoint.finish_ingest()
 
 
@@ -190,25 +207,51 @@ def _results(checkpoint: Checkpoint, path: Path, passthrough: Sequence[str] = ()
     return pq.read_table(path)
 
 
-def test_results_schema_is_exact() -> None:
-    """results.parquet: row_number, pass-through strings, then the fixed columns in order."""
-    schema = results_schema(["loan_id", "branch"])
-    expected = [("row_number", I64), ("loan_id", S), ("branch", S), *RESULT_TAIL]
+def _given(*fields: tuple[str, pa.DataType]) -> pa.Schema:
+    return pa.schema(list(fields))
+
+
+@pytest.mark.parametrize(
+    ("extras", "tail"),
+    [
+        (INCLUDE_ITEMS, RESULT_TAIL),
+        ((), [c for c in RESULT_TAIL if c[0] not in EXTRAS]),
+        (("commentary",), [c for c in RESULT_TAIL if c[0] != "rebuild_cost"]),
+        (("rebuildCost",), [c for c in RESULT_TAIL if c[0] != "commentary"]),
+    ],
+)
+def test_results_schema_is_exact(
+    extras: Sequence[str], tail: list[tuple[str, pa.DataType]]
+) -> None:
+    """results.parquet: row_number, pass-through columns as typed, then the fixed columns
+    in order, commentary and rebuild_cost only when asked for."""
+    schema = results_schema(_given(("loan_id", S), ("balance", pa.decimal128(12, 2))), extras)
+    expected = [("row_number", I64), ("loan_id", S), ("balance", pa.decimal128(12, 2)), *tail]
     assert [(f.name, f.type) for f in schema] == expected
     assert [f.name for f in schema if not f.nullable] == ["row_number"]
 
 
 def test_problems_schema_is_exact() -> None:
-    """problems.parquet: row_number, pass-through strings, then the fixed columns in order."""
-    schema = problems_schema(["loan_id"])
-    expected = [("row_number", I64), ("loan_id", S), *PROBLEM_TAIL]
+    """problems.parquet: row_number, pass-through columns as typed, then the fixed columns
+    in order."""
+    schema = problems_schema(_given(("loan_id", I64)))
+    expected = [("row_number", I64), ("loan_id", I64), *PROBLEM_TAIL]
     assert [(f.name, f.type) for f in schema] == expected
     assert [f.name for f in schema if not f.nullable] == ["row_number"]
 
 
+def test_problem_columns_are_the_problem_record() -> None:
+    """Each problems column is the ProblemRow member of its name, in the record's order."""
+    members = [f.name for f in dataclasses.fields(ProblemRow)]
+    assert ["row_number", *(c.name for c in schemas.PROBLEM_TAIL)] == members
+
+
 @pytest.mark.parametrize(
     ("columns", "schema"),
-    [(RESULT_COLUMNS, results_schema([])), (PROBLEM_COLUMNS, problems_schema([]))],
+    [
+        (RESULT_COLUMNS, results_schema(_given(), INCLUDE_ITEMS)),
+        (PROBLEM_COLUMNS, problems_schema(_given())),
+    ],
 )
 def test_every_fixed_column_has_a_one_line_description(
     columns: dict[str, str], schema: pa.Schema
@@ -225,7 +268,11 @@ def test_every_fixed_column_has_a_one_line_description(
 def test_sandbox_body_round_trips(checkpoint: Checkpoint, tmp_path: Path) -> None:
     """Every figure of a realistic valuation body lands in its column."""
     body = _body(include=("commentary", "rebuildCost"))
-    _ingest(checkpoint, [_row(1, "k1", {"loan_id": "L-001"})])
+    _ingest(
+        checkpoint,
+        [_row(1, "k1", {"loan_id": "L-001"})],
+        include={"k1": ["commentary", "rebuildCost"]},
+    )
     _value(checkpoint, "k1", body)
     assert write_results(checkpoint, tmp_path / "results.parquet", ["loan_id"]) == 1
     row = pq.read_table(tmp_path / "results.parquet").to_pylist()[0]
@@ -317,8 +364,11 @@ def test_valued_at_is_read_as_a_utc_instant(
 
 
 def test_structs_are_null_when_absent(checkpoint: Checkpoint, tmp_path: Path) -> None:
-    """commentary and rebuild_cost are null unless asked for; absent members are null."""
-    _ingest(checkpoint, [_row(1, "k1"), _row(2, "k2")])
+    """commentary and rebuild_cost are null on a row that did not ask for them; absent
+    members are null."""
+    _ingest(
+        checkpoint, [_row(1, "k1"), _row(2, "k2")], include={"k2": ["commentary", "rebuildCost"]}
+    )
     _value(checkpoint, "k1", _body())
     _value(checkpoint, "k2", _body(FLAT, include=("commentary", "rebuildCost")))
     table = _results(checkpoint, tmp_path / "results.parquet")
@@ -461,16 +511,15 @@ def test_problem_columns(checkpoint: Checkpoint, tmp_path: Path) -> None:
     [
         (
             "No typical floor area is known for a 7-bedroom flat in SW1A.",
-            "No typical floor area is known for a 7-bedroom flat in SW1A. "
-            + writer.FLOOR_AREA_HINT,
+            "No typical floor area is known for a 7-bedroom flat in SW1A. " + FLOOR_AREA_HINT,
         ),
         (
             "No typical floor area is known; send floorAreaSqm with a new Idempotency-Key.",
             "No typical floor area is known; send floorAreaSqm with a new Idempotency-Key.",
         ),
         ("Please supply the floor area.", "Please supply the floor area."),
-        (None, writer.FLOOR_AREA_HINT),
-        ("", writer.FLOOR_AREA_HINT),
+        (None, FLOOR_AREA_HINT),
+        ("", FLOOR_AREA_HINT),
     ],
 )
 def test_floor_area_required_tells_to_supply_a_floor_area(
@@ -499,8 +548,9 @@ def test_empty_outputs_still_have_the_schema(checkpoint: Checkpoint, tmp_path: P
     results = pq.read_table(tmp_path / "results.parquet")
     problems = pq.read_table(tmp_path / "problems.parquet")
     assert results.num_rows == problems.num_rows == 0
-    assert results.schema.equals(results_schema(["loan_id"]), check_metadata=True)
-    assert problems.schema.equals(problems_schema(["loan_id"]), check_metadata=True)
+    given = _given(("loan_id", S))
+    assert results.schema.equals(results_schema(given), check_metadata=True)
+    assert problems.schema.equals(problems_schema(given), check_metadata=True)
     assert pl.read_parquet(tmp_path / "results.parquet").columns == results.schema.names
 
 
@@ -518,21 +568,21 @@ def test_a_failed_write_leaves_the_old_file(
 
     monkeypatch.setattr(writer, "BATCH_ROWS", 1)
     monkeypatch.setattr(writer, "ROW_GROUP_BYTES", 1)  # every row is written at once
-    convert = writer._result
+    convert = writer._table
 
-    def failing(row: tuple[Any, ...], charged: set[str]) -> tuple[Any, ...]:
+    def failing(records: Sequence[Any], *args: Any) -> pa.Table:
         assert path.read_bytes() == old  # mid-write, readers still see the old file
-        if row[0] == 4:
+        if records[0].row_number == 4:
             raise RuntimeError("killed")
-        return convert(row, charged)
+        return convert(records, *args)
 
-    monkeypatch.setattr(writer, "_result", failing)
+    monkeypatch.setattr(writer, "_table", failing)
     with pytest.raises(RuntimeError, match="killed"):
         write_results(checkpoint, path, [])
     assert path.read_bytes() == old
     assert [p.name for p in tmp_path.iterdir() if "tmp" in p.name] == []
 
-    monkeypatch.setattr(writer, "_result", convert)
+    monkeypatch.setattr(writer, "_table", convert)
     assert write_results(checkpoint, path, []) == 4
     assert [p.name for p in tmp_path.iterdir() if "tmp" in p.name] == []
 
@@ -561,7 +611,8 @@ def test_json_is_written_atomically(tmp_path: Path) -> None:
 def test_passthrough_clash_is_renamed(given: list[str], names: list[str]) -> None:
     """A pass-through name that is a fixed column's (any case) gets `_input` added."""
     assert passthrough_columns(given, RESULT_COLUMNS) == names
-    assert results_schema(given).names[1 : 1 + len(given)] == names
+    schema = results_schema(pa.schema([(name, S) for name in given]))
+    assert schema.names[1 : 1 + len(given)] == names
 
 
 def test_renamed_passthrough_keeps_its_values(checkpoint: Checkpoint, tmp_path: Path) -> None:
@@ -610,22 +661,132 @@ def test_rows_are_in_row_order(
 
 
 def test_values_off_the_spec_do_not_stop_the_write(checkpoint: Checkpoint, tmp_path: Path) -> None:
-    """A wrongly typed member is coerced (text) or null (numbers, 2.5 in an integer column);
-    the row is still written."""
-    body = _body(include=("commentary",))
+    """A value the record holds but its column cannot (a member of the wrong type, a number
+    too big for int64, a date-time that is not one) is coerced (text) or null; the row is
+    still written."""
+    body = _body(include=("commentary", "rebuildCost"))
     odd = {
         **body,
-        "valuation": {**body["valuation"], "estimate": "about 200k"},
+        "valuedAt": "soon",
+        "valuation": {**body["valuation"], "estimate": 2**70},
         "commentary": {**body["commentary"], "rangeWidth": 3, "areaInsights": "none"},
+        "rebuildCost": {**body["rebuildCost"], "low": "cheap", "estimated": "yes"},
     }
     whole = {**body, "valuation": {**body["valuation"], "estimate": 250000.0}}
-    fraction = {**body, "valuation": {**body["valuation"], "estimate": 250000.5}}
-    _ingest(checkpoint, [_row(n, f"k{n}") for n in range(1, 5)])
-    for key, answer in zip(("k1", "k2", "k3", "k4"), (odd, body, whole, fraction), strict=True):
+    _ingest(
+        checkpoint, [_row(n, f"k{n}") for n in range(1, 4)], include={"k1": list(INCLUDE_ITEMS)}
+    )
+    for key, answer in zip(("k1", "k2", "k3"), (odd, body, whole), strict=True):
         _value(checkpoint, key, answer)
     table = _results(checkpoint, tmp_path / "results.parquet")
-    assert table["estimate"].to_pylist() == [None, body["valuation"]["estimate"], 250000, None]
-    first, second, *_ = table["commentary"].to_pylist()
+    assert table["estimate"].to_pylist() == [None, body["valuation"]["estimate"], 250000]
+    assert table["valued_at"].to_pylist() == [None, VALUED_AT, VALUED_AT]
+    first, second, _ = table["commentary"].to_pylist()
     assert (first["range_width"], first["area_insights"]) == ("3", None)
     assert first["summary"] == body["commentary"]["summary"]
     assert second["range_width"] == body["commentary"]["rangeWidth"]
+    odd_cost = table["rebuild_cost"].to_pylist()[0]
+    assert (odd_cost["low"], odd_cost["estimated"]) == (None, None)
+    assert odd_cost["typical"] == body["rebuildCost"]["typical"]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {**_body(), "valuation": {**_body()["valuation"], "estimate": "about 200k"}},
+        {**_body(), "valuation": {**_body()["valuation"], "estimate": 250000.5}},
+        {k: v for k, v in _body().items() if k != "location"},
+        ["not", "an", "object"],
+    ],
+)
+def test_an_answer_the_parser_refuses_still_gets_its_row(
+    checkpoint: Checkpoint, tmp_path: Path, answer: Any
+) -> None:
+    """A stored valuation that Valuation.from_json refuses (answers.settle would have made
+    it a problem; an older checkpoint may hold one) is written with its valuation id, key
+    and charge, no figures, and a warning; the write goes on."""
+    _ingest(checkpoint, [_row(1, "k1"), _row(2, "k2")])
+    checkpoint.record_answer("k1", json.dumps(answer).encode())
+    checkpoint.record_valuation("k1", 10)
+    _value(checkpoint, "k2", _body(number=2))
+    with capture_logs() as logs:
+        table = _results(checkpoint, tmp_path / "results.parquet")
+    first, second = table.to_pylist()
+    assert first["valuation_id"] == (_body()["id"] if isinstance(answer, dict) else None)
+    assert (first["idempotency_key"], first["credits_charged"]) == ("k1", 10)
+    assert first["estimate"] is first["mode"] is first["valued_at"] is None
+    assert second["estimate"] == _body(number=2)["valuation"]["estimate"]
+    warned = [e for e in logs if e["event"] == "output.answer.unreadable"]
+    assert [(e["key"], e["row_number"]) for e in warned] == [("k1", 1)]
+
+
+def test_without_extras_there_are_no_extra_columns_and_csv_works(
+    checkpoint: Checkpoint, tmp_path: Path
+) -> None:
+    """A run that asked for no extras has no commentary or rebuild_cost column, so its
+    results convert to CSV."""
+    _ingest(checkpoint, [_row(1, "k1", {"loan_id": "L1"}), _row(2, "k2", {"loan_id": "L2"})])
+    _value(checkpoint, "k1", _body())
+    _value(checkpoint, "k2", _body(FLAT, number=2))
+    table = _results(checkpoint, tmp_path / "results.parquet", ["loan_id"])
+    assert EXTRAS.isdisjoint(table.column_names)
+    pl.read_parquet(tmp_path / "results.parquet").write_csv(tmp_path / "results.csv")
+    written = pl.read_csv(tmp_path / "results.csv")
+    assert written["loan_id"].to_list() == ["L1", "L2"]
+
+
+@pytest.mark.parametrize(
+    ("asked", "columns"),
+    [
+        (["commentary"], {"commentary"}),
+        (["rebuildCost"], {"rebuild_cost"}),
+        (list(INCLUDE_ITEMS), EXTRAS),
+    ],
+)
+def test_extras_asked_by_one_row_make_the_columns(
+    checkpoint: Checkpoint, tmp_path: Path, asked: list[str], columns: set[str]
+) -> None:
+    """One row's include is enough for the column; the other rows hold null in it."""
+    _ingest(checkpoint, [_row(n, f"k{n}") for n in (1, 2, 3)], include={"k2": asked})
+    for n in (1, 2, 3):
+        _value(checkpoint, f"k{n}", _body(include=asked if n == 2 else (), number=n))
+    table = _results(checkpoint, tmp_path / "results.parquet")
+    assert EXTRAS & set(table.column_names) == columns
+    for name in columns:
+        values = table[name].to_pylist()
+        assert [v is not None for v in values] == [False, True, False]
+
+
+def test_the_runs_include_makes_the_columns_even_with_no_valued_row(
+    checkpoint: Checkpoint, tmp_path: Path
+) -> None:
+    """The run's include decides the columns even when no request carries it (every row
+    refused), so that a nightly file keeps one schema."""
+    _ingest(checkpoint, [_row(1, None, rule="required", detail="postcode is missing")])
+    path = tmp_path / "results.parquet"
+    assert write_results(checkpoint, path, [], include=["rebuildCost"]) == 0
+    assert pq.read_schema(path).names[-3:] == ["rebuild_cost", "credits_charged", "idempotency_key"]
+
+
+def test_an_unreadable_answer_is_a_problem_row_with_its_raw_answer(
+    checkpoint: Checkpoint, tmp_path: Path
+) -> None:
+    """answers.settle makes an answer the parser refuses a problem (StoredProblem); its row
+    in problems.parquet keeps the valuation id and the answer exactly as received."""
+    _ingest(checkpoint, [_row(1, "k1")])
+    body = {k: v for k, v in _body().items() if k != "location"}
+    raw = json.dumps(body)
+    checkpoint.mark_sent("k1")
+    checkpoint.record_answer("k1", raw.encode())
+    settled = answers.settle(checkpoint, "k1", body)
+    assert settled.problem is not None
+    write_problems(checkpoint, tmp_path / "problems.parquet", [])
+    row = pq.read_table(tmp_path / "problems.parquet").to_pylist()[0]
+    assert (row["stage"], row["type"], row["status"], row["attempts"]) == (
+        "api",
+        "unreadable-answer",
+        None,
+        1,
+    )
+    assert (row["valuation_id"], row["answer"]) == (body["id"], raw)
+    assert "'location' is missing" in row["detail"]

@@ -129,7 +129,7 @@ async def test_row_problems_are_recorded_not_retried(
     stats, _ = await run_pool(served, checkpoint)
     assert stats.calls == 3
     assert checkpoint.problem_types() == {"floor-area-required": 1, "outside-coverage": 1}
-    details = [row[5] for batch in checkpoint.problem_rows() for row in batch]
+    details = [row.problem for batch in checkpoint.problem_rows() for row in batch]
     assert any("floor area" in json.loads(d)["detail"] for d in details if d)
 
 

@@ -2,46 +2,59 @@
 
 Scripts, notebooks and warehouse loads read these files by column name and type, so a
 column is never renamed, retyped or moved once released, and any change to the columns
-comes with a new `SCHEMA_VERSION` (kept in each file's schema metadata).
+comes with a new `SCHEMA_VERSION` (kept in each file's schema metadata) and a line in
+docs/outputs.md.
 
-Layout of both files: `row_number` first, then the pass-through columns (the input's
-own columns, such as a loan id, always as strings, named as in the input), then the
-fixed columns of `RESULT_COLUMNS` or `PROBLEM_COLUMNS` in that order. A pass-through
+One table per file says, for each fixed column, its name, its Arrow type, its one-line
+description and how its value is taken from the row's record (`output/records`): a
+result from the `Valuation` read from the answer, a problem from the `ProblemRow`. The
+Parquet schema, the writer's columns and docs/outputs.md all come from these tables.
+
+Layout of both files: `row_number` first, then the pass-through columns (the input's own
+columns, such as a loan id, named and typed as in the input: `pa.Schema` kept in the
+checkpoint at ingest), then the fixed columns in the table's order. A pass-through
 column whose name is also a fixed column's (compared case-insensitively, since SQL
 engines such as DuckDB fold case) is written as `<name>_input`; see
-`passthrough_columns`.
+`passthrough_columns`. `commentary` and `rebuild_cost` are there only when the run asked
+for them (`extras`): a column that could only be null is left out.
 
 Every field carries its one-line description in its Arrow metadata (`description`), so
-that `pq.read_schema(path)` documents the file it is read from. `RESULT_COLUMNS` and
-`PROBLEM_COLUMNS` map each fixed column to the same description, for the README.
-
-Timestamps are UTC instants in milliseconds. The nested `commentary` and `rebuild_cost`
-columns keep the API's members (docs/api.md, section 4) in snake_case.
+that `pq.read_schema(path)` documents the file it is read from. Timestamps are UTC
+instants in milliseconds. The nested `commentary` and `rebuild_cost` columns keep the
+API's members (docs/api.md, section 4) in snake_case.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import operator
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
 
+from batchval.api.models import Valuation
+
 # The API's member names; the columns are their snake_case.
 from batchval.api.vocabulary import AREA_INSIGHTS_MEMBERS, COMMENTARY_MEMBERS
+from batchval.output.records import ProblemRow, ValuedRow
 
-SCHEMA_VERSION = "2"  # 2: problems gained valuation_id and answer
+# 3: pass-through columns keep their input types; commentary and rebuild_cost only
+#    when asked for. 2: problems gained valuation_id and answer.
+SCHEMA_VERSION = "3"
 PASSTHROUGH_SUFFIX = "_input"
 
 _TIMESTAMP = pa.timestamp("ms", tz="UTC")
+_S, _I64, _F64 = pa.string(), pa.int64(), pa.float64()
 
 _REBUILD_COST_MEMBERS: tuple[tuple[str, pa.DataType], ...] = (
     ("estimated", pa.bool_()),
-    ("reason", pa.string()),
-    ("low", pa.int64()),
-    ("typical", pa.int64()),
-    ("high", pa.int64()),
-    ("pricesAsOf", pa.string()),
+    ("reason", _S),
+    ("low", _I64),
+    ("typical", _I64),
+    ("high", _I64),
+    ("pricesAsOf", _S),
 )
 
 
@@ -54,9 +67,9 @@ def _commentary_type(api_names: bool) -> pa.DataType:
     def name(member: str) -> str:
         return member if api_names else snake_case(member)
 
-    insights = pa.struct([(name(m), pa.string()) for m in AREA_INSIGHTS_MEMBERS])
+    insights = pa.struct([(name(m), _S) for m in AREA_INSIGHTS_MEMBERS])
     return pa.struct(
-        [(name(m), insights if m == "areaInsights" else pa.string()) for m in COMMENTARY_MEMBERS]
+        [(name(m), insights if m == "areaInsights" else _S) for m in COMMENTARY_MEMBERS]
     )
 
 
@@ -73,13 +86,24 @@ REBUILD_COST_TYPE = _rebuild_cost_type(api_names=False)
 COMMENTARY_JSON_TYPE = _commentary_type(api_names=True)
 REBUILD_COST_JSON_TYPE = _rebuild_cost_type(api_names=True)
 
+_R = TypeVar("_R")
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class _Column:
+class Column(Generic[_R]):
+    """One fixed column: what it is called and holds, and where its value comes from."""
+
     name: str
     type: pa.DataType
     description: str
+    get: Callable[[_R], Any] = dataclasses.field(repr=False, compare=False)
     nullable: bool = True
+    asked_by: str | None = None  # an include item: the column is there only when asked
+    # For a result column read from the valuation alone: the same `get`, on the Valuation
+    # (the writer calls it once a value, not through the row).
+    of_valuation: Callable[[Valuation], Any] | None = dataclasses.field(
+        default=None, repr=False, compare=False
+    )
 
     def field(self) -> pa.Field:
         return pa.field(
@@ -87,66 +111,163 @@ class _Column:
         )
 
 
-_ROW_NUMBER = _Column(
-    "row_number", pa.int64(), "The row's 1-based position in the input.", nullable=False
+def _answer(
+    name: str,
+    kind: pa.DataType,
+    description: str,
+    get: Callable[[Valuation], Any],
+    asked_by: str | None = None,
+) -> Column[ValuedRow]:
+    """A result column read from the valuation: null when the answer cannot be read."""
+
+    def value(row: ValuedRow) -> Any:
+        return None if row.valuation is None else get(row.valuation)
+
+    return Column(name, kind, description, value, asked_by=asked_by, of_valuation=get)
+
+
+ROW_NUMBER: Column[Any] = Column(
+    "row_number",
+    _I64,
+    "The row's 1-based position in the input.",
+    operator.attrgetter("row_number"),
+    nullable=False,
 )
 
-_RESULT_TAIL = (
-    _Column("valuation_id", pa.string(), "The API's valuation id (val_...)."),
-    _Column("mode", pa.string(), "`test` for a sandbox or test-mode valuation, else `live`."),
-    _Column("valued_at", _TIMESTAMP, "When the API made the valuation (UTC)."),
-    _Column("estimate", pa.int64(), "Middle figure of the valuation, pounds."),
-    _Column("range_low", pa.int64(), "Low end of the likely range, pounds."),
-    _Column("range_high", pa.int64(), "High end of the likely range, pounds."),
-    _Column("coverage", pa.float64(), "Back-test share of sales that fell inside such ranges."),
-    _Column("currency", pa.string(), "Currency of the figures (GBP)."),
-    _Column("indexed_to", pa.string(), "Month (YYYY-MM) of the price index the figures use."),
-    _Column("sector", pa.string(), "Postcode sector of the home."),
-    _Column("local_authority", pa.string(), "Statistical-office local authority code."),
-    _Column("data_quality", pa.string(), "`full`, or `partial` when details were filled in."),
-    _Column("model_version", _TIMESTAMP, "Build time of the model that made the figures (UTC)."),
-    _Column("input_postcode", pa.string(), "Postcode valued, as the API normalised it."),
-    _Column("input_property_type", pa.string(), "Property type valued."),
-    _Column("bedrooms", pa.int64(), "Bedrooms sent."),
-    _Column("floor_area_sqm", pa.float64(), "Floor area valued, square metres."),
-    _Column("floor_area_source", pa.string(), "`request` (sent) or `bedrooms` (estimated)."),
-    _Column("year_built", pa.int64(), "Year built sent."),
-    _Column("built_form", pa.string(), "Built form sent."),
-    _Column("walls_energy_efficiency", pa.string(), "Wall energy efficiency sent."),
-    _Column("reference", pa.string(), "The request's reference, echoed by the API."),
-    _Column("commentary", COMMENTARY_TYPE, "Plain-English commentary; null unless asked for."),
-    _Column("rebuild_cost", REBUILD_COST_TYPE, "Rebuild cost for insurance; null unless asked."),
-    _Column(
-        "credits_charged",
-        pa.int64(),
-        "Credits charged; rows sharing one request carry it on the first row only.",
+RESULT_TAIL: tuple[Column[ValuedRow], ...] = (
+    Column("valuation_id", _S, "The API's valuation id (val_...).", lambda r: r.valuation_id),
+    _answer(
+        "mode",
+        _S,
+        "`test` for a sandbox or test-mode valuation, else `live`.",
+        lambda v: "test" if v.mode == "test" else "live",
     ),
-    _Column("idempotency_key", pa.string(), "Idempotency-Key the request was sent with."),
+    _answer(
+        "valued_at", _TIMESTAMP, "When the API made the valuation (UTC).", lambda v: v.valued_at
+    ),
+    _answer(
+        "estimate", _I64, "Middle figure of the valuation, pounds.", lambda v: v.figures.estimate
+    ),
+    _answer("range_low", _I64, "Low end of the likely range, pounds.", lambda v: v.figures.low),
+    _answer("range_high", _I64, "High end of the likely range, pounds.", lambda v: v.figures.high),
+    _answer(
+        "coverage",
+        _F64,
+        "Back-test share of sales that fell inside such ranges.",
+        lambda v: v.figures.coverage,
+    ),
+    _answer("currency", _S, "Currency of the figures (GBP).", lambda v: v.figures.currency),
+    _answer(
+        "indexed_to",
+        _S,
+        "Month (YYYY-MM) of the price index the figures use.",
+        lambda v: v.figures.indexed_to,
+    ),
+    _answer("sector", _S, "Postcode sector of the home.", lambda v: v.sector),
+    _answer(
+        "local_authority",
+        _S,
+        "Statistical-office local authority code.",
+        lambda v: v.local_authority,
+    ),
+    _answer(
+        "data_quality",
+        _S,
+        "`full`, or `partial` when details were filled in.",
+        lambda v: v.data_quality,
+    ),
+    _answer(
+        "model_version",
+        _TIMESTAMP,
+        "Build time of the model that made the figures (UTC).",
+        lambda v: v.model_version,
+    ),
+    _answer(
+        "input_postcode",
+        _S,
+        "Postcode valued, as the API normalised it.",
+        lambda v: v.input.postcode,
+    ),
+    _answer("input_property_type", _S, "Property type valued.", lambda v: v.input.property_type),
+    _answer("bedrooms", _I64, "Bedrooms sent.", lambda v: v.input.bedrooms),
+    _answer(
+        "floor_area_sqm",
+        _F64,
+        "Floor area valued, square metres.",
+        lambda v: v.input.floor_area_sqm,
+    ),
+    _answer(
+        "floor_area_source",
+        _S,
+        "`request` (sent) or `bedrooms` (estimated).",
+        lambda v: v.input.floor_area_source,
+    ),
+    _answer("year_built", _I64, "Year built sent.", lambda v: v.input.year_built),
+    _answer("built_form", _S, "Built form sent.", lambda v: v.input.built_form),
+    _answer(
+        "walls_energy_efficiency",
+        _S,
+        "Wall energy efficiency sent.",
+        lambda v: v.input.walls_energy_efficiency,
+    ),
+    _answer("reference", _S, "The request's reference, echoed by the API.", lambda v: v.reference),
+    _answer(
+        "commentary",
+        COMMENTARY_TYPE,
+        "Plain-English commentary; only in runs that ask for it.",
+        lambda v: v.commentary,
+        asked_by="commentary",
+    ),
+    _answer(
+        "rebuild_cost",
+        REBUILD_COST_TYPE,
+        "Rebuild cost for insurance; only in runs that ask for it.",
+        lambda v: v.rebuild_cost,
+        asked_by="rebuildCost",
+    ),
+    Column(
+        "credits_charged",
+        _I64,
+        "Credits charged; rows sharing one request carry it on the first row only.",
+        lambda r: r.credits,
+    ),
+    Column("idempotency_key", _S, "Idempotency-Key the request was sent with.", lambda r: r.key),
 )
 
-_PROBLEM_TAIL = (
-    _Column("stage", pa.string(), "`input` (refused before sending) or `api` (refused by it)."),
-    _Column("field", pa.string(), "The request field at fault, when known."),
-    _Column("type", pa.string(), "The API's error type name, or the validation rule."),
-    _Column("code", pa.string(), "The API's more specific reason, when given."),
-    _Column("status", pa.int64(), "HTTP status of the API's answer; null for input problems."),
-    _Column("detail", pa.string(), "What went wrong and what to do, in words."),
-    _Column("retryable", pa.bool_(), "Whether the same row may succeed if sent again later."),
-    _Column("attempts", pa.int64(), "Times the request was sent (0 for input problems)."),
-    _Column(
+
+def _problem(name: str, kind: pa.DataType, description: str) -> Column[ProblemRow]:
+    """A problems column: the ProblemRow member of the same name."""
+    return Column(name, kind, description, operator.attrgetter(name))
+
+
+PROBLEM_TAIL: tuple[Column[ProblemRow], ...] = (
+    _problem("stage", _S, "`input` (refused before sending) or `api` (refused by it)."),
+    _problem("field", _S, "The request field at fault, when known."),
+    _problem("type", _S, "The API's error type name, or the validation rule."),
+    _problem("code", _S, "The API's more specific reason, when given."),
+    _problem("status", _I64, "HTTP status of the API's answer; null for input problems."),
+    _problem("detail", _S, "What went wrong and what to do, in words."),
+    _problem("retryable", pa.bool_(), "Whether the same row may succeed if sent again later."),
+    _problem("attempts", _I64, "Times the request was sent (0 for input problems)."),
+    _problem(
         "valuation_id",
-        pa.string(),
+        _S,
         "For `unreadable-answer`: the id of the valuation the API made (and charged).",
     ),
-    _Column(
+    _problem(
         "answer",
-        pa.string(),
+        _S,
         "For `unreadable-answer`: the API's answer exactly as received, JSON text.",
     ),
 )
 
-RESULT_COLUMNS: dict[str, str] = {c.name: c.description for c in (_ROW_NUMBER, *_RESULT_TAIL)}
-PROBLEM_COLUMNS: dict[str, str] = {c.name: c.description for c in (_ROW_NUMBER, *_PROBLEM_TAIL)}
+RESULT_COLUMNS: dict[str, str] = {c.name: c.description for c in (ROW_NUMBER, *RESULT_TAIL)}
+PROBLEM_COLUMNS: dict[str, str] = {c.name: c.description for c in (ROW_NUMBER, *PROBLEM_TAIL)}
+
+
+def result_columns(extras: Collection[str] = ()) -> tuple[Column[ValuedRow], ...]:
+    """The fixed result columns of a run that asked for these include items."""
+    return tuple(c for c in RESULT_TAIL if c.asked_by is None or c.asked_by in extras)
 
 
 def passthrough_columns(passthrough: Sequence[str], fixed: Iterable[str]) -> list[str]:
@@ -163,32 +284,49 @@ def passthrough_columns(passthrough: Sequence[str], fixed: Iterable[str]) -> lis
     return names
 
 
-def _schema(passthrough: Sequence[str], tail: Sequence[_Column], kind: str) -> pa.Schema:
+def _schema(passthrough: pa.Schema, tail: Sequence[Column[Any]], kind: str) -> pa.Schema:
     # Renamed against both files' columns, so that a pass-through column has one name in
     # results.parquet and problems.parquet alike (a join on it needs no mapping).
-    names = passthrough_columns(passthrough, [*RESULT_COLUMNS, *PROBLEM_COLUMNS])
+    names = passthrough_columns(passthrough.names, [*RESULT_COLUMNS, *PROBLEM_COLUMNS])
     given = [
         pa.field(
             out,
-            pa.string(),
+            field.type,
             metadata={
-                "description": f"Pass-through input column {name!r}"
-                + ("." if out == name else ", renamed: its name is a fixed column's.")
+                "description": f"Pass-through input column {field.name!r}"
+                + ("." if out == field.name else ", renamed: its name is a fixed column's.")
             },
         )
-        for name, out in zip(passthrough, names, strict=True)
+        for field, out in zip(passthrough, names, strict=True)
     ]
     return pa.schema(
-        [_ROW_NUMBER.field(), *given, *(c.field() for c in tail)],
+        [ROW_NUMBER.field(), *given, *(c.field() for c in tail)],
         metadata={"batchval.file": kind, "batchval.schema_version": SCHEMA_VERSION},
     )
 
 
-def results_schema(passthrough: Sequence[str]) -> pa.Schema:
-    """The schema of results.parquet for these pass-through input columns."""
-    return _schema(passthrough, _RESULT_TAIL, "results")
+def results_schema(passthrough: pa.Schema, extras: Collection[str] = ()) -> pa.Schema:
+    """The schema of results.parquet for these pass-through input columns, in a run that
+    asked for these include items (`commentary`, `rebuildCost`)."""
+    return _schema(passthrough, result_columns(extras), "results")
 
 
-def problems_schema(passthrough: Sequence[str]) -> pa.Schema:
+def problems_schema(passthrough: pa.Schema) -> pa.Schema:
     """The schema of problems.parquet for these pass-through input columns."""
-    return _schema(passthrough, _PROBLEM_TAIL, "problems")
+    return _schema(passthrough, PROBLEM_TAIL, "problems")
+
+
+def type_name(kind: pa.DataType) -> str:
+    """An Arrow type as docs/outputs.md names it."""
+    if pa.types.is_timestamp(kind):
+        return f"timestamp ({kind.unit}, {kind.tz or 'no zone'})"
+    if pa.types.is_struct(kind):
+        return "struct"
+    return {"double": "float64"}.get(str(kind), str(kind))
+
+
+def markdown_table(columns: Iterable[Column[Any]]) -> str:
+    """The columns as the Markdown table docs/outputs.md shows (tests hold the two equal)."""
+    lines = ["| column | type | meaning |", "|---|---|---|"]
+    lines += [f"| `{c.name}` | {type_name(c.type)} | {c.description} |" for c in columns]
+    return "\n".join(lines) + "\n"

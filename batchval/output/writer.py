@@ -6,12 +6,14 @@ name with `os.replace` and the directory fsynced. A reader sees the old file or 
 one, never half of one; a crash or `kill -9` mid-write leaves the old file as it was (and
 at worst a stale temporary, which a later write of the same file never reads).
 
-Streamed: the checkpoint hands out rows in batches; each batch is built column by column
-from the answers' JSON (a tuple per row, transposed, then one Arrow conversion per
-column), and batches are gathered into Parquet row groups: memory stays flat however long
-the input. An answer that strays from the spec (a number where a string belongs, 2.5
-where a whole number does) never stops the write: that column of that batch is converted
-again value by value; text is kept as text, and a number that cannot fit is null.
+Streamed: the checkpoint hands out rows in batches; each stored answer is read once per
+batch into a `Valuation` (`output/records`), each row becomes a frozen record, and each
+column is taken from the records by the schema's own table (`output/schemas`), then
+converted to Arrow in one go; batches are gathered into Parquet row groups: memory stays
+flat however long the input. A value that strays from the spec never stops the write
+(a number too big for int64, a commentary member that is not text, a date-time that is
+not one): that column of that batch is converted again value by value; text is kept as
+text, and a value that cannot fit is null.
 
 Credits: rows with identical requests share one call and one charge. Every such row gets
 the valuation, but only the first of them (in row order) carries `credits_charged`, the
@@ -25,21 +27,27 @@ import contextlib
 import datetime as dt
 import json
 import os
-import re
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import structlog
 
+from batchval.output.records import Answer, ProblemRow, ValuedRow
 from batchval.output.schemas import (
     COMMENTARY_JSON_TYPE,
+    PROBLEM_TAIL,
     REBUILD_COST_JSON_TYPE,
+    Column,
     problems_schema,
+    result_columns,
     results_schema,
 )
 from batchval.store.checkpoint import Checkpoint
+
+log = structlog.get_logger()
 
 COMPRESSION = "zstd"
 # Memory, not speed, sets these two. Rows are turned from JSON into Arrow a batch at a
@@ -48,28 +56,57 @@ COMPRESSION = "zstd"
 # 15,000 with): big enough for readers, small enough to keep the process under 300 MB.
 BATCH_ROWS = 5_000
 ROW_GROUP_BYTES = 32 << 20
-FLOOR_AREA_HINT = "Supply floorAreaSqm (a floor area column) for this row."
 
-_EMPTY: Mapping[str, Any] = {}
 _NANOSECONDS = pa.timestamp("ns", tz="UTC")
 _CONVERSION_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError)
 # The JSON objects are converted under the API's member names, then viewed as the columns'.
 _JSON_TYPES = {"commentary": COMMENTARY_JSON_TYPE, "rebuild_cost": REBUILD_COST_JSON_TYPE}
-# The request field an API problem type is about (the problem JSON may also name one).
-_PROBLEM_FIELDS = {"floor-area-required": "floorAreaSqm", "outside-coverage": "postcode"}
-_TELLS_TO_SUPPLY = re.compile(r"\b(?:supply|send|provide|add|give|include)\b[^.]*floor ?area", re.I)
-
-_Row = tuple[Any, ...]
 
 
-def write_results(checkpoint: Checkpoint, path: Path, passthrough: Sequence[str]) -> int:
-    """Write every valued row to `path` (results.parquet), atomically; the rows written."""
-    schema = results_schema(passthrough)
+def write_results(
+    checkpoint: Checkpoint,
+    path: Path,
+    passthrough: Sequence[str],
+    *,
+    include: Collection[str] = (),
+) -> int:
+    """Write every valued row to `path` (results.parquet), atomically; the rows written.
+
+    `include` is the run's include: with the items any row's request asked for, it
+    decides whether `commentary` and `rebuild_cost` are columns at all.
+    """
+    extras = {*include, *checkpoint.asked_extras()}
+    columns = result_columns(extras)
+    schema = results_schema(_text_schema(passthrough), extras)
     charged: set[str] = set()  # keys whose charge a row already carries
+    unread: set[str] = set()  # keys whose answer was found unreadable (logged once)
 
     def tables() -> Iterator[pa.Table]:
         for batch in checkpoint.valued_rows(BATCH_ROWS):
-            yield _table(batch, schema, passthrough, lambda row: _result(row, charged))
+            answers: dict[str, Answer] = {}
+            rows: list[ValuedRow] = []
+            for stored in batch:
+                answer = answers.get(stored.key)
+                if answer is None:
+                    answer = answers[stored.key] = Answer.read(stored.answer)
+                    if answer.error is not None and stored.key not in unread:
+                        unread.add(stored.key)
+                        log.warning(
+                            "output.answer.unreadable",
+                            key=stored.key,
+                            row_number=stored.row_number,
+                            detail=answer.error,
+                        )
+                credits = 0
+                if stored.credits and stored.key not in charged:
+                    credits = stored.credits
+                    charged.add(stored.key)
+                valuation, valuation_id = answer.valuation, answer.valuation_id
+                rows.append(
+                    ValuedRow(stored.row_number, stored.key, credits, valuation, valuation_id)
+                )
+            given = _passthrough_json([s.passthrough for s in batch], passthrough)
+            yield _table(rows, given, columns, schema)
 
     return _write_parquet(path, schema, tables())
 
@@ -77,9 +114,14 @@ def write_results(checkpoint: Checkpoint, path: Path, passthrough: Sequence[str]
 def write_problems(checkpoint: Checkpoint, path: Path, passthrough: Sequence[str]) -> int:
     """Write every row that got no valuation to `path` (problems.parquet), atomically;
     the rows written."""
-    schema = problems_schema(passthrough)
+    schema = problems_schema(_text_schema(passthrough))
     tables = (
-        _table(batch, schema, passthrough, _problem)
+        _table(
+            [ProblemRow.of(stored) for stored in batch],
+            _passthrough_json([s.passthrough for s in batch], passthrough),
+            PROBLEM_TAIL,
+            schema,
+        )
         for batch in checkpoint.problem_rows(BATCH_ROWS)
     )
     return _write_parquet(path, schema, tables)
@@ -91,6 +133,15 @@ def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     with _replacing(path) as file:
         file.write(text.encode())
+
+
+def _text_schema(passthrough: Sequence[str]) -> pa.Schema:
+    return pa.schema([(name, pa.string()) for name in passthrough])
+
+
+def _passthrough_json(texts: Sequence[str], names: Sequence[str]) -> list[pa.Array]:
+    given = [json.loads(text) for text in texts] if names else []
+    return [_array([g.get(name) for g in given], pa.string()) for name in names]
 
 
 # --- files ---------------------------------------------------------------------------------
@@ -148,95 +199,29 @@ def _row_groups(tables: Iterable[pa.Table]) -> Iterator[pa.Table]:
         yield pa.concat_tables(gathered)
 
 
-# --- rows to columns -----------------------------------------------------------------------
+# --- records to columns -------------------------------------------------------------------
 
 
 def _table(
-    batch: Sequence[_Row],
+    records: Sequence[Any],
+    passthrough: Sequence[pa.Array],
+    columns: Sequence[Column[Any]],
     schema: pa.Schema,
-    passthrough: Sequence[str],
-    fixed: Callable[[_Row], _Row],
 ) -> pa.Table:
-    """One batch as a table: row_number, the pass-through values, then `fixed(row)`; every
-    checkpoint row starts with (row_number, passthrough JSON)."""
-    records = []
-    for row in batch:
-        given = json.loads(row[1]) if passthrough else _EMPTY
-        records.append((row[0], *(given.get(name) for name in passthrough), *fixed(row)))
-    columns: list[Sequence[Any]] = list(zip(*records, strict=True)) or [()] * len(schema)
-    arrays = [_column(values, field) for values, field in zip(columns, schema, strict=True)]
-    return pa.Table.from_arrays(arrays, schema=schema)
-
-
-def _result(row: _Row, charged: set[str]) -> _Row:
-    """The fixed result columns of (row_number, passthrough, key, answer), in order."""
-    key: str = row[2]
-    body = json.loads(row[3])
-    figures = body.get("valuation") or _EMPTY
-    price_range = figures.get("range") or _EMPTY
-    location = body.get("location") or _EMPTY
-    given = body.get("input") or _EMPTY
-    credits = 0
-    charge = body.get("charge")
-    if charge and key not in charged:
-        credits = charge.get("credits") or 0
-        if credits:
-            charged.add(key)
-    return (
-        body.get("id"),
-        "test" if body.get("mode") == "test" else "live",
-        body.get("valuedAt"),
-        figures.get("estimate"),
-        price_range.get("low"),
-        price_range.get("high"),
-        price_range.get("coverage"),
-        figures.get("currency"),
-        figures.get("indexedTo"),
-        location.get("sector"),
-        location.get("localAuthority"),
-        body.get("dataQuality"),
-        (body.get("model") or _EMPTY).get("version"),
-        given.get("postcode"),
-        given.get("propertyType"),
-        given.get("bedrooms"),
-        given.get("floorAreaSqm"),
-        given.get("floorAreaSource"),
-        given.get("yearBuilt"),
-        given.get("builtForm"),
-        given.get("wallsEnergyEfficiency"),
-        body.get("reference"),
-        body.get("commentary"),
-        body.get("rebuildCost"),
-        credits,
-        key,
-    )
-
-
-def _problem(row: _Row) -> _Row:
-    """The fixed problem columns of (row_number, passthrough, field, rule, detail,
-    problem JSON, attempts, raw answer), in order."""
-    _, _, field, rule, detail, problem_json, attempts, answer = row
-    if rule is not None:
-        return ("input", field, rule, None, None, detail, False, attempts, None, None)
-    problem = json.loads(problem_json) if problem_json else _EMPTY
-    type_name = problem.get("type")
-    if isinstance(type_name, str):
-        type_name = type_name.rsplit("/", 1)[-1]  # the name, should a full type URI come
-    detail = problem.get("detail")
-    if type_name == "floor-area-required" and not _TELLS_TO_SUPPLY.search(detail or ""):
-        detail = f"{detail.rstrip()} {FLOOR_AREA_HINT}" if detail else FLOOR_AREA_HINT
-    return (
-        "api",
-        problem.get("field") or _PROBLEM_FIELDS.get(type_name or ""),
-        type_name,
-        problem.get("code"),
-        problem.get("status"),
-        detail,
-        problem.get("retryable") is True,
-        attempts,
-        problem.get("valuation_id"),
-        answer,
-    )
+    """One batch as a table: row_number, the pass-through values, then each fixed column
+    taken from the records by its own getter."""
+    numbers = pa.array([record.row_number for record in records], pa.int64())
+    valuations: list[Any] = []  # of a result batch, read once for every answer column
+    fixed = []
+    for c in columns:
+        if c.of_valuation is None:
+            values = [c.get(record) for record in records]
+        else:
+            valuations = valuations or [record.valuation for record in records]
+            get = c.of_valuation
+            values = [None if v is None else get(v) for v in valuations]
+        fixed.append(_column(values, c.field()))
+    return pa.Table.from_arrays([numbers, *passthrough, *fixed], schema=schema)
 
 
 # --- columns to Arrow ----------------------------------------------------------------------

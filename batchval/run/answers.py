@@ -21,6 +21,7 @@ from typing import Any
 from batchval.api.errors import UnreadableAnswerError
 from batchval.api.models import Valuation
 from batchval.store.checkpoint import Checkpoint
+from batchval.store.problems import StoredProblem
 
 UNREADABLE = "unreadable-answer"
 
@@ -63,9 +64,8 @@ def settle(checkpoint: Checkpoint, key: str, data: Mapping[str, Any]) -> Settled
             f"the API answered (valuation {valuation_id or 'without an id'}) but the answer "
             f"cannot be read: {error}; the raw answer is kept in the `answer` column"
         )
-        checkpoint.record_problem(
-            key, {"type": UNREADABLE, "detail": detail, "valuation_id": valuation_id}
-        )
+        problem = StoredProblem(UNREADABLE, None, detail, valuation_id=valuation_id)
+        checkpoint.record_problem(key, problem.to_json())
         return Settled(credits, balance, problem=detail)
     checkpoint.record_valuation(key, credits)
     return Settled(credits, balance)

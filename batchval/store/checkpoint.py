@@ -122,6 +122,32 @@ class PendingRequest:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class RowAnswer:
+    """A valued row and its request's stored answer, as the writer reads them."""
+
+    row_number: int
+    passthrough: str
+    key: str
+    answer: str  # the raw answer, exactly as received
+    credits: int  # the request's charge (every row that shares the request has it)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RowProblem:
+    """A row that got no valuation: refused by validation (`rule` set) or by the API
+    (`problem`, the JSON of `StoredProblem`), as the writer reads it."""
+
+    row_number: int
+    passthrough: str
+    field: str | None
+    rule: str | None
+    detail: str | None
+    problem: str | None
+    attempts: int
+    answer: str | None  # unreadable-answer: the raw answer
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Counts:
     """Where every input row stands, and the distinct requests behind them."""
 
@@ -397,23 +423,30 @@ class Checkpoint:
         ).fetchall()
         return {str(name): int(n) for name, n in found}
 
-    def valued_rows(self, batch: int = 20_000) -> Iterator[list[tuple[int, str, str, str]]]:
-        """(row_number, passthrough, key, answer) of valued rows, in row order, in batches."""
+    def asked_extras(self) -> frozenset[str]:
+        """The include items (`commentary`, `rebuildCost`) that the request of any row asks
+        for: the run's include and the rows' own, as they were sent."""
+        found = self._db.execute(
+            "SELECT DISTINCT j.value FROM requests q, json_each(q.request, '$.include') j"
+            # A cheap test first: most runs ask for no extras, and then no JSON is parsed.
+            " WHERE q.request LIKE '%\"include\"%'"
+            " AND EXISTS (SELECT 1 FROM rows r WHERE r.key = q.key)"
+        ).fetchall()
+        return frozenset(str(item) for (item,) in found)
+
+    def valued_rows(self, batch: int = 20_000) -> Iterator[list[RowAnswer]]:
+        """Valued rows with their request's answer, in row order, in batches."""
         cursor = self._db.execute(
-            "SELECT r.row_number, r.passthrough, r.key, q.answer"
+            "SELECT r.row_number, r.passthrough, r.key, q.answer, COALESCE(q.credits, 0)"
             " FROM rows r JOIN requests q ON q.key = r.key"
             " WHERE q.state = 'done' ORDER BY r.row_number"
         )
         while chunk := cursor.fetchmany(batch):
-            yield [(int(a), str(b), str(c), str(d)) for a, b, c, d in chunk]
+            yield [RowAnswer(int(a), str(b), str(c), str(d), int(e)) for a, b, c, d, e in chunk]
 
-    def problem_rows(
-        self, batch: int = 20_000
-    ) -> Iterator[
-        list[tuple[int, str, str | None, str | None, str | None, str | None, int, str | None]]
-    ]:
-        """(row_number, passthrough, field, rule, detail, api problem JSON, attempts, raw
-        answer) of rows that got no valuation, in row order, in batches."""
+    def problem_rows(self, batch: int = 20_000) -> Iterator[list[RowProblem]]:
+        """Rows that got no valuation (refused by validation, or a request's problem), in
+        row order, in batches."""
         cursor = self._db.execute(
             "SELECT r.row_number, r.passthrough, r.field, r.rule, r.detail, q.problem,"
             " COALESCE(q.attempts, 0), q.answer"
@@ -421,7 +454,10 @@ class Checkpoint:
             " WHERE r.key IS NULL OR q.state = 'problem' ORDER BY r.row_number"
         )
         while chunk := cursor.fetchmany(batch):
-            yield [(int(a), str(b), c, d, e, f, int(g), h) for a, b, c, d, e, f, g, h in chunk]
+            yield [
+                RowProblem(int(a), str(b), c, d, e, f, int(g), h)
+                for a, b, c, d, e, f, g, h in chunk
+            ]
 
     # --- invocations ---------------------------------------------------------------------
 
