@@ -337,12 +337,17 @@ class WorkerPool:
             self.stats.problems += 1
             log.warning(
                 "run.answer.unreadable",
-                row_number=self._checkpoint.row_numbers(item.key),
+                **self._rows_of(item.key),
                 key=item.key,
                 detail=settled.problem,
             )
         else:
             self.stats.valued += 1
+
+    def _rows_of(self, key: str) -> dict[str, int]:
+        """For a log line: the first input row that asked for `key`, and how many did."""
+        numbers = self._checkpoint.row_numbers(key, limit=1_000_000)
+        return {"row_number": numbers[0] if numbers else 0, "rows": len(numbers)}
 
     def _reserve(self, key: str) -> bool:
         """Whether one more send of `key` keeps the spend under --max-credits, counting
@@ -443,7 +448,7 @@ class WorkerPool:
             self._checkpoint.record_problem(item.key, problem_record(error))
             log.info(
                 "run.request.problem",
-                row_number=self._checkpoint.row_numbers(item.key),
+                **self._rows_of(item.key),
                 key=item.key,
                 type=_type_name(error),
             )
