@@ -148,6 +148,10 @@ def _table(
 ) -> str:
     totals = crash.totals()
     ok = crash.ok and faults.failed == 0 and corpus.failed == 0
+    expected = len(faults.reasons) + len(corpus.reasons)
+    verdict = "all suites passed" if ok else "FAILURES: see below"
+    if expected:
+        verdict += f"; {expected} skipped or expected to fail, named below with the reason"
     plan = crash.plan
     lines = [
         "# Reliability",
@@ -166,7 +170,7 @@ def _table(
         "- the combined-fault jobs and the fault matrix's two combined scenarios are kept",
         "  small (the scenarios stop growing at 200 rows): 429 storms hold the pool to a few",
         "  calls a second, so one combined job of 2,000 rows would take about half an hour",
-        f"- verdict: **{'all suites passed' if ok else 'FAILURES: see below'}**",
+        f"- verdict: **{verdict}**",
         "",
         "| measure | figure |",
         "|---|---|",
