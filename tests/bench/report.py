@@ -291,6 +291,7 @@ def markdown(f: Figures) -> str:
         *_resume_section(f),
         "## Rate controller design and tuning",
         "",
+        *RATE_CONTROLLER_DESIGN.splitlines(),
         "",
     ]
     return "\n".join(out)
@@ -486,3 +487,25 @@ def _resume_section(f: Figures) -> list[str]:
         f"First new call: {_resume_measured(r)}.",
         "",
     ]
+
+
+RATE_CONTROLLER_DESIGN = """\
+The controller (batchval/run/ratecontrol.py) is told nothing about the limit. It paces
+requests on one shared schedule and finds the limit like CUBIC finds a link's:
+
+- Slow start: the rate doubles every 0.25 s while pacing, not the workers or the API's
+  latency, holds requests back.
+- The rate that drew a 429 is the ceiling. The first 429 halves the rate; a 429 found by
+  slow probing cuts it to 0.9 of the ceiling; a 429 within 5 s of the last cut shows the
+  rate is still well above the limit and cuts it to 0.75.
+- After a cut the rate climbs quickly (half the gap a second) to 0.97 of the ceiling, then
+  probes above it slowly (0.2 % of the ceiling a second, quickening the longer no 429
+  comes). A token bucket drains slowly when the rate is just above its refill rate, so
+  429s stay rare while the limit is used.
+- No request leaves before a Retry-After: every send goes through one gate, and a pause
+  still running when an invocation ends is kept for the next one.
+
+The constants were chosen on `python tests/bench/ratemodel.py`, a token-bucket model of the
+API with no network (limits of 5, 20 and 100 a second, buckets of 1 and of a second's worth),
+and checked by the rate runs above.
+"""
