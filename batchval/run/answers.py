@@ -1,10 +1,12 @@
 """Settling an answer the API gave: kept raw first, then read, then recorded.
 
-The pool stores every success's exact bytes (`Checkpoint.record_answer`, durable) before
-calling `settle`, and a run that starts after a crash settles what was stored and never
-settled. So a paid answer is never lost: not to a crash between receipt and record, and
-not to a parser that cannot read it (which makes it a problem carrying its valuation id,
-with the raw answer kept, rather than an endless retry).
+The pool stores every success's exact bytes (`Checkpoint.record_answer`) before calling
+`settle`, and a run that starts after a crash settles what was stored and never settled.
+While sending, writes are committed in groups (every 0.2 s): a kill loses at most the
+last group, whose requests are sent again with their keys and answered from the API's
+idempotency store, free. So a paid answer is never lost: not to a crash between receipt
+and record, and not to a parser that cannot read it (which makes it a problem carrying
+its valuation id, with the raw answer kept, rather than an endless retry).
 
 The mode (test or live) of a DIR comes from the answers themselves: the first answer
 sets it, and an answer of the other mode stops the run (`mode_mixed`), since one DIR
