@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
-import json
 import signal
 import tempfile
 import time
@@ -180,14 +179,9 @@ class Runner:
             counts = checkpoint.counts()
             stop = self._final_stop(counts, sent.stop)
             code = ExitCode.COMPLETE if stop is None else stop.reason.exit_code
-            passthrough = json.loads(checkpoint.get("passthrough_columns") or "[]")
-            write_results(
-                checkpoint,
-                self.request.out_dir / RESULTS_NAME,
-                passthrough,
-                include=self.settings.input.include,
-            )
-            write_problems(checkpoint, self.request.out_dir / PROBLEMS_NAME, passthrough)
+            results = self.request.out_dir / RESULTS_NAME
+            write_results(checkpoint, results, include=self.settings.input.include)
+            write_problems(checkpoint, self.request.out_dir / PROBLEMS_NAME)
             checkpoint.end_invocation(
                 invocation,
                 ended_at=self._now().isoformat(),
@@ -272,12 +266,13 @@ class Runner:
             checkpoint.set("run_id", run_id)
             log.warning("run.test_answers_forgotten", requests=forgotten, run_id=run_id)
         checkpoint.set("api_identity", api_fp)
-        if changed or not checkpoint.ingest_complete:
+        # A DIR begun before pass-through values were typed has none stored: read again.
+        untyped = checkpoint.passthrough_schema() is None
+        if changed or not checkpoint.ingest_complete or untyped:
             checkpoint.restart_ingest()
             self._ingest(checkpoint, source, run_id)
             checkpoint.set("input_fingerprint", input_fp)
             checkpoint.set("settings_fingerprint", settings_fp)
-            checkpoint.set("passthrough_columns", json.dumps(source.passthrough))
             checkpoint.finish_ingest()
         # Answers a killed run stored but never read: read now, never asked again.
         answers.settle_stored(checkpoint)
@@ -300,17 +295,17 @@ class Runner:
                         f"interrupted by {self._signalled} while reading the input; "
                         "run the same command again",
                     )
-                rows: list[tuple[int, str | None, str | None, str | None, str | None, str]] = []
+                rows: list[tuple[int, str | None, str | None, str | None, str | None]] = []
                 requests: dict[str, str] = {}
-                for number, request_json, field, rule, detail, passthrough in batch.select(
-                    "row_number", "request_json", "field", "rule", "detail", "passthrough_json"
+                for number, request_json, field, rule, detail in batch.checked.select(
+                    "row_number", "request_json", "field", "rule", "detail"
                 ).iter_rows():
                     key = None
                     if request_json is not None:
                         key = idempotency_key(run_id, request_json)
                         requests[key] = request_json
-                    rows.append((number, key, field, rule, detail, passthrough))
-                checkpoint.add_rows(rows, list(requests.items()))
+                    rows.append((number, key, field, rule, detail))
+                checkpoint.add_rows(rows, list(requests.items()), batch.passthrough)
                 total += len(rows)
                 log.info("run.ingest.batch", rows=total)
         except InputError as exc:
@@ -480,7 +475,7 @@ class Runner:
                 run_id = self.request.run_id or "dry-run"
                 self._ingest(checkpoint, source, run_id)
                 checkpoint.finish_ingest()
-                write_problems(checkpoint, self.request.out_dir / PROBLEMS_NAME, source.passthrough)
+                write_problems(checkpoint, self.request.out_dir / PROBLEMS_NAME)
                 counts = checkpoint.counts()
                 problems = checkpoint.problem_types()
             finally:
