@@ -102,7 +102,8 @@ def write_results(checkpoint: Checkpoint, path: Path, *, include: Collection[str
                 )
             yield _table(rows, given.of([r.row_number for r in rows]), columns, schema)
 
-    return _write_parquet(path, schema, tables())
+    with contextlib.closing(given):
+        return _write_parquet(path, schema, tables())
 
 
 def write_problems(checkpoint: Checkpoint, path: Path) -> int:
@@ -110,16 +111,14 @@ def write_problems(checkpoint: Checkpoint, path: Path) -> int:
     the rows written."""
     given = _PassthroughValues(checkpoint)
     schema = problems_schema(given.schema)
-    tables = (
-        _table(
-            rows := [ProblemRow.of(stored) for stored in batch],
-            given.of([r.row_number for r in rows]),
-            PROBLEM_TAIL,
-            schema,
-        )
-        for batch in checkpoint.problem_rows(BATCH_ROWS)
-    )
-    return _write_parquet(path, schema, tables)
+
+    def tables() -> Iterator[pa.Table]:
+        for batch in checkpoint.problem_rows(BATCH_ROWS):
+            rows = [ProblemRow.of(stored) for stored in batch]
+            yield _table(rows, given.of([r.row_number for r in rows]), PROBLEM_TAIL, schema)
+
+    with contextlib.closing(given):
+        return _write_parquet(path, schema, tables())
 
 
 def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
@@ -194,7 +193,7 @@ class _PassthroughValues:
 
     def __init__(self, checkpoint: Checkpoint) -> None:
         self.schema: pa.Schema = checkpoint.passthrough_schema() or pa.schema([])
-        self._stored = checkpoint.passthrough_batches() if len(self.schema) else iter(())
+        self._stored = checkpoint.passthrough_batches()  # a cursor, until closed
         self._empty = pa.RecordBatch.from_pylist([], schema=self.schema)
         self._batch: pa.RecordBatch | None = None  # the stored batch at hand
         self._first = self._end = 0  # its rows: first <= n < end
@@ -216,6 +215,10 @@ class _PassthroughValues:
         if not pieces:
             return [pa.array([], field.type) for field in self.schema]
         return [pa.concat_arrays([p.column(i) for p in pieces]) for i in range(len(self.schema))]
+
+    def close(self) -> None:
+        """Let go of the stored batches (and their cursor) not read."""
+        self._stored.close()
 
     def _take(self, at: list[int | None], pieces: list[pa.RecordBatch]) -> None:
         if at:

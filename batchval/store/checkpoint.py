@@ -32,7 +32,7 @@ import fcntl
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -416,7 +416,7 @@ class Checkpoint:
         stored = self.get("passthrough_schema")
         return None if stored is None else records.schema_of(stored)
 
-    def passthrough_batches(self) -> Iterator[tuple[int, pa.RecordBatch]]:
+    def passthrough_batches(self) -> Generator[tuple[int, pa.RecordBatch], None, None]:
         """(first row number, values) of each pass-through batch, in row order, lazily."""
         query = "SELECT first_row, batch FROM passthrough ORDER BY first_row"
         for first, blob in self._db.execute(query):
