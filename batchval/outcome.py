@@ -8,7 +8,7 @@ stderr use, and that scripts may branch on. Each reason maps to exactly one exit
     ├── PartnerError              the API's answers (batchval.api.errors, its own tree)
     ├── InputError                the input cannot be used (batchval.input)
     ├── SettingsError             the command line or config cannot be used
-    ├── DirLockedError            another run holds DIR (batchval.store.checkpoint)
+    ├── DirLockedError            another run holds DIR (batchval.store.lock)
     ├── CheckpointVersionError    DIR was written by a newer batchval
     └── RunRefusedError           an invocation ends before sending, with its StopReason
 """

@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
-import json
 import signal
 import tempfile
 import time
@@ -26,7 +25,6 @@ import anyio
 import structlog
 
 from batchval import logs
-from batchval.api import Credentials, PartnerClient
 from batchval.api.vocabulary import DAILY_PAID_CALLS, VALUATION_CREDITS
 from batchval.input import InputError, InputSource, open_input
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
@@ -34,19 +32,15 @@ from batchval.output.summary import SUMMARY_NAME, DryRunSummary, RunSummary, Tal
 from batchval.output.writer import write_json_atomic, write_problems, write_results
 from batchval.run import answers
 from batchval.run.keys import daily_run_id, idempotency_key
-from batchval.run.pool import Stop, WorkerPool
-from batchval.run.progress import Progress
-from batchval.run.ratecontrol import RateController
-from batchval.run.retry import RetryPolicy
+from batchval.run.sending import Sending, SendOutcome
 from batchval.settings import ApiSettings, Settings
 from batchval.store.checkpoint import (
     CHECKPOINT_NAME,
     Checkpoint,
     CheckpointVersionError,
     Counts,
-    DirLockedError,
-    RunLock,
 )
+from batchval.store.lock import DirLockedError, RunLock
 
 log = structlog.get_logger()
 
@@ -72,17 +66,6 @@ class Api:
 
     settings: ApiSettings
     embedded: bool
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class SendOutcome:
-    """What one invocation's sending phase did."""
-
-    stop: StopInfo | None = None
-    calls: int = 0
-    rate_limited: int = 0
-    credits: int = 0
-    balance: int | None = None
 
 
 def file_fingerprint(path: Path) -> str:
@@ -180,14 +163,9 @@ class Runner:
             counts = checkpoint.counts()
             stop = self._final_stop(counts, sent.stop)
             code = ExitCode.COMPLETE if stop is None else stop.reason.exit_code
-            passthrough = json.loads(checkpoint.get("passthrough_columns") or "[]")
-            write_results(
-                checkpoint,
-                self.request.out_dir / RESULTS_NAME,
-                passthrough,
-                include=self.settings.input.include,
-            )
-            write_problems(checkpoint, self.request.out_dir / PROBLEMS_NAME, passthrough)
+            results = self.request.out_dir / RESULTS_NAME
+            write_results(checkpoint, results, include=self.settings.input.include)
+            write_problems(checkpoint, self.request.out_dir / PROBLEMS_NAME)
             checkpoint.end_invocation(
                 invocation,
                 ended_at=self._now().isoformat(),
@@ -272,12 +250,13 @@ class Runner:
             checkpoint.set("run_id", run_id)
             log.warning("run.test_answers_forgotten", requests=forgotten, run_id=run_id)
         checkpoint.set("api_identity", api_fp)
-        if changed or not checkpoint.ingest_complete:
+        # A DIR begun before pass-through values were typed has none stored: read again.
+        untyped = checkpoint.passthrough_schema() is None
+        if changed or not checkpoint.ingest_complete or untyped:
             checkpoint.restart_ingest()
             self._ingest(checkpoint, source, run_id)
             checkpoint.set("input_fingerprint", input_fp)
             checkpoint.set("settings_fingerprint", settings_fp)
-            checkpoint.set("passthrough_columns", json.dumps(source.passthrough))
             checkpoint.finish_ingest()
         # Answers a killed run stored but never read: read now, never asked again.
         answers.settle_stored(checkpoint)
@@ -300,17 +279,17 @@ class Runner:
                         f"interrupted by {self._signalled} while reading the input; "
                         "run the same command again",
                     )
-                rows: list[tuple[int, str | None, str | None, str | None, str | None, str]] = []
+                rows: list[tuple[int, str | None, str | None, str | None, str | None]] = []
                 requests: dict[str, str] = {}
-                for number, request_json, field, rule, detail, passthrough in batch.select(
-                    "row_number", "request_json", "field", "rule", "detail", "passthrough_json"
+                for number, request_json, field, rule, detail in batch.checked.select(
+                    "row_number", "request_json", "field", "rule", "detail"
                 ).iter_rows():
                     key = None
                     if request_json is not None:
                         key = idempotency_key(run_id, request_json)
                         requests[key] = request_json
-                    rows.append((number, key, field, rule, detail, passthrough))
-                checkpoint.add_rows(rows, list(requests.items()))
+                    rows.append((number, key, field, rule, detail))
+                checkpoint.add_rows(rows, list(requests.items()), batch.passthrough)
                 total += len(rows)
                 log.info("run.ingest.batch", rows=total)
         except InputError as exc:
@@ -344,7 +323,15 @@ class Runner:
                     message="No API configured: valuing against the embedded sandbox in "
                     "TEST mode. Results are fake and carry mode = test.",
                 )
-            return anyio.run(self._send_async, checkpoint, api, not_before)
+            sending = Sending(
+                checkpoint=checkpoint,
+                api=api.settings,
+                run=self.settings.run,
+                now=self._now,
+                progress_bar=self.request.progress_bar,
+                after_round=self._catch_signals,
+            )
+            return anyio.run(sending.send, not_before)
 
     @contextlib.contextmanager
     def _api(self) -> Iterator[Api]:
@@ -355,103 +342,6 @@ class Runner:
             raise RunRefusedError(StopReason.REFUSED, "no API is configured")
         with self._embedded_api() as settings:
             yield Api(settings, embedded=True)
-
-    async def _send_async(
-        self, checkpoint: Checkpoint, api: Api, not_before: dt.datetime | None
-    ) -> SendOutcome:
-        run = self.settings.run
-        counts = checkpoint.counts()
-        progress = Progress(
-            total_rows=counts.rows,
-            done_rows=counts.rows - counts.pending_rows,
-            pending_requests=counts.requests_pending,
-            bar=self.request.progress_bar,
-            every_seconds=run.progress_seconds,
-        )
-        controller = RateController()
-        credits, balance = 0, None
-        async with PartnerClient(
-            base_url=api.settings.base_url,
-            auth_url=api.settings.auth_url,
-            credentials=Credentials(api.settings.client_id, api.settings.client_secret),
-            timeout=run.timeout_seconds,
-            max_connections=run.concurrency,
-        ) as client:
-            while True:  # more than once only with --wait-for-midnight
-                stop = Stop()
-                async with anyio.create_task_group() as watchers:
-                    watchers.start_soon(_stop_on_signals, stop)
-                    if not_before is not None:
-                        await self._wait_until(not_before, stop)
-                    paused = checkpoint.get("pause_until")
-                    if paused is not None and not stop.is_set:
-                        # A Retry-After given to an earlier invocation still holds.
-                        until = dt.datetime.fromisoformat(paused)
-                        await self._wait_until(until, stop, "run.retry_after.waiting")
-                    if not stop.is_set:
-                        checkpoint.unset("not_before")
-                        checkpoint.unset("pause_until")
-                        pool = WorkerPool(
-                            api=client,
-                            checkpoint=checkpoint,
-                            controller=controller,
-                            policy=RetryPolicy(max_attempts=run.max_attempts),
-                            stop=stop,
-                            concurrency=run.concurrency,
-                            max_credits=None
-                            if run.max_credits is None
-                            else run.max_credits - credits,
-                            outage_seconds=run.outage_seconds,
-                            # A few probes within the outage window, never more than 5 s apart.
-                            probe_interval=min(5.0, run.outage_seconds / 4),
-                            unrecognised_limit=run.unrecognised_limit,
-                            shutdown_grace_seconds=run.shutdown_grace_seconds,
-                            now=self._now,
-                            on_progress=progress.update,
-                        )
-                        with progress:
-                            stats = await pool.run()
-                        credits += stats.credits
-                        balance = stats.balance if stats.balance is not None else balance
-                    watchers.cancel_scope.cancel()
-                # asyncio restores the default handlers when the watcher ends.
-                self._catch_signals()
-                self._keep_pause(checkpoint, controller, stop)
-                not_before = stop.not_before
-                if stop.reason is not StopReason.DAILY_LIMIT or not_before is None:
-                    break
-                checkpoint.set("not_before", not_before.isoformat())
-                if not run.wait_for_midnight:
-                    break
-        return SendOutcome(
-            stop.info,
-            client.calls,
-            controller.rate_limited,
-            credits,
-            balance,
-        )
-
-    def _keep_pause(self, checkpoint: Checkpoint, controller: RateController, stop: Stop) -> None:
-        """A `Retry-After` the API gave outlives this invocation: kept in the checkpoint
-        (the next one waits it out before its first call) and in the stop's not_before."""
-        remaining = controller.pause_remaining()
-        if remaining <= 0:
-            return
-        until = self._now() + dt.timedelta(seconds=remaining)
-        checkpoint.set("pause_until", until.isoformat())
-        if stop.info is not None and (stop.not_before is None or stop.not_before < until):
-            stop.info = dataclasses.replace(stop.info, not_before=until)
-
-    async def _wait_until(
-        self, when: dt.datetime, stop: Stop, event: str = "run.daily_limit.sleeping"
-    ) -> None:
-        """Sleep until `when` (a second after it), waking at once on a signal."""
-        if when <= self._now():
-            return
-        seconds = (when - self._now()).total_seconds() + 1
-        log.info(event, until=when.isoformat(), seconds=round(seconds))
-        with anyio.move_on_after(seconds):
-            await stop.event.wait()
 
     # --- the end -------------------------------------------------------------------------
 
@@ -502,7 +392,7 @@ class Runner:
                 run_id = self.request.run_id or "dry-run"
                 self._ingest(checkpoint, source, run_id)
                 checkpoint.finish_ingest()
-                write_problems(checkpoint, self.request.out_dir / PROBLEMS_NAME, source.passthrough)
+                write_problems(checkpoint, self.request.out_dir / PROBLEMS_NAME)
                 counts = checkpoint.counts()
                 problems = checkpoint.problem_types()
             finally:
@@ -515,10 +405,3 @@ class Runner:
             credits=counts.requests * VALUATION_CREDITS,
             daily_limit=DAILY_PAID_CALLS,
         )
-
-
-async def _stop_on_signals(stop: Stop) -> None:
-    """The first SIGTERM or SIGINT stops the run gently; later ones are the same request."""
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            stop.trigger(StopReason.SIGNAL, f"received {signal.Signals(signum).name}")

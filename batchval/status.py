@@ -15,7 +15,8 @@ from typing import Any
 
 from batchval.outcome import ExitCode, StopInfo, StopReason
 from batchval.output.summary import SUMMARY_NAME, RunSummary, Tally
-from batchval.store.checkpoint import LOCK_NAME, Checkpoint
+from batchval.store.checkpoint import Checkpoint
+from batchval.store.lock import LOCK_NAME
 
 
 def read_status(out_dir: Path) -> RunSummary | None:

@@ -8,15 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from batchval.store.checkpoint import (
     SCHEMA_VERSION,
     Checkpoint,
     CheckpointVersionError,
-    DirLockedError,
-    RunLock,
 )
+from batchval.store.lock import DirLockedError, RunLock
 
 
 def filled(tmp_path: Path) -> Checkpoint:
@@ -24,13 +24,14 @@ def filled(tmp_path: Path) -> Checkpoint:
     checkpoint = Checkpoint.open(tmp_path)
     checkpoint.add_rows(
         [
-            (1, "k1", None, None, None, '{"loan":"a"}'),
-            (2, None, "bedrooms", "out_of_range", "bedrooms 25 is above 20", '{"loan":"b"}'),
-            (3, "k1", None, None, None, '{"loan":"c"}'),
-            (4, "k2", None, None, None, '{"loan":"d"}'),
-            (5, "k3", None, None, None, '{"loan":"e"}'),
+            (1, "k1", None, None, None),
+            (2, None, "bedrooms", "out_of_range", "bedrooms 25 is above 20"),
+            (3, "k1", None, None, None),
+            (4, "k2", None, None, None),
+            (5, "k3", None, None, None),
         ],
         [("k1", '{"r":1}'), ("k2", '{"r":2}'), ("k3", '{"r":3}')],
+        pa.record_batch({"loan": list("abcde")}),
     )
     checkpoint.finish_ingest()
     return checkpoint
@@ -81,7 +82,7 @@ def test_reingest_keeps_answers(tmp_path: Path) -> None:
     checkpoint.record_valuation("k3", 10)
     checkpoint.restart_ingest()
     assert not checkpoint.ingest_complete
-    checkpoint.add_rows([(1, "k1", None, None, None, "{}")], [("k1", '{"r":1}')])
+    checkpoint.add_rows([(1, "k1", None, None, None)], [("k1", '{"r":1}')])
     checkpoint.finish_ingest()
     keys = {p.key for p in checkpoint.pending()}
     assert keys == {"k1"}
@@ -159,7 +160,7 @@ def test_lock_is_exclusive_across_processes(tmp_path: Path) -> None:
             sys.executable,
             "-c",
             "import sys, time; from pathlib import Path\n"
-            "from batchval.store.checkpoint import RunLock\n"
+            "from batchval.store.lock import RunLock\n"
             "with RunLock(Path(sys.argv[1])):\n print('held', flush=True); time.sleep(30)",
             str(tmp_path),
         ],
@@ -193,7 +194,7 @@ def test_a_sent_request_outlives_an_accepted_change(tmp_path: Path) -> None:
     checkpoint = filled(tmp_path)
     checkpoint.mark_sent("k2")
     checkpoint.restart_ingest()
-    checkpoint.add_rows([(1, "k1", None, None, None, "{}")], [("k1", '{"r":1}')])
+    checkpoint.add_rows([(1, "k1", None, None, None)], [("k1", '{"r":1}')])
     checkpoint.finish_ingest()
     pending = {p.key for p in checkpoint.pending()}
     assert pending == {"k1", "k2"}
@@ -233,13 +234,82 @@ def test_asked_extras_are_those_of_requests_rows_ask_for(tmp_path: Path) -> None
     checkpoint = Checkpoint.open(tmp_path)
     assert checkpoint.asked_extras() == frozenset()
     checkpoint.add_rows(
-        [(1, "k1", None, None, None, "{}"), (2, "k2", None, None, None, "{}")],
+        [(1, "k1", None, None, None), (2, "k2", None, None, None)],
         [("k1", '{"include":["commentary"],"r":1}'), ("k2", '{"r":2}')],
     )
     checkpoint.mark_sent("k1")
     assert checkpoint.asked_extras() == {"commentary"}
     checkpoint.restart_ingest()
     asks = [("k3", '{"include":["rebuildCost"]}')]
-    checkpoint.add_rows([(1, "k3", None, None, None, "{}")], asks)
+    checkpoint.add_rows([(1, "k3", None, None, None)], asks)
     checkpoint.finish_ingest()
     assert checkpoint.asked_extras() == {"rebuildCost"}
+
+
+def test_passthrough_values_come_back_typed_in_row_order(tmp_path: Path) -> None:
+    """Each batch's pass-through values are kept typed, with their schema, and read back
+    batch by batch in row order (whatever order the batches were added in)."""
+    checkpoint = Checkpoint.open(tmp_path)
+    schema = pa.schema([("loan", pa.int64()), ("balance", pa.decimal128(12, 2))])
+    for first in (3, 1):
+        numbers = [first, first + 1]
+        checkpoint.add_rows(
+            [(n, None, "f", "r", "d") for n in numbers],
+            [],
+            pa.record_batch([pa.array(numbers), pa.array([None, None], schema[1].type)], schema),
+        )
+    assert checkpoint.passthrough_schema() == schema
+    found = [(first, batch.to_pylist()) for first, batch in checkpoint.passthrough_batches()]
+    assert [first for first, _ in found] == [1, 3]
+    assert found[1][1] == [{"loan": 3, "balance": None}, {"loan": 4, "balance": None}]
+
+
+def test_a_batch_of_passthrough_values_must_fit_its_rows(tmp_path: Path) -> None:
+    """Values must come one a row for consecutive rows, and keep the ingest's schema; a
+    refused batch leaves nothing behind (one transaction)."""
+    checkpoint = Checkpoint.open(tmp_path)
+    rows = [(1, None, "f", "r", "d"), (3, None, "f", "r", "d")]
+    with pytest.raises(ValueError, match="consecutive"):
+        checkpoint.add_rows(rows, [], pa.record_batch({"loan": [1, 3]}))
+    assert checkpoint.counts().rows == 0
+    assert checkpoint.passthrough_schema() is None
+    checkpoint.add_rows(rows[:1], [], pa.record_batch({"loan": [1]}))
+    with pytest.raises(ValueError, match="schema changed"):
+        checkpoint.add_rows([(2, None, "f", "r", "d")], [], pa.record_batch({"loan": ["2"]}))
+    assert checkpoint.counts().rows == 1
+
+
+def test_reading_again_forgets_the_passthrough_values(tmp_path: Path) -> None:
+    """restart_ingest and forget_requests drop the values and their schema with the rows:
+    the input read again may have other columns or types."""
+    checkpoint = filled(tmp_path)
+    checkpoint.restart_ingest()
+    assert checkpoint.passthrough_schema() is None
+    assert list(checkpoint.passthrough_batches()) == []
+    checkpoint.add_rows([(1, "k1", None, None, None)], [], pa.record_batch({"loan": [1.5]}))
+    assert checkpoint.passthrough_schema() == pa.schema([("loan", pa.float64())])
+    checkpoint.forget_requests()
+    assert checkpoint.passthrough_schema() is None
+    assert list(checkpoint.passthrough_batches()) == []
+
+
+def test_version_2_checkpoint_is_read_and_its_input_read_again(tmp_path: Path) -> None:
+    """A checkpoint of schema 2 (pass-through values as JSON in rows) opens: the column is
+    dropped, rows and answers stay, and no pass-through schema says: read the input again."""
+    db = sqlite3.connect(tmp_path / "checkpoint.sqlite")
+    db.executescript(
+        "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        "CREATE TABLE rows (row_number INTEGER PRIMARY KEY, key TEXT, field TEXT, rule TEXT,"
+        " detail TEXT, passthrough TEXT NOT NULL);"
+        "INSERT INTO meta VALUES ('schema_version', '2'), ('ingest_complete', '1');"
+        "INSERT INTO rows VALUES (1, 'k1', NULL, NULL, NULL, '{\"loan\":\"a\"}');"
+    )
+    db.commit()
+    db.close()
+    checkpoint = Checkpoint.open(tmp_path)
+    assert checkpoint.get("schema_version") == SCHEMA_VERSION
+    assert (checkpoint.counts().rows, checkpoint.ingest_complete) == (1, True)
+    assert checkpoint.passthrough_schema() is None
+    checkpoint.restart_ingest()
+    checkpoint.add_rows([(1, "k1", None, None, None)], [], pa.record_batch({"loan": ["a"]}))
+    assert checkpoint.counts().rows == 1

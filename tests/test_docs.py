@@ -1,22 +1,54 @@
-"""The README stays true to the code: schemas, rules, exit codes, commands."""
+"""The README and docs/outputs.md stay true to the code: schemas, rules, exit codes,
+commands."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from batchval.input import PROBLEM_RULES
 from batchval.outcome import ExitCode, StopReason
-from batchval.output.schemas import PROBLEM_COLUMNS, RESULT_COLUMNS
+from batchval.output.schemas import (
+    PROBLEM_COLUMNS,
+    PROBLEM_TAIL,
+    RESULT_COLUMNS,
+    RESULT_TAIL,
+    ROW_NUMBER,
+    SCHEMA_VERSION,
+    Column,
+    markdown_table,
+)
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+# The output schemas' contract: the README sums it up and points there.
+OUTPUTS = (ROOT / "docs" / "outputs.md").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("column", [*RESULT_COLUMNS, *PROBLEM_COLUMNS])
 def test_every_output_column_is_documented(column: str) -> None:
-    """Each column of results.parquet and problems.parquet has a row in the README."""
-    assert f"| `{column}` |" in README
+    """Each column of results.parquet and problems.parquet has a row in docs/outputs.md."""
+    assert f"| `{column}` |" in OUTPUTS
+
+
+@pytest.mark.parametrize(
+    "columns",
+    [[ROW_NUMBER, *RESULT_TAIL], [ROW_NUMBER, *PROBLEM_TAIL]],
+    ids=["results", "problems"],
+)
+def test_output_tables_are_the_schemas(columns: Sequence[Column[Any]]) -> None:
+    """docs/outputs.md shows each file's fixed columns exactly as output/schemas makes them:
+    names, types and meanings, in order."""
+    assert markdown_table(columns) in OUTPUTS
+
+
+def test_output_schema_version_is_documented() -> None:
+    """docs/outputs.md names the current schema version and says what changed in it."""
+    assert f"## Schema version {SCHEMA_VERSION}, and what changed" in OUTPUTS
+    assert f"\n| {SCHEMA_VERSION} | " in OUTPUTS
 
 
 @pytest.mark.parametrize("rule", list(PROBLEM_RULES))

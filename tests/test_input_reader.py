@@ -42,11 +42,16 @@ def write_csv(
 
 
 def read_all(source: InputSource) -> list[dict[str, Any]]:
-    return [row for batch in source.batches() for row in batch.to_dicts()]
+    """Every checked row, with its pass-through values under "passthrough"."""
+    return [
+        {**row, "passthrough": given}
+        for batch in source.batches()
+        for row, given in zip(batch.checked.to_dicts(), batch.passthrough.to_pylist(), strict=True)
+    ]
 
 
 def loan_ids(rows: list[dict[str, Any]]) -> list[str]:
-    return [json.loads(r["passthrough_json"])["loan_id"] for r in rows]
+    return [r["passthrough"]["loan_id"] for r in rows]
 
 
 def fault(path: Path, options: InputOptions | None = None) -> str:
@@ -92,7 +97,7 @@ def test_latin1_with_encoding_option(tmp_path: Path) -> None:
     rows = [["L1", "SW1A 1AA", "flat", "2", "", "Café Rosé"]]
     path = write_csv(tmp_path / "homes.csv", rows, encoding="latin-1")
     read = read_all(open_input(path, InputOptions(encoding="latin-1")))
-    assert json.loads(read[0]["passthrough_json"])["notes"] == "Café Rosé"
+    assert read[0]["passthrough"]["notes"] == "Café Rosé"
     assert "encoding" in fault(path)
 
 
@@ -101,11 +106,12 @@ def test_cp1252_gzip_is_transcoded(tmp_path: Path) -> None:
     rows = [["L1", "SW1A 1AA", "flat", "2", "", "£250 – ‘quoted’"]]
     path = write_csv(tmp_path / "homes.csv.gz", rows, encoding="cp1252", compress=True)
     read = read_all(open_input(path, InputOptions(encoding="cp1252")))
-    assert json.loads(read[0]["passthrough_json"])["notes"] == "£250 – ‘quoted’"
+    assert read[0]["passthrough"]["notes"] == "£250 – ‘quoted’"
 
 
 def test_parquet_numbers_are_read_as_text(tmp_path: Path) -> None:
-    """Parquet int and float columns validate as their values (3.0 is the integer 3)."""
+    """Parquet int and float columns validate as their values (3.0 is the integer 3); a
+    pass-through column keeps its type."""
     path = tmp_path / "homes.parquet"
     table = pa.table(
         {
@@ -119,10 +125,10 @@ def test_parquet_numbers_are_read_as_text(tmp_path: Path) -> None:
     )
     pq.write_table(table, path, row_group_size=2)
     rows = read_all(open_input(path, InputOptions()))
-    assert [json.loads(r["passthrough_json"]) for r in rows] == [
-        {"loan_id": "1001"},
-        {"loan_id": "1002"},
-        {"loan_id": "1003"},
+    assert [r["passthrough"] for r in rows] == [
+        {"loan_id": 1001},
+        {"loan_id": 1002},
+        {"loan_id": 1003},
     ]
     assert rows[0]["request_json"] == (
         '{"bedrooms":2,"postcode":"SW1A 1AA","propertyType":"flat","yearBuilt":1930}'
@@ -144,8 +150,9 @@ def test_batches_of_batch_rows_with_continuous_row_numbers(tmp_path: Path, fmt: 
         path = tmp_path / "homes.parquet"
         csv.write_parquet(path, row_group_size=1000)
     batches = list(open_input(path, InputOptions(batch_rows=1000)).batches())
-    assert [b.height for b in batches] == [1000, 1000, 500]
-    numbers = pl.concat(batches)["row_number"]
+    assert [b.checked.height for b in batches] == [1000, 1000, 500]
+    assert [b.passthrough.num_rows for b in batches] == [1000, 1000, 500]
+    numbers = pl.concat([b.checked for b in batches])["row_number"]
     assert numbers.dtype == pl.UInt64
     assert numbers.to_list() == list(range(1, 2501))
 
@@ -173,7 +180,7 @@ def test_passthrough_default_is_every_other_column(tmp_path: Path) -> None:
         "floorAreaSqm": "floor_area_sqm",
     }
     first = read_all(source)[0]
-    assert json.loads(first["passthrough_json"]) == {"loan_id": "L1", "notes": "first"}
+    assert first["passthrough"] == {"loan_id": "L1", "notes": "first"}
 
 
 def test_passthrough_explicit_subset(tmp_path: Path) -> None:
@@ -182,7 +189,7 @@ def test_passthrough_explicit_subset(tmp_path: Path) -> None:
     source = open_input(write_csv(tmp_path / "homes.csv", ROWS), options)
     assert source.passthrough == ["notes", "postcode"]
     first = read_all(source)[0]
-    assert first["passthrough_json"] == '{"notes":"first","postcode":"SW1A 1AA"}'
+    assert list(first["passthrough"].items()) == [("notes", "first"), ("postcode", "SW1A 1AA")]
 
 
 def test_columns_found_by_name_case_and_spaces(tmp_path: Path) -> None:
@@ -423,7 +430,7 @@ def test_parquet_list_include_named_in_passthrough_rides_along_joined(tmp_path: 
     path = include_parquet(tmp_path / "homes.parquet", pa.array([[R, C], None, []]))
     source = open_input(path, InputOptions(passthrough=("loan_id", "include")))
     rows = read_all(source)
-    assert [json.loads(r["passthrough_json"])["include"] for r in rows] == [f"{R};{C}", None, ""]
+    assert [r["passthrough"]["include"] for r in rows] == [f"{R};{C}", None, ""]
     assert includes(rows) == [[C, R], None, None]
 
 

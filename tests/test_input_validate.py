@@ -39,6 +39,13 @@ def check(rows: Sequence[Row], options: InputOptions | None = None) -> list[dict
     return check_batch(raw, first_row=0, columns=mapped, options=options).to_dicts()
 
 
+def riding(rows: Sequence[Row], options: InputOptions | None = None) -> list[str]:
+    """The columns that ride along (pass-through) for input rows given as {column: text};
+    their values are the reader's (tests/test_input_passthrough.py)."""
+    names = list(dict.fromkeys(name for row in rows for name in row))
+    return resolve_columns(Path("rows.csv"), names, options or InputOptions()).passthrough
+
+
 def one(changes: Row, options: InputOptions | None = None) -> dict[str, Any]:
     """The output row for GOOD with some columns changed."""
     return check([{**GOOD, **changes}], options)[0]
@@ -281,23 +288,26 @@ def test_bad_run_include_spares_rows_that_name_their_own() -> None:
 )
 def test_include_column_is_found_and_not_passed_through(header: str, options: InputOptions) -> None:
     """The include column is found by name or by the config, and is no pass-through column."""
-    rows = check([{**GOOD, "loan": "L1", header: "rebuildCost;commentary"}], options)
+    given = [{**GOOD, "loan": "L1", header: "rebuildCost;commentary"}]
+    rows = check(given, options)
     assert json.loads(rows[0]["request_json"])["include"] == [C, R]
-    assert json.loads(rows[0]["passthrough_json"]) == {"loan": "L1"}
+    assert riding(given, options) == ["loan"]
 
 
 def test_unmapped_extras_column_rides_along() -> None:
     """A column of extras under another name is only passed through unless the config maps it."""
     out = one({"extras": "commentary"})
     assert "include" not in json.loads(out["request_json"])
-    assert json.loads(out["passthrough_json"]) == {"extras": "commentary"}
+    assert riding([{**GOOD, "extras": "commentary"}]) == ["extras"]
 
 
-def test_include_column_named_in_passthrough_rides_along_as_typed() -> None:
-    """An include column the config also passes through is sent and echoed as typed."""
-    out = one({"include": " rebuildCost,commentary "}, InputOptions(passthrough=("include",)))
+def test_include_column_named_in_passthrough_is_sent_and_rides_along() -> None:
+    """An include column the config also passes through is sent, and rides along (as
+    typed: tests/test_input_passthrough.py)."""
+    options = InputOptions(passthrough=("include",))
+    out = one({"include": " rebuildCost,commentary "}, options)
     assert json.loads(out["request_json"])["include"] == [C, R]
-    assert json.loads(out["passthrough_json"]) == {"include": " rebuildCost,commentary "}
+    assert riding([{**GOOD, "include": "commentary"}], options) == ["include"]
 
 
 @settings(deadline=None, max_examples=100)
@@ -357,11 +367,11 @@ def test_value_map_codes_differing_in_normal_form_must_agree() -> None:
         InputOptions(values={"propertyType": {"Maisonnée": "flat", nfd: "detached"}})
 
 
-def test_passthrough_keeps_its_normal_form() -> None:
-    """Pass-through text is not normalised: it is the user's, not the request's."""
+def test_reference_is_sent_in_its_normal_form() -> None:
+    """A reference is sent NFC (a pass-through column keeps its own form:
+    tests/test_input_passthrough.py)."""
     nfd = unicodedata.normalize("NFD", "Zoë")
     out = one({"note": nfd, "reference": nfd})
-    assert json.loads(out["passthrough_json"]) == {"note": nfd}
     assert json.loads(out["request_json"])["reference"] == "Zoë"
 
 
@@ -427,21 +437,6 @@ def test_bad_options_are_refused_when_built(options: dict[str, Any]) -> None:
         InputOptions(**options)
 
 
-def test_passthrough_json_keeps_text_exactly() -> None:
-    """Pass-through values keep quotes, newlines, spaces and non-ASCII; empty is null."""
-    rows = [{**GOOD, "loan id": 'L"1"\n\t\x01 ', "note": "Zoë ☃"}, {**GOOD, "loan id": None}]
-    out = check(rows)
-    assert [json.loads(r["passthrough_json"]) for r in out] == [
-        {"loan id": 'L"1"\n\t\x01 ', "note": "Zoë ☃"},
-        {"loan id": None, "note": None},
-    ]
-    assert out[0]["passthrough_json"] == canonical_unsorted(rows[0], ["loan id", "note"])
-
-
-def canonical_unsorted(row: Row, names: Sequence[str]) -> str:
-    return json.dumps({n: row[n] for n in names}, separators=(",", ":"), ensure_ascii=False)
-
-
 def test_output_schema_and_row_numbers() -> None:
     """A batch keeps its rows in order, numbered on from first_row, in the fixed schema."""
     options = InputOptions()
@@ -455,11 +450,13 @@ def test_output_schema_and_row_numbers() -> None:
 def test_sample_bad_rows_each_break_exactly_their_rule() -> None:
     """sample_inputs/bad_rows.csv: every BAD- row gets its one rule, every GOOD- row is valid."""
     rows = [
-        row for batch in open_input(SAMPLE, InputOptions()).batches() for row in batch.to_dicts()
+        {**row, **given}
+        for batch in open_input(SAMPLE, InputOptions()).batches()
+        for row, given in zip(batch.checked.to_dicts(), batch.passthrough.to_pylist(), strict=True)
     ]
     seen = set()
     for row in rows:
-        loan_id = json.loads(row["passthrough_json"])["loan_id"]
+        loan_id = row["loan_id"]
         kind, _, rule = loan_id.partition("-")
         if kind == "GOOD":
             assert row["rule"] is None, row["detail"]

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import decimal
 import json
+import zoneinfo
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -169,6 +171,17 @@ def _body(
     return body
 
 
+_Row = tuple[int, str | None, str | None, str | None, str | None]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Given:
+    """A row to ingest, with its pass-through values (column -> value)."""
+
+    row: _Row
+    passthrough: dict[str, Any]
+
+
 def _row(
     number: int,
     key: str | None,
@@ -177,23 +190,30 @@ def _row(
     field: str | None = None,
     rule: str | None = None,
     detail: str | None = None,
-) -> tuple[int, str | None, str | None, str | None, str | None, str]:
-    return (number, key, field, rule, detail, json.dumps(passthrough or {}))
+) -> _Given:
+    return _Given((number, key, field, rule, detail), passthrough or {})
 
 
 def _ingest(
     checkpoint: Checkpoint,
-    rows: Sequence[tuple[Any, ...]],
+    rows: Sequence[_Given],
     include: Mapping[str, Sequence[str]] | None = None,
+    passthrough: pa.Schema | None = None,
 ) -> None:
-    """The rows and their requests; `include`: the extras that some requests ask for."""
-    keys = sorted({row[1] for row in rows if row[1] is not None})
+    """The rows (consecutive), their requests and their pass-through values (of
+    `passthrough`, or as pyarrow reads the values); `include`: the extras that some
+    requests ask for."""
+    keys = sorted({given.row[1] for given in rows if given.row[1] is not None})
     asked = include or {}
     requests = [
         (key, json.dumps({"key": key, **({"include": asked[key]} if key in asked else {})}))
         for key in keys
     ]
-    checkpoint.add_rows(rows, requests)
+    values = [given.passthrough for given in rows]
+    batch = None
+    if passthrough is not None or any(values):
+        batch = pa.RecordBatch.from_pylist(values, schema=passthrough)
+    checkpoint.add_rows([given.row for given in rows], requests, batch)
     checkpoint.finish_ingest()
 
 
@@ -202,8 +222,8 @@ def _value(checkpoint: Checkpoint, key: str, body: dict[str, Any]) -> None:
     checkpoint.record_valuation(key, (body.get("charge") or {}).get("credits", 0))
 
 
-def _results(checkpoint: Checkpoint, path: Path, passthrough: Sequence[str] = ()) -> pa.Table:
-    write_results(checkpoint, path, passthrough)
+def _results(checkpoint: Checkpoint, path: Path) -> pa.Table:
+    write_results(checkpoint, path)
     return pq.read_table(path)
 
 
@@ -274,7 +294,7 @@ def test_sandbox_body_round_trips(checkpoint: Checkpoint, tmp_path: Path) -> Non
         include={"k1": ["commentary", "rebuildCost"]},
     )
     _value(checkpoint, "k1", body)
-    assert write_results(checkpoint, tmp_path / "results.parquet", ["loan_id"]) == 1
+    assert write_results(checkpoint, tmp_path / "results.parquet") == 1
     row = pq.read_table(tmp_path / "results.parquet").to_pylist()[0]
 
     figures = body["valuation"]
@@ -430,7 +450,7 @@ def test_problem_columns(checkpoint: Checkpoint, tmp_path: Path) -> None:
     invalid = {"type": "https://docs.example/errors/invalid-request", "status": 400, "detail": "d"}
     checkpoint.record_problem("k3", {**invalid, "code": "invalid_value", "retryable": True})
     checkpoint.record_problem("k4", {"type": "not-found", "status": 404, "detail": "gone"})
-    assert write_problems(checkpoint, tmp_path / "problems.parquet", ["loan_id"]) == 5
+    assert write_problems(checkpoint, tmp_path / "problems.parquet") == 5
     rows = pq.read_table(tmp_path / "problems.parquet").to_pylist()
     assert rows == [
         {
@@ -529,7 +549,7 @@ def test_floor_area_required_tells_to_supply_a_floor_area(
     _ingest(checkpoint, [_row(1, "k1")])
     problem = {"type": "floor-area-required", "status": 422, "retryable": True}
     checkpoint.record_problem("k1", problem if detail is None else {**problem, "detail": detail})
-    write_problems(checkpoint, tmp_path / "problems.parquet", [])
+    write_problems(checkpoint, tmp_path / "problems.parquet")
     row = pq.read_table(tmp_path / "problems.parquet").to_pylist()[0]
     assert row["detail"] == written
     assert "floor area" in row["detail"].lower()
@@ -542,9 +562,9 @@ def test_floor_area_required_tells_to_supply_a_floor_area(
 
 def test_empty_outputs_still_have_the_schema(checkpoint: Checkpoint, tmp_path: Path) -> None:
     """With nothing to write, both files are valid, with every column and no rows."""
-    _ingest(checkpoint, [])
-    assert write_results(checkpoint, tmp_path / "results.parquet", ["loan_id"]) == 0
-    assert write_problems(checkpoint, tmp_path / "problems.parquet", ["loan_id"]) == 0
+    _ingest(checkpoint, [], passthrough=_given(("loan_id", S)))
+    assert write_results(checkpoint, tmp_path / "results.parquet") == 0
+    assert write_problems(checkpoint, tmp_path / "problems.parquet") == 0
     results = pq.read_table(tmp_path / "results.parquet")
     problems = pq.read_table(tmp_path / "problems.parquet")
     assert results.num_rows == problems.num_rows == 0
@@ -561,7 +581,7 @@ def test_a_failed_write_leaves_the_old_file(
     path = tmp_path / "results.parquet"
     _ingest(checkpoint, [_row(n, f"k{n}") for n in range(1, 5)])
     _value(checkpoint, "k1", _body())
-    write_results(checkpoint, path, [])
+    write_results(checkpoint, path)
     old = path.read_bytes()
     for n in range(2, 5):
         _value(checkpoint, f"k{n}", _body(number=n))
@@ -578,12 +598,12 @@ def test_a_failed_write_leaves_the_old_file(
 
     monkeypatch.setattr(writer, "_table", failing)
     with pytest.raises(RuntimeError, match="killed"):
-        write_results(checkpoint, path, [])
+        write_results(checkpoint, path)
     assert path.read_bytes() == old
     assert [p.name for p in tmp_path.iterdir() if "tmp" in p.name] == []
 
     monkeypatch.setattr(writer, "_table", convert)
-    assert write_results(checkpoint, path, []) == 4
+    assert write_results(checkpoint, path) == 4
     assert [p.name for p in tmp_path.iterdir() if "tmp" in p.name] == []
 
 
@@ -620,23 +640,84 @@ def test_renamed_passthrough_keeps_its_values(checkpoint: Checkpoint, tmp_path: 
     A name taken in either file is renamed in both, so the two files agree."""
     _ingest(checkpoint, [_row(1, "k1", {"estimate": "user's guess", "type": "BTL"})])
     _value(checkpoint, "k1", _body())
-    table = _results(checkpoint, tmp_path / "results.parquet", ["estimate", "type"])
+    table = _results(checkpoint, tmp_path / "results.parquet")
     assert table["estimate_input"].to_pylist() == ["user's guess"]
     assert table["estimate"].to_pylist() == [_body()["valuation"]["estimate"]]
     assert table["type_input"].to_pylist() == ["BTL"]  # type is a problems column
-    write_problems(checkpoint, tmp_path / "problems.parquet", ["estimate", "type"])
+    write_problems(checkpoint, tmp_path / "problems.parquet")
     names = pq.read_schema(tmp_path / "problems.parquet").names[1:3]
     assert names == ["estimate_input", "type_input"]
 
 
-def test_passthrough_values_are_strings(checkpoint: Checkpoint, tmp_path: Path) -> None:
-    """Pass-through values of any JSON type are written as strings; missing ones as null."""
-    values: list[dict[str, Any]] = [{"a": 12, "b": 1.5}, {"a": True, "b": None}, {"a": "x"}]
-    _ingest(checkpoint, [_row(n, "k1", v) for n, v in enumerate(values, start=1)])
-    _value(checkpoint, "k1", _body())
-    table = _results(checkpoint, tmp_path / "results.parquet", ["a", "b"])
-    assert table["a"].to_pylist() == ["12", "true", "x"]
-    assert table["b"].to_pylist() == ["1.5", None, None]
+TYPED = pa.schema(
+    [
+        ("loan", I64),
+        ("balance", pa.decimal128(12, 2)),
+        ("opened", pa.date32()),
+        ("reviewed", pa.timestamp("us", tz="Europe/London")),
+        ("active", pa.bool_()),
+        ("rate", pa.float64()),
+        ("note", S),
+    ]
+)
+TYPED_ROWS: list[dict[str, Any]] = [
+    {
+        "loan": 10 + n,
+        "balance": decimal.Decimal(f"{n}123.45"),
+        "opened": dt.date(2020, 1, n),
+        "reviewed": dt.datetime(2024, 6, n, 9, 30, tzinfo=zoneinfo.ZoneInfo("Europe/London")),
+        "active": n % 2 == 0,
+        "rate": n / 8,
+        "note": f"note {n}",
+    }
+    if n != 4
+    else {}  # every value null
+    for n in range(1, 8)
+]
+
+
+def test_passthrough_values_keep_their_types(
+    checkpoint: Checkpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pass-through values come out as stored, in their types, each on its own row, in
+    results and problems alike, however the rows fall into batches."""
+    monkeypatch.setattr(writer, "BATCH_ROWS", 2)
+    valued = {1, 2, 4, 6, 7}
+    rows = [_row(n, f"k{n}", values) for n, values in enumerate(TYPED_ROWS, start=1)]
+    _ingest(checkpoint, rows[:3], passthrough=TYPED)
+    checkpoint.add_rows(
+        [given.row for given in rows[3:]],
+        [(f"k{n}", "{}") for n in range(4, 8)],
+        pa.RecordBatch.from_pylist([given.passthrough for given in rows[3:]], schema=TYPED),
+    )
+    for n in range(1, 8):
+        if n in valued:
+            _value(checkpoint, f"k{n}", _body(number=n))
+        else:
+            checkpoint.record_problem(f"k{n}", {"type": "outside-coverage", "status": 422})
+    results = _results(checkpoint, tmp_path / "results.parquet")
+    write_problems(checkpoint, tmp_path / "problems.parquet")
+    problems = pq.read_table(tmp_path / "problems.parquet")
+    for table, numbers in ((results, sorted(valued)), (problems, [3, 5])):
+        assert table.schema.names[1 : 1 + len(TYPED)] == TYPED.names
+        assert [table.schema.field(f.name).type for f in TYPED] == TYPED.types
+        assert table["row_number"].to_pylist() == numbers
+        expected = [{f.name: TYPED_ROWS[n - 1].get(f.name) for f in TYPED} for n in numbers]
+        assert table.select(TYPED.names).to_pylist() == expected
+
+
+def test_rows_without_stored_values_read_null(checkpoint: Checkpoint, tmp_path: Path) -> None:
+    """A row whose batch stored no pass-through values (none given) reads null, and the
+    rows after it still get their own."""
+    for n in range(1, 5):
+        values = pa.record_batch({"loan": [n]}) if n % 2 else None
+        checkpoint.add_rows([(n, f"k{n}", None, None, None)], [(f"k{n}", "{}")], values)
+    checkpoint.finish_ingest()
+    for n in range(1, 5):
+        _value(checkpoint, f"k{n}", _body(number=n))
+    table = _results(checkpoint, tmp_path / "results.parquet")
+    assert table.schema.field("loan").type == I64
+    assert table["loan"].to_pylist() == [1, None, 3, None]
 
 
 def test_rows_are_in_row_order(
@@ -645,8 +726,8 @@ def test_rows_are_in_row_order(
     """Both files list rows by input position, each row in exactly one of them."""
     monkeypatch.setattr(writer, "BATCH_ROWS", 3)
     order = [7, 2, 9, 4, 1, 10, 5, 3, 8, 6]
-    checkpoint.add_rows([_row(n, f"k{n}") for n in order[:5]], [(f"k{n}", "{}") for n in order])
-    checkpoint.add_rows([_row(n, f"k{n}") for n in order[5:]], [])
+    checkpoint.add_rows([_row(n, f"k{n}").row for n in order[:5]], [(f"k{n}", "{}") for n in order])
+    checkpoint.add_rows([_row(n, f"k{n}").row for n in order[5:]], [])
     checkpoint.finish_ingest()
     for n in order:
         if n % 3:
@@ -654,7 +735,7 @@ def test_rows_are_in_row_order(
         else:
             checkpoint.record_problem(f"k{n}", {"type": "outside-coverage", "status": 422})
     valued = _results(checkpoint, tmp_path / "results.parquet")["row_number"].to_pylist()
-    write_problems(checkpoint, tmp_path / "problems.parquet", [])
+    write_problems(checkpoint, tmp_path / "problems.parquet")
     refused = pq.read_table(tmp_path / "problems.parquet")["row_number"].to_pylist()
     assert valued == [1, 2, 4, 5, 7, 8, 10]
     assert refused == [3, 6, 9]
@@ -728,7 +809,7 @@ def test_without_extras_there_are_no_extra_columns_and_csv_works(
     _ingest(checkpoint, [_row(1, "k1", {"loan_id": "L1"}), _row(2, "k2", {"loan_id": "L2"})])
     _value(checkpoint, "k1", _body())
     _value(checkpoint, "k2", _body(FLAT, number=2))
-    table = _results(checkpoint, tmp_path / "results.parquet", ["loan_id"])
+    table = _results(checkpoint, tmp_path / "results.parquet")
     assert EXTRAS.isdisjoint(table.column_names)
     pl.read_parquet(tmp_path / "results.parquet").write_csv(tmp_path / "results.csv")
     written = pl.read_csv(tmp_path / "results.csv")
@@ -764,7 +845,7 @@ def test_the_runs_include_makes_the_columns_even_with_no_valued_row(
     refused), so that a nightly file keeps one schema."""
     _ingest(checkpoint, [_row(1, None, rule="required", detail="postcode is missing")])
     path = tmp_path / "results.parquet"
-    assert write_results(checkpoint, path, [], include=["rebuildCost"]) == 0
+    assert write_results(checkpoint, path, include=["rebuildCost"]) == 0
     assert pq.read_schema(path).names[-3:] == ["rebuild_cost", "credits_charged", "idempotency_key"]
 
 
@@ -780,7 +861,7 @@ def test_an_unreadable_answer_is_a_problem_row_with_its_raw_answer(
     checkpoint.record_answer("k1", raw.encode())
     settled = answers.settle(checkpoint, "k1", body)
     assert settled.problem is not None
-    write_problems(checkpoint, tmp_path / "problems.parquet", [])
+    write_problems(checkpoint, tmp_path / "problems.parquet")
     row = pq.read_table(tmp_path / "problems.parquet").to_pylist()[0]
     assert (row["stage"], row["type"], row["status"], row["attempts"]) == (
         "api",

@@ -42,7 +42,7 @@ def checkpoint_with(tmp_path: Path, bodies: list[str]) -> Checkpoint:
     checkpoint = Checkpoint.open(tmp_path)
     keys = [idempotency_key("test-run", body) for body in bodies]
     checkpoint.add_rows(
-        [(i + 1, key, None, None, None, "{}") for i, key in enumerate(keys)],
+        [(i + 1, key, None, None, None) for i, key in enumerate(keys)],
         list(dict(zip(keys, bodies, strict=True)).items()),
     )
     checkpoint.finish_ingest()

@@ -1,8 +1,9 @@
 """The input stage: a CSV or Parquet list of homes in, validated requests out.
 
     source = open_input(path, InputOptions(...))   # InputError if the file is unusable
-    for batch in source.batches():                 # polars frames, about batch_rows each
-        ...  # row_number, request_json | (field, rule, detail), passthrough_json
+    for batch in source.batches():                 # InputBatch, about batch_rows rows each
+        batch.checked      # polars: row_number, request_json | (field, rule, detail)
+        batch.passthrough  # Arrow: the pass-through columns in their own types
 
 Every row comes out once, either as the canonical JSON of its valuation request or as
 a problem naming the field and the rule (PROBLEM_RULES) in words a person can act on.
@@ -17,12 +18,13 @@ from __future__ import annotations
 
 from batchval.api.vocabulary import REQUEST_FIELDS
 from batchval.input.options import InputError, InputOptions
-from batchval.input.reader import InputSource, open_input
+from batchval.input.reader import InputBatch, InputSource, open_input
 from batchval.input.validate import PROBLEM_RULES
 
 __all__ = [
     "PROBLEM_RULES",
     "REQUEST_FIELDS",
+    "InputBatch",
     "InputError",
     "InputOptions",
     "InputSource",

@@ -9,10 +9,14 @@ with the file:
   scan (`scan_csv(...).collect_batches`), every column read as text. polars reads
   UTF-8 only, so a latin-1 or cp1252 file is first transcoded, as a stream, to a
   temporary UTF-8 file (disk, not memory, pays for it).
-- Parquet: `pyarrow.parquet.ParquetFile.iter_batches`, every column cast to text
+- Parquet: `pyarrow.parquet.ParquetFile.iter_batches`, every request field cast to text
   (a float 3.0 becomes "3.0", which is the integer 3 to validation), but for an
   include column that is a list of text (`list<string>`), read as a list of items.
   Any other nested column is refused: nothing else in a request is nested.
+
+Validation reads the fields as text; the pass-through columns ride along beside them,
+row for row, in their own types (`input/passthrough`: the Parquet file's types, or
+polars' inference over the whole CSV file, which costs one more read of it).
 
 Row numbers are 1-based positions of data rows, the header not counted. In a CSV, a
 row with no value at all (a blank line, or only delimiters and spaces, as spreadsheets
@@ -40,6 +44,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from batchval.input import passthrough as given
 from batchval.input.mapping import ColumnMap, resolve_columns
 from batchval.input.options import DETECTED_DELIMITERS, InputError, InputOptions
 from batchval.input.validate import check_batch
@@ -57,14 +62,31 @@ _READ_ERRORS = (pl.exceptions.PolarsError, pa.ArrowException, OSError, EOFError,
 _DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}
 
 
+# A batch as read: the request fields as text (CSV: the pass-through columns' text too),
+# and the same rows' pass-through columns in their own types.
+_Raw = tuple[pl.DataFrame, pa.RecordBatch]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class InputBatch:
+    """One batch of input rows: checked, and their pass-through columns, row for row."""
+
+    checked: pl.DataFrame  # validate.OUTPUT_SCHEMA: a request, or a problem, per row
+    passthrough: pa.RecordBatch  # the pass-through columns, typed (input/passthrough)
+
+
 class _Table(Protocol):
-    """A file format's reader: its header, and its rows as text in batches."""
+    """A file format's reader: its header, and its rows in batches."""
 
     @property
     def columns(self) -> list[str]: ...
 
-    def raw_batches(self, wanted: Sequence[str], batch_rows: int) -> Iterator[pl.DataFrame]:
-        """The `wanted` columns, as strings, of every data row, in order."""
+    def raw_batches(
+        self, fields: Sequence[str], passthrough: Sequence[str], include: str | None, rows: int
+    ) -> Iterator[_Raw]:
+        """Every data row, in order, about `rows` at a time: the `fields` columns as text
+        (the include column, when it is a list of text, as it is), and the `passthrough`
+        columns typed."""
         ...
 
 
@@ -85,14 +107,63 @@ class _CsvTable:
     codec: str
     compressed: bool
 
-    def raw_batches(self, wanted: Sequence[str], batch_rows: int) -> Iterator[pl.DataFrame]:
+    def raw_batches(
+        self, fields: Sequence[str], passthrough: Sequence[str], include: str | None, rows: int
+    ) -> Iterator[_Raw]:
         if self.codec == "utf-8":
-            yield from self._scan(self.path, wanted, batch_rows)
+            yield from self._read(self.path, fields, passthrough, rows)
             return
         with tempfile.TemporaryDirectory(prefix="batchval-input-") as tmp:
             utf8 = Path(tmp) / "input.csv"
             self._transcode(utf8)
-            yield from self._scan(utf8, wanted, batch_rows)
+            yield from self._read(utf8, fields, passthrough, rows)
+
+    def _read(
+        self, source: Path, fields: Sequence[str], passthrough: Sequence[str], rows: int
+    ) -> Iterator[_Raw]:
+        types = self._types(source, passthrough)
+        frames = self._scan(source, list(dict.fromkeys([*fields, *passthrough])), rows)
+        pairs = ((frame, given.from_text(self.path, frame, types)) for frame in frames)
+        return _guarded(self.path, pairs)
+
+    def _types(self, source: Path, passthrough: Sequence[str]) -> dict[str, pl.DataType]:
+        """The pass-through columns' types: polars' inference over the whole file, less
+        the integer columns with a leading zero (input/passthrough)."""
+        if not passthrough:
+            return {}
+        try:
+            inferred = self._lazy(source, infer=True).collect_schema()
+            found = {name: inferred[name] for name in passthrough}
+            integers = given.integer_columns(found)
+            zeros: list[str] = []
+            if integers:
+                flags = (
+                    self._lazy(source, infer=False)
+                    .select(
+                        given.has_leading_zero(pl.nth(self.columns.index(name))).alias(f"z{i}")
+                        for i, name in enumerate(integers)
+                    )
+                    .collect(engine="streaming")
+                )
+                zeros = [name for name, zero in zip(integers, flags.row(0), strict=True) if zero]
+        except _READ_ERRORS:
+            # A file polars cannot read through: its columns stay text, and the scan
+            # below reports the fault where it is, as it would have without types.
+            return {name: pl.String() for name in passthrough}
+        return given.csv_types(found, zeros)
+
+    def _lazy(self, source: Path, *, infer: bool) -> pl.LazyFrame:
+        """The file as polars reads it: every column text, or typed by inference over
+        the whole file."""
+        return pl.scan_csv(
+            source,
+            separator=self.delimiter,
+            has_header=True,
+            new_columns=self.columns,
+            quote_char='"',
+            raise_if_empty=False,
+            **({"infer_schema_length": None} if infer else {"infer_schema": False}),
+        )
 
     def _transcode(self, target: Path) -> None:
         try:
@@ -109,29 +180,21 @@ class _CsvTable:
             ) from exc
 
     def _scan(self, source: Path, wanted: Sequence[str], batch_rows: int) -> Iterator[pl.DataFrame]:
-        scan = pl.scan_csv(
-            source,
-            separator=self.delimiter,
-            has_header=True,
-            new_columns=self.columns,
-            infer_schema=False,  # every column is text: validation decides what it is
-            quote_char='"',
-            raise_if_empty=False,
-        )
+        # Every column is text: validation decides what a field is.
+        scan = self._lazy(source, infer=False)
         # By position, not name: a column may be called "*" or "^a$" (polars patterns).
         each = [pl.nth(i) for i in range(len(self.columns))]
         blank = pl.all_horizontal([c.is_null() | c.str.contains(r"^\s*$") for c in each])
         keep = [pl.nth(self.columns.index(name)) for name in wanted]
-        frames = scan.filter(~blank).select(keep).collect_batches(chunk_size=batch_rows, lazy=True)
-        return _guarded(self.path, frames)
+        return scan.filter(~blank).select(keep).collect_batches(chunk_size=batch_rows, lazy=True)
 
 
-def _guarded(path: Path, frames: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
-    """The frames, with a reading failure turned into an InputError saying where."""
+def _guarded(path: Path, batches: Iterator[_Raw]) -> Iterator[_Raw]:
+    """The batches, with a reading failure turned into an InputError saying where."""
     rows = 0
     while True:
         try:
-            frame = next(frames)
+            frame, typed = next(batches)
         except StopIteration:
             return
         except _READ_ERRORS as exc:
@@ -142,7 +205,7 @@ def _guarded(path: Path, frames: Iterator[pl.DataFrame]) -> Iterator[pl.DataFram
                 said += " (a stray or unclosed quote mark?)"
             raise InputError(path, f"cannot be read after data row {rows}: {said}") from exc
         rows += frame.height
-        yield frame
+        yield frame, typed
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -151,33 +214,50 @@ class _ParquetTable:
     columns: list[str]
     schema: pa.Schema
 
-    def raw_batches(self, wanted: Sequence[str], batch_rows: int) -> Iterator[pl.DataFrame]:
+    def raw_batches(
+        self, fields: Sequence[str], passthrough: Sequence[str], include: str | None, rows: int
+    ) -> Iterator[_Raw]:
         try:
             parquet = pq.ParquetFile(self.path)
         except _READ_ERRORS as exc:
             raise InputError(self.path, f"cannot be read: {_first_line(exc)}") from exc
+        wanted = list(dict.fromkeys([*fields, *passthrough]))
         with parquet:
-            batches = parquet.iter_batches(batch_size=batch_rows, columns=list(wanted))
-            yield from _guarded(self.path, _as_text(self.path, batches))
+            batches = parquet.iter_batches(batch_size=rows, columns=wanted)
+            pairs = (
+                (
+                    _as_text(self.path, batch, fields),
+                    given.from_arrow(self.path, batch, passthrough, include),
+                )
+                for batch in batches
+            )
+            yield from _guarded(self.path, pairs)
+
+    def passthrough_schema(self, passthrough: Sequence[str], include: str | None) -> pa.Schema:
+        """The pass-through columns as they are written (input/passthrough)."""
+        return pa.schema(
+            (name, given.parquet_type(self.schema.field(name).type, include=name == include))
+            for name in passthrough
+        )
 
 
-def _as_text(path: Path, batches: Iterator[pa.RecordBatch]) -> Iterator[pl.DataFrame]:
-    """Every column as text, cast by Arrow (which knows every Parquet type; polars panics
-    on some, such as decimals wider than 38 digits); a list of text as a list of text
-    (`_refuse_nested` has let only the include column through as a list)."""
-    for batch in batches:
-        columns: dict[str, pa.Array] = {}
-        for name, column in zip(batch.schema.names, batch.columns, strict=True):
-            text = pa.list_(pa.string()) if _is_text_list(column.type) else pa.string()
-            try:
-                columns[name] = pc.cast(column, text)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                raise InputError(
-                    path, f"column {name!r} ({column.type}) has no text form: {_first_line(exc)}"
-                ) from exc
-        frame = pl.from_arrow(pa.table(columns))
-        assert isinstance(frame, pl.DataFrame)
-        yield frame
+def _as_text(path: Path, batch: pa.RecordBatch, fields: Sequence[str]) -> pl.DataFrame:
+    """The request fields as text, cast by Arrow (which knows every Parquet type; polars
+    panics on some, such as decimals wider than 38 digits); a list of text as a list of
+    text (`_refuse_nested` has let only the include column through as a list)."""
+    columns: dict[str, pa.Array] = {}
+    for name in fields:
+        column = batch.column(name)
+        text = pa.list_(pa.string()) if _is_text_list(column.type) else pa.string()
+        try:
+            columns[name] = pc.cast(column, text)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise InputError(
+                path, f"column {name!r} ({column.type}) has no text form: {_first_line(exc)}"
+            ) from exc
+    frame = pl.from_arrow(pa.table(columns))
+    assert isinstance(frame, pl.DataFrame)
+    return frame
 
 
 def _read_head(path: Path) -> bytes:
@@ -360,18 +440,23 @@ class InputSource:
     def __repr__(self) -> str:
         return f"InputSource({str(self.path)!r}, field_columns={self.field_columns!r})"
 
-    def batches(self) -> Iterator[pl.DataFrame]:
-        """Validated rows, about `batch_rows` at a time, in the columns of OUTPUT_SCHEMA.
+    def batches(self) -> Iterator[InputBatch]:
+        """Validated rows, about `batch_rows` at a time: the checked rows (the columns of
+        validate.OUTPUT_SCHEMA) and their pass-through columns, typed.
 
         Raises InputError when the file turns out unreadable part way (truncated,
         corrupt, not the encoding it claimed): rows already yielded stay valid.
         """
-        wanted = list(dict.fromkeys([*self.field_columns.values(), *self.passthrough]))
+        fields = list(dict.fromkeys(self.field_columns.values()))
+        include = self.field_columns.get("include")
         done = 0
-        for raw in self._table.raw_batches(wanted, self._options.batch_rows):
+        for raw, typed in self._table.raw_batches(
+            fields, self.passthrough, include, self._options.batch_rows
+        ):
             if raw.height == 0:
                 continue
-            yield check_batch(raw, first_row=done, columns=self._mapped, options=self._options)
+            checked = check_batch(raw, first_row=done, columns=self._mapped, options=self._options)
+            yield InputBatch(checked, typed)
             done += raw.height
         if done == 0:
             raise InputError(self.path, "has no data rows")
@@ -395,5 +480,7 @@ def open_input(path: Path, options: InputOptions) -> InputSource:
         table, hint = _open_csv(path, head, options)
     mapped = resolve_columns(path, table.columns, options, hint=hint)
     if isinstance(table, _ParquetTable):
-        _refuse_nested(path, table.schema, mapped.fields.get("include"))
+        include = mapped.fields.get("include")
+        _refuse_nested(path, table.schema, include)
+        given.check_writable(path, table.passthrough_schema(mapped.passthrough, include))
     return InputSource(path, table, mapped, options)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import polars as pl
 
@@ -63,7 +63,6 @@ OUTPUT_SCHEMA: Mapping[str, pl.DataType] = types.MappingProxyType(
         "field": pl.String(),
         "rule": pl.String(),
         "detail": pl.String(),
-        "passthrough_json": pl.String(),
     }
 )
 
@@ -358,12 +357,13 @@ def _request_members(options: InputOptions) -> dict[str, pl.Expr]:
 
 
 def _work_frame(raw: pl.DataFrame, columns: ColumnMap, options: InputOptions) -> pl.DataFrame:
-    """Each field's text as read (`raw.*`) and translated (`value.*`), and the pass-through.
+    """Each field's text as read (`raw.*`) and translated (`value.*`).
 
     A field the file has no column for is a null column, so every rule reads alike.
     Columns are taken by position: a name such as "*" would be a pattern to polars.
     Every column is text but a Parquet list (the include column): `value.include` is the
-    row's list of items, null where it names none.
+    row's list of items, null where it names none. Pass-through columns are not read
+    here: they ride along typed, beside the checked rows (`input/passthrough`).
     """
     absent = pl.lit(None, dtype=pl.String)
 
@@ -373,19 +373,13 @@ def _work_frame(raw: pl.DataFrame, columns: ColumnMap, options: InputOptions) ->
         listed = isinstance(raw.schema[name], pl.List)
         return pl.nth(index) if listed else pl.nth(index).cast(pl.String)
 
-    def riding(name: str) -> pl.Expr:
-        """A pass-through column as text: a list as its items joined, as a CSV cell has them."""
-        value = column(name)
-        return value.list.join(";") if isinstance(raw.schema[name], pl.List) else value
-
     picked = [
         (column(columns.fields[f]) if f in columns.fields else absent).alias(f"raw.{f}")
         for f in ROW_FIELDS
     ]
-    passed = [riding(c).alias(f"pass.{i}") for i, c in enumerate(columns.passthrough)]
     include = columns.fields.get("include")
     listed = include is not None and isinstance(raw.schema[include], pl.List)
-    return raw.select(*picked, *passed).with_columns(
+    return raw.select(*picked).with_columns(
         *(field_value(f, _raw(f), options).alias(f"value.{f}") for f in REQUEST_FIELDS),
         include_items(_raw("include"), is_list=listed).alias("value.include"),
     )
@@ -430,19 +424,6 @@ def check_batch(
             "field": first.replace_strict(index, [c.field for c in checks], return_dtype=pl.String),
             "rule": first.replace_strict(index, [c.rule for c in checks], return_dtype=pl.String),
             "detail": _placed(work.height, details.to_series(), bad.arg_true()),
-            "passthrough_json": _passthrough_json(work, columns.passthrough),
         },
         schema=dict(OUTPUT_SCHEMA),
     )
-
-
-def _passthrough_json(work: pl.DataFrame, passthrough: Sequence[str]) -> pl.Series:
-    """{column: text or null} of the pass-through columns, in the input's column order."""
-    if not passthrough:
-        return pl.repeat("{}", work.height, dtype=pl.String, eager=True)
-    members = [
-        _member(name, pl.coalesce(json_string(pl.col(f"pass.{i}")), pl.lit("null")))
-        for i, name in enumerate(passthrough)
-    ]
-    joined = pl.concat_str([pl.lit("{"), pl.concat_str(members, separator=","), pl.lit("}")])
-    return work.select(joined).to_series()

@@ -16,8 +16,7 @@ import re
 
 from batchval.api.errors import UnreadableAnswerError
 from batchval.api.models import Valuation
-from batchval.store.checkpoint import RowProblem
-from batchval.store.problems import StoredProblem
+from batchval.store.records import RowProblem, StoredProblem
 
 FLOOR_AREA_HINT = "Supply floorAreaSqm (a floor area column) for this row."
 # The request field an API problem type is about (the problem JSON may also name one).

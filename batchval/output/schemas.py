@@ -214,14 +214,14 @@ RESULT_TAIL: tuple[Column[ValuedRow], ...] = (
     _answer(
         "commentary",
         COMMENTARY_TYPE,
-        "Plain-English commentary; only in runs that ask for it.",
+        "Plain-English commentary, if the run or the row asked for it; show its disclaimer.",
         lambda v: v.commentary,
         asked_by="commentary",
     ),
     _answer(
         "rebuild_cost",
         REBUILD_COST_TYPE,
-        "Rebuild cost for insurance; only in runs that ask for it.",
+        "Rebuild cost for insurance, if the run or the row asked for it.",
         lambda v: v.rebuild_cost,
         asked_by="rebuildCost",
     ),

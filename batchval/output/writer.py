@@ -63,13 +63,7 @@ _CONVERSION_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError)
 _JSON_TYPES = {"commentary": COMMENTARY_JSON_TYPE, "rebuild_cost": REBUILD_COST_JSON_TYPE}
 
 
-def write_results(
-    checkpoint: Checkpoint,
-    path: Path,
-    passthrough: Sequence[str],
-    *,
-    include: Collection[str] = (),
-) -> int:
+def write_results(checkpoint: Checkpoint, path: Path, *, include: Collection[str] = ()) -> int:
     """Write every valued row to `path` (results.parquet), atomically; the rows written.
 
     `include` is the run's include: with the items any row's request asked for, it
@@ -77,7 +71,8 @@ def write_results(
     """
     extras = {*include, *checkpoint.asked_extras()}
     columns = result_columns(extras)
-    schema = results_schema(_text_schema(passthrough), extras)
+    given = _PassthroughValues(checkpoint)
+    schema = results_schema(given.schema, extras)
     charged: set[str] = set()  # keys whose charge a row already carries
     unread: set[str] = set()  # keys whose answer was found unreadable (logged once)
 
@@ -105,26 +100,25 @@ def write_results(
                 rows.append(
                     ValuedRow(stored.row_number, stored.key, credits, valuation, valuation_id)
                 )
-            given = _passthrough_json([s.passthrough for s in batch], passthrough)
-            yield _table(rows, given, columns, schema)
+            yield _table(rows, given.of([r.row_number for r in rows]), columns, schema)
 
-    return _write_parquet(path, schema, tables())
+    with contextlib.closing(given):
+        return _write_parquet(path, schema, tables())
 
 
-def write_problems(checkpoint: Checkpoint, path: Path, passthrough: Sequence[str]) -> int:
+def write_problems(checkpoint: Checkpoint, path: Path) -> int:
     """Write every row that got no valuation to `path` (problems.parquet), atomically;
     the rows written."""
-    schema = problems_schema(_text_schema(passthrough))
-    tables = (
-        _table(
-            [ProblemRow.of(stored) for stored in batch],
-            _passthrough_json([s.passthrough for s in batch], passthrough),
-            PROBLEM_TAIL,
-            schema,
-        )
-        for batch in checkpoint.problem_rows(BATCH_ROWS)
-    )
-    return _write_parquet(path, schema, tables)
+    given = _PassthroughValues(checkpoint)
+    schema = problems_schema(given.schema)
+
+    def tables() -> Iterator[pa.Table]:
+        for batch in checkpoint.problem_rows(BATCH_ROWS):
+            rows = [ProblemRow.of(stored) for stored in batch]
+            yield _table(rows, given.of([r.row_number for r in rows]), PROBLEM_TAIL, schema)
+
+    with contextlib.closing(given):
+        return _write_parquet(path, schema, tables())
 
 
 def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
@@ -133,15 +127,6 @@ def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     with _replacing(path) as file:
         file.write(text.encode())
-
-
-def _text_schema(passthrough: Sequence[str]) -> pa.Schema:
-    return pa.schema([(name, pa.string()) for name in passthrough])
-
-
-def _passthrough_json(texts: Sequence[str], names: Sequence[str]) -> list[pa.Array]:
-    given = [json.loads(text) for text in texts] if names else []
-    return [_array([g.get(name) for g in given], pa.string()) for name in names]
 
 
 # --- files ---------------------------------------------------------------------------------
@@ -200,6 +185,54 @@ def _row_groups(tables: Iterable[pa.Table]) -> Iterator[pa.Table]:
 
 
 # --- records to columns -------------------------------------------------------------------
+
+
+class _PassthroughValues:
+    """The pass-through values of rows asked for in row order, taken from the stored
+    batches as they come: one batch decoded at a time, however long the input."""
+
+    def __init__(self, checkpoint: Checkpoint) -> None:
+        self.schema: pa.Schema = checkpoint.passthrough_schema() or pa.schema([])
+        self._stored = checkpoint.passthrough_batches()  # a cursor, until closed
+        self._empty = pa.RecordBatch.from_pylist([], schema=self.schema)
+        self._batch: pa.RecordBatch | None = None  # the stored batch at hand
+        self._first = self._end = 0  # its rows: first <= n < end
+        self._done = False  # every stored batch has been read
+
+    def of(self, numbers: Sequence[int]) -> list[pa.Array]:
+        """The columns' values of rows `numbers` (ascending); null where none is stored."""
+        if not len(self.schema):
+            return []
+        pieces: list[pa.RecordBatch] = []
+        at: list[int | None] = []  # positions in the batch at hand, None for no value
+        for number in numbers:
+            while not self._done and number >= self._end:
+                self._take(at, pieces)
+                self._next()
+            held = self._batch is not None and self._first <= number < self._end
+            at.append(number - self._first if held else None)
+        self._take(at, pieces)
+        if not pieces:
+            return [pa.array([], field.type) for field in self.schema]
+        return [pa.concat_arrays([p.column(i) for p in pieces]) for i in range(len(self.schema))]
+
+    def close(self) -> None:
+        """Let go of the stored batches (and their cursor) not read."""
+        self._stored.close()
+
+    def _take(self, at: list[int | None], pieces: list[pa.RecordBatch]) -> None:
+        if at:
+            batch = self._empty if self._batch is None else self._batch
+            pieces.append(batch.take(pa.array(at, pa.int64())))
+            at.clear()
+
+    def _next(self) -> None:
+        found = next(self._stored, None)
+        if found is None:
+            self._batch, self._done = None, True
+            return
+        self._first, self._batch = found
+        self._end = self._first + self._batch.num_rows
 
 
 def _table(

@@ -23,7 +23,7 @@ from typing import Any
 from batchval.api.errors import UnreadableAnswerError
 from batchval.api.models import Valuation
 from batchval.store.checkpoint import Checkpoint
-from batchval.store.problems import StoredProblem
+from batchval.store.records import StoredProblem
 
 UNREADABLE = "unreadable-answer"
 

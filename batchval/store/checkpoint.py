@@ -1,10 +1,12 @@
 """The run's memory: an SQLite file beside the outputs (`DIR/checkpoint.sqlite`).
 
-Two tables carry the work:
+Three tables carry the work:
 
-- `rows`: one per input row: its row number, its request's key (NULL when the input
-  stage refused the row, with the problem in `field`/`rule`/`detail`), and the
-  pass-through values as a JSON object.
+- `rows`: one per input row: its row number, and its request's key (NULL when the
+  input stage refused the row, with the problem in `field`/`rule`/`detail`).
+- `passthrough`: the rows' pass-through values, typed: an Arrow IPC stream per ingest
+  batch, committed with its rows (a killed ingest never parts them), streamed back a
+  batch at a time; their schema is in `meta` (`passthrough_schema`).
 - `requests`: one per distinct request (rows with identical requests share a key, and
   so one call and one charge): its canonical JSON, state, attempts, last error, and
   the API's answer or problem.
@@ -18,30 +20,37 @@ asks again. Writes are committed one by one in WAL mode with synchronous=FULL, s
 the run id and every answer are on disk before the run acts on them: neither a killed
 process (`kill -9`) nor a power cut loses a committed answer.
 
-`RunLock` keeps two processes out of one DIR: an advisory `flock`, released by the
-kernel however the holder dies.
+`RunLock` (`store/lock`) keeps two processes out of one DIR.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import json
-import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from batchval.outcome import BatchvalError
+import pyarrow as pa
 
-SCHEMA_VERSION = "2"
-# Versions this one reads, each with the statements that bring it up to date. Version 2
-# added the `answered` state (raw answers kept before reading): no table changed.
-_MIGRATIONS: dict[str, tuple[str, ...]] = {"1": ()}
+from batchval.outcome import BatchvalError
+from batchval.store import records
+
+SCHEMA_VERSION = "3"
+
+
+def _to_3(db: sqlite3.Connection) -> None:
+    """2 added the `answered` state; 3 types pass-through values (`passthrough`, not JSON
+    in `rows`): having no `passthrough_schema`, an older DIR's input is read again."""
+    if any(column[1] == "passthrough" for column in db.execute("PRAGMA table_info(rows)")):
+        db.execute("ALTER TABLE rows DROP COLUMN passthrough")
+
+
+# Versions this one reads, each with what brings it up to date.
+_MIGRATIONS: dict[str, Callable[[sqlite3.Connection], None]] = {"1": _to_3, "2": _to_3}
 CHECKPOINT_NAME = "checkpoint.sqlite"
-LOCK_NAME = ".batchval.lock"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -50,10 +59,14 @@ CREATE TABLE IF NOT EXISTS rows (
     key TEXT,
     field TEXT,
     rule TEXT,
-    detail TEXT,
-    passthrough TEXT NOT NULL
+    detail TEXT
 );
 CREATE INDEX IF NOT EXISTS rows_by_key ON rows (key);
+CREATE TABLE IF NOT EXISTS passthrough (
+    first_row INTEGER PRIMARY KEY,
+    rows INTEGER NOT NULL,
+    batch BLOB NOT NULL
+);
 CREATE TABLE IF NOT EXISTS requests (
     key TEXT PRIMARY KEY,
     request TEXT NOT NULL,
@@ -78,39 +91,8 @@ CREATE TABLE IF NOT EXISTS invocations (
 """
 
 
-class DirLockedError(BatchvalError):
-    """Another batchval process holds the output directory."""
-
-
 class CheckpointVersionError(BatchvalError):
     """The checkpoint was written by a batchval this one cannot read."""
-
-
-class RunLock:
-    """An exclusive, non-blocking lock on an output directory."""
-
-    def __init__(self, directory: Path) -> None:
-        self._path = directory / LOCK_NAME
-        self._fd: int | None = None
-
-    def __enter__(self) -> RunLock:
-        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise DirLockedError(f"another batchval run holds {self._path.parent}") from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n".encode())
-        self._fd = fd
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._fd is not None:
-            os.ftruncate(self._fd, 0)  # no pid left behind for `status` to mistake
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -119,32 +101,6 @@ class PendingRequest:
     key: str
     request_json: str
     attempts: int
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RowAnswer:
-    """A valued row and its request's stored answer, as the writer reads them."""
-
-    row_number: int
-    passthrough: str
-    key: str
-    answer: str  # the raw answer, exactly as received
-    credits: int  # the request's charge (every row that shares the request has it)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class RowProblem:
-    """A row that got no valuation: refused by validation (`rule` set) or by the API
-    (`problem`, the JSON of `StoredProblem`), as the writer reads it."""
-
-    row_number: int
-    passthrough: str
-    field: str | None
-    rule: str | None
-    detail: str | None
-    problem: str | None
-    attempts: int
-    answer: str | None  # unreadable-answer: the raw answer
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -204,8 +160,7 @@ class Checkpoint:
         version = checkpoint.get("schema_version")
         if version in _MIGRATIONS:
             with checkpoint.transaction():
-                for statement in _MIGRATIONS[version]:
-                    db.execute(statement)
+                _MIGRATIONS[version](db)
                 checkpoint.set("schema_version", SCHEMA_VERSION)
         elif version is None:
             checkpoint.set("schema_version", SCHEMA_VERSION)
@@ -276,25 +231,44 @@ class Checkpoint:
     # --- ingest --------------------------------------------------------------------------
 
     def restart_ingest(self) -> None:
-        """Forget the rows (never the requests and their answers) before reading again."""
+        """Forget the rows and their pass-through values, never a request or an answer."""
         with self.transaction():
-            self._db.execute("DELETE FROM rows")
-            self.unset("ingest_complete")
+            self._forget_rows()
+
+    def _forget_rows(self) -> None:
+        self._db.execute("DELETE FROM rows")
+        self._db.execute("DELETE FROM passthrough")
+        self.unset("passthrough_schema")
+        self.unset("ingest_complete")
 
     def add_rows(
         self,
-        rows: Sequence[tuple[int, str | None, str | None, str | None, str | None, str]],
+        rows: Sequence[tuple[int, str | None, str | None, str | None, str | None]],
         requests: Sequence[tuple[str, str]],
+        passthrough: pa.RecordBatch | None = None,
     ) -> None:
-        """One batch of rows and their requests, in one transaction."""
+        """One batch of rows (row number, key, field, rule, detail), their requests and
+        their pass-through values (one a row, rows consecutive), in one transaction."""
         with self.transaction():
             self._db.executemany(
-                "INSERT INTO rows (row_number, key, field, rule, detail, passthrough)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
+                "INSERT INTO rows (row_number, key, field, rule, detail) VALUES (?, ?, ?, ?, ?)",
                 rows,
             )
             self._db.executemany(
                 "INSERT OR IGNORE INTO requests (key, request) VALUES (?, ?)", requests
+            )
+            if passthrough is not None:
+                self._add_passthrough([row[0] for row in rows], passthrough)
+
+    def _add_passthrough(self, numbers: Sequence[int], batch: pa.RecordBatch) -> None:
+        schema, held = records.schema_text(batch.schema), self.get("passthrough_schema")
+        if held not in (None, schema):
+            raise ValueError(f"pass-through schema changed within an ingest: {batch.schema}")
+        self.set("passthrough_schema", schema)
+        if batch.num_columns and numbers:
+            self._db.execute(
+                "INSERT INTO passthrough (first_row, rows, batch) VALUES (?, ?, ?)",
+                (numbers[0], len(numbers), records.batch_bytes(numbers, batch)),
             )
 
     def finish_ingest(self) -> None:
@@ -376,8 +350,7 @@ class Checkpoint:
         never mixes test and live answers. Returns how many requests were forgotten."""
         with self.transaction():
             cursor = self._db.execute("DELETE FROM requests")
-            self._db.execute("DELETE FROM rows")
-            self.unset("ingest_complete")
+            self._forget_rows()
             self.unset("mode")
         return cursor.rowcount
 
@@ -423,41 +396,46 @@ class Checkpoint:
         ).fetchall()
         return {str(name): int(n) for name, n in found}
 
+    def passthrough_schema(self) -> pa.Schema | None:
+        """The pass-through columns' schema; None before an ingest, or if begun by 1 or 2."""
+        stored = self.get("passthrough_schema")
+        return None if stored is None else records.schema_of(stored)
+
+    def passthrough_batches(self) -> Generator[tuple[int, pa.RecordBatch], None, None]:
+        """(first row number, values) of each pass-through batch, in row order, lazily."""
+        query = "SELECT first_row, batch FROM passthrough ORDER BY first_row"
+        for first, blob in self._db.execute(query):
+            yield int(first), records.batch_of(blob)
+
     def asked_extras(self) -> frozenset[str]:
-        """The include items (`commentary`, `rebuildCost`) that the request of any row asks
-        for: the run's include and the rows' own, as they were sent."""
+        """The include items any row's request asks for (the run's, or the row's own)."""
         found = self._db.execute(
             "SELECT DISTINCT j.value FROM requests q, json_each(q.request, '$.include') j"
             # A cheap test first: most runs ask for no extras, and then no JSON is parsed.
-            " WHERE q.request LIKE '%\"include\"%'"
-            " AND EXISTS (SELECT 1 FROM rows r WHERE r.key = q.key)"
+            " WHERE q.request LIKE '%\"include\"%' AND q.key IN (SELECT key FROM rows)"
         ).fetchall()
         return frozenset(str(item) for (item,) in found)
 
-    def valued_rows(self, batch: int = 20_000) -> Iterator[list[RowAnswer]]:
+    def valued_rows(self, batch: int = 20_000) -> Iterator[list[records.RowAnswer]]:
         """Valued rows with their request's answer, in row order, in batches."""
         cursor = self._db.execute(
-            "SELECT r.row_number, r.passthrough, r.key, q.answer, COALESCE(q.credits, 0)"
+            "SELECT r.row_number, r.key, q.answer, COALESCE(q.credits, 0)"
             " FROM rows r JOIN requests q ON q.key = r.key"
             " WHERE q.state = 'done' ORDER BY r.row_number"
         )
         while chunk := cursor.fetchmany(batch):
-            yield [RowAnswer(int(a), str(b), str(c), str(d), int(e)) for a, b, c, d, e in chunk]
+            yield [records.RowAnswer.of(row) for row in chunk]
 
-    def problem_rows(self, batch: int = 20_000) -> Iterator[list[RowProblem]]:
-        """Rows that got no valuation (refused by validation, or a request's problem), in
-        row order, in batches."""
+    def problem_rows(self, batch: int = 20_000) -> Iterator[list[records.RowProblem]]:
+        """Rows refused by validation or with a request's problem, in row order, in batches."""
         cursor = self._db.execute(
-            "SELECT r.row_number, r.passthrough, r.field, r.rule, r.detail, q.problem,"
+            "SELECT r.row_number, r.field, r.rule, r.detail, q.problem,"
             " COALESCE(q.attempts, 0), q.answer"
             " FROM rows r LEFT JOIN requests q ON q.key = r.key"
             " WHERE r.key IS NULL OR q.state = 'problem' ORDER BY r.row_number"
         )
         while chunk := cursor.fetchmany(batch):
-            yield [
-                RowProblem(int(a), str(b), c, d, e, f, int(g), h)
-                for a, b, c, d, e, f, g, h in chunk
-            ]
+            yield [records.RowProblem.of(row) for row in chunk]
 
     # --- invocations ---------------------------------------------------------------------
 

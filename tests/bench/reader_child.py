@@ -26,18 +26,18 @@ def main(source: Path, into: Path | None) -> None:
     checkpoint = None if into is None else Checkpoint.open(into)
     rows = keyed = 0
     for batch in open_input(source, InputOptions()).batches():
-        items: list[tuple[int, str | None, str | None, str | None, str | None, str]] = []
+        items: list[tuple[int, str | None, str | None, str | None, str | None]] = []
         requests: dict[str, str] = {}
-        for number, request, field, rule, detail, passthrough in batch.select(
-            "row_number", "request_json", "field", "rule", "detail", "passthrough_json"
+        for number, request, field, rule, detail in batch.checked.select(
+            "row_number", "request_json", "field", "rule", "detail"
         ).iter_rows():
             key = None
             if request is not None:
                 key = idempotency_key("bench", request)
                 requests[key] = request
-            items.append((number, key, field, rule, detail, passthrough))
+            items.append((number, key, field, rule, detail))
         if checkpoint is not None:
-            checkpoint.add_rows(items, list(requests.items()))
+            checkpoint.add_rows(items, list(requests.items()), batch.passthrough)
         rows += len(items)
         keyed += len(requests)
     if checkpoint is not None:

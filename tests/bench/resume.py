@@ -26,6 +26,7 @@ from batchval.input import open_input
 from batchval.run.keys import idempotency_key
 from batchval.runner import LOG_NAME, file_fingerprint
 from batchval.settings import load_settings
+from batchval.store import records
 from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint
 from bench.processes import BATCHVAL, Child
 from bench.served import NO_DAILY_LIMIT, ServedSandbox
@@ -95,18 +96,26 @@ def build_checkpoint(
     db.execute("DROP INDEX requests_by_state")
     db.execute("BEGIN")
     for batch in source.batches():
-        items: list[tuple[int, str | None, str | None, str | None, str | None, str]] = []
+        items: list[tuple[int, str | None, str | None, str | None, str | None]] = []
         requests: list[tuple[str, str, str, str | None, int | None]] = []
-        for number, request, field, rule, detail, passthrough in batch.select(
-            "row_number", "request_json", "field", "rule", "detail", "passthrough_json"
+        for number, request, field, rule, detail in batch.checked.select(
+            "row_number", "request_json", "field", "rule", "detail"
         ).iter_rows():
             key = None if request is None else idempotency_key(RUN_ID, request)
             if key is not None and number <= last_done:
                 requests.append((key, request, "done", _ANSWER, 10))
             elif key is not None:
                 requests.append((key, request, "pending", None, None))
-            items.append((number, key, field, rule, detail, passthrough))
-        db.executemany("INSERT INTO rows VALUES (?, ?, ?, ?, ?, ?)", items)
+            items.append((number, key, field, rule, detail))
+        db.executemany("INSERT INTO rows VALUES (?, ?, ?, ?, ?)", items)
+        passthrough = batch.passthrough
+        schema = records.schema_text(passthrough.schema)
+        db.execute("INSERT OR REPLACE INTO meta VALUES ('passthrough_schema', ?)", (schema,))
+        if passthrough.num_columns and items:
+            db.execute(
+                "INSERT INTO passthrough (first_row, rows, batch) VALUES (?, ?, ?)",
+                (items[0][0], len(items), records.batch_bytes([r[0] for r in items], passthrough)),
+            )
         db.executemany(
             "INSERT OR IGNORE INTO requests (key, request, state, answer, credits, attempts)"
             " VALUES (?, ?, ?, ?, ?, 1)",
@@ -120,7 +129,6 @@ def build_checkpoint(
         checkpoint.set("run_id", RUN_ID)
         checkpoint.set("input_fingerprint", file_fingerprint(book))
         checkpoint.set("settings_fingerprint", settings.fingerprint())
-        checkpoint.set("passthrough_columns", json.dumps(source.passthrough))
         # As Runner._api_identity: the API's address and the account, never the secret.
         identity = f"{settings.api.base_url}\n{settings.api.client_id}"
         checkpoint.set("api_identity", hashlib.sha256(identity.encode()).hexdigest())

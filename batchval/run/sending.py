@@ -1,0 +1,149 @@
+"""One invocation's sending phase: the client, the pool and the waits around it.
+
+`send` opens one `PartnerClient`, waits out a daily limit's `not_before` and a
+`Retry-After` an earlier invocation was given (both wake at once on SIGTERM or SIGINT),
+runs the pool, and keeps a `Retry-After` that outlives the invocation in the checkpoint.
+With `wait_for_midnight` it goes round again after a daily-limit stop. The runner decides
+whether to send at all and what the outcome means for the exit code.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import signal
+from collections.abc import Callable
+
+import anyio
+import structlog
+
+from batchval.api import Credentials, PartnerClient
+from batchval.outcome import StopInfo, StopReason
+from batchval.run.pool import Stop, WorkerPool
+from batchval.run.progress import Progress
+from batchval.run.ratecontrol import RateController
+from batchval.run.retry import RetryPolicy
+from batchval.settings import ApiSettings, RunOptions
+from batchval.store.checkpoint import Checkpoint
+
+log = structlog.get_logger()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SendOutcome:
+    """What one invocation's sending phase did."""
+
+    stop: StopInfo | None = None
+    calls: int = 0
+    rate_limited: int = 0
+    credits: int = 0
+    balance: int | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Sending:
+    """What the sending phase needs from the runner."""
+
+    checkpoint: Checkpoint
+    api: ApiSettings
+    run: RunOptions
+    now: Callable[[], dt.datetime]  # the run's clock (with the test offset)
+    progress_bar: bool
+    # Called after each round: asyncio gives the signals back to their default handlers
+    # when the watcher ends, and the runner notes them itself outside this phase.
+    after_round: Callable[[], None]
+
+    async def send(self, not_before: dt.datetime | None) -> SendOutcome:
+        run, checkpoint = self.run, self.checkpoint
+        counts = checkpoint.counts()
+        progress = Progress(
+            total_rows=counts.rows,
+            done_rows=counts.rows - counts.pending_rows,
+            pending_requests=counts.requests_pending,
+            bar=self.progress_bar,
+            every_seconds=run.progress_seconds,
+        )
+        controller = RateController()
+        credits, balance = 0, None
+        async with PartnerClient(
+            base_url=self.api.base_url,
+            auth_url=self.api.auth_url,
+            credentials=Credentials(self.api.client_id, self.api.client_secret),
+            timeout=run.timeout_seconds,
+            max_connections=run.concurrency,
+        ) as client:
+            while True:  # more than once only with --wait-for-midnight
+                stop = Stop()
+                async with anyio.create_task_group() as watchers:
+                    watchers.start_soon(_stop_on_signals, stop)
+                    if not_before is not None:
+                        await self._wait_until(not_before, stop)
+                    paused = checkpoint.get("pause_until")
+                    if paused is not None and not stop.is_set:
+                        # A Retry-After given to an earlier invocation still holds.
+                        until = dt.datetime.fromisoformat(paused)
+                        await self._wait_until(until, stop, "run.retry_after.waiting")
+                    if not stop.is_set:
+                        checkpoint.unset("not_before")
+                        checkpoint.unset("pause_until")
+                        pool = WorkerPool(
+                            api=client,
+                            checkpoint=checkpoint,
+                            controller=controller,
+                            policy=RetryPolicy(max_attempts=run.max_attempts),
+                            stop=stop,
+                            concurrency=run.concurrency,
+                            max_credits=None
+                            if run.max_credits is None
+                            else run.max_credits - credits,
+                            outage_seconds=run.outage_seconds,
+                            # A few probes within the outage window, never more than 5 s apart.
+                            probe_interval=min(5.0, run.outage_seconds / 4),
+                            unrecognised_limit=run.unrecognised_limit,
+                            shutdown_grace_seconds=run.shutdown_grace_seconds,
+                            now=self.now,
+                            on_progress=progress.update,
+                        )
+                        with progress:
+                            stats = await pool.run()
+                        credits += stats.credits
+                        balance = stats.balance if stats.balance is not None else balance
+                    watchers.cancel_scope.cancel()
+                self.after_round()
+                self._keep_pause(controller, stop)
+                not_before = stop.not_before
+                if stop.reason is not StopReason.DAILY_LIMIT or not_before is None:
+                    break
+                checkpoint.set("not_before", not_before.isoformat())
+                if not run.wait_for_midnight:
+                    break
+        return SendOutcome(stop.info, client.calls, controller.rate_limited, credits, balance)
+
+    def _keep_pause(self, controller: RateController, stop: Stop) -> None:
+        """A `Retry-After` the API gave outlives this invocation: kept in the checkpoint
+        (the next one waits it out before its first call) and in the stop's not_before."""
+        remaining = controller.pause_remaining()
+        if remaining <= 0:
+            return
+        until = self.now() + dt.timedelta(seconds=remaining)
+        self.checkpoint.set("pause_until", until.isoformat())
+        if stop.info is not None and (stop.not_before is None or stop.not_before < until):
+            stop.info = dataclasses.replace(stop.info, not_before=until)
+
+    async def _wait_until(
+        self, when: dt.datetime, stop: Stop, event: str = "run.daily_limit.sleeping"
+    ) -> None:
+        """Sleep until `when` (a second after it), waking at once on a signal."""
+        if when <= self.now():
+            return
+        seconds = (when - self.now()).total_seconds() + 1
+        log.info(event, until=when.isoformat(), seconds=round(seconds))
+        with anyio.move_on_after(seconds):
+            await stop.event.wait()
+
+
+async def _stop_on_signals(stop: Stop) -> None:
+    """The first SIGTERM or SIGINT stops the run gently; later ones are the same request."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            stop.trigger(StopReason.SIGNAL, f"received {signal.Signals(signum).name}")

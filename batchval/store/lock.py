@@ -1,0 +1,44 @@
+"""`RunLock` keeps two processes out of one DIR: an advisory `flock` on
+`DIR/.batchval.lock`, released by the kernel however the holder dies. The file holds the
+holder's pid while it runs (`batchval status` reads it), and nothing once it is done."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+from batchval.outcome import BatchvalError
+
+LOCK_NAME = ".batchval.lock"
+
+
+class DirLockedError(BatchvalError):
+    """Another batchval process holds the output directory."""
+
+
+class RunLock:
+    """An exclusive, non-blocking lock on an output directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self._path = directory / LOCK_NAME
+        self._fd: int | None = None
+
+    def __enter__(self) -> RunLock:
+        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise DirLockedError(f"another batchval run holds {self._path.parent}") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._fd is not None:
+            os.ftruncate(self._fd, 0)  # no pid left behind for `status` to mistake
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None

@@ -1,0 +1,72 @@
+"""The house rules of ARCHITECTURE.md that a grep can check: no module over 500 lines,
+and the floors' one direction (run/ and output/ never import each other, nothing below
+the runner imports it, the sandbox stays apart from the client's sending code)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "batchval"
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def _name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every batchval module `path` imports, at any depth (inside functions too)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return {name for name in found if name.startswith("batchval")}
+
+
+def _in(name: str, prefix: str) -> bool:
+    """`name` is the module or package `prefix`, or inside it (`batchval.runner` is not
+    inside `batchval.run`)."""
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def _importers_of(prefix: str, within: str) -> list[str]:
+    return [
+        _name(path)
+        for path in MODULES
+        if _in(_name(path), within) and any(_in(name, prefix) for name in _imports(path))
+    ]
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda path: _name(path))
+def test_no_module_over_500_lines(path: Path) -> None:
+    lines = len(path.read_text(encoding="utf-8").splitlines())
+    assert lines <= 500, f"{_name(path)} has {lines} lines"
+
+
+def test_run_and_output_never_import_each_other() -> None:
+    assert _importers_of("batchval.output", "batchval.run") == []
+    assert _importers_of("batchval.run", "batchval.output") == []
+
+
+@pytest.mark.parametrize("package", ["batchval.api", "batchval.input", "batchval.store"])
+def test_lower_floors_import_nothing_above_them(package: str) -> None:
+    above = ["batchval.run", "batchval.output", "batchval.runner", "batchval.status"]
+    assert [m for prefix in above for m in _importers_of(prefix, package)] == []
+
+
+def test_the_store_is_below_run_and_output() -> None:
+    assert _importers_of("batchval.store", "batchval.store") != []  # the check can see
+    assert _importers_of("batchval.run", "batchval.store") == []
+    assert _importers_of("batchval.output", "batchval.store") == []
+
+
+def test_the_sandbox_never_imports_the_sending_code() -> None:
+    for prefix in ("batchval.run", "batchval.output", "batchval.runner", "batchval.store"):
+        assert _importers_of(prefix, "batchval.sandbox") == []
