@@ -20,7 +20,8 @@ sandbox answers its own 404. `closed_port_url()` gives an address where nothing 
 Rules may be changed while the proxy runs (a test switches a rule off to play "the
 proxy is gone"). Each rule draws from its own `random.Random`, seeded, so a replay
 meets the same draws in the same order of arrival. `counts` and `exchanges` say what
-struck, so that a test can check that its fault was met before it checks the outcome.
+struck, so that a test can check that its fault was met before it checks the outcome;
+`posted` keeps every POST /valuations as it arrived (key and body bytes).
 """
 
 from __future__ import annotations
@@ -118,6 +119,8 @@ class HostileProxy:
         self.counts: collections.Counter[str] = collections.Counter()
         self.exchanges: list[Exchange] = []
         self.mutated: dict[str, int] = {}  # valuation id -> the estimate as the API sent it
+        # Every POST /valuations as it arrived: its Idempotency-Key and its body's bytes.
+        self.posted: list[tuple[str | None, bytes]] = []
         self._html_draws = random.Random(seed)
         self._mutate_draws = random.Random(seed + 1)
         self._http: httpx.AsyncClient | None = None
@@ -154,6 +157,9 @@ class HostileProxy:
     async def _http_call(self, scope: Scope, receive: Receive, send: Send) -> None:
         method, path = scope["method"], scope["path"]
         body = await _read_body(receive)
+        if method == "POST" and path == API_PREFIX + "/valuations":
+            key = dict(scope["headers"]).get(b"idempotency-key")
+            self.posted.append((None if key is None else key.decode("latin-1"), body))
         if path.startswith(API_PATHS) and self._draw_html():
             status = self.rules.html_status
             await _answer(send, status, [(b"content-type", HTML_TYPE.encode())], html_page(status))

@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
@@ -39,6 +40,7 @@ from support import (
     run_cli,
 )
 
+from batchval.run.keys import idempotency_key
 from batchval.sandbox.app import API_PREFIX
 from batchval.sandbox.server import RunningSandbox
 
@@ -261,6 +263,36 @@ def test_answers_with_floats_and_new_fields(
     estimates = dict(zip(results["valuation_id"], results["estimate"], strict=True))
     for valuation_id, estimate in proxy.mutated.items():
         assert estimates[valuation_id] == estimate, valuation_id
+
+
+def test_the_body_sent_is_the_text_hashed_for_its_key(
+    served: RunningSandbox, proxy: HostileProxy, tmp_path: Path
+) -> None:
+    """What reaches the wire is, byte for byte, the canonical request the key was made
+    from and that the checkpoint holds: nothing re-serialises it on the way."""
+    out = tmp_path / "out"
+    source = portfolio(tmp_path / "book.csv", 12, duplicates=3)
+    (tmp_path / "with_area.csv").write_text(
+        "postcode,property_type,bedrooms,floor_area_sqm,reference\n"
+        'SW1A 2AA,flat,2,61.5,Caf\u00e9 \u00e0 "l\'\u00e9t\u00e9"\n'
+        "M1 1AE,detached,4,140,\n",
+        encoding="utf-8",
+    )
+    for book, where in ((source, out), (tmp_path / "with_area.csv", tmp_path / "out2")):
+        done = run_cli("run", str(book), "--out", str(where), env=via(proxy, served))
+        assert done.returncode == 0, done.stderr[-2000:]
+    stored: dict[str, bytes] = {}
+    for where in (out, tmp_path / "out2"):
+        run_id = json.loads((where / "summary.json").read_text())["run_id"]
+        with sqlite3.connect(where / "checkpoint.sqlite") as db:
+            for key, request in db.execute("SELECT key, request FROM requests"):
+                assert key == idempotency_key(run_id, request)
+                stored[key] = request.encode()
+    assert len(proxy.posted) == len(stored) == 12 - 3 + 2  # duplicates are sent once
+    for key, body in proxy.posted:
+        assert key is not None
+        assert body == stored[key], (key, body)
+    assert any("\u00e9".encode() in body for _, body in proxy.posted)  # not \u-escaped
 
 
 # --- the same command the same UTC day: answered free --------------------------------------
