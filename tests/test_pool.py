@@ -15,9 +15,10 @@ from support import LIVE, POOR, client_for
 from batchval.api import Answer, Credentials, DataUnavailableError, RateLimitedError
 from batchval.outcome import StopReason
 from batchval.run.keys import idempotency_key
-from batchval.run.pool import PoolStats, Stop, WorkerPool
+from batchval.run.pool import PoolStats, WorkerPool
 from batchval.run.ratecontrol import RateController
 from batchval.run.retry import RetryPolicy
+from batchval.run.stop import Stop
 from batchval.sandbox.config import Faults, RateLimit, SandboxConfig
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.checkpoint import Checkpoint

@@ -25,9 +25,10 @@ import math
 import ssl
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import AsyncIterator, Awaitable, Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import httpx
@@ -46,12 +47,14 @@ from batchval.api.errors import (
     read_failure,
 )
 from batchval.api.models import StreetAnalysis, Valuation, ValuationRequest
+from batchval.api.transport import OneConnection
 
 log = structlog.get_logger()
 
 # The API stops a request at 30 s and answers 504; we wait a little longer for that 504.
 DEFAULT_TIMEOUT_SECONDS = 35.0
 _JSON_HEADERS = {"Content-Type": "application/json"}
+_USER_AGENT = f"batchval/{__version__}"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -81,20 +84,29 @@ class PartnerClient:
         max_connections: int = 32,
     ) -> None:
         self._owns_http = http is None
+        self._closers: list[Callable[[], Awaitable[None]]] = []
+        self._timeouts = {"timeout": _timeout(timeout).as_dict()}
         if http is None:
-            # One httpx client per connection, lent to one call at a time. httpx's own pool
-            # scans every connection (and asks each socket whether it is readable) on every
-            # request: with 32 connections that scan was most of the client's CPU.
+            # One connection per lane, lent to one call at a time, asked directly rather
+            # than through an httpx client: the client's URL merging, cookie jar and auth
+            # and redirect loops cost more CPU than the HTTP itself (docs/performance.md).
             tls = httpx.create_ssl_context()  # loading the CA bundle is costly: once
-            self._lanes = [_connection(timeout, tls) for _ in range(max_connections)]
+            transports = [_one_connection(base_url, tls) for _ in range(max_connections)]
+            self._lanes: list[_Lane] = [_Direct(transport) for transport in transports]
+            self._closers = [transport.aclose for transport in transports]
+            # Tokens are rare: httpx's own client (and its reading of proxy variables).
+            http = httpx.AsyncClient(
+                verify=tls, timeout=_timeout(timeout), headers={"User-Agent": _USER_AGENT}
+            )
+            self._closers.append(http.aclose)
         else:
-            self._lanes = [http]  # the caller's (a MockTransport in tests), shared by all
+            self._lanes = [http.send]  # the caller's (a MockTransport in tests), shared
         self._idle = list(self._lanes)
         self._free = anyio.Semaphore(len(self._lanes))
         self._base_url = base_url.rstrip("/")
-        self.tokens = TokenCache(
-            self._lanes[0], auth_url.rstrip("/") + "/oauth2/token", credentials
-        )
+        # Parsed once: the URL of every POST (parsing it for each call was 3 % of the CPU).
+        self._valuations_url = httpx.URL(self._base_url + "/valuations")
+        self.tokens = TokenCache(http, auth_url.rstrip("/") + "/oauth2/token", credentials)
         self.calls = 0  # requests sent to the API (not the token URL)
 
     async def __aenter__(self) -> PartnerClient:
@@ -109,9 +121,8 @@ class PartnerClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        if self._owns_http:
-            for http in self._lanes:
-                await http.aclose()
+        for close in self._closers:
+            await close()
 
     # --- the three operations ----------------------------------------------------------
 
@@ -161,17 +172,17 @@ class PartnerClient:
     # --- plumbing ----------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def _lend(self) -> AsyncIterator[httpx.AsyncClient]:
+    async def _lend(self) -> AsyncIterator[_Lane]:
         """A connection for one call: the one used last (still warm) first."""
         if not self._owns_http:
             yield self._lanes[0]
             return
         async with self._free:
-            http = self._idle.pop()
+            lane = self._idle.pop()
             try:
-                yield http
+                yield lane
             finally:
-                self._idle.append(http)
+                self._idle.append(lane)
 
     async def _call(
         self,
@@ -222,14 +233,20 @@ class PartnerClient:
     ) -> httpx.Response:
         if gate is not None:
             await gate()
-        all_headers = {"Authorization": f"Bearer {token.value}", **(headers or {})}
+        all_headers = {
+            "User-Agent": _USER_AGENT,
+            "Authorization": f"Bearer {token.value}",
+            **(headers or {}),
+        }
+        url = self._valuations_url if path == "/valuations" else self._base_url + path
         started = time.monotonic()
         self.calls += 1
         try:
-            async with self._lend() as http:
-                response = await http.request(
-                    method, self._base_url + path, content=content, headers=all_headers
-                )
+            request = httpx.Request(
+                method, url, content=content, headers=all_headers, extensions=self._timeouts
+            )
+            async with self._lend() as send:
+                response = await send(request)
         except httpx.TimeoutException as exc:
             raise TransportError(
                 f"{method} {self._base_url}{path}: no answer in time ({type(exc).__name__})"
@@ -261,14 +278,54 @@ class PartnerClient:
         return response
 
 
-def _connection(timeout: float, tls: ssl.SSLContext) -> httpx.AsyncClient:
-    """An httpx client that keeps one connection."""
-    return httpx.AsyncClient(
+class _Lane(Protocol):
+    """Sends one request and returns its answer, read."""
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response: ...
+
+
+class _Direct:
+    """A lane on one transport, asked without an httpx client around it."""
+
+    def __init__(self, transport: httpx.AsyncBaseTransport) -> None:
+        self._transport = transport
+
+    async def __call__(self, request: httpx.Request) -> httpx.Response:
+        response = await self._transport.handle_async_request(request)
+        response.request = request
+        try:
+            await response.aread()
+        finally:
+            await response.aclose()
+        return response
+
+
+def _timeout(seconds: float) -> httpx.Timeout:
+    return httpx.Timeout(seconds, connect=min(seconds, 10.0))
+
+
+def _one_connection(url: str, tls: ssl.SSLContext) -> httpx.AsyncBaseTransport:
+    """One keep-alive connection to `url`'s server: on asyncio streams (api/transport),
+    or through the proxy the environment names for it, as httpx would have used."""
+    proxy = environment_proxy(url)
+    if proxy is None:
+        return OneConnection(tls)
+    return httpx.AsyncHTTPTransport(
         verify=tls,
-        timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+        proxy=proxy,
         limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
-        headers={"User-Agent": f"batchval/{__version__}"},
     )
+
+
+def environment_proxy(url: str) -> str | None:
+    """The proxy that `HTTPS_PROXY`, `HTTP_PROXY` or `ALL_PROXY` name for `url`, unless
+    `NO_PROXY` excludes its host (the standard library's reading of the variables)."""
+    parts = urllib.parse.urlsplit(url)
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy or urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    return proxy
 
 
 def _answer(response: httpx.Response, content_type: str) -> Answer:

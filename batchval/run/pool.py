@@ -51,11 +51,12 @@ from batchval.api.errors import (
     UnauthorizedError,
 )
 from batchval.api.vocabulary import VALUATION_CREDITS
-from batchval.outcome import StopInfo, StopReason
+from batchval.outcome import StopReason
 from batchval.run import answers
 from batchval.run.breaker import CircuitBreaker
 from batchval.run.ratecontrol import RateController
 from batchval.run.retry import RetryPolicy
+from batchval.run.stop import Stop
 from batchval.store.checkpoint import Checkpoint, PendingRequest
 
 log = structlog.get_logger()
@@ -84,47 +85,6 @@ class ValuationApi(Protocol):
         idempotency_key: str | None,
         gate: Callable[[], Awaitable[None]] | None = None,
     ) -> Answer: ...
-
-
-class Stop:
-    """The first reason the run stopped, shared by every worker (and by the watchers of
-    signals and of the clock)."""
-
-    def __init__(self) -> None:
-        self.info: StopInfo | None = None
-        self.event = anyio.Event()
-
-    def trigger(
-        self,
-        reason: StopReason,
-        detail: str,
-        not_before: dt.datetime | None = None,
-        status: int | None = None,
-    ) -> None:
-        if self.info is None:
-            self.info = StopInfo(reason, detail, not_before, status)
-            log.warning("run.stopping", reason=reason.value, detail=detail, status=status)
-            self.event.set()
-
-    @property
-    def is_set(self) -> bool:
-        return self.info is not None
-
-    @property
-    def reason(self) -> StopReason | None:
-        return self.info.reason if self.info else None
-
-    @property
-    def detail(self) -> str:
-        return self.info.detail if self.info else ""
-
-    @property
-    def not_before(self) -> dt.datetime | None:
-        return self.info.not_before if self.info else None
-
-    @property
-    def status(self) -> int | None:
-        return self.info.status if self.info else None
 
 
 @dataclasses.dataclass
@@ -275,16 +235,23 @@ class WorkerPool:
 
     async def _value(self, item: PendingRequest) -> None:
         attempts = _Attempts()
-        retrying = tenacity.AsyncRetrying(
-            retry=tenacity.retry_if_exception(
-                lambda e: isinstance(e, PartnerError) and e.action in _RETRIED
-            ),
-            stop=lambda _: self.stop.is_set or attempts.failures >= self._policy.max_attempts,
-            wait=lambda _: self._policy.wait_after(attempts.last, attempts.failures),
-            sleep=self._sleep,
-            reraise=True,
-        )
         try:
+            try:
+                # The first attempt, outside tenacity: nearly every request needs only one,
+                # and building a retry loop for each cost a tenth of the client's CPU.
+                await self._send_once(item, attempts)
+                return
+            except PartnerError as error:
+                if not self._retried(error) or self._given_up(attempts):
+                    raise
+            await self._sleep(self._policy.wait_after(attempts.last, attempts.failures))
+            retrying = tenacity.AsyncRetrying(
+                retry=tenacity.retry_if_exception(self._retried),
+                stop=lambda _: self._given_up(attempts),
+                wait=lambda _: self._policy.wait_after(attempts.last, attempts.failures),
+                sleep=self._sleep,
+                reraise=True,
+            )
             async for attempt in retrying:
                 with attempt:
                     await self._send_once(item, attempts)
@@ -292,6 +259,13 @@ class WorkerPool:
             pass  # left as it is: pending or sent, resent next time with the same key
         except PartnerError as error:
             self._settle_failure(item, error)
+
+    @staticmethod
+    def _retried(error: BaseException) -> bool:
+        return isinstance(error, PartnerError) and error.action in _RETRIED
+
+    def _given_up(self, attempts: _Attempts) -> bool:
+        return self.stop.is_set or attempts.failures >= self._policy.max_attempts
 
     async def _send_once(self, item: PendingRequest, attempts: _Attempts) -> None:
         probe = await self._breaker.admit()

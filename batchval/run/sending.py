@@ -19,10 +19,11 @@ import structlog
 
 from batchval.api import Credentials, PartnerClient
 from batchval.outcome import StopInfo, StopReason
-from batchval.run.pool import Stop, WorkerPool
+from batchval.run.pool import WorkerPool
 from batchval.run.progress import Progress
 from batchval.run.ratecontrol import RateController
 from batchval.run.retry import RetryPolicy
+from batchval.run.stop import Stop
 from batchval.settings import ApiSettings, RunOptions
 from batchval.store.checkpoint import Checkpoint
 

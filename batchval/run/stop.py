@@ -1,0 +1,55 @@
+"""`Stop`: the first reason a run stopped, shared by every worker of the pool and by the
+watchers of signals and of the clock. Later reasons are ignored: the first one is what
+summary.json's `stop` and the exit code report."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import anyio
+import structlog
+
+from batchval.outcome import StopInfo, StopReason
+
+log = structlog.get_logger()
+
+
+class Stop:
+    """The first reason the run stopped, shared by every worker (and by the watchers of
+    signals and of the clock)."""
+
+    def __init__(self) -> None:
+        self.info: StopInfo | None = None
+        self.event = anyio.Event()
+
+    def trigger(
+        self,
+        reason: StopReason,
+        detail: str,
+        not_before: dt.datetime | None = None,
+        status: int | None = None,
+    ) -> None:
+        if self.info is None:
+            self.info = StopInfo(reason, detail, not_before, status)
+            log.warning("run.stopping", reason=reason.value, detail=detail, status=status)
+            self.event.set()
+
+    @property
+    def is_set(self) -> bool:
+        return self.info is not None
+
+    @property
+    def reason(self) -> StopReason | None:
+        return self.info.reason if self.info else None
+
+    @property
+    def detail(self) -> str:
+        return self.info.detail if self.info else ""
+
+    @property
+    def not_before(self) -> dt.datetime | None:
+        return self.info.not_before if self.info else None
+
+    @property
+    def status(self) -> int | None:
+        return self.info.status if self.info else None
