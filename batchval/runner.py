@@ -31,7 +31,7 @@ from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
 from batchval.output.summary import SUMMARY_NAME, DryRunSummary, RunSummary, Tally
 from batchval.output.writer import write_json_atomic, write_problems, write_results
 from batchval.run import answers
-from batchval.run.keys import daily_run_id, idempotency_key
+from batchval.run.keys import daily_run_id, idempotency_keys
 from batchval.run.sending import Sending, SendOutcome
 from batchval.settings import ApiSettings, Settings
 from batchval.store.checkpoint import (
@@ -279,16 +279,26 @@ class Runner:
                         f"interrupted by {self._signalled} while reading the input; "
                         "run the same command again",
                     )
-                rows: list[tuple[int, str | None, str | None, str | None, str | None]] = []
-                requests: dict[str, str] = {}
-                for number, request_json, field, rule, detail in batch.checked.select(
-                    "row_number", "request_json", "field", "rule", "detail"
-                ).iter_rows():
-                    key = None
-                    if request_json is not None:
-                        key = idempotency_key(run_id, request_json)
-                        requests[key] = request_json
-                    rows.append((number, key, field, rule, detail))
+                # Column by column, not row by row: a per-row loop costs more than the
+                # validation (a million rows: seconds).
+                checked = batch.checked
+                jsons: list[str | None] = checked.get_column("request_json").to_list()
+                keys = idempotency_keys(run_id, jsons)
+                rows = list(
+                    zip(
+                        checked.get_column("row_number").to_list(),
+                        keys,
+                        checked.get_column("field").to_list(),
+                        checked.get_column("rule").to_list(),
+                        checked.get_column("detail").to_list(),
+                        strict=True,
+                    )
+                )
+                requests = {
+                    k: j
+                    for k, j in zip(keys, jsons, strict=True)
+                    if k is not None and j is not None
+                }
                 checkpoint.add_rows(rows, list(requests.items()), batch.passthrough)
                 total += len(rows)
                 log.info("run.ingest.batch", rows=total)

@@ -19,7 +19,7 @@ from batchval.api.vocabulary import INCLUDE_ITEMS
 from batchval.input import PROBLEM_RULES, REQUEST_FIELDS, InputOptions, open_input
 from batchval.input.mapping import resolve_columns
 from batchval.input.options import ENUM_VALUES
-from batchval.input.validate import OUTPUT_SCHEMA, check_batch, json_string
+from batchval.input.validate import NORMAL_POSTCODE, OUTPUT_SCHEMA, check_batch, json_string
 from batchval.sandbox.rules import check_request
 
 Row = Mapping[str, str | None]
@@ -579,3 +579,31 @@ def test_any_reference_the_client_passes_the_server_passes(reference: str) -> No
 def test_json_string_escapes_as_json_dumps(text: str) -> None:
     """Any text becomes the JSON string json.dumps(ensure_ascii=False) would write."""
     assert pl.select(json_string(pl.lit(text))).item() == json.dumps(text, ensure_ascii=False)
+
+
+@given(st.from_regex(NORMAL_POSTCODE, fullmatch=True) | st.text(max_size=12))
+def test_a_postcode_polars_calls_normal_is_its_own_normal_form(text: str) -> None:
+    """Validation leaves a postcode in NORMAL_POSTCODE's form to polars: it must be one
+    that `postcodes.normalise` returns as it is."""
+    normal = pl.Series([text]).str.contains(NORMAL_POSTCODE).item()
+    if normal:
+        assert postcodes.normalise(text) == text
+
+
+def test_postcodes_in_and_out_of_normal_form_in_one_batch() -> None:
+    """Normal postcodes (polars) and others (Python) mixed in one batch, outside
+    coverage or not, give one request per postcode whatever its spelling."""
+    spellings = ["SW1A 1AA", "sw1a1aa", "EH1 1AA", "eh1 1aa", "TD15 1AA", "td151aa", "sw1a"]
+    out = check([{**GOOD, "postcode": p} for p in spellings])
+    said = [
+        (o["request_json"] and json.loads(o["request_json"])["postcode"], o["rule"]) for o in out
+    ]
+    assert said == [
+        ("SW1A 1AA", None),
+        ("SW1A 1AA", None),
+        (None, "outside-coverage"),
+        (None, "outside-coverage"),
+        ("TD15 1AA", None),
+        ("TD15 1AA", None),
+        (None, "invalid_postcode"),
+    ]

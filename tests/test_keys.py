@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batchval.run.keys import daily_run_id, idempotency_key
+from batchval.run.keys import daily_run_id, idempotency_key, idempotency_keys
 
 requests = st.fixed_dictionaries(
     {
@@ -31,6 +31,21 @@ def test_same_request_same_key(run_id: str, request: str) -> None:
     assert key == idempotency_key(run_id, request)
     assert 8 <= len(key) <= 128
     assert key.isascii()
+
+
+@given(run_id=st.text(min_size=1, max_size=40), batch=st.lists(st.none() | requests))
+def test_a_batch_of_keys_is_each_key(run_id: str, batch: list[str | None]) -> None:
+    """Keys made a batch at a time are byte for byte the keys made one at a time."""
+    expected = [None if r is None else idempotency_key(run_id, r) for r in batch]
+    assert idempotency_keys(run_id, batch) == expected
+
+
+def test_the_key_is_fixed() -> None:
+    """Keys are a contract: a DIR made by an earlier version resumes on them."""
+    request = '{"bedrooms":3,"postcode":"SW1A 2AA","propertyType":"terraced"}'
+    expected = "bv1-1602133ead3fa4bbc59ef464088cc54d77c3113397de3215"
+    assert idempotency_keys("night-1", [request]) == [idempotency_key("night-1", request)]
+    assert idempotency_key("night-1", request) == expected
 
 
 @given(request=requests, other=requests)

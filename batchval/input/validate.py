@@ -84,6 +84,9 @@ _ESCAPED = ["\\", '"', *map(chr, range(0x20))]
 _ESCAPES = [json.dumps(c, ensure_ascii=False)[1:-1] for c in _ESCAPED]
 _NEEDS_ESCAPE = r'[\x00-\x1f"\\]'
 _ASCII = r"^[\x00-\x7f]*$"
+# A postcode in its normal form, which `postcodes.normalise` returns as it is (checked
+# by a property test): polars finds these, Python normalises the rest.
+NORMAL_POSTCODE = r"^[A-Z]{1,2}[0-9][A-Z0-9]? [0-9][A-Z]{2}$"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -141,26 +144,43 @@ def _member(key: str, value: pl.Expr) -> pl.Expr:
 def _with_postcodes(work: pl.DataFrame) -> pl.DataFrame:
     """Adds the normal form of each postcode and, when certainly outside, where it is.
 
-    `postcodes.normalise` runs once per distinct value and `postcodes.region` once per
-    outward code, so a batch costs Python time in proportion to its variety, not size.
+    A postcode already in its normal form (`SW1A 1AA`: ASCII capitals, one space before
+    the inward code) is its own normal form, as `postcodes.normalise` would say (a test
+    holds it to that); `postcodes.normalise` runs once per distinct other value, and
+    `postcodes.region` once per outward code, so a batch costs Python time in proportion
+    to its variety, not its size.
     """
-    distinct = work.get_column("value.postcode").drop_nulls().unique()
+    value = pl.col("value.postcode")
+    normal_already = value.str.contains(NORMAL_POSTCODE)
+    distinct = (
+        work.filter(value.is_not_null() & ~normal_already).get_column("value.postcode").unique()
+    )
     normal = pl.Series(
-        "postcode.normal", [postcodes.normalise(v) for v in distinct.to_list()], pl.String
+        "postcode.looked_up", [postcodes.normalise(v) for v in distinct.to_list()], pl.String
     )
-    table = pl.DataFrame([distinct, normal]).with_columns(
-        pl.col("postcode.normal").str.extract(r"^(\S+) ").alias("outward")
+    table = pl.DataFrame([distinct, normal])
+    work = work.join(table, on="value.postcode", how="left", maintain_order="left")
+    work = work.with_columns(
+        pl.when(normal_already)
+        .then(value)
+        .otherwise(pl.col("postcode.looked_up"))
+        .alias("postcode.normal")
+    ).drop("postcode.looked_up")
+    outward = pl.col("postcode.normal").str.extract(r"^(\S+) ")
+    examples = (
+        work.select(outward.alias("outward"), pl.col("postcode.normal"))
+        .drop_nulls("outward")
+        .group_by("outward")
+        .agg(pl.first("postcode.normal"))
     )
-    outward = table.drop_nulls("outward").group_by("outward").agg(pl.first("postcode.normal"))
-    places = {code: _PLACES.get(postcodes.region(example)) for code, example in outward.iter_rows()}
-    table = table.select(
-        "value.postcode",
-        "postcode.normal",
-        pl.col("outward")
-        .replace_strict(places, default=None, return_dtype=pl.String)
-        .alias("postcode.outside"),
+    places = {
+        code: _PLACES.get(postcodes.region(example)) for code, example in examples.iter_rows()
+    }
+    return work.with_columns(
+        outward.replace_strict(places, default=None, return_dtype=pl.String).alias(
+            "postcode.outside"
+        )
     )
-    return work.join(table, on="value.postcode", how="left", maintain_order="left")
 
 
 def _reference_has_postcode(work: pl.DataFrame) -> pl.Expr:
