@@ -4,7 +4,9 @@ The API publishes no number for its short-term limit, so the controller finds it
 (docs/performance.md, "Rate controller design and tuning"):
 
 - Pacing: requests start at most `rate` a second, on a shared schedule.
-- Slow start: until the first 429 the rate doubles every `SLOW_START_STEP` seconds
+- Slow start: from `start_rate` (the run's concurrency a second, at least
+  `INITIAL_RATE`: the calls in flight it was told to keep would take a second each
+  at that rate), until the first 429 the rate doubles every `SLOW_START_STEP` seconds
   while pacing is what holds requests back (never while the workers or the API's latency
   are the limit, so that an unused rate is never inflated). A short run with many calls
   in flight is not wasted waiting for the rate to catch up.
@@ -34,6 +36,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
+INITIAL_RATE = 10.0  # calls a second to begin with, at the least
 SLOW_START_STEP = 0.25  # seconds per doubling, while pacing holds requests back
 BACKOFF = 0.9  # after a 429 found by probing, this share of the rate that drew it
 HARD_BACKOFF = 0.75  # after a 429 within QUICK_REPEAT seconds of the last cut
@@ -46,11 +49,17 @@ RAISE_AFTER = 1.1  # past this share of the ceiling without a 429, the ceiling f
 MIN_RATE = 0.5
 
 
+def start_rate(concurrency: int) -> float:
+    """The rate slow start begins from: a run told to keep many calls in flight does not
+    spend its first seconds catching up from 10 a second."""
+    return max(INITIAL_RATE, float(concurrency))
+
+
 class RateController:
     def __init__(
         self,
         *,
-        initial_rate: float = 10.0,
+        initial_rate: float = INITIAL_RATE,
         max_rate: float = 1_000.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,

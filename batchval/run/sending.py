@@ -21,7 +21,7 @@ from batchval.api import Credentials, PartnerClient
 from batchval.outcome import StopInfo, StopReason
 from batchval.run.pool import WorkerPool
 from batchval.run.progress import Progress
-from batchval.run.ratecontrol import RateController
+from batchval.run.ratecontrol import RateController, start_rate
 from batchval.run.retry import RetryPolicy
 from batchval.run.stop import Stop
 from batchval.settings import ApiSettings, RunOptions
@@ -64,7 +64,7 @@ class Sending:
             bar=self.progress_bar,
             every_seconds=run.progress_seconds,
         )
-        controller = RateController()
+        controller = RateController(initial_rate=start_rate(run.concurrency))
         credits, balance = 0, None
         async with PartnerClient(
             base_url=self.api.base_url,
