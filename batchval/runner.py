@@ -309,7 +309,7 @@ class Runner:
 
     def _send(self, checkpoint: Checkpoint) -> SendOutcome:
         """Send what is pending, unless the daily limit or a signal says not yet."""
-        if checkpoint.counts().requests_pending == 0:
+        if not checkpoint.any_pending():
             return SendOutcome()
         if self._signalled:
             return SendOutcome(

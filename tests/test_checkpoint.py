@@ -313,3 +313,139 @@ def test_version_2_checkpoint_is_read_and_its_input_read_again(tmp_path: Path) -
     checkpoint.restart_ingest()
     checkpoint.add_rows([(1, "k1", None, None, None)], [], pa.record_batch({"loan": ["a"]}))
     assert checkpoint.counts().rows == 1
+
+
+def _joined_counts(path: Path) -> tuple[int, ...]:
+    """The row figures as a join of rows and requests reads them (as schema 3 did)."""
+    db = sqlite3.connect(path / "checkpoint.sqlite")
+    try:
+        found = db.execute(
+            "SELECT COUNT(*), SUM(r.key IS NULL), SUM(q.state = 'done'),"
+            " SUM(q.state = 'problem'), SUM(q.state IN ('pending', 'sent', 'answered')),"
+            " COUNT(r.key) - COUNT(DISTINCT r.key)"
+            " FROM rows r LEFT JOIN requests q ON q.key = r.key"
+        ).fetchone()
+    finally:
+        db.close()
+    return tuple(int(v or 0) for v in found)
+
+
+def _row_figures(checkpoint: Checkpoint) -> tuple[int, ...]:
+    c = checkpoint.counts()
+    return (
+        c.rows,
+        c.input_problems,
+        c.valued_rows,
+        c.api_problem_rows,
+        c.pending_rows,
+        c.duplicate_rows,
+    )
+
+
+def test_counts_agree_with_a_join_through_batches_states_and_reingests(tmp_path: Path) -> None:
+    """The counts kept on each request (`row_count`) agree with a join over every row:
+    rows sharing a request within and across batches, a batch naming no request of its
+    own, every state, an ingest begun again and a request kept that no row asks for."""
+    checkpoint = filled(tmp_path)
+    checkpoint.add_rows(
+        [(6, "k1", None, None, None), (7, "k4", None, None, None), (8, "k4", None, None, None)],
+        [("k4", '{"r":4}')],
+    )
+    checkpoint.add_rows([(9, "k2", None, None, None)], [])
+    assert _row_figures(checkpoint) == _joined_counts(tmp_path) == (9, 1, 0, 0, 8, 4)
+    checkpoint.mark_sent("k1")
+    checkpoint.record_answer("k1", b'{"id":"val_x"}')
+    checkpoint.record_valuation("k1", 10)
+    checkpoint.record_problem("k2", {"type": "outside-coverage"})
+    checkpoint.mark_sent("k4")
+    checkpoint.record_answer("k4", b'{"id":"val_y"}')
+    assert _row_figures(checkpoint) == _joined_counts(tmp_path) == (9, 1, 3, 2, 3, 4)
+    checkpoint.mark_sent("k3")
+    checkpoint.restart_ingest()  # k3 was sent: kept when no row asks for it any more
+    assert _row_figures(checkpoint) == _joined_counts(tmp_path) == (0, 0, 0, 0, 0, 0)
+    checkpoint.add_rows(
+        [(1, "k1", None, None, None), (2, "k4", None, None, None), (3, "k5", None, None, None)],
+        [("k1", '{"r":1}'), ("k4", '{"r":4}'), ("k5", '{"r":5}')],
+    )
+    checkpoint.finish_ingest()
+    assert _row_figures(checkpoint) == _joined_counts(tmp_path) == (3, 0, 1, 0, 2, 0)
+    counts = checkpoint.counts()
+    # k1 done; k2 (problem) and k3 (sent) kept with no row; k4 answered, k5 pending.
+    assert (counts.requests, counts.requests_done, counts.requests_pending) == (5, 1, 3)
+    assert {p.key for p in checkpoint.pending()} == {"k3", "k5"}
+
+
+def test_pending_pages_merge_sent_and_pending_in_rowid_order(tmp_path: Path) -> None:
+    """Sent and pending requests come in one rowid order, a page at a time, whatever the
+    mix of states; done ones never."""
+    checkpoint = Checkpoint.open(tmp_path)
+    keys = [f"k{n}" for n in range(10)]
+    checkpoint.add_rows(
+        [(n, key, None, None, None) for n, key in enumerate(keys, 1)],
+        [(key, "{}") for key in keys],
+    )
+    for key in keys[1::3]:
+        checkpoint.mark_sent(key)
+    checkpoint.record_answer("k4", b"{}")
+    checkpoint.record_valuation("k4", 10)
+    seen: list[str] = []
+    after = 0
+    while page := checkpoint.pending(after, limit=2):
+        seen += [p.key for p in page]
+        after = page[-1].rowid
+    assert seen == [key for key in keys if key != "k4"]
+
+
+def test_version_3_checkpoint_gets_its_row_counts(tmp_path: Path) -> None:
+    """A checkpoint of schema 3 (no `row_count`) opens as 4: each request counts the rows
+    asking for it, so the counts agree with the join, and the tally index is there."""
+    db = sqlite3.connect(tmp_path / "checkpoint.sqlite")
+    db.executescript(
+        "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);"
+        "CREATE TABLE rows (row_number INTEGER PRIMARY KEY, key TEXT, field TEXT, rule TEXT,"
+        " detail TEXT);"
+        "CREATE INDEX rows_by_key ON rows (key);"
+        "CREATE TABLE passthrough (first_row INTEGER PRIMARY KEY, rows INTEGER NOT NULL,"
+        " batch BLOB NOT NULL);"
+        "CREATE TABLE requests (key TEXT PRIMARY KEY, request TEXT NOT NULL,"
+        " state TEXT NOT NULL DEFAULT 'pending', attempts INTEGER NOT NULL DEFAULT 0,"
+        " last_error TEXT, answer TEXT, problem TEXT, credits INTEGER);"
+        "CREATE INDEX requests_by_state ON requests (state);"
+        "CREATE TABLE invocations (id INTEGER PRIMARY KEY, started_at TEXT NOT NULL,"
+        " ended_at TEXT, exit_code INTEGER, calls INTEGER, rate_limited INTEGER,"
+        " credits INTEGER, balance INTEGER);"
+        "INSERT INTO meta VALUES ('schema_version', '3'), ('ingest_complete', '1');"
+        "INSERT INTO rows VALUES (1, 'k1', NULL, NULL, NULL), (2, NULL, 'f', 'r', 'd'),"
+        " (3, 'k1', NULL, NULL, NULL), (4, 'k2', NULL, NULL, NULL);"
+        "INSERT INTO requests (key, request, state, credits) VALUES"
+        " ('k1', '{}', 'done', 10), ('k2', '{}', 'pending', NULL), ('k9', '{}', 'sent', NULL);"
+    )
+    db.commit()
+    db.close()
+    checkpoint = Checkpoint.open(tmp_path)
+    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "4"
+    assert _row_figures(checkpoint) == _joined_counts(tmp_path) == (4, 1, 2, 0, 1, 1)
+    counts = checkpoint.counts()
+    assert (counts.requests, counts.requests_pending, counts.credits) == (3, 2, 10)
+    indexes = {row[1] for row in checkpoint._db.execute("PRAGMA index_list(requests)")}
+    assert "requests_tally" in indexes
+    checkpoint.close()
+    assert _row_figures(Checkpoint.open(tmp_path)) == (4, 1, 2, 0, 1, 1)  # opened again
+
+
+def test_counts_read_indexes_only(tmp_path: Path) -> None:
+    """Where a run stands is read from indexes, never by a join over every row (which
+    took seconds a million rows, before a resumed run's first call)."""
+    checkpoint = filled(tmp_path)
+    statements: list[str] = []
+    checkpoint._db.set_trace_callback(statements.append)
+    checkpoint.counts()
+    checkpoint.any_pending()
+    checkpoint._db.set_trace_callback(None)
+    assert statements
+    for statement in statements:
+        assert "JOIN" not in statement.upper()
+        for row in checkpoint._db.execute(f"EXPLAIN QUERY PLAN {statement}"):
+            detail = str(row[3])
+            scans = detail.startswith("SCAN") and detail != "SCAN CONSTANT ROW"
+            assert not scans or "COVERING INDEX" in detail, statement

@@ -8,8 +8,10 @@ Three tables carry the work:
   batch, committed with its rows (a killed ingest never parts them), streamed back a
   batch at a time; their schema is in `meta` (`passthrough_schema`).
 - `requests`: one per distinct request (rows with identical requests share a key, and
-  so one call and one charge): its canonical JSON, state, attempts, last error, and
-  the API's answer or problem.
+  so one call and one charge): its canonical JSON, state, attempts, last error, the
+  API's answer or problem, and how many rows ask for it (`row_count`, kept with the
+  rows), so that `counts()` reads indexes and never joins a million rows to their
+  requests. The tables, indexes and migrations are in `store/schema`.
 
 A request's state moves pending -> sent -> answered -> done | problem, and back to
 pending after a transient failure. `sent` means "may have reached the API": a resumed
@@ -29,7 +31,8 @@ import contextlib
 import dataclasses
 import json
 import sqlite3
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections import Counter
+from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,58 +40,18 @@ import pyarrow as pa
 
 from batchval.outcome import BatchvalError
 from batchval.store import records
+from batchval.store.schema import INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES
 
-SCHEMA_VERSION = "3"
+__all__ = [
+    "CHECKPOINT_NAME",
+    "SCHEMA_VERSION",
+    "Checkpoint",
+    "CheckpointVersionError",
+    "Counts",
+    "PendingRequest",
+]
 
-
-def _to_3(db: sqlite3.Connection) -> None:
-    """2 added the `answered` state; 3 types pass-through values (`passthrough`, not JSON
-    in `rows`): having no `passthrough_schema`, an older DIR's input is read again."""
-    if any(column[1] == "passthrough" for column in db.execute("PRAGMA table_info(rows)")):
-        db.execute("ALTER TABLE rows DROP COLUMN passthrough")
-
-
-# Versions this one reads, each with what brings it up to date.
-_MIGRATIONS: dict[str, Callable[[sqlite3.Connection], None]] = {"1": _to_3, "2": _to_3}
 CHECKPOINT_NAME = "checkpoint.sqlite"
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS rows (
-    row_number INTEGER PRIMARY KEY,
-    key TEXT,
-    field TEXT,
-    rule TEXT,
-    detail TEXT
-);
-CREATE INDEX IF NOT EXISTS rows_by_key ON rows (key);
-CREATE TABLE IF NOT EXISTS passthrough (
-    first_row INTEGER PRIMARY KEY,
-    rows INTEGER NOT NULL,
-    batch BLOB NOT NULL
-);
-CREATE TABLE IF NOT EXISTS requests (
-    key TEXT PRIMARY KEY,
-    request TEXT NOT NULL,
-    state TEXT NOT NULL DEFAULT 'pending',
-    attempts INTEGER NOT NULL DEFAULT 0,
-    last_error TEXT,
-    answer TEXT,
-    problem TEXT,
-    credits INTEGER
-);
-CREATE INDEX IF NOT EXISTS requests_by_state ON requests (state);
-CREATE TABLE IF NOT EXISTS invocations (
-    id INTEGER PRIMARY KEY,
-    started_at TEXT NOT NULL,
-    ended_at TEXT,
-    exit_code INTEGER,
-    calls INTEGER,
-    rate_limited INTEGER,
-    credits INTEGER,
-    balance INTEGER
-);
-"""
 
 
 class CheckpointVersionError(BatchvalError):
@@ -155,21 +118,24 @@ class Checkpoint:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
         db.execute("PRAGMA busy_timeout=5000")
-        db.executescript(_SCHEMA)
+        db.executescript(TABLES)
         checkpoint = cls(db, path)
         version = checkpoint.get("schema_version")
-        if version in _MIGRATIONS:
-            with checkpoint.transaction():
-                _MIGRATIONS[version](db)
-                checkpoint.set("schema_version", SCHEMA_VERSION)
-        elif version is None:
+        if version is None:
             checkpoint.set("schema_version", SCHEMA_VERSION)
-        elif version != SCHEMA_VERSION:
+        elif version in MIGRATIONS:
+            with checkpoint.transaction():
+                while version in MIGRATIONS:
+                    version, step = MIGRATIONS[version]
+                    step(db)
+                checkpoint.set("schema_version", version)
+        if version not in (None, SCHEMA_VERSION):
             db.close()
             raise CheckpointVersionError(
                 f"{path} was written by another batchval (checkpoint schema {version}; this "
                 f"one reads {SCHEMA_VERSION} and older): run that version, or use a new --out DIR"
             )
+        db.executescript(INDEXES)
         return checkpoint
 
     @classmethod
@@ -237,6 +203,7 @@ class Checkpoint:
 
     def _forget_rows(self) -> None:
         self._db.execute("DELETE FROM rows")
+        self._db.execute("UPDATE requests SET row_count = 0 WHERE row_count != 0")
         self._db.execute("DELETE FROM passthrough")
         self.unset("passthrough_schema")
         self.unset("ingest_complete")
@@ -248,15 +215,24 @@ class Checkpoint:
         passthrough: pa.RecordBatch | None = None,
     ) -> None:
         """One batch of rows (row number, key, field, rule, detail), their requests and
-        their pass-through values (one a row, rows consecutive), in one transaction."""
+        their pass-through values (one a row, rows consecutive), in one transaction.
+        Each request's `row_count` grows by the rows of the batch that ask for it."""
+        asked = Counter(row[1] for row in rows if row[1] is not None)
         with self.transaction():
             self._db.executemany(
                 "INSERT INTO rows (row_number, key, field, rule, detail) VALUES (?, ?, ?, ?, ?)",
                 rows,
             )
             self._db.executemany(
-                "INSERT OR IGNORE INTO requests (key, request) VALUES (?, ?)", requests
+                "INSERT INTO requests (key, request, row_count) VALUES (?, ?, ?)"
+                " ON CONFLICT (key) DO UPDATE SET row_count = row_count + excluded.row_count",
+                [(key, request, asked.pop(key, 0)) for key, request in requests],
             )
+            if asked:  # rows asking for a request an earlier batch (or run) stored
+                self._db.executemany(
+                    "UPDATE requests SET row_count = row_count + ? WHERE key = ?",
+                    [(n, key) for key, n in asked.items()],
+                )
             if passthrough is not None:
                 self._add_passthrough([row[0] for row in rows], passthrough)
 
@@ -278,8 +254,7 @@ class Checkpoint:
         answer that was paid for is never thrown away."""
         with self.transaction():
             self._db.execute(
-                "DELETE FROM requests WHERE state = 'pending' AND attempts = 0"
-                " AND key NOT IN (SELECT key FROM rows WHERE key IS NOT NULL)"
+                "DELETE FROM requests WHERE state = 'pending' AND attempts = 0 AND row_count = 0"
             )
             self.set("ingest_complete", "1")
 
@@ -290,13 +265,25 @@ class Checkpoint:
     # --- dispatch ------------------------------------------------------------------------
 
     def pending(self, after_rowid: int = 0, limit: int = 1000) -> list[PendingRequest]:
-        """Requests without an answer, in order, a page at a time."""
+        """Requests without an answer, in order, a page at a time. Each state is read in
+        rowid order from `requests_by_state` and the two merged, so that a page costs its
+        own size (`state IN (...)` sorted every pending request for each page)."""
         found = self._db.execute(
             "SELECT rowid, key, request, attempts FROM requests"
-            " WHERE state IN ('pending', 'sent') AND rowid > ? ORDER BY rowid LIMIT ?",
+            " WHERE state = 'pending' AND rowid > ?1"
+            " UNION ALL SELECT rowid, key, request, attempts FROM requests"
+            " WHERE state = 'sent' AND rowid > ?1"
+            " ORDER BY 1 LIMIT ?2",
             (after_rowid, limit),
         ).fetchall()
         return [PendingRequest(int(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in found]
+
+    def any_pending(self) -> bool:
+        """Whether some request is still without its answer (one probe of an index)."""
+        found = self._db.execute(
+            "SELECT EXISTS (SELECT 1 FROM requests WHERE state IN ('pending', 'sent', 'answered'))"
+        ).fetchone()
+        return bool(found[0])
 
     def mark_sent(self, key: str) -> None:
         self._db.execute(
@@ -357,42 +344,51 @@ class Checkpoint:
     # --- reading back --------------------------------------------------------------------
 
     def counts(self) -> Counts:
-        rows = self._db.execute(
-            "SELECT"
-            " COUNT(*),"
-            " SUM(r.key IS NULL),"
-            " SUM(q.state = 'done'),"
-            " SUM(q.state = 'problem'),"
-            " SUM(q.state IN ('pending', 'sent', 'answered')),"
-            " COUNT(r.key) - COUNT(DISTINCT r.key)"
-            " FROM rows r LEFT JOIN requests q ON q.key = r.key"
-        ).fetchone()
-        requests = self._db.execute(
-            "SELECT COUNT(*), SUM(state = 'done'), SUM(state = 'problem'),"
-            " SUM(state IN ('pending', 'sent', 'answered')), COALESCE(SUM(credits), 0)"
-            " FROM requests"
-        ).fetchone()
-        r, q = [int(v or 0) for v in rows], [int(v or 0) for v in requests]
+        """Read from indexes only: the rows' count, those refused, and each state's
+        requests with the rows asking for them (`requests_tally`), never a join of rows
+        and requests, which took seconds a million rows."""
+        rows = int(self._db.execute("SELECT COUNT(*) FROM rows").fetchone()[0])
+        refused = self._db.execute("SELECT COUNT(*) FROM rows WHERE key IS NULL").fetchone()[0]
+        by_state: dict[str, tuple[int, int, int]] = {}
+        credits = duplicates = 0
+        for state, n, asking, distinct, paid in self._db.execute(
+            "SELECT state, COUNT(*), SUM(row_count), SUM(row_count > 0), COALESCE(SUM(credits), 0)"
+            " FROM requests GROUP BY state"
+        ):
+            by_state[str(state)] = (int(n), int(asking), int(distinct))
+            credits += int(paid)
+            duplicates += int(asking) - int(distinct)  # rows after the first asking
+
+        def tally(*states: str) -> tuple[int, int]:
+            """(requests, rows asking for them) in `states`."""
+            found = [by_state.get(state, (0, 0, 0)) for state in states]
+            return sum(f[0] for f in found), sum(f[1] for f in found)
+
+        requests_done, valued_rows = tally("done")
+        requests_problem, problem_rows = tally("problem")
+        requests_pending, pending_rows = tally("pending", "sent", "answered")
         return Counts(
-            rows=r[0],
-            input_problems=r[1],
-            valued_rows=r[2],
-            api_problem_rows=r[3],
-            pending_rows=r[4],
-            duplicate_rows=r[5],
-            requests=q[0],
-            requests_done=q[1],
-            requests_problem=q[2],
-            requests_pending=q[3],
-            credits=q[4],
+            rows=rows,
+            input_problems=int(refused),
+            valued_rows=valued_rows,
+            api_problem_rows=problem_rows,
+            pending_rows=pending_rows,
+            duplicate_rows=duplicates,
+            requests=sum(n for n, _, _ in by_state.values()),
+            requests_done=requests_done,
+            requests_problem=requests_problem,
+            requests_pending=requests_pending,
+            credits=credits,
         )
 
     def problem_types(self) -> dict[str, int]:
         """Problem rows by type (the API's type name, or the input rule)."""
         found = self._db.execute(
-            "SELECT COALESCE(r.rule, json_extract(q.problem, '$.type')), COUNT(*)"
-            " FROM rows r LEFT JOIN requests q ON q.key = r.key"
-            " WHERE r.key IS NULL OR q.state = 'problem' GROUP BY 1 ORDER BY 1"
+            "SELECT name, COUNT(*) FROM ("
+            " SELECT rule AS name FROM rows WHERE key IS NULL"
+            " UNION ALL SELECT COALESCE(r.rule, json_extract(q.problem, '$.type'))"
+            " FROM requests q JOIN rows r ON r.key = q.key WHERE q.state = 'problem'"
+            ") GROUP BY 1 ORDER BY 1"
         ).fetchall()
         return {str(name): int(n) for name, n in found}
 
@@ -429,10 +425,11 @@ class Checkpoint:
     def problem_rows(self, batch: int = 20_000) -> Iterator[list[records.RowProblem]]:
         """Rows refused by validation or with a request's problem, in row order, in batches."""
         cursor = self._db.execute(
-            "SELECT r.row_number, r.field, r.rule, r.detail, q.problem,"
-            " COALESCE(q.attempts, 0), q.answer"
-            " FROM rows r LEFT JOIN requests q ON q.key = r.key"
-            " WHERE r.key IS NULL OR q.state = 'problem' ORDER BY r.row_number"
+            # The refused rows and the problem requests' rows, each found by index.
+            "SELECT row_number, field, rule, detail, NULL, 0, NULL FROM rows WHERE key IS NULL"
+            " UNION ALL SELECT r.row_number, r.field, r.rule, r.detail, q.problem, q.attempts,"
+            " q.answer FROM requests q JOIN rows r ON r.key = q.key WHERE q.state = 'problem'"
+            " ORDER BY 1"
         )
         while chunk := cursor.fetchmany(batch):
             yield [records.RowProblem.of(row) for row in chunk]

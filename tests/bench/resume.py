@@ -94,6 +94,7 @@ def build_checkpoint(
     # Indexes built once at the end (Checkpoint.open creates them) rather than grown.
     db.execute("DROP INDEX rows_by_key")
     db.execute("DROP INDEX requests_by_state")
+    db.execute("DROP INDEX requests_tally")
     db.execute("BEGIN")
     for batch in source.batches():
         items: list[tuple[int, str | None, str | None, str | None, str | None]] = []
@@ -116,9 +117,10 @@ def build_checkpoint(
                 "INSERT INTO passthrough (first_row, rows, batch) VALUES (?, ?, ?)",
                 (items[0][0], len(items), records.batch_bytes([r[0] for r in items], passthrough)),
             )
-        db.executemany(
-            "INSERT OR IGNORE INTO requests (key, request, state, answer, credits, attempts)"
-            " VALUES (?, ?, ?, ?, ?, 1)",
+        db.executemany(  # as Checkpoint.add_rows: each request counts the rows asking
+            "INSERT INTO requests (key, request, state, answer, credits, attempts, row_count)"
+            " VALUES (?, ?, ?, ?, ?, 1, 1)"
+            " ON CONFLICT (key) DO UPDATE SET row_count = row_count + 1",
             requests,
         )
     db.execute("COMMIT")

@@ -1,0 +1,85 @@
+"""The checkpoint's tables and indexes, its schema version, and the migrations that
+bring an older DIR's checkpoint up to date when it is opened.
+
+The indexes are created after the migrations, since an index may name a column a
+migration adds.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+SCHEMA_VERSION = "4"
+
+TABLES = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS rows (
+    row_number INTEGER PRIMARY KEY,
+    key TEXT,
+    field TEXT,
+    rule TEXT,
+    detail TEXT
+);
+CREATE TABLE IF NOT EXISTS passthrough (
+    first_row INTEGER PRIMARY KEY,
+    rows INTEGER NOT NULL,
+    batch BLOB NOT NULL
+);
+CREATE TABLE IF NOT EXISTS requests (
+    key TEXT PRIMARY KEY,
+    request TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'pending',
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT,
+    answer TEXT,
+    problem TEXT,
+    credits INTEGER,
+    row_count INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS invocations (
+    id INTEGER PRIMARY KEY,
+    started_at TEXT NOT NULL,
+    ended_at TEXT,
+    exit_code INTEGER,
+    calls INTEGER,
+    rate_limited INTEGER,
+    credits INTEGER,
+    balance INTEGER
+);
+"""
+
+# `requests_tally` covers what `counts()` reads (state, rows asking, credits): where a
+# run stands is read from it without touching the rows or the stored answers.
+INDEXES = """
+CREATE INDEX IF NOT EXISTS rows_by_key ON rows (key);
+CREATE INDEX IF NOT EXISTS requests_by_state ON requests (state);
+CREATE INDEX IF NOT EXISTS requests_tally ON requests (state, row_count, credits);
+"""
+
+
+def _to_3(db: sqlite3.Connection) -> None:
+    """2 added the `answered` state; 3 types pass-through values (`passthrough`, not JSON
+    in `rows`): having no `passthrough_schema`, an older DIR's input is read again."""
+    if any(column[1] == "passthrough" for column in db.execute("PRAGMA table_info(rows)")):
+        db.execute("ALTER TABLE rows DROP COLUMN passthrough")
+
+
+def _to_4(db: sqlite3.Connection) -> None:
+    """4 keeps, on each request, how many rows ask for it (`row_count`), so that the
+    counts of a large run are read from an index rather than a join over every row."""
+    if not any(column[1] == "row_count" for column in db.execute("PRAGMA table_info(requests)")):
+        db.execute("ALTER TABLE requests ADD COLUMN row_count INTEGER NOT NULL DEFAULT 0")
+    db.execute(
+        "UPDATE requests SET row_count = asked.n"
+        " FROM (SELECT key, COUNT(*) AS n FROM rows WHERE key IS NOT NULL GROUP BY key) AS asked"
+        " WHERE requests.key = asked.key"
+    )
+
+
+# Each version this one reads, with the step that brings it to a later one.
+MIGRATIONS: dict[str, tuple[str, Callable[[sqlite3.Connection], None]]] = {
+    "1": ("3", _to_3),
+    "2": ("3", _to_3),
+    "3": ("4", _to_4),
+}
