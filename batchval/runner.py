@@ -109,8 +109,9 @@ class Runner:
         sending. Writing the outputs, which is short, always finishes."""
 
         def note(signum: int, _frame: object) -> None:
+            # Only a note, logged where it is acted on: a handler that logged could wait
+            # forever on the log's write lock, held by the very write it interrupted.
             self._signalled = signal.Signals(signum).name
-            log.warning("run.signal", signal=self._signalled)
 
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, note)
@@ -274,6 +275,7 @@ class Runner:
         try:
             for batch in source.batches():
                 if self._signalled:
+                    log.warning("run.signal", signal=self._signalled, while_="reading")
                     raise RunRefusedError(
                         StopReason.SIGNAL,
                         f"interrupted by {self._signalled} while reading the input; "
@@ -312,6 +314,7 @@ class Runner:
         if not checkpoint.any_pending():
             return SendOutcome()
         if self._signalled:
+            log.warning("run.signal", signal=self._signalled, while_="before sending")
             return SendOutcome(
                 StopInfo(StopReason.SIGNAL, f"received {self._signalled} before sending")
             )

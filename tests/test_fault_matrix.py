@@ -275,9 +275,13 @@ def test_outage_longer_than_the_run_accepts(served: RunningSandbox, tmp_path: Pa
 
 def test_outage_shorter_than_the_run_accepts(served: RunningSandbox, tmp_path: Path) -> None:
     """An outage shorter than run.outage_seconds is ridden out: the first run completes."""
-    # Long enough to outlast the start of a process on a loaded machine (a few seconds).
-    served.sandbox.set_faults(Faults(outage_seconds=8 * SCALE))
-    job = make_job(served, tmp_path, scaled(30), args=run_config(tmp_path, outage_seconds=60))
+    # Long enough to outlast the start of a process on a loaded machine (a few seconds);
+    # the run's window is the outage and a minute more, at every scale (at scale 10 an
+    # 80 s outage against a fixed 60 s window was, rightly, an api_unavailable stop).
+    outage = 8 * SCALE
+    served.sandbox.set_faults(Faults(outage_seconds=outage))
+    window = run_config(tmp_path, outage_seconds=outage + 60)
+    job = make_job(served, tmp_path, scaled(30), args=window)
     assert job.run() == 0, job.logs[-1][-3000:]
     assert statuses(served).get(503, 0) > 0
     assert_sound(served, job, unique=job.rows)
