@@ -238,7 +238,7 @@ class WorkerPool:
         try:
             try:
                 # The first attempt, outside tenacity: nearly every request needs only one,
-                # and building a retry loop for each cost a tenth of the client's CPU.
+                # and building a retry loop for each cost about 5 % of the client's CPU.
                 await self._send_once(item, attempts)
                 return
             except PartnerError as error:
