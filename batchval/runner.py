@@ -26,7 +26,7 @@ import structlog
 
 from batchval import logs
 from batchval.api.vocabulary import DAILY_PAID_CALLS, VALUATION_CREDITS
-from batchval.input import InputError, InputSource, open_input
+from batchval.input import InputBatch, InputError, InputSource, open_input
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
 from batchval.output.summary import SUMMARY_NAME, DryRunSummary, RunSummary, Tally
 from batchval.output.writer import write_json_atomic, write_problems, write_results
@@ -74,6 +74,32 @@ def file_fingerprint(path: Path) -> str:
         while chunk := stream.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+Row = tuple[int, str | None, str | None, str | None, str | None]
+
+
+def keyed_rows(batch: InputBatch, run_id: str) -> tuple[list[Row], list[tuple[str, str]]]:
+    """A batch's rows as the checkpoint stores them (row number, key, field, rule,
+    detail) and its distinct requests (key, canonical JSON), keyed with `run_id`.
+
+    Column by column, not row by row: a per-row loop costs more than the validation
+    (a million rows: seconds)."""
+    checked = batch.checked
+    jsons: list[str | None] = checked.get_column("request_json").to_list()
+    keys = idempotency_keys(run_id, jsons)
+    rows = list(
+        zip(
+            checked.get_column("row_number").to_list(),
+            keys,
+            checked.get_column("field").to_list(),
+            checked.get_column("rule").to_list(),
+            checked.get_column("detail").to_list(),
+            strict=True,
+        )
+    )
+    requests = {k: j for k, j in zip(keys, jsons, strict=True) if k is not None and j is not None}
+    return rows, list(requests.items())
 
 
 class Runner:
@@ -281,27 +307,8 @@ class Runner:
                         f"interrupted by {self._signalled} while reading the input; "
                         "run the same command again",
                     )
-                # Column by column, not row by row: a per-row loop costs more than the
-                # validation (a million rows: seconds).
-                checked = batch.checked
-                jsons: list[str | None] = checked.get_column("request_json").to_list()
-                keys = idempotency_keys(run_id, jsons)
-                rows = list(
-                    zip(
-                        checked.get_column("row_number").to_list(),
-                        keys,
-                        checked.get_column("field").to_list(),
-                        checked.get_column("rule").to_list(),
-                        checked.get_column("detail").to_list(),
-                        strict=True,
-                    )
-                )
-                requests = {
-                    k: j
-                    for k, j in zip(keys, jsons, strict=True)
-                    if k is not None and j is not None
-                }
-                checkpoint.add_rows(rows, list(requests.items()), batch.passthrough)
+                rows, requests = keyed_rows(batch, run_id)
+                checkpoint.add_rows(rows, requests, batch.passthrough)
                 total += len(rows)
                 log.info("run.ingest.batch", rows=total)
         except InputError as exc:

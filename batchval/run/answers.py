@@ -23,7 +23,7 @@ from typing import Any
 from batchval.api.errors import UnreadableAnswerError
 from batchval.api.models import Valuation
 from batchval.store.checkpoint import Checkpoint
-from batchval.store.records import StoredProblem
+from batchval.store.records import StoredProblem, whole_number
 
 UNREADABLE = "unreadable-answer"
 
@@ -93,14 +93,4 @@ def _charge(data: Mapping[str, Any]) -> tuple[int, int | None]:
     charge = data.get("charge")
     if not isinstance(charge, Mapping):
         return 0, None
-    return _whole(charge.get("credits")) or 0, _whole(charge.get("balanceAfter"))
-
-
-def _whole(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    return None
+    return whole_number(charge.get("credits")) or 0, whole_number(charge.get("balanceAfter"))

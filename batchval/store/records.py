@@ -110,7 +110,7 @@ class StoredProblem:
             type_name = type_name.rsplit("/", 1)[-1]  # the name, should a full type URI come
         return cls(
             type=type_name,
-            status=_whole(data.get("status")),
+            status=whole_number(data.get("status")),
             detail=_text(data.get("detail")),
             code=_text(data.get("code")),
             title=_text(data.get("title")),
@@ -131,7 +131,8 @@ def _text(value: Any) -> str | None:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _whole(value: Any) -> int | None:
+def whole_number(value: Any) -> int | None:
+    """A JSON number that is a whole number (250000, or 250000.0) as an int; else None."""
     if isinstance(value, bool):  # a bool is an int to Python, never a number to JSON
         return None
     if isinstance(value, int):

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from batchval.input import InputOptions, open_input
-from batchval.run.keys import idempotency_keys
+from batchval.runner import keyed_rows
 from batchval.store.checkpoint import Checkpoint
 
 
@@ -26,24 +26,9 @@ def main(source: Path, into: Path | None) -> None:
     checkpoint = None if into is None else Checkpoint.open(into)
     rows = keyed = 0
     for batch in open_input(source, InputOptions()).batches():
-        checked = batch.checked
-        jsons: list[str | None] = checked.get_column("request_json").to_list()
-        keys = idempotency_keys("bench", jsons)
-        items = list(
-            zip(
-                checked.get_column("row_number").to_list(),
-                keys,
-                checked.get_column("field").to_list(),
-                checked.get_column("rule").to_list(),
-                checked.get_column("detail").to_list(),
-                strict=True,
-            )
-        )
-        requests = {
-            k: j for k, j in zip(keys, jsons, strict=True) if k is not None and j is not None
-        }
+        items, requests = keyed_rows(batch, "bench")
         if checkpoint is not None:
-            checkpoint.add_rows(items, list(requests.items()), batch.passthrough)
+            checkpoint.add_rows(items, requests, batch.passthrough)
         rows += len(items)
         keyed += len(requests)
     if checkpoint is not None:
