@@ -243,6 +243,33 @@ def status(out_dir: Path, as_json: bool) -> None:
     raise SystemExit(int(found.exit_code))
 
 
+@cli.command(name="export")
+@click.argument("out_dir", metavar="DIR", type=click.Path(path_type=Path))
+@click.option(
+    "--format", "fmt", required=True, type=click.Choice(["csv", "xlsx", "json"]),
+    help="csv: a file per Parquet file; xlsx: one workbook; json: JSON Lines.",
+)  # fmt: skip
+@click.option(
+    "--nested", type=click.Choice(["flatten", "drop"]), default="flatten", show_default=True,
+    help="Struct columns as <column>_<member> columns, or left out (with lists).",
+)  # fmt: skip
+@click.option(
+    "--out", "to_dir", type=click.Path(file_okay=False, path_type=Path),
+    help="Directory to write to [DIR].",
+)  # fmt: skip
+def export_command(out_dir: Path, fmt: str, nested: str, to_dir: Path | None) -> None:
+    """Write DIR's results and problems as CSV, XLSX or JSON Lines; exit 0, 64 or 65."""
+    from batchval.output.export import Format, Nested, export_dir
+
+    try:
+        done = export_dir(out_dir, Format(fmt), nested=Nested(nested), out_dir=to_dir)
+    except RunRefusedError as exc:
+        click.echo(f"batchval: {exc}", err=True)
+        raise SystemExit(int(exc.exit_code)) from None
+    click.echo(done.render())
+    raise SystemExit(int(ExitCode.COMPLETE))
+
+
 def main(argv: list[str] | None = None) -> None:
     """The console script: click's own exit code 2 for usage errors becomes 64."""
     try:
