@@ -298,10 +298,48 @@ def test_xlsx_refuses_more_rows_than_a_sheet_holds(
 
 
 def test_a_flattened_name_already_taken_gets_a_number() -> None:
-    """A struct member whose flat name is another column's is numbered, never lost."""
-    table = pa.table({"s": pa.array([{"x": 1}]), "s_x": [2]})
+    """A struct member whose flat name is another column's, or a column named like an
+    earlier one but for case, is numbered, never lost."""
+    table = pa.table({"s": pa.array([{"x": 1}]), "s_x": [2], "S_X": [3]})
     flat = flat_table(table, Nested.FLATTEN, lists_as_text=True)
-    assert flat.to_pylist() == [{"s_x_2": 1, "s_x": 2}]
+    assert flat.to_pylist() == [{"s_x_3": 1, "s_x": 2, "S_X_2": 3}]
+
+
+def test_xlsx_keeps_columns_named_alike_and_long_numbers(tmp_path: Path) -> None:
+    """Columns `Loan` and `loan` both reach the sheet (an Excel table refuses the two
+    names), and an integer column with a value of more than 15 digits is text, every
+    digit kept."""
+    table = pa.table(
+        {
+            "row_number": [1, 2],
+            "Loan": [1, 2],
+            "loan": [3, 4],
+            "account": [12345678901234567, 5],
+            "bedrooms": [999_999_999_999_999, 2],
+        }
+    )
+    pq.write_table(table, tmp_path / "results.parquet")
+    export_dir(tmp_path, Format.XLSX)
+    sheet = openpyxl.load_workbook(tmp_path / "results.xlsx")["results"]
+    assert [[c.value for c in row] for row in sheet.iter_rows()] == [
+        ["row_number", "Loan", "loan_2", "account", "bedrooms"],
+        [1, 1, 3, "12345678901234567", 999_999_999_999_999],
+        [2, 2, 4, "5", 2],
+    ]
+
+
+@pytest.mark.filterwarnings("ignore")  # not pytest's own error filter: the export's
+def test_a_warning_of_xlsxwriter_fails_the_export(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where xlsxwriter would leave data out with a warning (a duplicate header empties
+    the sheet), the export fails and leaves no workbook."""
+    pq.write_table(pa.table({"row_number": [1]}), tmp_path / "results.parquet")
+    twins = pa.table([pa.array([1]), pa.array([2])], names=["a", "A"])
+    monkeypatch.setattr(export, "flat_table", lambda *_args, **_kwargs: twins)
+    with pytest.raises(UserWarning, match="Duplicate header"):
+        export_dir(tmp_path, Format.XLSX)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.parquet"]
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,9 @@ the format: CSV is text, so a date is its ISO text (`2000-01-31`, read back as a
 `polars.read_csv(..., try_parse_dates=True)`); Excel has no time zones, so a UTC instant
 is written as its UTC wall time; JSON and Excel have no decimals, so a decimal of 15
 digits or fewer is written as a number (exactly: a double holds 15 digits) and a wider
-one as its text; JSON has no dates, so they are ISO text.
+one as its text; Excel shows 15 digits, so an integer column with a longer value is
+text there; JSON has no dates, so they are ISO text. A name already taken, ignoring
+case, gets `_2` (`flat_table`).
 
 Every file is written atomically (`output.writer.atomic_file`), so a reader sees the old
 file or the new one. Nothing in DIR is locked: each Parquet file is itself replaced
@@ -39,12 +41,14 @@ import decimal
 import enum
 import json
 import re
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from batchval.outcome import RunRefusedError, StopReason
@@ -61,6 +65,8 @@ XLSX_MAX_ROWS = 1_048_575
 BATCH_ROWS = 65_536
 # Fitting column widths measures every cell: skipped on bigger sheets.
 AUTOFIT_ROWS = 20_000
+# The largest whole number Excel shows exactly (15 digits).
+EXCEL_DIGITS = 999_999_999_999_999
 
 # The number formats of the workbook (Excel's codes), chosen for each column by its type,
 # then by the words of its name (split on `_`) and of its description (field metadata).
@@ -160,12 +166,17 @@ def export_dir(
 def flat_table(table: pa.Table, nested: Nested, *, lists_as_text: bool) -> pa.Table:
     """`table` with its struct columns flattened (or dropped) and its list and map
     columns as JSON text (or dropped, or kept for JSON): the columns a flat file holds.
-    A flattened name that is already taken gets `_2`, `_3`, ... appended."""
-    taken = {name.casefold() for name in table.column_names}
+
+    Names are unique ignoring case (an Excel table refuses `Loan` beside `loan`): a name
+    already taken gets `_2`, `_3`, ... appended. The file's own columns come first, in
+    order, then the flattened members, so that no member takes a column's name."""
+    taken: set[str] = set()
+    names = [_unique(name, taken) for name in table.column_names]
     fields: list[pa.Field] = []
     columns: list[pa.ChunkedArray] = []
-    for field, column in zip(table.schema, table.columns, strict=True):
-        for flat, values in _flat(field, column, nested, lists_as_text, taken, top=True):
+    for field, name, column in zip(table.schema, names, table.columns, strict=True):
+        top = field.with_name(name)
+        for flat, values in _flat(top, column, nested, lists_as_text, taken, top=True):
             fields.append(flat)
             columns.append(values)
     return pa.Table.from_arrays(columns, schema=pa.schema(fields))
@@ -259,6 +270,21 @@ def _decimals_as_doubles(table: pa.Table) -> pa.Table:
     return table
 
 
+def _for_excel(table: pa.Table) -> pa.Table:
+    """Excel's numbers are doubles shown to 15 digits: decimals as for JSON, and an
+    integer column with a value of more than 15 digits (a long account number) as text,
+    since Excel would show 1234567890123456789 as 1234567890123450000."""
+    table = _decimals_as_doubles(table)
+    for i, field in enumerate(table.schema):
+        if pa.types.is_integer(field.type) and table.num_rows:
+            low, high = pc.min_max(table[i]).values()
+            if max(abs(low.as_py() or 0), abs(high.as_py() or 0)) > EXCEL_DIGITS:
+                table = table.set_column(
+                    i, field.with_type(pa.string()), table[i].cast(pa.string())
+                )
+    return table
+
+
 def _frame(table: pa.Table) -> pl.DataFrame:
     frame = pl.from_arrow(table)
     assert isinstance(frame, pl.DataFrame)  # a Table always gives a DataFrame
@@ -317,7 +343,6 @@ def _write_workbook(
                 f"{name}.parquet has {rows:,} rows, more than an Excel sheet holds "
                 f"({XLSX_MAX_ROWS:,}): export it with --format csv",
             )
-    files = []
     with atomic_file(path) as file:
         workbook = xlsxwriter.Workbook(
             file,
@@ -332,22 +357,32 @@ def _write_workbook(
             },
         )
         try:
-            for name, parquet in sources:
-                flat = flat_table(pq.read_table(parquet), nested, lists_as_text=True)
-                flat = _decimals_as_doubles(flat)
-                formats = {f.name: code for f in flat.schema if (code := number_format(f))}
-                frame = _frame(flat)
-                frame.write_excel(
-                    workbook,
-                    name,
-                    column_formats=formats,
-                    freeze_panes=(1, 1),
-                    autofit=frame.height <= AUTOFIT_ROWS,
-                )
-                files.append(ExportedFile(name, path, frame.height, frame.width))
+            with warnings.catch_warnings():
+                # xlsxwriter only warns where it leaves a table or cell out (a duplicate
+                # header left a sheet empty): an export that would lose data fails instead.
+                warnings.filterwarnings("error", module=r"xlsxwriter\.")
+                files = [
+                    _write_sheet(workbook, path, name, parquet, nested) for name, parquet in sources
+                ]
         finally:
             workbook.close()
     return files
+
+
+def _write_sheet(
+    workbook: Any, path: Path, name: str, parquet: Path, nested: Nested
+) -> ExportedFile:
+    flat = _for_excel(flat_table(pq.read_table(parquet), nested, lists_as_text=True))
+    formats = {f.name: code for f in flat.schema if (code := number_format(f))}
+    frame = _frame(flat)
+    frame.write_excel(
+        workbook,
+        name,
+        column_formats=formats,
+        freeze_panes=(1, 1),  # the header row and the first column (row_number)
+        autofit=frame.height <= AUTOFIT_ROWS,
+    )
+    return ExportedFile(name, path, frame.height, frame.width)
 
 
 def number_format(field: pa.Field) -> str | None:
