@@ -17,9 +17,8 @@ import pytest
 from support import env_for, run_cli
 from test_output_types import book, write
 
-from batchval.outcome import ExitCode, RunRefusedError
-from batchval.output import export
-from batchval.output.export import Format, Nested, export_dir, flat_table, number_format
+from batchval.outcome import ExitCode
+from batchval.output.export import Format, export_dir
 from batchval.sandbox.server import RunningSandbox
 
 NESTED = ("commentary", "rebuild_cost")
@@ -268,104 +267,6 @@ def test_out_writes_elsewhere_and_any_file_of_dir_comes_along(tmp_path: Path) ->
     first = json.loads(lines[0])
     assert first["sold_by_year"] == [{"year": 2024, "median": 250000}]
     assert first["covered_postcodes"] == ["M1 1AE", "M1 1AF"]
-
-
-def test_xlsx_writes_text_as_text(tmp_path: Path) -> None:
-    """Text that looks like a formula, a number or a link stays text in the workbook."""
-    texts = ['=HYPERLINK("http://x.invalid")', "007", "http://x.invalid"]
-    pq.write_table(
-        pa.table({"row_number": [1, 2, 3], "borrower": texts}), tmp_path / "results.parquet"
-    )
-    export_dir(tmp_path, Format.XLSX)
-    sheet = openpyxl.load_workbook(tmp_path / "results.xlsx")["results"]
-    cells = [sheet.cell(n, 2) for n in (2, 3, 4)]
-    assert [(c.value, c.data_type) for c in cells] == [(t, "s") for t in texts]
-    assert all(c.hyperlink is None for c in cells)
-
-
-def test_xlsx_refuses_more_rows_than_a_sheet_holds(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A file longer than an Excel sheet is refused (64, pointing to CSV) before any
-    workbook is written."""
-    pq.write_table(pa.table({"row_number": [1, 2, 3]}), tmp_path / "results.parquet")
-    monkeypatch.setattr(export, "XLSX_MAX_ROWS", 2)
-    with pytest.raises(RunRefusedError) as refused:
-        export_dir(tmp_path, Format.XLSX)
-    assert refused.value.exit_code == ExitCode.USAGE
-    assert "--format csv" in str(refused.value)
-    assert not (tmp_path / "results.xlsx").exists()
-
-
-def test_a_flattened_name_already_taken_gets_a_number() -> None:
-    """A struct member whose flat name is another column's, or a column named like an
-    earlier one but for case, is numbered, never lost."""
-    table = pa.table({"s": pa.array([{"x": 1}]), "s_x": [2], "S_X": [3]})
-    flat = flat_table(table, Nested.FLATTEN, lists_as_text=True)
-    assert flat.to_pylist() == [{"s_x_3": 1, "s_x": 2, "S_X_2": 3}]
-
-
-def test_xlsx_keeps_columns_named_alike_and_long_numbers(tmp_path: Path) -> None:
-    """Columns `Loan` and `loan` both reach the sheet (an Excel table refuses the two
-    names), and an integer column with a value of more than 15 digits is text, every
-    digit kept."""
-    table = pa.table(
-        {
-            "row_number": [1, 2],
-            "Loan": [1, 2],
-            "loan": [3, 4],
-            "account": [12345678901234567, 5],
-            "bedrooms": [999_999_999_999_999, 2],
-        }
-    )
-    pq.write_table(table, tmp_path / "results.parquet")
-    export_dir(tmp_path, Format.XLSX)
-    sheet = openpyxl.load_workbook(tmp_path / "results.xlsx")["results"]
-    assert [[c.value for c in row] for row in sheet.iter_rows()] == [
-        ["row_number", "Loan", "loan_2", "account", "bedrooms"],
-        [1, 1, 3, "12345678901234567", 999_999_999_999_999],
-        [2, 2, 4, "5", 2],
-    ]
-
-
-@pytest.mark.filterwarnings("ignore")  # not pytest's own error filter: the export's
-def test_a_warning_of_xlsxwriter_fails_the_export(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Where xlsxwriter would leave data out with a warning (a duplicate header empties
-    the sheet), the export fails and leaves no workbook."""
-    pq.write_table(pa.table({"row_number": [1]}), tmp_path / "results.parquet")
-    twins = pa.table([pa.array([1]), pa.array([2])], names=["a", "A"])
-    monkeypatch.setattr(export, "flat_table", lambda *_args, **_kwargs: twins)
-    with pytest.raises(UserWarning, match="Duplicate header"):
-        export_dir(tmp_path, Format.XLSX)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.parquet"]
-
-
-@pytest.mark.parametrize(
-    ("name", "kind", "description", "code"),
-    [
-        ("estimate", pa.int64(), "Middle figure of the valuation, pounds.", "#,##0"),
-        ("rebuild_cost_typical", pa.int64(), "", "#,##0"),
-        ("loan_balance", pa.decimal128(12, 2), "", "#,##0"),
-        ("median", pa.float64(), "Median sold price, pounds.", "#,##0"),
-        ("coverage", pa.float64(), "Back-test share of sales.", "0.0%"),
-        ("indexed_ltv", pa.float64(), "", "0.0%"),
-        ("ltv_low_estimate", pa.float64(), "", "0.0%"),
-        ("year_built", pa.int64(), "Year built sent.", "0"),
-        ("credits_charged", pa.int64(), "Credits charged; rows sharing one request.", "0"),
-        ("floor_area_sqm", pa.float64(), "", "0.00"),
-        ("opened", pa.date32(), "", "yyyy-mm-dd"),
-        ("valued_at", pa.timestamp("ms", tz="UTC"), "", "yyyy-mm-dd hh:mm:ss"),
-        ("data_quality", pa.string(), "", None),
-        ("wide_range", pa.bool_(), "", None),
-    ],
-)
-def test_number_formats(name: str, kind: pa.DataType, description: str, code: str | None) -> None:
-    """Each column's Excel format follows from its type, its name's words and its
-    description: money, shares, whole numbers, other numbers, dates, none for text."""
-    field = pa.field(name, kind, metadata={"description": description})
-    assert number_format(field) == code
 
 
 def test_decimals_wider_than_a_double_stay_text_in_json_and_xlsx(tmp_path: Path) -> None:
