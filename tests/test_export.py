@@ -138,6 +138,7 @@ def test_xlsx_has_sheets_panes_formats_and_typed_cells(
         header = [cell.value for cell in sheet[1]]
         assert header == leaves(parquet.schema)
         assert sheet.freeze_panes == "B2"
+        assert sheet["A1"].font.b
         rows = parquet.to_pylist()
         assert sheet.max_row == len(rows) + 1
         column = {n: i + 1 for i, n in enumerate(header)}
