@@ -27,7 +27,8 @@ import polars as pl
 from batchval import charts
 from batchval.output.summary import SUMMARY_NAME
 from batchval.output.writer import write_text_atomic
-from batchval.store.checkpoint import Checkpoint, Invocation
+from batchval.store.checkpoint import Checkpoint
+from batchval.store.records import Invocation
 
 REPORT_NAME = "report.html"
 RESULTS_NAME = "results.parquet"

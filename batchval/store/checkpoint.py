@@ -67,18 +67,6 @@ class PendingRequest:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Invocation:
-    """One `batchval run` on the DIR, as the checkpoint remembers it."""
-
-    started_at: str
-    ended_at: str | None
-    exit_code: int | None
-    calls: int | None
-    rate_limited: int | None
-    credits: int | None
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
 class Counts:
     """Where every input row stands, and the distinct requests behind them."""
 
@@ -476,13 +464,13 @@ class Checkpoint:
         ).fetchone()
         return row is None or row[0] is not None
 
-    def invocation_history(self) -> list[Invocation]:
+    def invocation_history(self) -> list[records.Invocation]:
         """Every invocation of the run, oldest first (a killed one has no `ended_at`)."""
         found = self._db.execute(
             "SELECT started_at, ended_at, exit_code, calls, rate_limited, credits"
             " FROM invocations ORDER BY id"
         ).fetchall()
-        return [Invocation(*row) for row in found]
+        return [records.Invocation(*row) for row in found]
 
     def totals(self) -> dict[str, Any]:
         """Calls, 429s and the last known balance over every invocation of the run."""
