@@ -243,6 +243,19 @@ def status(out_dir: Path, as_json: bool) -> None:
     raise SystemExit(int(found.exit_code))
 
 
+@cli.command()
+@click.argument("out_dir", metavar="DIR", type=click.Path(path_type=Path))
+def report(out_dir: Path) -> None:
+    """Write DIR/report.html: one self-contained page about the run in DIR."""
+    from batchval.report import ReportError, write_report
+
+    try:
+        path = write_report(out_dir)
+    except ReportError as exc:
+        raise click.UsageError(str(exc)) from None
+    click.echo(f"wrote {path}")
+
+
 @cli.command(name="export")
 @click.argument("out_dir", metavar="DIR", type=click.Path(path_type=Path))
 @click.option(
