@@ -249,9 +249,12 @@ def _lender(config: Mapping[str, Any]) -> LenderOptions:
     section = _section(config, "lender")
     default = LenderOptions()
     _reject_unknown(section, set(default.to_json()), "lender")
+    bands = section.get("ltv_bands", default.ltv_bands)
+    if not isinstance(bands, list | tuple):
+        raise SettingsError("lender.ltv_bands must be a list of numbers (percent)")
     try:
         return LenderOptions(
-            ltv_bands=tuple(section.get("ltv_bands", default.ltv_bands)),
+            ltv_bands=tuple(bands),
             wide_range=section.get("wide_range", default.wide_range),
             stale_after_months=section.get("stale_after_months", default.stale_after_months),
         )
