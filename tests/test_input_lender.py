@@ -120,3 +120,9 @@ def test_lender_mapping_leaves_the_fingerprint_alone(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     config.write_text("input: {columns: {loan_balance: Balance}}\n", encoding="utf-8")
     assert load_settings(config, {}).fingerprint() == load_settings(None, {}).fingerprint()
+
+
+def test_two_loan_ids_are_left_alone() -> None:
+    """Two columns that look like a loan id refuse nothing: no figure is made from them."""
+    found = find_lender_columns(["loan_id", "Loan ID", "loan_balance"], {})
+    assert found == {"loan_balance": "loan_balance"}

@@ -414,3 +414,17 @@ def test_no_lender_columns_without_a_balance(served: RunningSandbox, tmp_path: P
     assert not set(LENDER_COLUMNS) & set(results.columns)
     assert summary["portfolio"] is None
     assert json.loads((out / "summary.json").read_text())["portfolio"] is None
+
+
+def test_sample_mortgage_book(served: RunningSandbox, tmp_path: Path) -> None:
+    """sample_inputs/mortgage_book.csv values with its lender figures: every valued row
+    but the two without a balance is in the portfolio."""
+    source = Path(__file__).resolve().parents[1] / "sample_inputs" / "mortgage_book.csv"
+    out = tmp_path / "out"
+    done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    assert done.returncode == 0, done.stderr
+    results, _, summary = outputs(out)
+    counted = results.filter(pl.col("indexed_ltv").is_not_null()).height
+    assert summary["portfolio"]["rows"] == counted == results.height - 2
+    assert summary["portfolio"]["rows_left_out"] == 2
+    assert results.filter(pl.col("loan_balance") == 0)["indexed_ltv"].to_list() == [0.0, 0.0]

@@ -26,6 +26,9 @@ LENDER_FIELDS: tuple[str, ...] = (
     "loan_id",
 )
 
+# The lender columns figures are made from (`output/lender`).
+FIGURE_FIELDS: tuple[str, ...] = ("loan_balance", "origination_value")
+
 # Upper edges of the loan-to-value bands, in percent: 0-60, 60-75, ..., 95-100, over 100.
 DEFAULT_LTV_BANDS: tuple[float, ...] = (60, 75, 80, 85, 90, 95, 100)
 _SEPARATORS = re.compile(r"[\s_\-]+")
@@ -47,7 +50,9 @@ def find_lender_columns(names: Sequence[str], configured: Mapping[str, str]) -> 
     A field mapped in the config (`configured`, the input's `columns`) takes the column
     of that name, exactly or but for case and surrounding spaces; any other field takes
     the one column named like it. Raises LenderColumnError for a mapped column that is
-    not among `names`, and for two columns that both look like one field.
+    not among `names`, and for two columns that both look like a balance or an
+    origination value (two that look like a loan id are left alone: no figure is made
+    from them).
     """
     found: dict[str, str] = {}
     for field in LENDER_FIELDS:
@@ -63,6 +68,8 @@ def find_lender_columns(names: Sequence[str], configured: Mapping[str, str]) -> 
                 )
         else:
             near = [n for n in names if lender_key(n) == lender_key(field)]
+            if len(near) > 1 and field not in FIGURE_FIELDS:
+                continue  # two loan ids: nothing is made from them, so nothing to refuse
             if len(near) > 1:
                 raise LenderColumnError(
                     f"columns {', '.join(map(repr, near))} all look like {field}; name the "

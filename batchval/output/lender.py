@@ -125,6 +125,7 @@ class Lending:
         self.as_of = as_of
         self.model_changed = len(model_builds(model_versions)) > 1
         self._labels = options.band_labels
+        self._stale: dict[str | None, bool | None] = {}  # indexedTo -> stale_index
         self.portfolio = Portfolio(self._labels) if self._balance_at is not None else None
 
     @classmethod
@@ -203,7 +204,12 @@ class Lending:
         if low > 0 and balance is not None:
             low_ltv = balance / low
         month = figures.indexed_to
-        behind = None if month is None else months_between(month, self.as_of)
+        if month in self._stale:
+            stale = self._stale[month]
+        else:  # a run has a few months: each is read once
+            behind = None if month is None else months_between(month, self.as_of)
+            stale = None if behind is None else behind > self.options.stale_after_months
+            self._stale[month] = stale
         return LenderFigures(
             balance=balance,
             indexed_ltv=ltv,
@@ -212,7 +218,7 @@ class Lending:
             change_since_origination=change,
             partial_data=valuation.data_quality != "full",
             wide_range=wide,
-            stale_index=None if behind is None else behind > self.options.stale_after_months,
+            stale_index=stale,
             model_changed=self.model_changed,
         )
 
@@ -261,7 +267,15 @@ class Portfolio:
         area = self.authorities.setdefault(valuation.local_authority, _Sums())
         area.rows += 1
         area.balance += balance
-        self.flags.update(flag for flag in FLAGS if getattr(row, flag))
+        flags = self.flags
+        if row.partial_data:
+            flags["partial_data"] += 1
+        if row.wide_range:
+            flags["wide_range"] += 1
+        if row.stale_index:
+            flags["stale_index"] += 1
+        if row.model_changed:
+            flags["model_changed"] += 1
 
     def to_json(self) -> dict[str, Any]:
         return {
