@@ -18,8 +18,9 @@ import hashlib
 import signal
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import anyio
 import structlog
@@ -28,6 +29,8 @@ from batchval import logs
 from batchval.api.vocabulary import DAILY_PAID_CALLS, VALUATION_CREDITS
 from batchval.input import InputBatch, InputError, InputSource, open_input
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
+from batchval.output.lender import Lending
+from batchval.output.manifest import ANSWER_PATHS, MANIFEST_NAME, Manifest
 from batchval.output.summary import SUMMARY_NAME, DryRunSummary, RunSummary, Tally
 from batchval.output.writer import write_json_atomic, write_problems, write_results
 from batchval.run import answers
@@ -190,9 +193,7 @@ class Runner:
             counts = checkpoint.counts()
             stop = self._final_stop(counts, sent.stop)
             code = ExitCode.COMPLETE if stop is None else stop.reason.exit_code
-            results = self.request.out_dir / RESULTS_NAME
-            write_results(checkpoint, results, include=self.settings.input.include)
-            write_problems(checkpoint, self.request.out_dir / PROBLEMS_NAME)
+            portfolio = self._write_outputs(checkpoint, run_id, started)
             checkpoint.end_invocation(
                 invocation,
                 ended_at=self._now().isoformat(),
@@ -203,12 +204,47 @@ class Runner:
                 balance=sent.balance,
             )
             summary = self._summary(
-                checkpoint, run_id, sent, stop, counts, code, started, started_mono
+                checkpoint, run_id, sent, stop, counts, code, started, started_mono, portfolio
             )
             write_json_atomic(self.request.out_dir / SUMMARY_NAME, summary.to_json())
             return summary
         finally:
             checkpoint.close()
+
+    def _write_outputs(
+        self, checkpoint: Checkpoint, run_id: str, started: dt.datetime
+    ) -> Mapping[str, Any] | None:
+        """results.parquet, problems.parquet and manifest.json, the manifest also in both
+        files' metadata; returns the portfolio's totals when the input has balances."""
+        out = self.request.out_dir
+        answered = checkpoint.answer_values(*ANSWER_PATHS)
+        manifest = Manifest.of_answers(
+            answered,
+            run_id=run_id,
+            mode=checkpoint.get("mode") or "unknown",
+            input_path=str(self.request.input_path),
+            input_sha256=checkpoint.get("input_fingerprint"),
+            settings=self.settings.to_json(),
+            written_at=started.isoformat(),
+        )
+        api = self.settings.api
+        redactor = logs.Redactor([] if api is None else [api.client_secret])
+        metadata = manifest.metadata(redactor)
+        lending = Lending.for_write(
+            checkpoint.passthrough_schema(),
+            self.settings.input.columns,
+            self.settings.lender,
+            as_of=started.date(),  # stale_index counts months back from the run's date
+            model_versions=[version for version, *_ in answered],
+        )
+        include = self.settings.input.include
+        write_results(
+            checkpoint, out / RESULTS_NAME, include=include, lending=lending, metadata=metadata
+        )
+        write_problems(checkpoint, out / PROBLEMS_NAME, metadata=metadata)
+        write_json_atomic(out / MANIFEST_NAME, manifest.scrubbed(redactor))
+        portfolio = None if lending is None else lending.portfolio
+        return None if portfolio is None else portfolio.to_json()
 
     @staticmethod
     def _final_stop(counts: Counts, stop: StopInfo | None) -> StopInfo | None:
@@ -375,6 +411,7 @@ class Runner:
         code: ExitCode,
         started: dt.datetime,
         started_mono: float,
+        portfolio: Mapping[str, Any] | None = None,
     ) -> RunSummary:
         totals = checkpoint.totals()
         return RunSummary(
@@ -394,6 +431,7 @@ class Runner:
             started_at=started.isoformat(),
             finished_at=self._now().isoformat(),
             seconds=round(time.monotonic() - started_mono, 3),
+            portfolio=portfolio,
         )
 
     # --- dry run -------------------------------------------------------------------------

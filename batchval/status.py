@@ -65,6 +65,7 @@ def read_status(out_dir: Path) -> RunSummary | None:
         last_known_balance=totals["last_balance"],
         stop=stop,
         input=last.get("input") if last else None,
+        portfolio=_last_portfolio(last),
         next_action=action,
     )
 
@@ -86,6 +87,12 @@ def _last_stop(last: dict[str, Any] | None) -> StopInfo | None:
         return StopInfo.from_json(stop) if isinstance(stop, dict) else None
     except (KeyError, ValueError):  # a reason word of another version
         return None
+
+
+def _last_portfolio(last: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The portfolio totals the last run wrote (they are made only while writing)."""
+    portfolio = last.get("portfolio") if last else None
+    return portfolio if isinstance(portfolio, dict) else None
 
 
 def _last_summary(out_dir: Path) -> dict[str, Any] | None:

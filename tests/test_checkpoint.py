@@ -449,3 +449,19 @@ def test_counts_read_indexes_only(tmp_path: Path) -> None:
             detail = str(row[3])
             scans = detail.startswith("SCAN") and detail != "SCAN CONSTANT ROW"
             assert not scans or "COVERING INDEX" in detail, statement
+
+
+def test_answer_values_count_the_rows_that_ask(tmp_path: Path) -> None:
+    """Distinct values at the answers' JSON paths, with the rows asking for each; answers
+    that are not JSON, and requests not valued, are left out."""
+    checkpoint = filled(tmp_path)
+    answers = {
+        "k1": b'{"model": {"version": "v1"}, "valuation": {"indexedTo": "2026-09"}}',
+        "k2": b'{"model": {"version": "v2"}, "valuation": {}}',
+        "k3": b"<html>not json</html>",
+    }
+    for key, body in answers.items():
+        checkpoint.record_answer(key, body)
+        checkpoint.record_valuation(key, 10)
+    found = checkpoint.answer_values("$.model.version", "$.valuation.indexedTo")
+    assert sorted(found, key=str) == [("v1", "2026-09", 2), ("v2", None, 1)]

@@ -300,9 +300,9 @@ def test_second_run_on_the_same_dir_exits_75(served: RunningSandbox, tmp_path: P
         assert "dir_locked: another batchval run" in second.stderr
         assert first.wait(timeout=60) == 0
     # One call per row, all the first run's: the second sent nothing (no fault, no retry).
-    assert len(served.sandbox.ledger.requests) == 40
+    assert len(served.sandbox.ledger.requests) == 150
     assert served.sandbox.ledger.keys_charged_twice() == []
-    assert_accounted(out, 40)
+    assert_accounted(out, 150)
 
 
 def test_sigterm_stops_gently_and_resumes(served: RunningSandbox, tmp_path: Path) -> None:

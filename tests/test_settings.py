@@ -201,3 +201,15 @@ def test_client_id_is_not_part_of_the_fingerprint() -> None:
     one = load_settings(None, API_ENV)
     other = load_settings(None, {**API_ENV, "BATCHVAL_CLIENT_ID": "lender-2"})
     assert one.fingerprint() == other.fingerprint()
+
+
+def test_settings_json_leaves_the_secret_out() -> None:
+    """The settings written to the manifest name the API and account, never the secret."""
+    found = load_settings(None, API_ENV).to_json()
+    assert found["api"] == {
+        "base_url": "https://api.example/partners/v1",
+        "auth_url": "https://api.example",
+        "client_id": "lender",
+    }
+    assert "s3cret-from-env" not in repr(found)
+    assert set(found) == {"api", "input", "run", "lender"}

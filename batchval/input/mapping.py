@@ -19,6 +19,7 @@ from pathlib import Path
 
 import polars as pl
 
+from batchval.input.lender import LenderColumnError, find_lender_columns
 from batchval.input.options import ENUM_VALUES, ROW_FIELDS, InputError, InputOptions, normal_code
 
 # Request fields of which the input must have a column: rows cannot supply what the
@@ -140,6 +141,14 @@ def resolve_columns(
             column = _find(path, columns, name, "the config passes through")
             if column not in passthrough:
                 passthrough.append(column)
+    try:  # the lender columns are read from the pass-through values, at write time
+        find_lender_columns(passthrough, options.columns)
+    except LenderColumnError as exc:
+        raise InputError(
+            path,
+            f"{exc}; the pass-through columns are {_listed(passthrough)} (a lender column "
+            "must be one: under input.passthrough in the config, if you list them)",
+        ) from None
     return ColumnMap(fields=fields, passthrough=passthrough)
 
 
