@@ -148,6 +148,11 @@ class Checkpoint:
     def close(self) -> None:
         self._db.close()
 
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The one connection, shared by `store/streets` (its tables, the same groups)."""
+        return self._db
+
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
         """One transaction for the block (inside a group, the group's)."""
