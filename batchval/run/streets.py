@@ -23,15 +23,12 @@ from typing import Any, Protocol
 from batchval.api.client import Answer
 from batchval.api.errors import PartnerError, UnreadableAnswerError
 from batchval.api.models import StreetAnalysis
+from batchval.api.vocabulary import STREET_CREDITS_ASSUMED
 from batchval.outcome import StopReason
 from batchval.run.answers import UNREADABLE, answer_mode
 from batchval.run.job import Gate, Settled, charge_of, problem_record
 from batchval.store.records import StoredProblem
 from batchval.store.streets import PendingStreet, StreetStore
-
-# What a street analysis is assumed to cost when no read has shown it: the API does not
-# say (docs/api.md, 4.3). Twice a valuation; a config setting (run.street_credits).
-ASSUMED_STREET_CREDITS = 20
 
 
 class StreetApi(Protocol):
@@ -51,11 +48,11 @@ class StreetJob:
 
     def __init__(
         self,
-        api: StreetApi,
+        api: StreetApi | None,
         store: StreetStore,
         *,
         now: Callable[[], dt.datetime],
-        assumed_credits: int = ASSUMED_STREET_CREDITS,
+        assumed_credits: int = STREET_CREDITS_ASSUMED,
     ) -> None:
         self._api = api
         self._store = store
@@ -69,6 +66,8 @@ class StreetJob:
         self._store.mark_sent(item.key)
 
     async def send(self, item: PendingStreet, gate: Gate) -> Answer:
+        if self._api is None:
+            raise RuntimeError("a street job made to settle stored answers cannot send")
         return await self._api.read_street_analysis(item.key, gate=gate)
 
     def settle(self, item: PendingStreet, answer: Answer) -> Settled:

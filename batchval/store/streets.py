@@ -162,6 +162,18 @@ class StreetStore:
         )
         return cursor.rowcount
 
+    def forget_reads(self) -> int:
+        """Every read made pending and forgotten: the DIR held test answers (fake, free)
+        and other credentials now read it; one DIR never mixes test and live figures."""
+        with self.checkpoint.transaction():
+            cursor = self._db.execute(
+                "UPDATE streets SET state = 'pending', attempts = 0, answer = NULL,"
+                " problem = NULL, credits = NULL, charged = NULL, read_at = NULL,"
+                " fresh_from = NULL"
+            )
+            self.checkpoint.unset("streets.mode")
+        return cursor.rowcount
+
     def unread_postcodes(self, now: dt.datetime, postcodes: Sequence[str]) -> int:
         """How many of `postcodes` have no read whose free window still runs at `now`
         (what a dry run prices)."""
@@ -177,6 +189,11 @@ class StreetStore:
             ).fetchone()
             fresh += int(found[0])
         return len(postcodes) - fresh
+
+    def asked_postcodes(self) -> list[str]:
+        """Every postcode some input row asks for."""
+        found = self._db.execute("SELECT postcode FROM streets WHERE row_count > 0 ORDER BY rowid")
+        return [str(p) for (p,) in found]
 
     # --- dispatch ----------------------------------------------------------------------
 
