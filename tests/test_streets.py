@@ -13,7 +13,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
-from support import BATCHVAL, LIVE, TEST, env_for, run_cli
+from support import BATCHVAL, LIVE, POOR, TEST, env_for, run_cli
 
 from batchval.output.streets import CRIME, ENERGY, PRICE_INDEX, RENTAL, SOLD_PRICES, STOP
 from batchval.sandbox.config import Faults
@@ -267,3 +267,26 @@ def test_test_answers_are_read_again_under_live_credentials(
     assert live.returncode == 0, live.stderr
     assert pl.read_parquet(out / "street_analysis.parquet")["mode"].to_list() == ["live"]
     assert street_charges(served)["SW1A 2AA"] == 2  # one counted test read, one live
+
+
+def test_unusable_input_exits_65_and_a_poor_account_77(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """An input without a postcode column exits 65; an account that cannot pay, 77."""
+    bad = tmp_path / "bad.csv"
+    bad.write_text("loan_id,property_type\nA,flat\n", encoding="utf-8")
+    refused = run_cli("streets", str(bad), "--out", str(tmp_path / "a"), env=env_for(served))
+    assert refused.returncode == 65, refused.stderr
+    assert "postcode" in refused.stderr
+    source = homes(tmp_path / "homes.csv")
+    poor = run_cli(
+        "streets",
+        str(source),
+        "--out",
+        str(tmp_path / "b"),
+        "--concurrency",
+        "1",
+        env=env_for(served, POOR),
+    )
+    assert poor.returncode == 77, poor.stderr
+    assert summary(tmp_path / "b")["stop"]["reason"] == "insufficient_credits"
