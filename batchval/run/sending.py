@@ -70,6 +70,7 @@ class Sending:
             pending_requests=counts.requests_pending,
             bar=self.progress_bar,
             every_seconds=run.progress_seconds,
+            label="valuing" if self.job_for is None else "reading",
         )
         controller = RateController(initial_rate=start_rate(run.concurrency))
         credits, balance = 0, None
