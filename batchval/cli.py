@@ -283,6 +283,72 @@ def export_command(out_dir: Path, fmt: str, nested: str, to_dir: Path | None) ->
     raise SystemExit(int(ExitCode.COMPLETE))
 
 
+@cli.command()
+@click.argument("input_path", metavar="INPUT", type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="The directory: outputs and checkpoint. Same DIR again resumes.",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="YAML config: api, input mapping, run settings.",
+)
+@click.option("--refresh", is_flag=True, help="Read again postcodes read in the last 30 days.")
+@click.option("--join", is_flag=True, help="Also write homes_with_street.parquet.")
+@click.option("--max-credits", type=click.IntRange(0), help="Spend at most this in this call.")
+@click.option("--dry-run", is_flag=True, help="Validate and price; no network.")
+@click.option("--concurrency", type=click.IntRange(1, 256), help="Most requests in flight [8].")
+def streets(
+    input_path: Path,
+    out_dir: Path,
+    config_file: Path | None,
+    refresh: bool,
+    join: bool,
+    max_credits: int | None,
+    dry_run: bool,
+    concurrency: int | None,
+) -> None:
+    """Street analysis of every distinct postcode of INPUT into DIR (30 days free repeat)."""
+    from batchval.sandbox.embedded import embedded_api
+    from batchval.settings import load_settings
+    from batchval.streets import Streets, StreetsRequest
+
+    redactor = Redactor()
+    logs.configure(json_lines=not sys.stderr.isatty(), redactor=redactor)
+    try:
+        settings = load_settings(
+            config_file, os.environ, concurrency=concurrency, max_credits=max_credits
+        )
+    except SettingsError as exc:
+        raise click.UsageError(str(exc)) from None
+    if settings.api is not None:
+        redactor.add(settings.api.client_secret)
+    request = StreetsRequest(
+        input_path=input_path,
+        out_dir=out_dir,
+        settings=settings,
+        refresh=refresh,
+        join=join,
+        dry_run=dry_run,
+        progress_bar=sys.stderr.isatty(),
+    )
+    try:
+        summary = Streets(request, embedded_api=embedded_api).run()
+    except RunRefusedError as exc:
+        click.echo(f"batchval: {exc}", err=True)
+        raise SystemExit(int(exc.exit_code)) from None
+    click.echo(summary.render())
+    stop = getattr(summary, "stop", None)
+    if stop is not None:
+        click.echo(f"batchval: {stop.line()}", err=True)
+    raise SystemExit(int(summary.exit_code))
+
+
 def main(argv: list[str] | None = None) -> None:
     """The console script: click's own exit code 2 for usage errors becomes 64."""
     try:

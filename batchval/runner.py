@@ -262,6 +262,12 @@ class Runner:
     # --- before sending: fingerprints, run id, ingest -------------------------------
 
     def _prepare(self, checkpoint: Checkpoint, source: InputSource) -> str:
+        if checkpoint.get("command") == "streets":  # store/streets: one command a DIR
+            raise RunRefusedError(
+                StopReason.REFUSED,
+                f"{self.request.out_dir} holds `batchval streets` outputs: give run a "
+                "--out DIR of its own",
+            )
         input_fp = file_fingerprint(self.request.input_path)
         settings_fp = self.settings.fingerprint()
         api_fp = self._api_identity()

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from batchval.api.vocabulary import INCLUDE_ITEMS
+from batchval.api.vocabulary import INCLUDE_ITEMS, STREET_CREDITS_ASSUMED
 from batchval.input.lender import LENDER_FIELDS, LenderOptions
 from batchval.input.options import InputOptions
 from batchval.outcome import SettingsError
@@ -48,6 +48,11 @@ class RunOptions:
     timeout_seconds: float = 35.0  # the API cuts requests at 30 s
     shutdown_grace_seconds: float = 5.0  # on SIGTERM, how long in-flight calls may finish
     progress_seconds: float = 10.0  # how often a progress event is logged
+    # `streets`: the credits one street analysis is assumed to cost for --max-credits and
+    # --dry-run (the API does not say; raised to the largest charge a DIR has seen), and
+    # whether to write homes_with_street.parquet without --join.
+    street_credits: int = STREET_CREDITS_ASSUMED
+    street_join: bool = False
     # Test seam: added to the wall clock when deciding whether midnight UTC has passed.
     clock_offset_seconds: float = 0.0
 
@@ -310,6 +315,8 @@ def load_settings(
         timeout_seconds=number("timeout_seconds", 0.1),
         shutdown_grace_seconds=number("shutdown_grace_seconds", 0),
         progress_seconds=number("progress_seconds", 0.1),
+        street_credits=int(number("street_credits", 0)),
+        street_join=bool(run.get("street_join", default.street_join)),
         clock_offset_seconds=clock_offset,
     )
     return Settings(

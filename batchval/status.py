@@ -17,6 +17,7 @@ from batchval.outcome import ExitCode, StopInfo, StopReason
 from batchval.output.summary import SUMMARY_NAME, RunSummary, Tally
 from batchval.store.checkpoint import Checkpoint
 from batchval.store.lock import LOCK_NAME
+from batchval.store.streets import COMMAND, StreetStore
 
 
 def read_status(out_dir: Path) -> RunSummary | None:
@@ -30,6 +31,11 @@ def read_status(out_dir: Path) -> RunSummary | None:
         mode = checkpoint.get("mode") or "unknown"
         problems = checkpoint.problem_types()
         complete = checkpoint.ingest_complete and counts.complete
+        if checkpoint.get("command") == COMMAND:  # a DIR of `batchval streets`
+            streets = StreetStore(checkpoint)
+            counts, run_id, problems = streets.counts(), COMMAND, streets.problem_types()
+            mode = streets.get("mode") or "unknown"
+            complete = streets.ingest_complete and counts.complete
         ended = checkpoint.last_invocation_ended()
     finally:
         checkpoint.close()

@@ -213,3 +213,17 @@ def test_settings_json_leaves_the_secret_out() -> None:
     }
     assert "s3cret-from-env" not in repr(found)
     assert set(found) == {"api", "input", "run", "lender"}
+
+
+def test_street_settings_default_and_configured(tmp_path: Path) -> None:
+    """streets' assumed price and join default to 20 and off; the run section sets them,
+    and a negative price is refused."""
+    default = load_settings(None, {}).run
+    assert (default.street_credits, default.street_join) == (20, False)
+    config = tmp_path / "c.yaml"
+    config.write_text("run:\n  street_credits: 35\n  street_join: true\n")
+    run = load_settings(config, {}).run
+    assert (run.street_credits, run.street_join) == (35, True)
+    config.write_text("run:\n  street_credits: -1\n")
+    with pytest.raises(SettingsError, match="street_credits"):
+        load_settings(config, {})

@@ -165,9 +165,24 @@ class PartnerClient:
 
     async def get_street_analysis(self, postcode: str) -> StreetAnalysis:
         """GET /street-analysis/{postcode}: charged on the first read in 30 days."""
+        return StreetAnalysis.from_json((await self.read_street_analysis(postcode)).data)
+
+    async def read_street_analysis(
+        self, postcode: str, *, gate: Callable[[], Awaitable[None]] | None = None
+    ) -> Answer:
+        """GET /street-analysis/{postcode}, the answer before it is read: a first read is
+        charged, so a caller keeps the bytes before it reads them (docs/api.md, 4.3)."""
         path = "/street-analysis/" + urllib.parse.quote(postcode, safe="")
-        answer = await self._call("GET", "/street-analysis/{postcode}", path)
-        return StreetAnalysis.from_json(answer.data)
+        answer = await self._call("GET", "/street-analysis/{postcode}", path, gate=gate)
+        if "postcode" not in answer.data and "coveredPostcodes" not in answer.data:
+            # Not even the shape of a street analysis: never read as one.
+            raise UnrecognisedAnswerError(
+                status=answer.status,
+                content_type="application/json",
+                excerpt=excerpt(answer.body),
+                url=self._base_url + path,
+            )
+        return answer
 
     # --- plumbing ----------------------------------------------------------------------
 

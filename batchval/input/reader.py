@@ -75,6 +75,14 @@ class InputBatch:
     passthrough: pa.RecordBatch  # the pass-through columns, typed (input/passthrough)
 
 
+class Checker(Protocol):
+    """Validation of one batch: `check_batch` (every rule), or `check_postcodes`."""
+
+    def __call__(
+        self, raw: pl.DataFrame, *, first_row: int, columns: ColumnMap, options: InputOptions
+    ) -> pl.DataFrame: ...
+
+
 class _Table(Protocol):
     """A file format's reader: its header, and its rows in batches."""
 
@@ -440,7 +448,7 @@ class InputSource:
     def __repr__(self) -> str:
         return f"InputSource({str(self.path)!r}, field_columns={self.field_columns!r})"
 
-    def batches(self) -> Iterator[InputBatch]:
+    def batches(self, check: Checker = check_batch) -> Iterator[InputBatch]:
         """Validated rows, about `batch_rows` at a time: the checked rows (the columns of
         validate.OUTPUT_SCHEMA) and their pass-through columns, typed.
 
@@ -455,14 +463,14 @@ class InputSource:
         ):
             if raw.height == 0:
                 continue
-            checked = check_batch(raw, first_row=done, columns=self._mapped, options=self._options)
+            checked = check(raw, first_row=done, columns=self._mapped, options=self._options)
             yield InputBatch(checked, typed)
             done += raw.height
         if done == 0:
             raise InputError(self.path, "has no data rows")
 
 
-def open_input(path: Path, options: InputOptions) -> InputSource:
+def open_input(path: Path, options: InputOptions, *, postcode_only: bool = False) -> InputSource:
     """Checks that the file can be used, reading only its head; raises InputError if not.
 
     The format is found by content: Parquet's `PAR1` magic, gzip's 1f 8b (a compressed
@@ -478,7 +486,7 @@ def open_input(path: Path, options: InputOptions) -> InputSource:
         raise InputError(path, "is a zip archive or an Excel workbook; save it as CSV or Parquet")
     else:
         table, hint = _open_csv(path, head, options)
-    mapped = resolve_columns(path, table.columns, options, hint=hint)
+    mapped = resolve_columns(path, table.columns, options, hint=hint, postcode_only=postcode_only)
     if isinstance(table, _ParquetTable):
         include = mapped.fields.get("include")
         _refuse_nested(path, table.schema, include)

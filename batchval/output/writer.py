@@ -27,9 +27,9 @@ import contextlib
 import datetime as dt
 import json
 import os
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Generator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -218,11 +218,19 @@ def _row_groups(tables: Iterable[pa.Table]) -> Iterator[pa.Table]:
 # --- records to columns -------------------------------------------------------------------
 
 
+class PassthroughStore(Protocol):
+    """Where typed pass-through values are kept: the checkpoint's rows, or its streets'."""
+
+    def passthrough_schema(self) -> pa.Schema | None: ...
+
+    def passthrough_batches(self) -> Generator[tuple[int, pa.RecordBatch], None, None]: ...
+
+
 class _PassthroughValues:
     """The pass-through values of rows asked for in row order, taken from the stored
     batches as they come: one batch decoded at a time, however long the input."""
 
-    def __init__(self, checkpoint: Checkpoint) -> None:
+    def __init__(self, checkpoint: PassthroughStore) -> None:
         self.schema: pa.Schema = checkpoint.passthrough_schema() or pa.schema([])
         self._stored = checkpoint.passthrough_batches()  # a cursor, until closed
         self._empty = pa.RecordBatch.from_pylist([], schema=self.schema)

@@ -30,6 +30,7 @@ class Progress:
         pending_requests: int,
         bar: bool,
         every_seconds: float,
+        label: str = "valuing",
     ) -> None:
         self._pending = pending_requests
         self._every = every_seconds
@@ -38,7 +39,7 @@ class Progress:
         self._bar: RichProgress | None = None
         if bar:
             self._bar = RichProgress(
-                TextColumn("valuing"),
+                TextColumn(label),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TaskProgressColumn(),
@@ -47,7 +48,7 @@ class Progress:
                 TimeRemainingColumn(),
                 transient=False,
             )
-            self._task = self._bar.add_task("valuing", total=pending_requests, rate=0.0, credits=0)
+            self._task = self._bar.add_task(label, total=pending_requests, rate=0.0, credits=0)
 
     def __enter__(self) -> Progress:
         if self._bar is not None:

@@ -13,12 +13,14 @@ import dataclasses
 import datetime as dt
 import signal
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import structlog
 
 from batchval.api import Credentials, PartnerClient
 from batchval.outcome import StopInfo, StopReason
+from batchval.run.job import Job
 from batchval.run.pool import WorkerPool
 from batchval.run.progress import Progress
 from batchval.run.ratecontrol import RateController, start_rate
@@ -26,7 +28,7 @@ from batchval.run.retry import RetryPolicy
 from batchval.run.stop import Stop
 from batchval.run.valuing import ValuationJob
 from batchval.settings import ApiSettings, RunOptions
-from batchval.store.checkpoint import Checkpoint
+from batchval.store.checkpoint import Checkpoint, Counts
 
 log = structlog.get_logger()
 
@@ -54,16 +56,21 @@ class Sending:
     # Called after each round: asyncio gives the signals back to their default handlers
     # when the watcher ends, and the runner notes them itself outside this phase.
     after_round: Callable[[], None]
+    # What is sent: the valuations of the checkpoint unless a command gives its own job
+    # (`streets`), with where its work stands for the progress bar.
+    job_for: Callable[[PartnerClient], Job[Any]] | None = None
+    counts: Callable[[], Counts] | None = None
 
     async def send(self, not_before: dt.datetime | None) -> SendOutcome:
         run, checkpoint = self.run, self.checkpoint
-        counts = checkpoint.counts()
+        counts = (self.counts or checkpoint.counts)()
         progress = Progress(
             total_rows=counts.rows,
             done_rows=counts.rows - counts.pending_rows,
             pending_requests=counts.requests_pending,
             bar=self.progress_bar,
             every_seconds=run.progress_seconds,
+            label="valuing" if self.job_for is None else "reading",
         )
         controller = RateController(initial_rate=start_rate(run.concurrency))
         credits, balance = 0, None
@@ -89,7 +96,7 @@ class Sending:
                         checkpoint.unset("not_before")
                         checkpoint.unset("pause_until")
                         pool = WorkerPool(
-                            job=ValuationJob(client, checkpoint),
+                            job=self._job(client),
                             controller=controller,
                             policy=RetryPolicy(max_attempts=run.max_attempts),
                             stop=stop,
@@ -119,6 +126,11 @@ class Sending:
                 if not run.wait_for_midnight:
                     break
         return SendOutcome(stop.info, client.calls, controller.rate_limited, credits, balance)
+
+    def _job(self, client: PartnerClient) -> Job[Any]:
+        if self.job_for is not None:
+            return self.job_for(client)
+        return ValuationJob(client, self.checkpoint)
 
     def _keep_pause(self, controller: RateController, stop: Stop) -> None:
         """A `Retry-After` the API gave outlives this invocation: kept in the checkpoint

@@ -40,6 +40,7 @@ import pyarrow as pa
 
 from batchval.outcome import BatchvalError
 from batchval.store import records
+from batchval.store.invocations import InvocationLog
 from batchval.store.schema import INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES
 
 __all__ = [
@@ -106,7 +107,7 @@ class Counts:
         }
 
 
-class Checkpoint:
+class Checkpoint(InvocationLog):
     def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
         self._db = connection
         self.path = path
@@ -147,6 +148,11 @@ class Checkpoint:
 
     def close(self) -> None:
         self._db.close()
+
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The one connection, shared by `store/streets` (its tables, the same groups)."""
+        return self._db
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
@@ -444,57 +450,3 @@ class Checkpoint:
         )
         while chunk := cursor.fetchmany(batch):
             yield [records.RowProblem.of(row) for row in chunk]
-
-    # --- invocations ---------------------------------------------------------------------
-
-    def start_invocation(self, started_at: str) -> int:
-        cursor = self._db.execute("INSERT INTO invocations (started_at) VALUES (?)", (started_at,))
-        return int(cursor.lastrowid or 0)
-
-    def end_invocation(
-        self,
-        invocation: int,
-        *,
-        ended_at: str,
-        exit_code: int,
-        calls: int,
-        rate_limited: int,
-        credits: int,
-        balance: int | None,
-    ) -> None:
-        self._db.execute(
-            "UPDATE invocations SET ended_at = ?, exit_code = ?, calls = ?, rate_limited = ?,"
-            " credits = ?, balance = ? WHERE id = ?",
-            (ended_at, exit_code, calls, rate_limited, credits, balance, invocation),
-        )
-
-    def last_invocation_ended(self) -> bool:
-        """Whether the latest invocation ended (wrote its outputs), rather than was killed."""
-        row = self._db.execute(
-            "SELECT ended_at FROM invocations ORDER BY id DESC LIMIT 1"
-        ).fetchone()
-        return row is None or row[0] is not None
-
-    def invocation_history(self) -> list[records.Invocation]:
-        """Every invocation of the run, oldest first (a killed one has no `ended_at`)."""
-        found = self._db.execute(
-            "SELECT started_at, ended_at, exit_code, calls, rate_limited, credits"
-            " FROM invocations ORDER BY id"
-        ).fetchall()
-        return [records.Invocation(*row) for row in found]
-
-    def totals(self) -> dict[str, Any]:
-        """Calls, 429s and the last known balance over every invocation of the run."""
-        calls, limited = self._db.execute(
-            "SELECT COALESCE(SUM(calls), 0), COALESCE(SUM(rate_limited), 0) FROM invocations"
-        ).fetchone()
-        balance = self._db.execute(
-            "SELECT balance FROM invocations WHERE balance IS NOT NULL ORDER BY id DESC LIMIT 1"
-        ).fetchone()
-        invocations = self._db.execute("SELECT COUNT(*) FROM invocations").fetchone()[0]
-        return {
-            "calls": int(calls),
-            "rate_limited": int(limited),
-            "last_balance": None if balance is None else int(balance[0]),
-            "invocations": int(invocations),
-        }
