@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck browser reliability bench clean
+.PHONY: run test lint typecheck browser reliability bench airflow-check clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -43,5 +43,17 @@ bench: $(STAMP)
 reliability: $(STAMP)
 	$(BIN)/python tests/reliability/report.py
 
+# The example DAGs run by `airflow dags test` against the sandbox (examples/airflow/check.py),
+# in Airflow's own virtual environment: Airflow is never one of the project's dependencies.
+AIRFLOW_VENV ?= .airflow-venv
+AIRFLOW_VERSION ?= 3.3.2
+$(AIRFLOW_VENV)/.installed:
+	test -x $(AIRFLOW_VENV)/bin/python || $(PYTHON) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/python -m pip install --quiet "apache-airflow==$(AIRFLOW_VERSION)"
+	touch $@
+
+airflow-check: $(STAMP) $(AIRFLOW_VENV)/.installed
+	AIRFLOW_VENV=$(AIRFLOW_VENV) $(BIN)/python examples/airflow/check.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(AIRFLOW_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow.exceptions import AirflowException, AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow.providers.standard.triggers.temporal import DateTimeTrigger
 from airflow.sdk import BaseHook, BaseOperator
 
