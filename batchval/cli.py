@@ -243,6 +243,39 @@ def status(out_dir: Path, as_json: bool) -> None:
     raise SystemExit(int(found.exit_code))
 
 
+@cli.command()
+@click.argument("input_path", metavar="INPUT", required=False, type=click.Path(path_type=Path))
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="YAML config: api, input mapping, run settings.",
+)
+def check(input_path: Path | None, config_file: Path | None) -> None:
+    """Preflight at no cost: settings, token, API, mode, and INPUT's price; exit 0, 64, 65,
+    75 or 77."""
+    from batchval.check import CheckReport, Finding, run_check
+    from batchval.sandbox.embedded import embedded_api
+    from batchval.settings import load_settings
+
+    redactor = Redactor()
+    # Its lines are the report; the log says only what goes wrong (the input's batches
+    # are the dry run's business).
+    logs.configure(json_lines=not sys.stderr.isatty(), redactor=redactor, level=30)
+    try:
+        settings = load_settings(config_file, os.environ)
+    except SettingsError as exc:
+        report = CheckReport((Finding("settings", str(exc), ExitCode.USAGE),))
+    else:
+        if settings.api is not None:
+            redactor.add(settings.api.client_secret)
+        report = run_check(settings, input_path, embedded_api=embedded_api)
+    click.echo(redactor.scrub(report.render()))
+    if report.failure is not None:
+        click.echo(f"batchval: {redactor.scrub(report.final_line())}", err=True)
+    raise SystemExit(int(report.exit_code))
+
+
 def main(argv: list[str] | None = None) -> None:
     """The console script: click's own exit code 2 for usage errors becomes 64."""
     try:

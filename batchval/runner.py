@@ -297,22 +297,7 @@ class Runner:
         return hashlib.sha256(who.encode()).hexdigest()
 
     def _ingest(self, checkpoint: Checkpoint, source: InputSource, run_id: str) -> None:
-        total = 0
-        try:
-            for batch in source.batches():
-                if self._signalled:
-                    log.warning("run.signal", signal=self._signalled, while_="reading")
-                    raise RunRefusedError(
-                        StopReason.SIGNAL,
-                        f"interrupted by {self._signalled} while reading the input; "
-                        "run the same command again",
-                    )
-                rows, requests = keyed_rows(batch, run_id)
-                checkpoint.add_rows(rows, requests, batch.passthrough)
-                total += len(rows)
-                log.info("run.ingest.batch", rows=total)
-        except InputError as exc:
-            raise RunRefusedError(StopReason.INPUT_UNUSABLE, str(exc)) from None
+        ingest(checkpoint, source, run_id, interrupted=lambda: self._signalled)
 
     # --- sending -------------------------------------------------------------------------
 
@@ -406,22 +391,68 @@ class Runner:
                 f"{self.request.out_dir} holds a run; a dry run would overwrite its "
                 "problems.parquet: give --dry-run a new --out DIR",
             )
-        with tempfile.TemporaryDirectory(prefix="batchval-dry-") as scratch:
-            checkpoint = Checkpoint.open(Path(scratch))
-            try:
-                run_id = self.request.run_id or "dry-run"
-                self._ingest(checkpoint, source, run_id)
-                checkpoint.finish_ingest()
-                write_problems(checkpoint, self.request.out_dir / PROBLEMS_NAME)
-                counts = checkpoint.counts()
-                problems = checkpoint.problem_types()
-            finally:
-                checkpoint.close()
-        return DryRunSummary(
-            rows=counts.rows,
-            rows_with_problems=counts.input_problems,
-            problems_by_type=problems,
-            calls=counts.requests,
-            credits=counts.requests * VALUATION_CREDITS,
-            daily_limit=DAILY_PAID_CALLS,
+        return price_input(
+            source,
+            run_id=self.request.run_id or "dry-run",
+            problems_path=self.request.out_dir / PROBLEMS_NAME,
+            interrupted=lambda: self._signalled,
         )
+
+
+def ingest(
+    checkpoint: Checkpoint,
+    source: InputSource,
+    run_id: str,
+    *,
+    interrupted: Callable[[], str | None] = lambda: None,
+) -> None:
+    """Read, validate and key every row of `source` into `checkpoint`; a signal noted
+    by `interrupted` ends it between two batches."""
+    total = 0
+    try:
+        for batch in source.batches():
+            signalled = interrupted()
+            if signalled:
+                log.warning("run.signal", signal=signalled, while_="reading")
+                raise RunRefusedError(
+                    StopReason.SIGNAL,
+                    f"interrupted by {signalled} while reading the input; "
+                    "run the same command again",
+                )
+            rows, requests = keyed_rows(batch, run_id)
+            checkpoint.add_rows(rows, requests, batch.passthrough)
+            total += len(rows)
+            log.info("run.ingest.batch", rows=total)
+    except InputError as exc:
+        raise RunRefusedError(StopReason.INPUT_UNUSABLE, str(exc)) from None
+
+
+def price_input(
+    source: InputSource,
+    *,
+    run_id: str = "dry-run",
+    problems_path: Path | None = None,
+    interrupted: Callable[[], str | None] = lambda: None,
+) -> DryRunSummary:
+    """What a run of `source` would cost, found without the network: the run's own ingest
+    into a throwaway checkpoint, so that `run --dry-run` and `check` price alike. The
+    problems are written to `problems_path` when one is given."""
+    with tempfile.TemporaryDirectory(prefix="batchval-dry-") as scratch:
+        checkpoint = Checkpoint.open(Path(scratch))
+        try:
+            ingest(checkpoint, source, run_id, interrupted=interrupted)
+            checkpoint.finish_ingest()
+            if problems_path is not None:
+                write_problems(checkpoint, problems_path)
+            counts = checkpoint.counts()
+            problems = checkpoint.problem_types()
+        finally:
+            checkpoint.close()
+    return DryRunSummary(
+        rows=counts.rows,
+        rows_with_problems=counts.input_problems,
+        problems_by_type=problems,
+        calls=counts.requests,
+        credits=counts.requests * VALUATION_CREDITS,
+        daily_limit=DAILY_PAID_CALLS,
+    )
