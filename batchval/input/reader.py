@@ -440,22 +440,35 @@ class InputSource:
     def __repr__(self) -> str:
         return f"InputSource({str(self.path)!r}, field_columns={self.field_columns!r})"
 
-    def batches(self) -> Iterator[InputBatch]:
+    def batches(self, *, every_column: bool = False) -> Iterator[InputBatch]:
         """Validated rows, about `batch_rows` at a time: the checked rows (the columns of
-        validate.OUTPUT_SCHEMA) and their pass-through columns, typed.
+        validate.OUTPUT_SCHEMA) and their pass-through columns, typed; with `every_column`
+        (`split`), every column in order, a CSV's request fields as the text read.
 
         Raises InputError when the file turns out unreadable part way (truncated,
         corrupt, not the encoding it claimed): rows already yielded stay valid.
         """
         fields = list(dict.fromkeys(self.field_columns.values()))
         include = self.field_columns.get("include")
+        typed_names = self.passthrough
+        if every_column:  # a shard read again must make the same requests
+            as_text = fields if isinstance(self._table, _CsvTable) else []
+            typed_names = [c for c in self.columns if c not in as_text]
         done = 0
         for raw, typed in self._table.raw_batches(
-            fields, self.passthrough, include, self._options.batch_rows
+            fields, typed_names, include, self._options.batch_rows
         ):
             if raw.height == 0:
                 continue
             checked = check_batch(raw, first_row=done, columns=self._mapped, options=self._options)
+            if every_column:
+                typed = pa.RecordBatch.from_arrays(
+                    [
+                        typed.column(c) if c in typed_names else raw[c].to_arrow().cast(pa.string())
+                        for c in self.columns
+                    ],
+                    names=self.columns,
+                )
             yield InputBatch(checked, typed)
             done += raw.height
         if done == 0:
