@@ -2,7 +2,7 @@
 
 It resolves the settings, gets a token from the token URL, asks the API one free
 question, says what can and cannot be known of the mode and the balance, and, given an
-INPUT, prices it with the code of `run --dry-run` (`runner.price_input`). One line per
+INPUT, prices it with the code of `run --dry-run` (`ingest.price_input`). One line per
 check, then a final line; the exit code is the first failing check's:
 
 | what fails                                                          | exit |
@@ -50,9 +50,9 @@ from batchval.api.errors import (
     excerpt,
 )
 from batchval.api.vocabulary import VALUATION_CREDITS
+from batchval.ingest import price_input
 from batchval.input import InputError, open_input
 from batchval.outcome import ExitCode, RunRefusedError
-from batchval.runner import price_input
 from batchval.settings import ApiSettings, Settings
 
 # Well-formed (`^val_[0-9a-z]{26}$`) and never issued: real ids are random, and this one

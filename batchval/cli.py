@@ -174,6 +174,11 @@ def sandbox(
     is_flag=True,
     help="At the daily limit, wait for midnight UTC instead of exiting 75.",
 )
+@click.option(
+    "--metrics-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Prometheus text for node_exporter's textfile collector (every run.metrics_seconds).",
+)
 def run(
     input_path: Path,
     out_dir: Path,
@@ -185,6 +190,7 @@ def run(
     dry_run: bool,
     accept_changes: bool,
     wait_for_midnight: bool,
+    metrics_file: Path | None,
 ) -> None:
     """Value every row of INPUT (CSV or Parquet) into DIR; exit 0, 75, 77, 65, 64 or 70."""
     from batchval.runner import Runner, RunRequest
@@ -217,6 +223,7 @@ def run(
         dry_run=dry_run,
         accept_changes=accept_changes,
         progress_bar=sys.stderr.isatty(),
+        metrics_file=metrics_file,
     )
     try:
         summary = Runner(request, embedded_api=embedded_api).run()

@@ -47,6 +47,7 @@ class RunOptions:
     timeout_seconds: float = 35.0  # the API cuts requests at 30 s
     shutdown_grace_seconds: float = 5.0  # on SIGTERM, how long in-flight calls may finish
     progress_seconds: float = 10.0  # how often a progress event is logged
+    metrics_seconds: float = 30.0  # how often --metrics-file is rewritten during a run
     # Test seam: added to the wall clock when deciding whether midnight UTC has passed.
     clock_offset_seconds: float = 0.0
 
@@ -265,6 +266,7 @@ def load_settings(
         timeout_seconds=number("timeout_seconds", 0.1),
         shutdown_grace_seconds=number("shutdown_grace_seconds", 0),
         progress_seconds=number("progress_seconds", 0.1),
+        metrics_seconds=number("metrics_seconds", 0.1),
         clock_offset_seconds=clock_offset,
     )
     return Settings(api=_api(config, env), input=_input(config, includes), run=options)
