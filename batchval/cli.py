@@ -175,6 +175,11 @@ def sandbox(
     help="At the daily limit, wait for midnight UTC instead of exiting 75.",
 )
 @click.option(
+    "--log-json",
+    is_flag=True,
+    help="JSON log lines on stderr even on a terminal (no bar); also BATCHVAL_LOG_JSON=1.",
+)
+@click.option(
     "--metrics-file",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Prometheus text for node_exporter's textfile collector (every run.metrics_seconds).",
@@ -191,6 +196,7 @@ def run(
     accept_changes: bool,
     wait_for_midnight: bool,
     metrics_file: Path | None,
+    log_json: bool,
 ) -> None:
     """Value every row of INPUT (CSV or Parquet) into DIR; exit 0, 75, 77, 65, 64 or 70."""
     from batchval.runner import Runner, RunRequest
@@ -198,7 +204,8 @@ def run(
     from batchval.settings import load_settings
 
     redactor = Redactor()
-    logs.configure(json_lines=not sys.stderr.isatty(), redactor=redactor)
+    json_lines = logs.json_wanted(os.environ, log_json)
+    logs.configure(json_lines=json_lines, redactor=redactor)
     try:
         settings = load_settings(
             config_file,
@@ -222,7 +229,7 @@ def run(
         run_id=run_id,
         dry_run=dry_run,
         accept_changes=accept_changes,
-        progress_bar=sys.stderr.isatty(),
+        progress_bar=not json_lines,
         metrics_file=metrics_file,
     )
     try:
@@ -268,7 +275,7 @@ def check(input_path: Path | None, config_file: Path | None) -> None:
     redactor = Redactor()
     # Its lines are the report; the log says only what goes wrong (the input's batches
     # are the dry run's business).
-    logs.configure(json_lines=not sys.stderr.isatty(), redactor=redactor, level=30)
+    logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=redactor, level=30)
     try:
         settings = load_settings(config_file, os.environ)
     except SettingsError as exc:
@@ -308,7 +315,7 @@ def split(
     from batchval.settings import load_settings
     from batchval.split import split_input
 
-    logs.configure(json_lines=not sys.stderr.isatty(), redactor=Redactor(), level=30)
+    logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=Redactor(), level=30)
     try:
         settings = load_settings(config_file, os.environ)
         summary = split_input(input_path, out_dir, shards, settings.input, row_id)
