@@ -327,6 +327,19 @@ def split(
     click.echo(summary.render())
 
 
+@cli.command()
+@click.argument("out_dir", metavar="DIR", type=click.Path(path_type=Path))
+def report(out_dir: Path) -> None:
+    """Write DIR/report.html: one self-contained page about the run in DIR."""
+    from batchval.report import ReportError, write_report
+
+    try:
+        path = write_report(out_dir)
+    except ReportError as exc:
+        raise click.UsageError(str(exc)) from None
+    click.echo(f"wrote {path}")
+
+
 def main(argv: list[str] | None = None) -> None:
     """The console script: click's own exit code 2 for usage errors becomes 64."""
     try:

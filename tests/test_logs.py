@@ -147,13 +147,14 @@ def test_json_lines_off_a_terminal(served: RunningSandbox, tmp_path: Path) -> No
 
 def test_terminal_lines_are_warnings_and_above(capsys: pytest.CaptureFixture[str]) -> None:
     """Terminal mode prints a warning as one human line and drops info events."""
+    before = structlog.get_config()
     logs.configure(json_lines=False, redactor=logs.Redactor(["s3cret"]))
     try:
         log = structlog.get_logger()
         log.info("run.ingest.batch", rows=5)
         log.warning("run.stopping", reason="signal", detail="token s3cret")
     finally:
-        logs.configure(json_lines=True, redactor=logs.Redactor())
+        structlog.configure(**before)  # other tests' logging is theirs
     err = capsys.readouterr().err
     assert "run.ingest.batch" not in err
     assert err.strip() == "warning: run.stopping (reason=signal detail=token [redacted])"

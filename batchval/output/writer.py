@@ -130,7 +130,7 @@ def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write `text` as UTF-8 to `path`, atomically: a reader sees the old file or the new."""
+    """Write `text` as UTF-8 to `path`, atomically (a reader sees the old file or the new)."""
     with _replacing(path) as file:
         file.write(text.encode())
 

@@ -24,6 +24,7 @@ from batchval.run.progress import Progress
 from batchval.run.ratecontrol import RateController, start_rate
 from batchval.run.retry import RetryPolicy
 from batchval.run.stop import Stop
+from batchval.run.valuing import ValuationJob
 from batchval.settings import ApiSettings, RunOptions
 from batchval.store.checkpoint import Checkpoint
 
@@ -106,8 +107,7 @@ class Sending:
                         checkpoint.unset("not_before")
                         checkpoint.unset("pause_until")
                         pool = WorkerPool(
-                            api=client,
-                            checkpoint=checkpoint,
+                            job=ValuationJob(client, checkpoint),
                             controller=controller,
                             policy=RetryPolicy(max_attempts=run.max_attempts),
                             stop=stop,

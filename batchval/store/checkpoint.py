@@ -464,6 +464,14 @@ class Checkpoint:
         ).fetchone()
         return row is None or row[0] is not None
 
+    def invocation_history(self) -> list[records.Invocation]:
+        """Every invocation of the run, oldest first (a killed one has no `ended_at`)."""
+        found = self._db.execute(
+            "SELECT started_at, ended_at, exit_code, calls, rate_limited, credits"
+            " FROM invocations ORDER BY id"
+        ).fetchall()
+        return [records.Invocation(*row) for row in found]
+
     def totals(self) -> dict[str, Any]:
         """Calls, 429s and the last known balance over every invocation of the run."""
         calls, limited = self._db.execute(
