@@ -53,6 +53,7 @@ class RunOptions:
     # whether to write homes_with_street.parquet without --join.
     street_credits: int = STREET_CREDITS_ASSUMED
     street_join: bool = False
+    metrics_seconds: float = 30.0  # how often --metrics-file is rewritten during a run
     # Test seam: added to the wall clock when deciding whether midnight UTC has passed.
     clock_offset_seconds: float = 0.0
 
@@ -317,6 +318,7 @@ def load_settings(
         progress_seconds=number("progress_seconds", 0.1),
         street_credits=int(number("street_credits", 0)),
         street_join=bool(run.get("street_join", default.street_join)),
+        metrics_seconds=number("metrics_seconds", 0.1),
         clock_offset_seconds=clock_offset,
     )
     return Settings(

@@ -31,6 +31,10 @@ ROOT = Path(__file__).resolve().parents[2]
 AIRFLOW = Path(os.environ.get("AIRFLOW_VENV", ROOT / ".airflow-venv")) / "bin" / "airflow"
 BATCHVAL = ROOT / ".venv" / "bin" / "batchval"
 SAMPLE = ROOT / "sample_inputs" / "portfolio.csv"
+# The sandbox's built-in logins (README, The sandbox).
+LIVE = ("sandbox-live", "sandbox-live-secret")
+TEST = ("sandbox-test", "sandbox-test-secret")
+DEFAULT_CONN = "AIRFLOW_CONN_BATCHVAL_DEFAULT"
 
 
 @contextlib.contextmanager
@@ -54,13 +58,13 @@ def post(url: str, body: dict[str, Any]) -> dict[str, Any]:
     request = urllib.request.Request(
         url, json.dumps(body).encode(), {"Content-Type": "application/json"}
     )
-    with urllib.request.urlopen(request, timeout=10) as answer:  # noqa: S310 (loopback)
+    with urllib.request.urlopen(request, timeout=10) as answer:
         found: dict[str, Any] = json.loads(answer.read())
     return found
 
 
 def ledger(served: dict[str, Any]) -> dict[str, Any]:
-    with urllib.request.urlopen(served["auth_url"] + "/_sandbox/ledger", timeout=10) as answer:  # noqa: S310
+    with urllib.request.urlopen(served["auth_url"] + "/_sandbox/ledger", timeout=10) as answer:
         found: dict[str, Any] = json.loads(answer.read())
     return found
 
@@ -109,7 +113,9 @@ class Airflow:
     def dags_test(self, dag_id: str, conf: dict[str, Any], env: dict[str, str]) -> tuple[str, str]:
         """Run one DagRun; returns its final state and the whole output."""
         output = self("dags", "test", dag_id, "-c", json.dumps(conf), env=env)
-        states = [line for line in output.splitlines() if "state=" in line and "DagRun Finished" in line]
+        states = [
+            line for line in output.splitlines() if "state=" in line and "DagRun Finished" in line
+        ]
         state = states[-1].split("state=")[1].split(",")[0].strip() if states else "unknown"
         return state, output
 
@@ -130,8 +136,12 @@ def sharded(airflow: Airflow, work: Path, check: Any) -> None:
         airflow("pools", "set", f"batchval_account_{account}", "1", "one run per API account")
     with sandbox("--no-rate-limit") as served:
         env = {
-            "AIRFLOW_CONN_BATCHVAL_ACCOUNT_0": connection(served, "sandbox-live", "sandbox-live-secret"),
-            "AIRFLOW_CONN_BATCHVAL_ACCOUNT_1": connection(served, "sandbox-test", "sandbox-test-secret"),
+            "AIRFLOW_CONN_BATCHVAL_ACCOUNT_0": connection(
+                served, "sandbox-live", "sandbox-live-secret"
+            ),
+            "AIRFLOW_CONN_BATCHVAL_ACCOUNT_1": connection(
+                served, "sandbox-test", "sandbox-test-secret"
+            ),
         }
         out = work / "sharded"
         conf = {"input": str(rows(work / "sharded.csv", 60)), "out_root": str(out), "shards": 2}
@@ -141,7 +151,9 @@ def sharded(airflow: Airflow, work: Path, check: Any) -> None:
         modes = [s.get("mode") for s in shards]
         check(
             "sharded DAG values every row once, a shard per account",
-            state == "success" and sum(v or 0 for v in valued) == 60 and all(valued)
+            state == "success"
+            and sum(v or 0 for v in valued) == 60
+            and all(valued)
             and sorted(modes) == ["live", "test"],
             f"state {state}, rows valued per shard {valued}, modes {modes}",
         )
@@ -164,20 +176,22 @@ def main() -> int:
         airflow("pools", "set", "batchval_default", "1", "one batchval run per API account")
 
         with sandbox("--no-rate-limit") as served:
-            env = {"AIRFLOW_CONN_BATCHVAL_DEFAULT": connection(served, "sandbox-live", "sandbox-live-secret")}
+            env = {DEFAULT_CONN: connection(served, "sandbox-live", "sandbox-live-secret")}
             conf = {"input": str(rows(work / "nightly.csv", 40)), "out_root": str(work / "nightly")}
             state, output = airflow.dags_test("batchval_nightly", conf, env)
             runs = list((work / "nightly").glob("*"))
             got = summary(runs[0]) if runs else {}
             check(
                 "nightly DAG succeeds",
-                state == "success" and got.get("exit_code") == 0 and (runs[0] / "report.html").is_file(),
+                state == "success"
+                and got.get("exit_code") == 0
+                and (runs[0] / "report.html").is_file(),
                 f"state {state}, batchval exit {got.get('exit_code')}, rows {got.get('rows')}",
             )
             if state != "success":
                 print(output[-4000:])
 
-            env = {"AIRFLOW_CONN_BATCHVAL_DEFAULT": connection(served, "sandbox-live", "wrong-secret")}
+            env = {DEFAULT_CONN: connection(served, "sandbox-live", "wrong-secret")}
             conf = {"input": str(rows(work / "refused.csv", 5)), "out_root": str(work / "refused")}
             state, output = airflow.dags_test("batchval_nightly", conf, env)
             tries = output.count("batchval exited 77 (round")
@@ -189,12 +203,14 @@ def main() -> int:
 
         with sandbox("--no-rate-limit", "--daily-limit", "30") as served:
             now = dt.datetime.now(dt.UTC)
-            midnight = (now + dt.timedelta(days=2)).replace(hour=0, minute=0, second=0, microsecond=0)
+            midnight = (now + dt.timedelta(days=2)).replace(
+                hour=0, minute=0, second=0, microsecond=0
+            )
             shifted = midnight - dt.timedelta(seconds=30)
             post(served["auth_url"] + "/_sandbox/clock", {"set": shifted.isoformat()})
             offset = (shifted - dt.datetime.now(dt.UTC)).total_seconds()
             env = {
-                "AIRFLOW_CONN_BATCHVAL_DEFAULT": connection(served, "sandbox-live", "sandbox-live-secret"),
+                DEFAULT_CONN: connection(served, "sandbox-live", "sandbox-live-secret"),
                 "BATCHVAL_CLOCK_OFFSET_SECONDS": str(offset),
             }
             out = work / "backfill"
