@@ -35,6 +35,7 @@ from batchval.output.summary import SUMMARY_NAME, DryRunSummary, RunSummary, Tal
 from batchval.output.writer import write_json_atomic, write_problems, write_results
 from batchval.run import answers
 from batchval.run.keys import daily_run_id
+from batchval.run.recovery import recoverable
 from batchval.run.sending import Sending, SendOutcome
 from batchval.settings import ApiSettings, Settings
 from batchval.store.checkpoint import (
@@ -364,8 +365,11 @@ class Runner:
     # --- sending -------------------------------------------------------------------------
 
     def _send(self, checkpoint: Checkpoint) -> SendOutcome:
-        """Send what is pending, unless the daily limit or a signal says not yet."""
-        if not checkpoint.any_pending():
+        """Send what is pending, unless the daily limit or a signal says not yet; first read
+        back the paid answers that could not be read (`run/recovery`). Not from the
+        embedded sandbox: a new one each invocation, it knows no earlier valuation."""
+        recover = self.settings.api is not None and bool(recoverable(checkpoint))
+        if not checkpoint.any_pending() and not recover:
             return SendOutcome()
         if self._signalled:
             log.warning("run.signal", signal=self._signalled, while_="before sending")
@@ -400,6 +404,7 @@ class Runner:
                 on_metrics=lambda statuses, limited, credits: self._metrics(
                     checkpoint.counts(), statuses, limited, credits, None
                 ),
+                recover=recover,
             )
             sent: SendOutcome = anyio.run(sending.send, not_before)
             self._statuses = sent.statuses
