@@ -37,7 +37,7 @@ from batchval.run import answers
 from batchval.run.keys import daily_run_id
 from batchval.run.recovery import recoverable
 from batchval.run.sending import Sending, SendOutcome
-from batchval.settings import ApiSettings, Settings
+from batchval.settings import ApiSettings, Settings, api_identity
 from batchval.store.checkpoint import (
     CHECKPOINT_NAME,
     Checkpoint,
@@ -355,9 +355,7 @@ class Runner:
     def _api_identity(self) -> str:
         """Which API and account answer this run (never the secret): a change of it under
         --accept-changes re-values test answers."""
-        api = self.settings.api
-        who = "embedded" if api is None else f"{api.base_url}\n{api.client_id}"
-        return hashlib.sha256(who.encode()).hexdigest()
+        return api_identity(self.settings.api)
 
     def _ingest(self, checkpoint: Checkpoint, source: InputSource, run_id: str) -> None:
         ingest(checkpoint, source, run_id, interrupted=lambda: self._signalled)
