@@ -18,6 +18,7 @@ from hostile import closed_port_url, refuses
 from support import LIVE, TEST, assert_no_secrets, env_for, portfolio, run_cli
 
 from batchval.sandbox.app import API_PREFIX
+from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.lock import RunLock
 
@@ -98,6 +99,19 @@ def test_an_edited_estimate_is_a_difference(served: RunningSandbox, tmp_path: Pa
             "detail": found["detail"][0],
         }
     ]
+
+
+def test_429s_are_waited_out_and_read_again(served: RunningSandbox, tmp_path: Path) -> None:
+    """A storm of 429s with Retry-After: the reads pause and go on, and all agree."""
+    out = valued(served, tmp_path, 12)
+    start = len(served.sandbox.ledger.requests)
+    served.sandbox.set_faults(Faults(rate_limit_storm_share=0.5, storm_retry_after_seconds=1))
+    done = verify(out, env_for(served))
+    assert done.returncode == 0, done.stderr
+    statuses = [r.status for r in served.sandbox.ledger.requests[start:]]
+    assert 429 in statuses, "no storm struck: the test proves nothing"
+    distinct = pl.read_parquet(out / "results.parquet")["valuation_id"].n_unique()
+    assert statuses.count(200) == distinct  # each read once it got through
 
 
 def test_a_valuation_the_api_does_not_know_is_a_difference(
