@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import anyio
+import pyarrow as pa
 import structlog
 
 from batchval import logs
@@ -149,8 +150,9 @@ def verify_dir(out_dir: Path, settings: Settings) -> VerifySummary:
     try:
         with RunLock(out_dir), logs.to_file(out_dir / LOG_NAME):
             api = _api_of(out_dir, settings)
+            held = _held(out_dir / RESULTS_NAME)
             try:
-                return _verify(out_dir, api, settings)
+                return _verify(out_dir, held, api, settings)
             except Exception as exc:  # a defect: one line here, the traceback in the log
                 log.error("verify.internal_error", exc_info=True, file_only=True)
                 raise RunRefusedError(
@@ -173,6 +175,10 @@ def _api_of(out_dir: Path, settings: Settings) -> ApiSettings:
             valued_by = checkpoint.get("api_identity")
         finally:
             checkpoint.close()
+        if valued_by not in (None, api_identity(None), api_identity(settings.api)):
+            # Another base URL or client id: fine for a rotated login of the same account;
+            # another account's reads would all be not-found differences.
+            log.warning("verify.other_api", detail="DIR was valued through another API or login")
         if valued_by == api_identity(None):
             raise RunRefusedError(
                 StopReason.REFUSED,
@@ -190,9 +196,22 @@ def _api_of(out_dir: Path, settings: Settings) -> ApiSettings:
     return settings.api
 
 
-def _verify(out_dir: Path, api: ApiSettings, settings: Settings) -> VerifySummary:
+def _held(path: Path) -> HeldResults:
+    """The compared columns of results.parquet; a file that is not batchval's results is
+    refused (64), never an internal error."""
+    try:
+        return HeldResults.read(path)
+    except (OSError, pa.ArrowException, KeyError) as exc:
+        raise RunRefusedError(
+            StopReason.REFUSED,
+            f"{path} cannot be read as batchval's results ({type(exc).__name__}: {exc})",
+        ) from None
+
+
+def _verify(
+    out_dir: Path, held: HeldResults, api: ApiSettings, settings: Settings
+) -> VerifySummary:
     started = time.monotonic()
-    held = HeldResults.read(out_dir / RESULTS_NAME)
     log.info("verify.reading", valuations=len(held.ids()), rows=held.rows)
     run = settings.run
 

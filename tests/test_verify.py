@@ -182,15 +182,23 @@ def test_a_dir_of_the_embedded_sandbox_is_refused(served: RunningSandbox, tmp_pa
 
 @pytest.mark.parametrize(
     ("setup", "code", "words"),
-    [("no-results", 64, "has no results.parquet"), ("locked", 75, "dir_locked")],
+    [
+        ("no-results", 64, "has no results.parquet"),
+        ("not-results", 64, "cannot be read as batchval's results"),
+        ("locked", 75, "dir_locked"),
+    ],
 )
 def test_a_dir_that_cannot_be_verified(
     served: RunningSandbox, tmp_path: Path, setup: str, code: int, words: str
 ) -> None:
-    """No results.parquet: 64; a run holding DIR: 75 `dir_locked`; one line each."""
+    """No results.parquet, or one that is not batchval's: 64; a run holding DIR: 75
+    `dir_locked`; one line each, nothing written."""
     out = valued(served, tmp_path, 2)
     if setup == "no-results":
         (out / "results.parquet").unlink()
+        done = verify(out, env_for(served))
+    elif setup == "not-results":
+        pq.write_table(pa.table({"x": [1]}), out / "results.parquet")
         done = verify(out, env_for(served))
     else:
         with RunLock(out):
