@@ -43,6 +43,7 @@ from batchval.output.compare import (
 )
 from batchval.output.writer import write_table_atomic
 from batchval.run.job import Settled, charge_of
+from batchval.run.progress import Progress
 from batchval.run.ratecontrol import RateController, start_rate
 from batchval.run.reading import ReadApi, ReadJob
 from batchval.run.sending import pool_for
@@ -226,10 +227,21 @@ def _verify(
         ) as client:
             job = VerifyJob(client, held)
             controller = RateController(initial_rate=start_rate(run.concurrency))
-            pool = pool_for(job, run, controller=controller, stop=stop, now=_now)
+            # Periodic `run.progress` log events: a large book takes hours to read back.
+            progress = Progress(
+                total_rows=held.rows,
+                done_rows=0,
+                pending_requests=len(held.ids()),
+                bar=False,
+                every_seconds=run.progress_seconds,
+            )
+            pool = pool_for(
+                job, run, controller=controller, stop=stop, now=_now, on_progress=progress.update
+            )
             async with anyio.create_task_group() as watchers:
                 watchers.start_soon(_stop_on_signals, stop)
-                stats = await pool.run()
+                with progress:
+                    stats = await pool.run()
                 watchers.cancel_scope.cancel()
         return job, stop, client.calls, stats.credits
 

@@ -77,6 +77,20 @@ def test_an_untouched_run_agrees_and_costs_nothing(served: RunningSandbox, tmp_p
     assert_no_secrets(served, out, done.stdout, done.stderr)
 
 
+def test_a_test_mode_run_verifies_with_test_credentials(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """Test-mode valuations read back with the test credentials agree (mode `test`)."""
+    source = portfolio(tmp_path / "in.csv", 3)
+    out = tmp_path / "out"
+    done = run_cli("run", str(source), "--out", str(out), env=env_for(served, TEST))
+    assert done.returncode == 0, done.stderr
+    assert set(pl.read_parquet(out / "results.parquet")["mode"]) == {"test"}
+    checked = verify(out, env_for(served, TEST))
+    assert checked.returncode == 0, checked.stderr
+    assert "3 of 3 valuation(s) read back" in checked.stdout
+
+
 def test_an_edited_estimate_is_a_difference(served: RunningSandbox, tmp_path: Path) -> None:
     """One estimate changed in results.parquet: exit 1, the valuation and `estimate` named
     on the terminal, and that one row in verify.parquet with both values."""
