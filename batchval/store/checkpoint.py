@@ -398,16 +398,14 @@ class Checkpoint(InvocationLog):
         ).fetchall()
         return {str(name): int(n) for name, n in found}
 
-    def problems_of_type(self, type_name: str) -> list[tuple[int, str, str, str | None]]:
-        """(rowid, key, problem JSON, raw answer) of the requests whose problem is of this
-        type (`unreadable-answer`: the recovery path), in rowid order."""
-        found = self._db.execute(
-            "SELECT rowid, key, problem, answer FROM requests"
-            " WHERE state = 'problem' AND CASE WHEN json_valid(problem)"
-            " THEN json_extract(problem, '$.type') END = ? ORDER BY rowid",
-            (type_name,),
+    def problems_of_type(self, name: str) -> list[tuple[int, str, str, str | None]]:
+        """(rowid, key, problem JSON, raw answer) of the problem requests of type `name`."""
+        return self._db.execute(
+            "SELECT rowid, key, problem, answer FROM requests WHERE state = 'problem' AND"
+            " CASE WHEN json_valid(problem) THEN json_extract(problem, '$.type') END = ?"
+            " ORDER BY rowid",
+            (name,),
         ).fetchall()
-        return [(int(r), str(k), str(p), None if a is None else str(a)) for r, k, p, a in found]
 
     def passthrough_schema(self) -> pa.Schema | None:
         """The pass-through columns' schema; None before an ingest, or if begun by 1 or 2."""
