@@ -234,6 +234,7 @@ def _verify(
                 pending_requests=len(held.ids()),
                 bar=False,
                 every_seconds=run.progress_seconds,
+                label="verifying",
             )
             pool = pool_for(
                 job, run, controller=controller, stop=stop, now=_now, on_progress=progress.update
