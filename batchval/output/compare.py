@@ -199,6 +199,8 @@ class Comparer:
 
     def _compare(self) -> None:
         held, waiting = self._held, self._waiting
+        if not waiting:
+            return
         self._waiting = []
         self.compared += len(waiting)
         positions: list[int] = []
