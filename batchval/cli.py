@@ -449,7 +449,7 @@ def verify(out_dir: Path, config_file: Path | None, concurrency: int | None) -> 
     from batchval.verify import verify_dir
 
     redactor = Redactor()
-    logs.configure(json_lines=not sys.stderr.isatty(), redactor=redactor)
+    logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=redactor)
     try:
         settings = load_settings(config_file, os.environ, concurrency=concurrency)
     except SettingsError as exc:
