@@ -174,6 +174,16 @@ def sandbox(
     is_flag=True,
     help="At the daily limit, wait for midnight UTC instead of exiting 75.",
 )
+@click.option(
+    "--log-json",
+    is_flag=True,
+    help="JSON log lines on stderr even on a terminal (no bar); also BATCHVAL_LOG_JSON=1.",
+)
+@click.option(
+    "--metrics-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Prometheus text for node_exporter's textfile collector (every run.metrics_seconds).",
+)
 def run(
     input_path: Path,
     out_dir: Path,
@@ -185,6 +195,8 @@ def run(
     dry_run: bool,
     accept_changes: bool,
     wait_for_midnight: bool,
+    metrics_file: Path | None,
+    log_json: bool,
 ) -> None:
     """Value every row of INPUT (CSV or Parquet) into DIR; exit 0, 75, 77, 65, 64 or 70."""
     from batchval.runner import Runner, RunRequest
@@ -192,7 +204,8 @@ def run(
     from batchval.settings import load_settings
 
     redactor = Redactor()
-    logs.configure(json_lines=not sys.stderr.isatty(), redactor=redactor)
+    json_lines = logs.json_wanted(os.environ, log_json)
+    logs.configure(json_lines=json_lines, redactor=redactor)
     try:
         settings = load_settings(
             config_file,
@@ -216,7 +229,8 @@ def run(
         run_id=run_id,
         dry_run=dry_run,
         accept_changes=accept_changes,
-        progress_bar=sys.stderr.isatty(),
+        progress_bar=not json_lines,
+        metrics_file=metrics_file,
     )
     try:
         summary = Runner(request, embedded_api=embedded_api).run()
@@ -241,6 +255,223 @@ def status(out_dir: Path, as_json: bool) -> None:
         raise click.UsageError(f"{out_dir} holds no batchval run (no checkpoint.sqlite)")
     click.echo(json.dumps(found.to_json(), indent=2) if as_json else found.render())
     raise SystemExit(int(found.exit_code))
+
+
+@cli.command()
+@click.argument("input_path", metavar="INPUT", required=False, type=click.Path(path_type=Path))
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="YAML config: api, input mapping, run settings.",
+)
+def check(input_path: Path | None, config_file: Path | None) -> None:
+    """Preflight at no cost: settings, token, API, mode, and INPUT's price; exit 0, 64, 65,
+    75 or 77."""
+    from batchval.check import CheckReport, Finding, run_check
+    from batchval.sandbox.embedded import embedded_api
+    from batchval.settings import load_settings
+
+    redactor = Redactor()
+    # Its lines are the report; the log says only what goes wrong (the input's batches
+    # are the dry run's business).
+    logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=redactor, level=30)
+    try:
+        settings = load_settings(config_file, os.environ)
+    except SettingsError as exc:
+        report = CheckReport((Finding("settings", str(exc), ExitCode.USAGE),))
+    else:
+        if settings.api is not None:
+            redactor.add(settings.api.client_secret)
+        report = run_check(settings, input_path, embedded_api=embedded_api)
+    click.echo(redactor.scrub(report.render()))
+    if report.failure is not None:
+        click.echo(f"batchval: {redactor.scrub(report.final_line())}", err=True)
+    raise SystemExit(int(report.exit_code))
+
+
+@cli.command()
+@click.argument("input_path", metavar="INPUT", type=click.Path(path_type=Path))
+@click.option("--shards", required=True, type=click.IntRange(1, 10_000), help="How many.")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Where the shards and shards.json go.",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="YAML config: its input mapping decides the requests.",
+)
+@click.option("--row-id", help="The column that names a row (a loan id): what places it.")
+def split(
+    input_path: Path, shards: int, out_dir: Path, config_file: Path | None, row_id: str | None
+) -> None:
+    """Cut INPUT into N Parquet shards by a stable hash of each row; exit 0, 64 or 65."""
+    from batchval.input import InputError
+    from batchval.settings import load_settings
+    from batchval.split import split_input
+
+    logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=Redactor(), level=30)
+    try:
+        settings = load_settings(config_file, os.environ)
+        summary = split_input(input_path, out_dir, shards, settings.input, row_id)
+    except SettingsError as exc:
+        raise click.UsageError(str(exc)) from None
+    except InputError as exc:
+        click.echo(f"batchval: input_unusable: {exc}", err=True)
+        raise SystemExit(int(ExitCode.INPUT)) from None
+    click.echo(summary.render())
+
+
+@cli.command()
+@click.argument("out_dir", metavar="DIR", type=click.Path(path_type=Path))
+def report(out_dir: Path) -> None:
+    """Write DIR/report.html: one self-contained page about the run in DIR."""
+    from batchval.report import ReportError, write_report
+
+    try:
+        path = write_report(out_dir)
+    except ReportError as exc:
+        raise click.UsageError(str(exc)) from None
+    click.echo(f"wrote {path}")
+
+
+@cli.command(name="export")
+@click.argument("out_dir", metavar="DIR", type=click.Path(path_type=Path))
+@click.option(
+    "--format", "fmt", required=True, type=click.Choice(["csv", "xlsx", "json"]),
+    help="csv: a file per Parquet file; xlsx: one workbook; json: JSON Lines.",
+)  # fmt: skip
+@click.option(
+    "--nested", type=click.Choice(["flatten", "drop"]), default="flatten", show_default=True,
+    help="Struct columns as <column>_<member> columns, or left out (with lists).",
+)  # fmt: skip
+@click.option(
+    "--out", "to_dir", type=click.Path(file_okay=False, path_type=Path),
+    help="Directory to write to [DIR].",
+)  # fmt: skip
+def export_command(out_dir: Path, fmt: str, nested: str, to_dir: Path | None) -> None:
+    """Write DIR's results and problems as CSV, XLSX or JSON Lines; exit 0, 64 or 65."""
+    from batchval.output.export import Format, Nested, export_dir
+
+    try:
+        done = export_dir(out_dir, Format(fmt), nested=Nested(nested), out_dir=to_dir)
+    except RunRefusedError as exc:
+        click.echo(f"batchval: {exc}", err=True)
+        raise SystemExit(int(exc.exit_code)) from None
+    click.echo(done.render())
+    raise SystemExit(int(ExitCode.COMPLETE))
+
+
+@cli.command()
+@click.argument("input_path", metavar="INPUT", type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="The directory: outputs and checkpoint. Same DIR again resumes.",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="YAML config: api, input mapping, run settings.",
+)
+@click.option("--refresh", is_flag=True, help="Read again postcodes read in the last 30 days.")
+@click.option("--join", is_flag=True, help="Also write homes_with_street.parquet.")
+@click.option("--max-credits", type=click.IntRange(0), help="Spend at most this in this call.")
+@click.option("--dry-run", is_flag=True, help="Validate and price; no network.")
+@click.option("--concurrency", type=click.IntRange(1, 256), help="Most requests in flight [8].")
+def streets(
+    input_path: Path,
+    out_dir: Path,
+    config_file: Path | None,
+    refresh: bool,
+    join: bool,
+    max_credits: int | None,
+    dry_run: bool,
+    concurrency: int | None,
+) -> None:
+    """Street analysis of every distinct postcode of INPUT into DIR (30 days free repeat)."""
+    from batchval.sandbox.embedded import embedded_api
+    from batchval.settings import load_settings
+    from batchval.streets import Streets, StreetsRequest
+
+    redactor = Redactor()
+    logs.configure(json_lines=not sys.stderr.isatty(), redactor=redactor)
+    try:
+        settings = load_settings(
+            config_file, os.environ, concurrency=concurrency, max_credits=max_credits
+        )
+    except SettingsError as exc:
+        raise click.UsageError(str(exc)) from None
+    if settings.api is not None:
+        redactor.add(settings.api.client_secret)
+    request = StreetsRequest(
+        input_path=input_path,
+        out_dir=out_dir,
+        settings=settings,
+        refresh=refresh,
+        join=join,
+        dry_run=dry_run,
+        progress_bar=sys.stderr.isatty(),
+    )
+    try:
+        summary = Streets(request, embedded_api=embedded_api).run()
+    except RunRefusedError as exc:
+        click.echo(f"batchval: {exc}", err=True)
+        raise SystemExit(int(exc.exit_code)) from None
+    click.echo(summary.render())
+    stop = getattr(summary, "stop", None)
+    if stop is not None:
+        click.echo(f"batchval: {stop.line()}", err=True)
+    raise SystemExit(int(summary.exit_code))
+
+
+@cli.command()
+@click.argument("out_dir", metavar="DIR", type=click.Path(path_type=Path))
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="YAML config: api, run settings (as for run).",
+)
+@click.option("--concurrency", type=click.IntRange(1, 256), help="Most reads in flight [8].")
+def verify(out_dir: Path, config_file: Path | None, concurrency: int | None) -> None:
+    """Read back every valuation of DIR's results by id (free) and compare; exit 0 when
+    all agree, 1 on a difference (DIR/verify.parquet), 75, 77 or 64 as run does."""
+    from batchval.settings import load_settings
+    from batchval.verify import verify_dir
+
+    redactor = Redactor()
+    logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=redactor)
+    try:
+        settings = load_settings(config_file, os.environ, concurrency=concurrency)
+    except SettingsError as exc:
+        raise click.UsageError(str(exc)) from None
+    if settings.api is not None:
+        redactor.add(settings.api.client_secret)
+    try:
+        summary = verify_dir(out_dir, settings)
+    except RunRefusedError as exc:
+        click.echo(f"batchval: {exc}", err=True)
+        raise SystemExit(int(exc.exit_code)) from None
+    click.echo(summary.render())
+    if summary.stop is not None:
+        click.echo(f"batchval: {summary.stop.line()}", err=True)
+    elif summary.differences:
+        click.echo(
+            f"batchval: differences: {len(summary.differences)} between the API and "
+            f"results.parquet (first: {summary.differences[0].valuation_id} "
+            f"{summary.differences[0].field}); see {out_dir / 'verify.parquet'}",
+            err=True,
+        )
+    raise SystemExit(int(summary.exit_code))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -16,24 +16,28 @@ import dataclasses
 import datetime as dt
 import hashlib
 import signal
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import anyio
 import structlog
 
 from batchval import logs
-from batchval.api.vocabulary import DAILY_PAID_CALLS, VALUATION_CREDITS
-from batchval.input import InputBatch, InputError, InputSource, open_input
+from batchval.ingest import ingest, price_input
+from batchval.input import InputError, InputSource, open_input
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
+from batchval.output.lender import Lending
+from batchval.output.manifest import ANSWER_PATHS, MANIFEST_NAME, Manifest
+from batchval.output.metrics import RunMetrics, write_metrics
 from batchval.output.summary import SUMMARY_NAME, DryRunSummary, RunSummary, Tally
 from batchval.output.writer import write_json_atomic, write_problems, write_results
 from batchval.run import answers
-from batchval.run.keys import daily_run_id, idempotency_keys
+from batchval.run.keys import daily_run_id
+from batchval.run.recovery import recoverable
 from batchval.run.sending import Sending, SendOutcome
-from batchval.settings import ApiSettings, Settings
+from batchval.settings import ApiSettings, Settings, api_identity
 from batchval.store.checkpoint import (
     CHECKPOINT_NAME,
     Checkpoint,
@@ -58,6 +62,7 @@ class RunRequest:
     dry_run: bool = False
     accept_changes: bool = False
     progress_bar: bool = False
+    metrics_file: Path | None = None  # Prometheus text, during the run and at its end
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -76,32 +81,6 @@ def file_fingerprint(path: Path) -> str:
     return digest.hexdigest()
 
 
-Row = tuple[int, str | None, str | None, str | None, str | None]
-
-
-def keyed_rows(batch: InputBatch, run_id: str) -> tuple[list[Row], list[tuple[str, str]]]:
-    """A batch's rows as the checkpoint stores them (row number, key, field, rule,
-    detail) and its distinct requests (key, canonical JSON), keyed with `run_id`.
-
-    Column by column, not row by row: a per-row loop costs more than the validation
-    (a million rows: seconds)."""
-    checked = batch.checked
-    jsons: list[str | None] = checked.get_column("request_json").to_list()
-    keys = idempotency_keys(run_id, jsons)
-    rows = list(
-        zip(
-            checked.get_column("row_number").to_list(),
-            keys,
-            checked.get_column("field").to_list(),
-            checked.get_column("rule").to_list(),
-            checked.get_column("detail").to_list(),
-            strict=True,
-        )
-    )
-    requests = {k: j for k, j in zip(keys, jsons, strict=True) if k is not None and j is not None}
-    return rows, list(requests.items())
-
-
 class Runner:
     def __init__(
         self,
@@ -113,6 +92,8 @@ class Runner:
         self.settings = request.settings
         self._embedded_api = embedded_api
         self._signalled: str | None = None  # the signal received outside the sending phase
+        self._started = time.monotonic()
+        self._statuses: Mapping[str, int] = {}  # this invocation's calls by status
         offset = dt.timedelta(seconds=request.settings.run.clock_offset_seconds)
         self._now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC) + offset
 
@@ -123,11 +104,54 @@ class Runner:
         Raises RunRefusedError when it ends before sending."""
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
         self._catch_signals()
+        self._started = time.monotonic()
         try:
-            return self._run()
+            summary = self._run()
+        except RunRefusedError as exc:
+            # dir_locked: the file is the holder's to write.
+            if exc.reason is not StopReason.DIR_LOCKED:
+                self._metrics(None, {}, 0, 0, int(exc.exit_code))
+            raise
+        else:
+            if isinstance(summary, RunSummary):
+                self._metrics(
+                    summary.counts,
+                    self._statuses,
+                    summary.rate_limited.this_invocation,
+                    summary.credits.this_invocation,
+                    int(summary.exit_code),
+                )
+            return summary
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+    def _metrics(
+        self,
+        counts: Counts | None,
+        statuses: Mapping[str, int],
+        rate_limited: int,
+        credits: int,
+        exit_code: int | None,
+    ) -> None:
+        """Rewrite --metrics-file, if one was asked for (exit_code None: still running)."""
+        if self.request.metrics_file is None:
+            return
+        rows = None
+        if counts is not None:
+            problems = counts.input_problems + counts.api_problem_rows
+            rows = {
+                "valued": counts.valued_rows,
+                "problem": problems,
+                "pending": counts.pending_rows,
+            }
+        figures = RunMetrics(
+            rows, credits, statuses, rate_limited, time.monotonic() - self._started, exit_code
+        )
+        try:
+            write_metrics(self.request.metrics_file, figures, now=self._now().timestamp())
+        except OSError as exc:  # the metrics never decide the run's outcome
+            log.warning("run.metrics.unwritable", path=str(exc.filename), error=exc.strerror)
 
     def _catch_signals(self) -> None:
         """Outside the sending phase (which has its own watcher), a SIGTERM or SIGINT is
@@ -190,9 +214,7 @@ class Runner:
             counts = checkpoint.counts()
             stop = self._final_stop(counts, sent.stop)
             code = ExitCode.COMPLETE if stop is None else stop.reason.exit_code
-            results = self.request.out_dir / RESULTS_NAME
-            write_results(checkpoint, results, include=self.settings.input.include)
-            write_problems(checkpoint, self.request.out_dir / PROBLEMS_NAME)
+            portfolio = self._write_outputs(checkpoint, run_id, started)
             checkpoint.end_invocation(
                 invocation,
                 ended_at=self._now().isoformat(),
@@ -203,12 +225,47 @@ class Runner:
                 balance=sent.balance,
             )
             summary = self._summary(
-                checkpoint, run_id, sent, stop, counts, code, started, started_mono
+                checkpoint, run_id, sent, stop, counts, code, started, started_mono, portfolio
             )
             write_json_atomic(self.request.out_dir / SUMMARY_NAME, summary.to_json())
             return summary
         finally:
             checkpoint.close()
+
+    def _write_outputs(
+        self, checkpoint: Checkpoint, run_id: str, started: dt.datetime
+    ) -> Mapping[str, Any] | None:
+        """results.parquet, problems.parquet and manifest.json, the manifest also in both
+        files' metadata; returns the portfolio's totals when the input has balances."""
+        out = self.request.out_dir
+        answered = checkpoint.answer_values(*ANSWER_PATHS)
+        manifest = Manifest.of_answers(
+            answered,
+            run_id=run_id,
+            mode=checkpoint.get("mode") or "unknown",
+            input_path=str(self.request.input_path),
+            input_sha256=checkpoint.get("input_fingerprint"),
+            settings=self.settings.to_json(),
+            written_at=started.isoformat(),
+        )
+        api = self.settings.api
+        redactor = logs.Redactor([] if api is None else [api.client_secret])
+        metadata = manifest.metadata(redactor)
+        lending = Lending.for_write(
+            checkpoint.passthrough_schema(),
+            self.settings.input.columns,
+            self.settings.lender,
+            as_of=started.date(),  # stale_index counts months back from the run's date
+            model_versions=[version for version, *_ in answered],
+        )
+        include = self.settings.input.include
+        write_results(
+            checkpoint, out / RESULTS_NAME, include=include, lending=lending, metadata=metadata
+        )
+        write_problems(checkpoint, out / PROBLEMS_NAME, metadata=metadata)
+        write_json_atomic(out / MANIFEST_NAME, manifest.scrubbed(redactor))
+        portfolio = None if lending is None else lending.portfolio
+        return None if portfolio is None else portfolio.to_json()
 
     @staticmethod
     def _final_stop(counts: Counts, stop: StopInfo | None) -> StopInfo | None:
@@ -226,6 +283,12 @@ class Runner:
     # --- before sending: fingerprints, run id, ingest -------------------------------
 
     def _prepare(self, checkpoint: Checkpoint, source: InputSource) -> str:
+        if checkpoint.get("command") == "streets":  # store/streets: one command a DIR
+            raise RunRefusedError(
+                StopReason.REFUSED,
+                f"{self.request.out_dir} holds `batchval streets` outputs: give run a "
+                "--out DIR of its own",
+            )
         input_fp = file_fingerprint(self.request.input_path)
         settings_fp = self.settings.fingerprint()
         api_fp = self._api_identity()
@@ -292,33 +355,19 @@ class Runner:
     def _api_identity(self) -> str:
         """Which API and account answer this run (never the secret): a change of it under
         --accept-changes re-values test answers."""
-        api = self.settings.api
-        who = "embedded" if api is None else f"{api.base_url}\n{api.client_id}"
-        return hashlib.sha256(who.encode()).hexdigest()
+        return api_identity(self.settings.api)
 
     def _ingest(self, checkpoint: Checkpoint, source: InputSource, run_id: str) -> None:
-        total = 0
-        try:
-            for batch in source.batches():
-                if self._signalled:
-                    log.warning("run.signal", signal=self._signalled, while_="reading")
-                    raise RunRefusedError(
-                        StopReason.SIGNAL,
-                        f"interrupted by {self._signalled} while reading the input; "
-                        "run the same command again",
-                    )
-                rows, requests = keyed_rows(batch, run_id)
-                checkpoint.add_rows(rows, requests, batch.passthrough)
-                total += len(rows)
-                log.info("run.ingest.batch", rows=total)
-        except InputError as exc:
-            raise RunRefusedError(StopReason.INPUT_UNUSABLE, str(exc)) from None
+        ingest(checkpoint, source, run_id, interrupted=lambda: self._signalled)
 
     # --- sending -------------------------------------------------------------------------
 
     def _send(self, checkpoint: Checkpoint) -> SendOutcome:
-        """Send what is pending, unless the daily limit or a signal says not yet."""
-        if not checkpoint.any_pending():
+        """Send what is pending, unless the daily limit or a signal says not yet; first read
+        back the paid answers that could not be read (`run/recovery`). Not from the
+        embedded sandbox: a new one each invocation, it knows no earlier valuation."""
+        recover = self.settings.api is not None and bool(recoverable(checkpoint))
+        if not checkpoint.any_pending() and not recover:
             return SendOutcome()
         if self._signalled:
             log.warning("run.signal", signal=self._signalled, while_="before sending")
@@ -350,8 +399,14 @@ class Runner:
                 now=self._now,
                 progress_bar=self.request.progress_bar,
                 after_round=self._catch_signals,
+                on_metrics=lambda statuses, limited, credits: self._metrics(
+                    checkpoint.counts(), statuses, limited, credits, None
+                ),
+                recover=recover,
             )
-            return anyio.run(sending.send, not_before)
+            sent: SendOutcome = anyio.run(sending.send, not_before)
+            self._statuses = sent.statuses
+            return sent
 
     @contextlib.contextmanager
     def _api(self) -> Iterator[Api]:
@@ -375,6 +430,7 @@ class Runner:
         code: ExitCode,
         started: dt.datetime,
         started_mono: float,
+        portfolio: Mapping[str, Any] | None = None,
     ) -> RunSummary:
         totals = checkpoint.totals()
         return RunSummary(
@@ -394,6 +450,7 @@ class Runner:
             started_at=started.isoformat(),
             finished_at=self._now().isoformat(),
             seconds=round(time.monotonic() - started_mono, 3),
+            portfolio=portfolio,
         )
 
     # --- dry run -------------------------------------------------------------------------
@@ -406,22 +463,9 @@ class Runner:
                 f"{self.request.out_dir} holds a run; a dry run would overwrite its "
                 "problems.parquet: give --dry-run a new --out DIR",
             )
-        with tempfile.TemporaryDirectory(prefix="batchval-dry-") as scratch:
-            checkpoint = Checkpoint.open(Path(scratch))
-            try:
-                run_id = self.request.run_id or "dry-run"
-                self._ingest(checkpoint, source, run_id)
-                checkpoint.finish_ingest()
-                write_problems(checkpoint, self.request.out_dir / PROBLEMS_NAME)
-                counts = checkpoint.counts()
-                problems = checkpoint.problem_types()
-            finally:
-                checkpoint.close()
-        return DryRunSummary(
-            rows=counts.rows,
-            rows_with_problems=counts.input_problems,
-            problems_by_type=problems,
-            calls=counts.requests,
-            credits=counts.requests * VALUATION_CREDITS,
-            daily_limit=DAILY_PAID_CALLS,
+        return price_input(
+            source,
+            run_id=self.request.run_id or "dry-run",
+            problems_path=self.request.out_dir / PROBLEMS_NAME,
+            interrupted=lambda: self._signalled,
         )

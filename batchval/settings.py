@@ -21,7 +21,8 @@ from typing import Any
 
 import yaml
 
-from batchval.api.vocabulary import INCLUDE_ITEMS
+from batchval.api.vocabulary import INCLUDE_ITEMS, STREET_CREDITS_ASSUMED
+from batchval.input.lender import LENDER_FIELDS, LenderOptions
 from batchval.input.options import InputOptions
 from batchval.outcome import SettingsError
 
@@ -36,6 +37,14 @@ class ApiSettings:
     client_secret: str = dataclasses.field(repr=False)  # never printed, logged or written
 
 
+def api_identity(api: ApiSettings | None) -> str:
+    """Which API and account answer a DIR (never the secret), as its checkpoint keeps it
+    (`api_identity`): a hash of the base URL and client id, or of `embedded` for the
+    embedded sandbox (which forgets every valuation when its run ends)."""
+    who = "embedded" if api is None else f"{api.base_url}\n{api.client_id}"
+    return hashlib.sha256(who.encode()).hexdigest()
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class RunOptions:
     concurrency: int = 8  # the most requests in flight at once; the pool may use fewer
@@ -47,6 +56,12 @@ class RunOptions:
     timeout_seconds: float = 35.0  # the API cuts requests at 30 s
     shutdown_grace_seconds: float = 5.0  # on SIGTERM, how long in-flight calls may finish
     progress_seconds: float = 10.0  # how often a progress event is logged
+    # `streets`: the credits one street analysis is assumed to cost for --max-credits and
+    # --dry-run (the API does not say; raised to the largest charge a DIR has seen), and
+    # whether to write homes_with_street.parquet without --join.
+    street_credits: int = STREET_CREDITS_ASSUMED
+    street_join: bool = False
+    metrics_seconds: float = 30.0  # how often --metrics-file is rewritten during a run
     # Test seam: added to the wall clock when deciding whether midnight UTC has passed.
     clock_offset_seconds: float = 0.0
 
@@ -56,6 +71,7 @@ class Settings:
     api: ApiSettings | None  # None: the embedded sandbox, test mode
     input: InputOptions
     run: RunOptions
+    lender: LenderOptions = dataclasses.field(default_factory=LenderOptions)
 
     def fingerprint(self) -> str:
         """What must not change under a resumed run: everything that shapes the requests,
@@ -87,9 +103,35 @@ class Settings:
         }
         return _digest(shaping)
 
-    def _request_shaping(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
+        """The settings as plain JSON, for the run's manifest: never the client secret
+        (the caller also scrubs the text with the `Redactor`)."""
+        api = self.api
+        options = self.input
+        run = dataclasses.asdict(self.run)
+        del run["clock_offset_seconds"]  # a test seam, not a setting
         return {
-            "columns": dict(self.input.columns),
+            "api": None
+            if api is None
+            else {"base_url": api.base_url, "auth_url": api.auth_url, "client_id": api.client_id},
+            "input": {
+                "delimiter": options.delimiter,
+                "encoding": options.encoding,
+                "columns": dict(options.columns),
+                "values": {k: dict(v) for k, v in options.values.items()},
+                "passthrough": None if options.passthrough is None else list(options.passthrough),
+                "batch_rows": options.batch_rows,
+            },
+            "run": {**run, "include": list(options.include)},
+            "lender": self.lender.to_json(),
+        }
+
+    def _request_shaping(self) -> dict[str, Any]:
+        # The lender columns shape no request, and every pass-through value is kept
+        # whatever they map: a change of them never refuses a resumed run.
+        columns = {k: v for k, v in self.input.columns.items() if k not in LENDER_FIELDS}
+        return {
+            "columns": columns,
             "values": {k: dict(v) for k, v in self.input.values.items()},
             "include": sorted(set(self.input.include)),
         }
@@ -126,7 +168,7 @@ def _read_config(path: Path | None) -> dict[str, Any]:
         return {}
     if not isinstance(data, Mapping):
         raise SettingsError(f"config {path} must be a mapping at the top level")
-    _reject_unknown(data, {"api", "input", "run", "sandbox"}, str(path))
+    _reject_unknown(data, {"api", "input", "run", "sandbox", "lender"}, str(path))
     return dict(data)
 
 
@@ -217,6 +259,23 @@ def _input_options(
     )
 
 
+def _lender(config: Mapping[str, Any]) -> LenderOptions:
+    section = _section(config, "lender")
+    default = LenderOptions()
+    _reject_unknown(section, set(default.to_json()), "lender")
+    bands = section.get("ltv_bands", default.ltv_bands)
+    if not isinstance(bands, list | tuple):
+        raise SettingsError("lender.ltv_bands must be a list of numbers (percent)")
+    try:
+        return LenderOptions(
+            ltv_bands=tuple(bands),
+            wide_range=section.get("wide_range", default.wide_range),
+            stale_after_months=section.get("stale_after_months", default.stale_after_months),
+        )
+    except (ValueError, TypeError) as exc:
+        raise SettingsError(str(exc)) from None
+
+
 def _number(value: Any, where: str, *, minimum: float) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value < minimum:
         raise SettingsError(f"{where} must be a number of at least {minimum:g}")
@@ -265,6 +324,11 @@ def load_settings(
         timeout_seconds=number("timeout_seconds", 0.1),
         shutdown_grace_seconds=number("shutdown_grace_seconds", 0),
         progress_seconds=number("progress_seconds", 0.1),
+        street_credits=int(number("street_credits", 0)),
+        street_join=bool(run.get("street_join", default.street_join)),
+        metrics_seconds=number("metrics_seconds", 0.1),
         clock_offset_seconds=clock_offset,
     )
-    return Settings(api=_api(config, env), input=_input(config, includes), run=options)
+    return Settings(
+        api=_api(config, env), input=_input(config, includes), run=options, lender=_lender(config)
+    )

@@ -17,6 +17,7 @@ from batchval.outcome import ExitCode, StopInfo, StopReason
 from batchval.output.summary import SUMMARY_NAME, RunSummary, Tally
 from batchval.store.checkpoint import Checkpoint
 from batchval.store.lock import LOCK_NAME
+from batchval.store.streets import COMMAND, StreetStore
 
 
 def read_status(out_dir: Path) -> RunSummary | None:
@@ -30,6 +31,11 @@ def read_status(out_dir: Path) -> RunSummary | None:
         mode = checkpoint.get("mode") or "unknown"
         problems = checkpoint.problem_types()
         complete = checkpoint.ingest_complete and counts.complete
+        if checkpoint.get("command") == COMMAND:  # a DIR of `batchval streets`
+            streets = StreetStore(checkpoint)
+            counts, run_id, problems = streets.counts(), COMMAND, streets.problem_types()
+            mode = streets.get("mode") or "unknown"
+            complete = streets.ingest_complete and counts.complete
         ended = checkpoint.last_invocation_ended()
     finally:
         checkpoint.close()
@@ -65,6 +71,7 @@ def read_status(out_dir: Path) -> RunSummary | None:
         last_known_balance=totals["last_balance"],
         stop=stop,
         input=last.get("input") if last else None,
+        portfolio=_last_portfolio(last),
         next_action=action,
     )
 
@@ -86,6 +93,12 @@ def _last_stop(last: dict[str, Any] | None) -> StopInfo | None:
         return StopInfo.from_json(stop) if isinstance(stop, dict) else None
     except (KeyError, ValueError):  # a reason word of another version
         return None
+
+
+def _last_portfolio(last: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The portfolio totals the last run wrote (they are made only while writing)."""
+    portfolio = last.get("portfolio") if last else None
+    return portfolio if isinstance(portfolio, dict) else None
 
 
 def _last_summary(out_dir: Path) -> dict[str, Any] | None:

@@ -7,6 +7,11 @@ writes, beside this script:
 - `portfolio.csv` and `portfolio.parquet`: the same 2,000 homes in England and Wales,
   with columns named as the snake_case forms of the API fields, so that batchval maps
   them with no config. Pass-through columns: `loan_id`, `branch`.
+- `mortgage_book.csv`: the first 200 rows of the portfolio as a mortgage book: the
+  same columns and loan ids, with `loan_balance`, `origination_value` and
+  `origination_date` (lender outputs: LTVs, bands, flags and portfolio totals). Two rows
+  have no balance and two a balance of 0 (loans redeemed). Drawn from a random stream of
+  its own, so the other files are unchanged by it.
 - `lender_extract.csv`: 300 other homes as a lender's system might export them: its own
   column names and codes, semicolon-delimited, UTF-8 with a BOM, CRLF line ends, some
   postcodes in lower case without the space. `configs/lender_extract.yaml` maps it.
@@ -38,6 +43,7 @@ import polars as pl
 SEED = 2026
 PORTFOLIO_ROWS = 2_000
 LENDER_ROWS = 300
+MORTGAGE_ROWS = 200
 DUPLICATE_ROWS = 10  # rows repeating another row's request (one source is asked for thrice)
 
 # Branch -> (share of homes, postcode area -> real districts in it).
@@ -460,6 +466,35 @@ def write_lender_extract(rows: Sequence[Sequence[str]], path: Path) -> None:
         csv.writer(handle, delimiter=";", lineterminator="\r\n").writerows(rows)
 
 
+def make_mortgage_book(rng: random.Random, rows: Sequence[PortfolioRow]) -> list[list[str]]:
+    """The first MORTGAGE_ROWS portfolio rows with a loan each, header first."""
+    book = [[*PORTFOLIO_COLUMNS, "loan_balance", "origination_value", "origination_date"]]
+    for n, row in enumerate(rows[:MORTGAGE_ROWS]):
+        home, cells = row.home, row.cells()
+        area = home.floor_area_sqm or 30 + 22 * (home.bedrooms or 2)
+        per_sqm = 5_500 if home.branch == "London" else 3_000
+        value = round(area * per_sqm * rng.uniform(0.6, 1.1), -3)
+        year = rng.randrange(2008, 2026)
+        left = max(0.0, 1 - 0.035 * (2026 - year))  # repaid year by year
+        balance = round(value * rng.uniform(0.55, 0.95) * left, 2)
+        if n in (17, 101):
+            balance_cell = ""  # not known to the extract
+        elif n in (42, 150):
+            balance_cell = "0"  # redeemed
+        else:
+            balance_cell = f"{balance:.2f}"
+        date = f"{year}-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d}"
+        book.append(
+            [_cell(cells[c]) for c in PORTFOLIO_COLUMNS] + [balance_cell, f"{value:.0f}", date]
+        )
+    return book
+
+
+def write_mortgage_book(rows: Sequence[Sequence[str]], path: Path) -> None:
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        csv.writer(handle, lineterminator="\n").writerows(rows)
+
+
 def main(out_dir: Path | None = None) -> None:
     out = out_dir or Path(__file__).resolve().parent
     rng = random.Random(SEED)
@@ -467,6 +502,9 @@ def main(out_dir: Path | None = None) -> None:
     write_portfolio_csv(portfolio, out / "portfolio.csv")
     write_portfolio_parquet(portfolio, out / "portfolio.parquet")
     write_lender_extract(make_lender_extract(rng), out / "lender_extract.csv")
+    # Its own stream, drawn last: the files above stay byte for byte as they were.
+    book = make_mortgage_book(random.Random(SEED + 1), portfolio)
+    write_mortgage_book(book, out / "mortgage_book.csv")
 
 
 if __name__ == "__main__":

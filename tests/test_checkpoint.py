@@ -398,8 +398,9 @@ def test_pending_pages_merge_sent_and_pending_in_rowid_order(tmp_path: Path) -> 
 
 
 def test_version_3_checkpoint_gets_its_row_counts(tmp_path: Path) -> None:
-    """A checkpoint of schema 3 (no `row_count`) opens as 4: each request counts the rows
-    asking for it, so the counts agree with the join, and the tally index is there."""
+    """A checkpoint of schema 3 (no `row_count`) opens as the current version: each request
+    counts the rows asking for it, so the counts agree with the join, and the tally index
+    is there."""
     db = sqlite3.connect(tmp_path / "checkpoint.sqlite")
     db.executescript(
         "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);"
@@ -424,7 +425,7 @@ def test_version_3_checkpoint_gets_its_row_counts(tmp_path: Path) -> None:
     db.commit()
     db.close()
     checkpoint = Checkpoint.open(tmp_path)
-    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "4"
+    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "5"
     assert _row_figures(checkpoint) == _joined_counts(tmp_path) == (4, 1, 2, 0, 1, 1)
     counts = checkpoint.counts()
     assert (counts.requests, counts.requests_pending, counts.credits) == (3, 2, 10)
@@ -548,3 +549,37 @@ def test_the_mode_is_read_from_the_database_once(tmp_path: Path) -> None:
     assert checkpoint.get("mode") == "live"
     checkpoint.forget_requests()
     assert checkpoint.get("mode") is None
+
+
+def test_answer_values_count_the_rows_that_ask(tmp_path: Path) -> None:
+    """Distinct values at the answers' JSON paths, with the rows asking for each; answers
+    that are not JSON, and requests not valued, are left out."""
+    checkpoint = filled(tmp_path)
+    answers = {
+        "k1": b'{"model": {"version": "v1"}, "valuation": {"indexedTo": "2026-09"}}',
+        "k2": b'{"model": {"version": "v2"}, "valuation": {}}',
+        "k3": b"<html>not json</html>",
+    }
+    for key, body in answers.items():
+        checkpoint.record_answer(key, body)
+        checkpoint.record_valuation(key, 10)
+    found = checkpoint.answer_values("$.model.version", "$.valuation.indexedTo")
+    assert sorted(found, key=str) == [("v1", "2026-09", 2), ("v2", None, 1)]
+
+
+def test_version_4_checkpoint_gains_the_street_tables(tmp_path: Path) -> None:
+    """A checkpoint of schema 4 opens as 5 with its run untouched and the (empty) street
+    tables beside it; a batchval that reads only 4 would refuse it."""
+    old = filled(tmp_path)
+    old.connection.executescript(
+        "DROP TABLE streets; DROP TABLE street_rows; DROP TABLE street_passthrough;"
+    )
+    old.set("schema_version", "4")
+    before = _row_figures(old)
+    old.close()
+    checkpoint = Checkpoint.open(tmp_path)
+    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "5"
+    assert _row_figures(checkpoint) == before
+    tables = {row[0] for row in checkpoint.connection.execute("SELECT name FROM sqlite_master")}
+    assert {"streets", "street_rows", "street_passthrough", "streets_by_state"} <= tables
+    assert checkpoint.connection.execute("SELECT COUNT(*) FROM streets").fetchone() == (0,)

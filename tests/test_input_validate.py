@@ -16,10 +16,16 @@ from hypothesis import HealthCheck, given, settings
 
 from batchval import postcodes
 from batchval.api.vocabulary import INCLUDE_ITEMS
-from batchval.input import PROBLEM_RULES, REQUEST_FIELDS, InputOptions, open_input
+from batchval.input import PROBLEM_RULES, REQUEST_FIELDS, InputError, InputOptions, open_input
 from batchval.input.mapping import resolve_columns
 from batchval.input.options import ENUM_VALUES
-from batchval.input.validate import NORMAL_POSTCODE, OUTPUT_SCHEMA, check_batch, json_string
+from batchval.input.validate import (
+    NORMAL_POSTCODE,
+    OUTPUT_SCHEMA,
+    check_batch,
+    check_postcodes,
+    json_string,
+)
 from batchval.sandbox.rules import check_request
 
 Row = Mapping[str, str | None]
@@ -607,3 +613,29 @@ def test_postcodes_in_and_out_of_normal_form_in_one_batch() -> None:
         ("TD15 1AA", None),
         (None, "invalid_postcode"),
     ]
+
+
+def test_postcode_check_reads_only_the_postcode(tmp_path: Path) -> None:
+    """`streets` checks only the postcode: normal form, or its problem; a bad bedrooms
+    value or no property type column does not refuse the row."""
+    rows: list[Row] = [
+        {"postcode": " sw1a2aa ", "bedrooms": "many"},
+        {"postcode": "not one", "bedrooms": "2"},
+        {"postcode": None, "bedrooms": "2"},
+        {"postcode": "KW1 4YT", "bedrooms": "2"},
+    ]
+    names = ["postcode", "bedrooms"]
+    raw = pl.DataFrame([dict(r) for r in rows], schema=dict.fromkeys(names, pl.String))
+    options = InputOptions()
+    with pytest.raises(InputError):
+        resolve_columns(Path("rows.csv"), names, options)
+    mapped = resolve_columns(Path("rows.csv"), names, options, postcode_only=True)
+    found = check_postcodes(raw, first_row=10, columns=mapped, options=options).to_dicts()
+    assert [(r["row_number"], r["postcode"], r["rule"]) for r in found] == [
+        (11, "SW1A 2AA", None),
+        (12, None, "invalid_postcode"),
+        (13, None, "required"),
+        (14, None, "outside-coverage"),
+    ]
+    assert found[3]["detail"] is not None
+    assert "Scotland" in found[3]["detail"]

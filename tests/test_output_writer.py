@@ -31,6 +31,7 @@ from batchval.output import (
     write_results,
     writer,
 )
+from batchval.output.lender import LENDER_GROUPS
 from batchval.output.records import FLOOR_AREA_HINT, ProblemRow
 from batchval.run import answers
 from batchval.sandbox.data import valuation_parts
@@ -269,7 +270,7 @@ def test_problem_columns_are_the_problem_record() -> None:
 @pytest.mark.parametrize(
     ("columns", "schema"),
     [
-        (RESULT_COLUMNS, results_schema(_given(), INCLUDE_ITEMS)),
+        (RESULT_COLUMNS, results_schema(_given(), (*INCLUDE_ITEMS, *LENDER_GROUPS))),
         (PROBLEM_COLUMNS, problems_schema(_given())),
     ],
 )

@@ -19,6 +19,7 @@ from batchval.run.pool import PoolStats, WorkerPool
 from batchval.run.ratecontrol import RateController
 from batchval.run.retry import RetryPolicy
 from batchval.run.stop import Stop
+from batchval.run.valuing import ValuationJob
 from batchval.sandbox.config import Faults, RateLimit, SandboxConfig
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.checkpoint import Checkpoint
@@ -62,8 +63,7 @@ async def run_pool(
     stop = Stop()
     async with client_for(served, credentials) as api:
         pool = WorkerPool(
-            api=api,
-            checkpoint=checkpoint,
+            job=ValuationJob(api, checkpoint),
             controller=RateController(initial_rate=50),
             policy=policy,
             stop=stop,
@@ -227,8 +227,7 @@ async def test_a_request_failing_among_successes_spends_its_attempts(tmp_path: P
     api = _OneRowAlwaysFailsApi(failing)
     stop = Stop()
     pool = WorkerPool(
-        api=api,
-        checkpoint=checkpoint,
+        job=ValuationJob(api, checkpoint),
         controller=RateController(initial_rate=500),
         policy=FAST,
         stop=stop,
@@ -304,8 +303,7 @@ async def test_daily_limit_without_retry_after_waits_for_midnight(tmp_path: Path
     checkpoint = checkpoint_with(tmp_path, [request(1)])
     stop = Stop()
     pool = WorkerPool(
-        api=_DailyLimitWithoutRetryAfter(),
-        checkpoint=checkpoint,
+        job=ValuationJob(_DailyLimitWithoutRetryAfter(), checkpoint),
         controller=RateController(initial_rate=50),
         policy=FAST,
         stop=stop,
@@ -352,8 +350,7 @@ async def test_no_call_leaves_during_a_pause_after_a_token_wait(tmp_path: Path) 
     checkpoint = checkpoint_with(tmp_path, [request(1), request(2)])
     api = _TokenWaitApi()
     pool = WorkerPool(
-        api=api,
-        checkpoint=checkpoint,
+        job=ValuationJob(api, checkpoint),
         controller=RateController(initial_rate=50),
         policy=FAST,
         stop=Stop(),

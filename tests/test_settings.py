@@ -201,3 +201,29 @@ def test_client_id_is_not_part_of_the_fingerprint() -> None:
     one = load_settings(None, API_ENV)
     other = load_settings(None, {**API_ENV, "BATCHVAL_CLIENT_ID": "lender-2"})
     assert one.fingerprint() == other.fingerprint()
+
+
+def test_settings_json_leaves_the_secret_out() -> None:
+    """The settings written to the manifest name the API and account, never the secret."""
+    found = load_settings(None, API_ENV).to_json()
+    assert found["api"] == {
+        "base_url": "https://api.example/partners/v1",
+        "auth_url": "https://api.example",
+        "client_id": "lender",
+    }
+    assert "s3cret-from-env" not in repr(found)
+    assert set(found) == {"api", "input", "run", "lender"}
+
+
+def test_street_settings_default_and_configured(tmp_path: Path) -> None:
+    """streets' assumed price and join default to 20 and off; the run section sets them,
+    and a negative price is refused."""
+    default = load_settings(None, {}).run
+    assert (default.street_credits, default.street_join) == (20, False)
+    config = tmp_path / "c.yaml"
+    config.write_text("run:\n  street_credits: 35\n  street_join: true\n")
+    run = load_settings(config, {}).run
+    assert (run.street_credits, run.street_join) == (35, True)
+    config.write_text("run:\n  street_credits: -1\n")
+    with pytest.raises(SettingsError, match="street_credits"):
+        load_settings(config, {})

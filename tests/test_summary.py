@@ -40,6 +40,7 @@ SUMMARY_KEYS = {
     "started_at",
     "finished_at",
     "seconds",
+    "portfolio",
 }
 
 COUNTS = Counts(

@@ -9,13 +9,14 @@ prescribes after a 401 (a new token, then once more). Every other failure is rai
 a typed error from `batchval.api.errors` (whose `read_failure` says what each answer
 means) for the caller's retry policy to judge.
 
-`post_valuation` takes a `gate`, awaited right before each request leaves, the retry
-after a 401 included: the caller's pacing (a `Retry-After` pause, a stopping run) holds
-however long the task waited for a token.
+`post_valuation` and `read_valuation` take a `gate`, awaited right before each request
+leaves, the retry after a 401 included: the caller's pacing (a `Retry-After` pause, a
+stopping run) holds however long the task waited for a token.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import datetime as dt
@@ -108,6 +109,8 @@ class PartnerClient:
         self._valuations_url = httpx.URL(self._base_url + "/valuations")
         self.tokens = TokenCache(http, auth_url.rstrip("/") + "/oauth2/token", credentials)
         self.calls = 0  # requests sent to the API (not the token URL)
+        # Those calls by the status answered, "no_answer" when none came back (metrics).
+        self.statuses: collections.Counter[str] = collections.Counter()
 
     async def __aenter__(self) -> PartnerClient:
         return self
@@ -160,14 +163,45 @@ class PartnerClient:
 
     async def get_valuation(self, valuation_id: str) -> Valuation:
         """GET /valuations/{id}: a valuation exactly as created, free."""
+        return Valuation.from_json((await self.read_valuation(valuation_id)).data)
+
+    async def read_valuation(
+        self, valuation_id: str, *, gate: Callable[[], Awaitable[None]] | None = None
+    ) -> Answer:
+        """GET /valuations/{id}, free; the answer before it is read as a Valuation (so that
+        a read-back can keep the bytes, or judge an answer it cannot read)."""
         path = "/valuations/" + urllib.parse.quote(valuation_id, safe="")
-        return Valuation.from_json((await self._call("GET", "/valuations/{id}", path)).data)
+        answer = await self._call("GET", "/valuations/{id}", path, gate=gate)
+        if "id" not in answer.data and "valuation" not in answer.data:
+            # Not the shape of a valuation: never read as one (see post_valuation).
+            raise UnrecognisedAnswerError(
+                status=answer.status,
+                content_type="application/json",
+                excerpt=excerpt(answer.body),
+                url=self._base_url + path,
+            )
+        return answer
 
     async def get_street_analysis(self, postcode: str) -> StreetAnalysis:
         """GET /street-analysis/{postcode}: charged on the first read in 30 days."""
+        return StreetAnalysis.from_json((await self.read_street_analysis(postcode)).data)
+
+    async def read_street_analysis(
+        self, postcode: str, *, gate: Callable[[], Awaitable[None]] | None = None
+    ) -> Answer:
+        """GET /street-analysis/{postcode}, the answer before it is read: a first read is
+        charged, so a caller keeps the bytes before it reads them (docs/api.md, 4.3)."""
         path = "/street-analysis/" + urllib.parse.quote(postcode, safe="")
-        answer = await self._call("GET", "/street-analysis/{postcode}", path)
-        return StreetAnalysis.from_json(answer.data)
+        answer = await self._call("GET", "/street-analysis/{postcode}", path, gate=gate)
+        if "postcode" not in answer.data and "coveredPostcodes" not in answer.data:
+            # Not even the shape of a street analysis: never read as one.
+            raise UnrecognisedAnswerError(
+                status=answer.status,
+                content_type="application/json",
+                excerpt=excerpt(answer.body),
+                url=self._base_url + path,
+            )
+        return answer
 
     # --- plumbing ----------------------------------------------------------------------
 
@@ -247,12 +281,14 @@ class PartnerClient:
         url = self._valuations_url if path == "/valuations" else self._base_url + path
         started = time.monotonic()
         self.calls += 1
+        answered = "no_answer"
         try:
             request = httpx.Request(
                 method, url, content=content, headers=all_headers, extensions=self._timeouts
             )
             async with self._lend() as send:
                 response = await send(request)
+            answered = str(response.status_code)
         except httpx.TimeoutException as exc:
             raise TransportError(
                 f"{method} {self._base_url}{path}: no answer in time ({type(exc).__name__})"
@@ -274,6 +310,8 @@ class PartnerClient:
             raise TransportError(
                 f"{method} {self._base_url}{path}: connection failed ({type(exc).__name__})"
             ) from None
+        finally:
+            self.statuses[answered] += 1
         log.debug(
             "api.call",
             method=method,

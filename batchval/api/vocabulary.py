@@ -65,3 +65,6 @@ AREA_INSIGHTS_MEMBERS: tuple[str, ...] = (
 # What the API charges and allows (docs/api.md, sections 2 and 6).
 VALUATION_CREDITS = 10  # a valuation, with or without extras; 1 credit = 1p
 DAILY_PAID_CALLS = 5_000  # paid calls a day per account, by default
+# A street analysis's price is "not shown" (docs/api.md, 4.3): batchval assumes this much
+# for --max-credits and --dry-run until a charge shows more (run.street_credits sets it).
+STREET_CREDITS_ASSUMED = 20

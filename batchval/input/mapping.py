@@ -19,6 +19,7 @@ from pathlib import Path
 
 import polars as pl
 
+from batchval.input.lender import LenderColumnError, find_lender_columns
 from batchval.input.options import ENUM_VALUES, ROW_FIELDS, InputError, InputOptions, normal_code
 
 # Request fields of which the input must have a column: rows cannot supply what the
@@ -103,12 +104,19 @@ def _auto_column(path: Path, columns: Sequence[str], field: str) -> str | None:
 
 
 def resolve_columns(
-    path: Path, columns: Sequence[str], options: InputOptions, *, hint: str = ""
+    path: Path,
+    columns: Sequence[str],
+    options: InputOptions,
+    *,
+    hint: str = "",
+    postcode_only: bool = False,
 ) -> ColumnMap:
     """Map the header to request fields, or say why the file cannot be used.
 
     `hint` is added to a missing-column fault (the reader's guess about a wrong
-    delimiter, the usual reason a whole header looks like one column).
+    delimiter, the usual reason a whole header looks like one column). With
+    `postcode_only` (`streets`, which reads only the postcode) only that column is
+    required; the other fields are still mapped, so they never ride along as pass-through.
     """
     fields: dict[str, str] = {}
     for field in ROW_FIELDS:
@@ -119,8 +127,10 @@ def resolve_columns(
             found = _auto_column(path, columns, field)
             if found is not None:
                 fields[field] = found
-    missing = [f for f in REQUIRED_COLUMNS if f not in fields]
-    if not any(f in fields for f in ONE_OF_COLUMNS):
+    missing = [f for f in ("postcode",) if f not in fields]
+    if not postcode_only:
+        missing = [f for f in REQUIRED_COLUMNS if f not in fields]
+    if not postcode_only and not any(f in fields for f in ONE_OF_COLUMNS):
         missing.append(" or ".join(ONE_OF_COLUMNS))
     if missing:
         looked_for = "; ".join(
@@ -140,6 +150,14 @@ def resolve_columns(
             column = _find(path, columns, name, "the config passes through")
             if column not in passthrough:
                 passthrough.append(column)
+    try:  # the lender columns are read from the pass-through values, at write time
+        find_lender_columns(passthrough, options.columns)
+    except LenderColumnError as exc:
+        raise InputError(
+            path,
+            f"{exc}; the pass-through columns are {_listed(passthrough)} (a lender column "
+            "must be one: under input.passthrough in the config, if you list them)",
+        ) from None
     return ColumnMap(fields=fields, passthrough=passthrough)
 
 

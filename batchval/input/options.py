@@ -23,6 +23,7 @@ from batchval.api.vocabulary import (
     REQUEST_FIELDS,
     WALLS_ENERGY_EFFICIENCY,
 )
+from batchval.input.lender import LENDER_FIELDS
 from batchval.outcome import BatchvalError
 
 # The fields a row of the input may give: every request field, and `include`, the
@@ -73,7 +74,8 @@ class InputOptions:
 
     columns: API field name -> input column name, for columns not named as the field
         (`propertyType` and `property_type` are recognised without it). `include` may be
-        mapped too: a column of per-row extras (`commentary;rebuildCost`).
+        mapped too: a column of per-row extras (`commentary;rebuildCost`); and so may the
+        lender columns (`input/lender`), which stay pass-through columns.
     values: API field -> {the input's code: the API's value}, e.g.
         `{"propertyType": {"S": "semi_detached"}}`; codes match whatever their case,
         surrounding spaces and Unicode normal form. Not for `include`: its items are
@@ -106,9 +108,10 @@ class InputOptions:
         if self.batch_rows < 1:
             raise ValueError(f"batch_rows must be at least 1, not {self.batch_rows}")
         for field in self.columns:
-            if field not in ROW_FIELDS:
+            if field not in ROW_FIELDS and field not in LENDER_FIELDS:
                 raise ValueError(
                     f"{field!r} is not a request field; use one of {', '.join(ROW_FIELDS)}"
+                    f" (or a lender column: {', '.join(LENDER_FIELDS)})"
                 )
         for field in self.values:
             if field == "include":

@@ -447,3 +447,45 @@ def check_batch(
         },
         schema=dict(OUTPUT_SCHEMA),
     )
+
+
+POSTCODE_SCHEMA: Mapping[str, pl.DataType] = types.MappingProxyType(
+    {
+        "row_number": pl.UInt64(),
+        "postcode": pl.String(),
+        "field": pl.String(),
+        "rule": pl.String(),
+        "detail": pl.String(),
+    }
+)
+
+
+def check_postcodes(
+    raw: pl.DataFrame, *, first_row: int, columns: ColumnMap, options: InputOptions
+) -> pl.DataFrame:
+    """Only the postcode rules, for `streets`: one row per input row (POSTCODE_SCHEMA),
+    with its postcode in normal form, or the postcode's problem. A row another field of
+    which is wrong (bedrooms, say) still has its postcode."""
+    work = _with_postcodes(_work_frame(raw, columns, options))
+    checks = _postcode_checks()
+    first = work.select(
+        pl.coalesce([c.where(pl.lit(i, pl.UInt8)) for i, c in enumerate(checks)])
+    ).to_series()
+    index = list(range(len(checks)))
+    detail = pl.concat_str([c.where(c.detail) for c in checks], separator="; ", ignore_nulls=True)
+    found = work.select(
+        pl.when(first.is_null()).then(pl.col("postcode.normal")).alias("postcode"),
+        pl.when(first.is_not_null()).then(detail).alias("detail"),
+    )
+    return pl.DataFrame(
+        {
+            "row_number": pl.int_range(
+                first_row + 1, first_row + work.height + 1, dtype=pl.UInt64, eager=True
+            ),
+            "postcode": found.get_column("postcode"),
+            "field": first.replace_strict(index, [c.field for c in checks], return_dtype=pl.String),
+            "rule": first.replace_strict(index, [c.rule for c in checks], return_dtype=pl.String),
+            "detail": found.get_column("detail"),
+        },
+        schema=dict(POSTCODE_SCHEMA),
+    )

@@ -16,6 +16,7 @@ import re
 
 from batchval.api.errors import UnreadableAnswerError
 from batchval.api.models import Valuation
+from batchval.output.lender import LenderFigures
 from batchval.store.records import RowProblem, StoredProblem
 
 FLOOR_AREA_HINT = "Supply floorAreaSqm (a floor area column) for this row."
@@ -33,6 +34,7 @@ class ValuedRow:
     credits: int  # the request's charge on its first row, 0 on the rows that share it
     valuation: Valuation | None  # None: the stored answer cannot be read
     valuation_id: str | None
+    lender: LenderFigures | None = None  # None: the input has no lender columns
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

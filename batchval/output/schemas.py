@@ -16,7 +16,8 @@ checkpoint at ingest), then the fixed columns in the table's order. A pass-throu
 column whose name is also a fixed column's (compared case-insensitively, since SQL
 engines such as DuckDB fold case) is written as `<name>_input`; see
 `passthrough_columns`. `commentary` and `rebuild_cost` are there only when the run asked
-for them (`extras`): a column that could only be null is left out.
+for them (`extras`), and the lender columns only when the input has a loan balance or an
+origination value (`output/lender`): a column that could only be null is left out.
 
 Every field carries its one-line description in its Arrow metadata (`description`), so
 that `pq.read_schema(path)` documents the file it is read from. Timestamps are UTC
@@ -29,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 import re
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 import pyarrow as pa
@@ -38,11 +39,14 @@ from batchval.api.models import Valuation
 
 # The API's member names; the columns are their snake_case.
 from batchval.api.vocabulary import AREA_INSIGHTS_MEMBERS, COMMENTARY_MEMBERS
+from batchval.output.lender import FLAG_COLUMNS, LTV_COLUMNS, ORIGINATION_COLUMNS
 from batchval.output.records import ProblemRow, ValuedRow
 
-# 3: pass-through columns keep their input types; commentary and rebuild_cost only
-#    when asked for. 2: problems gained valuation_id and answer.
-SCHEMA_VERSION = "3"
+# 4: the lender columns, when the input has a balance or an origination value; the run's
+#    manifest in the file metadata. 3: pass-through columns keep their input types;
+#    commentary and rebuild_cost only when asked for. 2: problems gained valuation_id
+#    and answer.
+SCHEMA_VERSION = "4"
 PASSTHROUGH_SUFFIX = "_input"
 
 _TIMESTAMP = pa.timestamp("ms", tz="UTC")
@@ -98,7 +102,9 @@ class Column(Generic[_R]):
     description: str
     get: Callable[[_R], Any] = dataclasses.field(repr=False, compare=False)
     nullable: bool = True
-    asked_by: str | None = None  # an include item: the column is there only when asked
+    # The column is there only when asked: by an include item, or by a lender input
+    # column (`output/lender`: LTV_COLUMNS, ORIGINATION_COLUMNS, FLAG_COLUMNS).
+    asked_by: str | None = None
     # For a result column read from the valuation alone: the same `get`, on the Valuation
     # (the writer calls it once a value, not through the row).
     of_valuation: Callable[[Valuation], Any] | None = dataclasses.field(
@@ -124,6 +130,16 @@ def _answer(
         return None if row.valuation is None else get(row.valuation)
 
     return Column(name, kind, description, value, asked_by=asked_by, of_valuation=get)
+
+
+def _lender(name: str, kind: pa.DataType, description: str, asked_by: str) -> Column[ValuedRow]:
+    """A lender column: the LenderFigures member of the same name."""
+    get = operator.attrgetter(name)
+
+    def value(row: ValuedRow) -> Any:
+        return None if row.lender is None else get(row.lender)
+
+    return Column(name, kind, description, value, asked_by=asked_by)
 
 
 ROW_NUMBER: Column[Any] = Column(
@@ -232,6 +248,54 @@ RESULT_TAIL: tuple[Column[ValuedRow], ...] = (
         lambda r: r.credits,
     ),
     Column("idempotency_key", _S, "Idempotency-Key the request was sent with.", lambda r: r.key),
+    _lender(
+        "indexed_ltv",
+        _F64,
+        "Loan balance / estimate, a ratio (0.75 is 75 %); null without a usable balance.",
+        LTV_COLUMNS,
+    ),
+    _lender(
+        "ltv_low_estimate",
+        _F64,
+        "Loan balance / range_low: the conservative LTV; null as indexed_ltv is.",
+        LTV_COLUMNS,
+    ),
+    _lender(
+        "ltv_band",
+        _S,
+        "Band of indexed_ltv in percent (0-60, 60-75, ..., over 100): upper edge included.",
+        LTV_COLUMNS,
+    ),
+    _lender(
+        "change_since_origination",
+        _F64,
+        "estimate / origination_value - 1 (0.12 is 12 % up); null without a value above 0.",
+        ORIGINATION_COLUMNS,
+    ),
+    _lender(
+        "partial_data",
+        pa.bool_(),
+        "data_quality is not `full`: some details were filled from typical values.",
+        FLAG_COLUMNS,
+    ),
+    _lender(
+        "wide_range",
+        pa.bool_(),
+        "(range_high - range_low) / estimate is above lender.wide_range (default 0.3).",
+        FLAG_COLUMNS,
+    ),
+    _lender(
+        "stale_index",
+        pa.bool_(),
+        "indexed_to is over lender.stale_after_months (6) months before the run's month.",
+        FLAG_COLUMNS,
+    ),
+    _lender(
+        "model_changed",
+        pa.bool_(),
+        "The run's valuations came from more than one model build (see model_version).",
+        FLAG_COLUMNS,
+    ),
 )
 
 
@@ -266,7 +330,8 @@ PROBLEM_COLUMNS: dict[str, str] = {c.name: c.description for c in (ROW_NUMBER, *
 
 
 def result_columns(extras: Collection[str] = ()) -> tuple[Column[ValuedRow], ...]:
-    """The fixed result columns of a run that asked for these include items."""
+    """The fixed result columns of a run that asked for these include items (and lender
+    column groups)."""
     return tuple(c for c in RESULT_TAIL if c.asked_by is None or c.asked_by in extras)
 
 
@@ -284,7 +349,12 @@ def passthrough_columns(passthrough: Sequence[str], fixed: Iterable[str]) -> lis
     return names
 
 
-def _schema(passthrough: pa.Schema, tail: Sequence[Column[Any]], kind: str) -> pa.Schema:
+def _schema(
+    passthrough: pa.Schema,
+    tail: Sequence[Column[Any]],
+    kind: str,
+    metadata: Mapping[str, str] | None = None,
+) -> pa.Schema:
     # Renamed against both files' columns, so that a pass-through column has one name in
     # results.parquet and problems.parquet alike (a join on it needs no mapping).
     names = passthrough_columns(passthrough.names, [*RESULT_COLUMNS, *PROBLEM_COLUMNS])
@@ -301,19 +371,28 @@ def _schema(passthrough: pa.Schema, tail: Sequence[Column[Any]], kind: str) -> p
     ]
     return pa.schema(
         [ROW_NUMBER.field(), *given, *(c.field() for c in tail)],
-        metadata={"batchval.file": kind, "batchval.schema_version": SCHEMA_VERSION},
+        metadata={
+            **(metadata or {}),
+            "batchval.file": kind,
+            "batchval.schema_version": SCHEMA_VERSION,
+        },
     )
 
 
-def results_schema(passthrough: pa.Schema, extras: Collection[str] = ()) -> pa.Schema:
+def results_schema(
+    passthrough: pa.Schema,
+    extras: Collection[str] = (),
+    metadata: Mapping[str, str] | None = None,
+) -> pa.Schema:
     """The schema of results.parquet for these pass-through input columns, in a run that
-    asked for these include items (`commentary`, `rebuildCost`)."""
-    return _schema(passthrough, result_columns(extras), "results")
+    asked for these include items (`commentary`, `rebuildCost`) and lender column groups;
+    `metadata` joins the schema's key-value metadata (the run's manifest)."""
+    return _schema(passthrough, result_columns(extras), "results", metadata)
 
 
-def problems_schema(passthrough: pa.Schema) -> pa.Schema:
+def problems_schema(passthrough: pa.Schema, metadata: Mapping[str, str] | None = None) -> pa.Schema:
     """The schema of problems.parquet for these pass-through input columns."""
-    return _schema(passthrough, PROBLEM_TAIL, "problems")
+    return _schema(passthrough, PROBLEM_TAIL, "problems", metadata)
 
 
 def type_name(kind: pa.DataType) -> str:
@@ -322,6 +401,8 @@ def type_name(kind: pa.DataType) -> str:
         return f"timestamp ({kind.unit}, {kind.tz or 'no zone'})"
     if pa.types.is_struct(kind):
         return "struct"
+    if pa.types.is_list(kind):
+        return f"list of {type_name(kind.value_type)}"
     return {"double": "float64"}.get(str(kind), str(kind))
 
 

@@ -64,6 +64,8 @@ class RunSummary:
     finished_at: str | None = None
     seconds: float | None = None
     next_action: str = ""
+    # output/lender's Portfolio.to_json(), when the input has loan balances; else None.
+    portfolio: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.next_action:
@@ -88,6 +90,7 @@ class RunSummary:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "seconds": self.seconds,
+            "portfolio": None if self.portfolio is None else dict(self.portfolio),
         }
 
     def render(self) -> str:
@@ -108,10 +111,24 @@ class RunSummary:
             f"credits: {self.credits.this_invocation} this time, {self.credits.total} in all"
             + (f"; last known balance {balance}" if balance is not None else "")
         )
+        if self.portfolio is not None:
+            lines.append(_portfolio_line(self.portfolio))
         if self.stop is not None:
             lines.append(f"stopped: {self.stop.line()}")
         lines.append(f"exit {int(self.exit_code)}; next: {self.next_action}")
         return "\n".join(lines)
+
+
+def _portfolio_line(portfolio: Mapping[str, Any]) -> str:
+    def percent(name: str) -> str:
+        ratio = portfolio.get(name)
+        return f"{ratio:.1%}" if isinstance(ratio, int | float) else "n/a"
+
+    return (
+        f"portfolio: {portfolio.get('rows')} loans, balance {portfolio.get('sum_balance')}, "
+        f"estimates {portfolio.get('sum_estimate')}; weighted LTV {percent('weighted_ltv')}, "
+        f"aggregate LTV {percent('aggregate_ltv')}"
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -27,14 +27,15 @@ import contextlib
 import datetime as dt
 import json
 import os
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Generator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import structlog
 
+from batchval.output.lender import LenderFigures, Lending
 from batchval.output.records import Answer, ProblemRow, ValuedRow
 from batchval.output.schemas import (
     COMMENTARY_JSON_TYPE,
@@ -63,23 +64,32 @@ _CONVERSION_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError)
 _JSON_TYPES = {"commentary": COMMENTARY_JSON_TYPE, "rebuild_cost": REBUILD_COST_JSON_TYPE}
 
 
-def write_results(checkpoint: Checkpoint, path: Path, *, include: Collection[str] = ()) -> int:
+def write_results(
+    checkpoint: Checkpoint,
+    path: Path,
+    *,
+    include: Collection[str] = (),
+    lending: Lending | None = None,
+    metadata: Mapping[str, str] | None = None,
+) -> int:
     """Write every valued row to `path` (results.parquet), atomically; the rows written.
 
     `include` is the run's include: with the items any row's request asked for, it
-    decides whether `commentary` and `rebuild_cost` are columns at all.
+    decides whether `commentary` and `rebuild_cost` are columns at all. `lending`, when
+    the input has lender columns, adds their figures to each row and the rows to its
+    portfolio. `metadata` joins the file's key-value metadata.
     """
-    extras = {*include, *checkpoint.asked_extras()}
+    extras = {*include, *checkpoint.asked_extras(), *(lending.asks if lending else ())}
     columns = result_columns(extras)
     given = _PassthroughValues(checkpoint)
-    schema = results_schema(given.schema, extras)
+    schema = results_schema(given.schema, extras, metadata)
     charged: set[str] = set()  # keys whose charge a row already carries
     unread: set[str] = set()  # keys whose answer was found unreadable (logged once)
 
     def tables() -> Iterator[pa.Table]:
         for batch in checkpoint.valued_rows(BATCH_ROWS):
             answers: dict[str, Answer] = {}
-            rows: list[ValuedRow] = []
+            read: list[tuple[int, str, int, Answer]] = []
             for stored in batch:
                 answer = answers.get(stored.key)
                 if answer is None:
@@ -96,21 +106,30 @@ def write_results(checkpoint: Checkpoint, path: Path, *, include: Collection[str
                 if stored.credits and stored.key not in charged:
                     credits = stored.credits
                     charged.add(stored.key)
-                valuation, valuation_id = answer.valuation, answer.valuation_id
-                rows.append(
-                    ValuedRow(stored.row_number, stored.key, credits, valuation, valuation_id)
-                )
-            yield _table(rows, given.of([r.row_number for r in rows]), columns, schema)
+                read.append((stored.row_number, stored.key, credits, answer))
+            values = given.of([number for number, *_ in read])
+            lender: Sequence[LenderFigures | None] = (
+                [None] * len(read)
+                if lending is None
+                else lending.batch([answer.valuation for *_, answer in read], values)
+            )
+            rows = [
+                ValuedRow(number, key, credits, answer.valuation, answer.valuation_id, figures)
+                for (number, key, credits, answer), figures in zip(read, lender, strict=True)
+            ]
+            yield _table(rows, values, columns, schema)
 
     with contextlib.closing(given):
         return _write_parquet(path, schema, tables())
 
 
-def write_problems(checkpoint: Checkpoint, path: Path) -> int:
+def write_problems(
+    checkpoint: Checkpoint, path: Path, *, metadata: Mapping[str, str] | None = None
+) -> int:
     """Write every row that got no valuation to `path` (problems.parquet), atomically;
-    the rows written."""
+    the rows written. `metadata` joins the file's key-value metadata."""
     given = _PassthroughValues(checkpoint)
-    schema = problems_schema(given.schema)
+    schema = problems_schema(given.schema, metadata)
 
     def tables() -> Iterator[pa.Table]:
         for batch in checkpoint.problem_rows(BATCH_ROWS):
@@ -127,6 +146,29 @@ def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
     with _replacing(path) as file:
         file.write(text.encode())
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write `text` as UTF-8 to `path`, atomically (a reader sees the old file or the new)."""
+    with _replacing(path) as file:
+        file.write(text.encode())
+
+
+def atomic_file(path: Path) -> contextlib.AbstractContextManager[IO[bytes]]:
+    """A binary file that takes the place of `path` only if the block ends without error:
+    the same atomic replace, for the other writers of DIR's files (`output/export`)."""
+    return _replacing(path)
+
+
+def write_table_atomic(path: Path, table: pa.Table) -> int:
+    """Write one table as Parquet to `path` (verify.parquet), atomically; the rows written."""
+    return _write_parquet(path, table.schema, [table])
+
+
+def column_values(records: Sequence[Any], column: Column[Any]) -> pa.Array:
+    """One fixed column of these records, taken and converted exactly as the files' are:
+    `verify` builds what results.parquet would hold from an answer read back with this."""
+    return _column([column.get(record) for record in records], column.field())
 
 
 # --- files ---------------------------------------------------------------------------------
@@ -187,11 +229,19 @@ def _row_groups(tables: Iterable[pa.Table]) -> Iterator[pa.Table]:
 # --- records to columns -------------------------------------------------------------------
 
 
+class PassthroughStore(Protocol):
+    """Where typed pass-through values are kept: the checkpoint's rows, or its streets'."""
+
+    def passthrough_schema(self) -> pa.Schema | None: ...
+
+    def passthrough_batches(self) -> Generator[tuple[int, pa.RecordBatch], None, None]: ...
+
+
 class _PassthroughValues:
     """The pass-through values of rows asked for in row order, taken from the stored
     batches as they come: one batch decoded at a time, however long the input."""
 
-    def __init__(self, checkpoint: Checkpoint) -> None:
+    def __init__(self, checkpoint: PassthroughStore) -> None:
         self.schema: pa.Schema = checkpoint.passthrough_schema() or pa.schema([])
         self._stored = checkpoint.passthrough_batches()  # a cursor, until closed
         self._empty = pa.RecordBatch.from_pylist([], schema=self.schema)

@@ -22,8 +22,9 @@ from typing import Any
 
 from batchval.api.errors import UnreadableAnswerError
 from batchval.api.models import Valuation
+from batchval.run.job import charge_of
 from batchval.store.checkpoint import Checkpoint
-from batchval.store.records import StoredProblem, whole_number
+from batchval.store.records import StoredProblem
 
 UNREADABLE = "unreadable-answer"
 
@@ -43,7 +44,7 @@ def answer_mode(data: Mapping[str, Any]) -> str:
 
 def settle(checkpoint: Checkpoint, key: str, data: Mapping[str, Any]) -> Settled:
     """Record the answer already stored raw under `key` as a valuation or a problem."""
-    credits, balance = _charge(data)
+    credits, balance = charge_of(data)
     mode = answer_mode(data)
     held = checkpoint.get("mode")
     if held is None:
@@ -86,11 +87,3 @@ def settle_stored(checkpoint: Checkpoint) -> Settled:
             continue
         credits += settle(checkpoint, key, data).credits
     return Settled(credits)
-
-
-def _charge(data: Mapping[str, Any]) -> tuple[int, int | None]:
-    """The answer's charge, read tolerantly (absent in test mode and on reads)."""
-    charge = data.get("charge")
-    if not isinstance(charge, Mapping):
-        return 0, None
-    return whole_number(charge.get("credits")) or 0, whole_number(charge.get("balanceAfter"))

@@ -1,8 +1,9 @@
-"""The bounded worker pool: every pending request sent, retried by the table, recorded.
+"""The bounded worker pool: every pending item sent, retried by the table, recorded.
 
-`WorkerPool.run()` feeds the checkpoint's pending requests to `concurrency` workers.
-Each request is sent through the shared `RateController` and retried with tenacity
-following the API's retry table (docs/api.md), always with its own idempotency key.
+`WorkerPool.run()` feeds a `Job`'s pending items (`run/job`: valuations, street
+analyses, read-backs) to `concurrency` workers. Each item is sent through the shared
+`RateController` and retried with tenacity following the API's retry table
+(docs/api.md), always under its own key.
 What every answer means is decided once, in `batchval.api.errors` (`Action`); here each
 action has one arm:
 
@@ -22,8 +23,8 @@ One circuit breaker serves the pool: when every call fails for `outage_seconds`
 letting each row back off on its own. The pool never decides exit codes: it reports a
 `Stop` and the runner maps it.
 
-A success is kept raw in the checkpoint before it is read (`answers.settle`), so a paid
-answer is never lost to a parser or a crash.
+The job records each success (a valuation is kept raw in the checkpoint before it is
+read, so a paid answer is never lost to a parser or a crash).
 """
 
 from __future__ import annotations
@@ -31,33 +32,29 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from collections.abc import Callable
+from typing import Generic
 
 import anyio
 import structlog
 import tenacity
 
-from batchval.api.client import Answer
 from batchval.api.errors import (
     PROBLEM_TYPES,
     AccountBlockedError,
     Action,
-    FloorAreaRequiredError,
     InsufficientCreditsError,
     PartnerError,
     ProblemError,
     RateLimitedError,
     UnauthorizedError,
 )
-from batchval.api.vocabulary import VALUATION_CREDITS
 from batchval.outcome import StopReason
-from batchval.run import answers
 from batchval.run.breaker import CircuitBreaker
+from batchval.run.job import ItemT, Job
 from batchval.run.ratecontrol import RateController
 from batchval.run.retry import RetryPolicy
 from batchval.run.stop import Stop
-from batchval.store.checkpoint import Checkpoint, PendingRequest
 
 log = structlog.get_logger()
 
@@ -77,20 +74,10 @@ _STOPS = {
 }
 
 
-class ValuationApi(Protocol):
-    async def post_valuation(
-        self,
-        body: bytes,
-        *,
-        idempotency_key: str | None,
-        gate: Callable[[], Awaitable[None]] | None = None,
-    ) -> Answer: ...
-
-
 @dataclasses.dataclass
 class PoolStats:
     calls: int = 0
-    valued: int = 0
+    valued: int = 0  # items answered and recorded (valuations, street analyses, reads)
     problems: int = 0
     left_pending: int = 0
     credits: int = 0
@@ -111,12 +98,11 @@ class _StoppingError(Exception):
     """The run is stopping: the request is left pending, untouched or to be resent."""
 
 
-class WorkerPool:
+class WorkerPool(Generic[ItemT]):
     def __init__(
         self,
         *,
-        api: ValuationApi,
-        checkpoint: Checkpoint,
+        job: Job[ItemT],
         controller: RateController,
         policy: RetryPolicy,
         stop: Stop,
@@ -130,8 +116,7 @@ class WorkerPool:
         monotonic: Callable[[], float] = time.monotonic,
         on_progress: Callable[[PoolStats], None] | None = None,
     ) -> None:
-        self._api = api
-        self._checkpoint = checkpoint
+        self._job = job
         self._controller = controller
         self._policy = policy
         self.stop = stop
@@ -158,8 +143,8 @@ class WorkerPool:
 
     async def run(self) -> PoolStats:
         """Send every pending request once the pool can; returns when done or stopped."""
-        send, receive = anyio.create_memory_object_stream[PendingRequest](self._concurrency)
-        self._checkpoint.begin_group()
+        send, receive = anyio.create_memory_object_stream[ItemT](self._concurrency)
+        self._job.begin_group()
         try:
             async with anyio.create_task_group() as outer:
                 outer.start_soon(self._cut_off_after_grace, outer.cancel_scope)
@@ -170,7 +155,7 @@ class WorkerPool:
                         workers.start_soon(self._work, receive.clone())
                 outer.cancel_scope.cancel()
         finally:
-            self._checkpoint.commit_group()
+            self._job.commit_group()
         if self._exhausted is not None and self.stats.left_pending:
             self.stop.trigger(
                 StopReason.API_UNAVAILABLE,
@@ -184,8 +169,8 @@ class WorkerPool:
         """Commit the checkpoint's writes every GROUP_COMMIT_SECONDS (group commits)."""
         while True:
             await anyio.sleep(GROUP_COMMIT_SECONDS)
-            self._checkpoint.commit_group()
-            self._checkpoint.begin_group()
+            self._job.commit_group()
+            self._job.begin_group()
 
     async def _cut_off_after_grace(self, scope: anyio.CancelScope) -> None:
         await self.stop.event.wait()
@@ -195,11 +180,11 @@ class WorkerPool:
             log.warning("run.grace_over", in_flight=self.stats.in_flight)
         scope.cancel()
 
-    async def _feed(self, send: anyio.abc.ObjectSendStream[PendingRequest]) -> None:
+    async def _feed(self, send: anyio.abc.ObjectSendStream[ItemT]) -> None:
         async with send:
             after = 0
             while not self.stop.is_set:
-                page = self._checkpoint.pending(after)
+                page = self._job.pending(after)
                 if not page:
                     return
                 for item in page:
@@ -208,7 +193,7 @@ class WorkerPool:
                     await send.send(item)
                 after = page[-1].rowid
 
-    async def _work(self, receive: anyio.abc.ObjectReceiveStream[PendingRequest]) -> None:
+    async def _work(self, receive: anyio.abc.ObjectReceiveStream[ItemT]) -> None:
         async with receive:
             async for item in receive:
                 if self.stop.is_set:
@@ -233,7 +218,7 @@ class WorkerPool:
                 return
             await self._sleep(remaining)
 
-    async def _value(self, item: PendingRequest) -> None:
+    async def _value(self, item: ItemT) -> None:
         attempts = _Attempts()
         try:
             try:
@@ -267,14 +252,14 @@ class WorkerPool:
     def _given_up(self, attempts: _Attempts) -> bool:
         return self.stop.is_set or attempts.failures >= self._policy.max_attempts
 
-    async def _send_once(self, item: PendingRequest, attempts: _Attempts) -> None:
+    async def _send_once(self, item: ItemT, attempts: _Attempts) -> None:
         probe = await self._breaker.admit()
         try:
             await self._send_admitted(item, attempts)
         finally:
             self._breaker.done(probe)
 
-    async def _send_admitted(self, item: PendingRequest, attempts: _Attempts) -> None:
+    async def _send_admitted(self, item: ItemT, attempts: _Attempts) -> None:
         sent_at = await self._controller.slot()
         await self.gate()
         if not self._reserve(item.key):
@@ -283,13 +268,11 @@ class WorkerPool:
                 f"--max-credits {self._max_credits} would be exceeded by the next call",
             )
             raise _StoppingError
-        self._checkpoint.mark_sent(item.key)
+        self._job.mark_sent(item)
         self.stats.calls += 1
         self.stats.in_flight += 1
         try:
-            answer = await self._api.post_valuation(
-                item.request_json.encode(), idempotency_key=item.key, gate=self.gate
-            )
+            answer = await self._job.send(item, self.gate)
         except PartnerError as error:
             attempts.last = error
             self._observe_failure(item.key, error, sent_at, attempts)
@@ -300,35 +283,30 @@ class WorkerPool:
         self._recognise()
         self._breaker.success()
         self._controller.on_success()
-        self._checkpoint.record_answer(item.key, answer.body)
-        settled = answers.settle(self._checkpoint, item.key, answer.data)
+        settled = self._job.settle(item, answer)
         self.stats.credits += settled.credits
         if settled.balance is not None:
             self.stats.balance = settled.balance
-        if settled.mode_mixed:
-            self.stop.trigger(StopReason.MODE_MIXED, settled.mode_mixed)
+        if settled.stop is not None:
+            self.stop.trigger(*settled.stop)
         elif settled.problem:
             self.stats.problems += 1
             log.warning(
                 "run.answer.unreadable",
-                **self._rows_of(item.key),
-                key=item.key,
+                **self._job.describe(item),
+                job=self._job.name,
                 detail=settled.problem,
             )
         else:
             self.stats.valued += 1
 
-    def _rows_of(self, key: str) -> dict[str, int]:
-        """For a log line: the first input row that asked for `key`, and how many did."""
-        numbers = self._checkpoint.row_numbers(key, limit=1_000_000)
-        return {"row_number": numbers[0] if numbers else 0, "rows": len(numbers)}
-
     def _reserve(self, key: str) -> bool:
         """Whether one more send of `key` keeps the spend under --max-credits, counting
         every call whose charge is not known yet as charged."""
-        if self._max_credits is None or key in self._exposed:
+        cost = self._job.call_credits
+        if self._max_credits is None or cost == 0 or key in self._exposed:
             return True
-        exposure = self.stats.credits + VALUATION_CREDITS * (len(self._exposed) + 1)
+        exposure = self.stats.credits + cost * (len(self._exposed) + 1)
         if exposure > self._max_credits:
             return False
         self._exposed.add(key)
@@ -415,22 +393,22 @@ class WorkerPool:
             return max(midnight, now + dt.timedelta(seconds=retry_after))
         return midnight
 
-    def _settle_failure(self, item: PendingRequest, error: PartnerError) -> None:
-        """The request's last error decides where it stands."""
+    def _settle_failure(self, item: ItemT, error: PartnerError) -> None:
+        """The item's last error decides where it stands."""
         if error.action is Action.ROW:
             self.stats.problems += 1
-            self._checkpoint.record_problem(item.key, problem_record(error))
+            self._job.record_problem(item, error)
             log.info(
                 "run.request.problem",
-                **self._rows_of(item.key),
-                key=item.key,
+                **self._job.describe(item),
+                job=self._job.name,
                 type=_type_name(error),
             )
             return
         if error.action in _RETRIED and not self.stop.is_set:
             self._exhausted = error
         self.stats.left_pending += 1
-        self._checkpoint.record_retry(item.key, str(error))
+        self._job.record_retry(item, error)
 
 
 def _status(error: PartnerError) -> int | None:
@@ -448,18 +426,3 @@ def _account_reason(error: PartnerError) -> StopReason:
 
 def _type_name(error: PartnerError) -> str:
     return error.name if isinstance(error, ProblemError) else type(error).__name__
-
-
-def problem_record(error: PartnerError) -> dict[str, Any]:
-    """The problem as the checkpoint keeps it and problems.parquet shows it."""
-    if isinstance(error, ProblemError):
-        return {
-            "type": error.name,
-            "status": error.status,
-            "code": error.code,
-            "title": error.title,
-            "detail": error.detail,
-            # The API's table: floor-area-required may succeed sent again with a floor area.
-            "retryable": isinstance(error, FloorAreaRequiredError),
-        }
-    return {"type": type(error).__name__, "status": _status(error), "detail": str(error)}

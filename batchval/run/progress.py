@@ -16,6 +16,7 @@ from rich.progress import (
 )
 from rich.progress import Progress as RichProgress
 
+from batchval import logs
 from batchval.run.pool import PoolStats
 
 log = structlog.get_logger()
@@ -30,6 +31,7 @@ class Progress:
         pending_requests: int,
         bar: bool,
         every_seconds: float,
+        label: str = "valuing",
     ) -> None:
         self._pending = pending_requests
         self._every = every_seconds
@@ -37,17 +39,21 @@ class Progress:
         self._last_event = self._started
         self._bar: RichProgress | None = None
         if bar:
+            # On the log's console: a warning logged meanwhile is printed above the bar.
+            # The bar counts distinct requests (one answer settles every row asking it).
             self._bar = RichProgress(
-                TextColumn("valuing"),
+                TextColumn(f"{label} {total_rows - done_rows} rows:"),
                 BarColumn(),
                 MofNCompleteColumn(),
+                TextColumn("requests"),
                 TaskProgressColumn(),
-                TextColumn("{task.fields[rate]:.1f}/s  {task.fields[credits]} credits"),
-                TimeElapsedColumn(),
+                TextColumn("{task.fields[rate]:.1f}/s  {task.fields[credits]} credits  ETA"),
                 TimeRemainingColumn(),
+                TimeElapsedColumn(),
+                console=logs.console(),
                 transient=False,
             )
-            self._task = self._bar.add_task("valuing", total=pending_requests, rate=0.0, credits=0)
+            self._task = self._bar.add_task(label, total=pending_requests, rate=0.0, credits=0)
 
     def __enter__(self) -> Progress:
         if self._bar is not None:

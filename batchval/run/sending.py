@@ -2,7 +2,9 @@
 
 `send` opens one `PartnerClient`, waits out a daily limit's `not_before` and a
 `Retry-After` an earlier invocation was given (both wake at once on SIGTERM or SIGINT),
-runs the pool, and keeps a `Retry-After` that outlives the invocation in the checkpoint.
+reads back by id the paid answers an earlier invocation could not read (`run/recovery`,
+with `recover`), runs the pool, and keeps a `Retry-After` that outlives the invocation
+in the checkpoint.
 With `wait_for_midnight` it goes round again after a daily-limit stop. The runner decides
 whether to send at all and what the outcome means for the exit code.
 """
@@ -12,20 +14,24 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import anyio
 import structlog
 
 from batchval.api import Credentials, PartnerClient
 from batchval.outcome import StopInfo, StopReason
-from batchval.run.pool import WorkerPool
+from batchval.run.job import ItemT, Job
+from batchval.run.pool import PoolStats, WorkerPool
 from batchval.run.progress import Progress
 from batchval.run.ratecontrol import RateController, start_rate
+from batchval.run.recovery import RecoveryJob, recoverable
 from batchval.run.retry import RetryPolicy
 from batchval.run.stop import Stop
+from batchval.run.valuing import ValuationJob
 from batchval.settings import ApiSettings, RunOptions
-from batchval.store.checkpoint import Checkpoint
+from batchval.store.checkpoint import Checkpoint, Counts
 
 log = structlog.get_logger()
 
@@ -39,6 +45,7 @@ class SendOutcome:
     rate_limited: int = 0
     credits: int = 0
     balance: int | None = None
+    statuses: Mapping[str, int] = dataclasses.field(default_factory=dict)  # calls by status
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -53,19 +60,37 @@ class Sending:
     # Called after each round: asyncio gives the signals back to their default handlers
     # when the watcher ends, and the runner notes them itself outside this phase.
     after_round: Callable[[], None]
+    # What is sent: the valuations of the checkpoint unless a command gives its own job
+    # (`streets`), with where its work stands for the progress bar.
+    job_for: Callable[[PartnerClient], Job[Any]] | None = None
+    counts: Callable[[], Counts] | None = None
+    # Called every `run.metrics_seconds` while sending, with the calls by status, the
+    # 429s and the credits so far (the runner rewrites --metrics-file).
+    on_metrics: Callable[[Mapping[str, int], int, int], None] | None = None
+    # Read back by id the paid answers that could not be read, before sending
+    # (`run/recovery`): not against the embedded sandbox, which forgot them.
+    recover: bool = False
 
     async def send(self, not_before: dt.datetime | None) -> SendOutcome:
         run, checkpoint = self.run, self.checkpoint
-        counts = checkpoint.counts()
+        counts = (self.counts or checkpoint.counts)()
         progress = Progress(
             total_rows=counts.rows,
             done_rows=counts.rows - counts.pending_rows,
             pending_requests=counts.requests_pending,
             bar=self.progress_bar,
             every_seconds=run.progress_seconds,
+            label="valuing" if self.job_for is None else "reading",
         )
         controller = RateController(initial_rate=start_rate(run.concurrency))
         credits, balance = 0, None
+        latest = [PoolStats()]  # this round's last figures, for the metrics ticker
+        recover = self.recover
+
+        def on_progress(stats: PoolStats) -> None:
+            latest[0] = stats
+            progress.update(stats)
+
         async with PartnerClient(
             base_url=self.api.base_url,
             auth_url=self.api.auth_url,
@@ -77,6 +102,14 @@ class Sending:
                 stop = Stop()
                 async with anyio.create_task_group() as watchers:
                     watchers.start_soon(_stop_on_signals, stop)
+                    if self.on_metrics is not None:
+                        latest[0] = PoolStats()
+                        watchers.start_soon(
+                            self._tick_metrics,
+                            self.on_metrics,
+                            lambda: (client.statuses, controller.rate_limited),
+                            lambda spent=credits: spent + latest[0].credits,
+                        )
                     if not_before is not None:
                         await self._wait_until(not_before, stop)
                     paused = checkpoint.get("pause_until")
@@ -87,23 +120,20 @@ class Sending:
                     if not stop.is_set:
                         checkpoint.unset("not_before")
                         checkpoint.unset("pause_until")
-                        pool = WorkerPool(
-                            api=client,
-                            checkpoint=checkpoint,
+                    if recover and not stop.is_set:
+                        recover = False  # once an invocation, not in a later round
+                        await self._recover(client, controller, stop)
+                    if not stop.is_set:
+                        pool = pool_for(
+                            self._job(client),
+                            run,
                             controller=controller,
-                            policy=RetryPolicy(max_attempts=run.max_attempts),
                             stop=stop,
-                            concurrency=run.concurrency,
                             max_credits=None
                             if run.max_credits is None
                             else run.max_credits - credits,
-                            outage_seconds=run.outage_seconds,
-                            # A few probes within the outage window, never more than 5 s apart.
-                            probe_interval=min(5.0, run.outage_seconds / 4),
-                            unrecognised_limit=run.unrecognised_limit,
-                            shutdown_grace_seconds=run.shutdown_grace_seconds,
                             now=self.now,
-                            on_progress=progress.update,
+                            on_progress=on_progress,
                         )
                         with progress:
                             stats = await pool.run()
@@ -118,7 +148,43 @@ class Sending:
                 checkpoint.set("not_before", not_before.isoformat())
                 if not run.wait_for_midnight:
                     break
-        return SendOutcome(stop.info, client.calls, controller.rate_limited, credits, balance)
+        return SendOutcome(
+            stop.info,
+            client.calls,
+            controller.rate_limited,
+            credits,
+            balance,
+            dict(client.statuses),
+        )
+
+    async def _tick_metrics(
+        self,
+        write: Callable[[Mapping[str, int], int, int], None],
+        calls: Callable[[], tuple[Mapping[str, int], int]],
+        credits: Callable[[], int],
+    ) -> None:
+        """Rewrite the metrics every `run.metrics_seconds` until the round ends (waits for
+        a daily limit or a Retry-After included)."""
+        while True:
+            await anyio.sleep(self.run.metrics_seconds)
+            statuses, rate_limited = calls()
+            write(dict(statuses), rate_limited, credits())
+
+    def _job(self, client: PartnerClient) -> Job[Any]:
+        if self.job_for is not None:
+            return self.job_for(client)
+        return ValuationJob(client, self.checkpoint)
+
+    async def _recover(self, client: PartnerClient, controller: RateController, stop: Stop) -> None:
+        """Read back, by id, the paid answers that could not be read (`run/recovery`),
+        once an invocation, before anything is sent."""
+        found = recoverable(self.checkpoint)
+        if not found:
+            return
+        job = RecoveryJob(client, self.checkpoint, found)
+        log.info("run.recovery.reading", valuations=len(found))
+        await pool_for(job, self.run, controller=controller, stop=stop, now=self.now).run()
+        log.info("run.recovery.done", valuations=len(found), recovered=job.recovered)
 
     def _keep_pause(self, controller: RateController, stop: Stop) -> None:
         """A `Retry-After` the API gave outlives this invocation: kept in the checkpoint
@@ -141,6 +207,35 @@ class Sending:
         log.info(event, until=when.isoformat(), seconds=round(seconds))
         with anyio.move_on_after(seconds):
             await stop.event.wait()
+
+
+def pool_for(
+    job: Job[ItemT],
+    run: RunOptions,
+    *,
+    controller: RateController,
+    stop: Stop,
+    now: Callable[[], dt.datetime],
+    max_credits: int | None = None,
+    on_progress: Callable[[PoolStats], None] | None = None,
+) -> WorkerPool[ItemT]:
+    """A pool for `job` with the run's settings: every job is paced, retried and stopped
+    alike (valuations, street analyses, read-backs)."""
+    return WorkerPool(
+        job=job,
+        controller=controller,
+        policy=RetryPolicy(max_attempts=run.max_attempts),
+        stop=stop,
+        concurrency=run.concurrency,
+        max_credits=max_credits,
+        outage_seconds=run.outage_seconds,
+        # A few probes within the outage window, never more than 5 s apart.
+        probe_interval=min(5.0, run.outage_seconds / 4),
+        unrecognised_limit=run.unrecognised_limit,
+        shutdown_grace_seconds=run.shutdown_grace_seconds,
+        now=now,
+        on_progress=on_progress,
+    )
 
 
 async def _stop_on_signals(stop: Stop) -> None:

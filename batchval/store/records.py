@@ -140,3 +140,15 @@ def whole_number(value: Any) -> int | None:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Invocation:
+    """One `batchval run` on the DIR, as the checkpoint remembers it."""
+
+    started_at: str
+    ended_at: str | None
+    exit_code: int | None
+    calls: int | None
+    rate_limited: int | None
+    credits: int | None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-SCHEMA_VERSION = "4"
+SCHEMA_VERSION = "5"
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -47,6 +47,31 @@ CREATE TABLE IF NOT EXISTS invocations (
     credits INTEGER,
     balance INTEGER
 );
+CREATE TABLE IF NOT EXISTS streets (
+    postcode TEXT PRIMARY KEY,
+    state TEXT NOT NULL DEFAULT 'pending',
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT,
+    answer TEXT,
+    problem TEXT,
+    credits INTEGER,
+    charged INTEGER,
+    read_at TEXT,
+    fresh_from TEXT,
+    row_count INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS street_rows (
+    row_number INTEGER PRIMARY KEY,
+    postcode TEXT,
+    field TEXT,
+    rule TEXT,
+    detail TEXT
+);
+CREATE TABLE IF NOT EXISTS street_passthrough (
+    first_row INTEGER PRIMARY KEY,
+    rows INTEGER NOT NULL,
+    batch BLOB NOT NULL
+);
 """
 
 # `requests_tally` covers what `counts()` reads (state, rows asking, credits): where a
@@ -55,6 +80,8 @@ INDEXES = """
 CREATE INDEX IF NOT EXISTS rows_by_key ON rows (key);
 CREATE INDEX IF NOT EXISTS requests_by_state ON requests (state);
 CREATE INDEX IF NOT EXISTS requests_tally ON requests (state, row_count, credits);
+CREATE INDEX IF NOT EXISTS street_rows_by_postcode ON street_rows (postcode);
+CREATE INDEX IF NOT EXISTS streets_by_state ON streets (state);
 """
 
 
@@ -77,9 +104,18 @@ def _to_4(db: sqlite3.Connection) -> None:
     )
 
 
+def _to_5(db: sqlite3.Connection) -> None:
+    """5 adds the street analyses of `batchval streets` (`streets`, one a postcode;
+    `street_rows`, one an input row; `street_passthrough`), which `TABLES` creates before
+    the migrations run: nothing in a version-4 DIR changes, and a batchval that reads 4
+    refuses a DIR that may hold street analyses it would not know of."""
+    del db  # the tables exist already (CREATE TABLE IF NOT EXISTS)
+
+
 # Each version this one reads, with the step that brings it to a later one.
 MIGRATIONS: dict[str, tuple[str, Callable[[sqlite3.Connection], None]]] = {
     "1": ("3", _to_3),
     "2": ("3", _to_3),
     "3": ("4", _to_4),
+    "4": ("5", _to_5),
 }

@@ -1,0 +1,129 @@
+"""A lender's optional columns, and how the figures made from them are read.
+
+A mortgage book names, beside each home, the loan against it: `loan_balance`,
+`origination_value` (the valuation when the loan was made), `origination_date` and
+`loan_id`. None of them shapes a request: they ride along as pass-through columns, in
+their input types, and `output/lender` makes loan-to-value figures from them. Each is
+found by its own name (in any case, with `_`, `-`, spaces or none between the words:
+`Loan Balance`, `loanBalance`), or by the name `input.columns` maps it to in the config
+(`loan_balance: Balance`), exactly as request fields are.
+
+`LenderOptions` (the config's `lender` section) holds the loan-to-value bands and the
+thresholds of two flags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+
+LENDER_FIELDS: tuple[str, ...] = (
+    "loan_balance",
+    "origination_value",
+    "origination_date",
+    "loan_id",
+)
+
+# The lender columns figures are made from (`output/lender`).
+FIGURE_FIELDS: tuple[str, ...] = ("loan_balance", "origination_value")
+
+# Upper edges of the loan-to-value bands, in percent: 0-60, 60-75, ..., 95-100, over 100.
+DEFAULT_LTV_BANDS: tuple[float, ...] = (60, 75, 80, 85, 90, 95, 100)
+_SEPARATORS = re.compile(r"[\s_\-]+")
+
+
+def lender_key(name: str) -> str:
+    """How a column is matched to a lender field: `Loan Balance` and `loanBalance` are
+    `loanbalance`, like `loan_balance`."""
+    return _SEPARATORS.sub("", name).lower()
+
+
+class LenderColumnError(ValueError):
+    """A lender field's column cannot be told: mapped to no column, or matched by two."""
+
+
+def find_lender_columns(names: Sequence[str], configured: Mapping[str, str]) -> dict[str, str]:
+    """Lender field -> the column of `names` that holds it, for the fields found.
+
+    A field mapped in the config (`configured`, the input's `columns`) takes the column
+    of that name, exactly or but for case and surrounding spaces; any other field takes
+    the one column named like it. Raises LenderColumnError for a mapped column that is
+    not among `names`, and for two columns that both look like a balance or an
+    origination value (two that look like a loan id are left alone: no figure is made
+    from them).
+    """
+    found: dict[str, str] = {}
+    for field in LENDER_FIELDS:
+        wanted = configured.get(field)
+        if wanted is not None:
+            near = [n for n in names if n == wanted] or [
+                n for n in names if n.strip().lower() == wanted.strip().lower()
+            ]
+            if len(near) != 1:
+                seen = "which matches no" if not near else "which matches more than one"
+                raise LenderColumnError(
+                    f"the config maps {field} to {wanted!r}, {seen} pass-through column"
+                )
+        else:
+            near = [n for n in names if lender_key(n) == lender_key(field)]
+            if len(near) > 1 and field not in FIGURE_FIELDS:
+                continue  # two loan ids: nothing is made from them, so nothing to refuse
+            if len(near) > 1:
+                raise LenderColumnError(
+                    f"columns {', '.join(map(repr, near))} all look like {field}; name the "
+                    "one to use under input.columns in the config"
+                )
+        if near:
+            found[field] = near[0]
+    return found
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LenderOptions:
+    """The config's `lender` section.
+
+    ltv_bands: the bands' upper edges in percent, ascending; a band holds its upper edge
+        and not its lower one (0-60 is 0 to 60 inclusive, 60-75 is above 60 up to 75),
+        and a last band, `over N`, holds the rest.
+    wide_range: `wide_range` is set when (range_high - range_low) / estimate is above it.
+    stale_after_months: `stale_index` is set when `indexedTo` is more than this many
+        calendar months before the month of the run (6: two quarters).
+    """
+
+    ltv_bands: tuple[float, ...] = DEFAULT_LTV_BANDS
+    wide_range: float = 0.3
+    stale_after_months: int = 6
+
+    def __post_init__(self) -> None:
+        edges = tuple(self.ltv_bands)
+        if not edges or any(isinstance(e, bool) or not isinstance(e, int | float) for e in edges):
+            raise ValueError("lender.ltv_bands must be a list of numbers (percent)")
+        if any(e <= 0 for e in edges) or any(b <= a for a, b in itertools.pairwise(edges)):
+            raise ValueError("lender.ltv_bands must be above 0 and strictly ascending")
+        if isinstance(self.wide_range, bool) or not self.wide_range > 0:
+            raise ValueError("lender.wide_range must be a number above 0")
+        months = self.stale_after_months
+        if isinstance(months, bool) or not isinstance(months, int) or months < 0:
+            raise ValueError("lender.stale_after_months must be a whole number of at least 0")
+        object.__setattr__(self, "ltv_bands", edges)
+
+    @property
+    def band_labels(self) -> tuple[str, ...]:
+        """`0-60`, `60-75`, ..., `over 100`: one per band, in order."""
+        edges = [_percent(e) for e in self.ltv_bands]
+        lows = ["0", *edges[:-1]]
+        bands = [f"{low}-{high}" for low, high in zip(lows, edges, strict=True)]
+        return (*bands, f"over {edges[-1]}")
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "ltv_bands": list(self.ltv_bands),
+            "wide_range": self.wide_range,
+            "stale_after_months": self.stale_after_months,
+        }
+
+
+def _percent(edge: float) -> str:
+    return f"{edge:g}"

@@ -1,0 +1,299 @@
+"""What a lender does with the answers: loan-to-value, flags for weak figures, and the
+portfolio's totals, made while results.parquet streams past.
+
+Each valued row gets its `LenderFigures` from its valuation and its own pass-through
+values (the loan balance and the origination value, `input/lender`). The arithmetic is
+done here once, by name, and never divides by zero: a balance or an origination value
+that is missing, not a number, or below zero gives nulls (a balance of 0 gives an LTV
+of 0), and so does an estimate or a range low that is not above zero.
+
+`Portfolio` adds the rows up as they come, in constant memory (a few numbers, a band
+table and one entry per local authority): the writer streams a million rows and never
+holds them. Every input row is a loan: rows with identical requests share one valuation
+but each counts, with its own balance.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import math
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import structlog
+
+from batchval.api.models import Valuation
+from batchval.input.lender import LenderColumnError, LenderOptions, find_lender_columns
+
+log = structlog.get_logger()
+
+# What asks for each group of result columns (`schemas.Column.asked_by`): a balance asks
+# for the LTV columns, an origination value for the change since, either for the flags.
+LTV_COLUMNS = "loan_balance"
+ORIGINATION_COLUMNS = "origination_value"
+FLAG_COLUMNS = "lender"
+LENDER_GROUPS: tuple[str, ...] = (LTV_COLUMNS, ORIGINATION_COLUMNS, FLAG_COLUMNS)
+FLAGS: tuple[str, ...] = ("partial_data", "wide_range", "stale_index", "model_changed")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LenderFigures:
+    """A valued row's lender figures. LTVs are ratios (0.75 is 75 %)."""
+
+    balance: float | None  # the row's usable loan balance, or None
+    indexed_ltv: float | None  # balance / estimate
+    ltv_low_estimate: float | None  # balance / range low: the conservative one
+    ltv_band: str | None
+    change_since_origination: float | None  # estimate / origination value - 1
+    partial_data: bool | None  # dataQuality is not `full`
+    wide_range: bool | None  # (high - low) / estimate above the threshold
+    stale_index: bool | None  # indexedTo more than N months before the run's month
+    model_changed: bool | None  # the run's valuations came from more than one model build
+
+
+NO_FIGURES = LenderFigures(None, None, None, None, None, None, None, None, None)
+
+
+def months_between(earlier: str, later: dt.date) -> int | None:
+    """Calendar months from `earlier` (`YYYY-MM`) to the month of `later`; None if it is
+    not a month."""
+    try:
+        year, month = (int(part) for part in earlier.strip().split("-"))
+    except ValueError:
+        return None
+    if not 1 <= month <= 12:
+        return None
+    return (later.year * 12 + later.month) - (year * 12 + month)
+
+
+def model_builds(versions: Iterable[Any]) -> set[Any]:
+    """The distinct model builds among `model.version` values: one instant however it
+    is written (`Z` or `+00:00`); a value that is no date-time counts as itself."""
+    builds: set[Any] = set()
+    for version in versions:
+        try:
+            when = dt.datetime.fromisoformat(str(version).strip().upper())
+        except ValueError:
+            builds.add(version)
+            continue
+        builds.add(when if when.tzinfo else when.replace(tzinfo=dt.UTC))
+    return builds
+
+
+def amounts(values: pa.Array) -> list[float | None]:
+    """Money amounts of a pass-through column: numbers as they are, text read as a
+    number (`£120,000.50` too); None for anything else, not finite or below zero."""
+    kind = values.type
+    found: list[Any]
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind):
+        found = values.cast(pa.float64(), safe=False).to_pylist()
+    elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        found = [_number(text) for text in values.to_pylist()]
+    else:
+        return [None] * len(values)
+    return [v if v is not None and math.isfinite(v) and v >= 0 else None for v in found]
+
+
+def _number(text: str | None) -> float | None:
+    if text is None:
+        return None
+    try:
+        return float(text.strip().lstrip("£").replace(",", ""))
+    except ValueError:
+        return None
+
+
+class Lending:
+    """The lender figures of one write of results.parquet: where the loan's figures are
+    among the pass-through columns, the options, the run's date and model builds, and
+    the `portfolio` it adds the rows to as they pass (read it after the write)."""
+
+    def __init__(
+        self,
+        columns: Mapping[str, int],
+        options: LenderOptions,
+        *,
+        as_of: dt.date,
+        model_versions: Collection[Any] = (),
+    ) -> None:
+        self._balance_at = columns.get("loan_balance")
+        self._origination_at = columns.get("origination_value")
+        self.options = options
+        self.as_of = as_of
+        self.model_changed = len(model_builds(model_versions)) > 1
+        self._labels = options.band_labels
+        self._stale: dict[str | None, bool | None] = {}  # indexedTo -> stale_index
+        self.portfolio = Portfolio(self._labels) if self._balance_at is not None else None
+
+    @classmethod
+    def for_write(
+        cls,
+        passthrough: pa.Schema | None,
+        configured: Mapping[str, str],
+        options: LenderOptions,
+        *,
+        as_of: dt.date,
+        model_versions: Collection[Any] = (),
+    ) -> Lending | None:
+        """The lender figures for these pass-through columns, or None when they hold
+        neither a loan balance nor an origination value."""
+        names = [] if passthrough is None else passthrough.names
+        try:
+            found = find_lender_columns(names, configured)
+        except LenderColumnError as exc:  # checked when the input was read; kept safe here
+            log.warning("output.lender.columns", detail=str(exc))
+            return None
+        figures = (LTV_COLUMNS, ORIGINATION_COLUMNS)
+        at = {f: names.index(c) for f, c in found.items() if f in figures}
+        if not at:
+            return None
+        log.info("output.lender", columns={f: found[f] for f in at})
+        return cls(at, options, as_of=as_of, model_versions=model_versions)
+
+    @property
+    def asks(self) -> frozenset[str]:
+        """The groups of lender columns results.parquet has (`schemas.Column.asked_by`)."""
+        groups = {FLAG_COLUMNS}
+        if self._balance_at is not None:
+            groups.add(LTV_COLUMNS)
+        if self._origination_at is not None:
+            groups.add(ORIGINATION_COLUMNS)
+        return frozenset(groups)
+
+    def batch(
+        self, valuations: Sequence[Valuation | None], passthrough: Sequence[pa.Array]
+    ) -> list[LenderFigures]:
+        """The figures of a batch of rows, from their valuations and pass-through values;
+        each row is added to the portfolio."""
+        count = len(valuations)
+        balances = (
+            [None] * count if self._balance_at is None else amounts(passthrough[self._balance_at])
+        )
+        origins = (
+            [None] * count
+            if self._origination_at is None
+            else amounts(passthrough[self._origination_at])
+        )
+        figures = [
+            self.figures(v, b, o) for v, b, o in zip(valuations, balances, origins, strict=True)
+        ]
+        if self.portfolio is not None:
+            for valuation, row in zip(valuations, figures, strict=True):
+                self.portfolio.add(valuation, row)
+        return figures
+
+    def figures(
+        self, valuation: Valuation | None, balance: float | None, origination: float | None
+    ) -> LenderFigures:
+        """One row's figures (amounts as `amounts` reads them)."""
+        if valuation is None:  # an answer that cannot be read: nothing to say
+            return dataclasses.replace(NO_FIGURES, balance=balance)
+        figures = valuation.figures
+        estimate, low = figures.estimate, figures.low
+        ltv = low_ltv = band = change = wide = None
+        if estimate > 0:
+            wide = (figures.high - low) / estimate > self.options.wide_range
+            if balance is not None:
+                ltv = balance / estimate
+                band = self._band(balance, estimate)
+            if origination is not None and origination > 0:
+                change = estimate / origination - 1
+        if low > 0 and balance is not None:
+            low_ltv = balance / low
+        month = figures.indexed_to
+        if month in self._stale:
+            stale = self._stale[month]
+        else:  # a run has a few months: each is read once
+            behind = None if month is None else months_between(month, self.as_of)
+            stale = None if behind is None else behind > self.options.stale_after_months
+            self._stale[month] = stale
+        return LenderFigures(
+            balance=balance,
+            indexed_ltv=ltv,
+            ltv_low_estimate=low_ltv,
+            ltv_band=band,
+            change_since_origination=change,
+            partial_data=valuation.data_quality != "full",
+            wide_range=wide,
+            stale_index=stale,
+            model_changed=self.model_changed,
+        )
+
+    def _band(self, balance: float, estimate: int) -> str:
+        # Compared as balance x 100 <= edge x estimate, not through the rounded ratio:
+        # 60,000 on 100,000 is exactly 60 % and in 0-60 (0.6 * 100 is 60.00000000000001).
+        for edge, label in zip(self.options.ltv_bands, self._labels, strict=False):
+            if balance * 100 <= edge * estimate:
+                return label
+        return self._labels[-1]
+
+
+@dataclasses.dataclass(slots=True)
+class _Sums:
+    rows: int = 0
+    balance: float = 0.0
+
+
+class Portfolio:
+    """Totals over the valued rows with both a usable balance and an estimate above
+    zero, added up row by row as the writer streams them (summary.json's `portfolio`)."""
+
+    def __init__(self, labels: Sequence[str]) -> None:
+        self.rows = 0
+        self.left_out = 0  # valued rows without a usable balance or estimate
+        self.balance = 0.0
+        self.estimate = 0
+        self.balance_times_ltv = 0.0
+        self.bands = {label: _Sums() for label in labels}
+        self.authorities: dict[str, _Sums] = {}
+        self.flags: Counter[str] = Counter()
+
+    def add(self, valuation: Valuation | None, row: LenderFigures) -> None:
+        if valuation is None or row.balance is None or row.indexed_ltv is None:
+            self.left_out += 1
+            return
+        balance = row.balance
+        self.rows += 1
+        self.balance += balance
+        self.estimate += valuation.figures.estimate
+        self.balance_times_ltv += balance * row.indexed_ltv
+        if row.ltv_band is not None:
+            band = self.bands[row.ltv_band]
+            band.rows += 1
+            band.balance += balance
+        area = self.authorities.setdefault(valuation.local_authority, _Sums())
+        area.rows += 1
+        area.balance += balance
+        flags = self.flags
+        if row.partial_data:
+            flags["partial_data"] += 1
+        if row.wide_range:
+            flags["wide_range"] += 1
+        if row.stale_index:
+            flags["stale_index"] += 1
+        if row.model_changed:
+            flags["model_changed"] += 1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rows": self.rows,
+            "rows_left_out": self.left_out,
+            "sum_estimate": self.estimate,
+            "sum_balance": round(self.balance, 2),
+            # sum(balance x LTV) / sum(balance): each loan's LTV, weighted by its balance.
+            "weighted_ltv": self.balance_times_ltv / self.balance if self.balance else None,
+            # sum(balance) / sum(estimate): the book's debt against the book's value.
+            "aggregate_ltv": self.balance / self.estimate if self.estimate else None,
+            "ltv_bands": [
+                {"band": label, "rows": s.rows, "balance": round(s.balance, 2)}
+                for label, s in self.bands.items()
+            ],
+            "by_local_authority": {
+                code: {"rows": s.rows, "balance": round(s.balance, 2)}
+                for code, s in sorted(self.authorities.items())
+            },
+            "flags": {flag: self.flags[flag] for flag in FLAGS},
+        }

@@ -1,0 +1,161 @@
+"""The street analysis job: each distinct postcode of the input, read once, on the pool.
+
+GET /street-analysis/{postcode} has no Idempotency-Key: the postcode itself is the
+item's identity, and a second read of it within 30 days is free (docs/api.md, 4.3). So a
+read that may have been charged (in flight at a kill, a 504) costs nothing sent again.
+A success's exact bytes are kept before they are read, as a valuation's are
+(`run/answers`): a first read is paid for.
+
+When a postcode was read decides when it is read again: `fresh_from` is when its free
+window began. A charged answer began it at the read; an answer without a charge (a
+repeat, or test mode) is "the same answer" as a read made earlier, whose window began
+no later than its `generatedAt`, so the earlier of the two is kept: a dry run or a
+re-run never takes as free a read the API would charge.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from batchval.api.client import Answer
+from batchval.api.errors import PartnerError, UnreadableAnswerError
+from batchval.api.models import StreetAnalysis
+from batchval.api.vocabulary import STREET_CREDITS_ASSUMED
+from batchval.outcome import StopReason
+from batchval.run.answers import UNREADABLE, answer_mode
+from batchval.run.job import Gate, Settled, charge_of, problem_record
+from batchval.store.records import StoredProblem
+from batchval.store.streets import PendingStreet, StreetStore
+
+
+class StreetApi(Protocol):
+    async def read_street_analysis(self, postcode: str, *, gate: Gate | None = None) -> Answer: ...
+
+
+def call_credits(assumed: int, store: StreetStore) -> int:
+    """The most one read may cost: the assumed price, raised to the largest charge this
+    DIR has seen (the API may charge more than assumed; never less is assumed)."""
+    return max(assumed, store.largest_charge)
+
+
+class StreetJob:
+    """Every postcode some input row asks for and without a fresh read."""
+
+    name = "street"
+
+    def __init__(
+        self,
+        api: StreetApi | None,
+        store: StreetStore,
+        *,
+        now: Callable[[], dt.datetime],
+        assumed_credits: int = STREET_CREDITS_ASSUMED,
+    ) -> None:
+        self._api = api
+        self._store = store
+        self._now = now
+        self.call_credits = call_credits(assumed_credits, store)
+
+    def pending(self, after_rowid: int) -> Sequence[PendingStreet]:
+        return self._store.pending(after_rowid)
+
+    def mark_sent(self, item: PendingStreet) -> None:
+        self._store.mark_sent(item.key)
+
+    async def send(self, item: PendingStreet, gate: Gate) -> Answer:
+        if self._api is None:
+            raise RuntimeError("a street job made to settle stored answers cannot send")
+        return await self._api.read_street_analysis(item.key, gate=gate)
+
+    def settle(self, item: PendingStreet, answer: Answer) -> Settled:
+        self._store.record_answer(item.key, answer.body)  # may be paid: kept before read
+        return self.read(item.key, answer.data)
+
+    def read(self, postcode: str, data: Mapping[str, Any]) -> Settled:
+        """Record the answer already stored raw for `postcode` as its read or a problem."""
+        credits, balance = charge_of(data)
+        now = self._now()
+        mode = answer_mode(data)
+        held = self._store.get("mode")
+        if held is None:
+            self._store.set("mode", mode)
+        elif held != mode:
+            detail = (
+                f"this DIR holds {held}-mode street analyses and the API answered in {mode} "
+                "mode; one DIR never mixes them: use a new --out DIR for these credentials"
+            )
+            if mode == "test":
+                self._store.record_retry(postcode, detail)  # free and fake: not kept
+                return Settled(stop=(StopReason.MODE_MIXED, detail))
+            self._store.record_read(
+                postcode, credits=credits, charged=True, read_at=now, fresh_from=now
+            )
+            return Settled(credits, balance, stop=(StopReason.MODE_MIXED, detail))
+        try:
+            analysis = StreetAnalysis.from_json(data)
+        except UnreadableAnswerError as error:
+            detail = (
+                f"the API answered for {postcode} but the answer cannot be read: {error}; "
+                "the raw answer is kept in the `answer` column"
+            )
+            problem = StoredProblem(UNREADABLE, None, detail, field="postcode")
+            self._store.record_problem(postcode, problem.to_json(), now)
+            return Settled(credits, balance, problem=detail)
+        charged = isinstance(data.get("charge"), Mapping)
+        self._store.record_read(
+            postcode,
+            credits=credits,
+            charged=charged,
+            read_at=now,
+            fresh_from=now if charged else min(now, _instant(analysis.generated_at) or now),
+        )
+        return Settled(credits, balance)
+
+    def record_problem(self, item: PendingStreet, error: PartnerError) -> None:
+        self._store.record_problem(
+            item.key, {**problem_record(error), "field": "postcode"}, self._now()
+        )
+
+    def record_retry(self, item: PendingStreet, error: PartnerError) -> None:
+        self._store.record_retry(item.key, str(error))
+
+    def describe(self, item: PendingStreet) -> Mapping[str, object]:
+        """The postcode, the first input row that asked for it, and how many did."""
+        numbers = self._store.row_numbers(item.key, limit=1_000_000)
+        return {
+            "postcode": item.key,
+            "row_number": numbers[0] if numbers else 0,
+            "rows": len(numbers),
+        }
+
+    def begin_group(self) -> None:
+        self._store.checkpoint.begin_group()
+
+    def commit_group(self) -> None:
+        self._store.checkpoint.commit_group()
+
+    def settle_stored(self) -> int:
+        """Read the answers a killed run stored and never read; their credits summed."""
+        credits = 0
+        for postcode, body in self._store.answered():
+            try:
+                data = json.loads(body)
+            except ValueError:
+                data = None
+            if not isinstance(data, dict):
+                self._store.record_retry(postcode, "a stored answer that is not JSON: read again")
+                continue
+            credits += self.read(postcode, data).credits
+        return credits
+
+
+def _instant(text: str) -> dt.datetime | None:
+    """An RFC 3339 date-time as an aware UTC instant, or None."""
+    try:
+        when = dt.datetime.fromisoformat(text.strip().upper().replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when.astimezone(dt.UTC) if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)

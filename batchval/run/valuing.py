@@ -1,0 +1,67 @@
+"""The valuation job: the checkpoint's pending requests, POST /valuations with the bytes
+that were hashed for the key, each success kept raw before it is read (`run/answers`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from batchval.api.client import Answer
+from batchval.api.errors import PartnerError
+from batchval.api.vocabulary import VALUATION_CREDITS
+from batchval.outcome import StopReason
+from batchval.run import answers
+from batchval.run.job import Gate, Settled, problem_record
+from batchval.store.checkpoint import Checkpoint, PendingRequest
+
+
+class ValuationApi(Protocol):
+    async def post_valuation(
+        self, body: bytes, *, idempotency_key: str | None, gate: Gate | None = None
+    ) -> Answer: ...
+
+
+class ValuationJob:
+    """Every request of the checkpoint without an answer, valued once, with its key."""
+
+    name = "valuation"
+    call_credits = VALUATION_CREDITS
+
+    def __init__(self, api: ValuationApi, checkpoint: Checkpoint) -> None:
+        self._api = api
+        self._checkpoint = checkpoint
+
+    def pending(self, after_rowid: int) -> Sequence[PendingRequest]:
+        return self._checkpoint.pending(after_rowid)
+
+    def mark_sent(self, item: PendingRequest) -> None:
+        self._checkpoint.mark_sent(item.key)
+
+    async def send(self, item: PendingRequest, gate: Gate) -> Answer:
+        return await self._api.post_valuation(
+            item.request_json.encode(), idempotency_key=item.key, gate=gate
+        )
+
+    def settle(self, item: PendingRequest, answer: Answer) -> Settled:
+        self._checkpoint.record_answer(item.key, answer.body)  # paid: kept before it is read
+        settled = answers.settle(self._checkpoint, item.key, answer.data)
+        stop = (StopReason.MODE_MIXED, settled.mode_mixed) if settled.mode_mixed else None
+        return Settled(settled.credits, settled.balance, settled.problem, stop)
+
+    def record_problem(self, item: PendingRequest, error: PartnerError) -> None:
+        self._checkpoint.record_problem(item.key, problem_record(error))
+
+    def record_retry(self, item: PendingRequest, error: PartnerError) -> None:
+        self._checkpoint.record_retry(item.key, str(error))
+
+    def describe(self, item: PendingRequest) -> Mapping[str, object]:
+        """The first input row that asked for the request, and how many did."""
+        numbers = self._checkpoint.row_numbers(item.key, limit=1_000_000)
+        return {"key": item.key, "row_number": numbers[0] if numbers else 0, "rows": len(numbers)}
+
+    def begin_group(self) -> None:
+        self._checkpoint.begin_group()
+
+    def commit_group(self) -> None:
+        self._checkpoint.commit_group()

@@ -1,0 +1,68 @@
+"""The checkpoint's record of every invocation of a run (`batchval run` on one DIR): when
+it started and ended, its exit code, calls, 429s, credits and the last known balance.
+`Checkpoint` has these methods; they live here because they change with the summary and
+the report, not with the rows and requests.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from batchval.store import records
+
+
+class InvocationLog:
+    _db: sqlite3.Connection
+
+    def start_invocation(self, started_at: str) -> int:
+        cursor = self._db.execute("INSERT INTO invocations (started_at) VALUES (?)", (started_at,))
+        return int(cursor.lastrowid or 0)
+
+    def end_invocation(
+        self,
+        invocation: int,
+        *,
+        ended_at: str,
+        exit_code: int,
+        calls: int,
+        rate_limited: int,
+        credits: int,
+        balance: int | None,
+    ) -> None:
+        self._db.execute(
+            "UPDATE invocations SET ended_at = ?, exit_code = ?, calls = ?, rate_limited = ?,"
+            " credits = ?, balance = ? WHERE id = ?",
+            (ended_at, exit_code, calls, rate_limited, credits, balance, invocation),
+        )
+
+    def last_invocation_ended(self) -> bool:
+        """Whether the latest invocation ended (wrote its outputs), rather than was killed."""
+        row = self._db.execute(
+            "SELECT ended_at FROM invocations ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+        return row is None or row[0] is not None
+
+    def invocation_history(self) -> list[records.Invocation]:
+        """Every invocation of the run, oldest first (a killed one has no `ended_at`)."""
+        found = self._db.execute(
+            "SELECT started_at, ended_at, exit_code, calls, rate_limited, credits"
+            " FROM invocations ORDER BY id"
+        ).fetchall()
+        return [records.Invocation(*row) for row in found]
+
+    def totals(self) -> dict[str, Any]:
+        """Calls, 429s and the last known balance over every invocation of the run."""
+        calls, limited = self._db.execute(
+            "SELECT COALESCE(SUM(calls), 0), COALESCE(SUM(rate_limited), 0) FROM invocations"
+        ).fetchone()
+        balance = self._db.execute(
+            "SELECT balance FROM invocations WHERE balance IS NOT NULL ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+        invocations = self._db.execute("SELECT COUNT(*) FROM invocations").fetchone()[0]
+        return {
+            "calls": int(calls),
+            "rate_limited": int(limited),
+            "last_balance": None if balance is None else int(balance[0]),
+            "invocations": int(invocations),
+        }

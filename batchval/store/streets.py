@@ -1,0 +1,376 @@
+"""The street analyses of `batchval streets`, in the DIR's one checkpoint.
+
+Three tables of `store/schema` (version 5), beside the valuations' and on the same
+connection, so that one lock, one WAL and the same group commits serve both:
+
+- `street_rows`: one per input row: its row number and its postcode in normal form
+  (NULL when the input stage refused the postcode, with the problem in
+  `field`/`rule`/`detail`).
+- `street_passthrough`: the rows' pass-through values, typed, as `passthrough` holds
+  them for a run (`store/records`); their schema in `meta` (`streets.passthrough_schema`).
+- `streets`: one per distinct postcode: its state, attempts, last error, the API's raw
+  answer (kept before it is read: a first read is charged), its problem, the credits it
+  was charged, whether the answer carried a `charge`, when it was read (`read_at`, the
+  run's clock), from when its free 30-day repeat window runs (`fresh_from`), and how
+  many rows ask for it (`row_count`).
+
+A postcode's state moves pending -> sent -> answered -> done | problem, as a request's
+does (`store/checkpoint`), and back to pending when its window has passed (`expire`) or
+when `--refresh` asks again (`refresh`). A postcode no row asks for any more (the input
+changed) is kept, with its read, but neither sent nor written: a later input that names
+it again pays nothing within its window.
+
+A DIR holds one command's outputs (problems.parquet and summary.json are both
+commands' names): `meta.command` says `streets` once this store has rows, and `run`
+refuses such a DIR, as `streets` refuses a DIR that holds a run's rows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from collections import Counter
+from collections.abc import Generator, Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from batchval.store import records
+from batchval.store.checkpoint import Checkpoint, Counts
+
+COMMAND = "streets"
+# The API's free repeat window (docs/api.md, sections 4.3 and 8).
+REPEAT_WINDOW = dt.timedelta(days=30)
+_PENDING = ("pending", "sent", "answered")
+
+PostcodeRow = tuple[int, str | None, str | None, str | None, str | None]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PendingStreet:
+    """A postcode still to read: `key` is the postcode, the same in every send."""
+
+    rowid: int
+    key: str
+    attempts: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StreetRead:
+    """A postcode read, as the writer reads it back."""
+
+    postcode: str
+    answer: str  # exactly as received
+    credits: int
+    read_at: str | None
+    rows: int  # input rows that asked for it
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RowStreet:
+    """An input row and where its postcode stands, for homes_with_street.parquet."""
+
+    row_number: int
+    postcode: str | None
+    answer: str | None  # the postcode's answer when it is done, else None
+
+
+class StreetStore:
+    def __init__(self, checkpoint: Checkpoint) -> None:
+        self.checkpoint = checkpoint
+        self._db = checkpoint.connection
+
+    # --- meta, under this store's names ------------------------------------------------
+
+    def get(self, name: str) -> str | None:
+        return self.checkpoint.get(f"streets.{name}")
+
+    def set(self, name: str, value: str) -> None:
+        self.checkpoint.set(f"streets.{name}", value)
+
+    @property
+    def largest_charge(self) -> int:
+        """The most credits one read has been charged in this DIR (0: none seen)."""
+        return int(self.get("largest_charge") or 0)
+
+    # --- ingest ------------------------------------------------------------------------
+
+    def restart_ingest(self) -> None:
+        """Forget the rows and their pass-through values, never a postcode's read."""
+        with self.checkpoint.transaction():
+            self._db.execute("DELETE FROM street_rows")
+            self._db.execute("UPDATE streets SET row_count = 0 WHERE row_count != 0")
+            self._db.execute("DELETE FROM street_passthrough")
+            self.checkpoint.unset("streets.passthrough_schema")
+            self.checkpoint.unset("streets.ingest_complete")
+            self.checkpoint.set("command", COMMAND)
+
+    def add_rows(self, rows: Sequence[PostcodeRow], passthrough: pa.RecordBatch | None) -> None:
+        """One batch of rows (row number, postcode, field, rule, detail) and their
+        pass-through values, in one transaction; each postcode's `row_count` grows."""
+        asked = Counter(row[1] for row in rows if row[1] is not None)
+        with self.checkpoint.transaction():
+            self._db.executemany(
+                "INSERT INTO street_rows (row_number, postcode, field, rule, detail)"
+                " VALUES (?, ?, ?, ?, ?)",
+                rows,
+            )
+            self._db.executemany(
+                "INSERT INTO streets (postcode, row_count) VALUES (?, ?)"
+                " ON CONFLICT (postcode) DO UPDATE SET row_count = row_count + excluded.row_count",
+                list(asked.items()),
+            )
+            if passthrough is not None and passthrough.num_columns and rows:
+                schema = records.schema_text(passthrough.schema)
+                held = self.get("passthrough_schema")
+                if held not in (None, schema):
+                    raise ValueError(f"pass-through schema changed within an ingest: {schema}")
+                self.set("passthrough_schema", schema)
+                numbers = [row[0] for row in rows]
+                self._db.execute(
+                    "INSERT INTO street_passthrough (first_row, rows, batch) VALUES (?, ?, ?)",
+                    (numbers[0], len(numbers), records.batch_bytes(numbers, passthrough)),
+                )
+
+    def finish_ingest(self) -> None:
+        self.set("ingest_complete", "1")
+
+    @property
+    def ingest_complete(self) -> bool:
+        return self.get("ingest_complete") == "1"
+
+    # --- the 30-day window -------------------------------------------------------------
+
+    def expire(self, now: dt.datetime) -> int:
+        """Postcodes whose free window has passed are read afresh: pending again (the
+        old answer stays until the new one replaces it). Returns how many."""
+        cursor = self._db.execute(
+            "UPDATE streets SET state = 'pending', attempts = 0"
+            " WHERE state IN ('done', 'problem') AND (fresh_from IS NULL OR fresh_from <= ?)",
+            ((now - REPEAT_WINDOW).isoformat(),),
+        )
+        return cursor.rowcount
+
+    def refresh(self, started: dt.datetime) -> int:
+        """--refresh: every postcode read before this invocation is read again (free
+        within its window, docs/api.md 4.3). Returns how many."""
+        cursor = self._db.execute(
+            "UPDATE streets SET state = 'pending', attempts = 0"
+            " WHERE state IN ('done', 'problem') AND (read_at IS NULL OR read_at < ?)",
+            (started.isoformat(),),
+        )
+        return cursor.rowcount
+
+    def forget_reads(self) -> int:
+        """Every read made pending and forgotten: the DIR held test answers (fake, free)
+        and other credentials now read it; one DIR never mixes test and live figures."""
+        with self.checkpoint.transaction():
+            cursor = self._db.execute(
+                "UPDATE streets SET state = 'pending', attempts = 0, answer = NULL,"
+                " problem = NULL, credits = NULL, charged = NULL, read_at = NULL,"
+                " fresh_from = NULL"
+            )
+            self.checkpoint.unset("streets.mode")
+        return cursor.rowcount
+
+    def unread_postcodes(self, now: dt.datetime, postcodes: Sequence[str]) -> int:
+        """How many of `postcodes` have no read whose free window still runs at `now`
+        (what a dry run prices)."""
+        fresh = 0
+        since = (now - REPEAT_WINDOW).isoformat()
+        for start in range(0, len(postcodes), 500):
+            chunk = list(postcodes[start : start + 500])
+            marks = ",".join("?" * len(chunk))
+            found = self._db.execute(
+                f"SELECT COUNT(*) FROM streets WHERE postcode IN ({marks})"
+                " AND state IN ('done', 'problem') AND fresh_from > ?",
+                (*chunk, since),
+            ).fetchone()
+            fresh += int(found[0])
+        return len(postcodes) - fresh
+
+    def asked_postcodes(self) -> list[str]:
+        """Every postcode some input row asks for."""
+        found = self._db.execute("SELECT postcode FROM streets WHERE row_count > 0 ORDER BY rowid")
+        return [str(p) for (p,) in found]
+
+    # --- dispatch ----------------------------------------------------------------------
+
+    def pending(self, after_rowid: int = 0, limit: int = 1000) -> list[PendingStreet]:
+        """Postcodes some row asks for and without an answer, in order, a page at a time."""
+        found = self._db.execute(
+            "SELECT rowid, postcode, attempts FROM streets"
+            " WHERE state IN ('pending', 'sent') AND row_count > 0 AND rowid > ?"
+            " ORDER BY rowid LIMIT ?",
+            (after_rowid, limit),
+        ).fetchall()
+        return [PendingStreet(int(r[0]), str(r[1]), int(r[2])) for r in found]
+
+    def any_pending(self) -> bool:
+        found = self._db.execute(
+            "SELECT EXISTS (SELECT 1 FROM streets"
+            " WHERE state IN ('pending', 'sent', 'answered') AND row_count > 0)"
+        ).fetchone()
+        return bool(found[0])
+
+    def mark_sent(self, postcode: str) -> None:
+        self._db.execute(
+            "UPDATE streets SET state = 'sent', attempts = attempts + 1 WHERE postcode = ?",
+            (postcode,),
+        )
+
+    def record_answer(self, postcode: str, body: bytes) -> None:
+        """A success's exact bytes, kept before anything reads them."""
+        self._db.execute(
+            "UPDATE streets SET state = 'answered', answer = ? WHERE postcode = ?",
+            (body.decode("utf-8", "replace"), postcode),
+        )
+
+    def answered(self) -> list[tuple[str, str]]:
+        """(postcode, raw answer) of answers stored and never read (a crash came between)."""
+        found = self._db.execute(
+            "SELECT postcode, answer FROM streets WHERE state = 'answered' ORDER BY rowid"
+        ).fetchall()
+        return [(str(p), str(a)) for p, a in found]
+
+    def record_read(
+        self,
+        postcode: str,
+        *,
+        credits: int,
+        charged: bool,
+        read_at: dt.datetime,
+        fresh_from: dt.datetime,
+    ) -> None:
+        """The stored answer is the postcode's street analysis."""
+        self._db.execute(
+            "UPDATE streets SET state = 'done', credits = ?, charged = ?, read_at = ?,"
+            " fresh_from = ?, problem = NULL, last_error = NULL WHERE postcode = ?",
+            (credits, int(charged), read_at.isoformat(), fresh_from.isoformat(), postcode),
+        )
+        if credits > self.largest_charge:
+            self.set("largest_charge", str(credits))
+
+    def record_problem(self, postcode: str, problem: dict[str, Any], read_at: dt.datetime) -> None:
+        """Final until the window passes (or --refresh): a 404, or an unreadable answer."""
+        self._db.execute(
+            "UPDATE streets SET state = 'problem', problem = ?, read_at = ?, fresh_from = ?"
+            " WHERE postcode = ?",
+            (
+                json.dumps(problem, sort_keys=True),
+                read_at.isoformat(),
+                read_at.isoformat(),
+                postcode,
+            ),
+        )
+
+    def record_retry(self, postcode: str, error: str) -> None:
+        """The postcode stays to be read again."""
+        self._db.execute(
+            "UPDATE streets SET state = 'pending', answer = NULL, last_error = ?"
+            " WHERE postcode = ?",
+            (error, postcode),
+        )
+
+    def row_numbers(self, postcode: str, limit: int = 5) -> list[int]:
+        found = self._db.execute(
+            "SELECT row_number FROM street_rows WHERE postcode = ? ORDER BY row_number LIMIT ?",
+            (postcode, limit),
+        ).fetchall()
+        return [int(r[0]) for r in found]
+
+    # --- reading back ------------------------------------------------------------------
+
+    def counts(self) -> Counts:
+        """Rows and postcodes as `Counts` (a postcode is a run's distinct request), so
+        that the summary, its rendering and `status` are the run's own."""
+        rows = int(self._db.execute("SELECT COUNT(*) FROM street_rows").fetchone()[0])
+        refused = int(
+            self._db.execute("SELECT COUNT(*) FROM street_rows WHERE postcode IS NULL").fetchone()[
+                0
+            ]
+        )
+        by_state: dict[str, tuple[int, int]] = {}
+        credits = 0
+        for state, n, asking, paid in self._db.execute(
+            "SELECT state, COUNT(*), SUM(row_count), COALESCE(SUM(credits), 0) FROM streets"
+            " WHERE row_count > 0 GROUP BY state"
+        ):
+            by_state[str(state)] = (int(n), int(asking))
+            credits += int(paid)
+
+        def tally(*states: str) -> tuple[int, int]:
+            found = [by_state.get(state, (0, 0)) for state in states]
+            return sum(f[0] for f in found), sum(f[1] for f in found)
+
+        done, done_rows = tally("done")
+        problems, problem_rows = tally("problem")
+        pending, pending_rows = tally(*_PENDING)
+        distinct = sum(n for n, _ in by_state.values())
+        asking = sum(a for _, a in by_state.values())
+        return Counts(
+            rows=rows,
+            input_problems=refused,
+            valued_rows=done_rows,
+            api_problem_rows=problem_rows,
+            pending_rows=pending_rows,
+            requests=distinct,
+            requests_done=done,
+            requests_problem=problems,
+            requests_pending=pending,
+            credits=credits,
+            duplicate_rows=asking - distinct,
+        )
+
+    def problem_types(self) -> dict[str, int]:
+        found = self._db.execute(
+            "SELECT name, COUNT(*) FROM ("
+            " SELECT rule AS name FROM street_rows WHERE postcode IS NULL"
+            " UNION ALL SELECT json_extract(s.problem, '$.type') FROM streets s"
+            " JOIN street_rows r ON r.postcode = s.postcode WHERE s.state = 'problem'"
+            ") GROUP BY 1 ORDER BY 1"
+        ).fetchall()
+        return {str(name): int(n) for name, n in found}
+
+    def reads(self) -> Iterator[StreetRead]:
+        """Every postcode read that some row asks for, in postcode order."""
+        cursor = self._db.execute(
+            "SELECT postcode, answer, COALESCE(credits, 0), read_at, row_count FROM streets"
+            " WHERE state = 'done' AND row_count > 0 ORDER BY postcode"
+        )
+        for postcode, answer, credits, read_at, rows in cursor:
+            yield StreetRead(str(postcode), str(answer), int(credits), read_at, int(rows))
+
+    def problem_rows(self, batch: int = 20_000) -> Iterator[list[records.RowProblem]]:
+        """Rows whose postcode was refused by validation or by the API, in row order."""
+        cursor = self._db.execute(
+            "SELECT row_number, field, rule, detail, NULL, 0, NULL FROM street_rows"
+            " WHERE postcode IS NULL"
+            " UNION ALL SELECT r.row_number, r.field, r.rule, r.detail, s.problem, s.attempts,"
+            " CASE WHEN json_extract(s.problem, '$.type') = 'unreadable-answer'"
+            " THEN s.answer END"
+            " FROM streets s JOIN street_rows r ON r.postcode = s.postcode"
+            " WHERE s.state = 'problem' ORDER BY 1"
+        )
+        while chunk := cursor.fetchmany(batch):
+            yield [records.RowProblem.of(row) for row in chunk]
+
+    def row_streets(self, batch: int = 5_000) -> Iterator[list[RowStreet]]:
+        """Every input row, in order, with its postcode's answer where it was read."""
+        cursor = self._db.execute(
+            "SELECT r.row_number, r.postcode, CASE WHEN s.state = 'done' THEN s.answer END"
+            " FROM street_rows r LEFT JOIN streets s ON s.postcode = r.postcode"
+            " ORDER BY r.row_number"
+        )
+        while chunk := cursor.fetchmany(batch):
+            yield [RowStreet(int(n), p, a) for n, p, a in chunk]
+
+    def passthrough_schema(self) -> pa.Schema | None:
+        stored = self.get("passthrough_schema")
+        return None if stored is None else records.schema_of(stored)
+
+    def passthrough_batches(self) -> Generator[tuple[int, pa.RecordBatch], None, None]:
+        query = "SELECT first_row, batch FROM street_passthrough ORDER BY first_row"
+        for first, blob in self._db.execute(query):
+            yield int(first), records.batch_of(blob)

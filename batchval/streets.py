@@ -1,0 +1,434 @@
+"""`streets`: read -> postcodes -> checkpoint -> send -> write, for one invocation.
+
+The composition root of `batchval streets`, beside `runner` (which it follows step for
+step, and reuses: the input reader and its postcode rules, the checkpoint and its lock,
+the sending phase with its pool, pacing, breaker, budget and waits, the writer's atomic
+files, the run's summary and stop line). What differs is what is sent: each distinct
+postcode of the input once (`run/streets`), read again only when its free 30-day window
+has passed or `--refresh` asks (docs/api.md, 4.3).
+
+A DIR holds one command's outputs: `streets` refuses a DIR that holds a `run`, and `run`
+one that holds street analyses (`store/streets`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import hashlib
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+
+from batchval import logs
+from batchval.api.vocabulary import DAILY_PAID_CALLS
+from batchval.input import InputError, InputSource, open_input
+from batchval.input.validate import check_postcodes
+from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
+from batchval.output.street_files import (
+    HOMES_NAME,
+    STREETS_NAME,
+    write_homes,
+    write_street_problems,
+    write_streets,
+)
+from batchval.output.summary import SUMMARY_NAME, DryRunSummary, RunSummary, Tally
+from batchval.output.writer import write_json_atomic
+from batchval.run.sending import Sending, SendOutcome
+from batchval.run.streets import StreetJob, call_credits
+from batchval.runner import LOG_NAME, PROBLEMS_NAME, Api, file_fingerprint
+from batchval.settings import ApiSettings, Settings
+from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint, CheckpointVersionError
+from batchval.store.lock import DirLockedError, RunLock
+from batchval.store.streets import COMMAND, StreetStore
+
+log = structlog.get_logger()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StreetsRequest:
+    input_path: Path
+    out_dir: Path
+    settings: Settings
+    refresh: bool = False
+    join: bool = False
+    dry_run: bool = False
+    progress_bar: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StreetsSummary:
+    """The run's summary (`Counts` over postcodes: a postcode is a distinct request), with
+    what only streets has. summary.json: the run's keys, plus `command` and `postcodes`."""
+
+    run: RunSummary
+    sent: int  # postcodes read in this invocation
+    refreshed: int  # postcodes --refresh or an expired window made pending again
+    credits_assumed: int  # what one read was taken to cost for --max-credits
+    outputs: tuple[str, ...]
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return self.run.exit_code
+
+    @property
+    def stop(self) -> StopInfo | None:
+        return self.run.stop
+
+    def to_json(self) -> dict[str, Any]:
+        c = self.run.counts
+        return {
+            "command": COMMAND,
+            **self.run.to_json(),
+            "postcodes": {
+                "distinct": c.requests,
+                "read": c.requests_done,
+                "problems": c.requests_problem,
+                "pending": c.requests_pending,
+                "read_this_invocation": self.sent,
+                "to_read_again": self.refreshed,
+            },
+            "street_credits_assumed": self.credits_assumed,
+            "outputs": list(self.outputs),
+        }
+
+    def render(self) -> str:
+        s, c = self.run, self.run.counts
+        balance = s.last_known_balance
+        lines = [
+            f"streets ({s.mode} mode): {s.status}",
+            f"rows: {c.rows} total, {c.valued_rows} with their street, "
+            f"{c.input_problems + c.api_problem_rows} problems, {c.pending_rows} pending",
+            f"postcodes: {c.requests} distinct, {c.requests_done} read, "
+            f"{c.requests_problem} problems, {c.requests_pending} pending; "
+            f"{self.sent} sent this time",
+            f"credits: {s.credits.this_invocation} this time, {s.credits.total} in all"
+            + (f"; last known balance {balance}" if balance is not None else ""),
+        ]
+        if s.problems_by_type:
+            lines.append(
+                "problems by type: " + ", ".join(f"{k} {v}" for k, v in s.problems_by_type.items())
+            )
+        if s.stop is not None:
+            lines.append(f"stopped: {s.stop.line()}")
+        lines.append(f"exit {int(s.exit_code)}; next: {s.next_action}")
+        return "\n".join(lines)
+
+
+class Streets:
+    def __init__(
+        self,
+        request: StreetsRequest,
+        *,
+        embedded_api: Callable[[], contextlib.AbstractContextManager[ApiSettings]] | None = None,
+    ) -> None:
+        self.request = request
+        self.settings = request.settings
+        self._embedded_api = embedded_api
+        self._signalled: str | None = None  # a signal received outside the sending phase
+        offset = dt.timedelta(seconds=request.settings.run.clock_offset_seconds)
+        self._now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC) + offset
+
+    def run(self) -> StreetsSummary | DryRunSummary:
+        """One invocation; returns its summary (also written to DIR/summary.json).
+        Raises RunRefusedError when it ends before sending."""
+        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+        self._catch_signals()
+        try:
+            return self._run()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _catch_signals(self) -> None:
+        """As the runner does: outside the sending phase a signal is only noted."""
+
+        def note(signum: int, _frame: object) -> None:
+            self._signalled = signal.Signals(signum).name
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, note)
+
+    def _run(self) -> StreetsSummary | DryRunSummary:
+        out = self.request.out_dir
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise RunRefusedError(StopReason.REFUSED, f"cannot create {out}: {exc}") from None
+        try:
+            with RunLock(out), logs.to_file(out / LOG_NAME):
+                try:
+                    return self._run_locked()
+                except RunRefusedError:
+                    raise
+                except Exception as exc:  # a defect: one line, the rest in the log
+                    log.error("streets.internal_error", exc_info=True, file_only=True)
+                    raise RunRefusedError(
+                        StopReason.INTERNAL_ERROR,
+                        f"{type(exc).__name__}: {exc} (the traceback is in {out / LOG_NAME})",
+                    ) from None
+        except DirLockedError as exc:
+            raise RunRefusedError(StopReason.DIR_LOCKED, str(exc)) from None
+
+    def _open(self) -> InputSource:
+        try:
+            return open_input(self.request.input_path, self.settings.input, postcode_only=True)
+        except InputError as exc:
+            raise RunRefusedError(StopReason.INPUT_UNUSABLE, str(exc)) from None
+
+    def _checkpoint(self) -> StreetStore:
+        try:
+            checkpoint = Checkpoint.open(self.request.out_dir)
+        except CheckpointVersionError as exc:
+            raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
+        if checkpoint.get("run_id") is not None:
+            checkpoint.close()
+            raise RunRefusedError(
+                StopReason.REFUSED,
+                f"{self.request.out_dir} holds a `batchval run` (its problems.parquet and "
+                "summary.json would be overwritten): give streets a --out DIR of its own",
+            )
+        return StreetStore(checkpoint)
+
+    def _run_locked(self) -> StreetsSummary | DryRunSummary:
+        started, started_mono = self._now(), time.monotonic()
+        for leftover in self.request.out_dir.glob(".*.tmp-*"):
+            leftover.unlink(missing_ok=True)  # an output write cut short by a kill
+        source = self._open()
+        if self.request.dry_run:
+            return self._dry_run(source)
+        store = self._checkpoint()
+        checkpoint = store.checkpoint
+        try:
+            refreshed = self._prepare(store, source, started)
+            invocation = checkpoint.start_invocation(started.isoformat())
+            assumed = call_credits(self.settings.run.street_credits, store)
+            try:
+                sent = self._send(store)
+            except Exception as exc:  # a defect: keep what was done, say so, exit 70
+                log.error("streets.internal_error", exc_info=True, file_only=True)
+                detail = f"{type(exc).__name__}: {exc}; the traceback is in {LOG_NAME}"
+                sent = SendOutcome(StopInfo(StopReason.INTERNAL_ERROR, detail))
+            counts = store.counts()
+            stop = (
+                None
+                if counts.complete
+                else sent.stop
+                or StopInfo(
+                    StopReason.INTERNAL_ERROR,
+                    f"{counts.requests_pending} postcode(s) left pending with no reason recorded "
+                    "(a defect: please report it); run the same command again to finish them",
+                )
+            )
+            code = ExitCode.COMPLETE if stop is None else stop.reason.exit_code
+            outputs = self._write(store)
+            checkpoint.end_invocation(
+                invocation,
+                ended_at=self._now().isoformat(),
+                exit_code=int(code),
+                calls=sent.calls,
+                rate_limited=sent.rate_limited,
+                credits=sent.credits,
+                balance=sent.balance,
+            )
+            totals = checkpoint.totals()
+            credits_total = int(
+                checkpoint.connection.execute(
+                    "SELECT COALESCE(SUM(credits), 0) FROM invocations"
+                ).fetchone()[0]
+            )
+            summary = StreetsSummary(
+                run=RunSummary(
+                    status="complete" if code is ExitCode.COMPLETE else "incomplete",
+                    exit_code=code,
+                    run_id=COMMAND,
+                    mode=store.get("mode") or "unknown",
+                    counts=counts,
+                    problems_by_type=store.problem_types(),
+                    credits=Tally(sent.credits, credits_total),
+                    calls=Tally(sent.calls, totals["calls"]),
+                    rate_limited=Tally(sent.rate_limited, totals["rate_limited"]),
+                    invocations=totals["invocations"],
+                    last_known_balance=totals["last_balance"],
+                    stop=stop,
+                    input=str(self.request.input_path),
+                    started_at=started.isoformat(),
+                    finished_at=self._now().isoformat(),
+                    seconds=round(time.monotonic() - started_mono, 3),
+                ),
+                sent=sent.calls,
+                refreshed=refreshed,
+                credits_assumed=assumed,
+                outputs=outputs,
+            )
+            write_json_atomic(self.request.out_dir / SUMMARY_NAME, summary.to_json())
+            return summary
+        finally:
+            checkpoint.close()
+
+    # --- before sending --------------------------------------------------------------
+
+    def _prepare(self, store: StreetStore, source: InputSource, started: dt.datetime) -> int:
+        """Read the input when it is new or changed (reads are kept), settle answers a
+        killed run stored, and make pending what must be read again. Returns how many
+        postcodes were made pending again."""
+        input_fp = file_fingerprint(self.request.input_path)
+        settings_fp = self.settings.fingerprint()
+        same = store.get("input_fingerprint") == input_fp
+        if not (
+            same and store.get("settings_fingerprint") == settings_fp and store.ingest_complete
+        ):
+            store.restart_ingest()
+            self._ingest(store, source)
+            store.set("input_fingerprint", input_fp)
+            store.set("settings_fingerprint", settings_fp)
+            store.finish_ingest()
+        # Answers a killed run stored but never read: read now, never asked again.
+        StreetJob(None, store, now=self._now).settle_stored()
+        api = self.settings.api
+        who = "embedded" if api is None else f"{api.base_url}\n{api.client_id}"
+        identity = hashlib.sha256(who.encode()).hexdigest()  # never the secret
+        held = store.get("api_identity")
+        if held is not None and held != identity and store.get("mode") == "test":
+            # Test figures are fake: other credentials read every postcode again.
+            log.warning("streets.test_answers_forgotten", postcodes=store.forget_reads())
+        store.set("api_identity", identity)
+        again = store.expire(self._now())
+        if self.request.refresh:
+            again += store.refresh(started)
+        if again:
+            log.info("streets.read_again", postcodes=again, refresh=self.request.refresh)
+        return again
+
+    def _ingest(self, store: StreetStore, source: InputSource) -> None:
+        total = 0
+        try:
+            for batch in source.batches(check_postcodes):
+                if self._signalled:
+                    raise RunRefusedError(
+                        StopReason.SIGNAL,
+                        f"interrupted by {self._signalled} while reading the input; "
+                        "run the same command again",
+                    )
+                checked = batch.checked
+                rows = list(
+                    zip(
+                        checked.get_column("row_number").to_list(),
+                        checked.get_column("postcode").to_list(),
+                        checked.get_column("field").to_list(),
+                        checked.get_column("rule").to_list(),
+                        checked.get_column("detail").to_list(),
+                        strict=True,
+                    )
+                )
+                store.add_rows(rows, batch.passthrough)
+                total += len(rows)
+                log.info("streets.ingest.batch", rows=total)
+        except InputError as exc:
+            raise RunRefusedError(StopReason.INPUT_UNUSABLE, str(exc)) from None
+
+    # --- sending -----------------------------------------------------------------------
+
+    def _send(self, store: StreetStore) -> SendOutcome:
+        """Read what is pending, unless the daily limit or a signal says not yet."""
+        checkpoint = store.checkpoint
+        if not store.any_pending():
+            return SendOutcome()
+        if self._signalled:
+            return SendOutcome(
+                StopInfo(StopReason.SIGNAL, f"received {self._signalled} before sending")
+            )
+        # The daily limit is the account's, whichever product reached it.
+        stored = checkpoint.get("not_before")
+        not_before = dt.datetime.fromisoformat(stored) if stored else None
+        if not_before is not None and self._now() >= not_before:
+            not_before = None
+        if not_before is not None and not self.settings.run.wait_for_midnight:
+            detail = f"the daily limit was reached; nothing is sent before {not_before.isoformat()}"
+            return SendOutcome(StopInfo(StopReason.DAILY_LIMIT, detail, not_before))
+        run = self.settings.run
+        with self._api() as api:
+            if api.embedded:
+                log.warning(
+                    "streets.embedded_sandbox",
+                    message="No API configured: reading street analyses from the embedded "
+                    "sandbox in TEST mode. Figures are fake and carry mode = test.",
+                )
+            sending = Sending(
+                checkpoint=checkpoint,
+                api=api.settings,
+                run=run,
+                now=self._now,
+                progress_bar=self.request.progress_bar,
+                after_round=self._catch_signals,
+                job_for=lambda client: StreetJob(
+                    client, store, now=self._now, assumed_credits=run.street_credits
+                ),
+                counts=store.counts,
+            )
+            return anyio.run(sending.send, not_before)
+
+    @contextlib.contextmanager
+    def _api(self) -> Iterator[Api]:
+        if self.settings.api is not None:
+            yield Api(self.settings.api, embedded=False)
+            return
+        if self._embedded_api is None:
+            raise RunRefusedError(StopReason.REFUSED, "no API is configured")
+        with self._embedded_api() as settings:
+            yield Api(settings, embedded=True)
+
+    # --- the end ----------------------------------------------------------------------
+
+    def _write(self, store: StreetStore) -> tuple[str, ...]:
+        out = self.request.out_dir
+        write_streets(store, out / STREETS_NAME)
+        write_street_problems(store, out / PROBLEMS_NAME)
+        names = [STREETS_NAME, PROBLEMS_NAME]
+        if self.request.join or self.settings.run.street_join:
+            write_homes(store, out / HOMES_NAME)
+            names.append(HOMES_NAME)
+        return tuple(names)
+
+    # --- dry run ----------------------------------------------------------------------
+
+    def _dry_run(self, source: InputSource) -> DryRunSummary:
+        """Price without the network: the distinct postcodes with no read in the last 30
+        days (all of them with --refresh, whose repeats are free but sent) at the assumed
+        price. Writes problems.parquet only in a DIR that holds no checkpoint."""
+        held = (self.request.out_dir / CHECKPOINT_NAME).is_file()
+        with tempfile.TemporaryDirectory(prefix="batchval-dry-") as scratch:
+            store = StreetStore(Checkpoint.open(Path(scratch)))
+            try:
+                store.restart_ingest()
+                self._ingest(store, source)
+                store.finish_ingest()
+                if not held:
+                    write_street_problems(store, self.request.out_dir / PROBLEMS_NAME)
+                counts, problems = store.counts(), store.problem_types()
+                postcodes = store.asked_postcodes()
+            finally:
+                store.checkpoint.close()
+        unread, assumed = len(postcodes), self.settings.run.street_credits
+        if held:
+            real = self._checkpoint()
+            try:
+                unread = real.unread_postcodes(self._now(), postcodes)
+                assumed = call_credits(assumed, real)
+            finally:
+                real.checkpoint.close()
+        return DryRunSummary(
+            rows=counts.rows,
+            rows_with_problems=counts.input_problems,
+            problems_by_type=problems,
+            calls=len(postcodes) if self.request.refresh else unread,
+            credits=unread * assumed,
+            daily_limit=DAILY_PAID_CALLS,
+        )

@@ -1,0 +1,128 @@
+"""A lender's optional columns (input/lender): found by name or mapped, kept as
+pass-through columns, and the `lender` section of the config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from batchval.input import InputError, InputOptions
+from batchval.input.lender import LenderColumnError, LenderOptions, find_lender_columns
+from batchval.input.mapping import resolve_columns
+from batchval.outcome import SettingsError
+from batchval.settings import load_settings
+
+HEADER = ["loan_id", "postcode", "property_type", "bedrooms"]
+
+
+@pytest.mark.parametrize(
+    "name", ["loan_balance", "Loan Balance", "loanBalance", " LOAN-BALANCE ", "Loan_Balance"]
+)
+def test_balance_found_by_its_name(name: str) -> None:
+    """A balance column is found whatever its case and word separators."""
+    assert find_lender_columns([*HEADER, name], {}) == {"loan_balance": name, "loan_id": "loan_id"}
+
+
+def test_mapped_column_wins() -> None:
+    """A column mapped in the config is used, even beside one named like the field."""
+    names = [*HEADER, "loan_balance", "Balance"]
+    found = find_lender_columns(names, {"loan_balance": "balance"})
+    assert found["loan_balance"] == "Balance"
+
+
+@pytest.mark.parametrize(
+    ("names", "configured", "message"),
+    [
+        ([*HEADER, "Balance"], {"loan_balance": "Outstanding"}, "matches no"),
+        ([*HEADER, "loan balance", "LoanBalance"], {}, "all look like loan_balance"),
+    ],
+)
+def test_unclear_columns_are_refused(
+    names: list[str], configured: dict[str, str], message: str
+) -> None:
+    """A mapped column that is not there, or two columns that look like one field: refused."""
+    with pytest.raises(LenderColumnError, match=message):
+        find_lender_columns(names, configured)
+
+
+def test_lender_columns_stay_pass_through() -> None:
+    """A mapped lender column is not a request field: it rides along."""
+    options = InputOptions(columns={"loan_balance": "Balance", "origination_value": "Valued"})
+    mapped = resolve_columns(Path("book.csv"), [*HEADER, "Balance", "Valued"], options)
+    assert mapped.passthrough == ["loan_id", "Balance", "Valued"]
+    assert "loan_balance" not in mapped.fields
+
+
+def test_mapped_column_left_out_of_the_passthrough_is_refused() -> None:
+    """A lender column the configured passthrough leaves out cannot be read: exit 65."""
+    options = InputOptions(columns={"loan_balance": "Balance"}, passthrough=("loan_id",))
+    with pytest.raises(InputError, match="maps loan_balance to 'Balance'"):
+        resolve_columns(Path("book.csv"), [*HEADER, "Balance"], options)
+
+
+def test_a_lender_name_that_is_no_field_is_still_refused() -> None:
+    """Only request fields and the four lender columns can be mapped."""
+    with pytest.raises(ValueError, match="lender column"):
+        InputOptions(columns={"loan_amount": "Amount"})
+
+
+def test_band_labels() -> None:
+    """The default bands, and their labels, as the issue names them."""
+    assert LenderOptions().band_labels == (
+        "0-60",
+        "60-75",
+        "75-80",
+        "80-85",
+        "85-90",
+        "90-95",
+        "95-100",
+        "over 100",
+    )
+
+
+@pytest.mark.parametrize(
+    "section",
+    [
+        "ltv_bands: [75, 60]",
+        "ltv_bands: []",
+        "ltv_bands: [0, 60]",
+        "ltv_bands: [sixty]",
+        "ltv_bands: 60",
+        "wide_range: 0",
+        "wide_range: true",
+        "stale_after_months: -1",
+        "stale_after_months: 2.5",
+        "stale: 3",
+    ],
+)
+def test_bad_lender_settings_are_refused(tmp_path: Path, section: str) -> None:
+    """A bad lender section is a configuration error (exit 64), named."""
+    config = tmp_path / "config.yaml"
+    config.write_text(f"lender: {{{section}}}\n", encoding="utf-8")
+    with pytest.raises(SettingsError, match="lender"):
+        load_settings(config, {})
+
+
+def test_lender_settings_are_read(tmp_path: Path) -> None:
+    """The lender section sets the bands and thresholds."""
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "lender: {ltv_bands: [50, 80], wide_range: 0.2, stale_after_months: 3}\n",
+        encoding="utf-8",
+    )
+    lender = load_settings(config, {}).lender
+    assert lender == LenderOptions(ltv_bands=(50, 80), wide_range=0.2, stale_after_months=3)
+
+
+def test_lender_mapping_leaves_the_fingerprint_alone(tmp_path: Path) -> None:
+    """Mapping a lender column shapes no request: a resumed run is not refused for it."""
+    config = tmp_path / "config.yaml"
+    config.write_text("input: {columns: {loan_balance: Balance}}\n", encoding="utf-8")
+    assert load_settings(config, {}).fingerprint() == load_settings(None, {}).fingerprint()
+
+
+def test_two_loan_ids_are_left_alone() -> None:
+    """Two columns that look like a loan id refuse nothing: no figure is made from them."""
+    found = find_lender_columns(["loan_id", "Loan ID", "loan_balance"], {})
+    assert found == {"loan_balance": "loan_balance"}

@@ -1,0 +1,169 @@
+"""`batchval report DIR`: one self-contained HTML page, checked as text and in Chromium."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import polars as pl
+import pytest
+from support import TEST, env_for, portfolio, run_cli
+
+from batchval.report import write_report
+from batchval.sandbox.server import RunningSandbox
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# As the machine notes advise: no first-run work and no background connections, which
+# a closed network refuses by the dozen.
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-logging=stderr",
+    "--v=0",
+]
+
+
+def valued_dir(served: RunningSandbox, tmp_path: Path) -> Path:
+    """A finished test-mode run of 41 rows; the API refuses one (the floor-area trigger)."""
+    source = portfolio(tmp_path / "in.csv", 40)
+    with source.open("a", encoding="utf-8") as stream:
+        stream.write("LN-99999,ZZ1 5AA,terraced,2,CASE-99999\n")
+    out = tmp_path / "out"
+    done = run_cli("run", str(source), "--out", str(out), env=env_for(served, TEST))
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def chromium(page: Path, profile: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    if CHROMIUM is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is missing on CI: `make test` installs it (Debian package)")
+        pytest.skip("chromium is not installed (`make test` installs it as root)")
+    return subprocess.run(
+        [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *extra, page.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def console_messages(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
+
+
+def test_report_shows_the_runs_figures_and_loads_nothing(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """The page names the run, its counts and the refused row's number, draws its charts
+    as inline SVG, and has no script and no address to load anything from."""
+    out = valued_dir(served, tmp_path)
+    done = run_cli("report", str(out), env=env_for(served))
+    assert done.returncode == 0, done.stderr
+    page = (out / "report.html").read_text(encoding="utf-8")
+    summary = json.loads((out / "summary.json").read_text())
+    assert f"Run {summary['run_id']}: complete, exit 0" in page
+    assert "<b>41</b>" in page
+    assert "<b>40</b>" in page
+    assert "floor-area-required" in page
+    assert "<td>41</td>" in page
+    assert page.count("<svg") >= 3  # estimates, range width, calls over time
+    assert "<script" not in page.lower()
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?https?:""", page, re.I)
+    assert not re.search(r"url\(\s*['\"]?(?!#)", page)  # only the SVG's own #clip paths
+    assert "@import" not in page
+
+
+def test_report_renders_in_chromium_without_console_messages(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """Headless Chromium lays the page out with its charts and logs no console message."""
+    out = valued_dir(served, tmp_path)
+    page = write_report(out)
+    shown = chromium(page, tmp_path / "profile", "--dump-dom")
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert console_messages(shown.stderr) == []
+    assert "Problems to act on" in shown.stdout
+    assert shown.stdout.count("<svg") >= 3
+    picture = tmp_path / "report.png"
+    drawn = chromium(
+        page, tmp_path / "profile2", "--window-size=1100,2400", f"--screenshot={picture}"
+    )
+    assert drawn.returncode == 0
+    assert picture.stat().st_size > 20_000
+
+
+def test_the_console_check_sees_a_script_error(tmp_path: Path) -> None:
+    """The check above can fail: a page with a script error is caught by it."""
+    page = tmp_path / "broken.html"
+    page.write_text("<html><body><script>notDefined();</script></body></html>")
+    shown = chromium(page, tmp_path / "profile", "--dump-dom")
+    assert any("notDefined" in line for line in console_messages(shown.stderr))
+
+
+def test_ltv_bands_and_flags_are_drawn_when_the_results_carry_them(tmp_path: Path) -> None:
+    """Results with lender columns get an LTV band table in band order, with balances,
+    and a count per flag."""
+    summary = {"run_id": "r1", "status": "complete", "exit_code": 0, "rows": {"total": 4}}
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    pl.DataFrame(
+        {
+            "row_number": [1, 2, 3, 4],
+            "estimate": [200_000, 300_000, 400_000, 100_000],
+            "range_low": [180_000, 270_000, 360_000, 80_000],
+            "range_high": [220_000, 330_000, 440_000, 130_000],
+            "loan_balance": [100_000, 150_000, 390_000, 120_000],
+            "ltv_band": ["0-60", "0-60", "95-100", "over 100"],
+            "wide_range": [False, False, False, True],
+            "partial_data": [True, False, None, False],
+        }
+    ).write_parquet(tmp_path / "results.parquet")
+    page = write_report(tmp_path).read_text(encoding="utf-8")
+    bands = re.findall(
+        r"<tr><td>(0-60|95-100|over 100)</td><td>([\d,]+)</td><td>([^<]*)</td>", page
+    )
+    assert bands == [
+        ("0-60", "2", "£250,000"),
+        ("95-100", "1", "£390,000"),
+        ("over 100", "1", "£120,000"),
+    ]
+    assert "<td>wide range</td><td>1</td>" in page
+    assert "<td>partial data</td><td>1</td>" in page
+
+
+def test_text_from_the_input_is_escaped(tmp_path: Path) -> None:
+    """A problem detail holding markup is shown as text, never run as HTML."""
+    (tmp_path / "summary.json").write_text(json.dumps({"run_id": "<b>x</b>", "status": "complete"}))
+    pl.DataFrame(
+        {
+            "row_number": [7],
+            "stage": ["input"],
+            "type": ["bad"],
+            "field": ["postcode"],
+            "code": [None],
+            "detail": ["<script>alert(1)</script>"],
+        },
+        schema_overrides={"code": pl.String},
+    ).write_parquet(tmp_path / "problems.parquet")
+    page = write_report(tmp_path).read_text(encoding="utf-8")
+    assert "<script" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "Run &lt;b&gt;x&lt;/b&gt;" in page
+
+
+def test_a_dir_without_a_run_is_refused_with_64(tmp_path: Path) -> None:
+    """Nothing to report on: exit 64 and one line that says why."""
+    done = run_cli("report", str(tmp_path), env=dict(os.environ))
+    assert done.returncode == 64
+    assert "no finished batchval run" in done.stderr
+    assert not (tmp_path / "report.html").exists()

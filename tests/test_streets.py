@@ -1,0 +1,292 @@
+"""`batchval streets` as a process, against the sandbox over loopback."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+from support import BATCHVAL, LIVE, POOR, TEST, env_for, run_cli
+
+from batchval.output.streets import CRIME, ENERGY, PRICE_INDEX, RENTAL, SOLD_PRICES, STOP
+from batchval.sandbox.config import Faults
+from batchval.sandbox.server import RunningSandbox
+
+DAY = 86_400
+# Rows 1-3 spell one postcode three ways; row 5 has a bad bedrooms value but a good
+# postcode; row 6's postcode is not one; the sandbox holds nothing for unit ZZ (row 7, 9).
+ROWS = [
+    ("A", "sw1a2aa", "2"),
+    ("B", "SW1A 2AA", "3"),
+    ("C", " SW1A2AA ", "1"),
+    ("D", "M1 1AE", "2"),
+    ("E", "LS6 2AB", "many"),
+    ("F", "not a postcode", "2"),
+    ("G", "SW1A 2ZZ", "2"),
+    ("H", "M1 1AE", "4"),
+    ("I", "sw1a 2zz", "1"),
+]
+
+
+def homes(path: Path, rows: list[tuple[str, str, str]] = ROWS) -> Path:
+    with path.open("w", newline="", encoding="utf-8") as stream:
+        out = csv.writer(stream)
+        out.writerow(["loan_id", "postcode", "property_type", "bedrooms"])
+        out.writerows((loan, postcode, "flat", beds) for loan, postcode, beds in rows)
+    return path
+
+
+def street_charges(served: RunningSandbox) -> Counter[str]:
+    return Counter(c.resource for c in served.sandbox.ledger.charges if c.kind == "street-analysis")
+
+
+def summary(out: Path) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads((out / "summary.json").read_text())
+    return found
+
+
+def test_each_distinct_postcode_is_charged_once_and_not_again_within_30_days(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """Spellings of one postcode are read and charged once; a second run sends nothing;
+    31 days on (sandbox clock and the run's clock) each postcode is read and charged again."""
+    source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
+    first = run_cli("streets", str(source), "--out", str(out), env=env_for(served))
+    assert first.returncode == 0, first.stderr
+    assert street_charges(served) == {"SW1A 2AA": 1, "M1 1AE": 1, "LS6 2AB": 1}
+    credits = served.sandbox.ledger.credits_charged()
+    assert summary(out)["credits_charged"]["total"] == credits > 0
+    streets = pl.read_parquet(out / "street_analysis.parquet")
+    assert streets["postcode"].to_list() == ["LS6 2AB", "M1 1AE", "SW1A 2AA"]
+    assert streets["rows"].to_list() == [1, 2, 3]
+    assert int(streets["credits_charged"].sum()) == credits
+    calls = len(served.sandbox.ledger.requests)
+    again = run_cli("streets", str(source), "--out", str(out), env=env_for(served))
+    assert again.returncode == 0, again.stderr
+    assert len(served.sandbox.ledger.requests) == calls
+    assert summary(out)["calls"]["this_invocation"] == 0
+    assert pl.read_parquet(out / "street_analysis.parquet").height == 3
+    served.sandbox.clock.advance(31 * DAY)
+    later_env = env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(31 * DAY))
+    later = run_cli("streets", str(source), "--out", str(out), env=later_env)
+    assert later.returncode == 0, later.stderr
+    assert street_charges(served) == {"SW1A 2AA": 2, "M1 1AE": 2, "LS6 2AB": 2}
+
+
+def test_refresh_reads_again_free(served: RunningSandbox, tmp_path: Path) -> None:
+    """--refresh sends each postcode again within 30 days; the API gives it free."""
+    source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
+    assert run_cli("streets", str(source), "--out", str(out), env=env_for(served)).returncode == 0
+    credits = served.sandbox.ledger.credits_charged()
+    calls = len(served.sandbox.ledger.requests)
+    done = run_cli("streets", str(source), "--out", str(out), "--refresh", env=env_for(served))
+    assert done.returncode == 0, done.stderr
+    assert len(served.sandbox.ledger.requests) == calls + 4  # three read, one 404
+    assert served.sandbox.ledger.credits_charged() == credits
+    assert pl.read_parquet(out / "street_analysis.parquet")["credits_charged"].sum() == 0
+
+
+def test_every_section_is_a_typed_column(served: RunningSandbox, tmp_path: Path) -> None:
+    """street_analysis.parquet keeps every section as its nested Arrow type, with
+    descriptions in the field metadata."""
+    source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
+    assert run_cli("streets", str(source), "--out", str(out), env=env_for(served)).returncode == 0
+    schema = pq.read_schema(out / "street_analysis.parquet")
+    expected = {
+        "sold_prices": SOLD_PRICES,
+        "crime": CRIME,
+        "transport": pa.list_(pa.field("item", STOP)),
+        "rental": RENTAL,
+        "energy": ENERGY,
+        "price_index": PRICE_INDEX,
+        "covered_postcodes": pa.list_(pa.string()),
+        "generated_at": pa.timestamp("ms", tz="UTC"),
+        "credits_charged": pa.int64(),
+        "mode": pa.string(),
+    }
+    for name, kind in expected.items():
+        assert schema.field(name).type == kind, name
+    by_year = schema.field("sold_prices").type.field("by_year")
+    assert by_year.metadata[b"description"] == b"Per year, oldest first."
+    rows = pq.read_table(out / "street_analysis.parquet").to_pylist()
+    assert {r["mode"] for r in rows} == {"live"}
+    assert all(r["covered_postcodes"][0] == r["postcode"] for r in rows)
+
+
+def test_not_found_and_bad_postcodes_are_problems_naming_their_rows(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """A 404 postcode is a problem on every input row that asked; a bad postcode is an
+    input problem; a bad bedrooms value does not stop a good postcode's street."""
+    source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
+    assert (
+        run_cli("streets", str(source), "--out", str(out), "--join", env=env_for(served)).returncode
+        == 0
+    )
+    problems = pl.read_parquet(out / "problems.parquet")
+    found = problems.select("row_number", "loan_id", "stage", "field", "type").rows()
+    assert found == [
+        (6, "F", "input", "postcode", "invalid_postcode"),
+        (7, "G", "api", "postcode", "not-found"),
+        (9, "I", "api", "postcode", "not-found"),
+    ]
+    joined = pl.read_parquet(out / "homes_with_street.parquet")
+    assert joined.height == len(ROWS)
+    assert joined["loan_id"].to_list() == [row[0] for row in ROWS]
+    has_street = joined["covered_postcodes"].is_not_null().to_list()
+    assert has_street == [True, True, True, True, True, False, False, True, False]
+    status = run_cli("status", str(out), env=env_for(served))
+    assert status.returncode == 0, status.stdout
+
+
+def test_max_credits_stops_with_75(served: RunningSandbox, tmp_path: Path) -> None:
+    """--max-credits below the price of the reads stops the run, resumable."""
+    source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
+    done = run_cli(
+        "streets",
+        str(source),
+        "--out",
+        str(out),
+        "--max-credits",
+        "30",
+        "--concurrency",
+        "1",
+        env=env_for(served),
+    )
+    assert done.returncode == 75, done.stderr
+    assert "max_credits" in done.stderr
+    assert summary(out)["stop"]["reason"] == "max_credits"
+    assert served.sandbox.ledger.credits_charged() <= 30
+
+
+def test_daily_limit_stops_with_75_and_not_before(served: RunningSandbox, tmp_path: Path) -> None:
+    """At the daily limit: 75 and not_before; again before midnight sends nothing."""
+    served.sandbox.account(LIVE.client_id).daily_limit = 1
+    source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
+    first = run_cli(
+        "streets", str(source), "--out", str(out), "--concurrency", "1", env=env_for(served)
+    )
+    assert first.returncode == 75, first.stderr
+    stop = summary(out)["stop"]
+    assert stop["reason"] == "daily_limit"
+    assert stop["not_before"] is not None
+    calls = len(served.sandbox.ledger.requests)
+    second = run_cli("streets", str(source), "--out", str(out), env=env_for(served))
+    assert second.returncode == 75
+    assert len(served.sandbox.ledger.requests) == calls
+    assert run_cli("status", str(out), env=env_for(served)).returncode == 75
+
+
+def test_dry_run_prices_without_the_network(served: RunningSandbox, tmp_path: Path) -> None:
+    """--dry-run sends nothing and prices the distinct postcodes not read in 30 days."""
+    source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
+    dry = run_cli(
+        "streets", str(source), "--out", str(tmp_path / "dry"), "--dry-run", env=env_for(served)
+    )
+    assert dry.returncode == 0, dry.stderr
+    assert "would make 4 calls costing 80 credits" in dry.stdout
+    assert served.sandbox.ledger.requests == []
+    assert run_cli("streets", str(source), "--out", str(out), env=env_for(served)).returncode == 0
+    calls = len(served.sandbox.ledger.requests)
+    priced = run_cli("streets", str(source), "--out", str(out), "--dry-run", env=env_for(served))
+    assert "would make 0 calls costing 0 credits" in priced.stdout
+    later = env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(31 * DAY))
+    stale = run_cli("streets", str(source), "--out", str(out), "--dry-run", env=later)
+    assert "would make 4 calls costing 80 credits" in stale.stdout
+    assert len(served.sandbox.ledger.requests) == calls
+
+
+def test_a_run_dir_and_a_streets_dir_refuse_each_other(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """One DIR holds one command's outputs: each refuses the other's with 64."""
+    source = homes(tmp_path / "homes.csv", [("A", "SW1A 2AA", "2")])
+    streets_dir, run_dir = tmp_path / "streets", tmp_path / "run"
+    assert (
+        run_cli("streets", str(source), "--out", str(streets_dir), env=env_for(served)).returncode
+        == 0
+    )
+    assert (
+        run_cli("run", str(source), "--out", str(streets_dir), env=env_for(served)).returncode == 64
+    )
+    assert run_cli("run", str(source), "--out", str(run_dir), env=env_for(served)).returncode == 0
+    refused = run_cli("streets", str(source), "--out", str(run_dir), env=env_for(served))
+    assert refused.returncode == 64
+    assert "holds a `batchval run`" in refused.stderr
+
+
+def test_kill_9_then_resume_pays_once(served: RunningSandbox, tmp_path: Path) -> None:
+    """kill -9 mid-run, then the same command: every postcode read, none charged twice."""
+    served.sandbox.set_faults(Faults(latency_ms=40))
+    letters = "ABDEFGHJLN"
+    rows = [
+        (f"L{n}", f"M1 {n % 9 + 1}{letters[n // 9 % 10]}{letters[n % 10]}", "2") for n in range(60)
+    ]
+    source, out = homes(tmp_path / "homes.csv", rows), tmp_path / "out"
+    distinct = len({postcode for _, postcode, _ in rows})
+    with subprocess.Popen(
+        [BATCHVAL, "streets", str(source), "--out", str(out), "--concurrency", "3"],
+        env=env_for(served),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as running:
+        deadline = time.monotonic() + 30
+        while sum(street_charges(served).values()) < 10:
+            assert time.monotonic() < deadline, "the run never got going"
+            time.sleep(0.02)
+        running.kill()
+        running.wait(timeout=10)
+    assert 0 < sum(street_charges(served).values()) < distinct
+    done = run_cli("streets", str(source), "--out", str(out), env=env_for(served))
+    assert done.returncode == 0, done.stderr
+    charges = street_charges(served)
+    assert len(charges) == distinct
+    assert set(charges.values()) == {1}
+    streets = pl.read_parquet(out / "street_analysis.parquet")
+    assert streets.height == distinct
+    assert served.sandbox.ledger.credits_charged() == 20 * distinct
+
+
+def test_test_answers_are_read_again_under_live_credentials(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """A DIR of test-mode street analyses read with live credentials reads every postcode
+    again, live; a DIR never mixes fake and real figures."""
+    source, out = homes(tmp_path / "homes.csv", [("A", "SW1A 2AA", "2")]), tmp_path / "out"
+    test = run_cli("streets", str(source), "--out", str(out), env=env_for(served, TEST))
+    assert test.returncode == 0, test.stderr
+    assert pl.read_parquet(out / "street_analysis.parquet")["mode"].to_list() == ["test"]
+    live = run_cli("streets", str(source), "--out", str(out), env=env_for(served))
+    assert live.returncode == 0, live.stderr
+    assert pl.read_parquet(out / "street_analysis.parquet")["mode"].to_list() == ["live"]
+    assert street_charges(served)["SW1A 2AA"] == 2  # one counted test read, one live
+
+
+def test_unusable_input_exits_65_and_a_poor_account_77(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """An input without a postcode column exits 65; an account that cannot pay, 77."""
+    bad = tmp_path / "bad.csv"
+    bad.write_text("loan_id,property_type\nA,flat\n", encoding="utf-8")
+    refused = run_cli("streets", str(bad), "--out", str(tmp_path / "a"), env=env_for(served))
+    assert refused.returncode == 65, refused.stderr
+    assert "postcode" in refused.stderr
+    source = homes(tmp_path / "homes.csv")
+    poor = run_cli(
+        "streets",
+        str(source),
+        "--out",
+        str(tmp_path / "b"),
+        "--concurrency",
+        "1",
+        env=env_for(served, POOR),
+    )
+    assert poor.returncode == 77, poor.stderr
+    assert summary(tmp_path / "b")["stop"]["reason"] == "insufficient_credits"
