@@ -1,9 +1,12 @@
-"""api/transport (one connection on asyncio streams) and the client's choice of it: real
+"""api/transport (one HTTP/1.1 connection on asyncio streams) and the client's choice of it: real
 loopback sockets, the sandbox served in this process, and the proxy variables."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 import httpx
 import pytest
@@ -75,3 +78,195 @@ def test_a_connection_the_server_closed_reads_as_readable() -> None:
     finally:
         ours.close()
     assert _readable(None)
+
+
+@asynccontextmanager
+async def raw_server(
+    answer: Callable[[asyncio.StreamReader, asyncio.StreamWriter], object],
+) -> AsyncIterator[tuple[str, list[int]]]:
+    """A loopback server that hands each request's connection to `answer`, and keeps the
+    connection for another request only when `answer` returns True; yields its URL and
+    a one-item list counting the connections it accepted."""
+    accepted = [0]
+    open_writers: list[asyncio.StreamWriter] = []
+    handlers: list[asyncio.Task[None] | None] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted[0] += 1
+        open_writers.append(writer)
+        handlers.append(asyncio.current_task())
+        keep = True
+        while keep:
+            try:
+                await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                break
+            keep = answer(reader, writer) is True
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}", accepted
+    finally:
+        server.close()
+        for writer in open_writers:  # kept-alive connections end with the test
+            writer.close()
+        await asyncio.gather(*(h for h in handlers if h is not None), return_exceptions=True)
+
+
+@pytest.mark.anyio
+async def test_a_request_leaves_in_one_write(
+    served: RunningSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Head and body go to the socket together: one write (one send) a request."""
+    writes: list[int] = []
+    write = asyncio.StreamWriter.write
+
+    def counted(self: asyncio.StreamWriter, data: bytes) -> None:
+        writes.append(len(data))
+        write(self, data)
+
+    monkeypatch.setattr(asyncio.StreamWriter, "write", counted)
+    async with httpx.AsyncClient(transport=OneConnection(httpx.create_ssl_context())) as http:
+        answer = await http.post(served.auth_url + "/oauth2/token", content=b"grant_type=x")
+    assert answer.status_code in (400, 401)  # the token URL's own refusal: it was read
+    assert len(writes) == 1
+    assert writes[0] > len(b"grant_type=x")
+
+
+@pytest.mark.anyio
+async def test_a_connection_the_server_closes_is_not_used_again() -> None:
+    """An answer with `Connection: close` is read whole; the next request opens a new
+    connection rather than writing to a closed one."""
+
+    def close_after(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+
+    async with raw_server(close_after) as (url, accepted):
+        transport = OneConnection(httpx.create_ssl_context())
+        async with httpx.AsyncClient(transport=transport) as http:
+            first = await http.get(url + "/")
+            second = await http.get(url + "/")
+    assert (first.text, second.text) == ("ok", "ok")
+    assert accepted == [2]
+
+
+@pytest.mark.anyio
+async def test_a_server_that_hangs_up_unanswered_is_a_protocol_error() -> None:
+    """A connection closed with no answer is httpx's RemoteProtocolError (the client's
+    TransportError: the same key again), not an empty answer."""
+    transport = OneConnection(httpx.create_ssl_context())
+    async with (
+        raw_server(lambda _reader, _writer: None) as (url, _),
+        httpx.AsyncClient(transport=transport) as http,
+    ):
+        with pytest.raises(httpx.RemoteProtocolError):
+            await http.get(url + "/")
+
+
+@pytest.mark.anyio
+async def test_an_answer_cut_short_is_a_protocol_error() -> None:
+    """A body shorter than its Content-Length, then a hang-up, is never read as whole."""
+
+    def cut(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b'HTTP/1.1 201 Created\r\nContent-Length: 100\r\n\r\n{"id":')
+
+    transport = OneConnection(httpx.create_ssl_context())
+    async with raw_server(cut) as (url, _), httpx.AsyncClient(transport=transport) as http:
+        with pytest.raises(httpx.RemoteProtocolError):
+            await http.get(url + "/")
+
+
+@pytest.mark.anyio
+async def test_a_url_that_is_not_http_is_unsupported() -> None:
+    """Only http and https are sent; anything else is httpx's UnsupportedProtocol."""
+    async with httpx.AsyncClient(transport=OneConnection(httpx.create_ssl_context())) as http:
+        with pytest.raises(httpx.UnsupportedProtocol):
+            await http.get("ftp://127.0.0.1/")
+
+
+def answering(
+    wire: bytes, keep: bool = False
+) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], object]:
+    """A raw server's handler that answers every request with `wire`, keeping the
+    connection open for another request when `keep`."""
+
+    def answer(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
+        writer.write(wire)
+        return keep
+
+    return answer
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("wire", "text", "kept"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", "hello", True),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+            b"3;x=y\r\nhel\r\n2\r\nlo\r\n0\r\nTrailer: 1\r\n\r\n",
+            "hello",
+            True,
+        ),
+        (
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
+            "hello",
+            True,
+        ),
+        (b"HTTP/1.1 200 OK\nContent-Length: 5\n\nhello", "hello", True),  # bare LF lines
+        (b"HTTP/1.1 204 No Content\r\n\r\n", "", True),
+        (b"HTTP/1.0 200 OK\r\n\r\nhello", "hello", False),  # ends with the connection
+        (b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello", "hello", False),
+    ],
+    ids=["length", "chunked", "interim", "bare-lf", "no-content", "to-the-end", "close"],
+)
+async def test_answers_are_read_whole_in_each_framing(wire: bytes, text: str, kept: bool) -> None:
+    """Every framing of RFC 9112 an answer may use is read to its end; the connection is
+    used again only when the server keeps it."""
+    async with raw_server(answering(wire, keep=kept)) as (url, accepted):
+        transport = OneConnection(httpx.create_ssl_context())
+        async with httpx.AsyncClient(transport=transport) as http:
+            first = await http.get(url + "/")
+            second = await http.get(url + "/")
+    assert first.text == second.text == text
+    assert accepted == [1 if kept else 2]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "wire",
+    [
+        b"<html>not http</html>\r\n\r\n",
+        b"HTTP/1.1 2x0 OK\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
+        b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+    ],
+    ids=["html", "status", "two-lengths", "header", "chunk-size"],
+)
+async def test_an_answer_that_is_not_http_is_a_protocol_error(wire: bytes) -> None:
+    """Whatever breaks HTTP/1.1 is httpx's RemoteProtocolError (the same key again), never
+    an answer read from half of it."""
+    transport = OneConnection(httpx.create_ssl_context())
+    async with (
+        raw_server(answering(wire)) as (url, _),
+        httpx.AsyncClient(transport=transport) as http,
+    ):
+        with pytest.raises(httpx.RemoteProtocolError):
+            await http.get(url + "/")
+
+
+@pytest.mark.anyio
+async def test_a_head_answer_has_no_body_whatever_its_length() -> None:
+    """The answer to HEAD ends with its head, though it names the body's length."""
+    wire = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"
+    async with raw_server(answering(wire, keep=True)) as (url, accepted):
+        transport = OneConnection(httpx.create_ssl_context())
+        async with httpx.AsyncClient(transport=transport) as http:
+            first = await http.head(url + "/")
+            second = await http.head(url + "/")
+    assert (first.content, second.content) == (b"", b"")
+    assert accepted == [1]
