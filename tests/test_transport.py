@@ -1,4 +1,4 @@
-"""api/transport (one HTTP/1.1 connection on asyncio streams) and the client's choice of it: real
+"""api/transport (one connection: h11 on asyncio streams) and the client's choice of it: real
 loopback sockets, the sandbox served in this process, and the proxy variables."""
 
 from __future__ import annotations
@@ -84,25 +84,17 @@ def test_a_connection_the_server_closed_reads_as_readable() -> None:
 async def raw_server(
     answer: Callable[[asyncio.StreamReader, asyncio.StreamWriter], object],
 ) -> AsyncIterator[tuple[str, list[int]]]:
-    """A loopback server that hands each request's connection to `answer`, and keeps the
-    connection for another request only when `answer` returns True; yields its URL and
-    a one-item list counting the connections it accepted."""
+    """A loopback server that hands each connection to `answer`; yields its URL and a
+    one-item list counting the connections it accepted."""
     accepted = [0]
-    open_writers: list[asyncio.StreamWriter] = []
-    handlers: list[asyncio.Task[None] | None] = []
 
     async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         accepted[0] += 1
-        open_writers.append(writer)
-        handlers.append(asyncio.current_task())
-        keep = True
-        while keep:
-            try:
-                await reader.readuntil(b"\r\n\r\n")
-            except asyncio.IncompleteReadError:
-                break
-            keep = answer(reader, writer) is True
-            await writer.drain()
+        await reader.readuntil(b"\r\n\r\n")
+        outcome = answer(reader, writer)
+        if asyncio.iscoroutine(outcome):
+            await outcome
+        await writer.drain()
         writer.close()
 
     server = await asyncio.start_server(serve, "127.0.0.1", 0)
@@ -111,9 +103,6 @@ async def raw_server(
         yield f"http://127.0.0.1:{port}", accepted
     finally:
         server.close()
-        for writer in open_writers:  # kept-alive connections end with the test
-            writer.close()
-        await asyncio.gather(*(h for h in handlers if h is not None), return_exceptions=True)
 
 
 @pytest.mark.anyio
@@ -185,88 +174,3 @@ async def test_a_url_that_is_not_http_is_unsupported() -> None:
     async with httpx.AsyncClient(transport=OneConnection(httpx.create_ssl_context())) as http:
         with pytest.raises(httpx.UnsupportedProtocol):
             await http.get("ftp://127.0.0.1/")
-
-
-def answering(
-    wire: bytes, keep: bool = False
-) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], object]:
-    """A raw server's handler that answers every request with `wire`, keeping the
-    connection open for another request when `keep`."""
-
-    def answer(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
-        writer.write(wire)
-        return keep
-
-    return answer
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize(
-    ("wire", "text", "kept"),
-    [
-        (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", "hello", True),
-        (
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-            b"3;x=y\r\nhel\r\n2\r\nlo\r\n0\r\nTrailer: 1\r\n\r\n",
-            "hello",
-            True,
-        ),
-        (
-            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello",
-            "hello",
-            True,
-        ),
-        (b"HTTP/1.1 200 OK\nContent-Length: 5\n\nhello", "hello", True),  # bare LF lines
-        (b"HTTP/1.1 204 No Content\r\n\r\n", "", True),
-        (b"HTTP/1.0 200 OK\r\n\r\nhello", "hello", False),  # ends with the connection
-        (b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello", "hello", False),
-    ],
-    ids=["length", "chunked", "interim", "bare-lf", "no-content", "to-the-end", "close"],
-)
-async def test_answers_are_read_whole_in_each_framing(wire: bytes, text: str, kept: bool) -> None:
-    """Every framing of RFC 9112 an answer may use is read to its end; the connection is
-    used again only when the server keeps it."""
-    async with raw_server(answering(wire, keep=kept)) as (url, accepted):
-        transport = OneConnection(httpx.create_ssl_context())
-        async with httpx.AsyncClient(transport=transport) as http:
-            first = await http.get(url + "/")
-            second = await http.get(url + "/")
-    assert first.text == second.text == text
-    assert accepted == [1 if kept else 2]
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize(
-    "wire",
-    [
-        b"<html>not http</html>\r\n\r\n",
-        b"HTTP/1.1 2x0 OK\r\n\r\n",
-        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!",
-        b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
-        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-    ],
-    ids=["html", "status", "two-lengths", "header", "chunk-size"],
-)
-async def test_an_answer_that_is_not_http_is_a_protocol_error(wire: bytes) -> None:
-    """Whatever breaks HTTP/1.1 is httpx's RemoteProtocolError (the same key again), never
-    an answer read from half of it."""
-    transport = OneConnection(httpx.create_ssl_context())
-    async with (
-        raw_server(answering(wire)) as (url, _),
-        httpx.AsyncClient(transport=transport) as http,
-    ):
-        with pytest.raises(httpx.RemoteProtocolError):
-            await http.get(url + "/")
-
-
-@pytest.mark.anyio
-async def test_a_head_answer_has_no_body_whatever_its_length() -> None:
-    """The answer to HEAD ends with its head, though it names the body's length."""
-    wire = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n"
-    async with raw_server(answering(wire, keep=True)) as (url, accepted):
-        transport = OneConnection(httpx.create_ssl_context())
-        async with httpx.AsyncClient(transport=transport) as http:
-            first = await http.head(url + "/")
-            second = await http.head(url + "/")
-    assert (first.content, second.content) == (b"", b"")
-    assert accepted == [1]

@@ -216,18 +216,12 @@ class PartnerClient:
         if not self._owns_http:
             yield self._lanes[0]
             return
-        try:
-            # Nearly always a lane is free: taken without awaiting, since anyio's
-            # `acquire` yields to the event loop even then (a loop trip a call).
-            self._free.acquire_nowait()
-        except anyio.WouldBlock:
-            await self._free.acquire()
-        lane = self._idle.pop()
-        try:
-            yield lane
-        finally:
-            self._idle.append(lane)
-            self._free.release()
+        async with self._free:
+            lane = self._idle.pop()
+            try:
+                yield lane
+            finally:
+                self._idle.append(lane)
 
     async def _call(
         self,
