@@ -5,11 +5,10 @@ that the file can be used, so that a bad file fails in a second, not after a day
 valuations. `InputSource.batches` then streams the rows with memory that does not grow
 with the file:
 
-- CSV, plain or gzip (found by its magic bytes, not its name): read a slice of whole
-  records at a time (`input/slices`), each parsed by polars, every column as text
-  (polars' streaming scan read ahead of validation without bound, so its memory grew
-  with the file). polars reads UTF-8 only, so a latin-1 or cp1252 file is first
-  transcoded, as a stream, to a temporary UTF-8 file (disk, not memory, pays for it).
+- CSV, plain or gzip (found by its magic bytes, not its name): polars' streaming CSV
+  scan (`scan_csv(...).collect_batches`), every column read as text. polars reads
+  UTF-8 only, so a latin-1 or cp1252 file is first transcoded, as a stream, to a
+  temporary UTF-8 file (disk, not memory, pays for it).
 - Parquet: `pyarrow.parquet.ParquetFile.iter_batches`, every request field cast to text
   (a float 3.0 becomes "3.0", which is the integer 3 to validation), but for an
   include column that is a list of text (`list<string>`), read as a list of items.
@@ -17,8 +16,7 @@ with the file:
 
 Validation reads the fields as text; the pass-through columns ride along beside them,
 row for row, in their own types (`input/passthrough`: the Parquet file's types, or
-polars' inference over the whole CSV file, slice by slice, which costs one more read of
-it).
+polars' inference over the whole CSV file, which costs one more read of it).
 
 Row numbers are 1-based positions of data rows, the header not counted. In a CSV, a
 row with no value at all (a blank line, or only delimiters and spaces, as spreadsheets
@@ -45,7 +43,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from batchval.input import passthrough as given
-from batchval.input import slices
 from batchval.input.mapping import ColumnMap, resolve_columns
 from batchval.input.options import InputError, InputOptions
 from batchval.input.sniff import (
@@ -128,43 +125,49 @@ class _CsvTable:
     def _read(
         self, source: Path, fields: Sequence[str], passthrough: Sequence[str], rows: int
     ) -> Iterator[_Raw]:
-        compressed = self.compressed and source == self.path  # a transcoded copy is plain
-        types = self._types(source, compressed, passthrough)
-        wanted = list(dict.fromkeys([*fields, *passthrough]))
-        frames = self._scan(source, compressed, wanted, rows)
+        types = self._types(source, passthrough)
+        frames = self._scan(source, list(dict.fromkeys([*fields, *passthrough])), rows)
         pairs = ((frame, given.from_text(self.path, frame, types)) for frame in frames)
         return _guarded(self.path, pairs)
 
-    def _types(
-        self, source: Path, compressed: bool, passthrough: Sequence[str]
-    ) -> dict[str, pl.DataType]:
-        """The pass-through columns' types: polars' inference over the whole file (a
-        slice at a time, the slices' types merged), less the integer columns with a
-        leading zero (input/passthrough)."""
+    def _types(self, source: Path, passthrough: Sequence[str]) -> dict[str, pl.DataType]:
+        """The pass-through columns' types: polars' inference over the whole file, less
+        the integer columns with a leading zero (input/passthrough)."""
         if not passthrough:
             return {}
-        found: dict[str, pl.DataType | None] = dict.fromkeys(passthrough)
-        zeros: set[str] = set()
-        where = [self.columns.index(name) for name in passthrough]
         try:
-            for data in slices.record_slices(source, compressed=compressed):
-                schema = slices.types(data, self.columns, self.delimiter)
-                text = slices.parse(data, self.columns, self.delimiter, only=where)
-                for i, name in enumerate(passthrough):
-                    column = text.get_column(name)
-                    if column.null_count() == column.len():
-                        continue  # a slice with no value says nothing of the column's type
-                    found[name] = slices.merge_types(found[name], schema[name])
-                    integer = schema[name] == pl.Int64 and name not in zeros
-                    if integer and text.select(given.has_leading_zero(pl.nth(i))).item():
-                        zeros.add(name)
+            inferred = self._lazy(source, infer=True).collect_schema()
+            found = {name: inferred[name] for name in passthrough}
+            integers = given.integer_columns(found)
+            zeros: list[str] = []
+            if integers:
+                flags = (
+                    self._lazy(source, infer=False)
+                    .select(
+                        given.has_leading_zero(pl.nth(self.columns.index(name))).alias(f"z{i}")
+                        for i, name in enumerate(integers)
+                    )
+                    .collect(engine="streaming")
+                )
+                zeros = [name for name, zero in zip(integers, flags.row(0), strict=True) if zero]
         except READ_ERRORS:
             # A file polars cannot read through: its columns stay text, and the scan
             # below reports the fault where it is, as it would have without types.
             return {name: pl.String() for name in passthrough}
-        # A column with no value at all is text, as polars infers it.
-        inferred = {name: kind or pl.String() for name, kind in found.items()}
-        return given.csv_types(inferred, sorted(zeros))
+        return given.csv_types(found, zeros)
+
+    def _lazy(self, source: Path, *, infer: bool) -> pl.LazyFrame:
+        """The file as polars reads it: every column text, or typed by inference over
+        the whole file."""
+        return pl.scan_csv(
+            source,
+            separator=self.delimiter,
+            has_header=True,
+            new_columns=self.columns,
+            quote_char='"',
+            raise_if_empty=False,
+            **({"infer_schema_length": None} if infer else {"infer_schema": False}),
+        )
 
     def _transcode(self, target: Path) -> None:
         try:
@@ -180,20 +183,14 @@ class _CsvTable:
                 self.path, f"cannot be read as {self.codec}: {first_line(exc)}"
             ) from exc
 
-    def _scan(
-        self, source: Path, compressed: bool, wanted: Sequence[str], batch_rows: int
-    ) -> Iterator[pl.DataFrame]:
-        """The rows, a slice of the file at a time (input/slices: memory that does not
-        grow with the file), in batches of `batch_rows`."""
+    def _scan(self, source: Path, wanted: Sequence[str], batch_rows: int) -> Iterator[pl.DataFrame]:
+        # Every column is text: validation decides what a field is.
+        scan = self._lazy(source, infer=False)
         # By position, not name: a column may be called "*" or "^a$" (polars patterns).
         each = [pl.nth(i) for i in range(len(self.columns))]
         blank = pl.all_horizontal([c.is_null() | c.str.contains(r"^\s*$") for c in each])
         keep = [pl.nth(self.columns.index(name)) for name in wanted]
-        for data in slices.record_slices(source, compressed=compressed):
-            # Every column is text: validation decides what a field is.
-            frame = slices.parse(data, self.columns, self.delimiter).filter(~blank).select(keep)
-            for start in range(0, frame.height, batch_rows):
-                yield frame.slice(start, batch_rows)
+        return scan.filter(~blank).select(keep).collect_batches(chunk_size=batch_rows, lazy=True)
 
 
 def _guarded(path: Path, batches: Iterator[_Raw]) -> Iterator[_Raw]:
