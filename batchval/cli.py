@@ -174,6 +174,16 @@ def sandbox(
     is_flag=True,
     help="At the daily limit, wait for midnight UTC instead of exiting 75.",
 )
+@click.option(
+    "--book",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Keep the latest valuation of every row here (Parquet); send only what is stale.",
+)
+@click.option("--row-id", help="With --book: the column that names a row [the request].")
+@click.option(
+    "--fresh-for", type=click.FloatRange(0), help="With --book: days a valuation stays fresh [30]."
+)
+@click.option("--max-calls", type=click.IntRange(0), help="With --book: valuations a night.")
 def run(
     input_path: Path,
     out_dir: Path,
@@ -185,6 +195,10 @@ def run(
     dry_run: bool,
     accept_changes: bool,
     wait_for_midnight: bool,
+    book: Path | None,
+    row_id: str | None,
+    fresh_for: float | None,
+    max_calls: int | None,
 ) -> None:
     """Value every row of INPUT (CSV or Parquet) into DIR; exit 0, 75, 77, 65, 64 or 70."""
     from batchval.runner import Runner, RunRequest
@@ -200,6 +214,7 @@ def run(
             concurrency=concurrency,
             include=include,
             max_credits=max_credits,
+            book={"row_id": row_id, "fresh_for_days": fresh_for, "max_calls": max_calls},
         )
     except SettingsError as exc:
         raise click.UsageError(str(exc)) from None
@@ -217,6 +232,7 @@ def run(
         dry_run=dry_run,
         accept_changes=accept_changes,
         progress_bar=sys.stderr.isatty(),
+        book=book,
     )
     try:
         summary = Runner(request, embedded_api=embedded_api).run()

@@ -27,6 +27,7 @@ import structlog
 
 from batchval import logs
 from batchval.api.vocabulary import DAILY_PAID_CALLS, VALUATION_CREDITS
+from batchval.booking import BookRun
 from batchval.input import InputBatch, InputError, InputSource, open_input
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
 from batchval.output.lender import Lending
@@ -61,6 +62,7 @@ class RunRequest:
     dry_run: bool = False
     accept_changes: bool = False
     progress_bar: bool = False
+    book: Path | None = None  # --book: the latest valuation of every row identity
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -183,6 +185,7 @@ class Runner:
             raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
         try:
             run_id = self._prepare(checkpoint, source)
+            booked = self._book(checkpoint)
             invocation = checkpoint.start_invocation(started.isoformat())
             try:
                 sent = self._send(checkpoint)
@@ -190,10 +193,14 @@ class Runner:
                 log.error("run.internal_error", exc_info=True, file_only=True)
                 detail = f"{type(exc).__name__}: {exc}; the traceback is in {LOG_NAME}"
                 sent = SendOutcome(StopInfo(StopReason.INTERNAL_ERROR, detail))
+            if booked is not None:  # the budget's own stop leaves rows for a later night
+                sent = dataclasses.replace(sent, stop=booked.settle(sent.stop))
             counts = checkpoint.counts()
             stop = self._final_stop(counts, sent.stop)
             code = ExitCode.COMPLETE if stop is None else stop.reason.exit_code
             portfolio = self._write_outputs(checkpoint, run_id, started)
+            results = self.request.out_dir / RESULTS_NAME
+            book = None if booked is None else booked.write(results, run_id)
             checkpoint.end_invocation(
                 invocation,
                 ended_at=self._now().isoformat(),
@@ -204,7 +211,7 @@ class Runner:
                 balance=sent.balance,
             )
             summary = self._summary(
-                checkpoint, run_id, sent, stop, counts, code, started, started_mono, portfolio
+                checkpoint, run_id, sent, stop, counts, code, started, started_mono, portfolio, book
             )
             write_json_atomic(self.request.out_dir / SUMMARY_NAME, summary.to_json())
             return summary
@@ -356,6 +363,16 @@ class Runner:
         except InputError as exc:
             raise RunRefusedError(StopReason.INPUT_UNUSABLE, str(exc)) from None
 
+    def _book(self, checkpoint: Checkpoint) -> BookRun | None:
+        """With --book, this DIR's plan (made once: `booking`)."""
+        if self.request.book is None:
+            return None
+        booked = BookRun(self.request.book, self.settings, checkpoint, self._now)
+        booked.plan(
+            f"{checkpoint.get('input_fingerprint')}:{checkpoint.get('settings_fingerprint')}"
+        )
+        return booked
+
     # --- sending -------------------------------------------------------------------------
 
     def _send(self, checkpoint: Checkpoint) -> SendOutcome:
@@ -418,6 +435,7 @@ class Runner:
         started: dt.datetime,
         started_mono: float,
         portfolio: Mapping[str, Any] | None = None,
+        book: Mapping[str, Any] | None = None,
     ) -> RunSummary:
         totals = checkpoint.totals()
         return RunSummary(
@@ -438,6 +456,7 @@ class Runner:
             finished_at=self._now().isoformat(),
             seconds=round(time.monotonic() - started_mono, 3),
             portfolio=portfolio,
+            book=book,
         )
 
     # --- dry run -------------------------------------------------------------------------

@@ -53,6 +53,11 @@ class RunOptions:
     # whether to write homes_with_street.parquet without --join.
     street_credits: int = STREET_CREDITS_ASSUMED
     street_join: bool = False
+    # `run --book`: the column that names a row (None: the canonical request does), how
+    # many days a book valuation stays fresh, and the most valuations a night may ask for.
+    row_id: str | None = None
+    fresh_for_days: float = 30.0
+    max_calls: int | None = None
     # Test seam: added to the wall clock when deciding whether midnight UTC has passed.
     clock_offset_seconds: float = 0.0
 
@@ -280,6 +285,7 @@ def load_settings(
     concurrency: int | None = None,
     include: str | None = None,
     max_credits: int | None = None,
+    book: Mapping[str, Any] | None = None,
 ) -> Settings:
     """Settings for `run`, `streets` and `--dry-run`; raises SettingsError (exit 64)."""
     config = _read_config(config_file)
@@ -293,6 +299,7 @@ def load_settings(
         run["concurrency"] = concurrency
     if max_credits is not None:
         run["max_credits"] = max_credits
+    run.update({k: v for k, v in (book or {}).items() if v is not None})  # --row-id, ...
     offset = env.get(ENV_PREFIX + "CLOCK_OFFSET_SECONDS") or "0"
     try:
         clock_offset = float(offset)
@@ -304,7 +311,9 @@ def load_settings(
     def number(name: str, minimum: float) -> float:
         return _number(run.get(name, getattr(default, name)), f"run.{name}", minimum=minimum)
 
-    credits = run.get("max_credits")
+    credits, calls, row_id = run.get("max_credits"), run.get("max_calls"), run.get("row_id")
+    if row_id is not None and (not isinstance(row_id, str) or not row_id):
+        raise SettingsError("run.row_id must be a column name")
     options = RunOptions(
         concurrency=int(number("concurrency", 1)),
         max_credits=None if credits is None else int(number("max_credits", 0)),
@@ -317,6 +326,9 @@ def load_settings(
         progress_seconds=number("progress_seconds", 0.1),
         street_credits=int(number("street_credits", 0)),
         street_join=bool(run.get("street_join", default.street_join)),
+        row_id=row_id,
+        fresh_for_days=number("fresh_for_days", 0),
+        max_calls=None if calls is None else int(number("max_calls", 0)),
         clock_offset_seconds=clock_offset,
     )
     return Settings(
