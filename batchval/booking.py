@@ -43,6 +43,7 @@ from batchval.output.book import (
     REQUEST_IDENTITY,
     BookEntry,
     BookError,
+    BookMismatchError,
     age_profile,
     book_index,
     carry_into_results,
@@ -105,6 +106,9 @@ class BookRun:
         self._store = BookStore(checkpoint)
         self._now = now
         self.identity = settings.run.row_id or REQUEST_IDENTITY
+        api = settings.api
+        who = "embedded" if api is None else f"{api.base_url}\n{api.client_id}"
+        self.api = hashlib.sha256(who.encode()).hexdigest()  # never the secret
         self.budget = night_budget(settings)
 
     # --- 1. the plan ---------------------------------------------------------------------
@@ -170,7 +174,9 @@ class BookRun:
 
     def _read(self) -> pa.Table | None:
         try:
-            return read_book(self.path, self.identity)
+            return read_book(self.path, self.identity, self.api)
+        except BookMismatchError as exc:
+            raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
         except BookError as exc:
             raise RunRefusedError(StopReason.INPUT_UNUSABLE, str(exc)) from None
 
@@ -228,6 +234,7 @@ class BookRun:
             self._store.valued_rows(),
             run_id=run_id,
             identity=self.identity,
+            api=self.api,
         )
         now = self._now()
         sources = self._store.row_sources()

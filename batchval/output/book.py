@@ -32,6 +32,7 @@ from batchval.output.writer import COMPRESSION, atomic_file
 
 BOOK_VERSION = "1"
 IDENTITY_META = "batchval.book_identity"  # the --row-id column, or `request`
+API_META = "batchval.book_api"  # a hash of the API's address and client id: whose valuations
 REQUEST_IDENTITY = "request"
 # Result columns the book does not keep: tonight's own, or the input's.
 NOT_KEPT = frozenset({"row_number", "source", "credits_charged"})
@@ -72,7 +73,11 @@ BOOK_KEYS: tuple[Column[BookKey], ...] = (
 
 
 class BookError(Exception):
-    """The book cannot be used with this run (unreadable, or another identity)."""
+    """The book cannot be read (exit 65, like an input)."""
+
+
+class BookMismatchError(BookError):
+    """The book was kept by other settings: another --row-id, API or account (exit 64)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -84,23 +89,31 @@ class BookEntry:
     indexed_ltv: float | None
 
 
-def read_book(path: Path, identity: str) -> pa.Table | None:
+def read_book(path: Path, identity: str, api: str) -> pa.Table | None:
     """The whole book, or None when there is none yet. Raises BookError when it cannot
-    be read, or was kept under another identity (a --row-id of another column)."""
+    be read, was kept under another identity (a --row-id of another column), or holds
+    another API's or account's valuations (test answers must never be carried into a
+    live run's results)."""
     if not path.exists():
         return None
     try:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
         raise BookError(f"the book {path} cannot be read: {exc}") from None
-    kept = (table.schema.metadata or {}).get(IDENTITY_META.encode(), b"").decode()
+    meta = table.schema.metadata or {}
+    kept = meta.get(IDENTITY_META.encode(), b"").decode()
     missing = [c.name for c in BOOK_KEYS if c.name not in table.column_names]
     if missing or "valued_at" not in table.column_names:
         raise BookError(f"the book {path} is not a batchval book (no {missing or 'valued_at'})")
     if kept != identity:
-        raise BookError(
+        raise BookMismatchError(
             f"the book {path} keeps rows by {kept!r}, this run by {identity!r}: give "
             "the same --row-id, or a new --book"
+        )
+    if meta.get(API_META.encode(), b"").decode() != api:
+        raise BookMismatchError(
+            f"the book {path} holds valuations made with another API or account (client "
+            "id); give this one a --book of its own"
         )
     return table
 
@@ -179,6 +192,7 @@ def write_book(
     *,
     run_id: str,
     identity: str,
+    api: str,
     metadata: Mapping[str, str] | None = None,
 ) -> int:
     """Replace the book at `path`, atomically: tonight's valuations (`valued`: row
@@ -210,6 +224,7 @@ def write_book(
             "batchval.file": "book",
             "batchval.book_version": BOOK_VERSION,
             IDENTITY_META: identity,
+            API_META: api,
         }
     )
     with atomic_file(path) as file:
