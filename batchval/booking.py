@@ -122,7 +122,13 @@ class BookRun:
         )
         if self._store.planned_for() == planned_for:
             return
-        index = book_index(self._read())
+        book = self._read()
+        index = book_index(book)
+        modes = [] if book is None else book.column("mode").drop_null().unique().to_pylist()
+        if len(modes) == 1 and self._checkpoint.get("mode") is None:
+            # A night that only carries gets no answer to learn its mode from: the book's
+            # is the same API's and account's (`read_book`), so it is tonight's too.
+            self._checkpoint.set("mode", str(modes[0]))
         passthrough = passthrough_table(self._checkpoint)
         identities = self._identities(passthrough)
         balances = self._balances(passthrough)
@@ -239,7 +245,8 @@ class BookRun:
         now = self._now()
         sources = self._store.row_sources()
         sources["carried"] = carried
-        profile = age_profile(pq.read_table(results, columns=["valued_at"])[0].to_pylist(), now)
+        picture = pq.read_table(results)
+        profile = age_profile(picture.column("valued_at").to_pylist(), now)
         log.info("book.written", path=str(self.path), entries=entries, carried=carried)
         return {
             "path": str(self.path),
@@ -249,7 +256,8 @@ class BookRun:
             "rows": sources,
             "entries": entries,
             "age_profile": profile,
-            **self._forecast(now, sum(profile.values())),
+            **self._forecast(now, sum(sources.values())),
+            "portfolio": _portfolio(picture),
         }
 
     def _forecast(self, now: dt.datetime, loans: int) -> dict[str, Any]:
@@ -276,6 +284,31 @@ def passthrough_table(checkpoint: Checkpoint) -> pa.Table:
     if not parts:
         return pa.schema([pa.field("row_number", pa.int64()), *schema]).empty_table()
     return pa.concat_tables(parts)
+
+
+def _portfolio(picture: pa.Table) -> dict[str, Any] | None:
+    """The whole picture's LTVs, carried rows with tonight's (summary.json's `portfolio`
+    counts tonight's valuations only). A balance is indexed_ltv x estimate."""
+    if "indexed_ltv" not in picture.column_names:
+        return None
+    pairs = [
+        (ltv, estimate)
+        for ltv, estimate in zip(
+            picture.column("indexed_ltv").to_pylist(),
+            picture.column("estimate").to_pylist(),
+            strict=True,
+        )
+        if ltv is not None and estimate
+    ]
+    balance = sum(ltv * estimate for ltv, estimate in pairs)
+    estimates = sum(estimate for _, estimate in pairs)
+    return {
+        "rows": len(pairs),
+        "sum_balance": round(balance, 2),
+        "sum_estimate": estimates,
+        "weighted_ltv": sum(ltv * ltv * e for ltv, e in pairs) / balance if balance else None,
+        "aggregate_ltv": balance / estimates if estimates else None,
+    }
 
 
 def _rank(

@@ -152,6 +152,11 @@ def _book_lines(book: Mapping[str, Any]) -> list[str]:
         f"book ages: {ages.get('within_30_days', 0)} within 30 days, "
         f"{ages.get('within_90_days', 0)} within 90, {ages.get('within_180_days', 0)} "
         f"within 180, {ages.get('older', 0)} older",
+        *(
+            [_portfolio_line(book["portfolio"]).replace("portfolio:", "book portfolio:", 1)]
+            if book.get("portfolio")
+            else []
+        ),
     ]
 
 
