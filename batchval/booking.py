@@ -264,11 +264,14 @@ class BookRun:
         """When every row will have been valued at this budget, and whether the budget
         keeps the whole book within --fresh-for once it has caught up."""
         waiting = self._store.deferred_requests()
-        nights = 0 if waiting == 0 else math.ceil(waiting / max(self.budget, 1))
         needed = math.ceil(loans / max(self.settings.run.fresh_for_days, 1))
+        fresh_by = now.date()
+        if waiting and self.budget:
+            fresh_by += dt.timedelta(days=math.ceil(waiting / self.budget))
         return {
             "deferred_requests": waiting,
-            "fresh_by": (now.date() + dt.timedelta(days=nights)).isoformat(),
+            # None: a budget of nothing never values what waits.
+            "fresh_by": None if waiting and not self.budget else fresh_by.isoformat(),
             "calls_a_night_to_stay_fresh": needed,
             "budget_keeps_up": self.budget >= needed,
         }

@@ -205,6 +205,8 @@ def run(
     from batchval.sandbox.embedded import embedded_api
     from batchval.settings import load_settings
 
+    if book is None and (row_id, fresh_for, max_calls) != (None, None, None):
+        raise click.UsageError("--row-id, --fresh-for and --max-calls go with --book PATH")
     redactor = Redactor()
     logs.configure(json_lines=not sys.stderr.isatty(), redactor=redactor)
     try:

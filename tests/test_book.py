@@ -287,3 +287,46 @@ def test_results_say_api_without_a_book(served: RunningSandbox, tmp_path: Path) 
     assert results["source"].to_list() == ["api"] * 3
     assert "book" not in summary
     shutil.rmtree(tmp_path / "out")
+
+
+def test_the_daily_limit_met_early_defers_the_rest(served: RunningSandbox, tmp_path: Path) -> None:
+    """The account's daily limit (40) met before the night's budget (100): the 40 are
+    valued and the requests never sent are deferred; those answered 429 stay pending
+    (the API does not say a 429 is free, so only their own key may finish them): exit 75
+    `daily_limit`, and the same command after midnight sends only them."""
+    served.sandbox.account(LIVE.client_id).daily_limit = 40
+    nights = Nights(served, tmp_path)
+    out, done = nights.run()
+    assert done.returncode == 75, done.stderr
+    summary = outputs(out)[2]
+    assert summary["stop"]["reason"] == "daily_limit"
+    rows = summary["book"]["rows"]
+    assert rows["valued"] == nights.charges() == 40
+    limited = served.sandbox.ledger.requests_by_status()[429]
+    assert rows["pending"] == limited
+    assert rows["deferred"] == ROWS - 40 - limited
+    assert pq.read_table(nights.book).num_rows == 40  # tonight's valuations are kept
+
+    served.sandbox.clock.advance(DAY)
+    env = env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(DAY))
+    again = run_cli(*nights.args(out), env=env)
+    assert again.returncode == 0, again.stderr
+    assert _book_section(out)["rows"]["valued"] == 40 + limited
+    assert served.sandbox.ledger.keys_charged_twice() == []
+
+
+def test_book_options_need_a_book(served: RunningSandbox, tmp_path: Path) -> None:
+    """--row-id without --book is a usage error (64) and sends nothing."""
+    source = loan_book(tmp_path / "loans.csv", 3)
+    done = run_cli(
+        "run",
+        str(source),
+        "--out",
+        str(tmp_path / "out"),
+        "--row-id",
+        "loan_id",
+        env=env_for(served),
+    )
+    assert done.returncode == 64
+    assert "go with --book" in done.stderr
+    assert served.sandbox.ledger.requests == []
