@@ -111,6 +111,24 @@ class BookRun:
         self.api = hashlib.sha256(who.encode()).hexdigest()  # never the secret
         self.budget = night_budget(settings)
 
+    @classmethod
+    def start(
+        cls,
+        path: Path | None,
+        settings: Settings,
+        checkpoint: Checkpoint,
+        now: Callable[[], dt.datetime],
+    ) -> BookRun | None:
+        """With a --book, this DIR's book run, planned (once: for its input and
+        settings); None without one."""
+        if path is None:
+            return None
+        booked = cls(path, settings, checkpoint, now)
+        booked.plan(
+            f"{checkpoint.get('input_fingerprint')}:{checkpoint.get('settings_fingerprint')}"
+        )
+        return booked
+
     # --- 1. the plan ---------------------------------------------------------------------
 
     def plan(self, planned_for: str) -> None:

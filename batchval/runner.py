@@ -185,7 +185,7 @@ class Runner:
             raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
         try:
             run_id = self._prepare(checkpoint, source)
-            booked = self._book(checkpoint)
+            booked = BookRun.start(self.request.book, self.settings, checkpoint, self._now)
             invocation = checkpoint.start_invocation(started.isoformat())
             try:
                 sent = self._send(checkpoint)
@@ -362,16 +362,6 @@ class Runner:
                 log.info("run.ingest.batch", rows=total)
         except InputError as exc:
             raise RunRefusedError(StopReason.INPUT_UNUSABLE, str(exc)) from None
-
-    def _book(self, checkpoint: Checkpoint) -> BookRun | None:
-        """With --book, this DIR's plan (made once: `booking`)."""
-        if self.request.book is None:
-            return None
-        booked = BookRun(self.request.book, self.settings, checkpoint, self._now)
-        booked.plan(
-            f"{checkpoint.get('input_fingerprint')}:{checkpoint.get('settings_fingerprint')}"
-        )
-        return booked
 
     # --- sending -------------------------------------------------------------------------
 
