@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck browser reliability bench clean
+.PHONY: run test lint typecheck browser tmux reliability bench airflow-check clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,8 +16,8 @@ run: $(STAMP)
 	$(BIN)/batchval run sample_inputs/portfolio.csv --out runs/sample
 
 lint: $(STAMP)
-	$(BIN)/ruff check batchval tests
-	$(BIN)/ruff format --check batchval tests
+	$(BIN)/ruff check batchval tests examples
+	$(BIN)/ruff format --check batchval tests examples
 
 typecheck: $(STAMP)
 	$(BIN)/mypy batchval tests
@@ -29,8 +29,16 @@ browser:
 		&& apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
 		|| echo "chromium is not installed: the report's browser tests will skip"
 
-test: lint typecheck browser
+test: lint typecheck browser tmux
 	$(BIN)/pytest -q
+
+# tests/test_logs.py checks the terminal under tmux. As root on a machine with apt-get,
+# install tmux when it is missing; anywhere else say so and go on (those tests skip).
+tmux:
+	@command -v tmux >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	    apt-get update -qq && apt-get install -y -qq tmux >/dev/null; } || \
+	  echo "tmux is not installed: the terminal tests in tests/test_logs.py will skip"
 
 # Speed, pacing and memory figures against issue 13's targets, printed, never asserted;
 # rewrites docs/performance.md. Quick by default (under 10 minutes); BENCH_ARGS=--full
@@ -43,5 +51,17 @@ bench: $(STAMP)
 reliability: $(STAMP)
 	$(BIN)/python tests/reliability/report.py
 
+# The example DAGs run by `airflow dags test` against the sandbox (examples/airflow/check.py),
+# in Airflow's own virtual environment: Airflow is never one of the project's dependencies.
+AIRFLOW_VENV ?= .airflow-venv
+AIRFLOW_VERSION ?= 3.3.2
+$(AIRFLOW_VENV)/.installed:
+	test -x $(AIRFLOW_VENV)/bin/python || $(PYTHON) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/python -m pip install --quiet "apache-airflow==$(AIRFLOW_VERSION)"
+	touch $@
+
+airflow-check: $(STAMP) $(AIRFLOW_VENV)/.installed
+	AIRFLOW_VENV=$(AIRFLOW_VENV) $(BIN)/python examples/airflow/check.py
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(AIRFLOW_VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -175,6 +175,16 @@ def sandbox(
     help="At the daily limit, wait for midnight UTC instead of exiting 75.",
 )
 @click.option(
+    "--log-json",
+    is_flag=True,
+    help="JSON log lines on stderr even on a terminal (no bar); also BATCHVAL_LOG_JSON=1.",
+)
+@click.option(
+    "--metrics-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Prometheus text for node_exporter's textfile collector (every run.metrics_seconds).",
+)
+@click.option(
     "--book",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Keep the latest valuation of every row here (Parquet); send only what is stale.",
@@ -195,6 +205,8 @@ def run(
     dry_run: bool,
     accept_changes: bool,
     wait_for_midnight: bool,
+    metrics_file: Path | None,
+    log_json: bool,
     book: Path | None,
     row_id: str | None,
     fresh_for: float | None,
@@ -208,7 +220,8 @@ def run(
     if book is None and (row_id, fresh_for, max_calls) != (None, None, None):
         raise click.UsageError("--row-id, --fresh-for and --max-calls go with --book PATH")
     redactor = Redactor()
-    logs.configure(json_lines=not sys.stderr.isatty(), redactor=redactor)
+    json_lines = logs.json_wanted(os.environ, log_json)
+    logs.configure(json_lines=json_lines, redactor=redactor)
     try:
         settings = load_settings(
             config_file,
@@ -233,7 +246,8 @@ def run(
         run_id=run_id,
         dry_run=dry_run,
         accept_changes=accept_changes,
-        progress_bar=sys.stderr.isatty(),
+        progress_bar=not json_lines,
+        metrics_file=metrics_file,
         book=book,
     )
     try:
@@ -259,6 +273,76 @@ def status(out_dir: Path, as_json: bool) -> None:
         raise click.UsageError(f"{out_dir} holds no batchval run (no checkpoint.sqlite)")
     click.echo(json.dumps(found.to_json(), indent=2) if as_json else found.render())
     raise SystemExit(int(found.exit_code))
+
+
+@cli.command()
+@click.argument("input_path", metavar="INPUT", required=False, type=click.Path(path_type=Path))
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="YAML config: api, input mapping, run settings.",
+)
+def check(input_path: Path | None, config_file: Path | None) -> None:
+    """Preflight at no cost: settings, token, API, mode, and INPUT's price; exit 0, 64, 65,
+    75 or 77."""
+    from batchval.check import CheckReport, Finding, run_check
+    from batchval.sandbox.embedded import embedded_api
+    from batchval.settings import load_settings
+
+    redactor = Redactor()
+    # Its lines are the report; the log says only what goes wrong (the input's batches
+    # are the dry run's business).
+    logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=redactor, level=30)
+    try:
+        settings = load_settings(config_file, os.environ)
+    except SettingsError as exc:
+        report = CheckReport((Finding("settings", str(exc), ExitCode.USAGE),))
+    else:
+        if settings.api is not None:
+            redactor.add(settings.api.client_secret)
+        report = run_check(settings, input_path, embedded_api=embedded_api)
+    click.echo(redactor.scrub(report.render()))
+    if report.failure is not None:
+        click.echo(f"batchval: {redactor.scrub(report.final_line())}", err=True)
+    raise SystemExit(int(report.exit_code))
+
+
+@cli.command()
+@click.argument("input_path", metavar="INPUT", type=click.Path(path_type=Path))
+@click.option("--shards", required=True, type=click.IntRange(1, 10_000), help="How many.")
+@click.option(
+    "--out",
+    "out_dir",
+    required=True,
+    type=click.Path(path_type=Path),
+    help="Where the shards and shards.json go.",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="YAML config: its input mapping decides the requests.",
+)
+@click.option("--row-id", help="The column that names a row (a loan id): what places it.")
+def split(
+    input_path: Path, shards: int, out_dir: Path, config_file: Path | None, row_id: str | None
+) -> None:
+    """Cut INPUT into N Parquet shards by a stable hash of each row; exit 0, 64 or 65."""
+    from batchval.input import InputError
+    from batchval.settings import load_settings
+    from batchval.split import split_input
+
+    logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=Redactor(), level=30)
+    try:
+        settings = load_settings(config_file, os.environ)
+        summary = split_input(input_path, out_dir, shards, settings.input, row_id)
+    except SettingsError as exc:
+        raise click.UsageError(str(exc)) from None
+    except InputError as exc:
+        click.echo(f"batchval: input_unusable: {exc}", err=True)
+        raise SystemExit(int(ExitCode.INPUT)) from None
+    click.echo(summary.render())
 
 
 @cli.command()

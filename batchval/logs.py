@@ -1,8 +1,11 @@
 """Logging, configured once at the entry point (library code only calls get_logger()).
 
-On a terminal: short, coloured lines on stderr. Elsewhere (cron, Airflow): one JSON
-object per line on stderr, for machines. Either way a redaction processor runs before
-any output, so that a token or a secret can never reach a log line, even by mistake.
+Off a terminal (cron, Airflow), or when asked (`--log-json`, `BATCHVAL_LOG_JSON=1`):
+one JSON object per line on stderr, for machines. On a terminal: only warnings and
+errors, as short human lines, printed through one rich `Console` (`console()`), the one
+the progress bar draws on, so that a line goes above the bar and never through it.
+Either way a redaction processor runs before any output, so that a token or a secret
+can never reach a log line, even by mistake.
 
 While a run holds its DIR, every event is also appended, as a JSON line, to
 `DIR/batchval.log` (`to_file`). An event logged with `file_only=True` (the traceback of
@@ -16,11 +19,12 @@ import json
 import logging
 import re
 import sys
-from collections.abc import Iterable, Iterator, MutableMapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from pathlib import Path
 from typing import IO, Any
 
 import structlog
+from rich.console import Console
 
 _SENSITIVE_KEYS = re.compile(r"secret|token|authorization|password", re.IGNORECASE)
 _BEARER = re.compile(r"(?i)bearer\s+[A-Za-z0-9._~+/=-]+")
@@ -86,23 +90,74 @@ def to_file(path: Path) -> Iterator[None]:
             _SINK.file = previous
 
 
+_CONSOLE: Console | None = None
+_TERMINAL_LEVEL = logging.WARNING  # what a person at a terminal is shown of the log
+
+
+def console() -> Console:
+    """The one console on stderr that log lines and the progress bar share."""
+    global _CONSOLE
+    if _CONSOLE is None:
+        _CONSOLE = Console(stderr=True)
+    return _CONSOLE
+
+
+def json_wanted(env: Mapping[str, str], asked: bool) -> bool:
+    """JSON lines on stderr: off a terminal, or when asked (flag or BATCHVAL_LOG_JSON)."""
+    flag = env.get("BATCHVAL_LOG_JSON", "").strip().lower() in ("1", "true", "yes")
+    return asked or flag or not sys.stderr.isatty()
+
+
+class _ConsoleLogger:
+    """structlog's logger for the terminal: each line printed through `console()`."""
+
+    def msg(self, message: str) -> None:
+        console().print(message, markup=False, highlight=False, soft_wrap=True)
+
+    log = debug = info = warn = warning = err = error = critical = exception = msg
+
+
+def _for_people(
+    _logger: Any, method: str, event: MutableMapping[str, Any]
+) -> MutableMapping[str, Any]:
+    """Below a warning, the file has it and the terminal does not."""
+    if logging.getLevelName(method.upper()) < _TERMINAL_LEVEL:
+        raise structlog.DropEvent
+    return event
+
+
+def _human(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> str:
+    """`warning: run.embedded_sandbox: No API configured ... (key=value ...)`."""
+    level = event.pop("level", "")
+    name = event.pop("event", "")
+    event.pop("timestamp", None)
+    said = event.pop("message", None)
+    trace = event.pop("exception", None)
+    rest = " ".join(f"{k}={v}" for k, v in event.items())
+    line = f"{level}: {name}" + (f": {said}" if said else "") + (f" ({rest})" if rest else "")
+    return line + (f"\n{trace}" if trace else "")
+
+
 def configure(*, json_lines: bool, redactor: Redactor, level: int = logging.INFO) -> None:
-    renderer: Any = (
-        structlog.processors.JSONRenderer()
-        if json_lines
-        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
-    )
+    """Once, at the entry point. `json_lines`: JSON on stderr (see `json_wanted`); else
+    the terminal's human lines (warnings and errors; the file still gets every event)."""
+    common: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.format_exc_info,
+        redactor,
+        _SINK,
+    ]
+    if json_lines:
+        processors = [*common, structlog.processors.JSONRenderer()]
+        factory: Any = structlog.PrintLoggerFactory(file=sys.stderr)
+    else:
+        processors = [*common, _for_people, _human]
+        factory = lambda *_args: _ConsoleLogger()  # noqa: E731 - structlog's factory shape
     structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            redactor,
-            _SINK,
-            renderer,
-        ],
+        processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=factory,
         cache_logger_on_first_use=False,
     )

@@ -16,7 +16,6 @@ import dataclasses
 import datetime as dt
 import hashlib
 import signal
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -26,16 +25,17 @@ import anyio
 import structlog
 
 from batchval import logs
-from batchval.api.vocabulary import DAILY_PAID_CALLS, VALUATION_CREDITS
 from batchval.booking import BookRun
-from batchval.input import InputBatch, InputError, InputSource, open_input
+from batchval.ingest import ingest, price_input
+from batchval.input import InputError, InputSource, open_input
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
 from batchval.output.lender import Lending
 from batchval.output.manifest import ANSWER_PATHS, MANIFEST_NAME, Manifest
+from batchval.output.metrics import RunMetrics, write_metrics
 from batchval.output.summary import SUMMARY_NAME, DryRunSummary, RunSummary, Tally
 from batchval.output.writer import write_json_atomic, write_problems, write_results
 from batchval.run import answers
-from batchval.run.keys import daily_run_id, idempotency_keys
+from batchval.run.keys import daily_run_id
 from batchval.run.sending import Sending, SendOutcome
 from batchval.settings import ApiSettings, Settings
 from batchval.store.checkpoint import (
@@ -62,6 +62,7 @@ class RunRequest:
     dry_run: bool = False
     accept_changes: bool = False
     progress_bar: bool = False
+    metrics_file: Path | None = None  # Prometheus text, during the run and at its end
     book: Path | None = None  # --book: the latest valuation of every row identity
 
 
@@ -81,32 +82,6 @@ def file_fingerprint(path: Path) -> str:
     return digest.hexdigest()
 
 
-Row = tuple[int, str | None, str | None, str | None, str | None]
-
-
-def keyed_rows(batch: InputBatch, run_id: str) -> tuple[list[Row], list[tuple[str, str]]]:
-    """A batch's rows as the checkpoint stores them (row number, key, field, rule,
-    detail) and its distinct requests (key, canonical JSON), keyed with `run_id`.
-
-    Column by column, not row by row: a per-row loop costs more than the validation
-    (a million rows: seconds)."""
-    checked = batch.checked
-    jsons: list[str | None] = checked.get_column("request_json").to_list()
-    keys = idempotency_keys(run_id, jsons)
-    rows = list(
-        zip(
-            checked.get_column("row_number").to_list(),
-            keys,
-            checked.get_column("field").to_list(),
-            checked.get_column("rule").to_list(),
-            checked.get_column("detail").to_list(),
-            strict=True,
-        )
-    )
-    requests = {k: j for k, j in zip(keys, jsons, strict=True) if k is not None and j is not None}
-    return rows, list(requests.items())
-
-
 class Runner:
     def __init__(
         self,
@@ -118,6 +93,8 @@ class Runner:
         self.settings = request.settings
         self._embedded_api = embedded_api
         self._signalled: str | None = None  # the signal received outside the sending phase
+        self._started = time.monotonic()
+        self._statuses: Mapping[str, int] = {}  # this invocation's calls by status
         offset = dt.timedelta(seconds=request.settings.run.clock_offset_seconds)
         self._now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC) + offset
 
@@ -128,11 +105,54 @@ class Runner:
         Raises RunRefusedError when it ends before sending."""
         previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
         self._catch_signals()
+        self._started = time.monotonic()
         try:
-            return self._run()
+            summary = self._run()
+        except RunRefusedError as exc:
+            # dir_locked: the file is the holder's to write.
+            if exc.reason is not StopReason.DIR_LOCKED:
+                self._metrics(None, {}, 0, 0, int(exc.exit_code))
+            raise
+        else:
+            if isinstance(summary, RunSummary):
+                self._metrics(
+                    summary.counts,
+                    self._statuses,
+                    summary.rate_limited.this_invocation,
+                    summary.credits.this_invocation,
+                    int(summary.exit_code),
+                )
+            return summary
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+
+    def _metrics(
+        self,
+        counts: Counts | None,
+        statuses: Mapping[str, int],
+        rate_limited: int,
+        credits: int,
+        exit_code: int | None,
+    ) -> None:
+        """Rewrite --metrics-file, if one was asked for (exit_code None: still running)."""
+        if self.request.metrics_file is None:
+            return
+        rows = None
+        if counts is not None:
+            problems = counts.input_problems + counts.api_problem_rows
+            rows = {
+                "valued": counts.valued_rows,
+                "problem": problems,
+                "pending": counts.pending_rows,
+            }
+        figures = RunMetrics(
+            rows, credits, statuses, rate_limited, time.monotonic() - self._started, exit_code
+        )
+        try:
+            write_metrics(self.request.metrics_file, figures, now=self._now().timestamp())
+        except OSError as exc:  # the metrics never decide the run's outcome
+            log.warning("run.metrics.unwritable", path=str(exc.filename), error=exc.strerror)
 
     def _catch_signals(self) -> None:
         """Outside the sending phase (which has its own watcher), a SIGTERM or SIGINT is
@@ -346,22 +366,7 @@ class Runner:
         return hashlib.sha256(who.encode()).hexdigest()
 
     def _ingest(self, checkpoint: Checkpoint, source: InputSource, run_id: str) -> None:
-        total = 0
-        try:
-            for batch in source.batches():
-                if self._signalled:
-                    log.warning("run.signal", signal=self._signalled, while_="reading")
-                    raise RunRefusedError(
-                        StopReason.SIGNAL,
-                        f"interrupted by {self._signalled} while reading the input; "
-                        "run the same command again",
-                    )
-                rows, requests = keyed_rows(batch, run_id)
-                checkpoint.add_rows(rows, requests, batch.passthrough)
-                total += len(rows)
-                log.info("run.ingest.batch", rows=total)
-        except InputError as exc:
-            raise RunRefusedError(StopReason.INPUT_UNUSABLE, str(exc)) from None
+        ingest(checkpoint, source, run_id, interrupted=lambda: self._signalled)
 
     # --- sending -------------------------------------------------------------------------
 
@@ -399,8 +404,13 @@ class Runner:
                 now=self._now,
                 progress_bar=self.request.progress_bar,
                 after_round=self._catch_signals,
+                on_metrics=lambda statuses, limited, credits: self._metrics(
+                    checkpoint.counts(), statuses, limited, credits, None
+                ),
             )
-            return anyio.run(sending.send, not_before)
+            sent: SendOutcome = anyio.run(sending.send, not_before)
+            self._statuses = sent.statuses
+            return sent
 
     @contextlib.contextmanager
     def _api(self) -> Iterator[Api]:
@@ -459,22 +469,9 @@ class Runner:
                 f"{self.request.out_dir} holds a run; a dry run would overwrite its "
                 "problems.parquet: give --dry-run a new --out DIR",
             )
-        with tempfile.TemporaryDirectory(prefix="batchval-dry-") as scratch:
-            checkpoint = Checkpoint.open(Path(scratch))
-            try:
-                run_id = self.request.run_id or "dry-run"
-                self._ingest(checkpoint, source, run_id)
-                checkpoint.finish_ingest()
-                write_problems(checkpoint, self.request.out_dir / PROBLEMS_NAME)
-                counts = checkpoint.counts()
-                problems = checkpoint.problem_types()
-            finally:
-                checkpoint.close()
-        return DryRunSummary(
-            rows=counts.rows,
-            rows_with_problems=counts.input_problems,
-            problems_by_type=problems,
-            calls=counts.requests,
-            credits=counts.requests * VALUATION_CREDITS,
-            daily_limit=DAILY_PAID_CALLS,
+        return price_input(
+            source,
+            run_id=self.request.run_id or "dry-run",
+            problems_path=self.request.out_dir / PROBLEMS_NAME,
+            interrupted=lambda: self._signalled,
         )

@@ -53,6 +53,7 @@ class RunOptions:
     # whether to write homes_with_street.parquet without --join.
     street_credits: int = STREET_CREDITS_ASSUMED
     street_join: bool = False
+    metrics_seconds: float = 30.0  # how often --metrics-file is rewritten during a run
     # `run --book`: the column that names a row (None: the canonical request does), how
     # many days a book valuation stays fresh, and the most valuations a night may ask for.
     row_id: str | None = None
@@ -326,6 +327,7 @@ def load_settings(
         progress_seconds=number("progress_seconds", 0.1),
         street_credits=int(number("street_credits", 0)),
         street_join=bool(run.get("street_join", default.street_join)),
+        metrics_seconds=number("metrics_seconds", 0.1),
         row_id=row_id,
         fresh_for_days=number("fresh_for_days", 0),
         max_calls=None if calls is None else int(number("max_calls", 0)),

@@ -41,6 +41,9 @@ class Credentials:
 class AccessToken:
     value: str = dataclasses.field(repr=False)
     refresh_at: float  # on the monotonic clock: about a minute before it expires
+    # The token answer's `scope`, if it has one: beyond the API's description (which
+    # shows access_token, token_type and expires_in), so only ever a hint (`check`).
+    scope: str | None = None
 
     def fresh(self, now: float) -> bool:
         return now < self.refresh_at
@@ -139,7 +142,10 @@ class TokenCache:
         expires_in = float(expires_in)
         log.debug("auth.token.fetched", expires_in=expires_in)
         early = min(REFRESH_EARLY_SECONDS, expires_in / 4)
-        return AccessToken(value, started + expires_in - early)
+        scope = body.get("scope")
+        return AccessToken(
+            value, started + expires_in - early, scope if isinstance(scope, str) else None
+        )
 
 
 def _json_object(response: httpx.Response) -> dict[str, Any] | None:

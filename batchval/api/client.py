@@ -16,6 +16,7 @@ however long the task waited for a token.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import datetime as dt
@@ -108,6 +109,8 @@ class PartnerClient:
         self._valuations_url = httpx.URL(self._base_url + "/valuations")
         self.tokens = TokenCache(http, auth_url.rstrip("/") + "/oauth2/token", credentials)
         self.calls = 0  # requests sent to the API (not the token URL)
+        # Those calls by the status answered, "no_answer" when none came back (metrics).
+        self.statuses: collections.Counter[str] = collections.Counter()
 
     async def __aenter__(self) -> PartnerClient:
         return self
@@ -256,12 +259,14 @@ class PartnerClient:
         url = self._valuations_url if path == "/valuations" else self._base_url + path
         started = time.monotonic()
         self.calls += 1
+        answered = "no_answer"
         try:
             request = httpx.Request(
                 method, url, content=content, headers=all_headers, extensions=self._timeouts
             )
             async with self._lend() as send:
                 response = await send(request)
+            answered = str(response.status_code)
         except httpx.TimeoutException as exc:
             raise TransportError(
                 f"{method} {self._base_url}{path}: no answer in time ({type(exc).__name__})"
@@ -283,6 +288,8 @@ class PartnerClient:
             raise TransportError(
                 f"{method} {self._base_url}{path}: connection failed ({type(exc).__name__})"
             ) from None
+        finally:
+            self.statuses[answered] += 1
         log.debug(
             "api.call",
             method=method,

@@ -27,14 +27,12 @@ cell (a trailing delimiter) names its column `column_N`, N its 1-based position.
 
 from __future__ import annotations
 
-import codecs
 import collections
 import csv
 import dataclasses
 import gzip
 import io
 import tempfile
-import zlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -46,19 +44,22 @@ import pyarrow.parquet as pq
 
 from batchval.input import passthrough as given
 from batchval.input.mapping import ColumnMap, resolve_columns
-from batchval.input.options import DETECTED_DELIMITERS, InputError, InputOptions
+from batchval.input.options import InputError, InputOptions
+from batchval.input.sniff import (
+    GZIP_MAGIC,
+    READ_ERRORS,
+    detect_delimiter,
+    first_line,
+    has_data,
+    head_text,
+    read_head,
+)
 from batchval.input.validate import check_batch
 
-_HEAD_BYTES = 64 * 1024  # enough for any sane header and a first look at the data
 _PARQUET_MAGIC = b"PAR1"
-_GZIP_MAGIC = b"\x1f\x8b"
 _ZIP_MAGIC = b"PK\x03\x04"  # also every .xlsx workbook
-_UTF8_BOM = codecs.BOM_UTF8
-_UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 _TRANSCODE_CHARS = 1 << 20
 
-# What reading a broken file can raise, from polars, pyarrow, gzip and the codecs.
-_READ_ERRORS = (pl.exceptions.PolarsError, pa.ArrowException, OSError, EOFError, zlib.error)
 _DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}
 
 
@@ -96,11 +97,6 @@ class _Table(Protocol):
         (the include column, when it is a list of text, as it is), and the `passthrough`
         columns typed."""
         ...
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0]
 
 
 def _delimiter_name(delimiter: str) -> str:
@@ -154,7 +150,7 @@ class _CsvTable:
                     .collect(engine="streaming")
                 )
                 zeros = [name for name, zero in zip(integers, flags.row(0), strict=True) if zero]
-        except _READ_ERRORS:
+        except READ_ERRORS:
             # A file polars cannot read through: its columns stay text, and the scan
             # below reports the fault where it is, as it would have without types.
             return {name: pl.String() for name in passthrough}
@@ -182,9 +178,9 @@ class _CsvTable:
             ):
                 while chunk := text.read(_TRANSCODE_CHARS):
                     out.write(chunk)
-        except (*_READ_ERRORS, UnicodeDecodeError) as exc:
+        except (*READ_ERRORS, UnicodeDecodeError) as exc:
             raise InputError(
-                self.path, f"cannot be read as {self.codec}: {_first_line(exc)}"
+                self.path, f"cannot be read as {self.codec}: {first_line(exc)}"
             ) from exc
 
     def _scan(self, source: Path, wanted: Sequence[str], batch_rows: int) -> Iterator[pl.DataFrame]:
@@ -205,8 +201,8 @@ def _guarded(path: Path, batches: Iterator[_Raw]) -> Iterator[_Raw]:
             frame, typed = next(batches)
         except StopIteration:
             return
-        except _READ_ERRORS as exc:
-            said = _first_line(exc)
+        except READ_ERRORS as exc:
+            said = first_line(exc)
             if isinstance(exc, pl.exceptions.ComputeError) and (
                 "parse" in said or "malformed" in said
             ):
@@ -227,8 +223,8 @@ class _ParquetTable:
     ) -> Iterator[_Raw]:
         try:
             parquet = pq.ParquetFile(self.path)
-        except _READ_ERRORS as exc:
-            raise InputError(self.path, f"cannot be read: {_first_line(exc)}") from exc
+        except READ_ERRORS as exc:
+            raise InputError(self.path, f"cannot be read: {first_line(exc)}") from exc
         wanted = list(dict.fromkeys([*fields, *passthrough]))
         with parquet:
             batches = parquet.iter_batches(batch_size=rows, columns=wanted)
@@ -261,26 +257,11 @@ def _as_text(path: Path, batch: pa.RecordBatch, fields: Sequence[str]) -> pl.Dat
             columns[name] = pc.cast(column, text)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             raise InputError(
-                path, f"column {name!r} ({column.type}) has no text form: {_first_line(exc)}"
+                path, f"column {name!r} ({column.type}) has no text form: {first_line(exc)}"
             ) from exc
     frame = pl.from_arrow(pa.table(columns))
     assert isinstance(frame, pl.DataFrame)
     return frame
-
-
-def _read_head(path: Path) -> bytes:
-    try:
-        with open(path, "rb") as file:
-            head = file.read(_HEAD_BYTES)
-    except FileNotFoundError as exc:
-        raise InputError(path, "no such file") from exc
-    except IsADirectoryError as exc:
-        raise InputError(path, "is a directory, not a file") from exc
-    except OSError as exc:
-        raise InputError(path, f"cannot be read: {exc.strerror or _first_line(exc)}") from exc
-    if not head:
-        raise InputError(path, "is empty (0 bytes)")
-    return head
 
 
 def _duplicates(path: Path, columns: Sequence[str]) -> None:
@@ -295,9 +276,9 @@ def _open_parquet(path: Path) -> _ParquetTable:
         with pq.ParquetFile(path) as parquet:
             schema = parquet.schema_arrow
             rows = parquet.metadata.num_rows
-    except _READ_ERRORS as exc:
+    except READ_ERRORS as exc:
         raise InputError(
-            path, f"is not a readable Parquet file (truncated or corrupt?): {_first_line(exc)}"
+            path, f"is not a readable Parquet file (truncated or corrupt?): {first_line(exc)}"
         ) from exc
     columns = [str(name) for name in schema.names]
     unnamed = [str(i + 1) for i, name in enumerate(columns) if not name.strip()]
@@ -344,63 +325,15 @@ def _refuse_nested(path: Path, schema: pa.Schema, include: str | None) -> None:
         raise InputError(path, f"has nested columns {named}; convert or drop them first")
 
 
-def _head_text(path: Path, head: bytes, codec: str) -> tuple[str, bool]:
-    """The decoded start of a CSV file, and whether it is the whole file."""
-    compressed = head.startswith(_GZIP_MAGIC)
-    data = head
-    if compressed:
-        try:
-            with gzip.open(path, "rb") as file:
-                data = file.read(_HEAD_BYTES)
-        except (*_READ_ERRORS, ValueError) as exc:
-            raise InputError(
-                path, f"is gzip-compressed but cannot be decompressed: {_first_line(exc)}"
-            ) from exc
-    complete = len(data) < _HEAD_BYTES
-    if data.startswith(_UTF8_BOM):
-        if codec != "utf-8":
-            raise InputError(
-                path, f"starts with a UTF-8 byte-order mark but the encoding is {codec}"
-            )
-        data = data[len(_UTF8_BOM) :]
-    if data.startswith(_UTF16_BOMS):
-        raise InputError(path, "is UTF-16 text; save it as CSV in UTF-8")
-    if b"\x00" in data:
-        named = path.suffix.lower() in {".parquet", ".pq"}
-        guess = " (named as Parquet but without its PAR1 magic)" if named else ""
-        raise InputError(path, f"holds binary data, not CSV text{guess}")
-    try:
-        text = codecs.getincrementaldecoder(codec)().decode(data, final=complete)
-    except UnicodeDecodeError as exc:
-        # latin-1 decodes any byte, so only utf-8 and cp1252 get here.
-        advice = "set encoding cp1252 (Excel on Windows) or latin-1"
-        if codec != "utf-8":
-            advice = "set encoding utf-8 or latin-1"
-        byte = exc.object[exc.start]
-        raise InputError(
-            path,
-            f"is not {codec} text (byte 0x{byte:02x} at offset {exc.start}); {advice}",
-        ) from exc
-    return text, complete
-
-
-def _detect(line: str) -> str:
-    """The candidate delimiter that occurs most often outside quotes (comma on a tie)."""
-    bare = "".join(line.split('"')[::2])
-    counts = {d: bare.count(d) for d in DETECTED_DELIMITERS}
-    best = max(DETECTED_DELIMITERS, key=lambda d: counts[d])
-    return best if counts[best] else ","
-
-
 def _open_csv(path: Path, head: bytes, options: InputOptions) -> tuple[_CsvTable, str]:
     """The CSV table and a hint for a missing-column fault (a likely wrong delimiter)."""
-    text, complete = _head_text(path, head, options.codec)
+    text, complete = head_text(path, head, options.codec)
     first, newline, _ = text.partition("\n")
     if not newline and not complete:
         raise InputError(path, "has no line break in its first 64 KiB: not a CSV file?")
     if not first.strip():
         raise InputError(path, "starts with a blank line; the header must be the first line")
-    detected = _detect(first)
+    detected = detect_delimiter(first)
     delimiter = options.delimiter or detected
     rows = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quotechar='"')
     try:
@@ -409,7 +342,7 @@ def _open_csv(path: Path, head: bytes, options: InputOptions) -> tuple[_CsvTable
         raise InputError(path, f"has an unreadable header: {exc}") from exc
     columns = [name if name.strip() else f"column_{i}" for i, name in enumerate(header, 1)]
     _duplicates(path, columns)
-    if complete and not _has_data(rows):
+    if complete and not has_data(rows):
         raise InputError(path, "has a header but no data rows")
     hint = ""
     if options.delimiter is not None and len(columns) == 1 and detected != options.delimiter:
@@ -417,16 +350,8 @@ def _open_csv(path: Path, head: bytes, options: InputOptions) -> tuple[_CsvTable
             f"; the header has no {_delimiter_name(options.delimiter)} but has "
             f"{_delimiter_name(detected)}s: set that delimiter, or none to detect it"
         )
-    table = _CsvTable(path, columns, delimiter, options.codec, head.startswith(_GZIP_MAGIC))
+    table = _CsvTable(path, columns, delimiter, options.codec, head.startswith(GZIP_MAGIC))
     return table, hint
-
-
-def _has_data(rows: Iterator[list[str]]) -> bool:
-    """Whether any row after the header has a value (a malformed row counts: it is data)."""
-    try:
-        return any(any(field.strip() for field in row) for row in rows)
-    except csv.Error:
-        return True
 
 
 class InputSource:
@@ -448,22 +373,37 @@ class InputSource:
     def __repr__(self) -> str:
         return f"InputSource({str(self.path)!r}, field_columns={self.field_columns!r})"
 
-    def batches(self, check: Checker = check_batch) -> Iterator[InputBatch]:
+    def batches(
+        self, check: Checker = check_batch, *, every_column: bool = False
+    ) -> Iterator[InputBatch]:
         """Validated rows, about `batch_rows` at a time: the checked rows (the columns of
-        validate.OUTPUT_SCHEMA) and their pass-through columns, typed.
+        validate.OUTPUT_SCHEMA) and their pass-through columns, typed; with `every_column`
+        (`split`), every column in order, a CSV's request fields as the text read.
 
         Raises InputError when the file turns out unreadable part way (truncated,
         corrupt, not the encoding it claimed): rows already yielded stay valid.
         """
         fields = list(dict.fromkeys(self.field_columns.values()))
         include = self.field_columns.get("include")
+        typed_names = self.passthrough
+        if every_column:  # a shard read again must make the same requests
+            as_text = fields if isinstance(self._table, _CsvTable) else []
+            typed_names = [c for c in self.columns if c not in as_text]
         done = 0
         for raw, typed in self._table.raw_batches(
-            fields, self.passthrough, include, self._options.batch_rows
+            fields, typed_names, include, self._options.batch_rows
         ):
             if raw.height == 0:
                 continue
             checked = check(raw, first_row=done, columns=self._mapped, options=self._options)
+            if every_column:
+                typed = pa.RecordBatch.from_arrays(
+                    [
+                        typed.column(c) if c in typed_names else raw[c].to_arrow().cast(pa.string())
+                        for c in self.columns
+                    ],
+                    names=self.columns,
+                )
             yield InputBatch(checked, typed)
             done += raw.height
         if done == 0:
@@ -477,7 +417,7 @@ def open_input(path: Path, options: InputOptions, *, postcode_only: bool = False
     CSV), else CSV text. The file's name is used only to word a fault.
     """
     path = Path(path)
-    head = _read_head(path)
+    head = read_head(path)
     table: _Table
     hint = ""
     if head.startswith(_PARQUET_MAGIC):

@@ -16,6 +16,7 @@ from rich.progress import (
 )
 from rich.progress import Progress as RichProgress
 
+from batchval import logs
 from batchval.run.pool import PoolStats
 
 log = structlog.get_logger()
@@ -38,14 +39,18 @@ class Progress:
         self._last_event = self._started
         self._bar: RichProgress | None = None
         if bar:
+            # On the log's console: a warning logged meanwhile is printed above the bar.
+            # The bar counts distinct requests (one answer settles every row asking it).
             self._bar = RichProgress(
-                TextColumn(label),
+                TextColumn(f"{label} {total_rows - done_rows} rows:"),
                 BarColumn(),
                 MofNCompleteColumn(),
+                TextColumn("requests"),
                 TaskProgressColumn(),
-                TextColumn("{task.fields[rate]:.1f}/s  {task.fields[credits]} credits"),
-                TimeElapsedColumn(),
+                TextColumn("{task.fields[rate]:.1f}/s  {task.fields[credits]} credits  ETA"),
                 TimeRemainingColumn(),
+                TimeElapsedColumn(),
+                console=logs.console(),
                 transient=False,
             )
             self._task = self._bar.add_task(label, total=pending_requests, rate=0.0, credits=0)

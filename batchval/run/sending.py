@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import signal
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
@@ -21,7 +21,7 @@ import structlog
 from batchval.api import Credentials, PartnerClient
 from batchval.outcome import StopInfo, StopReason
 from batchval.run.job import Job
-from batchval.run.pool import WorkerPool
+from batchval.run.pool import PoolStats, WorkerPool
 from batchval.run.progress import Progress
 from batchval.run.ratecontrol import RateController, start_rate
 from batchval.run.retry import RetryPolicy
@@ -42,6 +42,7 @@ class SendOutcome:
     rate_limited: int = 0
     credits: int = 0
     balance: int | None = None
+    statuses: Mapping[str, int] = dataclasses.field(default_factory=dict)  # calls by status
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -60,6 +61,9 @@ class Sending:
     # (`streets`), with where its work stands for the progress bar.
     job_for: Callable[[PartnerClient], Job[Any]] | None = None
     counts: Callable[[], Counts] | None = None
+    # Called every `run.metrics_seconds` while sending, with the calls by status, the
+    # 429s and the credits so far (the runner rewrites --metrics-file).
+    on_metrics: Callable[[Mapping[str, int], int, int], None] | None = None
 
     async def send(self, not_before: dt.datetime | None) -> SendOutcome:
         run, checkpoint = self.run, self.checkpoint
@@ -74,6 +78,12 @@ class Sending:
         )
         controller = RateController(initial_rate=start_rate(run.concurrency))
         credits, balance = 0, None
+        latest = [PoolStats()]  # this round's last figures, for the metrics ticker
+
+        def on_progress(stats: PoolStats) -> None:
+            latest[0] = stats
+            progress.update(stats)
+
         async with PartnerClient(
             base_url=self.api.base_url,
             auth_url=self.api.auth_url,
@@ -85,6 +95,14 @@ class Sending:
                 stop = Stop()
                 async with anyio.create_task_group() as watchers:
                     watchers.start_soon(_stop_on_signals, stop)
+                    if self.on_metrics is not None:
+                        latest[0] = PoolStats()
+                        watchers.start_soon(
+                            self._tick_metrics,
+                            self.on_metrics,
+                            lambda: (client.statuses, controller.rate_limited),
+                            lambda spent=credits: spent + latest[0].credits,
+                        )
                     if not_before is not None:
                         await self._wait_until(not_before, stop)
                     paused = checkpoint.get("pause_until")
@@ -110,7 +128,7 @@ class Sending:
                             unrecognised_limit=run.unrecognised_limit,
                             shutdown_grace_seconds=run.shutdown_grace_seconds,
                             now=self.now,
-                            on_progress=progress.update,
+                            on_progress=on_progress,
                         )
                         with progress:
                             stats = await pool.run()
@@ -125,7 +143,27 @@ class Sending:
                 checkpoint.set("not_before", not_before.isoformat())
                 if not run.wait_for_midnight:
                     break
-        return SendOutcome(stop.info, client.calls, controller.rate_limited, credits, balance)
+        return SendOutcome(
+            stop.info,
+            client.calls,
+            controller.rate_limited,
+            credits,
+            balance,
+            dict(client.statuses),
+        )
+
+    async def _tick_metrics(
+        self,
+        write: Callable[[Mapping[str, int], int, int], None],
+        calls: Callable[[], tuple[Mapping[str, int], int]],
+        credits: Callable[[], int],
+    ) -> None:
+        """Rewrite the metrics every `run.metrics_seconds` until the round ends (waits for
+        a daily limit or a Retry-After included)."""
+        while True:
+            await anyio.sleep(self.run.metrics_seconds)
+            statuses, rate_limited = calls()
+            write(dict(statuses), rate_limited, credits())
 
     def _job(self, client: PartnerClient) -> Job[Any]:
         if self.job_for is not None:

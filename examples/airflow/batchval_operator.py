@@ -30,9 +30,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow.exceptions import AirflowException, AirflowFailException
 from airflow.providers.standard.triggers.temporal import DateTimeTrigger
 from airflow.sdk import BaseHook, BaseOperator
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 # The project's own environment, by absolute path: an Airflow worker's PATH never has it.
 PROJECT = Path(__file__).resolve().parents[2]

@@ -16,8 +16,8 @@ import sys
 import time
 from pathlib import Path
 
+from batchval.ingest import keyed_rows
 from batchval.input import InputOptions, open_input
-from batchval.runner import keyed_rows
 from batchval.store.checkpoint import Checkpoint
 
 

@@ -1,0 +1,161 @@
+"""`batchval check` as a subprocess: one line per check, a final line, the right exit code,
+and never a charge."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hostile import HostileProxy, Rules, closed_port_url, serve_proxy
+from support import LIVE, TEST, env_for, portfolio, run_cli
+
+from batchval.api.auth import Credentials
+from batchval.sandbox.app import API_PREFIX
+from batchval.sandbox.server import RunningSandbox
+
+
+def lines(done: subprocess.CompletedProcess[str]) -> list[str]:
+    return done.stdout.strip().splitlines()
+
+
+def failing(done: subprocess.CompletedProcess[str], name: str) -> str:
+    """The one FAIL line, which must be the check named, and the final line repeats it."""
+    shown = lines(done)
+    fails = [line for line in shown if line.startswith("FAIL")]
+    assert len(fails) == 1, shown
+    assert fails[0].startswith(f"FAIL  {name}: "), shown
+    assert shown[-1].startswith(f"check: {name}: "), shown
+    assert done.stderr.strip().splitlines()[-1] == f"batchval: {shown[-1]}"
+    return fails[0]
+
+
+@pytest.fixture
+def proxy(served: RunningSandbox) -> Iterator[HostileProxy]:
+    with serve_proxy(served.auth_url) as running:
+        yield running
+
+
+def test_good_sandbox_passes_and_costs_nothing(served: RunningSandbox) -> None:
+    """Against a good live-like sandbox: every check ok, exit 0, no valuation, no charge."""
+    done = run_cli("check", env=env_for(served, LIVE), timeout=60)
+    assert done.returncode == 0, done.stderr
+    shown = lines(done)
+    assert [line.split(":")[0] for line in shown] == [
+        "ok    settings",
+        "ok    token",
+        "ok    api",
+        "ok    mode",
+        "ok    balance",
+        "check",
+    ]
+    assert "live: the token answer's scope is partners:read" in shown[3]
+    assert "unknown until the first paid call" in shown[4]
+    assert shown[-1] == "check: ok (exit 0)"
+    assert served.sandbox.ledger.charges == []
+    assert served.sandbox.ledger.credits_charged() == 0
+    assert LIVE.client_secret not in done.stdout + done.stderr
+
+
+def test_test_credentials_say_test_mode(served: RunningSandbox) -> None:
+    """The sandbox's test credential is reported as test mode, never charged."""
+    done = run_cli("check", env=env_for(served, TEST), timeout=60)
+    assert done.returncode == 0, done.stderr
+    shown = lines(done)
+    assert shown[3].startswith("ok    mode: test: the token answer's scope is partners:test")
+    assert "documented test credential" in shown[3]
+    assert shown[4] == "ok    balance: none: test mode is never charged"
+
+
+def test_wrong_credentials_exit_77(served: RunningSandbox) -> None:
+    """A secret the token URL refuses: exit 77, one line naming the refusal."""
+    wrong = Credentials(LIVE.client_id, "not-the-secret")
+    done = run_cli("check", env=env_for(served, wrong), timeout=60)
+    assert done.returncode == 77, done.stdout + done.stderr
+    line = failing(done, "token")
+    assert "credentials refused" in line
+    assert "401" in line
+    assert "not-the-secret" not in done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    "base", ["/partners/v2", API_PREFIX + "/valuations"], ids=["other-version", "too-deep"]
+)
+def test_wrong_base_url_exits_64(served: RunningSandbox, base: str) -> None:
+    """A base URL where the API's path is not served: exit 64 naming the URL."""
+    env = env_for(served, LIVE, BATCHVAL_BASE_URL=served.auth_url + base)
+    done = run_cli("check", env=env, timeout=60)
+    assert done.returncode == 64, done.stdout + done.stderr
+    line = failing(done, "api")
+    assert "wrong address" in line
+    assert served.auth_url + base in line
+
+
+def test_wrong_token_url_exits_64(served: RunningSandbox) -> None:
+    """A token URL that answers 404: exit 64, the auth URL named."""
+    env = env_for(served, LIVE, BATCHVAL_AUTH_URL=served.auth_url + "/nope")
+    done = run_cli("check", env=env, timeout=60)
+    assert done.returncode == 64, done.stdout + done.stderr
+    assert "wrong address" in failing(done, "token")
+
+
+def test_html_site_at_the_base_url_exits_64(served: RunningSandbox, proxy: HostileProxy) -> None:
+    """A web site (an HTML page with 200) where the API should be: exit 64."""
+    proxy.rules = Rules(html_share=1.0, html_status=200)
+    env = env_for(served, LIVE, BATCHVAL_BASE_URL=proxy.url + API_PREFIX)
+    done = run_cli("check", env=env, timeout=60)
+    assert done.returncode == 64, done.stdout + done.stderr
+    assert "text/html" in failing(done, "api")
+
+
+def test_unreachable_host_exits_75() -> None:
+    """Nothing listens at the address: exit 75 (try again later), one line."""
+    root = closed_port_url()
+    env = {
+        "BATCHVAL_BASE_URL": root + API_PREFIX,
+        "BATCHVAL_AUTH_URL": root,
+        "BATCHVAL_CLIENT_ID": LIVE.client_id,
+        "BATCHVAL_CLIENT_SECRET": LIVE.client_secret,
+        "PATH": "/usr/bin:/bin",
+    }
+    done = run_cli("check", env=env, timeout=60)
+    assert done.returncode == 75, done.stdout + done.stderr
+    assert "unreachable" in failing(done, "token")
+
+
+def test_partly_configured_api_exits_64(served: RunningSandbox) -> None:
+    """A client id without the rest of the API settings is a config error: 64."""
+    env = env_for(served, LIVE)
+    del env["BATCHVAL_CLIENT_SECRET"], env["BATCHVAL_AUTH_URL"]
+    done = run_cli("check", env=env, timeout=60)
+    assert done.returncode == 64, done.stdout + done.stderr
+    assert "partly configured" in failing(done, "settings")
+
+
+def test_embedded_sandbox_and_input_price(tmp_path: Path) -> None:
+    """With no API configured: says it would use the embedded sandbox in test mode, checks
+    it, and prices INPUT as `run --dry-run` does."""
+    source = portfolio(tmp_path / "book.csv", 12, duplicates=2)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    done = run_cli("check", str(source), env=env, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    shown = lines(done)
+    assert "embedded sandbox in TEST mode" in shown[0]
+    assert shown[3].startswith("ok    mode: test: the embedded sandbox")
+    dry = run_cli("run", str(source), "--out", str(tmp_path / "dry"), "--dry-run", env=env)
+    assert dry.returncode == 0, dry.stderr
+    assert "would make 10 calls costing 100 credits" in dry.stdout
+    assert shown[5] == (
+        "ok    input: 12 rows; 10 distinct requests: 100 credits (£1.00 live), "
+        "1 day(s) at 5000 calls a day"
+    )
+
+
+def test_unusable_input_exits_65(served: RunningSandbox, tmp_path: Path) -> None:
+    """An input that cannot be used fails the input check with 65, after the API checks."""
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    done = run_cli("check", str(empty), env=env_for(served, LIVE), timeout=60)
+    assert done.returncode == 65, done.stdout + done.stderr
+    assert "empty" in failing(done, "input")

@@ -1,0 +1,154 @@
+"""The README's crontab line, run as cron would run it: its exact command through /bin/sh
+with cron's bare environment, the paths swapped for a test's and the API for the sandbox."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+from support import BATCHVAL, LIVE, ROOT, portfolio
+
+from batchval.sandbox.config import Faults
+from batchval.sandbox.server import RunningSandbox
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+PROJECT_BATCHVAL = "/opt/batchval/.venv/bin/batchval"
+WORK = "/srv/valuations"
+CONFIG = "/etc/batchval/live.yaml"
+_ENTRY = re.compile(r"^(\S+\s+){5}(?P<command>.+)$")
+_ASSIGNMENT = re.compile(r"^(?P<name>[A-Z_]+)=(?P<value>\S*)$")
+
+
+def crontab() -> tuple[dict[str, str], list[str]]:
+    """The first crontab block of the README's cron section: its variables and the
+    commands of its entries, as cron hands them to the shell (`\\%` becomes `%`)."""
+    section = README[README.index("### cron\n") :]
+    block = section[section.index("```cron\n") + len("```cron\n") :]
+    block = block[: block.index("```")]
+    variables: dict[str, str] = {}
+    commands: list[str] = []
+    for line in block.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if found := _ASSIGNMENT.match(line):
+            variables[found["name"]] = found["value"]
+            continue
+        entry = _ENTRY.match(line)
+        assert entry, f"not a crontab entry: {line!r}"
+        command = entry["command"]
+        # cron turns an unescaped % into a newline: the README must escape every one.
+        assert re.search(r"(?<!\\)%", command) is None, command
+        commands.append(command.replace("\\%", "%"))
+    return variables, commands
+
+
+def nightly_command() -> tuple[dict[str, str], str]:
+    variables, commands = crontab()
+    assert len(commands) == 2, commands
+    assert commands[0] == commands[1], "the 07:30 retry must be the same command"
+    return variables, commands[0]
+
+
+def as_cron_runs_it(tmp_path: Path, served: RunningSandbox, **run: object) -> list[str]:
+    """/bin/sh -c and the command with the README's paths swapped for this test's."""
+    _, command = nightly_command()
+    assert command.split(" && ")[1].startswith(PROJECT_BATCHVAL + " run "), command
+    work = tmp_path / "srv"
+    (work / "log").mkdir(parents=True)
+    book = portfolio(tmp_path / "book.csv", 6)
+    pl.read_csv(book).write_parquet(work / "book.parquet")
+    settings: dict[str, object] = {
+        "api": {
+            "base_url": served.base_url,
+            "auth_url": served.auth_url,
+            "client_id": LIVE.client_id,
+            "client_secret": LIVE.client_secret,
+        }
+    }
+    if run:
+        settings["run"] = run
+    config = tmp_path / "live.yaml"
+    config.write_text(yaml.safe_dump(settings))
+    config.chmod(0o600)
+    swapped = (
+        command.replace(PROJECT_BATCHVAL, BATCHVAL)
+        .replace(WORK, str(work))
+        .replace(CONFIG, str(config))
+    )
+    for path in ("/opt/", "/srv/", "/etc/"):
+        assert path not in swapped, f"a README path was not swapped: {swapped}"
+    return ["/bin/sh", "-c", swapped]
+
+
+def cron_env(tmp_path: Path) -> dict[str, str]:
+    """What cron gives a job: a bare PATH without the virtual environment, and the
+    crontab's own variables."""
+    variables, _ = nightly_command()
+    return {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "SHELL": "/bin/sh",
+        "LOGNAME": "batchval",
+        **variables,
+    }
+
+
+def test_the_readme_crontab_is_what_the_test_runs() -> None:
+    """The README's entries call the project's batchval by absolute path, log to a file,
+    say CRON_TZ=UTC, and take no flock wrapper (the run's DIR lock covers two starts)."""
+    variables, command = nightly_command()
+    assert variables == {"CRON_TZ": "UTC"}
+    assert PROJECT_BATCHVAL.startswith("/")
+    assert PROJECT_BATCHVAL in command
+    assert "flock" not in command
+    assert re.search(r">> log/.+\.log 2>&1$", command), command
+
+
+def test_the_crontab_command_values_the_book(served: RunningSandbox, tmp_path: Path) -> None:
+    """The exact command exits 0 under cron's environment and writes results and a log."""
+    argv = as_cron_runs_it(tmp_path, served)
+    done = subprocess.run(argv, env=cron_env(tmp_path), cwd=tmp_path, timeout=120, check=False)
+    assert done.returncode == 0
+    (out,) = (tmp_path / "srv" / "runs").iterdir()
+    assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", out.name), out.name
+    assert pl.read_parquet(out / "results.parquet").height == 6
+    (logged,) = (tmp_path / "srv" / "log").iterdir()
+    assert logged.name == f"batchval-{out.name}.log"
+    text = logged.read_text()
+    assert f"run day-{out.name} (live mode): complete" in text
+    assert '"event": "run.ingest.batch"' in text
+    assert served.sandbox.ledger.credits_charged(LIVE.client_id) == 60
+
+
+@pytest.mark.slow
+def test_two_starts_at_once_one_runs_one_exits_75(served: RunningSandbox, tmp_path: Path) -> None:
+    """Started twice at once (cron and a person, or a slow night and the 07:30 line): one
+    run values the book and exits 0, the other exits 75 dir_locked and sends nothing;
+    the same command afterwards finds everything answered."""
+    served.sandbox.set_faults(Faults(latency_ms=2000))  # one worker: about 12 s of calls
+    argv = as_cron_runs_it(tmp_path, served, concurrency=1)
+    env = cron_env(tmp_path)
+    runs = tmp_path / "srv" / "runs"
+    with subprocess.Popen(argv, env=env, cwd=tmp_path) as first:
+        deadline = time.monotonic() + 60
+        while not list(runs.glob("*/checkpoint.sqlite")) and time.monotonic() < deadline:
+            time.sleep(0.1)  # the checkpoint is opened only under the DIR's lock
+        assert first.poll() is None, "the first run ended before the second started"
+        second = subprocess.run(argv, env=env, cwd=tmp_path, timeout=60, check=False)
+        first.wait(timeout=120)
+    assert (first.returncode, second.returncode) == (0, 75)
+    (logged,) = (tmp_path / "srv" / "log").iterdir()
+    assert "batchval: dir_locked: " in logged.read_text()
+    ledger = served.sandbox.ledger
+    assert ledger.keys_charged_twice() == []
+    assert ledger.credits_charged(LIVE.client_id) == 60
+    served.sandbox.set_faults(Faults())
+    calls = len(ledger.requests)
+    again = subprocess.run(argv, env=env, cwd=tmp_path, timeout=60, check=False)
+    assert again.returncode == 0
+    assert len(ledger.requests) == calls, "a finished run sent something again"
