@@ -451,6 +451,47 @@ def streets(
     raise SystemExit(int(summary.exit_code))
 
 
+@cli.command()
+@click.argument("out_dir", metavar="DIR", type=click.Path(path_type=Path))
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="YAML config: api, run settings (as for run).",
+)
+@click.option("--concurrency", type=click.IntRange(1, 256), help="Most reads in flight [8].")
+def verify(out_dir: Path, config_file: Path | None, concurrency: int | None) -> None:
+    """Read back every valuation of DIR's results by id (free) and compare; exit 0 when
+    all agree, 1 on a difference (DIR/verify.parquet), 75, 77 or 64 as run does."""
+    from batchval.settings import load_settings
+    from batchval.verify import verify_dir
+
+    redactor = Redactor()
+    logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=redactor)
+    try:
+        settings = load_settings(config_file, os.environ, concurrency=concurrency)
+    except SettingsError as exc:
+        raise click.UsageError(str(exc)) from None
+    if settings.api is not None:
+        redactor.add(settings.api.client_secret)
+    try:
+        summary = verify_dir(out_dir, settings)
+    except RunRefusedError as exc:
+        click.echo(f"batchval: {exc}", err=True)
+        raise SystemExit(int(exc.exit_code)) from None
+    click.echo(summary.render())
+    if summary.stop is not None:
+        click.echo(f"batchval: {summary.stop.line()}", err=True)
+    elif summary.differences:
+        click.echo(
+            f"batchval: differences: {len(summary.differences)} between the API and "
+            f"results.parquet (first: {summary.differences[0].valuation_id} "
+            f"{summary.differences[0].field}); see {out_dir / 'verify.parquet'}",
+            err=True,
+        )
+    raise SystemExit(int(summary.exit_code))
+
+
 def main(argv: list[str] | None = None) -> None:
     """The console script: click's own exit code 2 for usage errors becomes 64."""
     try:

@@ -24,6 +24,7 @@ from typing import Any
 
 class ExitCode(enum.IntEnum):
     COMPLETE = 0  # every row has a result or a problem
+    DIFFERENCES = 1  # verify only: the API's answers and results.parquet differ
     USAGE = 64  # bad command line or config, or the API's address is wrong
     INPUT = 65  # the input cannot be used
     INTERNAL = 70  # a defect: outputs written for what was done, traceback in the log

@@ -36,8 +36,9 @@ from batchval.output.summary import SUMMARY_NAME, DryRunSummary, RunSummary, Tal
 from batchval.output.writer import write_json_atomic, write_problems, write_results
 from batchval.run import answers
 from batchval.run.keys import daily_run_id
+from batchval.run.recovery import recoverable
 from batchval.run.sending import Sending, SendOutcome
-from batchval.settings import ApiSettings, Settings
+from batchval.settings import ApiSettings, Settings, api_identity
 from batchval.store.checkpoint import (
     CHECKPOINT_NAME,
     Checkpoint,
@@ -361,9 +362,7 @@ class Runner:
     def _api_identity(self) -> str:
         """Which API and account answer this run (never the secret): a change of it under
         --accept-changes re-values test answers."""
-        api = self.settings.api
-        who = "embedded" if api is None else f"{api.base_url}\n{api.client_id}"
-        return hashlib.sha256(who.encode()).hexdigest()
+        return api_identity(self.settings.api)
 
     def _ingest(self, checkpoint: Checkpoint, source: InputSource, run_id: str) -> None:
         ingest(checkpoint, source, run_id, interrupted=lambda: self._signalled)
@@ -371,8 +370,11 @@ class Runner:
     # --- sending -------------------------------------------------------------------------
 
     def _send(self, checkpoint: Checkpoint) -> SendOutcome:
-        """Send what is pending, unless the daily limit or a signal says not yet."""
-        if not checkpoint.any_pending():
+        """Send what is pending, unless the daily limit or a signal says not yet; first read
+        back the paid answers that could not be read (`run/recovery`). Not from the
+        embedded sandbox: a new one each invocation, it knows no earlier valuation."""
+        recover = self.settings.api is not None and bool(recoverable(checkpoint))
+        if not checkpoint.any_pending() and not recover:
             return SendOutcome()
         if self._signalled:
             log.warning("run.signal", signal=self._signalled, while_="before sending")
@@ -407,6 +409,7 @@ class Runner:
                 on_metrics=lambda statuses, limited, credits: self._metrics(
                     checkpoint.counts(), statuses, limited, credits, None
                 ),
+                recover=recover,
             )
             sent: SendOutcome = anyio.run(sending.send, not_before)
             self._statuses = sent.statuses

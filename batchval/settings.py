@@ -37,6 +37,14 @@ class ApiSettings:
     client_secret: str = dataclasses.field(repr=False)  # never printed, logged or written
 
 
+def api_identity(api: ApiSettings | None) -> str:
+    """Which API and account answer a DIR (never the secret), as its checkpoint keeps it
+    (`api_identity`): a hash of the base URL and client id, or of `embedded` for the
+    embedded sandbox (which forgets every valuation when its run ends)."""
+    who = "embedded" if api is None else f"{api.base_url}\n{api.client_id}"
+    return hashlib.sha256(who.encode()).hexdigest()
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class RunOptions:
     concurrency: int = 8  # the most requests in flight at once; the pool may use fewer

@@ -13,6 +13,9 @@ one of its `Rules` says otherwise:
   way back the way a later minor version of the API might answer: integer figures
   written as floats (`250000` -> `250000.0`) and new fields, top-level and nested. The
   sandbox has charged for these: each one is a paid answer.
+- `break_share`: a share of those 201s is rewritten so that it cannot be read even
+  tolerantly: the estimate written in words (`"about 250k"`), the id and the charge
+  kept. Paid answers too: batchval keeps each as an `unreadable-answer` problem.
 
 A wrong address needs no rule of its own: `/partners/v2/...` is forwarded and the
 sandbox answers its own 404. `closed_port_url()` gives an address where nothing listens.
@@ -71,10 +74,11 @@ class Rules:
     html_status: int = 403
     html_spare_first: int = 0  # the first N API calls are never answered with HTML
     mutate_share: float = 0.0  # share of POST /valuations 201s rewritten (floats, new fields)
+    break_share: float = 0.0  # share of those 201s made unreadable (the estimate in words)
 
     def off(self) -> None:
         """Forward everything faithfully from now on."""
-        self.html_share = self.mutate_share = 0.0
+        self.html_share = self.mutate_share = self.break_share = 0.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -84,7 +88,7 @@ class Exchange:
     method: str
     path: str
     status: int
-    rule: str  # "forwarded", "html", "mutated" or "upstream_error"
+    rule: str  # "forwarded", "html", "mutated", "broken" or "upstream_error"
 
 
 def html_page(status: int) -> bytes:
@@ -96,6 +100,12 @@ def html_page(status: int) -> bytes:
         "Contact your network administrator quoting incident 7f3a-19c2.</p>"
         "<hr><center>corp-gateway/2.4</center></body></html>\n"
     ).encode()
+
+
+def break_valuation(body: dict[str, Any]) -> dict[str, Any]:
+    """The same valuation with its estimate in words: no reader can take it as a number."""
+    body["valuation"]["estimate"] = f"about {body['valuation']['estimate'] // 1000}k"
+    return body
 
 
 def mutate_valuation(body: dict[str, Any]) -> dict[str, Any]:
@@ -123,6 +133,8 @@ class HostileProxy:
         self.posted: list[tuple[str | None, bytes]] = []
         self._html_draws = random.Random(seed)
         self._mutate_draws = random.Random(seed + 1)
+        self._break_draws = random.Random(seed + 2)
+        self.broken: list[str] = []  # ids of the valuations whose answers were made unreadable
         self._http: httpx.AsyncClient | None = None
 
     @property
@@ -184,17 +196,20 @@ class HostileProxy:
 
     async def _relay(self, method: str, path: str, upstream: httpx.Response, send: Send) -> None:
         headers = [(k, v) for k, v in upstream.headers.raw if k.lower() not in _HOP_BY_HOP]
-        if (
+        paid = (
             method == "POST"
             and path.startswith(API_PATHS)
             and path.endswith("/valuations")
             and upstream.status_code == 201
-            and self._draw_mutate()
-        ):
+        )
+        # Both drawn for every paid answer, so that each rule's draws line up on a replay.
+        broken, mutated = paid and self._draw_break(), paid and self._draw_mutate()
+        if broken or mutated:
             original = await upstream.aread()
-            rewritten = self._mutated(original)
+            rewritten = self._broken(original) if broken else self._mutated(original)
+            rule = "forwarded" if rewritten is None else "broken" if broken else "mutated"
             await _answer(send, 201, headers, original if rewritten is None else rewritten)
-            self._note(method, path, 201, "forwarded" if rewritten is None else "mutated")
+            self._note(method, path, 201, rule)
             return
         length = upstream.headers.get("content-length")
         if length is not None:
@@ -219,6 +234,19 @@ class HostileProxy:
 
     def _draw_mutate(self) -> bool:
         return self._mutate_draws.random() < self.rules.mutate_share
+
+    def _draw_break(self) -> bool:
+        return self._break_draws.random() < self.rules.break_share
+
+    def _broken(self, original: bytes) -> bytes | None:
+        """The answer made unreadable, or None when it is not a whole valuation."""
+        try:
+            body = json.loads(original)
+            rewritten = break_valuation(body)
+        except (ValueError, KeyError, TypeError):
+            return None
+        self.broken.append(str(body["id"]))
+        return json.dumps(rewritten, separators=(",", ":")).encode()
 
     def _mutated(self, original: bytes) -> bytes | None:
         """The rewritten body, or None when it is not a whole valuation (a truncated one)."""

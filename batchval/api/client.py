@@ -9,9 +9,9 @@ prescribes after a 401 (a new token, then once more). Every other failure is rai
 a typed error from `batchval.api.errors` (whose `read_failure` says what each answer
 means) for the caller's retry policy to judge.
 
-`post_valuation` takes a `gate`, awaited right before each request leaves, the retry
-after a 401 included: the caller's pacing (a `Retry-After` pause, a stopping run) holds
-however long the task waited for a token.
+`post_valuation` and `read_valuation` take a `gate`, awaited right before each request
+leaves, the retry after a 401 included: the caller's pacing (a `Retry-After` pause, a
+stopping run) holds however long the task waited for a token.
 """
 
 from __future__ import annotations
@@ -163,8 +163,24 @@ class PartnerClient:
 
     async def get_valuation(self, valuation_id: str) -> Valuation:
         """GET /valuations/{id}: a valuation exactly as created, free."""
+        return Valuation.from_json((await self.read_valuation(valuation_id)).data)
+
+    async def read_valuation(
+        self, valuation_id: str, *, gate: Callable[[], Awaitable[None]] | None = None
+    ) -> Answer:
+        """GET /valuations/{id}, free; the answer before it is read as a Valuation (so that
+        a read-back can keep the bytes, or judge an answer it cannot read)."""
         path = "/valuations/" + urllib.parse.quote(valuation_id, safe="")
-        return Valuation.from_json((await self._call("GET", "/valuations/{id}", path)).data)
+        answer = await self._call("GET", "/valuations/{id}", path, gate=gate)
+        if "id" not in answer.data and "valuation" not in answer.data:
+            # Not the shape of a valuation: never read as one (see post_valuation).
+            raise UnrecognisedAnswerError(
+                status=answer.status,
+                content_type="application/json",
+                excerpt=excerpt(answer.body),
+                url=self._base_url + path,
+            )
+        return answer
 
     async def get_street_analysis(self, postcode: str) -> StreetAnalysis:
         """GET /street-analysis/{postcode}: charged on the first read in 30 days."""

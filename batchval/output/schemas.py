@@ -408,6 +408,8 @@ def type_name(kind: pa.DataType) -> str:
         return f"timestamp ({kind.unit}, {kind.tz or 'no zone'})"
     if pa.types.is_struct(kind):
         return "struct"
+    if pa.types.is_list(kind):
+        return f"list of {type_name(kind.value_type)}"
     return {"double": "float64"}.get(str(kind), str(kind))
 
 

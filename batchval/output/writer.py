@@ -160,6 +160,17 @@ def atomic_file(path: Path) -> contextlib.AbstractContextManager[IO[bytes]]:
     return _replacing(path)
 
 
+def write_table_atomic(path: Path, table: pa.Table) -> int:
+    """Write one table as Parquet to `path` (verify.parquet), atomically; the rows written."""
+    return _write_parquet(path, table.schema, [table])
+
+
+def column_values(records: Sequence[Any], column: Column[Any]) -> pa.Array:
+    """One fixed column of these records, taken and converted exactly as the files' are:
+    `verify` builds what results.parquet would hold from an answer read back with this."""
+    return _column([column.get(record) for record in records], column.field())
+
+
 # --- files ---------------------------------------------------------------------------------
 
 

@@ -2,7 +2,9 @@
 
 `send` opens one `PartnerClient`, waits out a daily limit's `not_before` and a
 `Retry-After` an earlier invocation was given (both wake at once on SIGTERM or SIGINT),
-runs the pool, and keeps a `Retry-After` that outlives the invocation in the checkpoint.
+reads back by id the paid answers an earlier invocation could not read (`run/recovery`,
+with `recover`), runs the pool, and keeps a `Retry-After` that outlives the invocation
+in the checkpoint.
 With `wait_for_midnight` it goes round again after a daily-limit stop. The runner decides
 whether to send at all and what the outcome means for the exit code.
 """
@@ -20,10 +22,11 @@ import structlog
 
 from batchval.api import Credentials, PartnerClient
 from batchval.outcome import StopInfo, StopReason
-from batchval.run.job import Job
+from batchval.run.job import ItemT, Job
 from batchval.run.pool import PoolStats, WorkerPool
 from batchval.run.progress import Progress
 from batchval.run.ratecontrol import RateController, start_rate
+from batchval.run.recovery import RecoveryJob, recoverable
 from batchval.run.retry import RetryPolicy
 from batchval.run.stop import Stop
 from batchval.run.valuing import ValuationJob
@@ -64,6 +67,9 @@ class Sending:
     # Called every `run.metrics_seconds` while sending, with the calls by status, the
     # 429s and the credits so far (the runner rewrites --metrics-file).
     on_metrics: Callable[[Mapping[str, int], int, int], None] | None = None
+    # Read back by id the paid answers that could not be read, before sending
+    # (`run/recovery`): not against the embedded sandbox, which forgot them.
+    recover: bool = False
 
     async def send(self, not_before: dt.datetime | None) -> SendOutcome:
         run, checkpoint = self.run, self.checkpoint
@@ -79,6 +85,7 @@ class Sending:
         controller = RateController(initial_rate=start_rate(run.concurrency))
         credits, balance = 0, None
         latest = [PoolStats()]  # this round's last figures, for the metrics ticker
+        recover = self.recover
 
         def on_progress(stats: PoolStats) -> None:
             latest[0] = stats
@@ -113,20 +120,18 @@ class Sending:
                     if not stop.is_set:
                         checkpoint.unset("not_before")
                         checkpoint.unset("pause_until")
-                        pool = WorkerPool(
-                            job=self._job(client),
+                    if recover and not stop.is_set:
+                        recover = False  # once an invocation, not in a later round
+                        await self._recover(client, controller, stop)
+                    if not stop.is_set:
+                        pool = pool_for(
+                            self._job(client),
+                            run,
                             controller=controller,
-                            policy=RetryPolicy(max_attempts=run.max_attempts),
                             stop=stop,
-                            concurrency=run.concurrency,
                             max_credits=None
                             if run.max_credits is None
                             else run.max_credits - credits,
-                            outage_seconds=run.outage_seconds,
-                            # A few probes within the outage window, never more than 5 s apart.
-                            probe_interval=min(5.0, run.outage_seconds / 4),
-                            unrecognised_limit=run.unrecognised_limit,
-                            shutdown_grace_seconds=run.shutdown_grace_seconds,
                             now=self.now,
                             on_progress=on_progress,
                         )
@@ -170,6 +175,17 @@ class Sending:
             return self.job_for(client)
         return ValuationJob(client, self.checkpoint)
 
+    async def _recover(self, client: PartnerClient, controller: RateController, stop: Stop) -> None:
+        """Read back, by id, the paid answers that could not be read (`run/recovery`),
+        once an invocation, before anything is sent."""
+        found = recoverable(self.checkpoint)
+        if not found:
+            return
+        job = RecoveryJob(client, self.checkpoint, found)
+        log.info("run.recovery.reading", valuations=len(found))
+        await pool_for(job, self.run, controller=controller, stop=stop, now=self.now).run()
+        log.info("run.recovery.done", valuations=len(found), recovered=job.recovered)
+
     def _keep_pause(self, controller: RateController, stop: Stop) -> None:
         """A `Retry-After` the API gave outlives this invocation: kept in the checkpoint
         (the next one waits it out before its first call) and in the stop's not_before."""
@@ -191,6 +207,35 @@ class Sending:
         log.info(event, until=when.isoformat(), seconds=round(seconds))
         with anyio.move_on_after(seconds):
             await stop.event.wait()
+
+
+def pool_for(
+    job: Job[ItemT],
+    run: RunOptions,
+    *,
+    controller: RateController,
+    stop: Stop,
+    now: Callable[[], dt.datetime],
+    max_credits: int | None = None,
+    on_progress: Callable[[PoolStats], None] | None = None,
+) -> WorkerPool[ItemT]:
+    """A pool for `job` with the run's settings: every job is paced, retried and stopped
+    alike (valuations, street analyses, read-backs)."""
+    return WorkerPool(
+        job=job,
+        controller=controller,
+        policy=RetryPolicy(max_attempts=run.max_attempts),
+        stop=stop,
+        concurrency=run.concurrency,
+        max_credits=max_credits,
+        outage_seconds=run.outage_seconds,
+        # A few probes within the outage window, never more than 5 s apart.
+        probe_interval=min(5.0, run.outage_seconds / 4),
+        unrecognised_limit=run.unrecognised_limit,
+        shutdown_grace_seconds=run.shutdown_grace_seconds,
+        now=now,
+        on_progress=on_progress,
+    )
 
 
 async def _stop_on_signals(stop: Stop) -> None:

@@ -398,6 +398,15 @@ class Checkpoint(InvocationLog):
         ).fetchall()
         return {str(name): int(n) for name, n in found}
 
+    def problems_of_type(self, name: str) -> list[tuple[int, str, str, str | None]]:
+        """(rowid, key, problem JSON, raw answer) of the problem requests of type `name`."""
+        return self._db.execute(
+            "SELECT rowid, key, problem, answer FROM requests WHERE state = 'problem' AND"
+            " CASE WHEN json_valid(problem) THEN json_extract(problem, '$.type') END = ?"
+            " ORDER BY rowid",
+            (name,),
+        ).fetchall()
+
     def passthrough_schema(self) -> pa.Schema | None:
         """The pass-through columns' schema; None before an ingest, or if begun by 1 or 2."""
         stored = self.get("passthrough_schema")

@@ -1,0 +1,280 @@
+"""`batchval verify DIR`: every valuation of DIR's results read back by id (free) and
+compared with what results.parquet holds; the differences written to verify.parquet.
+
+The composition root of the command, beside `runner` and `status`. It takes DIR's
+`RunLock` (a run writing results.parquet meanwhile would make the comparison moot),
+reads the compared columns of results.parquet (`output/compare`), and sends one read per
+distinct valuation id through the same `WorkerPool` as `run` (`run/reading`): pacing,
+`Retry-After`, retries, the breaker and the account and address stops are the run's, and
+a stop is reported with the run's reasons and exit codes (75, 77, 64). A read the API
+refuses as `not-found`, and an answer it gives that cannot be read, are differences.
+
+Exit codes: 0 when every valuation agrees, `ExitCode.DIFFERENCES` (1, verify's only)
+when any differs, the stop's code when the API could not answer them all (and then
+verify.parquet is not written: an incomplete comparison would read as a clean one).
+A DIR valued by the embedded sandbox is refused (64): that sandbox forgot its
+valuations when its run ended, so none can be read back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import signal
+import time
+from pathlib import Path
+
+import anyio
+import pyarrow as pa
+import structlog
+
+from batchval import logs
+from batchval.api import Credentials, PartnerClient
+from batchval.api.client import Answer
+from batchval.api.errors import PartnerError, UnreadableAnswerError
+from batchval.api.models import Valuation
+from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
+from batchval.output.compare import (
+    VERIFY_NAME,
+    Comparer,
+    Difference,
+    HeldResults,
+    differences_table,
+)
+from batchval.output.writer import write_table_atomic
+from batchval.run.job import Settled, charge_of
+from batchval.run.progress import Progress
+from batchval.run.ratecontrol import RateController, start_rate
+from batchval.run.reading import ReadApi, ReadJob
+from batchval.run.sending import pool_for
+from batchval.run.stop import Stop
+from batchval.runner import LOG_NAME, RESULTS_NAME
+from batchval.settings import ApiSettings, Settings, api_identity
+from batchval.store.checkpoint import Checkpoint, CheckpointVersionError
+from batchval.store.lock import DirLockedError, RunLock
+
+log = structlog.get_logger()
+
+SHOWN = 5  # differences printed; verify.parquet holds them all
+WIDTH = 160  # a printed difference is cut here (a commentary member runs long)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Read:
+    rowid: int
+    key: str  # the valuation id
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class VerifySummary:
+    """What one verify did: rendered on the terminal, its exit code for the scheduler."""
+
+    valuations: int  # distinct valuation ids in results.parquet
+    rows: int  # rows of results.parquet
+    read: int  # valuations the API answered (a not-found included)
+    differences: tuple[Difference, ...]
+    calls: int
+    credits: int
+    seconds: float
+    stop: StopInfo | None = None
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.stop is not None:
+            return self.stop.reason.exit_code
+        return ExitCode.DIFFERENCES if self.differences else ExitCode.COMPLETE
+
+    def render(self) -> str:
+        head = (
+            f"verify: {self.read} of {self.valuations} valuation(s) read back "
+            f"({self.rows} results rows), {self.calls} calls, {self.credits} credits, "
+            f"{self.seconds:.1f} s"
+        )
+        if self.stop is not None:
+            return f"{head}; stopped before the end: nothing written"
+        if not self.differences:
+            return f"{head}; all agree"
+        valuations = len({d.valuation_id for d in self.differences})
+        lines = [
+            f"{head}; {len(self.differences)} difference(s) in {valuations} valuation(s), "
+            f"all in {VERIFY_NAME}:"
+        ]
+        for found in self.differences[:SHOWN]:
+            rows = ",".join(map(str, found.row_numbers[:5]))
+            line = f"  {found.valuation_id} (row {rows}) {found.field}: {found.detail}"
+            lines.append(line if len(line) <= WIDTH else line[: WIDTH - 3] + "...")
+        if len(self.differences) > SHOWN:
+            lines.append(f"  ... and {len(self.differences) - SHOWN} more")
+        return "\n".join(lines)
+
+
+class VerifyJob(ReadJob[Read]):
+    """Reads every valuation of the results; each answer goes to the `Comparer`."""
+
+    name = "verify"
+
+    def __init__(self, api: ReadApi, held: HeldResults) -> None:
+        super().__init__(api, [Read(n, found) for n, found in enumerate(held.ids(), 1)])
+        self.comparer = Comparer(held)
+        self.read = 0
+
+    def settle(self, item: Read, answer: Answer) -> Settled:
+        self.read += 1
+        credits, balance = charge_of(answer.data)  # none: a read is free (counted if not)
+        try:
+            valuation = Valuation.from_json(answer.data)
+        except UnreadableAnswerError as error:
+            detail = f"the API's answer cannot be read: {error}"
+            self.comparer.whole(item.key, detail)
+            return Settled(credits, balance, problem=detail)
+        self.comparer.add(valuation, item.key)
+        return Settled(credits, balance)
+
+    def record_problem(self, item: Read, error: PartnerError) -> None:
+        """The API refused the read (`not-found`: it has no valuation with that id)."""
+        self.read += 1
+        self.comparer.whole(item.key, f"the API refused the read: {error}", field="valuation_id")
+
+    def record_retry(self, item: Read, error: PartnerError) -> None:
+        """Not read in this invocation; the pool stops the run (api_unavailable)."""
+        log.warning("verify.unread", valuation_id=item.key, detail=str(error))
+
+
+def verify_dir(out_dir: Path, settings: Settings) -> VerifySummary:
+    """Verify DIR; raises RunRefusedError when it ends before reading (64, 75, 70)."""
+    if not (out_dir / RESULTS_NAME).is_file():
+        raise RunRefusedError(
+            StopReason.REFUSED,
+            f"{out_dir} has no {RESULTS_NAME}: verify reads back the valuations of a run's "
+            "results (batchval run INPUT --out DIR first)",
+        )
+    try:
+        with RunLock(out_dir), logs.to_file(out_dir / LOG_NAME):
+            api = _api_of(out_dir, settings)
+            held = _held(out_dir / RESULTS_NAME)
+            try:
+                return _verify(out_dir, held, api, settings)
+            except Exception as exc:  # a defect: one line here, the traceback in the log
+                log.error("verify.internal_error", exc_info=True, file_only=True)
+                raise RunRefusedError(
+                    StopReason.INTERNAL_ERROR,
+                    f"{type(exc).__name__}: {exc} (the traceback is in {out_dir / LOG_NAME})",
+                ) from None
+    except DirLockedError as exc:
+        raise RunRefusedError(StopReason.DIR_LOCKED, str(exc)) from None
+
+
+def _api_of(out_dir: Path, settings: Settings) -> ApiSettings:
+    """The API to read from: the configured one, for a DIR not valued by the embedded
+    sandbox."""
+    try:
+        checkpoint = Checkpoint.open_existing(out_dir)
+    except CheckpointVersionError as exc:
+        raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
+    if checkpoint is not None:
+        try:
+            valued_by = checkpoint.get("api_identity")
+        finally:
+            checkpoint.close()
+        if valued_by not in (None, api_identity(None), api_identity(settings.api)):
+            # Another base URL or client id: fine for a rotated login of the same account;
+            # another account's reads would all be not-found differences.
+            log.warning("verify.other_api", detail="DIR was valued through another API or login")
+        if valued_by == api_identity(None):
+            raise RunRefusedError(
+                StopReason.REFUSED,
+                f"{out_dir} was valued by the embedded sandbox, which forgot its valuations "
+                "when that run ended: they cannot be read back (verify a run made against "
+                "an API: batchval sandbox, or the partner's)",
+            )
+    if settings.api is None:
+        raise RunRefusedError(
+            StopReason.REFUSED,
+            "no API is configured: verify reads back from the API that valued DIR "
+            "(BATCHVAL_BASE_URL, BATCHVAL_AUTH_URL, BATCHVAL_CLIENT_ID, "
+            "BATCHVAL_CLIENT_SECRET, or the api section of --config)",
+        )
+    return settings.api
+
+
+def _held(path: Path) -> HeldResults:
+    """The compared columns of results.parquet; a file that is not batchval's results is
+    refused (64), never an internal error."""
+    try:
+        return HeldResults.read(path)
+    except (OSError, pa.ArrowException, KeyError) as exc:
+        raise RunRefusedError(
+            StopReason.REFUSED,
+            f"{path} cannot be read as batchval's results ({type(exc).__name__}: {exc})",
+        ) from None
+
+
+def _verify(
+    out_dir: Path, held: HeldResults, api: ApiSettings, settings: Settings
+) -> VerifySummary:
+    started = time.monotonic()
+    log.info("verify.reading", valuations=len(held.ids()), rows=held.rows)
+    run = settings.run
+
+    async def read_all() -> tuple[VerifyJob, Stop, int, int]:
+        stop = Stop()
+        async with PartnerClient(
+            base_url=api.base_url,
+            auth_url=api.auth_url,
+            credentials=Credentials(api.client_id, api.client_secret),
+            timeout=run.timeout_seconds,
+            max_connections=run.concurrency,
+        ) as client:
+            job = VerifyJob(client, held)
+            controller = RateController(initial_rate=start_rate(run.concurrency))
+            # Periodic `run.progress` log events: a large book takes hours to read back.
+            progress = Progress(
+                total_rows=held.rows,
+                done_rows=0,
+                pending_requests=len(held.ids()),
+                bar=False,
+                every_seconds=run.progress_seconds,
+                label="verifying",
+            )
+            pool = pool_for(
+                job, run, controller=controller, stop=stop, now=_now, on_progress=progress.update
+            )
+            async with anyio.create_task_group() as watchers:
+                watchers.start_soon(_stop_on_signals, stop)
+                with progress:
+                    stats = await pool.run()
+                watchers.cancel_scope.cancel()
+        return job, stop, client.calls, stats.credits
+
+    job, stop, calls, credits = anyio.run(read_all)
+    differences = tuple(job.comparer.finish())
+    if stop.info is None:
+        write_table_atomic(out_dir / VERIFY_NAME, differences_table(differences))
+    summary = VerifySummary(
+        valuations=len(held.ids()),
+        rows=held.rows,
+        read=job.read,
+        differences=differences,
+        calls=calls,
+        credits=credits,
+        seconds=round(time.monotonic() - started, 3),
+        stop=stop.info,
+    )
+    log.info(
+        "verify.done",
+        read=summary.read,
+        differences=len(differences),
+        exit_code=int(summary.exit_code),
+    )
+    return summary
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+async def _stop_on_signals(stop: Stop) -> None:
+    """SIGTERM or SIGINT stops the reads gently (75): nothing is written."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            stop.trigger(StopReason.SIGNAL, f"received {signal.Signals(signum).name}")

@@ -1,0 +1,193 @@
+"""The recovery path of `run` (`run/recovery`): a paid answer that could not be read is
+read back by id (free) on the next run, and its rows move from problems to results,
+charged once; a read that is refused or still unreadable leaves the problem as it was."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hostile import HostileProxy, Rules, serve_proxy
+from support import LIVE, env_for, outputs, portfolio, run_cli
+
+from batchval.api.client import Answer
+from batchval.run import answers
+from batchval.run.job import Gate
+from batchval.run.recovery import RecoveryJob, recoverable
+from batchval.sandbox.server import RunningSandbox
+from batchval.store.checkpoint import Checkpoint
+
+READ = "/valuations/"
+
+
+@pytest.fixture
+def proxy(served: RunningSandbox) -> Iterator[HostileProxy]:
+    """A proxy in front of the sandbox that makes every paid answer unreadable."""
+    with serve_proxy(served.auth_url, Rules(break_share=1.0)) as running:
+        yield running
+
+
+def via(proxy: HostileProxy, served: RunningSandbox) -> dict[str, str]:
+    return env_for(served, LIVE, BATCHVAL_BASE_URL=proxy.base_url, BATCHVAL_AUTH_URL=proxy.url)
+
+
+def calls(served: RunningSandbox, method: str, path: str) -> int:
+    return sum(1 for r in served.sandbox.ledger.requests if r.method == method and path in r.path)
+
+
+def first_run(proxy: HostileProxy, served: RunningSandbox, tmp_path: Path, rows: int) -> Path:
+    """A run whose every paid answer came back unreadable: each an unreadable-answer."""
+    source = portfolio(tmp_path / "in.csv", rows)
+    out = tmp_path / "out"
+    done = run_cli("run", str(source), "--out", str(out), env=via(proxy, served))
+    assert done.returncode == 0, done.stderr
+    _, problems, _ = outputs(out)
+    assert problems["type"].to_list() == ["unreadable-answer"] * rows
+    assert sorted(problems["valuation_id"].to_list()) == sorted(proxy.broken)
+    return source
+
+
+def test_an_unreadable_paid_answer_is_read_back_on_the_next_run(
+    proxy: HostileProxy, served: RunningSandbox, tmp_path: Path
+) -> None:
+    """The next run reads each unreadable valuation back by id (GET, no POST): its rows end
+    in the results with the id the API first gave, charged once."""
+    source = first_run(proxy, served, tmp_path, rows=3)
+    posts, charged = len(proxy.posted), served.sandbox.ledger.credits_charged(LIVE.client_id)
+    assert charged == 30
+    proxy.rules.off()
+    out = tmp_path / "out"
+    again = run_cli("run", str(source), "--out", str(out), env=via(proxy, served))
+    assert again.returncode == 0, again.stderr
+    results, problems, summary = outputs(out)
+    assert problems.height == 0
+    assert sorted(results["valuation_id"].to_list()) == sorted(proxy.broken)
+    assert results["estimate"].null_count() == 0
+    assert len(proxy.posted) == posts  # no new POST
+    assert calls(served, "GET", READ) == 3
+    assert served.sandbox.ledger.credits_charged(LIVE.client_id) == charged
+    assert int(results["credits_charged"].sum()) == charged  # carried, not lost
+    assert summary["credits_charged"] == {"this_invocation": 0, "total": 30}
+    # A third run has nothing to read back and sends nothing.
+    third = run_cli("run", str(source), "--out", str(out), env=via(proxy, served))
+    assert third.returncode == 0, third.stderr
+    assert calls(served, "GET", READ) == 3
+
+
+def test_a_valuation_the_api_does_not_know_stays_a_problem(
+    proxy: HostileProxy, served: RunningSandbox, tmp_path: Path
+) -> None:
+    """A read answered not-found leaves the row the unreadable-answer problem it was."""
+    source = first_run(proxy, served, tmp_path, rows=1)
+    out = tmp_path / "out"
+    unknown = "val_" + "0" * 26
+    with sqlite3.connect(out / "checkpoint.sqlite") as db:
+        db.execute(
+            "UPDATE requests SET problem = json_set(problem, '$.valuation_id', ?)", (unknown,)
+        )
+    proxy.rules.off()
+    posts = len(proxy.posted)
+    again = run_cli("run", str(source), "--out", str(out), env=via(proxy, served))
+    assert again.returncode == 0, again.stderr
+    results, problems, _ = outputs(out)
+    assert results.height == 0
+    assert problems["type"].to_list() == ["unreadable-answer"]
+    assert problems["valuation_id"].to_list() == [unknown]
+    assert calls(served, "GET", READ + unknown) == 1
+    assert len(proxy.posted) == posts
+
+
+# --- the job alone, on a checkpoint ----------------------------------------------------
+
+VALUATION_ID = "val_" + "a" * 26
+
+
+def valuation(**changes: Any) -> dict[str, Any]:
+    """A valuation as the API writes one (docs/api.md, Valuation)."""
+    body: dict[str, Any] = {
+        "id": VALUATION_ID,
+        "valuedAt": "2026-11-23T10:00:00Z",
+        "valuation": {
+            "estimate": 250000,
+            "range": {"low": 230000, "high": 270000, "coverage": 0.8},
+            "currency": "GBP",
+        },
+        "location": {"sector": "SW1A 2", "localAuthority": "E09000033"},
+        "dataQuality": "full",
+        "model": {"version": "2026-10-01T00:00:00Z"},
+        "input": {
+            "postcode": "SW1A 2AA",
+            "propertyType": "terraced",
+            "floorAreaSqm": 80.0,
+            "floorAreaSource": "request",
+        },
+    }
+    body.update(changes)
+    return body
+
+
+def answer(body: dict[str, Any]) -> Answer:
+    return Answer(200, json.dumps(body).encode(), body)
+
+
+class NoApi:
+    async def read_valuation(self, valuation_id: str, *, gate: Gate | None = None) -> Answer:
+        raise AssertionError("the job's settle is driven by hand here")
+
+
+@pytest.fixture
+def checkpoint(tmp_path: Path) -> Iterator[Checkpoint]:
+    """A checkpoint with one request whose paid answer (10 credits) was unreadable."""
+    held = Checkpoint.open(tmp_path)
+    held.add_rows([(1, "key-1", None, None, None)], [("key-1", '{"postcode":"SW1A 2AA"}')])
+    paid = valuation(valuation={"estimate": "a lot"}, charge={"credits": 10, "balanceAfter": 90})
+    held.record_answer("key-1", json.dumps(paid).encode())
+    assert answers.settle(held, "key-1", paid).problem is not None
+    yield held
+    held.close()
+
+
+def settled_states(checkpoint: Checkpoint) -> Sequence[int]:
+    counts = checkpoint.counts()
+    return counts.requests_done, counts.requests_problem, counts.credits
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        valuation(valuation={"estimate": "still words"}),
+        valuation(id="val_" + "b" * 26),
+        valuation(mode="test"),
+    ],
+    ids=["still-unreadable", "another-id", "another-mode"],
+)
+def test_a_read_that_cannot_stand_for_the_answer_leaves_the_problem(
+    checkpoint: Checkpoint, body: dict[str, Any]
+) -> None:
+    """Unreadable again, another valuation, or another mode: the request stays a problem."""
+    checkpoint.set("mode", "live")
+    [item] = recoverable(checkpoint)
+    settled = RecoveryJob(NoApi(), checkpoint, [item]).settle(item, answer(body))
+    assert settled.problem is not None
+    assert settled_states(checkpoint) == (0, 1, 0)
+    assert [r.key for r in recoverable(checkpoint)] == [VALUATION_ID]
+
+
+def test_a_readable_read_settles_the_request_with_its_first_charge(
+    checkpoint: Checkpoint,
+) -> None:
+    """The read answer is stored and the request is done with the 10 credits first charged;
+    the job reports no new credits (the first invocation counted them)."""
+    [item] = recoverable(checkpoint)
+    assert (item.key, item.request_key, item.credits) == (VALUATION_ID, "key-1", 10)
+    settled = RecoveryJob(NoApi(), checkpoint, [item]).settle(item, answer(valuation()))
+    assert (settled.problem, settled.credits) == (None, 0)
+    assert settled_states(checkpoint) == (1, 0, 10)
+    assert recoverable(checkpoint) == []
+    [[row]] = list(checkpoint.valued_rows())
+    assert (row.row_number, row.credits) == (1, 10)
+    assert json.loads(row.answer)["valuation"]["estimate"] == 250000

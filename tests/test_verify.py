@@ -1,0 +1,237 @@
+"""`batchval verify DIR` as a subprocess against the served sandbox: every valuation read
+back by id (free), compared with results.parquet; exit 0 when all agree, 1 on a
+difference (written to verify.parquet), 75/64 when the API cannot answer or DIR cannot be
+verified."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from hostile import closed_port_url, refuses
+from support import LIVE, TEST, assert_no_secrets, env_for, portfolio, run_cli
+
+from batchval.sandbox.app import API_PREFIX
+from batchval.sandbox.config import Faults
+from batchval.sandbox.server import RunningSandbox
+from batchval.store.lock import RunLock
+
+READS = "/valuations/"
+
+
+def valued(served: RunningSandbox, tmp_path: Path, rows: int = 6, *extra: str) -> Path:
+    """A complete live run of a small portfolio (two rows share a request)."""
+    source = portfolio(tmp_path / "in.csv", rows, duplicates=2)
+    out = tmp_path / "out"
+    done = run_cli("run", str(source), "--out", str(out), *extra, env=env_for(served))
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def verify(out: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
+    return run_cli("verify", str(out), *extra, env=env)
+
+
+def requests_since(served: RunningSandbox, start: int) -> list[tuple[str, str]]:
+    return [(r.method, r.path) for r in served.sandbox.ledger.requests[start:]]
+
+
+def edit(out: Path, column: str, row: int, change: Any) -> str:
+    """Rewrite one value of results.parquet (0-based row), as a person with pyarrow might;
+    returns that row's valuation id."""
+    path = out / "results.parquet"
+    table = pq.read_table(path)
+    values = table.column(column).to_pylist()
+    values[row] = change(values[row])
+    at = table.schema.get_field_index(column)
+    field = table.schema.field(column)
+    pq.write_table(table.set_column(at, field, pa.array(values, field.type)), path)
+    return str(table.column("valuation_id")[row].as_py())
+
+
+def test_an_untouched_run_agrees_and_costs_nothing(served: RunningSandbox, tmp_path: Path) -> None:
+    """Every distinct valuation is read once by GET, nothing is charged, exit 0, and
+    verify.parquet is written empty."""
+    out = valued(served, tmp_path)
+    results = pl.read_parquet(out / "results.parquet")
+    charged, start = served.sandbox.ledger.credits_charged(), len(served.sandbox.ledger.requests)
+    done = verify(out, env_for(served))
+    assert done.returncode == 0, done.stderr
+    distinct = results["valuation_id"].n_unique()
+    assert distinct < results.height  # the shared request: one read for two rows
+    assert f"{distinct} of {distinct} valuation(s) read back" in done.stdout
+    assert "all agree" in done.stdout
+    assert "0 credits" in done.stdout
+    sent = requests_since(served, start)
+    assert len(sent) == distinct
+    assert {method for method, _ in sent} == {"GET"}
+    assert {path.rsplit("/", 1)[-1] for _, path in sent} == set(results["valuation_id"])
+    assert served.sandbox.ledger.credits_charged() == charged
+    assert pl.read_parquet(out / "verify.parquet").height == 0
+    assert_no_secrets(served, out, done.stdout, done.stderr)
+
+
+def test_a_test_mode_run_verifies_with_test_credentials(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """Test-mode valuations read back with the test credentials agree (mode `test`)."""
+    source = portfolio(tmp_path / "in.csv", 3)
+    out = tmp_path / "out"
+    done = run_cli("run", str(source), "--out", str(out), env=env_for(served, TEST))
+    assert done.returncode == 0, done.stderr
+    assert set(pl.read_parquet(out / "results.parquet")["mode"]) == {"test"}
+    checked = verify(out, env_for(served, TEST))
+    assert checked.returncode == 0, checked.stderr
+    assert "3 of 3 valuation(s) read back" in checked.stdout
+
+
+def test_an_edited_estimate_is_a_difference(served: RunningSandbox, tmp_path: Path) -> None:
+    """One estimate changed in results.parquet: exit 1, the valuation and `estimate` named
+    on the terminal, and that one row in verify.parquet with both values."""
+    out = valued(served, tmp_path)
+    before = pl.read_parquet(out / "results.parquet")
+    edited = edit(out, "estimate", 2, lambda estimate: estimate + 1000)
+    done = verify(out, env_for(served))
+    assert done.returncode == 1, done.stderr
+    assert "1 difference(s) in 1 valuation(s)" in done.stdout
+    assert f"{edited} (row 3) estimate:" in done.stdout
+    assert f"{edited} estimate" in done.stderr
+    found = pl.read_parquet(out / "verify.parquet")
+    assert found.to_dicts() == [
+        {
+            "valuation_id": edited,
+            "row_numbers": [3],
+            "field": "estimate",
+            "api_value": str(before["estimate"][2]),
+            "our_value": str(before["estimate"][2] + 1000),
+            "detail": found["detail"][0],
+        }
+    ]
+
+
+def test_429s_are_waited_out_and_read_again(served: RunningSandbox, tmp_path: Path) -> None:
+    """A storm of 429s with Retry-After: the reads pause and go on, and all agree."""
+    out = valued(served, tmp_path, 12)
+    start = len(served.sandbox.ledger.requests)
+    served.sandbox.set_faults(Faults(rate_limit_storm_share=0.5, storm_retry_after_seconds=1))
+    done = verify(out, env_for(served))
+    assert done.returncode == 0, done.stderr
+    statuses = [r.status for r in served.sandbox.ledger.requests[start:]]
+    assert 429 in statuses, "no storm struck: the test proves nothing"
+    distinct = pl.read_parquet(out / "results.parquet")["valuation_id"].n_unique()
+    assert statuses.count(200) == distinct  # each read once it got through
+
+
+def test_a_valuation_the_api_does_not_know_is_a_difference(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """A valuation id the API answers `not-found`: exit 1, a `valuation_id` difference."""
+    out = valued(served, tmp_path)
+    unknown = "val_" + "0" * 26
+    edit(out, "valuation_id", 0, lambda _: unknown)
+    done = verify(out, env_for(served))
+    assert done.returncode == 1, done.stderr
+    found = pl.read_parquet(out / "verify.parquet")
+    assert found.select("valuation_id", "row_numbers", "field").to_dicts() == [
+        {"valuation_id": unknown, "row_numbers": [1], "field": "valuation_id"}
+    ]
+    assert "not-found" in found["detail"][0]
+
+
+def test_a_commentary_run_is_compared_member_by_member(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """With commentary and rebuild cost, an untouched run agrees; an edited nested member
+    is named by its dotted path."""
+    out = valued(served, tmp_path, 4, "--include", "commentary,rebuildCost")
+    agreed = verify(out, env_for(served))
+    assert agreed.returncode == 0, agreed.stderr
+
+    def reword(commentary: dict[str, Any]) -> dict[str, Any]:
+        return {**commentary, "summary": "A fine home."}
+
+    edited = edit(out, "commentary", 1, reword)
+    done = verify(out, env_for(served))
+    assert done.returncode == 1, done.stderr
+    found = pl.read_parquet(out / "verify.parquet")
+    assert found.select("valuation_id", "field", "our_value").to_dicts() == [
+        {"valuation_id": edited, "field": "commentary.summary", "our_value": "A fine home."}
+    ]
+
+
+def test_an_unreachable_api_exits_75(served: RunningSandbox, tmp_path: Path) -> None:
+    """Nothing listens: api_unavailable (75) after run.outage_seconds, and no verify.parquet
+    (an incomplete comparison is not written)."""
+    out = valued(served, tmp_path, 2)
+    closed = closed_port_url()
+    env = env_for(served, BATCHVAL_BASE_URL=closed + API_PREFIX, BATCHVAL_AUTH_URL=closed)
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({"run": {"outage_seconds": 3}}), encoding="utf-8")
+    done = verify(out, env, "--config", str(config))
+    assert refuses(closed), "something listened at the closed port: the test proves nothing"
+    assert done.returncode == 75, done.stderr
+    assert "batchval: api_unavailable: " in done.stderr
+    assert not (out / "verify.parquet").exists()
+
+
+def test_a_dir_of_the_embedded_sandbox_is_refused(served: RunningSandbox, tmp_path: Path) -> None:
+    """The embedded sandbox forgot its valuations: 64, saying so, with no call made."""
+    source = portfolio(tmp_path / "in.csv", 2)
+    out = tmp_path / "out"
+    embedded = {k: v for k, v in env_for(served).items() if not k.startswith("BATCHVAL_")}
+    assert run_cli("run", str(source), "--out", str(out), env=embedded).returncode == 0
+    start = len(served.sandbox.ledger.requests)
+    done = verify(out, env_for(served))
+    assert done.returncode == 64, done.stderr
+    assert "batchval: refused: " in done.stderr
+    assert "embedded sandbox" in done.stderr
+    assert requests_since(served, start) == []
+
+
+@pytest.mark.parametrize(
+    ("setup", "code", "words"),
+    [
+        ("no-results", 64, "has no results.parquet"),
+        ("not-results", 64, "cannot be read as batchval's results"),
+        ("locked", 75, "dir_locked"),
+    ],
+)
+def test_a_dir_that_cannot_be_verified(
+    served: RunningSandbox, tmp_path: Path, setup: str, code: int, words: str
+) -> None:
+    """No results.parquet, or one that is not batchval's: 64; a run holding DIR: 75
+    `dir_locked`; one line each, nothing written."""
+    out = valued(served, tmp_path, 2)
+    if setup == "no-results":
+        (out / "results.parquet").unlink()
+        done = verify(out, env_for(served))
+    elif setup == "not-results":
+        pq.write_table(pa.table({"x": [1]}), out / "results.parquet")
+        done = verify(out, env_for(served))
+    else:
+        with RunLock(out):
+            done = verify(out, env_for(served))
+    assert done.returncode == code, done.stderr
+    assert words in done.stderr
+    assert done.stderr.count("batchval: ") == 1
+    assert not (out / "verify.parquet").exists()
+
+
+def test_verify_uses_the_live_credentials_it_is_given(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """Another account cannot read these valuations: each one is a not-found difference,
+    never an agreement."""
+    out = valued(served, tmp_path, 2)
+    done = verify(out, env_for(served, TEST))
+    assert done.returncode == 1, done.stderr
+    found = pl.read_parquet(out / "verify.parquet")
+    assert set(found["field"]) == {"valuation_id"}
+    assert found.height == pl.read_parquet(out / "results.parquet")["valuation_id"].n_unique()
+    assert LIVE.client_secret not in done.stdout + done.stderr
