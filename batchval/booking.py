@@ -113,17 +113,13 @@ class BookRun:
 
     @classmethod
     def start(
-        cls,
-        path: Path | None,
-        settings: Settings,
-        checkpoint: Checkpoint,
-        now: Callable[[], dt.datetime],
+        cls, settings: Settings, checkpoint: Checkpoint, now: Callable[[], dt.datetime]
     ) -> BookRun | None:
-        """With a --book, this DIR's book run, planned (once: for its input and
-        settings); None without one."""
-        if path is None:
+        """With a --book (`run.book`), this DIR's book run, planned (once: for its input
+        and settings); None without one."""
+        if settings.run.book is None:
             return None
-        booked = cls(path, settings, checkpoint, now)
+        booked = cls(Path(settings.run.book), settings, checkpoint, now)
         booked.plan(
             f"{checkpoint.get('input_fingerprint')}:{checkpoint.get('settings_fingerprint')}"
         )

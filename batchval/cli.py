@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from batchval import logs
+from batchval.book_options import book_options
 from batchval.logs import Redactor
 from batchval.outcome import ExitCode, RunRefusedError, SettingsError
 from batchval.output.summary import RunSummary
@@ -184,16 +185,7 @@ def sandbox(
     type=click.Path(dir_okay=False, path_type=Path),
     help="Prometheus text for node_exporter's textfile collector (every run.metrics_seconds).",
 )
-@click.option(
-    "--book",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Keep the latest valuation of every row here (Parquet); send only what is stale.",
-)
-@click.option("--row-id", help="With --book: the column that names a row [the request].")
-@click.option(
-    "--fresh-for", type=click.FloatRange(0), help="With --book: days a valuation stays fresh [30]."
-)
-@click.option("--max-calls", type=click.IntRange(0), help="With --book: valuations a night.")
+@book_options
 def run(
     input_path: Path,
     out_dir: Path,
@@ -207,18 +199,13 @@ def run(
     wait_for_midnight: bool,
     metrics_file: Path | None,
     log_json: bool,
-    book: Path | None,
-    row_id: str | None,
-    fresh_for: float | None,
-    max_calls: int | None,
+    **book: Any,
 ) -> None:
     """Value every row of INPUT (CSV or Parquet) into DIR; exit 0, 75, 77, 65, 64 or 70."""
     from batchval.runner import Runner, RunRequest
     from batchval.sandbox.embedded import embedded_api
     from batchval.settings import load_settings
 
-    if book is None and (row_id, fresh_for, max_calls) != (None, None, None):
-        raise click.UsageError("--row-id, --fresh-for and --max-calls go with --book PATH")
     redactor = Redactor()
     json_lines = logs.json_wanted(os.environ, log_json)
     logs.configure(json_lines=json_lines, redactor=redactor)
@@ -229,7 +216,7 @@ def run(
             concurrency=concurrency,
             include=include,
             max_credits=max_credits,
-            book={"row_id": row_id, "fresh_for_days": fresh_for, "max_calls": max_calls},
+            book=book,
         )
     except SettingsError as exc:
         raise click.UsageError(str(exc)) from None
@@ -248,7 +235,6 @@ def run(
         accept_changes=accept_changes,
         progress_bar=not json_lines,
         metrics_file=metrics_file,
-        book=book,
     )
     try:
         summary = Runner(request, embedded_api=embedded_api).run()

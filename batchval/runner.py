@@ -64,7 +64,6 @@ class RunRequest:
     accept_changes: bool = False
     progress_bar: bool = False
     metrics_file: Path | None = None  # Prometheus text, during the run and at its end
-    book: Path | None = None  # --book: the latest valuation of every row identity
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -206,7 +205,7 @@ class Runner:
             raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
         try:
             run_id = self._prepare(checkpoint, source)
-            booked = BookRun.start(self.request.book, self.settings, checkpoint, self._now)
+            booked = BookRun.start(self.settings, checkpoint, self._now)
             invocation = checkpoint.start_invocation(started.isoformat())
             try:
                 sent = self._send(checkpoint)

@@ -62,8 +62,10 @@ class RunOptions:
     street_credits: int = STREET_CREDITS_ASSUMED
     street_join: bool = False
     metrics_seconds: float = 30.0  # how often --metrics-file is rewritten during a run
-    # `run --book`: the column that names a row (None: the canonical request does), how
-    # many days a book valuation stays fresh, and the most valuations a night may ask for.
+    # `run --book`: the book's path (None: no book), the column that names a row (None: the
+    # canonical request does), how many days a book valuation stays fresh, and the most
+    # valuations a night may ask for.
+    book: str | None = None
     row_id: str | None = None
     fresh_for_days: float = 30.0
     max_calls: int | None = None
@@ -308,7 +310,10 @@ def load_settings(
         run["concurrency"] = concurrency
     if max_credits is not None:
         run["max_credits"] = max_credits
-    run.update({k: v for k, v in (book or {}).items() if v is not None})  # --row-id, ...
+    given = {k: v for k, v in (book or {}).items() if v is not None}  # --book, --row-id, ...
+    if given and run.get("book") is None and given.get("book") is None:
+        raise SettingsError("--row-id, --fresh-for and --max-calls go with --book PATH")
+    run.update(given)
     offset = env.get(ENV_PREFIX + "CLOCK_OFFSET_SECONDS") or "0"
     try:
         clock_offset = float(offset)
@@ -321,8 +326,9 @@ def load_settings(
         return _number(run.get(name, getattr(default, name)), f"run.{name}", minimum=minimum)
 
     credits, calls, row_id = run.get("max_credits"), run.get("max_calls"), run.get("row_id")
-    if row_id is not None and (not isinstance(row_id, str) or not row_id):
-        raise SettingsError("run.row_id must be a column name")
+    for name in ("row_id", "book"):
+        if run.get(name) is not None and (not isinstance(run[name], str) or not run[name]):
+            raise SettingsError(f"run.{name} must be a {'path' if name == 'book' else 'column'}")
     options = RunOptions(
         concurrency=int(number("concurrency", 1)),
         max_credits=None if credits is None else int(number("max_credits", 0)),
@@ -336,6 +342,7 @@ def load_settings(
         street_credits=int(number("street_credits", 0)),
         street_join=bool(run.get("street_join", default.street_join)),
         metrics_seconds=number("metrics_seconds", 0.1),
+        book=run.get("book"),
         row_id=row_id,
         fresh_for_days=number("fresh_for_days", 0),
         max_calls=None if calls is None else int(number("max_calls", 0)),
