@@ -476,4 +476,5 @@ class Runner:
             run_id=self.request.run_id or "dry-run",
             problems_path=self.request.out_dir / PROBLEMS_NAME,
             interrupted=lambda: self._signalled,
+            plan=lambda checkpoint: BookRun.start(self.settings, checkpoint, self._now),
         )

@@ -330,3 +330,23 @@ def test_book_options_need_a_book(served: RunningSandbox, tmp_path: Path) -> Non
     assert done.returncode == 64
     assert "go with --book" in done.stderr
     assert served.sandbox.ledger.requests == []
+
+
+def test_a_dry_run_prices_tonights_share(served: RunningSandbox, tmp_path: Path) -> None:
+    """With a book, --dry-run prices only what tonight would send: fresh loans are
+    carried, and the budget caps the rest; nothing is sent and the book is unchanged."""
+    source = loan_book(tmp_path / "loans.csv", 12)
+    book = tmp_path / "book.parquet"
+    args = ["run", str(source), "--book", str(book), "--row-id", "loan_id"]
+    first = run_cli(*args, "--out", str(tmp_path / "n1"), "--max-calls", "5", env=env_for(served))
+    assert first.returncode == 0, first.stderr
+    before, posts = book.read_bytes(), len(served.sandbox.ledger.requests)
+    capped = run_cli(
+        *args, "--out", str(tmp_path / "d1"), "--max-calls", "5", "--dry-run", env=env_for(served)
+    )
+    assert capped.returncode == 0, capped.stderr
+    assert "would make 5 calls costing 50 credits" in capped.stdout
+    whole = run_cli(*args, "--out", str(tmp_path / "d2"), "--dry-run", env=env_for(served))
+    assert "would make 7 calls costing 70 credits" in whole.stdout
+    assert len(served.sandbox.ledger.requests) == posts
+    assert book.read_bytes() == before
