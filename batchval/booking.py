@@ -154,6 +154,12 @@ class BookRun:
             for number, key, request in batch:
                 fingerprint = request_fingerprint(request)
                 identity = fingerprint if identities is None else identities[number]
+                if identities is not None and not identity:
+                    raise RunRefusedError(
+                        StopReason.INPUT_UNUSABLE,
+                        f"--row-id {self.identity}: row {number} has none; a book needs one "
+                        "on every row it values",
+                    )
                 if identities is not None and identity in seen:
                     raise RunRefusedError(
                         StopReason.INPUT_UNUSABLE,

@@ -252,6 +252,18 @@ def test_a_loan_id_on_two_rows_is_refused(served: RunningSandbox, tmp_path: Path
     assert served.sandbox.ledger.requests == []
 
 
+def test_a_row_without_a_loan_id_is_refused(served: RunningSandbox, tmp_path: Path) -> None:
+    """A valid row with an empty --row-id value: exit 65 naming the row."""
+    source = loan_book(tmp_path / "loans.csv", 4)
+    source.write_text(source.read_text().replace("LN-00002,", ",", 1))
+    book = tmp_path / "book.parquet"
+    args = ["run", str(source), "--out", str(tmp_path / "out"), "--book", str(book)]
+    done = run_cli(*args, "--row-id", "loan_id", env=env_for(served))
+    assert done.returncode == 65
+    assert "row 3 has none" in done.stderr
+    assert not book.exists()
+
+
 def test_the_request_is_the_identity_without_a_row_id(
     served: RunningSandbox, tmp_path: Path
 ) -> None:
