@@ -66,12 +66,22 @@ class BookStore:
                 " VALUES (?, ?, ?, ?)",
                 rows,
             )
+            # Through a temporary table and one UPDATE: a statement per key took 45 µs
+            # each (2 s for a 50,000-loan book).
+            self._db.execute(
+                "CREATE TEMP TABLE IF NOT EXISTS planned (key TEXT PRIMARY KEY, state TEXT)"
+            )
+            self._db.execute("DELETE FROM planned")
             for state, keys in (("carried", carried), ("deferred", deferred)):
                 self._db.executemany(
-                    "UPDATE requests SET state = ?"
-                    " WHERE key = ? AND state = 'pending' AND attempts = 0",
-                    [(state, key) for key in keys],
+                    "INSERT INTO planned (key, state) VALUES (?, ?)", [(k, state) for k in keys]
                 )
+            self._db.execute(
+                "UPDATE requests SET state = planned.state FROM planned"
+                " WHERE requests.key = planned.key AND requests.state = 'pending'"
+                " AND requests.attempts = 0"
+            )
+            self._db.execute("DELETE FROM planned")
             self._checkpoint.set(PLANNED, planned_for)
 
     def defer_unsent(self) -> int:
