@@ -36,6 +36,7 @@ import httpx
 from batchval import __version__
 from batchval.api import Credentials, PartnerClient
 from batchval.api.auth import AccessToken
+from batchval.api.client import PROBE_ID
 from batchval.api.errors import (
     Action,
     CredentialsRefusedError,
@@ -57,7 +58,6 @@ from batchval.settings import ApiSettings, Settings
 
 # Well-formed (`^val_[0-9a-z]{26}$`) and never issued: real ids are random, and this one
 # spells out what it is for anyone who finds it in the API's access logs.
-PROBE_ID = "val_batchvalcheck0000000000"
 PROBE_TIMEOUT_SECONDS = 10.0  # a preflight says "unreachable" sooner than a run would
 # The token URL's answers read as refused credentials (docs/api.md, section 8): the safe
 # reading of answers the API does not show, since only a person can fix them.

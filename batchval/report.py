@@ -40,6 +40,18 @@ SCATTER_POINTS = 4000
 ROW_NUMBERS_SHOWN = 25
 AGE_BANDS = ((30, "within 30 days"), (90, "31 to 90 days"), (180, "91 to 180 days"))
 FLAGS = ("partial_data", "wide_range", "stale_index", "model_changed")
+RESULT_COLUMNS = (
+    "row_number",
+    "estimate",
+    "range_low",
+    "range_high",
+    "valued_at",
+    "source",
+    "ltv_band",
+    "loan_balance",
+    *FLAGS,
+)
+PROBLEM_COLUMNS = ("row_number", "stage", "type", "field", "code", "detail")
 
 
 class ReportError(Exception):
@@ -57,10 +69,15 @@ def write_report(out_dir: Path, *, now: dt.datetime | None = None) -> Path:
     summary_path = out_dir / SUMMARY_NAME
     if not summary_path.is_file():
         raise ReportError(f"{out_dir} holds no finished batchval run (no {SUMMARY_NAME})")
-    summary: dict[str, Any] = json.loads(summary_path.read_text(encoding="utf-8"))
+    try:
+        summary: dict[str, Any] = json.loads(summary_path.read_text(encoding="utf-8"))
+        results = _read(out_dir / RESULTS_NAME, RESULT_COLUMNS)
+        problems = _read(out_dir / PROBLEMS_NAME, PROBLEM_COLUMNS)
+    except (OSError, ValueError, pl.exceptions.PolarsError) as exc:
+        raise ReportError(f"{out_dir} holds outputs that cannot be read: {exc}") from None
+    if not isinstance(summary, dict):
+        raise ReportError(f"{summary_path} is not a batchval summary")
     now = now or dt.datetime.now(dt.UTC)
-    results = _read(out_dir / RESULTS_NAME)
-    problems = _read(out_dir / PROBLEMS_NAME)
     sections = [
         _outcome(summary),
         _problems(problems),
@@ -73,8 +90,14 @@ def write_report(out_dir: Path, *, now: dt.datetime | None = None) -> Path:
     return path
 
 
-def _read(path: Path) -> pl.DataFrame | None:
-    return pl.read_parquet(path) if path.is_file() else None
+def _read(path: Path, wanted: Sequence[str]) -> pl.DataFrame | None:
+    """Only the columns the page draws: a million rows with commentary would be
+    gigabytes read whole."""
+    if not path.is_file():
+        return None
+    frame = pl.scan_parquet(path)
+    present = frame.collect_schema().names()
+    return frame.select([c for c in wanted if c in present]).collect()
 
 
 # --- sections --------------------------------------------------------------------------
@@ -297,7 +320,7 @@ def _pace(log_path: Path, summary: dict[str, Any]) -> list[tuple[dt.datetime, di
     points: list[tuple[dt.datetime, dict[str, Any]]] = [
         (dt.datetime.fromisoformat(started), {"calls": 0, "credits": 0})
     ]
-    points += list(_progress_events(log_path, started))
+    points += list(_progress_events(log_path, started, finished))
     points.append(
         (
             dt.datetime.fromisoformat(finished),
@@ -311,11 +334,13 @@ def _pace(log_path: Path, summary: dict[str, Any]) -> list[tuple[dt.datetime, di
 
 
 def _progress_events(
-    log_path: Path, since: str | None
+    log_path: Path, since: str, until: str
 ) -> Iterable[tuple[dt.datetime, dict[str, Any]]]:
+    """The `run.progress` lines of the last invocation only: the log also holds earlier
+    invocations and later commands on the DIR (a verify)."""
     if not log_path.is_file():
         return
-    start = dt.datetime.fromisoformat(since) if since else None
+    start, end = dt.datetime.fromisoformat(since), dt.datetime.fromisoformat(until)
     with log_path.open(encoding="utf-8", errors="replace") as lines:
         for line in lines:
             if '"run.progress"' not in line:
@@ -325,7 +350,7 @@ def _progress_events(
                 at = dt.datetime.fromisoformat(event["timestamp"].replace("Z", "+00:00"))
             except (ValueError, KeyError, TypeError):
                 continue  # a line cut by a kill: skipped, not fatal
-            if start is None or at >= start:
+            if start <= at <= end:
                 yield at, event
 
 

@@ -275,9 +275,12 @@ class Runner:
 
     @staticmethod
     def _final_stop(counts: Counts, stop: StopInfo | None) -> StopInfo | None:
-        """Why the run is not complete (None when it is). Every incomplete run has one."""
+        """Why the run is not complete (None when it is). Every incomplete run has one.
+        A complete run still reports a stop a person must act on (a defect, the account,
+        the address: met while reading back, say), never a resumable one."""
         if counts.complete:
-            return None
+            needs_a_person = (ExitCode.INTERNAL, ExitCode.ACCOUNT, ExitCode.USAGE)
+            return stop if stop is not None and stop.reason.exit_code in needs_a_person else None
         if stop is not None:
             return stop
         return StopInfo(

@@ -6,6 +6,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -450,6 +451,104 @@ def test_counts_read_indexes_only(tmp_path: Path) -> None:
             detail = str(row[3])
             scans = detail.startswith("SCAN") and detail != "SCAN CONSTANT ROW"
             assert not scans or "COVERING INDEX" in detail, statement
+
+
+def _updates(checkpoint: Checkpoint, work: Callable[[], object]) -> list[str]:
+    """The UPDATE statements `work` makes the checkpoint run."""
+    statements: list[str] = []
+    checkpoint._connection.set_trace_callback(statements.append)
+    work()
+    checkpoint._connection.set_trace_callback(None)
+    return [s for s in statements if s.lstrip().upper().startswith("UPDATE")]
+
+
+def test_a_request_sent_answered_and_valued_in_a_group_is_one_update(tmp_path: Path) -> None:
+    """While sending (a group), a request's send, answer and reading are written as one
+    statement; outside a group each is written at once, as before."""
+    checkpoint = filled(tmp_path)
+
+    def value(key: str) -> None:
+        checkpoint.mark_sent(key)
+        checkpoint.record_answer(key, b'{"id":"val_' + key.encode() + b'"}')
+        checkpoint.record_valuation(key, 10)
+
+    def value_in_a_group(key: str) -> None:
+        checkpoint.begin_group()
+        value(key)
+        checkpoint.commit_group()
+
+    assert len(_updates(checkpoint, lambda: value_in_a_group("k1"))) == 1
+    assert len(_updates(checkpoint, lambda: value("k2"))) == 3
+    stored = checkpoint._db.execute(
+        "SELECT key, state, attempts, answer, credits FROM requests ORDER BY key"
+    ).fetchall()
+    assert stored[:2] == [
+        ("k1", "done", 1, '{"id":"val_k1"}', 10),
+        ("k2", "done", 1, '{"id":"val_k2"}', 10),
+    ]
+
+
+def test_held_writes_are_seen_by_every_read_in_the_group(tmp_path: Path) -> None:
+    """A read inside the group sees the writes held so far, in the order they were made:
+    a request sent twice and answered is counted valued, with both attempts."""
+    checkpoint = filled(tmp_path)
+    checkpoint.begin_group()
+    checkpoint.mark_sent("k1")
+    checkpoint.record_retry("k1", "503")  # not held: the held send is applied first
+    checkpoint.mark_sent("k1")
+    checkpoint.record_answer("k1", b'{"id":"val_x"}')
+    assert checkpoint.answered() == [("k1", '{"id":"val_x"}')]
+    checkpoint.record_valuation("k1", 10)
+    assert checkpoint.counts().valued_rows == 2
+    assert [p.key for p in checkpoint.pending()] == ["k2", "k3"]
+    checkpoint.commit_group()
+    found = checkpoint._db.execute(
+        "SELECT state, attempts, last_error FROM requests WHERE key = 'k1'"
+    ).fetchone()
+    assert found == ("done", 2, None)
+
+
+def test_an_uncommitted_group_loses_the_answer_and_its_reading_together(tmp_path: Path) -> None:
+    """A kill before the group's commit loses the answer with its reading (the request is
+    sent again with its key, answered free); after the commit both are on disk."""
+    checkpoint = filled(tmp_path)
+    checkpoint.begin_group()
+    checkpoint.mark_sent("k1")
+    checkpoint.record_answer("k1", b'{"id":"val_1"}')
+    checkpoint.record_valuation("k1", 10)
+    checkpoint.commit_group()
+    checkpoint.begin_group()
+    checkpoint.mark_sent("k2")
+    checkpoint.record_answer("k2", b'{"id":"val_2"}')
+    checkpoint.record_valuation("k2", 10)
+    checkpoint.close()  # killed before this group's commit
+    reopened = Checkpoint.open(tmp_path)
+    states = dict(reopened._db.execute("SELECT key, state FROM requests").fetchall())
+    assert states == {"k1": "done", "k2": "pending", "k3": "pending"}
+    assert reopened.answered() == []
+
+
+def test_the_mode_is_read_from_the_database_once(tmp_path: Path) -> None:
+    """The DIR's mode, read on every answer, is kept in memory once read or written; a
+    rolled-back transaction forgets it, and `forget_requests` unsets it."""
+    checkpoint = filled(tmp_path)
+    checkpoint.set("mode", "live")
+    statements: list[str] = []
+    checkpoint._connection.set_trace_callback(statements.append)
+    assert checkpoint.get("mode") == "live"
+    checkpoint._connection.set_trace_callback(None)
+    assert statements == []
+
+    def switch_then_fail() -> None:
+        with checkpoint.transaction():
+            checkpoint.set("mode", "test")
+            raise RuntimeError
+
+    with pytest.raises(RuntimeError):
+        switch_then_fail()
+    assert checkpoint.get("mode") == "live"
+    checkpoint.forget_requests()
+    assert checkpoint.get("mode") is None
 
 
 def test_answer_values_count_the_rows_that_ask(tmp_path: Path) -> None:

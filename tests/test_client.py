@@ -50,6 +50,7 @@ from batchval.api import (
     UnreadableAnswerError,
     Valuation,
     ValuationRequest,
+    WrongAddressError,
 )
 from batchval.sandbox import data, rules
 from batchval.sandbox.app import API_PREFIX, TITLES, Sandbox
@@ -928,3 +929,24 @@ def test_from_json_refuses_a_body_without_a_required_field(
     with pytest.raises(UnreadableAnswerError) as caught:
         Valuation.from_json(body)
     assert caught.value.action is Action.ROW
+
+
+@pytest.mark.anyio
+async def test_a_not_found_from_a_wrong_base_url_is_a_wrong_address(
+    served: RunningSandbox,
+) -> None:
+    """A read's not-found is believed only once a call without a token has answered 401
+    there: under another version's path it is a wrong address, never a missing id."""
+    async with PartnerClient(
+        base_url=served.base_url.replace("/v1", "/v2"),
+        auth_url=served.auth_url,
+        credentials=LIVE,
+    ) as client:
+        with pytest.raises(WrongAddressError, match="not the API's"):
+            await client.read_valuation("val_" + "0" * 26)
+    async with client_for(served, LIVE) as client:
+        with pytest.raises(NotFoundError):
+            await client.read_valuation("val_" + "0" * 26)
+        with pytest.raises(NotFoundError):  # proven once: no second probe
+            await client.read_valuation("val_" + "1" * 26)
+        assert client.calls == 3

@@ -285,3 +285,17 @@ def test_decimals_wider_than_a_double_stay_text_in_json_and_xlsx(tmp_path: Path)
     assert line == {"row_number": 1, "narrow": 1234567890123.45, "wide": "123456789012345678.90"}
     sheet = openpyxl.load_workbook(tmp_path / "results.xlsx")["results"]
     assert [c.value for c in sheet[2]] == [1, 1234567890123.45, "123456789012345678.90"]
+
+
+def test_a_streets_dir_exports_a_workbook_named_after_its_main_file(tmp_path: Path) -> None:
+    """A streets DIR (no results.parquet) gets street_analysis.xlsx, not problems.xlsx."""
+    pl.DataFrame({"row_number": [3], "type": ["not-found"]}).write_parquet(
+        tmp_path / "problems.parquet"
+    )
+    pl.DataFrame({"postcode": ["SW1A 2AA"], "rows": [2]}).write_parquet(
+        tmp_path / "street_analysis.parquet"
+    )
+    export_dir(tmp_path, Format.XLSX)
+    assert not (tmp_path / "problems.xlsx").exists()
+    workbook = openpyxl.load_workbook(tmp_path / "street_analysis.xlsx", read_only=True)
+    assert sorted(workbook.sheetnames) == ["problems", "street_analysis"]

@@ -126,3 +126,19 @@ def test_two_loan_ids_are_left_alone() -> None:
     """Two columns that look like a loan id refuse nothing: no figure is made from them."""
     found = find_lender_columns(["loan_id", "Loan ID", "loan_balance"], {})
     assert found == {"loan_balance": "loan_balance"}
+
+
+@pytest.mark.parametrize(
+    ("section", "said"),
+    [
+        ("{wide_range: '0.3'}", "lender.wide_range must be a number above 0"),
+        ("{wide_range: 0}", "lender.wide_range must be a number above 0"),
+        ("{ltv_bands: [80, 60]}", "strictly ascending"),
+    ],
+)
+def test_a_bad_lender_setting_is_one_clear_line(tmp_path: Path, section: str, said: str) -> None:
+    """A lender threshold of the wrong type or value is a settings error naming it."""
+    config = tmp_path / "config.yaml"
+    config.write_text(f"lender: {section}\n", encoding="utf-8")
+    with pytest.raises(SettingsError, match=said):
+        load_settings(config, {})

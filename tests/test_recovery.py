@@ -191,3 +191,20 @@ def test_a_readable_read_settles_the_request_with_its_first_charge(
     [[row]] = list(checkpoint.valued_rows())
     assert (row.row_number, row.credits) == (1, 10)
     assert json.loads(row.answer)["valuation"]["estimate"] == 250000
+
+
+def test_a_complete_run_still_reports_refused_credentials_met_while_reading_back(
+    proxy: HostileProxy, served: RunningSandbox, tmp_path: Path
+) -> None:
+    """Every row has its result or problem, but the read-back met refused credentials:
+    the run exits 77 with its reason, not 0, and the problems stay as they were."""
+    source = first_run(proxy, served, tmp_path, rows=2)
+    proxy.rules.off()
+    out = tmp_path / "out"
+    refused = {**via(proxy, served), "BATCHVAL_CLIENT_SECRET": "not-the-secret"}
+    again = run_cli("run", str(source), "--out", str(out), env=refused)
+    assert again.returncode == 77, again.stderr
+    assert "credentials_refused" in again.stderr
+    _, problems, summary = outputs(out)
+    assert problems["type"].to_list() == ["unreadable-answer"] * 2
+    assert summary["stop"]["reason"] == "credentials_refused"

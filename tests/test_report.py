@@ -13,6 +13,7 @@ import polars as pl
 import pytest
 from support import TEST, env_for, portfolio, run_cli
 
+from batchval import report
 from batchval.report import write_report
 from batchval.sandbox.server import RunningSandbox
 
@@ -167,3 +168,33 @@ def test_a_dir_without_a_run_is_refused_with_64(tmp_path: Path) -> None:
     assert done.returncode == 64
     assert "no finished batchval run" in done.stderr
     assert not (tmp_path / "report.html").exists()
+
+
+def test_an_unreadable_summary_is_refused_with_64(tmp_path: Path) -> None:
+    """A summary.json cut short (or not JSON) is one line and 64, not a traceback."""
+    (tmp_path / "summary.json").write_text('{"run_id": "r1", "sta')
+    done = run_cli("report", str(tmp_path), env=dict(os.environ))
+    assert done.returncode == 64, done.stderr
+    assert "cannot be read" in done.stderr
+
+
+def test_the_pace_chart_keeps_to_the_last_invocation(tmp_path: Path) -> None:
+    """Progress lines of an earlier invocation, or of a later command on the DIR, are
+    left out of the last invocation's chart."""
+    summary = {
+        "run_id": "r1",
+        "status": "complete",
+        "started_at": "2026-11-23T10:00:00+00:00",
+        "finished_at": "2026-11-23T10:01:00+00:00",
+        "calls": {"this_invocation": 40},
+        "credits_charged": {"this_invocation": 400},
+    }
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    lines = [
+        {"event": "run.progress", "timestamp": f"2026-11-23T{at}Z", "calls": calls, "credits": 0}
+        for at, calls in (("09:00:00", 999), ("10:00:30", 20), ("10:05:00", 777))
+    ]
+    (tmp_path / "batchval.log").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    points = report._pace(tmp_path / "batchval.log", summary)
+    assert [p["calls"] for _, p in points] == [0, 20, 40]  # start, the one line, the end
+    assert write_report(tmp_path).read_text(encoding="utf-8").count("<svg") == 1

@@ -88,7 +88,8 @@ def test_refresh_reads_again_free(served: RunningSandbox, tmp_path: Path) -> Non
     calls = len(served.sandbox.ledger.requests)
     done = run_cli("streets", str(source), "--out", str(out), "--refresh", env=env_for(served))
     assert done.returncode == 0, done.stderr
-    assert len(served.sandbox.ledger.requests) == calls + 4  # three read, one 404
+    # Three read, one 404, and the call without a token that proves the address first.
+    assert len(served.sandbox.ledger.requests) == calls + 5
     assert served.sandbox.ledger.credits_charged() == credits
     assert pl.read_parquet(out / "street_analysis.parquet")["credits_charged"].sum() == 0
 
@@ -290,3 +291,18 @@ def test_unusable_input_exits_65_and_a_poor_account_77(
     )
     assert poor.returncode == 77, poor.stderr
     assert summary(tmp_path / "b")["stop"]["reason"] == "insufficient_credits"
+
+
+def test_a_wrong_base_url_is_64_not_not_found_rows(served: RunningSandbox, tmp_path: Path) -> None:
+    """A base URL that answers every path with not-found (another API version) stops the
+    run with wrong_address (64) before any row is blamed; the right URL then reads all."""
+    source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
+    wrong = env_for(served, BATCHVAL_BASE_URL=served.base_url.replace("/v1", "/v2"))
+    done = run_cli("streets", str(source), "--out", str(out), env=wrong)
+    assert done.returncode == 64, done.stderr
+    assert "wrong_address" in done.stderr
+    problems = pl.read_parquet(out / "problems.parquet")
+    assert "not-found" not in problems["type"].to_list()
+    again = run_cli("streets", str(source), "--out", str(out), env=env_for(served))
+    assert again.returncode == 0, again.stderr
+    assert sorted(street_charges(served)) == ["LS6 2AB", "M1 1AE", "SW1A 2AA"]

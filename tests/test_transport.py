@@ -1,9 +1,12 @@
-"""api/transport (one connection on asyncio streams) and the client's choice of it: real
+"""api/transport (one connection: h11 on asyncio streams) and the client's choice of it: real
 loopback sockets, the sandbox served in this process, and the proxy variables."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 import httpx
 import pytest
@@ -75,3 +78,99 @@ def test_a_connection_the_server_closed_reads_as_readable() -> None:
     finally:
         ours.close()
     assert _readable(None)
+
+
+@asynccontextmanager
+async def raw_server(
+    answer: Callable[[asyncio.StreamReader, asyncio.StreamWriter], object],
+) -> AsyncIterator[tuple[str, list[int]]]:
+    """A loopback server that hands each connection to `answer`; yields its URL and a
+    one-item list counting the connections it accepted."""
+    accepted = [0]
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted[0] += 1
+        await reader.readuntil(b"\r\n\r\n")
+        outcome = answer(reader, writer)
+        if asyncio.iscoroutine(outcome):
+            await outcome
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}", accepted
+    finally:
+        server.close()
+
+
+@pytest.mark.anyio
+async def test_a_request_leaves_in_one_write(
+    served: RunningSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Head and body go to the socket together: one write (one send) a request."""
+    writes: list[int] = []
+    write = asyncio.StreamWriter.write
+
+    def counted(self: asyncio.StreamWriter, data: bytes) -> None:
+        writes.append(len(data))
+        write(self, data)
+
+    monkeypatch.setattr(asyncio.StreamWriter, "write", counted)
+    async with httpx.AsyncClient(transport=OneConnection(httpx.create_ssl_context())) as http:
+        answer = await http.post(served.auth_url + "/oauth2/token", content=b"grant_type=x")
+    assert answer.status_code in (400, 401)  # the token URL's own refusal: it was read
+    assert len(writes) == 1
+    assert writes[0] > len(b"grant_type=x")
+
+
+@pytest.mark.anyio
+async def test_a_connection_the_server_closes_is_not_used_again() -> None:
+    """An answer with `Connection: close` is read whole; the next request opens a new
+    connection rather than writing to a closed one."""
+
+    def close_after(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+
+    async with raw_server(close_after) as (url, accepted):
+        transport = OneConnection(httpx.create_ssl_context())
+        async with httpx.AsyncClient(transport=transport) as http:
+            first = await http.get(url + "/")
+            second = await http.get(url + "/")
+    assert (first.text, second.text) == ("ok", "ok")
+    assert accepted == [2]
+
+
+@pytest.mark.anyio
+async def test_a_server_that_hangs_up_unanswered_is_a_protocol_error() -> None:
+    """A connection closed with no answer is httpx's RemoteProtocolError (the client's
+    TransportError: the same key again), not an empty answer."""
+    transport = OneConnection(httpx.create_ssl_context())
+    async with (
+        raw_server(lambda _reader, _writer: None) as (url, _),
+        httpx.AsyncClient(transport=transport) as http,
+    ):
+        with pytest.raises(httpx.RemoteProtocolError):
+            await http.get(url + "/")
+
+
+@pytest.mark.anyio
+async def test_an_answer_cut_short_is_a_protocol_error() -> None:
+    """A body shorter than its Content-Length, then a hang-up, is never read as whole."""
+
+    def cut(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b'HTTP/1.1 201 Created\r\nContent-Length: 100\r\n\r\n{"id":')
+
+    transport = OneConnection(httpx.create_ssl_context())
+    async with raw_server(cut) as (url, _), httpx.AsyncClient(transport=transport) as http:
+        with pytest.raises(httpx.RemoteProtocolError):
+            await http.get(url + "/")
+
+
+@pytest.mark.anyio
+async def test_a_url_that_is_not_http_is_unsupported() -> None:
+    """Only http and https are sent; anything else is httpx's UnsupportedProtocol."""
+    async with httpx.AsyncClient(transport=OneConnection(httpx.create_ssl_context())) as http:
+        with pytest.raises(httpx.UnsupportedProtocol):
+            await http.get("ftp://127.0.0.1/")

@@ -39,6 +39,7 @@ from batchval import __version__
 from batchval.api.auth import AccessToken, Credentials, TokenCache
 from batchval.api.errors import (
     MalformedResponseError,
+    NotFoundError,
     TransportError,
     UnauthorizedError,
     UnrecognisedAnswerError,
@@ -56,6 +57,9 @@ log = structlog.get_logger()
 DEFAULT_TIMEOUT_SECONDS = 35.0
 _JSON_HEADERS = {"Content-Type": "application/json"}
 _USER_AGENT = f"batchval/{__version__}"
+# A well-formed valuation id that no valuation has: asked without a token, it proves an
+# address is the API's (401) before a not-found from that address is believed.
+PROBE_ID = "val_batchvalcheck0000000000"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -111,6 +115,7 @@ class PartnerClient:
         self.calls = 0  # requests sent to the API (not the token URL)
         # Those calls by the status answered, "no_answer" when none came back (metrics).
         self.statuses: collections.Counter[str] = collections.Counter()
+        self._address_proven = False
 
     async def __aenter__(self) -> PartnerClient:
         return self
@@ -237,7 +242,7 @@ class PartnerClient:
                 raise UnauthorizedError(f"{method} {path}: the API refused a fresh token (401)")
         content_type = response.headers.get("Content-Type", "")
         if response.status_code >= 400:
-            raise read_failure(
+            failure = read_failure(
                 method=method,
                 operation=operation,
                 url=str(response.request.url),
@@ -246,6 +251,9 @@ class PartnerClient:
                 body=response.content,
                 retry_after=_retry_after(response),
             )
+            if isinstance(failure, NotFoundError) and not self._address_proven:
+                await self._prove_address(gate)
+            raise failure
         if not 200 <= response.status_code < 300:
             # A redirect or an informational answer: the API gives neither.
             raise UnrecognisedAnswerError(
@@ -255,6 +263,39 @@ class PartnerClient:
                 url=str(response.request.url),
             )
         return _answer(response, content_type)
+
+    async def _prove_address(self, gate: Callable[[], Awaitable[None]] | None) -> None:
+        """A not-found blames a postcode or an id only if it came from the API: a wrong
+        base URL (another version, a proxy's catch-all) can answer every path with a
+        not-found. The API answers a call without a token with 401 (docs/api.md, 5), so
+        one such call, before the first not-found is believed, proves the address; any
+        other answer is a wrong address (64), never a row's problem."""
+        if gate is not None:
+            await gate()
+        url = f"{self._base_url}/valuations/{PROBE_ID}"
+        request = httpx.Request(
+            "GET", url, headers={"User-Agent": _USER_AGENT}, extensions=self._timeouts
+        )
+        self.calls += 1
+        try:
+            async with self._lend() as send:
+                response = await send(request)
+        except httpx.HTTPError as exc:
+            self.statuses["no_answer"] += 1
+            raise TransportError(f"GET {url}: connection failed ({type(exc).__name__})") from None
+        status = response.status_code
+        self.statuses[str(status)] += 1
+        if status in (401, 429):
+            self._address_proven = True
+            return
+        if status in (502, 503, 504):  # not answering now: prove it on a later not-found
+            raise TransportError(f"GET {url} answered {status}: the address is not proven yet")
+        raise WrongAddressError(
+            f"a not-found came from {self._base_url}, where a call without a token answers "
+            f"{status}, not the API's 401: the base URL is not the API's",
+            status=status,
+            url=url,
+        )
 
     async def _send(
         self,

@@ -1,121 +1,34 @@
-"""One HTTP/1.1 connection for httpx, on asyncio's own streams.
+"""One HTTP/1.1 connection for httpx: h11 on asyncio's own streams, one request at a time.
 
-httpx's default async transport reaches the socket through anyio: every read and write
-opens a cancel scope with a deadline, about a dozen scopes a request. Against a server
-that answers at once that was a third of the client's CPU (docs/performance.md). The
-HTTP itself stays httpcore's (h11, keep-alive, the pool of one connection); only the
-network underneath changes: asyncio streams, with `asyncio.timeout` for the deadlines
-httpx passes down. A timeout, a reset or a refused connection reaches the caller as the
-same httpx exception as before (`httpx.ReadTimeout`, `httpx.ConnectError`, ...).
+httpx's default async transport goes through httpcore's connection pool, whose locks and
+shielded cancel scopes (anyio's, about seven a request) and layered streams cost more CPU
+than the HTTP itself against a server that answers at once (docs/performance.md). The
+client lends each connection to one call at a time, so none of that is needed here: the
+protocol is h11's (the parser under httpcore), the network asyncio's streams, the request
+leaves in one write and the answer is read whole before it is handed back.
 
-Proxies from the environment (`HTTPS_PROXY`, ...) keep httpx's own transports: httpx
-mounts them by URL, before this transport is asked.
+A timeout, a reset or a refused connection reaches the caller as the same httpx exception
+as it would from httpx's transport (`httpx.ReadTimeout`, `httpx.ConnectError`,
+`httpx.RemoteProtocolError`, ...), and the body is decoded by httpx (`Content-Encoding`)
+when it is read. Proxies from the environment (`HTTPS_PROXY`, ...) keep httpx's own
+transports (`api/client`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import select
 import socket
 import ssl
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from typing import Any
 
-import httpcore
+import h11
 import httpx
 
-# httpcore's exceptions as httpx raises them, most specific first.
-_EXCEPTIONS: tuple[tuple[type[Exception], type[httpx.RequestError]], ...] = (
-    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
-    (httpcore.ReadTimeout, httpx.ReadTimeout),
-    (httpcore.WriteTimeout, httpx.WriteTimeout),
-    (httpcore.PoolTimeout, httpx.PoolTimeout),
-    (httpcore.TimeoutException, httpx.TimeoutException),
-    (httpcore.ConnectError, httpx.ConnectError),
-    (httpcore.ReadError, httpx.ReadError),
-    (httpcore.WriteError, httpx.WriteError),
-    (httpcore.NetworkError, httpx.NetworkError),
-    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
-    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
-    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
-    (httpcore.ProtocolError, httpx.ProtocolError),
-    (httpcore.ProxyError, httpx.ProxyError),
-)
-
-
-@contextlib.contextmanager
-def _as_httpx(request: httpx.Request) -> Iterator[None]:
-    try:
-        yield
-    except Exception as exc:
-        for theirs, ours in _EXCEPTIONS:
-            if isinstance(exc, theirs):
-                raise ours(str(exc), request=request) from exc
-        raise
-
-
-class _Stream(httpcore.AsyncNetworkStream):
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._reader = reader
-        self._writer = writer
-
-    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        try:
-            async with asyncio.timeout(timeout):
-                return await self._reader.read(max_bytes)
-        except TimeoutError as exc:
-            raise httpcore.ReadTimeout("no answer in time") from exc
-        except OSError as exc:
-            raise httpcore.ReadError(str(exc) or type(exc).__name__) from exc
-
-    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        if not buffer:
-            return
-        try:
-            self._writer.write(buffer)
-            if self._writer.transport.get_write_buffer_size():  # the socket did not take all
-                async with asyncio.timeout(timeout):
-                    await self._writer.drain()
-        except TimeoutError as exc:
-            raise httpcore.WriteTimeout("could not send in time") from exc
-        except OSError as exc:
-            raise httpcore.WriteError(str(exc) or type(exc).__name__) from exc
-
-    async def aclose(self) -> None:
-        self._writer.close()
-
-    async def start_tls(
-        self,
-        ssl_context: ssl.SSLContext,
-        server_hostname: str | None = None,
-        timeout: float | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        try:
-            async with asyncio.timeout(timeout):
-                await self._writer.start_tls(ssl_context, server_hostname=server_hostname)
-        except TimeoutError as exc:
-            self._writer.close()
-            raise httpcore.ConnectTimeout("TLS handshake timed out") from exc
-        except (OSError, ssl.SSLError) as exc:
-            self._writer.close()
-            raise httpcore.ConnectError(str(exc) or type(exc).__name__) from exc
-        return self
-
-    def get_extra_info(self, info: str) -> Any:
-        if info == "ssl_object":
-            return self._writer.get_extra_info("ssl_object")
-        if info == "client_addr":
-            return self._writer.get_extra_info("sockname")
-        if info == "server_addr":
-            return self._writer.get_extra_info("peername")
-        if info == "socket":
-            return self._writer.get_extra_info("socket")
-        if info == "is_readable":
-            # An idle keep-alive connection that is readable was closed by the server (or
-            # holds bytes nobody asked for): httpcore then opens a new one.
-            return _readable(self._writer.get_extra_info("socket"))
-        return None
+# Reads of up to this many bytes; the API's answers are a few kilobytes.
+READ_BYTES = 64 * 1024
+# The longest response head accepted (httpcore's figure): a larger one is not the API.
+MAX_HEAD_BYTES = 100 * 1024
 
 
 def _readable(sock: socket.socket | None) -> bool:
@@ -126,82 +39,157 @@ def _readable(sock: socket.socket | None) -> bool:
     return bool(poller.poll(0))
 
 
-class _Network(httpcore.AsyncNetworkBackend):
-    async def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
+class _Connection:
+    """One open connection and its h11 state."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.h11 = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD_BYTES)
+
+    @property
+    def idle_and_open(self) -> bool:
+        """Ready for a request. An idle keep-alive connection that is readable was closed
+        by the server (or holds bytes nobody asked for): a new one is opened instead."""
+        return self.h11.our_state is h11.IDLE and not _readable(
+            self.writer.get_extra_info("socket")
+        )
+
+    def close(self) -> None:
+        self.writer.close()
+
+    async def exchange(self, request: httpx.Request, timeouts: dict[str, Any]) -> httpx.Response:
+        """Send `request`, read its whole answer."""
         try:
-            async with asyncio.timeout(timeout):
-                reader, writer = await asyncio.open_connection(
-                    host, port, local_addr=None if local_address is None else (local_address, 0)
-                )
+            head = h11.Request(
+                method=request.method, target=request.url.raw_path, headers=request.headers.raw
+            )
+            parts = [self.h11.send(head)]
+            assert isinstance(request.stream, httpx.AsyncByteStream)
+            async for chunk in request.stream:
+                parts.append(self.h11.send(h11.Data(data=chunk)))
+            parts.append(self.h11.send(h11.EndOfMessage()))
+        except h11.LocalProtocolError as exc:
+            raise httpx.LocalProtocolError(str(exc), request=request) from exc
+        await self._write(b"".join(p for p in parts if p), timeouts.get("write"), request)
+        read_timeout = timeouts.get("read")
+        event = await self._next(read_timeout, request)
+        while not isinstance(event, h11.Response):  # 1xx answers come before the answer
+            event = await self._next(read_timeout, request)
+        body = []
+        while True:
+            part = await self._next(read_timeout, request)
+            if isinstance(part, h11.Data):
+                body.append(bytes(part.data))
+            elif isinstance(part, h11.EndOfMessage):
+                break
+        if self.h11.our_state is h11.DONE and self.h11.their_state is h11.DONE:
+            self.h11.start_next_cycle()  # kept alive for the next request
+        return httpx.Response(
+            status_code=event.status_code,
+            headers=event.headers.raw_items(),
+            stream=httpx.ByteStream(b"".join(body)),
+            extensions={
+                "http_version": b"HTTP/" + event.http_version,
+                "reason_phrase": event.reason,
+                "network_stream": self,
+            },
+        )
+
+    async def _write(self, data: bytes, timeout: float | None, request: httpx.Request) -> None:
+        try:
+            self.writer.write(data)
+            if self.writer.transport.get_write_buffer_size():  # the socket did not take all
+                async with asyncio.timeout(timeout):
+                    await self.writer.drain()
         except TimeoutError as exc:
-            raise httpcore.ConnectTimeout(f"no connection to {host}:{port} in time") from exc
-        except OSError as exc:
-            raise httpcore.ConnectError(str(exc) or type(exc).__name__) from exc
-        sock = writer.get_extra_info("socket")
-        for option in socket_options or ():
-            sock.setsockopt(*option)
-        return _Stream(reader, writer)
+            raise httpx.WriteTimeout("could not send in time", request=request) from exc
+        except OSError:
+            # As httpcore does: a server may close the request early and still answer (a
+            # 413, say); reading tells, and a connection that is gone reads as a disconnect.
+            pass
 
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
+    async def _next(self, timeout: float | None, request: httpx.Request) -> h11.Event:
+        """The next event of the answer, reading as it needs."""
+        while True:
+            try:
+                event = self.h11.next_event()
+            except h11.RemoteProtocolError as exc:
+                raise httpx.RemoteProtocolError(str(exc), request=request) from exc
+            if event is not h11.NEED_DATA:
+                return event  # type: ignore[return-value]
+            try:
+                async with asyncio.timeout(timeout):
+                    data = await self.reader.read(READ_BYTES)
+            except TimeoutError as exc:
+                raise httpx.ReadTimeout("no answer in time", request=request) from exc
+            except OSError as exc:
+                raise httpx.ReadError(str(exc) or type(exc).__name__, request=request) from exc
+            if not data and self.h11.their_state is h11.SEND_RESPONSE:
+                raise httpx.RemoteProtocolError(
+                    "Server disconnected without sending a response.", request=request
+                )
+            self.h11.receive_data(data)
 
 
-class _Body(httpx.AsyncByteStream):
-    def __init__(self, stream: AsyncIterable[bytes], request: httpx.Request) -> None:
-        self._stream = stream
-        self._request = request
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        with _as_httpx(self._request):
-            async for part in self._stream:
-                yield part
-
-    async def aclose(self) -> None:
-        closing = getattr(self._stream, "aclose", None)
-        if closing is not None:
-            with _as_httpx(self._request):
-                await closing()
+async def _connect(
+    request: httpx.Request, tls: ssl.SSLContext, timeout: float | None
+) -> _Connection:
+    url = request.url
+    secure = url.scheme == "https"
+    port = url.port or (443 if secure else 80)
+    try:
+        async with asyncio.timeout(timeout):
+            reader, writer = await asyncio.open_connection(
+                url.host,
+                port,
+                ssl=tls if secure else None,
+                server_hostname=url.host if secure else None,
+            )
+    except TimeoutError as exc:
+        raise httpx.ConnectTimeout(
+            f"no connection to {url.host}:{port} in time", request=request
+        ) from exc
+    except (OSError, ssl.SSLError) as exc:
+        raise httpx.ConnectError(str(exc) or type(exc).__name__, request=request) from exc
+    return _Connection(reader, writer)
 
 
 class OneConnection(httpx.AsyncBaseTransport):
-    """An httpx transport that keeps one HTTP/1.1 connection, on asyncio streams."""
+    """An httpx transport that keeps one HTTP/1.1 connection and sends one request at a
+    time on it (the client lends it to one call at a time)."""
 
     def __init__(self, tls: ssl.SSLContext) -> None:
-        self._pool = httpcore.AsyncConnectionPool(
-            ssl_context=tls,
-            max_connections=1,
-            max_keepalive_connections=1,
-            network_backend=_Network(),
-        )
+        self._tls = tls
+        self._held: _Connection | None = None
+        self._origin: tuple[str, str, int | None] | None = None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        assert isinstance(request.stream, httpx.AsyncByteStream)
         url = request.url
-        core = httpcore.Request(
-            method=request.method,
-            url=httpcore.URL(
-                scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
-            ),
-            headers=request.headers.raw,
-            content=request.stream,
-            extensions=request.extensions,
-        )
-        with _as_httpx(request):
-            answer = await self._pool.handle_async_request(core)
-        assert isinstance(answer.stream, AsyncIterable)
-        return httpx.Response(
-            status_code=answer.status,
-            headers=answer.headers,
-            stream=_Body(answer.stream, request),
-            extensions=answer.extensions,
-        )
+        if url.scheme not in ("http", "https") or not url.host:
+            raise httpx.UnsupportedProtocol(
+                f"not an http or https URL: {url.scheme}://", request=request
+            )
+        timeouts: dict[str, Any] = request.extensions.get("timeout", {})
+        origin = (url.scheme, url.host, url.port)
+        held = self._held
+        if held is None or origin != self._origin or not held.idle_and_open:
+            self._drop()
+            held = await _connect(request, self._tls, timeouts.get("connect"))
+            self._held, self._origin = held, origin
+        try:
+            response = await held.exchange(request, timeouts)
+        except BaseException:
+            self._drop()  # cut mid-request (an error, a cancelled task): never reused
+            raise
+        if held.h11.our_state is not h11.IDLE:
+            self._drop()  # the server closes it (`Connection: close`, an HTTP/1.0 answer)
+        return response
+
+    def _drop(self) -> None:
+        if self._held is not None:
+            self._held.close()
+            self._held = None
 
     async def aclose(self) -> None:
-        await self._pool.aclose()
+        self._drop()

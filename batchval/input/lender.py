@@ -102,7 +102,8 @@ class LenderOptions:
             raise ValueError("lender.ltv_bands must be a list of numbers (percent)")
         if any(e <= 0 for e in edges) or any(b <= a for a, b in itertools.pairwise(edges)):
             raise ValueError("lender.ltv_bands must be above 0 and strictly ascending")
-        if isinstance(self.wide_range, bool) or not self.wide_range > 0:
+        wide = self.wide_range
+        if isinstance(wide, bool) or not isinstance(wide, int | float) or not wide > 0:
             raise ValueError("lender.wide_range must be a number above 0")
         months = self.stale_after_months
         if isinstance(months, bool) or not isinstance(months, int) or months < 0:

@@ -108,7 +108,10 @@ def export_dir(
     target.mkdir(parents=True, exist_ok=True)
     try:
         if fmt is Format.XLSX:
-            files = write_workbook(target / f"{found[0][0]}.xlsx", found, nested)
+            # Named after the DIR's main file (results, or street_analysis for a streets
+            # DIR), whichever sheet comes first.
+            main = next(name for name, _ in found if name in MAIN_SOURCES)
+            files = write_workbook(target / f"{main}.xlsx", found, nested)
         else:
             files = [
                 _write_lines(target / f"{name}{_SUFFIX[fmt]}", name, path, fmt, nested)

@@ -26,7 +26,8 @@ The API publishes no number for its short-term limit, so the controller finds it
   by `RAISE_AFTER` without a 429 shows the limit was higher: the ceiling follows.
 
 429s answered to requests that were sent before the last decrease belong to the same
-episode and do not cut the rate again (they still extend the pause).
+episode and do not cut the rate again (they still extend the pause). Nor do storm 429s
+(`_storm`): soon after a cut, a pause longer than any fast limit asks for.
 """
 
 from __future__ import annotations
@@ -41,9 +42,9 @@ SLOW_START_STEP = 0.25  # seconds per doubling, while pacing holds requests back
 BACKOFF = 0.9  # after a 429 found by probing, this share of the rate that drew it
 HARD_BACKOFF = 0.75  # after a 429 within QUICK_REPEAT seconds of the last cut
 QUICK_REPEAT = 5.0
-TARGET = 0.97  # of the ceiling, reached quickly after a cut
+TARGET = 0.94  # of the ceiling, reached quickly after a cut
 CLIMB = 0.5  # of the gap to the target closed per second
-PROBE_GROWTH = 0.002  # of the ceiling per second, above the target
+PROBE_GROWTH = 0.001  # of the ceiling per second, above the target
 PROBE_QUICKENS_AFTER = 20.0  # seconds of probing without a 429 that double the probe
 RAISE_AFTER = 1.1  # past this share of the ceiling without a 429, the ceiling follows
 MIN_RATE = 0.5
@@ -72,6 +73,7 @@ class RateController:
         self.paused_until = 0.0
         self._next_start = 0.0
         self._last_decrease = float("-inf")
+        self._last_pause = 0.0  # the Retry-After honoured at the last cut
         self._last_growth = clock()
         self._held_back_at = float("-inf")  # last time pacing, not demand, made a request wait
         self._probing_since = clock()  # when the rate last reached the target
@@ -123,10 +125,13 @@ class RateController:
         now = self._clock()
         self.rate_limited += 1
         # Retry-After is whole seconds; without one, a short pause all the same.
-        self.paused_until = max(self.paused_until, now + (retry_after or 1.0))
+        pause = retry_after or 1.0
+        self.paused_until = max(self.paused_until, now + pause)
         self._last_growth = max(now, self.paused_until)
         if sent_at <= self._last_decrease:
             return  # the same episode: the cut is already made
+        if self._storm(now, pause):
+            return
         drew = self.rate
         if self.ceiling is None:
             # Slow start doubles the rate every step, so the limit lies between half the
@@ -143,3 +148,15 @@ class RateController:
             self.ceiling = drew
             self.rate = max(MIN_RATE, drew * BACKOFF)
         self._last_decrease = now
+        self._last_pause = pause
+
+    def _storm(self, now: float, pause: float) -> bool:
+        """A 429 soon after a cut asking for a pause longer than 1 s and at least as long
+        as the one that cut honoured: a limit that refills a call a second or more never
+        asks for more than 1 s, and the pause already honoured refilled it. Such 429s
+        (a storm, an overloaded API) are waited out, never read as the rate: cutting for
+        each took a storm's run towards MIN_RATE. A limit slower than a call a second is
+        still found, by the cuts that come after QUICK_REPEAT."""
+        return (
+            now - self._last_decrease < QUICK_REPEAT and pause > 1.0 and pause >= self._last_pause
+        )

@@ -10,18 +10,22 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from batchval.sandbox.app import Sandbox
-from batchval.sandbox.config import RateLimit, SandboxConfig
-from batchval.sandbox.server import serve_in_thread
 from batchval.settings import ApiSettings
 
-EMBEDDED_RATE = RateLimit(rate_per_second=100.0, burst=100)
+EMBEDDED_RATE_PER_SECOND = 100.0  # and a burst of as many
 EMBEDDED_DAILY_LIMIT = 1_000_000
 
 
 @contextmanager
 def embedded_api() -> Iterator[ApiSettings]:
-    config = SandboxConfig(rate_limit=EMBEDDED_RATE)
+    # Imported here: `batchval run` imports this module whether or not an API is
+    # configured, and the sandbox (starlette, uvicorn) is only needed when none is.
+    from batchval.sandbox.app import Sandbox
+    from batchval.sandbox.config import RateLimit, SandboxConfig
+    from batchval.sandbox.server import serve_in_thread
+
+    rate = RateLimit(rate_per_second=EMBEDDED_RATE_PER_SECOND, burst=int(EMBEDDED_RATE_PER_SECOND))
+    config = SandboxConfig(rate_limit=rate)
     for account in config.accounts:
         account.daily_limit = EMBEDDED_DAILY_LIMIT
     with serve_in_thread(Sandbox(config)) as running:

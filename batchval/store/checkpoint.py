@@ -18,9 +18,11 @@ pending after a transient failure. `sent` means "may have reached the API": a re
 run sends it again with the same key, which the API answers from its idempotency store
 without a second charge. `answered` means the answer's exact bytes are stored but not
 yet read (`batchval.run.answers`): a run that starts after a crash reads them, it never
-asks again. Writes are committed one by one in WAL mode with synchronous=FULL, so that
-the run id and every answer are on disk before the run acts on them: neither a killed
-process (`kill -9`) nor a power cut loses a committed answer.
+asks again. Outside the sending phase writes are committed one by one in WAL mode with
+synchronous=FULL, so that the run id is on disk before the run acts on it; while sending,
+in groups (`begin_group`), each request's writes applied as one statement (`store/held`)
+and an answer always committed with its reading. Neither a killed process (`kill -9`)
+nor a power cut loses a committed answer.
 
 `RunLock` (`store/lock`) keeps two processes out of one DIR.
 """
@@ -40,6 +42,8 @@ import pyarrow as pa
 
 from batchval.outcome import BatchvalError
 from batchval.store import records
+from batchval.store.counts import Counts
+from batchval.store.held import HeldWrites
 from batchval.store.invocations import InvocationLog
 from batchval.store.schema import INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES
 
@@ -67,50 +71,25 @@ class PendingRequest:
     attempts: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Counts:
-    """Where every input row stands, and the distinct requests behind them."""
-
-    rows: int
-    input_problems: int
-    valued_rows: int
-    api_problem_rows: int
-    pending_rows: int
-    requests: int
-    requests_done: int
-    requests_problem: int
-    requests_pending: int
-    credits: int
-    duplicate_rows: int = 0  # rows whose request an earlier row already asks for
-
-    @property
-    def complete(self) -> bool:
-        return self.pending_rows == 0
-
-    def as_json(self) -> dict[str, dict[str, int]]:
-        """The `rows` and `requests` parts of summary.json and of `status`."""
-        return {
-            "rows": {
-                "total": self.rows,
-                "valued": self.valued_rows,
-                "problems": self.input_problems + self.api_problem_rows,
-                "pending": self.pending_rows,
-                # Identical requests are sent once and charged once; these rows share.
-                "duplicates": self.duplicate_rows,
-            },
-            "requests": {
-                "unique": self.requests,
-                "valued": self.requests_done,
-                "problems": self.requests_problem,
-                "pending": self.requests_pending,
-            },
-        }
+# Meta values read on every answer and written only through this connection while the
+# DIR's lock is held, so kept in memory as well.
+_CACHED_META = frozenset({"mode"})
 
 
 class Checkpoint(InvocationLog):
     def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
-        self._db = connection
+        self._connection = connection
         self.path = path
+        self._held = HeldWrites()
+        self._meta: dict[str, str | None] = {}
+
+    @property
+    def _db(self) -> sqlite3.Connection:  # type: ignore[override]  # read, never assigned
+        """The connection, once the writes held in the group are applied: every read and
+        every other write sees them, in the order they were made."""
+        if self._held:
+            self._held.apply(self._connection)
+        return self._connection
 
     @classmethod
     def open(cls, directory: Path) -> Checkpoint:
@@ -147,7 +126,9 @@ class Checkpoint(InvocationLog):
         return cls.open(directory)
 
     def close(self) -> None:
-        self._db.close()
+        # Writes held in an uncommitted group are dropped, as the open transaction is.
+        self._held.drop()
+        self._connection.close()
 
     @property
     def connection(self) -> sqlite3.Connection:
@@ -164,6 +145,8 @@ class Checkpoint(InvocationLog):
         try:
             yield
         except BaseException:
+            self._held.drop()
+            self._meta.clear()
             self._db.execute("ROLLBACK")
             raise
         self._db.execute("COMMIT")
@@ -178,17 +161,24 @@ class Checkpoint(InvocationLog):
         the API answers them from its idempotency store, free."""
         if not self._db.in_transaction:
             self._db.execute("BEGIN IMMEDIATE")
+        self._held.grouping = True
 
     def commit_group(self) -> None:
-        """Make the group's writes durable."""
+        """Make the group's writes durable, those held (`store/held`) applied first."""
+        self._held.grouping = False
         if self._db.in_transaction:
             self._db.execute("COMMIT")
 
     # --- meta ----------------------------------------------------------------------------
 
     def get(self, name: str) -> str | None:
+        if name in self._meta:
+            return self._meta[name]
         row = self._db.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
-        return None if row is None else str(row[0])
+        value = None if row is None else str(row[0])
+        if name in _CACHED_META:
+            self._meta[name] = value
+        return value
 
     def set(self, name: str, value: str) -> None:
         self._db.execute(
@@ -196,9 +186,12 @@ class Checkpoint(InvocationLog):
             " ON CONFLICT (name) DO UPDATE SET value = excluded.value",
             (name, value),
         )
+        if name in _CACHED_META:
+            self._meta[name] = value
 
     def unset(self, name: str) -> None:
         self._db.execute("DELETE FROM meta WHERE name = ?", (name,))
+        self._meta.pop(name, None)
 
     # --- ingest --------------------------------------------------------------------------
 
@@ -292,6 +285,10 @@ class Checkpoint(InvocationLog):
         return bool(found[0])
 
     def mark_sent(self, key: str) -> None:
+        held = self._held.hold(key, "sent")
+        if held is not None:
+            held.sends += 1
+            return
         self._db.execute(
             "UPDATE requests SET state = 'sent', attempts = attempts + 1 WHERE key = ?", (key,)
         )
@@ -304,10 +301,16 @@ class Checkpoint(InvocationLog):
         return [int(r[0]) for r in found]
 
     def record_answer(self, key: str, body: bytes) -> None:
-        """A success's exact bytes, kept before anything reads them."""
+        """A success's exact bytes, kept before anything reads them: at once outside a
+        group; in a group, applied with the reading that follows and always committed
+        with it, or before it is ever read from the checkpoint."""
+        answer = body.decode("utf-8", "replace")
+        held = self._held.hold(key, "answered")
+        if held is not None:
+            held.answer = answer
+            return
         self._db.execute(
-            "UPDATE requests SET state = 'answered', answer = ? WHERE key = ?",
-            (body.decode("utf-8", "replace"), key),
+            "UPDATE requests SET state = 'answered', answer = ? WHERE key = ?", (answer, key)
         )
 
     def answered(self) -> list[tuple[str, str]]:
@@ -319,6 +322,10 @@ class Checkpoint(InvocationLog):
 
     def record_valuation(self, key: str, credits: int) -> None:
         """The stored answer is a valuation."""
+        held = self._held.hold(key, "done")
+        if held is not None:
+            held.credits, held.valued = credits, True
+            return
         self._db.execute(
             "UPDATE requests SET state = 'done', credits = ?, last_error = NULL WHERE key = ?",
             (credits, key),

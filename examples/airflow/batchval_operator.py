@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import signal
 import subprocess
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,7 +39,16 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 PROJECT = Path(__file__).resolve().parents[2]
 BATCHVAL = os.environ.get("BATCHVAL_BIN", str(PROJECT / ".venv" / "bin" / "batchval"))
 RESUMABLE = 75
-PERSON_MUST_ACT = {64: "command line or config", 65: "input", 70: "internal error", 77: "account"}
+PERSON_MUST_ACT = {
+    1: "verify found differences",
+    64: "command line or config",
+    65: "input",
+    70: "internal error",
+    77: "account",
+}
+# How long batchval may take to stop gently after SIGTERM (in-flight calls finish, the
+# outputs are written): its shutdown grace is 5 s; writing a large DIR takes longer.
+STOP_GRACE_SECONDS = 120
 
 
 class BatchvalOperator(BaseOperator):
@@ -62,6 +72,7 @@ class BatchvalOperator(BaseOperator):
         self.conn_id = conn_id
         self.max_rounds = max_rounds
         self.wait_when_no_time_given = wait_when_no_time_given
+        self._process: subprocess.Popen[str] | None = None
 
     def execute(self, context: Any) -> dict[str, Any]:
         return self._round(1)
@@ -130,8 +141,32 @@ class BatchvalOperator(BaseOperator):
                 BATCHVAL_CLIENT_SECRET=str(connection.password),
             )
         self.log.info("running %s %s", BATCHVAL, " ".join(arguments))
-        # stdout (the summary) and stderr (the one-line stop reason) go to the task log.
-        done = subprocess.run([BATCHVAL, *arguments], env=env, capture_output=True, text=True)
-        for line in (done.stdout + done.stderr).splitlines():
-            self.log.info("%s", line)
-        return done.returncode
+        # Its own session, so that Airflow's kill reaches batchval only through on_kill:
+        # SIGTERM, then time to finish in-flight calls and write the outputs (exit 75).
+        with subprocess.Popen(
+            [BATCHVAL, *arguments],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        ) as process:
+            self._process = process
+            assert process.stdout is not None
+            # The summary (stdout) and the one-line stop reason (stderr) go to the task log.
+            for line in process.stdout:
+                self.log.info("%s", line.rstrip("\n"))
+            code = process.wait()
+        self._process = None
+        return code
+
+    def on_kill(self) -> None:
+        """Airflow stops the task: batchval is asked to stop gently, and waited for."""
+        process = self._process
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=STOP_GRACE_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()  # the checkpoint keeps what was done: the next run resumes

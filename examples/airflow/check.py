@@ -144,17 +144,18 @@ def sharded(airflow: Airflow, work: Path, check: Any) -> None:
             ),
         }
         out = work / "sharded"
-        conf = {"input": str(rows(work / "sharded.csv", 60)), "out_root": str(out), "shards": 2}
+        # Three shards of 60 rows by loan id: none empty; an empty one would get no task.
+        conf = {"input": str(rows(work / "sharded.csv", 60)), "out_root": str(out), "shards": 3}
         state, output = airflow.dags_test("batchval_sharded", conf, env)
-        shards = [summary(out / f"shard-{n}") for n in (0, 1)]
+        shards = [summary(out / f"shard-{n}") for n in (0, 1, 2)]
         valued = [s.get("rows", {}).get("valued") for s in shards]
         modes = [s.get("mode") for s in shards]
         check(
-            "sharded DAG values every row once, a shard per account",
+            "sharded DAG values every row once, shards spread over two accounts",
             state == "success"
             and sum(v or 0 for v in valued) == 60
             and all(valued)
-            and sorted(modes) == ["live", "test"],
+            and sorted(modes) == ["live", "live", "test"],
             f"state {state}, rows valued per shard {valued}, modes {modes}",
         )
         if state != "success":

@@ -501,10 +501,21 @@ requests on one shared schedule and finds the limit like CUBIC finds a link's:
 - The rate that drew a 429 is the ceiling. The first 429 halves the rate; a 429 found by
   slow probing cuts it to 0.9 of the ceiling; a 429 within 5 s of the last cut shows the
   rate is still well above the limit and cuts it to 0.75.
-- After a cut the rate climbs quickly (half the gap a second) to 0.97 of the ceiling, then
-  probes above it slowly (0.2 % of the ceiling a second, quickening the longer no 429
+- After a cut the rate climbs quickly (half the gap a second) to 0.94 of the ceiling, then
+  probes above it slowly (0.1 % of the ceiling a second, quickening the longer no 429
   comes). A token bucket drains slowly when the rate is just above its refill rate, so
-  429s stay rare while the limit is used.
+  429s stay rare while the limit is used. The ceiling is read high: a bucket holding a
+  second's worth answers 429 only once the rate has been above its refill for a while,
+  so the rate that drew it is above the limit (about 1.09 × at 5/s). With a target of
+  0.97 the rate sat above the limit after every cut and drained the bucket again in
+  seconds (2.0 % of calls 429 over 2,000 rows at 5/s); 0.94 sits under it and leaves the
+  slow probe to find it (1.1 % in the model), and uses the limit as well or better at
+  5, 20 and 100 a second.
+- Storms: a 429 within 5 s of the last cut that asks for more than 1 s, and at least the
+  pause that cut honoured, is waited out but does not cut the rate again: a limit that
+  refills a call a second or more never asks for more than 1 s, and the pause already
+  honoured refilled it. Such 429s (10 % of calls answered 429 with a 3 s Retry-After,
+  whatever the rate) took the rate to its floor, 0.5 a second, one cut after another.
 - No request leaves before a Retry-After: every send goes through one gate, and a pause
   still running when an invocation ends is kept for the next one.
 
