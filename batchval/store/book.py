@@ -15,6 +15,7 @@ Neither state is pending, so that a book run whose budget ran out is complete (e
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 
 from batchval.store.checkpoint import Checkpoint
@@ -31,7 +32,12 @@ class BookStore:
 
     def __init__(self, checkpoint: Checkpoint) -> None:
         self._checkpoint = checkpoint
-        self._db = checkpoint.connection
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        """The checkpoint's connection, asked for each time: the checkpoint applies the
+        writes its open group holds before handing it out (`store/held`)."""
+        return self._checkpoint.connection
 
     def planned_for(self) -> str | None:
         return self._checkpoint.get(PLANNED)
