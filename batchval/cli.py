@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from batchval import logs
+from batchval.book_options import book_options
 from batchval.logs import Redactor
 from batchval.outcome import ExitCode, RunRefusedError, SettingsError
 from batchval.output.summary import RunSummary
@@ -184,6 +185,7 @@ def sandbox(
     type=click.Path(dir_okay=False, path_type=Path),
     help="Prometheus text for node_exporter's textfile collector (every run.metrics_seconds).",
 )
+@book_options
 def run(
     input_path: Path,
     out_dir: Path,
@@ -197,6 +199,7 @@ def run(
     wait_for_midnight: bool,
     metrics_file: Path | None,
     log_json: bool,
+    **book: Any,
 ) -> None:
     """Value every row of INPUT (CSV or Parquet) into DIR; exit 0, 75, 77, 65, 64 or 70."""
     from batchval.runner import Runner, RunRequest
@@ -213,6 +216,7 @@ def run(
             concurrency=concurrency,
             include=include,
             max_credits=max_credits,
+            book=book,
         )
     except SettingsError as exc:
         raise click.UsageError(str(exc)) from None

@@ -83,26 +83,31 @@ def price_input(
     run_id: str = "dry-run",
     problems_path: Path | None = None,
     interrupted: Callable[[], str | None] = lambda: None,
+    plan: Callable[[Checkpoint], object] | None = None,
 ) -> DryRunSummary:
     """What a run of `source` would cost, found without the network: the run's own ingest
     into a throwaway checkpoint, so that `run --dry-run` and `check` price alike. The
-    problems are written to `problems_path` when one is given."""
+    problems are written to `problems_path` when one is given. `plan` (a book run's, which
+    carries and defers) leaves pending only what tonight would send."""
     with tempfile.TemporaryDirectory(prefix="batchval-dry-") as scratch:
         checkpoint = Checkpoint.open(Path(scratch))
         try:
             ingest(checkpoint, source, run_id, interrupted=interrupted)
             checkpoint.finish_ingest()
+            if plan is not None:
+                plan(checkpoint)
             if problems_path is not None:
                 write_problems(checkpoint, problems_path)
             counts = checkpoint.counts()
             problems = checkpoint.problem_types()
+            calls = counts.requests if plan is None else counts.requests_pending
         finally:
             checkpoint.close()
     return DryRunSummary(
         rows=counts.rows,
         rows_with_problems=counts.input_problems,
         problems_by_type=problems,
-        calls=counts.requests,
-        credits=counts.requests * VALUATION_CREDITS,
+        calls=calls,
+        credits=calls * VALUATION_CREDITS,
         daily_limit=DAILY_PAID_CALLS,
     )

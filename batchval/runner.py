@@ -25,6 +25,7 @@ import anyio
 import structlog
 
 from batchval import logs
+from batchval.booking import BookRun
 from batchval.ingest import ingest, price_input
 from batchval.input import InputError, InputSource, open_input
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
@@ -204,6 +205,7 @@ class Runner:
             raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
         try:
             run_id = self._prepare(checkpoint, source)
+            booked = BookRun.start(self.settings, checkpoint, self._now)
             invocation = checkpoint.start_invocation(started.isoformat())
             try:
                 sent = self._send(checkpoint)
@@ -211,10 +213,14 @@ class Runner:
                 log.error("run.internal_error", exc_info=True, file_only=True)
                 detail = f"{type(exc).__name__}: {exc}; the traceback is in {LOG_NAME}"
                 sent = SendOutcome(StopInfo(StopReason.INTERNAL_ERROR, detail))
+            if booked is not None:  # the budget's own stop leaves rows for a later night
+                sent = dataclasses.replace(sent, stop=booked.settle(sent.stop))
             counts = checkpoint.counts()
             stop = self._final_stop(counts, sent.stop)
             code = ExitCode.COMPLETE if stop is None else stop.reason.exit_code
             portfolio = self._write_outputs(checkpoint, run_id, started)
+            results = self.request.out_dir / RESULTS_NAME
+            book = None if booked is None else booked.write(results, run_id)
             checkpoint.end_invocation(
                 invocation,
                 ended_at=self._now().isoformat(),
@@ -225,7 +231,7 @@ class Runner:
                 balance=sent.balance,
             )
             summary = self._summary(
-                checkpoint, run_id, sent, stop, counts, code, started, started_mono, portfolio
+                checkpoint, run_id, sent, stop, counts, code, started, started_mono, portfolio, book
             )
             write_json_atomic(self.request.out_dir / SUMMARY_NAME, summary.to_json())
             return summary
@@ -434,6 +440,7 @@ class Runner:
         started: dt.datetime,
         started_mono: float,
         portfolio: Mapping[str, Any] | None = None,
+        book: Mapping[str, Any] | None = None,
     ) -> RunSummary:
         totals = checkpoint.totals()
         return RunSummary(
@@ -454,6 +461,7 @@ class Runner:
             finished_at=self._now().isoformat(),
             seconds=round(time.monotonic() - started_mono, 3),
             portfolio=portfolio,
+            book=book,
         )
 
     # --- dry run -------------------------------------------------------------------------
@@ -471,4 +479,5 @@ class Runner:
             run_id=self.request.run_id or "dry-run",
             problems_path=self.request.out_dir / PROBLEMS_NAME,
             interrupted=lambda: self._signalled,
+            plan=lambda checkpoint: BookRun.start(self.settings, checkpoint, self._now),
         )

@@ -62,6 +62,13 @@ class RunOptions:
     street_credits: int = STREET_CREDITS_ASSUMED
     street_join: bool = False
     metrics_seconds: float = 30.0  # how often --metrics-file is rewritten during a run
+    # `run --book`: the book's path (None: no book), the column that names a row (None: the
+    # canonical request does), how many days a book valuation stays fresh, and the most
+    # valuations a night may ask for.
+    book: str | None = None
+    row_id: str | None = None
+    fresh_for_days: float = 30.0
+    max_calls: int | None = None
     # Test seam: added to the wall clock when deciding whether midnight UTC has passed.
     clock_offset_seconds: float = 0.0
 
@@ -289,6 +296,7 @@ def load_settings(
     concurrency: int | None = None,
     include: str | None = None,
     max_credits: int | None = None,
+    book: Mapping[str, Any] | None = None,
 ) -> Settings:
     """Settings for `run`, `streets` and `--dry-run`; raises SettingsError (exit 64)."""
     config = _read_config(config_file)
@@ -302,6 +310,10 @@ def load_settings(
         run["concurrency"] = concurrency
     if max_credits is not None:
         run["max_credits"] = max_credits
+    given = {k: v for k, v in (book or {}).items() if v is not None}  # --book, --row-id, ...
+    if given and run.get("book") is None and given.get("book") is None:
+        raise SettingsError("--row-id, --fresh-for and --max-calls go with --book PATH")
+    run.update(given)
     offset = env.get(ENV_PREFIX + "CLOCK_OFFSET_SECONDS") or "0"
     try:
         clock_offset = float(offset)
@@ -313,7 +325,10 @@ def load_settings(
     def number(name: str, minimum: float) -> float:
         return _number(run.get(name, getattr(default, name)), f"run.{name}", minimum=minimum)
 
-    credits = run.get("max_credits")
+    credits, calls, row_id = run.get("max_credits"), run.get("max_calls"), run.get("row_id")
+    for name in ("row_id", "book"):
+        if run.get(name) is not None and (not isinstance(run[name], str) or not run[name]):
+            raise SettingsError(f"run.{name} must be a {'path' if name == 'book' else 'column'}")
     options = RunOptions(
         concurrency=int(number("concurrency", 1)),
         max_credits=None if credits is None else int(number("max_credits", 0)),
@@ -327,6 +342,10 @@ def load_settings(
         street_credits=int(number("street_credits", 0)),
         street_join=bool(run.get("street_join", default.street_join)),
         metrics_seconds=number("metrics_seconds", 0.1),
+        book=run.get("book"),
+        row_id=row_id,
+        fresh_for_days=number("fresh_for_days", 0),
+        max_calls=None if calls is None else int(number("max_calls", 0)),
         clock_offset_seconds=clock_offset,
     )
     return Settings(

@@ -72,6 +72,7 @@ def read_status(out_dir: Path) -> RunSummary | None:
         stop=stop,
         input=last.get("input") if last else None,
         portfolio=_last_portfolio(last),
+        book=_last_book(last),
         next_action=action,
     )
 
@@ -99,6 +100,12 @@ def _last_portfolio(last: dict[str, Any] | None) -> dict[str, Any] | None:
     """The portfolio totals the last run wrote (they are made only while writing)."""
     portfolio = last.get("portfolio") if last else None
     return portfolio if isinstance(portfolio, dict) else None
+
+
+def _last_book(last: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The book section (rows, age profile, forecast) the last `run --book` wrote."""
+    book = last.get("book") if last else None
+    return book if isinstance(book, dict) else None
 
 
 def _last_summary(out_dir: Path) -> dict[str, Any] | None:

@@ -425,7 +425,7 @@ def test_version_3_checkpoint_gets_its_row_counts(tmp_path: Path) -> None:
     db.commit()
     db.close()
     checkpoint = Checkpoint.open(tmp_path)
-    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "5"
+    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "6"
     assert _row_figures(checkpoint) == _joined_counts(tmp_path) == (4, 1, 2, 0, 1, 1)
     counts = checkpoint.counts()
     assert (counts.requests, counts.requests_pending, counts.credits) == (3, 2, 10)
@@ -568,7 +568,7 @@ def test_answer_values_count_the_rows_that_ask(tmp_path: Path) -> None:
 
 
 def test_version_4_checkpoint_gains_the_street_tables(tmp_path: Path) -> None:
-    """A checkpoint of schema 4 opens as 5 with its run untouched and the (empty) street
+    """A checkpoint of schema 4 opens as 6 with its run untouched and the (empty) street
     tables beside it; a batchval that reads only 4 would refuse it."""
     old = filled(tmp_path)
     old.connection.executescript(
@@ -578,8 +578,24 @@ def test_version_4_checkpoint_gains_the_street_tables(tmp_path: Path) -> None:
     before = _row_figures(old)
     old.close()
     checkpoint = Checkpoint.open(tmp_path)
-    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "5"
+    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "6"
     assert _row_figures(checkpoint) == before
     tables = {row[0] for row in checkpoint.connection.execute("SELECT name FROM sqlite_master")}
     assert {"streets", "street_rows", "street_passthrough", "streets_by_state"} <= tables
     assert checkpoint.connection.execute("SELECT COUNT(*) FROM streets").fetchone() == (0,)
+
+
+def test_version_5_checkpoint_gains_the_book_plan(tmp_path: Path) -> None:
+    """A checkpoint of schema 5 opens as 6 with its run untouched and an empty
+    `book_rows` beside it (the `--book` plan); a batchval that reads only 5 refuses it."""
+    old = filled(tmp_path)
+    old.connection.executescript("DROP TABLE book_rows;")
+    old.set("schema_version", "5")
+    before = _row_figures(old)
+    old.close()
+    checkpoint = Checkpoint.open(tmp_path)
+    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "6"
+    assert _row_figures(checkpoint) == before
+    assert checkpoint.connection.execute("SELECT COUNT(*) FROM book_rows").fetchone() == (0,)
+    version = checkpoint.connection.execute("PRAGMA table_info(book_rows)").fetchall()
+    assert [column[1] for column in version] == ["row_number", "identity", "fingerprint", "plan"]

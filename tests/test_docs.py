@@ -11,6 +11,7 @@ import pytest
 
 from batchval.input import PROBLEM_RULES
 from batchval.outcome import ExitCode, StopReason
+from batchval.output.book import BOOK_KEYS
 from batchval.output.schemas import (
     PROBLEM_COLUMNS,
     PROBLEM_TAIL,
@@ -43,6 +44,12 @@ def test_output_tables_are_the_schemas(columns: Sequence[Column[Any]]) -> None:
     """docs/outputs.md shows each file's fixed columns exactly as output/schemas makes them:
     names, types and meanings, in order."""
     assert markdown_table(columns) in OUTPUTS
+
+
+def test_book_table_is_the_schema() -> None:
+    """docs/outputs.md shows the book's own columns exactly as output/book makes them."""
+    assert markdown_table(BOOK_KEYS) in OUTPUTS
+    assert "## The book (`--book`)" in OUTPUTS
 
 
 def test_output_schema_version_is_documented() -> None:

@@ -101,6 +101,7 @@ REBUILD = pa.struct(
     ]
 )
 RESULT_TAIL = [
+    ("source", S),
     ("valuation_id", S),
     ("mode", S),
     ("valued_at", TS),
@@ -302,6 +303,7 @@ def test_sandbox_body_round_trips(checkpoint: Checkpoint, tmp_path: Path) -> Non
     assert {k: v for k, v in row.items() if k not in {"commentary", "rebuild_cost"}} == {
         "row_number": 1,
         "loan_id": "L-001",
+        "source": "api",
         "valuation_id": body["id"],
         "mode": "live",
         "valued_at": VALUED_AT,

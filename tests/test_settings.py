@@ -227,3 +227,32 @@ def test_street_settings_default_and_configured(tmp_path: Path) -> None:
     config.write_text("run:\n  street_credits: -1\n")
     with pytest.raises(SettingsError, match="street_credits"):
         load_settings(config, {})
+
+
+def test_book_settings_from_config_and_command_line(tmp_path: Path) -> None:
+    """run.row_id, run.fresh_for_days and run.max_calls come from the config; the command
+    line's --row-id, --fresh-for and --max-calls win; unset ones keep the defaults."""
+    config = write(tmp_path, "run:\n  row_id: loan_id\n  fresh_for_days: 60\n  max_calls: 500\n")
+    run = load_settings(config, {}).run
+    assert (run.row_id, run.fresh_for_days, run.max_calls) == ("loan_id", 60.0, 500)
+    given = {"book": "b.parquet", "row_id": "account", "fresh_for_days": None, "max_calls": 7}
+    run = load_settings(config, {}, book=given).run
+    assert (run.book, run.row_id, run.fresh_for_days, run.max_calls) == (
+        "b.parquet",
+        "account",
+        60.0,
+        7,
+    )
+    with pytest.raises(SettingsError, match="go with --book"):
+        load_settings(config, {}, book={"row_id": "account"})  # no book anywhere
+    booked = write(tmp_path, "run:\n  book: b.parquet\n")
+    assert load_settings(booked, {}, book={"max_calls": 3}).run.max_calls == 3
+    default = load_settings(None, {}).run
+    assert (default.row_id, default.fresh_for_days, default.max_calls) == (None, 30.0, None)
+
+
+@pytest.mark.parametrize("line", ["row_id: 3", "book: 7", "fresh_for_days: -1", "max_calls: many"])
+def test_bad_book_settings_are_refused(tmp_path: Path, line: str) -> None:
+    """A row id that is not a column name, or a negative or non-numeric figure: 64."""
+    with pytest.raises(SettingsError):
+        load_settings(write(tmp_path, f"run:\n  {line}\n"), {})

@@ -35,6 +35,7 @@ class ValuedRow:
     valuation: Valuation | None  # None: the stored answer cannot be read
     valuation_id: str | None
     lender: LenderFigures | None = None  # None: the input has no lender columns
+    source: str = "api"  # valued by this run; `book` rows are carried by `booking`
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -42,11 +42,12 @@ from batchval.api.vocabulary import AREA_INSIGHTS_MEMBERS, COMMENTARY_MEMBERS
 from batchval.output.lender import FLAG_COLUMNS, LTV_COLUMNS, ORIGINATION_COLUMNS
 from batchval.output.records import ProblemRow, ValuedRow
 
-# 4: the lender columns, when the input has a balance or an origination value; the run's
+# 5: `source` (`api`, or `book` for a row carried from `--book`) after the pass-through
+#    columns. 4: the lender columns, when the input has a balance or an origination value; the run's
 #    manifest in the file metadata. 3: pass-through columns keep their input types;
 #    commentary and rebuild_cost only when asked for. 2: problems gained valuation_id
 #    and answer.
-SCHEMA_VERSION = "4"
+SCHEMA_VERSION = "5"
 PASSTHROUGH_SUFFIX = "_input"
 
 _TIMESTAMP = pa.timestamp("ms", tz="UTC")
@@ -151,6 +152,12 @@ ROW_NUMBER: Column[Any] = Column(
 )
 
 RESULT_TAIL: tuple[Column[ValuedRow], ...] = (
+    Column(
+        "source",
+        _S,
+        "`api`: valued by this run; `book`: carried from the --book, with its own valued_at.",
+        operator.attrgetter("source"),
+    ),
     Column("valuation_id", _S, "The API's valuation id (val_...).", lambda r: r.valuation_id),
     _answer(
         "mode",

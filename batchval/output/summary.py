@@ -66,10 +66,19 @@ class RunSummary:
     next_action: str = ""
     # output/lender's Portfolio.to_json(), when the input has loan balances; else None.
     portfolio: Mapping[str, Any] | None = None
+    # booking's section with --book: rows carried, valued, deferred; age profile; forecast.
+    book: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if not self.next_action:
-            object.__setattr__(self, "next_action", next_action(self.exit_code, self.stop))
+            action = next_action(self.exit_code, self.stop)
+            deferred = ((self.book or {}).get("rows") or {}).get("deferred")
+            if self.exit_code is ExitCode.COMPLETE and deferred:
+                action = (
+                    f"nothing tonight: {deferred} row(s) left for a later night by the book's "
+                    "budget; the next night's run (a new --out DIR, the same --book) values them"
+                )
+            object.__setattr__(self, "next_action", action)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -91,6 +100,7 @@ class RunSummary:
             "finished_at": self.finished_at,
             "seconds": self.seconds,
             "portfolio": None if self.portfolio is None else dict(self.portfolio),
+            **({} if self.book is None else {"book": dict(self.book)}),
         }
 
     def render(self) -> str:
@@ -113,6 +123,8 @@ class RunSummary:
         )
         if self.portfolio is not None:
             lines.append(_portfolio_line(self.portfolio))
+        if self.book is not None:
+            lines += _book_lines(self.book)
         if self.stop is not None:
             lines.append(f"stopped: {self.stop.line()}")
         lines.append(f"exit {int(self.exit_code)}; next: {self.next_action}")
@@ -129,6 +141,23 @@ def _portfolio_line(portfolio: Mapping[str, Any]) -> str:
         f"estimates {portfolio.get('sum_estimate')}; weighted LTV {percent('weighted_ltv')}, "
         f"aggregate LTV {percent('aggregate_ltv')}"
     )
+
+
+def _book_lines(book: Mapping[str, Any]) -> list[str]:
+    rows, ages = book.get("rows") or {}, book.get("age_profile") or {}
+    return [
+        f"book: {rows.get('valued', 0)} valued, {rows.get('carried', 0)} carried, "
+        f"{rows.get('deferred', 0)} deferred, {rows.get('problems', 0)} problems; "
+        f"fresh by {book.get('fresh_by')} at {book.get('budget_calls')} calls a night",
+        f"book ages: {ages.get('within_30_days', 0)} within 30 days, "
+        f"{ages.get('within_90_days', 0)} within 90, {ages.get('within_180_days', 0)} "
+        f"within 180, {ages.get('older', 0)} older",
+        *(
+            [_portfolio_line(book["portfolio"]).replace("portfolio:", "book portfolio:", 1)]
+            if book.get("portfolio")
+            else []
+        ),
+    ]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

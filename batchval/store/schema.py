@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-SCHEMA_VERSION = "5"
+SCHEMA_VERSION = "6"
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -67,6 +67,12 @@ CREATE TABLE IF NOT EXISTS street_rows (
     rule TEXT,
     detail TEXT
 );
+CREATE TABLE IF NOT EXISTS book_rows (
+    row_number INTEGER PRIMARY KEY,
+    identity TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    plan TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS street_passthrough (
     first_row INTEGER PRIMARY KEY,
     rows INTEGER NOT NULL,
@@ -112,10 +118,19 @@ def _to_5(db: sqlite3.Connection) -> None:
     del db  # the tables exist already (CREATE TABLE IF NOT EXISTS)
 
 
+def _to_6(db: sqlite3.Connection) -> None:
+    """6 adds the `--book` plan: `book_rows` (one an input row: its identity, request
+    fingerprint and plan), which `TABLES` creates, and two request states, `carried` and
+    `deferred` (`store/book`). Nothing in a version-5 DIR changes; a batchval that reads
+    5 refuses a DIR whose deferred requests it would take for answered ones."""
+    del db  # the table exists already (CREATE TABLE IF NOT EXISTS)
+
+
 # Each version this one reads, with the step that brings it to a later one.
 MIGRATIONS: dict[str, tuple[str, Callable[[sqlite3.Connection], None]]] = {
     "1": ("3", _to_3),
     "2": ("3", _to_3),
     "3": ("4", _to_4),
     "4": ("5", _to_5),
+    "5": ("6", _to_6),
 }

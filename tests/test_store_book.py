@@ -1,0 +1,74 @@
+"""store/book: the --book plan kept in the checkpoint, and the states it sets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+
+from batchval.store.book import CARRY, SEND, BookStore
+from batchval.store.checkpoint import Checkpoint
+
+
+def _planned(tmp_path: Path) -> tuple[Checkpoint, BookStore]:
+    """Four rows: k1 carried, k2 to send, k3 deferred, row 4 refused by validation."""
+    checkpoint = Checkpoint.open(tmp_path)
+    checkpoint.add_rows(
+        [
+            (1, "k1", None, None, None),
+            (2, "k2", None, None, None),
+            (3, "k3", None, None, None),
+            (4, None, "postcode", "format", "not a postcode"),
+        ],
+        [("k1", '{"r":1}'), ("k2", '{"r":2}'), ("k3", '{"r":3}')],
+        pa.record_batch({"loan": ["a", "b", "c", "d"]}),
+    )
+    checkpoint.finish_ingest()
+    store = BookStore(checkpoint)
+    store.save_plan(
+        [(1, "a", "f1", CARRY), (2, "b", "f2", SEND), (3, "c", "f3", SEND)],
+        carried=["k1"],
+        deferred=["k3"],
+        planned_for="night",
+    )
+    return checkpoint, store
+
+
+def test_carried_and_deferred_requests_are_not_pending(tmp_path: Path) -> None:
+    """Only the request to send is pending; the run is complete once it is answered."""
+    checkpoint, store = _planned(tmp_path)
+    assert [p.key for p in checkpoint.pending()] == ["k2"]
+    assert store.planned_for() == "night"
+    checkpoint.record_answer("k2", b"{}")
+    checkpoint.record_valuation("k2", 10)
+    assert checkpoint.counts().complete
+    assert store.row_sources() == {
+        "valued": 1,
+        "carried": 1,
+        "deferred": 1,
+        "problems": 0,
+        "pending": 0,
+    }
+    assert store.unsent_rows() == [(1, "a"), (3, "c")]
+    assert store.valued_rows() == [(2, "b", "f2")]
+
+
+def test_a_request_ever_sent_is_never_deferred(tmp_path: Path) -> None:
+    """After the budget's stop, a request that was sent stays pending (it may have been
+    charged: only its key may finish it); one never sent is deferred."""
+    checkpoint, store = _planned(tmp_path)
+    checkpoint.mark_sent("k2")
+    checkpoint.record_retry("k2", "timeout")
+    assert store.defer_unsent() == 0
+    assert [p.key for p in checkpoint.pending()] == ["k2"]
+    assert not checkpoint.counts().complete
+
+
+def test_a_new_plan_undoes_the_old_one(tmp_path: Path) -> None:
+    """Planned again (another input), the carried and deferred requests never sent are
+    pending again before the new plan sets its own."""
+    checkpoint, store = _planned(tmp_path)
+    store.save_plan([(1, "a", "f1", SEND)], carried=[], deferred=["k2"], planned_for="other")
+    assert sorted(p.key for p in checkpoint.pending()) == ["k1", "k3"]
+    assert store.deferred_requests() == 1
+    assert store.planned_for() == "other"
