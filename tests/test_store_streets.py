@@ -85,3 +85,27 @@ def test_a_new_input_keeps_reads_and_sends_only_what_rows_ask(tmp_path: Path) ->
     assert store.pending() == []
     counts = store.counts()
     assert (counts.rows, counts.requests, counts.requests_done, counts.credits) == (1, 1, 1, 20)
+
+
+def test_a_stored_read_is_written_until_a_new_read_replaces_it(tmp_path: Path) -> None:
+    """An expired read that fails to be read again keeps its answer in the outputs;
+    only bytes not read yet are dropped by a retry, and a problem replaces the read."""
+    store = filled(tmp_path)
+    store.record_answer("SW1A 2AA", b'{"postcode":"SW1A 2AA"}')
+    store.record_read("SW1A 2AA", credits=20, charged=True, read_at=T0, fresh_from=T0)
+    assert store.expire(T0 + REPEAT_WINDOW) == 1
+    store.mark_sent("SW1A 2AA")
+    store.record_retry("SW1A 2AA", "503 data unavailable")
+    assert [(r.postcode, r.answer) for r in store.reads()] == [
+        ("SW1A 2AA", '{"postcode":"SW1A 2AA"}')
+    ]
+    joined = [r.answer is not None for b in store.row_streets() for r in b]
+    assert joined == [True, False, False, True, False]
+    store.mark_sent("M1 1AE")
+    store.record_answer("M1 1AE", b'{"postcode":"M1 1AE","mode":"test"}')
+    store.record_retry("M1 1AE", "a test answer in a live DIR")
+    assert store.checkpoint.connection.execute(
+        "SELECT answer FROM streets WHERE postcode = 'M1 1AE'"
+    ).fetchone() == (None,)
+    store.record_problem("SW1A 2AA", {"type": "not-found", "status": 404}, T0)
+    assert list(store.reads()) == []

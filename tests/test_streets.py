@@ -306,3 +306,38 @@ def test_a_wrong_base_url_is_64_not_not_found_rows(served: RunningSandbox, tmp_p
     again = run_cli("streets", str(source), "--out", str(out), env=env_for(served))
     assert again.returncode == 0, again.stderr
     assert sorted(street_charges(served)) == ["LS6 2AB", "M1 1AE", "SW1A 2AA"]
+
+
+def test_reads_past_their_window_stay_in_the_outputs_while_the_api_is_down(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """31 days on with the API down, the postcodes are pending again but their paid
+    answers are still written (street_analysis and --join) and still stored."""
+    source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
+    first = run_cli("streets", str(source), "--out", str(out), "--join", env=env_for(served))
+    assert first.returncode == 0, first.stderr
+    before = pl.read_parquet(out / "street_analysis.parquet")
+    joined = pl.read_parquet(out / "homes_with_street.parquet")["mode"].drop_nulls()
+    served.sandbox.clock.advance(31 * DAY)
+    served.sandbox.set_faults(Faults(outage_seconds=600))
+    config = tmp_path / "run.yaml"
+    config.write_text("run:\n  outage_seconds: 1\n  max_attempts: 1\n", encoding="utf-8")
+    later_env = env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(31 * DAY))
+    later = run_cli(
+        "streets",
+        str(source),
+        "--out",
+        str(out),
+        "--join",
+        "--config",
+        str(config),
+        env=later_env,
+    )
+    assert later.returncode == 75, later.stderr
+    assert summary(out)["postcodes"]["pending"] == 4  # the not-found one too
+    after = pl.read_parquet(out / "street_analysis.parquet")
+    assert after.height == before.height == 3
+    assert after["credits_charged"].to_list() == before["credits_charged"].to_list()
+    again = pl.read_parquet(out / "homes_with_street.parquet")["mode"].drop_nulls()
+    assert len(joined) > 0
+    assert again.to_list() == joined.to_list()

@@ -43,6 +43,14 @@ COMMAND = "streets"
 # The API's free repeat window (docs/api.md, sections 4.3 and 8).
 REPEAT_WINDOW = dt.timedelta(days=30)
 _PENDING = ("pending", "sent", "answered")
+# A postcode's stored read, written out whatever its state (an expired or retried read
+# is pending again, its answer kept) until a new read replaces it: a read records
+# `charged`, a problem (a 404, an unreadable answer) clears it, and an `answered`
+# postcode holds new bytes not read yet.
+_HAS_READ = (
+    "s.charged IS NOT NULL AND s.read_at IS NOT NULL AND s.answer IS NOT NULL"
+    " AND s.state IN ('done', 'pending', 'sent')"
+)
 
 PostcodeRow = tuple[int, str | None, str | None, str | None, str | None]
 
@@ -73,7 +81,7 @@ class RowStreet:
 
     row_number: int
     postcode: str | None
-    answer: str | None  # the postcode's answer when it is done, else None
+    answer: str | None  # the postcode's stored read, else None
 
 
 class StreetStore:
@@ -255,8 +263,8 @@ class StreetStore:
     def record_problem(self, postcode: str, problem: dict[str, Any], read_at: dt.datetime) -> None:
         """Final until the window passes (or --refresh): a 404, or an unreadable answer."""
         self._db.execute(
-            "UPDATE streets SET state = 'problem', problem = ?, read_at = ?, fresh_from = ?"
-            " WHERE postcode = ?",
+            "UPDATE streets SET state = 'problem', problem = ?, read_at = ?, fresh_from = ?,"
+            " charged = NULL WHERE postcode = ?",
             (
                 json.dumps(problem, sort_keys=True),
                 read_at.isoformat(),
@@ -266,9 +274,12 @@ class StreetStore:
         )
 
     def record_retry(self, postcode: str, error: str) -> None:
-        """The postcode stays to be read again."""
+        """The postcode stays to be read again. Its stored read stays with it: only bytes
+        received and not read yet (`answered`: a test answer in a live DIR, a stored answer
+        that is not JSON) are dropped, so a failed re-read never loses a paid answer."""
         self._db.execute(
-            "UPDATE streets SET state = 'pending', answer = NULL, last_error = ?"
+            "UPDATE streets SET state = 'pending', last_error = ?,"
+            " answer = CASE WHEN state = 'answered' THEN NULL ELSE answer END"
             " WHERE postcode = ?",
             (error, postcode),
         )
@@ -334,10 +345,10 @@ class StreetStore:
         return {str(name): int(n) for name, n in found}
 
     def reads(self) -> Iterator[StreetRead]:
-        """Every postcode read that some row asks for, in postcode order."""
+        """Every postcode with a stored read that some row asks for, in postcode order."""
         cursor = self._db.execute(
-            "SELECT postcode, answer, COALESCE(credits, 0), read_at, row_count FROM streets"
-            " WHERE state = 'done' AND row_count > 0 ORDER BY postcode"
+            "SELECT postcode, answer, COALESCE(credits, 0), read_at, row_count FROM streets s"
+            f" WHERE {_HAS_READ} AND row_count > 0 ORDER BY postcode"
         )
         for postcode, answer, credits, read_at, rows in cursor:
             yield StreetRead(str(postcode), str(answer), int(credits), read_at, int(rows))
@@ -359,7 +370,7 @@ class StreetStore:
     def row_streets(self, batch: int = 5_000) -> Iterator[list[RowStreet]]:
         """Every input row, in order, with its postcode's answer where it was read."""
         cursor = self._db.execute(
-            "SELECT r.row_number, r.postcode, CASE WHEN s.state = 'done' THEN s.answer END"
+            f"SELECT r.row_number, r.postcode, CASE WHEN {_HAS_READ} THEN s.answer END"
             " FROM street_rows r LEFT JOIN streets s ON s.postcode = r.postcode"
             " ORDER BY r.row_number"
         )
