@@ -207,7 +207,7 @@ class Streets:
         store = self._checkpoint()
         checkpoint = store.checkpoint
         try:
-            refreshed = self._prepare(store, source, started)
+            refreshed, settled = self._prepare(store, source, started)
             invocation = checkpoint.start_invocation(started.isoformat())
             assumed = call_credits(self.settings.run.street_credits, store)
             try:
@@ -235,15 +235,10 @@ class Streets:
                 exit_code=int(code),
                 calls=sent.calls,
                 rate_limited=sent.rate_limited,
-                credits=sent.credits,
+                credits=settled + sent.credits,
                 balance=sent.balance,
             )
             totals = checkpoint.totals()
-            credits_total = int(
-                checkpoint.connection.execute(
-                    "SELECT COALESCE(SUM(credits), 0) FROM invocations"
-                ).fetchone()[0]
-            )
             summary = StreetsSummary(
                 run=RunSummary(
                     status="complete" if code is ExitCode.COMPLETE else "incomplete",
@@ -252,7 +247,9 @@ class Streets:
                     mode=store.get("mode") or "unknown",
                     counts=counts,
                     problems_by_type=store.problem_types(),
-                    credits=Tally(sent.credits, credits_total),
+                    # The store's running total: every recorded read's charge, whether
+                    # or not the invocation that paid it lived to record its own.
+                    credits=Tally(settled + sent.credits, store.credits_total),
                     calls=Tally(sent.calls, totals["calls"]),
                     rate_limited=Tally(sent.rate_limited, totals["rate_limited"]),
                     invocations=totals["invocations"],
@@ -275,10 +272,12 @@ class Streets:
 
     # --- before sending --------------------------------------------------------------
 
-    def _prepare(self, store: StreetStore, source: InputSource, started: dt.datetime) -> int:
+    def _prepare(
+        self, store: StreetStore, source: InputSource, started: dt.datetime
+    ) -> tuple[int, int]:
         """Read the input when it is new or changed (reads are kept), settle answers a
         killed run stored, and make pending what must be read again. Returns how many
-        postcodes were made pending again."""
+        postcodes were made pending again, and the credits of the answers settled."""
         input_fp = file_fingerprint(self.request.input_path)
         settings_fp = self.settings.fingerprint()
         same = store.get("input_fingerprint") == input_fp
@@ -291,7 +290,7 @@ class Streets:
             store.set("settings_fingerprint", settings_fp)
             store.finish_ingest()
         # Answers a killed run stored but never read: read now, never asked again.
-        StreetJob(None, store, now=self._now).settle_stored()
+        settled = StreetJob(None, store, now=self._now).settle_stored()
         api = self.settings.api
         who = "embedded" if api is None else f"{api.base_url}\n{api.client_id}"
         identity = hashlib.sha256(who.encode()).hexdigest()  # never the secret
@@ -305,7 +304,7 @@ class Streets:
             again += store.refresh(started)
         if again:
             log.info("streets.read_again", postcodes=again, refresh=self.request.refresh)
-        return again
+        return again, settled
 
     def _ingest(self, store: StreetStore, source: InputSource) -> None:
         total = 0

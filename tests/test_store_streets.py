@@ -109,3 +109,13 @@ def test_a_stored_read_is_written_until_a_new_read_replaces_it(tmp_path: Path) -
     ).fetchone() == (None,)
     store.record_problem("SW1A 2AA", {"type": "not-found", "status": 404}, T0)
     assert list(store.reads()) == []
+
+
+def test_credits_are_a_running_total_that_a_re_read_adds_to(tmp_path: Path) -> None:
+    """A postcode read again adds its new charge to the total; the old one stays counted."""
+    store = filled(tmp_path)
+    store.record_read("SW1A 2AA", credits=20, charged=True, read_at=T0, fresh_from=T0)
+    later = T0 + REPEAT_WINDOW
+    store.record_read("SW1A 2AA", credits=20, charged=True, read_at=later, fresh_from=later)
+    store.add_charge(20)  # an unreadable answer, charged
+    assert store.credits_total == store.counts().credits == 60

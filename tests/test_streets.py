@@ -78,6 +78,11 @@ def test_each_distinct_postcode_is_charged_once_and_not_again_within_30_days(
     later = run_cli("streets", str(source), "--out", str(out), env=later_env)
     assert later.returncode == 0, later.stderr
     assert street_charges(served) == {"SW1A 2AA": 2, "M1 1AE": 2, "LS6 2AB": 2}
+    # Both reads' charges, though the second overwrote each postcode's credits.
+    assert summary(out)["credits_charged"]["total"] == served.sandbox.ledger.credits_charged()
+    status = run_cli("status", str(out), "--json", env=later_env)
+    total = json.loads(status.stdout)["credits_charged"]["total"]
+    assert total == served.sandbox.ledger.credits_charged() == 2 * credits
 
 
 def test_refresh_reads_again_free(served: RunningSandbox, tmp_path: Path) -> None:
@@ -253,6 +258,8 @@ def test_kill_9_then_resume_pays_once(served: RunningSandbox, tmp_path: Path) ->
     streets = pl.read_parquet(out / "street_analysis.parquet")
     assert streets.height == distinct
     assert served.sandbox.ledger.credits_charged() == 20 * distinct
+    # The killed invocation never recorded its credits: the running total has its reads.
+    assert summary(out)["credits_charged"]["total"] == int(streets["credits_charged"].sum()) > 0
 
 
 def test_test_answers_are_read_again_under_live_credentials(

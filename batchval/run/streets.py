@@ -103,6 +103,7 @@ class StreetJob:
             )
             problem = StoredProblem(UNREADABLE, None, detail, field="postcode")
             self._store.record_problem(postcode, problem.to_json(), now)
+            self._store.add_charge(credits)  # a first read is charged, readable or not
             return Settled(credits, balance, problem=detail)
         charged = isinstance(data.get("charge"), Mapping)
         self._store.record_read(

@@ -20,6 +20,10 @@ when `--refresh` asks again (`refresh`). A postcode no row asks for any more (th
 changed) is kept, with its read, but neither sent nor written: a later input that names
 it again pays nothing within its window.
 
+The credits charged are a running total in `meta` (`streets.credits_total`), added to
+with each recorded charge: a postcode read again overwrites its own `credits`, and an
+invocation that is killed never records its own, yet both were paid.
+
 A DIR holds one command's outputs (problems.parquet and summary.json are both
 commands' names): `meta.command` says `streets` once this store has rows, and `run`
 refuses such a DIR, as `streets` refuses a DIR that holds a run's rows.
@@ -101,6 +105,22 @@ class StreetStore:
     def largest_charge(self) -> int:
         """The most credits one read has been charged in this DIR (0: none seen)."""
         return int(self.get("largest_charge") or 0)
+
+    @property
+    def credits_total(self) -> int:
+        """Every credit this DIR's reads were charged, in all invocations: a running total
+        (a re-read overwrites a postcode's `credits`, a killed invocation never records
+        its own). A DIR from before it was kept starts from the stored reads' credits."""
+        held = self.get("credits_total")
+        if held is not None:
+            return int(held)
+        found = self._db.execute("SELECT COALESCE(SUM(credits), 0) FROM streets").fetchone()
+        return int(found[0])
+
+    def add_charge(self, credits: int) -> None:
+        """Credits an answer was charged, recorded with it (a read, a problem, a stray)."""
+        if credits:
+            self.set("credits_total", str(self.credits_total + credits))
 
     # --- ingest ------------------------------------------------------------------------
 
@@ -252,11 +272,14 @@ class StreetStore:
         fresh_from: dt.datetime,
     ) -> None:
         """The stored answer is the postcode's street analysis."""
+        before = self.credits_total  # before this read's credits are in the table
         self._db.execute(
             "UPDATE streets SET state = 'done', credits = ?, charged = ?, read_at = ?,"
             " fresh_from = ?, problem = NULL, last_error = NULL WHERE postcode = ?",
             (credits, int(charged), read_at.isoformat(), fresh_from.isoformat(), postcode),
         )
+        if credits:
+            self.set("credits_total", str(before + credits))
         if credits > self.largest_charge:
             self.set("largest_charge", str(credits))
 
@@ -303,13 +326,10 @@ class StreetStore:
             ]
         )
         by_state: dict[str, tuple[int, int]] = {}
-        credits = 0
-        for state, n, asking, paid in self._db.execute(
-            "SELECT state, COUNT(*), SUM(row_count), COALESCE(SUM(credits), 0) FROM streets"
-            " WHERE row_count > 0 GROUP BY state"
+        for state, n, asking in self._db.execute(
+            "SELECT state, COUNT(*), SUM(row_count) FROM streets WHERE row_count > 0 GROUP BY state"
         ):
             by_state[str(state)] = (int(n), int(asking))
-            credits += int(paid)
 
         def tally(*states: str) -> tuple[int, int]:
             found = [by_state.get(state, (0, 0)) for state in states]
@@ -330,7 +350,7 @@ class StreetStore:
             requests_done=done,
             requests_problem=problems,
             requests_pending=pending,
-            credits=credits,
+            credits=self.credits_total,
             duplicate_rows=asking - distinct,
         )
 
