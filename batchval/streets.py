@@ -45,7 +45,7 @@ from batchval.run.sending import Sending, SendOutcome
 from batchval.run.streets import StreetJob, call_credits
 from batchval.runner import LOG_NAME, PROBLEMS_NAME, Api, file_fingerprint
 from batchval.settings import ApiSettings, Settings
-from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint, CheckpointVersionError
+from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint, CheckpointVersionError, Counts
 from batchval.store.lock import DirLockedError, RunLock
 from batchval.store.streets import COMMAND, StreetStore
 
@@ -120,6 +120,22 @@ class StreetsSummary:
             lines.append(f"stopped: {s.stop.line()}")
         lines.append(f"exit {int(s.exit_code)}; next: {s.next_action}")
         return "\n".join(lines)
+
+
+def final_stop(counts: Counts, stop: StopInfo | None) -> StopInfo | None:
+    """Why the run is not complete (None when it is), as the runner decides it: every
+    incomplete run has a reason, and a complete run still reports a stop a person must act
+    on (a defect, the account, the address), never a resumable one."""
+    if counts.complete:
+        needs_a_person = (ExitCode.INTERNAL, ExitCode.ACCOUNT, ExitCode.USAGE)
+        return stop if stop is not None and stop.reason.exit_code in needs_a_person else None
+    if stop is not None:
+        return stop
+    return StopInfo(
+        StopReason.INTERNAL_ERROR,
+        f"{counts.requests_pending} postcode(s) left pending with no reason recorded "
+        "(a defect: please report it); run the same command again to finish them",
+    )
 
 
 class Streets:
@@ -217,16 +233,7 @@ class Streets:
                 detail = f"{type(exc).__name__}: {exc}; the traceback is in {LOG_NAME}"
                 sent = SendOutcome(StopInfo(StopReason.INTERNAL_ERROR, detail))
             counts = store.counts()
-            stop = (
-                None
-                if counts.complete
-                else sent.stop
-                or StopInfo(
-                    StopReason.INTERNAL_ERROR,
-                    f"{counts.requests_pending} postcode(s) left pending with no reason recorded "
-                    "(a defect: please report it); run the same command again to finish them",
-                )
-            )
+            stop = final_stop(counts, sent.stop)
             code = ExitCode.COMPLETE if stop is None else stop.reason.exit_code
             outputs = self._write(store)
             checkpoint.end_invocation(

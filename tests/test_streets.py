@@ -13,11 +13,16 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from support import BATCHVAL, LIVE, POOR, TEST, env_for, run_cli
 
+from batchval.outcome import ExitCode, StopInfo, StopReason
 from batchval.output.streets import CRIME, ENERGY, PRICE_INDEX, RENTAL, SOLD_PRICES, STOP
+from batchval.run.sending import SendOutcome
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
+from batchval.settings import load_settings
+from batchval.streets import Streets, StreetsRequest, StreetsSummary
 
 DAY = 86_400
 # Rows 1-3 spell one postcode three ways; row 5 has a bad bedrooms value but a good
@@ -348,3 +353,21 @@ def test_reads_past_their_window_stay_in_the_outputs_while_the_api_is_down(
     again = pl.read_parquet(out / "homes_with_street.parquet")["mode"].drop_nulls()
     assert len(joined) > 0
     assert again.to_list() == joined.to_list()
+
+
+def test_a_complete_run_still_reports_a_stop_a_person_must_act_on(
+    served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every row done, yet a defect while sending: exit 70 with its stop, not 0."""
+    source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
+    assert run_cli("streets", str(source), "--out", str(out), env=env_for(served)).returncode == 0
+    defect = StopInfo(StopReason.INTERNAL_ERROR, "a defect met while sending")
+    monkeypatch.setattr(Streets, "_send", lambda self, store: SendOutcome(defect))
+    settings = load_settings(None, env_for(served))
+    found = Streets(StreetsRequest(input_path=source, out_dir=out, settings=settings)).run()
+    assert isinstance(found, StreetsSummary)
+    assert found.run.counts.complete
+    assert found.exit_code is ExitCode.INTERNAL
+    assert summary(out)["exit_code"] == 70
+    assert summary(out)["stop"]["reason"] == "internal_error"
+    assert run_cli("status", str(out), env=env_for(served)).returncode == 70
