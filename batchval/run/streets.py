@@ -20,15 +20,25 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+import structlog
+
 from batchval.api.client import Answer
-from batchval.api.errors import PartnerError, UnreadableAnswerError
+from batchval.api.errors import (
+    PartnerError,
+    UnreadableAnswerError,
+    UnrecognisedAnswerError,
+    excerpt,
+)
 from batchval.api.models import StreetAnalysis
 from batchval.api.vocabulary import STREET_CREDITS_ASSUMED
 from batchval.outcome import StopReason
+from batchval.postcodes import normalise
 from batchval.run.answers import UNREADABLE, answer_mode
 from batchval.run.job import Gate, Settled, charge_of, problem_record
 from batchval.store.records import StoredProblem
 from batchval.store.streets import PendingStreet, StreetStore
+
+log = structlog.get_logger()
 
 
 class StreetApi(Protocol):
@@ -68,7 +78,24 @@ class StreetJob:
     async def send(self, item: PendingStreet, gate: Gate) -> Answer:
         if self._api is None:
             raise RuntimeError("a street job made to settle stored answers cannot send")
-        return await self._api.read_street_analysis(item.key, gate=gate)
+        answer = await self._api.read_street_analysis(item.key, gate=gate)
+        given = answer.data.get("postcode")
+        if isinstance(given, str) and normalise(given) != item.key:
+            # The figures of another postcode (a proxy's cache, a server's defect): never
+            # recorded as this one's, never this row's fault. The pool retries it as an
+            # unrecognised answer and stops the run after its limit; bytes that carry a
+            # charge are kept, and the charge counted, before it does.
+            credits, _ = charge_of(answer.data)
+            if credits or isinstance(answer.data.get("charge"), Mapping):
+                self._store.keep_stray(item.key, answer.body, credits)
+            log.warning("streets.answer.other_postcode", asked=item.key, answered=given)
+            raise UnrecognisedAnswerError(
+                status=answer.status,
+                content_type="application/json",
+                excerpt=excerpt(answer.body),
+                url="/street-analysis/" + item.key,
+            )
+        return answer
 
     def settle(self, item: PendingStreet, answer: Answer) -> Settled:
         self._store.record_answer(item.key, answer.body)  # may be paid: kept before read

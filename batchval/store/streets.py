@@ -255,6 +255,16 @@ class StreetStore:
             (body.decode("utf-8", "replace"), postcode),
         )
 
+    def keep_stray(self, asked: str, body: bytes, credits: int) -> None:
+        """An answer for another postcode than `asked`, which may have been charged: its
+        exact bytes kept (`streets.stray.<postcode>`, the last one) and its charge
+        counted, never recorded as `asked`'s read."""
+        self.set(f"stray.{asked}", body.decode("utf-8", "replace"))
+        self.add_charge(credits)
+
+    def stray(self, asked: str) -> str | None:
+        return self.get(f"stray.{asked}")
+
     def answered(self) -> list[tuple[str, str]]:
         """(postcode, raw answer) of answers stored and never read (a crash came between)."""
         found = self._db.execute(
