@@ -69,7 +69,7 @@ class StreetsSummary:
     what only streets has. summary.json: the run's keys, plus `command` and `postcodes`."""
 
     run: RunSummary
-    sent: int  # postcodes read in this invocation
+    read: int  # postcodes read (an analysis or a problem) in this invocation
     refreshed: int  # postcodes --refresh or an expired window made pending again
     credits_assumed: int  # what one read was taken to cost for --max-credits
     outputs: tuple[str, ...]
@@ -92,7 +92,7 @@ class StreetsSummary:
                 "read": c.requests_done,
                 "problems": c.requests_problem,
                 "pending": c.requests_pending,
-                "read_this_invocation": self.sent,
+                "read_this_invocation": self.read,
                 "to_read_again": self.refreshed,
             },
             "street_credits_assumed": self.credits_assumed,
@@ -108,7 +108,7 @@ class StreetsSummary:
             f"{c.input_problems + c.api_problem_rows} problems, {c.pending_rows} pending",
             f"postcodes: {c.requests} distinct, {c.requests_done} read, "
             f"{c.requests_problem} problems, {c.requests_pending} pending; "
-            f"{self.sent} sent this time",
+            f"{self.read} read this time",
             f"credits: {s.credits.this_invocation} this time, {s.credits.total} in all"
             + (f"; last known balance {balance}" if balance is not None else ""),
         ]
@@ -267,7 +267,7 @@ class Streets:
                     finished_at=self._now().isoformat(),
                     seconds=round(time.monotonic() - started_mono, 3),
                 ),
-                sent=sent.calls,
+                read=store.read_since(started),  # HTTP calls are `calls`
                 refreshed=refreshed,
                 credits_assumed=assumed,
                 outputs=outputs,

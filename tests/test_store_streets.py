@@ -119,3 +119,25 @@ def test_credits_are_a_running_total_that_a_re_read_adds_to(tmp_path: Path) -> N
     store.record_read("SW1A 2AA", credits=20, charged=True, read_at=later, fresh_from=later)
     store.add_charge(20)  # an unreadable answer, charged
     assert store.credits_total == store.counts().credits == 60
+
+
+def test_who_asks_for_a_postcode_is_one_row_of_sqlite(tmp_path: Path) -> None:
+    """The first row and the row count of a postcode come back in one row, not a list."""
+    store = filled(tmp_path)
+    fetched: list[str] = []
+    store.checkpoint.connection.set_trace_callback(fetched.append)
+    assert store.asking("SW1A 2AA") == (1, 2)
+    store.checkpoint.connection.set_trace_callback(None)
+    assert len(fetched) == 1
+    assert "MIN(row_number)" in fetched[0]
+    assert store.asking("EC1A 1BB") == (0, 0)
+
+
+def test_postcodes_read_since_an_instant(tmp_path: Path) -> None:
+    """Reads and problems recorded from the instant on count; earlier ones do not."""
+    store = filled(tmp_path)
+    store.record_read("SW1A 2AA", credits=20, charged=True, read_at=T0, fresh_from=T0)
+    later = T0 + dt.timedelta(hours=1)
+    store.record_problem("M1 1AE", {"type": "not-found", "status": 404}, later)
+    assert store.read_since(later) == 1
+    assert store.read_since(T0) == 2

@@ -347,6 +347,10 @@ def test_reads_past_their_window_stay_in_the_outputs_while_the_api_is_down(
     )
     assert later.returncode == 75, later.stderr
     assert summary(out)["postcodes"]["pending"] == 4  # the not-found one too
+    # Calls were made (and failed): none of them read a postcode.
+    assert summary(out)["calls"]["this_invocation"] > 0
+    assert summary(out)["postcodes"]["read_this_invocation"] == 0
+    assert "0 read this time" in later.stdout
     after = pl.read_parquet(out / "street_analysis.parquet")
     assert after.height == before.height == 3
     assert after["credits_charged"].to_list() == before["credits_charged"].to_list()

@@ -152,12 +152,8 @@ class StreetJob:
 
     def describe(self, item: PendingStreet) -> Mapping[str, object]:
         """The postcode, the first input row that asked for it, and how many did."""
-        numbers = self._store.row_numbers(item.key, limit=1_000_000)
-        return {
-            "postcode": item.key,
-            "row_number": numbers[0] if numbers else 0,
-            "rows": len(numbers),
-        }
+        first, rows = self._store.asking(item.key)
+        return {"postcode": item.key, "row_number": first, "rows": rows}
 
     def begin_group(self) -> None:
         self._store.checkpoint.begin_group()

@@ -317,6 +317,25 @@ class StreetStore:
             (error, postcode),
         )
 
+    def asking(self, postcode: str) -> tuple[int, int]:
+        """The first input row that asks for `postcode` and how many do: one row of
+        SQLite, however many rows share the postcode (each log line asks)."""
+        found = self._db.execute(
+            "SELECT (SELECT MIN(row_number) FROM street_rows WHERE postcode = ?), row_count"
+            " FROM streets WHERE postcode = ?",
+            (postcode, postcode),
+        ).fetchone()
+        return (0, 0) if found is None else (int(found[0] or 0), int(found[1]))
+
+    def read_since(self, started: dt.datetime) -> int:
+        """Postcodes some row asks for read (an analysis or a problem) from `started` on."""
+        found = self._db.execute(
+            "SELECT COUNT(*) FROM streets WHERE row_count > 0"
+            " AND state IN ('done', 'problem') AND read_at >= ?",
+            (started.isoformat(),),
+        ).fetchone()
+        return int(found[0])
+
     def row_numbers(self, postcode: str, limit: int = 5) -> list[int]:
         found = self._db.execute(
             "SELECT row_number FROM street_rows WHERE postcode = ? ORDER BY row_number LIMIT ?",
