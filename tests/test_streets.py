@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import os
+import pty
 import subprocess
 import time
 from collections import Counter
@@ -375,3 +378,31 @@ def test_a_complete_run_still_reports_a_stop_a_person_must_act_on(
     assert summary(out)["exit_code"] == 70
     assert summary(out)["stop"]["reason"] == "internal_error"
     assert run_cli("status", str(out), env=env_for(served)).returncode == 70
+
+
+def test_batchval_log_json_gives_json_lines_on_a_terminal(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """BATCHVAL_LOG_JSON=1 asks for JSON log lines even when stderr is a terminal."""
+    source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
+    leader, follower = pty.openpty()
+    with subprocess.Popen(
+        [BATCHVAL, "streets", str(source), "--out", str(out)],
+        env=env_for(served, BATCHVAL_LOG_JSON="1"),
+        stdout=subprocess.DEVNULL,
+        stderr=follower,
+    ) as running:
+        os.close(follower)
+        said = b""
+        with contextlib.suppress(OSError):  # EIO once the process has closed the terminal
+            while chunk := os.read(leader, 65536):
+                said += chunk
+        assert running.wait(timeout=60) == 0
+    os.close(leader)
+    events = []
+    for line in said.decode("utf-8", "replace").splitlines():
+        with contextlib.suppress(ValueError):
+            found = json.loads(line.strip().strip("\r"))
+            if isinstance(found, dict):
+                events.append(str(found.get("event")))
+    assert "streets.ingest.batch" in events
