@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import hashlib
 import signal
 import tempfile
 import time
@@ -44,7 +43,7 @@ from batchval.output.writer import write_json_atomic
 from batchval.run.sending import Sending, SendOutcome
 from batchval.run.streets import StreetJob, call_credits
 from batchval.runner import LOG_NAME, PROBLEMS_NAME, Api, file_fingerprint
-from batchval.settings import ApiSettings, Settings
+from batchval.settings import ApiSettings, Settings, api_identity
 from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint, CheckpointVersionError, Counts
 from batchval.store.lock import DirLockedError, RunLock
 from batchval.store.streets import COMMAND, StreetStore
@@ -298,9 +297,7 @@ class Streets:
             store.finish_ingest()
         # Answers a killed run stored but never read: read now, never asked again.
         settled = StreetJob(None, store, now=self._now).settle_stored()
-        api = self.settings.api
-        who = "embedded" if api is None else f"{api.base_url}\n{api.client_id}"
-        identity = hashlib.sha256(who.encode()).hexdigest()  # never the secret
+        identity = api_identity(self.settings.api)  # the runner's: never the secret
         held = store.get("api_identity")
         if held is not None and held != identity and store.get("mode") == "test":
             # Test figures are fake: other credentials read every postcode again.

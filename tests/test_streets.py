@@ -25,6 +25,7 @@ from batchval.run.sending import SendOutcome
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
 from batchval.settings import load_settings
+from batchval.store.checkpoint import Checkpoint
 from batchval.streets import Streets, StreetsRequest, StreetsSummary
 
 DAY = 86_400
@@ -406,3 +407,19 @@ def test_batchval_log_json_gives_json_lines_on_a_terminal(
             if isinstance(found, dict):
                 events.append(str(found.get("event")))
     assert "streets.ingest.batch" in events
+
+
+def test_the_api_identity_is_the_settings_one(
+    served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """streets keeps the identity `settings.api_identity` gives, as run does: one rule."""
+    source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
+    monkeypatch.setattr("batchval.streets.api_identity", lambda api: f"who:{api.client_id}")
+    settings = load_settings(None, env_for(served))
+    found = Streets(StreetsRequest(input_path=source, out_dir=out, settings=settings)).run()
+    assert found.exit_code is ExitCode.COMPLETE
+    checkpoint = Checkpoint.open(out)
+    try:
+        assert checkpoint.get("streets.api_identity") == f"who:{LIVE.client_id}"
+    finally:
+        checkpoint.close()
