@@ -179,3 +179,18 @@ async def test_an_answer_for_another_postcode_is_unrecognised(
     stray = json.loads(store.stray("SW1A 2AA") or "{}")
     assert stray["postcode"] == "LS6 2AB"
     assert store.credits_total == served.sandbox.ledger.credits_charged()
+
+
+async def test_a_test_answer_never_replaces_a_paid_live_read(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """Past its window, a live read asked again with test credentials keeps its answer:
+    the test answer stops the run (mode_mixed) and is never stored over it."""
+    store = store_with(tmp_path, ["SW1A 2AA"])
+    await read_all(served, store)
+    paid = [r.answer for r in store.reads()]
+    store.expire(served.sandbox.clock.now() + dt.timedelta(days=31))
+    _, stop = await read_all(served, store, TEST)
+    assert stop.reason is StopReason.MODE_MIXED
+    assert [r.answer for r in store.reads()] == paid
+    assert paid != []
