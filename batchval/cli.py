@@ -407,7 +407,7 @@ def streets(
     from batchval.streets import Streets, StreetsRequest
 
     redactor = Redactor()
-    logs.configure(json_lines=not sys.stderr.isatty(), redactor=redactor)
+    logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=redactor)
     try:
         settings = load_settings(
             config_file, os.environ, concurrency=concurrency, max_credits=max_credits

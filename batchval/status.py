@@ -31,7 +31,8 @@ def read_status(out_dir: Path) -> RunSummary | None:
         mode = checkpoint.get("mode") or "unknown"
         problems = checkpoint.problem_types()
         complete = checkpoint.ingest_complete and counts.complete
-        if checkpoint.get("command") == COMMAND:  # a DIR of `batchval streets`
+        is_streets = checkpoint.get("command") == COMMAND
+        if is_streets:  # a DIR of `batchval streets`
             streets = StreetStore(checkpoint)
             counts, run_id, problems = streets.counts(), COMMAND, streets.problem_types()
             mode = streets.get("mode") or "unknown"
@@ -45,6 +46,10 @@ def read_status(out_dir: Path) -> RunSummary | None:
     if _is_running(out_dir):
         status, code = "running", ExitCode.RESUMABLE
         action = "wait: a batchval run holds this directory now"
+    elif complete and is_streets and (kept := _needs_a_person(last)) is not None:
+        # Every row done, but the last invocation stopped on what a person must act on
+        # (a defect, the account, the address): its code, as its summary said.
+        status, code, stop = "incomplete", kept.reason.exit_code, kept
     elif complete:
         status, code = "complete", ExitCode.COMPLETE
     else:
@@ -94,6 +99,12 @@ def _last_stop(last: dict[str, Any] | None) -> StopInfo | None:
         return StopInfo.from_json(stop) if isinstance(stop, dict) else None
     except (KeyError, ValueError):  # a reason word of another version
         return None
+
+
+def _needs_a_person(last: dict[str, Any] | None) -> StopInfo | None:
+    stop = _last_stop(last)
+    needs = (ExitCode.INTERNAL, ExitCode.ACCOUNT, ExitCode.USAGE)
+    return stop if stop is not None and stop.reason.exit_code in needs else None
 
 
 def _last_portfolio(last: dict[str, Any] | None) -> dict[str, Any] | None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import hashlib
 import signal
 import tempfile
 import time
@@ -44,8 +43,8 @@ from batchval.output.writer import write_json_atomic
 from batchval.run.sending import Sending, SendOutcome
 from batchval.run.streets import StreetJob, call_credits
 from batchval.runner import LOG_NAME, PROBLEMS_NAME, Api, file_fingerprint
-from batchval.settings import ApiSettings, Settings
-from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint, CheckpointVersionError
+from batchval.settings import ApiSettings, Settings, api_identity
+from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint, CheckpointVersionError, Counts
 from batchval.store.lock import DirLockedError, RunLock
 from batchval.store.streets import COMMAND, StreetStore
 
@@ -69,7 +68,7 @@ class StreetsSummary:
     what only streets has. summary.json: the run's keys, plus `command` and `postcodes`."""
 
     run: RunSummary
-    sent: int  # postcodes read in this invocation
+    read: int  # postcodes read (an analysis or a problem) in this invocation
     refreshed: int  # postcodes --refresh or an expired window made pending again
     credits_assumed: int  # what one read was taken to cost for --max-credits
     outputs: tuple[str, ...]
@@ -92,7 +91,7 @@ class StreetsSummary:
                 "read": c.requests_done,
                 "problems": c.requests_problem,
                 "pending": c.requests_pending,
-                "read_this_invocation": self.sent,
+                "read_this_invocation": self.read,
                 "to_read_again": self.refreshed,
             },
             "street_credits_assumed": self.credits_assumed,
@@ -108,7 +107,7 @@ class StreetsSummary:
             f"{c.input_problems + c.api_problem_rows} problems, {c.pending_rows} pending",
             f"postcodes: {c.requests} distinct, {c.requests_done} read, "
             f"{c.requests_problem} problems, {c.requests_pending} pending; "
-            f"{self.sent} sent this time",
+            f"{self.read} read this time",
             f"credits: {s.credits.this_invocation} this time, {s.credits.total} in all"
             + (f"; last known balance {balance}" if balance is not None else ""),
         ]
@@ -120,6 +119,22 @@ class StreetsSummary:
             lines.append(f"stopped: {s.stop.line()}")
         lines.append(f"exit {int(s.exit_code)}; next: {s.next_action}")
         return "\n".join(lines)
+
+
+def final_stop(counts: Counts, stop: StopInfo | None) -> StopInfo | None:
+    """Why the run is not complete (None when it is), as the runner decides it: every
+    incomplete run has a reason, and a complete run still reports a stop a person must act
+    on (a defect, the account, the address), never a resumable one."""
+    if counts.complete:
+        needs_a_person = (ExitCode.INTERNAL, ExitCode.ACCOUNT, ExitCode.USAGE)
+        return stop if stop is not None and stop.reason.exit_code in needs_a_person else None
+    if stop is not None:
+        return stop
+    return StopInfo(
+        StopReason.INTERNAL_ERROR,
+        f"{counts.requests_pending} postcode(s) left pending with no reason recorded "
+        "(a defect: please report it); run the same command again to finish them",
+    )
 
 
 class Streets:
@@ -207,7 +222,7 @@ class Streets:
         store = self._checkpoint()
         checkpoint = store.checkpoint
         try:
-            refreshed = self._prepare(store, source, started)
+            refreshed, settled = self._prepare(store, source, started)
             invocation = checkpoint.start_invocation(started.isoformat())
             assumed = call_credits(self.settings.run.street_credits, store)
             try:
@@ -217,16 +232,7 @@ class Streets:
                 detail = f"{type(exc).__name__}: {exc}; the traceback is in {LOG_NAME}"
                 sent = SendOutcome(StopInfo(StopReason.INTERNAL_ERROR, detail))
             counts = store.counts()
-            stop = (
-                None
-                if counts.complete
-                else sent.stop
-                or StopInfo(
-                    StopReason.INTERNAL_ERROR,
-                    f"{counts.requests_pending} postcode(s) left pending with no reason recorded "
-                    "(a defect: please report it); run the same command again to finish them",
-                )
-            )
+            stop = final_stop(counts, sent.stop)
             code = ExitCode.COMPLETE if stop is None else stop.reason.exit_code
             outputs = self._write(store)
             checkpoint.end_invocation(
@@ -235,15 +241,10 @@ class Streets:
                 exit_code=int(code),
                 calls=sent.calls,
                 rate_limited=sent.rate_limited,
-                credits=sent.credits,
+                credits=settled + sent.credits,
                 balance=sent.balance,
             )
             totals = checkpoint.totals()
-            credits_total = int(
-                checkpoint.connection.execute(
-                    "SELECT COALESCE(SUM(credits), 0) FROM invocations"
-                ).fetchone()[0]
-            )
             summary = StreetsSummary(
                 run=RunSummary(
                     status="complete" if code is ExitCode.COMPLETE else "incomplete",
@@ -252,7 +253,9 @@ class Streets:
                     mode=store.get("mode") or "unknown",
                     counts=counts,
                     problems_by_type=store.problem_types(),
-                    credits=Tally(sent.credits, credits_total),
+                    # The store's running total: every recorded read's charge, whether
+                    # or not the invocation that paid it lived to record its own.
+                    credits=Tally(settled + sent.credits, store.credits_total),
                     calls=Tally(sent.calls, totals["calls"]),
                     rate_limited=Tally(sent.rate_limited, totals["rate_limited"]),
                     invocations=totals["invocations"],
@@ -263,7 +266,7 @@ class Streets:
                     finished_at=self._now().isoformat(),
                     seconds=round(time.monotonic() - started_mono, 3),
                 ),
-                sent=sent.calls,
+                read=store.read_since(started),  # HTTP calls are `calls`
                 refreshed=refreshed,
                 credits_assumed=assumed,
                 outputs=outputs,
@@ -275,10 +278,12 @@ class Streets:
 
     # --- before sending --------------------------------------------------------------
 
-    def _prepare(self, store: StreetStore, source: InputSource, started: dt.datetime) -> int:
+    def _prepare(
+        self, store: StreetStore, source: InputSource, started: dt.datetime
+    ) -> tuple[int, int]:
         """Read the input when it is new or changed (reads are kept), settle answers a
         killed run stored, and make pending what must be read again. Returns how many
-        postcodes were made pending again."""
+        postcodes were made pending again, and the credits of the answers settled."""
         input_fp = file_fingerprint(self.request.input_path)
         settings_fp = self.settings.fingerprint()
         same = store.get("input_fingerprint") == input_fp
@@ -291,10 +296,8 @@ class Streets:
             store.set("settings_fingerprint", settings_fp)
             store.finish_ingest()
         # Answers a killed run stored but never read: read now, never asked again.
-        StreetJob(None, store, now=self._now).settle_stored()
-        api = self.settings.api
-        who = "embedded" if api is None else f"{api.base_url}\n{api.client_id}"
-        identity = hashlib.sha256(who.encode()).hexdigest()  # never the secret
+        settled = StreetJob(None, store, now=self._now).settle_stored()
+        identity = api_identity(self.settings.api)  # the runner's: never the secret
         held = store.get("api_identity")
         if held is not None and held != identity and store.get("mode") == "test":
             # Test figures are fake: other credentials read every postcode again.
@@ -305,7 +308,7 @@ class Streets:
             again += store.refresh(started)
         if again:
             log.info("streets.read_again", postcodes=again, refresh=self.request.refresh)
-        return again
+        return again, settled
 
     def _ingest(self, store: StreetStore, source: InputSource) -> None:
         total = 0

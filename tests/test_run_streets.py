@@ -10,12 +10,14 @@ import pytest
 from support import LIVE, POOR, TEST, client_for
 
 from batchval.api import Credentials
+from batchval.api.client import Answer
 from batchval.outcome import StopReason
+from batchval.run.job import Gate
 from batchval.run.pool import PoolStats, WorkerPool
 from batchval.run.ratecontrol import RateController
 from batchval.run.retry import RetryPolicy
 from batchval.run.stop import Stop
-from batchval.run.streets import StreetJob
+from batchval.run.streets import StreetApi, StreetJob
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.checkpoint import Checkpoint
 from batchval.store.streets import StreetStore
@@ -43,11 +45,14 @@ async def read_all(
     served: RunningSandbox,
     store: StreetStore,
     credentials: Credentials = LIVE,
+    answering: dict[str, str] | None = None,
     **kwargs: object,
 ) -> tuple[PoolStats, Stop]:
+    """Read every pending postcode; `answering` sends some postcodes' reads for others."""
     stop = Stop()
     clock = served.sandbox.clock
-    async with client_for(served, credentials) as api:
+    async with client_for(served, credentials) as client:
+        api: StreetApi = client if answering is None else Misrouted(client, answering)
         pool = WorkerPool(
             job=StreetJob(api, store, now=clock.now),
             controller=RateController(initial_rate=50),
@@ -60,6 +65,18 @@ async def read_all(
         )
         stats = await pool.run()
     return stats, stop
+
+
+class Misrouted:
+    """A proxy that answers some postcodes with another postcode's street analysis."""
+
+    def __init__(self, api: StreetApi, answering: dict[str, str]) -> None:
+        self._api, self._answering = api, answering
+
+    async def read_street_analysis(self, postcode: str, *, gate: Gate | None = None) -> Answer:
+        return await self._api.read_street_analysis(
+            self._answering.get(postcode, postcode), gate=gate
+        )
 
 
 def street_charges(served: RunningSandbox) -> list[str]:
@@ -143,3 +160,37 @@ async def test_stored_answer_is_read_after_a_crash(served: RunningSandbox, tmp_p
     assert job.settle_stored() == 0
     assert store.counts().requests_done == 1
     assert store.get("mode") == "test"
+
+
+async def test_an_answer_for_another_postcode_is_unrecognised(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """A read answered with another postcode's figures is never recorded as the asked
+    one's nor blamed on its rows: the run stops after its limit, the charged bytes kept."""
+    store = store_with(tmp_path, ["M1 1AE", "SW1A 2AA"])
+    stats, stop = await read_all(
+        served, store, answering={"SW1A 2AA": "LS6 2AB"}, unrecognised_limit=2
+    )
+    assert stop.reason in (StopReason.UNRECOGNISED_ANSWERS, StopReason.WRONG_ADDRESS)
+    assert stats.unrecognised >= 2
+    assert [r.postcode for r in store.reads()] == ["M1 1AE"]
+    assert [row for batch in store.problem_rows() for row in batch] == []
+    assert store.counts().requests_pending == 1
+    stray = json.loads(store.stray("SW1A 2AA") or "{}")
+    assert stray["postcode"] == "LS6 2AB"
+    assert store.credits_total == served.sandbox.ledger.credits_charged()
+
+
+async def test_a_test_answer_never_replaces_a_paid_live_read(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """Past its window, a live read asked again with test credentials keeps its answer:
+    the test answer stops the run (mode_mixed) and is never stored over it."""
+    store = store_with(tmp_path, ["SW1A 2AA"])
+    await read_all(served, store)
+    paid = [r.answer for r in store.reads()]
+    store.expire(served.sandbox.clock.now() + dt.timedelta(days=31))
+    _, stop = await read_all(served, store, TEST)
+    assert stop.reason is StopReason.MODE_MIXED
+    assert [r.answer for r in store.reads()] == paid
+    assert paid != []

@@ -85,3 +85,59 @@ def test_a_new_input_keeps_reads_and_sends_only_what_rows_ask(tmp_path: Path) ->
     assert store.pending() == []
     counts = store.counts()
     assert (counts.rows, counts.requests, counts.requests_done, counts.credits) == (1, 1, 1, 20)
+
+
+def test_a_stored_read_is_written_until_a_new_read_replaces_it(tmp_path: Path) -> None:
+    """An expired read that fails to be read again keeps its answer in the outputs;
+    only bytes not read yet are dropped by a retry, and a problem replaces the read."""
+    store = filled(tmp_path)
+    store.record_answer("SW1A 2AA", b'{"postcode":"SW1A 2AA"}')
+    store.record_read("SW1A 2AA", credits=20, charged=True, read_at=T0, fresh_from=T0)
+    assert store.expire(T0 + REPEAT_WINDOW) == 1
+    store.mark_sent("SW1A 2AA")
+    store.record_retry("SW1A 2AA", "503 data unavailable")
+    assert [(r.postcode, r.answer) for r in store.reads()] == [
+        ("SW1A 2AA", '{"postcode":"SW1A 2AA"}')
+    ]
+    joined = [r.answer is not None for b in store.row_streets() for r in b]
+    assert joined == [True, False, False, True, False]
+    store.mark_sent("M1 1AE")
+    store.record_answer("M1 1AE", b'{"postcode":"M1 1AE","mode":"test"}')
+    store.record_retry("M1 1AE", "a test answer in a live DIR")
+    assert store.checkpoint.connection.execute(
+        "SELECT answer FROM streets WHERE postcode = 'M1 1AE'"
+    ).fetchone() == (None,)
+    store.record_problem("SW1A 2AA", {"type": "not-found", "status": 404}, T0)
+    assert list(store.reads()) == []
+
+
+def test_credits_are_a_running_total_that_a_re_read_adds_to(tmp_path: Path) -> None:
+    """A postcode read again adds its new charge to the total; the old one stays counted."""
+    store = filled(tmp_path)
+    store.record_read("SW1A 2AA", credits=20, charged=True, read_at=T0, fresh_from=T0)
+    later = T0 + REPEAT_WINDOW
+    store.record_read("SW1A 2AA", credits=20, charged=True, read_at=later, fresh_from=later)
+    store.add_charge(20)  # an unreadable answer, charged
+    assert store.credits_total == store.counts().credits == 60
+
+
+def test_who_asks_for_a_postcode_is_one_row_of_sqlite(tmp_path: Path) -> None:
+    """The first row and the row count of a postcode come back in one row, not a list."""
+    store = filled(tmp_path)
+    fetched: list[str] = []
+    store.checkpoint.connection.set_trace_callback(fetched.append)
+    assert store.asking("SW1A 2AA") == (1, 2)
+    store.checkpoint.connection.set_trace_callback(None)
+    assert len(fetched) == 1
+    assert "MIN(row_number)" in fetched[0]
+    assert store.asking("EC1A 1BB") == (0, 0)
+
+
+def test_postcodes_read_since_an_instant(tmp_path: Path) -> None:
+    """Reads and problems recorded from the instant on count; earlier ones do not."""
+    store = filled(tmp_path)
+    store.record_read("SW1A 2AA", credits=20, charged=True, read_at=T0, fresh_from=T0)
+    later = T0 + dt.timedelta(hours=1)
+    store.record_problem("M1 1AE", {"type": "not-found", "status": 404}, later)
+    assert store.read_since(later) == 1
+    assert store.read_since(T0) == 2

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
+import os
+import pty
 import subprocess
 import time
 from collections import Counter
@@ -13,11 +16,17 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from support import BATCHVAL, LIVE, POOR, TEST, env_for, run_cli
 
+from batchval.outcome import ExitCode, StopInfo, StopReason
 from batchval.output.streets import CRIME, ENERGY, PRICE_INDEX, RENTAL, SOLD_PRICES, STOP
+from batchval.run.sending import SendOutcome
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
+from batchval.settings import load_settings
+from batchval.store.checkpoint import Checkpoint
+from batchval.streets import Streets, StreetsRequest, StreetsSummary
 
 DAY = 86_400
 # Rows 1-3 spell one postcode three ways; row 5 has a bad bedrooms value but a good
@@ -78,6 +87,11 @@ def test_each_distinct_postcode_is_charged_once_and_not_again_within_30_days(
     later = run_cli("streets", str(source), "--out", str(out), env=later_env)
     assert later.returncode == 0, later.stderr
     assert street_charges(served) == {"SW1A 2AA": 2, "M1 1AE": 2, "LS6 2AB": 2}
+    # Both reads' charges, though the second overwrote each postcode's credits.
+    assert summary(out)["credits_charged"]["total"] == served.sandbox.ledger.credits_charged()
+    status = run_cli("status", str(out), "--json", env=later_env)
+    total = json.loads(status.stdout)["credits_charged"]["total"]
+    assert total == served.sandbox.ledger.credits_charged() == 2 * credits
 
 
 def test_refresh_reads_again_free(served: RunningSandbox, tmp_path: Path) -> None:
@@ -253,6 +267,8 @@ def test_kill_9_then_resume_pays_once(served: RunningSandbox, tmp_path: Path) ->
     streets = pl.read_parquet(out / "street_analysis.parquet")
     assert streets.height == distinct
     assert served.sandbox.ledger.credits_charged() == 20 * distinct
+    # The killed invocation never recorded its credits: the running total has its reads.
+    assert summary(out)["credits_charged"]["total"] == int(streets["credits_charged"].sum()) > 0
 
 
 def test_test_answers_are_read_again_under_live_credentials(
@@ -306,3 +322,104 @@ def test_a_wrong_base_url_is_64_not_not_found_rows(served: RunningSandbox, tmp_p
     again = run_cli("streets", str(source), "--out", str(out), env=env_for(served))
     assert again.returncode == 0, again.stderr
     assert sorted(street_charges(served)) == ["LS6 2AB", "M1 1AE", "SW1A 2AA"]
+
+
+def test_reads_past_their_window_stay_in_the_outputs_while_the_api_is_down(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """31 days on with the API down, the postcodes are pending again but their paid
+    answers are still written (street_analysis and --join) and still stored."""
+    source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
+    first = run_cli("streets", str(source), "--out", str(out), "--join", env=env_for(served))
+    assert first.returncode == 0, first.stderr
+    before = pl.read_parquet(out / "street_analysis.parquet")
+    joined = pl.read_parquet(out / "homes_with_street.parquet")["mode"].drop_nulls()
+    served.sandbox.clock.advance(31 * DAY)
+    served.sandbox.set_faults(Faults(outage_seconds=600))
+    config = tmp_path / "run.yaml"
+    config.write_text("run:\n  outage_seconds: 1\n  max_attempts: 1\n", encoding="utf-8")
+    later_env = env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(31 * DAY))
+    later = run_cli(
+        "streets",
+        str(source),
+        "--out",
+        str(out),
+        "--join",
+        "--config",
+        str(config),
+        env=later_env,
+    )
+    assert later.returncode == 75, later.stderr
+    assert summary(out)["postcodes"]["pending"] == 4  # the not-found one too
+    # Calls were made (and failed): none of them read a postcode.
+    assert summary(out)["calls"]["this_invocation"] > 0
+    assert summary(out)["postcodes"]["read_this_invocation"] == 0
+    assert "0 read this time" in later.stdout
+    after = pl.read_parquet(out / "street_analysis.parquet")
+    assert after.height == before.height == 3
+    assert after["credits_charged"].to_list() == before["credits_charged"].to_list()
+    again = pl.read_parquet(out / "homes_with_street.parquet")["mode"].drop_nulls()
+    assert len(joined) > 0
+    assert again.to_list() == joined.to_list()
+
+
+def test_a_complete_run_still_reports_a_stop_a_person_must_act_on(
+    served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every row done, yet a defect while sending: exit 70 with its stop, not 0."""
+    source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
+    assert run_cli("streets", str(source), "--out", str(out), env=env_for(served)).returncode == 0
+    defect = StopInfo(StopReason.INTERNAL_ERROR, "a defect met while sending")
+    monkeypatch.setattr(Streets, "_send", lambda self, store: SendOutcome(defect))
+    settings = load_settings(None, env_for(served))
+    found = Streets(StreetsRequest(input_path=source, out_dir=out, settings=settings)).run()
+    assert isinstance(found, StreetsSummary)
+    assert found.run.counts.complete
+    assert found.exit_code is ExitCode.INTERNAL
+    assert summary(out)["exit_code"] == 70
+    assert summary(out)["stop"]["reason"] == "internal_error"
+    assert run_cli("status", str(out), env=env_for(served)).returncode == 70
+
+
+def test_batchval_log_json_gives_json_lines_on_a_terminal(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """BATCHVAL_LOG_JSON=1 asks for JSON log lines even when stderr is a terminal."""
+    source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
+    leader, follower = pty.openpty()
+    with subprocess.Popen(
+        [BATCHVAL, "streets", str(source), "--out", str(out)],
+        env=env_for(served, BATCHVAL_LOG_JSON="1"),
+        stdout=subprocess.DEVNULL,
+        stderr=follower,
+    ) as running:
+        os.close(follower)
+        said = b""
+        with contextlib.suppress(OSError):  # EIO once the process has closed the terminal
+            while chunk := os.read(leader, 65536):
+                said += chunk
+        assert running.wait(timeout=60) == 0
+    os.close(leader)
+    events = []
+    for line in said.decode("utf-8", "replace").splitlines():
+        with contextlib.suppress(ValueError):
+            found = json.loads(line.strip().strip("\r"))
+            if isinstance(found, dict):
+                events.append(str(found.get("event")))
+    assert "streets.ingest.batch" in events
+
+
+def test_the_api_identity_is_the_settings_one(
+    served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """streets keeps the identity `settings.api_identity` gives, as run does: one rule."""
+    source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
+    monkeypatch.setattr("batchval.streets.api_identity", lambda api: f"who:{api.client_id}")
+    settings = load_settings(None, env_for(served))
+    found = Streets(StreetsRequest(input_path=source, out_dir=out, settings=settings)).run()
+    assert found.exit_code is ExitCode.COMPLETE
+    checkpoint = Checkpoint.open(out)
+    try:
+        assert checkpoint.get("streets.api_identity") == f"who:{LIVE.client_id}"
+    finally:
+        checkpoint.close()

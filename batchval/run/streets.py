@@ -20,15 +20,25 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+import structlog
+
 from batchval.api.client import Answer
-from batchval.api.errors import PartnerError, UnreadableAnswerError
+from batchval.api.errors import (
+    PartnerError,
+    UnreadableAnswerError,
+    UnrecognisedAnswerError,
+    excerpt,
+)
 from batchval.api.models import StreetAnalysis
 from batchval.api.vocabulary import STREET_CREDITS_ASSUMED
 from batchval.outcome import StopReason
+from batchval.postcodes import normalise
 from batchval.run.answers import UNREADABLE, answer_mode
 from batchval.run.job import Gate, Settled, charge_of, problem_record
 from batchval.store.records import StoredProblem
 from batchval.store.streets import PendingStreet, StreetStore
+
+log = structlog.get_logger()
 
 
 class StreetApi(Protocol):
@@ -68,9 +78,30 @@ class StreetJob:
     async def send(self, item: PendingStreet, gate: Gate) -> Answer:
         if self._api is None:
             raise RuntimeError("a street job made to settle stored answers cannot send")
-        return await self._api.read_street_analysis(item.key, gate=gate)
+        answer = await self._api.read_street_analysis(item.key, gate=gate)
+        given = answer.data.get("postcode")
+        if isinstance(given, str) and normalise(given) != item.key:
+            # The figures of another postcode (a proxy's cache, a server's defect): never
+            # recorded as this one's, never this row's fault. The pool retries it as an
+            # unrecognised answer and stops the run after its limit; bytes that carry a
+            # charge are kept, and the charge counted, before it does.
+            credits, _ = charge_of(answer.data)
+            if credits or isinstance(answer.data.get("charge"), Mapping):
+                self._store.keep_stray(item.key, answer.body, credits)
+            log.warning("streets.answer.other_postcode", asked=item.key, answered=given)
+            raise UnrecognisedAnswerError(
+                status=answer.status,
+                content_type="application/json",
+                excerpt=excerpt(answer.body),
+                url="/street-analysis/" + item.key,
+            )
+        return answer
 
     def settle(self, item: PendingStreet, answer: Answer) -> Settled:
+        if answer_mode(answer.data) == "test" and self._store.get("mode") == "live":
+            # Free and fake, and never stored over the postcode's paid live read (a read
+            # again past its window keeps that answer until a live one replaces it).
+            return self.read(item.key, answer.data)
         self._store.record_answer(item.key, answer.body)  # may be paid: kept before read
         return self.read(item.key, answer.data)
 
@@ -103,6 +134,7 @@ class StreetJob:
             )
             problem = StoredProblem(UNREADABLE, None, detail, field="postcode")
             self._store.record_problem(postcode, problem.to_json(), now)
+            self._store.add_charge(credits)  # a first read is charged, readable or not
             return Settled(credits, balance, problem=detail)
         charged = isinstance(data.get("charge"), Mapping)
         self._store.record_read(
@@ -124,12 +156,8 @@ class StreetJob:
 
     def describe(self, item: PendingStreet) -> Mapping[str, object]:
         """The postcode, the first input row that asked for it, and how many did."""
-        numbers = self._store.row_numbers(item.key, limit=1_000_000)
-        return {
-            "postcode": item.key,
-            "row_number": numbers[0] if numbers else 0,
-            "rows": len(numbers),
-        }
+        first, rows = self._store.asking(item.key)
+        return {"postcode": item.key, "row_number": first, "rows": rows}
 
     def begin_group(self) -> None:
         self._store.checkpoint.begin_group()

@@ -20,6 +20,10 @@ when `--refresh` asks again (`refresh`). A postcode no row asks for any more (th
 changed) is kept, with its read, but neither sent nor written: a later input that names
 it again pays nothing within its window.
 
+The credits charged are a running total in `meta` (`streets.credits_total`), added to
+with each recorded charge: a postcode read again overwrites its own `credits`, and an
+invocation that is killed never records its own, yet both were paid.
+
 A DIR holds one command's outputs (problems.parquet and summary.json are both
 commands' names): `meta.command` says `streets` once this store has rows, and `run`
 refuses such a DIR, as `streets` refuses a DIR that holds a run's rows.
@@ -43,6 +47,14 @@ COMMAND = "streets"
 # The API's free repeat window (docs/api.md, sections 4.3 and 8).
 REPEAT_WINDOW = dt.timedelta(days=30)
 _PENDING = ("pending", "sent", "answered")
+# A postcode's stored read, written out whatever its state (an expired or retried read
+# is pending again, its answer kept) until a new read replaces it: a read records
+# `charged`, a problem (a 404, an unreadable answer) clears it, and an `answered`
+# postcode holds new bytes not read yet.
+_HAS_READ = (
+    "s.charged IS NOT NULL AND s.read_at IS NOT NULL AND s.answer IS NOT NULL"
+    " AND s.state IN ('done', 'pending', 'sent')"
+)
 
 PostcodeRow = tuple[int, str | None, str | None, str | None, str | None]
 
@@ -73,7 +85,7 @@ class RowStreet:
 
     row_number: int
     postcode: str | None
-    answer: str | None  # the postcode's answer when it is done, else None
+    answer: str | None  # the postcode's stored read, else None
 
 
 class StreetStore:
@@ -93,6 +105,22 @@ class StreetStore:
     def largest_charge(self) -> int:
         """The most credits one read has been charged in this DIR (0: none seen)."""
         return int(self.get("largest_charge") or 0)
+
+    @property
+    def credits_total(self) -> int:
+        """Every credit this DIR's reads were charged, in all invocations: a running total
+        (a re-read overwrites a postcode's `credits`, a killed invocation never records
+        its own). A DIR from before it was kept starts from the stored reads' credits."""
+        held = self.get("credits_total")
+        if held is not None:
+            return int(held)
+        found = self._db.execute("SELECT COALESCE(SUM(credits), 0) FROM streets").fetchone()
+        return int(found[0])
+
+    def add_charge(self, credits: int) -> None:
+        """Credits an answer was charged, recorded with it (a read, a problem, a stray)."""
+        if credits:
+            self.set("credits_total", str(self.credits_total + credits))
 
     # --- ingest ------------------------------------------------------------------------
 
@@ -227,6 +255,16 @@ class StreetStore:
             (body.decode("utf-8", "replace"), postcode),
         )
 
+    def keep_stray(self, asked: str, body: bytes, credits: int) -> None:
+        """An answer for another postcode than `asked`, which may have been charged: its
+        exact bytes kept (`streets.stray.<postcode>`, the last one) and its charge
+        counted, never recorded as `asked`'s read."""
+        self.set(f"stray.{asked}", body.decode("utf-8", "replace"))
+        self.add_charge(credits)
+
+    def stray(self, asked: str) -> str | None:
+        return self.get(f"stray.{asked}")
+
     def answered(self) -> list[tuple[str, str]]:
         """(postcode, raw answer) of answers stored and never read (a crash came between)."""
         found = self._db.execute(
@@ -244,19 +282,22 @@ class StreetStore:
         fresh_from: dt.datetime,
     ) -> None:
         """The stored answer is the postcode's street analysis."""
+        before = self.credits_total  # before this read's credits are in the table
         self._db.execute(
             "UPDATE streets SET state = 'done', credits = ?, charged = ?, read_at = ?,"
             " fresh_from = ?, problem = NULL, last_error = NULL WHERE postcode = ?",
             (credits, int(charged), read_at.isoformat(), fresh_from.isoformat(), postcode),
         )
+        if credits:
+            self.set("credits_total", str(before + credits))
         if credits > self.largest_charge:
             self.set("largest_charge", str(credits))
 
     def record_problem(self, postcode: str, problem: dict[str, Any], read_at: dt.datetime) -> None:
         """Final until the window passes (or --refresh): a 404, or an unreadable answer."""
         self._db.execute(
-            "UPDATE streets SET state = 'problem', problem = ?, read_at = ?, fresh_from = ?"
-            " WHERE postcode = ?",
+            "UPDATE streets SET state = 'problem', problem = ?, read_at = ?, fresh_from = ?,"
+            " charged = NULL WHERE postcode = ?",
             (
                 json.dumps(problem, sort_keys=True),
                 read_at.isoformat(),
@@ -266,12 +307,34 @@ class StreetStore:
         )
 
     def record_retry(self, postcode: str, error: str) -> None:
-        """The postcode stays to be read again."""
+        """The postcode stays to be read again. Its stored read stays with it: only bytes
+        received and not read yet (`answered`: a test answer in a live DIR, a stored answer
+        that is not JSON) are dropped, so a failed re-read never loses a paid answer."""
         self._db.execute(
-            "UPDATE streets SET state = 'pending', answer = NULL, last_error = ?"
+            "UPDATE streets SET state = 'pending', last_error = ?,"
+            " answer = CASE WHEN state = 'answered' THEN NULL ELSE answer END"
             " WHERE postcode = ?",
             (error, postcode),
         )
+
+    def asking(self, postcode: str) -> tuple[int, int]:
+        """The first input row that asks for `postcode` and how many do: one row of
+        SQLite, however many rows share the postcode (each log line asks)."""
+        found = self._db.execute(
+            "SELECT (SELECT MIN(row_number) FROM street_rows WHERE postcode = ?), row_count"
+            " FROM streets WHERE postcode = ?",
+            (postcode, postcode),
+        ).fetchone()
+        return (0, 0) if found is None else (int(found[0] or 0), int(found[1]))
+
+    def read_since(self, started: dt.datetime) -> int:
+        """Postcodes some row asks for read (an analysis or a problem) from `started` on."""
+        found = self._db.execute(
+            "SELECT COUNT(*) FROM streets WHERE row_count > 0"
+            " AND state IN ('done', 'problem') AND read_at >= ?",
+            (started.isoformat(),),
+        ).fetchone()
+        return int(found[0])
 
     def row_numbers(self, postcode: str, limit: int = 5) -> list[int]:
         found = self._db.execute(
@@ -292,13 +355,10 @@ class StreetStore:
             ]
         )
         by_state: dict[str, tuple[int, int]] = {}
-        credits = 0
-        for state, n, asking, paid in self._db.execute(
-            "SELECT state, COUNT(*), SUM(row_count), COALESCE(SUM(credits), 0) FROM streets"
-            " WHERE row_count > 0 GROUP BY state"
+        for state, n, asking in self._db.execute(
+            "SELECT state, COUNT(*), SUM(row_count) FROM streets WHERE row_count > 0 GROUP BY state"
         ):
             by_state[str(state)] = (int(n), int(asking))
-            credits += int(paid)
 
         def tally(*states: str) -> tuple[int, int]:
             found = [by_state.get(state, (0, 0)) for state in states]
@@ -319,7 +379,7 @@ class StreetStore:
             requests_done=done,
             requests_problem=problems,
             requests_pending=pending,
-            credits=credits,
+            credits=self.credits_total,
             duplicate_rows=asking - distinct,
         )
 
@@ -334,10 +394,10 @@ class StreetStore:
         return {str(name): int(n) for name, n in found}
 
     def reads(self) -> Iterator[StreetRead]:
-        """Every postcode read that some row asks for, in postcode order."""
+        """Every postcode with a stored read that some row asks for, in postcode order."""
         cursor = self._db.execute(
-            "SELECT postcode, answer, COALESCE(credits, 0), read_at, row_count FROM streets"
-            " WHERE state = 'done' AND row_count > 0 ORDER BY postcode"
+            "SELECT postcode, answer, COALESCE(credits, 0), read_at, row_count FROM streets s"
+            f" WHERE {_HAS_READ} AND row_count > 0 ORDER BY postcode"
         )
         for postcode, answer, credits, read_at, rows in cursor:
             yield StreetRead(str(postcode), str(answer), int(credits), read_at, int(rows))
@@ -359,7 +419,7 @@ class StreetStore:
     def row_streets(self, batch: int = 5_000) -> Iterator[list[RowStreet]]:
         """Every input row, in order, with its postcode's answer where it was read."""
         cursor = self._db.execute(
-            "SELECT r.row_number, r.postcode, CASE WHEN s.state = 'done' THEN s.answer END"
+            f"SELECT r.row_number, r.postcode, CASE WHEN {_HAS_READ} THEN s.answer END"
             " FROM street_rows r LEFT JOIN streets s ON s.postcode = r.postcode"
             " ORDER BY r.row_number"
         )
