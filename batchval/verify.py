@@ -150,6 +150,9 @@ def verify_dir(out_dir: Path, settings: Settings) -> VerifySummary:
         )
     try:
         with RunLock(out_dir), logs.to_file(out_dir / LOG_NAME):
+            # An earlier verify's file goes first: this one, stopped or refused, must never
+            # leave it to read as the clean comparison of the results held now.
+            (out_dir / VERIFY_NAME).unlink(missing_ok=True)
             api = _api_of(out_dir, settings)
             held = _held(out_dir / RESULTS_NAME)
             try:

@@ -235,3 +235,30 @@ def test_verify_uses_the_live_credentials_it_is_given(
     assert set(found["field"]) == {"valuation_id"}
     assert found.height == pl.read_parquet(out / "results.parquet")["valuation_id"].n_unique()
     assert LIVE.client_secret not in done.stdout + done.stderr
+
+
+def test_a_stopped_verify_leaves_no_earlier_verify_parquet(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """An earlier verify's clean verify.parquet is removed when a verify starts: one that
+    then stops (refused credentials, 77) leaves no file that reads as a clean comparison."""
+    out = valued(served, tmp_path, 2)
+    assert verify(out, env_for(served)).returncode == 0
+    assert (out / "verify.parquet").is_file()
+    done = verify(out, env_for(served, BATCHVAL_CLIENT_SECRET="not-the-secret"))
+    assert done.returncode == 77, done.stderr
+    assert not (out / "verify.parquet").exists()
+
+
+def test_a_run_that_rewrites_the_results_removes_verify_parquet(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """`run` again on a verified DIR rewrites results.parquet: the verify.parquet that
+    compared the old file goes with it."""
+    out = valued(served, tmp_path, 2)
+    assert verify(out, env_for(served)).returncode == 0
+    assert (out / "verify.parquet").is_file()
+    again = run_cli("run", str(tmp_path / "in.csv"), "--out", str(out), env=env_for(served))
+    assert again.returncode == 0, again.stderr
+    assert (out / "results.parquet").is_file()
+    assert not (out / "verify.parquet").exists()
