@@ -5,6 +5,7 @@ verified."""
 
 from __future__ import annotations
 
+import datetime as dt
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from support import LIVE, TEST, assert_no_secrets, env_for, portfolio, run_cli
 from batchval.sandbox.app import API_PREFIX
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
+from batchval.store.checkpoint import Checkpoint
 from batchval.store.lock import RunLock
 
 READS = "/valuations/"
@@ -262,3 +264,36 @@ def test_a_run_that_rewrites_the_results_removes_verify_parquet(
     assert again.returncode == 0, again.stderr
     assert (out / "results.parquet").is_file()
     assert not (out / "verify.parquet").exists()
+
+
+def test_a_stored_daily_limit_holds_verify_back(served: RunningSandbox, tmp_path: Path) -> None:
+    """DIR's checkpoint holds a daily limit's not_before still to come: verify exits 75
+    `daily_limit`, reads nothing and writes no verify.parquet."""
+    out = valued(served, tmp_path, 2)
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=3)
+    checkpoint = Checkpoint.open(out)
+    checkpoint.set("not_before", later.isoformat())
+    checkpoint.close()
+    start = len(served.sandbox.ledger.requests)
+    done = verify(out, env_for(served))
+    assert done.returncode == 75, done.stderr
+    assert "batchval: daily_limit: " in done.stderr
+    assert requests_since(served, start) == []
+    assert not (out / "verify.parquet").exists()
+
+
+def test_a_kept_retry_after_is_waited_out_before_the_first_read(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """A Retry-After an earlier invocation was given (pause_until in the checkpoint) is
+    waited out before verify's first read, which then reads and agrees."""
+    out = valued(served, tmp_path, 2)
+    checkpoint = Checkpoint.open(out)
+    checkpoint.set("pause_until", (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=3)).isoformat())
+    checkpoint.close()
+    start = len(served.sandbox.ledger.requests)
+    done = verify(out, env_for(served))
+    assert done.returncode == 0, done.stderr
+    assert len(requests_since(served, start)) == 2
+    seconds = float(done.stdout.split(" s;")[0].rsplit(" ", 1)[-1])
+    assert seconds >= 2.5, done.stdout
