@@ -6,6 +6,7 @@ verified."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -297,3 +298,20 @@ def test_a_kept_retry_after_is_waited_out_before_the_first_read(
     assert len(requests_since(served, start)) == 2
     seconds = float(done.stdout.split(" s;")[0].rsplit(" ", 1)[-1])
     assert seconds >= 2.5, done.stdout
+
+
+def test_progress_events_name_the_job(served: RunningSandbox, tmp_path: Path) -> None:
+    """`run.progress` events in batchval.log carry `job`: a verify's say `verify`, never
+    to be read as a run's `valuation`."""
+    out = valued(served, tmp_path, 6)
+    served.sandbox.set_faults(Faults(latency_ms=150))
+    config = tmp_path / "slow.yaml"
+    config.write_text(yaml.safe_dump({"run": {"progress_seconds": 0.1}}), encoding="utf-8")
+    log = out / "batchval.log"
+    before = len(log.read_text(encoding="utf-8").splitlines())
+    done = verify(out, env_for(served), "--config", str(config), "--concurrency", "1")
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()[before:]]
+    progress = [e for e in events if e.get("event") == "run.progress"]
+    assert progress, "no progress event was logged: the test proves nothing"
+    assert {e.get("job") for e in progress} == {"verify"}
