@@ -461,7 +461,7 @@ def verify(out_dir: Path, config_file: Path | None, concurrency: int | None) -> 
     if settings.api is not None:
         redactor.add(settings.api.client_secret)
     try:
-        summary = verify_dir(out_dir, settings)
+        summary = verify_dir(out_dir, settings, progress_bar=sys.stderr.isatty())
     except RunRefusedError as exc:
         click.echo(f"batchval: {exc}", err=True)
         raise SystemExit(int(exc.exit_code)) from None

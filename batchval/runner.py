@@ -29,6 +29,7 @@ from batchval.booking import BookRun
 from batchval.ingest import ingest, price_input
 from batchval.input import InputError, InputSource, open_input
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
+from batchval.output.compare import VERIFY_NAME
 from batchval.output.lender import Lending
 from batchval.output.manifest import ANSWER_PATHS, MANIFEST_NAME, Manifest
 from batchval.output.metrics import RunMetrics, write_metrics
@@ -265,6 +266,7 @@ class Runner:
             model_versions=[version for version, *_ in answered],
         )
         include = self.settings.input.include
+        (out / VERIFY_NAME).unlink(missing_ok=True)  # compared the results being replaced
         write_results(
             checkpoint, out / RESULTS_NAME, include=include, lending=lending, metadata=metadata
         )

@@ -4,9 +4,13 @@ compared with what results.parquet holds; the differences written to verify.parq
 The composition root of the command, beside `runner` and `status`. It takes DIR's
 `RunLock` (a run writing results.parquet meanwhile would make the comparison moot),
 reads the compared columns of results.parquet (`output/compare`), and sends one read per
-distinct valuation id through the same `WorkerPool` as `run` (`run/reading`): pacing,
-`Retry-After`, retries, the breaker and the account and address stops are the run's, and
-a stop is reported with the run's reasons and exit codes (75, 77, 64). A read the API
+distinct valuation id through the sending phase of `run` (`run/sending`, `run/reading`):
+pacing, `Retry-After`, retries, the breaker, the signals and the account and address
+stops are the run's, and a stop is reported with the run's reasons and exit codes (75,
+77, 64). As for `run`, nothing is read before the time the API gave: a daily limit's
+`not_before` or a `Retry-After` kept in DIR's checkpoint is waited out (or, for the
+daily limit without `run.wait_for_midnight`, 75 `daily_limit` at once), and one met
+while reading is kept there for the next invocation, `run`'s or verify's. A read the API
 refuses as `not-found`, and an answer it gives that cannot be read, are differences.
 
 Exit codes: 0 when every valuation agrees, `ExitCode.DIFFERENCES` (1, verify's only)
@@ -18,18 +22,22 @@ valuations when its run ended, so none can be read back.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import signal
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pyarrow as pa
 import structlog
 
 from batchval import logs
-from batchval.api import Credentials, PartnerClient
+from batchval.api import PartnerClient
 from batchval.api.client import Answer
 from batchval.api.errors import PartnerError, UnreadableAnswerError
 from batchval.api.models import Valuation
@@ -43,14 +51,11 @@ from batchval.output.compare import (
 )
 from batchval.output.writer import write_table_atomic
 from batchval.run.job import Settled, charge_of
-from batchval.run.progress import Progress
-from batchval.run.ratecontrol import RateController, start_rate
 from batchval.run.reading import ReadApi, ReadJob
-from batchval.run.sending import pool_for
-from batchval.run.stop import Stop
+from batchval.run.sending import Sending, SendOutcome
 from batchval.runner import LOG_NAME, RESULTS_NAME
 from batchval.settings import ApiSettings, Settings, api_identity
-from batchval.store.checkpoint import Checkpoint, CheckpointVersionError
+from batchval.store.checkpoint import Checkpoint, CheckpointVersionError, Counts
 from batchval.store.lock import DirLockedError, RunLock
 
 log = structlog.get_logger()
@@ -140,7 +145,7 @@ class VerifyJob(ReadJob[Read]):
         log.warning("verify.unread", valuation_id=item.key, detail=str(error))
 
 
-def verify_dir(out_dir: Path, settings: Settings) -> VerifySummary:
+def verify_dir(out_dir: Path, settings: Settings, *, progress_bar: bool = False) -> VerifySummary:
     """Verify DIR; raises RunRefusedError when it ends before reading (64, 75, 70)."""
     if not (out_dir / RESULTS_NAME).is_file():
         raise RunRefusedError(
@@ -148,45 +153,86 @@ def verify_dir(out_dir: Path, settings: Settings) -> VerifySummary:
             f"{out_dir} has no {RESULTS_NAME}: verify reads back the valuations of a run's "
             "results (batchval run INPUT --out DIR first)",
         )
+    signals = _Signals()
     try:
-        with RunLock(out_dir), logs.to_file(out_dir / LOG_NAME):
-            api = _api_of(out_dir, settings)
-            held = _held(out_dir / RESULTS_NAME)
-            try:
-                return _verify(out_dir, held, api, settings)
-            except Exception as exc:  # a defect: one line here, the traceback in the log
-                log.error("verify.internal_error", exc_info=True, file_only=True)
-                raise RunRefusedError(
-                    StopReason.INTERNAL_ERROR,
-                    f"{type(exc).__name__}: {exc} (the traceback is in {out_dir / LOG_NAME})",
-                ) from None
+        with RunLock(out_dir), logs.to_file(out_dir / LOG_NAME), signals:
+            # An earlier verify's file goes first: this one, stopped or refused, must never
+            # leave it to read as the clean comparison of the results held now.
+            (out_dir / VERIFY_NAME).unlink(missing_ok=True)
+            with _checkpoint(out_dir) as checkpoint:
+                api = _api_of(out_dir, checkpoint, settings)
+                held = _held(out_dir / RESULTS_NAME)
+                try:
+                    return _verify(out_dir, held, checkpoint, api, settings, progress_bar, signals)
+                except Exception as exc:  # a defect: one line here, the traceback in the log
+                    log.error("verify.internal_error", exc_info=True, file_only=True)
+                    raise RunRefusedError(
+                        StopReason.INTERNAL_ERROR,
+                        f"{type(exc).__name__}: {exc} (the traceback is in {out_dir / LOG_NAME})",
+                    ) from None
     except DirLockedError as exc:
         raise RunRefusedError(StopReason.DIR_LOCKED, str(exc)) from None
 
 
-def _api_of(out_dir: Path, settings: Settings) -> ApiSettings:
-    """The API to read from: the configured one, for a DIR not valued by the embedded
-    sandbox."""
+@contextlib.contextmanager
+def _checkpoint(out_dir: Path) -> Iterator[Checkpoint]:
+    """DIR's checkpoint, where the daily limit's `not_before` and a `Retry-After` that
+    outlives an invocation are kept (`run/sending` waits them out and keeps them). A DIR
+    whose results.parquet came without its checkpoint gets one for this invocation only."""
     try:
-        checkpoint = Checkpoint.open_existing(out_dir)
+        found = Checkpoint.open_existing(out_dir)
     except CheckpointVersionError as exc:
         raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
-    if checkpoint is not None:
-        try:
-            valued_by = checkpoint.get("api_identity")
-        finally:
-            checkpoint.close()
-        if valued_by not in (None, api_identity(None), api_identity(settings.api)):
-            # Another base URL or client id: fine for a rotated login of the same account;
-            # another account's reads would all be not-found differences.
-            log.warning("verify.other_api", detail="DIR was valued through another API or login")
-        if valued_by == api_identity(None):
-            raise RunRefusedError(
-                StopReason.REFUSED,
-                f"{out_dir} was valued by the embedded sandbox, which forgot its valuations "
-                "when that run ended: they cannot be read back (verify a run made against "
-                "an API: batchval sandbox, or the partner's)",
-            )
+    with contextlib.ExitStack() as stack:
+        if found is None:
+            scratch = stack.enter_context(tempfile.TemporaryDirectory())
+            found = Checkpoint.open(Path(scratch))
+        stack.callback(found.close)
+        yield found
+
+
+class _Signals:
+    """As the runner does: outside the sending phase a SIGTERM or SIGINT is only noted
+    (asyncio gives them back to their default handlers when the sending phase's watcher
+    ends, and verify.parquet must not be cut short); the previous handlers come back at
+    the end."""
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self._previous: dict[signal.Signals, Any] = {}
+
+    def catch(self) -> None:
+        def note(signum: int, _frame: object) -> None:
+            self.received = signal.Signals(signum).name
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, note)
+
+    def __enter__(self) -> _Signals:
+        self._previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+        self.catch()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+
+def _api_of(out_dir: Path, checkpoint: Checkpoint, settings: Settings) -> ApiSettings:
+    """The API to read from: the configured one, for a DIR not valued by the embedded
+    sandbox."""
+    valued_by = checkpoint.get("api_identity")
+    if valued_by not in (None, api_identity(None), api_identity(settings.api)):
+        # Another base URL or client id: fine for a rotated login of the same account;
+        # another account's reads would all be not-found differences.
+        log.warning("verify.other_api", detail="DIR was valued through another API or login")
+    if valued_by == api_identity(None):
+        raise RunRefusedError(
+            StopReason.REFUSED,
+            f"{out_dir} was valued by the embedded sandbox, which forgot its valuations "
+            "when that run ended: they cannot be read back (verify a run made against "
+            "an API: batchval sandbox, or the partner's)",
+        )
     if settings.api is None:
         raise RunRefusedError(
             StopReason.REFUSED,
@@ -210,55 +256,47 @@ def _held(path: Path) -> HeldResults:
 
 
 def _verify(
-    out_dir: Path, held: HeldResults, api: ApiSettings, settings: Settings
+    out_dir: Path,
+    held: HeldResults,
+    checkpoint: Checkpoint,
+    api: ApiSettings,
+    settings: Settings,
+    progress_bar: bool,
+    signals: _Signals,
 ) -> VerifySummary:
     started = time.monotonic()
     log.info("verify.reading", valuations=len(held.ids()), rows=held.rows)
-    run = settings.run
+    jobs: list[VerifyJob] = []  # one a round: a round after midnight reads everything again
 
-    async def read_all() -> tuple[VerifyJob, Stop, int, int]:
-        stop = Stop()
-        async with PartnerClient(
-            base_url=api.base_url,
-            auth_url=api.auth_url,
-            credentials=Credentials(api.client_id, api.client_secret),
-            timeout=run.timeout_seconds,
-            max_connections=run.concurrency,
-        ) as client:
-            job = VerifyJob(client, held)
-            controller = RateController(initial_rate=start_rate(run.concurrency))
-            # Periodic `run.progress` log events: a large book takes hours to read back.
-            progress = Progress(
-                total_rows=held.rows,
-                done_rows=0,
-                pending_requests=len(held.ids()),
-                bar=False,
-                every_seconds=run.progress_seconds,
-                label="verifying",
-            )
-            pool = pool_for(
-                job, run, controller=controller, stop=stop, now=_now, on_progress=progress.update
-            )
-            async with anyio.create_task_group() as watchers:
-                watchers.start_soon(_stop_on_signals, stop)
-                with progress:
-                    stats = await pool.run()
-                watchers.cancel_scope.cancel()
-        return job, stop, client.calls, stats.credits
+    def job_for(client: PartnerClient) -> VerifyJob:
+        jobs.append(VerifyJob(client, held))
+        return jobs[-1]
 
-    job, stop, calls, credits = anyio.run(read_all)
-    differences = tuple(job.comparer.finish())
-    if stop.info is None:
+    offset = dt.timedelta(seconds=settings.run.clock_offset_seconds)
+    sending = Sending(
+        checkpoint=checkpoint,
+        api=api,
+        run=settings.run,
+        now=lambda: dt.datetime.now(dt.UTC) + offset,
+        progress_bar=progress_bar,
+        after_round=signals.catch,
+        job_for=job_for,
+        counts=lambda: _counts(held),
+    )
+    sent = _send(sending, signals)
+    job = jobs[-1] if jobs else None
+    differences = tuple(job.comparer.finish()) if job is not None else ()
+    if sent.stop is None:
         write_table_atomic(out_dir / VERIFY_NAME, differences_table(differences))
     summary = VerifySummary(
         valuations=len(held.ids()),
         rows=held.rows,
-        read=job.read,
+        read=job.read if job is not None else 0,
         differences=differences,
-        calls=calls,
-        credits=credits,
+        calls=sent.calls,
+        credits=sent.credits,
         seconds=round(time.monotonic() - started, 3),
-        stop=stop.info,
+        stop=sent.stop,
     )
     log.info(
         "verify.done",
@@ -269,12 +307,41 @@ def _verify(
     return summary
 
 
-def _now() -> dt.datetime:
-    return dt.datetime.now(dt.UTC)
+def _send(sending: Sending, signals: _Signals) -> SendOutcome:
+    """The reads, through the sending phase of `run`: its waits (a daily limit's
+    `not_before`, a kept `Retry-After`), pool, signal watch and the pause and limit it
+    keeps for the next invocation. As `run`: no call before a stored `not_before` (75
+    `daily_limit`, or a wait with `run.wait_for_midnight`)."""
+    if signals.received:
+        detail = f"received {signals.received} before sending"
+        return SendOutcome(StopInfo(StopReason.SIGNAL, detail))
+    stored = sending.checkpoint.get("not_before")
+    not_before = dt.datetime.fromisoformat(stored) if stored else None
+    if not_before is not None and sending.now() >= not_before:
+        not_before = None
+    if not_before is not None and not sending.run.wait_for_midnight:
+        log.warning("verify.daily_limit.waiting", not_before=stored)
+        detail = (
+            "the daily limit was reached; nothing is read before "
+            f"{not_before.isoformat()} (or set run.wait_for_midnight)"
+        )
+        return SendOutcome(StopInfo(StopReason.DAILY_LIMIT, detail, not_before))
+    outcome: SendOutcome = anyio.run(sending.send, not_before)
+    return outcome
 
 
-async def _stop_on_signals(stop: Stop) -> None:
-    """SIGTERM or SIGINT stops the reads gently (75): nothing is written."""
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            stop.trigger(StopReason.SIGNAL, f"received {signal.Signals(signum).name}")
+def _counts(held: HeldResults) -> Counts:
+    """Where a verify starts, for the progress bar: every row's valuation still to read."""
+    ids = len(held.ids())
+    return Counts(
+        rows=held.rows,
+        input_problems=0,
+        valued_rows=0,
+        api_problem_rows=0,
+        pending_rows=held.rows,
+        requests=ids,
+        requests_done=0,
+        requests_problem=0,
+        requests_pending=ids,
+        credits=0,
+    )

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from hostile import HostileProxy, Rules, serve_proxy
 from support import LIVE, env_for, outputs, portfolio, run_cli
 
@@ -106,10 +107,14 @@ def test_a_valuation_the_api_does_not_know_stays_a_problem(
 VALUATION_ID = "val_" + "a" * 26
 
 
+REQUEST = '{"bedrooms":2,"postcode":"SW1A 2AA","propertyType":"terraced","reference":"CASE-1"}'
+
+
 def valuation(**changes: Any) -> dict[str, Any]:
     """A valuation as the API writes one (docs/api.md, Valuation)."""
     body: dict[str, Any] = {
         "id": VALUATION_ID,
+        "reference": "CASE-1",
         "valuedAt": "2026-11-23T10:00:00Z",
         "valuation": {
             "estimate": 250000,
@@ -123,11 +128,18 @@ def valuation(**changes: Any) -> dict[str, Any]:
             "postcode": "SW1A 2AA",
             "propertyType": "terraced",
             "floorAreaSqm": 80.0,
-            "floorAreaSource": "request",
+            "floorAreaSource": "bedrooms",
+            "bedrooms": 2,
         },
     }
     body.update(changes)
     return body
+
+
+def echoing(**changes: Any) -> dict[str, Any]:
+    """A valuation whose `input` echo differs from the request sent."""
+    body = valuation()
+    return {**body, "input": {**body["input"], **changes}}
 
 
 def answer(body: dict[str, Any]) -> Answer:
@@ -143,7 +155,7 @@ class NoApi:
 def checkpoint(tmp_path: Path) -> Iterator[Checkpoint]:
     """A checkpoint with one request whose paid answer (10 credits) was unreadable."""
     held = Checkpoint.open(tmp_path)
-    held.add_rows([(1, "key-1", None, None, None)], [("key-1", '{"postcode":"SW1A 2AA"}')])
+    held.add_rows([(1, "key-1", None, None, None)], [("key-1", REQUEST)])
     paid = valuation(valuation={"estimate": "a lot"}, charge={"credits": 10, "balanceAfter": 90})
     held.record_answer("key-1", json.dumps(paid).encode())
     assert answers.settle(held, "key-1", paid).problem is not None
@@ -162,17 +174,33 @@ def settled_states(checkpoint: Checkpoint) -> Sequence[int]:
         valuation(valuation={"estimate": "still words"}),
         valuation(id="val_" + "b" * 26),
         valuation(mode="test"),
+        echoing(postcode="M1 1AE"),
+        echoing(propertyType="flat"),
+        echoing(bedrooms=3),
+        valuation(reference="CASE-2"),
     ],
-    ids=["still-unreadable", "another-id", "another-mode"],
+    ids=[
+        "still-unreadable",
+        "another-id",
+        "another-mode",
+        "another-postcode",
+        "another-type",
+        "other-bedrooms",
+        "another-reference",
+    ],
 )
 def test_a_read_that_cannot_stand_for_the_answer_leaves_the_problem(
     checkpoint: Checkpoint, body: dict[str, Any]
 ) -> None:
-    """Unreadable again, another valuation, or another mode: the request stays a problem."""
+    """Unreadable again, another valuation, another mode, or an `input` echo (or
+    reference) other than the request sent: the request stays a problem, and it is logged."""
     checkpoint.set("mode", "live")
     [item] = recoverable(checkpoint)
-    settled = RecoveryJob(NoApi(), checkpoint, [item]).settle(item, answer(body))
+    with structlog.testing.capture_logs() as logged:
+        settled = RecoveryJob(NoApi(), checkpoint, [item]).settle(item, answer(body))
     assert settled.problem is not None
+    assert [e["event"] for e in logged] == ["run.recovery.unusable"]
+    assert logged[0]["valuation_id"] == VALUATION_ID
     assert settled_states(checkpoint) == (0, 1, 0)
     assert [r.key for r in recoverable(checkpoint)] == [VALUATION_ID]
 
@@ -208,3 +236,13 @@ def test_a_complete_run_still_reports_refused_credentials_met_while_reading_back
     _, problems, summary = outputs(out)
     assert problems["type"].to_list() == ["unreadable-answer"] * 2
     assert summary["stop"]["reason"] == "credentials_refused"
+
+
+def test_an_echo_spelled_otherwise_still_settles_the_request(checkpoint: Checkpoint) -> None:
+    """The postcode's space and case are the API's to choose, and 80 is 80.0: an echo of
+    the same request in other spellings settles it."""
+    [item] = recoverable(checkpoint)
+    body = echoing(postcode="sw1a2aa", bedrooms=2.0)
+    settled = RecoveryJob(NoApi(), checkpoint, [item]).settle(item, answer(body))
+    assert settled.problem is None
+    assert recoverable(checkpoint) == []

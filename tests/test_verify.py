@@ -5,6 +5,8 @@ verified."""
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from support import LIVE, TEST, assert_no_secrets, env_for, portfolio, run_cli
 from batchval.sandbox.app import API_PREFIX
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
+from batchval.store.checkpoint import Checkpoint
 from batchval.store.lock import RunLock
 
 READS = "/valuations/"
@@ -235,3 +238,80 @@ def test_verify_uses_the_live_credentials_it_is_given(
     assert set(found["field"]) == {"valuation_id"}
     assert found.height == pl.read_parquet(out / "results.parquet")["valuation_id"].n_unique()
     assert LIVE.client_secret not in done.stdout + done.stderr
+
+
+def test_a_stopped_verify_leaves_no_earlier_verify_parquet(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """An earlier verify's clean verify.parquet is removed when a verify starts: one that
+    then stops (refused credentials, 77) leaves no file that reads as a clean comparison."""
+    out = valued(served, tmp_path, 2)
+    assert verify(out, env_for(served)).returncode == 0
+    assert (out / "verify.parquet").is_file()
+    done = verify(out, env_for(served, BATCHVAL_CLIENT_SECRET="not-the-secret"))
+    assert done.returncode == 77, done.stderr
+    assert not (out / "verify.parquet").exists()
+
+
+def test_a_run_that_rewrites_the_results_removes_verify_parquet(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """`run` again on a verified DIR rewrites results.parquet: the verify.parquet that
+    compared the old file goes with it."""
+    out = valued(served, tmp_path, 2)
+    assert verify(out, env_for(served)).returncode == 0
+    assert (out / "verify.parquet").is_file()
+    again = run_cli("run", str(tmp_path / "in.csv"), "--out", str(out), env=env_for(served))
+    assert again.returncode == 0, again.stderr
+    assert (out / "results.parquet").is_file()
+    assert not (out / "verify.parquet").exists()
+
+
+def test_a_stored_daily_limit_holds_verify_back(served: RunningSandbox, tmp_path: Path) -> None:
+    """DIR's checkpoint holds a daily limit's not_before still to come: verify exits 75
+    `daily_limit`, reads nothing and writes no verify.parquet."""
+    out = valued(served, tmp_path, 2)
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=3)
+    checkpoint = Checkpoint.open(out)
+    checkpoint.set("not_before", later.isoformat())
+    checkpoint.close()
+    start = len(served.sandbox.ledger.requests)
+    done = verify(out, env_for(served))
+    assert done.returncode == 75, done.stderr
+    assert "batchval: daily_limit: " in done.stderr
+    assert requests_since(served, start) == []
+    assert not (out / "verify.parquet").exists()
+
+
+def test_a_kept_retry_after_is_waited_out_before_the_first_read(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """A Retry-After an earlier invocation was given (pause_until in the checkpoint) is
+    waited out before verify's first read, which then reads and agrees."""
+    out = valued(served, tmp_path, 2)
+    checkpoint = Checkpoint.open(out)
+    checkpoint.set("pause_until", (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=3)).isoformat())
+    checkpoint.close()
+    start = len(served.sandbox.ledger.requests)
+    done = verify(out, env_for(served))
+    assert done.returncode == 0, done.stderr
+    assert len(requests_since(served, start)) == 2
+    seconds = float(done.stdout.split(" s;")[0].rsplit(" ", 1)[-1])
+    assert seconds >= 2.5, done.stdout
+
+
+def test_progress_events_name_the_job(served: RunningSandbox, tmp_path: Path) -> None:
+    """`run.progress` events in batchval.log carry `job`: a verify's say `verify`, never
+    to be read as a run's `valuation`."""
+    out = valued(served, tmp_path, 6)
+    served.sandbox.set_faults(Faults(latency_ms=150))
+    config = tmp_path / "slow.yaml"
+    config.write_text(yaml.safe_dump({"run": {"progress_seconds": 0.1}}), encoding="utf-8")
+    log = out / "batchval.log"
+    before = len(log.read_text(encoding="utf-8").splitlines())
+    done = verify(out, env_for(served), "--config", str(config), "--concurrency", "1")
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()[before:]]
+    progress = [e for e in events if e.get("event") == "run.progress"]
+    assert progress, "no progress event was logged: the test proves nothing"
+    assert {e.get("job") for e in progress} == {"verify"}

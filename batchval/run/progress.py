@@ -21,6 +21,10 @@ from batchval.run.pool import PoolStats
 
 log = structlog.get_logger()
 
+# What the bar says a job is doing, by the job's name; `run.progress` events carry the
+# name itself (`job`), so that a verify's progress in batchval.log is not read as a run's.
+LABELS = {"valuation": "valuing", "street": "reading", "verify": "verifying"}
+
 
 class Progress:
     def __init__(
@@ -31,8 +35,10 @@ class Progress:
         pending_requests: int,
         bar: bool,
         every_seconds: float,
-        label: str = "valuing",
+        job: str = "valuation",
     ) -> None:
+        self._job = job
+        label = LABELS.get(job, "reading")
         self._pending = pending_requests
         self._every = every_seconds
         self._started = time.monotonic()
@@ -82,6 +88,7 @@ class Progress:
             remaining = max(0, self._pending - finished)
             log.info(
                 "run.progress",
+                job=self._job,
                 requests_finished=finished,
                 requests_remaining=remaining,
                 valued=stats.valued,

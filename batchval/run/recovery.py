@@ -7,7 +7,9 @@ settled as an `unreadable-answer` problem (`run/answers`), which keeps the id th
 gave (`StoredProblem.valuation_id`) and the raw answer. The API keeps every valuation
 and a read returns it exactly as created, so a later invocation reads it back through
 the same pool as every call (pacing, retries, breaker, stops). If the read is a
-readable valuation with that id and the DIR's mode, the request becomes `done` with the
+readable valuation with that id and the DIR's mode, whose `input` echo and `reference`
+agree with the request sent with the key (a valuation of another home never settles
+it; a mismatch is logged, `run.recovery.unusable`), the request becomes `done` with the
 answer read back and the credits the first answer carried (`charge_of` of the raw
 answer kept with the problem: what the pool counted then), in one transaction: its rows
 move from problems.parquet to results.parquet, charged once, never counted again in
@@ -29,7 +31,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import structlog
 
@@ -87,6 +90,9 @@ class RecoveryJob(ReadJob[Recovery]):
     def settle(self, item: Recovery, answer: Answer) -> Settled:
         why = self._unusable(item, answer)
         if why is not None:
+            log.warning(
+                "run.recovery.unusable", valuation_id=item.key, key=item.request_key, detail=why
+            )
             return Settled(problem=f"read back, still not usable: {why}")
         with self._checkpoint.transaction():
             self._checkpoint.record_answer(item.request_key, answer.body)
@@ -112,7 +118,7 @@ class RecoveryJob(ReadJob[Recovery]):
         held = self._checkpoint.get("mode")
         if held is not None and held != answer_mode(answer.data):
             return f"a {answer_mode(answer.data)}-mode answer in a DIR of {held}-mode answers"
-        return None
+        return _echo_mismatch(self._checkpoint.request_of(item.request_key), answer.data)
 
     def record_problem(self, item: Recovery, error: PartnerError) -> None:
         """The read was refused (`not-found`): the request stays the problem it was."""
@@ -127,3 +133,48 @@ class RecoveryJob(ReadJob[Recovery]):
 
     def commit_group(self) -> None:
         self._checkpoint.commit_group()
+
+
+# Request fields the answer echoes in `input` (docs/api.md, 4): `include` is not echoed,
+# and `reference` is echoed at the top level.
+ECHOED = (
+    "postcode",
+    "propertyType",
+    "bedrooms",
+    "floorAreaSqm",
+    "yearBuilt",
+    "builtForm",
+    "wallsEnergyEfficiency",
+)
+
+
+def _echo_mismatch(request_json: str | None, data: Mapping[str, Any]) -> str | None:
+    """Where the read answer's echo of what was valued differs from the request sent with
+    the key, or None when every field the request sent is echoed alike. The id alone is the
+    API's word that it is the same valuation; the echo is checked so that a valuation of
+    another home never settles this request."""
+    if request_json is None:
+        return "the request sent with this key is not in the checkpoint"
+    sent = json.loads(request_json)
+    if not isinstance(sent, Mapping):
+        return "the request sent with this key is not a JSON object"
+    echo = data.get("input")
+    echoed = {**(echo if isinstance(echo, Mapping) else {}), "reference": data.get("reference")}
+    for field in (*ECHOED, "reference"):
+        if field not in sent:
+            continue
+        ours, theirs = sent[field], echoed.get(field)
+        if not _same(field, ours, theirs):
+            where = field if field == "reference" else f"input.{field}"
+            return f"{where} is {theirs!r} in the read answer, {ours!r} in the request sent"
+    return None
+
+
+def _same(field: str, sent: object, echoed: object) -> bool:
+    if field == "postcode" and isinstance(sent, str) and isinstance(echoed, str):
+        # The space is optional (docs/api.md, 3); batchval sends it normalised.
+        return sent.replace(" ", "").upper() == echoed.replace(" ", "").upper()
+    numbers = (int, float)
+    if isinstance(sent, numbers) and isinstance(echoed, numbers):
+        return not isinstance(sent, bool) and not isinstance(echoed, bool) and sent == echoed
+    return sent == echoed

@@ -73,23 +73,10 @@ class Sending:
 
     async def send(self, not_before: dt.datetime | None) -> SendOutcome:
         run, checkpoint = self.run, self.checkpoint
-        counts = (self.counts or checkpoint.counts)()
-        progress = Progress(
-            total_rows=counts.rows,
-            done_rows=counts.rows - counts.pending_rows,
-            pending_requests=counts.requests_pending,
-            bar=self.progress_bar,
-            every_seconds=run.progress_seconds,
-            label="valuing" if self.job_for is None else "reading",
-        )
         controller = RateController(initial_rate=start_rate(run.concurrency))
         credits, balance = 0, None
         latest = [PoolStats()]  # this round's last figures, for the metrics ticker
         recover = self.recover
-
-        def on_progress(stats: PoolStats) -> None:
-            latest[0] = stats
-            progress.update(stats)
 
         async with PartnerClient(
             base_url=self.api.base_url,
@@ -124,8 +111,15 @@ class Sending:
                         recover = False  # once an invocation, not in a later round
                         await self._recover(client, controller, stop)
                     if not stop.is_set:
+                        job = self._job(client)
+                        progress = self._progress(job.name)
+
+                        def on_progress(stats: PoolStats, progress: Progress = progress) -> None:
+                            latest[0] = stats
+                            progress.update(stats)
+
                         pool = pool_for(
-                            self._job(client),
+                            job,
                             run,
                             controller=controller,
                             stop=stop,
@@ -169,6 +163,18 @@ class Sending:
             await anyio.sleep(self.run.metrics_seconds)
             statuses, rate_limited = calls()
             write(dict(statuses), rate_limited, credits())
+
+    def _progress(self, job: str) -> Progress:
+        """This round's bar or `run.progress` events, from where the work stands now."""
+        counts = (self.counts or self.checkpoint.counts)()
+        return Progress(
+            total_rows=counts.rows,
+            done_rows=counts.rows - counts.pending_rows,
+            pending_requests=counts.requests_pending,
+            bar=self.progress_bar,
+            every_seconds=self.run.progress_seconds,
+            job=job,
+        )
 
     def _job(self, client: PartnerClient) -> Job[Any]:
         if self.job_for is not None:

@@ -414,6 +414,11 @@ class Checkpoint(InvocationLog):
             (name,),
         ).fetchall()
 
+    def request_of(self, key: str) -> str | None:
+        """The canonical request JSON sent with `key` (None for a key it does not hold)."""
+        found = self._db.execute("SELECT request FROM requests WHERE key = ?", (key,)).fetchone()
+        return None if found is None else str(found[0])
+
     def passthrough_schema(self) -> pa.Schema | None:
         """The pass-through columns' schema; None before an ingest, or if begun by 1 or 2."""
         stored = self.get("passthrough_schema")
