@@ -46,7 +46,7 @@ def read_status(out_dir: Path) -> RunSummary | None:
     if _is_running(out_dir):
         status, code = "running", ExitCode.RESUMABLE
         action = "wait: a batchval run holds this directory now"
-    elif complete and is_streets and (kept := _needs_a_person(last)) is not None:
+    elif complete and ended and (kept := _needs_a_person(last)) is not None:
         # Every row done, but the last invocation stopped on what a person must act on
         # (a defect, the account, the address): its code, as its summary said.
         status, code, stop = "incomplete", kept.reason.exit_code, kept

@@ -236,6 +236,8 @@ def test_a_complete_run_still_reports_refused_credentials_met_while_reading_back
     _, problems, summary = outputs(out)
     assert problems["type"].to_list() == ["unreadable-answer"] * 2
     assert summary["stop"]["reason"] == "credentials_refused"
+    status = run_cli("status", str(out), env=refused)
+    assert status.returncode == 77, status.stdout
 
 
 def test_an_echo_spelled_otherwise_still_settles_the_request(checkpoint: Checkpoint) -> None:
