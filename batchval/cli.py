@@ -7,12 +7,14 @@ does not complete, one line on stderr says why (`batchval: <reason>: <detail>`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -22,11 +24,44 @@ from batchval.logs import Redactor
 from batchval.outcome import ExitCode, RunRefusedError, SettingsError
 from batchval.output.summary import RunSummary
 
+if TYPE_CHECKING:
+    from batchval.settings import Settings
+
 
 def _share(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
     if value is not None and not 0.0 <= value <= 1.0:
         raise click.BadParameter("a share is a number from 0 to 1")
     return value
+
+
+def _configured(
+    config_file: Path | None, *, log_json: bool = False, **options: Any
+) -> tuple[Settings, bool]:
+    """Logging configured once, then the settings (a bad config is a usage error, 64),
+    with the client secret given to the redactor before anything can print it. Returns
+    them and whether log lines are JSON (then there is no progress bar)."""
+    from batchval.settings import load_settings
+
+    redactor = Redactor()
+    json_lines = logs.json_wanted(os.environ, log_json)
+    logs.configure(json_lines=json_lines, redactor=redactor)
+    try:
+        settings = load_settings(config_file, os.environ, **options)
+    except SettingsError as exc:
+        raise click.UsageError(str(exc)) from None
+    if settings.api is not None:
+        redactor.add(settings.api.client_secret)
+    return settings, json_lines
+
+
+@contextlib.contextmanager
+def _refusals() -> Iterator[None]:
+    """An invocation that ends before sending: one line, its own exit code."""
+    try:
+        yield
+    except RunRefusedError as exc:
+        click.echo(f"batchval: {exc}", err=True)
+        raise SystemExit(int(exc.exit_code)) from None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -204,28 +239,19 @@ def run(
     """Value every row of INPUT (CSV or Parquet) into DIR; exit 0, 75, 77, 65, 64 or 70."""
     from batchval.runner import Runner, RunRequest
     from batchval.sandbox.embedded import embedded_api
-    from batchval.settings import load_settings
 
-    redactor = Redactor()
-    json_lines = logs.json_wanted(os.environ, log_json)
-    logs.configure(json_lines=json_lines, redactor=redactor)
-    try:
-        settings = load_settings(
-            config_file,
-            os.environ,
-            concurrency=concurrency,
-            include=include,
-            max_credits=max_credits,
-            book=book,
-        )
-    except SettingsError as exc:
-        raise click.UsageError(str(exc)) from None
+    settings, json_lines = _configured(
+        config_file,
+        log_json=log_json,
+        concurrency=concurrency,
+        include=include,
+        max_credits=max_credits,
+        book=book,
+    )
     if wait_for_midnight:
         settings = dataclasses.replace(
             settings, run=dataclasses.replace(settings.run, wait_for_midnight=True)
         )
-    if settings.api is not None:
-        redactor.add(settings.api.client_secret)
     request = RunRequest(
         input_path=input_path,
         out_dir=out_dir,
@@ -236,11 +262,8 @@ def run(
         progress_bar=not json_lines,
         metrics_file=metrics_file,
     )
-    try:
+    with _refusals():
         summary = Runner(request, embedded_api=embedded_api).run()
-    except RunRefusedError as exc:
-        click.echo(f"batchval: {exc}", err=True)
-        raise SystemExit(int(exc.exit_code)) from None
     click.echo(summary.render())
     if isinstance(summary, RunSummary) and summary.stop is not None:
         click.echo(f"batchval: {summary.stop.line()}", err=True)
@@ -362,11 +385,8 @@ def export_command(out_dir: Path, fmt: str, nested: str, to_dir: Path | None) ->
     """Write DIR's results and problems as CSV, XLSX or JSON Lines; exit 0, 64 or 65."""
     from batchval.output.export import Format, Nested, export_dir
 
-    try:
+    with _refusals():
         done = export_dir(out_dir, Format(fmt), nested=Nested(nested), out_dir=to_dir)
-    except RunRefusedError as exc:
-        click.echo(f"batchval: {exc}", err=True)
-        raise SystemExit(int(exc.exit_code)) from None
     click.echo(done.render())
     raise SystemExit(int(ExitCode.COMPLETE))
 
@@ -403,19 +423,11 @@ def streets(
 ) -> None:
     """Street analysis of every distinct postcode of INPUT into DIR (30 days free repeat)."""
     from batchval.sandbox.embedded import embedded_api
-    from batchval.settings import load_settings
     from batchval.streets import Streets, StreetsRequest
 
-    redactor = Redactor()
-    logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=redactor)
-    try:
-        settings = load_settings(
-            config_file, os.environ, concurrency=concurrency, max_credits=max_credits
-        )
-    except SettingsError as exc:
-        raise click.UsageError(str(exc)) from None
-    if settings.api is not None:
-        redactor.add(settings.api.client_secret)
+    settings, json_lines = _configured(
+        config_file, concurrency=concurrency, max_credits=max_credits
+    )
     request = StreetsRequest(
         input_path=input_path,
         out_dir=out_dir,
@@ -423,13 +435,10 @@ def streets(
         refresh=refresh,
         join=join,
         dry_run=dry_run,
-        progress_bar=sys.stderr.isatty(),
+        progress_bar=not json_lines,
     )
-    try:
+    with _refusals():
         summary = Streets(request, embedded_api=embedded_api).run()
-    except RunRefusedError as exc:
-        click.echo(f"batchval: {exc}", err=True)
-        raise SystemExit(int(exc.exit_code)) from None
     click.echo(summary.render())
     stop = getattr(summary, "stop", None)
     if stop is not None:
@@ -449,22 +458,11 @@ def streets(
 def verify(out_dir: Path, config_file: Path | None, concurrency: int | None) -> None:
     """Read back every valuation of DIR's results by id (free) and compare; exit 0 when
     all agree, 1 on a difference (DIR/verify.parquet), 75, 77 or 64 as run does."""
-    from batchval.settings import load_settings
     from batchval.verify import verify_dir
 
-    redactor = Redactor()
-    logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=redactor)
-    try:
-        settings = load_settings(config_file, os.environ, concurrency=concurrency)
-    except SettingsError as exc:
-        raise click.UsageError(str(exc)) from None
-    if settings.api is not None:
-        redactor.add(settings.api.client_secret)
-    try:
-        summary = verify_dir(out_dir, settings, progress_bar=sys.stderr.isatty())
-    except RunRefusedError as exc:
-        click.echo(f"batchval: {exc}", err=True)
-        raise SystemExit(int(exc.exit_code)) from None
+    settings, json_lines = _configured(config_file, concurrency=concurrency)
+    with _refusals():
+        summary = verify_dir(out_dir, settings, progress_bar=not json_lines)
     click.echo(summary.render())
     if summary.stop is not None:
         click.echo(f"batchval: {summary.stop.line()}", err=True)
