@@ -28,6 +28,7 @@ from batchval import logs
 from batchval.booking import BookRun
 from batchval.ingest import ingest, price_input
 from batchval.input import InputError, InputSource, open_input
+from batchval.invocation import locked_dir
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
 from batchval.output.compare import VERIFY_NAME
 from batchval.output.lender import Lending
@@ -46,7 +47,6 @@ from batchval.store.checkpoint import (
     CheckpointVersionError,
     Counts,
 )
-from batchval.store.lock import DirLockedError, RunLock
 
 log = structlog.get_logger()
 
@@ -169,26 +169,8 @@ class Runner:
             signal.signal(sig, note)
 
     def _run(self) -> RunSummary | DryRunSummary:
-        out = self.request.out_dir
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise RunRefusedError(StopReason.REFUSED, f"cannot create {out}: {exc}") from None
-        try:
-            with RunLock(out), logs.to_file(out / LOG_NAME):
-                try:
-                    return self._run_locked()
-                except RunRefusedError:
-                    raise
-                except Exception as exc:  # a defect: say so in one line, the rest in the log
-                    log.error("run.internal_error", exc_info=True, file_only=True)
-                    raise RunRefusedError(
-                        StopReason.INTERNAL_ERROR,
-                        f"{type(exc).__name__}: {exc} (the traceback is in {out / LOG_NAME})",
-                    ) from None
-        except DirLockedError as exc:
-            # Nothing is written: the outputs belong to the run that holds DIR.
-            raise RunRefusedError(StopReason.DIR_LOCKED, str(exc)) from None
+        with locked_dir(self.request.out_dir, LOG_NAME, "run"):
+            return self._run_locked()
 
     def _run_locked(self) -> RunSummary | DryRunSummary:
         started, started_mono = self._now(), time.monotonic()

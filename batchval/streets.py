@@ -26,10 +26,10 @@ from typing import Any
 import anyio
 import structlog
 
-from batchval import logs
 from batchval.api.vocabulary import DAILY_PAID_CALLS
 from batchval.input import InputError, InputSource, open_input
 from batchval.input.validate import check_postcodes
+from batchval.invocation import locked_dir
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
 from batchval.output.street_files import (
     HOMES_NAME,
@@ -45,7 +45,6 @@ from batchval.run.streets import StreetJob, call_credits
 from batchval.runner import LOG_NAME, PROBLEMS_NAME, Api, file_fingerprint
 from batchval.settings import ApiSettings, Settings, api_identity
 from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint, CheckpointVersionError, Counts
-from batchval.store.lock import DirLockedError, RunLock
 from batchval.store.streets import COMMAND, StreetStore
 
 log = structlog.get_logger()
@@ -172,25 +171,8 @@ class Streets:
             signal.signal(sig, note)
 
     def _run(self) -> StreetsSummary | DryRunSummary:
-        out = self.request.out_dir
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise RunRefusedError(StopReason.REFUSED, f"cannot create {out}: {exc}") from None
-        try:
-            with RunLock(out), logs.to_file(out / LOG_NAME):
-                try:
-                    return self._run_locked()
-                except RunRefusedError:
-                    raise
-                except Exception as exc:  # a defect: one line, the rest in the log
-                    log.error("streets.internal_error", exc_info=True, file_only=True)
-                    raise RunRefusedError(
-                        StopReason.INTERNAL_ERROR,
-                        f"{type(exc).__name__}: {exc} (the traceback is in {out / LOG_NAME})",
-                    ) from None
-        except DirLockedError as exc:
-            raise RunRefusedError(StopReason.DIR_LOCKED, str(exc)) from None
+        with locked_dir(self.request.out_dir, LOG_NAME, "streets"):
+            return self._run_locked()
 
     def _open(self) -> InputSource:
         try:

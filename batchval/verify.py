@@ -36,11 +36,11 @@ import anyio
 import pyarrow as pa
 import structlog
 
-from batchval import logs
 from batchval.api import PartnerClient
 from batchval.api.client import Answer
 from batchval.api.errors import PartnerError, UnreadableAnswerError
 from batchval.api.models import Valuation
+from batchval.invocation import locked_dir
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
 from batchval.output.compare import (
     VERIFY_NAME,
@@ -56,7 +56,6 @@ from batchval.run.sending import Sending, SendOutcome
 from batchval.runner import LOG_NAME, RESULTS_NAME
 from batchval.settings import ApiSettings, Settings, api_identity
 from batchval.store.checkpoint import Checkpoint, CheckpointVersionError, Counts
-from batchval.store.lock import DirLockedError, RunLock
 
 log = structlog.get_logger()
 
@@ -154,24 +153,14 @@ def verify_dir(out_dir: Path, settings: Settings, *, progress_bar: bool = False)
             "results (batchval run INPUT --out DIR first)",
         )
     signals = _Signals()
-    try:
-        with RunLock(out_dir), logs.to_file(out_dir / LOG_NAME), signals:
-            # An earlier verify's file goes first: this one, stopped or refused, must never
-            # leave it to read as the clean comparison of the results held now.
-            (out_dir / VERIFY_NAME).unlink(missing_ok=True)
-            with _checkpoint(out_dir) as checkpoint:
-                api = _api_of(out_dir, checkpoint, settings)
-                held = _held(out_dir / RESULTS_NAME)
-                try:
-                    return _verify(out_dir, held, checkpoint, api, settings, progress_bar, signals)
-                except Exception as exc:  # a defect: one line here, the traceback in the log
-                    log.error("verify.internal_error", exc_info=True, file_only=True)
-                    raise RunRefusedError(
-                        StopReason.INTERNAL_ERROR,
-                        f"{type(exc).__name__}: {exc} (the traceback is in {out_dir / LOG_NAME})",
-                    ) from None
-    except DirLockedError as exc:
-        raise RunRefusedError(StopReason.DIR_LOCKED, str(exc)) from None
+    with locked_dir(out_dir, LOG_NAME, "verify"), signals:
+        # An earlier verify's file goes first: this one, stopped or refused, must never
+        # leave it to read as the clean comparison of the results held now.
+        (out_dir / VERIFY_NAME).unlink(missing_ok=True)
+        with _checkpoint(out_dir) as checkpoint:
+            api = _api_of(out_dir, checkpoint, settings)
+            held = _held(out_dir / RESULTS_NAME)
+            return _verify(out_dir, held, checkpoint, api, settings, progress_bar, signals)
 
 
 @contextlib.contextmanager

@@ -147,16 +147,7 @@ class PartnerClient:
         if idempotency_key:
             headers["Idempotency-Key"] = idempotency_key
         answer = await self._call("POST", "/valuations", "/valuations", body, headers, gate)
-        if "id" not in answer.data and "valuation" not in answer.data:
-            # Not even the shape of a valuation (a proxy's `{"status": "ok"}`): never read
-            # as one, never blamed on the row.
-            raise UnrecognisedAnswerError(
-                status=answer.status,
-                content_type="application/json",
-                excerpt=excerpt(answer.body),
-                url=self._base_url + "/valuations",
-            )
-        return answer
+        return self._shaped(answer, "/valuations", "id", "valuation")
 
     async def create_valuation(
         self, request: ValuationRequest | dict[str, Any], *, idempotency_key: str | None
@@ -177,15 +168,7 @@ class PartnerClient:
         a read-back can keep the bytes, or judge an answer it cannot read)."""
         path = "/valuations/" + urllib.parse.quote(valuation_id, safe="")
         answer = await self._call("GET", "/valuations/{id}", path, gate=gate)
-        if "id" not in answer.data and "valuation" not in answer.data:
-            # Not the shape of a valuation: never read as one (see post_valuation).
-            raise UnrecognisedAnswerError(
-                status=answer.status,
-                content_type="application/json",
-                excerpt=excerpt(answer.body),
-                url=self._base_url + path,
-            )
-        return answer
+        return self._shaped(answer, path, "id", "valuation")
 
     async def get_street_analysis(self, postcode: str) -> StreetAnalysis:
         """GET /street-analysis/{postcode}: charged on the first read in 30 days."""
@@ -198,17 +181,22 @@ class PartnerClient:
         charged, so a caller keeps the bytes before it reads them (docs/api.md, 4.3)."""
         path = "/street-analysis/" + urllib.parse.quote(postcode, safe="")
         answer = await self._call("GET", "/street-analysis/{postcode}", path, gate=gate)
-        if "postcode" not in answer.data and "coveredPostcodes" not in answer.data:
-            # Not even the shape of a street analysis: never read as one.
-            raise UnrecognisedAnswerError(
-                status=answer.status,
-                content_type="application/json",
-                excerpt=excerpt(answer.body),
-                url=self._base_url + path,
-            )
-        return answer
+        return self._shaped(answer, path, "postcode", "coveredPostcodes")
 
     # --- plumbing ----------------------------------------------------------------------
+
+    def _shaped(self, answer: Answer, path: str, *members: str) -> Answer:
+        """`answer`, if it holds one of the members its resource always has; otherwise it
+        is not that resource's answer (a proxy's `{"status": "ok"}`): unrecognised, never
+        read as the resource, never blamed on the row."""
+        if any(member in answer.data for member in members):
+            return answer
+        raise UnrecognisedAnswerError(
+            status=answer.status,
+            content_type="application/json",
+            excerpt=excerpt(answer.body),
+            url=self._base_url + path,
+        )
 
     @contextlib.asynccontextmanager
     async def _lend(self) -> AsyncIterator[_Lane]:

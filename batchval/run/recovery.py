@@ -39,6 +39,7 @@ import structlog
 from batchval.api.client import Answer
 from batchval.api.errors import PartnerError, UnreadableAnswerError
 from batchval.api.models import Valuation
+from batchval.api.vocabulary import REQUEST_FIELDS
 from batchval.run.answers import UNREADABLE, answer_mode
 from batchval.run.job import Settled, charge_of
 from batchval.run.reading import ReadApi, ReadJob
@@ -137,15 +138,7 @@ class RecoveryJob(ReadJob[Recovery]):
 
 # Request fields the answer echoes in `input` (docs/api.md, 4): `include` is not echoed,
 # and `reference` is echoed at the top level.
-ECHOED = (
-    "postcode",
-    "propertyType",
-    "bedrooms",
-    "floorAreaSqm",
-    "yearBuilt",
-    "builtForm",
-    "wallsEnergyEfficiency",
-)
+ECHOED = tuple(field for field in REQUEST_FIELDS if field != "reference")
 
 
 def _echo_mismatch(request_json: str | None, data: Mapping[str, Any]) -> str | None:
