@@ -38,6 +38,7 @@ from typing import Generic
 import anyio
 import structlog
 import tenacity
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from batchval.api.errors import (
     PROBLEM_TYPES,
@@ -180,7 +181,7 @@ class WorkerPool(Generic[ItemT]):
             log.warning("run.grace_over", in_flight=self.stats.in_flight)
         scope.cancel()
 
-    async def _feed(self, send: anyio.abc.ObjectSendStream[ItemT]) -> None:
+    async def _feed(self, send: MemoryObjectSendStream[ItemT]) -> None:
         async with send:
             after = 0
             while not self.stop.is_set:
@@ -190,12 +191,15 @@ class WorkerPool(Generic[ItemT]):
                 for item in page:
                     if self.stop.is_set:
                         return
-                    await send.send(item)
+                    try:
+                        send.send_nowait(item)  # no trip through the event loop when there is room
+                    except anyio.WouldBlock:
+                        await send.send(item)
                 after = page[-1].rowid
 
-    async def _work(self, receive: anyio.abc.ObjectReceiveStream[ItemT]) -> None:
+    async def _work(self, receive: MemoryObjectReceiveStream[ItemT]) -> None:
         async with receive:
-            async for item in receive:
+            while (item := await _take(receive)) is not None:
                 if self.stop.is_set:
                     return
                 await self._value(item)
@@ -409,6 +413,21 @@ class WorkerPool(Generic[ItemT]):
             self._exhausted = error
         self.stats.left_pending += 1
         self._job.record_retry(item, error)
+
+
+async def _take(receive: MemoryObjectReceiveStream[ItemT]) -> ItemT | None:
+    """The next item, or None once the feed has ended. One that is waiting is taken
+    without a trip through the event loop (`receive` makes one for every item)."""
+    try:
+        return receive.receive_nowait()
+    except anyio.WouldBlock:
+        pass
+    except anyio.EndOfStream:
+        return None
+    try:
+        return await receive.receive()
+    except anyio.EndOfStream:
+        return None
 
 
 def _status(error: PartnerError) -> int | None:

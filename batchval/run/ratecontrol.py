@@ -80,16 +80,28 @@ class RateController:
         self.rate_limited = 0  # 429s seen (short-term ones; the daily limit is not pacing)
 
     async def slot(self) -> float:
-        """Wait for this request's turn; returns the moment it may leave (its send time)."""
+        """Wait for this request's turn; returns the moment it may leave (its send time).
+
+        The turn is taken on the shared schedule before waiting, so each request sleeps
+        once: workers racing for the same moment woke and slept again, about five times
+        a call at a high rate (docs/performance.md). A 429 that pauses the pool while a
+        request waits for its turn sends it back for a new one after the pause."""
         while True:
             now = self._clock()
             start = max(now, self.paused_until, self._next_start)
             if start <= now:
-                self._next_start = max(self._next_start, now) + 1.0 / self.rate
+                self._next_start = now + 1.0 / self.rate
                 return now
             if self._next_start > now:
                 self._held_back_at = now
-            await self._sleep(start - now)
+            if start > self.paused_until:  # pacing, not a pause: this turn is taken now
+                self._next_start = start + 1.0 / self.rate
+                await self._sleep(start - now)
+                now = self._clock()
+                if self.paused_until <= now:
+                    return now
+            else:
+                await self._sleep(start - now)
 
     def pause_remaining(self) -> float:
         return max(0.0, self.paused_until - self._clock())
