@@ -41,8 +41,8 @@ tmux:
 	  echo "tmux is not installed: the terminal tests in tests/test_logs.py will skip"
 
 # Speed, pacing and memory figures against issue 13's targets, printed, never asserted;
-# rewrites docs/performance.md. Quick by default (under 10 minutes); BENCH_ARGS=--full
-# for the targets' own sizes (about 20 minutes).
+# rewrites docs/performance.md. Every figure at the target's own size, under 10 minutes.
+# BENCH_ARGS="--keep DIR" keeps the books, logs and run DIRs.
 BENCH_ARGS ?=
 bench: $(STAMP)
 	$(BIN)/python tests/bench/run.py $(BENCH_ARGS)
