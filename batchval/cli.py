@@ -20,6 +20,7 @@ import click
 
 from batchval import logs
 from batchval.book_options import book_options
+from batchval.invocation import defect_line
 from batchval.logs import Redactor
 from batchval.outcome import ExitCode, RunRefusedError, SettingsError
 from batchval.output.summary import RunSummary
@@ -488,8 +489,8 @@ def main(argv: list[str] | None = None) -> None:
     except click.Abort:  # Ctrl-C at a prompt or before a run took DIR: nothing to resume
         click.echo("Aborted.", err=True)
         code = ExitCode.RESUMABLE
-    except Exception as exc:  # a defect outside any run's DIR: one line, no traceback
-        click.echo(f"batchval: internal_error: {type(exc).__name__}: {exc}", err=True)
+    except Exception as exc:  # a defect outside any run's DIR: one line, the rest in a file
+        click.echo(f"batchval: {defect_line(exc)}", err=True)
         code = ExitCode.INTERNAL
     sys.exit(code if isinstance(code, int) else 0)
 

@@ -1,14 +1,22 @@
-"""One invocation's hold on its DIR, shared by `run`, `streets` and `verify`.
+"""One invocation's hold on its DIR, shared by `run`, `streets` and `verify`, and what
+any command says of a defect.
 
 `locked_dir` creates DIR, takes its `RunLock`, sends the log to DIR's log file, and
 turns what ends the invocation into one `RunRefusedError` line: another run holding DIR
 (`dir_locked`, 75, nothing written) or a defect (`internal_error`, 70, the traceback in
 the log only). A `RunRefusedError` raised inside passes through as it is.
+
+`defect_line` serves the commands with no log of their own (`check`, `split`, `export`,
+`report`, ...): the traceback goes to a file of its own, named in the one line.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import os
+import tempfile
+import traceback
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -43,3 +51,17 @@ def locked_dir(out: Path, log_name: str, command: str) -> Iterator[None]:
     except DirLockedError as exc:
         # Nothing is written: the outputs belong to the run that holds DIR.
         raise RunRefusedError(StopReason.DIR_LOCKED, str(exc)) from None
+
+
+def defect_line(exc: BaseException, folder: Path | None = None) -> str:
+    """One line for a defect met outside any DIR's log; its traceback, with the secrets
+    the log would hide hidden, goes to a file in `folder` (the system's temporary
+    folder), which the line names, so that a person can report it."""
+    line = f"internal_error: {type(exc).__name__}: {exc}"
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    path = Path(folder or tempfile.gettempdir()) / f"batchval-{stamp}-{os.getpid()}.traceback"
+    try:
+        path.write_text(logs.scrub("".join(traceback.format_exception(exc))), encoding="utf-8")
+    except OSError as error:
+        return logs.scrub(f"{line} (the traceback could not be written: {error})")
+    return logs.scrub(f"{line} (the traceback is in {path})")

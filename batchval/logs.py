@@ -77,6 +77,9 @@ class _FileSink:
 
 
 _SINK = _FileSink()
+# The redactor of the last `configure`: text written outside the log (a defect's
+# traceback) is scrubbed by it too.
+_REDACTOR = Redactor()
 
 
 @contextlib.contextmanager
@@ -141,6 +144,8 @@ def _human(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> str:
 def configure(*, json_lines: bool, redactor: Redactor, level: int = logging.INFO) -> None:
     """Once, at the entry point. `json_lines`: JSON on stderr (see `json_wanted`); else
     the terminal's human lines (warnings and errors; the file still gets every event)."""
+    global _REDACTOR
+    _REDACTOR = redactor
     common: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
@@ -161,3 +166,8 @@ def configure(*, json_lines: bool, redactor: Redactor, level: int = logging.INFO
         logger_factory=factory,
         cache_logger_on_first_use=False,
     )
+
+
+def scrub(text: str) -> str:
+    """`text` with every secret the log would hide hidden (the configured redactor's)."""
+    return _REDACTOR.scrub(text)

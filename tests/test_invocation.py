@@ -1,0 +1,71 @@
+"""What a command says of a defect met outside any DIR's log (batchval/invocation.py);
+`locked_dir` itself is exercised by every run, streets and verify test."""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from batchval import cli, logs
+from batchval.invocation import defect_line
+from batchval.logs import Redactor
+
+SECRET = "s3cr3t-value-never-shown"
+
+
+def _fail() -> None:
+    raise RuntimeError(f"boom with {SECRET} and Authorization: Bearer abc.def")
+
+
+def test_defect_line_names_a_file_holding_the_scrubbed_traceback(tmp_path: Path) -> None:
+    """The line names the defect and a file; the file has the traceback, with the secret
+    the log would hide and any bearer token hidden."""
+    logs.configure(json_lines=True, redactor=Redactor([SECRET]))
+    try:
+        _fail()
+    except RuntimeError as exc:
+        line = defect_line(exc, tmp_path)
+    assert line.startswith("internal_error: RuntimeError: boom with [redacted]")
+    found = re.search(r"\(the traceback is in (.+)\)$", line)
+    assert found is not None, line
+    text = Path(found.group(1)).read_text(encoding="utf-8")
+    assert "Traceback (most recent call last)" in text
+    assert "_fail" in text
+    assert SECRET not in text + line
+    assert "abc.def" not in text + line
+
+
+def test_defect_line_still_says_one_line_when_the_file_cannot_be_written(
+    tmp_path: Path,
+) -> None:
+    """A folder that cannot take the file: the line says so rather than failing."""
+    logs.configure(json_lines=True, redactor=Redactor())
+    missing = tmp_path / "no" / "such" / "folder"
+    line = defect_line(ValueError("odd"), missing)
+    assert line.startswith("internal_error: ValueError: odd (the traceback could not be written")
+
+
+def test_a_defect_in_split_exits_70_with_one_line_and_the_traceback_in_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`split` meeting an unexpected error: exit 70, one `internal_error` line on stderr
+    naming the file with the traceback, no traceback on the terminal."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr("batchval.split.split_input", lambda *_a, **_k: _fail())
+    source = tmp_path / "book.csv"
+    source.write_text("postcode,property_type\nSW1A 1AA,flat\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["split", str(source), "--shards", "2", "--out", str(tmp_path / "shards")])
+    assert ended.value.code == 70
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.startswith("batchval: ")]
+    assert len(lines) == 1, captured.err
+    assert lines[0].startswith("batchval: internal_error: RuntimeError: boom")
+    assert "Traceback" not in captured.err + captured.out
+    written = list(tmp_path.glob("batchval-*.traceback"))
+    assert len(written) == 1
+    assert str(written[0]) in lines[0]
+    assert "in _fail" in written[0].read_text(encoding="utf-8")
