@@ -15,26 +15,18 @@ never mixes fake and real figures.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Mapping
 from typing import Any
 
 from batchval.api.errors import UnreadableAnswerError
 from batchval.api.models import Valuation
-from batchval.run.job import charge_of
+from batchval.outcome import StopReason
+from batchval.run.job import Settled, charge_of
 from batchval.store.checkpoint import Checkpoint
 from batchval.store.records import StoredProblem
 
 UNREADABLE = "unreadable-answer"
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Settled:
-    credits: int = 0
-    balance: int | None = None
-    problem: str | None = None  # the answer could not be read; kept as the row's problem
-    mode_mixed: str | None = None  # why the answer's mode is not the DIR's
 
 
 def answer_mode(data: Mapping[str, Any]) -> str:
@@ -56,9 +48,9 @@ def settle(checkpoint: Checkpoint, key: str, data: Mapping[str, Any]) -> Settled
         )
         if mode == "test":
             checkpoint.record_retry(key, detail)  # free and fake: not kept
-            return Settled(mode_mixed=detail)
+            return Settled(stop=(StopReason.MODE_MIXED, detail))
         checkpoint.record_valuation(key, credits)  # paid: kept, whatever else happens
-        return Settled(credits, balance, mode_mixed=detail)
+        return Settled(credits, balance, stop=(StopReason.MODE_MIXED, detail))
     try:
         Valuation.from_json(data)
     except UnreadableAnswerError as error:
@@ -74,7 +66,7 @@ def settle(checkpoint: Checkpoint, key: str, data: Mapping[str, Any]) -> Settled
     return Settled(credits, balance)
 
 
-def settle_stored(checkpoint: Checkpoint) -> Settled:
+def settle_stored(checkpoint: Checkpoint) -> int:
     """Settle the answers a crashed run stored and never settled; their credits summed."""
     credits = 0
     for key, body in checkpoint.answered():
@@ -86,4 +78,4 @@ def settle_stored(checkpoint: Checkpoint) -> Settled:
             checkpoint.record_retry(key, "a stored answer that is not JSON: sent again")
             continue
         credits += settle(checkpoint, key, data).credits
-    return Settled(credits)
+    return credits

@@ -10,7 +10,6 @@ from typing import Protocol
 from batchval.api.client import Answer
 from batchval.api.errors import PartnerError
 from batchval.api.vocabulary import VALUATION_CREDITS
-from batchval.outcome import StopReason
 from batchval.run import answers
 from batchval.run.job import Gate, Settled, problem_record
 from batchval.store.checkpoint import Checkpoint, PendingRequest
@@ -45,9 +44,7 @@ class ValuationJob:
 
     def settle(self, item: PendingRequest, answer: Answer) -> Settled:
         self._checkpoint.record_answer(item.key, answer.body)  # paid: kept before it is read
-        settled = answers.settle(self._checkpoint, item.key, answer.data)
-        stop = (StopReason.MODE_MIXED, settled.mode_mixed) if settled.mode_mixed else None
-        return Settled(settled.credits, settled.balance, settled.problem, stop)
+        return answers.settle(self._checkpoint, item.key, answer.data)
 
     def record_problem(self, item: PendingRequest, error: PartnerError) -> None:
         self._checkpoint.record_problem(item.key, problem_record(error))
