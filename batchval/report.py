@@ -25,15 +25,13 @@ from typing import Any
 import polars as pl
 
 from batchval import charts
+from batchval.output.names import LOG_NAME, PROBLEMS_NAME, RESULTS_NAME
 from batchval.output.summary import SUMMARY_NAME
 from batchval.output.writer import write_text_atomic
 from batchval.store.checkpoint import Checkpoint
 from batchval.store.records import Invocation
 
 REPORT_NAME = "report.html"
-RESULTS_NAME = "results.parquet"
-PROBLEMS_NAME = "problems.parquet"
-LOG_NAME = "batchval.log"
 # A scatter of a million points is a 100 MB page: every n-th row up to this many.
 SCATTER_POINTS = 4000
 # Row numbers listed per group of problems; the rest are counted.

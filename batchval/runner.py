@@ -34,6 +34,7 @@ from batchval.output.compare import VERIFY_NAME
 from batchval.output.lender import Lending
 from batchval.output.manifest import ANSWER_PATHS, MANIFEST_NAME, Manifest
 from batchval.output.metrics import RunMetrics, write_metrics
+from batchval.output.names import LOG_NAME, PROBLEMS_NAME, RESULTS_NAME
 from batchval.output.summary import SUMMARY_NAME, DryRunSummary, RunSummary, Tally
 from batchval.output.writer import write_json_atomic, write_problems, write_results
 from batchval.run import answers
@@ -49,10 +50,6 @@ from batchval.store.checkpoint import (
 )
 
 log = structlog.get_logger()
-
-RESULTS_NAME = "results.parquet"
-PROBLEMS_NAME = "problems.parquet"
-LOG_NAME = "batchval.log"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from batchval.input import InputError, InputSource, open_input
 from batchval.input.validate import check_postcodes
 from batchval.invocation import locked_dir
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
+from batchval.output.names import LOG_NAME, PROBLEMS_NAME
 from batchval.output.street_files import (
     HOMES_NAME,
     STREETS_NAME,
@@ -42,7 +43,7 @@ from batchval.output.summary import SUMMARY_NAME, DryRunSummary, RunSummary, Tal
 from batchval.output.writer import write_json_atomic
 from batchval.run.sending import Sending, SendOutcome
 from batchval.run.streets import StreetJob, call_credits
-from batchval.runner import LOG_NAME, PROBLEMS_NAME, Api, file_fingerprint
+from batchval.runner import Api, file_fingerprint
 from batchval.settings import ApiSettings, Settings, api_identity
 from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint, CheckpointVersionError, Counts
 from batchval.store.streets import COMMAND, StreetStore

@@ -49,11 +49,11 @@ from batchval.output.compare import (
     HeldResults,
     differences_table,
 )
+from batchval.output.names import LOG_NAME, RESULTS_NAME
 from batchval.output.writer import write_table_atomic
 from batchval.run.job import Settled, charge_of
 from batchval.run.reading import ReadApi, ReadJob
 from batchval.run.sending import Sending, SendOutcome
-from batchval.runner import LOG_NAME, RESULTS_NAME
 from batchval.settings import ApiSettings, Settings, api_identity
 from batchval.store.checkpoint import Checkpoint, CheckpointVersionError, Counts
 
