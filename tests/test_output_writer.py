@@ -591,7 +591,7 @@ def test_a_failed_write_leaves_the_old_file(
 
     monkeypatch.setattr(writer, "BATCH_ROWS", 1)
     monkeypatch.setattr(writer, "ROW_GROUP_BYTES", 1)  # every row is written at once
-    convert = writer._table
+    convert = writer.column_table
 
     def failing(records: Sequence[Any], *args: Any) -> pa.Table:
         assert path.read_bytes() == old  # mid-write, readers still see the old file
@@ -599,7 +599,7 @@ def test_a_failed_write_leaves_the_old_file(
             raise RuntimeError("killed")
         return convert(records, *args)
 
-    monkeypatch.setattr(writer, "_table", failing)
+    monkeypatch.setattr(writer, "column_table", failing)
     with pytest.raises(RuntimeError, match="killed"):
         write_results(checkpoint, path)
     assert path.read_bytes() == old

@@ -28,7 +28,7 @@ from batchval.output.streets import (
     StreetRecord,
     street_schema,
 )
-from batchval.output.writer import _column, _PassthroughValues, _table, _write_parquet
+from batchval.output.writer import PassthroughValues, column_array, column_table, write_parquet
 from batchval.store.streets import StreetStore
 
 log = structlog.get_logger()
@@ -67,26 +67,26 @@ def write_streets(store: StreetStore, path: Path) -> int:
         if batch:
             yield _street_table(batch, schema)
 
-    return _write_parquet(path, schema, tables())
+    return write_parquet(path, schema, tables())
 
 
 def _street_table(records: list[StreetRecord], schema: pa.Schema) -> pa.Table:
-    columns = [_column([c.get(r) for r in records], c.field()) for c in STREET_TAIL]
+    columns = [column_array([c.get(r) for r in records], c.field()) for c in STREET_TAIL]
     return pa.Table.from_arrays(columns, schema=schema)
 
 
 def write_street_problems(store: StreetStore, path: Path) -> int:
     """Every row whose postcode was refused (input) or got no analysis (api), atomically."""
-    given = _PassthroughValues(store)
+    given = PassthroughValues(store)
     schema = problems_schema(given.schema)
 
     def tables() -> Iterator[pa.Table]:
         for batch in store.problem_rows(_BATCH):
             rows = [ProblemRow.of(stored) for stored in batch]
-            yield _table(rows, given.of([r.row_number for r in rows]), PROBLEM_TAIL, schema)
+            yield column_table(rows, given.of([r.row_number for r in rows]), PROBLEM_TAIL, schema)
 
     with contextlib.closing(given):
-        return _write_parquet(path, schema, tables())
+        return write_parquet(path, schema, tables())
 
 
 def homes_schema(passthrough: pa.Schema) -> pa.Schema:
@@ -107,7 +107,7 @@ def homes_schema(passthrough: pa.Schema) -> pa.Schema:
 
 def write_homes(store: StreetStore, path: Path) -> int:
     """Every input row with its postcode's street analysis (null where none), atomically."""
-    given = _PassthroughValues(store)
+    given = PassthroughValues(store)
     schema = homes_schema(given.schema)
 
     def tables() -> Iterator[pa.Table]:
@@ -121,9 +121,9 @@ def write_homes(store: StreetStore, path: Path) -> int:
                         parsed[row.postcode] = _data(row.answer)
                     data = parsed[row.postcode]
                 rows.append(StreetRecord(row.row_number, row.postcode, data))
-            yield _table(rows, given.of([r.row_number for r in rows]), HOME_TAIL, schema)
+            yield column_table(rows, given.of([r.row_number for r in rows]), HOME_TAIL, schema)
             if len(parsed) > 10 * _BATCH:
                 parsed.clear()  # memory stays flat however many postcodes
 
     with contextlib.closing(given):
-        return _write_parquet(path, schema, tables())
+        return write_parquet(path, schema, tables())

@@ -81,7 +81,7 @@ def write_results(
     """
     extras = {*include, *checkpoint.asked_extras(), *(lending.asks if lending else ())}
     columns = result_columns(extras)
-    given = _PassthroughValues(checkpoint)
+    given = PassthroughValues(checkpoint)
     schema = results_schema(given.schema, extras, metadata)
     charged: set[str] = set()  # keys whose charge a row already carries
     unread: set[str] = set()  # keys whose answer was found unreadable (logged once)
@@ -117,10 +117,10 @@ def write_results(
                 ValuedRow(number, key, credits, answer.valuation, answer.valuation_id, figures)
                 for (number, key, credits, answer), figures in zip(read, lender, strict=True)
             ]
-            yield _table(rows, values, columns, schema)
+            yield column_table(rows, values, columns, schema)
 
     with contextlib.closing(given):
-        return _write_parquet(path, schema, tables())
+        return write_parquet(path, schema, tables())
 
 
 def write_problems(
@@ -128,16 +128,16 @@ def write_problems(
 ) -> int:
     """Write every row that got no valuation to `path` (problems.parquet), atomically;
     the rows written. `metadata` joins the file's key-value metadata."""
-    given = _PassthroughValues(checkpoint)
+    given = PassthroughValues(checkpoint)
     schema = problems_schema(given.schema, metadata)
 
     def tables() -> Iterator[pa.Table]:
         for batch in checkpoint.problem_rows(BATCH_ROWS):
             rows = [ProblemRow.of(stored) for stored in batch]
-            yield _table(rows, given.of([r.row_number for r in rows]), PROBLEM_TAIL, schema)
+            yield column_table(rows, given.of([r.row_number for r in rows]), PROBLEM_TAIL, schema)
 
     with contextlib.closing(given):
-        return _write_parquet(path, schema, tables())
+        return write_parquet(path, schema, tables())
 
 
 def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
@@ -162,13 +162,13 @@ def atomic_file(path: Path) -> contextlib.AbstractContextManager[IO[bytes]]:
 
 def write_table_atomic(path: Path, table: pa.Table) -> int:
     """Write one table as Parquet to `path` (verify.parquet), atomically; the rows written."""
-    return _write_parquet(path, table.schema, [table])
+    return write_parquet(path, table.schema, [table])
 
 
 def column_values(records: Sequence[Any], column: Column[Any]) -> pa.Array:
     """One fixed column of these records, taken and converted exactly as the files' are:
     `verify` builds what results.parquet would hold from an answer read back with this."""
-    return _column([column.get(record) for record in records], column.field())
+    return column_array([column.get(record) for record in records], column.field())
 
 
 # --- files ---------------------------------------------------------------------------------
@@ -203,7 +203,7 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def _write_parquet(path: Path, schema: pa.Schema, tables: Iterable[pa.Table]) -> int:
+def write_parquet(path: Path, schema: pa.Schema, tables: Iterable[pa.Table]) -> int:
     rows = 0
     with _replacing(path) as file, pq.ParquetWriter(file, schema, compression=COMPRESSION) as out:
         for group in _row_groups(tables):
@@ -237,7 +237,7 @@ class PassthroughStore(Protocol):
     def passthrough_batches(self) -> Generator[tuple[int, pa.RecordBatch], None, None]: ...
 
 
-class _PassthroughValues:
+class PassthroughValues:
     """The pass-through values of rows asked for in row order, taken from the stored
     batches as they come: one batch decoded at a time, however long the input."""
 
@@ -285,7 +285,7 @@ class _PassthroughValues:
         self._end = self._first + self._batch.num_rows
 
 
-def _table(
+def column_table(
     records: Sequence[Any],
     passthrough: Sequence[pa.Array],
     columns: Sequence[Column[Any]],
@@ -303,14 +303,14 @@ def _table(
             valuations = valuations or [record.valuation for record in records]
             get = c.of_valuation
             values = [None if v is None else get(v) for v in valuations]
-        fixed.append(_column(values, c.field()))
+        fixed.append(column_array(values, c.field()))
     return pa.Table.from_arrays([numbers, *passthrough, *fixed], schema=schema)
 
 
 # --- columns to Arrow ----------------------------------------------------------------------
 
 
-def _column(values: Sequence[Any], field: pa.Field) -> pa.Array:
+def column_array(values: Sequence[Any], field: pa.Field) -> pa.Array:
     if pa.types.is_timestamp(field.type):
         return _timestamps(values, field.type)
     as_json = _JSON_TYPES.get(field.name)
