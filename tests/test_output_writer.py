@@ -605,7 +605,7 @@ def test_a_failed_write_leaves_the_old_file(
     assert path.read_bytes() == old
     assert [p.name for p in tmp_path.iterdir() if "tmp" in p.name] == []
 
-    monkeypatch.setattr(writer, "_table", convert)
+    monkeypatch.setattr(writer, "column_table", convert)
     assert write_results(checkpoint, path) == 4
     assert [p.name for p in tmp_path.iterdir() if "tmp" in p.name] == []
 
