@@ -1,8 +1,12 @@
 """Child processes measured from outside: wall time, CPU seconds and peak RSS.
 
-A child is reaped with `os.wait4`, which returns the resource use of that one process
-(user and system CPU, peak RSS), whatever else the bench runs beside it: the figure is
-the child's own, start-up and interpreter included.
+A child is reaped with `os.wait4`, which returns the CPU of that one process (user and
+system), whatever else the bench runs beside it: the figure is the child's own, start-up
+and interpreter included. Its peak RSS is not taken from there: Linux starts a child's
+`ru_maxrss` at its parent's resident size when it forks (kept across exec), so a bench
+that has grown to 600 MiB writing a book would lend that figure to every child after.
+The peak is the child's own memory's high-water mark (`VmHWM` in /proc/PID/status),
+read every time the child is polled (each 20 ms) until it ends.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ class Child:
             list(argv), stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=cwd
         )
         self.pid = self._process.pid
+        self._peak_kib = 0
         self._cut = False
         self._result: Finished | None = None
 
@@ -77,6 +82,7 @@ class Child:
             os.kill(self.pid, sig)
 
     def _reap(self, flags: int) -> None:
+        self._peak_kib = max(self._peak_kib, _high_water_kib(self.pid))
         pid, status, usage = os.wait4(self.pid, flags)
         if pid == 0:
             return
@@ -88,9 +94,21 @@ class Child:
             exit_code=self._process.returncode,
             seconds=seconds,
             cpu_seconds=usage.ru_utime + usage.ru_stime,
-            peak_rss_mib=usage.ru_maxrss / 1024,  # KiB on Linux
+            peak_rss_mib=self._peak_kib / 1024,
             cut=self._cut,
         )
+
+
+def _high_water_kib(pid: int) -> int:
+    """The process's peak resident size so far (0 once it has ended)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return 0
 
 
 def run_measured(
