@@ -6,6 +6,10 @@ turns what ends the invocation into one `RunRefusedError` line: another run hold
 (`dir_locked`, 75, nothing written) or a defect (`internal_error`, 70, the traceback in
 the log only). A `RunRefusedError` raised inside passes through as it is.
 
+`NotedSignals` is the three commands' handling of SIGTERM and SIGINT outside their
+sending phase (which has its own watcher): only noted, and acted on at the next safe
+point.
+
 `defect_line` serves the commands with no log of their own (`check`, `split`, `export`,
 `report`, ...): the traceback goes to a file of its own, named in the one line.
 """
@@ -15,10 +19,12 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import os
+import signal
 import tempfile
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -65,3 +71,33 @@ def defect_line(exc: BaseException, folder: Path | None = None) -> str:
     except OSError as error:
         return logs.scrub(f"{line} (the traceback could not be written: {error})")
     return logs.scrub(f"{line} (the traceback is in {path})")
+
+
+class NotedSignals:
+    """Outside the sending phase a SIGTERM or SIGINT is only noted (`received`), and the
+    command acts on it at its next safe point: between two input batches, before
+    sending. Writing the outputs, which is short, always finishes. The previous handlers
+    come back at the end; `catch` puts the note back after each sending round, whose
+    watcher gives the signals back to their default handlers when it ends."""
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self._previous: dict[signal.Signals, Any] = {}
+
+    def catch(self) -> None:
+        def note(signum: int, _frame: object) -> None:
+            # Only a note, logged where it is acted on: a handler that logged could wait
+            # forever on the log's write lock, held by the very write it interrupted.
+            self.received = signal.Signals(signum).name
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, note)
+
+    def __enter__(self) -> NotedSignals:
+        self._previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+        self.catch()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)

@@ -15,7 +15,6 @@ import contextlib
 import dataclasses
 import datetime as dt
 import hashlib
-import signal
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -28,7 +27,7 @@ from batchval import logs
 from batchval.booking import BookRun
 from batchval.ingest import ingest, price_input
 from batchval.input import InputError, InputSource, open_input
-from batchval.invocation import locked_dir
+from batchval.invocation import NotedSignals, locked_dir
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
 from batchval.output.compare import VERIFY_NAME
 from batchval.output.lender import Lending
@@ -90,7 +89,7 @@ class Runner:
         self.request = request
         self.settings = request.settings
         self._embedded_api = embedded_api
-        self._signalled: str | None = None  # the signal received outside the sending phase
+        self._signals = NotedSignals()  # a signal received outside the sending phase
         self._started = time.monotonic()
         self._statuses: Mapping[str, int] = {}  # this invocation's calls by status
         offset = dt.timedelta(seconds=request.settings.run.clock_offset_seconds)
@@ -101,17 +100,15 @@ class Runner:
     def run(self) -> RunSummary | DryRunSummary:
         """One invocation; returns its summary (also written to DIR/summary.json).
         Raises RunRefusedError when it ends before sending."""
-        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-        self._catch_signals()
         self._started = time.monotonic()
-        try:
-            summary = self._run()
-        except RunRefusedError as exc:
-            # dir_locked: the file is the holder's to write.
-            if exc.reason is not StopReason.DIR_LOCKED:
-                self._metrics(None, {}, 0, 0, int(exc.exit_code))
-            raise
-        else:
+        with self._signals:
+            try:
+                summary = self._run()
+            except RunRefusedError as exc:
+                # dir_locked: the file is the holder's to write.
+                if exc.reason is not StopReason.DIR_LOCKED:
+                    self._metrics(None, {}, 0, 0, int(exc.exit_code))
+                raise
             if isinstance(summary, RunSummary):
                 self._metrics(
                     summary.counts,
@@ -121,9 +118,6 @@ class Runner:
                     int(summary.exit_code),
                 )
             return summary
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
 
     def _metrics(
         self,
@@ -151,19 +145,6 @@ class Runner:
             write_metrics(self.request.metrics_file, figures, now=self._now().timestamp())
         except OSError as exc:  # the metrics never decide the run's outcome
             log.warning("run.metrics.unwritable", path=str(exc.filename), error=exc.strerror)
-
-    def _catch_signals(self) -> None:
-        """Outside the sending phase (which has its own watcher), a SIGTERM or SIGINT is
-        noted and acted on at the next safe point: between two input batches, or before
-        sending. Writing the outputs, which is short, always finishes."""
-
-        def note(signum: int, _frame: object) -> None:
-            # Only a note, logged where it is acted on: a handler that logged could wait
-            # forever on the log's write lock, held by the very write it interrupted.
-            self._signalled = signal.Signals(signum).name
-
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, note)
 
     def _run(self) -> RunSummary | DryRunSummary:
         with locked_dir(self.request.out_dir, LOG_NAME, "run"):
@@ -348,7 +329,7 @@ class Runner:
         return api_identity(self.settings.api)
 
     def _ingest(self, checkpoint: Checkpoint, source: InputSource, run_id: str) -> None:
-        ingest(checkpoint, source, run_id, interrupted=lambda: self._signalled)
+        ingest(checkpoint, source, run_id, interrupted=lambda: self._signals.received)
 
     # --- sending -------------------------------------------------------------------------
 
@@ -359,10 +340,10 @@ class Runner:
         recover = self.settings.api is not None and bool(recoverable(checkpoint))
         if not checkpoint.any_pending() and not recover:
             return SendOutcome()
-        if self._signalled:
-            log.warning("run.signal", signal=self._signalled, while_="before sending")
+        if self._signals.received:
+            log.warning("run.signal", signal=self._signals.received, while_="before sending")
             return SendOutcome(
-                StopInfo(StopReason.SIGNAL, f"received {self._signalled} before sending")
+                StopInfo(StopReason.SIGNAL, f"received {self._signals.received} before sending")
             )
         stored = checkpoint.get("not_before")
         not_before = dt.datetime.fromisoformat(stored) if stored else None
@@ -388,7 +369,7 @@ class Runner:
                 run=self.settings.run,
                 now=self._now,
                 progress_bar=self.request.progress_bar,
-                after_round=self._catch_signals,
+                after_round=self._signals.catch,
                 on_metrics=lambda statuses, limited, credits: self._metrics(
                     checkpoint.counts(), statuses, limited, credits, None
                 ),
@@ -459,6 +440,6 @@ class Runner:
             source,
             run_id=self.request.run_id or "dry-run",
             problems_path=self.request.out_dir / PROBLEMS_NAME,
-            interrupted=lambda: self._signalled,
+            interrupted=lambda: self._signals.received,
             plan=lambda checkpoint: BookRun.start(self.settings, checkpoint, self._now),
         )

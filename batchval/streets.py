@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import signal
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -29,7 +28,7 @@ import structlog
 from batchval.api.vocabulary import DAILY_PAID_CALLS
 from batchval.input import InputError, InputSource, open_input
 from batchval.input.validate import check_postcodes
-from batchval.invocation import locked_dir
+from batchval.invocation import NotedSignals, locked_dir
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
 from batchval.output.names import LOG_NAME, PROBLEMS_NAME
 from batchval.output.street_files import (
@@ -147,29 +146,15 @@ class Streets:
         self.request = request
         self.settings = request.settings
         self._embedded_api = embedded_api
-        self._signalled: str | None = None  # a signal received outside the sending phase
+        self._signals = NotedSignals()  # a signal received outside the sending phase
         offset = dt.timedelta(seconds=request.settings.run.clock_offset_seconds)
         self._now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC) + offset
 
     def run(self) -> StreetsSummary | DryRunSummary:
         """One invocation; returns its summary (also written to DIR/summary.json).
         Raises RunRefusedError when it ends before sending."""
-        previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-        self._catch_signals()
-        try:
+        with self._signals:
             return self._run()
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-
-    def _catch_signals(self) -> None:
-        """As the runner does: outside the sending phase a signal is only noted."""
-
-        def note(signum: int, _frame: object) -> None:
-            self._signalled = signal.Signals(signum).name
-
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, note)
 
     def _run(self) -> StreetsSummary | DryRunSummary:
         with locked_dir(self.request.out_dir, LOG_NAME, "streets"):
@@ -297,10 +282,10 @@ class Streets:
         total = 0
         try:
             for batch in source.batches(check_postcodes):
-                if self._signalled:
+                if self._signals.received:
                     raise RunRefusedError(
                         StopReason.SIGNAL,
-                        f"interrupted by {self._signalled} while reading the input; "
+                        f"interrupted by {self._signals.received} while reading the input; "
                         "run the same command again",
                     )
                 checked = batch.checked
@@ -327,9 +312,9 @@ class Streets:
         checkpoint = store.checkpoint
         if not store.any_pending():
             return SendOutcome()
-        if self._signalled:
+        if self._signals.received:
             return SendOutcome(
-                StopInfo(StopReason.SIGNAL, f"received {self._signalled} before sending")
+                StopInfo(StopReason.SIGNAL, f"received {self._signals.received} before sending")
             )
         # The daily limit is the account's, whichever product reached it.
         stored = checkpoint.get("not_before")
@@ -353,7 +338,7 @@ class Streets:
                 run=run,
                 now=self._now,
                 progress_bar=self.request.progress_bar,
-                after_round=self._catch_signals,
+                after_round=self._signals.catch,
                 job_for=lambda client: StreetJob(
                     client, store, now=self._now, assumed_credits=run.street_credits
                 ),

@@ -25,12 +25,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import signal
 import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pyarrow as pa
@@ -40,7 +38,7 @@ from batchval.api import PartnerClient
 from batchval.api.client import Answer
 from batchval.api.errors import PartnerError, UnreadableAnswerError
 from batchval.api.models import Valuation
-from batchval.invocation import locked_dir
+from batchval.invocation import NotedSignals, locked_dir
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
 from batchval.output.compare import (
     VERIFY_NAME,
@@ -152,7 +150,7 @@ def verify_dir(out_dir: Path, settings: Settings, *, progress_bar: bool = False)
             f"{out_dir} has no {RESULTS_NAME}: verify reads back the valuations of a run's "
             "results (batchval run INPUT --out DIR first)",
         )
-    signals = _Signals()
+    signals = NotedSignals()
     with locked_dir(out_dir, LOG_NAME, "verify"), signals:
         # An earlier verify's file goes first: this one, stopped or refused, must never
         # leave it to read as the clean comparison of the results held now.
@@ -178,33 +176,6 @@ def _checkpoint(out_dir: Path) -> Iterator[Checkpoint]:
             found = Checkpoint.open(Path(scratch))
         stack.callback(found.close)
         yield found
-
-
-class _Signals:
-    """As the runner does: outside the sending phase a SIGTERM or SIGINT is only noted
-    (asyncio gives them back to their default handlers when the sending phase's watcher
-    ends, and verify.parquet must not be cut short); the previous handlers come back at
-    the end."""
-
-    def __init__(self) -> None:
-        self.received: str | None = None
-        self._previous: dict[signal.Signals, Any] = {}
-
-    def catch(self) -> None:
-        def note(signum: int, _frame: object) -> None:
-            self.received = signal.Signals(signum).name
-
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, note)
-
-    def __enter__(self) -> _Signals:
-        self._previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-        self.catch()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        for sig, handler in self._previous.items():
-            signal.signal(sig, handler)
 
 
 def _api_of(out_dir: Path, checkpoint: Checkpoint, settings: Settings) -> ApiSettings:
@@ -251,7 +222,7 @@ def _verify(
     api: ApiSettings,
     settings: Settings,
     progress_bar: bool,
-    signals: _Signals,
+    signals: NotedSignals,
 ) -> VerifySummary:
     started = time.monotonic()
     log.info("verify.reading", valuations=len(held.ids()), rows=held.rows)
@@ -296,7 +267,7 @@ def _verify(
     return summary
 
 
-def _send(sending: Sending, signals: _Signals) -> SendOutcome:
+def _send(sending: Sending, signals: NotedSignals) -> SendOutcome:
     """The reads, through the sending phase of `run`: its waits (a daily limit's
     `not_before`, a kept `Retry-After`), pool, signal watch and the pause and limit it
     keeps for the next invocation. As `run`: no call before a stored `not_before` (75

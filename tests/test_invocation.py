@@ -1,16 +1,20 @@
-"""What a command says of a defect met outside any DIR's log (batchval/invocation.py);
-`locked_dir` itself is exercised by every run, streets and verify test."""
+"""What a command says of a defect met outside any DIR's log, and its signals outside
+the sending phase (batchval/invocation.py); `locked_dir` itself is exercised by every
+run, streets and verify test."""
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import tempfile
 from pathlib import Path
 
 import pytest
+import structlog
 
 from batchval import cli, logs
-from batchval.invocation import defect_line
+from batchval.invocation import NotedSignals, defect_line
 from batchval.logs import Redactor
 
 SECRET = "s3cr3t-value-never-shown"
@@ -69,3 +73,23 @@ def test_a_defect_in_split_exits_70_with_one_line_and_the_traceback_in_a_file(
     assert len(written) == 1
     assert str(written[0]) in lines[0]
     assert "in _fail" in written[0].read_text(encoding="utf-8")
+
+
+def test_a_signal_outside_sending_is_only_noted_then_the_handler_comes_back() -> None:
+    """The handler notes the signal and logs nothing (a handler that logged could
+    deadlock on the log's write lock when the signal lands in the middle of a log line:
+    a SIGTERM during ingest once hung a run that way); the previous handler is back at
+    the end."""
+
+    def before(_signum: int, _frame: object) -> None:
+        raise AssertionError("the previous handler ran inside")
+
+    previous = signal.signal(signal.SIGTERM, before)
+    try:
+        with structlog.testing.capture_logs() as logged, NotedSignals() as noted:
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert noted.received == "SIGTERM"
+        assert logged == []
+        assert signal.getsignal(signal.SIGTERM) is before
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import signal
 from pathlib import Path
 
 import pytest
-import structlog.testing
 from support import LIVE, portfolio
 
 from batchval.outcome import ExitCode, StopInfo, StopReason
@@ -151,22 +148,3 @@ def test_runner_runs_in_process(served: RunningSandbox, tmp_path: Path) -> None:
     assert result.credits == Tally(40, 40)
     written = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
     assert written == result.to_json()
-
-
-def test_a_signal_outside_sending_is_only_noted(tmp_path: Path) -> None:
-    """The handler sets a flag and logs nothing: a handler that logged could deadlock on
-    the log's write lock when the signal lands in the middle of a log line (a SIGTERM
-    during ingest once hung a run that way); the runner logs where it acts on it."""
-    request = RunRequest(
-        input_path=tmp_path / "book.csv", out_dir=tmp_path / "out", settings=load_settings(None, {})
-    )
-    runner = Runner(request)
-    previous = signal.getsignal(signal.SIGTERM)
-    try:
-        with structlog.testing.capture_logs() as logged:
-            runner._catch_signals()
-            os.kill(os.getpid(), signal.SIGTERM)
-        assert runner._signalled == "SIGTERM"
-        assert logged == []
-    finally:
-        signal.signal(signal.SIGTERM, previous)
