@@ -48,6 +48,7 @@ PROBE_GROWTH = 0.001  # of the ceiling per second, above the target
 PROBE_QUICKENS_AFTER = 20.0  # seconds of probing without a 429 that double the probe
 RAISE_AFTER = 1.1  # past this share of the ceiling without a 429, the ceiling follows
 MIN_RATE = 0.5
+TURN_AHEAD = 0.1  # seconds: how far ahead a request's turn is taken before it waits
 
 
 def start_rate(concurrency: int) -> float:
@@ -82,10 +83,12 @@ class RateController:
     async def slot(self) -> float:
         """Wait for this request's turn; returns the moment it may leave (its send time).
 
-        The turn is taken on the shared schedule before waiting, so each request sleeps
-        once: workers racing for the same moment woke and slept again, about five times
-        a call at a high rate (docs/performance.md). A 429 that pauses the pool while a
-        request waits for its turn sends it back for a new one after the pause."""
+        A turn that comes within `TURN_AHEAD` is taken on the shared schedule before the
+        wait, so the request sleeps once: workers racing for the same moment woke and
+        slept again, about five times a call at a high rate (docs/performance.md). A
+        later one is not taken yet: a rate that grows meanwhile (slow start) would leave
+        it at the old pace. A 429 that pauses the pool while a request waits for its
+        turn sends it back for a new one after the pause."""
         while True:
             now = self._clock()
             start = max(now, self.paused_until, self._next_start)
@@ -94,14 +97,15 @@ class RateController:
                 return now
             if self._next_start > now:
                 self._held_back_at = now
-            if start > self.paused_until:  # pacing, not a pause: this turn is taken now
+            paced = start > self.paused_until  # the schedule holds it, not a pause
+            if paced and start - now <= TURN_AHEAD:
                 self._next_start = start + 1.0 / self.rate
                 await self._sleep(start - now)
                 now = self._clock()
                 if self.paused_until <= now:
                     return now
             else:
-                await self._sleep(start - now)
+                await self._sleep(start - now - (TURN_AHEAD if paced else 0.0))
 
     def pause_remaining(self) -> float:
         return max(0.0, self.paused_until - self._clock())
