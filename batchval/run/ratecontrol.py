@@ -98,7 +98,9 @@ class RateController:
             if self._next_start > now:
                 self._held_back_at = now
             paced = start > self.paused_until  # the schedule holds it, not a pause
-            if paced and start - now <= TURN_AHEAD:
+            # (within a microsecond: the wait below ends TURN_AHEAD before the turn, and
+            # float arithmetic must not leave it a hair short, waiting again forever)
+            if paced and start - now <= TURN_AHEAD + 1e-6:
                 self._next_start = start + 1.0 / self.rate
                 await self._sleep(start - now)
                 now = self._clock()
