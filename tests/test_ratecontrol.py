@@ -189,6 +189,19 @@ async def test_a_token_bucket_is_used_with_few_429s(limit: float, burst: int) ->
     assert refused / (accepted + refused) <= 0.015
 
 
+async def test_a_success_answered_during_a_pause_leaves_the_rate_alone() -> None:
+    """A call sent before a 429 and answered during its pause neither grows the rate nor
+    shrinks it (a negative span once took the rate below zero)."""
+    time = FakeTime()
+    control = controller(time, rate=20.0)
+    sent = [await control.slot() for _ in range(3)]
+    control.on_rate_limited(1, sent[0])
+    assert control.rate == pytest.approx(10.0)
+    time.now += 0.03
+    control.on_success()
+    assert control.rate == pytest.approx(10.0)
+
+
 async def test_breaker_opens_after_a_streak_and_lets_one_probe_through() -> None:
     """Past the threshold one probe goes at a time; a success closes the circuit."""
     time = FakeTime()

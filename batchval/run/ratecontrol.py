@@ -115,6 +115,10 @@ class RateController:
     def on_success(self) -> None:
         """An answer that was not a 429: the API accepted the call."""
         now = self._clock()
+        if now < self._last_growth:
+            # Answered during a pause (sent before the 429): no time to grow in, and a
+            # negative span would take the rate below zero.
+            return
         elapsed = now - self._last_growth
         self._last_growth = now
         if now - self._held_back_at > 1.0:
