@@ -48,6 +48,21 @@ async def test_requests_are_paced_at_the_rate() -> None:
     assert starts[-1] - starts[0] == pytest.approx(9 / 4)
 
 
+async def test_a_turn_taken_a_little_late_keeps_the_schedule() -> None:
+    """A request a little late for its turn (a wake-up's delay) does not push the turns
+    after it back; one that comes long after its turn (demand fell short) restarts the
+    schedule from now, banking no turns for a burst."""
+    time = FakeTime()
+    control = controller(time, rate=10.0)
+    await control.slot()
+    time.now += 0.12  # 20 ms late for the turn at 0.1 s
+    await control.slot()
+    assert await control.slot() == pytest.approx(1000.2)  # on the schedule, not 1000.22
+    time.now += 1.0
+    idle = await control.slot()
+    assert await control.slot() == pytest.approx(idle + 0.1)
+
+
 async def test_no_request_leaves_before_retry_after() -> None:
     """After a 429 every slot waits until the Retry-After has passed."""
     time = FakeTime()
