@@ -384,6 +384,30 @@ def test_quote_marks_past_the_first_block(tmp_path: Path, cell: str, read: str |
     assert len(notes) == 20_000
 
 
+def test_parquet_memory_does_not_grow_with_the_file(tmp_path: Path) -> None:
+    """Streaming a Parquet file of many row groups, Arrow holds a row group's worth, not
+    the file (pyarrow's pre-buffering would keep every chunk read until the end)."""
+    rng = random.Random(2)
+    rows = 200_000
+    table = pa.table(
+        {
+            "postcode": ["SW1A 1AA"] * rows,
+            "propertyType": ["flat"] * rows,
+            "bedrooms": [2] * rows,
+            "notes": [rng.randbytes(24).hex() for _ in range(rows)],
+        }
+    )
+    path = tmp_path / "homes.parquet"
+    pq.write_table(table, path, row_group_size=10_000)
+    before = pa.total_allocated_bytes()
+    held = read = 0
+    for batch in open_input(path, InputOptions(batch_rows=5_000)).batches():
+        held = max(held, pa.total_allocated_bytes() - before)
+        read += batch.checked.height
+    assert read == rows
+    assert held < path.stat().st_size / 4
+
+
 def test_invalid_utf8_mid_file_is_input_error(tmp_path: Path) -> None:
     """A byte that is not UTF-8 after the head is found while streaming, as InputError."""
     rows = [[f"L{i}", "SW1A 1AA", "flat", "2", "", "x" * 40] for i in range(3000)]

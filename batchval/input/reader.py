@@ -15,7 +15,8 @@ with the file:
   carriage return is read by polars throughout. The
   file is transcoded first when it is latin-1 or cp1252, as a stream, to a temporary
   UTF-8 file (disk, not memory, pays for it).
-- Parquet: `pyarrow.parquet.ParquetFile.iter_batches`, every request field cast to text
+- Parquet: `pyarrow.parquet.ParquetFile.iter_batches` (not pre-buffered: memory flat as
+  the file grows), every request field cast to text
   (a float 3.0 becomes "3.0", which is the integer 3 to validation), but for an
   include column that is a list of text (`list<string>`), read as a list of items.
   Any other nested column is refused: nothing else in a request is nested.
@@ -67,6 +68,7 @@ from batchval.input.validate import check_batch
 _PARQUET_MAGIC = b"PAR1"
 _ZIP_MAGIC = b"PK\x03\x04"  # also every .xlsx workbook
 _TRANSCODE_CHARS = 1 << 20
+_PARQUET_BUFFER_BYTES = 1 << 20
 
 _DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}
 
@@ -262,7 +264,11 @@ class _ParquetTable:
         self, fields: Sequence[str], passthrough: Sequence[str], include: str | None, rows: int
     ) -> Iterator[_Raw]:
         try:
-            parquet = pq.ParquetFile(self.path)
+            # No pre-buffering: with it (pyarrow's default) the column chunks read stay
+            # cached until the reader closes, so the Arrow memory held grew with the
+            # file (measured on the bench's books: 34 MiB at 1 M rows, 116 MiB at 5 M;
+            # 16 MiB at both without it, reading through a 1 MiB buffer).
+            parquet = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=_PARQUET_BUFFER_BYTES)
         except READ_ERRORS as exc:
             raise InputError(self.path, f"cannot be read: {first_line(exc)}") from exc
         wanted = list(dict.fromkeys([*fields, *passthrough]))
