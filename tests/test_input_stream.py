@@ -13,7 +13,7 @@ import hypothesis.strategies as st
 import polars as pl
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import example, given, settings
 
 from batchval.input import stream
 from batchval.input.passthrough import LEADING_ZERO
@@ -137,7 +137,8 @@ CELLS = [
 ]
 
 
-@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(deadline=None, max_examples=200)
+@example(cells=["1", "1.5", "99999999999999999999"], cuts=[2])  # Float64, then Int128: text
 @given(
     cells=st.lists(st.sampled_from(CELLS), min_size=1, max_size=12),
     cuts=st.lists(st.integers(min_value=1, max_value=12), max_size=4),

@@ -1,7 +1,8 @@
 """A CSV file's records as text, streamed in memory that does not grow with the file.
 
 polars' CSV scan, streaming engine or not, reads the whole file into memory before it
-parses it, and its schema inference over the whole file maps all of it: measured, a
+parses it (with POLARS_VERBOSE=1 it says it "acquired read bytes" of the file's size),
+and its schema inference over the whole file maps all of it: measured, a
 5,000,000-row book (265 MB) took the reader to 767 MiB against 461 MiB at 1,000,000
 rows. pyarrow's streaming CSV reader (`pyarrow.csv.open_csv`) over an open file parses
 it `BLOCK_BYTES` at a time, as it is asked for the next batch, so memory holds a few
@@ -54,8 +55,8 @@ BLOCK_BYTES = 1 << 20
 _BARE_CR = re.compile(r"\r(?!\n)")
 
 # The types polars settles on when it sees two kinds of value down one column; any other
-# mix is text (polars-io's `finish_infer_field_schema`, checked in the tests against
-# polars' own inference).
+# mix is text (read from polars' inference, and checked in the tests against it: a
+# column of 1, 99999999999999999999 and 1.5 is text, not Float64).
 _MERGED: dict[frozenset[pl.DataType], pl.DataType] = {
     frozenset({pl.Int64(), pl.Float64()}): pl.Float64(),
     frozenset({pl.Int128(), pl.Float64()}): pl.Float64(),
@@ -146,21 +147,35 @@ def passthrough_types(
             break
         for i in open_:
             column = block.to_series(i)
-            seen[i].update(_inferred(column))
+            seen[i] |= _inferred(column)
             zero[i] = zero[i] or bool(column.str.contains(given.LEADING_ZERO).any())
     found = [merged_type(kinds) for kinds in seen]
     return found, [i for i, kind in enumerate(found) if kind == pl.Int64 and zero[i]]
 
 
 def _inferred(column: pl.Series) -> set[pl.DataType]:
-    """The type polars infers for a column of text, or none when it holds no value. Its
-    distinct values are written back as CSV (quoting what needs it) for polars to infer
-    from, so that the rules are polars' own."""
+    """The kinds of value polars infers in a column of text (none when it holds no
+    value). Its distinct values are written back as CSV (quoting what needs it) for
+    polars to infer from, so that the rules are polars' own."""
     values = column.drop_nulls().unique().rename("value")
     if values.is_empty():
         return set()
     text = io.BytesIO(values.to_frame().write_csv().encode())
-    return {pl.scan_csv(text, infer_schema_length=None).collect_schema()["value"]}
+    kind = pl.scan_csv(text, infer_schema_length=None).collect_schema()["value"]
+    if kind not in (pl.Float64, pl.Int128):
+        return {kind}
+    # polars may have merged numbers of two kinds into this one, and the merge over the
+    # blocks must know which: 1 and 1.5 in one block and 99999999999999999999 in the
+    # next are text over the whole file, not Float64. Every value here is a number to
+    # polars; the integers are those written as digits alone.
+    integers = values.filter(values.str.contains(r"^-?\d+$"))
+    fits = integers.str.to_integer(strict=False).is_not_null()
+    kinds = {kind}
+    if fits.any():
+        kinds.add(pl.Int64())
+    if (~fits).any():
+        kinds.add(pl.Int128())
+    return kinds
 
 
 def merged_type(kinds: Iterable[pl.DataType]) -> pl.DataType:
