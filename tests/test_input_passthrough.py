@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from batchval.input import InputError, InputOptions, open_input
+from batchval.input import InputError, InputOptions, open_input, stream
 
 HOME = ["SW1A 1AA", "flat", "2"]
 HEAD = ["postcode", "property_type", "bedrooms"]
@@ -106,6 +106,25 @@ def test_types_are_decided_over_the_whole_file(tmp_path: Path) -> None:
     assert [b.num_rows for b in batches] == [10, 10, 6]
     assert {b.schema for b in batches} == {pa.schema([("loan", pa.string()), ("flag", pa.bool_())])}
     assert batches[0]["loan"].to_pylist()[:2] == ["0", "1"]
+
+
+@pytest.mark.parametrize(
+    ("last", "kind"),
+    [("n/a", pa.string()), ("007", pa.string()), ("2.5", pa.float64()), ("", pa.int64())],
+)
+def test_types_are_decided_over_blocks_past_the_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, last: str, kind: pa.DataType
+) -> None:
+    """A value in the last block of a file of several (pyarrow reads it a block at a time)
+    types the column as it types a file of one block: text, a leading zero, a float, or
+    nothing at all."""
+    monkeypatch.setattr(stream, "BLOCK_BYTES", 16 * 1024)
+    cells = [str(n) for n in range(20_000)] + [last]
+    path = write_csv(tmp_path / "homes.csv", {"loan": cells})
+    assert path.stat().st_size > 10 * stream.BLOCK_BYTES
+    table = passed(path)
+    assert table.schema.field("loan").type == kind
+    assert table["loan"].to_pylist()[:2] == (["0", "1"] if kind == pa.string() else [0, 1])
 
 
 def test_csv_text_is_kept_exactly(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from batchval.input import InputError, InputOptions, InputSource, open_input
+from batchval.input import InputError, InputOptions, InputSource, open_input, stream
 
 HEADER = ["loan_id", "postcode", "property_type", "bedrooms", "floor_area_sqm", "notes"]
 ROWS = [
@@ -334,6 +335,77 @@ def test_open_reads_only_the_head(tmp_path: Path) -> None:
     message = fault(path, InputOptions(batch_rows=500))
     assert "cannot be read" in message
     assert source.columns == HEADER
+
+
+@pytest.mark.parametrize("short", [4, 19_000])
+def test_a_short_row_reads_with_its_missing_fields_empty(tmp_path: Path, short: int) -> None:
+    """A row with fewer fields than the header reads in its place, the rest empty, in the
+    first block or far past it (where polars reads on from the row pyarrow refused)."""
+    rows = [[f"L{i}", "SW1A 1AA", "flat", "2", "", "x" * 40] for i in range(20_000)]
+    rows[short] = [f"L{short}", "SW1A 1AA", "flat"]
+    path = write_csv(tmp_path / "homes.csv", rows)
+    assert path.stat().st_size > stream.BLOCK_BYTES
+    read = read_all(open_input(path, InputOptions(batch_rows=1000)))
+    assert [r["row_number"] for r in read] == list(range(1, 20_001))
+    assert loan_ids(read) == [f"L{i}" for i in range(20_000)]
+    assert [(r["row_number"], r["rule"]) for r in read if r["rule"]] == [
+        (short + 1, "area_or_bedrooms_required")
+    ]
+    assert read[short]["passthrough"] == {"loan_id": f"L{short}", "notes": None}
+
+
+def test_a_long_row_past_the_first_block_says_where(tmp_path: Path) -> None:
+    """A row with more fields than the header, far into the file, is refused after the
+    rows read before it (polars, reading on from pyarrow, stops at its chunk's start)."""
+    rows = [[f"L{i}", "SW1A 1AA", "flat", "2", "", "x" * 40] for i in range(20_000)]
+    rows[19_000].append("extra")
+    path = write_csv(tmp_path / "homes.csv", rows)
+    message = fault(path, InputOptions(batch_rows=1000))
+    found = re.search(r"cannot be read after data row (\d+): found more fields", message)
+    assert found is not None
+    assert 1000 <= int(found.group(1)) <= 19_000
+
+
+@pytest.mark.parametrize(
+    ("cell", "read"), [('"5"" pipe"', '5" pipe'), ('5" pipe', None), ('"ab"cd', "abcd")]
+)
+def test_quote_marks_past_the_first_block(tmp_path: Path, cell: str, read: str | None) -> None:
+    """A doubled quote mark in a quoted field reads as one; a stray quote mark is refused
+    as polars refuses it; text after a closing quote is kept (pyarrow's reading, where
+    polars refused the file)."""
+    rows = [[f"L{i}", "SW1A 1AA", "flat", "2", "", "x" * 40] for i in range(20_000)]
+    rows[19_000][5] = cell
+    path = write_csv(tmp_path / "homes.csv", rows)
+    if read is None:
+        assert "stray or unclosed quote mark" in fault(path)
+        return
+    notes = [r["passthrough"]["notes"] for r in read_all(open_input(path, InputOptions()))]
+    assert notes[19_000] == read
+    assert len(notes) == 20_000
+
+
+def test_parquet_memory_does_not_grow_with_the_file(tmp_path: Path) -> None:
+    """Streaming a Parquet file of many row groups, Arrow holds a row group's worth, not
+    the file (pyarrow's pre-buffering would keep every chunk read until the end)."""
+    rng = random.Random(2)
+    rows = 200_000
+    table = pa.table(
+        {
+            "postcode": ["SW1A 1AA"] * rows,
+            "propertyType": ["flat"] * rows,
+            "bedrooms": [2] * rows,
+            "notes": [rng.randbytes(24).hex() for _ in range(rows)],
+        }
+    )
+    path = tmp_path / "homes.parquet"
+    pq.write_table(table, path, row_group_size=10_000)
+    before = pa.total_allocated_bytes()
+    held = read = 0
+    for batch in open_input(path, InputOptions(batch_rows=5_000)).batches():
+        held = max(held, pa.total_allocated_bytes() - before)
+        read += batch.checked.height
+    assert read == rows
+    assert held < path.stat().st_size / 4
 
 
 def test_invalid_utf8_mid_file_is_input_error(tmp_path: Path) -> None:

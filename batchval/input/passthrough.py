@@ -15,7 +15,9 @@ problems.parquet alike (docs/outputs.md):
   - the include column, when it is passed through and is a list, is its items joined
     by `;`, as a CSV cell has them.
 - **CSV**: the type that polars' schema inference gives the column, read over the whole
-  file (`infer_schema_length=None`; polars' defaults otherwise, so dates stay text):
+  file (`infer_schema_length=None`; polars' defaults otherwise, so dates stay text; run
+  block by block and merged as polars merges, so memory does not grow with the file,
+  `input/stream`):
   Int64, Float64, Boolean or String. Two kinds of integer columns stay text, because
   a number would lose what the text says: one with a value beyond Int64 (polars reads
   it as Int128, which Arrow does not have; such numbers are identifiers), and one with a
@@ -39,7 +41,7 @@ import pyarrow.parquet as pq
 from batchval.input.options import InputError
 
 _WIDEST_DECIMAL = 38  # digits: what polars, DuckDB and Spark read
-_LEADING_ZERO = r"^-?0\d"
+LEADING_ZERO = r"^-?0\d"  # an integer written with a leading zero: 007, -01
 # The CSV types polars infers that are kept; any other (Int128, or a type a later polars
 # may infer) is written as the text it was read from.
 _KEPT: tuple[pl.DataType, ...] = (pl.Int64(), pl.Float64(), pl.Boolean(), pl.String())
@@ -72,7 +74,7 @@ def integer_columns(inferred: Mapping[str, pl.DataType]) -> list[str]:
 
 def has_leading_zero(text: pl.Expr) -> pl.Expr:
     """Whether any value of the text column is an integer written with a leading zero."""
-    return text.str.contains(_LEADING_ZERO).any()
+    return text.str.contains(LEADING_ZERO).any()
 
 
 def from_text(path: Path, frame: pl.DataFrame, types: Mapping[str, pl.DataType]) -> pa.RecordBatch:
