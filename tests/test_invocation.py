@@ -8,6 +8,7 @@ import os
 import re
 import signal
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,15 @@ from batchval.invocation import NotedSignals, defect_line
 from batchval.logs import Redactor
 
 SECRET = "s3cr3t-value-never-shown"
+
+
+@pytest.fixture(autouse=True)
+def _logging_restored() -> Iterator[None]:
+    """These tests configure logging as a command does (on the test's captured stderr,
+    closed after it): other tests' logging is theirs."""
+    before = structlog.get_config()
+    yield
+    structlog.configure(**before)
 
 
 def _fail() -> None:
