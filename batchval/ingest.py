@@ -2,19 +2,23 @@
 
 `ingest` is the run's own reading: every row validated and keyed (`run/keys`), stored
 with its distinct request. `price_input` does the same into a throwaway checkpoint and
-counts, so that `run --dry-run` and `check` price an input alike.
+counts, so that `run --dry-run` and `check` price an input alike. `read_batches` is the
+reading both `run` and `streets` do: a signal ends it between two batches, and a fault
+of the input is the run's refusal.
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import structlog
 
 from batchval.api.vocabulary import DAILY_PAID_CALLS, VALUATION_CREDITS
 from batchval.input import InputBatch, InputError, InputSource
+from batchval.input.reader import Checker
+from batchval.input.validate import check_batch
 from batchval.outcome import RunRefusedError, StopReason
 from batchval.output.summary import DryRunSummary
 from batchval.output.writer import write_problems
@@ -49,6 +53,31 @@ def keyed_rows(batch: InputBatch, run_id: str) -> tuple[list[Row], list[tuple[st
     return rows, list(requests.items())
 
 
+def read_batches(
+    source: InputSource,
+    *,
+    interrupted: Callable[[], str | None],
+    check: Checker = check_batch,
+    command: str = "run",
+) -> Iterator[InputBatch]:
+    """Every batch of `source`, checked by `check`. A signal noted by `interrupted` ends
+    the reading between two batches (`signal`, 75), and a file that cannot be read on is
+    the run's refusal (`input_unusable`, 65)."""
+    try:
+        for batch in source.batches(check):
+            signalled = interrupted()
+            if signalled:
+                log.warning(f"{command}.signal", signal=signalled, while_="reading")
+                raise RunRefusedError(
+                    StopReason.SIGNAL,
+                    f"interrupted by {signalled} while reading the input; "
+                    "run the same command again",
+                )
+            yield batch
+    except InputError as exc:
+        raise RunRefusedError(StopReason.INPUT_UNUSABLE, str(exc)) from None
+
+
 def ingest(
     checkpoint: Checkpoint,
     source: InputSource,
@@ -59,22 +88,11 @@ def ingest(
     """Read, validate and key every row of `source` into `checkpoint`; a signal noted
     by `interrupted` ends it between two batches."""
     total = 0
-    try:
-        for batch in source.batches():
-            signalled = interrupted()
-            if signalled:
-                log.warning("run.signal", signal=signalled, while_="reading")
-                raise RunRefusedError(
-                    StopReason.SIGNAL,
-                    f"interrupted by {signalled} while reading the input; "
-                    "run the same command again",
-                )
-            rows, requests = keyed_rows(batch, run_id)
-            checkpoint.add_rows(rows, requests, batch.passthrough)
-            total += len(rows)
-            log.info("run.ingest.batch", rows=total)
-    except InputError as exc:
-        raise RunRefusedError(StopReason.INPUT_UNUSABLE, str(exc)) from None
+    for batch in read_batches(source, interrupted=interrupted):
+        rows, requests = keyed_rows(batch, run_id)
+        checkpoint.add_rows(rows, requests, batch.passthrough)
+        total += len(rows)
+        log.info("run.ingest.batch", rows=total)
 
 
 def price_input(

@@ -26,6 +26,7 @@ import anyio
 import structlog
 
 from batchval.api.vocabulary import DAILY_PAID_CALLS
+from batchval.ingest import read_batches
 from batchval.input import InputError, InputSource, open_input
 from batchval.input.validate import check_postcodes
 from batchval.invocation import NotedSignals, locked_dir
@@ -280,30 +281,27 @@ class Streets:
 
     def _ingest(self, store: StreetStore, source: InputSource) -> None:
         total = 0
-        try:
-            for batch in source.batches(check_postcodes):
-                if self._signals.received:
-                    raise RunRefusedError(
-                        StopReason.SIGNAL,
-                        f"interrupted by {self._signals.received} while reading the input; "
-                        "run the same command again",
-                    )
-                checked = batch.checked
-                rows = list(
-                    zip(
-                        checked.get_column("row_number").to_list(),
-                        checked.get_column("postcode").to_list(),
-                        checked.get_column("field").to_list(),
-                        checked.get_column("rule").to_list(),
-                        checked.get_column("detail").to_list(),
-                        strict=True,
-                    )
+        batches = read_batches(
+            source,
+            interrupted=lambda: self._signals.received,
+            check=check_postcodes,
+            command="streets",
+        )
+        for batch in batches:
+            checked = batch.checked
+            rows = list(
+                zip(
+                    checked.get_column("row_number").to_list(),
+                    checked.get_column("postcode").to_list(),
+                    checked.get_column("field").to_list(),
+                    checked.get_column("rule").to_list(),
+                    checked.get_column("detail").to_list(),
+                    strict=True,
                 )
-                store.add_rows(rows, batch.passthrough)
-                total += len(rows)
-                log.info("streets.ingest.batch", rows=total)
-        except InputError as exc:
-            raise RunRefusedError(StopReason.INPUT_UNUSABLE, str(exc)) from None
+            )
+            store.add_rows(rows, batch.passthrough)
+            total += len(rows)
+            log.info("streets.ingest.batch", rows=total)
 
     # --- sending -----------------------------------------------------------------------
 
