@@ -76,6 +76,12 @@ class StopInfo:
     not_before: dt.datetime | None = None  # no call before this (the daily limit)
     status: int | None = None  # the HTTP status that made the run stop, when one did
 
+    @property
+    def needs_a_person(self) -> bool:
+        """A stop that a complete run still reports (a defect, the account, the address):
+        what is left to do is a person's, not a resume's."""
+        return self.reason.exit_code in (ExitCode.INTERNAL, ExitCode.ACCOUNT, ExitCode.USAGE)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "reason": self.reason.value,

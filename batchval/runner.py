@@ -51,6 +51,22 @@ from batchval.store.checkpoint import (
 log = structlog.get_logger()
 
 
+def final_stop(counts: Counts, stop: StopInfo | None, pending: str = "request") -> StopInfo | None:
+    """Why a run is not complete (None when it is), for `run` and `streets` alike: every
+    incomplete run has a reason, and a complete run still reports a stop a person must
+    act on (`StopInfo.needs_a_person`: met while reading back, say), never a resumable
+    one. `pending` names what is left (requests, postcodes) in the defect's detail."""
+    if counts.complete:
+        return stop if stop is not None and stop.needs_a_person else None
+    if stop is not None:
+        return stop
+    return StopInfo(
+        StopReason.INTERNAL_ERROR,
+        f"{counts.requests_pending} {pending}(s) left pending with no reason recorded "
+        "(a defect: please report it); run the same command again to finish them",
+    )
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class RunRequest:
     input_path: Path
@@ -177,7 +193,7 @@ class Runner:
             if booked is not None:  # the budget's own stop leaves rows for a later night
                 sent = dataclasses.replace(sent, stop=booked.settle(sent.stop))
             counts = checkpoint.counts()
-            stop = self._final_stop(counts, sent.stop)
+            stop = final_stop(counts, sent.stop)
             code = ExitCode.COMPLETE if stop is None else stop.reason.exit_code
             portfolio = self._write_outputs(checkpoint, run_id, started)
             results = self.request.out_dir / RESULTS_NAME
@@ -234,22 +250,6 @@ class Runner:
         write_json_atomic(out / MANIFEST_NAME, manifest.scrubbed(redactor))
         portfolio = None if lending is None else lending.portfolio
         return None if portfolio is None else portfolio.to_json()
-
-    @staticmethod
-    def _final_stop(counts: Counts, stop: StopInfo | None) -> StopInfo | None:
-        """Why the run is not complete (None when it is). Every incomplete run has one.
-        A complete run still reports a stop a person must act on (a defect, the account,
-        the address: met while reading back, say), never a resumable one."""
-        if counts.complete:
-            needs_a_person = (ExitCode.INTERNAL, ExitCode.ACCOUNT, ExitCode.USAGE)
-            return stop if stop is not None and stop.reason.exit_code in needs_a_person else None
-        if stop is not None:
-            return stop
-        return StopInfo(
-            StopReason.INTERNAL_ERROR,
-            f"{counts.requests_pending} request(s) left pending with no reason recorded "
-            "(a defect: please report it); run the same command again to finish them",
-        )
 
     # --- before sending: fingerprints, run id, ingest -------------------------------
 

@@ -103,8 +103,7 @@ def _last_stop(last: dict[str, Any] | None) -> StopInfo | None:
 
 def _needs_a_person(last: dict[str, Any] | None) -> StopInfo | None:
     stop = _last_stop(last)
-    needs = (ExitCode.INTERNAL, ExitCode.ACCOUNT, ExitCode.USAGE)
-    return stop if stop is not None and stop.reason.exit_code in needs else None
+    return stop if stop is not None and stop.needs_a_person else None
 
 
 def _last_portfolio(last: dict[str, Any] | None) -> dict[str, Any] | None:

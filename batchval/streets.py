@@ -43,9 +43,9 @@ from batchval.output.summary import SUMMARY_NAME, DryRunSummary, RunSummary, Tal
 from batchval.output.writer import write_json_atomic
 from batchval.run.sending import Sending, SendOutcome
 from batchval.run.streets import StreetJob, call_credits
-from batchval.runner import Api, file_fingerprint
+from batchval.runner import Api, file_fingerprint, final_stop
 from batchval.settings import ApiSettings, Settings, api_identity
-from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint, CheckpointVersionError, Counts
+from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint, CheckpointVersionError
 from batchval.store.streets import COMMAND, StreetStore
 
 log = structlog.get_logger()
@@ -121,22 +121,6 @@ class StreetsSummary:
         return "\n".join(lines)
 
 
-def final_stop(counts: Counts, stop: StopInfo | None) -> StopInfo | None:
-    """Why the run is not complete (None when it is), as the runner decides it: every
-    incomplete run has a reason, and a complete run still reports a stop a person must act
-    on (a defect, the account, the address), never a resumable one."""
-    if counts.complete:
-        needs_a_person = (ExitCode.INTERNAL, ExitCode.ACCOUNT, ExitCode.USAGE)
-        return stop if stop is not None and stop.reason.exit_code in needs_a_person else None
-    if stop is not None:
-        return stop
-    return StopInfo(
-        StopReason.INTERNAL_ERROR,
-        f"{counts.requests_pending} postcode(s) left pending with no reason recorded "
-        "(a defect: please report it); run the same command again to finish them",
-    )
-
-
 class Streets:
     def __init__(
         self,
@@ -201,7 +185,7 @@ class Streets:
                 detail = f"{type(exc).__name__}: {exc}; the traceback is in {LOG_NAME}"
                 sent = SendOutcome(StopInfo(StopReason.INTERNAL_ERROR, detail))
             counts = store.counts()
-            stop = final_stop(counts, sent.stop)
+            stop = final_stop(counts, sent.stop, "postcode")
             code = ExitCode.COMPLETE if stop is None else stop.reason.exit_code
             outputs = self._write(store)
             checkpoint.end_invocation(
