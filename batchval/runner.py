@@ -29,14 +29,16 @@ from batchval.ingest import ingest, price_input
 from batchval.input import InputError, InputSource, open_input
 from batchval.invocation import NotedSignals, locked_dir
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
+from batchval.output.charges import write_charges
 from batchval.output.compare import VERIFY_NAME
 from batchval.output.lender import Lending
 from batchval.output.manifest import ANSWER_PATHS, MANIFEST_NAME, Manifest
 from batchval.output.metrics import RunMetrics, write_metrics
-from batchval.output.names import LOG_NAME, PROBLEMS_NAME, RESULTS_NAME
+from batchval.output.names import CHARGES_NAME, LOG_NAME, PROBLEMS_NAME, RESULTS_NAME
 from batchval.output.summary import SUMMARY_NAME, DryRunSummary, RunSummary, Tally
 from batchval.output.writer import write_json_atomic, write_problems, write_results
 from batchval.run import answers
+from batchval.run.charges import Received, ServerClock
 from batchval.run.keys import daily_run_id
 from batchval.run.recovery import recoverable
 from batchval.run.sending import Sending, SendOutcome
@@ -204,8 +206,7 @@ class Runner:
                 exit_code=int(code),
                 calls=sent.calls,
                 rate_limited=sent.rate_limited,
-                credits=sent.credits,
-                balance=sent.balance,
+                **checkpoint.money(invocation).invocation_figures(),
             )
             summary = self._summary(
                 checkpoint, run_id, sent, stop, counts, code, started, started_mono, portfolio, book
@@ -230,6 +231,7 @@ class Runner:
             input_sha256=checkpoint.get("input_fingerprint"),
             settings=self.settings.to_json(),
             written_at=started.isoformat(),
+            charges=checkpoint.money(checkpoint.invocation).to_json(),
         )
         api = self.settings.api
         redactor = logs.Redactor([] if api is None else [api.client_secret])
@@ -247,6 +249,7 @@ class Runner:
             checkpoint, out / RESULTS_NAME, include=include, lending=lending, metadata=metadata
         )
         write_problems(checkpoint, out / PROBLEMS_NAME, metadata=metadata)
+        write_charges(checkpoint.charge_lines(), out / CHARGES_NAME)
         write_json_atomic(out / MANIFEST_NAME, manifest.scrubbed(redactor))
         portfolio = None if lending is None else lending.portfolio
         return None if portfolio is None else portfolio.to_json()
@@ -320,7 +323,7 @@ class Runner:
             checkpoint.set("settings_fingerprint", settings_fp)
             checkpoint.finish_ingest()
         # Answers a killed run stored but never read: read now, never asked again.
-        answers.settle_stored(checkpoint)
+        answers.settle_stored(checkpoint, ServerClock(), Received(self._now()))
         return run_id
 
     def _api_identity(self) -> str:
@@ -412,11 +415,10 @@ class Runner:
             mode=checkpoint.get("mode") or "unknown",
             counts=counts,
             problems_by_type=checkpoint.problem_types(),
-            credits=Tally(sent.credits, counts.credits),
+            money=checkpoint.money(checkpoint.invocation),
             calls=Tally(sent.calls, totals["calls"]),
             rate_limited=Tally(sent.rate_limited, totals["rate_limited"]),
             invocations=totals["invocations"],
-            last_known_balance=totals["last_balance"],
             stop=stop,
             input=str(self.request.input_path),
             started_at=started.isoformat(),

@@ -38,6 +38,7 @@ def read_status(out_dir: Path) -> RunSummary | None:
             mode = streets.get("mode") or "unknown"
             complete = streets.ingest_complete and counts.complete
         ended = checkpoint.last_invocation_ended()
+        money = checkpoint.money(checkpoint.latest_invocation())
     finally:
         checkpoint.close()
     last = _last_summary(out_dir)
@@ -69,11 +70,10 @@ def read_status(out_dir: Path) -> RunSummary | None:
         mode=mode,
         counts=counts,
         problems_by_type=problems,
-        credits=Tally(0, counts.credits),
+        money=money,
         calls=Tally(0, totals["calls"]),
         rate_limited=Tally(0, totals["rate_limited"]),
         invocations=totals["invocations"],
-        last_known_balance=totals["last_balance"],
         stop=stop,
         input=last.get("input") if last else None,
         portfolio=_last_portfolio(last),

@@ -31,7 +31,8 @@ from batchval.input import InputError, InputSource, open_input
 from batchval.input.validate import check_postcodes
 from batchval.invocation import NotedSignals, locked_dir
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
-from batchval.output.names import LOG_NAME, PROBLEMS_NAME
+from batchval.output.charges import write_charges
+from batchval.output.names import CHARGES_NAME, LOG_NAME, PROBLEMS_NAME
 from batchval.output.street_files import (
     HOMES_NAME,
     STREETS_NAME,
@@ -175,7 +176,7 @@ class Streets:
         store = self._checkpoint()
         checkpoint = store.checkpoint
         try:
-            refreshed, settled = self._prepare(store, source, started)
+            refreshed = self._prepare(store, source, started)
             invocation = checkpoint.start_invocation(started.isoformat())
             assumed = call_credits(self.settings.run.street_credits, store)
             try:
@@ -194,8 +195,7 @@ class Streets:
                 exit_code=int(code),
                 calls=sent.calls,
                 rate_limited=sent.rate_limited,
-                credits=settled + sent.credits,
-                balance=sent.balance,
+                **checkpoint.money(invocation).invocation_figures(),
             )
             totals = checkpoint.totals()
             summary = StreetsSummary(
@@ -206,13 +206,10 @@ class Streets:
                     mode=store.get("mode") or "unknown",
                     counts=counts,
                     problems_by_type=store.problem_types(),
-                    # The store's running total: every recorded read's charge, whether
-                    # or not the invocation that paid it lived to record its own.
-                    credits=Tally(settled + sent.credits, store.credits_total),
+                    money=checkpoint.money(invocation),
                     calls=Tally(sent.calls, totals["calls"]),
                     rate_limited=Tally(sent.rate_limited, totals["rate_limited"]),
                     invocations=totals["invocations"],
-                    last_known_balance=totals["last_balance"],
                     stop=stop,
                     input=str(self.request.input_path),
                     started_at=started.isoformat(),
@@ -231,12 +228,10 @@ class Streets:
 
     # --- before sending --------------------------------------------------------------
 
-    def _prepare(
-        self, store: StreetStore, source: InputSource, started: dt.datetime
-    ) -> tuple[int, int]:
+    def _prepare(self, store: StreetStore, source: InputSource, started: dt.datetime) -> int:
         """Read the input when it is new or changed (reads are kept), settle answers a
         killed run stored, and make pending what must be read again. Returns how many
-        postcodes were made pending again, and the credits of the answers settled."""
+        postcodes were made pending again."""
         input_fp = file_fingerprint(self.request.input_path)
         settings_fp = self.settings.fingerprint()
         same = store.get("input_fingerprint") == input_fp
@@ -249,7 +244,7 @@ class Streets:
             store.set("settings_fingerprint", settings_fp)
             store.finish_ingest()
         # Answers a killed run stored but never read: read now, never asked again.
-        settled = StreetJob(None, store, now=self._now).settle_stored()
+        StreetJob(None, store, now=self._now).settle_stored()
         identity = api_identity(self.settings.api)  # the runner's: never the secret
         held = store.get("api_identity")
         if held is not None and held != identity and store.get("mode") == "test":
@@ -261,7 +256,7 @@ class Streets:
             again += store.refresh(started)
         if again:
             log.info("streets.read_again", postcodes=again, refresh=self.request.refresh)
-        return again, settled
+        return again
 
     def _ingest(self, store: StreetStore, source: InputSource) -> None:
         total = 0
@@ -344,7 +339,8 @@ class Streets:
         out = self.request.out_dir
         write_streets(store, out / STREETS_NAME)
         write_street_problems(store, out / PROBLEMS_NAME)
-        names = [STREETS_NAME, PROBLEMS_NAME]
+        write_charges(store.checkpoint.charge_lines(), out / CHARGES_NAME)
+        names = [STREETS_NAME, PROBLEMS_NAME, CHARGES_NAME]
         if self.request.join or self.settings.run.street_join:
             write_homes(store, out / HOMES_NAME)
             names.append(HOMES_NAME)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import json
 import os
 import subprocess
@@ -14,8 +15,12 @@ import httpx
 import polars as pl
 
 from batchval.api import Credentials, PartnerClient
+from batchval.run import answers
+from batchval.run.charges import Received, ServerClock
+from batchval.run.job import Settled
 from batchval.sandbox.config import Account, SandboxConfig
 from batchval.sandbox.server import RunningSandbox
+from batchval.store.checkpoint import Checkpoint
 
 LIVE = Credentials("sandbox-live", "sandbox-live-secret")
 TEST = Credentials("sandbox-test", "sandbox-test-secret")
@@ -126,3 +131,16 @@ def assert_no_secrets(served: RunningSandbox, out: Path, *texts: str) -> None:
     for needle in needles:
         for blob in blobs:
             assert needle.encode() not in blob, "a secret or token leaked"
+
+
+def settle_sent(checkpoint: Checkpoint, key: str, data: dict[str, Any]) -> Settled:
+    """`answers.settle` of an answer to a key this DIR first sent long before it was valued
+    (in 2000): a charge it carries is fresh."""
+    return answers.settle(
+        checkpoint,
+        key,
+        data,
+        first_sent="2000-01-01T00:00:00+00:00",
+        clock=ServerClock(),
+        received=Received(dt.datetime.now(dt.UTC)),
+    )

@@ -136,7 +136,7 @@ def test_stored_answer_is_read_after_a_crash(tmp_path: Path) -> None:
     checkpoint = filled(tmp_path)
     checkpoint.mark_sent("k1")
     checkpoint.record_answer("k1", b'{"id":"val_x"}')
-    assert checkpoint.answered() == [("k1", '{"id":"val_x"}')]
+    assert checkpoint.answered() == [("k1", '{"id":"val_x"}', None)]
     assert checkpoint.pending()[0].key != "k1"  # never sent again
     assert checkpoint.counts().requests_pending == 3
 
@@ -425,10 +425,13 @@ def test_version_3_checkpoint_gets_its_row_counts(tmp_path: Path) -> None:
     db.commit()
     db.close()
     checkpoint = Checkpoint.open(tmp_path)
-    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "6"
+    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "7"
     assert _row_figures(checkpoint) == _joined_counts(tmp_path) == (4, 1, 2, 0, 1, 1)
     counts = checkpoint.counts()
-    assert (counts.requests, counts.requests_pending, counts.credits) == (3, 2, 10)
+    assert (counts.requests, counts.requests_pending) == (3, 2)
+    # Its charge is kept, as uncertain: schema 3 kept no evidence of fresh or replay.
+    money = checkpoint.money(None)
+    assert (counts.credits, money.in_all, money.uncertain_credits) == (0, 0, 10)
     indexes = {row[1] for row in checkpoint._db.execute("PRAGMA index_list(requests)")}
     assert "requests_tally" in indexes
     checkpoint.close()
@@ -497,7 +500,7 @@ def test_held_writes_are_seen_by_every_read_in_the_group(tmp_path: Path) -> None
     checkpoint.record_retry("k1", "503")  # not held: the held send is applied first
     checkpoint.mark_sent("k1")
     checkpoint.record_answer("k1", b'{"id":"val_x"}')
-    assert checkpoint.answered() == [("k1", '{"id":"val_x"}')]
+    assert checkpoint.answered() == [("k1", '{"id":"val_x"}', None)]
     checkpoint.record_valuation("k1", 10)
     assert checkpoint.counts().valued_rows == 2
     assert [p.key for p in checkpoint.pending()] == ["k2", "k3"]
@@ -578,7 +581,7 @@ def test_version_4_checkpoint_gains_the_street_tables(tmp_path: Path) -> None:
     before = _row_figures(old)
     old.close()
     checkpoint = Checkpoint.open(tmp_path)
-    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "6"
+    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "7"
     assert _row_figures(checkpoint) == before
     tables = {row[0] for row in checkpoint.connection.execute("SELECT name FROM sqlite_master")}
     assert {"streets", "street_rows", "street_passthrough", "streets_by_state"} <= tables
@@ -594,7 +597,7 @@ def test_version_5_checkpoint_gains_the_book_plan(tmp_path: Path) -> None:
     before = _row_figures(old)
     old.close()
     checkpoint = Checkpoint.open(tmp_path)
-    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "6"
+    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "7"
     assert _row_figures(checkpoint) == before
     assert checkpoint.connection.execute("SELECT COUNT(*) FROM book_rows").fetchone() == (0,)
     version = checkpoint.connection.execute("PRAGMA table_info(book_rows)").fetchall()

@@ -131,7 +131,7 @@ def test_xlsx_has_sheets_panes_formats_and_typed_cells(
     out = valued_dir(served, tmp_path)
     exported(out, "--format", "xlsx")
     book_ = openpyxl.load_workbook(out / "results.xlsx")
-    assert book_.sheetnames == ["results", "problems"]
+    assert book_.sheetnames == ["results", "problems", "charges"]
     for name in ("results", "problems"):
         sheet = book_[name]
         parquet = pq.read_table(out / f"{name}.parquet")

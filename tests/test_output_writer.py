@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from structlog.testing import capture_logs
+from support import settle_sent
 
 from batchval.api.vocabulary import INCLUDE_ITEMS
 from batchval.output import (
@@ -33,7 +34,6 @@ from batchval.output import (
 )
 from batchval.output.lender import LENDER_GROUPS
 from batchval.output.records import FLOOR_AREA_HINT, ProblemRow
-from batchval.run import answers
 from batchval.sandbox.data import valuation_parts
 from batchval.store.checkpoint import Checkpoint
 
@@ -862,7 +862,7 @@ def test_an_unreadable_answer_is_a_problem_row_with_its_raw_answer(
     raw = json.dumps(body)
     checkpoint.mark_sent("k1")
     checkpoint.record_answer("k1", raw.encode())
-    settled = answers.settle(checkpoint, "k1", body)
+    settled = settle_sent(checkpoint, "k1", body)
     assert settled.problem is not None
     write_problems(checkpoint, tmp_path / "problems.parquet")
     row = pq.read_table(tmp_path / "problems.parquet").to_pylist()[0]

@@ -13,10 +13,9 @@ from typing import Any
 import pytest
 import structlog
 from hostile import HostileProxy, Rules, serve_proxy
-from support import LIVE, env_for, outputs, portfolio, run_cli
+from support import LIVE, env_for, outputs, portfolio, run_cli, settle_sent
 
 from batchval.api.client import Answer
-from batchval.run import answers
 from batchval.run.job import Gate
 from batchval.run.recovery import RecoveryJob, recoverable
 from batchval.sandbox.server import RunningSandbox
@@ -158,7 +157,7 @@ def checkpoint(tmp_path: Path) -> Iterator[Checkpoint]:
     held.add_rows([(1, "key-1", None, None, None)], [("key-1", REQUEST)])
     paid = valuation(valuation={"estimate": "a lot"}, charge={"credits": 10, "balanceAfter": 90})
     held.record_answer("key-1", json.dumps(paid).encode())
-    assert answers.settle(held, "key-1", paid).problem is not None
+    assert settle_sent(held, "key-1", paid).problem is not None
     yield held
     held.close()
 

@@ -15,6 +15,7 @@ from batchval.output.summary import DryRunSummary, RunSummary, Tally
 from batchval.runner import Runner, RunRequest
 from batchval.sandbox.server import RunningSandbox
 from batchval.settings import load_settings
+from batchval.store.charges import Money
 from batchval.store.checkpoint import Counts
 
 # summary.json's keys: scripts read them; they are added to, never renamed or removed.
@@ -30,6 +31,7 @@ SUMMARY_KEYS = {
     "problems_by_type",
     "credits_charged",
     "last_known_balance",
+    "charges",
     "calls",
     "rate_limited",
     "invocations",
@@ -69,11 +71,10 @@ def summary(stop: StopInfo | None = STOP) -> RunSummary:
         mode="live",
         counts=COUNTS,
         problems_by_type={"outside-coverage": 1, "required": 1},
-        credits=Tally(20, 50),
+        money=Money(20, 50, 3, 30, 1, 10, 950, "2026-11-23T01:00:00.000000+00:00"),
         calls=Tally(3, 9),
         rate_limited=Tally(0, 1),
         invocations=2,
-        last_known_balance=950,
         stop=stop,
     )
 
@@ -95,6 +96,9 @@ def test_summary_json_keys_are_the_contract() -> None:
         "not_before": "2026-11-24T00:00:00+00:00",
         "status": 429,
     }
+    assert found["credits_charged"] == {"this_invocation": 20, "total": 50}
+    assert found["last_known_balance"] == found["charges"]["balance"] == 950
+    assert found["charges"]["uncertain_credits"] == 10
     assert json.loads(json.dumps(found)) == found
 
 
@@ -117,6 +121,10 @@ def test_render_says_why_and_what_next() -> None:
     assert lines[0] == "run day-2026-11-23 (live mode): incomplete"
     assert "(1 repeat an earlier row)" in lines[1]
     assert "stopped: daily_limit: the account's daily limit is used" in lines
+    assert (
+        "credits: 20 this time, 50 in all; 3 replay(s) answered free; 1 uncertain "
+        "(10 credits, not counted: see charges.parquet); last known balance 950"
+    ) in lines
     assert lines[-1].startswith("exit 75; next: run the same command again after")
 
 

@@ -70,6 +70,7 @@ class Answer:
     status: int
     body: bytes
     data: dict[str, Any]
+    date: str | None = None  # the `Date` header: the API's clock (run/charges reads it)
 
 
 def canonical_json(body: dict[str, Any]) -> bytes:
@@ -418,7 +419,7 @@ def _answer(response: httpx.Response, content_type: str) -> Answer:
         raise UnrecognisedAnswerError(
             status=response.status_code, content_type=content_type, excerpt=excerpt(body), url=url
         )
-    return Answer(response.status_code, body, data)
+    return Answer(response.status_code, body, data, response.headers.get("Date"))
 
 
 def _retry_after(response: httpx.Response) -> int | None:

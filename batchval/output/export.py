@@ -49,7 +49,7 @@ __all__ = ["Export", "ExportedFile", "Format", "Nested", "export_dir"]
 
 # The Parquet files export reads, in this order (also the workbook's sheets): the run's
 # two, then those of the later commands when DIR holds them.
-SOURCES = ("results", "problems", "street_analysis", "homes_with_street", "verify")
+SOURCES = ("results", "problems", "street_analysis", "homes_with_street", "verify", "charges")
 # A DIR holds something to export when it has one of these (a `streets` DIR has no results).
 MAIN_SOURCES = ("results", "street_analysis")
 

@@ -42,6 +42,8 @@ class Manifest:
     indexed_to: Mapping[Any, int]  # indexedTo month (None: absent) -> rows
     written_at: str
     batchval_version: str = __version__
+    # The charges ledger's figures when the files were written (`store/charges.Money`).
+    charges: Mapping[str, Any] | None = None
 
     @classmethod
     def of_answers(cls, answers: Iterable[tuple[Any, ...]], **given: Any) -> Manifest:
@@ -70,6 +72,7 @@ class Manifest:
                 {"month": month, "rows": rows}
                 for month, rows in sorted(self.indexed_to.items(), key=_by_value)
             ],
+            "charges": None if self.charges is None else dict(self.charges),
         }
 
     def text(self, redactor: Redactor) -> str:

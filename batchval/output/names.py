@@ -7,3 +7,4 @@ from __future__ import annotations
 RESULTS_NAME = "results.parquet"
 PROBLEMS_NAME = "problems.parquet"
 LOG_NAME = "batchval.log"
+CHARGES_NAME = "charges.parquet"

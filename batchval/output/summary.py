@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchval.outcome import ExitCode, StopInfo
+from batchval.store.charges import Money
 from batchval.store.checkpoint import Counts
 
 SUMMARY_NAME = "summary.json"
@@ -53,11 +54,10 @@ class RunSummary:
     mode: str  # test or live, from the API's answers; unknown before the first
     counts: Counts
     problems_by_type: Mapping[str, int]
-    credits: Tally
+    money: Money  # the charges ledger's figures (`store/charges`)
     calls: Tally
     rate_limited: Tally
     invocations: int
-    last_known_balance: int | None
     stop: StopInfo | None
     input: str | None = None
     started_at: str | None = None
@@ -80,6 +80,15 @@ class RunSummary:
                 )
             object.__setattr__(self, "next_action", action)
 
+    @property
+    def credits(self) -> Tally:
+        """Fresh credits: this invocation's, and every invocation's."""
+        return Tally(self.money.this_time, self.money.in_all)
+
+    @property
+    def last_known_balance(self) -> int | None:
+        return self.money.balance
+
     def to_json(self) -> dict[str, Any]:
         return {
             "status": self.status,
@@ -92,6 +101,7 @@ class RunSummary:
             "problems_by_type": dict(self.problems_by_type),
             "credits_charged": self.credits.to_json(),
             "last_known_balance": self.last_known_balance,
+            "charges": self.money.to_json(),
             "calls": self.calls.to_json(),
             "rate_limited": self.rate_limited.to_json(),
             "invocations": self.invocations,
@@ -116,11 +126,7 @@ class RunSummary:
         if self.problems_by_type:
             kinds = ", ".join(f"{k} {v}" for k, v in self.problems_by_type.items())
             lines.append(f"problems by type: {kinds}")
-        balance = self.last_known_balance
-        lines.append(
-            f"credits: {self.credits.this_invocation} this time, {self.credits.total} in all"
-            + (f"; last known balance {balance}" if balance is not None else "")
-        )
+        lines.append(self.money.line())
         if self.portfolio is not None:
             lines.append(_portfolio_line(self.portfolio))
         if self.book is not None:

@@ -11,6 +11,10 @@ its valuation id, with the raw answer kept, rather than an endless retry).
 The mode (test or live) of a DIR comes from the answers themselves: the first answer
 sets it, and an answer of the other mode stops the run (`mode_mixed`), since one DIR
 never mixes fake and real figures.
+
+Every answer that carries a `charge` is a line of the charges ledger, whatever else it
+is (readable or not, of either mode), classified fresh, replay or uncertain by
+`run/charges`; the request keeps the credits of a fresh charge only.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ from typing import Any
 from batchval.api.errors import UnreadableAnswerError
 from batchval.api.models import Valuation
 from batchval.outcome import StopReason
-from batchval.run.job import Settled, charge_of
+from batchval.run.charges import Received, ServerClock, valuation_charge
+from batchval.run.job import Settled
+from batchval.store.charges import FRESH
 from batchval.store.checkpoint import Checkpoint
 from batchval.store.records import StoredProblem
 
@@ -34,9 +40,30 @@ def answer_mode(data: Mapping[str, Any]) -> str:
     return "test" if data.get("mode") == "test" else "live"
 
 
-def settle(checkpoint: Checkpoint, key: str, data: Mapping[str, Any]) -> Settled:
-    """Record the answer already stored raw under `key` as a valuation or a problem."""
-    credits, balance = charge_of(data)
+def settle(
+    checkpoint: Checkpoint,
+    key: str,
+    data: Mapping[str, Any],
+    *,
+    first_sent: str | None,
+    clock: ServerClock,
+    received: Received,
+) -> Settled:
+    """Record the answer already stored raw under `key` as a valuation or a problem, and
+    its charge in the ledger. `Settled.credits` is what this invocation spent on it."""
+    line = valuation_charge(
+        key,
+        data,
+        first_sent=first_sent,
+        clock=clock,
+        received=received,
+        invocation=checkpoint.invocation,
+    )
+    credits, balance = 0, None
+    if line is not None:
+        checkpoint.record_charge(line)
+        if line.kind == FRESH:
+            credits, balance = line.credits, line.balance_after
     mode = answer_mode(data)
     held = checkpoint.get("mode")
     if held is None:
@@ -66,10 +93,10 @@ def settle(checkpoint: Checkpoint, key: str, data: Mapping[str, Any]) -> Settled
     return Settled(credits, balance)
 
 
-def settle_stored(checkpoint: Checkpoint) -> int:
+def settle_stored(checkpoint: Checkpoint, clock: ServerClock, received: Received) -> int:
     """Settle the answers a crashed run stored and never settled; their credits summed."""
     credits = 0
-    for key, body in checkpoint.answered():
+    for key, body, first_sent in checkpoint.answered():
         try:
             data = json.loads(body)
         except ValueError:
@@ -77,5 +104,8 @@ def settle_stored(checkpoint: Checkpoint) -> int:
         if not isinstance(data, dict):
             checkpoint.record_retry(key, "a stored answer that is not JSON: sent again")
             continue
-        credits += settle(checkpoint, key, data).credits
+        settled = settle(
+            checkpoint, key, data, first_sent=first_sent, clock=clock, received=received
+        )
+        credits += settled.credits
     return credits

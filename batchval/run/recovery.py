@@ -97,14 +97,15 @@ class RecoveryJob(ReadJob[Recovery]):
             return Settled(problem=f"read back, still not usable: {why}")
         with self._checkpoint.transaction():
             self._checkpoint.record_answer(item.request_key, answer.body)
-            # The charge of the first answer: counted by the invocation that received it.
-            self._checkpoint.record_valuation(item.request_key, item.credits)
+            # The first answer's charge is in the ledger already, fresh or not.
+            credits = self._checkpoint.fresh_credits(item.request_key)
+            self._checkpoint.record_valuation(item.request_key, credits)
         self.recovered += 1
         log.info(
             "run.recovery.recovered",
             valuation_id=item.key,
             key=item.request_key,
-            credits=item.credits,
+            credits=credits,
         )
         return Settled()
 

@@ -179,7 +179,7 @@ class Sending:
     def _job(self, client: PartnerClient) -> Job[Any]:
         if self.job_for is not None:
             return self.job_for(client)
-        return ValuationJob(client, self.checkpoint)
+        return ValuationJob(client, self.checkpoint, now=self.now)
 
     async def _recover(self, client: PartnerClient, controller: RateController, stop: Stop) -> None:
         """Read back, by id, the paid answers that could not be read (`run/recovery`),

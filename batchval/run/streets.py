@@ -34,6 +34,7 @@ from batchval.api.vocabulary import STREET_CREDITS_ASSUMED
 from batchval.outcome import StopReason
 from batchval.postcodes import normalise
 from batchval.run.answers import UNREADABLE, answer_mode
+from batchval.run.charges import Received, street_charge
 from batchval.run.job import Gate, Settled, charge_of, problem_record
 from batchval.store.records import StoredProblem
 from batchval.store.streets import PendingStreet, StreetStore
@@ -88,6 +89,7 @@ class StreetJob:
             credits, _ = charge_of(answer.data)
             if credits or isinstance(answer.data.get("charge"), Mapping):
                 self._store.keep_stray(item.key, answer.body, credits)
+                self._record_charge(item.key, answer.data)
             log.warning("streets.answer.other_postcode", asked=item.key, answered=given)
             raise UnrecognisedAnswerError(
                 status=answer.status,
@@ -106,9 +108,11 @@ class StreetJob:
         return self.read(item.key, answer.data)
 
     def read(self, postcode: str, data: Mapping[str, Any]) -> Settled:
-        """Record the answer already stored raw for `postcode` as its read or a problem."""
+        """Record the answer already stored raw for `postcode` as its read or a problem,
+        and its charge in the ledger."""
         credits, balance = charge_of(data)
         now = self._now()
+        self._record_charge(postcode, data)
         mode = answer_mode(data)
         held = self._store.get("mode")
         if held is None:
@@ -145,6 +149,14 @@ class StreetJob:
             fresh_from=now if charged else min(now, _instant(analysis.generated_at) or now),
         )
         return Settled(credits, balance)
+
+    def _record_charge(self, postcode: str, data: Mapping[str, Any]) -> None:
+        checkpoint = self._store.checkpoint
+        line = street_charge(
+            postcode, data, received=Received(self._now()), invocation=checkpoint.invocation
+        )
+        if line is not None:
+            checkpoint.record_charge(line)
 
     def record_problem(self, item: PendingStreet, error: PartnerError) -> None:
         self._store.record_problem(

@@ -4,13 +4,15 @@ that were hashed for the key, each success kept raw before it is read (`run/answ
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from batchval.api.client import Answer
 from batchval.api.errors import PartnerError
 from batchval.api.vocabulary import VALUATION_CREDITS
 from batchval.run import answers
+from batchval.run.charges import Received, ServerClock, first_send
 from batchval.run.job import Gate, Settled, problem_record
 from batchval.store.checkpoint import Checkpoint, PendingRequest
 
@@ -27,15 +29,30 @@ class ValuationJob:
     name = "valuation"
     call_credits = VALUATION_CREDITS
 
-    def __init__(self, api: ValuationApi, checkpoint: Checkpoint) -> None:
+    def __init__(
+        self,
+        api: ValuationApi,
+        checkpoint: Checkpoint,
+        *,
+        now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    ) -> None:
         self._api = api
         self._checkpoint = checkpoint
+        self._now = now
+        self.clock = ServerClock()
+        # When this invocation first sent the requests the checkpoint held no send of.
+        self._first_sent: dict[str, str] = {}
 
     def pending(self, after_rowid: int) -> Sequence[PendingRequest]:
         return self._checkpoint.pending(after_rowid)
 
     def mark_sent(self, item: PendingRequest) -> None:
-        self._checkpoint.mark_sent(item.key)
+        first = item.first_sent or self._first_sent.get(item.key)
+        if first is None:
+            first = self._first_sent[item.key] = first_send(
+                self._checkpoint.sent_floor, self._now()
+            )
+        self._checkpoint.mark_sent(item.key, first)
 
     async def send(self, item: PendingRequest, gate: Gate) -> Answer:
         return await self._api.post_valuation(
@@ -44,7 +61,14 @@ class ValuationJob:
 
     def settle(self, item: PendingRequest, answer: Answer) -> Settled:
         self._checkpoint.record_answer(item.key, answer.body)  # paid: kept before it is read
-        return answers.settle(self._checkpoint, item.key, answer.data)
+        return answers.settle(
+            self._checkpoint,
+            item.key,
+            answer.data,
+            first_sent=item.first_sent or self._first_sent.pop(item.key, None),
+            clock=self.clock,
+            received=Received(self._now(), answer.date),
+        )
 
     def record_problem(self, item: PendingRequest, error: PartnerError) -> None:
         self._checkpoint.record_problem(item.key, problem_record(error))

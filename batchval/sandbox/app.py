@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import email.utils
 import json
 import random
 from collections.abc import Awaitable, Callable
@@ -182,6 +183,8 @@ class Sandbox:
         except ProblemAnswer as problem:
             call.type_name, call.code = problem.type_name, problem.code
             response = problem_response(problem, self.config.docs_base)
+        # The API's `Date` is its own clock, the one `valuedAt` is read from.
+        response.headers["Date"] = email.utils.format_datetime(at, usegmt=True)
         self.ledger.requests.append(
             RequestRecord(
                 at=at,

@@ -42,6 +42,7 @@ import pyarrow as pa
 
 from batchval.outcome import BatchvalError
 from batchval.store import records
+from batchval.store.charges import ChargeLedger
 from batchval.store.counts import Counts
 from batchval.store.held import HeldWrites
 from batchval.store.invocations import InvocationLog
@@ -69,6 +70,7 @@ class PendingRequest:
     key: str
     request_json: str
     attempts: int
+    first_sent: str | None = None  # when this DIR first sent it (batchval's clock)
 
 
 # Meta values read on every answer and written only through this connection while the
@@ -76,12 +78,14 @@ class PendingRequest:
 _CACHED_META = frozenset({"mode"})
 
 
-class Checkpoint(InvocationLog):
+class Checkpoint(InvocationLog, ChargeLedger):
     def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
         self._connection = connection
         self.path = path
         self._held = HeldWrites()
         self._meta: dict[str, str | None] = {}
+        self.invocation: int | None = None  # this process's, once `start_invocation`
+        self.sent_floor: str | None = None  # see `InvocationLog.start_invocation`
 
     @property
     def _db(self) -> sqlite3.Connection:  # type: ignore[override]  # read, never assigned
@@ -268,14 +272,14 @@ class Checkpoint(InvocationLog):
         rowid order from `requests_by_state` and the two merged, so that a page costs its
         own size (`state IN (...)` sorted every pending request for each page)."""
         found = self._db.execute(
-            "SELECT rowid, key, request, attempts FROM requests"
+            "SELECT rowid, key, request, attempts, first_sent FROM requests"
             " WHERE state = 'pending' AND rowid > ?1"
-            " UNION ALL SELECT rowid, key, request, attempts FROM requests"
+            " UNION ALL SELECT rowid, key, request, attempts, first_sent FROM requests"
             " WHERE state = 'sent' AND rowid > ?1"
             " ORDER BY 1 LIMIT ?2",
             (after_rowid, limit),
         ).fetchall()
-        return [PendingRequest(int(r[0]), str(r[1]), str(r[2]), int(r[3])) for r in found]
+        return [PendingRequest(int(r[0]), str(r[1]), str(r[2]), int(r[3]), r[4]) for r in found]
 
     def any_pending(self) -> bool:
         """Whether some request is still without its answer (one probe of an index)."""
@@ -284,13 +288,17 @@ class Checkpoint(InvocationLog):
         ).fetchone()
         return bool(found[0])
 
-    def mark_sent(self, key: str) -> None:
+    def mark_sent(self, key: str, first_sent: str | None = None) -> None:
+        """About to be sent; `first_sent` is kept unless the DIR sent it before."""
         held = self._held.hold(key, "sent")
         if held is not None:
             held.sends += 1
+            held.first_sent = held.first_sent or first_sent
             return
         self._db.execute(
-            "UPDATE requests SET state = 'sent', attempts = attempts + 1 WHERE key = ?", (key,)
+            "UPDATE requests SET state = 'sent', attempts = attempts + 1,"
+            " first_sent = COALESCE(first_sent, ?) WHERE key = ?",
+            (first_sent, key),
         )
 
     def row_numbers(self, key: str, limit: int = 5) -> list[int]:
@@ -313,12 +321,13 @@ class Checkpoint(InvocationLog):
             "UPDATE requests SET state = 'answered', answer = ? WHERE key = ?", (answer, key)
         )
 
-    def answered(self) -> list[tuple[str, str]]:
-        """(key, raw answer) of answers stored and never read (a crash came between)."""
+    def answered(self) -> list[tuple[str, str, str | None]]:
+        """(key, raw answer, first sent) of answers stored and never read (a crash came
+        between)."""
         found = self._db.execute(
-            "SELECT key, answer FROM requests WHERE state = 'answered' ORDER BY rowid"
+            "SELECT key, answer, first_sent FROM requests WHERE state = 'answered' ORDER BY rowid"
         ).fetchall()
-        return [(str(k), str(a)) for k, a in found]
+        return [(str(k), str(a), f) for k, a, f in found]
 
     def record_valuation(self, key: str, credits: int) -> None:
         """The stored answer is a valuation."""

@@ -14,10 +14,23 @@ from batchval.store import records
 
 class InvocationLog:
     _db: sqlite3.Connection
+    invocation: int | None
+    sent_floor: str | None
 
     def start_invocation(self, started_at: str) -> int:
+        """Record this invocation (it is `self.invocation` from now on). `sent_floor` is
+        when the oldest of the invocations killed just before this one started, if any:
+        one killed loses its last group of writes, so a request it sent may show no
+        send; this invocation's first send of a request is then recorded as that time,
+        the earliest it can have been (`run/charges` reads it)."""
+        killed = self._db.execute(
+            "SELECT started_at FROM invocations WHERE ended_at IS NULL AND id > COALESCE("
+            "(SELECT MAX(id) FROM invocations WHERE ended_at IS NOT NULL), 0) ORDER BY id LIMIT 1"
+        ).fetchone()
+        self.sent_floor = None if killed is None else str(killed[0])
         cursor = self._db.execute("INSERT INTO invocations (started_at) VALUES (?)", (started_at,))
-        return int(cursor.lastrowid or 0)
+        self.invocation = int(cursor.lastrowid or 0)
+        return self.invocation
 
     def end_invocation(
         self,
@@ -36,6 +49,11 @@ class InvocationLog:
             (ended_at, exit_code, calls, rate_limited, credits, balance, invocation),
         )
 
+    def latest_invocation(self) -> int | None:
+        """The id of the run's latest invocation (None before the first)."""
+        found = self._db.execute("SELECT MAX(id) FROM invocations").fetchone()
+        return None if found[0] is None else int(found[0])
+
     def last_invocation_ended(self) -> bool:
         """Whether the latest invocation ended (wrote its outputs), rather than was killed."""
         row = self._db.execute(
@@ -52,17 +70,10 @@ class InvocationLog:
         return [records.Invocation(*row) for row in found]
 
     def totals(self) -> dict[str, Any]:
-        """Calls, 429s and the last known balance over every invocation of the run."""
+        """Calls and 429s over every invocation of the run (the money is the charges
+        ledger's: `store/charges`)."""
         calls, limited = self._db.execute(
             "SELECT COALESCE(SUM(calls), 0), COALESCE(SUM(rate_limited), 0) FROM invocations"
         ).fetchone()
-        balance = self._db.execute(
-            "SELECT balance FROM invocations WHERE balance IS NOT NULL ORDER BY id DESC LIMIT 1"
-        ).fetchone()
         invocations = self._db.execute("SELECT COUNT(*) FROM invocations").fetchone()[0]
-        return {
-            "calls": int(calls),
-            "rate_limited": int(limited),
-            "last_balance": None if balance is None else int(balance[0]),
-            "invocations": int(invocations),
-        }
+        return {"calls": int(calls), "rate_limited": int(limited), "invocations": int(invocations)}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
-SCHEMA_VERSION = "6"
+SCHEMA_VERSION = "7"
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -35,7 +35,8 @@ CREATE TABLE IF NOT EXISTS requests (
     answer TEXT,
     problem TEXT,
     credits INTEGER,
-    row_count INTEGER NOT NULL DEFAULT 0
+    row_count INTEGER NOT NULL DEFAULT 0,
+    first_sent TEXT
 );
 CREATE TABLE IF NOT EXISTS invocations (
     id INTEGER PRIMARY KEY,
@@ -73,6 +74,19 @@ CREATE TABLE IF NOT EXISTS book_rows (
     fingerprint TEXT NOT NULL,
     plan TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS charges (
+    id INTEGER PRIMARY KEY,
+    product TEXT NOT NULL,
+    item TEXT NOT NULL,
+    ref TEXT,
+    at TEXT,
+    credits INTEGER NOT NULL,
+    balance_after INTEGER,
+    kind TEXT NOT NULL,
+    why TEXT NOT NULL,
+    invocation INTEGER,
+    received_at TEXT
+);
 CREATE TABLE IF NOT EXISTS street_passthrough (
     first_row INTEGER PRIMARY KEY,
     rows INTEGER NOT NULL,
@@ -88,6 +102,7 @@ CREATE INDEX IF NOT EXISTS requests_by_state ON requests (state);
 CREATE INDEX IF NOT EXISTS requests_tally ON requests (state, row_count, credits);
 CREATE INDEX IF NOT EXISTS street_rows_by_postcode ON street_rows (postcode);
 CREATE INDEX IF NOT EXISTS streets_by_state ON streets (state);
+CREATE UNIQUE INDEX IF NOT EXISTS charges_once ON charges (product, item, ref, at);
 """
 
 
@@ -126,6 +141,33 @@ def _to_6(db: sqlite3.Connection) -> None:
     del db  # the table exists already (CREATE TABLE IF NOT EXISTS)
 
 
+def _to_7(db: sqlite3.Connection) -> None:
+    """7 tells a fresh charge from a replay (`store/charges`): each request keeps when this
+    DIR first sent it (`first_sent`), and every answer that carried a `charge` is a line
+    of `charges`, which `TABLES` creates. The charges a version-6 DIR recorded are copied
+    in as `uncertain`: it kept no evidence to tell them apart."""
+    if not any(column[1] == "first_sent" for column in db.execute("PRAGMA table_info(requests)")):
+        db.execute("ALTER TABLE requests ADD COLUMN first_sent TEXT")
+    why = "recorded by a batchval that did not yet tell fresh charges from replays"
+
+    def read(path: str) -> str:
+        return f"CASE WHEN json_valid(answer) THEN json_extract(answer, '{path}') END"
+
+    db.execute(
+        "INSERT INTO charges (product, item, ref, at, credits, balance_after, kind, why)"
+        f" SELECT 'valuation', key, {read('$.id')}, {read('$.valuedAt')}, credits,"
+        f" {read('$.charge.balanceAfter')}, 'uncertain', ? FROM requests WHERE credits > 0",
+        (why,),
+    )
+    db.execute(
+        "INSERT INTO charges (product, item, ref, at, credits, kind, why)"
+        " SELECT 'street', postcode, postcode, read_at, credits, 'fresh', ?"
+        " FROM streets WHERE credits > 0",
+        ("a street analysis carries a charge only when it is charged (docs/api.md)",),
+    )
+    db.execute("UPDATE requests SET credits = 0 WHERE credits > 0")
+
+
 # Each version this one reads, with the step that brings it to a later one.
 MIGRATIONS: dict[str, tuple[str, Callable[[sqlite3.Connection], None]]] = {
     "1": ("3", _to_3),
@@ -133,4 +175,5 @@ MIGRATIONS: dict[str, tuple[str, Callable[[sqlite3.Connection], None]]] = {
     "3": ("4", _to_4),
     "4": ("5", _to_5),
     "5": ("6", _to_6),
+    "6": ("7", _to_7),
 }

@@ -1,0 +1,138 @@
+"""The run's charges ledger: a line for every answer that carried a `charge`, and the money
+figures every command reports, read from it.
+
+Each line says whether the charge was fresh (this DIR's call charged the account), a
+replay (the API answered from its idempotency store a charge made by an earlier call, in
+another DIR, on a lost DIR or by another worker: free this time) or uncertain (the
+evidence cannot tell; `run/charges` decides which). Only fresh charges are money this
+DIR spent. `Checkpoint` has these methods; streets and valuations write the same table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from collections.abc import Iterator
+from typing import Any
+
+from batchval.store.held import CHARGE_INSERT, HeldWrites
+
+FRESH, REPLAY, UNCERTAIN = "fresh", "replay", "uncertain"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ChargeLine:
+    """One answer that carried a charge, as charges.parquet shows it."""
+
+    product: str  # valuation or street
+    item: str  # the Idempotency-Key sent, or the postcode read
+    ref: str | None  # the valuation id, or the postcode
+    at: str | None  # the API's valuedAt / generatedAt, UTC ISO; None when unreadable
+    credits: int
+    balance_after: int | None
+    kind: str  # fresh, replay or uncertain
+    why: str  # the evidence for the kind, in words
+    invocation: int | None  # the invocation that received the answer
+    received_at: str | None  # batchval's clock when it was received
+
+    def row(self) -> tuple[object, ...]:
+        return dataclasses.astuple(self)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Money:
+    """The money figures of a DIR, the same in summary.json, `status`, the report, the
+    metrics and the manifest."""
+
+    this_time: int  # fresh credits received by the invocation asked about
+    in_all: int  # fresh credits of every invocation
+    replayed_calls: int  # answers that were replays: charged before, free this time
+    replayed_credits: int  # what those replays said the first call cost
+    uncertain_calls: int
+    uncertain_credits: int  # kept out of this_time and in_all
+    balance: int | None  # balanceAfter of the latest charge (by the API's time)
+    balance_at: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def invocation_figures(self) -> dict[str, Any]:
+        """What the invocations table keeps of them (`InvocationLog.end_invocation`)."""
+        return {"credits": self.this_time, "balance": self.balance}
+
+    def line(self) -> str:
+        """The terminal's line."""
+        text = f"credits: {self.this_time} this time, {self.in_all} in all"
+        if self.replayed_calls:
+            text += f"; {self.replayed_calls} replay(s) answered free"
+        if self.uncertain_calls:
+            text += (
+                f"; {self.uncertain_calls} uncertain ({self.uncertain_credits} credits, "
+                "not counted: see charges.parquet)"
+            )
+        if self.balance is not None:
+            text += f"; last known balance {self.balance}"
+        return text
+
+
+class ChargeLedger:
+    _db: sqlite3.Connection
+    _held: HeldWrites
+
+    def record_charge(self, line: ChargeLine) -> None:
+        """A line of the ledger: held with the group's writes, so it is committed with the
+        answer it came from (never one without the other)."""
+        if self._held.grouping:
+            self._held.charges.append(line.row())
+            return
+        self._db.execute(CHARGE_INSERT, line.row())
+
+    def fresh_credits(self, item: str) -> int:
+        """The credits of `item`'s fresh charges (what results.parquet says it cost)."""
+        found = self._db.execute(
+            "SELECT COALESCE(SUM(credits), 0) FROM charges WHERE item = ? AND kind = ?",
+            (item, FRESH),
+        ).fetchone()
+        return int(found[0])
+
+    def money(self, invocation: int | None) -> Money:
+        """The figures, `this_time` those of `invocation` (0 for None). The balance is the
+        `balanceAfter` of the fresh charge the API made last; of the latest replay only
+        when the DIR holds no fresh charge (then it is still the latest balance known)."""
+        this_time = in_all = replayed = replayed_credits = uncertain = uncertain_credits = 0
+        for kind, received_by, calls, credits in self._db.execute(
+            "SELECT kind, invocation, COUNT(*), SUM(credits) FROM charges GROUP BY 1, 2"
+        ):
+            if kind == FRESH:
+                in_all += int(credits)
+                if invocation is not None and received_by == invocation:
+                    this_time += int(credits)
+            elif kind == REPLAY:
+                replayed, replayed_credits = replayed + calls, replayed_credits + int(credits)
+            else:
+                uncertain, uncertain_credits = uncertain + calls, uncertain_credits + int(credits)
+        latest = self._db.execute(
+            "SELECT balance_after, at FROM charges"
+            " WHERE balance_after IS NOT NULL AND at IS NOT NULL"
+            " ORDER BY kind = ? DESC, at DESC, id DESC LIMIT 1",
+            (FRESH,),
+        ).fetchone()
+        return Money(
+            this_time=this_time,
+            in_all=in_all,
+            replayed_calls=replayed,
+            replayed_credits=replayed_credits,
+            uncertain_calls=uncertain,
+            uncertain_credits=uncertain_credits,
+            balance=None if latest is None else int(latest[0]),
+            balance_at=None if latest is None else str(latest[1]),
+        )
+
+    def charge_lines(self, batch: int = 20_000) -> Iterator[list[ChargeLine]]:
+        """Every line, in the order received, in batches."""
+        cursor = self._db.execute(
+            "SELECT product, item, ref, at, credits, balance_after, kind, why, invocation,"
+            " received_at FROM charges ORDER BY id"
+        )
+        while chunk := cursor.fetchmany(batch):
+            yield [ChargeLine(*row) for row in chunk]
