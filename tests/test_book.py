@@ -95,6 +95,21 @@ class Nights:
     def charges(self) -> int:
         return len(self.served.sandbox.ledger.valuations_created(LIVE.client_id))
 
+    def run_and_reconcile(self) -> tuple[Path, subprocess.CompletedProcess[str]]:
+        """A night whose credits this time are what the account was charged that night,
+        and whose balance is the account's."""
+        ledger = self.served.sandbox.ledger
+        before = ledger.credits_charged(LIVE.client_id)
+        out, done = self.run()
+        summary = outputs(out)[2]
+        charged = ledger.credits_charged(LIVE.client_id) - before
+        assert summary["credits_charged"]["this_invocation"] == charged, done.stdout
+        assert summary["charges"]["uncertain_calls"] == 0
+        if charged:
+            balance = self.served.sandbox.balances()[LIVE.client_id]
+            assert summary["last_known_balance"] == balance
+        return out, done
+
     def posts(self) -> int:
         return sum(1 for r in self.served.sandbox.ledger.requests if r.method == "POST")
 
@@ -117,7 +132,7 @@ def test_four_nights_value_the_whole_book_once(served: RunningSandbox, tmp_path:
     loans = pl.read_csv(nights.source)
     largest = set(loans.sort("loan_balance", descending=True).head(100)["loan_id"].to_list())
 
-    out, done = nights.run()
+    out, done = nights.run_and_reconcile()
     assert done.returncode == 0, done.stderr
     assert _valued(out) == largest
     book = _book_section(out)
@@ -137,7 +152,7 @@ def test_four_nights_value_the_whole_book_once(served: RunningSandbox, tmp_path:
 
     seen = set(largest)
     for night in (2, 3):
-        out, done = nights.run()
+        out, done = nights.run_and_reconcile()
         assert done.returncode == 0, done.stderr
         valued = _valued(out)
         assert len(valued) == 100
@@ -149,7 +164,7 @@ def test_four_nights_value_the_whole_book_once(served: RunningSandbox, tmp_path:
     assert served.sandbox.ledger.keys_charged_twice() == []
 
     posts = nights.posts()
-    out, done = nights.run()
+    out, done = nights.run_and_reconcile()
     assert done.returncode == 0, done.stderr
     assert nights.posts() == posts  # night 4 sent nothing
     results, problems, summary = outputs(out)

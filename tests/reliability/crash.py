@@ -121,6 +121,10 @@ class JobAudit:
     credits_charged: int = 0
     unique_valued_requests: int = 0
     summary_credits: int | None = None
+    # summary.json's balance, and the account's at the end (the charges ledger's word)
+    summary_balance: int | None = None
+    account_balance: int | None = None
+    summary_uncertain: int | None = None  # charges the run could not tell apart
     paid_missing_from_results: int = 0
     rows_unaccounted: int = 0
     early_requests: int = 0
@@ -133,6 +137,11 @@ class JobAudit:
     final_exit: int | None = None
 
     @property
+    def money_agrees(self) -> bool:
+        """The summary's balance is the account's, and no charge was left uncertain."""
+        return self.summary_balance == self.account_balance and self.summary_uncertain == 0
+
+    @property
     def sound(self) -> bool:
         return (
             self.final_exit == 0
@@ -141,6 +150,7 @@ class JobAudit:
             and self.rows_unaccounted == 0
             and self.credits_charged == VALUATION_CREDITS * self.unique_valued_requests
             and self.summary_credits == self.credits_charged
+            and self.money_agrees
             and self.early_requests == 0
             and self.secrets_leaked == 0
             and self.tracebacks == 0
@@ -191,6 +201,7 @@ class CrashReport:
             "credits_mismatch": sum(
                 a.credits_charged != VALUATION_CREDITS * a.unique_valued_requests
                 or a.summary_credits != a.credits_charged
+                or not a.money_agrees
                 for a in audits
             ),
             "paid_missing_from_results": sum(a.paid_missing_from_results for a in audits),
@@ -533,6 +544,9 @@ class _Job:
         try:
             summary = json.loads((self.out / "summary.json").read_text(encoding="utf-8"))
             audit.summary_credits = summary["credits_charged"]["total"]
+            audit.summary_balance = summary["last_known_balance"]
+            audit.summary_uncertain = summary["charges"]["uncertain_calls"]
+            audit.account_balance = sandbox.balances().get(CLIENT_ID)
             results = pl.read_parquet(self.out / "results.parquet")
             problems = pl.read_parquet(self.out / "problems.parquet")
         except (OSError, ValueError, KeyError):
