@@ -181,7 +181,8 @@ def _table(
         f"| bad-input corpus cases tried, passed | {corpus.passed + corpus.failed}, "
         f"{corpus.passed} ({corpus.skipped} skipped or xfailed, {corpus.seconds:.0f} s) |",
         f"| keys charged twice (crash suite) | {totals['keys_charged_twice']} |",
-        "| crash jobs where credits != 10 x unique valued requests or the summary's total, balance or uncertain charges | "
+        "| crash jobs where credits != 10 x unique valued requests or the summary's total,"
+        " balance or uncertain charges | "
         f"{totals['credits_mismatch']} |",
         f"| paid valuations lost (not in results) | {totals['paid_missing_from_results']} |",
         f"| rows unaccounted (missing or twice) | {totals['rows_unaccounted']} |",
