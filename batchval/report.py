@@ -104,6 +104,7 @@ def _read(path: Path, wanted: Sequence[str]) -> pl.DataFrame | None:
 def _outcome(summary: dict[str, Any]) -> Section:
     rows, requests = summary.get("rows", {}), summary.get("requests", {})
     credits = summary.get("credits_charged", {})
+    charges = summary.get("charges") or {}
     calls, limited = summary.get("calls", {}), summary.get("rate_limited", {})
     figures = [
         ("rows", rows.get("total")),
@@ -115,6 +116,8 @@ def _outcome(summary: dict[str, Any]) -> Section:
         ("calls (all invocations)", calls.get("total")),
         ("429 answers (all invocations)", limited.get("total")),
         ("credits charged (all invocations)", credits.get("total")),
+        ("replays answered free", charges.get("replayed_calls")),
+        ("charges uncertain (not counted)", charges.get("uncertain_calls")),
         ("last known balance", summary.get("last_known_balance")),
     ]
     body = _cards(figures)

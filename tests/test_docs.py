@@ -12,6 +12,7 @@ import pytest
 from batchval.input import PROBLEM_RULES
 from batchval.outcome import ExitCode, StopReason
 from batchval.output.book import BOOK_KEYS
+from batchval.output.charges import CHARGE_COLUMNS
 from batchval.output.schemas import (
     PROBLEM_COLUMNS,
     PROBLEM_TAIL,
@@ -80,3 +81,9 @@ def test_set_up_commands_are_documented() -> None:
     """The two set-up commands are in the quick start."""
     assert "make run" in README
     assert "make test" in README
+
+
+def test_charges_table_is_the_schema() -> None:
+    """docs/outputs.md shows charges.parquet's columns exactly as output/charges makes them."""
+    assert "## charges.parquet" in OUTPUTS
+    assert markdown_table(CHARGE_COLUMNS) in OUTPUTS

@@ -40,7 +40,7 @@ class RunMetrics:
 
 _HELP = {
     "rows": "Input rows of the run by outcome (valued, problem, pending).",
-    "credits_spent": "Credits charged by this invocation.",
+    "credits_spent": "Credits charged by this invocation (fresh charges: a replay is free).",
     "calls": "API calls made by this invocation, by HTTP status (no_answer: none came back).",
     "rate_limited_calls": "429 answers met by this invocation.",
     "run_seconds": "Seconds this invocation has run.",

@@ -251,7 +251,9 @@ RESULT_TAIL: tuple[Column[ValuedRow], ...] = (
     Column(
         "credits_charged",
         _I64,
-        "Credits charged; rows sharing one request carry it on the first row only.",
+        "Credits this DIR's call was charged (a fresh charge; 0 for a replay answered free"
+        " or an uncertain one, see charges.parquet); rows sharing one request carry it on"
+        " the first row only.",
         lambda r: r.credits,
     ),
     Column("idempotency_key", _S, "Idempotency-Key the request was sent with.", lambda r: r.key),
