@@ -210,7 +210,7 @@ def test_a_readable_read_settles_the_request_with_its_first_charge(
     """The read answer is stored and the request is done with the 10 credits first charged;
     the job reports no new credits (the first invocation counted them)."""
     [item] = recoverable(checkpoint)
-    assert (item.key, item.request_key, item.credits) == (VALUATION_ID, "key-1", 10)
+    assert (item.key, item.request_key) == (VALUATION_ID, "key-1")
     settled = RecoveryJob(NoApi(), checkpoint, [item]).settle(item, answer(valuation()))
     assert (settled.problem, settled.credits) == (None, 0)
     assert settled_states(checkpoint) == (1, 0, 10)

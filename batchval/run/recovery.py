@@ -10,10 +10,10 @@ the same pool as every call (pacing, retries, breaker, stops). If the read is a
 readable valuation with that id and the DIR's mode, whose `input` echo and `reference`
 agree with the request sent with the key (a valuation of another home never settles
 it; a mismatch is logged, `run.recovery.unusable`), the request becomes `done` with the
-answer read back and the credits the first answer carried (`charge_of` of the raw
-answer kept with the problem: what the pool counted then), in one transaction: its rows
-move from problems.parquet to results.parquet, charged once, never counted again in
-this invocation's credits. Anything else (a `not-found`, an answer still unreadable, a
+answer read back and the credits of the first answer's fresh charge (already in the
+charges ledger, `store/charges`, since the pool received it), in one transaction: its
+rows move from problems.parquet to results.parquet, charged once, never counted again
+in this invocation's credits. Anything else (a `not-found`, an answer still unreadable, a
 read that fails for now) leaves the request the problem it was, to be tried again by the
 next invocation. The problem JSON stays on the `done` request as its history; nothing
 reads a problem off a request that is not in the `problem` state.
@@ -41,7 +41,7 @@ from batchval.api.errors import PartnerError, UnreadableAnswerError
 from batchval.api.models import Valuation
 from batchval.api.vocabulary import REQUEST_FIELDS
 from batchval.run.answers import UNREADABLE, answer_mode
-from batchval.run.job import Settled, charge_of
+from batchval.run.job import Settled
 from batchval.run.reading import ReadApi, ReadJob
 from batchval.store.checkpoint import Checkpoint
 from batchval.store.records import StoredProblem
@@ -56,26 +56,16 @@ class Recovery:
     rowid: int
     key: str  # the valuation id the API gave (what is read)
     request_key: str  # the request's Idempotency-Key (what is recorded)
-    credits: int  # what the unreadable answer said it cost
 
 
 def recoverable(checkpoint: Checkpoint) -> list[Recovery]:
     """The unreadable answers that carry a valuation id, in the checkpoint's order."""
     found = []
-    for rowid, key, problem, raw in checkpoint.problems_of_type(UNREADABLE):
+    for rowid, key, problem, _ in checkpoint.problems_of_type(UNREADABLE):
         valuation_id = StoredProblem.from_json(problem).valuation_id
         if valuation_id:
-            found.append(Recovery(rowid, valuation_id, key, _charged(raw)))
+            found.append(Recovery(rowid, valuation_id, key))
     return found
-
-
-def _charged(raw: str | None) -> int:
-    """The credits the unreadable answer carried, read as `run/answers` read them."""
-    try:
-        data = json.loads(raw) if raw else None
-    except ValueError:
-        return 0
-    return charge_of(data)[0] if isinstance(data, dict) else 0
 
 
 class RecoveryJob(ReadJob[Recovery]):
