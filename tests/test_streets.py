@@ -92,6 +92,13 @@ def test_each_distinct_postcode_is_charged_once_and_not_again_within_30_days(
     status = run_cli("status", str(out), "--json", env=later_env)
     total = json.loads(status.stdout)["credits_charged"]["total"]
     assert total == served.sandbox.ledger.credits_charged() == 2 * credits
+    # The charges ledger: one fresh line a charged read, the latest balance the account's.
+    ledger = pl.read_parquet(out / "charges.parquet")
+    assert ledger["kind"].to_list() == ["fresh"] * 6
+    assert sorted(ledger["postcode"].to_list()) == sorted(2 * ["SW1A 2AA", "M1 1AE", "LS6 2AB"])
+    assert int(ledger["credits"].sum()) == total
+    assert summary(out)["last_known_balance"] == served.sandbox.balances()[LIVE.client_id]
+    assert summary(out)["credits_charged"]["this_invocation"] == credits
 
 
 def test_refresh_reads_again_free(served: RunningSandbox, tmp_path: Path) -> None:
