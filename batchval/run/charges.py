@@ -46,6 +46,7 @@ class ServerClock:
     def __init__(self) -> None:
         self._lower: dt.timedelta | None = None
         self.dated = False  # a `Date` header was seen: the clocks' difference is measured
+        self._date: tuple[str, dt.datetime | None] = ("", None)  # the last header read
 
     @property
     def lower(self) -> dt.timedelta:
@@ -60,7 +61,11 @@ class ServerClock:
 
     def observe_date(self, date: str | None, received_at: dt.datetime) -> None:
         """An HTTP `Date` header (whole seconds, rounded down: still a lower bound)."""
-        when = http_date(date)
+        if not date:
+            return
+        if self._date[0] != date:  # most answers of a second share one: parsed once
+            self._date = (date, http_date(date))
+        when = self._date[1]
         if when is not None:
             self.dated = True
             self.observe(when, received_at)

@@ -36,7 +36,19 @@ class ChargeLine:
     received_at: str | None  # batchval's clock when it was received
 
     def row(self) -> tuple[object, ...]:
-        return dataclasses.astuple(self)
+        """The values in the table's order (`dataclasses.astuple` copies deeply: 30 µs)."""
+        return (
+            self.product,
+            self.item,
+            self.ref,
+            self.at,
+            self.credits,
+            self.balance_after,
+            self.kind,
+            self.why,
+            self.invocation,
+            self.received_at,
+        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
