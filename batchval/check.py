@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
 
@@ -54,6 +55,7 @@ from batchval.api.vocabulary import VALUATION_CREDITS
 from batchval.ingest import price_input
 from batchval.input import InputError, open_input
 from batchval.outcome import ExitCode, RunRefusedError
+from batchval.run.midnight import resume_after_daily_limit
 from batchval.settings import ApiSettings, Settings
 
 # Well-formed (`^val_[0-9a-z]{26}$`) and never issued: real ids are random, and this one
@@ -120,7 +122,7 @@ def run_check(
             )
         )
         with embedded_api() as api:
-            findings += anyio.run(_probe, api, True)
+            findings += anyio.run(_probe, api, True, settings.run.now)
     else:
         api = settings.api
         findings.append(
@@ -130,13 +132,13 @@ def run_check(
                 f"client id {api.client_id!r}",
             )
         )
-        findings += anyio.run(_probe, api, False)
+        findings += anyio.run(_probe, api, False, settings.run.now)
     if input_path is not None:
         findings.append(_price(settings, input_path))
     return CheckReport(tuple(findings))
 
 
-async def _probe(api: ApiSettings, embedded: bool) -> list[Finding]:
+async def _probe(api: ApiSettings, embedded: bool, now: Callable[[], dt.datetime]) -> list[Finding]:
     async with PartnerClient(
         base_url=api.base_url,
         auth_url=api.auth_url,
@@ -149,7 +151,7 @@ async def _probe(api: ApiSettings, embedded: bool) -> list[Finding]:
         except PartnerError as exc:
             return [_token_failure(exc)]
         findings = [Finding("token", "the token URL gave an access token")]
-        findings.append(await _ask_without_token(api) or await _ask_api(client, api))
+        findings.append(await _ask_without_token(api) or await _ask_api(client, api, now))
         if findings[-1].code in (ExitCode.USAGE, ExitCode.ACCOUNT):
             return findings
         return [*findings, *_mode_and_balance(api, token, embedded)]
@@ -197,8 +199,12 @@ async def _ask_without_token(api: ApiSettings) -> Finding | None:
     )
 
 
-async def _ask_api(client: PartnerClient, api: ApiSettings) -> Finding:
-    """GET /valuations/{PROBE_ID}: a not-found problem document is the good answer."""
+async def _ask_api(
+    client: PartnerClient, api: ApiSettings, now: Callable[[], dt.datetime]
+) -> Finding:
+    """GET /valuations/{PROBE_ID}: a not-found problem document is the good answer. At
+    the daily limit, the time a run may start is read as a run reads it (`run/midnight`),
+    on the run's clock `now`."""
     where = f"GET {api.base_url.rstrip('/')}/valuations/{PROBE_ID}"
     try:
         await client.get_valuation(PROBE_ID)
@@ -210,10 +216,14 @@ async def _ask_api(client: PartnerClient, api: ApiSettings) -> Finding:
         )
     except RateLimitedError as exc:
         if exc.daily_limit:
+            not_before = resume_after_daily_limit(now(), exc.retry_after)
+            # Whole seconds, rounded up: never a time before the run's own not_before.
+            shown = (not_before + dt.timedelta(microseconds=999_999)).replace(microsecond=0)
             return Finding(
                 "api",
                 "the account's daily limit is used: a run now would stop at once; "
-                "run after midnight UTC",
+                f"run after {shown.isoformat()} (midnight UTC, as a run reads the "
+                "API's Retry-After)",
                 ExitCode.RESUMABLE,
             )
         return Finding("api", f"{where} answered 429 (short-term limit): address and token work")

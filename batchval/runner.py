@@ -41,7 +41,7 @@ from batchval.run import answers
 from batchval.run.charges import Received, ServerClock
 from batchval.run.keys import daily_run_id
 from batchval.run.recovery import recoverable
-from batchval.run.sending import Sending, SendOutcome
+from batchval.run.sending import Sending, SendOutcome, stored_not_before
 from batchval.settings import ApiSettings, Settings, api_identity
 from batchval.store.checkpoint import (
     CHECKPOINT_NAME,
@@ -110,8 +110,7 @@ class Runner:
         self._signals = NotedSignals()  # a signal received outside the sending phase
         self._started = time.monotonic()
         self._statuses: Mapping[str, int] = {}  # this invocation's calls by status
-        offset = dt.timedelta(seconds=request.settings.run.clock_offset_seconds)
-        self._now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC) + offset
+        self._now: Callable[[], dt.datetime] = request.settings.run.now  # with the test seam
 
     # --- the whole invocation ----------------------------------------------------------
 
@@ -348,12 +347,9 @@ class Runner:
             return SendOutcome(
                 StopInfo(StopReason.SIGNAL, f"received {self._signals.received} before sending")
             )
-        stored = checkpoint.get("not_before")
-        not_before = dt.datetime.fromisoformat(stored) if stored else None
-        if not_before is not None and self._now() >= not_before:
-            not_before = None
+        not_before = stored_not_before(checkpoint, self._now)
         if not_before is not None and not self.settings.run.wait_for_midnight:
-            log.warning("run.daily_limit.waiting", not_before=stored)
+            log.warning("run.daily_limit.waiting", not_before=not_before.isoformat())
             detail = (
                 "the daily limit was reached; nothing is sent before "
                 f"{not_before.isoformat()} (or use --wait-for-midnight)"

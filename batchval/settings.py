@@ -12,6 +12,7 @@ but not all, it is a configuration error (exit 64) rather than a silent test run
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import hashlib
 import json
 import urllib.parse
@@ -69,8 +70,16 @@ class RunOptions:
     row_id: str | None = None
     fresh_for_days: float = 30.0
     max_calls: int | None = None
-    # Test seam: added to the wall clock when deciding whether midnight UTC has passed.
+    # Test seam: added to the wall clock (`now`) when deciding whether midnight UTC has
+    # passed, as BATCHVAL_CLOCK_OFFSET_SECONDS.
     clock_offset_seconds: float = 0.0
+
+    def now(self) -> dt.datetime:
+        """The run's clock: UTC wall time plus the test seam's offset. One clock for
+        everything that takes or checks a daily limit's `not_before` (the pool, the
+        waits of `run/sending`, the gates of run, streets and verify), the default run
+        id and the summary's times: tests move it as they move the sandbox's."""
+        return dt.datetime.now(dt.UTC) + dt.timedelta(seconds=self.clock_offset_seconds)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -42,7 +42,7 @@ from batchval.output.street_files import (
 )
 from batchval.output.summary import SUMMARY_NAME, DryRunSummary, RunSummary, Tally
 from batchval.output.writer import write_json_atomic
-from batchval.run.sending import Sending, SendOutcome
+from batchval.run.sending import Sending, SendOutcome, stored_not_before
 from batchval.run.streets import StreetJob, call_credits
 from batchval.runner import Api, file_fingerprint, final_stop
 from batchval.settings import ApiSettings, Settings, api_identity
@@ -133,8 +133,7 @@ class Streets:
         self.settings = request.settings
         self._embedded_api = embedded_api
         self._signals = NotedSignals()  # a signal received outside the sending phase
-        offset = dt.timedelta(seconds=request.settings.run.clock_offset_seconds)
-        self._now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC) + offset
+        self._now: Callable[[], dt.datetime] = request.settings.run.now  # with the test seam
 
     def run(self) -> StreetsSummary | DryRunSummary:
         """One invocation; returns its summary (also written to DIR/summary.json).
@@ -294,10 +293,7 @@ class Streets:
                 StopInfo(StopReason.SIGNAL, f"received {self._signals.received} before sending")
             )
         # The daily limit is the account's, whichever product reached it.
-        stored = checkpoint.get("not_before")
-        not_before = dt.datetime.fromisoformat(stored) if stored else None
-        if not_before is not None and self._now() >= not_before:
-            not_before = None
+        not_before = stored_not_before(checkpoint, self._now)
         if not_before is not None and not self.settings.run.wait_for_midnight:
             detail = f"the daily limit was reached; nothing is sent before {not_before.isoformat()}"
             return SendOutcome(StopInfo(StopReason.DAILY_LIMIT, detail, not_before))

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import datetime as dt
 import tempfile
 import time
 from collections.abc import Iterator
@@ -51,7 +50,7 @@ from batchval.output.names import LOG_NAME, RESULTS_NAME
 from batchval.output.writer import write_table_atomic
 from batchval.run.job import Settled, charge_of
 from batchval.run.reading import ReadApi, ReadJob
-from batchval.run.sending import Sending, SendOutcome
+from batchval.run.sending import Sending, SendOutcome, stored_not_before
 from batchval.settings import ApiSettings, Settings, api_identity
 from batchval.store.checkpoint import Checkpoint, CheckpointVersionError, Counts
 
@@ -232,12 +231,11 @@ def _verify(
         jobs.append(VerifyJob(client, held))
         return jobs[-1]
 
-    offset = dt.timedelta(seconds=settings.run.clock_offset_seconds)
     sending = Sending(
         checkpoint=checkpoint,
         api=api,
         run=settings.run,
-        now=lambda: dt.datetime.now(dt.UTC) + offset,
+        now=settings.run.now,
         progress_bar=progress_bar,
         after_round=signals.catch,
         job_for=job_for,
@@ -275,12 +273,9 @@ def _send(sending: Sending, signals: NotedSignals) -> SendOutcome:
     if signals.received:
         detail = f"received {signals.received} before sending"
         return SendOutcome(StopInfo(StopReason.SIGNAL, detail))
-    stored = sending.checkpoint.get("not_before")
-    not_before = dt.datetime.fromisoformat(stored) if stored else None
-    if not_before is not None and sending.now() >= not_before:
-        not_before = None
+    not_before = stored_not_before(sending.checkpoint, sending.now)
     if not_before is not None and not sending.run.wait_for_midnight:
-        log.warning("verify.daily_limit.waiting", not_before=stored)
+        log.warning("verify.daily_limit.waiting", not_before=not_before.isoformat())
         detail = (
             "the daily limit was reached; nothing is read before "
             f"{not_before.isoformat()} (or set run.wait_for_midnight)"

@@ -3,17 +3,23 @@ and never a charge."""
 
 from __future__ import annotations
 
+import datetime as dt
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from hostile import HostileProxy, Rules, closed_port_url, serve_proxy
 from support import LIVE, TEST, env_for, portfolio, run_cli
 
+from batchval.api import PartnerClient
 from batchval.api.auth import Credentials
+from batchval.check import _ask_api
+from batchval.outcome import ExitCode
 from batchval.sandbox.app import API_PREFIX
 from batchval.sandbox.server import RunningSandbox
+from batchval.settings import ApiSettings
 
 
 def lines(done: subprocess.CompletedProcess[str]) -> list[str]:
@@ -159,3 +165,54 @@ def test_unusable_input_exits_65(served: RunningSandbox, tmp_path: Path) -> None
     done = run_cli("check", str(empty), env=env_for(served, LIVE), timeout=60)
     assert done.returncode == 65, done.stdout + done.stderr
     assert "empty" in failing(done, "input")
+
+
+API = ApiSettings("https://api.example/partners/v1", "https://api.example", "id", "secret")
+
+
+def _daily_limit_api(retry_after: str | None) -> PartnerClient:
+    """An API whose every GET is refused with 429 daily_limit."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/oauth2/token":
+            return httpx.Response(200, json={"access_token": "t", "expires_in": 1800})
+        headers = {"Content-Type": "application/problem+json"}
+        if retry_after is not None:
+            headers["Retry-After"] = retry_after
+        problem = {
+            "type": "https://api.example/errors/rate-limited",
+            "title": "Rate limited",
+            "status": 429,
+            "detail": "daily limit",
+            "code": "daily_limit",
+        }
+        return httpx.Response(429, headers=headers, json=problem)
+
+    return PartnerClient(
+        base_url=API.base_url,
+        auth_url=API.auth_url,
+        credentials=Credentials(API.client_id, API.client_secret),
+        http=httpx.AsyncClient(transport=httpx.MockTransport(handler)),
+    )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("clock", "retry_after", "after"),
+    [
+        # A clock a minute ahead of the API's: the API's midnight, not the next one.
+        ("2026-03-02T00:00:30.5", "30", "2026-03-02T00:01:01+00:00"),
+        ("2026-03-01T23:58:30", "30", "2026-03-01T23:59:00+00:00"),
+        ("2026-03-01T15:30:00", None, "2026-03-02T00:00:00+00:00"),
+    ],
+)
+async def test_a_daily_limit_says_when_a_run_may_start(
+    clock: str, retry_after: str | None, after: str
+) -> None:
+    """check reads a daily-limit answer as a run does (run/midnight), on the run's clock,
+    and says when, rounded up to the second: exit 75."""
+    now = dt.datetime.fromisoformat(clock).replace(tzinfo=dt.UTC)
+    async with _daily_limit_api(retry_after) as client:
+        finding = await _ask_api(client, API, lambda: now)
+    assert finding.code is ExitCode.RESUMABLE
+    assert f"run after {after} " in finding.text, finding.text

@@ -321,12 +321,23 @@ async def test_token_url_answers(
 
 @pytest.mark.anyio
 @pytest.mark.parametrize(
-    ("header", "expected"),
-    [("7", 7), ("Wed, 21 Oct 2015 07:28:00 GMT", 0), ("soon", None), ("", None)],
-    ids=["seconds", "http-date-past", "garbage", "absent"],
+    ("header", "date", "expected"),
+    [
+        ("7", None, 7),
+        ("Wed, 21 Oct 2015 07:28:00 GMT", None, 0),
+        # Measured from the server's Date, not this machine's clock (years later here).
+        ("Wed, 21 Oct 2015 00:00:00 GMT", "Tue, 20 Oct 2015 23:59:30 GMT", 30),
+        ("Wed, 21 Oct 2015 00:00:00 GMT", "not a date", 0),
+        ("soon", None, None),
+        ("", None, None),
+    ],
+    ids=["seconds", "http-date-past", "http-date-from-date", "bad-date", "garbage", "absent"],
 )
-async def test_retry_after_in_seconds_or_as_a_date(header: str, expected: int | None) -> None:
-    """Retry-After is read as seconds, or as the seconds until an HTTP-date."""
+async def test_retry_after_in_seconds_or_as_a_date(
+    header: str, date: str | None, expected: int | None
+) -> None:
+    """Retry-After is read as seconds, or as the seconds until an HTTP-date from the
+    answer's Date (from this machine's clock without one)."""
     body = problem("rate-limited", 429)
 
     def handler(request: httpx.Request) -> httpx.Response:
@@ -335,6 +346,8 @@ async def test_retry_after_in_seconds_or_as_a_date(header: str, expected: int | 
         headers = {"Content-Type": PROBLEM}
         if header:
             headers["Retry-After"] = header
+        if date is not None:
+            headers["Date"] = date
         return httpx.Response(429, headers=headers, content=body)
 
     async with client_with(handler) as api:

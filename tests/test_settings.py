@@ -256,3 +256,14 @@ def test_bad_book_settings_are_refused(tmp_path: Path, line: str) -> None:
     """A row id that is not a column name, or a negative or non-numeric figure: 64."""
     with pytest.raises(SettingsError):
         load_settings(write(tmp_path, f"run:\n  {line}\n"), {})
+
+
+def test_the_run_s_clock_carries_the_test_seam_s_offset() -> None:
+    """BATCHVAL_CLOCK_OFFSET_SECONDS moves `RunOptions.now`, the one clock a daily limit's
+    not_before is taken and checked on; a bad number is refused."""
+    plain = load_settings(None, {}).run.now()
+    ahead = load_settings(None, {"BATCHVAL_CLOCK_OFFSET_SECONDS": "3600"}).run.now()
+    assert plain.tzinfo is not None
+    assert abs((ahead - plain).total_seconds() - 3600) < 5
+    with pytest.raises(SettingsError, match="CLOCK_OFFSET_SECONDS"):
+        load_settings(None, {"BATCHVAL_CLOCK_OFFSET_SECONDS": "soon"})

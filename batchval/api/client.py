@@ -424,14 +424,24 @@ def _answer(response: httpx.Response, content_type: str) -> Answer:
 
 def _retry_after(response: httpx.Response) -> int | None:
     """Whole seconds from `Retry-After`: the API sends seconds; an HTTP-date (which RFC
-    9110 also allows, and a gateway may send) is read as the seconds until it."""
+    9110 also allows, and a gateway may send) is read as the seconds until it from the
+    answer's own `Date` (the clock that wrote the date), or from this machine's clock
+    when there is none. A clock a minute ahead of the server's would otherwise hear 30 s
+    before the server's midnight as 0 s, and a daily limit would lose a day."""
     value = response.headers.get("Retry-After", "").strip()
     if value.isdigit():
         return int(value)
+    when = _http_date(value)
+    if when is None:
+        return None
+    sent = _http_date(response.headers.get("Date", "")) or dt.datetime.now(dt.UTC)
+    return max(0, math.ceil((when - sent).total_seconds()))
+
+
+def _http_date(value: str) -> dt.datetime | None:
+    """An HTTP-date as an aware datetime, or None."""
     try:
-        when = email.utils.parsedate_to_datetime(value)
+        when = email.utils.parsedate_to_datetime(value.strip())
     except (TypeError, ValueError):
         return None
-    if when.tzinfo is None:
-        return None
-    return max(0, math.ceil((when - dt.datetime.now(dt.UTC)).total_seconds()))
+    return when if when.tzinfo is not None else None

@@ -53,6 +53,7 @@ from batchval.api.errors import (
 from batchval.outcome import StopReason
 from batchval.run.breaker import CircuitBreaker
 from batchval.run.job import ItemT, Job
+from batchval.run.midnight import resume_after_daily_limit
 from batchval.run.ratecontrol import RateController
 from batchval.run.retry import RetryPolicy
 from batchval.run.stop import Stop
@@ -136,6 +137,8 @@ class WorkerPool(Generic[ItemT]):
         self._unrecognised_limit = unrecognised_limit
         self._recognised = False  # some answer of this invocation was the API's own
         self._grace = shutdown_grace_seconds
+        # The run's clock (`RunOptions.now`): a daily limit's not_before is taken on it,
+        # and the runner and `run/sending` check it on the same one.
         self._now = now
         self._on_progress = on_progress
         self._unauthorized_streak = 0
@@ -337,7 +340,7 @@ class WorkerPool(Generic[ItemT]):
         if action in _STOPS:
             not_before = None
             if isinstance(error, RateLimitedError):
-                not_before = self._resume_after_daily_limit(error.retry_after)
+                not_before = resume_after_daily_limit(self._now(), error.retry_after)
             self.stop.trigger(
                 _STOPS[action], str(error), not_before, status=getattr(error, "status", None)
             )
@@ -388,14 +391,6 @@ class WorkerPool(Generic[ItemT]):
                 f"{self.stats.unrecognised} answers the API does not give (last: {error})",
                 status=_status(error),
             )
-
-    def _resume_after_daily_limit(self, retry_after: int | None) -> dt.datetime:
-        """Midnight UTC, or later when the API's Retry-After says so: never earlier."""
-        now = self._now()
-        midnight = (now + dt.timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
-        if retry_after:
-            return max(midnight, now + dt.timedelta(seconds=retry_after))
-        return midnight
 
     def _settle_failure(self, item: ItemT, error: PartnerError) -> None:
         """The item's last error decides where it stands."""

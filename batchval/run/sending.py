@@ -215,6 +215,18 @@ class Sending:
             await stop.event.wait()
 
 
+def stored_not_before(checkpoint: Checkpoint, now: Callable[[], dt.datetime]) -> dt.datetime | None:
+    """The daily limit's `not_before` kept in the checkpoint (by any command that met it:
+    the limit is the account's), while it is still to come on the run's clock `now`, the
+    clock the pool took it on; None once it has passed. The gate of run, streets and
+    verify: before it, no call."""
+    stored = checkpoint.get("not_before")
+    not_before = dt.datetime.fromisoformat(stored) if stored else None
+    if not_before is None or now() >= not_before:
+        return None
+    return not_before
+
+
 def pool_for(
     job: Job[ItemT],
     run: RunOptions,
