@@ -431,14 +431,14 @@ def _retry_after(response: httpx.Response) -> int | None:
     value = response.headers.get("Retry-After", "").strip()
     if value.isdigit():
         return int(value)
-    when = _http_date(value)
+    when = http_date(value)
     if when is None:
         return None
-    sent = _http_date(response.headers.get("Date", "")) or dt.datetime.now(dt.UTC)
+    sent = http_date(response.headers.get("Date", "")) or dt.datetime.now(dt.UTC)
     return max(0, math.ceil((when - sent).total_seconds()))
 
 
-def _http_date(value: str) -> dt.datetime | None:
+def http_date(value: str) -> dt.datetime | None:
     """An HTTP-date as an aware datetime, or None."""
     try:
         when = email.utils.parsedate_to_datetime(value.strip())

@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import email.utils
 from collections.abc import Mapping
 from typing import Any
 
+from batchval.api.client import http_date
 from batchval.store.charges import FRESH, REPLAY, UNCERTAIN, ChargeLine
 from batchval.store.records import whole_number
 
@@ -69,17 +69,6 @@ class ServerClock:
         if when is not None:
             self.dated = True
             self.observe(when, received_at)
-
-
-def http_date(value: str | None) -> dt.datetime | None:
-    """An HTTP-date as an aware datetime, or None."""
-    if not value:
-        return None
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return when if when.tzinfo is not None else None
 
 
 def api_time(value: object) -> dt.datetime | None:
