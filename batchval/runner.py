@@ -25,7 +25,7 @@ import structlog
 
 from batchval import logs
 from batchval.booking import BookRun
-from batchval.ingest import ingest, price_input
+from batchval.ingest import ingest, price_input, refusal
 from batchval.input import InputError, InputSource, open_input
 from batchval.invocation import NotedSignals, locked_dir
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
@@ -182,10 +182,12 @@ class Runner:
             raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
         try:
             run_id = self._prepare(checkpoint, source)
-            booked = BookRun.start(self.settings, checkpoint, self._now)
+            # Most rows refused: no plan, no call; the outputs and summary say why (65).
+            refused = refusal(checkpoint, source, self.settings.run.max_refused_share)
+            booked = None if refused else BookRun.start(self.settings, checkpoint, self._now)
             invocation = checkpoint.start_invocation(started.isoformat())
             try:
-                sent = self._send(checkpoint)
+                sent = SendOutcome(refused) if refused else self._send(checkpoint)
             except Exception as exc:  # a defect: keep what was done, say so, exit 70
                 log.error("run.internal_error", exc_info=True, file_only=True)
                 detail = f"{type(exc).__name__}: {exc}; the traceback is in {LOG_NAME}"
@@ -442,4 +444,5 @@ class Runner:
             problems_path=self.request.out_dir / PROBLEMS_NAME,
             interrupted=lambda: self._signals.received,
             plan=lambda checkpoint: BookRun.start(self.settings, checkpoint, self._now),
+            max_refused_share=self.settings.run.max_refused_share,
         )

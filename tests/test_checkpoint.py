@@ -599,3 +599,22 @@ def test_version_5_checkpoint_gains_the_book_plan(tmp_path: Path) -> None:
     assert checkpoint.connection.execute("SELECT COUNT(*) FROM book_rows").fetchone() == (0,)
     version = checkpoint.connection.execute("PRAGMA table_info(book_rows)").fetchall()
     assert [column[1] for column in version] == ["row_number", "identity", "fingerprint", "plan"]
+
+
+def test_refused_kinds_most_rows_first_with_the_first_detail(tmp_path: Path) -> None:
+    """The refused rows by field and rule, most first, each with its first row's detail."""
+    checkpoint = Checkpoint.open(tmp_path)
+    checkpoint.add_rows(
+        [
+            (1, None, "bedrooms", "out_of_range", "bedrooms 25"),
+            (2, None, "propertyType", "not_in_list", "propertyType 'D'"),
+            (3, "k1", None, None, None),
+            (4, None, "propertyType", "not_in_list", "propertyType 'S'"),
+        ],
+        [("k1", '{"r":1}')],
+    )
+    assert checkpoint.refused_kinds() == [
+        ("propertyType", "not_in_list", 2, "propertyType 'D'"),
+        ("bedrooms", "out_of_range", 1, "bedrooms 25"),
+    ]
+    assert checkpoint.refused_kinds(limit=1) == [checkpoint.refused_kinds()[0]]
