@@ -285,7 +285,11 @@ class Runner:
             )
             if stored is not None and stored != now
         ]
-        if changed and not self.request.accept_changes:
+        if changed and not self.request.accept_changes and checkpoint.never_sent():
+            # Nothing to keep apart: no call was ever made from DIR (its input refused,
+            # say), so the change is taken as --accept-changes takes it (the run id stays).
+            log.info("run.changes_taken", changed=changed, because="nothing was ever sent")
+        elif changed and not self.request.accept_changes:
             raise RunRefusedError(
                 StopReason.REFUSED,
                 f"{self.request.out_dir} holds a run with a different {' and '.join(changed)}; "

@@ -237,6 +237,38 @@ def test_status_exits_65(
     assert json.loads(status.stdout)["stop"]["reason"] == "input_mostly_refused"
 
 
+def test_a_corrected_config_runs_in_the_same_dir(served: RunningSandbox, tmp_path: Path) -> None:
+    """Nothing was sent from a refused DIR: the same command with the corrected mapping
+    values every row there, without --accept-changes; status then exits 0."""
+    source = homes(tmp_path / "book.csv", (10, UNMAPPED))
+    out = tmp_path / "out"
+    assert run_cli("run", str(source), "--out", str(out), env=env_for(served)).returncode == 65
+    fixed = config(tmp_path / "c.yaml", "input: {values: {propertyType: {T: terraced}}}")
+    done = run_cli("run", str(source), "--out", str(out), *fixed, env=env_for(served))
+    assert done.returncode == 0, done.stderr
+    results, problems, summary = outputs(out)
+    assert (results.height, problems.height) == (10, 0)
+    assert summary["invocations"] == 2
+    assert run_cli("status", str(out), env=env_for(served)).returncode == 0
+
+
+def test_a_dir_that_sent_still_refuses_a_change(served: RunningSandbox, tmp_path: Path) -> None:
+    """A DIR from which calls were made keeps refusing changed settings (64) without
+    --accept-changes, even after a later invocation was refused for its input."""
+    source = homes(tmp_path / "book.csv", (10, GOOD))
+    out = tmp_path / "out"
+    assert run_cli("run", str(source), "--out", str(out), env=env_for(served)).returncode == 0
+    homes(source, (2, GOOD), (10, UNMAPPED))
+    accepted = run_cli(
+        "run", str(source), "--out", str(out), "--accept-changes", env=env_for(served)
+    )
+    assert accepted.returncode == 65, accepted.stderr
+    fixed = config(tmp_path / "c.yaml", "input: {values: {propertyType: {T: terraced}}}")
+    refused = run_cli("run", str(source), "--out", str(out), *fixed, env=env_for(served))
+    assert refused.returncode == 64, refused.stderr
+    assert "--accept-changes" in refused.stderr
+
+
 def test_a_book_run_is_refused_before_its_plan(served: RunningSandbox, tmp_path: Path) -> None:
     """`run --book` of a mostly refused file: exit 65, nothing sent, no book written."""
     source = homes(tmp_path / "book.csv", (3, GOOD), (7, UNMAPPED))
