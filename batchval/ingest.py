@@ -82,7 +82,7 @@ def read_batches(
 
 
 class _Read(Protocol):
-    """A store an input was read into: the run's checkpoint."""
+    """A store an input was read into: the run's checkpoint, or streets' store."""
 
     def counts(self) -> Counts: ...
 

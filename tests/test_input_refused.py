@@ -1,6 +1,6 @@
 """A run that values little is not a success (input/refused): the rule itself, then `run`,
-`run --dry-run`, `run --book`, `status` and `check` as processes against the served
-sandbox, where the exit code is the behaviour."""
+`run --dry-run`, `run --book`, `status`, `check` and `streets` as processes against the
+served sandbox, where the exit code is the behaviour."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from batchval.sandbox.server import RunningSandbox
 GOOD = ("SW1A 2AA", "terraced")
 UNMAPPED = ("SW1A 2AA", "T")  # a lender's code with no `values` entry
 SCOTTISH = ("EH1 1AA", "terraced")  # outside England and Wales
+NOT_A_POSTCODE = ("12 High Street", "terraced")
 
 
 def homes(path: Path, *groups: tuple[int, tuple[str, str]]) -> Path:
@@ -290,3 +291,21 @@ def test_check_fails_the_input_with_65(served: RunningSandbox, tmp_path: Path) -
     done = run_cli("check", str(source), env=env_for(served))
     assert done.returncode == 65, done.stdout + done.stderr
     assert "input_mostly_refused" in done.stdout
+
+
+def test_streets_of_mostly_bad_postcodes_exits_65(served: RunningSandbox, tmp_path: Path) -> None:
+    """`streets` of a file whose postcodes are mostly refused reads none: exit 65, and
+    its dry run and status say the same."""
+    source = homes(tmp_path / "book.csv", (2, GOOD), (8, NOT_A_POSTCODE))
+    out = tmp_path / "out"
+    done = run_cli("streets", str(source), "--out", str(out), env=env_for(served))
+    assert done.returncode == 65, done.stderr
+    (line,) = said(done.stderr)
+    assert "postcode invalid_postcode 8" in line
+    assert served.sandbox.ledger.requests == []
+    assert pl.read_parquet(out / "problems.parquet").height == 8
+    assert run_cli("status", str(out), env=env_for(served)).returncode == 65
+    dry = run_cli(
+        "streets", str(source), "--out", str(tmp_path / "dry"), "--dry-run", env=env_for(served)
+    )
+    assert dry.returncode == 65, dry.stderr

@@ -5,7 +5,7 @@ A config missing one value mapping used to make every row an input problem, and 
 success. So, after reading and before any call, the rows validation refused are counted;
 more than `run.max_refused_share` of them stops the run with `input_mostly_refused` (65):
 nothing is sent, problems.parquet is written, and the line names the commonest problems
-and their fix. `run`, `run --dry-run`, `run --book` and `check` all ask
+and their fix. `run`, `run --dry-run`, `run --book`, `check` and `streets` all ask
 `mostly_refused`, the one rule.
 
 Why the default is half (`DEFAULT_MAX_REFUSED_SHARE`): a healthy lender's file loses a few
