@@ -13,7 +13,7 @@ check, then a final line; the exit code is the first failing check's:
 | the API refuses the token URL's fresh tokens, or the account        | 77   |
 | no answer (connection refused, a timeout, a gateway's 502/503/504)  | 75   |
 | the account's daily limit is used                                   | 75   |
-| the input cannot be used                                            | 65   |
+| the input cannot be used, or `run` would refuse most of its rows    | 65   |
 
 The free questions are two `GET /valuations/{id}` with a well-formed id no valuation has.
 Without a token, the API answers 401 (docs/api.md, section 1: a missing token gets 401):
@@ -280,11 +280,16 @@ def _mode_and_balance(api: ApiSettings, token: AccessToken, embedded: bool) -> l
 
 def _price(settings: Settings, input_path: Path) -> Finding:
     try:
-        priced = price_input(open_input(input_path, settings.input))
+        priced = price_input(
+            open_input(input_path, settings.input),
+            max_refused_share=settings.run.max_refused_share,
+        )
     except InputError as exc:
         return Finding("input", str(exc), ExitCode.INPUT)
     except RunRefusedError as exc:
         return Finding("input", exc.detail, exc.exit_code)
+    if priced.stop is not None:  # `run` would refuse it before any call
+        return Finding("input", priced.stop.line(), priced.exit_code)
     problems = (
         f", {priced.rows_with_problems} with problems (see `run --dry-run`)"
         if priced.rows_with_problems

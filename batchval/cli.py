@@ -23,7 +23,6 @@ from batchval.book_options import book_options
 from batchval.invocation import defect_line
 from batchval.logs import Redactor
 from batchval.outcome import ExitCode, RunRefusedError, SettingsError
-from batchval.output.summary import RunSummary
 
 if TYPE_CHECKING:
     from batchval.settings import Settings
@@ -266,7 +265,7 @@ def run(
     with _refusals():
         summary = Runner(request, embedded_api=embedded_api).run()
     click.echo(summary.render())
-    if isinstance(summary, RunSummary) and summary.stop is not None:
+    if summary.stop is not None:  # a dry run's too: the stop the run would meet
         click.echo(f"batchval: {summary.stop.line()}", err=True)
     raise SystemExit(int(summary.exit_code))
 

@@ -4,7 +4,8 @@
 with its distinct request. `price_input` does the same into a throwaway checkpoint and
 counts, so that `run --dry-run` and `check` price an input alike. `read_batches` is the
 reading both `run` and `streets` do: a signal ends it between two batches, and a fault
-of the input is the run's refusal.
+of the input is the run's refusal. `refusal` is their verdict once the input is read
+(`input/refused`): most rows refused by validation, and nothing is sent.
 """
 
 from __future__ import annotations
@@ -12,18 +13,20 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Protocol
 
 import structlog
 
 from batchval.api.vocabulary import DAILY_PAID_CALLS, VALUATION_CREDITS
 from batchval.input import InputBatch, InputError, InputSource
 from batchval.input.reader import Checker
+from batchval.input.refused import RefusedKind, mostly_refused
 from batchval.input.validate import check_batch
-from batchval.outcome import RunRefusedError, StopReason
+from batchval.outcome import RunRefusedError, StopInfo, StopReason
 from batchval.output.summary import DryRunSummary
 from batchval.output.writer import write_problems
 from batchval.run.keys import idempotency_keys
-from batchval.store.checkpoint import Checkpoint
+from batchval.store.checkpoint import Checkpoint, Counts
 
 log = structlog.get_logger()
 
@@ -78,6 +81,29 @@ def read_batches(
         raise RunRefusedError(StopReason.INPUT_UNUSABLE, str(exc)) from None
 
 
+class _Read(Protocol):
+    """A store an input was read into: the run's checkpoint, or streets' store."""
+
+    def counts(self) -> Counts: ...
+
+    def refused_kinds(self, limit: int = 3) -> list[tuple[str | None, str, int, str | None]]: ...
+
+
+def refusal(
+    store: _Read, source: InputSource, max_share: float, *, command: str = "run"
+) -> StopInfo | None:
+    """`input_mostly_refused` when validation refused more than `max_share` of the rows read
+    into `store` (0: never): decided after reading, before any call."""
+    counts = store.counts()
+    kinds = [RefusedKind(*kind) for kind in store.refused_kinds()]
+    stop = mostly_refused(
+        counts.rows, counts.input_problems, kinds, max_share, source=str(source.path)
+    )
+    if stop is not None:
+        log.info(f"{command}.input_mostly_refused", rows=counts.rows, refused=counts.input_problems)
+    return stop
+
+
 def ingest(
     checkpoint: Checkpoint,
     source: InputSource,
@@ -102,23 +128,28 @@ def price_input(
     problems_path: Path | None = None,
     interrupted: Callable[[], str | None] = lambda: None,
     plan: Callable[[Checkpoint], object] | None = None,
+    max_refused_share: float,
 ) -> DryRunSummary:
     """What a run of `source` would cost, found without the network: the run's own ingest
     into a throwaway checkpoint, so that `run --dry-run` and `check` price alike. The
     problems are written to `problems_path` when one is given. `plan` (a book run's, which
-    carries and defers) leaves pending only what tonight would send."""
+    carries and defers) leaves pending only what tonight would send. An input the run
+    would refuse (`refusal`) costs nothing: the summary carries the run's stop."""
     with tempfile.TemporaryDirectory(prefix="batchval-dry-") as scratch:
         checkpoint = Checkpoint.open(Path(scratch))
         try:
             ingest(checkpoint, source, run_id, interrupted=interrupted)
             checkpoint.finish_ingest()
-            if plan is not None:
+            stop = refusal(checkpoint, source, max_refused_share)
+            if plan is not None and stop is None:
                 plan(checkpoint)
             if problems_path is not None:
                 write_problems(checkpoint, problems_path)
             counts = checkpoint.counts()
             problems = checkpoint.problem_types()
             calls = counts.requests if plan is None else counts.requests_pending
+            if stop is not None:  # the run would send nothing
+                calls = 0
         finally:
             checkpoint.close()
     return DryRunSummary(
@@ -128,4 +159,5 @@ def price_input(
         calls=calls,
         credits=calls * VALUATION_CREDITS,
         daily_limit=DAILY_PAID_CALLS,
+        stop=stop,
     )

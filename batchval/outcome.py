@@ -47,6 +47,8 @@ class StopReason(enum.Enum):
     WRONG_ADDRESS = "wrong_address"  # base or auth URL answers as no API would
     MODE_MIXED = "mode_mixed"  # test answers in a live DIR, or the reverse
     INPUT_UNUSABLE = "input_unusable"  # the input file cannot be read
+    # Validation refused more than `run.max_refused_share` of the rows: nothing is sent.
+    INPUT_MOSTLY_REFUSED = "input_mostly_refused"
     REFUSED = "refused"  # the command line, the config or DIR's run does not fit this call
     INTERNAL_ERROR = "internal_error"  # a defect of batchval's
 
@@ -62,6 +64,7 @@ _EXIT_CODES = {
     StopReason.WRONG_ADDRESS: ExitCode.USAGE,
     StopReason.MODE_MIXED: ExitCode.USAGE,
     StopReason.INPUT_UNUSABLE: ExitCode.INPUT,
+    StopReason.INPUT_MOSTLY_REFUSED: ExitCode.INPUT,
     StopReason.REFUSED: ExitCode.USAGE,
     StopReason.INTERNAL_ERROR: ExitCode.INTERNAL,
 }
@@ -78,9 +81,15 @@ class StopInfo:
 
     @property
     def needs_a_person(self) -> bool:
-        """A stop that a complete run still reports (a defect, the account, the address):
-        what is left to do is a person's, not a resume's."""
-        return self.reason.exit_code in (ExitCode.INTERNAL, ExitCode.ACCOUNT, ExitCode.USAGE)
+        """A stop that a complete run still reports (a defect, the account, the address,
+        the input): what is left to do is a person's, not a resume's. An input whose every
+        row was refused leaves nothing pending, and is still not a success."""
+        return self.reason.exit_code in (
+            ExitCode.INTERNAL,
+            ExitCode.ACCOUNT,
+            ExitCode.USAGE,
+            ExitCode.INPUT,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {

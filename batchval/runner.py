@@ -25,7 +25,7 @@ import structlog
 
 from batchval import logs
 from batchval.booking import BookRun
-from batchval.ingest import ingest, price_input
+from batchval.ingest import ingest, price_input, refusal
 from batchval.input import InputError, InputSource, open_input
 from batchval.invocation import NotedSignals, locked_dir
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
@@ -183,10 +183,12 @@ class Runner:
             raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
         try:
             run_id = self._prepare(checkpoint, source)
-            booked = BookRun.start(self.settings, checkpoint, self._now)
+            # Most rows refused: no plan, no call; the outputs and summary say why (65).
+            refused = refusal(checkpoint, source, self.settings.run.max_refused_share)
+            booked = None if refused else BookRun.start(self.settings, checkpoint, self._now)
             invocation = checkpoint.start_invocation(started.isoformat())
             try:
-                sent = self._send(checkpoint)
+                sent = SendOutcome(refused) if refused else self._send(checkpoint)
             except Exception as exc:  # a defect: keep what was done, say so, exit 70
                 log.error("run.internal_error", exc_info=True, file_only=True)
                 detail = f"{type(exc).__name__}: {exc}; the traceback is in {LOG_NAME}"
@@ -285,7 +287,11 @@ class Runner:
             )
             if stored is not None and stored != now
         ]
-        if changed and not self.request.accept_changes:
+        if changed and not self.request.accept_changes and checkpoint.never_sent():
+            # Nothing to keep apart: no call was ever made from DIR (its input refused,
+            # say), so the change is taken as --accept-changes takes it (the run id stays).
+            log.info("run.changes_taken", changed=changed, because="nothing was ever sent")
+        elif changed and not self.request.accept_changes:
             raise RunRefusedError(
                 StopReason.REFUSED,
                 f"{self.request.out_dir} holds a run with a different {' and '.join(changed)}; "
@@ -440,4 +446,5 @@ class Runner:
             problems_path=self.request.out_dir / PROBLEMS_NAME,
             interrupted=lambda: self._signals.received,
             plan=lambda checkpoint: BookRun.start(self.settings, checkpoint, self._now),
+            max_refused_share=self.settings.run.max_refused_share,
         )

@@ -25,6 +25,7 @@ import yaml
 from batchval.api.vocabulary import INCLUDE_ITEMS, STREET_CREDITS_ASSUMED
 from batchval.input.lender import LENDER_FIELDS, LenderOptions
 from batchval.input.options import InputOptions
+from batchval.input.refused import DEFAULT_MAX_REFUSED_SHARE
 from batchval.outcome import SettingsError
 
 ENV_PREFIX = "BATCHVAL_"
@@ -63,6 +64,10 @@ class RunOptions:
     street_credits: int = STREET_CREDITS_ASSUMED
     street_join: bool = False
     metrics_seconds: float = 30.0  # how often --metrics-file is rewritten during a run
+    # More than this share of the rows refused by validation: stop before any call,
+    # input_mostly_refused (65); 0: never (input/refused says why half). Not in the
+    # settings' fingerprint: it shapes no request, so a DIR it refused takes a new value.
+    max_refused_share: float = DEFAULT_MAX_REFUSED_SHARE
     # `run --book`: the book's path (None: no book), the column that names a row (None: the
     # canonical request does), how many days a book valuation stays fresh, and the most
     # valuations a night may ask for.
@@ -298,6 +303,13 @@ def _number(value: Any, where: str, *, minimum: float) -> float:
     return float(value)
 
 
+def _share(value: Any) -> float:
+    share = _number(value, "run.max_refused_share", minimum=0)
+    if share > 1:
+        raise SettingsError("run.max_refused_share must be a share from 0 to 1 (0: off)")
+    return share
+
+
 def load_settings(
     config_file: Path | None,
     env: Mapping[str, str],
@@ -351,6 +363,7 @@ def load_settings(
         street_credits=int(number("street_credits", 0)),
         street_join=bool(run.get("street_join", default.street_join)),
         metrics_seconds=number("metrics_seconds", 0.1),
+        max_refused_share=_share(run.get("max_refused_share", default.max_refused_share)),
         book=run.get("book"),
         row_id=row_id,
         fresh_for_days=number("fresh_for_days", 0),

@@ -3,7 +3,8 @@
 It reads while a run may be writing (WAL lets a reader in) and never takes the lock, so
 it works on a run in progress, a finished one and one that was killed. Its exit code is
 the run's own: 0 complete, the last invocation's code when that invocation ended (75,
-77, 64, 70), and 75 while a run holds DIR or after one was killed (run it again).
+77, 65, 64, 70: a stop a person must act on is kept even when no row is pending), and 75
+while a run holds DIR or after one was killed (run it again).
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ import anyio
 import structlog
 
 from batchval.api.vocabulary import DAILY_PAID_CALLS
-from batchval.ingest import read_batches
+from batchval.ingest import read_batches, refusal
 from batchval.input import InputError, InputSource, open_input
 from batchval.input.validate import check_postcodes
 from batchval.invocation import NotedSignals, locked_dir
@@ -176,10 +176,12 @@ class Streets:
         checkpoint = store.checkpoint
         try:
             refreshed = self._prepare(store, source, started)
+            # Most postcodes refused (a wrong column, say): no call; the summary says why.
+            refused = self._refusal(store, source)
             invocation = checkpoint.start_invocation(started.isoformat())
             assumed = call_credits(self.settings.run.street_credits, store)
             try:
-                sent = self._send(store)
+                sent = SendOutcome(refused) if refused else self._send(store)
             except Exception as exc:  # a defect: keep what was done, say so, exit 70
                 log.error("streets.internal_error", exc_info=True, file_only=True)
                 detail = f"{type(exc).__name__}: {exc}; the traceback is in {LOG_NAME}"
@@ -256,6 +258,9 @@ class Streets:
         if again:
             log.info("streets.read_again", postcodes=again, refresh=self.request.refresh)
         return again
+
+    def _refusal(self, store: StreetStore, source: InputSource) -> StopInfo | None:
+        return refusal(store, source, self.settings.run.max_refused_share, command=COMMAND)
 
     def _ingest(self, store: StreetStore, source: InputSource) -> None:
         total = 0
@@ -358,7 +363,8 @@ class Streets:
                 if not held:
                     write_street_problems(store, self.request.out_dir / PROBLEMS_NAME)
                 counts, problems = store.counts(), store.problem_types()
-                postcodes = store.asked_postcodes()
+                stop = self._refusal(store, source)
+                postcodes = [] if stop else store.asked_postcodes()
             finally:
                 store.checkpoint.close()
         unread, assumed = len(postcodes), self.settings.run.street_credits
@@ -376,4 +382,5 @@ class Streets:
             calls=len(postcodes) if self.request.refresh else unread,
             credits=unread * assumed,
             daily_limit=DAILY_PAID_CALLS,
+            stop=stop,
         )

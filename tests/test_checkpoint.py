@@ -602,3 +602,47 @@ def test_version_5_checkpoint_gains_the_book_plan(tmp_path: Path) -> None:
     assert checkpoint.connection.execute("SELECT COUNT(*) FROM book_rows").fetchone() == (0,)
     version = checkpoint.connection.execute("PRAGMA table_info(book_rows)").fetchall()
     assert [column[1] for column in version] == ["row_number", "identity", "fingerprint", "plan"]
+
+
+def test_refused_kinds_most_rows_first_with_the_first_detail(tmp_path: Path) -> None:
+    """The refused rows by field and rule, most first, each with its first row's detail."""
+    checkpoint = Checkpoint.open(tmp_path)
+    checkpoint.add_rows(
+        [
+            (1, None, "bedrooms", "out_of_range", "bedrooms 25"),
+            (2, None, "propertyType", "not_in_list", "propertyType 'D'"),
+            (3, "k1", None, None, None),
+            (4, None, "propertyType", "not_in_list", "propertyType 'S'"),
+        ],
+        [("k1", '{"r":1}')],
+    )
+    assert checkpoint.refused_kinds() == [
+        ("propertyType", "not_in_list", 2, "propertyType 'D'"),
+        ("bedrooms", "out_of_range", 1, "bedrooms 25"),
+    ]
+    assert checkpoint.refused_kinds(limit=1) == [checkpoint.refused_kinds()[0]]
+
+
+def _invocation(checkpoint: Checkpoint, calls: int | None) -> None:
+    """An invocation that counted `calls`, or (None) one that never ended: killed."""
+    started = checkpoint.start_invocation("2026-11-23T00:00:00+00:00")
+    if calls is not None:
+        checkpoint.end_invocation(
+            started, ended_at="t", exit_code=0, calls=calls, rate_limited=0, credits=0, balance=None
+        )
+
+
+def test_never_sent_until_a_call_may_have_been_made(tmp_path: Path) -> None:
+    """A DIR has never sent until a request is marked sent, an invocation counts a call,
+    or an invocation did not end (a kill may lose the marks of its last group)."""
+    checkpoint = filled(tmp_path)
+    assert checkpoint.never_sent()
+    _invocation(checkpoint, 0)
+    assert checkpoint.never_sent()
+    checkpoint.mark_sent("k2")
+    assert not checkpoint.never_sent()
+    for calls in (None, 1):
+        (tmp_path / str(calls)).mkdir()
+        other = filled(tmp_path / str(calls))
+        _invocation(other, calls)
+        assert not other.never_sent()

@@ -194,13 +194,14 @@ def test_json_lines_hold_every_row_with_numbers_as_numbers(
 
 
 def test_empty_results_give_a_header_only(served: RunningSandbox, tmp_path: Path) -> None:
-    """A run where every row is a problem exports a results.csv of just its header, a
-    results sheet of just its header row, and an empty results.jsonl."""
+    """A run where every row is a problem (refused as a whole, input_mostly_refused, its
+    outputs written) exports a results.csv of just its header, a results sheet of just its
+    header row, and an empty results.jsonl; its problems export for a person to fix."""
     source = tmp_path / "book.csv"
     source.write_text("postcode,property_type,bedrooms,loan\nEH1 1AA,flat,2,7\nG1 1AA,flat,2,8\n")
     out = tmp_path / "out"
     done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 65, done.stderr
     assert pq.read_metadata(out / "results.parquet").num_rows == 0
     for fmt in ("csv", "xlsx", "json"):
         exported(out, "--format", fmt)

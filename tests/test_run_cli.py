@@ -52,10 +52,18 @@ def test_full_run_completes(served: RunningSandbox, tmp_path: Path) -> None:
 
 
 def test_bad_rows_become_problems(served: RunningSandbox, tmp_path: Path) -> None:
-    """Every bad-row kind of the sample file gets its problem; good rows are valued."""
+    """Every bad-row kind of the sample file gets its problem; good rows are valued. The
+    file is mostly bad rows (11 of 15), which a run refuses as a whole unless
+    `run.max_refused_share` is 0."""
     out = tmp_path / "out"
     source = ROOT / "sample_inputs" / "bad_rows.csv"
-    done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    refused = run_cli("run", str(source), "--out", str(tmp_path / "o"), env=env_for(served))
+    assert refused.returncode == 65, refused.stderr
+    config = tmp_path / "config.yaml"
+    config.write_text("run: {max_refused_share: 0}\n", encoding="utf-8")
+    done = run_cli(
+        "run", str(source), "--out", str(out), "--config", str(config), env=env_for(served)
+    )
     assert done.returncode == 0, done.stderr
     results, problems, _ = outputs(out)
     for row in problems.iter_rows(named=True):

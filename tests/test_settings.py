@@ -267,3 +267,24 @@ def test_the_run_s_clock_carries_the_test_seam_s_offset() -> None:
     assert abs((ahead - plain).total_seconds() - 3600) < 5
     with pytest.raises(SettingsError, match="CLOCK_OFFSET_SECONDS"):
         load_settings(None, {"BATCHVAL_CLOCK_OFFSET_SECONDS": "soon"})
+
+
+def test_max_refused_share_defaults_to_half_and_is_read(tmp_path: Path) -> None:
+    """`run.max_refused_share` is half by default and read from the config, 0 included."""
+    assert load_settings(None, {}).run.max_refused_share == 0.5
+    for share in (0, 0.8, 1):
+        path = write(tmp_path, f"run: {{max_refused_share: {share}}}\n")
+        assert load_settings(path, {}).run.max_refused_share == share
+
+
+@pytest.mark.parametrize("share", ["1.01", "-0.5", "half", "true"])
+def test_max_refused_share_must_be_a_share(tmp_path: Path, share: str) -> None:
+    """A share outside 0 to 1, or not a number, is a config error."""
+    with pytest.raises(SettingsError, match="max_refused_share"):
+        load_settings(write(tmp_path, f"run: {{max_refused_share: {share}}}\n"), {})
+
+
+def test_max_refused_share_is_not_part_of_the_fingerprint(tmp_path: Path) -> None:
+    """The share changes no request: a DIR it refused resumes with another share."""
+    other = load_settings(write(tmp_path, "run: {max_refused_share: 0}\n"), {})
+    assert other.fingerprint() == load_settings(None, {}).fingerprint()

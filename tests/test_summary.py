@@ -136,6 +136,23 @@ def test_dry_run_prices_in_days() -> None:
     assert "2 day(s) at 5000 calls a day" in dry.render()
 
 
+def test_a_dry_run_of_a_refused_input_exits_with_the_stop() -> None:
+    """A dry run that meets the run's own stop says it, carries it and exits with its code."""
+    stop = StopInfo(StopReason.INPUT_MOSTLY_REFUSED, "validation refused 9 of 9 rows")
+    dry = DryRunSummary(9, 9, {"not_in_list": 9}, 0, 0, 5_000, stop=stop)
+    assert dry.exit_code is ExitCode.INPUT
+    assert dry.to_json()["stop"]["reason"] == "input_mostly_refused"
+    assert "input_mostly_refused: validation refused 9 of 9 rows" in dry.render()
+
+
+def test_an_input_stop_asks_a_person_to_fix_the_input() -> None:
+    """Exit 65's next action is fixing the input or its mapping, then the same command."""
+    stop = StopInfo(StopReason.INPUT_MOSTLY_REFUSED, "why")
+    action = summary(stop).next_action
+    assert action.startswith("fix the input or its mapping")
+    assert "the same command again" in action
+
+
 def test_runner_runs_in_process(served: RunningSandbox, tmp_path: Path) -> None:
     """Runner(request).run() values a file against the served sandbox, no subprocess."""
     env = {

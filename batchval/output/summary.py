@@ -39,6 +39,11 @@ def next_action(code: ExitCode, stop: StopInfo | None) -> str:
         return f"fix the account ({detail}), then run the same command again"
     if code is ExitCode.USAGE:
         return f"fix the configuration ({detail}), then run the same command again"
+    if code is ExitCode.INPUT:
+        return (
+            "fix the input or its mapping in the config (see stop.detail and "
+            "problems.parquet), then run the same command again"
+        )
     if code is ExitCode.INTERNAL:
         return f"report this defect ({detail}); the same command again resumes the run"
     if stop is not None and stop.not_before:
@@ -176,10 +181,11 @@ class DryRunSummary:
     calls: int
     credits: int
     daily_limit: int
+    stop: StopInfo | None = None  # the run would stop before sending (input_mostly_refused)
 
     @property
     def exit_code(self) -> ExitCode:
-        return ExitCode.COMPLETE
+        return ExitCode.COMPLETE if self.stop is None else self.stop.reason.exit_code
 
     @property
     def days_at_daily_limit(self) -> int:
@@ -197,6 +203,7 @@ class DryRunSummary:
             "days_at_daily_limit": self.days_at_daily_limit,
             "daily_limit": self.daily_limit,
             "exit_code": int(self.exit_code),
+            "stop": self.stop.to_json() if self.stop else None,
         }
 
     def render(self) -> str:
@@ -208,5 +215,10 @@ class DryRunSummary:
                 f"would make {self.calls} calls costing {self.credits} credits "
                 f"(£{self.credits / 100:.2f} live), "
                 f"{self.days_at_daily_limit} day(s) at {self.daily_limit} calls a day",
+                *(
+                    []
+                    if self.stop is None
+                    else [f"the run would stop (exit {int(self.exit_code)}): {self.stop.line()}"]
+                ),
             ]
         )

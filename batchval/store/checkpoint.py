@@ -414,6 +414,11 @@ class Checkpoint(InvocationLog, ChargeLedger):
         ).fetchall()
         return {str(name): int(n) for name, n in found}
 
+    def refused_kinds(self, limit: int = 3) -> list[tuple[str | None, str, int, str | None]]:
+        """The rows validation refused by field and rule, most rows first: (field, rule,
+        rows, the first such row's detail)."""
+        return refused_kinds(self._db, "rows", "key", limit)
+
     def problems_of_type(self, name: str) -> list[tuple[int, str, str, str | None]]:
         """(rowid, key, problem JSON, raw answer) of the problem requests of type `name`."""
         return self._db.execute(
@@ -480,3 +485,16 @@ class Checkpoint(InvocationLog, ChargeLedger):
         )
         while chunk := cursor.fetchmany(batch):
             yield [records.RowProblem.of(row) for row in chunk]
+
+
+def refused_kinds(
+    db: sqlite3.Connection, table: str, key: str, limit: int
+) -> list[tuple[str | None, str, int, str | None]]:
+    """`table`'s rows that validation refused (`key` NULL) by field and rule, most rows
+    first, each with its first row's detail (SQLite takes a bare column from the MIN row)."""
+    found = db.execute(
+        f"SELECT field, rule, COUNT(*), detail, MIN(row_number) FROM {table}"
+        f" WHERE {key} IS NULL GROUP BY field, rule ORDER BY 3 DESC, 5 LIMIT ?",
+        (limit,),
+    ).fetchall()
+    return [(field, str(rule), int(n), detail) for field, rule, n, detail, _ in found]

@@ -61,6 +61,17 @@ class InvocationLog:
         ).fetchone()
         return row is None or row[0] is not None
 
+    def never_sent(self) -> bool:
+        """Whether this DIR certainly never made a call: every invocation ended, having
+        counted no call, and no request was ever marked sent. A killed invocation may
+        have sent what its last group never recorded, so it counts as having sent."""
+        unsure = self._db.execute(
+            "SELECT EXISTS (SELECT 1 FROM invocations WHERE ended_at IS NULL OR calls IS NULL"
+            " OR calls > 0) OR EXISTS (SELECT 1 FROM requests WHERE attempts > 0"
+            " OR state != 'pending')"
+        ).fetchone()[0]
+        return not unsure
+
     def invocation_history(self) -> list[records.Invocation]:
         """Every invocation of the run, oldest first (a killed one has no `ended_at`)."""
         found = self._db.execute(

@@ -41,7 +41,7 @@ from typing import Any
 import pyarrow as pa
 
 from batchval.store import records
-from batchval.store.checkpoint import Checkpoint, Counts
+from batchval.store.checkpoint import Checkpoint, Counts, refused_kinds
 
 COMMAND = "streets"
 # The API's free repeat window (docs/api.md, sections 4.3 and 8).
@@ -392,6 +392,10 @@ class StreetStore:
             ") GROUP BY 1 ORDER BY 1"
         ).fetchall()
         return {str(name): int(n) for name, n in found}
+
+    def refused_kinds(self, limit: int = 3) -> list[tuple[str | None, str, int, str | None]]:
+        """The rows whose postcode validation refused, by field and rule, most first."""
+        return refused_kinds(self._db, "street_rows", "postcode", limit)
 
     def reads(self) -> Iterator[StreetRead]:
         """Every postcode with a stored read that some row asks for, in postcode order."""
