@@ -45,7 +45,6 @@ from batchval.api.errors import (
     PartnerError,
     ProblemError,
     RateLimitedError,
-    Reach,
     TransportError,
     UnauthorizedError,
     UnrecognisedAnswerError,
@@ -53,6 +52,7 @@ from batchval.api.errors import (
     excerpt,
     read_no_answer,
 )
+from batchval.api.network import Reach
 from batchval.api.vocabulary import VALUATION_CREDITS
 from batchval.ingest import price_input
 from batchval.input import InputError, open_input

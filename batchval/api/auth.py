@@ -20,14 +20,13 @@ import structlog
 
 from batchval.api.errors import (
     CredentialsRefusedError,
-    Reach,
     TransportError,
     UnrecognisedAnswerError,
     WrongAddressError,
     excerpt,
-    host_of,
     read_no_answer,
 )
+from batchval.api.network import Reach, host_of
 
 log = structlog.get_logger()
 

@@ -40,18 +40,17 @@ from batchval.api.auth import AccessToken, Credentials, TokenCache
 from batchval.api.errors import (
     MalformedResponseError,
     NotFoundError,
-    Reach,
     TransportError,
     UnauthorizedError,
     UnrecognisedAnswerError,
     WrongAddressError,
     excerpt,
-    host_of,
     is_json_type,
     read_failure,
     read_no_answer,
 )
 from batchval.api.models import StreetAnalysis, Valuation, ValuationRequest
+from batchval.api.network import Reach, host_of
 from batchval.api.transport import OneConnection
 
 log = structlog.get_logger()

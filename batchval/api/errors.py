@@ -27,25 +27,19 @@ Each error carries the `Action` the caller takes. `read_failure` is the one plac
 turns a failed HTTP answer into one of these: it reads the status, the content type and
 the problem type (in that order), and anything it does not recognise is never blamed on
 a row. `read_no_answer` is its other half, for a call that got no answer at all: it
-names why (`NoAnswer`: the name does not resolve, the connection was refused, TLS failed
-and why, a timeout, a cut), and a name that does not exist is a wrong address only for
-a host that has never answered (`Reach`). No message carries a token or a secret: they
-are never passed to these classes.
+says why (`api/network`: the name does not resolve, the connection was refused, TLS
+failed and why, a timeout, a cut), and a name that does not exist is a wrong address
+only for a host that has never answered (`network.Reach`). No message carries a token
+or a secret: they are never passed to these classes.
 """
 
 from __future__ import annotations
 
 import enum
-import errno
 import json
-import re
-import socket
-import ssl
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
-import httpx
-
+from batchval.api.network import NoAnswer, Reach, diagnose, host_of, port_of
 from batchval.outcome import BatchvalError
 
 EXCERPT_CHARS = 200  # of an unrecognised body, quoted in the stop's detail
@@ -69,18 +63,6 @@ class PartnerError(BatchvalError):
     def action(self) -> Action:
         """What the caller does next with this error."""
         return self.default_action
-
-
-class NoAnswer(enum.Enum):
-    """Why a call got no answer, in the words of the stop's line (`read_no_answer`)."""
-
-    NO_SUCH_NAME = "no such name"  # the resolver says the host name does not exist
-    NAME_LOOKUP = "name lookup failed"  # the resolver cannot say now (EAI_AGAIN, ...)
-    REFUSED = "connection refused"  # the host is there; nothing listens at the port
-    TLS = "TLS failed"  # the handshake: a certificate, a name, not TLS at all
-    TIMEOUT = "timed out"  # no connection, or no answer, in time
-    CUT = "connection cut"  # reset, or closed before the whole answer came
-    OTHER = "connection failed"  # the network's own (unreachable), a proxy's
 
 
 class TransportError(PartnerError):
@@ -399,186 +381,48 @@ def _problem_document(content_type: str, body: bytes) -> dict[str, Any] | None:
     return None
 
 
-# --- no answer at all -------------------------------------------------------------------
-
-
-class Reach:
-    """The host names that have answered (any HTTP answer at all), as one DIR remembers
-    them (`store/checkpoint`), and the hook that remembers a new one.
-
-    A host name the resolver says does not exist is a wrong address while nothing was
-    ever reached there: a typo, which a scheduler would otherwise retry for ever. Once a
-    host has answered, the same failure is an outage of DNS, which happens to working
-    configurations, and is retried like any other.
-    """
-
-    def __init__(
-        self, hosts: Iterable[str] = (), on_new: Callable[[str], None] | None = None
-    ) -> None:
-        self._hosts = {host.lower() for host in hosts}
-        self._on_new = on_new
-
-    def __contains__(self, host: object) -> bool:
-        return isinstance(host, str) and host.lower() in self._hosts
-
-    def note(self, host: str) -> None:
-        """`host` answered. Called on every answer: a set lookup when it is known."""
-        if host in self._hosts:
-            return
-        self._hosts.add(host.lower())
-        if self._on_new is not None:
-            self._on_new(host.lower())
-
-
-def host_of(url: str | httpx.URL) -> str:
-    """The host name of a URL as `Reach` keeps it (lower case, IDNA decoded)."""
-    return (url if isinstance(url, httpx.URL) else httpx.URL(url)).host
+# What a call that got no answer says, by why (`network.diagnose`): {host}, {where}
+# (host:port) and {detail} filled in. A name that does not exist and never answered is
+# not here: it is a wrong address (`read_no_answer`).
+_NO_ANSWER_SAYS = {
+    NoAnswer.NO_SUCH_NAME: "the host name {host} does not resolve (no such name: {detail}); it "
+    "has answered before, so this is taken for an outage of DNS",
+    NoAnswer.NAME_LOOKUP: "name lookup failed for {host} ({detail})",
+    NoAnswer.TLS: "TLS failed with {where}: {detail}",
+    NoAnswer.REFUSED: "connection refused by {where} (nothing listens there)",
+    NoAnswer.TIMEOUT: "timed out ({detail}, {where})",
+    NoAnswer.CUT: "connection cut by {where} ({detail})",
+    NoAnswer.OTHER: "connection to {where} failed ({detail})",
+}
 
 
 def read_no_answer(
     error: BaseException, *, doing: str, url: str, address: str, reach: Reach
 ) -> PartnerError:
-    """What a call that got no answer means: `error` is the HTTP library's (an
-    `httpx.TransportError`), read by its causes, since the library's own types do not
-    tell a name that does not exist from a port where nothing listens.
+    """What a call that got no answer at all means: `error` is the HTTP library's (an
+    `httpx.TransportError`), whose own type does not tell a name that does not exist from
+    a port where nothing listens; `network.diagnose` reads its causes.
 
-    The table, by the first cause found along `error`'s chain (`__cause__`, the members
-    of an exception group), in this order:
+    | why (`NoAnswer`)                                     | error             | action |
+    |------------------------------------------------------|-------------------|--------|
+    | no such name (EAI_NONAME), the host never answered   | WrongAddressError | CONFIG |
+    | no such name, the host answered before (in `reach`)  | TransportError    | RETRY  |
+    | name lookup failed for now (EAI_AGAIN, ...)          | TransportError    | RETRY  |
+    | TLS failed (certificate, host name, not TLS at all)  | TransportError    | RETRY  |
+    | connection refused, timed out, cut, anything else    | TransportError    | RETRY  |
 
-    | cause                                              | error             | action |
-    |----------------------------------------------------|-------------------|--------|
-    | the resolver: no such name (EAI_NONAME), the host  | WrongAddressError | CONFIG |
-    |   never answered (not in `reach`)                  |                   |        |
-    | the resolver: no such name, the host answered once | TransportError    | RETRY  |
-    | the resolver, anything else (EAI_AGAIN: try again) | TransportError    | RETRY  |
-    | TLS (`ssl.SSLError`: verify failed, wrong version) | TransportError    | RETRY  |
-    | connection refused                                 | TransportError    | RETRY  |
-    | a timeout (connect, read, write)                   | TransportError    | RETRY  |
-    | reset, or closed before the answer                 | TransportError    | RETRY  |
-    | anything else (network unreachable, a proxy)       | TransportError    | RETRY  |
-
-    `doing` begins the message (`POST https://...`), `url` is the URL asked, `address`
-    the setting a person would fix (`base URL`, `auth URL`). Every TransportError
-    carries its `NoAnswer` and the host.
+    `doing` begins the message (`POST https://...`), `url` is the URL asked, `address` the
+    setting a person would fix (`base URL`, `auth URL`). A TransportError carries its
+    `NoAnswer` and the host.
     """
-    parsed = httpx.URL(url)
-    host = host_of(parsed)
-    where = f"{host}:{parsed.port or (443 if parsed.scheme == 'https' else 80)}"
-    causes = list(_causes(error))
-    lookup = _first(causes, socket.gaierror)
-    if lookup is not None:
-        said = lookup.strerror or str(lookup)
-        if lookup.errno == socket.EAI_NONAME:
-            if host not in reach:
-                return WrongAddressError(
-                    f"{doing}: the host name {host} does not resolve (no such name: "
-                    f"{said}) and it never answered before: the {address} is wrong",
-                    status=None,
-                    url=url,
-                )
-            return TransportError(
-                f"{doing}: the host name {host} does not resolve (no such name: {said}); it "
-                "has answered before, so this is taken for an outage of DNS",
-                no_answer=NoAnswer.NO_SUCH_NAME,
-                host=host,
-            )
-        return TransportError(
-            f"{doing}: name lookup failed for {host} ({said})",
-            no_answer=NoAnswer.NAME_LOOKUP,
-            host=host,
+    why = diagnose(error)
+    host = host_of(url)
+    if why.kind is NoAnswer.NO_SUCH_NAME and host not in reach:
+        return WrongAddressError(
+            f"{doing}: the host name {host} does not resolve (no such name: {why.detail}), "
+            f"and no call has ever reached it: the {address} is wrong",
+            status=None,
+            url=url,
         )
-    tls = _first(causes, ssl.SSLError)
-    if tls is not None:
-        return TransportError(
-            f"{doing}: TLS failed with {where}: {_tls_reason(tls)}",
-            no_answer=NoAnswer.TLS,
-            host=host,
-        )
-    if any(_refused(cause) for cause in causes):
-        return TransportError(
-            f"{doing}: connection refused by {where} (nothing listens there)",
-            no_answer=NoAnswer.REFUSED,
-            host=host,
-        )
-    if any(isinstance(cause, TimeoutError | httpx.TimeoutException) for cause in causes):
-        connecting = any(isinstance(cause, httpx.ConnectTimeout) for cause in causes)
-        return TransportError(
-            f"{doing}: timed out ({'no connection to ' + where if connecting else 'no answer'}"
-            " in time)",
-            no_answer=NoAnswer.TIMEOUT,
-            host=host,
-        )
-    deepest = causes[-1]
-    said = str(deepest) or type(deepest).__name__
-    if any(isinstance(cause, _CUT) for cause in causes):
-        return TransportError(
-            f"{doing}: connection cut by {where} ({said})", no_answer=NoAnswer.CUT, host=host
-        )
-    return TransportError(
-        f"{doing}: connection to {where} failed ({said})", no_answer=NoAnswer.OTHER, host=host
-    )
-
-
-# A connection that was open and is not any more.
-_CUT = (
-    ConnectionResetError,
-    ConnectionAbortedError,
-    BrokenPipeError,
-    httpx.ReadError,
-    httpx.WriteError,
-    httpx.RemoteProtocolError,
-)
-# Python 3.11's asyncio joins the errors of every address it tried into one message
-# ("Multiple exceptions: [Errno 111] Connect call failed ..., [Errno 99] ..."), keeping
-# neither the exceptions nor an errno; 3.12's `all_errors` would keep them.
-_ERRNO_IN_TEXT = re.compile(r"\[Errno (-?\d+)\]")
-
-
-_E = TypeVar("_E", bound=BaseException)
-
-
-def _causes(error: BaseException) -> Iterator[BaseException]:
-    """`error`, then what caused it, depth first through exception groups: the library's
-    wrapper first, the operating system's error last. A suppressed `__context__` is
-    followed too: httpcore's pool re-raises its `ConnectError` `from None`, which hides
-    the `gaierror` or `ConnectionRefusedError` it was raised from."""
-    seen: set[int] = set()
-    stack = [error]
-    while stack:
-        current = stack.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        yield current
-        nested: list[BaseException] = []
-        if isinstance(current, BaseExceptionGroup):
-            nested.extend(current.exceptions)
-        if current.__cause__ is not None:
-            nested.append(current.__cause__)
-        elif current.__context__ is not None:
-            nested.append(current.__context__)
-        stack.extend(reversed(nested))
-
-
-def _first(causes: list[BaseException], kind: type[_E]) -> _E | None:
-    return next((cause for cause in causes if isinstance(cause, kind)), None)
-
-
-def _refused(cause: BaseException) -> bool:
-    if isinstance(cause, ConnectionRefusedError):
-        return True
-    if not isinstance(cause, OSError):
-        return False
-    if cause.errno is not None:
-        return cause.errno == errno.ECONNREFUSED
-    return str(errno.ECONNREFUSED) in _ERRNO_IN_TEXT.findall(str(cause))
-
-
-def _tls_reason(error: ssl.SSLError) -> str:
-    """Why the handshake failed, as OpenSSL says it: `certificate verify failed: self-signed
-    certificate`, `... Hostname mismatch, ...`, `wrong version number` (not TLS at all)."""
-    if isinstance(error, ssl.SSLCertVerificationError) and error.verify_message:
-        return f"certificate verify failed: {error.verify_message.rstrip('.')}"
-    if error.reason:
-        return error.reason.lower().replace("_", " ")
-    return str(error) or type(error).__name__
+    said = _NO_ANSWER_SAYS[why.kind].format(host=host, where=port_of(url), detail=why.detail)
+    return TransportError(f"{doing}: {said}", no_answer=why.kind, host=host)
