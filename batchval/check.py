@@ -10,8 +10,9 @@ check, then a final line; the exit code is the first failing check's:
 | the settings (a partly configured API, a bad config file)           | 64   |
 | the token URL refuses the credentials (401, or 400/403 of any body) | 77   |
 | the token URL or the API answers as no API would (404, 405, a page) | 64   |
+| a host name that does not exist (the resolver's "no such name")     | 64   |
 | the API refuses the token URL's fresh tokens, or the account        | 77   |
-| no answer (connection refused, a timeout, a gateway's 502/503/504)  | 75   |
+| no answer (connection refused, TLS, a timeout, 502/503/504): why    | 75   |
 | the account's daily limit is used                                   | 75   |
 | the input cannot be used, or `run` would refuse most of its rows    | 65   |
 
@@ -50,7 +51,9 @@ from batchval.api.errors import (
     UnrecognisedAnswerError,
     WrongAddressError,
     excerpt,
+    read_no_answer,
 )
+from batchval.api.network import Reach
 from batchval.api.vocabulary import VALUATION_CREDITS
 from batchval.ingest import price_input
 from batchval.input import InputError, open_input
@@ -151,7 +154,9 @@ async def _probe(api: ApiSettings, embedded: bool, now: Callable[[], dt.datetime
         except PartnerError as exc:
             return [_token_failure(exc)]
         findings = [Finding("token", "the token URL gave an access token")]
-        findings.append(await _ask_without_token(api) or await _ask_api(client, api, now))
+        findings.append(
+            await _ask_without_token(api, client.reach) or await _ask_api(client, api, now)
+        )
         if findings[-1].code in (ExitCode.USAGE, ExitCode.ACCOUNT):
             return findings
         return [*findings, *_mode_and_balance(api, token, embedded)]
@@ -173,7 +178,7 @@ def _token_failure(exc: PartnerError) -> Finding:
     return Finding("token", f"wrong address: {exc}; check BATCHVAL_AUTH_URL", ExitCode.USAGE)
 
 
-async def _ask_without_token(api: ApiSettings) -> Finding | None:
+async def _ask_without_token(api: ApiSettings, reach: Reach) -> Finding | None:
     """GET /valuations/{PROBE_ID} with no token: None when it answers 401, as the API does."""
     url = f"{api.base_url.rstrip('/')}/valuations/{PROBE_ID}"
     async with httpx.AsyncClient(
@@ -182,9 +187,14 @@ async def _ask_without_token(api: ApiSettings) -> Finding | None:
         try:
             response = await http.get(url)
         except httpx.TransportError as exc:
-            return Finding(
-                "api", f"unreachable: GET {url}: {type(exc).__name__}", ExitCode.RESUMABLE
+            failure = read_no_answer(
+                exc, doing=f"GET {url}", url=url, address="base URL", reach=reach
             )
+            if isinstance(failure, WrongAddressError):
+                return Finding(
+                    "api", f"wrong address: {failure}; check BATCHVAL_BASE_URL", ExitCode.USAGE
+                )
+            return Finding("api", f"unreachable: {failure}", ExitCode.RESUMABLE)
     status = response.status_code
     if status in (401, 429):
         return None

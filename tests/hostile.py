@@ -18,7 +18,9 @@ one of its `Rules` says otherwise:
   kept. Paid answers too: batchval keeps each as an `unreadable-answer` problem.
 
 A wrong address needs no rule of its own: `/partners/v2/...` is forwarded and the
-sandbox answers its own 404. `closed_port_url()` gives an address where nothing listens.
+sandbox answers its own 404. `closed_port_url()` gives an address where nothing listens,
+`NO_SUCH_HOST` a host name that does not exist, and `serve_tls(dir)` a TLS server whose
+self-signed certificate no client trusts (or, trusted, names another host).
 
 Rules may be changed while the proxy runs (a test switches a rule off to play "the
 proxy is gone"). Each rule draws from its own `random.Random`, seeded, so a replay
@@ -34,11 +36,15 @@ import dataclasses
 import http
 import json
 import random
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -334,3 +340,74 @@ def closed_port_url() -> str:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
     return f"http://127.0.0.1:{port}"
+
+
+# A name that never resolves (RFC 6761 keeps `.invalid` out of DNS): the resolver says
+# "no such name" (EAI_NONAME), not "try again".
+NO_SUCH_HOST = "api.no-such-host.invalid"
+
+
+def no_such_name() -> bool:
+    """Whether this machine's resolver says EAI_NONAME for NO_SUCH_HOST (a resolver that
+    answers every name, as a captive portal's does, cannot show the behaviour)."""
+    try:
+        socket.getaddrinfo(NO_SUCH_HOST, 443)
+    except socket.gaierror as exc:
+        return exc.errno == socket.EAI_NONAME
+    return False
+
+
+@dataclasses.dataclass(frozen=True)
+class TlsServer:
+    url: str  # https://127.0.0.1:PORT
+    port: int
+    certificate: Path  # self-signed, for `name`: a CA file that trusts it
+    name: str
+
+
+@contextmanager
+def serve_tls(directory: Path, name: str = "reach.test") -> Iterator[TlsServer]:
+    """A loopback server that offers TLS with a self-signed certificate for `name` (made by
+    the `openssl` command) and closes each connection after the handshake: a client meets
+    a certificate it cannot verify, or, trusting it (`SSL_CERT_FILE`), one for another
+    host. Raises FileNotFoundError without `openssl`."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise FileNotFoundError("openssl")
+    certificate, key = directory / "tls-cert.pem", directory / "tls-key.pem"
+    subprocess.run(
+        [
+            openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+            "-keyout", str(key), "-out", str(certificate),
+            "-subj", f"/CN={name}", "-addext", f"subjectAltName=DNS:{name}",
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certificate, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port: int = listener.getsockname()[1]
+
+    def serve() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return  # closed: the test is over
+            connection.settimeout(5)
+            try:
+                context.wrap_socket(connection, server_side=True).close()
+            except OSError:
+                pass  # the client refused the certificate: what the test is about
+            finally:
+                connection.close()
+
+    thread = threading.Thread(target=serve, name="tls-server", daemon=True)
+    thread.start()
+    try:
+        yield TlsServer(f"https://127.0.0.1:{port}", port, certificate, name)
+    finally:
+        listener.shutdown(socket.SHUT_RDWR)
+        listener.close()
+        thread.join(timeout=10)

@@ -4,13 +4,23 @@ and never a charge."""
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from hostile import HostileProxy, Rules, closed_port_url, serve_proxy
+from hostile import (
+    NO_SUCH_HOST,
+    HostileProxy,
+    Rules,
+    closed_port_url,
+    no_such_name,
+    serve_proxy,
+    serve_tls,
+)
 from support import LIVE, TEST, env_for, portfolio, run_cli
 
 from batchval.api import PartnerClient
@@ -127,7 +137,54 @@ def test_unreachable_host_exits_75() -> None:
     }
     done = run_cli("check", env=env, timeout=60)
     assert done.returncode == 75, done.stdout + done.stderr
-    assert "unreachable" in failing(done, "token")
+    line = failing(done, "token")
+    assert "unreachable" in line
+    assert f"connection refused by {root.removeprefix('http://')}" in line
+
+
+@pytest.mark.parametrize("setting", ["BATCHVAL_BASE_URL", "BATCHVAL_AUTH_URL"])
+def test_a_host_name_that_does_not_exist_exits_64(served: RunningSandbox, setting: str) -> None:
+    """A base or token URL whose host name does not resolve at all: exit 64 within
+    seconds, the host named, on the line of the check that met it."""
+    if not no_such_name():
+        pytest.skip(f"this resolver does not say 'no such name' for {NO_SUCH_HOST}")
+    url = f"https://{NO_SUCH_HOST}" + (API_PREFIX if setting == "BATCHVAL_BASE_URL" else "")
+    started = time.monotonic()
+    done = run_cli("check", env=env_for(served, LIVE, **{setting: url}), timeout=60)
+    assert time.monotonic() - started < 20
+    assert done.returncode == 64, done.stdout + done.stderr
+    line = failing(done, "api" if setting == "BATCHVAL_BASE_URL" else "token")
+    assert f"wrong address: GET {url}" in line or "wrong address: token request" in line
+    assert f"the host name {NO_SUCH_HOST} does not resolve (no such name" in line
+    assert f"check {setting}" in line
+
+
+@pytest.mark.parametrize("case", ["self-signed", "another-host", "not-tls"])
+def test_tls_failure_is_named(served: RunningSandbox, tmp_path: Path, case: str) -> None:
+    """The API's address speaks TLS with a certificate nobody trusts, or one for another
+    host, or does not speak TLS: exit 75, "TLS failed" and OpenSSL's reason."""
+    if case == "not-tls":
+        env = env_for(served, LIVE, BATCHVAL_BASE_URL=served.base_url.replace("http", "https"))
+        done, why = run_cli("check", env=env, timeout=60), "wrong version number"
+    else:
+        if shutil.which("openssl") is None:
+            pytest.skip("no openssl command to make a certificate with")
+        with serve_tls(tmp_path) as tls:
+            if case == "self-signed":
+                env = env_for(served, LIVE, BATCHVAL_BASE_URL=tls.url + API_PREFIX)
+                why = "certificate verify failed: self-signed certificate"
+            else:  # trusted, but made for reach.test, not for localhost
+                base = f"https://localhost:{tls.port}{API_PREFIX}"
+                env = env_for(
+                    served, LIVE, BATCHVAL_BASE_URL=base, SSL_CERT_FILE=str(tls.certificate)
+                )
+                why = "Hostname mismatch, certificate is not valid for 'localhost'"
+            done = run_cli("check", env=env, timeout=60)
+    assert done.returncode == 75, done.stdout + done.stderr
+    line = failing(done, "api")
+    assert "unreachable: " in line
+    assert "TLS failed with " in line
+    assert why in line, line
 
 
 def test_partly_configured_api_exits_64(served: RunningSandbox) -> None:

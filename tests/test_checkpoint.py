@@ -646,3 +646,36 @@ def test_never_sent_until_a_call_may_have_been_made(tmp_path: Path) -> None:
         other = filled(tmp_path / str(calls))
         _invocation(other, calls)
         assert not other.never_sent()
+
+
+def test_hosts_that_answered_are_kept(tmp_path: Path) -> None:
+    """A host that answered is kept once, with when, across openings."""
+    checkpoint = filled(tmp_path)
+    assert checkpoint.reached_hosts(["api.example"]) == frozenset()
+    checkpoint.note_reached("api.example", "2026-11-25T00:00:00+00:00")
+    checkpoint.note_reached("api.example", "2026-11-26T00:00:00+00:00")
+    checkpoint.note_reached("auth.example", "2026-11-26T00:00:00+00:00")
+    checkpoint.close()
+    reopened = Checkpoint.open(tmp_path)
+    assert reopened.reached_hosts(["other.example"]) == {"api.example", "auth.example"}
+    assert reopened.get("reached.api.example") == "2026-11-25T00:00:00+00:00"
+
+
+@pytest.mark.parametrize("state", ["answered", "done", "problem"])
+def test_a_dir_with_answers_and_no_hosts_kept_reached_its_configured_hosts(
+    tmp_path: Path, state: str
+) -> None:
+    """A DIR written before hosts were kept, holding answers, counts the hosts it is
+    configured with as reached; one without answers reached nothing."""
+    checkpoint = filled(tmp_path)
+    checkpoint.mark_sent("k1")
+    assert checkpoint.reached_hosts(["api.example"]) == frozenset()
+    checkpoint.record_answer("k1", b'{"id":"val_x"}')
+    if state == "done":
+        checkpoint.record_valuation("k1", 10)
+    elif state == "problem":
+        checkpoint.record_problem("k1", {"type": "outside-coverage", "status": 422})
+    assert checkpoint.reached_hosts(["api.example", "auth.example"]) == {
+        "api.example",
+        "auth.example",
+    }

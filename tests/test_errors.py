@@ -3,7 +3,11 @@ successes and of the token URL: every cell, each with the action the pool takes.
 
 from __future__ import annotations
 
+import errno
+import itertools
 import json
+import socket
+import ssl
 from collections.abc import Callable
 
 import httpx
@@ -16,11 +20,13 @@ from batchval.api import (
     PartnerClient,
     PartnerError,
     RateLimitedError,
+    TransportError,
     UnrecognisedAnswerError,
     WrongAddressError,
     read_failure,
 )
-from batchval.api.errors import EXCERPT_CHARS, PROBLEM_TYPES, excerpt
+from batchval.api.errors import EXCERPT_CHARS, PROBLEM_TYPES, excerpt, read_no_answer
+from batchval.api.network import NoAnswer, Reach
 
 PROBLEM = "application/problem+json"
 HTML = "text/html; charset=utf-8"
@@ -354,3 +360,210 @@ async def test_retry_after_in_seconds_or_as_a_date(
         with pytest.raises(RateLimitedError) as caught:
             await api.post_valuation(b"{}", idempotency_key="key-12345678")
     assert caught.value.retry_after == expected
+
+
+# --- no answer at all: read_no_answer ----------------------------------------------------
+
+API_URL = "https://api.example/partners/v1/valuations"
+
+
+def chained(*errors: BaseException) -> BaseException:
+    """The first error, raised from the second, raised from the third... (as httpx raises
+    its own error from httpcore's, from the operating system's)."""
+    for outer, inner in itertools.pairwise(errors):
+        outer.__cause__ = inner
+    return errors[0]
+
+
+def no_answer(error: BaseException, reached: tuple[str, ...] = ()) -> PartnerError:
+    return read_no_answer(
+        error, doing=f"POST {API_URL}", url=API_URL, address="base URL", reach=Reach(reached)
+    )
+
+
+def connect_error(*causes: BaseException) -> BaseException:
+    return chained(httpx.ConnectError("wrapped"), *causes)
+
+
+def gaierror(code: int) -> socket.gaierror:
+    return socket.gaierror(code, {socket.EAI_NONAME: "Name or service not known"}.get(code, "x"))
+
+
+def tls_error(reason: str, verify_message: str | None = None) -> ssl.SSLError:
+    error: ssl.SSLError
+    if verify_message is None:
+        error = ssl.SSLError(1, f"[SSL: {reason}] {reason.lower()}")
+    else:
+        error = ssl.SSLCertVerificationError(1, f"[SSL: {reason}] {verify_message}")
+        error.verify_message = verify_message
+    error.reason = reason
+    return error
+
+
+def test_a_name_that_does_not_exist_and_never_answered_is_a_wrong_address() -> None:
+    """EAI_NONAME for a host never reached: a wrong address (64), naming the host."""
+    error = no_answer(connect_error(gaierror(socket.EAI_NONAME)))
+    assert isinstance(error, WrongAddressError)
+    assert error.action is Action.CONFIG
+    assert error.status is None
+    assert "the host name api.example does not resolve (no such name" in str(error)
+    assert "the base URL is wrong" in str(error)
+
+
+def test_a_name_that_answered_before_is_an_outage_of_dns() -> None:
+    """EAI_NONAME for a host that answered before: transient, said as it is."""
+    error = no_answer(connect_error(gaierror(socket.EAI_NONAME)), reached=("API.example",))
+    assert isinstance(error, TransportError)
+    assert error.action is Action.RETRY
+    assert error.no_answer is NoAnswer.NO_SUCH_NAME
+    assert "does not resolve" in str(error)
+    assert "outage of DNS" in str(error)
+
+
+@pytest.mark.parametrize("code", [socket.EAI_AGAIN, socket.EAI_FAIL])
+def test_a_lookup_that_may_work_later_is_transient(code: int) -> None:
+    """EAI_AGAIN (try again) and the like: transient even for a host never reached."""
+    error = no_answer(connect_error(gaierror(code)))
+    assert isinstance(error, TransportError)
+    assert error.action is Action.RETRY
+    assert error.no_answer is NoAnswer.NAME_LOOKUP
+    assert "name lookup failed for api.example" in str(error)
+
+
+# The causes as httpx, httpcore, anyio and asyncio chain them, and what each is read as.
+NO_ANSWERS: list[tuple[str, BaseException, NoAnswer, str]] = [
+    (
+        "refused",
+        connect_error(ConnectionRefusedError(errno.ECONNREFUSED, "Connect call failed")),
+        NoAnswer.REFUSED,
+        "connection refused by api.example:443",
+    ),
+    (
+        "refused-anyio",  # anyio: every address failed, the causes in a group
+        connect_error(
+            OSError("All connection attempts failed"),
+            ExceptionGroup(
+                "multiple connection attempts failed",
+                [
+                    OSError(errno.EADDRNOTAVAIL, "Cannot assign requested address"),
+                    ConnectionRefusedError(errno.ECONNREFUSED, "Connect call failed"),
+                ],
+            ),
+        ),
+        NoAnswer.REFUSED,
+        "connection refused",
+    ),
+    (
+        "refused-asyncio",  # Python 3.11's asyncio: every address's error in one message
+        connect_error(
+            OSError(
+                f"Multiple exceptions: [Errno {errno.ECONNREFUSED}] Connect call failed "
+                f"('::1', 443, 0, 0), [Errno {errno.ECONNREFUSED}] Connect call failed "
+                "('127.0.0.1', 443)"
+            )
+        ),
+        NoAnswer.REFUSED,
+        "connection refused",
+    ),
+    (
+        "self-signed",
+        connect_error(tls_error("CERTIFICATE_VERIFY_FAILED", "self-signed certificate")),
+        NoAnswer.TLS,
+        "TLS failed with api.example:443: certificate verify failed: self-signed certificate",
+    ),
+    (
+        "hostname-mismatch",
+        connect_error(
+            tls_error(
+                "CERTIFICATE_VERIFY_FAILED",
+                "Hostname mismatch, certificate is not valid for 'api.example'.",
+            )
+        ),
+        NoAnswer.TLS,
+        "certificate verify failed: Hostname mismatch, certificate is not valid for",
+    ),
+    (
+        "not-tls",
+        connect_error(tls_error("WRONG_VERSION_NUMBER")),
+        NoAnswer.TLS,
+        "TLS failed with api.example:443: wrong version number",
+    ),
+    (
+        "connect-timeout",
+        httpx.ConnectTimeout("no connection in time"),
+        NoAnswer.TIMEOUT,
+        "timed out (no connection in time, api.example:443)",
+    ),
+    (
+        "read-timeout",
+        chained(httpx.ReadTimeout("slow"), TimeoutError()),
+        NoAnswer.TIMEOUT,
+        "timed out (no answer in time, api.example:443)",
+    ),
+    (
+        "reset",
+        chained(httpx.ReadError("reset"), ConnectionResetError(errno.ECONNRESET, "reset")),
+        NoAnswer.CUT,
+        "connection cut by api.example:443",
+    ),
+    (
+        "disconnected",
+        httpx.RemoteProtocolError("Server disconnected without sending a response."),
+        NoAnswer.CUT,
+        "Server disconnected without sending a response.",
+    ),
+    (
+        "unreachable",
+        connect_error(OSError(errno.ENETUNREACH, "Network is unreachable")),
+        NoAnswer.OTHER,
+        "connection to api.example:443 failed ([Errno 101] Network is unreachable)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("error", "kind", "said"),
+    [case[1:] for case in NO_ANSWERS],
+    ids=[case[0] for case in NO_ANSWERS],
+)
+def test_no_answer_is_named(error: BaseException, kind: NoAnswer, said: str) -> None:
+    """Refused, TLS (and why), a timeout, a cut: transient, and the message says which."""
+    read = no_answer(error)
+    assert isinstance(read, TransportError)
+    assert read.action is Action.RETRY
+    assert read.no_answer is kind
+    assert read.host == "api.example"
+    assert said in str(read)
+    assert str(read).startswith(f"POST {API_URL}: ")
+
+
+@pytest.mark.anyio
+async def test_the_client_reads_a_failed_lookup_of_the_token_url() -> None:
+    """The token URL's name does not exist: a wrong address naming the auth URL."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        raise connect_error(gaierror(socket.EAI_NONAME))
+
+    async with client_with(handler) as api:
+        with pytest.raises(WrongAddressError) as caught:
+            await api.post_valuation(b"{}", idempotency_key="key-12345678")
+    assert "token request to https://api.example/oauth2/token" in str(caught.value)
+    assert "the host name api.example does not resolve" in str(caught.value)
+    assert "the auth URL is wrong" in str(caught.value)
+
+
+@pytest.mark.anyio
+async def test_a_host_that_answered_the_token_request_is_reached() -> None:
+    """Once a host has answered (the token URL, same host), its name failing is an
+    outage, and the client's reach says so."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/oauth2/token":
+            return httpx.Response(200, json=TOKEN)
+        raise connect_error(gaierror(socket.EAI_NONAME))
+
+    async with client_with(handler) as api:
+        with pytest.raises(TransportError) as caught:
+            await api.post_valuation(b"{}", idempotency_key="key-12345678")
+    assert caught.value.no_answer is NoAnswer.NO_SUCH_NAME
+    assert "api.example" in api.reach

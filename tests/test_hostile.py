@@ -28,7 +28,15 @@ from typing import Any
 import polars as pl
 import pytest
 import yaml
-from hostile import HostileProxy, Rules, closed_port_url, refuses, serve_proxy
+from hostile import (
+    NO_SUCH_HOST,
+    HostileProxy,
+    Rules,
+    closed_port_url,
+    no_such_name,
+    refuses,
+    serve_proxy,
+)
 from support import (
     BATCHVAL,
     LIVE,
@@ -43,6 +51,7 @@ from support import (
 from batchval.run.keys import idempotency_key
 from batchval.sandbox.app import API_PREFIX
 from batchval.sandbox.server import RunningSandbox
+from batchval.store.checkpoint import Checkpoint
 
 SEED: int = int(os.environ.get("BATCHVAL_FAULT_SEED", "2026"))
 """The seed of the proxy's draws; set it to replay a failure."""
@@ -174,13 +183,79 @@ def test_wrong_address_exits_64(
     assert served.sandbox.ledger.charges == []
 
 
-# --- nothing answers: exit 75 with every row pending --------------------------------------
+# --- a host name that does not exist: a wrong address, unless DIR reached it before -------
 
 
-def test_nothing_listening_exits_75(served: RunningSandbox, tmp_path: Path) -> None:
-    """Every connection refused: api_unavailable after run.outage_seconds, all rows pending."""
+def needs_no_such_name() -> None:
+    if not no_such_name():
+        pytest.skip(f"this resolver does not say 'no such name' for {NO_SUCH_HOST}")
+
+
+@pytest.mark.parametrize(
+    ("command", "setting"),
+    [("run", "base"), ("run", "auth"), ("streets", "base")],
+    ids=["run-base-url", "run-auth-url", "streets-base-url"],
+)
+def test_a_host_name_that_does_not_exist_exits_64_at_once(
+    served: RunningSandbox, tmp_path: Path, command: str, setting: str
+) -> None:
+    """A base or token URL whose host name does not resolve, in a DIR that never reached
+    it: exit 64 within seconds naming the host, not 75 after the outage window."""
+    needs_no_such_name()
+    if setting == "base":
+        wrong = {"BATCHVAL_BASE_URL": f"https://{NO_SUCH_HOST}{API_PREFIX}"}
+    else:
+        wrong = {"BATCHVAL_AUTH_URL": f"https://{NO_SUCH_HOST}"}
+    out = tmp_path / "out"
+    source = portfolio(tmp_path / "book.csv", 5)
+    started = time.monotonic()
+    done = run_cli(command, str(source), "--out", str(out), env=env_for(served, **wrong))
+    took = time.monotonic() - started
+    stop = stopped(done, out, 64, "wrong_address")
+    line = stop_line(done)
+    assert f"the host name {NO_SUCH_HOST} does not resolve (no such name" in line, line
+    assert f"the {setting} URL is wrong" in line, line
+    assert stop["detail"] in line
+    assert stop["status"] is None
+    assert took < 20, took  # start-up and reading the input: no retries, no outage window
+    assert json.loads((out / "summary.json").read_text())["rows"]["pending"] == 5
+    assert served.sandbox.ledger.charges == []
+
+
+def test_a_host_name_dir_reached_before_is_an_outage(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """The same name failing in a DIR whose checkpoint says it answered before: an outage
+    of DNS (75 api_unavailable after run.outage_seconds), said as such."""
+    needs_no_such_name()
+    out = tmp_path / "out"
+    out.mkdir()
+    checkpoint = Checkpoint.open(out)
+    checkpoint.note_reached(NO_SUCH_HOST, "2026-01-01T00:00:00+00:00")  # as a run notes it
+    checkpoint.close()
+    env = env_for(served, BATCHVAL_BASE_URL=f"https://{NO_SUCH_HOST}{API_PREFIX}")
+    source = portfolio(tmp_path / "book.csv", 5)
+    config = run_config(tmp_path, outage_seconds=OUTAGE_SECONDS)
+    done = run_cli("run", str(source), "--out", str(out), *config, env=env)
+    stopped(done, out, 75, "api_unavailable")
+    line = stop_line(done)
+    assert f"the host name {NO_SUCH_HOST} does not resolve" in line, line
+    assert "taken for an outage of DNS" in line, line
+
+
+# --- nothing answers: exit 75 with every row pending, and why ----------------------------
+
+
+@pytest.mark.parametrize("where", ["both", "base"])
+def test_nothing_listening_exits_75(served: RunningSandbox, tmp_path: Path, where: str) -> None:
+    """Every connection refused (the token URL's too, or the API's only):
+    api_unavailable after run.outage_seconds, all rows pending, "connection refused"."""
     closed = closed_port_url()
-    env = env_for(served, BATCHVAL_BASE_URL=closed + API_PREFIX, BATCHVAL_AUTH_URL=closed)
+    env = env_for(
+        served,
+        BATCHVAL_BASE_URL=closed + API_PREFIX,
+        BATCHVAL_AUTH_URL=closed if where == "both" else served.auth_url,
+    )
     out = tmp_path / "out"
     source = portfolio(tmp_path / "book.csv", 10)
     config = run_config(tmp_path, outage_seconds=OUTAGE_SECONDS)
@@ -188,13 +263,31 @@ def test_nothing_listening_exits_75(served: RunningSandbox, tmp_path: Path) -> N
     done = run_cli("run", str(source), "--out", str(out), *config, env=env, timeout=120)
     took = time.monotonic() - started
     assert refuses(closed), "something listened at the closed port: the test proves nothing"
-    stopped(done, out, 75, "api_unavailable")
+    stop = stopped(done, out, 75, "api_unavailable")
+    said = f"connection refused by {closed.removeprefix('http://')}"
+    assert said in stop_line(done), stop_line(done)
+    assert said in stop["detail"]
     results, problems, summary = outputs(out)
     assert (results.height, problems.height) == (0, 0)
     assert summary["rows"]["pending"] == 10
     # The outage window plus start-up and one last wait, not the 120 s the default gives.
     assert took < OUTAGE_SECONDS + 30, took
-    assert served.sandbox.ledger.requests == []
+    assert [r for r in served.sandbox.ledger.requests if r.path != "/oauth2/token"] == []
+
+
+def test_tls_spoken_to_a_plain_port_exits_75_saying_so(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """An https:// base URL at a plain HTTP port: api_unavailable, "TLS failed ... wrong
+    version number", never read as a refused connection or a wrong address."""
+    env = env_for(served, BATCHVAL_BASE_URL=served.base_url.replace("http://", "https://"))
+    out = tmp_path / "out"
+    config = run_config(tmp_path, outage_seconds=OUTAGE_SECONDS)
+    source = portfolio(tmp_path / "book.csv", 3)
+    done = run_cli("run", str(source), "--out", str(out), *config, env=env)
+    stopped(done, out, 75, "api_unavailable")
+    assert "TLS failed with 127.0.0.1:" in stop_line(done), stop_line(done)
+    assert "wrong version number" in stop_line(done)
 
 
 # --- a gateway answers HTML: never a row's fault ------------------------------------------

@@ -4,16 +4,19 @@ loopback sockets, the sandbox served in this process, and the proxy variables.""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import socket
-from collections.abc import AsyncIterator, Callable
+import ssl
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import httpx
 import pytest
-from hostile import closed_port_url
+from hostile import NO_SUCH_HOST, TlsServer, closed_port_url, no_such_name, serve_tls
 from support import LIVE, client_for
 
-from batchval.api import TransportError
+from batchval.api import NoAnswer, Reach, TransportError, WrongAddressError, read_no_answer
 from batchval.api.client import environment_proxy
 from batchval.api.transport import OneConnection, _readable
 from batchval.sandbox.server import RunningSandbox
@@ -174,3 +177,87 @@ async def test_a_url_that_is_not_http_is_unsupported() -> None:
     async with httpx.AsyncClient(transport=OneConnection(httpx.create_ssl_context())) as http:
         with pytest.raises(httpx.UnsupportedProtocol):
             await http.get("ftp://127.0.0.1/")
+
+
+# --- no answer: the cause kept, and named ------------------------------------------------
+
+
+@pytest.fixture
+def tls(tmp_path: Path) -> Iterator[TlsServer]:
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl command to make a certificate with")
+    with serve_tls(tmp_path) as server:
+        yield server
+
+
+async def _failure(url: str, transport: str, verify: ssl.SSLContext) -> httpx.TransportError:
+    """The error a GET of `url` raises, through the run's transport or httpx's own (the
+    token's)."""
+    if transport == "one-connection":
+        http = httpx.AsyncClient(transport=OneConnection(verify))
+    else:
+        http = httpx.AsyncClient(verify=verify)
+    async with http:
+        with pytest.raises(httpx.TransportError) as caught:
+            await http.get(url, timeout=10)
+    return caught.value
+
+
+def _read(error: BaseException, url: str) -> TransportError | WrongAddressError:
+    read = read_no_answer(error, doing=f"GET {url}", url=url, address="base URL", reach=Reach())
+    assert isinstance(read, TransportError | WrongAddressError), read
+    return read
+
+
+TRANSPORTS = ["one-connection", "httpx"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_tls_failures_are_named_with_openssls_reason(
+    tls: TlsServer, served: RunningSandbox, transport: str
+) -> None:
+    """A certificate nobody trusts, one for another host, TLS spoken to a plain HTTP port:
+    each read as TLS failed, and why."""
+    trusting = ssl.create_default_context(cafile=str(tls.certificate))
+    cases = [
+        (tls.url + "/", httpx.create_ssl_context(), "self-signed certificate"),
+        (
+            f"https://localhost:{tls.port}/",
+            trusting,
+            "Hostname mismatch, certificate is not valid for 'localhost'",
+        ),
+        (f"https://127.0.0.1:{served.port}/", httpx.create_ssl_context(), "wrong version number"),
+    ]
+    for url, verify, why in cases:
+        error = await _failure(url, transport, verify)
+        if transport == "one-connection":
+            assert isinstance(error.__cause__, ssl.SSLError), repr(error.__cause__)
+        read = _read(error, url)
+        assert isinstance(read, TransportError)
+        assert read.no_answer is NoAnswer.TLS
+        assert "TLS failed with " in str(read)
+        assert why in str(read), str(read)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("transport", TRANSPORTS)
+async def test_refused_and_unknown_names_are_told_apart(transport: str) -> None:
+    """Nothing listening is a refused connection; a name that does not exist is not."""
+    closed = closed_port_url() + "/"
+    refused = await _failure(closed, transport, httpx.create_ssl_context())
+    if transport == "one-connection":
+        assert isinstance(refused.__cause__, ConnectionRefusedError), repr(refused.__cause__)
+    read = _read(refused, closed)
+    assert isinstance(read, TransportError)
+    assert read.no_answer is NoAnswer.REFUSED
+    assert "connection refused by 127.0.0.1:" in str(read)
+    if not no_such_name():
+        pytest.skip(f"this resolver does not say 'no such name' for {NO_SUCH_HOST}")
+    unknown = f"https://{NO_SUCH_HOST}/"
+    missing = await _failure(unknown, transport, httpx.create_ssl_context())
+    if transport == "one-connection":
+        assert isinstance(missing.__cause__, socket.gaierror), repr(missing.__cause__)
+    read = _read(missing, unknown)
+    assert isinstance(read, WrongAddressError)
+    assert f"the host name {NO_SUCH_HOST} does not resolve" in str(read)

@@ -27,8 +27,10 @@ from batchval.api.errors import (
     UnrecognisedAnswerError,
     WrongAddressError,
     read_failure,
+    read_no_answer,
 )
 from batchval.api.models import Charge, StreetAnalysis, Valuation, ValuationRequest
+from batchval.api.network import NoAnswer, Reach, host_of
 
 __all__ = [
     "DEFAULT_TIMEOUT_SECONDS",
@@ -46,12 +48,14 @@ __all__ = [
     "InsufficientCreditsError",
     "InvalidRequestError",
     "MalformedResponseError",
+    "NoAnswer",
     "NotFoundError",
     "OutsideCoverageError",
     "PartnerClient",
     "PartnerError",
     "ProblemError",
     "RateLimitedError",
+    "Reach",
     "RequestInProgressError",
     "StreetAnalysis",
     "TransportError",
@@ -62,5 +66,7 @@ __all__ = [
     "Valuation",
     "ValuationRequest",
     "WrongAddressError",
+    "host_of",
     "read_failure",
+    "read_no_answer",
 ]

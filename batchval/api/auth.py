@@ -24,7 +24,9 @@ from batchval.api.errors import (
     UnrecognisedAnswerError,
     WrongAddressError,
     excerpt,
+    read_no_answer,
 )
+from batchval.api.network import Reach, host_of
 
 log = structlog.get_logger()
 
@@ -57,9 +59,12 @@ class TokenCache:
         credentials: Credentials,
         *,
         clock: Callable[[], float] = time.monotonic,
+        reach: Reach | None = None,
     ) -> None:
         self._http = http
         self._token_url = token_url
+        self._token_host = host_of(token_url)
+        self._reach = Reach() if reach is None else reach  # the client's, shared
         self._credentials = credentials
         self._clock = clock
         self._token: AccessToken | None = None
@@ -101,9 +106,14 @@ class TokenCache:
         try:
             response = await self._http.post(self._token_url, data=form)
         except httpx.TransportError as exc:
-            raise TransportError(
-                f"token request to {self._token_url} failed: {type(exc).__name__}"
+            raise read_no_answer(
+                exc,
+                doing=f"token request to {self._token_url}",
+                url=self._token_url,
+                address="auth URL",
+                reach=self._reach,
             ) from None
+        self._reach.note(self._token_host)
         self.fetches += 1
         status = response.status_code
         oauth_error = _oauth_error(response)

@@ -47,8 +47,10 @@ from batchval.api.errors import (
     excerpt,
     is_json_type,
     read_failure,
+    read_no_answer,
 )
 from batchval.api.models import StreetAnalysis, Valuation, ValuationRequest
+from batchval.api.network import Reach, host_of
 from batchval.api.transport import OneConnection
 
 log = structlog.get_logger()
@@ -88,7 +90,11 @@ class PartnerClient:
         http: httpx.AsyncClient | None = None,
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
         max_connections: int = 32,
+        reach: Reach | None = None,
     ) -> None:
+        """`reach`: the hosts that have answered before (a DIR's memory of them), which
+        decides whether a host name that does not resolve is a wrong address or an outage
+        (`read_no_answer`); every host that answers is noted in it."""
         self._owns_http = http is None
         self._closers: list[Callable[[], Awaitable[None]]] = []
         self._timeouts = {"timeout": _timeout(timeout).as_dict()}
@@ -114,7 +120,11 @@ class PartnerClient:
         self._base_url = base_url.rstrip("/")
         # Parsed once: the URL of every POST (parsing it for each call was 3 % of the CPU).
         self._valuations_url = httpx.URL(self._base_url + "/valuations")
-        self.tokens = TokenCache(http, auth_url.rstrip("/") + "/oauth2/token", credentials)
+        self._base_host = host_of(self._valuations_url)
+        self.reach = Reach() if reach is None else reach
+        self.tokens = TokenCache(
+            http, auth_url.rstrip("/") + "/oauth2/token", credentials, reach=self.reach
+        )
         self.calls = 0  # requests sent to the API (not the token URL)
         # Those calls by the status answered, "no_answer" when none came back (metrics).
         self.statuses: collections.Counter[str] = collections.Counter()
@@ -271,11 +281,17 @@ class PartnerClient:
         try:
             async with self._lend() as send:
                 response = await send(request)
-        except httpx.HTTPError as exc:
+        except httpx.TransportError as exc:
             self.statuses["no_answer"] += 1
-            raise TransportError(f"GET {url}: connection failed ({type(exc).__name__})") from None
+            raise read_no_answer(
+                exc, doing=f"GET {url}", url=url, address="base URL", reach=self.reach
+            ) from None
+        except httpx.HTTPError as exc:  # a body that cannot be decoded: not the API's 401
+            self.statuses["no_answer"] += 1
+            raise TransportError(f"GET {url}: {type(exc).__name__}") from None
         status = response.status_code
         self.statuses[str(status)] += 1
+        self.reach.note(self._base_host)
         if status in (401, 429):
             self._address_proven = True
             return
@@ -315,10 +331,6 @@ class PartnerClient:
             async with self._lend() as send:
                 response = await send(request)
             answered = str(response.status_code)
-        except httpx.TimeoutException as exc:
-            raise TransportError(
-                f"{method} {self._base_url}{path}: no answer in time ({type(exc).__name__})"
-            ) from None
         except httpx.DecodingError:
             # The body could not be decoded (a Content-Encoding that lies): not an answer
             # the API gives, so never read, never blamed on the row.
@@ -332,12 +344,17 @@ class PartnerClient:
             raise WrongAddressError(
                 f"{self._base_url}: not an http or https URL", status=0, url=self._base_url
             ) from None
-        except httpx.TransportError as exc:
-            raise TransportError(
-                f"{method} {self._base_url}{path}: connection failed ({type(exc).__name__})"
+        except httpx.TransportError as exc:  # no answer: why, from the exception's causes
+            raise read_no_answer(
+                exc,
+                doing=f"{method} {self._base_url}{path}",
+                url=str(url),
+                address="base URL",
+                reach=self.reach,
             ) from None
         finally:
             self.statuses[answered] += 1
+        self.reach.note(self._base_host)
         log.debug(
             "api.call",
             method=method,

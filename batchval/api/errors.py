@@ -1,12 +1,13 @@
 """Errors of the Partner API client, and the one table of what every answer means.
 
     PartnerError
-    ├── TransportError            no usable answer: connect failure, cut connection, timeout
+    ├── TransportError            no usable answer: name lookup, refused, TLS, cut, timeout
     ├── MalformedResponseError    a success whose body is not JSON (cut short): replayed
     │   └── UnreadableAnswerError a JSON success the parser cannot read even tolerantly
     ├── CredentialsRefusedError   the token URL refused the client id and secret
     ├── UnauthorizedError         a 401 again after one fresh token (retried)
-    ├── WrongAddressError         the base or auth URL answers as no API would (404/405)
+    ├── WrongAddressError         the base or auth URL answers as no API would (404/405),
+    │                             or names a host that does not exist and never answered
     ├── UnrecognisedAnswerError   an answer the API description does not show (an HTML page)
     └── ProblemError              an RFC 9457 problem document (docs/api.md, errors)
         ├── InvalidRequestError          400 invalid-request
@@ -25,7 +26,11 @@
 Each error carries the `Action` the caller takes. `read_failure` is the one place that
 turns a failed HTTP answer into one of these: it reads the status, the content type and
 the problem type (in that order), and anything it does not recognise is never blamed on
-a row. No message carries a token or a secret: they are never passed to these classes.
+a row. `read_no_answer` is its other half, for a call that got no answer at all: it
+says why (`api/network`: the name does not resolve, the connection was refused, TLS
+failed and why, a timeout, a cut), and a name that does not exist is a wrong address
+only for a host that has never answered (`network.Reach`). No message carries a token
+or a secret: they are never passed to these classes.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ import enum
 import json
 from typing import Any, ClassVar
 
+from batchval.api.network import NoAnswer, Reach, diagnose, host_of, port_of
 from batchval.outcome import BatchvalError
 
 EXCERPT_CHARS = 200  # of an unrecognised body, quoted in the stop's detail
@@ -60,9 +66,17 @@ class PartnerError(BatchvalError):
 
 
 class TransportError(PartnerError):
-    """No answer came back: the call may or may not have been served."""
+    """No answer came back: the call may or may not have been served. `no_answer` says
+    why when the failure was read (`read_no_answer`), `host` whom it was asked of."""
 
     default_action = Action.RETRY
+
+    def __init__(
+        self, message: str, *, no_answer: NoAnswer | None = None, host: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.no_answer = no_answer
+        self.host = host
 
 
 class MalformedResponseError(PartnerError):
@@ -108,11 +122,12 @@ class UnauthorizedError(PartnerError):
 
 class WrongAddressError(PartnerError):
     """The URL answers as the API never would: 404 or 405 to `POST /valuations`, 404 from
-    the token URL. The base or auth URL is wrong; nothing is the row's fault."""
+    the token URL; or its host name does not exist and never answered (`status` None).
+    The base or auth URL is wrong; nothing is the row's fault."""
 
     default_action = Action.CONFIG
 
-    def __init__(self, message: str, *, status: int, url: str) -> None:
+    def __init__(self, message: str, *, status: int | None, url: str) -> None:
         super().__init__(message)
         self.status = status
         self.url = url
@@ -364,3 +379,50 @@ def _problem_document(content_type: str, body: bytes) -> dict[str, Any] | None:
     if isinstance(parsed, dict) and isinstance(parsed.get("type"), str):
         return parsed
     return None
+
+
+# What a call that got no answer says, by why (`network.diagnose`): {host}, {where}
+# (host:port) and {detail} filled in. A name that does not exist and never answered is
+# not here: it is a wrong address (`read_no_answer`).
+_NO_ANSWER_SAYS = {
+    NoAnswer.NO_SUCH_NAME: "the host name {host} does not resolve (no such name: {detail}); it "
+    "has answered before, so this is taken for an outage of DNS",
+    NoAnswer.NAME_LOOKUP: "name lookup failed for {host} ({detail})",
+    NoAnswer.TLS: "TLS failed with {where}: {detail}",
+    NoAnswer.REFUSED: "connection refused by {where} (nothing listens there)",
+    NoAnswer.TIMEOUT: "timed out ({detail}, {where})",
+    NoAnswer.CUT: "connection cut by {where} ({detail})",
+    NoAnswer.OTHER: "connection to {where} failed ({detail})",
+}
+
+
+def read_no_answer(
+    error: BaseException, *, doing: str, url: str, address: str, reach: Reach
+) -> PartnerError:
+    """What a call that got no answer at all means: `error` is the HTTP library's (an
+    `httpx.TransportError`), whose own type does not tell a name that does not exist from
+    a port where nothing listens; `network.diagnose` reads its causes.
+
+    | why (`NoAnswer`)                                     | error             | action |
+    |------------------------------------------------------|-------------------|--------|
+    | no such name (EAI_NONAME), the host never answered   | WrongAddressError | CONFIG |
+    | no such name, the host answered before (in `reach`)  | TransportError    | RETRY  |
+    | name lookup failed for now (EAI_AGAIN, ...)          | TransportError    | RETRY  |
+    | TLS failed (certificate, host name, not TLS at all)  | TransportError    | RETRY  |
+    | connection refused, timed out, cut, anything else    | TransportError    | RETRY  |
+
+    `doing` begins the message (`POST https://...`), `url` is the URL asked, `address` the
+    setting a person would fix (`base URL`, `auth URL`). A TransportError carries its
+    `NoAnswer` and the host.
+    """
+    why = diagnose(error)
+    host = host_of(url)
+    if why.kind is NoAnswer.NO_SUCH_NAME and host not in reach:
+        return WrongAddressError(
+            f"{doing}: the host name {host} does not resolve (no such name: {why.detail}), "
+            f"and no call has ever reached it: the {address} is wrong",
+            status=None,
+            url=url,
+        )
+    said = _NO_ANSWER_SAYS[why.kind].format(host=host, where=port_of(url), detail=why.detail)
+    return TransportError(f"{doing}: {said}", no_answer=why.kind, host=host)

@@ -20,7 +20,7 @@ from typing import Any
 import anyio
 import structlog
 
-from batchval.api import Credentials, PartnerClient
+from batchval.api import Credentials, PartnerClient, Reach, host_of
 from batchval.outcome import StopInfo, StopReason
 from batchval.run.job import ItemT, Job
 from batchval.run.pool import PoolStats, WorkerPool
@@ -84,6 +84,7 @@ class Sending:
             credentials=Credentials(self.api.client_id, self.api.client_secret),
             timeout=run.timeout_seconds,
             max_connections=run.concurrency,
+            reach=self._reach(),
         ) as client:
             while True:  # more than once only with --wait-for-midnight
                 stop = Stop()
@@ -149,6 +150,16 @@ class Sending:
             credits,
             balance,
             dict(client.statuses),
+        )
+
+    def _reach(self) -> Reach:
+        """The hosts that have answered this DIR, kept in its checkpoint as they answer: a
+        host name that does not resolve is a wrong address (64) only if it never has."""
+        checkpoint = self.checkpoint
+        configured = (host_of(self.api.base_url), host_of(self.api.auth_url))
+        return Reach(
+            checkpoint.reached_hosts(configured),
+            on_new=lambda host: checkpoint.note_reached(host, self.now().isoformat()),
         )
 
     async def _tick_metrics(
