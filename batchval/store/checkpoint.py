@@ -34,7 +34,7 @@ import dataclasses
 import json
 import sqlite3
 from collections import Counter
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +73,6 @@ class PendingRequest:
     first_sent: str | None = None  # when this DIR first sent it (batchval's clock)
 
 
-# The meta key of a host that answered: `reached.api.example.com`.
-_REACHED = "reached."
 # Meta values read on every answer and written only through this connection while the
 # DIR's lock is held, so kept in memory as well.
 _CACHED_META = frozenset({"mode"})
@@ -198,29 +196,6 @@ class Checkpoint(InvocationLog, ChargeLedger):
     def unset(self, name: str) -> None:
         self._db.execute("DELETE FROM meta WHERE name = ?", (name,))
         self._meta.pop(name, None)
-
-    # --- reach: the hosts that have answered this DIR -------------------------------------
-
-    def reached_hosts(self, configured: Iterable[str]) -> frozenset[str]:
-        """The host names that have answered a call of this DIR (`reached.<host>`), for
-        which a name that does not resolve is an outage, not a wrong address. A DIR that
-        holds answers but names no host was written before hosts were kept: the hosts it
-        is `configured` with now count as reached."""
-        rows = self._db.execute("SELECT name FROM meta WHERE name GLOB 'reached.*'")
-        hosts = frozenset(str(name).removeprefix(_REACHED) for (name,) in rows)
-        answered = self._db.execute(  # by the state indexes
-            "SELECT EXISTS (SELECT 1 FROM requests WHERE state IN ('answered', 'done', 'problem'))"
-            " OR EXISTS (SELECT 1 FROM streets WHERE state IN ('answered', 'done', 'problem'))"
-        ).fetchone()[0]
-        if hosts or not answered:
-            return hosts
-        return frozenset(configured)
-
-    def note_reached(self, host: str, at: str) -> None:
-        """`host` answered (first at `at`): kept, never forgotten."""
-        self._db.execute(
-            "INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)", (_REACHED + host, at)
-        )
 
     # --- ingest --------------------------------------------------------------------------
 

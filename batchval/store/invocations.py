@@ -1,5 +1,6 @@
 """The checkpoint's record of every invocation of a run (`batchval run` on one DIR): when
-it started and ended, its exit code, calls, 429s, credits and the last known balance.
+it started and ended, its exit code, calls, 429s, credits and the last known balance; and
+the hosts that have answered the DIR (`reached.<host>` in its meta).
 `Checkpoint` has these methods; they live here because they change with the summary and
 the report, not with the rows and requests.
 """
@@ -7,9 +8,13 @@ the report, not with the rows and requests.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterable
 from typing import Any
 
 from batchval.store import records
+
+# The meta key of a host that answered: `reached.api.example.com`.
+_REACHED = "reached."
 
 
 class InvocationLog:
@@ -88,3 +93,26 @@ class InvocationLog:
         ).fetchone()
         invocations = self._db.execute("SELECT COUNT(*) FROM invocations").fetchone()[0]
         return {"calls": int(calls), "rate_limited": int(limited), "invocations": int(invocations)}
+
+    # --- the hosts that have answered this DIR --------------------------------------------
+
+    def reached_hosts(self, configured: Iterable[str]) -> frozenset[str]:
+        """The host names that have answered a call of this DIR (`reached.<host>`), for
+        which a name that does not resolve is an outage, not a wrong address. A DIR that
+        holds answers but names no host was written before hosts were kept: the hosts it
+        is `configured` with now count as reached."""
+        rows = self._db.execute("SELECT name FROM meta WHERE name GLOB 'reached.*'")
+        hosts = frozenset(str(name).removeprefix(_REACHED) for (name,) in rows)
+        answered = self._db.execute(  # by the state indexes
+            "SELECT EXISTS (SELECT 1 FROM requests WHERE state IN ('answered', 'done', 'problem'))"
+            " OR EXISTS (SELECT 1 FROM streets WHERE state IN ('answered', 'done', 'problem'))"
+        ).fetchone()[0]
+        if hosts or not answered:
+            return hosts
+        return frozenset(configured)
+
+    def note_reached(self, host: str, at: str) -> None:
+        """`host` answered (first at `at`): kept, never forgotten."""
+        self._db.execute(
+            "INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)", (_REACHED + host, at)
+        )
