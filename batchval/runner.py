@@ -11,20 +11,18 @@ each with the key it had before.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as dt
-import hashlib
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import anyio
 import structlog
 
 from batchval import logs
 from batchval.booking import BookRun
+from batchval.command import EmbeddedApi, chosen_api, file_fingerprint, final_stop
 from batchval.ingest import ingest, price_input, refusal
 from batchval.input import InputError, InputSource, open_input
 from batchval.invocation import NotedSignals, locked_dir
@@ -35,14 +33,15 @@ from batchval.output.lender import Lending
 from batchval.output.manifest import ANSWER_PATHS, MANIFEST_NAME, Manifest
 from batchval.output.metrics import RunMetrics, write_metrics
 from batchval.output.names import CHARGES_NAME, LOG_NAME, PROBLEMS_NAME, RESULTS_NAME
-from batchval.output.summary import SUMMARY_NAME, DryRunSummary, RunSummary, Tally
+from batchval.output.summary import SUMMARY_NAME, DryRunSummary, RunSummary
 from batchval.output.writer import write_json_atomic, write_problems, write_results
 from batchval.run import answers
 from batchval.run.charges import Received, ServerClock
 from batchval.run.keys import daily_run_id
-from batchval.run.recovery import recoverable
-from batchval.run.sending import Sending, SendOutcome, stored_not_before
-from batchval.settings import ApiSettings, Settings, api_identity
+from batchval.run.recovery import recoverable, recovery_job
+from batchval.run.sending import Sending, SendOutcome
+from batchval.run.valuing import ValuationJob
+from batchval.settings import Settings, api_identity
 from batchval.store.checkpoint import (
     CHECKPOINT_NAME,
     Checkpoint,
@@ -51,22 +50,6 @@ from batchval.store.checkpoint import (
 )
 
 log = structlog.get_logger()
-
-
-def final_stop(counts: Counts, stop: StopInfo | None, pending: str = "request") -> StopInfo | None:
-    """Why a run is not complete (None when it is), for `run` and `streets` alike: every
-    incomplete run has a reason, and a complete run still reports a stop a person must
-    act on (`StopInfo.needs_a_person`: met while reading back, say), never a resumable
-    one. `pending` names what is left (requests, postcodes) in the defect's detail."""
-    if counts.complete:
-        return stop if stop is not None and stop.needs_a_person else None
-    if stop is not None:
-        return stop
-    return StopInfo(
-        StopReason.INTERNAL_ERROR,
-        f"{counts.requests_pending} {pending}(s) left pending with no reason recorded "
-        "(a defect: please report it); run the same command again to finish them",
-    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -81,28 +64,12 @@ class RunRequest:
     metrics_file: Path | None = None  # Prometheus text, during the run and at its end
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Api:
-    """Where calls go: a configured API, or the embedded sandbox (test mode)."""
-
-    settings: ApiSettings
-    embedded: bool
-
-
-def file_fingerprint(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        while chunk := stream.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 class Runner:
     def __init__(
         self,
         request: RunRequest,
         *,
-        embedded_api: Callable[[], contextlib.AbstractContextManager[ApiSettings]] | None = None,
+        embedded_api: EmbeddedApi | None = None,
     ) -> None:
         self.request = request
         self.settings = request.settings
@@ -342,57 +309,31 @@ class Runner:
     # --- sending -------------------------------------------------------------------------
 
     def _send(self, checkpoint: Checkpoint) -> SendOutcome:
-        """Send what is pending, unless the daily limit or a signal says not yet; first read
-        back the paid answers that could not be read (`run/recovery`). Not from the
-        embedded sandbox: a new one each invocation, it knows no earlier valuation."""
+        """Send what is pending; first read back the paid answers that could not be read
+        (`run/recovery`). Not from the embedded sandbox: a new one each invocation, it
+        knows no earlier valuation."""
         recover = self.settings.api is not None and bool(recoverable(checkpoint))
         if not checkpoint.any_pending() and not recover:
             return SendOutcome()
-        if self._signals.received:
-            log.warning("run.signal", signal=self._signals.received, while_="before sending")
-            return SendOutcome(
-                StopInfo(StopReason.SIGNAL, f"received {self._signals.received} before sending")
-            )
-        not_before = stored_not_before(checkpoint, self._now)
-        if not_before is not None and not self.settings.run.wait_for_midnight:
-            log.warning("run.daily_limit.waiting", not_before=not_before.isoformat())
-            detail = (
-                "the daily limit was reached; nothing is sent before "
-                f"{not_before.isoformat()} (or use --wait-for-midnight)"
-            )
-            return SendOutcome(StopInfo(StopReason.DAILY_LIMIT, detail, not_before))
-        with self._api() as api:
-            if api.embedded:
-                log.warning(
-                    "run.embedded_sandbox",
-                    message="No API configured: valuing against the embedded sandbox in "
-                    "TEST mode. Results are fake and carry mode = test.",
-                )
-            sending = Sending(
-                checkpoint=checkpoint,
-                api=api.settings,
-                run=self.settings.run,
-                now=self._now,
-                progress_bar=self.request.progress_bar,
-                after_round=self._signals.catch,
-                on_metrics=lambda statuses, limited, credits: self._metrics(
-                    checkpoint.counts(), statuses, limited, credits, None
-                ),
-                recover=recover,
-            )
-            sent: SendOutcome = anyio.run(sending.send, not_before)
-            self._statuses = sent.statuses
-            return sent
-
-    @contextlib.contextmanager
-    def _api(self) -> Iterator[Api]:
-        if self.settings.api is not None:
-            yield Api(self.settings.api, embedded=False)
-            return
-        if self._embedded_api is None:
-            raise RunRefusedError(StopReason.REFUSED, "no API is configured")
-        with self._embedded_api() as settings:
-            yield Api(settings, embedded=True)
+        sending = Sending(
+            checkpoint=checkpoint,
+            api=lambda: chosen_api(
+                self.settings.api, self._embedded_api, event="run.embedded_sandbox", what="valuing"
+            ),
+            run=self.settings.run,
+            now=self._now,
+            progress_bar=self.request.progress_bar,
+            signals=self._signals,
+            job_for=lambda client: ValuationJob(client, checkpoint, now=self._now),
+            counts=checkpoint.counts,
+            before=(lambda client: recovery_job(client, checkpoint)) if recover else None,
+            on_metrics=lambda statuses, limited, credits: self._metrics(
+                checkpoint.counts(), statuses, limited, credits, None
+            ),
+        )
+        sent = sending.phase()
+        self._statuses = sent.statuses
+        return sent
 
     # --- the end -------------------------------------------------------------------------
 
@@ -409,18 +350,17 @@ class Runner:
         portfolio: Mapping[str, Any] | None = None,
         book: Mapping[str, Any] | None = None,
     ) -> RunSummary:
-        totals = checkpoint.totals()
-        return RunSummary(
+        return RunSummary.of_run(
+            checkpoint,
+            invocation=checkpoint.invocation,
+            calls=sent.calls,
+            rate_limited=sent.rate_limited,
             status="complete" if code is ExitCode.COMPLETE else "incomplete",
             exit_code=code,
             run_id=run_id,
             mode=checkpoint.get("mode") or "unknown",
             counts=counts,
             problems_by_type=checkpoint.problem_types(),
-            money=checkpoint.money(checkpoint.invocation),
-            calls=Tally(sent.calls, totals["calls"]),
-            rate_limited=Tally(sent.rate_limited, totals["rate_limited"]),
-            invocations=totals["invocations"],
             stop=stop,
             input=str(self.request.input_path),
             started_at=started.isoformat(),

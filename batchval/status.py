@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from batchval.outcome import ExitCode, StopInfo, StopReason
-from batchval.output.summary import SUMMARY_NAME, RunSummary, Tally
+from batchval.output.summary import SUMMARY_NAME, RunSummary
 from batchval.store.checkpoint import Checkpoint
 from batchval.store.lock import LOCK_NAME
 from batchval.store.streets import COMMAND, StreetStore
@@ -26,22 +26,23 @@ def read_status(out_dir: Path) -> RunSummary | None:
     if checkpoint is None:
         return None
     try:
-        counts = checkpoint.counts()
-        totals = checkpoint.totals()
-        run_id = checkpoint.get("run_id") or "?"
-        mode = checkpoint.get("mode") or "unknown"
-        problems = checkpoint.problem_types()
-        complete = checkpoint.ingest_complete and counts.complete
-        is_streets = checkpoint.get("command") == COMMAND
-        if is_streets:  # a DIR of `batchval streets`
-            streets = StreetStore(checkpoint)
-            counts, run_id, problems = streets.counts(), COMMAND, streets.problem_types()
-            mode = streets.get("mode") or "unknown"
-            complete = streets.ingest_complete and counts.complete
-        ended = checkpoint.last_invocation_ended()
-        money = checkpoint.money(checkpoint.latest_invocation())
+        return _status(out_dir, checkpoint)
     finally:
         checkpoint.close()
+
+
+def _status(out_dir: Path, checkpoint: Checkpoint) -> RunSummary:
+    counts = checkpoint.counts()
+    run_id = checkpoint.get("run_id") or "?"
+    mode = checkpoint.get("mode") or "unknown"
+    problems = checkpoint.problem_types()
+    complete = checkpoint.ingest_complete and counts.complete
+    if checkpoint.get("command") == COMMAND:  # a DIR of `batchval streets`
+        streets = StreetStore(checkpoint)
+        counts, run_id, problems = streets.counts(), COMMAND, streets.problem_types()
+        mode = streets.get("mode") or "unknown"
+        complete = streets.ingest_complete and counts.complete
+    ended = checkpoint.last_invocation_ended()
     last = _last_summary(out_dir)
     action = ""
     stop: StopInfo | None = None
@@ -64,17 +65,15 @@ def read_status(out_dir: Path) -> RunSummary | None:
                 StopReason.SIGNAL, "the last run ended without a summary (killed); run it again"
             )
             code = ExitCode.RESUMABLE
-    return RunSummary(
+    return RunSummary.of_run(
+        checkpoint,
+        invocation=checkpoint.latest_invocation(),
         status=status,
         exit_code=code,
         run_id=run_id,
         mode=mode,
         counts=counts,
         problems_by_type=problems,
-        money=money,
-        calls=Tally(0, totals["calls"]),
-        rate_limited=Tally(0, totals["rate_limited"]),
-        invocations=totals["invocations"],
         stop=stop,
         input=last.get("input") if last else None,
         portfolio=_last_portfolio(last),

@@ -13,19 +13,18 @@ one that holds street analyses (`store/streets`).
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as dt
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import structlog
 
 from batchval.api.vocabulary import DAILY_PAID_CALLS
+from batchval.command import EmbeddedApi, chosen_api, file_fingerprint, final_stop
 from batchval.ingest import read_batches, refusal
 from batchval.input import InputError, InputSource, open_input
 from batchval.input.validate import check_postcodes
@@ -40,12 +39,11 @@ from batchval.output.street_files import (
     write_street_problems,
     write_streets,
 )
-from batchval.output.summary import SUMMARY_NAME, DryRunSummary, RunSummary, Tally
+from batchval.output.summary import SUMMARY_NAME, DryRunSummary, RunSummary
 from batchval.output.writer import write_json_atomic
-from batchval.run.sending import Sending, SendOutcome, stored_not_before
+from batchval.run.sending import Sending, SendOutcome
 from batchval.run.streets import StreetJob, call_credits
-from batchval.runner import Api, file_fingerprint, final_stop
-from batchval.settings import ApiSettings, Settings, api_identity
+from batchval.settings import Settings, api_identity
 from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint, CheckpointVersionError
 from batchval.store.streets import COMMAND, StreetStore
 
@@ -127,7 +125,7 @@ class Streets:
         self,
         request: StreetsRequest,
         *,
-        embedded_api: Callable[[], contextlib.AbstractContextManager[ApiSettings]] | None = None,
+        embedded_api: EmbeddedApi | None = None,
     ) -> None:
         self.request = request
         self.settings = request.settings
@@ -198,19 +196,18 @@ class Streets:
                 rate_limited=sent.rate_limited,
                 **checkpoint.money(invocation).invocation_figures(),
             )
-            totals = checkpoint.totals()
             summary = StreetsSummary(
-                run=RunSummary(
+                run=RunSummary.of_run(
+                    checkpoint,
+                    invocation=invocation,
+                    calls=sent.calls,
+                    rate_limited=sent.rate_limited,
                     status="complete" if code is ExitCode.COMPLETE else "incomplete",
                     exit_code=code,
                     run_id=COMMAND,
                     mode=store.get("mode") or "unknown",
                     counts=counts,
                     problems_by_type=store.problem_types(),
-                    money=checkpoint.money(invocation),
-                    calls=Tally(sent.calls, totals["calls"]),
-                    rate_limited=Tally(sent.rate_limited, totals["rate_limited"]),
-                    invocations=totals["invocations"],
                     stop=stop,
                     input=str(self.request.input_path),
                     started_at=started.isoformat(),
@@ -289,52 +286,30 @@ class Streets:
     # --- sending -----------------------------------------------------------------------
 
     def _send(self, store: StreetStore) -> SendOutcome:
-        """Read what is pending, unless the daily limit or a signal says not yet."""
-        checkpoint = store.checkpoint
+        """Read what is pending (`Sending.phase`: not after a signal, not before a kept
+        daily limit's `not_before`, which is the account's whichever product met it)."""
         if not store.any_pending():
             return SendOutcome()
-        if self._signals.received:
-            return SendOutcome(
-                StopInfo(StopReason.SIGNAL, f"received {self._signals.received} before sending")
-            )
-        # The daily limit is the account's, whichever product reached it.
-        not_before = stored_not_before(checkpoint, self._now)
-        if not_before is not None and not self.settings.run.wait_for_midnight:
-            detail = f"the daily limit was reached; nothing is sent before {not_before.isoformat()}"
-            return SendOutcome(StopInfo(StopReason.DAILY_LIMIT, detail, not_before))
         run = self.settings.run
-        with self._api() as api:
-            if api.embedded:
-                log.warning(
-                    "streets.embedded_sandbox",
-                    message="No API configured: reading street analyses from the embedded "
-                    "sandbox in TEST mode. Figures are fake and carry mode = test.",
-                )
-            sending = Sending(
-                checkpoint=checkpoint,
-                api=api.settings,
-                run=run,
-                now=self._now,
-                progress_bar=self.request.progress_bar,
-                after_round=self._signals.catch,
-                job_for=lambda client: StreetJob(
-                    client, store, now=self._now, assumed_credits=run.street_credits
-                ),
-                counts=store.counts,
-            )
-            return anyio.run(sending.send, not_before)
-
-    @contextlib.contextmanager
-    def _api(self) -> Iterator[Api]:
-        if self.settings.api is not None:
-            yield Api(self.settings.api, embedded=False)
-            return
-        if self._embedded_api is None:
-            raise RunRefusedError(StopReason.REFUSED, "no API is configured")
-        with self._embedded_api() as settings:
-            yield Api(settings, embedded=True)
-
-    # --- the end ----------------------------------------------------------------------
+        sending = Sending(
+            checkpoint=store.checkpoint,
+            api=lambda: chosen_api(
+                self.settings.api,
+                self._embedded_api,
+                event="streets.embedded_sandbox",
+                what="reading street analyses",
+            ),
+            run=run,
+            now=self._now,
+            progress_bar=self.request.progress_bar,
+            signals=self._signals,
+            job_for=lambda client: StreetJob(
+                client, store, now=self._now, assumed_credits=run.street_credits
+            ),
+            counts=store.counts,
+            wait_option="run.wait_for_midnight",
+        )
+        return sending.phase()
 
     def _write(self, store: StreetStore) -> tuple[str, ...]:
         out = self.request.out_dir

@@ -29,7 +29,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import anyio
 import pyarrow as pa
 import structlog
 
@@ -50,7 +49,7 @@ from batchval.output.names import LOG_NAME, RESULTS_NAME
 from batchval.output.writer import write_table_atomic
 from batchval.run.job import Settled, charge_of
 from batchval.run.reading import ReadApi, ReadJob
-from batchval.run.sending import Sending, SendOutcome, stored_not_before
+from batchval.run.sending import Sending
 from batchval.settings import ApiSettings, Settings, api_identity
 from batchval.store.checkpoint import Checkpoint, CheckpointVersionError, Counts
 
@@ -233,15 +232,16 @@ def _verify(
 
     sending = Sending(
         checkpoint=checkpoint,
-        api=api,
+        api=lambda: contextlib.nullcontext(api),
         run=settings.run,
         now=settings.run.now,
         progress_bar=progress_bar,
-        after_round=signals.catch,
+        signals=signals,
         job_for=job_for,
         counts=lambda: _counts(held),
+        wait_option="run.wait_for_midnight",
     )
-    sent = _send(sending, signals)
+    sent = sending.phase()
     job = jobs[-1] if jobs else None
     differences = tuple(job.comparer.finish()) if job is not None else ()
     if sent.stop is None:
@@ -263,26 +263,6 @@ def _verify(
         exit_code=int(summary.exit_code),
     )
     return summary
-
-
-def _send(sending: Sending, signals: NotedSignals) -> SendOutcome:
-    """The reads, through the sending phase of `run`: its waits (a daily limit's
-    `not_before`, a kept `Retry-After`), pool, signal watch and the pause and limit it
-    keeps for the next invocation. As `run`: no call before a stored `not_before` (75
-    `daily_limit`, or a wait with `run.wait_for_midnight`)."""
-    if signals.received:
-        detail = f"received {signals.received} before sending"
-        return SendOutcome(StopInfo(StopReason.SIGNAL, detail))
-    not_before = stored_not_before(sending.checkpoint, sending.now)
-    if not_before is not None and not sending.run.wait_for_midnight:
-        log.warning("verify.daily_limit.waiting", not_before=not_before.isoformat())
-        detail = (
-            "the daily limit was reached; nothing is read before "
-            f"{not_before.isoformat()} (or set run.wait_for_midnight)"
-        )
-        return SendOutcome(StopInfo(StopReason.DAILY_LIMIT, detail, not_before))
-    outcome: SendOutcome = anyio.run(sending.send, not_before)
-    return outcome
 
 
 def _counts(held: HeldResults) -> Counts:

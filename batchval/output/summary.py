@@ -14,7 +14,7 @@ from typing import Any
 
 from batchval.outcome import ExitCode, StopInfo
 from batchval.store.charges import Money
-from batchval.store.checkpoint import Counts
+from batchval.store.checkpoint import Checkpoint, Counts
 
 SUMMARY_NAME = "summary.json"
 
@@ -84,6 +84,28 @@ class RunSummary:
                     "budget; the next night's run (a new --out DIR, the same --book) values them"
                 )
             object.__setattr__(self, "next_action", action)
+
+    @classmethod
+    def of_run(
+        cls,
+        db: Checkpoint,
+        *,
+        invocation: int | None,
+        calls: int = 0,
+        rate_limited: int = 0,
+        **fields: Any,
+    ) -> RunSummary:
+        """The summary of the run `db` holds, built once for `run`, `streets` and
+        `status`: the money from its charges ledger as `invocation` sees it, the calls and
+        429s of `invocation` (given) and of every invocation (from `db`), and `fields`."""
+        totals = db.totals()
+        return cls(
+            money=db.money(invocation),
+            calls=Tally(calls, totals["calls"]),
+            rate_limited=Tally(rate_limited, totals["rate_limited"]),
+            invocations=totals["invocations"],
+            **fields,
+        )
 
     @property
     def credits(self) -> Tally:

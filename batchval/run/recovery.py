@@ -68,6 +68,16 @@ def recoverable(checkpoint: Checkpoint) -> list[Recovery]:
     return found
 
 
+def recovery_job(api: ReadApi, checkpoint: Checkpoint) -> RecoveryJob | None:
+    """The read-back of the checkpoint's unreadable paid answers, or None when there are
+    none: `run`'s job before its first round (`Sending.before`)."""
+    found = recoverable(checkpoint)
+    if not found:
+        return None
+    log.info("run.recovery.reading", valuations=len(found))
+    return RecoveryJob(api, checkpoint, found)
+
+
 class RecoveryJob(ReadJob[Recovery]):
     """Reads each unreadable answer's valuation back; a readable one settles its request."""
 
