@@ -71,6 +71,7 @@ class ValuationJob:
         )
 
     def record_problem(self, item: PendingRequest, error: PartnerError) -> None:
+        self._first_sent.pop(item.key, None)  # final: never sent again
         self._checkpoint.record_problem(item.key, problem_record(error))
 
     def record_retry(self, item: PendingRequest, error: PartnerError) -> None:
