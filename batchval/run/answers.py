@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from batchval.api.errors import UnreadableAnswerError
 from batchval.api.models import Valuation
@@ -38,6 +38,30 @@ UNREADABLE = "unreadable-answer"
 def answer_mode(data: Mapping[str, Any]) -> str:
     """`test` when the answer says so (test mode only), else `live`."""
     return "test" if data.get("mode") == "test" else "live"
+
+
+class ModeHolder(Protocol):
+    """Where a DIR keeps the mode of its answers (the checkpoint, the street store)."""
+
+    def get(self, name: str) -> str | None: ...
+
+    def set(self, name: str, value: str) -> None: ...
+
+
+def mixed_mode(held: ModeHolder, data: Mapping[str, Any], what: str) -> str | None:
+    """The DIR's mode comes from its answers: the first sets it. An answer of the other
+    mode gives the detail of the `mode_mixed` stop (None when it agrees); `what` names
+    the DIR's answers ("answers", "street analyses")."""
+    mode, kept = answer_mode(data), held.get("mode")
+    if kept is None:
+        held.set("mode", mode)
+        return None
+    if kept == mode:
+        return None
+    return (
+        f"this DIR holds {kept}-mode {what} and the API answered in {mode} mode; "
+        "one DIR never mixes them: use a new --out DIR for these credentials"
+    )
 
 
 def settle(
@@ -64,16 +88,9 @@ def settle(
         checkpoint.record_charge(line)
         if line.kind == FRESH:
             credits, balance = line.credits, line.balance_after
-    mode = answer_mode(data)
-    held = checkpoint.get("mode")
-    if held is None:
-        checkpoint.set("mode", mode)
-    elif held != mode:
-        detail = (
-            f"this DIR holds {held}-mode answers and the API answered in {mode} mode; "
-            "one DIR never mixes them: use a new --out DIR for these credentials"
-        )
-        if mode == "test":
+    detail = mixed_mode(checkpoint, data, "answers")
+    if detail is not None:
+        if answer_mode(data) == "test":
             checkpoint.record_retry(key, detail)  # free and fake: not kept
             return Settled(stop=(StopReason.MODE_MIXED, detail))
         checkpoint.record_valuation(key, credits)  # paid: kept, whatever else happens

@@ -33,7 +33,7 @@ from batchval.api.models import StreetAnalysis
 from batchval.api.vocabulary import STREET_CREDITS_ASSUMED
 from batchval.outcome import StopReason
 from batchval.postcodes import normalise
-from batchval.run.answers import UNREADABLE, answer_mode
+from batchval.run.answers import UNREADABLE, answer_mode, mixed_mode
 from batchval.run.charges import Received, street_charge
 from batchval.run.job import Gate, Settled, charge_of, problem_record
 from batchval.store.records import StoredProblem
@@ -113,16 +113,9 @@ class StreetJob:
         credits, balance = charge_of(data)
         now = self._now()
         self._record_charge(postcode, data)
-        mode = answer_mode(data)
-        held = self._store.get("mode")
-        if held is None:
-            self._store.set("mode", mode)
-        elif held != mode:
-            detail = (
-                f"this DIR holds {held}-mode street analyses and the API answered in {mode} "
-                "mode; one DIR never mixes them: use a new --out DIR for these credentials"
-            )
-            if mode == "test":
+        detail = mixed_mode(self._store, data, "street analyses")
+        if detail is not None:
+            if answer_mode(data) == "test":
                 self._store.record_retry(postcode, detail)  # free and fake: not kept
                 return Settled(stop=(StopReason.MODE_MIXED, detail))
             self._store.record_read(
