@@ -26,6 +26,7 @@ import anyio
 import structlog
 
 from batchval.api.vocabulary import DAILY_PAID_CALLS
+from batchval.files import write_json_atomic
 from batchval.ingest import read_batches, refusal
 from batchval.input import InputError, InputSource, open_input
 from batchval.input.validate import check_postcodes
@@ -41,7 +42,6 @@ from batchval.output.street_files import (
     write_streets,
 )
 from batchval.output.summary import SUMMARY_NAME, DryRunSummary, RunSummary, Tally
-from batchval.output.writer import write_json_atomic
 from batchval.run.sending import Sending, SendOutcome, stored_not_before
 from batchval.run.streets import StreetJob, call_credits
 from batchval.runner import Api, file_fingerprint, final_stop

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from batchval.files import write_parquet
 from batchval.output.schemas import Column
-from batchval.output.writer import column_array, write_parquet
+from batchval.output.writer import column_array
 from batchval.store.charges import ChargeLine
 
 CHARGES_SCHEMA_VERSION = "1"

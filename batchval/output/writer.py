@@ -1,10 +1,7 @@
-"""Writing DIR's outputs from the checkpoint: results.parquet, problems.parquet, JSON.
+"""Writing results.parquet and problems.parquet from the checkpoint.
 
-Atomic: each file is written to a hidden temporary beside it (`.results.parquet.tmp-PID`,
-hidden so that dataset readers of DIR skip it), flushed and fsynced, then moved onto its
-name with `os.replace` and the directory fsynced. A reader sees the old file or the new
-one, never half of one; a crash or `kill -9` mid-write leaves the old file as it was (and
-at worst a stale temporary, which a later write of the same file never reads).
+Atomic: each file replaces the old one whole (`batchval.files`): a reader sees the old
+file or the new one, never half of one.
 
 Streamed: the checkpoint hands out rows in batches; each stored answer is read once per
 batch into a `Valuation` (`output/records`), each row becomes a frozen record, and each
@@ -26,15 +23,14 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import json
-import os
-from collections.abc import Collection, Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Generator, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import structlog
 
+from batchval.files import write_parquet
 from batchval.output.lender import LenderFigures, Lending
 from batchval.output.records import Answer, ProblemRow, ValuedRow
 from batchval.output.schemas import (
@@ -50,13 +46,10 @@ from batchval.store.checkpoint import Checkpoint
 
 log = structlog.get_logger()
 
-COMPRESSION = "zstd"
-# Memory, not speed, sets these two. Rows are turned from JSON into Arrow a batch at a
-# time (parsed JSON takes about 10 kB a row with commentary); batches are gathered, as
-# Arrow, into row groups of about ROW_GROUP_BYTES (some 90,000 rows without commentary,
-# 15,000 with): big enough for readers, small enough to keep the process under 300 MB.
+# Memory, not speed, sets this: rows are turned from JSON into Arrow a batch at a time
+# (parsed JSON takes about 10 kB a row with commentary); `write_parquet` gathers the
+# batches into row groups.
 BATCH_ROWS = 5_000
-ROW_GROUP_BYTES = 32 << 20
 
 _NANOSECONDS = pa.timestamp("ns", tz="UTC")
 _CONVERSION_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError)
@@ -140,90 +133,10 @@ def write_problems(
         return write_parquet(path, schema, tables())
 
 
-def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
-    """Write `data` as indented UTF-8 JSON to `path`, atomically."""
-    # Serialised first: a value JSON cannot hold fails before any file is touched.
-    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-    with _replacing(path) as file:
-        file.write(text.encode())
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write `text` as UTF-8 to `path`, atomically (a reader sees the old file or the new)."""
-    with _replacing(path) as file:
-        file.write(text.encode())
-
-
-def atomic_file(path: Path) -> contextlib.AbstractContextManager[IO[bytes]]:
-    """A binary file that takes the place of `path` only if the block ends without error:
-    the same atomic replace, for the other writers of DIR's files (`output/export`)."""
-    return _replacing(path)
-
-
-def write_table_atomic(path: Path, table: pa.Table) -> int:
-    """Write one table as Parquet to `path` (verify.parquet), atomically; the rows written."""
-    return write_parquet(path, table.schema, [table])
-
-
 def column_values(records: Sequence[Any], column: Column[Any]) -> pa.Array:
     """One fixed column of these records, taken and converted exactly as the files' are:
     `verify` builds what results.parquet would hold from an answer read back with this."""
     return column_array([column.get(record) for record in records], column.field())
-
-
-# --- files ---------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _replacing(path: Path) -> Iterator[IO[bytes]]:
-    """A new file that takes the place of `path` only if the block ends without error."""
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(temporary, "wb") as file:
-            yield file
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            temporary.unlink()
-        raise
-    _fsync_directory(path.parent)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename itself durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        # Some file systems (and platforms) refuse fsync on a directory; the rename has
-        # still happened, it is only less certain to survive a power cut.
-        with contextlib.suppress(OSError):
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_parquet(path: Path, schema: pa.Schema, tables: Iterable[pa.Table]) -> int:
-    rows = 0
-    with _replacing(path) as file, pq.ParquetWriter(file, schema, compression=COMPRESSION) as out:
-        for group in _row_groups(tables):
-            out.write_table(group)
-            rows += group.num_rows
-    return rows
-
-
-def _row_groups(tables: Iterable[pa.Table]) -> Iterator[pa.Table]:
-    """The tables gathered into row groups of about `ROW_GROUP_BYTES` of Arrow data."""
-    gathered: list[pa.Table] = []
-    size = 0
-    for table in tables:
-        gathered.append(table)
-        size += table.nbytes
-        if size >= ROW_GROUP_BYTES:
-            yield pa.concat_tables(gathered)
-            gathered, size = [], 0
-    if gathered:
-        yield pa.concat_tables(gathered)
 
 
 # --- records to columns -------------------------------------------------------------------
