@@ -86,8 +86,8 @@ def _rebuild_cost_type(api_names: bool) -> pa.DataType:
 
 COMMENTARY_TYPE = _commentary_type(api_names=False)
 REBUILD_COST_TYPE = _rebuild_cost_type(api_names=False)
-# The same layouts under the API's names: the writer converts the JSON objects with these,
-# then views the arrays as the snake_case types (same buffers, no copy).
+# The same layouts under the API's names: the columns' `json_type`, under which the JSON
+# objects are converted before the arrays are viewed as the snake_case types.
 COMMENTARY_JSON_TYPE = _commentary_type(api_names=True)
 REBUILD_COST_JSON_TYPE = _rebuild_cost_type(api_names=True)
 
@@ -111,6 +111,10 @@ class Column(Generic[_R]):
     of_valuation: Callable[[Valuation], Any] | None = dataclasses.field(
         default=None, repr=False, compare=False
     )
+    # For a struct column whose values are JSON objects: the same layout under the JSON's
+    # own member names. The values are converted under it, then the array is viewed as
+    # `type` (same buffers, no copy), so no member is renamed value by value.
+    json_type: pa.DataType | None = None
 
     def field(self) -> pa.Field:
         return pa.field(
@@ -124,13 +128,16 @@ def _answer(
     description: str,
     get: Callable[[Valuation], Any],
     asked_by: str | None = None,
+    json_type: pa.DataType | None = None,
 ) -> Column[ValuedRow]:
     """A result column read from the valuation: null when the answer cannot be read."""
 
     def value(row: ValuedRow) -> Any:
         return None if row.valuation is None else get(row.valuation)
 
-    return Column(name, kind, description, value, asked_by=asked_by, of_valuation=get)
+    return Column(
+        name, kind, description, value, asked_by=asked_by, of_valuation=get, json_type=json_type
+    )
 
 
 def _lender(name: str, kind: pa.DataType, description: str, asked_by: str) -> Column[ValuedRow]:
@@ -240,6 +247,7 @@ RESULT_TAIL: tuple[Column[ValuedRow], ...] = (
         "Plain-English commentary, if the run or the row asked for it; show its disclaimer.",
         lambda v: v.commentary,
         asked_by="commentary",
+        json_type=COMMENTARY_JSON_TYPE,
     ),
     _answer(
         "rebuild_cost",
@@ -247,6 +255,7 @@ RESULT_TAIL: tuple[Column[ValuedRow], ...] = (
         "Rebuild cost for insurance, if the run or the row asked for it.",
         lambda v: v.rebuild_cost,
         asked_by="rebuildCost",
+        json_type=REBUILD_COST_JSON_TYPE,
     ),
     Column(
         "credits_charged",

@@ -30,7 +30,7 @@ from batchval.output.streets import (
     StreetRecord,
     street_schema,
 )
-from batchval.output.writer import PassthroughValues, column_array, column_table
+from batchval.output.writer import PassthroughValues, column_table, column_values
 from batchval.store.streets import StreetStore
 
 log = structlog.get_logger()
@@ -73,7 +73,7 @@ def write_streets(store: StreetStore, path: Path) -> int:
 
 
 def _street_table(records: list[StreetRecord], schema: pa.Schema) -> pa.Table:
-    columns = [column_array([c.get(r) for r in records], c.field()) for c in STREET_TAIL]
+    columns = [column_values(records, c) for c in STREET_TAIL]
     return pa.Table.from_arrays(columns, schema=schema)
 
 

@@ -34,9 +34,7 @@ from batchval.files import write_parquet
 from batchval.output.lender import LenderFigures, Lending
 from batchval.output.records import Answer, ProblemRow, ValuedRow
 from batchval.output.schemas import (
-    COMMENTARY_JSON_TYPE,
     PROBLEM_TAIL,
-    REBUILD_COST_JSON_TYPE,
     Column,
     problems_schema,
     result_columns,
@@ -53,8 +51,6 @@ BATCH_ROWS = 5_000
 
 _NANOSECONDS = pa.timestamp("ns", tz="UTC")
 _CONVERSION_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError)
-# The JSON objects are converted under the API's member names, then viewed as the columns'.
-_JSON_TYPES = {"commentary": COMMENTARY_JSON_TYPE, "rebuild_cost": REBUILD_COST_JSON_TYPE}
 
 
 def write_results(
@@ -136,7 +132,9 @@ def write_problems(
 def column_values(records: Sequence[Any], column: Column[Any]) -> pa.Array:
     """One fixed column of these records, taken and converted exactly as the files' are:
     `verify` builds what results.parquet would hold from an answer read back with this."""
-    return column_array([column.get(record) for record in records], column.field())
+    return column_array(
+        [column.get(record) for record in records], column.field(), column.json_type
+    )
 
 
 # --- records to columns -------------------------------------------------------------------
@@ -216,19 +214,23 @@ def column_table(
             valuations = valuations or [record.valuation for record in records]
             get = c.of_valuation
             values = [None if v is None else get(v) for v in valuations]
-        fixed.append(column_array(values, c.field()))
+        fixed.append(column_array(values, c.field(), c.json_type))
     return pa.Table.from_arrays([numbers, *passthrough, *fixed], schema=schema)
 
 
 # --- columns to Arrow ----------------------------------------------------------------------
 
 
-def column_array(values: Sequence[Any], field: pa.Field) -> pa.Array:
+def column_array(
+    values: Sequence[Any], field: pa.Field, json_type: pa.DataType | None = None
+) -> pa.Array:
+    """`values` as an array of `field`'s type; one that does not fit is coerced or null.
+    `json_type`, for a struct field: the same layout under the values' own member names
+    (`Column.json_type`), converted under, then viewed as the field's type."""
     if pa.types.is_timestamp(field.type):
         return _timestamps(values, field.type)
-    as_json = _JSON_TYPES.get(field.name)
-    if as_json is not None and pa.types.is_struct(field.type):
-        return _array(values, as_json).view(field.type)
+    if json_type is not None and pa.types.is_struct(field.type):
+        return _array(values, json_type).view(field.type)
     return _array(values, field.type)
 
 
