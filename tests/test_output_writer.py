@@ -24,6 +24,7 @@ from batchval.api.vocabulary import INCLUDE_ITEMS
 from batchval.output import (
     PROBLEM_COLUMNS,
     RESULT_COLUMNS,
+    arrow,
     passthrough_columns,
     problems_schema,
     results_schema,
@@ -591,7 +592,7 @@ def test_a_failed_write_leaves_the_old_file(
 
     monkeypatch.setattr(writer, "BATCH_ROWS", 1)
     monkeypatch.setattr(files, "ROW_GROUP_BYTES", 1)  # every row is written at once
-    convert = writer.column_table
+    convert = arrow.column_table
 
     def failing(records: Sequence[Any], *args: Any) -> pa.Table:
         assert path.read_bytes() == old  # mid-write, readers still see the old file

@@ -28,7 +28,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from batchval.files import COMPRESSION, atomic_file
-from batchval.output.schemas import RESULT_COLUMNS, Column
+from batchval.output.arrow import Column
+from batchval.output.schemas import RESULT_COLUMNS
 
 BOOK_VERSION = "1"
 IDENTITY_META = "batchval.book_identity"  # the --row-id column, or `request`

@@ -16,8 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from batchval.files import write_parquet
-from batchval.output.schemas import Column
-from batchval.output.writer import column_values
+from batchval.output.arrow import Column, column_values
 from batchval.store.charges import ChargeLine
 
 CHARGES_SCHEMA_VERSION = "1"

@@ -27,11 +27,10 @@ API's members (docs/api.md, section 4) in snake_case.
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import pyarrow as pa
 
@@ -39,6 +38,7 @@ from batchval.api.models import Valuation
 
 # The API's member names; the columns are their snake_case.
 from batchval.api.vocabulary import AREA_INSIGHTS_MEMBERS, COMMENTARY_MEMBERS
+from batchval.output.arrow import Column
 from batchval.output.lender import FLAG_COLUMNS, LTV_COLUMNS, ORIGINATION_COLUMNS
 from batchval.output.records import ProblemRow, ValuedRow
 
@@ -90,36 +90,6 @@ REBUILD_COST_TYPE = _rebuild_cost_type(api_names=False)
 # objects are converted before the arrays are viewed as the snake_case types.
 COMMENTARY_JSON_TYPE = _commentary_type(api_names=True)
 REBUILD_COST_JSON_TYPE = _rebuild_cost_type(api_names=True)
-
-_R = TypeVar("_R")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Column(Generic[_R]):
-    """One fixed column: what it is called and holds, and where its value comes from."""
-
-    name: str
-    type: pa.DataType
-    description: str
-    get: Callable[[_R], Any] = dataclasses.field(repr=False, compare=False)
-    nullable: bool = True
-    # The column is there only when asked: by an include item, or by a lender input
-    # column (`output/lender`: LTV_COLUMNS, ORIGINATION_COLUMNS, FLAG_COLUMNS).
-    asked_by: str | None = None
-    # For a result column read from the valuation alone: the same `get`, on the Valuation
-    # (the writer calls it once a value, not through the row).
-    of_valuation: Callable[[Valuation], Any] | None = dataclasses.field(
-        default=None, repr=False, compare=False
-    )
-    # For a struct column whose values are JSON objects: the same layout under the JSON's
-    # own member names. The values are converted under it, then the array is viewed as
-    # `type` (same buffers, no copy), so no member is renamed value by value.
-    json_type: pa.DataType | None = None
-
-    def field(self) -> pa.Field:
-        return pa.field(
-            self.name, self.type, self.nullable, metadata={"description": self.description}
-        )
 
 
 def _answer(

@@ -5,8 +5,8 @@ homes_with_street.parquet (`--join`: every input row with its street's figures).
 
 Each file is written atomically, streamed in batches, with the helpers the results
 use: `batchval.files` (the same temporary-fsync-replace, the same row groups) and
-`output/writer`'s conversion of values that stray from the spec (a null, never a
-stopped write).
+`output/arrow` (the same conversion of values that stray from the spec: a null, never
+a stopped write).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import pyarrow as pa
 import structlog
 
 from batchval.files import write_parquet
+from batchval.output.arrow import PassthroughValues, column_table, column_values
 from batchval.output.records import ProblemRow
 from batchval.output.schemas import PROBLEM_TAIL, ROW_NUMBER, passthrough_columns, problems_schema
 from batchval.output.streets import (
@@ -30,7 +31,6 @@ from batchval.output.streets import (
     StreetRecord,
     street_schema,
 )
-from batchval.output.writer import PassthroughValues, column_table, column_values
 from batchval.store.streets import StreetStore
 
 log = structlog.get_logger()
