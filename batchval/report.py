@@ -25,9 +25,9 @@ from typing import Any
 import polars as pl
 
 from batchval import charts
+from batchval.files import write_text_atomic
 from batchval.output.names import LOG_NAME, PROBLEMS_NAME, RESULTS_NAME
 from batchval.output.summary import SUMMARY_NAME
-from batchval.output.writer import write_text_atomic
 from batchval.store.checkpoint import Checkpoint
 from batchval.store.records import Invocation
 

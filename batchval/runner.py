@@ -23,6 +23,7 @@ import structlog
 from batchval import logs
 from batchval.booking import BookRun
 from batchval.command import EmbeddedApi, chosen_api, file_fingerprint, final_stop
+from batchval.files import write_json_atomic
 from batchval.ingest import ingest, price_input, refusal
 from batchval.input import InputError, InputSource, open_input
 from batchval.invocation import NotedSignals, locked_dir
@@ -34,7 +35,7 @@ from batchval.output.manifest import ANSWER_PATHS, MANIFEST_NAME, Manifest
 from batchval.output.metrics import RunMetrics, write_metrics
 from batchval.output.names import CHARGES_NAME, LOG_NAME, PROBLEMS_NAME, RESULTS_NAME
 from batchval.output.summary import SUMMARY_NAME, DryRunSummary, RunSummary
-from batchval.output.writer import write_json_atomic, write_problems, write_results
+from batchval.output.writer import write_problems, write_results
 from batchval.run import answers
 from batchval.run.charges import Received, ServerClock
 from batchval.run.keys import daily_run_id

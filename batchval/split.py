@@ -35,9 +35,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from batchval.files import write_json_atomic
 from batchval.input import InputBatch, InputOptions, InputSource, open_input
 from batchval.outcome import SettingsError
-from batchval.output.writer import write_json_atomic
 
 MANIFEST_NAME = "shards.json"
 _DOMAIN = b"batchval-split-1\n"  # changes only with the derivation: old shards stay true

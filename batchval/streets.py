@@ -25,6 +25,7 @@ import structlog
 
 from batchval.api.vocabulary import DAILY_PAID_CALLS
 from batchval.command import EmbeddedApi, chosen_api, file_fingerprint, final_stop
+from batchval.files import write_json_atomic
 from batchval.ingest import read_batches, refusal
 from batchval.input import InputError, InputSource, open_input
 from batchval.input.validate import check_postcodes
@@ -40,7 +41,6 @@ from batchval.output.street_files import (
     write_streets,
 )
 from batchval.output.summary import SUMMARY_NAME, DryRunSummary, RunSummary
-from batchval.output.writer import write_json_atomic
 from batchval.run.sending import Sending, SendOutcome
 from batchval.run.streets import StreetJob, call_credits
 from batchval.settings import Settings, api_identity

@@ -36,6 +36,7 @@ from batchval.api import PartnerClient
 from batchval.api.client import Answer
 from batchval.api.errors import PartnerError, UnreadableAnswerError
 from batchval.api.models import Valuation
+from batchval.files import write_table_atomic
 from batchval.invocation import NotedSignals, locked_dir
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
 from batchval.output.compare import (
@@ -46,7 +47,6 @@ from batchval.output.compare import (
     differences_table,
 )
 from batchval.output.names import LOG_NAME, RESULTS_NAME
-from batchval.output.writer import write_table_atomic
 from batchval.run.job import Settled, charge_of
 from batchval.run.reading import ReadApi, ReadJob
 from batchval.run.sending import Sending

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from batchval.api.models import Valuation
+from batchval.output.arrow import column_values
 from batchval.output.compare import (
     COMPARED,
     VERIFY_COLUMNS,
@@ -22,7 +23,6 @@ from batchval.output.compare import (
 )
 from batchval.output.records import ValuedRow
 from batchval.output.schemas import RESULT_TAIL, markdown_table, results_schema
-from batchval.output.writer import column_values
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTPUTS = (ROOT / "docs" / "outputs.md").read_text(encoding="utf-8")

@@ -11,6 +11,7 @@ import pytest
 
 from batchval.input import PROBLEM_RULES
 from batchval.outcome import ExitCode, StopReason
+from batchval.output.arrow import Column
 from batchval.output.book import BOOK_KEYS
 from batchval.output.charges import CHARGE_COLUMNS
 from batchval.output.schemas import (
@@ -20,7 +21,6 @@ from batchval.output.schemas import (
     RESULT_TAIL,
     ROW_NUMBER,
     SCHEMA_VERSION,
-    Column,
     markdown_table,
 )
 

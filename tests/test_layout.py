@@ -70,3 +70,13 @@ def test_the_store_is_below_run_and_output() -> None:
 def test_the_sandbox_never_imports_the_sending_code() -> None:
     for prefix in ("batchval.run", "batchval.output", "batchval.runner", "batchval.store"):
         assert _importers_of(prefix, "batchval.sandbox") == []
+
+
+def test_the_shared_writing_pieces_stand_below_the_products() -> None:
+    """files.py imports nothing of batchval (any floor may write a file with it), and
+    output/arrow.py, the conversion every product's files share, imports no product."""
+    assert _imports(PACKAGE / "files.py") == set()
+    assert _imports(PACKAGE / "output" / "arrow.py") == {
+        "batchval.api.models",  # Valuation, the type of Column.of_valuation's argument
+        "batchval.api.models.Valuation",
+    }

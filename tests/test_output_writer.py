@@ -19,15 +19,16 @@ import pytest
 from structlog.testing import capture_logs
 from support import settle_sent
 
+from batchval import files
 from batchval.api.vocabulary import INCLUDE_ITEMS
 from batchval.output import (
     PROBLEM_COLUMNS,
     RESULT_COLUMNS,
+    arrow,
     passthrough_columns,
     problems_schema,
     results_schema,
     schemas,
-    write_json_atomic,
     write_problems,
     write_results,
     writer,
@@ -590,8 +591,8 @@ def test_a_failed_write_leaves_the_old_file(
         _value(checkpoint, f"k{n}", _body(number=n))
 
     monkeypatch.setattr(writer, "BATCH_ROWS", 1)
-    monkeypatch.setattr(writer, "ROW_GROUP_BYTES", 1)  # every row is written at once
-    convert = writer.column_table
+    monkeypatch.setattr(files, "ROW_GROUP_BYTES", 1)  # every row is written at once
+    convert = arrow.column_table
 
     def failing(records: Sequence[Any], *args: Any) -> pa.Table:
         assert path.read_bytes() == old  # mid-write, readers still see the old file
@@ -608,17 +609,6 @@ def test_a_failed_write_leaves_the_old_file(
     monkeypatch.setattr(writer, "column_table", convert)
     assert write_results(checkpoint, path) == 4
     assert [p.name for p in tmp_path.iterdir() if "tmp" in p.name] == []
-
-
-def test_json_is_written_atomically(tmp_path: Path) -> None:
-    """summary-style JSON replaces the old file whole; unserialisable data leaves it be."""
-    path = tmp_path / "summary.json"
-    write_json_atomic(path, {"exit_code": 0, "note": "£10"})
-    assert json.loads(path.read_text("utf-8")) == {"exit_code": 0, "note": "£10"}
-    with pytest.raises(TypeError):
-        write_json_atomic(path, {"when": dt.datetime.now(dt.UTC)})
-    assert json.loads(path.read_text("utf-8")) == {"exit_code": 0, "note": "£10"}
-    assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]
 
 
 @pytest.mark.parametrize(

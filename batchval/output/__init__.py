@@ -1,5 +1,5 @@
-"""The output stage: DIR's results.parquet, problems.parquet and JSON files, written
-atomically from the checkpoint, with a stable documented schema."""
+"""The output stage: DIR's results.parquet and problems.parquet, written atomically
+from the checkpoint, with a stable documented schema."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from batchval.output.schemas import (
     problems_schema,
     results_schema,
 )
-from batchval.output.writer import write_json_atomic, write_problems, write_results
+from batchval.output.writer import write_problems, write_results
 
 __all__ = [
     "PROBLEM_COLUMNS",
@@ -20,7 +20,6 @@ __all__ = [
     "passthrough_columns",
     "problems_schema",
     "results_schema",
-    "write_json_atomic",
     "write_problems",
     "write_results",
 ]

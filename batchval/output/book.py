@@ -1,8 +1,8 @@
 """The book file of `run --book PATH`: the latest valuation of every row identity.
 
 One Parquet file, one row an identity (the `--row-id` column's value as text, or the
-request fingerprint when there is no row id), replaced atomically with the writer's
-`atomic_file` at the end of each invocation that gets as far as its outputs: a kill
+request fingerprint when there is no row id), replaced atomically with
+`files.atomic_file` at the end of each invocation that gets as far as its outputs: a kill
 before then leaves the old file whole. Its columns are `BOOK_KEYS`, then every fixed
 column of results.parquet (`output/schemas.RESULT_TAIL`) that the valuation or the
 lender arithmetic gives, by the same names and types: a row carried from the book into
@@ -27,8 +27,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from batchval.output.schemas import RESULT_COLUMNS, Column
-from batchval.output.writer import COMPRESSION, atomic_file
+from batchval.files import COMPRESSION, atomic_file
+from batchval.output.arrow import Column
+from batchval.output.schemas import RESULT_COLUMNS
 
 BOOK_VERSION = "1"
 IDENTITY_META = "batchval.book_identity"  # the --row-id column, or `request`

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from batchval.output.schemas import Column
-from batchval.output.writer import column_array, write_parquet
+from batchval.files import write_parquet
+from batchval.output.arrow import Column, column_values
 from batchval.store.charges import ChargeLine
 
 CHARGES_SCHEMA_VERSION = "1"
@@ -89,9 +89,7 @@ def write_charges(batches: Iterable[list[ChargeLine]], path: Path) -> int:
 
     def tables() -> Iterable[pa.Table]:
         for lines in batches:
-            arrays = [
-                column_array([c.get(line) for line in lines], c.field()) for c in CHARGE_COLUMNS
-            ]
+            arrays = [column_values(lines, c) for c in CHARGE_COLUMNS]
             yield pa.Table.from_arrays(arrays, schema=schema)
 
     return write_parquet(path, schema, tables())

@@ -3,7 +3,7 @@
 The comparison cannot drift from the writer: for each valuation read back, the rows of
 results.parquet that hold it are built again from the API's answer with the writer's own
 column table (`output/schemas`, each column taken from the record by name) and its own
-conversion to Arrow (`writer.column_values`), then compared value by value with what the
+conversion to Arrow (`arrow.column_values`), then compared value by value with what the
 file holds. Only the columns the API's answer decides are compared (`COMPARED`): the
 valuation, where it is, what was valued, the extras when the file has them. The
 pass-through columns, `credits_charged`, `idempotency_key`, `row_number` and any column
@@ -29,9 +29,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from batchval.api.models import Valuation
+from batchval.output.arrow import Column, column_values
 from batchval.output.records import ValuedRow
-from batchval.output.schemas import RESULT_TAIL, Column
-from batchval.output.writer import column_values
+from batchval.output.schemas import RESULT_TAIL
 
 VERIFY_NAME = "verify.parquet"
 VERIFY_SCHEMA_VERSION = "1"

@@ -20,7 +20,7 @@ JSON has no decimals, so a decimal of 15 digits or fewer is written as a number
 (exactly: a double holds 15 digits) and a wider one as its text; JSON has no dates, so
 they are ISO text. Excel's own limits are in `output/workbook`.
 
-Every file is written atomically (`output.writer.atomic_file`), so a reader sees the old
+Every file is written atomically (`batchval.files.atomic_file`), so a reader sees the old
 file or the new one. Nothing in DIR is locked: each Parquet file is itself replaced
 atomically by a run, so export reads a whole file even while a run writes a new one.
 """
@@ -34,6 +34,7 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
+from batchval.files import atomic_file
 from batchval.outcome import RunRefusedError, StopReason
 from batchval.output.flat import (
     ExportedFile,
@@ -43,7 +44,6 @@ from batchval.output.flat import (
     parquet_tables,
 )
 from batchval.output.workbook import write_workbook
-from batchval.output.writer import atomic_file
 
 __all__ = ["Export", "ExportedFile", "Format", "Nested", "export_dir"]
 

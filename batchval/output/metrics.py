@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from batchval.output.writer import write_text_atomic
+from batchval.files import write_text_atomic
 
 PREFIX = "batchval"
 _LAST_SUCCESS = f"{PREFIX}_last_success_timestamp_seconds"

@@ -27,11 +27,10 @@ API's members (docs/api.md, section 4) in snake_case.
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import pyarrow as pa
 
@@ -39,6 +38,7 @@ from batchval.api.models import Valuation
 
 # The API's member names; the columns are their snake_case.
 from batchval.api.vocabulary import AREA_INSIGHTS_MEMBERS, COMMENTARY_MEMBERS
+from batchval.output.arrow import Column
 from batchval.output.lender import FLAG_COLUMNS, LTV_COLUMNS, ORIGINATION_COLUMNS
 from batchval.output.records import ProblemRow, ValuedRow
 
@@ -86,36 +86,10 @@ def _rebuild_cost_type(api_names: bool) -> pa.DataType:
 
 COMMENTARY_TYPE = _commentary_type(api_names=False)
 REBUILD_COST_TYPE = _rebuild_cost_type(api_names=False)
-# The same layouts under the API's names: the writer converts the JSON objects with these,
-# then views the arrays as the snake_case types (same buffers, no copy).
+# The same layouts under the API's names: the columns' `json_type`, under which the JSON
+# objects are converted before the arrays are viewed as the snake_case types.
 COMMENTARY_JSON_TYPE = _commentary_type(api_names=True)
 REBUILD_COST_JSON_TYPE = _rebuild_cost_type(api_names=True)
-
-_R = TypeVar("_R")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Column(Generic[_R]):
-    """One fixed column: what it is called and holds, and where its value comes from."""
-
-    name: str
-    type: pa.DataType
-    description: str
-    get: Callable[[_R], Any] = dataclasses.field(repr=False, compare=False)
-    nullable: bool = True
-    # The column is there only when asked: by an include item, or by a lender input
-    # column (`output/lender`: LTV_COLUMNS, ORIGINATION_COLUMNS, FLAG_COLUMNS).
-    asked_by: str | None = None
-    # For a result column read from the valuation alone: the same `get`, on the Valuation
-    # (the writer calls it once a value, not through the row).
-    of_valuation: Callable[[Valuation], Any] | None = dataclasses.field(
-        default=None, repr=False, compare=False
-    )
-
-    def field(self) -> pa.Field:
-        return pa.field(
-            self.name, self.type, self.nullable, metadata={"description": self.description}
-        )
 
 
 def _answer(
@@ -124,13 +98,16 @@ def _answer(
     description: str,
     get: Callable[[Valuation], Any],
     asked_by: str | None = None,
+    json_type: pa.DataType | None = None,
 ) -> Column[ValuedRow]:
     """A result column read from the valuation: null when the answer cannot be read."""
 
     def value(row: ValuedRow) -> Any:
         return None if row.valuation is None else get(row.valuation)
 
-    return Column(name, kind, description, value, asked_by=asked_by, of_valuation=get)
+    return Column(
+        name, kind, description, value, asked_by=asked_by, of_valuation=get, json_type=json_type
+    )
 
 
 def _lender(name: str, kind: pa.DataType, description: str, asked_by: str) -> Column[ValuedRow]:
@@ -240,6 +217,7 @@ RESULT_TAIL: tuple[Column[ValuedRow], ...] = (
         "Plain-English commentary, if the run or the row asked for it; show its disclaimer.",
         lambda v: v.commentary,
         asked_by="commentary",
+        json_type=COMMENTARY_JSON_TYPE,
     ),
     _answer(
         "rebuild_cost",
@@ -247,6 +225,7 @@ RESULT_TAIL: tuple[Column[ValuedRow], ...] = (
         "Rebuild cost for insurance, if the run or the row asked for it.",
         lambda v: v.rebuild_cost,
         asked_by="rebuildCost",
+        json_type=REBUILD_COST_JSON_TYPE,
     ),
     Column(
         "credits_charged",

@@ -3,9 +3,10 @@ street_analysis.parquet (one row a distinct postcode read), problems.parquet (th
 own columns: one row an input row whose postcode got no street analysis) and
 homes_with_street.parquet (`--join`: every input row with its street's figures).
 
-Each file is written atomically, streamed in batches, with `output/writer`'s own
-helpers: the same temporary-fsync-replace, the same row groups, the same conversion of
-values that stray from the spec (a null, never a stopped write).
+Each file is written atomically, streamed in batches, with the helpers the results
+use: `batchval.files` (the same temporary-fsync-replace, the same row groups) and
+`output/arrow` (the same conversion of values that stray from the spec: a null, never
+a stopped write).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Any
 import pyarrow as pa
 import structlog
 
+from batchval.files import write_parquet
+from batchval.output.arrow import PassthroughValues, column_table, column_values
 from batchval.output.records import ProblemRow
 from batchval.output.schemas import PROBLEM_TAIL, ROW_NUMBER, passthrough_columns, problems_schema
 from batchval.output.streets import (
@@ -28,7 +31,6 @@ from batchval.output.streets import (
     StreetRecord,
     street_schema,
 )
-from batchval.output.writer import PassthroughValues, column_array, column_table, write_parquet
 from batchval.store.streets import StreetStore
 
 log = structlog.get_logger()
@@ -71,7 +73,7 @@ def write_streets(store: StreetStore, path: Path) -> int:
 
 
 def _street_table(records: list[StreetRecord], schema: pa.Schema) -> pa.Table:
-    columns = [column_array([c.get(r) for r in records], c.field()) for c in STREET_TAIL]
+    columns = [column_values(records, c) for c in STREET_TAIL]
     return pa.Table.from_arrays(columns, schema=schema)
 
 

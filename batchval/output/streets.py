@@ -28,7 +28,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from batchval.output.schemas import Column, snake_case
+from batchval.output.arrow import Column
+from batchval.output.schemas import snake_case
 from batchval.store.records import whole_number
 
 # 1: the first street_analysis.parquet.

@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from batchval.files import atomic_file
 from batchval.outcome import RunRefusedError, StopReason
 from batchval.output.flat import (
     ExportedFile,
@@ -39,7 +40,6 @@ from batchval.output.flat import (
     flat_table,
     parquet_tables,
 )
-from batchval.output.writer import atomic_file
 
 # Excel's 1,048,576 rows a sheet, less the header.
 XLSX_MAX_ROWS = 1_048_575

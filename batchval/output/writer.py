@@ -1,19 +1,15 @@
-"""Writing DIR's outputs from the checkpoint: results.parquet, problems.parquet, JSON.
+"""Writing results.parquet and problems.parquet from the checkpoint.
 
-Atomic: each file is written to a hidden temporary beside it (`.results.parquet.tmp-PID`,
-hidden so that dataset readers of DIR skip it), flushed and fsynced, then moved onto its
-name with `os.replace` and the directory fsynced. A reader sees the old file or the new
-one, never half of one; a crash or `kill -9` mid-write leaves the old file as it was (and
-at worst a stale temporary, which a later write of the same file never reads).
+Atomic: each file replaces the old one whole (`batchval.files`): a reader sees the old
+file or the new one, never half of one.
 
 Streamed: the checkpoint hands out rows in batches; each stored answer is read once per
 batch into a `Valuation` (`output/records`), each row becomes a frozen record, and each
 column is taken from the records by the schema's own table (`output/schemas`), then
-converted to Arrow in one go; batches are gathered into Parquet row groups: memory stays
-flat however long the input. A value that strays from the spec never stops the write
+converted to Arrow in one go (`output/arrow`); batches are gathered into Parquet row
+groups: memory stays flat however long the input. A value that strays from the spec
 (a number too big for int64, a commentary member that is not text, a date-time that is
-not one): that column of that batch is converted again value by value; text is kept as
-text, and a value that cannot fit is null.
+not one) never stops the write: it is coerced, or null.
 
 Credits: rows with identical requests share one call and one charge. Every such row gets
 the valuation, but only the first of them (in row order) carries `credits_charged`, the
@@ -24,24 +20,18 @@ keys seen so far: about 100 bytes per distinct charged request.
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
-import json
-import os
-from collections.abc import Collection, Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, Protocol
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import structlog
 
+from batchval.files import write_parquet
+from batchval.output.arrow import PassthroughValues, column_table
 from batchval.output.lender import LenderFigures, Lending
 from batchval.output.records import Answer, ProblemRow, ValuedRow
 from batchval.output.schemas import (
-    COMMENTARY_JSON_TYPE,
     PROBLEM_TAIL,
-    REBUILD_COST_JSON_TYPE,
-    Column,
     problems_schema,
     result_columns,
     results_schema,
@@ -50,18 +40,10 @@ from batchval.store.checkpoint import Checkpoint
 
 log = structlog.get_logger()
 
-COMPRESSION = "zstd"
-# Memory, not speed, sets these two. Rows are turned from JSON into Arrow a batch at a
-# time (parsed JSON takes about 10 kB a row with commentary); batches are gathered, as
-# Arrow, into row groups of about ROW_GROUP_BYTES (some 90,000 rows without commentary,
-# 15,000 with): big enough for readers, small enough to keep the process under 300 MB.
+# Memory, not speed, sets this: rows are turned from JSON into Arrow a batch at a time
+# (parsed JSON takes about 10 kB a row with commentary); `write_parquet` gathers the
+# batches into row groups.
 BATCH_ROWS = 5_000
-ROW_GROUP_BYTES = 32 << 20
-
-_NANOSECONDS = pa.timestamp("ns", tz="UTC")
-_CONVERSION_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError)
-# The JSON objects are converted under the API's member names, then viewed as the columns'.
-_JSON_TYPES = {"commentary": COMMENTARY_JSON_TYPE, "rebuild_cost": REBUILD_COST_JSON_TYPE}
 
 
 def write_results(
@@ -138,237 +120,3 @@ def write_problems(
 
     with contextlib.closing(given):
         return write_parquet(path, schema, tables())
-
-
-def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
-    """Write `data` as indented UTF-8 JSON to `path`, atomically."""
-    # Serialised first: a value JSON cannot hold fails before any file is touched.
-    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-    with _replacing(path) as file:
-        file.write(text.encode())
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write `text` as UTF-8 to `path`, atomically (a reader sees the old file or the new)."""
-    with _replacing(path) as file:
-        file.write(text.encode())
-
-
-def atomic_file(path: Path) -> contextlib.AbstractContextManager[IO[bytes]]:
-    """A binary file that takes the place of `path` only if the block ends without error:
-    the same atomic replace, for the other writers of DIR's files (`output/export`)."""
-    return _replacing(path)
-
-
-def write_table_atomic(path: Path, table: pa.Table) -> int:
-    """Write one table as Parquet to `path` (verify.parquet), atomically; the rows written."""
-    return write_parquet(path, table.schema, [table])
-
-
-def column_values(records: Sequence[Any], column: Column[Any]) -> pa.Array:
-    """One fixed column of these records, taken and converted exactly as the files' are:
-    `verify` builds what results.parquet would hold from an answer read back with this."""
-    return column_array([column.get(record) for record in records], column.field())
-
-
-# --- files ---------------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def _replacing(path: Path) -> Iterator[IO[bytes]]:
-    """A new file that takes the place of `path` only if the block ends without error."""
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
-        with open(temporary, "wb") as file:
-            yield file
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            temporary.unlink()
-        raise
-    _fsync_directory(path.parent)
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename itself durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        # Some file systems (and platforms) refuse fsync on a directory; the rename has
-        # still happened, it is only less certain to survive a power cut.
-        with contextlib.suppress(OSError):
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_parquet(path: Path, schema: pa.Schema, tables: Iterable[pa.Table]) -> int:
-    rows = 0
-    with _replacing(path) as file, pq.ParquetWriter(file, schema, compression=COMPRESSION) as out:
-        for group in _row_groups(tables):
-            out.write_table(group)
-            rows += group.num_rows
-    return rows
-
-
-def _row_groups(tables: Iterable[pa.Table]) -> Iterator[pa.Table]:
-    """The tables gathered into row groups of about `ROW_GROUP_BYTES` of Arrow data."""
-    gathered: list[pa.Table] = []
-    size = 0
-    for table in tables:
-        gathered.append(table)
-        size += table.nbytes
-        if size >= ROW_GROUP_BYTES:
-            yield pa.concat_tables(gathered)
-            gathered, size = [], 0
-    if gathered:
-        yield pa.concat_tables(gathered)
-
-
-# --- records to columns -------------------------------------------------------------------
-
-
-class PassthroughStore(Protocol):
-    """Where typed pass-through values are kept: the checkpoint's rows, or its streets'."""
-
-    def passthrough_schema(self) -> pa.Schema | None: ...
-
-    def passthrough_batches(self) -> Generator[tuple[int, pa.RecordBatch], None, None]: ...
-
-
-class PassthroughValues:
-    """The pass-through values of rows asked for in row order, taken from the stored
-    batches as they come: one batch decoded at a time, however long the input."""
-
-    def __init__(self, checkpoint: PassthroughStore) -> None:
-        self.schema: pa.Schema = checkpoint.passthrough_schema() or pa.schema([])
-        self._stored = checkpoint.passthrough_batches()  # a cursor, until closed
-        self._empty = pa.RecordBatch.from_pylist([], schema=self.schema)
-        self._batch: pa.RecordBatch | None = None  # the stored batch at hand
-        self._first = self._end = 0  # its rows: first <= n < end
-        self._done = False  # every stored batch has been read
-
-    def of(self, numbers: Sequence[int]) -> list[pa.Array]:
-        """The columns' values of rows `numbers` (ascending); null where none is stored."""
-        if not len(self.schema):
-            return []
-        pieces: list[pa.RecordBatch] = []
-        at: list[int | None] = []  # positions in the batch at hand, None for no value
-        for number in numbers:
-            while not self._done and number >= self._end:
-                self._take(at, pieces)
-                self._next()
-            held = self._batch is not None and self._first <= number < self._end
-            at.append(number - self._first if held else None)
-        self._take(at, pieces)
-        if not pieces:
-            return [pa.array([], field.type) for field in self.schema]
-        return [pa.concat_arrays([p.column(i) for p in pieces]) for i in range(len(self.schema))]
-
-    def close(self) -> None:
-        """Let go of the stored batches (and their cursor) not read."""
-        self._stored.close()
-
-    def _take(self, at: list[int | None], pieces: list[pa.RecordBatch]) -> None:
-        if at:
-            batch = self._empty if self._batch is None else self._batch
-            pieces.append(batch.take(pa.array(at, pa.int64())))
-            at.clear()
-
-    def _next(self) -> None:
-        found = next(self._stored, None)
-        if found is None:
-            self._batch, self._done = None, True
-            return
-        self._first, self._batch = found
-        self._end = self._first + self._batch.num_rows
-
-
-def column_table(
-    records: Sequence[Any],
-    passthrough: Sequence[pa.Array],
-    columns: Sequence[Column[Any]],
-    schema: pa.Schema,
-) -> pa.Table:
-    """One batch as a table: row_number, the pass-through values, then each fixed column
-    taken from the records by its own getter."""
-    numbers = pa.array([record.row_number for record in records], pa.int64())
-    valuations: list[Any] = []  # of a result batch, read once for every answer column
-    fixed = []
-    for c in columns:
-        if c.of_valuation is None:
-            values = [c.get(record) for record in records]
-        else:
-            valuations = valuations or [record.valuation for record in records]
-            get = c.of_valuation
-            values = [None if v is None else get(v) for v in valuations]
-        fixed.append(column_array(values, c.field()))
-    return pa.Table.from_arrays([numbers, *passthrough, *fixed], schema=schema)
-
-
-# --- columns to Arrow ----------------------------------------------------------------------
-
-
-def column_array(values: Sequence[Any], field: pa.Field) -> pa.Array:
-    if pa.types.is_timestamp(field.type):
-        return _timestamps(values, field.type)
-    as_json = _JSON_TYPES.get(field.name)
-    if as_json is not None and pa.types.is_struct(field.type):
-        return _array(values, as_json).view(field.type)
-    return _array(values, field.type)
-
-
-def _array(values: Sequence[Any], kind: pa.DataType) -> pa.Array:
-    try:
-        if not pa.types.is_integer(kind):
-            return pa.array(values, type=kind)
-        # Told the type, pyarrow turns 2.5 into 2 without a word: only whole ints go fast.
-        found = pa.array(values)
-        if pa.types.is_integer(found.type) or pa.types.is_null(found.type):
-            return found.cast(kind)
-    except _CONVERSION_ERRORS:
-        pass
-    return pa.array([_coerce(value, kind) for value in values], type=kind)
-
-
-def _coerce(value: Any, kind: pa.DataType) -> Any:
-    """`value` made to fit `kind`, or None: the slow path, for values off the spec."""
-    if value is None:
-        return None
-    if pa.types.is_struct(kind):
-        if not isinstance(value, Mapping):
-            return None
-        return {f.name: _coerce(value.get(f.name), f.type) for f in kind}
-    if pa.types.is_string(kind):
-        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    if pa.types.is_boolean(kind):
-        return value if isinstance(value, bool) else None
-    if isinstance(value, bool):  # a bool is an int to Python, never a number to JSON
-        return None
-    if pa.types.is_integer(kind):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)  # 250000.0 is a whole number to JSON
-        return value if isinstance(value, int) and -(2**63) <= value < 2**63 else None
-    if pa.types.is_floating(kind):
-        return float(value) if isinstance(value, int | float) else None
-    return None
-
-
-def _timestamps(values: Sequence[Any], kind: pa.DataType) -> pa.Array:
-    """RFC 3339 date-times (`Z` or an offset) as UTC instants, truncated to the unit."""
-    try:
-        return _array(values, pa.string()).cast(_NANOSECONDS).cast(kind, safe=False)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return pa.array([_instant(value) for value in values], type=kind)
-
-
-def _instant(value: Any) -> dt.datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        when = dt.datetime.fromisoformat(value.strip().upper())
-    except ValueError:
-        return None
-    # pyarrow truncates to the column's unit; a date-time without an offset is taken as UTC.
-    return when if when.tzinfo is not None else when.replace(tzinfo=dt.UTC)
