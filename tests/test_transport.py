@@ -1,11 +1,11 @@
-"""api/transport (one connection: h11 on asyncio streams) and the client's choice of it: real
-loopback sockets, the sandbox served in this process, and the proxy variables."""
+"""The client's transport (httpx's own, one connection a lane) on real loopback sockets: the
+sandbox served in this process, servers that misbehave, TLS, the resolver and the proxy
+variables."""
 
 from __future__ import annotations
 
 import asyncio
 import shutil
-import socket
 import ssl
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -17,8 +17,7 @@ from hostile import NO_SUCH_HOST, TlsServer, closed_port_url, no_such_name, serv
 from support import LIVE, client_for
 
 from batchval.api import NoAnswer, Reach, TransportError, WrongAddressError, read_no_answer
-from batchval.api.client import environment_proxy
-from batchval.api.transport import OneConnection, _readable
+from batchval.api.client import _one_connection, environment_proxy
 from batchval.sandbox.server import RunningSandbox
 
 BODY = b'{"bedrooms":3,"postcode":"SW1A 2AA","propertyType":"terraced"}'
@@ -57,30 +56,9 @@ async def test_a_named_proxy_is_used(
     assert answer.status == 201
 
 
-@pytest.mark.anyio
-async def test_one_connection_is_kept_alive(served: RunningSandbox) -> None:
-    """Calls on one transport share one connection; a refused connect is httpx's error."""
-    transport = OneConnection(httpx.create_ssl_context())
-    async with httpx.AsyncClient(transport=transport) as http:
-        first = await http.get(served.auth_url + "/_sandbox/ledger")
-        second = await http.get(served.auth_url + "/_sandbox/ledger")
-    assert first.status_code == second.status_code == 200
-    assert first.extensions["network_stream"] is second.extensions["network_stream"]
-    async with httpx.AsyncClient(transport=OneConnection(httpx.create_ssl_context())) as http:
-        with pytest.raises(httpx.ConnectError):
-            await http.get(closed_port_url() + "/")
-
-
-def test_a_connection_the_server_closed_reads_as_readable() -> None:
-    """httpcore drops an idle keep-alive connection that is readable: the server closed it."""
-    ours, theirs = socket.socketpair()
-    try:
-        assert not _readable(ours)
-        theirs.close()
-        assert _readable(ours)
-    finally:
-        ours.close()
-    assert _readable(None)
+def lane(url: str, verify: ssl.SSLContext | None = None) -> httpx.AsyncClient:
+    """A client around one of the client's lanes to `url` (as `PartnerClient` builds them)."""
+    return httpx.AsyncClient(transport=_one_connection(url, verify or httpx.create_ssl_context()))
 
 
 @asynccontextmanager
@@ -109,26 +87,6 @@ async def raw_server(
 
 
 @pytest.mark.anyio
-async def test_a_request_leaves_in_one_write(
-    served: RunningSandbox, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Head and body go to the socket together: one write (one send) a request."""
-    writes: list[int] = []
-    write = asyncio.StreamWriter.write
-
-    def counted(self: asyncio.StreamWriter, data: bytes) -> None:
-        writes.append(len(data))
-        write(self, data)
-
-    monkeypatch.setattr(asyncio.StreamWriter, "write", counted)
-    async with httpx.AsyncClient(transport=OneConnection(httpx.create_ssl_context())) as http:
-        answer = await http.post(served.auth_url + "/oauth2/token", content=b"grant_type=x")
-    assert answer.status_code in (400, 401)  # the token URL's own refusal: it was read
-    assert len(writes) == 1
-    assert writes[0] > len(b"grant_type=x")
-
-
-@pytest.mark.anyio
 async def test_a_connection_the_server_closes_is_not_used_again() -> None:
     """An answer with `Connection: close` is read whole; the next request opens a new
     connection rather than writing to a closed one."""
@@ -136,11 +94,9 @@ async def test_a_connection_the_server_closes_is_not_used_again() -> None:
     def close_after(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
 
-    async with raw_server(close_after) as (url, accepted):
-        transport = OneConnection(httpx.create_ssl_context())
-        async with httpx.AsyncClient(transport=transport) as http:
-            first = await http.get(url + "/")
-            second = await http.get(url + "/")
+    async with raw_server(close_after) as (url, accepted), lane(url) as http:
+        first = await http.get(url + "/")
+        second = await http.get(url + "/")
     assert (first.text, second.text) == ("ok", "ok")
     assert accepted == [2]
 
@@ -149,11 +105,7 @@ async def test_a_connection_the_server_closes_is_not_used_again() -> None:
 async def test_a_server_that_hangs_up_unanswered_is_a_protocol_error() -> None:
     """A connection closed with no answer is httpx's RemoteProtocolError (the client's
     TransportError: the same key again), not an empty answer."""
-    transport = OneConnection(httpx.create_ssl_context())
-    async with (
-        raw_server(lambda _reader, _writer: None) as (url, _),
-        httpx.AsyncClient(transport=transport) as http,
-    ):
+    async with raw_server(lambda _reader, _writer: None) as (url, _), lane(url) as http:
         with pytest.raises(httpx.RemoteProtocolError):
             await http.get(url + "/")
 
@@ -165,8 +117,7 @@ async def test_an_answer_cut_short_is_a_protocol_error() -> None:
     def cut(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(b'HTTP/1.1 201 Created\r\nContent-Length: 100\r\n\r\n{"id":')
 
-    transport = OneConnection(httpx.create_ssl_context())
-    async with raw_server(cut) as (url, _), httpx.AsyncClient(transport=transport) as http:
+    async with raw_server(cut) as (url, _), lane(url) as http:
         with pytest.raises(httpx.RemoteProtocolError):
             await http.get(url + "/")
 
@@ -174,7 +125,7 @@ async def test_an_answer_cut_short_is_a_protocol_error() -> None:
 @pytest.mark.anyio
 async def test_a_url_that_is_not_http_is_unsupported() -> None:
     """Only http and https are sent; anything else is httpx's UnsupportedProtocol."""
-    async with httpx.AsyncClient(transport=OneConnection(httpx.create_ssl_context())) as http:
+    async with lane("ftp://127.0.0.1/") as http:
         with pytest.raises(httpx.UnsupportedProtocol):
             await http.get("ftp://127.0.0.1/")
 
@@ -191,12 +142,9 @@ def tls(tmp_path: Path) -> Iterator[TlsServer]:
 
 
 async def _failure(url: str, transport: str, verify: ssl.SSLContext) -> httpx.TransportError:
-    """The error a GET of `url` raises, through the run's transport or httpx's own (the
+    """The error a GET of `url` raises, through a lane or httpx's own client (the
     token's)."""
-    if transport == "one-connection":
-        http = httpx.AsyncClient(transport=OneConnection(verify))
-    else:
-        http = httpx.AsyncClient(verify=verify)
+    http = lane(url, verify) if transport == "lane" else httpx.AsyncClient(verify=verify)
     async with http:
         with pytest.raises(httpx.TransportError) as caught:
             await http.get(url, timeout=10)
@@ -209,7 +157,7 @@ def _read(error: BaseException, url: str) -> TransportError | WrongAddressError:
     return read
 
 
-TRANSPORTS = ["one-connection", "httpx"]
+TRANSPORTS = ["lane", "httpx"]
 
 
 @pytest.mark.anyio
@@ -231,8 +179,6 @@ async def test_tls_failures_are_named_with_openssls_reason(
     ]
     for url, verify, why in cases:
         error = await _failure(url, transport, verify)
-        if transport == "one-connection":
-            assert isinstance(error.__cause__, ssl.SSLError), repr(error.__cause__)
         read = _read(error, url)
         assert isinstance(read, TransportError)
         assert read.no_answer is NoAnswer.TLS
@@ -246,8 +192,6 @@ async def test_refused_and_unknown_names_are_told_apart(transport: str) -> None:
     """Nothing listening is a refused connection; a name that does not exist is not."""
     closed = closed_port_url() + "/"
     refused = await _failure(closed, transport, httpx.create_ssl_context())
-    if transport == "one-connection":
-        assert isinstance(refused.__cause__, ConnectionRefusedError), repr(refused.__cause__)
     read = _read(refused, closed)
     assert isinstance(read, TransportError)
     assert read.no_answer is NoAnswer.REFUSED
@@ -256,8 +200,6 @@ async def test_refused_and_unknown_names_are_told_apart(transport: str) -> None:
         pytest.skip(f"this resolver does not say 'no such name' for {NO_SUCH_HOST}")
     unknown = f"https://{NO_SUCH_HOST}/"
     missing = await _failure(unknown, transport, httpx.create_ssl_context())
-    if transport == "one-connection":
-        assert isinstance(missing.__cause__, socket.gaierror), repr(missing.__cause__)
     read = _read(missing, unknown)
     assert isinstance(read, WrongAddressError)
     assert f"the host name {NO_SUCH_HOST} does not resolve" in str(read)

@@ -15,8 +15,8 @@ from bench.reading import ReaderRun
 from bench.resume import ResumeRun
 
 PLOT_NAME = "performance-rate-20.svg"
-CPU_TARGET_MS = 1.0
-CPU_RATIO_TARGET = 1.2
+# Client CPU per valuation, as a multiple of the sequential loop's in the same run (issue 21).
+CPU_RATIO_TARGET = 2.0
 READER_SECONDS_TARGET = 5.0
 READER_RSS_TARGET_MIB = 1024.0
 FLAT_GROWTH = 1.25  # "flat": the largest book's peak RSS within this of the next smaller's
@@ -116,16 +116,9 @@ def target_lines(f: Figures) -> list[Line]:
     lines.append(
         Line(
             f"Client CPU per valuation, {b.valuations:,} valuations",
-            f"{b.cpu_ms_per_valuation:.2f} ms",
-            f"<= {CPU_TARGET_MS:g} ms",
-            b.cpu_ms_per_valuation <= CPU_TARGET_MS,
-        )
-    )
-    lines.append(
-        Line(
-            "Client CPU ÷ sequential loop's, same run",
-            f"{f.cpu_ratio:.2f} ({b.cpu_ms_per_valuation:.2f} ÷ {s.cpu_ms_per_valuation:.2f} ms)",
-            f"<= {CPU_RATIO_TARGET:g}",
+            f"{b.cpu_ms_per_valuation:.2f} ms, {f.cpu_ratio:.2f} × the sequential loop's "
+            f"{s.cpu_ms_per_valuation:.2f} ms in the same run",
+            f"<= {CPU_RATIO_TARGET:g}× the sequential loop",
             f.cpu_ratio <= CPU_RATIO_TARGET,
         )
     )
@@ -183,16 +176,17 @@ def console(f: Figures) -> str:
     lines = target_lines(f)
     width = max(len(line.what) for line in lines)
     measured = max(len(line.measured) for line in lines)
+    target = max(len(line.target) for line in lines)
     out = [
         "",
         f"batchval bench, {f.machine.commit}, "
         f"{f.seconds / 60:.1f} min; load average {f.load[0]:.2f} -> {f.load[1]:.2f} "
         f"on {f.machine.cores} cores",
         "",
-        f"{'figure':<{width}}  {'measured':<{measured}}  {'target':<22} met",
+        f"{'figure':<{width}}  {'measured':<{measured}}  {'target':<{target}} met",
     ]
     out += [
-        f"{line.what:<{width}}  {line.measured:<{measured}}  {line.target:<22} "
+        f"{line.what:<{width}}  {line.measured:<{measured}}  {line.target:<{target}} "
         f"{'yes' if line.met else 'NO'}"
         for line in lines
     ]
