@@ -15,7 +15,8 @@ from support import LIVE, env_for, outputs, portfolio, run_cli
 
 from batchval.run.charges import SKEW, ServerClock, classify, stamp
 from batchval.sandbox.server import RunningSandbox
-from batchval.store.charges import FRESH, REPLAY, UNCERTAIN
+from batchval.store.charges import FRESH, REPLAY, UNCERTAIN, ChargeLine
+from batchval.store.checkpoint import Checkpoint
 
 SENT = dt.datetime(2026, 11, 25, 12, 0, tzinfo=dt.UTC)
 S = dt.timedelta(seconds=1)
@@ -171,3 +172,25 @@ def test_retries_after_charged_504s_and_drops_count_each_charge_once(
     assert {(r[0], r[1]) for r in lines.select("idempotency_key", "credits").rows()} == {
         (key, credits) for key, _, credits, _ in ledger_lines(served)
     }
+
+
+def test_the_balance_is_the_lowest_of_the_charges_made_last(tmp_path: Path) -> None:
+    """Two calls served at once: the later valuedAt may carry the earlier, higher balance;
+    the balance shown is the lowest of the charges made within a call's length of the
+    latest, never one from before (a balance since topped up) nor a replay's."""
+    db = Checkpoint.open(tmp_path)
+
+    def line(key: str, seconds: float, balance: int, kind: str = FRESH) -> ChargeLine:
+        at = stamp(SENT + dt.timedelta(seconds=seconds))
+        return ChargeLine("valuation", key, None, at, 10, balance, kind, "", 1, at)
+
+    for charge in (
+        line("a", -120, 500),  # before a top-up: lower, but long before
+        line("b", 0.0, 980),  # charged last, stamped first
+        line("c", 0.2, 990),  # stamped last, charged before b
+        line("d", 1.0, 100, REPLAY),  # a replay never stands for the balance
+    ):
+        db.record_charge(charge)
+    money = db.money(1)
+    assert (money.balance, money.in_all, money.replayed_calls) == (980, 30, 1)
+    db.close()

@@ -11,6 +11,7 @@ DIR spent. `Checkpoint` has these methods; streets and valuations write the same
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import sqlite3
 from collections.abc import Iterator
 from typing import Any
@@ -18,6 +19,9 @@ from typing import Any
 from batchval.store.held import CHARGE_INSERT, HeldWrites
 
 FRESH, REPLAY, UNCERTAIN = "fresh", "replay", "uncertain"
+# How far apart a valuation's stamp and its charge can be: one call (the API stops a
+# call at 30 s), with room to spare.
+BALANCE_WINDOW = dt.timedelta(seconds=35)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -108,9 +112,8 @@ class ChargeLedger:
         return int(found[0])
 
     def money(self, invocation: int | None) -> Money:
-        """The figures, `this_time` those of `invocation` (0 for None). The balance is the
-        `balanceAfter` of the fresh charge the API made last; of the latest replay only
-        when the DIR holds no fresh charge (then it is still the latest balance known)."""
+        """The figures, `this_time` those of `invocation` (0 for None), and the balance
+        (`_balance`)."""
         this_time = in_all = replayed = replayed_credits = uncertain = uncertain_credits = 0
         for kind, received_by, calls, credits in self._db.execute(
             "SELECT kind, invocation, COUNT(*), SUM(credits) FROM charges GROUP BY 1, 2"
@@ -123,12 +126,7 @@ class ChargeLedger:
                 replayed, replayed_credits = replayed + calls, replayed_credits + int(credits)
             else:
                 uncertain, uncertain_credits = uncertain + calls, uncertain_credits + int(credits)
-        latest = self._db.execute(
-            "SELECT balance_after, at FROM charges"
-            " WHERE balance_after IS NOT NULL AND at IS NOT NULL"
-            " ORDER BY kind = ? DESC, at DESC, id DESC LIMIT 1",
-            (FRESH,),
-        ).fetchone()
+        balance, balance_at = self._balance()
         return Money(
             this_time=this_time,
             in_all=in_all,
@@ -136,9 +134,31 @@ class ChargeLedger:
             replayed_credits=replayed_credits,
             uncertain_calls=uncertain,
             uncertain_credits=uncertain_credits,
-            balance=None if latest is None else int(latest[0]),
-            balance_at=None if latest is None else str(latest[1]),
+            balance=balance,
+            balance_at=balance_at,
         )
+
+    def _balance(self) -> tuple[int | None, str | None]:
+        """The balance after the charges the API made last: the lowest `balanceAfter`
+        among the fresh charges made within `BALANCE_WINDOW` of the latest `valuedAt`.
+        The latest `valuedAt` alone is not enough: an API stamps a valuation before it
+        charges it, so of two calls served at once the later stamp can carry the earlier
+        (higher) balance (the sandbox does). Replays count only when the DIR holds no
+        fresh charge: then the latest replay's is still the latest balance known."""
+        for kinds in ((FRESH,), (FRESH, REPLAY, UNCERTAIN)):
+            marks = ", ".join("?" for _ in kinds)
+            where = f"kind IN ({marks}) AND balance_after IS NOT NULL AND at IS NOT NULL"
+            top = self._db.execute(f"SELECT MAX(at) FROM charges WHERE {where}", kinds).fetchone()
+            if top[0] is None:
+                continue
+            since = dt.datetime.fromisoformat(str(top[0])) - BALANCE_WINDOW
+            found = self._db.execute(
+                f"SELECT balance_after, at FROM charges WHERE {where} AND at >= ?"
+                " ORDER BY balance_after, at DESC LIMIT 1",
+                (*kinds, since.isoformat(timespec="microseconds")),
+            ).fetchone()
+            return int(found[0]), str(found[1])
+        return None, None
 
     def charge_lines(self, batch: int = 20_000) -> Iterator[list[ChargeLine]]:
         """Every line, in the order received, in batches."""
