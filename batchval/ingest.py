@@ -1,8 +1,9 @@
 """Reading an input into a checkpoint, and what a run of it would cost.
 
 `ingest` is the run's own reading: every row validated and keyed (`run/keys`), stored
-with its distinct request. `price_input` does the same into a throwaway checkpoint and
-counts, so that `run --dry-run` and `check` price an input alike. `read_batches` is the
+with its distinct request, all in one transaction (`Checkpoint.bulk_ingest`).
+`price_input` does the same into a throwaway checkpoint and counts, so that
+`run --dry-run` and `check` price an input alike. `read_batches` is the
 reading both `run` and `streets` do: a signal ends it between two batches, and a fault
 of the input is the run's refusal. `refusal` is their verdict once the input is read
 (`input/refused`): most rows refused by validation, and nothing is sent.
@@ -27,10 +28,9 @@ from batchval.output.summary import DryRunSummary
 from batchval.output.writer import write_problems
 from batchval.run.keys import idempotency_keys
 from batchval.store.checkpoint import Checkpoint, Counts
+from batchval.store.rows import Row
 
 log = structlog.get_logger()
-
-Row = tuple[int, str | None, str | None, str | None, str | None]
 
 
 def keyed_rows(batch: InputBatch, run_id: str) -> tuple[list[Row], list[tuple[str, str]]]:
@@ -111,14 +111,15 @@ def ingest(
     *,
     interrupted: Callable[[], str | None] = lambda: None,
 ) -> None:
-    """Read, validate and key every row of `source` into `checkpoint`; a signal noted
-    by `interrupted` ends it between two batches."""
+    """Read, validate and key every row of `source` into `checkpoint`, in one transaction;
+    a signal noted by `interrupted` ends it between two batches, and stores none."""
     total = 0
-    for batch in read_batches(source, interrupted=interrupted):
-        rows, requests = keyed_rows(batch, run_id)
-        checkpoint.add_rows(rows, requests, batch.passthrough)
-        total += len(rows)
-        log.info("run.ingest.batch", rows=total)
+    with checkpoint.bulk_ingest():
+        for batch in read_batches(source, interrupted=interrupted):
+            rows, requests = keyed_rows(batch, run_id)
+            checkpoint.add_rows(rows, requests, batch.passthrough)
+            total += len(rows)
+            log.info("run.ingest.batch", rows=total)
 
 
 def price_input(
