@@ -29,7 +29,7 @@ import polars as pl
 
 from batchval import postcodes
 from batchval.api.vocabulary import INCLUDE_ITEMS, REQUEST_FIELDS
-from batchval.input.mapping import ColumnMap, field_value, include_items
+from batchval.input.mapping import ColumnMap, field_values, include_items
 from batchval.input.options import ENUM_VALUES, ROW_FIELDS, InputOptions
 
 PROBLEM_RULES: Mapping[str, str] = types.MappingProxyType(
@@ -399,8 +399,9 @@ def _work_frame(raw: pl.DataFrame, columns: ColumnMap, options: InputOptions) ->
     ]
     include = columns.fields.get("include")
     listed = include is not None and isinstance(raw.schema[include], pl.List)
-    return raw.select(*picked).with_columns(
-        *(field_value(f, _raw(f), options).alias(f"value.{f}") for f in REQUEST_FIELDS),
+    work = raw.select(*picked)
+    return work.with_columns(
+        *(field_values(work, f, options).alias(f"value.{f}") for f in REQUEST_FIELDS),
         include_items(_raw("include"), is_list=listed).alias("value.include"),
     )
 
