@@ -24,7 +24,7 @@ from batchval import logs
 from batchval.booking import BookRun
 from batchval.command import EmbeddedApi, chosen_api, file_fingerprint, final_stop
 from batchval.files import write_json_atomic
-from batchval.ingest import ingest, price_input, refusal
+from batchval.ingest import Ingest, price_input, refusal
 from batchval.input import InputError, InputSource, open_input
 from batchval.invocation import NotedSignals, locked_dir
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
@@ -149,18 +149,20 @@ class Runner:
             checkpoint = Checkpoint.open(self.request.out_dir)
         except CheckpointVersionError as exc:
             raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
+        reading = Ingest.complete(checkpoint)
         try:
-            run_id = self._prepare(checkpoint, source)
+            run_id, reading = self._prepare(checkpoint, source)
             # Most rows refused: no plan, no call; the outputs and summary say why (65).
-            refused = refusal(checkpoint, source, self.settings.run.max_refused_share)
+            refused = refusal(reading, source, self.settings.run.max_refused_share)
             booked = None if refused else BookRun.start(self.settings, checkpoint, self._now)
             invocation = checkpoint.start_invocation(started.isoformat())
             try:
-                sent = SendOutcome(refused) if refused else self._send(checkpoint)
+                sent = SendOutcome(refused) if refused else self._send(checkpoint, reading)
             except Exception as exc:  # a defect: keep what was done, say so, exit 70
                 log.error("run.internal_error", exc_info=True, file_only=True)
                 detail = f"{type(exc).__name__}: {exc}; the traceback is in {LOG_NAME}"
                 sent = SendOutcome(StopInfo(StopReason.INTERNAL_ERROR, detail))
+            reading.finish()  # the rows not stored while sending: every row is counted
             if booked is not None:  # the budget's own stop leaves rows for a later night
                 sent = dataclasses.replace(sent, stop=booked.settle(sent.stop))
             counts = checkpoint.counts()
@@ -183,6 +185,7 @@ class Runner:
             write_json_atomic(self.request.out_dir / SUMMARY_NAME, summary.to_json())
             return summary
         finally:
+            reading.close()
             checkpoint.close()
 
     def _write_outputs(
@@ -225,7 +228,7 @@ class Runner:
 
     # --- before sending: fingerprints, run id, ingest -------------------------------
 
-    def _prepare(self, checkpoint: Checkpoint, source: InputSource) -> str:
+    def _prepare(self, checkpoint: Checkpoint, source: InputSource) -> tuple[str, Ingest]:
         if checkpoint.get("command") == "streets":  # store/streets: one command a DIR
             raise RunRefusedError(
                 StopReason.REFUSED,
@@ -289,27 +292,37 @@ class Runner:
         checkpoint.set("api_identity", api_fp)
         # A DIR begun before pass-through values were typed has none stored: read again.
         untyped = checkpoint.passthrough_schema() is None
+        reading = Ingest.complete(checkpoint)
         if changed or not checkpoint.ingest_complete or untyped:
             checkpoint.restart_ingest()
-            self._ingest(checkpoint, source, run_id)
+            # Before any call: the calls of this DIR are this input's (the ingest may go on
+            # while sending, `Ingest`).
             checkpoint.set("input_fingerprint", input_fp)
             checkpoint.set("settings_fingerprint", settings_fp)
-            checkpoint.finish_ingest()
+            reading = self._ingest(checkpoint, source, run_id)
         # Answers a killed run stored but never read: read now, never asked again.
         answers.settle_stored(checkpoint, ServerClock(), Received(self._now()))
-        return run_id
+        return run_id, reading
 
     def _api_identity(self) -> str:
         """Which API and account answer this run (never the secret): a change of it under
         --accept-changes re-values test answers."""
         return api_identity(self.settings.api)
 
-    def _ingest(self, checkpoint: Checkpoint, source: InputSource, run_id: str) -> None:
-        ingest(checkpoint, source, run_id, interrupted=lambda: self._signals.received)
+    def _ingest(self, checkpoint: Checkpoint, source: InputSource, run_id: str) -> Ingest:
+        """The input read, or, but for a book run (whose plan needs every row), read up to
+        its first request and stored on while sending (`Ingest`)."""
+        return Ingest.begin(
+            checkpoint,
+            source,
+            run_id,
+            interrupted=lambda: self._signals.received,
+            stream=self.settings.run.book is None,
+        )
 
     # --- sending -------------------------------------------------------------------------
 
-    def _send(self, checkpoint: Checkpoint) -> SendOutcome:
+    def _send(self, checkpoint: Checkpoint, reading: Ingest) -> SendOutcome:
         """Send what is pending; first read back the paid answers that could not be read
         (`run/recovery`). Not from the embedded sandbox: a new one each invocation, it
         knows no earlier valuation."""
@@ -325,11 +338,13 @@ class Runner:
             now=self._now,
             progress_bar=self.request.progress_bar,
             signals=self._signals,
-            job_for=lambda client: ValuationJob(client, checkpoint, now=self._now),
-            counts=checkpoint.counts,
+            job_for=lambda client: ValuationJob(
+                client, checkpoint, now=self._now, more=reading.more
+            ),
+            counts=reading.counts,
             before=(lambda client: recovery_job(client, checkpoint)) if recover else None,
             on_metrics=lambda statuses, limited, credits: self._metrics(
-                checkpoint.counts(), statuses, limited, credits, None
+                reading.counts(), statuses, limited, credits, None
             ),
         )
         sent = sending.phase()

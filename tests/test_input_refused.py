@@ -142,6 +142,24 @@ def test_every_row_refused_exits_65_and_sends_nothing(
     assert served.sandbox.ledger.requests == []
 
 
+def test_refused_rows_after_good_ones_are_refused_before_any_call(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """The verdict is on the whole input, read before any call, though a run stores and
+    sends its first rows before it has stored the rest: good rows first, mostly refused
+    after, in batches of 10, exit 65 with nothing sent and every row accounted."""
+    source = homes(tmp_path / "book.csv", (20, GOOD), (40, UNMAPPED))
+    out = tmp_path / "out"
+    args = config(tmp_path / "config.yaml", "input: {batch_rows: 10}\n")
+    done = run_cli("run", str(source), "--out", str(out), *args, env=env_for(served))
+    assert done.returncode == 65, done.stderr
+    assert valuations_posted(served) == 0
+    results, problems, summary = outputs(out)
+    assert (results.height, problems.height) == (0, 40)
+    assert summary["rows"]["total"] == 60
+    assert summary["rows"]["pending"] == 20
+
+
 def test_a_few_bad_rows_in_a_good_file_complete(served: RunningSandbox, tmp_path: Path) -> None:
     """2 bad rows in 1,000 are problems of a complete run: exit 0, the rest valued."""
     source = homes(tmp_path / "book.csv", (499, GOOD), (2, UNMAPPED), (499, GOOD))

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from batchval import postcodes
 from batchval.api.vocabulary import INCLUDE_ITEMS
 from batchval.input import PROBLEM_RULES, REQUEST_FIELDS, InputError, InputOptions, open_input
-from batchval.input.mapping import resolve_columns
+from batchval.input.mapping import field_value, field_values, resolve_columns
 from batchval.input.options import ENUM_VALUES
 from batchval.input.validate import (
     NORMAL_POSTCODE,
@@ -585,6 +585,30 @@ def test_any_reference_the_client_passes_the_server_passes(reference: str) -> No
 def test_json_string_escapes_as_json_dumps(text: str) -> None:
     """Any text becomes the JSON string json.dumps(ensure_ascii=False) would write."""
     assert pl.select(json_string(pl.lit(text))).item() == json.dumps(text, ensure_ascii=False)
+
+
+CODES = st.sampled_from(["S", "semi", " Flat ", "Semi-Detached", "TERRACED", "é", "", " "])
+
+
+@settings(deadline=None)
+@given(
+    st.sampled_from(sorted(ENUM_VALUES)),
+    st.lists(st.none() | CODES | st.text(max_size=12), max_size=30),
+    st.dictionaries(CODES, st.sampled_from(["flat", "detached", "semi_detached"]), max_size=2),
+)
+def test_an_enumerated_field_is_translated_once_a_value_as_each_row(
+    field: str, texts: list[str | None], codes: dict[str, str]
+) -> None:
+    """Translating an enumerated field's distinct values once and looking them up gives,
+    row for row, what translating each row gives (field_values against field_value)."""
+    try:
+        options = InputOptions(values={field: codes})
+    except ValueError:  # two codes that are one code in normal form, mapped apart
+        return
+    frame = pl.DataFrame({f"raw.{field}": texts}, schema={f"raw.{field}": pl.String})
+    each = frame.select(field_value(field, pl.col(f"raw.{field}"), options)).to_series()
+    once = frame.select(field_values(frame, field, options)).to_series()
+    assert once.to_list() == each.to_list()
 
 
 @given(st.from_regex(NORMAL_POSTCODE, fullmatch=True) | st.text(max_size=12))

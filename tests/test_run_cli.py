@@ -282,6 +282,46 @@ def test_max_credits(served: RunningSandbox, tmp_path: Path) -> None:
     assert outputs(out)[2]["rows"]["pending"] == 6
 
 
+def streamed(tmp_path: Path) -> tuple[Path, list[str]]:
+    """60 rows, the last 10 repeating the first 10, read in batches of 7."""
+    config = tmp_path / "config.yaml"
+    config.write_text("input: {batch_rows: 7}\n", encoding="utf-8")
+    return portfolio(tmp_path / "book.csv", 60, duplicates=10), ["--config", str(config)]
+
+
+def test_a_run_sends_while_it_stores_its_input(served: RunningSandbox, tmp_path: Path) -> None:
+    """A fresh run stores its first rows, sends, and stores the rest as the requests run
+    out: every row is valued and accounted, duplicates across batches charged once."""
+    source, args = streamed(tmp_path)
+    out = tmp_path / "out"
+    done = run_cli("run", str(source), "--out", str(out), *args, env=env_for(served))
+    assert done.returncode == 0, done.stderr
+    assert_accounted(out, 60)
+    assert_paid_once(served, out)
+    assert outputs(out)[2]["requests"]["unique"] == 50
+
+
+def test_a_run_stopped_while_storing_counts_every_row(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """Stopped before its input is all stored, a run stores the rest before it counts:
+    every row is in the summary, and the next run finishes it."""
+    source, args = streamed(tmp_path)
+    out = tmp_path / "out"
+    first = run_cli(
+        "run", str(source), "--out", str(out), *args, "--max-credits", "30", env=env_for(served)
+    )
+    assert first.returncode == 75, first.stderr
+    summary = outputs(out)[2]
+    # 3 calls value 6 rows: the first three and their repeats, stored after the stop.
+    assert (summary["rows"]["total"], summary["rows"]["valued"]) == (60, 6)
+    assert summary["rows"]["pending"] == 54
+    again = run_cli("run", str(source), "--out", str(out), *args, env=env_for(served))
+    assert again.returncode == 0, again.stderr
+    assert_accounted(out, 60)
+    assert_paid_once(served, out)
+
+
 def wait_for_calls(served: RunningSandbox, count: int, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while len(served.sandbox.ledger.charges) < count:

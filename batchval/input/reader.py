@@ -427,18 +427,19 @@ class InputSource:
         return f"InputSource({str(self.path)!r}, field_columns={self.field_columns!r})"
 
     def batches(
-        self, check: Checker = check_batch, *, every_column: bool = False
+        self, check: Checker = check_batch, *, every_column: bool = False, riding: bool = True
     ) -> Iterator[InputBatch]:
         """Validated rows, about `batch_rows` at a time: the checked rows (the columns of
         validate.OUTPUT_SCHEMA) and their pass-through columns, typed; with `every_column`
-        (`split`), every column in order, a CSV's request fields as the text read.
+        (`split`), every column in order, a CSV's request fields as the text read; without
+        `riding`, no pass-through column (what validation makes of the rows, and no more).
 
         Raises InputError when the file turns out unreadable part way (truncated,
         corrupt, not the encoding it claimed): rows already yielded stay valid.
         """
         fields = list(dict.fromkeys(self.field_columns.values()))
         include = self.field_columns.get("include")
-        typed_names = self.passthrough
+        typed_names = self.passthrough if riding else []
         if every_column:  # a shard read again must make the same requests
             as_text = fields if isinstance(self._table, _CsvTable) else []
             typed_names = [c for c in self.columns if c not in as_text]

@@ -29,7 +29,7 @@ import polars as pl
 
 from batchval import postcodes
 from batchval.api.vocabulary import INCLUDE_ITEMS, REQUEST_FIELDS
-from batchval.input.mapping import ColumnMap, field_value, include_items
+from batchval.input.mapping import ColumnMap, field_values, include_items
 from batchval.input.options import ENUM_VALUES, ROW_FIELDS, InputOptions
 
 PROBLEM_RULES: Mapping[str, str] = types.MappingProxyType(
@@ -399,8 +399,9 @@ def _work_frame(raw: pl.DataFrame, columns: ColumnMap, options: InputOptions) ->
     ]
     include = columns.fields.get("include")
     listed = include is not None and isinstance(raw.schema[include], pl.List)
-    return raw.select(*picked).with_columns(
-        *(field_value(f, _raw(f), options).alias(f"value.{f}") for f in REQUEST_FIELDS),
+    work = raw.select(*picked)
+    return work.with_columns(
+        *(field_values(work, f, options).alias(f"value.{f}") for f in REQUEST_FIELDS),
         include_items(_raw("include"), is_list=listed).alias("value.include"),
     )
 
@@ -412,12 +413,18 @@ def _placed(height: int, values: pl.Series, at: pl.Series) -> pl.Series:
 
 
 def check_batch(
-    raw: pl.DataFrame, *, first_row: int, columns: ColumnMap, options: InputOptions
+    raw: pl.DataFrame,
+    *,
+    first_row: int,
+    columns: ColumnMap,
+    options: InputOptions,
+    encode: bool = True,
 ) -> pl.DataFrame:
     """Validates and encodes one batch of input rows (all text), numbered from first_row+1.
 
     Returns one row per input row with the columns of OUTPUT_SCHEMA: either
-    `request_json` or `field`/`rule`/`detail` is set, never both, never neither.
+    `request_json` or `field`/`rule`/`detail` is set, never both, never neither. Without
+    `encode`, `request_json` is null throughout: what validation refuses, a third sooner.
     """
     work = _with_postcodes(_work_frame(raw, columns, options))
     checks = _checks(options, _reference_has_postcode(work))
@@ -426,11 +433,12 @@ def check_batch(
         pl.coalesce([c.where(pl.lit(i, pl.UInt8)) for i, c in enumerate(checks)])
     ).to_series()
     bad = first.is_not_null()
+    encoded = ~bad & encode  # the rows whose request is written
     # The JSON and the detail are built only on the rows that need them: most rows are
     # good, and a detail costs more than all the checks together.
     members = _request_members(options)
     body = pl.concat_str([members[k] for k in sorted(members)], separator=",", ignore_nulls=True)
-    requests = work.filter(~bad).select(pl.concat_str([pl.lit("{"), body, pl.lit("}")]))
+    requests = work.filter(encoded).select(pl.concat_str([pl.lit("{"), body, pl.lit("}")]))
     details = work.filter(bad).select(
         pl.concat_str([c.where(c.detail) for c in checks], separator="; ", ignore_nulls=True)
     )
@@ -440,7 +448,7 @@ def check_batch(
             "row_number": pl.int_range(
                 first_row + 1, first_row + work.height + 1, dtype=pl.UInt64, eager=True
             ),
-            "request_json": _placed(work.height, requests.to_series(), (~bad).arg_true()),
+            "request_json": _placed(work.height, requests.to_series(), encoded.arg_true()),
             "field": first.replace_strict(index, [c.field for c in checks], return_dtype=pl.String),
             "rule": first.replace_strict(index, [c.rule for c in checks], return_dtype=pl.String),
             "detail": _placed(work.height, details.to_series(), bad.arg_true()),

@@ -24,7 +24,8 @@ class ValuationApi(Protocol):
 
 
 class ValuationJob:
-    """Every request of the checkpoint without an answer, valued once, with its key."""
+    """Every request of the checkpoint without an answer, valued once, with its key; with
+    `more`, also those of the input's rows stored while sending."""
 
     name = "valuation"
     call_credits = VALUATION_CREDITS
@@ -35,16 +36,25 @@ class ValuationJob:
         checkpoint: Checkpoint,
         *,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+        more: Callable[[], bool] = lambda: False,
     ) -> None:
         self._api = api
         self._checkpoint = checkpoint
         self._now = now
+        # Stores the next batch of an input still being read (`ingest.Ingest.more`); False
+        # once every row is stored.
+        self._more = more
         self.clock = ServerClock()
         # When this invocation first sent the requests the checkpoint held no send of.
         self._first_sent: dict[str, str] = {}
 
     def pending(self, after_rowid: int) -> Sequence[PendingRequest]:
-        return self._checkpoint.pending(after_rowid)
+        """The next page of stored requests; when none is left, those of the rows read
+        next, until the input is all stored."""
+        page = self._checkpoint.pending(after_rowid)
+        while not page and self._more():
+            page = self._checkpoint.pending(after_rowid)
+        return page
 
     def mark_sent(self, item: PendingRequest) -> None:
         first = item.first_sent or self._first_sent.get(item.key)

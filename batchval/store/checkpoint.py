@@ -11,7 +11,8 @@ Three tables carry the work:
   so one call and one charge): its canonical JSON, state, attempts, last error, the
   API's answer or problem, and how many rows ask for it (`row_count`, kept with the
   rows), so that `counts()` reads indexes and never joins a million rows to their
-  requests. The tables, indexes and migrations are in `store/schema`.
+  requests. The tables, indexes and migrations are in `store/schema`; an ingest writes
+  rows, requests and pass-through values through `store/rows`.
 
 A request's state moves pending -> sent -> answered -> done | problem, and back to
 pending after a transient failure. `sent` means "may have reached the API": a resumed
@@ -19,7 +20,8 @@ run sends it again with the same key, which the API answers from its idempotency
 without a second charge. `answered` means the answer's exact bytes are stored but not
 yet read (`batchval.run.answers`): a run that starts after a crash reads them, it never
 asks again. Outside the sending phase writes are committed one by one in WAL mode with
-synchronous=FULL, so that the run id is on disk before the run acts on it; while sending,
+synchronous=FULL, so that the run id is on disk before the run acts on it (an ingest's
+rows all in one transaction, `store/rows`); while sending,
 in groups (`begin_group`), each request's writes applied as one statement (`store/held`)
 and an answer always committed with its reading. Neither a killed process (`kill -9`)
 nor a power cut loses a committed answer.
@@ -33,8 +35,7 @@ import contextlib
 import dataclasses
 import json
 import sqlite3
-from collections import Counter
-from collections.abc import Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ from batchval.store.charges import ChargeLedger
 from batchval.store.counts import Counts
 from batchval.store.held import HeldWrites
 from batchval.store.invocations import InvocationLog
+from batchval.store.rows import InputRows
 from batchval.store.schema import INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES
 
 __all__ = [
@@ -78,7 +80,7 @@ class PendingRequest:
 _CACHED_META = frozenset({"mode"})
 
 
-class Checkpoint(InvocationLog, ChargeLedger):
+class Checkpoint(InputRows, InvocationLog, ChargeLedger):
     def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
         self._connection = connection
         self.path = path
@@ -119,7 +121,8 @@ class Checkpoint(InvocationLog, ChargeLedger):
                 f"{path} was written by another batchval (checkpoint schema {version}; this "
                 f"one reads {SCHEMA_VERSION} and older): run that version, or use a new --out DIR"
             )
-        db.executescript(INDEXES)
+        for index in INDEXES:
+            db.execute(index)
         return checkpoint
 
     @classmethod
@@ -196,74 +199,6 @@ class Checkpoint(InvocationLog, ChargeLedger):
     def unset(self, name: str) -> None:
         self._db.execute("DELETE FROM meta WHERE name = ?", (name,))
         self._meta.pop(name, None)
-
-    # --- ingest --------------------------------------------------------------------------
-
-    def restart_ingest(self) -> None:
-        """Forget the rows and their pass-through values, never a request or an answer."""
-        with self.transaction():
-            self._forget_rows()
-
-    def _forget_rows(self) -> None:
-        self._db.execute("DELETE FROM rows")
-        self._db.execute("UPDATE requests SET row_count = 0 WHERE row_count != 0")
-        self._db.execute("DELETE FROM passthrough")
-        self.unset("passthrough_schema")
-        self.unset("ingest_complete")
-
-    def add_rows(
-        self,
-        rows: Sequence[tuple[int, str | None, str | None, str | None, str | None]],
-        requests: Sequence[tuple[str, str]],
-        passthrough: pa.RecordBatch | None = None,
-    ) -> None:
-        """One batch of rows (row number, key, field, rule, detail), their requests and
-        their pass-through values (one a row, rows consecutive), in one transaction.
-        Each request's `row_count` grows by the rows of the batch that ask for it."""
-        asked = Counter(row[1] for row in rows if row[1] is not None)
-        with self.transaction():
-            self._db.executemany(
-                "INSERT INTO rows (row_number, key, field, rule, detail) VALUES (?, ?, ?, ?, ?)",
-                rows,
-            )
-            self._db.executemany(
-                "INSERT INTO requests (key, request, row_count) VALUES (?, ?, ?)"
-                " ON CONFLICT (key) DO UPDATE SET row_count = row_count + excluded.row_count",
-                [(key, request, asked.pop(key, 0)) for key, request in requests],
-            )
-            if asked:  # rows asking for a request an earlier batch (or run) stored
-                self._db.executemany(
-                    "UPDATE requests SET row_count = row_count + ? WHERE key = ?",
-                    [(n, key) for key, n in asked.items()],
-                )
-            if passthrough is not None:
-                self._add_passthrough([row[0] for row in rows], passthrough)
-
-    def _add_passthrough(self, numbers: Sequence[int], batch: pa.RecordBatch) -> None:
-        schema, held = records.schema_text(batch.schema), self.get("passthrough_schema")
-        if held not in (None, schema):
-            raise ValueError(f"pass-through schema changed within an ingest: {batch.schema}")
-        self.set("passthrough_schema", schema)
-        if batch.num_columns and numbers:
-            self._db.execute(
-                "INSERT INTO passthrough (first_row, rows, batch) VALUES (?, ?, ?)",
-                (numbers[0], len(numbers), records.batch_bytes(numbers, batch)),
-            )
-
-    def finish_ingest(self) -> None:
-        """Requests no row asks for any more (after an accepted input change) are dropped
-        if they were never sent. One that was sent may have been charged: it is kept and
-        sent again with its key (a free replay), so that its paid answer is recorded; an
-        answer that was paid for is never thrown away."""
-        with self.transaction():
-            self._db.execute(
-                "DELETE FROM requests WHERE state = 'pending' AND attempts = 0 AND row_count = 0"
-            )
-            self.set("ingest_complete", "1")
-
-    @property
-    def ingest_complete(self) -> bool:
-        return self.get("ingest_complete") == "1"
 
     # --- dispatch ------------------------------------------------------------------------
 

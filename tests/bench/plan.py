@@ -16,3 +16,4 @@ COST_ROWS = 10_000
 READER_ROWS = (100_000, 1_000_000, 5_000_000)
 INGEST_ROWS = 1_000_000  # the whole ingest into a checkpoint
 RESUME_ROWS = 1_000_000
+STARTUP_ROWS = 1_000_000  # a fresh run's start-up: its CSV read into the checkpoint, first call

@@ -3,10 +3,11 @@
     python tests/bench/reader_child.py BOOK [CHECKPOINT_DIR]
 
 It does what `batchval run` does with each input batch (the runner's `_ingest`): every
-row's canonical request keyed, rows and requests gathered for the batch's one
-transaction; that transaction is written only when a CHECKPOINT_DIR is given (the whole
-ingest). Prints one JSON line: rows, rows keyed and the seconds from opening the file
-to the last batch (imports excluded; the parent reads the process's peak RSS).
+row's canonical request keyed, rows and requests gathered for the checkpoint. With a
+CHECKPOINT_DIR, the whole ingest is the runner's own (`ingest.ingest`: one transaction,
+the indexes built at its end) into a checkpoint there. Prints one JSON line: rows, rows
+keyed and the seconds from opening the file to the last batch (imports excluded; the
+parent reads the process's peak RSS).
 """
 
 from __future__ import annotations
@@ -16,24 +17,27 @@ import sys
 import time
 from pathlib import Path
 
-from batchval.ingest import keyed_rows
+from batchval.ingest import ingest, keyed_rows
 from batchval.input import InputOptions, open_input
 from batchval.store.checkpoint import Checkpoint
 
 
 def main(source: Path, into: Path | None) -> None:
     started = time.perf_counter()
-    checkpoint = None if into is None else Checkpoint.open(into)
-    rows = keyed = 0
-    for batch in open_input(source, InputOptions()).batches():
-        items, requests = keyed_rows(batch, "bench")
-        if checkpoint is not None:
-            checkpoint.add_rows(items, requests, batch.passthrough)
-        rows += len(items)
-        keyed += len(requests)
-    if checkpoint is not None:
+    batches = open_input(source, InputOptions())
+    if into is not None:
+        checkpoint = Checkpoint.open(into)
+        ingest(checkpoint, batches, "bench")
         checkpoint.finish_ingest()
+        counts = checkpoint.counts()
         checkpoint.close()
+        rows, keyed = counts.rows, counts.requests
+    else:
+        rows = keyed = 0
+        for batch in batches.batches():
+            items, requests = keyed_rows(batch, "bench")
+            rows += len(items)
+            keyed += len(requests)
     seconds = time.perf_counter() - started
     print(json.dumps({"rows": rows, "keyed": keyed, "seconds": seconds}))
 

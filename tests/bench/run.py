@@ -12,7 +12,8 @@ served in another (a fresh one each time), and reads the sandbox's ledger:
    run as the baseline;
 4. reader: 100 k, 1 M and 5 M rows, CSV and Parquet, seconds and peak RSS; and the
    whole ingest into a checkpoint (1 M rows);
-5. resume: a 1 M-row checkpoint 99 % done: seconds to the first new call.
+5. resume: a 1 M-row checkpoint 99 % done: seconds to the first new call;
+6. start-up: a 1 M-row CSV into a fresh DIR: seconds to the first call.
 
 It stays under 10 minutes on 2 cores.
 """
@@ -44,6 +45,7 @@ from bench.plan import (  # noqa: E402
     RATES,
     READER_ROWS,
     RESUME_ROWS,
+    STARTUP_ROWS,
 )
 from bench.plot import rate_plot  # noqa: E402
 from bench.reading import ReaderRun, book_path, read_book  # noqa: E402
@@ -56,6 +58,7 @@ from bench.report import (  # noqa: E402
     markdown,
 )
 from bench.resume import ResumeRun, resume_run  # noqa: E402
+from bench.startup import StartupRun, startup_run  # noqa: E402
 
 
 class _Progress:
@@ -79,7 +82,7 @@ def bench(work: Path, command: str) -> Figures:
         step = _Progress(f"rate use, {BESIDE}/s, {RATE_ROWS:,} rows")
         slow = RateFigure(BESIDE, BESIDE, slowest.result())
         step.done(f"{slow.use:.2f} of the limit, {slow.run.rate_limited} 429s")
-    reader, ingest, resume, costs, hiding, rate = figures
+    reader, ingest, resume, startup, costs, hiding, rate = figures
     return Figures(
         command=command,
         machine=machine,
@@ -92,11 +95,18 @@ def bench(work: Path, command: str) -> Figures:
         reader=reader,
         ingest=ingest,
         resume=resume,
+        startup=startup,
     )
 
 
 _Measured = tuple[
-    list[ReaderRun], ReaderRun, ResumeRun, list[ClientCost], list[HidingFigure], list[RateFigure]
+    list[ReaderRun],
+    ReaderRun,
+    ResumeRun,
+    StartupRun,
+    list[ClientCost],
+    list[HidingFigure],
+    list[RateFigure],
 ]
 
 
@@ -116,6 +126,9 @@ def _measure(work: Path) -> _Measured:
     step = _Progress(f"resume, {RESUME_ROWS:,} rows, 99 % done")
     resume = resume_run(work, book_path(work, "CSV", RESUME_ROWS), RESUME_ROWS)
     step.done(f"first new call after {resume.first_call_seconds:.1f} s")
+    step = _Progress(f"start-up, CSV, {STARTUP_ROWS:,} rows")
+    startup = startup_run(work, book_path(work, "CSV", STARTUP_ROWS), STARTUP_ROWS)
+    step.done(f"first call after {startup.first_call_seconds:.1f} s")
     cost_book = book_path(work, "CSV", COST_ROWS)
     costs = []
     for client in ("sequential", "batchval"):
@@ -135,7 +148,7 @@ def _measure(work: Path) -> _Measured:
         step = _Progress(f"rate use, {limit}/s, {RATE_ROWS:,} rows")
         rate.append(RateFigure(limit, limit, rate_run(work, limit, limit, RATE_ROWS)))
         step.done(f"{rate[-1].use:.2f} of the limit, {rate[-1].run.rate_limited} 429s")
-    return reader, ingest, resume, costs, hiding, rate
+    return reader, ingest, resume, startup, costs, hiding, rate
 
 
 def main() -> None:
