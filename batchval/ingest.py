@@ -248,7 +248,7 @@ class Ingest:
                 source, interrupted=interrupted, check=_refused_only, riding=False
             ):
                 refusals.add(batch.checked)
-            while not checkpoint.any_pending() and read.more(_FIRST_ROWS):
+            while not checkpoint.requests.any_pending() and read.more(_FIRST_ROWS):
                 pass
         except BaseException:
             read.close()

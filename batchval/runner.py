@@ -327,7 +327,7 @@ class Runner:
         (`run/recovery`). Not from the embedded sandbox: a new one each invocation, it
         knows no earlier valuation."""
         recover = self.settings.api is not None and bool(recoverable(checkpoint))
-        if not checkpoint.any_pending() and not recover:
+        if not checkpoint.requests.any_pending() and not recover:
             return SendOutcome()
         sending = Sending(
             checkpoint=checkpoint,

@@ -171,7 +171,7 @@ class Streets:
         if self.request.dry_run:
             return self._dry_run(source)
         store = self._checkpoint()
-        checkpoint = store.checkpoint
+        checkpoint = store.database
         try:
             refreshed = self._prepare(store, source, started)
             # Most postcodes refused (a wrong column, say): no call; the summary says why.
@@ -288,11 +288,11 @@ class Streets:
     def _send(self, store: StreetStore) -> SendOutcome:
         """Read what is pending (`Sending.phase`: not after a signal, not before a kept
         daily limit's `not_before`, which is the account's whichever product met it)."""
-        if not store.any_pending():
+        if not store.queue.any_pending():
             return SendOutcome()
         run = self.settings.run
         sending = Sending(
-            checkpoint=store.checkpoint,
+            checkpoint=store.database,
             api=lambda: chosen_api(
                 self.settings.api,
                 self._embedded_api,
@@ -315,7 +315,7 @@ class Streets:
         out = self.request.out_dir
         write_streets(store, out / STREETS_NAME)
         write_street_problems(store, out / PROBLEMS_NAME)
-        write_charges(store.checkpoint.charge_lines(), out / CHARGES_NAME)
+        write_charges(store.database.charge_lines(), out / CHARGES_NAME)
         names = [STREETS_NAME, PROBLEMS_NAME, CHARGES_NAME]
         if self.request.join or self.settings.run.street_join:
             write_homes(store, out / HOMES_NAME)
@@ -341,7 +341,7 @@ class Streets:
                 stop = self._refusal(store, source)
                 postcodes = [] if stop else store.asked_postcodes()
             finally:
-                store.checkpoint.close()
+                store.database.close()
         unread, assumed = len(postcodes), self.settings.run.street_credits
         if held:
             real = self._checkpoint()
@@ -349,7 +349,7 @@ class Streets:
                 unread = real.unread_postcodes(self._now(), postcodes)
                 assumed = call_credits(assumed, real)
             finally:
-                real.checkpoint.close()
+                real.database.close()
         return DryRunSummary(
             rows=counts.rows,
             rows_with_problems=counts.input_problems,

@@ -42,10 +42,10 @@ def test_counts_follow_states(tmp_path: Path) -> None:
     """Rows are valued, problems or pending according to their request's state."""
     checkpoint = filled(tmp_path)
     assert checkpoint.counts().pending_rows == 4
-    checkpoint.mark_sent("k1")
-    checkpoint.record_answer("k1", b'{"id":"val_x"}')
-    checkpoint.record_valuation("k1", 10)
-    checkpoint.record_problem("k2", {"type": "outside-coverage", "status": 422})
+    checkpoint.requests.mark_sent("k1")
+    checkpoint.requests.record_answer("k1", b'{"id":"val_x"}')
+    checkpoint.requests.record_done("k1", 10)
+    checkpoint.requests.record_problem("k2", {"type": "outside-coverage", "status": 422})
     counts = checkpoint.counts()
     assert (counts.rows, counts.valued_rows, counts.api_problem_rows, counts.input_problems) == (
         5,
@@ -61,31 +61,31 @@ def test_counts_follow_states(tmp_path: Path) -> None:
 def test_sent_and_retried_requests_stay_pending(tmp_path: Path) -> None:
     """A sent request, and one that failed transiently, are pending with their attempts."""
     checkpoint = filled(tmp_path)
-    checkpoint.mark_sent("k1")
-    checkpoint.mark_sent("k2")
-    checkpoint.record_retry("k2", "503 data-unavailable")
-    pending = {p.key: p.attempts for p in checkpoint.pending()}
+    checkpoint.requests.mark_sent("k1")
+    checkpoint.requests.mark_sent("k2")
+    checkpoint.requests.record_retry("k2", "503 data-unavailable")
+    pending = {p.key: p.attempts for p in checkpoint.requests.pending()}
     assert pending == {"k1": 1, "k2": 1, "k3": 0}
 
 
 def test_pending_pages_in_order(tmp_path: Path) -> None:
     """pending() pages through requests after a rowid."""
     checkpoint = filled(tmp_path)
-    first = checkpoint.pending(limit=2)
-    rest = checkpoint.pending(first[-1].rowid)
+    first = checkpoint.requests.pending(limit=2)
+    rest = checkpoint.requests.pending(first[-1].rowid)
     assert [p.key for p in first + rest] == ["k1", "k2", "k3"]
 
 
 def test_reingest_keeps_answers(tmp_path: Path) -> None:
     """Reading the input again forgets rows, never a paid answer."""
     checkpoint = filled(tmp_path)
-    checkpoint.record_answer("k3", b'{"id":"val_y"}')
-    checkpoint.record_valuation("k3", 10)
+    checkpoint.requests.record_answer("k3", b'{"id":"val_y"}')
+    checkpoint.requests.record_done("k3", 10)
     checkpoint.restart_ingest()
     assert not checkpoint.ingest_complete
     checkpoint.add_rows([(1, "k1", None, None, None)], [("k1", '{"r":1}')])
     checkpoint.finish_ingest()
-    keys = {p.key for p in checkpoint.pending()}
+    keys = {p.key for p in checkpoint.requests.pending()}
     assert keys == {"k1"}
     assert checkpoint.counts().credits == 10
 
@@ -94,9 +94,9 @@ def test_valued_and_problem_rows_in_row_order(tmp_path: Path) -> None:
     """Both read-backs come in row order, every row in exactly one of them or pending."""
     checkpoint = filled(tmp_path)
     for key in ("k1", "k3"):
-        checkpoint.record_answer(key, json.dumps({"id": key}).encode())
-        checkpoint.record_valuation(key, 10)
-    checkpoint.record_problem("k2", {"type": "outside-coverage"})
+        checkpoint.requests.record_answer(key, json.dumps({"id": key}).encode())
+        checkpoint.requests.record_done(key, 10)
+    checkpoint.requests.record_problem("k2", {"type": "outside-coverage"})
     valued = [row.row_number for batch in checkpoint.valued_rows() for row in batch]
     problems = [row.row_number for batch in checkpoint.problem_rows() for row in batch]
     assert valued == [1, 3, 5]
@@ -134,17 +134,17 @@ def test_version_1_checkpoint_is_migrated(tmp_path: Path) -> None:
 def test_stored_answer_is_read_after_a_crash(tmp_path: Path) -> None:
     """An answer stored but never settled is pending for counts and listed to settle."""
     checkpoint = filled(tmp_path)
-    checkpoint.mark_sent("k1")
-    checkpoint.record_answer("k1", b'{"id":"val_x"}')
-    assert checkpoint.answered() == [("k1", '{"id":"val_x"}', None)]
-    assert checkpoint.pending()[0].key != "k1"  # never sent again
+    checkpoint.requests.mark_sent("k1")
+    checkpoint.requests.record_answer("k1", b'{"id":"val_x"}')
+    assert checkpoint.requests.answered() == [("k1", '{"id":"val_x"}', None)]
+    assert checkpoint.requests.pending()[0].key != "k1"  # never sent again
     assert checkpoint.counts().requests_pending == 3
 
 
 def test_checkpoint_is_durable_on_every_commit(tmp_path: Path) -> None:
     """synchronous=FULL: a committed answer survives a power cut, not only a kill."""
     checkpoint = filled(tmp_path)
-    assert checkpoint._db.execute("PRAGMA synchronous").fetchone() == (2,)
+    assert checkpoint.sql.execute("PRAGMA synchronous").fetchone() == (2,)
 
 
 def test_integrity(tmp_path: Path) -> None:
@@ -193,19 +193,19 @@ def test_a_sent_request_outlives_an_accepted_change(tmp_path: Path) -> None:
     """After --accept-changes, a request no row asks for is dropped if it was never sent,
     and kept (to be replayed for its possibly paid answer) if it was."""
     checkpoint = filled(tmp_path)
-    checkpoint.mark_sent("k2")
+    checkpoint.requests.mark_sent("k2")
     checkpoint.restart_ingest()
     checkpoint.add_rows([(1, "k1", None, None, None)], [("k1", '{"r":1}')])
     checkpoint.finish_ingest()
-    pending = {p.key for p in checkpoint.pending()}
+    pending = {p.key for p in checkpoint.requests.pending()}
     assert pending == {"k1", "k2"}
 
 
 def test_valued_rows_carry_the_answer_and_its_credits(tmp_path: Path) -> None:
     """Each valued row comes with its request's key, raw answer and charge."""
     checkpoint = filled(tmp_path)
-    checkpoint.record_answer("k1", b'{"id":"val_x"}')
-    checkpoint.record_valuation("k1", 10)
+    checkpoint.requests.record_answer("k1", b'{"id":"val_x"}')
+    checkpoint.requests.record_done("k1", 10)
     valued = [row for batch in checkpoint.valued_rows(batch=1) for row in batch]
     assert [(r.row_number, r.key, r.answer, r.credits) for r in valued] == [
         (1, "k1", '{"id":"val_x"}', 10),
@@ -216,8 +216,8 @@ def test_valued_rows_carry_the_answer_and_its_credits(tmp_path: Path) -> None:
 def test_problem_rows_carry_the_rule_or_the_problem(tmp_path: Path) -> None:
     """An input problem comes with its rule; an API problem with its JSON and attempts."""
     checkpoint = filled(tmp_path)
-    checkpoint.mark_sent("k2")
-    checkpoint.record_problem("k2", {"type": "outside-coverage", "status": 422})
+    checkpoint.requests.mark_sent("k2")
+    checkpoint.requests.record_problem("k2", {"type": "outside-coverage", "status": 422})
     first, second = [row for batch in checkpoint.problem_rows() for row in batch]
     assert (first.row_number, first.field, first.rule, first.problem) == (
         2,
@@ -238,7 +238,7 @@ def test_asked_extras_are_those_of_requests_rows_ask_for(tmp_path: Path) -> None
         [(1, "k1", None, None, None), (2, "k2", None, None, None)],
         [("k1", '{"include":["commentary"],"r":1}'), ("k2", '{"r":2}')],
     )
-    checkpoint.mark_sent("k1")
+    checkpoint.requests.mark_sent("k1")
     assert checkpoint.asked_extras() == {"commentary"}
     checkpoint.restart_ingest()
     asks = [("k3", '{"include":["rebuildCost"]}')]
@@ -354,14 +354,14 @@ def test_counts_agree_with_a_join_through_batches_states_and_reingests(tmp_path:
     )
     checkpoint.add_rows([(9, "k2", None, None, None)], [])
     assert _row_figures(checkpoint) == _joined_counts(tmp_path) == (9, 1, 0, 0, 8, 4)
-    checkpoint.mark_sent("k1")
-    checkpoint.record_answer("k1", b'{"id":"val_x"}')
-    checkpoint.record_valuation("k1", 10)
-    checkpoint.record_problem("k2", {"type": "outside-coverage"})
-    checkpoint.mark_sent("k4")
-    checkpoint.record_answer("k4", b'{"id":"val_y"}')
+    checkpoint.requests.mark_sent("k1")
+    checkpoint.requests.record_answer("k1", b'{"id":"val_x"}')
+    checkpoint.requests.record_done("k1", 10)
+    checkpoint.requests.record_problem("k2", {"type": "outside-coverage"})
+    checkpoint.requests.mark_sent("k4")
+    checkpoint.requests.record_answer("k4", b'{"id":"val_y"}')
     assert _row_figures(checkpoint) == _joined_counts(tmp_path) == (9, 1, 3, 2, 3, 4)
-    checkpoint.mark_sent("k3")
+    checkpoint.requests.mark_sent("k3")
     checkpoint.restart_ingest()  # k3 was sent: kept when no row asks for it any more
     assert _row_figures(checkpoint) == _joined_counts(tmp_path) == (0, 0, 0, 0, 0, 0)
     checkpoint.add_rows(
@@ -373,7 +373,7 @@ def test_counts_agree_with_a_join_through_batches_states_and_reingests(tmp_path:
     counts = checkpoint.counts()
     # k1 done; k2 (problem) and k3 (sent) kept with no row; k4 answered, k5 pending.
     assert (counts.requests, counts.requests_done, counts.requests_pending) == (5, 1, 3)
-    assert {p.key for p in checkpoint.pending()} == {"k3", "k5"}
+    assert {p.key for p in checkpoint.requests.pending()} == {"k3", "k5"}
 
 
 def test_pending_pages_merge_sent_and_pending_in_rowid_order(tmp_path: Path) -> None:
@@ -386,12 +386,12 @@ def test_pending_pages_merge_sent_and_pending_in_rowid_order(tmp_path: Path) -> 
         [(key, "{}") for key in keys],
     )
     for key in keys[1::3]:
-        checkpoint.mark_sent(key)
-    checkpoint.record_answer("k4", b"{}")
-    checkpoint.record_valuation("k4", 10)
+        checkpoint.requests.mark_sent(key)
+    checkpoint.requests.record_answer("k4", b"{}")
+    checkpoint.requests.record_done("k4", 10)
     seen: list[str] = []
     after = 0
-    while page := checkpoint.pending(after, limit=2):
+    while page := checkpoint.requests.pending(after, limit=2):
         seen += [p.key for p in page]
         after = page[-1].rowid
     assert seen == [key for key in keys if key != "k4"]
@@ -432,7 +432,7 @@ def test_version_3_checkpoint_gets_its_row_counts(tmp_path: Path) -> None:
     # Its charge is kept, as uncertain: schema 3 kept no evidence of fresh or replay.
     money = checkpoint.money(None)
     assert (counts.credits, money.in_all, money.uncertain_credits) == (0, 0, 10)
-    indexes = {row[1] for row in checkpoint._db.execute("PRAGMA index_list(requests)")}
+    indexes = {row[1] for row in checkpoint.sql.execute("PRAGMA index_list(requests)")}
     assert "requests_tally" in indexes
     checkpoint.close()
     assert _row_figures(Checkpoint.open(tmp_path)) == (4, 1, 2, 0, 1, 1)  # opened again
@@ -443,14 +443,14 @@ def test_counts_read_indexes_only(tmp_path: Path) -> None:
     took seconds a million rows, before a resumed run's first call)."""
     checkpoint = filled(tmp_path)
     statements: list[str] = []
-    checkpoint._db.set_trace_callback(statements.append)
+    checkpoint.sql.set_trace_callback(statements.append)
     checkpoint.counts()
-    checkpoint.any_pending()
-    checkpoint._db.set_trace_callback(None)
+    checkpoint.requests.any_pending()
+    checkpoint.sql.set_trace_callback(None)
     assert statements
     for statement in statements:
         assert "JOIN" not in statement.upper()
-        for row in checkpoint._db.execute(f"EXPLAIN QUERY PLAN {statement}"):
+        for row in checkpoint.sql.execute(f"EXPLAIN QUERY PLAN {statement}"):
             detail = str(row[3])
             scans = detail.startswith("SCAN") and detail != "SCAN CONSTANT ROW"
             assert not scans or "COVERING INDEX" in detail, statement
@@ -471,9 +471,9 @@ def test_a_request_sent_answered_and_valued_in_a_group_is_one_update(tmp_path: P
     checkpoint = filled(tmp_path)
 
     def value(key: str) -> None:
-        checkpoint.mark_sent(key)
-        checkpoint.record_answer(key, b'{"id":"val_' + key.encode() + b'"}')
-        checkpoint.record_valuation(key, 10)
+        checkpoint.requests.mark_sent(key)
+        checkpoint.requests.record_answer(key, b'{"id":"val_' + key.encode() + b'"}')
+        checkpoint.requests.record_done(key, 10)
 
     def value_in_a_group(key: str) -> None:
         checkpoint.begin_group()
@@ -482,7 +482,7 @@ def test_a_request_sent_answered_and_valued_in_a_group_is_one_update(tmp_path: P
 
     assert len(_updates(checkpoint, lambda: value_in_a_group("k1"))) == 1
     assert len(_updates(checkpoint, lambda: value("k2"))) == 3
-    stored = checkpoint._db.execute(
+    stored = checkpoint.sql.execute(
         "SELECT key, state, attempts, answer, credits FROM requests ORDER BY key"
     ).fetchall()
     assert stored[:2] == [
@@ -496,16 +496,16 @@ def test_held_writes_are_seen_by_every_read_in_the_group(tmp_path: Path) -> None
     a request sent twice and answered is counted valued, with both attempts."""
     checkpoint = filled(tmp_path)
     checkpoint.begin_group()
-    checkpoint.mark_sent("k1")
-    checkpoint.record_retry("k1", "503")  # not held: the held send is applied first
-    checkpoint.mark_sent("k1")
-    checkpoint.record_answer("k1", b'{"id":"val_x"}')
-    assert checkpoint.answered() == [("k1", '{"id":"val_x"}', None)]
-    checkpoint.record_valuation("k1", 10)
+    checkpoint.requests.mark_sent("k1")
+    checkpoint.requests.record_retry("k1", "503")  # not held: the held send is applied first
+    checkpoint.requests.mark_sent("k1")
+    checkpoint.requests.record_answer("k1", b'{"id":"val_x"}')
+    assert checkpoint.requests.answered() == [("k1", '{"id":"val_x"}', None)]
+    checkpoint.requests.record_done("k1", 10)
     assert checkpoint.counts().valued_rows == 2
-    assert [p.key for p in checkpoint.pending()] == ["k2", "k3"]
+    assert [p.key for p in checkpoint.requests.pending()] == ["k2", "k3"]
     checkpoint.commit_group()
-    found = checkpoint._db.execute(
+    found = checkpoint.sql.execute(
         "SELECT state, attempts, last_error FROM requests WHERE key = 'k1'"
     ).fetchone()
     assert found == ("done", 2, None)
@@ -516,19 +516,19 @@ def test_an_uncommitted_group_loses_the_answer_and_its_reading_together(tmp_path
     sent again with its key, answered free); after the commit both are on disk."""
     checkpoint = filled(tmp_path)
     checkpoint.begin_group()
-    checkpoint.mark_sent("k1")
-    checkpoint.record_answer("k1", b'{"id":"val_1"}')
-    checkpoint.record_valuation("k1", 10)
+    checkpoint.requests.mark_sent("k1")
+    checkpoint.requests.record_answer("k1", b'{"id":"val_1"}')
+    checkpoint.requests.record_done("k1", 10)
     checkpoint.commit_group()
     checkpoint.begin_group()
-    checkpoint.mark_sent("k2")
-    checkpoint.record_answer("k2", b'{"id":"val_2"}')
-    checkpoint.record_valuation("k2", 10)
+    checkpoint.requests.mark_sent("k2")
+    checkpoint.requests.record_answer("k2", b'{"id":"val_2"}')
+    checkpoint.requests.record_done("k2", 10)
     checkpoint.close()  # killed before this group's commit
     reopened = Checkpoint.open(tmp_path)
-    states = dict(reopened._db.execute("SELECT key, state FROM requests").fetchall())
+    states = dict(reopened.sql.execute("SELECT key, state FROM requests").fetchall())
     assert states == {"k1": "done", "k2": "pending", "k3": "pending"}
-    assert reopened.answered() == []
+    assert reopened.requests.answered() == []
 
 
 def test_the_mode_is_read_from_the_database_once(tmp_path: Path) -> None:
@@ -564,8 +564,8 @@ def test_answer_values_count_the_rows_that_ask(tmp_path: Path) -> None:
         "k3": b"<html>not json</html>",
     }
     for key, body in answers.items():
-        checkpoint.record_answer(key, body)
-        checkpoint.record_valuation(key, 10)
+        checkpoint.requests.record_answer(key, body)
+        checkpoint.requests.record_done(key, 10)
     found = checkpoint.answer_values("$.model.version", "$.valuation.indexedTo")
     assert sorted(found, key=str) == [("v1", "2026-09", 2), ("v2", None, 1)]
 
@@ -574,7 +574,7 @@ def test_version_4_checkpoint_gains_the_street_tables(tmp_path: Path) -> None:
     """A checkpoint of schema 4 opens as 6 with its run untouched and the (empty) street
     tables beside it; a batchval that reads only 4 would refuse it."""
     old = filled(tmp_path)
-    old.connection.executescript(
+    old.sql.executescript(
         "DROP TABLE streets; DROP TABLE street_rows; DROP TABLE street_passthrough;"
     )
     old.set("schema_version", "4")
@@ -583,24 +583,24 @@ def test_version_4_checkpoint_gains_the_street_tables(tmp_path: Path) -> None:
     checkpoint = Checkpoint.open(tmp_path)
     assert checkpoint.get("schema_version") == SCHEMA_VERSION == "7"
     assert _row_figures(checkpoint) == before
-    tables = {row[0] for row in checkpoint.connection.execute("SELECT name FROM sqlite_master")}
+    tables = {row[0] for row in checkpoint.sql.execute("SELECT name FROM sqlite_master")}
     assert {"streets", "street_rows", "street_passthrough", "streets_by_state"} <= tables
-    assert checkpoint.connection.execute("SELECT COUNT(*) FROM streets").fetchone() == (0,)
+    assert checkpoint.sql.execute("SELECT COUNT(*) FROM streets").fetchone() == (0,)
 
 
 def test_version_5_checkpoint_gains_the_book_plan(tmp_path: Path) -> None:
     """A checkpoint of schema 5 opens as 6 with its run untouched and an empty
     `book_rows` beside it (the `--book` plan); a batchval that reads only 5 refuses it."""
     old = filled(tmp_path)
-    old.connection.executescript("DROP TABLE book_rows;")
+    old.sql.executescript("DROP TABLE book_rows;")
     old.set("schema_version", "5")
     before = _row_figures(old)
     old.close()
     checkpoint = Checkpoint.open(tmp_path)
     assert checkpoint.get("schema_version") == SCHEMA_VERSION == "7"
     assert _row_figures(checkpoint) == before
-    assert checkpoint.connection.execute("SELECT COUNT(*) FROM book_rows").fetchone() == (0,)
-    version = checkpoint.connection.execute("PRAGMA table_info(book_rows)").fetchall()
+    assert checkpoint.sql.execute("SELECT COUNT(*) FROM book_rows").fetchone() == (0,)
+    version = checkpoint.sql.execute("PRAGMA table_info(book_rows)").fetchall()
     assert [column[1] for column in version] == ["row_number", "identity", "fingerprint", "plan"]
 
 
@@ -639,7 +639,7 @@ def test_never_sent_until_a_call_may_have_been_made(tmp_path: Path) -> None:
     assert checkpoint.never_sent()
     _invocation(checkpoint, 0)
     assert checkpoint.never_sent()
-    checkpoint.mark_sent("k2")
+    checkpoint.requests.mark_sent("k2")
     assert not checkpoint.never_sent()
     for calls in (None, 1):
         (tmp_path / str(calls)).mkdir()
@@ -668,13 +668,13 @@ def test_a_dir_with_answers_and_no_hosts_kept_reached_its_configured_hosts(
     """A DIR written before hosts were kept, holding answers, counts the hosts it is
     configured with as reached; one without answers reached nothing."""
     checkpoint = filled(tmp_path)
-    checkpoint.mark_sent("k1")
+    checkpoint.requests.mark_sent("k1")
     assert checkpoint.reached_hosts(["api.example"]) == frozenset()
-    checkpoint.record_answer("k1", b'{"id":"val_x"}')
+    checkpoint.requests.record_answer("k1", b'{"id":"val_x"}')
     if state == "done":
-        checkpoint.record_valuation("k1", 10)
+        checkpoint.requests.record_done("k1", 10)
     elif state == "problem":
-        checkpoint.record_problem("k1", {"type": "outside-coverage", "status": 422})
+        checkpoint.requests.record_problem("k1", {"type": "outside-coverage", "status": 422})
     assert checkpoint.reached_hosts(["api.example", "auth.example"]) == {
         "api.example",
         "auth.example",

@@ -83,7 +83,7 @@ def test_a_fresh_run_stores_its_first_rows_then_the_rest(
     reading = Ingest.begin(checkpoint, source(path), "run-1")
     try:
         assert checkpoint.counts().rows == 3
-        assert [p.key for p in checkpoint.pending()] != []
+        assert [p.key for p in checkpoint.requests.pending()] != []
         counts = reading.counts()
         assert (counts.rows, counts.input_problems, counts.pending_rows) == (16, 4, 12)
         assert reading.more()  # the rest of the first batch
@@ -98,7 +98,9 @@ def test_a_fresh_run_stores_its_first_rows_then_the_rest(
     whole.finish_ingest()
     assert checkpoint.counts() == whole.counts() == reading.counts()
     assert checkpoint.counts().duplicate_rows == 1
-    assert [p.key for p in checkpoint.pending()] == [p.key for p in whole.pending()]
+    assert [p.key for p in checkpoint.requests.pending()] == [
+        p.key for p in whole.requests.pending()
+    ]
     streamed = [r.row_number for batch in checkpoint.problem_rows() for r in batch]
     assert streamed == [r.row_number for batch in whole.problem_rows() for r in batch]
     assert [first for first, _ in checkpoint.passthrough_batches()] == [1, 4, 5, 9, 13]
@@ -148,7 +150,7 @@ def test_a_checkpoint_holding_requests_is_read_in_full(tmp_path: Path) -> None:
     reading = Ingest.begin(checkpoint, source(path), "run-1")
     assert checkpoint.ingest_complete
     assert checkpoint.counts().rows == 10
-    assert "old" not in {p.key for p in checkpoint.pending()}
+    assert "old" not in {p.key for p in checkpoint.requests.pending()}
     assert not reading.more()
 
 

@@ -5,6 +5,7 @@ the runner imports it, the sandbox stays apart from the client's sending code)."
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,42 @@ def test_the_shared_writing_pieces_stand_below_the_products() -> None:
         "batchval.api.models",  # Valuation, the type of Column.of_valuation's argument
         "batchval.api.models.Valuation",
     }
+
+
+_SQL = re.compile(
+    r"\b(SELECT\s.+\sFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM"
+    r"|CREATE\s+(TEMP\s+)?(TABLE|INDEX)|PRAGMA\s+\w+|BEGIN\s+IMMEDIATE)\b",
+    re.DOTALL,
+)
+
+
+def _store_leaks(path: Path) -> list[str]:
+    """What in `path` would hold the database or speak SQL: an import of sqlite3, the
+    `Database.sql` connection, or a string that is an SQL statement."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
+            found += [f"imports {n}" for n in names if n.split(".")[0] == "sqlite3"]
+        elif isinstance(node, ast.Attribute) and node.attr in ("sql", "_connection"):
+            found.append(f"line {node.lineno}: .{node.attr}")
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and _SQL.search(node.value)
+        ):
+            found.append(f"line {node.lineno}: SQL {node.value[:40]!r}")
+    return found
+
+
+def test_sql_and_connections_live_only_in_the_store() -> None:
+    """Only batchval/store/ holds a connection or writes SQL: the seam a second backend
+    of the run's memory implements (ARCHITECTURE.md)."""
+    store = PACKAGE / "store"
+    assert _store_leaks(store / "queue.py") != []  # the check can see
+    leaks = {
+        _name(path): found
+        for path in MODULES
+        if store not in path.parents and (found := _store_leaks(path))
+    }
+    assert leaks == {}

@@ -56,7 +56,7 @@ def stored(tmp_path: Path) -> StreetStore:
         ("SW1A 2AA", answer("SW1A 2AA")),
         ("LS6 2AB", answer("LS6 2AB", **nulls)),
     ):
-        store.record_answer(postcode, body)
+        store.queue.record_answer(postcode, body)
         store.record_read(postcode, credits=20, charged=True, read_at=NOW, fresh_from=NOW)
     store.record_problem("M1 1AE", {"type": "not-found", "status": 404, "field": "postcode"}, NOW)
     return store

@@ -221,8 +221,8 @@ def _ingest(
 
 
 def _value(checkpoint: Checkpoint, key: str, body: dict[str, Any]) -> None:
-    checkpoint.record_answer(key, json.dumps(body).encode())
-    checkpoint.record_valuation(key, (body.get("charge") or {}).get("credits", 0))
+    checkpoint.requests.record_answer(key, json.dumps(body).encode())
+    checkpoint.requests.record_done(key, (body.get("charge") or {}).get("credits", 0))
 
 
 def _results(checkpoint: Checkpoint, path: Path) -> pa.Table:
@@ -439,9 +439,9 @@ def test_problem_columns(checkpoint: Checkpoint, tmp_path: Path) -> None:
             _row(5, None, {"loan_id": "E"}, rule="bedrooms-or-floor-area", detail="y"),
         ],
     )
-    checkpoint.mark_sent("k2")
-    checkpoint.mark_sent("k3")
-    checkpoint.mark_sent("k3")
+    checkpoint.requests.mark_sent("k2")
+    checkpoint.requests.mark_sent("k3")
+    checkpoint.requests.mark_sent("k3")
     outside = {
         "type": "outside-coverage",
         "title": "Outside coverage",
@@ -450,10 +450,12 @@ def test_problem_columns(checkpoint: Checkpoint, tmp_path: Path) -> None:
         "detail": "ZZ1 4AA is not in a valued sector.",
         "retryable": False,
     }
-    checkpoint.record_problem("k2", outside)
+    checkpoint.requests.record_problem("k2", outside)
     invalid = {"type": "https://docs.example/errors/invalid-request", "status": 400, "detail": "d"}
-    checkpoint.record_problem("k3", {**invalid, "code": "invalid_value", "retryable": True})
-    checkpoint.record_problem("k4", {"type": "not-found", "status": 404, "detail": "gone"})
+    checkpoint.requests.record_problem(
+        "k3", {**invalid, "code": "invalid_value", "retryable": True}
+    )
+    checkpoint.requests.record_problem("k4", {"type": "not-found", "status": 404, "detail": "gone"})
     assert write_problems(checkpoint, tmp_path / "problems.parquet") == 5
     rows = pq.read_table(tmp_path / "problems.parquet").to_pylist()
     assert rows == [
@@ -552,7 +554,9 @@ def test_floor_area_required_tells_to_supply_a_floor_area(
     """A floor-area-required detail always tells the user to supply a floor area."""
     _ingest(checkpoint, [_row(1, "k1")])
     problem = {"type": "floor-area-required", "status": 422, "retryable": True}
-    checkpoint.record_problem("k1", problem if detail is None else {**problem, "detail": detail})
+    checkpoint.requests.record_problem(
+        "k1", problem if detail is None else {**problem, "detail": detail}
+    )
     write_problems(checkpoint, tmp_path / "problems.parquet")
     row = pq.read_table(tmp_path / "problems.parquet").to_pylist()[0]
     assert row["detail"] == written
@@ -687,7 +691,7 @@ def test_passthrough_values_keep_their_types(
         if n in valued:
             _value(checkpoint, f"k{n}", _body(number=n))
         else:
-            checkpoint.record_problem(f"k{n}", {"type": "outside-coverage", "status": 422})
+            checkpoint.requests.record_problem(f"k{n}", {"type": "outside-coverage", "status": 422})
     results = _results(checkpoint, tmp_path / "results.parquet")
     write_problems(checkpoint, tmp_path / "problems.parquet")
     problems = pq.read_table(tmp_path / "problems.parquet")
@@ -726,7 +730,7 @@ def test_rows_are_in_row_order(
         if n % 3:
             _value(checkpoint, f"k{n}", _body(number=n))
         else:
-            checkpoint.record_problem(f"k{n}", {"type": "outside-coverage", "status": 422})
+            checkpoint.requests.record_problem(f"k{n}", {"type": "outside-coverage", "status": 422})
     valued = _results(checkpoint, tmp_path / "results.parquet")["row_number"].to_pylist()
     write_problems(checkpoint, tmp_path / "problems.parquet")
     refused = pq.read_table(tmp_path / "problems.parquet")["row_number"].to_pylist()
@@ -780,8 +784,8 @@ def test_an_answer_the_parser_refuses_still_gets_its_row(
     it a problem; an older checkpoint may hold one) is written with its valuation id, key
     and charge, no figures, and a warning; the write goes on."""
     _ingest(checkpoint, [_row(1, "k1"), _row(2, "k2")])
-    checkpoint.record_answer("k1", json.dumps(answer).encode())
-    checkpoint.record_valuation("k1", 10)
+    checkpoint.requests.record_answer("k1", json.dumps(answer).encode())
+    checkpoint.requests.record_done("k1", 10)
     _value(checkpoint, "k2", _body(number=2))
     with capture_logs() as logs:
         table = _results(checkpoint, tmp_path / "results.parquet")
@@ -850,8 +854,8 @@ def test_an_unreadable_answer_is_a_problem_row_with_its_raw_answer(
     _ingest(checkpoint, [_row(1, "k1")])
     body = {k: v for k, v in _body().items() if k != "location"}
     raw = json.dumps(body)
-    checkpoint.mark_sent("k1")
-    checkpoint.record_answer("k1", raw.encode())
+    checkpoint.requests.mark_sent("k1")
+    checkpoint.requests.record_answer("k1", raw.encode())
     settled = settle_sent(checkpoint, "k1", body)
     assert settled.problem is not None
     write_problems(checkpoint, tmp_path / "problems.parquet")

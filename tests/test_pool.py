@@ -239,7 +239,7 @@ async def test_a_request_failing_among_successes_spends_its_attempts(tmp_path: P
     assert stop.reason is StopReason.API_UNAVAILABLE
     assert "still failing after 6 attempts" in stop.detail
     assert checkpoint.counts().pending_rows == 1
-    assert [p.key for p in checkpoint.pending()] == [failing]  # pending, not a problem
+    assert [p.key for p in checkpoint.requests.pending()] == [failing]  # pending, not a problem
 
 
 async def test_failures_with_nothing_else_answered_are_the_apis(

@@ -156,7 +156,7 @@ def checkpoint(tmp_path: Path) -> Iterator[Checkpoint]:
     held = Checkpoint.open(tmp_path)
     held.add_rows([(1, "key-1", None, None, None)], [("key-1", REQUEST)])
     paid = valuation(valuation={"estimate": "a lot"}, charge={"credits": 10, "balanceAfter": 90})
-    held.record_answer("key-1", json.dumps(paid).encode())
+    held.requests.record_answer("key-1", json.dumps(paid).encode())
     assert settle_sent(held, "key-1", paid).problem is not None
     yield held
     held.close()

@@ -124,9 +124,7 @@ async def test_a_repeat_in_another_dir_is_free_and_its_window_is_not_extended(
     second = store_with(tmp_path / "b", ["SW1A 2AA"])
     stats, _ = await read_all(served, second)
     assert stats.credits == 0
-    row = second.checkpoint.connection.execute(
-        "SELECT charged, read_at, fresh_from FROM streets"
-    ).fetchone()
+    row = second.database.sql.execute("SELECT charged, read_at, fresh_from FROM streets").fetchone()
     assert row[0] == 0
     assert dt.datetime.fromisoformat(row[2]) < dt.datetime.fromisoformat(row[1])
     assert second.expire(served.sandbox.clock.now() + dt.timedelta(days=21)) == 1
@@ -154,8 +152,8 @@ async def test_stored_answer_is_read_after_a_crash(served: RunningSandbox, tmp_p
     store = store_with(tmp_path, ["SW1A 2AA"])
     async with client_for(served, TEST) as api:
         answer = await api.read_street_analysis("SW1A 2AA")
-    store.mark_sent("SW1A 2AA")
-    store.record_answer("SW1A 2AA", answer.body)
+    store.queue.mark_sent("SW1A 2AA")
+    store.queue.record_answer("SW1A 2AA", answer.body)
     job = StreetJob(api, store, now=served.sandbox.clock.now)
     assert job.settle_stored() == 0
     assert store.counts().requests_done == 1

@@ -37,10 +37,10 @@ def _planned(tmp_path: Path) -> tuple[Checkpoint, BookStore]:
 def test_carried_and_deferred_requests_are_not_pending(tmp_path: Path) -> None:
     """Only the request to send is pending; the run is complete once it is answered."""
     checkpoint, store = _planned(tmp_path)
-    assert [p.key for p in checkpoint.pending()] == ["k2"]
+    assert [p.key for p in checkpoint.requests.pending()] == ["k2"]
     assert store.planned_for() == "night"
-    checkpoint.record_answer("k2", b"{}")
-    checkpoint.record_valuation("k2", 10)
+    checkpoint.requests.record_answer("k2", b"{}")
+    checkpoint.requests.record_done("k2", 10)
     assert checkpoint.counts().complete
     assert store.row_sources() == {
         "valued": 1,
@@ -57,10 +57,10 @@ def test_a_request_ever_sent_is_never_deferred(tmp_path: Path) -> None:
     """After the budget's stop, a request that was sent stays pending (it may have been
     charged: only its key may finish it); one never sent is deferred."""
     checkpoint, store = _planned(tmp_path)
-    checkpoint.mark_sent("k2")
-    checkpoint.record_retry("k2", "timeout")
+    checkpoint.requests.mark_sent("k2")
+    checkpoint.requests.record_retry("k2", "timeout")
     assert store.defer_unsent() == 0
-    assert [p.key for p in checkpoint.pending()] == ["k2"]
+    assert [p.key for p in checkpoint.requests.pending()] == ["k2"]
     assert not checkpoint.counts().complete
 
 
@@ -69,6 +69,6 @@ def test_a_new_plan_undoes_the_old_one(tmp_path: Path) -> None:
     pending again before the new plan sets its own."""
     checkpoint, store = _planned(tmp_path)
     store.save_plan([(1, "a", "f1", SEND)], carried=[], deferred=["k2"], planned_for="other")
-    assert sorted(p.key for p in checkpoint.pending()) == ["k1", "k3"]
+    assert sorted(p.key for p in checkpoint.requests.pending()) == ["k1", "k3"]
     assert store.deferred_requests() == 1
     assert store.planned_for() == "other"

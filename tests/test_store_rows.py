@@ -21,7 +21,7 @@ REQUESTS = [("k1", '{"r":1}'), ("k2", '{"r":2}')]
 
 
 def indexes(checkpoint: Checkpoint) -> set[str]:
-    found = checkpoint.connection.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+    found = checkpoint.sql.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
     return {str(name) for (name,) in found} & set(INGEST_INDEXES)
 
 

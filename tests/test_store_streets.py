@@ -34,20 +34,20 @@ def filled(tmp_path: Path) -> StreetStore:
 def test_each_postcode_is_stored_once_with_its_rows(tmp_path: Path) -> None:
     """Rows sharing a postcode share one entry; counts read rows and postcodes apart."""
     store = filled(tmp_path)
-    assert [p.key for p in store.pending()] == ["SW1A 2AA", "M1 1AE", "LS6 2AB"]
+    assert [p.key for p in store.queue.pending()] == ["SW1A 2AA", "M1 1AE", "LS6 2AB"]
     counts = store.counts()
     assert (counts.rows, counts.input_problems, counts.pending_rows) == (5, 1, 4)
     assert (counts.requests, counts.requests_pending, counts.duplicate_rows) == (3, 3, 1)
-    assert store.row_numbers("SW1A 2AA") == [1, 4]
-    assert store.checkpoint.get("command") == "streets"
+    assert store.queue.row_numbers("SW1A 2AA") == [1, 4]
+    assert store.database.get("command") == "streets"
 
 
 def test_states_and_problems(tmp_path: Path) -> None:
     """A read is done with its credits; a 404 is a problem on every row that asked."""
     store = filled(tmp_path)
-    store.mark_sent("SW1A 2AA")
-    store.record_answer("SW1A 2AA", b'{"postcode":"SW1A 2AA"}')
-    assert store.answered() == [("SW1A 2AA", '{"postcode":"SW1A 2AA"}')]
+    store.queue.mark_sent("SW1A 2AA")
+    store.queue.record_answer("SW1A 2AA", b'{"postcode":"SW1A 2AA"}')
+    assert store.queue.answered() == [("SW1A 2AA", '{"postcode":"SW1A 2AA"}', None)]
     store.record_read("SW1A 2AA", credits=20, charged=True, read_at=T0, fresh_from=T0)
     store.record_problem("M1 1AE", {"type": "not-found", "status": 404}, T0)
     counts = store.counts()
@@ -69,7 +69,7 @@ def test_window_expires_after_30_days_and_refresh_reads_again(tmp_path: Path) ->
     assert store.unread_postcodes(T0 + dt.timedelta(days=29), ["SW1A 2AA", "M1 1AE"]) == 1
     assert store.unread_postcodes(T0 + dt.timedelta(days=31), ["SW1A 2AA", "M1 1AE"]) == 2
     assert store.expire(T0 + REPEAT_WINDOW) == 1
-    assert "SW1A 2AA" in [p.key for p in store.pending()]
+    assert "SW1A 2AA" in [p.key for p in store.queue.pending()]
     store.record_read("SW1A 2AA", credits=0, charged=False, read_at=T0, fresh_from=T0)
     assert store.refresh(T0) == 0  # read at the same instant: not before
     assert store.refresh(T0 + dt.timedelta(seconds=1)) == 1
@@ -82,7 +82,7 @@ def test_a_new_input_keeps_reads_and_sends_only_what_rows_ask(tmp_path: Path) ->
     store.restart_ingest()
     store.add_rows([(1, "SW1A 2AA", None, None, None)], None)
     store.finish_ingest()
-    assert store.pending() == []
+    assert store.queue.pending() == []
     counts = store.counts()
     assert (counts.rows, counts.requests, counts.requests_done, counts.credits) == (1, 1, 1, 20)
 
@@ -91,20 +91,20 @@ def test_a_stored_read_is_written_until_a_new_read_replaces_it(tmp_path: Path) -
     """An expired read that fails to be read again keeps its answer in the outputs;
     only bytes not read yet are dropped by a retry, and a problem replaces the read."""
     store = filled(tmp_path)
-    store.record_answer("SW1A 2AA", b'{"postcode":"SW1A 2AA"}')
+    store.queue.record_answer("SW1A 2AA", b'{"postcode":"SW1A 2AA"}')
     store.record_read("SW1A 2AA", credits=20, charged=True, read_at=T0, fresh_from=T0)
     assert store.expire(T0 + REPEAT_WINDOW) == 1
-    store.mark_sent("SW1A 2AA")
-    store.record_retry("SW1A 2AA", "503 data unavailable")
+    store.queue.mark_sent("SW1A 2AA")
+    store.queue.record_retry("SW1A 2AA", "503 data unavailable")
     assert [(r.postcode, r.answer) for r in store.reads()] == [
         ("SW1A 2AA", '{"postcode":"SW1A 2AA"}')
     ]
     joined = [r.answer is not None for b in store.row_streets() for r in b]
     assert joined == [True, False, False, True, False]
-    store.mark_sent("M1 1AE")
-    store.record_answer("M1 1AE", b'{"postcode":"M1 1AE","mode":"test"}')
-    store.record_retry("M1 1AE", "a test answer in a live DIR")
-    assert store.checkpoint.connection.execute(
+    store.queue.mark_sent("M1 1AE")
+    store.queue.record_answer("M1 1AE", b'{"postcode":"M1 1AE","mode":"test"}')
+    store.queue.record_retry("M1 1AE", "a test answer in a live DIR")
+    assert store.database.sql.execute(
         "SELECT answer FROM streets WHERE postcode = 'M1 1AE'"
     ).fetchone() == (None,)
     store.record_problem("SW1A 2AA", {"type": "not-found", "status": 404}, T0)
@@ -125,9 +125,9 @@ def test_who_asks_for_a_postcode_is_one_row_of_sqlite(tmp_path: Path) -> None:
     """The first row and the row count of a postcode come back in one row, not a list."""
     store = filled(tmp_path)
     fetched: list[str] = []
-    store.checkpoint.connection.set_trace_callback(fetched.append)
+    store.database.sql.set_trace_callback(fetched.append)
     assert store.asking("SW1A 2AA") == (1, 2)
-    store.checkpoint.connection.set_trace_callback(None)
+    store.database.sql.set_trace_callback(None)
     assert len(fetched) == 1
     assert "MIN(row_number)" in fetched[0]
     assert store.asking("EC1A 1BB") == (0, 0)

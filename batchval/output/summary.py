@@ -14,7 +14,8 @@ from typing import Any
 
 from batchval.outcome import ExitCode, StopInfo
 from batchval.store.charges import Money
-from batchval.store.checkpoint import Checkpoint, Counts
+from batchval.store.counts import Counts
+from batchval.store.database import Database
 
 SUMMARY_NAME = "summary.json"
 
@@ -88,7 +89,7 @@ class RunSummary:
     @classmethod
     def of_run(
         cls,
-        db: Checkpoint,
+        db: Database,
         *,
         invocation: int | None,
         calls: int = 0,

@@ -1,6 +1,6 @@
 """Settling an answer the API gave: kept raw first, then read, then recorded.
 
-The pool stores every success's exact bytes (`Checkpoint.record_answer`) before calling
+The pool stores every success's exact bytes (`WorkQueue.record_answer`) before calling
 `settle`, and a run that starts after a crash settles what was stored and never settled.
 While sending, writes are committed in groups (every 0.2 s): a kill loses at most the
 last group, whose requests are sent again with their keys and answered from the API's
@@ -91,9 +91,9 @@ def settle(
     detail = mixed_mode(checkpoint, data, "answers")
     if detail is not None:
         if answer_mode(data) == "test":
-            checkpoint.record_retry(key, detail)  # free and fake: not kept
+            checkpoint.requests.record_retry(key, detail)  # free and fake: not kept
             return Settled(stop=(StopReason.MODE_MIXED, detail))
-        checkpoint.record_valuation(key, credits)  # paid: kept, whatever else happens
+        checkpoint.requests.record_done(key, credits)  # paid: kept, whatever else happens
         return Settled(credits, balance, stop=(StopReason.MODE_MIXED, detail))
     try:
         Valuation.from_json(data)
@@ -104,22 +104,22 @@ def settle(
             f"cannot be read: {error}; the raw answer is kept in the `answer` column"
         )
         problem = StoredProblem(UNREADABLE, None, detail, valuation_id=valuation_id)
-        checkpoint.record_problem(key, problem.to_json())
+        checkpoint.requests.record_problem(key, problem.to_json())
         return Settled(credits, balance, problem=detail)
-    checkpoint.record_valuation(key, credits)
+    checkpoint.requests.record_done(key, credits)
     return Settled(credits, balance)
 
 
 def settle_stored(checkpoint: Checkpoint, clock: ServerClock, received: Received) -> int:
     """Settle the answers a crashed run stored and never settled; their credits summed."""
     credits = 0
-    for key, body, first_sent in checkpoint.answered():
+    for key, body, first_sent in checkpoint.requests.answered():
         try:
             data = json.loads(body)
         except ValueError:
             data = None
         if not isinstance(data, dict):
-            checkpoint.record_retry(key, "a stored answer that is not JSON: sent again")
+            checkpoint.requests.record_retry(key, "a stored answer that is not JSON: sent again")
             continue
         settled = settle(
             checkpoint, key, data, first_sent=first_sent, clock=clock, received=received

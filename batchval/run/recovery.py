@@ -96,10 +96,10 @@ class RecoveryJob(ReadJob[Recovery]):
             )
             return Settled(problem=f"read back, still not usable: {why}")
         with self._checkpoint.transaction():
-            self._checkpoint.record_answer(item.request_key, answer.body)
+            self._checkpoint.requests.record_answer(item.request_key, answer.body)
             # The first answer's charge is in the ledger already, fresh or not.
             credits = self._checkpoint.fresh_credits(item.request_key)
-            self._checkpoint.record_valuation(item.request_key, credits)
+            self._checkpoint.requests.record_done(item.request_key, credits)
         self.recovered += 1
         log.info(
             "run.recovery.recovered",

@@ -34,7 +34,8 @@ from batchval.run.ratecontrol import RateController, start_rate
 from batchval.run.retry import RetryPolicy
 from batchval.run.stop import Stop
 from batchval.settings import ApiSettings, RunOptions
-from batchval.store.checkpoint import Checkpoint, Counts
+from batchval.store.counts import Counts
+from batchval.store.database import Database
 
 log = structlog.get_logger()
 
@@ -55,7 +56,7 @@ class SendOutcome:
 class Sending:
     """One invocation's sending phase, for whichever product hands in its job."""
 
-    checkpoint: Checkpoint
+    checkpoint: Database
     # Where the calls go, opened only once the gates let the phase send (`command`:
     # the configured API, or the embedded sandbox, which is started for it).
     api: Callable[[], contextlib.AbstractContextManager[ApiSettings]]
@@ -273,7 +274,7 @@ class _Rounds:
             write(dict(self.client.statuses), self.controller.rate_limited, self.spent())
 
 
-def stored_not_before(checkpoint: Checkpoint, now: Callable[[], dt.datetime]) -> dt.datetime | None:
+def stored_not_before(checkpoint: Database, now: Callable[[], dt.datetime]) -> dt.datetime | None:
     """The daily limit's `not_before` kept in the checkpoint (by any command that met it:
     the limit is the account's), while it is still to come on the run's clock `now`, the
     clock the pool took it on; None once it has passed. The gate of run, streets and

@@ -36,8 +36,9 @@ from batchval.postcodes import normalise
 from batchval.run.answers import UNREADABLE, answer_mode, mixed_mode
 from batchval.run.charges import Received, street_charge
 from batchval.run.job import Gate, Settled, charge_of, problem_record
+from batchval.store.queue import QueueItem
 from batchval.store.records import StoredProblem
-from batchval.store.streets import PendingStreet, StreetStore
+from batchval.store.streets import StreetStore
 
 log = structlog.get_logger()
 
@@ -70,13 +71,13 @@ class StreetJob:
         self._now = now
         self.call_credits = call_credits(assumed_credits, store)
 
-    def pending(self, after_rowid: int) -> Sequence[PendingStreet]:
-        return self._store.pending(after_rowid)
+    def pending(self, after_rowid: int) -> Sequence[QueueItem]:
+        return self._store.queue.pending(after_rowid)
 
-    def mark_sent(self, item: PendingStreet) -> None:
-        self._store.mark_sent(item.key)
+    def mark_sent(self, item: QueueItem) -> None:
+        self._store.queue.mark_sent(item.key)
 
-    async def send(self, item: PendingStreet, gate: Gate) -> Answer:
+    async def send(self, item: QueueItem, gate: Gate) -> Answer:
         if self._api is None:
             raise RuntimeError("a street job made to settle stored answers cannot send")
         answer = await self._api.read_street_analysis(item.key, gate=gate)
@@ -99,12 +100,12 @@ class StreetJob:
             )
         return answer
 
-    def settle(self, item: PendingStreet, answer: Answer) -> Settled:
+    def settle(self, item: QueueItem, answer: Answer) -> Settled:
         if answer_mode(answer.data) == "test" and self._store.get("mode") == "live":
             # Free and fake, and never stored over the postcode's paid live read (a read
             # again past its window keeps that answer until a live one replaces it).
             return self.read(item.key, answer.data)
-        self._store.record_answer(item.key, answer.body)  # may be paid: kept before read
+        self._store.queue.record_answer(item.key, answer.body)  # may be paid: kept before read
         return self.read(item.key, answer.data)
 
     def read(self, postcode: str, data: Mapping[str, Any]) -> Settled:
@@ -116,7 +117,7 @@ class StreetJob:
         detail = mixed_mode(self._store, data, "street analyses")
         if detail is not None:
             if answer_mode(data) == "test":
-                self._store.record_retry(postcode, detail)  # free and fake: not kept
+                self._store.queue.record_retry(postcode, detail)  # free and fake: not kept
                 return Settled(stop=(StopReason.MODE_MIXED, detail))
             self._store.record_read(
                 postcode, credits=credits, charged=True, read_at=now, fresh_from=now
@@ -144,42 +145,44 @@ class StreetJob:
         return Settled(credits, balance)
 
     def _record_charge(self, postcode: str, data: Mapping[str, Any]) -> None:
-        checkpoint = self._store.checkpoint
+        checkpoint = self._store.database
         line = street_charge(
             postcode, data, received=Received(self._now()), invocation=checkpoint.invocation
         )
         if line is not None:
             checkpoint.record_charge(line)
 
-    def record_problem(self, item: PendingStreet, error: PartnerError) -> None:
+    def record_problem(self, item: QueueItem, error: PartnerError) -> None:
         self._store.record_problem(
             item.key, {**problem_record(error), "field": "postcode"}, self._now()
         )
 
-    def record_retry(self, item: PendingStreet, error: PartnerError) -> None:
-        self._store.record_retry(item.key, str(error))
+    def record_retry(self, item: QueueItem, error: PartnerError) -> None:
+        self._store.queue.record_retry(item.key, str(error))
 
-    def describe(self, item: PendingStreet) -> Mapping[str, object]:
+    def describe(self, item: QueueItem) -> Mapping[str, object]:
         """The postcode, the first input row that asked for it, and how many did."""
         first, rows = self._store.asking(item.key)
         return {"postcode": item.key, "row_number": first, "rows": rows}
 
     def begin_group(self) -> None:
-        self._store.checkpoint.begin_group()
+        self._store.database.begin_group()
 
     def commit_group(self) -> None:
-        self._store.checkpoint.commit_group()
+        self._store.database.commit_group()
 
     def settle_stored(self) -> int:
         """Read the answers a killed run stored and never read; their credits summed."""
         credits = 0
-        for postcode, body in self._store.answered():
+        for postcode, body, _ in self._store.queue.answered():
             try:
                 data = json.loads(body)
             except ValueError:
                 data = None
             if not isinstance(data, dict):
-                self._store.record_retry(postcode, "a stored answer that is not JSON: read again")
+                self._store.queue.record_retry(
+                    postcode, "a stored answer that is not JSON: read again"
+                )
                 continue
             credits += self.read(postcode, data).credits
         return credits

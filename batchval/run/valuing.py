@@ -14,7 +14,8 @@ from batchval.api.vocabulary import VALUATION_CREDITS
 from batchval.run import answers
 from batchval.run.charges import Received, ServerClock, first_send
 from batchval.run.job import Gate, Settled, problem_record
-from batchval.store.checkpoint import Checkpoint, PendingRequest
+from batchval.store.checkpoint import Checkpoint
+from batchval.store.queue import QueueItem
 
 
 class ValuationApi(Protocol):
@@ -48,29 +49,31 @@ class ValuationJob:
         # When this invocation first sent the requests the checkpoint held no send of.
         self._first_sent: dict[str, str] = {}
 
-    def pending(self, after_rowid: int) -> Sequence[PendingRequest]:
+    def pending(self, after_rowid: int) -> Sequence[QueueItem]:
         """The next page of stored requests; when none is left, those of the rows read
         next, until the input is all stored."""
-        page = self._checkpoint.pending(after_rowid)
+        page = self._checkpoint.requests.pending(after_rowid)
         while not page and self._more():
-            page = self._checkpoint.pending(after_rowid)
+            page = self._checkpoint.requests.pending(after_rowid)
         return page
 
-    def mark_sent(self, item: PendingRequest) -> None:
+    def mark_sent(self, item: QueueItem) -> None:
         first = item.first_sent or self._first_sent.get(item.key)
         if first is None:
             first = self._first_sent[item.key] = first_send(
                 self._checkpoint.sent_floor, self._now()
             )
-        self._checkpoint.mark_sent(item.key, first)
+        self._checkpoint.requests.mark_sent(item.key, first)
 
-    async def send(self, item: PendingRequest, gate: Gate) -> Answer:
+    async def send(self, item: QueueItem, gate: Gate) -> Answer:
         return await self._api.post_valuation(
-            item.request_json.encode(), idempotency_key=item.key, gate=gate
+            item.payload.encode(), idempotency_key=item.key, gate=gate
         )
 
-    def settle(self, item: PendingRequest, answer: Answer) -> Settled:
-        self._checkpoint.record_answer(item.key, answer.body)  # paid: kept before it is read
+    def settle(self, item: QueueItem, answer: Answer) -> Settled:
+        self._checkpoint.requests.record_answer(
+            item.key, answer.body
+        )  # paid: kept before it is read
         return answers.settle(
             self._checkpoint,
             item.key,
@@ -80,16 +83,16 @@ class ValuationJob:
             received=Received(self._now(), answer.date),
         )
 
-    def record_problem(self, item: PendingRequest, error: PartnerError) -> None:
+    def record_problem(self, item: QueueItem, error: PartnerError) -> None:
         self._first_sent.pop(item.key, None)  # final: never sent again
-        self._checkpoint.record_problem(item.key, problem_record(error))
+        self._checkpoint.requests.record_problem(item.key, problem_record(error))
 
-    def record_retry(self, item: PendingRequest, error: PartnerError) -> None:
-        self._checkpoint.record_retry(item.key, str(error))
+    def record_retry(self, item: QueueItem, error: PartnerError) -> None:
+        self._checkpoint.requests.record_retry(item.key, str(error))
 
-    def describe(self, item: PendingRequest) -> Mapping[str, object]:
+    def describe(self, item: QueueItem) -> Mapping[str, object]:
         """The first input row that asked for the request, and how many did."""
-        numbers = self._checkpoint.row_numbers(item.key, limit=1_000_000)
+        numbers = self._checkpoint.requests.row_numbers(item.key, limit=1_000_000)
         return {"key": item.key, "row_number": numbers[0] if numbers else 0, "rows": len(numbers)}
 
     def begin_group(self) -> None:

@@ -1,9 +1,9 @@
-"""The `--book` plan of one DIR, on the checkpoint's own connection (`book_rows`).
+"""The `--book` plan of one DIR, in the DIR's database (`book_rows`).
 
 A book run decides once, after the ingest, what each valid input row gets tonight
 (`booking.plan`), and keeps the decision here so that a resumed or killed run carries
 on with the same plan rather than re-deciding against a book that it has not yet
-replaced. Two request states join the checkpoint's (`store/checkpoint`):
+replaced. Two states hold a request back in the work queue (`WorkQueue.hold_back`):
 
 - `carried`: every row asking for the request has a fresh book entry; it is not sent.
 - `deferred`: the night's budget does not reach it; it is left for a later night. A
@@ -26,6 +26,9 @@ PLANNED = "book.planned_for"  # meta: the input and settings the plan was made f
 CARRY = "carry"  # a fresh book entry, same request: carried into results, not sent
 SEND = "send"  # never valued, changed or stale: sent tonight if the budget reaches it
 
+# The request states of the plan (`WorkQueue.hold_back`).
+CARRIED, DEFERRED = "carried", "deferred"
+
 
 class BookStore:
     """The plan's rows and the request states it sets."""
@@ -35,9 +38,9 @@ class BookStore:
 
     @property
     def _db(self) -> sqlite3.Connection:
-        """The checkpoint's connection, asked for each time: the checkpoint applies the
-        writes its open group holds before handing it out (`store/held`)."""
-        return self._checkpoint.connection
+        """The connection, asked for each time: the database applies the writes its open
+        group holds before handing it out (`store/held`)."""
+        return self._checkpoint.sql
 
     def planned_for(self) -> str | None:
         return self._checkpoint.get(PLANNED)
@@ -63,41 +66,20 @@ class BookStore:
         plan), and the requests carried or deferred. A plan made before (for another
         input) is undone first; only requests never sent change state."""
         with self._checkpoint.transaction():
-            self._db.execute(
-                "UPDATE requests SET state = 'pending' WHERE state IN ('carried', 'deferred')"
-            )
             self._db.execute("DELETE FROM book_rows")
             self._db.executemany(
                 "INSERT INTO book_rows (row_number, identity, fingerprint, plan)"
                 " VALUES (?, ?, ?, ?)",
                 rows,
             )
-            # Through a temporary table and one UPDATE: a statement per key took 45 µs
-            # each (2 s for a 50,000-loan book).
-            self._db.execute(
-                "CREATE TEMP TABLE IF NOT EXISTS planned (key TEXT PRIMARY KEY, state TEXT)"
-            )
-            self._db.execute("DELETE FROM planned")
-            for state, keys in (("carried", carried), ("deferred", deferred)):
-                self._db.executemany(
-                    "INSERT INTO planned (key, state) VALUES (?, ?)", [(k, state) for k in keys]
-                )
-            self._db.execute(
-                "UPDATE requests SET state = planned.state FROM planned"
-                " WHERE requests.key = planned.key AND requests.state = 'pending'"
-                " AND requests.attempts = 0"
-            )
-            self._db.execute("DELETE FROM planned")
+            self._checkpoint.requests.hold_back({CARRIED: carried, DEFERRED: deferred})
             self._checkpoint.set(PLANNED, planned_for)
 
     def defer_unsent(self) -> int:
         """After the budget stopped the sending: requests still pending that were never
         sent are deferred; returns how many. One that was sent stays pending."""
         with self._checkpoint.transaction():
-            cursor = self._db.execute(
-                "UPDATE requests SET state = 'deferred' WHERE state = 'pending' AND attempts = 0"
-            )
-        return cursor.rowcount
+            return self._checkpoint.requests.hold_unsent(DEFERRED)
 
     def row_sources(self) -> dict[str, int]:
         """Rows by what they get tonight: `valued` (answered tonight), `carried` (a book

@@ -5,7 +5,7 @@ Each line says whether the charge was fresh (this DIR's call charged the account
 replay (the API answered from its idempotency store a charge made by an earlier call, in
 another DIR, on a lost DIR or by another worker: free this time) or uncertain (the
 evidence cannot tell; `run/charges` decides which). Only fresh charges are money this
-DIR spent. `Checkpoint` has these methods; streets and valuations write the same table.
+DIR spent. `Database` has these methods; streets and valuations write the same table.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import dataclasses
 import datetime as dt
 import sqlite3
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from batchval.store.held import CHARGE_INSERT, HeldWrites
 
@@ -92,20 +92,23 @@ class Money:
 
 
 class ChargeLedger:
-    _db: sqlite3.Connection
-    _held: HeldWrites
+    held: HeldWrites
+    if TYPE_CHECKING:  # Database's own
+
+        @property
+        def sql(self) -> sqlite3.Connection: ...
 
     def record_charge(self, line: ChargeLine) -> None:
         """A line of the ledger: held with the group's writes, so it is committed with the
         answer it came from (never one without the other)."""
-        if self._held.grouping:
-            self._held.charges.append(line.row())
+        if self.held.grouping:
+            self.held.charges.append(line.row())
             return
-        self._db.execute(CHARGE_INSERT, line.row())
+        self.sql.execute(CHARGE_INSERT, line.row())
 
     def fresh_credits(self, item: str) -> int:
         """The credits of `item`'s fresh charges (what results.parquet says it cost)."""
-        found = self._db.execute(
+        found = self.sql.execute(
             "SELECT COALESCE(SUM(credits), 0) FROM charges WHERE item = ? AND kind = ?",
             (item, FRESH),
         ).fetchone()
@@ -115,7 +118,7 @@ class ChargeLedger:
         """The figures, `this_time` those of `invocation` (0 for None), and the balance
         (`_balance`)."""
         this_time = in_all = replayed = replayed_credits = uncertain = uncertain_credits = 0
-        for kind, received_by, calls, credits in self._db.execute(
+        for kind, received_by, calls, credits in self.sql.execute(
             "SELECT kind, invocation, COUNT(*), SUM(credits) FROM charges GROUP BY 1, 2"
         ):
             if kind == FRESH:
@@ -148,11 +151,11 @@ class ChargeLedger:
         for kinds in ((FRESH,), (FRESH, REPLAY, UNCERTAIN)):
             marks = ", ".join("?" for _ in kinds)
             where = f"kind IN ({marks}) AND balance_after IS NOT NULL AND at IS NOT NULL"
-            top = self._db.execute(f"SELECT MAX(at) FROM charges WHERE {where}", kinds).fetchone()
+            top = self.sql.execute(f"SELECT MAX(at) FROM charges WHERE {where}", kinds).fetchone()
             if top[0] is None:
                 continue
             since = dt.datetime.fromisoformat(str(top[0])) - BALANCE_WINDOW
-            found = self._db.execute(
+            found = self.sql.execute(
                 f"SELECT balance_after, at FROM charges WHERE {where} AND at >= ?"
                 " ORDER BY balance_after, at DESC LIMIT 1",
                 (*kinds, since.isoformat(timespec="microseconds")),
@@ -162,7 +165,7 @@ class ChargeLedger:
 
     def charge_lines(self, batch: int = 20_000) -> Iterator[list[ChargeLine]]:
         """Every line, in the order received, in batches."""
-        cursor = self._db.execute(
+        cursor = self.sql.execute(
             "SELECT product, item, ref, at, credits, balance_after, kind, why, invocation,"
             " received_at FROM charges ORDER BY id"
         )

@@ -1,7 +1,7 @@
 """The checkpoint's record of every invocation of a run (`batchval run` on one DIR): when
 it started and ended, its exit code, calls, 429s, credits and the last known balance; and
 the hosts that have answered the DIR (`reached.<host>` in its meta).
-`Checkpoint` has these methods; they live here because they change with the summary and
+`Database` has these methods; they live here because they change with the summary and
 the report, not with the rows and requests.
 """
 
@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from batchval.store import records
+from batchval.store.schema import QUEUES
 
 # The meta key of a host that answered: `reached.api.example.com`.
 _REACHED = "reached."
 
 
 class InvocationLog:
-    _db: sqlite3.Connection
+    if TYPE_CHECKING:  # Database's own
+
+        @property
+        def sql(self) -> sqlite3.Connection: ...
+
     invocation: int | None
     sent_floor: str | None
 
@@ -28,12 +33,12 @@ class InvocationLog:
         one killed loses its last group of writes, so a request it sent may show no
         send; this invocation's first send of a request is then recorded as that time,
         the earliest it can have been (`run/charges` reads it)."""
-        killed = self._db.execute(
+        killed = self.sql.execute(
             "SELECT started_at FROM invocations WHERE ended_at IS NULL AND id > COALESCE("
             "(SELECT MAX(id) FROM invocations WHERE ended_at IS NOT NULL), 0) ORDER BY id LIMIT 1"
         ).fetchone()
         self.sent_floor = None if killed is None else str(killed[0])
-        cursor = self._db.execute("INSERT INTO invocations (started_at) VALUES (?)", (started_at,))
+        cursor = self.sql.execute("INSERT INTO invocations (started_at) VALUES (?)", (started_at,))
         self.invocation = int(cursor.lastrowid or 0)
         return self.invocation
 
@@ -48,7 +53,7 @@ class InvocationLog:
         credits: int,
         balance: int | None,
     ) -> None:
-        self._db.execute(
+        self.sql.execute(
             "UPDATE invocations SET ended_at = ?, exit_code = ?, calls = ?, rate_limited = ?,"
             " credits = ?, balance = ? WHERE id = ?",
             (ended_at, exit_code, calls, rate_limited, credits, balance, invocation),
@@ -56,12 +61,12 @@ class InvocationLog:
 
     def latest_invocation(self) -> int | None:
         """The id of the run's latest invocation (None before the first)."""
-        found = self._db.execute("SELECT MAX(id) FROM invocations").fetchone()
+        found = self.sql.execute("SELECT MAX(id) FROM invocations").fetchone()
         return None if found[0] is None else int(found[0])
 
     def last_invocation_ended(self) -> bool:
         """Whether the latest invocation ended (wrote its outputs), rather than was killed."""
-        row = self._db.execute(
+        row = self.sql.execute(
             "SELECT ended_at FROM invocations ORDER BY id DESC LIMIT 1"
         ).fetchone()
         return row is None or row[0] is not None
@@ -70,16 +75,19 @@ class InvocationLog:
         """Whether this DIR certainly never made a call: every invocation ended, having
         counted no call, and no request was ever marked sent. A killed invocation may
         have sent what its last group never recorded, so it counts as having sent."""
-        unsure = self._db.execute(
+        sent = " OR ".join(
+            f"EXISTS (SELECT 1 FROM {queue.name} WHERE attempts > 0 OR state != 'pending')"
+            for queue in QUEUES
+        )
+        unsure = self.sql.execute(
             "SELECT EXISTS (SELECT 1 FROM invocations WHERE ended_at IS NULL OR calls IS NULL"
-            " OR calls > 0) OR EXISTS (SELECT 1 FROM requests WHERE attempts > 0"
-            " OR state != 'pending')"
+            f" OR calls > 0) OR {sent}"
         ).fetchone()[0]
         return not unsure
 
     def invocation_history(self) -> list[records.Invocation]:
         """Every invocation of the run, oldest first (a killed one has no `ended_at`)."""
-        found = self._db.execute(
+        found = self.sql.execute(
             "SELECT started_at, ended_at, exit_code, calls, rate_limited, credits"
             " FROM invocations ORDER BY id"
         ).fetchall()
@@ -88,10 +96,10 @@ class InvocationLog:
     def totals(self) -> dict[str, Any]:
         """Calls and 429s over every invocation of the run (the money is the charges
         ledger's: `store/charges`)."""
-        calls, limited = self._db.execute(
+        calls, limited = self.sql.execute(
             "SELECT COALESCE(SUM(calls), 0), COALESCE(SUM(rate_limited), 0) FROM invocations"
         ).fetchone()
-        invocations = self._db.execute("SELECT COUNT(*) FROM invocations").fetchone()[0]
+        invocations = self.sql.execute("SELECT COUNT(*) FROM invocations").fetchone()[0]
         return {"calls": int(calls), "rate_limited": int(limited), "invocations": int(invocations)}
 
     # --- the hosts that have answered this DIR --------------------------------------------
@@ -101,11 +109,15 @@ class InvocationLog:
         which a name that does not resolve is an outage, not a wrong address. A DIR that
         holds answers but names no host was written before hosts were kept: the hosts it
         is `configured` with now count as reached."""
-        rows = self._db.execute("SELECT name FROM meta WHERE name GLOB 'reached.*'")
+        rows = self.sql.execute("SELECT name FROM meta WHERE name GLOB 'reached.*'")
         hosts = frozenset(str(name).removeprefix(_REACHED) for (name,) in rows)
-        answered = self._db.execute(  # by the state indexes
-            "SELECT EXISTS (SELECT 1 FROM requests WHERE state IN ('answered', 'done', 'problem'))"
-            " OR EXISTS (SELECT 1 FROM streets WHERE state IN ('answered', 'done', 'problem'))"
+        answered = self.sql.execute(  # by the state indexes
+            "SELECT "
+            + " OR ".join(
+                f"EXISTS (SELECT 1 FROM {queue.name}"
+                " WHERE state IN ('answered', 'done', 'problem'))"
+                for queue in QUEUES
+            )
         ).fetchone()[0]
         if hosts or not answered:
             return hosts
@@ -113,6 +125,6 @@ class InvocationLog:
 
     def note_reached(self, host: str, at: str) -> None:
         """`host` answered (first at `at`): kept, never forgotten."""
-        self._db.execute(
+        self.sql.execute(
             "INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)", (_REACHED + host, at)
         )

@@ -39,7 +39,7 @@ class InputRows:
     if TYPE_CHECKING:  # Checkpoint's own
 
         @property
-        def _db(self) -> sqlite3.Connection: ...
+        def sql(self) -> sqlite3.Connection: ...
         def get(self, name: str) -> str | None: ...
         def set(self, name: str, value: str) -> None: ...
         def unset(self, name: str) -> None: ...
@@ -51,34 +51,34 @@ class InputRows:
             self._forget_rows()
 
     def _forget_rows(self) -> None:
-        self._db.execute("DELETE FROM rows")
-        self._db.execute("UPDATE requests SET row_count = 0 WHERE row_count != 0")
-        self._db.execute("DELETE FROM passthrough")
+        self.sql.execute("DELETE FROM rows")
+        self.sql.execute("UPDATE requests SET row_count = 0 WHERE row_count != 0")
+        self.sql.execute("DELETE FROM passthrough")
         self.unset("passthrough_schema")
         self.unset("ingest_complete")
 
     def holds_requests(self) -> bool:
         """Whether any request is stored (one probe)."""
-        return bool(self._db.execute("SELECT EXISTS (SELECT 1 FROM requests)").fetchone()[0])
+        return bool(self.sql.execute("SELECT EXISTS (SELECT 1 FROM requests)").fetchone()[0])
 
     @contextlib.contextmanager
     def bulk_ingest(self) -> Iterator[None]:
         """One transaction for the `add_rows` of a whole ingest, the indexes on rows and
         requests dropped and built again at its end (see the module's docstring)."""
-        if self._db.in_transaction:  # in a group: the indexes are in use
+        if self.sql.in_transaction:  # in a group: the indexes are in use
             yield
             return
-        cache = int(self._db.execute("PRAGMA cache_size").fetchone()[0])
-        self._db.execute(f"PRAGMA cache_size = {-_BULK_CACHE_KIB}")
+        cache = int(self.sql.execute("PRAGMA cache_size").fetchone()[0])
+        self.sql.execute(f"PRAGMA cache_size = {-_BULK_CACHE_KIB}")
         try:
             with self.transaction():
                 for name in INGEST_INDEXES:
-                    self._db.execute(f"DROP INDEX IF EXISTS {name}")
+                    self.sql.execute(f"DROP INDEX IF EXISTS {name}")
                 yield
                 for index in INGEST_INDEXES.values():
-                    self._db.execute(index)
+                    self.sql.execute(index)
         finally:
-            self._db.execute(f"PRAGMA cache_size = {cache}")
+            self.sql.execute(f"PRAGMA cache_size = {cache}")
 
     def add_rows(
         self,
@@ -91,17 +91,17 @@ class InputRows:
         the ingest's). Each request's `row_count` grows by the rows of the batch asking."""
         asked = Counter(row[1] for row in rows if row[1] is not None)
         with self.transaction():
-            self._db.executemany(
+            self.sql.executemany(
                 "INSERT INTO rows (row_number, key, field, rule, detail) VALUES (?, ?, ?, ?, ?)",
                 rows,
             )
-            self._db.executemany(
+            self.sql.executemany(
                 "INSERT INTO requests (key, request, row_count) VALUES (?, ?, ?)"
                 " ON CONFLICT (key) DO UPDATE SET row_count = row_count + excluded.row_count",
                 [(key, request, asked.pop(key, 0)) for key, request in requests],
             )
             if asked:  # rows asking for a request an earlier batch (or run) stored
-                self._db.executemany(
+                self.sql.executemany(
                     "UPDATE requests SET row_count = row_count + ? WHERE key = ?",
                     [(n, key) for key, n in asked.items()],
                 )
@@ -114,7 +114,7 @@ class InputRows:
             raise ValueError(f"pass-through schema changed within an ingest: {batch.schema}")
         self.set("passthrough_schema", schema)
         if batch.num_columns and numbers:
-            self._db.execute(
+            self.sql.execute(
                 "INSERT INTO passthrough (first_row, rows, batch) VALUES (?, ?, ?)",
                 (numbers[0], len(numbers), records.batch_bytes(numbers, batch)),
             )
@@ -125,7 +125,7 @@ class InputRows:
         sent again with its key (a free replay), so that its paid answer is recorded; an
         answer that was paid for is never thrown away."""
         with self.transaction():
-            self._db.execute(
+            self.sql.execute(
                 "DELETE FROM requests WHERE state = 'pending' AND attempts = 0 AND row_count = 0"
             )
             self.set("ingest_complete", "1")

@@ -10,7 +10,15 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable
 
+from batchval.store.queue import QueueTable
+
 SCHEMA_VERSION = "7"
+
+# The work queues (`store/queue`): valuations keyed by Idempotency-Key, street reads by
+# postcode (an item some row no longer asks for is kept, with its read, but not sent).
+REQUESTS = QueueTable("requests", "key", "rows", payload="request", first_sent=True)
+STREETS = QueueTable("streets", "postcode", "street_rows", asked_only=True)
+QUEUES = (REQUESTS, STREETS)
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);

@@ -1,4 +1,4 @@
-"""The street analyses of `batchval streets`, in the DIR's one checkpoint.
+"""The street analyses of `batchval streets`, in the DIR's database (`store/database`).
 
 Three tables of `store/schema` (version 5), beside the valuations' and on the same
 connection, so that one lock, one WAL and the same group commits serve both:
@@ -8,14 +8,14 @@ connection, so that one lock, one WAL and the same group commits serve both:
   `field`/`rule`/`detail`).
 - `street_passthrough`: the rows' pass-through values, typed, as `passthrough` holds
   them for a run (`store/records`); their schema in `meta` (`streets.passthrough_schema`).
-- `streets`: one per distinct postcode: its state, attempts, last error, the API's raw
-  answer (kept before it is read: a first read is charged), its problem, the credits it
-  was charged, whether the answer carried a `charge`, when it was read (`read_at`, the
-  run's clock), from when its free 30-day repeat window runs (`fresh_from`), and how
-  many rows ask for it (`row_count`).
+- `streets`: the work queue (`store/queue`), one item per distinct postcode: its state,
+  attempts, last error, the API's raw answer (kept before it is read: a first read is
+  charged), its problem, the credits it was charged, whether the answer carried a
+  `charge`, when it was read (`read_at`, the run's clock), from when its free 30-day
+  repeat window runs (`fresh_from`), and how many rows ask for it (`row_count`).
 
-A postcode's state moves pending -> sent -> answered -> done | problem, as a request's
-does (`store/checkpoint`), and back to pending when its window has passed (`expire`) or
+A postcode's state moves pending -> sent -> answered -> done | problem, as every queue's
+item does, and back to pending when its window has passed (`expire`) or
 when `--refresh` asks again (`refresh`). A postcode no row asks for any more (the input
 changed) is kept, with its read, but neither sent nor written: a later input that names
 it again pays nothing within its window.
@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
+import sqlite3
 from collections import Counter
 from collections.abc import Generator, Iterator, Sequence
 from typing import Any
@@ -41,12 +41,14 @@ from typing import Any
 import pyarrow as pa
 
 from batchval.store import records
-from batchval.store.checkpoint import Checkpoint, Counts, refused_kinds
+from batchval.store.counts import Counts
+from batchval.store.database import Database, refused_kinds
+from batchval.store.queue import WorkQueue
+from batchval.store.schema import STREETS
 
 COMMAND = "streets"
 # The API's free repeat window (docs/api.md, sections 4.3 and 8).
 REPEAT_WINDOW = dt.timedelta(days=30)
-_PENDING = ("pending", "sent", "answered")
 # A postcode's stored read, written out whatever its state (an expired or retried read
 # is pending again, its answer kept) until a new read replaces it: a read records
 # `charged`, a problem (a 404, an unreadable answer) clears it, and an `answered`
@@ -57,15 +59,6 @@ _HAS_READ = (
 )
 
 PostcodeRow = tuple[int, str | None, str | None, str | None, str | None]
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class PendingStreet:
-    """A postcode still to read: `key` is the postcode, the same in every send."""
-
-    rowid: int
-    key: str
-    attempts: int
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -89,17 +82,23 @@ class RowStreet:
 
 
 class StreetStore:
-    def __init__(self, checkpoint: Checkpoint) -> None:
-        self.checkpoint = checkpoint
-        self._db = checkpoint.connection
+    """The DIR's database as `streets` uses it: its rows, and `queue`, its postcodes."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self.queue = WorkQueue(database, STREETS)
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        return self.database.sql
 
     # --- meta, under this store's names ------------------------------------------------
 
     def get(self, name: str) -> str | None:
-        return self.checkpoint.get(f"streets.{name}")
+        return self.database.get(f"streets.{name}")
 
     def set(self, name: str, value: str) -> None:
-        self.checkpoint.set(f"streets.{name}", value)
+        self.database.set(f"streets.{name}", value)
 
     @property
     def largest_charge(self) -> int:
@@ -126,19 +125,19 @@ class StreetStore:
 
     def restart_ingest(self) -> None:
         """Forget the rows and their pass-through values, never a postcode's read."""
-        with self.checkpoint.transaction():
+        with self.database.transaction():
             self._db.execute("DELETE FROM street_rows")
             self._db.execute("UPDATE streets SET row_count = 0 WHERE row_count != 0")
             self._db.execute("DELETE FROM street_passthrough")
-            self.checkpoint.unset("streets.passthrough_schema")
-            self.checkpoint.unset("streets.ingest_complete")
-            self.checkpoint.set("command", COMMAND)
+            self.database.unset("streets.passthrough_schema")
+            self.database.unset("streets.ingest_complete")
+            self.database.set("command", COMMAND)
 
     def add_rows(self, rows: Sequence[PostcodeRow], passthrough: pa.RecordBatch | None) -> None:
         """One batch of rows (row number, postcode, field, rule, detail) and their
         pass-through values, in one transaction; each postcode's `row_count` grows."""
         asked = Counter(row[1] for row in rows if row[1] is not None)
-        with self.checkpoint.transaction():
+        with self.database.transaction():
             self._db.executemany(
                 "INSERT INTO street_rows (row_number, postcode, field, rule, detail)"
                 " VALUES (?, ?, ?, ?, ?)",
@@ -193,13 +192,13 @@ class StreetStore:
     def forget_reads(self) -> int:
         """Every read made pending and forgotten: the DIR held test answers (fake, free)
         and other credentials now read it; one DIR never mixes test and live figures."""
-        with self.checkpoint.transaction():
+        with self.database.transaction():
             cursor = self._db.execute(
                 "UPDATE streets SET state = 'pending', attempts = 0, answer = NULL,"
                 " problem = NULL, credits = NULL, charged = NULL, read_at = NULL,"
                 " fresh_from = NULL"
             )
-            self.checkpoint.unset("streets.mode")
+            self.database.unset("streets.mode")
         return cursor.rowcount
 
     def unread_postcodes(self, now: dt.datetime, postcodes: Sequence[str]) -> int:
@@ -225,36 +224,6 @@ class StreetStore:
 
     # --- dispatch ----------------------------------------------------------------------
 
-    def pending(self, after_rowid: int = 0, limit: int = 1000) -> list[PendingStreet]:
-        """Postcodes some row asks for and without an answer, in order, a page at a time."""
-        found = self._db.execute(
-            "SELECT rowid, postcode, attempts FROM streets"
-            " WHERE state IN ('pending', 'sent') AND row_count > 0 AND rowid > ?"
-            " ORDER BY rowid LIMIT ?",
-            (after_rowid, limit),
-        ).fetchall()
-        return [PendingStreet(int(r[0]), str(r[1]), int(r[2])) for r in found]
-
-    def any_pending(self) -> bool:
-        found = self._db.execute(
-            "SELECT EXISTS (SELECT 1 FROM streets"
-            " WHERE state IN ('pending', 'sent', 'answered') AND row_count > 0)"
-        ).fetchone()
-        return bool(found[0])
-
-    def mark_sent(self, postcode: str) -> None:
-        self._db.execute(
-            "UPDATE streets SET state = 'sent', attempts = attempts + 1 WHERE postcode = ?",
-            (postcode,),
-        )
-
-    def record_answer(self, postcode: str, body: bytes) -> None:
-        """A success's exact bytes, kept before anything reads them."""
-        self._db.execute(
-            "UPDATE streets SET state = 'answered', answer = ? WHERE postcode = ?",
-            (body.decode("utf-8", "replace"), postcode),
-        )
-
     def keep_stray(self, asked: str, body: bytes, credits: int) -> None:
         """An answer for another postcode than `asked`, which may have been charged: its
         exact bytes kept (`streets.stray.<postcode>`, the last one) and its charge
@@ -264,13 +233,6 @@ class StreetStore:
 
     def stray(self, asked: str) -> str | None:
         return self.get(f"stray.{asked}")
-
-    def answered(self) -> list[tuple[str, str]]:
-        """(postcode, raw answer) of answers stored and never read (a crash came between)."""
-        found = self._db.execute(
-            "SELECT postcode, answer FROM streets WHERE state = 'answered' ORDER BY rowid"
-        ).fetchall()
-        return [(str(p), str(a)) for p, a in found]
 
     def record_read(
         self,
@@ -283,10 +245,11 @@ class StreetStore:
     ) -> None:
         """The stored answer is the postcode's street analysis."""
         before = self.credits_total  # before this read's credits are in the table
+        self.queue.record_done(postcode, credits)
         self._db.execute(
-            "UPDATE streets SET state = 'done', credits = ?, charged = ?, read_at = ?,"
-            " fresh_from = ?, problem = NULL, last_error = NULL WHERE postcode = ?",
-            (credits, int(charged), read_at.isoformat(), fresh_from.isoformat(), postcode),
+            "UPDATE streets SET charged = ?, read_at = ?, fresh_from = ?, problem = NULL"
+            " WHERE postcode = ?",
+            (int(charged), read_at.isoformat(), fresh_from.isoformat(), postcode),
         )
         if credits:
             self.set("credits_total", str(before + credits))
@@ -295,26 +258,10 @@ class StreetStore:
 
     def record_problem(self, postcode: str, problem: dict[str, Any], read_at: dt.datetime) -> None:
         """Final until the window passes (or --refresh): a 404, or an unreadable answer."""
+        self.queue.record_problem(postcode, problem)
         self._db.execute(
-            "UPDATE streets SET state = 'problem', problem = ?, read_at = ?, fresh_from = ?,"
-            " charged = NULL WHERE postcode = ?",
-            (
-                json.dumps(problem, sort_keys=True),
-                read_at.isoformat(),
-                read_at.isoformat(),
-                postcode,
-            ),
-        )
-
-    def record_retry(self, postcode: str, error: str) -> None:
-        """The postcode stays to be read again. Its stored read stays with it: only bytes
-        received and not read yet (`answered`: a test answer in a live DIR, a stored answer
-        that is not JSON) are dropped, so a failed re-read never loses a paid answer."""
-        self._db.execute(
-            "UPDATE streets SET state = 'pending', last_error = ?,"
-            " answer = CASE WHEN state = 'answered' THEN NULL ELSE answer END"
-            " WHERE postcode = ?",
-            (error, postcode),
+            "UPDATE streets SET read_at = ?, fresh_from = ?, charged = NULL WHERE postcode = ?",
+            (read_at.isoformat(), read_at.isoformat(), postcode),
         )
 
     def asking(self, postcode: str) -> tuple[int, int]:
@@ -336,13 +283,6 @@ class StreetStore:
         ).fetchone()
         return int(found[0])
 
-    def row_numbers(self, postcode: str, limit: int = 5) -> list[int]:
-        found = self._db.execute(
-            "SELECT row_number FROM street_rows WHERE postcode = ? ORDER BY row_number LIMIT ?",
-            (postcode, limit),
-        ).fetchall()
-        return [int(r[0]) for r in found]
-
     # --- reading back ------------------------------------------------------------------
 
     def counts(self) -> Counts:
@@ -354,34 +294,7 @@ class StreetStore:
                 0
             ]
         )
-        by_state: dict[str, tuple[int, int]] = {}
-        for state, n, asking in self._db.execute(
-            "SELECT state, COUNT(*), SUM(row_count) FROM streets WHERE row_count > 0 GROUP BY state"
-        ):
-            by_state[str(state)] = (int(n), int(asking))
-
-        def tally(*states: str) -> tuple[int, int]:
-            found = [by_state.get(state, (0, 0)) for state in states]
-            return sum(f[0] for f in found), sum(f[1] for f in found)
-
-        done, done_rows = tally("done")
-        problems, problem_rows = tally("problem")
-        pending, pending_rows = tally(*_PENDING)
-        distinct = sum(n for n, _ in by_state.values())
-        asking = sum(a for _, a in by_state.values())
-        return Counts(
-            rows=rows,
-            input_problems=refused,
-            valued_rows=done_rows,
-            api_problem_rows=problem_rows,
-            pending_rows=pending_rows,
-            requests=distinct,
-            requests_done=done,
-            requests_problem=problems,
-            requests_pending=pending,
-            credits=self.credits_total,
-            duplicate_rows=asking - distinct,
-        )
+        return Counts.of_tally(rows, refused, self.queue.tally(), self.credits_total)
 
     def problem_types(self) -> dict[str, int]:
         found = self._db.execute(
@@ -395,7 +308,7 @@ class StreetStore:
 
     def refused_kinds(self, limit: int = 3) -> list[tuple[str | None, str, int, str | None]]:
         """The rows whose postcode validation refused, by field and rule, most first."""
-        return refused_kinds(self._db, "street_rows", "postcode", limit)
+        return refused_kinds(self.database, "street_rows", "postcode", limit)
 
     def reads(self) -> Iterator[StreetRead]:
         """Every postcode with a stored read that some row asks for, in postcode order."""

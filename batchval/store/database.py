@@ -1,0 +1,172 @@
+"""The DIR's database: an SQLite file beside the outputs (`DIR/checkpoint.sqlite`), the
+run's memory. `Database` is what every command shares, whatever its product: the one
+connection, the `meta` table, transactions and group commits, the invocations
+(`store/invocations`) and the charges ledger (`store/charges`). Each product keeps its
+rows and its work queue (`store/queue`) on it: valuations (`store/checkpoint`), street
+reads (`store/streets`), the book's plan (`store/book`). Nothing outside `store/` holds
+the connection or writes SQL.
+
+Outside the sending phase writes are committed one by one in WAL mode with
+synchronous=FULL, so that the run id is on disk before the run acts on it; while
+sending, in groups (`begin_group`), each item's writes applied as one statement
+(`store/held`) and an answer always committed with its reading. Neither a killed
+process (`kill -9`) nor a power cut loses a committed answer. `RunLock` (`store/lock`)
+keeps two processes out of one DIR.
+
+A second backend (the run's memory on object storage) is this class's seam: every write
+goes through `sql` inside a transaction or a group, and a group's commit is the moment
+the writes are durable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Self
+
+from batchval.outcome import BatchvalError
+from batchval.store.charges import ChargeLedger
+from batchval.store.held import HeldWrites
+from batchval.store.invocations import InvocationLog
+from batchval.store.schema import INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES
+
+CHECKPOINT_NAME = "checkpoint.sqlite"
+
+# Meta values read on every answer and written only through this connection while the
+# DIR's lock is held, so kept in memory as well.
+_CACHED_META = frozenset({"mode", "streets.mode"})
+
+
+class CheckpointVersionError(BatchvalError):
+    """The checkpoint was written by a batchval this one cannot read."""
+
+
+class Database(InvocationLog, ChargeLedger):
+    def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
+        self._connection = connection
+        self.path = path
+        self.held = HeldWrites()
+        self._meta: dict[str, str | None] = {}
+        self.invocation: int | None = None  # this process's, once `start_invocation`
+        self.sent_floor: str | None = None  # see `InvocationLog.start_invocation`
+
+    @property
+    def sql(self) -> sqlite3.Connection:
+        """The connection, once the writes held in the group are applied: every read and
+        every other write sees them, in the order they were made. For `store/` only."""
+        if self.held:
+            self.held.apply(self._connection)
+        return self._connection
+
+    @classmethod
+    def open(cls, directory: Path) -> Self:
+        path = directory / CHECKPOINT_NAME
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=FULL")
+        db.execute("PRAGMA busy_timeout=5000")
+        db.executescript(TABLES)
+        database = cls(db, path)
+        version = database.get("schema_version")
+        if version is None:
+            database.set("schema_version", SCHEMA_VERSION)
+        elif version in MIGRATIONS:
+            with database.transaction():
+                while version in MIGRATIONS:
+                    version, step = MIGRATIONS[version]
+                    step(db)
+                database.set("schema_version", version)
+        if version not in (None, SCHEMA_VERSION):
+            db.close()
+            raise CheckpointVersionError(
+                f"{path} was written by another batchval (checkpoint schema {version}; this "
+                f"one reads {SCHEMA_VERSION} and older): run that version, or use a new --out DIR"
+            )
+        for index in INDEXES:
+            db.execute(index)
+        return database
+
+    @classmethod
+    def open_existing(cls, directory: Path) -> Self | None:
+        """The database of DIR if there is one (for `status`), never creating it."""
+        if not (directory / CHECKPOINT_NAME).is_file():
+            return None
+        return cls.open(directory)
+
+    def close(self) -> None:
+        # Writes held in an uncommitted group are dropped, as the open transaction is.
+        self.held.drop()
+        self._connection.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One transaction for the block (inside a group, the group's)."""
+        if self.sql.in_transaction:
+            yield
+            return
+        self.sql.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.held.drop()
+            self._meta.clear()
+            self.sql.execute("ROLLBACK")
+            raise
+        self.sql.execute("COMMIT")
+
+    # --- group commits: one fsync for many writes, while sending ------------------------
+
+    def begin_group(self) -> None:
+        """Hold the writes that follow in one transaction until `commit_group`. While
+        items are sent, a commit (an fsync, with synchronous=FULL) per answer would cap
+        the call rate; the pool commits a group every fraction of a second instead. A kill
+        loses at most the last group: those items are sent again with their keys, and
+        the API answers them from its idempotency store, free."""
+        if not self.sql.in_transaction:
+            self.sql.execute("BEGIN IMMEDIATE")
+        self.held.grouping = True
+
+    def commit_group(self) -> None:
+        """Make the group's writes durable, those held (`store/held`) applied first."""
+        self.held.grouping = False
+        if self.sql.in_transaction:
+            self.sql.execute("COMMIT")
+
+    # --- meta ----------------------------------------------------------------------------
+
+    def get(self, name: str) -> str | None:
+        if name in self._meta:
+            return self._meta[name]
+        row = self.sql.execute("SELECT value FROM meta WHERE name = ?", (name,)).fetchone()
+        value = None if row is None else str(row[0])
+        if name in _CACHED_META:
+            self._meta[name] = value
+        return value
+
+    def set(self, name: str, value: str) -> None:
+        self.sql.execute(
+            "INSERT INTO meta (name, value) VALUES (?, ?)"
+            " ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            (name, value),
+        )
+        if name in _CACHED_META:
+            self._meta[name] = value
+
+    def unset(self, name: str) -> None:
+        self.sql.execute("DELETE FROM meta WHERE name = ?", (name,))
+        self._meta.pop(name, None)
+
+
+def refused_kinds(
+    database: Database, table: str, key: str, limit: int
+) -> list[tuple[str | None, str, int, str | None]]:
+    """`table`'s rows that validation refused (`key` NULL) by field and rule, most rows
+    first, each with its first row's detail (SQLite takes a bare column from the MIN row)."""
+    found = database.sql.execute(
+        f"SELECT field, rule, COUNT(*), detail, MIN(row_number) FROM {table}"
+        f" WHERE {key} IS NULL GROUP BY field, rule ORDER BY 3 DESC, 5 LIMIT ?",
+        (limit,),
+    ).fetchall()
+    return [(field, str(rule), int(n), detail) for field, rule, n, detail, _ in found]
