@@ -1,9 +1,10 @@
 """`streets`: read -> postcodes -> checkpoint -> send -> write, for one invocation.
 
-The composition root of `batchval streets`, beside `runner` (which it follows step for
-step, and reuses: the input reader and its postcode rules, the checkpoint and its lock,
-the sending phase with its pool, pacing, breaker, budget and waits, the writer's atomic
-files, the run's summary and stop line). What differs is what is sent: each distinct
+The composition root of `batchval streets`, beside `runner` and like it a product on
+the command skeleton (`command.invoke`: the lock, the invocation's order, the exit code,
+the run's summary and stop line). It reuses the input reader and its postcode rules, the
+checkpoint, the sending phase with its pool, pacing, breaker, budget and waits, and the
+writer's atomic files. What differs is what is sent: each distinct
 postcode of the input once (`run/streets`), read again only when its free 30-day window
 has passed or `--refresh` asks (docs/api.md, 4.3).
 
