@@ -1,8 +1,9 @@
 """`run`: read -> validate -> key -> checkpoint -> send -> write, for one invocation.
 
-The composition root: it owns the order of things and the exit code, and builds each
-stage (input/, run/, output/, store/) from the settings; no stage imports another's
-room. Callable in-process (`Runner(request).run()` returns the RunSummary), so that
+The composition root: a product on the command skeleton (`command.invoke`, which owns
+the order of an invocation, the exit code and the summary), it builds each stage
+(input/, run/, output/, store/) from the settings; no stage imports another's room.
+Callable in-process (`Runner(request).run()` returns the RunSummary), so that
 tests need a subprocess only where the behaviour is the process's.
 Re-running the same command with the same DIR resumes: the checkpoint remembers the run
 id, every row and every answer, and only requests without an answer are sent again,
@@ -22,19 +23,19 @@ import structlog
 
 from batchval import logs
 from batchval.booking import BookRun
-from batchval.command import EmbeddedApi, chosen_api, file_fingerprint, final_stop
+from batchval.command import EmbeddedApi, Lines, chosen_api, file_fingerprint, invoke
 from batchval.files import write_json_atomic
 from batchval.ingest import Ingest, price_input, refusal
-from batchval.input import InputError, InputSource, open_input
-from batchval.invocation import NotedSignals, locked_dir
-from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
+from batchval.input import InputSource, open_input
+from batchval.invocation import NotedSignals
+from batchval.outcome import RunRefusedError, StopInfo, StopReason
 from batchval.output.charges import write_charges
 from batchval.output.compare import VERIFY_NAME
 from batchval.output.lender import Lending
 from batchval.output.manifest import ANSWER_PATHS, MANIFEST_NAME, Manifest
 from batchval.output.metrics import RunMetrics, write_metrics
-from batchval.output.names import CHARGES_NAME, LOG_NAME, PROBLEMS_NAME, RESULTS_NAME
-from batchval.output.summary import SUMMARY_NAME, DryRunSummary, RunSummary
+from batchval.output.names import CHARGES_NAME, PROBLEMS_NAME, RESULTS_NAME
+from batchval.output.summary import DryRunSummary, RunSummary
 from batchval.output.writer import write_problems, write_results
 from batchval.run import answers
 from batchval.run.charges import Received, ServerClock
@@ -46,7 +47,6 @@ from batchval.settings import Settings, api_identity
 from batchval.store.checkpoint import (
     CHECKPOINT_NAME,
     Checkpoint,
-    CheckpointVersionError,
     Counts,
 )
 
@@ -66,6 +66,13 @@ class RunRequest:
 
 
 class Runner:
+    """`run` on the command skeleton (`command.Product`): it reads the input with every
+    column, prices it in a dry run, and admits a DIR that holds no street analyses; the
+    valuing itself is `Valuing`'s. Also --metrics-file, which only `run` writes."""
+
+    name = "run"
+    pending = "request"
+
     def __init__(
         self,
         request: RunRequest,
@@ -74,11 +81,10 @@ class Runner:
     ) -> None:
         self.request = request
         self.settings = request.settings
-        self._embedded_api = embedded_api
-        self._signals = NotedSignals()  # a signal received outside the sending phase
+        self.embedded_api = embedded_api
+        self.signals = NotedSignals()  # a signal received outside the sending phase
         self._started = time.monotonic()
-        self._statuses: Mapping[str, int] = {}  # this invocation's calls by status
-        self._now: Callable[[], dt.datetime] = request.settings.run.now  # with the test seam
+        self.statuses: Mapping[str, int] = {}  # this invocation's calls by status
 
     # --- the whole invocation ----------------------------------------------------------
 
@@ -86,25 +92,25 @@ class Runner:
         """One invocation; returns its summary (also written to DIR/summary.json).
         Raises RunRefusedError when it ends before sending."""
         self._started = time.monotonic()
-        with self._signals:
+        with self.signals:
             try:
-                summary = self._run()
+                summary = invoke(self)
             except RunRefusedError as exc:
                 # dir_locked: the file is the holder's to write.
                 if exc.reason is not StopReason.DIR_LOCKED:
-                    self._metrics(None, {}, 0, 0, int(exc.exit_code))
+                    self.metrics(None, {}, 0, 0, int(exc.exit_code))
                 raise
             if isinstance(summary, RunSummary):
-                self._metrics(
+                self.metrics(
                     summary.counts,
-                    self._statuses,
+                    self.statuses,
                     summary.rate_limited.this_invocation,
                     summary.credits.this_invocation,
                     int(summary.exit_code),
                 )
             return summary
 
-    def _metrics(
+    def metrics(
         self,
         counts: Counts | None,
         statuses: Mapping[str, int],
@@ -127,114 +133,79 @@ class Runner:
             rows, credits, statuses, rate_limited, time.monotonic() - self._started, exit_code
         )
         try:
-            write_metrics(self.request.metrics_file, figures, now=self._now().timestamp())
+            write_metrics(self.request.metrics_file, figures, now=self.now().timestamp())
         except OSError as exc:  # the metrics never decide the run's outcome
             log.warning("run.metrics.unwritable", path=str(exc.filename), error=exc.strerror)
 
-    def _run(self) -> RunSummary | DryRunSummary:
-        with locked_dir(self.request.out_dir, LOG_NAME, "run"):
-            return self._run_locked()
+    # --- the product's steps before its checkpoint (`command.Product`) ------------------
 
-    def _run_locked(self) -> RunSummary | DryRunSummary:
-        started, started_mono = self._now(), time.monotonic()
-        for leftover in self.request.out_dir.glob(".*.tmp-*"):
-            leftover.unlink(missing_ok=True)  # an output write cut short by a kill
-        try:
-            source = open_input(self.request.input_path, self.settings.input)
-        except InputError as exc:
-            raise RunRefusedError(StopReason.INPUT_UNUSABLE, str(exc)) from None
-        if self.request.dry_run:
-            return self._dry_run(source)
-        try:
-            checkpoint = Checkpoint.open(self.request.out_dir)
-        except CheckpointVersionError as exc:
-            raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
-        reading = Ingest.complete(checkpoint)
-        try:
-            run_id, reading = self._prepare(checkpoint, source)
-            # Most rows refused: no plan, no call; the outputs and summary say why (65).
-            refused = refusal(reading, source, self.settings.run.max_refused_share)
-            booked = None if refused else BookRun.start(self.settings, checkpoint, self._now)
-            invocation = checkpoint.start_invocation(started.isoformat())
-            try:
-                sent = SendOutcome(refused) if refused else self._send(checkpoint, reading)
-            except Exception as exc:  # a defect: keep what was done, say so, exit 70
-                log.error("run.internal_error", exc_info=True, file_only=True)
-                detail = f"{type(exc).__name__}: {exc}; the traceback is in {LOG_NAME}"
-                sent = SendOutcome(StopInfo(StopReason.INTERNAL_ERROR, detail))
-            reading.finish()  # the rows not stored while sending: every row is counted
-            if booked is not None:  # the budget's own stop leaves rows for a later night
-                sent = dataclasses.replace(sent, stop=booked.settle(sent.stop))
-            counts = checkpoint.counts()
-            stop = final_stop(counts, sent.stop)
-            code = ExitCode.COMPLETE if stop is None else stop.reason.exit_code
-            portfolio = self._write_outputs(checkpoint, run_id, started)
-            results = self.request.out_dir / RESULTS_NAME
-            book = None if booked is None else booked.write(results, run_id)
-            checkpoint.end_invocation(
-                invocation,
-                ended_at=self._now().isoformat(),
-                exit_code=int(code),
-                calls=sent.calls,
-                rate_limited=sent.rate_limited,
-                **checkpoint.money(invocation).invocation_figures(),
-            )
-            summary = self._summary(
-                checkpoint, run_id, sent, stop, counts, code, started, started_mono, portfolio, book
-            )
-            write_json_atomic(self.request.out_dir / SUMMARY_NAME, summary.to_json())
-            return summary
-        finally:
-            reading.close()
-            checkpoint.close()
+    @property
+    def input_path(self) -> Path:
+        return self.request.input_path
 
-    def _write_outputs(
-        self, checkpoint: Checkpoint, run_id: str, started: dt.datetime
-    ) -> Mapping[str, Any] | None:
-        """results.parquet, problems.parquet and manifest.json, the manifest also in both
-        files' metadata; returns the portfolio's totals when the input has balances."""
-        out = self.request.out_dir
-        answered = checkpoint.answer_values(*ANSWER_PATHS)
-        manifest = Manifest.of_answers(
-            answered,
-            run_id=run_id,
-            mode=checkpoint.get("mode") or "unknown",
-            input_path=str(self.request.input_path),
-            input_sha256=checkpoint.get("input_fingerprint"),
-            settings=self.settings.to_json(),
-            written_at=started.isoformat(),
-            charges=checkpoint.money(checkpoint.invocation).to_json(),
-        )
-        api = self.settings.api
-        redactor = logs.Redactor([] if api is None else [api.client_secret])
-        metadata = manifest.metadata(redactor)
-        lending = Lending.for_write(
-            checkpoint.passthrough_schema(),
-            self.settings.input.columns,
-            self.settings.lender,
-            as_of=started.date(),  # stale_index counts months back from the run's date
-            model_versions=[version for version, *_ in answered],
-        )
-        include = self.settings.input.include
-        (out / VERIFY_NAME).unlink(missing_ok=True)  # compared the results being replaced
-        write_results(
-            checkpoint, out / RESULTS_NAME, include=include, lending=lending, metadata=metadata
-        )
-        write_problems(checkpoint, out / PROBLEMS_NAME, metadata=metadata)
-        write_charges(checkpoint.charge_lines(), out / CHARGES_NAME)
-        write_json_atomic(out / MANIFEST_NAME, manifest.scrubbed(redactor))
-        portfolio = None if lending is None else lending.portfolio
-        return None if portfolio is None else portfolio.to_json()
+    @property
+    def out_dir(self) -> Path:
+        return self.request.out_dir
 
-    # --- before sending: fingerprints, run id, ingest -------------------------------
+    @property
+    def dry(self) -> bool:
+        return self.request.dry_run
 
-    def _prepare(self, checkpoint: Checkpoint, source: InputSource) -> tuple[str, Ingest]:
+    def now(self) -> dt.datetime:
+        return self.settings.run.now()  # with the test seam
+
+    def read_input(self) -> InputSource:
+        return open_input(self.request.input_path, self.settings.input)
+
+    def admit(self, checkpoint: Checkpoint, started: dt.datetime) -> Valuing:
         if checkpoint.get("command") == "streets":  # store/streets: one command a DIR
             raise RunRefusedError(
                 StopReason.REFUSED,
                 f"{self.request.out_dir} holds `batchval streets` outputs: give run a "
                 "--out DIR of its own",
             )
+        return Valuing(self, checkpoint, started)
+
+    def dry_run(self, source: InputSource) -> DryRunSummary:
+        """Validate and price without the network; the checkpoint is a throwaway one."""
+        if (self.request.out_dir / CHECKPOINT_NAME).is_file():
+            raise RunRefusedError(
+                StopReason.REFUSED,
+                f"{self.request.out_dir} holds a run; a dry run would overwrite its "
+                "problems.parquet: give --dry-run a new --out DIR",
+            )
+        return price_input(
+            source,
+            run_id=self.request.run_id or "dry-run",
+            problems_path=self.request.out_dir / PROBLEMS_NAME,
+            interrupted=lambda: self.signals.received,
+            plan=lambda checkpoint: BookRun.start(self.settings, checkpoint, self.now),
+            max_refused_share=self.settings.run.max_refused_share,
+        )
+
+
+class Valuing:
+    """One invocation of `run` on DIR's open checkpoint (`command.Steps`): fingerprints,
+    run id and ingest; the refusal and the book's plan; the valuation job (after the
+    read-back of paid answers that could not be read); the results, problems, charges,
+    manifest and book."""
+
+    def __init__(self, runner: Runner, checkpoint: Checkpoint, started: dt.datetime) -> None:
+        self._runner = runner
+        self.request, self.settings = runner.request, runner.settings
+        self._now: Callable[[], dt.datetime] = runner.now
+        self.checkpoint, self.started = checkpoint, started
+        self.reading = Ingest.complete(checkpoint)
+        self.run_id = ""  # the DIR's, once prepared
+        self.booked: BookRun | None = None
+
+    # --- before sending: fingerprints, run id, ingest -------------------------------
+
+    def prepare(self, source: InputSource) -> None:
+        """Refuse a DIR of another input, settings or run id (unless --accept-changes);
+        keep the run id; read the input when it is new or changed; settle the answers a
+        killed run stored."""
+        checkpoint = self.checkpoint
         input_fp = file_fingerprint(self.request.input_path)
         settings_fp = self.settings.fingerprint()
         api_fp = self._api_identity()
@@ -302,7 +273,7 @@ class Runner:
             reading = self._ingest(checkpoint, source, run_id)
         # Answers a killed run stored but never read: read now, never asked again.
         answers.settle_stored(checkpoint, ServerClock(), Received(self._now()))
-        return run_id, reading
+        self.run_id, self.reading = run_id, reading
 
     def _api_identity(self) -> str:
         """Which API and account answer this run (never the secret): a change of it under
@@ -316,91 +287,111 @@ class Runner:
             checkpoint,
             source,
             run_id,
-            interrupted=lambda: self._signals.received,
+            interrupted=lambda: self._runner.signals.received,
             stream=self.settings.run.book is None,
         )
 
+    def plan(self, source: InputSource) -> StopInfo | None:
+        """Most rows refused: no plan, no call. Else a book run's plan (`booking`)."""
+        refused = refusal(self.reading, source, self.settings.run.max_refused_share)
+        if refused is None:
+            self.booked = BookRun.start(self.settings, self.checkpoint, self._now)
+        return refused
+
     # --- sending -------------------------------------------------------------------------
 
-    def _send(self, checkpoint: Checkpoint, reading: Ingest) -> SendOutcome:
+    def send(self) -> SendOutcome:
         """Send what is pending; first read back the paid answers that could not be read
         (`run/recovery`). Not from the embedded sandbox: a new one each invocation, it
         knows no earlier valuation."""
+        checkpoint, reading, runner = self.checkpoint, self.reading, self._runner
         recover = self.settings.api is not None and bool(recoverable(checkpoint))
         if not checkpoint.requests.any_pending() and not recover:
             return SendOutcome()
         sending = Sending(
             checkpoint=checkpoint,
             api=lambda: chosen_api(
-                self.settings.api, self._embedded_api, event="run.embedded_sandbox", what="valuing"
+                self.settings.api, runner.embedded_api, event="run.embedded_sandbox", what="valuing"
             ),
             run=self.settings.run,
             now=self._now,
             progress_bar=self.request.progress_bar,
-            signals=self._signals,
+            signals=runner.signals,
             job_for=lambda client: ValuationJob(
                 client, checkpoint, now=self._now, more=reading.more
             ),
             counts=reading.counts,
             before=(lambda client: recovery_job(client, checkpoint)) if recover else None,
-            on_metrics=lambda statuses, limited, credits: self._metrics(
+            on_metrics=lambda statuses, limited, credits: runner.metrics(
                 reading.counts(), statuses, limited, credits, None
             ),
         )
         sent = sending.phase()
-        self._statuses = sent.statuses
+        runner.statuses = sent.statuses
         return sent
+
+    def settle(self, sent: SendOutcome) -> SendOutcome:
+        self.reading.finish()  # the rows not stored while sending: every row is counted
+        if self.booked is not None:  # the budget's own stop leaves rows for a later night
+            sent = dataclasses.replace(sent, stop=self.booked.settle(sent.stop))
+        return sent
+
+    def counts(self) -> Counts:
+        return self.checkpoint.counts()
 
     # --- the end -------------------------------------------------------------------------
 
-    def _summary(
-        self,
-        checkpoint: Checkpoint,
-        run_id: str,
-        sent: SendOutcome,
-        stop: StopInfo | None,
-        counts: Counts,
-        code: ExitCode,
-        started: dt.datetime,
-        started_mono: float,
-        portfolio: Mapping[str, Any] | None = None,
-        book: Mapping[str, Any] | None = None,
-    ) -> RunSummary:
-        return RunSummary.of_run(
-            checkpoint,
-            invocation=checkpoint.invocation,
-            calls=sent.calls,
-            rate_limited=sent.rate_limited,
-            status="complete" if code is ExitCode.COMPLETE else "incomplete",
-            exit_code=code,
-            run_id=run_id,
+    def write_outputs(self) -> Lines:
+        portfolio = self._write(self.started)
+        results = self.request.out_dir / RESULTS_NAME
+        book = None if self.booked is None else self.booked.write(results, self.run_id)
+        checkpoint = self.checkpoint
+        return Lines(
+            run_id=self.run_id,
             mode=checkpoint.get("mode") or "unknown",
-            counts=counts,
             problems_by_type=checkpoint.problem_types(),
-            stop=stop,
-            input=str(self.request.input_path),
-            started_at=started.isoformat(),
-            finished_at=self._now().isoformat(),
-            seconds=round(time.monotonic() - started_mono, 3),
             portfolio=portfolio,
             book=book,
         )
 
-    # --- dry run -------------------------------------------------------------------------
-
-    def _dry_run(self, source: InputSource) -> DryRunSummary:
-        """Validate and price without the network; the checkpoint is a throwaway one."""
-        if (self.request.out_dir / CHECKPOINT_NAME).is_file():
-            raise RunRefusedError(
-                StopReason.REFUSED,
-                f"{self.request.out_dir} holds a run; a dry run would overwrite its "
-                "problems.parquet: give --dry-run a new --out DIR",
-            )
-        return price_input(
-            source,
-            run_id=self.request.run_id or "dry-run",
-            problems_path=self.request.out_dir / PROBLEMS_NAME,
-            interrupted=lambda: self._signals.received,
-            plan=lambda checkpoint: BookRun.start(self.settings, checkpoint, self._now),
-            max_refused_share=self.settings.run.max_refused_share,
+    def _write(self, started: dt.datetime) -> Mapping[str, Any] | None:
+        """results.parquet, problems.parquet and manifest.json, the manifest also in both
+        files' metadata; returns the portfolio's totals when the input has balances."""
+        out, checkpoint, run_id = self.request.out_dir, self.checkpoint, self.run_id
+        answered = checkpoint.answer_values(*ANSWER_PATHS)
+        manifest = Manifest.of_answers(
+            answered,
+            run_id=run_id,
+            mode=checkpoint.get("mode") or "unknown",
+            input_path=str(self.request.input_path),
+            input_sha256=checkpoint.get("input_fingerprint"),
+            settings=self.settings.to_json(),
+            written_at=started.isoformat(),
+            charges=checkpoint.money(checkpoint.invocation).to_json(),
         )
+        api = self.settings.api
+        redactor = logs.Redactor([] if api is None else [api.client_secret])
+        metadata = manifest.metadata(redactor)
+        lending = Lending.for_write(
+            checkpoint.passthrough_schema(),
+            self.settings.input.columns,
+            self.settings.lender,
+            as_of=started.date(),  # stale_index counts months back from the run's date
+            model_versions=[version for version, *_ in answered],
+        )
+        include = self.settings.input.include
+        (out / VERIFY_NAME).unlink(missing_ok=True)  # compared the results being replaced
+        write_results(
+            checkpoint, out / RESULTS_NAME, include=include, lending=lending, metadata=metadata
+        )
+        write_problems(checkpoint, out / PROBLEMS_NAME, metadata=metadata)
+        write_charges(checkpoint.charge_lines(), out / CHARGES_NAME)
+        write_json_atomic(out / MANIFEST_NAME, manifest.scrubbed(redactor))
+        portfolio = None if lending is None else lending.portfolio
+        return None if portfolio is None else portfolio.to_json()
+
+    def summary(self, run: RunSummary) -> RunSummary:
+        return run
+
+    def close(self) -> None:
+        self.reading.close()

@@ -1,9 +1,10 @@
 """`streets`: read -> postcodes -> checkpoint -> send -> write, for one invocation.
 
-The composition root of `batchval streets`, beside `runner` (which it follows step for
-step, and reuses: the input reader and its postcode rules, the checkpoint and its lock,
-the sending phase with its pool, pacing, breaker, budget and waits, the writer's atomic
-files, the run's summary and stop line). What differs is what is sent: each distinct
+The composition root of `batchval streets`, beside `runner` and like it a product on
+the command skeleton (`command.invoke`: the lock, the invocation's order, the exit code,
+the run's summary and stop line). It reuses the input reader and its postcode rules, the
+checkpoint, the sending phase with its pool, pacing, breaker, budget and waits, and the
+writer's atomic files. What differs is what is sent: each distinct
 postcode of the input once (`run/streets`), read again only when its free 30-day window
 has passed or `--refresh` asks (docs/api.md, 4.3).
 
@@ -16,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,15 +24,21 @@ from typing import Any
 import structlog
 
 from batchval.api.vocabulary import DAILY_PAID_CALLS
-from batchval.command import EmbeddedApi, chosen_api, file_fingerprint, final_stop
-from batchval.files import write_json_atomic
+from batchval.command import (
+    EmbeddedApi,
+    Lines,
+    chosen_api,
+    file_fingerprint,
+    invoke,
+    open_checkpoint,
+)
 from batchval.ingest import read_batches, refusal
-from batchval.input import InputError, InputSource, open_input
+from batchval.input import InputSource, open_input
 from batchval.input.validate import check_postcodes
-from batchval.invocation import NotedSignals, locked_dir
+from batchval.invocation import NotedSignals
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
 from batchval.output.charges import write_charges
-from batchval.output.names import CHARGES_NAME, LOG_NAME, PROBLEMS_NAME
+from batchval.output.names import CHARGES_NAME, PROBLEMS_NAME
 from batchval.output.street_files import (
     HOMES_NAME,
     STREETS_NAME,
@@ -40,11 +46,11 @@ from batchval.output.street_files import (
     write_street_problems,
     write_streets,
 )
-from batchval.output.summary import SUMMARY_NAME, DryRunSummary, RunSummary
+from batchval.output.summary import DryRunSummary, RunSummary
 from batchval.run.sending import Sending, SendOutcome
 from batchval.run.streets import StreetJob, call_credits
 from batchval.settings import Settings, api_identity
-from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint, CheckpointVersionError
+from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint, Counts
 from batchval.store.streets import COMMAND, StreetStore
 
 log = structlog.get_logger()
@@ -121,6 +127,13 @@ class StreetsSummary:
 
 
 class Streets:
+    """`streets` on the command skeleton (`command.Product`): the input read for its
+    postcodes only, a dry run priced at the assumed price, and a DIR admitted when it
+    holds no `run`; the reading itself is `StreetReading`'s."""
+
+    name = COMMAND
+    pending = "postcode"
+
     def __init__(
         self,
         request: StreetsRequest,
@@ -129,33 +142,40 @@ class Streets:
     ) -> None:
         self.request = request
         self.settings = request.settings
-        self._embedded_api = embedded_api
-        self._signals = NotedSignals()  # a signal received outside the sending phase
-        self._now: Callable[[], dt.datetime] = request.settings.run.now  # with the test seam
+        self.embedded_api = embedded_api
+        self.signals = NotedSignals()  # a signal received outside the sending phase
 
     def run(self) -> StreetsSummary | DryRunSummary:
         """One invocation; returns its summary (also written to DIR/summary.json).
         Raises RunRefusedError when it ends before sending."""
-        with self._signals:
-            return self._run()
+        with self.signals:
+            return invoke(self)
 
-    def _run(self) -> StreetsSummary | DryRunSummary:
-        with locked_dir(self.request.out_dir, LOG_NAME, "streets"):
-            return self._run_locked()
+    # --- the product's steps before its checkpoint (`command.Product`) ------------------
 
-    def _open(self) -> InputSource:
-        try:
-            return open_input(self.request.input_path, self.settings.input, postcode_only=True)
-        except InputError as exc:
-            raise RunRefusedError(StopReason.INPUT_UNUSABLE, str(exc)) from None
+    @property
+    def input_path(self) -> Path:
+        return self.request.input_path
 
-    def _checkpoint(self) -> StreetStore:
-        try:
-            checkpoint = Checkpoint.open(self.request.out_dir)
-        except CheckpointVersionError as exc:
-            raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
+    @property
+    def out_dir(self) -> Path:
+        return self.request.out_dir
+
+    @property
+    def dry(self) -> bool:
+        return self.request.dry_run
+
+    def now(self) -> dt.datetime:
+        return self.settings.run.now()  # with the test seam
+
+    def read_input(self) -> InputSource:
+        return open_input(self.request.input_path, self.settings.input, postcode_only=True)
+
+    def admit(self, checkpoint: Checkpoint, started: dt.datetime) -> StreetReading:
+        return StreetReading(self, self._store(checkpoint), started)
+
+    def _store(self, checkpoint: Checkpoint) -> StreetStore:
         if checkpoint.get("run_id") is not None:
-            checkpoint.close()
             raise RunRefusedError(
                 StopReason.REFUSED,
                 f"{self.request.out_dir} holds a `batchval run` (its problems.parquet and "
@@ -163,107 +183,14 @@ class Streets:
             )
         return StreetStore(checkpoint)
 
-    def _run_locked(self) -> StreetsSummary | DryRunSummary:
-        started, started_mono = self._now(), time.monotonic()
-        for leftover in self.request.out_dir.glob(".*.tmp-*"):
-            leftover.unlink(missing_ok=True)  # an output write cut short by a kill
-        source = self._open()
-        if self.request.dry_run:
-            return self._dry_run(source)
-        store = self._checkpoint()
-        checkpoint = store.database
-        try:
-            refreshed = self._prepare(store, source, started)
-            # Most postcodes refused (a wrong column, say): no call; the summary says why.
-            refused = self._refusal(store, source)
-            invocation = checkpoint.start_invocation(started.isoformat())
-            assumed = call_credits(self.settings.run.street_credits, store)
-            try:
-                sent = SendOutcome(refused) if refused else self._send(store)
-            except Exception as exc:  # a defect: keep what was done, say so, exit 70
-                log.error("streets.internal_error", exc_info=True, file_only=True)
-                detail = f"{type(exc).__name__}: {exc}; the traceback is in {LOG_NAME}"
-                sent = SendOutcome(StopInfo(StopReason.INTERNAL_ERROR, detail))
-            counts = store.counts()
-            stop = final_stop(counts, sent.stop, "postcode")
-            code = ExitCode.COMPLETE if stop is None else stop.reason.exit_code
-            outputs = self._write(store)
-            checkpoint.end_invocation(
-                invocation,
-                ended_at=self._now().isoformat(),
-                exit_code=int(code),
-                calls=sent.calls,
-                rate_limited=sent.rate_limited,
-                **checkpoint.money(invocation).invocation_figures(),
-            )
-            summary = StreetsSummary(
-                run=RunSummary.of_run(
-                    checkpoint,
-                    invocation=invocation,
-                    calls=sent.calls,
-                    rate_limited=sent.rate_limited,
-                    status="complete" if code is ExitCode.COMPLETE else "incomplete",
-                    exit_code=code,
-                    run_id=COMMAND,
-                    mode=store.get("mode") or "unknown",
-                    counts=counts,
-                    problems_by_type=store.problem_types(),
-                    stop=stop,
-                    input=str(self.request.input_path),
-                    started_at=started.isoformat(),
-                    finished_at=self._now().isoformat(),
-                    seconds=round(time.monotonic() - started_mono, 3),
-                ),
-                read=store.read_since(started),  # HTTP calls are `calls`
-                refreshed=refreshed,
-                credits_assumed=assumed,
-                outputs=outputs,
-            )
-            write_json_atomic(self.request.out_dir / SUMMARY_NAME, summary.to_json())
-            return summary
-        finally:
-            checkpoint.close()
-
-    # --- before sending --------------------------------------------------------------
-
-    def _prepare(self, store: StreetStore, source: InputSource, started: dt.datetime) -> int:
-        """Read the input when it is new or changed (reads are kept), settle answers a
-        killed run stored, and make pending what must be read again. Returns how many
-        postcodes were made pending again."""
-        input_fp = file_fingerprint(self.request.input_path)
-        settings_fp = self.settings.fingerprint()
-        same = store.get("input_fingerprint") == input_fp
-        if not (
-            same and store.get("settings_fingerprint") == settings_fp and store.ingest_complete
-        ):
-            store.restart_ingest()
-            self._ingest(store, source)
-            store.set("input_fingerprint", input_fp)
-            store.set("settings_fingerprint", settings_fp)
-            store.finish_ingest()
-        # Answers a killed run stored but never read: read now, never asked again.
-        StreetJob(None, store, now=self._now).settle_stored()
-        identity = api_identity(self.settings.api)  # the runner's: never the secret
-        held = store.get("api_identity")
-        if held is not None and held != identity and store.get("mode") == "test":
-            # Test figures are fake: other credentials read every postcode again.
-            log.warning("streets.test_answers_forgotten", postcodes=store.forget_reads())
-        store.set("api_identity", identity)
-        again = store.expire(self._now())
-        if self.request.refresh:
-            again += store.refresh(started)
-        if again:
-            log.info("streets.read_again", postcodes=again, refresh=self.request.refresh)
-        return again
-
-    def _refusal(self, store: StreetStore, source: InputSource) -> StopInfo | None:
+    def refusal(self, store: StreetStore, source: InputSource) -> StopInfo | None:
         return refusal(store, source, self.settings.run.max_refused_share, command=COMMAND)
 
-    def _ingest(self, store: StreetStore, source: InputSource) -> None:
+    def ingest(self, store: StreetStore, source: InputSource) -> None:
         total = 0
         batches = read_batches(
             source,
-            interrupted=lambda: self._signals.received,
+            interrupted=lambda: self.signals.received,
             check=check_postcodes,
             command="streets",
         )
@@ -283,48 +210,9 @@ class Streets:
             total += len(rows)
             log.info("streets.ingest.batch", rows=total)
 
-    # --- sending -----------------------------------------------------------------------
-
-    def _send(self, store: StreetStore) -> SendOutcome:
-        """Read what is pending (`Sending.phase`: not after a signal, not before a kept
-        daily limit's `not_before`, which is the account's whichever product met it)."""
-        if not store.queue.any_pending():
-            return SendOutcome()
-        run = self.settings.run
-        sending = Sending(
-            checkpoint=store.database,
-            api=lambda: chosen_api(
-                self.settings.api,
-                self._embedded_api,
-                event="streets.embedded_sandbox",
-                what="reading street analyses",
-            ),
-            run=run,
-            now=self._now,
-            progress_bar=self.request.progress_bar,
-            signals=self._signals,
-            job_for=lambda client: StreetJob(
-                client, store, now=self._now, assumed_credits=run.street_credits
-            ),
-            counts=store.counts,
-            wait_option="run.wait_for_midnight",
-        )
-        return sending.phase()
-
-    def _write(self, store: StreetStore) -> tuple[str, ...]:
-        out = self.request.out_dir
-        write_streets(store, out / STREETS_NAME)
-        write_street_problems(store, out / PROBLEMS_NAME)
-        write_charges(store.database.charge_lines(), out / CHARGES_NAME)
-        names = [STREETS_NAME, PROBLEMS_NAME, CHARGES_NAME]
-        if self.request.join or self.settings.run.street_join:
-            write_homes(store, out / HOMES_NAME)
-            names.append(HOMES_NAME)
-        return tuple(names)
-
     # --- dry run ----------------------------------------------------------------------
 
-    def _dry_run(self, source: InputSource) -> DryRunSummary:
+    def dry_run(self, source: InputSource) -> DryRunSummary:
         """Price without the network: the distinct postcodes with no read in the last 30
         days (all of them with --refresh, whose repeats are free but sent) at the assumed
         price. Writes problems.parquet only in a DIR that holds no checkpoint."""
@@ -333,23 +221,24 @@ class Streets:
             store = StreetStore(Checkpoint.open(Path(scratch)))
             try:
                 store.restart_ingest()
-                self._ingest(store, source)
+                self.ingest(store, source)
                 store.finish_ingest()
                 if not held:
                     write_street_problems(store, self.request.out_dir / PROBLEMS_NAME)
                 counts, problems = store.counts(), store.problem_types()
-                stop = self._refusal(store, source)
+                stop = self.refusal(store, source)
                 postcodes = [] if stop else store.asked_postcodes()
             finally:
                 store.database.close()
         unread, assumed = len(postcodes), self.settings.run.street_credits
         if held:
-            real = self._checkpoint()
+            checkpoint = open_checkpoint(self.request.out_dir)
             try:
-                unread = real.unread_postcodes(self._now(), postcodes)
+                real = self._store(checkpoint)
+                unread = real.unread_postcodes(self.now(), postcodes)
                 assumed = call_credits(assumed, real)
             finally:
-                real.database.close()
+                checkpoint.close()
         return DryRunSummary(
             rows=counts.rows,
             rows_with_problems=counts.input_problems,
@@ -359,3 +248,123 @@ class Streets:
             daily_limit=DAILY_PAID_CALLS,
             stop=stop,
         )
+
+
+class StreetReading:
+    """One invocation of `streets` on DIR's open checkpoint (`command.Steps`): the input
+    read into the street store, the postcodes to read again, the street job, the three
+    files (four with --join) and the summary's `postcodes` section."""
+
+    def __init__(self, streets: Streets, store: StreetStore, started: dt.datetime) -> None:
+        self._streets = streets
+        self.request, self.settings = streets.request, streets.settings
+        self._now: Callable[[], dt.datetime] = streets.now
+        self.store = store
+        self.refreshed = 0  # postcodes made pending again
+        self.assumed = 0  # what one read is taken to cost, before this invocation's charges
+        self.outputs: tuple[str, ...] = ()
+        self.started = started
+
+    # --- before sending --------------------------------------------------------------
+
+    def prepare(self, source: InputSource) -> None:
+        """Read the input when it is new or changed (reads are kept), settle answers a
+        killed run stored, and make pending what must be read again. Counts the
+        postcodes made pending again."""
+        store, started = self.store, self.started
+        input_fp = file_fingerprint(self.request.input_path)
+        settings_fp = self.settings.fingerprint()
+        same = store.get("input_fingerprint") == input_fp
+        if not (
+            same and store.get("settings_fingerprint") == settings_fp and store.ingest_complete
+        ):
+            store.restart_ingest()
+            self._streets.ingest(store, source)
+            store.set("input_fingerprint", input_fp)
+            store.set("settings_fingerprint", settings_fp)
+            store.finish_ingest()
+        # Answers a killed run stored but never read: read now, never asked again.
+        StreetJob(None, store, now=self._now).settle_stored()
+        identity = api_identity(self.settings.api)  # the runner's: never the secret
+        held = store.get("api_identity")
+        if held is not None and held != identity and store.get("mode") == "test":
+            # Test figures are fake: other credentials read every postcode again.
+            log.warning("streets.test_answers_forgotten", postcodes=store.forget_reads())
+        store.set("api_identity", identity)
+        again = store.expire(self._now())
+        if self.request.refresh:
+            again += store.refresh(started)
+        if again:
+            log.info("streets.read_again", postcodes=again, refresh=self.request.refresh)
+        self.refreshed = again
+
+    def plan(self, source: InputSource) -> StopInfo | None:
+        """Most postcodes refused (a wrong column, say): no call; the summary says why."""
+        refused = self._streets.refusal(self.store, source)
+        self.assumed = call_credits(self.settings.run.street_credits, self.store)
+        return refused
+
+    # --- sending -----------------------------------------------------------------------
+
+    def send(self) -> SendOutcome:
+        """Read what is pending (`Sending.phase`: not after a signal, not before a kept
+        daily limit's `not_before`, which is the account's whichever product met it)."""
+        store, streets = self.store, self._streets
+        if not store.queue.any_pending():
+            return SendOutcome()
+        run = self.settings.run
+        sending = Sending(
+            checkpoint=store.database,
+            api=lambda: chosen_api(
+                self.settings.api,
+                streets.embedded_api,
+                event="streets.embedded_sandbox",
+                what="reading street analyses",
+            ),
+            run=run,
+            now=self._now,
+            progress_bar=self.request.progress_bar,
+            signals=streets.signals,
+            job_for=lambda client: StreetJob(
+                client, store, now=self._now, assumed_credits=run.street_credits
+            ),
+            counts=store.counts,
+            wait_option="run.wait_for_midnight",
+        )
+        return sending.phase()
+
+    def settle(self, sent: SendOutcome) -> SendOutcome:
+        return sent
+
+    def counts(self) -> Counts:
+        return self.store.counts()
+
+    # --- the end -------------------------------------------------------------------------
+
+    def write_outputs(self) -> Lines:
+        out, store = self.request.out_dir, self.store
+        write_streets(store, out / STREETS_NAME)
+        write_street_problems(store, out / PROBLEMS_NAME)
+        write_charges(store.database.charge_lines(), out / CHARGES_NAME)
+        names = [STREETS_NAME, PROBLEMS_NAME, CHARGES_NAME]
+        if self.request.join or self.settings.run.street_join:
+            write_homes(store, out / HOMES_NAME)
+            names.append(HOMES_NAME)
+        self.outputs = tuple(names)
+        return Lines(
+            run_id=COMMAND,
+            mode=store.get("mode") or "unknown",
+            problems_by_type=store.problem_types(),
+        )
+
+    def summary(self, run: RunSummary) -> StreetsSummary:
+        return StreetsSummary(
+            run=run,
+            read=self.store.read_since(self.started),  # HTTP calls are `calls`
+            refreshed=self.refreshed,
+            credits_assumed=self.assumed,
+            outputs=self.outputs,
+        )
+
+    def close(self) -> None:
+        pass  # the store is the checkpoint's, which the skeleton closes

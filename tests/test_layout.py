@@ -120,3 +120,41 @@ def test_sql_and_connections_live_only_in_the_store() -> None:
         if store not in path.parents and (found := _store_leaks(path))
     }
     assert leaks == {}
+
+
+def _calls(path: Path, name: str) -> bool:
+    """`path` calls a function or method named `name` (`x.name(...)` or `name(...)`)."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if called == name:
+                return True
+    return False
+
+
+@pytest.mark.parametrize(
+    ("name", "callers"),
+    [
+        # The invocation's record and its summary: the skeleton's (status shows a DIR's).
+        ("start_invocation", ["batchval.command"]),
+        ("end_invocation", ["batchval.command"]),
+        ("of_run", ["batchval.command", "batchval.status"]),
+        ("final_stop", ["batchval.command"]),
+        ("locked_dir", ["batchval.command", "batchval.verify"]),
+        # The daily limit's gate: the sending phase's alone.
+        ("stored_not_before", ["batchval.run.sending"]),
+    ],
+)
+def test_the_command_skeleton_is_written_once(name: str, callers: list[str]) -> None:
+    """No product keeps its own copy of the invocation's steps, its summary or the gate."""
+    outside = [path for path in MODULES if not _in(_name(path), "batchval.store")]
+    assert [_name(path) for path in outside if _calls(path, name)] == callers
+
+
+def test_the_products_do_not_import_each_other() -> None:
+    """streets and verify stand on the engine and the skeleton, not on the runner."""
+    products = ["batchval.runner", "batchval.streets", "batchval.verify"]
+    for product in products:
+        others = [other for other in products if other != product]
+        assert [name for other in others for name in _importers_of(other, product)] == []

@@ -26,7 +26,7 @@ from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
 from batchval.settings import load_settings
 from batchval.store.checkpoint import Checkpoint
-from batchval.streets import Streets, StreetsRequest, StreetsSummary
+from batchval.streets import StreetReading, Streets, StreetsRequest, StreetsSummary
 
 DAY = 86_400
 # Rows 1-3 spell one postcode three ways; row 5 has a bad bedrooms value but a good
@@ -377,7 +377,7 @@ def test_a_complete_run_still_reports_a_stop_a_person_must_act_on(
     source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
     assert run_cli("streets", str(source), "--out", str(out), env=env_for(served)).returncode == 0
     defect = StopInfo(StopReason.INTERNAL_ERROR, "a defect met while sending")
-    monkeypatch.setattr(Streets, "_send", lambda self, store: SendOutcome(defect))
+    monkeypatch.setattr(StreetReading, "send", lambda self: SendOutcome(defect))
     settings = load_settings(None, env_for(served))
     found = Streets(StreetsRequest(input_path=source, out_dir=out, settings=settings)).run()
     assert isinstance(found, StreetsSummary)
