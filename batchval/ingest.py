@@ -17,7 +17,6 @@ import contextlib
 import dataclasses
 import functools
 import queue
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -418,23 +417,19 @@ def price_input(
     problems are written to `problems_path` when one is given. `plan` (a book run's, which
     carries and defers) leaves pending only what tonight would send. An input the run
     would refuse (`refusal`) costs nothing: the summary carries the run's stop."""
-    with tempfile.TemporaryDirectory(prefix="batchval-dry-") as scratch:
-        checkpoint = Checkpoint.open(Path(scratch))
-        try:
-            ingest(checkpoint, source, run_id, interrupted=interrupted)
-            checkpoint.finish_ingest()
-            stop = refusal(checkpoint, source, max_refused_share)
-            if plan is not None and stop is None:
-                plan(checkpoint)
-            if problems_path is not None:
-                write_problems(checkpoint, problems_path)
-            counts = checkpoint.counts()
-            problems = checkpoint.problem_types()
-            calls = counts.requests if plan is None else counts.requests_pending
-            if stop is not None:  # the run would send nothing
-                calls = 0
-        finally:
-            checkpoint.close()
+    with Checkpoint.scratch() as checkpoint:
+        ingest(checkpoint, source, run_id, interrupted=interrupted)
+        checkpoint.finish_ingest()
+        stop = refusal(checkpoint, source, max_refused_share)
+        if plan is not None and stop is None:
+            plan(checkpoint)
+        if problems_path is not None:
+            write_problems(checkpoint, problems_path)
+        counts = checkpoint.counts()
+        problems = checkpoint.problem_types()
+        calls = counts.requests if plan is None else counts.requests_pending
+        if stop is not None:  # the run would send nothing
+            calls = 0
     return DryRunSummary(
         rows=counts.rows,
         rows_with_problems=counts.input_problems,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -51,6 +50,7 @@ from batchval.run.sending import Sending, SendOutcome
 from batchval.run.streets import StreetJob, call_credits
 from batchval.settings import Settings, api_identity
 from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint, Counts
+from batchval.store.database import Database
 from batchval.store.streets import COMMAND, StreetStore
 
 log = structlog.get_logger()
@@ -217,19 +217,16 @@ class Streets:
         days (all of them with --refresh, whose repeats are free but sent) at the assumed
         price. Writes problems.parquet only in a DIR that holds no checkpoint."""
         held = (self.request.out_dir / CHECKPOINT_NAME).is_file()
-        with tempfile.TemporaryDirectory(prefix="batchval-dry-") as scratch:
-            store = StreetStore(Checkpoint.open(Path(scratch)))
-            try:
-                store.restart_ingest()
-                self.ingest(store, source)
-                store.finish_ingest()
-                if not held:
-                    write_street_problems(store, self.request.out_dir / PROBLEMS_NAME)
-                counts, problems = store.counts(), store.problem_types()
-                stop = self.refusal(store, source)
-                postcodes = [] if stop else store.asked_postcodes()
-            finally:
-                store.database.close()
+        with Database.scratch() as scratch:
+            store = StreetStore(scratch)
+            store.restart_ingest()
+            self.ingest(store, source)
+            store.finish_ingest()
+            if not held:
+                write_street_problems(store, self.request.out_dir / PROBLEMS_NAME)
+            counts, problems = store.counts(), store.problem_types()
+            stop = self.refusal(store, source)
+            postcodes = [] if stop else store.asked_postcodes()
         unread, assumed = len(postcodes), self.settings.run.street_credits
         if held:
             checkpoint = open_checkpoint(self.request.out_dir)

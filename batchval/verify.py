@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -168,12 +167,14 @@ def _checkpoint(out_dir: Path) -> Iterator[Checkpoint]:
         found = Checkpoint.open_existing(out_dir)
     except CheckpointVersionError as exc:
         raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
-    with contextlib.ExitStack() as stack:
-        if found is None:
-            scratch = stack.enter_context(tempfile.TemporaryDirectory())
-            found = Checkpoint.open(Path(scratch))
-        stack.callback(found.close)
+    if found is None:
+        with Checkpoint.scratch() as scratch:
+            yield scratch
+        return
+    try:
         yield found
+    finally:
+        found.close()
 
 
 def _api_of(out_dir: Path, checkpoint: Checkpoint, settings: Settings) -> ApiSettings:

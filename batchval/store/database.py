@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Self
@@ -94,6 +95,18 @@ class Database(InvocationLog, ChargeLedger):
         if not (directory / CHECKPOINT_NAME).is_file():
             return None
         return cls.open(directory)
+
+    @classmethod
+    @contextlib.contextmanager
+    def scratch(cls) -> Iterator[Self]:
+        """A throwaway database, gone at the block's end: what a dry run prices in, or
+        what a DIR that has none uses for one invocation."""
+        with tempfile.TemporaryDirectory(prefix="batchval-scratch-") as place:
+            database = cls.open(Path(place))
+            try:
+                yield database
+            finally:
+                database.close()
 
     def close(self) -> None:
         # Writes held in an uncommitted group are dropped, as the open transaction is.
