@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint typecheck browser tmux reliability bench airflow-check clean
+.PHONY: run test test-fast lint typecheck browser tmux reliability bench airflow-check clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,12 @@ browser:
 # signal, not on the CPU (12 minutes in one process, about 6 in three).
 test: lint typecheck browser tmux
 	$(BIN)/pytest -q -n 3
+
+# The fast loop: every test but the slow end-to-end cases (marked `slow`: the CLI as a
+# process against the sandbox, the fault matrix, the corpus), in under a minute on two
+# cores. `make test` and CI run them all.
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -n 3 -m "not slow"
 
 # tests/test_logs.py checks the terminal under tmux. As root on a machine with apt-get,
 # install tmux when it is missing; anywhere else say so and go on (those tests skip).

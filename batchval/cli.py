@@ -12,20 +12,49 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from batchval import logs
-from batchval.book_options import book_options
-from batchval.invocation import defect_line
+from batchval.engine.invocation import defect_line
 from batchval.logs import Redactor
 from batchval.outcome import ExitCode, RunRefusedError, SettingsError
+from batchval.valuations.book_options import book_options
 
 if TYPE_CHECKING:
     from batchval.settings import Settings
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# The options several commands take, declared once (each command says what they mean
+# for it).
+
+
+def config_option(meaning: str) -> Callable[[F], F]:
+    return click.option(
+        "--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), help=meaning
+    )
+
+
+def out_option(meaning: str, *, name: str = "out_dir", required: bool = True) -> Callable[[F], F]:
+    kind = click.Path(path_type=Path) if required else click.Path(file_okay=False, path_type=Path)
+    return click.option("--out", name, required=required, type=kind, help=meaning)
+
+
+def concurrency_option(what: str) -> Callable[[F], F]:
+    return click.option(
+        "--concurrency", type=click.IntRange(1, 256), help=f"Most {what} in flight [8]."
+    )
+
+
+MAX_CREDITS = click.option(
+    "--max-credits", type=click.IntRange(0), help="Spend at most this in this call."
+)
+DRY_RUN = click.option("--dry-run", is_flag=True, help="Validate and price; no network.")
 
 
 def _share(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
@@ -73,12 +102,7 @@ def cli() -> None:
 @cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8000, show_default=True, help="0 picks a free port.")
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="YAML with accounts, limits and faults (see configs/sandbox.yaml).",
-)
+@config_option("YAML with accounts, limits and faults (see configs/sandbox.yaml).")
 @click.option("--token-ttl", type=int, help="Token lifetime in seconds [1800].")
 @click.option("--rate", type=float, help="Short-term limit: requests a second per account [20].")
 @click.option("--burst", type=int, help="Short-term limit: bucket size [20].")
@@ -179,27 +203,16 @@ def sandbox(
 
 @cli.command()
 @click.argument("input_path", metavar="INPUT", type=click.Path(path_type=Path))
-@click.option(
-    "--out",
-    "out_dir",
-    required=True,
-    type=click.Path(path_type=Path),
-    help="The run's directory: outputs and checkpoint. Same DIR again resumes.",
-)
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="YAML config: api, input mapping, run settings.",
-)
+@out_option("The run's directory: outputs and checkpoint. Same DIR again resumes.")
+@config_option("YAML config: api, input mapping, run settings.")
 @click.option(
     "--run-id",
     help="Name the run (default: the UTC day, day-YYYY-MM-DD; kept in the checkpoint).",
 )
-@click.option("--concurrency", type=click.IntRange(1, 256), help="Most requests in flight [8].")
+@concurrency_option("requests")
 @click.option("--include", help="Extras for every valuation: commentary,rebuildCost.")
-@click.option("--max-credits", type=click.IntRange(0), help="Spend at most this in this call.")
-@click.option("--dry-run", is_flag=True, help="Validate and price; no network.")
+@MAX_CREDITS
+@DRY_RUN
 @click.option(
     "--accept-changes",
     is_flag=True,
@@ -237,8 +250,8 @@ def run(
     **book: Any,
 ) -> None:
     """Value every row of INPUT (CSV or Parquet) into DIR; exit 0, 75, 77, 65, 64 or 70."""
-    from batchval.runner import Runner, RunRequest
     from batchval.sandbox.embedded import embedded_api
+    from batchval.valuations.runner import Runner, RunRequest
 
     settings, json_lines = _configured(
         config_file,
@@ -275,7 +288,7 @@ def run(
 @click.option("--json", "as_json", is_flag=True, help="Print the status object as JSON.")
 def status(out_dir: Path, as_json: bool) -> None:
     """Say where a run in DIR stands and what to do next; exit with the run's own code."""
-    from batchval.status import read_status
+    from batchval.tools.status import read_status
 
     found = read_status(out_dir)
     if found is None:
@@ -286,18 +299,13 @@ def status(out_dir: Path, as_json: bool) -> None:
 
 @cli.command()
 @click.argument("input_path", metavar="INPUT", required=False, type=click.Path(path_type=Path))
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="YAML config: api, input mapping, run settings.",
-)
+@config_option("YAML config: api, input mapping, run settings.")
 def check(input_path: Path | None, config_file: Path | None) -> None:
     """Preflight at no cost: settings, token, API, mode, and INPUT's price; exit 0, 64, 65,
     75 or 77."""
-    from batchval.check import CheckReport, Finding, run_check
     from batchval.sandbox.embedded import embedded_api
     from batchval.settings import load_settings
+    from batchval.tools.check import CheckReport, Finding, run_check
 
     redactor = Redactor()
     # Its lines are the report; the log says only what goes wrong (the input's batches
@@ -320,19 +328,8 @@ def check(input_path: Path | None, config_file: Path | None) -> None:
 @cli.command()
 @click.argument("input_path", metavar="INPUT", type=click.Path(path_type=Path))
 @click.option("--shards", required=True, type=click.IntRange(1, 10_000), help="How many.")
-@click.option(
-    "--out",
-    "out_dir",
-    required=True,
-    type=click.Path(path_type=Path),
-    help="Where the shards and shards.json go.",
-)
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="YAML config: its input mapping decides the requests.",
-)
+@out_option("Where the shards and shards.json go.")
+@config_option("YAML config: its input mapping decides the requests.")
 @click.option("--row-id", help="The column that names a row (a loan id): what places it.")
 def split(
     input_path: Path, shards: int, out_dir: Path, config_file: Path | None, row_id: str | None
@@ -340,7 +337,7 @@ def split(
     """Cut INPUT into N Parquet shards by a stable hash of each row; exit 0, 64 or 65."""
     from batchval.input import InputError
     from batchval.settings import load_settings
-    from batchval.split import split_input
+    from batchval.tools.split import split_input
 
     logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=Redactor(), level=30)
     try:
@@ -358,7 +355,7 @@ def split(
 @click.argument("out_dir", metavar="DIR", type=click.Path(path_type=Path))
 def report(out_dir: Path) -> None:
     """Write DIR/report.html: one self-contained page about the run in DIR."""
-    from batchval.report import ReportError, write_report
+    from batchval.tools.report import ReportError, write_report
 
     try:
         path = write_report(out_dir)
@@ -377,13 +374,10 @@ def report(out_dir: Path) -> None:
     "--nested", type=click.Choice(["flatten", "drop"]), default="flatten", show_default=True,
     help="Struct columns as <column>_<member> columns, or left out (with lists).",
 )  # fmt: skip
-@click.option(
-    "--out", "to_dir", type=click.Path(file_okay=False, path_type=Path),
-    help="Directory to write to [DIR].",
-)  # fmt: skip
+@out_option("Directory to write to [DIR].", name="to_dir", required=False)
 def export_command(out_dir: Path, fmt: str, nested: str, to_dir: Path | None) -> None:
     """Write DIR's results and problems as CSV, XLSX or JSON Lines; exit 0, 64 or 65."""
-    from batchval.output.export import Format, Nested, export_dir
+    from batchval.tools.export import Format, Nested, export_dir
 
     with _refusals():
         done = export_dir(out_dir, Format(fmt), nested=Nested(nested), out_dir=to_dir)
@@ -393,24 +387,13 @@ def export_command(out_dir: Path, fmt: str, nested: str, to_dir: Path | None) ->
 
 @cli.command()
 @click.argument("input_path", metavar="INPUT", type=click.Path(path_type=Path))
-@click.option(
-    "--out",
-    "out_dir",
-    required=True,
-    type=click.Path(path_type=Path),
-    help="The directory: outputs and checkpoint. Same DIR again resumes.",
-)
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="YAML config: api, input mapping, run settings.",
-)
+@out_option("The directory: outputs and checkpoint. Same DIR again resumes.")
+@config_option("YAML config: api, input mapping, run settings.")
 @click.option("--refresh", is_flag=True, help="Read again postcodes read in the last 30 days.")
 @click.option("--join", is_flag=True, help="Also write homes_with_street.parquet.")
-@click.option("--max-credits", type=click.IntRange(0), help="Spend at most this in this call.")
-@click.option("--dry-run", is_flag=True, help="Validate and price; no network.")
-@click.option("--concurrency", type=click.IntRange(1, 256), help="Most requests in flight [8].")
+@MAX_CREDITS
+@DRY_RUN
+@concurrency_option("requests")
 def streets(
     input_path: Path,
     out_dir: Path,
@@ -423,7 +406,7 @@ def streets(
 ) -> None:
     """Street analysis of every distinct postcode of INPUT into DIR (30 days free repeat)."""
     from batchval.sandbox.embedded import embedded_api
-    from batchval.streets import Streets, StreetsRequest
+    from batchval.streets.runner import Streets, StreetsRequest
 
     settings, json_lines = _configured(
         config_file, concurrency=concurrency, max_credits=max_credits
@@ -448,17 +431,12 @@ def streets(
 
 @cli.command()
 @click.argument("out_dir", metavar="DIR", type=click.Path(path_type=Path))
-@click.option(
-    "--config",
-    "config_file",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="YAML config: api, run settings (as for run).",
-)
-@click.option("--concurrency", type=click.IntRange(1, 256), help="Most reads in flight [8].")
+@config_option("YAML config: api, run settings (as for run).")
+@concurrency_option("reads")
 def verify(out_dir: Path, config_file: Path | None, concurrency: int | None) -> None:
     """Read back every valuation of DIR's results by id (free) and compare; exit 0 when
     all agree, 1 on a difference (DIR/verify.parquet), 75, 77 or 64 as run does."""
-    from batchval.verify import verify_dir
+    from batchval.verify.runner import verify_dir
 
     settings, json_lines = _configured(config_file, concurrency=concurrency)
     with _refusals():

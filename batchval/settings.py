@@ -82,7 +82,7 @@ class RunOptions:
     def now(self) -> dt.datetime:
         """The run's clock: UTC wall time plus the test seam's offset. One clock for
         everything that takes or checks a daily limit's `not_before` (the pool, the
-        waits of `run/sending`, the gates of run, streets and verify), the default run
+        waits of `engine/sending`, the gates of run, streets and verify), the default run
         id and the summary's times: tests move it as they move the sandbox's."""
         return dt.datetime.now(dt.UTC) + dt.timedelta(seconds=self.clock_offset_seconds)
 

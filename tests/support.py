@@ -15,12 +15,12 @@ import httpx
 import polars as pl
 
 from batchval.api import Credentials, PartnerClient
-from batchval.run import answers
-from batchval.run.charges import Received, ServerClock
-from batchval.run.job import Settled
+from batchval.engine.charges import Received, ServerClock
+from batchval.engine.job import Settled
 from batchval.sandbox.config import Account, SandboxConfig
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.checkpoint import Checkpoint
+from batchval.valuations import answers
 
 LIVE = Credentials("sandbox-live", "sandbox-live-secret")
 TEST = Credentials("sandbox-test", "sandbox-test-secret")

@@ -1,4 +1,4 @@
-"""Records to Arrow (batchval/output/arrow.py): columns, coercion, pass-through values."""
+"""Records to Arrow (batchval/engine/arrow.py): columns, coercion, pass-through values."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from batchval.api.models import Valuation
-from batchval.output.arrow import (
+from batchval.engine.arrow import (
     Column,
     PassthroughValues,
     column_array,

@@ -1,5 +1,5 @@
 """`run --book`: a book larger than a night's budget, kept fresh night after night
-(booking, output/book, store/book), as a subprocess against the served sandbox."""
+(booking, valuations/book, store/book), as a subprocess against the served sandbox."""
 
 from __future__ import annotations
 
@@ -17,10 +17,14 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 from support import BATCHVAL, LIVE, env_for, outputs, run_cli
 
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
+
+# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+pytestmark = pytest.mark.slow
 
 DAY = 86_400
 ROWS = 300

@@ -7,10 +7,10 @@ import datetime as dt
 
 import pytest
 
-from batchval.booking import _rank, night_budget, request_fingerprint
 from batchval.input.options import InputOptions
-from batchval.output.book import BookEntry
 from batchval.settings import RunOptions, Settings
+from batchval.valuations.book import BookEntry
+from batchval.valuations.booking import _rank, night_budget, request_fingerprint
 
 NOW = dt.datetime(2026, 11, 23, 2, 0, tzinfo=dt.UTC)
 FRESH_FOR = dt.timedelta(days=30)

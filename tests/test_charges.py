@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support import LIVE, env_for, outputs, portfolio, run_cli
 
-from batchval.run.charges import SKEW, ServerClock, classify, stamp
+from batchval.engine.charges import SKEW, ServerClock, classify, stamp
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.charges import FRESH, REPLAY, UNCERTAIN, ChargeLine
 from batchval.store.checkpoint import Checkpoint
@@ -114,6 +114,7 @@ def charges_file(out: Path) -> pl.DataFrame:
     return pl.read_parquet(out / "charges.parquet")
 
 
+@pytest.mark.slow
 def test_a_second_dir_the_same_day_reports_no_credits(
     served: RunningSandbox, tmp_path: Path
 ) -> None:
@@ -149,6 +150,7 @@ def test_a_second_dir_the_same_day_reports_no_credits(
     assert outputs(second)[0]["credits_charged"].sum() == 0
 
 
+@pytest.mark.slow
 def test_retries_after_charged_504s_and_drops_count_each_charge_once(
     served: RunningSandbox, tmp_path: Path
 ) -> None:

@@ -25,11 +25,14 @@ from support import LIVE, TEST, env_for, portfolio, run_cli
 
 from batchval.api import PartnerClient
 from batchval.api.auth import Credentials
-from batchval.check import _ask_api
 from batchval.outcome import ExitCode
 from batchval.sandbox.app import API_PREFIX
 from batchval.sandbox.server import RunningSandbox
 from batchval.settings import ApiSettings
+from batchval.tools.check import _ask_api
+
+# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+pytestmark = pytest.mark.slow
 
 
 def lines(done: subprocess.CompletedProcess[str]) -> list[str]:
@@ -266,7 +269,7 @@ def _daily_limit_api(retry_after: str | None) -> PartnerClient:
 async def test_a_daily_limit_says_when_a_run_may_start(
     clock: str, retry_after: str | None, after: str
 ) -> None:
-    """check reads a daily-limit answer as a run does (run/midnight), on the run's clock,
+    """check reads a daily-limit answer as a run does (engine/midnight), on the run's clock,
     and says when, rounded up to the second: exit 75."""
     now = dt.datetime.fromisoformat(clock).replace(tzinfo=dt.UTC)
     async with _daily_limit_api(retry_after) as client:

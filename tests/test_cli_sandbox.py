@@ -166,6 +166,7 @@ def test_ready_line_names_urls_and_builtin_clients() -> None:
         }
 
 
+@pytest.mark.slow
 def test_serves_a_valuation_then_stops_on_sigterm() -> None:
     """A token and a valuation over HTTP work; SIGTERM ends the process promptly and cleanly."""
     with sandbox() as served:

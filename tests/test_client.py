@@ -537,6 +537,7 @@ def test_daily_limit_stops_the_run() -> None:
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_timeout_retry_with_same_key_returns_the_stored_valuation(
     sandbox: Sandbox, api: PartnerClient
 ) -> None:
@@ -618,6 +619,7 @@ async def test_concurrent_calls_share_one_token(sandbox: Sandbox, test_api: Part
 
 
 @pytest.mark.anyio
+@pytest.mark.slow
 async def test_token_is_refreshed_before_it_expires(
     sandbox: Sandbox, test_api: PartnerClient
 ) -> None:

@@ -1,4 +1,4 @@
-"""The command skeleton (batchval/command.py `invoke`) driven by a toy product of a few
+"""The command skeleton (batchval/engine/command.py `invoke`) driven by a toy product of a few
 lines: no HTTP, no job, no store of its own. The product supplies only its steps; the
 lock, the refusals, the invocation's record, the exit code and summary.json are the
 skeleton's."""
@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import structlog
 
-from batchval.command import Lines, invoke
+from batchval.engine.command import Lines, invoke
+from batchval.engine.sending import SendOutcome
+from batchval.engine.summary import DryRunSummary, RunSummary
 from batchval.input import InputOptions, InputSource, open_input
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
-from batchval.output.summary import DryRunSummary, RunSummary
-from batchval.run.sending import SendOutcome
 from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint, Counts
 
 NOW = dt.datetime(2026, 3, 2, 9, 30, tzinfo=dt.UTC)

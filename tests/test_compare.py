@@ -1,4 +1,4 @@
-"""`output/compare`: what verify compares, built with the writer's own columns; and
+"""`verify/compare`: what verify compares, built with the writer's own columns; and
 verify.parquet's schema as docs/outputs.md documents it."""
 
 from __future__ import annotations
@@ -11,8 +11,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from batchval.api.models import Valuation
-from batchval.output.arrow import column_values
-from batchval.output.compare import (
+from batchval.contract.records import ValuedRow
+from batchval.contract.schemas import RESULT_TAIL, markdown_table, results_schema
+from batchval.engine.arrow import column_values
+from batchval.verify.compare import (
     COMPARED,
     VERIFY_COLUMNS,
     Comparer,
@@ -21,8 +23,6 @@ from batchval.output.compare import (
     differences_table,
     verify_schema,
 )
-from batchval.output.records import ValuedRow
-from batchval.output.schemas import RESULT_TAIL, markdown_table, results_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 OUTPUTS = (ROOT / "docs" / "outputs.md").read_text(encoding="utf-8")
@@ -138,7 +138,7 @@ def test_an_answer_for_another_id_and_rows_without_an_id(tmp_path: Path) -> None
 
 
 def test_verify_parquet_schema_is_documented() -> None:
-    """docs/outputs.md shows verify.parquet's columns exactly as output/compare makes them."""
+    """docs/outputs.md shows verify.parquet's columns exactly as verify/compare makes them."""
     assert markdown_table(VERIFY_COLUMNS) in OUTPUTS
     assert verify_schema().metadata[b"batchval.file"] == b"verify"
 

@@ -30,6 +30,9 @@ from batchval.api.errors import PROBLEM_TYPES
 from batchval.input import PROBLEM_RULES
 from batchval.sandbox.server import RunningSandbox
 
+# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+pytestmark = pytest.mark.slow
+
 CORPUS = Path(__file__).resolve().parent / "corpus"
 SCRIPT = "make_corpus.py"
 EXPECTED = "expected.yaml"

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from reliability.crash import PHASES, CrashPlan, CrashReport, report_json, run_crash_suite
+
+# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+pytestmark = pytest.mark.slow
 
 
 def assert_clean(report: CrashReport) -> None:

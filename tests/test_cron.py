@@ -109,6 +109,7 @@ def test_the_readme_crontab_is_what_the_test_runs() -> None:
     assert re.search(r">> log/.+\.log 2>&1$", command), command
 
 
+@pytest.mark.slow
 def test_the_crontab_command_values_the_book(served: RunningSandbox, tmp_path: Path) -> None:
     """The exact command exits 0 under cron's environment and writes results and a log."""
     argv = as_cron_runs_it(tmp_path, served)

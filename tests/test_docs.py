@@ -3,18 +3,14 @@ commands."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from batchval.input import PROBLEM_RULES
-from batchval.outcome import ExitCode, StopReason
-from batchval.output.arrow import Column
-from batchval.output.book import BOOK_KEYS
-from batchval.output.charges import CHARGE_COLUMNS
-from batchval.output.schemas import (
+from batchval.contract.schemas import (
     PROBLEM_COLUMNS,
     PROBLEM_TAIL,
     RESULT_COLUMNS,
@@ -23,6 +19,11 @@ from batchval.output.schemas import (
     SCHEMA_VERSION,
     markdown_table,
 )
+from batchval.engine.arrow import Column
+from batchval.engine.charges_file import CHARGE_COLUMNS
+from batchval.input import PROBLEM_RULES
+from batchval.outcome import ExitCode, StopReason
+from batchval.valuations.book import BOOK_KEYS
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -42,13 +43,13 @@ def test_every_output_column_is_documented(column: str) -> None:
     ids=["results", "problems"],
 )
 def test_output_tables_are_the_schemas(columns: Sequence[Column[Any]]) -> None:
-    """docs/outputs.md shows each file's fixed columns exactly as output/schemas makes them:
+    """docs/outputs.md shows each file's fixed columns exactly as contract/schemas makes them:
     names, types and meanings, in order."""
     assert markdown_table(columns) in OUTPUTS
 
 
 def test_book_table_is_the_schema() -> None:
-    """docs/outputs.md shows the book's own columns exactly as output/book makes them."""
+    """docs/outputs.md shows the book's own columns exactly as valuations/book makes them."""
     assert markdown_table(BOOK_KEYS) in OUTPUTS
     assert "## The book (`--book`)" in OUTPUTS
 
@@ -65,16 +66,42 @@ def test_every_input_rule_is_documented(rule: str) -> None:
     assert f"| `{rule}` |" in README
 
 
-@pytest.mark.parametrize("code", list(ExitCode))
-def test_every_exit_code_is_documented(code: ExitCode) -> None:
-    """Each exit code has a row in the README's table."""
-    assert f"\n| {int(code)} |" in README
+def _table_after(text: str, heading: str, first: str) -> dict[str, list[str]]:
+    """The Markdown table that follows `heading` and whose header starts `| first |`: its
+    rows by their first cell (backticks taken off), each with its other cells."""
+    start = text.index(heading)
+    lines = text[start:].splitlines()
+    top = next(i for i, line in enumerate(lines) if line.startswith(f"| {first} |"))
+    rows: dict[str, list[str]] = {}
+    for line in lines[top + 2 :]:
+        if not line.startswith("|"):
+            break
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        rows[cells[0].strip("`")] = cells[1:]
+    return rows
 
 
-@pytest.mark.parametrize("reason", list(StopReason))
-def test_every_stop_reason_is_documented(reason: StopReason) -> None:
-    """Each stop reason has a row in the README's table, with its exit code."""
-    assert f"| `{reason.value}` | {int(reason.exit_code)} |" in README
+def test_the_exit_code_table_is_the_codes() -> None:
+    """The README's exit-code table has a row for every exit code, and no other."""
+    table = _table_after(README, "### Exit codes", "code")
+    assert sorted(table, key=int) == sorted(str(int(code)) for code in ExitCode)
+
+
+def test_the_stop_reason_table_is_the_reasons() -> None:
+    """The README's stop-reason table has a row for every reason, and no other, each with
+    the exit code the reason gives."""
+    table = _table_after(README, "reasons are stable words:", "reason")
+    assert {reason: cells[0] for reason, cells in table.items()} == {
+        reason.value: str(int(reason.exit_code)) for reason in StopReason
+    }
+
+
+def test_every_schema_version_the_readme_names_is_the_code_s() -> None:
+    """Wherever the README names the output schema version (prose, a manifest example),
+    it is the one the code writes."""
+    named = re.findall(r"schema version (\d+)|\"schema_version\": \"(\d+)\"", README)
+    assert named  # the check can see
+    assert {a or b for a, b in named} == {SCHEMA_VERSION}
 
 
 def test_set_up_commands_are_documented() -> None:
@@ -84,6 +111,6 @@ def test_set_up_commands_are_documented() -> None:
 
 
 def test_charges_table_is_the_schema() -> None:
-    """docs/outputs.md shows charges.parquet's columns exactly as output/charges makes them."""
+    """docs/outputs.md shows charges.parquet's columns exactly as engine/charges_file makes them."""
     assert "## charges.parquet" in OUTPUTS
     assert markdown_table(CHARGE_COLUMNS) in OUTPUTS

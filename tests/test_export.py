@@ -1,4 +1,4 @@
-"""`batchval export DIR` (batchval/output/export.py): a real run's results and problems as
+"""`batchval export DIR` (batchval/tools/export.py): a real run's results and problems as
 CSV, XLSX and JSON Lines, read back with polars and openpyxl: every row, the pass-through
 types, the flattened (or dropped) nested columns, the workbook's panes and formats."""
 
@@ -18,8 +18,11 @@ from support import env_for, run_cli
 from test_output_types import book, write
 
 from batchval.outcome import ExitCode
-from batchval.output.export import Format, export_dir
 from batchval.sandbox.server import RunningSandbox
+from batchval.tools.export import Format, export_dir
+
+# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+pytestmark = pytest.mark.slow
 
 NESTED = ("commentary", "rebuild_cost")
 

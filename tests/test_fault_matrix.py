@@ -56,6 +56,9 @@ from batchval.api import Credentials
 from batchval.sandbox.config import Faults, RateLimit, SandboxConfig
 from batchval.sandbox.server import RunningSandbox
 
+# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+pytestmark = pytest.mark.slow
+
 SCALE: float = float(os.environ.get("BATCHVAL_RELIABILITY_SCALE", "1"))
 """How hard the matrix pushes: rows and fault durations are multiplied by it. 1 keeps
 `make test` fast; `make reliability` runs this file with a larger value (such as 10)."""

@@ -1,4 +1,4 @@
-"""Files replaced whole (batchval/files.py): JSON, text, any bytes, Parquet."""
+"""Files replaced whole (batchval/engine/files.py): JSON, text, any bytes, Parquet."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from batchval import files
-from batchval.files import (
+from batchval.engine import files
+from batchval.engine.files import (
     atomic_file,
     write_json_atomic,
     write_parquet,

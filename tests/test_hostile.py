@@ -48,10 +48,13 @@ from support import (
     run_cli,
 )
 
-from batchval.run.keys import idempotency_key
+from batchval.engine.keys import idempotency_key
 from batchval.sandbox.app import API_PREFIX
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.checkpoint import Checkpoint
+
+# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+pytestmark = pytest.mark.slow
 
 SEED: int = int(os.environ.get("BATCHVAL_FAULT_SEED", "2026"))
 """The seed of the proxy's draws; set it to replay a failure."""

@@ -12,21 +12,20 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from batchval import ingest as ingest_module
-from batchval.ingest import (
+from batchval.engine.batches import read_batches, refusal
+from batchval.input import InputOptions, InputSource, open_input
+from batchval.outcome import RunRefusedError, StopReason
+from batchval.store.checkpoint import Checkpoint
+from batchval.store.rows import Row
+from batchval.valuations import ingest as ingest_module
+from batchval.valuations.ingest import (
     Ingest,
     Keyed,
     ReadAhead,
     Refusals,
     _split,
     ingest,
-    read_batches,
-    refusal,
 )
-from batchval.input import InputOptions, InputSource, open_input
-from batchval.outcome import RunRefusedError, StopReason
-from batchval.store.checkpoint import Checkpoint
-from batchval.store.rows import Row
 
 GOOD = ("SW1A 2AA", "terraced", "3")
 SCOTTISH = ("EH1 1AA", "terraced", "3")

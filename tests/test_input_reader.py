@@ -384,6 +384,7 @@ def test_quote_marks_past_the_first_block(tmp_path: Path, cell: str, read: str |
     assert len(notes) == 20_000
 
 
+@pytest.mark.slow
 def test_parquet_memory_does_not_grow_with_the_file(tmp_path: Path) -> None:
     """Streaming a Parquet file of many row groups, Arrow holds a row group's worth, not
     the file (pyarrow's pre-buffering would keep every chunk read until the end)."""

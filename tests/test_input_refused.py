@@ -119,6 +119,7 @@ def test_the_default_is_at_least_half() -> None:
 # --- run, as a process -------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_row_refused_exits_65_and_sends_nothing(
     served: RunningSandbox, tmp_path: Path
 ) -> None:
@@ -142,6 +143,7 @@ def test_every_row_refused_exits_65_and_sends_nothing(
     assert served.sandbox.ledger.requests == []
 
 
+@pytest.mark.slow
 def test_refused_rows_after_good_ones_are_refused_before_any_call(
     served: RunningSandbox, tmp_path: Path
 ) -> None:
@@ -160,6 +162,7 @@ def test_refused_rows_after_good_ones_are_refused_before_any_call(
     assert summary["rows"]["pending"] == 20
 
 
+@pytest.mark.slow
 def test_a_few_bad_rows_in_a_good_file_complete(served: RunningSandbox, tmp_path: Path) -> None:
     """2 bad rows in 1,000 are problems of a complete run: exit 0, the rest valued."""
     source = homes(tmp_path / "book.csv", (499, GOOD), (2, UNMAPPED), (499, GOOD))
@@ -174,6 +177,7 @@ def test_a_few_bad_rows_in_a_good_file_complete(served: RunningSandbox, tmp_path
 @pytest.mark.parametrize(
     ("share", "code"), [(None, 0), ("0.25", 65), ("0.3", 0), ("0", 0), ("1", 0)]
 )
+@pytest.mark.slow
 def test_the_share_setting_is_honoured(
     served: RunningSandbox, tmp_path: Path, share: str | None, code: int
 ) -> None:
@@ -187,6 +191,7 @@ def test_the_share_setting_is_honoured(
     assert valuations_posted(served) == (0 if code else 7)
 
 
+@pytest.mark.slow
 def test_off_values_the_rest(served: RunningSandbox, tmp_path: Path) -> None:
     """With the rule off, a mostly refused file is valued as far as it can be (exit 0)."""
     source = homes(tmp_path / "book.csv", (1, GOOD), (9, UNMAPPED))
@@ -198,6 +203,7 @@ def test_off_values_the_rest(served: RunningSandbox, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("share", ["1.5", "-0.1", "half"])
+@pytest.mark.slow
 def test_a_share_out_of_range_is_a_config_error(
     served: RunningSandbox, tmp_path: Path, share: str
 ) -> None:
@@ -209,6 +215,7 @@ def test_a_share_out_of_range_is_a_config_error(
     assert "max_refused_share" in done.stderr
 
 
+@pytest.mark.slow
 def test_homes_outside_england_and_wales_count(served: RunningSandbox, tmp_path: Path) -> None:
     """Rows refused as outside England and Wales (Scottish postcodes) count like any
     other refusal."""
@@ -222,6 +229,7 @@ def test_homes_outside_england_and_wales_count(served: RunningSandbox, tmp_path:
     assert served.sandbox.ledger.requests == []
 
 
+@pytest.mark.slow
 def test_the_dry_run_says_the_same_and_exits_the_same(
     served: RunningSandbox, tmp_path: Path
 ) -> None:
@@ -244,6 +252,7 @@ def test_the_dry_run_says_the_same_and_exits_the_same(
     [[(10, UNMAPPED)], [(4, GOOD), (6, UNMAPPED)]],
     ids=["nothing-pending", "rows-pending"],
 )
+@pytest.mark.slow
 def test_status_exits_65(
     served: RunningSandbox, tmp_path: Path, groups: list[tuple[int, tuple[str, str]]]
 ) -> None:
@@ -256,6 +265,7 @@ def test_status_exits_65(
     assert json.loads(status.stdout)["stop"]["reason"] == "input_mostly_refused"
 
 
+@pytest.mark.slow
 def test_a_corrected_config_runs_in_the_same_dir(served: RunningSandbox, tmp_path: Path) -> None:
     """Nothing was sent from a refused DIR: the same command with the corrected mapping
     values every row there, without --accept-changes; status then exits 0."""
@@ -271,6 +281,7 @@ def test_a_corrected_config_runs_in_the_same_dir(served: RunningSandbox, tmp_pat
     assert run_cli("status", str(out), env=env_for(served)).returncode == 0
 
 
+@pytest.mark.slow
 def test_a_dir_that_sent_still_refuses_a_change(served: RunningSandbox, tmp_path: Path) -> None:
     """A DIR from which calls were made keeps refusing changed settings (64) without
     --accept-changes, even after a later invocation was refused for its input."""
@@ -288,6 +299,7 @@ def test_a_dir_that_sent_still_refuses_a_change(served: RunningSandbox, tmp_path
     assert "--accept-changes" in refused.stderr
 
 
+@pytest.mark.slow
 def test_a_book_run_is_refused_before_its_plan(served: RunningSandbox, tmp_path: Path) -> None:
     """`run --book` of a mostly refused file: exit 65, nothing sent, no book written."""
     source = homes(tmp_path / "book.csv", (3, GOOD), (7, UNMAPPED))
@@ -303,6 +315,7 @@ def test_a_book_run_is_refused_before_its_plan(served: RunningSandbox, tmp_path:
     assert dry.returncode == 65, dry.stderr
 
 
+@pytest.mark.slow
 def test_check_fails_the_input_with_65(served: RunningSandbox, tmp_path: Path) -> None:
     """`check INPUT` says the run would refuse a mostly refused input, and exits 65."""
     source = homes(tmp_path / "book.csv", (42, UNMAPPED))
@@ -311,6 +324,7 @@ def test_check_fails_the_input_with_65(served: RunningSandbox, tmp_path: Path) -
     assert "input_mostly_refused" in done.stdout
 
 
+@pytest.mark.slow
 def test_streets_of_mostly_bad_postcodes_exits_65(served: RunningSandbox, tmp_path: Path) -> None:
     """`streets` of a file whose postcodes are mostly refused reads none: exit 65, and
     its dry run and status say the same."""

@@ -143,6 +143,7 @@ CELLS = [
     cells=st.lists(st.sampled_from(CELLS), min_size=1, max_size=12),
     cuts=st.lists(st.integers(min_value=1, max_value=12), max_size=4),
 )
+@pytest.mark.slow
 def test_types_over_blocks_are_polars_types_over_the_file(
     cells: list[str], cuts: list[int]
 ) -> None:

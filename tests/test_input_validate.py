@@ -322,6 +322,7 @@ def test_include_column_named_in_passthrough_is_sent_and_rides_along() -> None:
     st.lists(st.sampled_from([";", ",", " ; ", ", ", " ,"]), min_size=4, max_size=4),
     st.randoms(use_true_random=False),
 )
+@pytest.mark.slow
 def test_permuted_include_items_give_byte_identical_requests(
     items: list[str], separators: list[str], rng: random.Random
 ) -> None:
@@ -383,6 +384,7 @@ def test_reference_is_sent_in_its_normal_form() -> None:
 
 @settings(deadline=None, max_examples=100)
 @given(st.text(max_size=70))
+@pytest.mark.slow
 def test_any_reference_gives_the_same_answer_in_every_normal_form(reference: str) -> None:
     """A reference in NFC or in NFD gets the same request_json, or the same rule."""
     forms = [unicodedata.normalize(form, reference) for form in ("NFC", "NFD")]
@@ -527,6 +529,7 @@ def valid_rows(draw: st.DrawFn) -> tuple[dict[str, str], dict[str, Any]]:
 
 @settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(valid_rows(), min_size=1, max_size=8))
+@pytest.mark.slow
 def test_valid_rows_become_the_request_the_server_accepts(
     cases: list[tuple[dict[str, str], dict[str, Any]]],
 ) -> None:
@@ -558,6 +561,7 @@ MESSY_ROWS = st.fixed_dictionaries({f: LIKELY[f] | ANY_TEXT for f in [*REQUEST_F
 
 @settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(MESSY_ROWS, min_size=1, max_size=8))
+@pytest.mark.slow
 def test_every_row_gets_a_request_or_a_rule_never_both(rows: list[dict[str, str | None]]) -> None:
     """Whatever is in a row, it gets exactly one of request_json and rule, and a request
     it gets is one the sandbox accepts."""
@@ -573,6 +577,7 @@ def test_every_row_gets_a_request_or_a_rule_never_both(rows: list[dict[str, str 
 
 @settings(deadline=None, max_examples=100)
 @given(st.text(max_size=70))
+@pytest.mark.slow
 def test_any_reference_the_client_passes_the_server_passes(reference: str) -> None:
     """The reference rules agree with the sandbox on any text, Unicode included."""
     got = one({"reference": reference})

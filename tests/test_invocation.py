@@ -1,5 +1,5 @@
 """What a command says of a defect met outside any DIR's log, and its signals outside
-the sending phase (batchval/invocation.py); `locked_dir` itself is exercised by every
+the sending phase (batchval/engine/invocation.py); `locked_dir` itself is exercised by every
 run, streets and verify test."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 import structlog
 
 from batchval import cli, logs
-from batchval.invocation import NotedSignals, defect_line
+from batchval.engine.invocation import NotedSignals, defect_line
 from batchval.logs import Redactor
 
 SECRET = "s3cr3t-value-never-shown"
@@ -68,7 +68,7 @@ def test_a_defect_in_split_exits_70_with_one_line_and_the_traceback_in_a_file(
     """`split` meeting an unexpected error: exit 70, one `internal_error` line on stderr
     naming the file with the traceback, no traceback on the terminal."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    monkeypatch.setattr("batchval.split.split_input", lambda *_a, **_k: _fail())
+    monkeypatch.setattr("batchval.tools.split.split_input", lambda *_a, **_k: _fail())
     source = tmp_path / "book.csv"
     source.write_text("postcode,property_type\nSW1A 1AA,flat\n", encoding="utf-8")
     with pytest.raises(SystemExit) as ended:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batchval.run.keys import daily_run_id, idempotency_key, idempotency_keys
+from batchval.engine.keys import daily_run_id, idempotency_key, idempotency_keys
 
 requests = st.fixed_dictionaries(
     {

@@ -1,4 +1,4 @@
-"""Lender outputs (output/lender): loan-to-value, bands, flags and the portfolio totals,
+"""Lender outputs (contract/lender): loan-to-value, bands, flags and the portfolio totals,
 by the arithmetic alone and through `batchval run` against the served sandbox."""
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ import pytest
 from support import env_for, outputs, run_cli
 
 from batchval.api.models import Valuation
-from batchval.input.lender import LenderOptions
-from batchval.output.lender import (
+from batchval.contract.lender import (
     FLAGS,
     LenderFigures,
     Lending,
@@ -26,6 +25,7 @@ from batchval.output.lender import (
     model_builds,
     months_between,
 )
+from batchval.input.lender import LenderOptions
 from batchval.sandbox.server import RunningSandbox
 
 LENDER_COLUMNS = [
@@ -301,6 +301,7 @@ def expected_band(ltv_percent_edges: Sequence[float], balance: float, estimate: 
     return labels[-1]
 
 
+@pytest.mark.slow
 def test_ltv_and_portfolio_through_a_run(served: RunningSandbox, tmp_path: Path) -> None:
     """Every valued row's indexed_ltv is balance / estimate; the summary's portfolio LTVs
     match the formulas recomputed from results.parquet; duplicates count as loans."""
@@ -356,6 +357,7 @@ def test_ltv_and_portfolio_through_a_run(served: RunningSandbox, tmp_path: Path)
     assert "portfolio: 13 loans" in done.stdout
 
 
+@pytest.mark.slow
 def test_mapped_balance_and_configured_threshold(served: RunningSandbox, tmp_path: Path) -> None:
     """A column `balance` mapped to loan_balance in the config gives the LTVs; the config's
     wide_range threshold decides the flag; the mapped column stays a pass-through."""
@@ -380,6 +382,7 @@ def test_mapped_balance_and_configured_threshold(served: RunningSandbox, tmp_pat
     assert summary["portfolio"]["flags"]["wide_range"] == valued["wide_range"].sum()
 
 
+@pytest.mark.slow
 def test_stale_index_uses_the_runs_date(served: RunningSandbox, tmp_path: Path) -> None:
     """Run eight months after the sandbox's today, every indexedTo (two months back there)
     is more than six months old: stale on every row."""
@@ -400,6 +403,7 @@ def test_stale_index_uses_the_runs_date(served: RunningSandbox, tmp_path: Path) 
     assert results["model_changed"].to_list() == [False] * 4  # the sandbox has one model
 
 
+@pytest.mark.slow
 def test_no_lender_columns_without_a_balance(served: RunningSandbox, tmp_path: Path) -> None:
     """An input with a loan id but no balance or origination value has no lender columns
     and a null portfolio."""
@@ -416,6 +420,7 @@ def test_no_lender_columns_without_a_balance(served: RunningSandbox, tmp_path: P
     assert json.loads((out / "summary.json").read_text())["portfolio"] is None
 
 
+@pytest.mark.slow
 def test_sample_mortgage_book(served: RunningSandbox, tmp_path: Path) -> None:
     """sample_inputs/mortgage_book.csv values with its lender figures: every valued row
     but the two without a balance is in the portfolio."""

@@ -22,6 +22,9 @@ from batchval.sandbox.app import API_PREFIX
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
 
+# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+pytestmark = pytest.mark.slow
+
 TMUX = shutil.which("tmux")
 needs_tmux = pytest.mark.skipif(
     TMUX is None,

@@ -1,4 +1,4 @@
-"""The run's manifest (output/manifest): manifest.json and the same JSON in both Parquet
+"""The run's manifest (valuations/manifest): manifest.json and the same JSON in both Parquet
 files' metadata, with the provenance of the figures and never a secret."""
 
 from __future__ import annotations
@@ -10,11 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import pytest
 from support import LIVE, assert_no_secrets, env_for, outputs, portfolio, run_cli
 
 from batchval.logs import Redactor
-from batchval.output.manifest import MANIFEST_NAME, METADATA_KEY, Manifest, read_metadata
 from batchval.sandbox.server import RunningSandbox
+from batchval.valuations.manifest import MANIFEST_NAME, METADATA_KEY, Manifest, read_metadata
+
+# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+pytestmark = pytest.mark.slow
 
 
 def manifest_of(out: Path) -> dict[str, Any]:

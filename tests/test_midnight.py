@@ -1,4 +1,4 @@
-"""run/midnight: a daily-limit answer's not_before, read as the API's midnight when its
+"""engine/midnight: a daily-limit answer's not_before, read as the API's midnight when its
 Retry-After ends near one, and never earlier than now + Retry-After."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batchval.run.midnight import (
+from batchval.engine.midnight import (
     MIDNIGHT_WINDOW,
     TOLERATED_SKEW,
     nearest_midnight,

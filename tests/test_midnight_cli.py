@@ -19,9 +19,12 @@ from typing import Any
 import pytest
 from support import LIVE, assert_accounted, assert_paid_once, env_for, portfolio, run_cli
 
-from batchval.run.midnight import next_midnight
+from batchval.engine.midnight import next_midnight
 from batchval.sandbox.ledger import RequestRecord
 from batchval.sandbox.server import RunningSandbox
+
+# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+pytestmark = pytest.mark.slow
 
 DAY = 86_400
 # batchval's clock a minute ahead of the sandbox's, and a minute behind.

@@ -130,6 +130,7 @@ def _read_back(target: Target, headers: dict[str, str], response: schemathesis.R
 
 @SCHEMA.parametrize()
 @FUZZ_SETTINGS
+@pytest.mark.slow
 def test_every_answer_is_documented(case: schemathesis.Case[Any], target: Target) -> None:
     """Any request the description allows, or breaks, gets a documented answer."""
     case.call_and_validate(base_url=target.base_url, headers=target.live, checks=CHECKS)
@@ -142,6 +143,7 @@ def test_every_answer_is_documented(case: schemathesis.Case[Any], target: Target
 @SHAPED.parametrize()
 @FUZZ_SETTINGS
 @pytest.mark.parametrize("mode", ["live", "test"])
+@pytest.mark.slow
 def test_well_shaped_postcodes_get_documented_answers(
     case: schemathesis.Case[Any], target: Target, mode: str
 ) -> None:

@@ -1,4 +1,4 @@
-"""output/book: the book file, its refusals, the carry into results.parquet, the ages."""
+"""valuations/book: the book file, its refusals, the carry into results.parquet, the ages."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from batchval.output.book import (
+from batchval.contract.schemas import results_schema
+from batchval.valuations.book import (
     BookError,
     BookMismatchError,
     age_profile,
@@ -19,7 +20,6 @@ from batchval.output.book import (
     read_book,
     write_book,
 )
-from batchval.output.schemas import results_schema
 
 NOW = dt.datetime(2026, 11, 23, 2, 0, tzinfo=dt.UTC)
 PASSTHROUGH = pa.schema([("loan_id", pa.string())])

@@ -12,9 +12,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from support import BATCHVAL, LIVE, env_for, portfolio, run_cli
 
 from batchval.api.auth import Credentials
-from batchval.output.metrics import RunMetrics, markdown_table, render, write_metrics
 from batchval.sandbox.config import Faults, RateLimit
 from batchval.sandbox.server import RunningSandbox
+from batchval.valuations.metrics import RunMetrics, markdown_table, render, write_metrics
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -40,6 +40,7 @@ def config(tmp_path: Path, **run: object) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_metrics_during_and_after_a_run(served: RunningSandbox, tmp_path: Path) -> None:
     """While a slow run goes, the file parses and says running with rows still pending;
     at the end it says the exit code, the rows, credits and calls the ledger shows."""
@@ -85,6 +86,7 @@ def test_metrics_during_and_after_a_run(served: RunningSandbox, tmp_path: Path) 
     assert [p.name for p in metrics.parent.iterdir()] == [metrics.name]  # no temporary left
 
 
+@pytest.mark.slow
 def test_429s_are_counted(served: RunningSandbox, tmp_path: Path) -> None:
     """A tight short-term limit: the 429s met are in the calls by status and the 429 count."""
     served.sandbox.config.rate_limit = RateLimit(rate_per_second=5.0, burst=2)
@@ -102,6 +104,7 @@ def test_429s_are_counted(served: RunningSandbox, tmp_path: Path) -> None:
     assert value(after, "calls", status="429") == limited
 
 
+@pytest.mark.slow
 def test_a_failed_run_keeps_the_last_success(served: RunningSandbox, tmp_path: Path) -> None:
     """A run refused by the account (77) writes its exit code and keeps the time of the
     last run that exited 0, in another DIR."""
@@ -125,6 +128,7 @@ def test_a_failed_run_keeps_the_last_success(served: RunningSandbox, tmp_path: P
     assert value(after, "last_success_timestamp_seconds") == success
 
 
+@pytest.mark.slow
 def test_a_refused_input_writes_its_exit_code(tmp_path: Path) -> None:
     """An input that cannot be used: exit 65 in the file, no rows, no last success."""
     empty = tmp_path / "empty.csv"
@@ -141,6 +145,7 @@ def test_a_refused_input_writes_its_exit_code(tmp_path: Path) -> None:
     assert value(after, "last_success_timestamp_seconds") is None
 
 
+@pytest.mark.slow
 def test_an_unwritable_metrics_file_never_changes_the_outcome(
     served: RunningSandbox, tmp_path: Path
 ) -> None:
@@ -175,6 +180,6 @@ def test_write_reads_back_the_last_success(tmp_path: Path) -> None:
 
 
 def test_every_metric_is_documented() -> None:
-    """docs/outputs.md shows the metric families exactly as output/metrics makes them."""
+    """docs/outputs.md shows the metric families exactly as valuations/metrics makes them."""
     page = (Path(__file__).resolve().parents[1] / "docs" / "outputs.md").read_text()
     assert markdown_table() in page

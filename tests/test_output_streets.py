@@ -10,8 +10,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from batchval.output.street_files import write_homes, write_street_problems, write_streets
-from batchval.output.streets import (
+from batchval.sandbox.streets import street_analysis_body
+from batchval.store.checkpoint import Checkpoint
+from batchval.store.streets import StreetStore
+from batchval.streets.files import write_homes, write_street_problems, write_streets
+from batchval.streets.schema import (
     ENERGY,
     PRICE_INDEX,
     RENTAL,
@@ -20,9 +23,6 @@ from batchval.output.streets import (
     from_api,
     markdown_table,
 )
-from batchval.sandbox.streets import street_analysis_body
-from batchval.store.checkpoint import Checkpoint
-from batchval.store.streets import StreetStore
 
 NOW = dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC)
 DOCS = (Path(__file__).resolve().parents[1] / "docs" / "outputs.md").read_text(encoding="utf-8")

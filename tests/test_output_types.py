@@ -23,6 +23,9 @@ from support import BATCHVAL, assert_accounted, assert_paid_once, env_for, run_c
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
 
+# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+pytestmark = pytest.mark.slow
+
 POSTCODES = ["SW1A 2AA", "M1 1AE", "LS6 2AB", "CF10 1AA", "BS1 4DJ", "NE1 7RU"]
 EXTRAS = {"commentary", "rebuild_cost"}
 TYPES = pa.schema(
@@ -199,7 +202,6 @@ def _ingest_complete(out: Path) -> bool:
     return bool(found)
 
 
-@pytest.mark.slow
 def test_killed_and_resumed_runs_keep_the_passthrough(
     served: RunningSandbox, tmp_path: Path
 ) -> None:

@@ -19,24 +19,22 @@ import pytest
 from structlog.testing import capture_logs
 from support import settle_sent
 
-from batchval import files
 from batchval.api.vocabulary import INCLUDE_ITEMS
-from batchval.output import (
+from batchval.contract import schemas
+from batchval.contract.lender import LENDER_GROUPS
+from batchval.contract.records import FLOOR_AREA_HINT, ProblemRow
+from batchval.contract.schemas import (
     PROBLEM_COLUMNS,
     RESULT_COLUMNS,
-    arrow,
     passthrough_columns,
     problems_schema,
     results_schema,
-    schemas,
-    write_problems,
-    write_results,
-    writer,
 )
-from batchval.output.lender import LENDER_GROUPS
-from batchval.output.records import FLOOR_AREA_HINT, ProblemRow
+from batchval.engine import arrow, files
 from batchval.sandbox.data import valuation_parts
 from batchval.store.checkpoint import Checkpoint
+from batchval.valuations import writer
+from batchval.valuations.writer import write_problems, write_results
 
 NOW = dt.datetime(2025, 3, 1, 10, 0, tzinfo=dt.UTC)
 VALUED_AT = dt.datetime(2025, 3, 1, 10, 0, 0, 250_000, tzinfo=dt.UTC)

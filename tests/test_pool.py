@@ -13,16 +13,16 @@ import pytest
 from support import LIVE, POOR, client_for
 
 from batchval.api import Answer, Credentials, DataUnavailableError, RateLimitedError
+from batchval.engine.keys import idempotency_key
+from batchval.engine.pool import PoolStats, WorkerPool
+from batchval.engine.ratecontrol import RateController
+from batchval.engine.retry import RetryPolicy
+from batchval.engine.stop import Stop
 from batchval.outcome import StopReason
-from batchval.run.keys import idempotency_key
-from batchval.run.pool import PoolStats, WorkerPool
-from batchval.run.ratecontrol import RateController
-from batchval.run.retry import RetryPolicy
-from batchval.run.stop import Stop
-from batchval.run.valuing import ValuationJob
 from batchval.sandbox.config import Faults, RateLimit, SandboxConfig
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.checkpoint import Checkpoint
+from batchval.valuations.valuing import ValuationJob
 
 pytestmark = pytest.mark.anyio
 
@@ -103,6 +103,7 @@ async def test_every_request_valued_and_duplicates_once(
     ],
     ids=["503", "504-after-commit", "drop-after-commit", "malformed", "revoked-tokens"],
 )
+@pytest.mark.slow
 async def test_transient_faults_are_retried_with_the_same_key(
     served: RunningSandbox, tmp_path: Path, faults: Faults
 ) -> None:
@@ -166,6 +167,7 @@ async def test_daily_limit_stops_with_a_time_to_resume(
 
 
 @pytest.mark.parametrize("config", [SandboxConfig(rate_limit=RateLimit(10.0, 5))])
+@pytest.mark.slow
 async def test_short_term_limit_is_honoured(served: RunningSandbox, tmp_path: Path) -> None:
     """Past the bucket, every worker waits out Retry-After: no early call, all valued."""
     checkpoint = checkpoint_with(tmp_path, [request(n) for n in range(40)])
@@ -242,6 +244,7 @@ async def test_a_request_failing_among_successes_spends_its_attempts(tmp_path: P
     assert [p.key for p in checkpoint.requests.pending()] == [failing]  # pending, not a problem
 
 
+@pytest.mark.slow
 async def test_failures_with_nothing_else_answered_are_the_apis(
     served: RunningSandbox, tmp_path: Path
 ) -> None:
@@ -345,6 +348,7 @@ class _TokenWaitApi:
         return Answer(201, b'{"id": "val_x"}', {"id": "val_x"})
 
 
+@pytest.mark.slow
 async def test_no_call_leaves_during_a_pause_after_a_token_wait(tmp_path: Path) -> None:
     """A call that waited for a token while a 429 arrived still waits out Retry-After."""
     checkpoint = checkpoint_with(tmp_path, [request(1), request(2)])

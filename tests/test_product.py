@@ -16,17 +16,17 @@ from pathlib import Path
 
 from batchval.api.client import Answer
 from batchval.api.errors import PartnerError
-from batchval.command import Lines, invoke
-from batchval.ingest import ingest
+from batchval.engine.command import Lines, invoke
+from batchval.engine.invocation import NotedSignals
+from batchval.engine.job import Gate, Settled
+from batchval.engine.sending import Sending, SendOutcome
+from batchval.engine.summary import DryRunSummary, RunSummary
 from batchval.input import InputOptions, InputSource, open_input
-from batchval.invocation import NotedSignals
 from batchval.outcome import ExitCode, StopInfo
-from batchval.output.summary import DryRunSummary, RunSummary
-from batchval.run.job import Gate, Settled
-from batchval.run.sending import Sending, SendOutcome
 from batchval.settings import ApiSettings, RunOptions
 from batchval.store.checkpoint import Checkpoint, Counts
 from batchval.store.queue import QueueItem
+from batchval.valuations.ingest import ingest
 
 NOW = dt.datetime(2026, 11, 25, 9, tzinfo=dt.UTC)
 NOWHERE = ApiSettings("http://127.0.0.1:9", "http://127.0.0.1:9/token", "dry", "dry")

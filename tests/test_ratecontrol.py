@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from batchval.run.breaker import CircuitBreaker
-from batchval.run.ratecontrol import (
+from batchval.engine.breaker import CircuitBreaker
+from batchval.engine.ratecontrol import (
     BACKOFF,
     HARD_BACKOFF,
     PROBE_GROWTH,

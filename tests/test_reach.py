@@ -18,13 +18,16 @@ import pytest
 import yaml
 from support import LIVE, portfolio
 
+from batchval.engine.summary import RunSummary
 from batchval.outcome import ExitCode, StopReason
-from batchval.output.summary import RunSummary
-from batchval.runner import Runner, RunRequest
 from batchval.sandbox.app import API_PREFIX
 from batchval.sandbox.server import RunningSandbox
 from batchval.settings import load_settings
 from batchval.store.checkpoint import Checkpoint
+from batchval.valuations.runner import Runner, RunRequest
+
+# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+pytestmark = pytest.mark.slow
 
 # The API's host name, as the replaced resolver knows it (or not).
 HOST = "api.partner.test"

@@ -1,4 +1,4 @@
-"""`run/reading`: the read job hands the pool its items a page at a time, in rowid order,
+"""`engine/reading`: the read job hands the pool its items a page at a time, in rowid order,
 and sends each as a GET by its valuation id."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 
 from batchval.api.client import Answer
 from batchval.api.errors import PartnerError
-from batchval.run import reading
-from batchval.run.job import Gate, Settled
+from batchval.engine import reading
+from batchval.engine.job import Gate, Settled
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""The recovery path of `run` (`run/recovery`): a paid answer that could not be read is
+"""The recovery path of `run` (`valuations/recovery`): a paid answer that could not be read is
 read back by id (free) on the next run, and its rows move from problems to results,
 charged once; a read that is refused or still unreadable leaves the problem as it was."""
 
@@ -16,10 +16,10 @@ from hostile import HostileProxy, Rules, serve_proxy
 from support import LIVE, env_for, outputs, portfolio, run_cli, settle_sent
 
 from batchval.api.client import Answer
-from batchval.run.job import Gate
-from batchval.run.recovery import RecoveryJob, recoverable
+from batchval.engine.job import Gate
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.checkpoint import Checkpoint
+from batchval.valuations.recovery import RecoveryJob, recoverable
 
 READ = "/valuations/"
 
@@ -51,6 +51,7 @@ def first_run(proxy: HostileProxy, served: RunningSandbox, tmp_path: Path, rows:
     return source
 
 
+@pytest.mark.slow
 def test_an_unreadable_paid_answer_is_read_back_on_the_next_run(
     proxy: HostileProxy, served: RunningSandbox, tmp_path: Path
 ) -> None:
@@ -78,6 +79,7 @@ def test_an_unreadable_paid_answer_is_read_back_on_the_next_run(
     assert calls(served, "GET", READ) == 3
 
 
+@pytest.mark.slow
 def test_a_valuation_the_api_does_not_know_stays_a_problem(
     proxy: HostileProxy, served: RunningSandbox, tmp_path: Path
 ) -> None:
@@ -220,6 +222,7 @@ def test_a_readable_read_settles_the_request_with_its_first_charge(
     assert json.loads(row.answer)["valuation"]["estimate"] == 250000
 
 
+@pytest.mark.slow
 def test_a_complete_run_still_reports_refused_credentials_met_while_reading_back(
     proxy: HostileProxy, served: RunningSandbox, tmp_path: Path
 ) -> None:

@@ -13,9 +13,9 @@ import polars as pl
 import pytest
 from support import TEST, env_for, portfolio, run_cli
 
-from batchval import report
-from batchval.report import write_report
 from batchval.sandbox.server import RunningSandbox
+from batchval.tools import report
+from batchval.tools.report import write_report
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # As the machine notes advise: no first-run work and no background connections, which
@@ -63,6 +63,7 @@ def console_messages(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if ":CONSOLE" in line]
 
 
+@pytest.mark.slow
 def test_report_shows_the_runs_figures_and_loads_nothing(
     served: RunningSandbox, tmp_path: Path
 ) -> None:
@@ -85,6 +86,7 @@ def test_report_shows_the_runs_figures_and_loads_nothing(
     assert "@import" not in page
 
 
+@pytest.mark.slow
 def test_report_renders_in_chromium_without_console_messages(
     served: RunningSandbox, tmp_path: Path
 ) -> None:
@@ -162,6 +164,7 @@ def test_text_from_the_input_is_escaped(tmp_path: Path) -> None:
     assert "Run &lt;b&gt;x&lt;/b&gt;" in page
 
 
+@pytest.mark.slow
 def test_a_dir_without_a_run_is_refused_with_64(tmp_path: Path) -> None:
     """Nothing to report on: exit 64 and one line that says why."""
     done = run_cli("report", str(tmp_path), env=dict(os.environ))
@@ -170,6 +173,7 @@ def test_a_dir_without_a_run_is_refused_with_64(tmp_path: Path) -> None:
     assert not (tmp_path / "report.html").exists()
 
 
+@pytest.mark.slow
 def test_an_unreadable_summary_is_refused_with_64(tmp_path: Path) -> None:
     """A summary.json cut short (or not JSON) is one line and 64, not a traceback."""
     (tmp_path / "summary.json").write_text('{"run_id": "r1", "sta')

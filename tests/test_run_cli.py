@@ -30,6 +30,9 @@ from support import (
 from batchval.sandbox.config import Faults, RateLimit, SandboxConfig
 from batchval.sandbox.server import RunningSandbox
 
+# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+pytestmark = pytest.mark.slow
+
 
 def test_full_run_completes(served: RunningSandbox, tmp_path: Path) -> None:
     """A live run values every row; duplicates are charged once; the outputs add up."""

@@ -11,16 +11,16 @@ from support import LIVE, POOR, TEST, client_for
 
 from batchval.api import Credentials
 from batchval.api.client import Answer
+from batchval.engine.job import Gate
+from batchval.engine.pool import PoolStats, WorkerPool
+from batchval.engine.ratecontrol import RateController
+from batchval.engine.retry import RetryPolicy
+from batchval.engine.stop import Stop
 from batchval.outcome import StopReason
-from batchval.run.job import Gate
-from batchval.run.pool import PoolStats, WorkerPool
-from batchval.run.ratecontrol import RateController
-from batchval.run.retry import RetryPolicy
-from batchval.run.stop import Stop
-from batchval.run.streets import StreetApi, StreetJob
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.checkpoint import Checkpoint
 from batchval.store.streets import StreetStore
+from batchval.streets.job import StreetApi, StreetJob
 
 pytestmark = pytest.mark.anyio
 

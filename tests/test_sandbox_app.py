@@ -547,6 +547,7 @@ async def test_504_after_commit_then_replay(raw: httpx.AsyncClient, sandbox: San
     assert sandbox.ledger.charges_by_key() == {"fault-key-504": 1}
 
 
+@pytest.mark.slow
 async def test_slow_call_is_cut_at_the_request_timeout(
     config: SandboxConfig, raw: httpx.AsyncClient, sandbox: Sandbox
 ) -> None:

@@ -560,6 +560,7 @@ def valid_requests(draw: st.DrawFn) -> dict[str, Any]:
     now=st.datetimes(datetime(2025, 1, 1), datetime(2030, 12, 31), timezones=st.just(UTC)),
     reference=st.text(max_size=64),
 )
+@pytest.mark.slow
 def test_any_valid_request(request: dict[str, Any], now: datetime, reference: str) -> None:
     """For any valid request: low < estimate < high, plausible figures, deterministic."""
     try:
@@ -662,6 +663,7 @@ def _held_bodies() -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("member", ["soldPrices", "crime", "rental", "energy", "priceIndex"])
+@pytest.mark.slow
 def test_street_analysis_members_sometimes_null(member: str) -> None:
     """Each nullable member is null for some postcodes and an object for most."""
     bodies = _held_bodies()
@@ -669,6 +671,7 @@ def test_street_analysis_members_sometimes_null(member: str) -> None:
     assert 0 < nulls < len(bodies) / 4
 
 
+@pytest.mark.slow
 def test_street_analysis_inner_nulls_occur() -> None:
     """Callers see nulls inside rental, energy and priceIndex too."""
     bodies = _held_bodies()
@@ -682,6 +685,7 @@ def test_street_analysis_inner_nulls_occur() -> None:
     assert any(b["transport"] == [] for b in bodies)
 
 
+@pytest.mark.slow
 def test_sold_prices_consistent() -> None:
     """byYear is oldest first and agrees with the totals, lowest and highest sale."""
     for body in _held_bodies():
@@ -718,6 +722,7 @@ def test_price_index_months() -> None:
     assert [row["salesVolume"] is None for row in index["months"][:3]] == [True, True, False]
 
 
+@pytest.mark.slow
 def test_energy_fuel_use_shape() -> None:
     """Each FuelUse is an object with medianKwh, meanKwh and meters, or null."""
     for body in _held_bodies():
@@ -737,6 +742,7 @@ def test_energy_fuel_use_shape() -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(postcode=_POSTCODE)
+@pytest.mark.slow
 def test_any_held_postcode_matches_the_schema(postcode: str) -> None:
     """For any postcode: nothing held exactly by the documented rule, else a valid body."""
     body = street_analysis_body(postcode, now=NOW)

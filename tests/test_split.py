@@ -17,7 +17,10 @@ import pytest
 from support import LIVE, env_for, outputs, portfolio, run_cli
 
 from batchval.sandbox.server import RunningSandbox
-from batchval.split import shard_name
+from batchval.tools.split import shard_name
+
+# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+pytestmark = pytest.mark.slow
 
 ENV = {"PATH": "/usr/bin:/bin"}
 

@@ -19,14 +19,17 @@ import pyarrow.parquet as pq
 import pytest
 from support import BATCHVAL, LIVE, POOR, TEST, env_for, run_cli
 
+from batchval.engine.sending import SendOutcome
 from batchval.outcome import ExitCode, StopInfo, StopReason
-from batchval.output.streets import CRIME, ENERGY, PRICE_INDEX, RENTAL, SOLD_PRICES, STOP
-from batchval.run.sending import SendOutcome
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
 from batchval.settings import load_settings
 from batchval.store.checkpoint import Checkpoint
-from batchval.streets import StreetReading, Streets, StreetsRequest, StreetsSummary
+from batchval.streets.runner import StreetReading, Streets, StreetsRequest, StreetsSummary
+from batchval.streets.schema import CRIME, ENERGY, PRICE_INDEX, RENTAL, SOLD_PRICES, STOP
+
+# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+pytestmark = pytest.mark.slow
 
 DAY = 86_400
 # Rows 1-3 spell one postcode three ways; row 5 has a bad bedrooms value but a good
@@ -421,7 +424,7 @@ def test_the_api_identity_is_the_settings_one(
 ) -> None:
     """streets keeps the identity `settings.api_identity` gives, as run does: one rule."""
     source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
-    monkeypatch.setattr("batchval.streets.api_identity", lambda api: f"who:{api.client_id}")
+    monkeypatch.setattr("batchval.streets.runner.api_identity", lambda api: f"who:{api.client_id}")
     settings = load_settings(None, env_for(served))
     found = Streets(StreetsRequest(input_path=source, out_dir=out, settings=settings)).run()
     assert found.exit_code is ExitCode.COMPLETE

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from support import LIVE, portfolio
 
+from batchval.engine.summary import DryRunSummary, RunSummary, Tally
 from batchval.outcome import ExitCode, StopInfo, StopReason
-from batchval.output.summary import DryRunSummary, RunSummary, Tally
-from batchval.runner import Runner, RunRequest
 from batchval.sandbox.server import RunningSandbox
 from batchval.settings import load_settings
 from batchval.store.charges import Money
 from batchval.store.checkpoint import Counts
+from batchval.valuations.runner import Runner, RunRequest
 
 # summary.json's keys: scripts read them; they are added to, never renamed or removed.
 SUMMARY_KEYS = {

@@ -162,6 +162,7 @@ TRANSPORTS = ["lane", "httpx"]
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.slow
 async def test_tls_failures_are_named_with_openssls_reason(
     tls: TlsServer, served: RunningSandbox, transport: str
 ) -> None:

@@ -9,6 +9,7 @@ import sqlite3
 from pathlib import Path
 
 import polars as pl
+import pytest
 from support import (
     LIVE,
     POOR,
@@ -23,6 +24,9 @@ from support import (
 
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
+
+# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+pytestmark = pytest.mark.slow
 
 
 def run(

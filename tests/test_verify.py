@@ -25,6 +25,9 @@ from batchval.sandbox.server import RunningSandbox
 from batchval.store.checkpoint import Checkpoint
 from batchval.store.lock import RunLock
 
+# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+pytestmark = pytest.mark.slow
+
 READS = "/valuations/"
 
 

@@ -1,4 +1,4 @@
-"""XLSX (batchval/output/workbook.py): each column's number format, text kept as text,
+"""XLSX (batchval/tools/workbook.py): each column's number format, text kept as text,
 Excel's limits (rows, 15 digits, names alike but for case) met without losing data."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from batchval.outcome import ExitCode, RunRefusedError
-from batchval.output import workbook
-from batchval.output.export import Format, export_dir
-from batchval.output.workbook import number_format
+from batchval.tools import workbook
+from batchval.tools.export import Format, export_dir
+from batchval.tools.workbook import number_format
 
 
 def test_xlsx_writes_text_as_text(tmp_path: Path) -> None:

@@ -71,7 +71,7 @@ class Answer:
     status: int
     body: bytes
     data: dict[str, Any]
-    date: str | None = None  # the `Date` header: the API's clock (run/charges reads it)
+    date: str | None = None  # the `Date` header: the API's clock (engine/charges reads it)
 
 
 def canonical_json(body: dict[str, Any]) -> bytes:

@@ -3,7 +3,7 @@
 A mortgage book names, beside each home, the loan against it: `loan_balance`,
 `origination_value` (the valuation when the loan was made), `origination_date` and
 `loan_id`. None of them shapes a request: they ride along as pass-through columns, in
-their input types, and `output/lender` makes loan-to-value figures from them. Each is
+their input types, and `contract/lender` makes loan-to-value figures from them. Each is
 found by its own name (in any case, with `_`, `-`, spaces or none between the words:
 `Loan Balance`, `loanBalance`), or by the name `input.columns` maps it to in the config
 (`loan_balance: Balance`), exactly as request fields are.
@@ -26,7 +26,7 @@ LENDER_FIELDS: tuple[str, ...] = (
     "loan_id",
 )
 
-# The lender columns figures are made from (`output/lender`).
+# The lender columns figures are made from (`contract/lender`).
 FIGURE_FIELDS: tuple[str, ...] = ("loan_balance", "origination_value")
 
 # Upper edges of the loan-to-value bands, in percent: 0-60, 60-75, ..., 95-100, over 100.

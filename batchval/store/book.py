@@ -1,8 +1,8 @@
 """The `--book` plan of one DIR, in the DIR's database (`book_rows`).
 
 A book run decides once, after the ingest, what each valid input row gets tonight
-(`booking.plan`), and keeps the decision here so that a resumed or killed run carries
-on with the same plan rather than re-deciding against a book that it has not yet
+(`valuations/booking.plan`), and keeps the decision here so that a resumed or killed run
+carries on with the same plan rather than re-deciding against a book that it has not yet
 replaced. Two states hold a request back in the work queue (`WorkQueue.hold_back`):
 
 - `carried`: every row asking for the request has a fresh book entry; it is not sent.

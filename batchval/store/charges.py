@@ -4,7 +4,7 @@ figures every command reports, read from it.
 Each line says whether the charge was fresh (this DIR's call charged the account), a
 replay (the API answered from its idempotency store a charge made by an earlier call, in
 another DIR, on a lost DIR or by another worker: free this time) or uncertain (the
-evidence cannot tell; `run/charges` decides which). Only fresh charges are money this
+evidence cannot tell; `engine/charges` decides which). Only fresh charges are money this
 DIR spent. `Database` has these methods; streets and valuations write the same table.
 """
 

@@ -32,7 +32,7 @@ class InvocationLog:
         when the oldest of the invocations killed just before this one started, if any:
         one killed loses its last group of writes, so a request it sent may show no
         send; this invocation's first send of a request is then recorded as that time,
-        the earliest it can have been (`run/charges` reads it)."""
+        the earliest it can have been (`engine/charges` reads it)."""
         killed = self.sql.execute(
             "SELECT started_at FROM invocations WHERE ended_at IS NULL AND id > COALESCE("
             "(SELECT MAX(id) FROM invocations WHERE ended_at IS NOT NULL), 0) ORDER BY id LIMIT 1"

@@ -4,7 +4,7 @@ pass-through values (Arrow IPC, zstd; their schema as text in `meta`).
 
 A request's problem (`requests.problem`) is JSON, written by two rooms, both through
 `Checkpoint.record_problem`: the pool, for a problem the API blamed on the row
-(docs/api.md, section 5), and `run/answers`, for a paid answer that cannot be read
+(docs/api.md, section 5), and `valuations/answers`, for a paid answer that cannot be read
 (`unreadable-answer`). The writer reads it back into problems.parquet. The JSON is read
 tolerantly: it may come from an older batchval, and a problem row must never stop a
 write. A member of the wrong type reads as absent (a text member that is not text keeps

@@ -17,9 +17,9 @@ import sys
 import time
 from pathlib import Path
 
-from batchval.ingest import ingest, keyed_rows
 from batchval.input import InputOptions, open_input
 from batchval.store.checkpoint import Checkpoint
+from batchval.valuations.ingest import ingest, keyed_rows
 
 
 def main(source: Path, into: Path | None) -> None:

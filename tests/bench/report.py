@@ -499,7 +499,7 @@ def _startup_section(f: Figures) -> list[str]:
 
 
 RATE_CONTROLLER_DESIGN = """\
-The controller (batchval/run/ratecontrol.py) is told nothing about the limit. It paces
+The controller (batchval/engine/ratecontrol.py) is told nothing about the limit. It paces
 requests on one shared schedule and finds the limit like CUBIC finds a link's:
 
 - Slow start: from `--concurrency` calls a second (at least 10), the rate doubles every

@@ -22,10 +22,10 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from batchval.command import file_fingerprint
+from batchval.engine.command import file_fingerprint
+from batchval.engine.keys import idempotency_key
+from batchval.engine.names import LOG_NAME
 from batchval.input import open_input
-from batchval.output.names import LOG_NAME
-from batchval.run.keys import idempotency_key
 from batchval.settings import load_settings
 from batchval.store import records
 from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint

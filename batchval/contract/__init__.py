@@ -1,0 +1,4 @@
+"""The DIR's Parquet files as a contract, shared by the products that write them and the
+commands that read them: the columns of results.parquet and problems.parquet
+(`schemas`, one schema version for both), the records they are taken from (`records`)
+and the lender columns (`lender`)."""

@@ -1,0 +1,401 @@
+"""The Arrow schemas of `results.parquet` and `problems.parquet`: a contract.
+
+Scripts, notebooks and warehouse loads read these files by column name and type, so a
+column is never renamed, retyped or moved once released, and any change to the columns
+comes with a new `SCHEMA_VERSION` (kept in each file's schema metadata) and a line in
+docs/outputs.md.
+
+One table per file says, for each fixed column, its name, its Arrow type, its one-line
+description and how its value is taken from the row's record (`contract/records`): a
+result from the `Valuation` read from the answer, a problem from the `ProblemRow`. The
+Parquet schema, the writer's columns and docs/outputs.md all come from these tables.
+
+Layout of both files: `row_number` first, then the pass-through columns (the input's own
+columns, such as a loan id, named and typed as in the input: `pa.Schema` kept in the
+checkpoint at ingest), then the fixed columns in the table's order. A pass-through
+column whose name is also a fixed column's (compared case-insensitively, since SQL
+engines such as DuckDB fold case) is written as `<name>_input`; see
+`passthrough_columns`. `commentary` and `rebuild_cost` are there only when the run asked
+for them (`extras`), and the lender columns only when the input has a loan balance or an
+origination value (`contract/lender`): a column that could only be null is left out.
+
+Every field carries its one-line description in its Arrow metadata (`description`), so
+that `pq.read_schema(path)` documents the file it is read from. Timestamps are UTC
+instants in milliseconds. The nested `commentary` and `rebuild_cost` columns keep the
+API's members (docs/api.md, section 4) in snake_case.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from batchval.api.models import Valuation
+
+# The API's member names; the columns are their snake_case.
+from batchval.api.vocabulary import AREA_INSIGHTS_MEMBERS, COMMENTARY_MEMBERS
+from batchval.contract.lender import FLAG_COLUMNS, LTV_COLUMNS, ORIGINATION_COLUMNS
+from batchval.contract.records import ProblemRow, ValuedRow
+from batchval.engine.arrow import Column
+
+# 5: `source` (`api`, or `book` for a row carried from `--book`) after the pass-through
+#    columns. 4: the lender columns, when the input has a balance or an origination value; the run's
+#    manifest in the file metadata. 3: pass-through columns keep their input types;
+#    commentary and rebuild_cost only when asked for. 2: problems gained valuation_id
+#    and answer.
+SCHEMA_VERSION = "5"
+PASSTHROUGH_SUFFIX = "_input"
+
+_TIMESTAMP = pa.timestamp("ms", tz="UTC")
+_S, _I64, _F64 = pa.string(), pa.int64(), pa.float64()
+
+_REBUILD_COST_MEMBERS: tuple[tuple[str, pa.DataType], ...] = (
+    ("estimated", pa.bool_()),
+    ("reason", _S),
+    ("low", _I64),
+    ("typical", _I64),
+    ("high", _I64),
+    ("pricesAsOf", _S),
+)
+
+
+def snake_case(name: str) -> str:
+    """`areaInsights` -> `area_insights`."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+def _commentary_type(api_names: bool) -> pa.DataType:
+    def name(member: str) -> str:
+        return member if api_names else snake_case(member)
+
+    insights = pa.struct([(name(m), _S) for m in AREA_INSIGHTS_MEMBERS])
+    return pa.struct(
+        [(name(m), insights if m == "areaInsights" else _S) for m in COMMENTARY_MEMBERS]
+    )
+
+
+def _rebuild_cost_type(api_names: bool) -> pa.DataType:
+    return pa.struct(
+        [(m if api_names else snake_case(m), kind) for m, kind in _REBUILD_COST_MEMBERS]
+    )
+
+
+COMMENTARY_TYPE = _commentary_type(api_names=False)
+REBUILD_COST_TYPE = _rebuild_cost_type(api_names=False)
+# The same layouts under the API's names: the columns' `json_type`, under which the JSON
+# objects are converted before the arrays are viewed as the snake_case types.
+COMMENTARY_JSON_TYPE = _commentary_type(api_names=True)
+REBUILD_COST_JSON_TYPE = _rebuild_cost_type(api_names=True)
+
+
+def _answer(
+    name: str,
+    kind: pa.DataType,
+    description: str,
+    get: Callable[[Valuation], Any],
+    asked_by: str | None = None,
+    json_type: pa.DataType | None = None,
+) -> Column[ValuedRow]:
+    """A result column read from the valuation: null when the answer cannot be read."""
+
+    def value(row: ValuedRow) -> Any:
+        return None if row.valuation is None else get(row.valuation)
+
+    return Column(
+        name, kind, description, value, asked_by=asked_by, of_valuation=get, json_type=json_type
+    )
+
+
+def _lender(name: str, kind: pa.DataType, description: str, asked_by: str) -> Column[ValuedRow]:
+    """A lender column: the LenderFigures member of the same name."""
+    get = operator.attrgetter(name)
+
+    def value(row: ValuedRow) -> Any:
+        return None if row.lender is None else get(row.lender)
+
+    return Column(name, kind, description, value, asked_by=asked_by)
+
+
+ROW_NUMBER: Column[Any] = Column(
+    "row_number",
+    _I64,
+    "The row's 1-based position in the input.",
+    operator.attrgetter("row_number"),
+    nullable=False,
+)
+
+RESULT_TAIL: tuple[Column[ValuedRow], ...] = (
+    Column(
+        "source",
+        _S,
+        "`api`: valued by this run; `book`: carried from the --book, with its own valued_at.",
+        operator.attrgetter("source"),
+    ),
+    Column("valuation_id", _S, "The API's valuation id (val_...).", lambda r: r.valuation_id),
+    _answer(
+        "mode",
+        _S,
+        "`test` for a sandbox or test-mode valuation, else `live`.",
+        lambda v: "test" if v.mode == "test" else "live",
+    ),
+    _answer(
+        "valued_at", _TIMESTAMP, "When the API made the valuation (UTC).", lambda v: v.valued_at
+    ),
+    _answer(
+        "estimate", _I64, "Middle figure of the valuation, pounds.", lambda v: v.figures.estimate
+    ),
+    _answer("range_low", _I64, "Low end of the likely range, pounds.", lambda v: v.figures.low),
+    _answer("range_high", _I64, "High end of the likely range, pounds.", lambda v: v.figures.high),
+    _answer(
+        "coverage",
+        _F64,
+        "Back-test share of sales that fell inside such ranges.",
+        lambda v: v.figures.coverage,
+    ),
+    _answer("currency", _S, "Currency of the figures (GBP).", lambda v: v.figures.currency),
+    _answer(
+        "indexed_to",
+        _S,
+        "Month (YYYY-MM) of the price index the figures use.",
+        lambda v: v.figures.indexed_to,
+    ),
+    _answer("sector", _S, "Postcode sector of the home.", lambda v: v.sector),
+    _answer(
+        "local_authority",
+        _S,
+        "Statistical-office local authority code.",
+        lambda v: v.local_authority,
+    ),
+    _answer(
+        "data_quality",
+        _S,
+        "`full`, or `partial` when details were filled in.",
+        lambda v: v.data_quality,
+    ),
+    _answer(
+        "model_version",
+        _TIMESTAMP,
+        "Build time of the model that made the figures (UTC).",
+        lambda v: v.model_version,
+    ),
+    _answer(
+        "input_postcode",
+        _S,
+        "Postcode valued, as the API normalised it.",
+        lambda v: v.input.postcode,
+    ),
+    _answer("input_property_type", _S, "Property type valued.", lambda v: v.input.property_type),
+    _answer("bedrooms", _I64, "Bedrooms sent.", lambda v: v.input.bedrooms),
+    _answer(
+        "floor_area_sqm",
+        _F64,
+        "Floor area valued, square metres.",
+        lambda v: v.input.floor_area_sqm,
+    ),
+    _answer(
+        "floor_area_source",
+        _S,
+        "`request` (sent) or `bedrooms` (estimated).",
+        lambda v: v.input.floor_area_source,
+    ),
+    _answer("year_built", _I64, "Year built sent.", lambda v: v.input.year_built),
+    _answer("built_form", _S, "Built form sent.", lambda v: v.input.built_form),
+    _answer(
+        "walls_energy_efficiency",
+        _S,
+        "Wall energy efficiency sent.",
+        lambda v: v.input.walls_energy_efficiency,
+    ),
+    _answer("reference", _S, "The request's reference, echoed by the API.", lambda v: v.reference),
+    _answer(
+        "commentary",
+        COMMENTARY_TYPE,
+        "Plain-English commentary, if the run or the row asked for it; show its disclaimer.",
+        lambda v: v.commentary,
+        asked_by="commentary",
+        json_type=COMMENTARY_JSON_TYPE,
+    ),
+    _answer(
+        "rebuild_cost",
+        REBUILD_COST_TYPE,
+        "Rebuild cost for insurance, if the run or the row asked for it.",
+        lambda v: v.rebuild_cost,
+        asked_by="rebuildCost",
+        json_type=REBUILD_COST_JSON_TYPE,
+    ),
+    Column(
+        "credits_charged",
+        _I64,
+        "Credits this DIR's call was charged (a fresh charge; 0 for a replay answered free"
+        " or an uncertain one, see charges.parquet); rows sharing one request carry it on"
+        " the first row only.",
+        lambda r: r.credits,
+    ),
+    Column("idempotency_key", _S, "Idempotency-Key the request was sent with.", lambda r: r.key),
+    _lender(
+        "indexed_ltv",
+        _F64,
+        "Loan balance / estimate, a ratio (0.75 is 75 %); null without a usable balance.",
+        LTV_COLUMNS,
+    ),
+    _lender(
+        "ltv_low_estimate",
+        _F64,
+        "Loan balance / range_low: the conservative LTV; null as indexed_ltv is.",
+        LTV_COLUMNS,
+    ),
+    _lender(
+        "ltv_band",
+        _S,
+        "Band of indexed_ltv in percent (0-60, 60-75, ..., over 100): upper edge included.",
+        LTV_COLUMNS,
+    ),
+    _lender(
+        "change_since_origination",
+        _F64,
+        "estimate / origination_value - 1 (0.12 is 12 % up); null without a value above 0.",
+        ORIGINATION_COLUMNS,
+    ),
+    _lender(
+        "partial_data",
+        pa.bool_(),
+        "data_quality is not `full`: some details were filled from typical values.",
+        FLAG_COLUMNS,
+    ),
+    _lender(
+        "wide_range",
+        pa.bool_(),
+        "(range_high - range_low) / estimate is above lender.wide_range (default 0.3).",
+        FLAG_COLUMNS,
+    ),
+    _lender(
+        "stale_index",
+        pa.bool_(),
+        "indexed_to is over lender.stale_after_months (6) months before the run's month.",
+        FLAG_COLUMNS,
+    ),
+    _lender(
+        "model_changed",
+        pa.bool_(),
+        "The run's valuations came from more than one model build (see model_version).",
+        FLAG_COLUMNS,
+    ),
+)
+
+
+def _problem(name: str, kind: pa.DataType, description: str) -> Column[ProblemRow]:
+    """A problems column: the ProblemRow member of the same name."""
+    return Column(name, kind, description, operator.attrgetter(name))
+
+
+PROBLEM_TAIL: tuple[Column[ProblemRow], ...] = (
+    _problem("stage", _S, "`input` (refused before sending) or `api` (refused by it)."),
+    _problem("field", _S, "The request field at fault, when known."),
+    _problem("type", _S, "The API's error type name, or the validation rule."),
+    _problem("code", _S, "The API's more specific reason, when given."),
+    _problem("status", _I64, "HTTP status of the API's answer; null for input problems."),
+    _problem("detail", _S, "What went wrong and what to do, in words."),
+    _problem("retryable", pa.bool_(), "Whether the same row may succeed if sent again later."),
+    _problem("attempts", _I64, "Times the request was sent (0 for input problems)."),
+    _problem(
+        "valuation_id",
+        _S,
+        "For `unreadable-answer`: the id of the valuation the API made (and charged).",
+    ),
+    _problem(
+        "answer",
+        _S,
+        "For `unreadable-answer`: the API's answer exactly as received, JSON text.",
+    ),
+)
+
+RESULT_COLUMNS: dict[str, str] = {c.name: c.description for c in (ROW_NUMBER, *RESULT_TAIL)}
+PROBLEM_COLUMNS: dict[str, str] = {c.name: c.description for c in (ROW_NUMBER, *PROBLEM_TAIL)}
+
+
+def result_columns(extras: Collection[str] = ()) -> tuple[Column[ValuedRow], ...]:
+    """The fixed result columns of a run that asked for these include items (and lender
+    column groups)."""
+    return tuple(c for c in RESULT_TAIL if c.asked_by is None or c.asked_by in extras)
+
+
+def passthrough_columns(passthrough: Sequence[str], fixed: Iterable[str]) -> list[str]:
+    """The output names of the pass-through columns, in order: the input's own names, with
+    `_input` added to one that clashes with a fixed column (or with an earlier name)."""
+    taken = {name.casefold() for name in fixed}
+    names: list[str] = []
+    for name in passthrough:
+        out = name
+        while out.casefold() in taken:
+            out += PASSTHROUGH_SUFFIX
+        taken.add(out.casefold())
+        names.append(out)
+    return names
+
+
+def _schema(
+    passthrough: pa.Schema,
+    tail: Sequence[Column[Any]],
+    kind: str,
+    metadata: Mapping[str, str] | None = None,
+) -> pa.Schema:
+    # Renamed against both files' columns, so that a pass-through column has one name in
+    # results.parquet and problems.parquet alike (a join on it needs no mapping).
+    names = passthrough_columns(passthrough.names, [*RESULT_COLUMNS, *PROBLEM_COLUMNS])
+    given = [
+        pa.field(
+            out,
+            field.type,
+            metadata={
+                "description": f"Pass-through input column {field.name!r}"
+                + ("." if out == field.name else ", renamed: its name is a fixed column's.")
+            },
+        )
+        for field, out in zip(passthrough, names, strict=True)
+    ]
+    return pa.schema(
+        [ROW_NUMBER.field(), *given, *(c.field() for c in tail)],
+        metadata={
+            **(metadata or {}),
+            "batchval.file": kind,
+            "batchval.schema_version": SCHEMA_VERSION,
+        },
+    )
+
+
+def results_schema(
+    passthrough: pa.Schema,
+    extras: Collection[str] = (),
+    metadata: Mapping[str, str] | None = None,
+) -> pa.Schema:
+    """The schema of results.parquet for these pass-through input columns, in a run that
+    asked for these include items (`commentary`, `rebuildCost`) and lender column groups;
+    `metadata` joins the schema's key-value metadata (the run's manifest)."""
+    return _schema(passthrough, result_columns(extras), "results", metadata)
+
+
+def problems_schema(passthrough: pa.Schema, metadata: Mapping[str, str] | None = None) -> pa.Schema:
+    """The schema of problems.parquet for these pass-through input columns."""
+    return _schema(passthrough, PROBLEM_TAIL, "problems", metadata)
+
+
+def type_name(kind: pa.DataType) -> str:
+    """An Arrow type as docs/outputs.md names it."""
+    if pa.types.is_timestamp(kind):
+        return f"timestamp ({kind.unit}, {kind.tz or 'no zone'})"
+    if pa.types.is_struct(kind):
+        return "struct"
+    if pa.types.is_list(kind):
+        return f"list of {type_name(kind.value_type)}"
+    return {"double": "float64"}.get(str(kind), str(kind))
+
+
+def markdown_table(columns: Iterable[Column[Any]]) -> str:
+    """The columns as the Markdown table docs/outputs.md shows (tests hold the two equal)."""
+    lines = ["| column | type | meaning |", "|---|---|---|"]
+    lines += [f"| `{c.name}` | {type_name(c.type)} | {c.description} |" for c in columns]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,276 @@
+"""What every command that calls the API shares, written once: the invocation's
+skeleton (`invoke`), which API answers (the configured one, or the embedded sandbox in
+test mode), the fingerprint of an input file, and why an invocation did not complete
+(`final_stop`).
+
+`invoke` is the one order of an invocation of `run` and `streets`: take the place (DIR
+locked and logging, an output write a kill cut short cleared), read the input (or price
+it without the network: a dry run), open the checkpoint, prepare, plan (a mostly refused
+input stops there, before any call), send (a defect becomes `internal_error`, 70, with
+its traceback in the log), settle, write, end the invocation in the checkpoint, and
+write summary.json, whose `RunSummary` is built here once. A product plugs in only what
+is its own: a `Product` reads its input, prices it and admits a DIR; the `Steps` it
+admits prepare, plan, send, settle, count, write and wrap the summary.
+
+`verify`, which reads back ids and has no input, plan or summary.json, takes only the
+pieces that fit it: `invocation.locked_dir`, and `engine/sending.Sending`, whose phase holds
+the gates every command shares (a noted signal, a kept daily limit).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import hashlib
+import time
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+import structlog
+
+from batchval.engine.files import write_json_atomic
+from batchval.engine.invocation import locked_dir
+from batchval.engine.names import LOG_NAME
+from batchval.engine.sending import SendOutcome
+from batchval.engine.summary import SUMMARY_NAME, DryRunSummary, RunSummary
+from batchval.input import InputError, InputSource
+from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
+from batchval.settings import ApiSettings
+from batchval.store.checkpoint import Checkpoint, CheckpointVersionError
+from batchval.store.counts import Counts
+
+log = structlog.get_logger()
+
+EmbeddedApi = Callable[[], contextlib.AbstractContextManager[ApiSettings]]
+
+
+class Summary(Protocol):
+    """A product's summary: summary.json is its `to_json`."""
+
+    def to_json(self) -> dict[str, Any]: ...
+
+
+SummaryT = TypeVar("SummaryT", bound=Summary)
+SummaryT_co = TypeVar("SummaryT_co", bound=Summary, covariant=True)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Lines:
+    """A product's own fields of the run's summary, known once its outputs are written."""
+
+    run_id: str
+    mode: str  # test or live, from the API's answers; unknown before the first
+    problems_by_type: Mapping[str, int]
+    portfolio: Mapping[str, Any] | None = None  # run: the loan balances' totals
+    book: Mapping[str, Any] | None = None  # run --book: the book's section
+
+
+class Steps(Protocol[SummaryT_co]):
+    """One product's invocation on its DIR's open checkpoint, in the order `invoke` calls
+    them. The checkpoint is the skeleton's to close; what the steps opened, `close`'s."""
+
+    def prepare(self, source: InputSource) -> None:
+        """Before any call: the input read into the checkpoint when it is new or changed,
+        a DIR of other settings refused, answers a killed run stored settled."""
+        ...
+
+    def plan(self, source: InputSource) -> StopInfo | None:
+        """What this invocation will send; a stop (most rows refused, say) sends nothing."""
+        ...
+
+    def send(self) -> SendOutcome:
+        """The sending phase (`engine/sending.Sending.phase`, behind its gates)."""
+        ...
+
+    def settle(self, sent: SendOutcome) -> SendOutcome:
+        """After sending, a defect in it included: what is left stored, the stop as the
+        product reads it."""
+        ...
+
+    def counts(self) -> Counts: ...
+
+    def write_outputs(self) -> Lines:
+        """The product's files, written atomically; its lines of the summary."""
+        ...
+
+    def summary(self, run: RunSummary) -> SummaryT_co:
+        """The run's summary as the product reports it (summary.json, the terminal)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Product(Protocol[SummaryT_co]):
+    """A command on the skeleton: what it reads, how it prices without the network, and
+    which DIR it admits."""
+
+    @property
+    def name(self) -> str:
+        """The command (`run`, `streets`): it names the log events (`<name>.internal_error`)."""
+        ...
+
+    @property
+    def pending(self) -> str:
+        """What a request is called where one is left pending (`request`, `postcode`)."""
+        ...
+
+    @property
+    def input_path(self) -> Path: ...
+
+    @property
+    def out_dir(self) -> Path: ...
+
+    @property
+    def dry(self) -> bool:
+        """A dry run was asked: price the input, no checkpoint, no call."""
+        ...
+
+    def now(self) -> dt.datetime:
+        """The run's clock (with the test seam)."""
+        ...
+
+    def read_input(self) -> InputSource:
+        """The input opened (an `InputError` is the skeleton's refusal, 65)."""
+        ...
+
+    def dry_run(self, source: InputSource) -> DryRunSummary: ...
+
+    def admit(self, checkpoint: Checkpoint, started: dt.datetime) -> Steps[SummaryT_co]:
+        """This invocation's steps on DIR's checkpoint (`started`: the invocation's start,
+        on the run's clock), or a `RunRefusedError` for a DIR that holds another
+        command's outputs."""
+        ...
+
+
+def invoke(product: Product[SummaryT]) -> SummaryT | DryRunSummary:
+    """One invocation of `product`; returns its summary (also written to DIR/summary.json).
+    Raises RunRefusedError when it ends before sending."""
+    with locked_dir(product.out_dir, LOG_NAME, product.name):
+        started, started_mono = product.now(), time.monotonic()
+        for leftover in product.out_dir.glob(".*.tmp-*"):
+            leftover.unlink(missing_ok=True)  # an output write cut short by a kill
+        try:
+            source = product.read_input()
+        except InputError as exc:
+            raise RunRefusedError(StopReason.INPUT_UNUSABLE, str(exc)) from None
+        if product.dry:
+            return product.dry_run(source)
+        checkpoint = open_checkpoint(product.out_dir)
+        try:
+            steps = product.admit(checkpoint, started)
+            try:
+                return _run(product, steps, checkpoint, source, started, started_mono)
+            finally:
+                steps.close()
+        finally:
+            checkpoint.close()
+
+
+def open_checkpoint(out_dir: Path) -> Checkpoint:
+    """DIR's checkpoint, created if need be; one of a schema this version cannot migrate
+    is the command's refusal (64)."""
+    try:
+        return Checkpoint.open(out_dir)
+    except CheckpointVersionError as exc:
+        raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
+
+
+def _run(
+    product: Product[SummaryT],
+    steps: Steps[SummaryT],
+    checkpoint: Checkpoint,
+    source: InputSource,
+    started: dt.datetime,
+    started_mono: float,
+) -> SummaryT:
+    steps.prepare(source)
+    # Most rows refused: no call; the outputs and summary say why (65).
+    refused = steps.plan(source)
+    invocation = checkpoint.start_invocation(started.isoformat())
+    try:
+        sent = SendOutcome(refused) if refused else steps.send()
+    except Exception as exc:  # a defect: keep what was done, say so, exit 70
+        log.error(f"{product.name}.internal_error", exc_info=True, file_only=True)
+        detail = f"{type(exc).__name__}: {exc}; the traceback is in {LOG_NAME}"
+        sent = SendOutcome(StopInfo(StopReason.INTERNAL_ERROR, detail))
+    sent = steps.settle(sent)
+    counts = steps.counts()
+    stop = final_stop(counts, sent.stop, product.pending)
+    code = ExitCode.COMPLETE if stop is None else stop.reason.exit_code
+    lines = steps.write_outputs()
+    checkpoint.end_invocation(
+        invocation,
+        ended_at=product.now().isoformat(),
+        exit_code=int(code),
+        calls=sent.calls,
+        rate_limited=sent.rate_limited,
+        **checkpoint.money(invocation).invocation_figures(),
+    )
+    run = RunSummary.of_run(
+        checkpoint,
+        invocation=invocation,
+        calls=sent.calls,
+        rate_limited=sent.rate_limited,
+        status="complete" if code is ExitCode.COMPLETE else "incomplete",
+        exit_code=code,
+        run_id=lines.run_id,
+        mode=lines.mode,
+        counts=counts,
+        problems_by_type=lines.problems_by_type,
+        stop=stop,
+        input=str(product.input_path),
+        started_at=started.isoformat(),
+        finished_at=product.now().isoformat(),
+        seconds=round(time.monotonic() - started_mono, 3),
+        portfolio=lines.portfolio,
+        book=lines.book,
+    )
+    summary = steps.summary(run)
+    write_json_atomic(product.out_dir / SUMMARY_NAME, summary.to_json())
+    return summary
+
+
+@contextlib.contextmanager
+def chosen_api(
+    configured: ApiSettings | None, embedded: EmbeddedApi | None, *, event: str, what: str
+) -> Iterator[ApiSettings]:
+    """The configured API, or else the embedded sandbox (test mode), said loudly: `event`
+    is the warning's name, `what` what the command does there ("valuing", ...)."""
+    if configured is not None:
+        yield configured
+        return
+    if embedded is None:
+        raise RunRefusedError(StopReason.REFUSED, "no API is configured")
+    log.warning(
+        event,
+        message=f"No API configured: {what} against the embedded sandbox in TEST mode. "
+        "Figures are fake and carry mode = test.",
+    )
+    with embedded() as settings:
+        yield settings
+
+
+def file_fingerprint(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        while chunk := stream.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def final_stop(counts: Counts, stop: StopInfo | None, pending: str = "request") -> StopInfo | None:
+    """Why a run is not complete (None when it is), for `run` and `streets` alike: every
+    incomplete run has a reason, and a complete run still reports a stop a person must
+    act on (`StopInfo.needs_a_person`: met while reading back, say), never a resumable
+    one. `pending` names what is left (requests, postcodes) in the defect's detail."""
+    if counts.complete:
+        return stop if stop is not None and stop.needs_a_person else None
+    if stop is not None:
+        return stop
+    return StopInfo(
+        StopReason.INTERNAL_ERROR,
+        f"{counts.requests_pending} {pending}(s) left pending with no reason recorded "
+        "(a defect: please report it); run the same command again to finish them",
+    )

@@ -1,0 +1,322 @@
+"""One invocation's sending phase: the client, the pool and the waits around it, for
+whichever product hands in its job (valuations, street analyses, read-backs): it names
+none of them.
+
+`Sending.phase` is the phase behind its gates (a signal noted before it, a daily limit's
+`not_before` kept in the checkpoint). `send` opens one `PartnerClient`; each round
+(`_Rounds`) waits out a daily limit's `not_before` and a `Retry-After` an earlier
+invocation was given (both wake at once on SIGTERM or SIGINT), sends the product's
+`before` job once if it has one, runs the pool on the round's job, and keeps a
+`Retry-After` that outlives the invocation in the checkpoint. With `wait_for_midnight`
+it goes round again after a daily-limit stop. The command decides what the outcome
+means for the exit code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import signal
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import anyio
+import structlog
+
+from batchval.api import Credentials, PartnerClient, Reach, host_of
+from batchval.engine.invocation import NotedSignals
+from batchval.engine.job import ItemT, Job
+from batchval.engine.pool import PoolStats, WorkerPool
+from batchval.engine.progress import Progress
+from batchval.engine.ratecontrol import RateController, start_rate
+from batchval.engine.retry import RetryPolicy
+from batchval.engine.stop import Stop
+from batchval.outcome import StopInfo, StopReason
+from batchval.settings import ApiSettings, RunOptions
+from batchval.store.counts import Counts
+from batchval.store.database import Database
+
+log = structlog.get_logger()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SendOutcome:
+    """What one invocation's sending phase did."""
+
+    stop: StopInfo | None = None
+    calls: int = 0
+    rate_limited: int = 0
+    credits: int = 0
+    balance: int | None = None
+    statuses: Mapping[str, int] = dataclasses.field(default_factory=dict)  # calls by status
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Sending:
+    """One invocation's sending phase, for whichever product hands in its job."""
+
+    checkpoint: Database
+    # Where the calls go, opened only once the gates let the phase send (`command`:
+    # the configured API, or the embedded sandbox, which is started for it).
+    api: Callable[[], contextlib.AbstractContextManager[ApiSettings]]
+    run: RunOptions
+    now: Callable[[], dt.datetime]  # the run's clock (with the test offset)
+    progress_bar: bool
+    # The signals the command noted outside this phase (which watches its own): one noted
+    # before sending stops it at once; after each round they are noted again, since
+    # asyncio gives them back to their default handlers when the watcher ends.
+    signals: NotedSignals
+    # What is sent in each round (a new job a round: a round after midnight starts over),
+    # and where the work stands, for the progress bar.
+    job_for: Callable[[PartnerClient], Job[Any]]
+    counts: Callable[[], Counts]
+    # A job sent once, before the first round, when it has work (run: reading back the
+    # paid answers that could not be read, `valuations/recovery`).
+    before: Callable[[PartnerClient], Job[Any] | None] | None = None
+    # Called every `run.metrics_seconds` while sending, with the calls by status, the
+    # 429s and the credits so far (the runner rewrites --metrics-file).
+    on_metrics: Callable[[Mapping[str, int], int, int], None] | None = None
+    # What `wait_for_midnight` is called where a person sets it (the refusal line).
+    wait_option: str = "--wait-for-midnight"
+
+    def phase(self) -> SendOutcome:
+        """The phase from the command's (synchronous) code, behind its two gates: a signal
+        noted before it, and the daily limit's `not_before` kept by any command (the limit
+        is the account's): before it, no call, unless `run.wait_for_midnight` waits."""
+        if self.signals.received:
+            log.warning("run.signal", signal=self.signals.received, while_="before sending")
+            detail = f"received {self.signals.received} before sending"
+            return SendOutcome(StopInfo(StopReason.SIGNAL, detail))
+        not_before = stored_not_before(self.checkpoint, self.now)
+        if not_before is not None and not self.run.wait_for_midnight:
+            log.warning("run.daily_limit.waiting", not_before=not_before.isoformat())
+            detail = (
+                "the daily limit was reached; nothing is sent before "
+                f"{not_before.isoformat()} (or use {self.wait_option})"
+            )
+            return SendOutcome(StopInfo(StopReason.DAILY_LIMIT, detail, not_before))
+        with self.api() as api:
+            outcome: SendOutcome = anyio.run(self.send, not_before, api)
+        return outcome
+
+    async def send(self, not_before: dt.datetime | None, api: ApiSettings) -> SendOutcome:
+        """Round after round (more than one only with `wait_for_midnight`) on one client."""
+        async with PartnerClient(
+            base_url=api.base_url,
+            auth_url=api.auth_url,
+            credentials=Credentials(api.client_id, api.client_secret),
+            timeout=self.run.timeout_seconds,
+            max_connections=self.run.concurrency,
+            reach=self._reach(api),
+        ) as client:
+            return await _Rounds(self, client).send(not_before)
+
+    def _reach(self, api: ApiSettings) -> Reach:
+        """The hosts that have answered this DIR, kept in its checkpoint as they answer: a
+        host name that does not resolve is a wrong address (64) only if it never has."""
+        checkpoint = self.checkpoint
+        configured = (host_of(api.base_url), host_of(api.auth_url))
+        return Reach(
+            checkpoint.reached_hosts(configured),
+            on_new=lambda host: checkpoint.note_reached(host, self.now().isoformat()),
+        )
+
+    def progress(self, job: str) -> Progress:
+        """This round's bar or `run.progress` events, from where the work stands now."""
+        counts = self.counts()
+        return Progress(
+            total_rows=counts.rows,
+            done_rows=counts.rows - counts.pending_rows,
+            pending_requests=counts.requests_pending,
+            bar=self.progress_bar,
+            every_seconds=self.run.progress_seconds,
+            job=job,
+        )
+
+    def keep_pause(self, controller: RateController, stop: Stop) -> None:
+        """A `Retry-After` the API gave outlives this invocation: kept in the checkpoint
+        (the next one waits it out before its first call) and in the stop's not_before."""
+        remaining = controller.pause_remaining()
+        if remaining <= 0:
+            return
+        until = self.now() + dt.timedelta(seconds=remaining)
+        self.checkpoint.set("pause_until", until.isoformat())
+        if stop.info is not None and (stop.not_before is None or stop.not_before < until):
+            stop.info = dataclasses.replace(stop.info, not_before=until)
+
+    async def wait_until(
+        self, when: dt.datetime, stop: Stop, event: str = "run.daily_limit.sleeping"
+    ) -> None:
+        """Sleep until `when` (a second after it), waking at once on a signal."""
+        if when <= self.now():
+            return
+        seconds = (when - self.now()).total_seconds() + 1
+        log.info(event, until=when.isoformat(), seconds=round(seconds))
+        with anyio.move_on_after(seconds):
+            await stop.event.wait()
+
+
+class _Rounds:
+    """The sending phase's state across its rounds: one rate controller, the credits spent
+    in the rounds so far, and the figures of the round under way (for the metrics)."""
+
+    def __init__(self, sending: Sending, client: PartnerClient) -> None:
+        self.sending = sending
+        self.client = client
+        self.controller = RateController(initial_rate=start_rate(sending.run.concurrency))
+        self.credits = 0
+        self.balance: int | None = None
+        self.round_stats = PoolStats()  # this round's figures so far
+        self.before = sending.before  # sent in the first round only
+
+    async def send(self, not_before: dt.datetime | None) -> SendOutcome:
+        sending, checkpoint = self.sending, self.sending.checkpoint
+        while True:
+            stop = await self.round(not_before)
+            sending.signals.catch()
+            sending.keep_pause(self.controller, stop)
+            not_before = stop.not_before
+            if stop.reason is not StopReason.DAILY_LIMIT or not_before is None:
+                break
+            checkpoint.set("not_before", not_before.isoformat())
+            if not sending.run.wait_for_midnight:
+                break
+        return SendOutcome(
+            stop.info,
+            self.client.calls,
+            self.controller.rate_limited,
+            self.credits,
+            self.balance,
+            dict(self.client.statuses),
+        )
+
+    async def round(self, not_before: dt.datetime | None) -> Stop:
+        """Wait for a daily limit's `not_before` and a kept `Retry-After`, send the job
+        run before the first round (if any) then the round's job; stop on a signal."""
+        stop = Stop()
+        self.round_stats = PoolStats()
+        async with anyio.create_task_group() as watchers:
+            watchers.start_soon(_stop_on_signals, stop)
+            if self.sending.on_metrics is not None:
+                watchers.start_soon(self._tick_metrics, self.sending.on_metrics)
+            await self._wait(not_before, stop)
+            if not stop.is_set and self.before is not None:
+                before, self.before = self.before(self.client), None
+                if before is not None:
+                    await self._pool(before, stop).run()
+            if not stop.is_set:
+                await self._main(stop)
+            watchers.cancel_scope.cancel()
+        return stop
+
+    async def _wait(self, not_before: dt.datetime | None, stop: Stop) -> None:
+        sending, checkpoint = self.sending, self.sending.checkpoint
+        if not_before is not None:
+            await sending.wait_until(not_before, stop)
+        paused = checkpoint.get("pause_until")
+        if paused is not None and not stop.is_set:
+            # A Retry-After given to an earlier invocation still holds.
+            until = dt.datetime.fromisoformat(paused)
+            await sending.wait_until(until, stop, "run.retry_after.waiting")
+        if not stop.is_set:
+            checkpoint.unset("not_before")
+            checkpoint.unset("pause_until")
+
+    async def _main(self, stop: Stop) -> None:
+        job = self.sending.job_for(self.client)
+        progress = self.sending.progress(job.name)
+
+        def on_progress(stats: PoolStats) -> None:
+            self.round_stats = stats
+            progress.update(stats)
+
+        limit = self.sending.run.max_credits
+        pool = self._pool(
+            job,
+            stop,
+            max_credits=None if limit is None else limit - self.credits,
+            on_progress=on_progress,
+        )
+        with progress:
+            stats = await pool.run()
+        self.credits += stats.credits
+        self.balance = stats.balance if stats.balance is not None else self.balance
+        self.round_stats = PoolStats()  # counted in `credits` now
+
+    def _pool(
+        self,
+        job: Job[ItemT],
+        stop: Stop,
+        *,
+        max_credits: int | None = None,
+        on_progress: Callable[[PoolStats], None] | None = None,
+    ) -> WorkerPool[ItemT]:
+        return pool_for(
+            job,
+            self.sending.run,
+            controller=self.controller,
+            stop=stop,
+            now=self.sending.now,
+            max_credits=max_credits,
+            on_progress=on_progress,
+        )
+
+    def spent(self) -> int:
+        """The credits this invocation has spent so far, the round under way included."""
+        return self.credits + self.round_stats.credits
+
+    async def _tick_metrics(self, write: Callable[[Mapping[str, int], int, int], None]) -> None:
+        """Rewrite the metrics every `run.metrics_seconds` until the round ends (waits for
+        a daily limit or a Retry-After included)."""
+        while True:
+            await anyio.sleep(self.sending.run.metrics_seconds)
+            write(dict(self.client.statuses), self.controller.rate_limited, self.spent())
+
+
+def stored_not_before(checkpoint: Database, now: Callable[[], dt.datetime]) -> dt.datetime | None:
+    """The daily limit's `not_before` kept in the checkpoint (by any command that met it:
+    the limit is the account's), while it is still to come on the run's clock `now`, the
+    clock the pool took it on; None once it has passed. The gate of run, streets and
+    verify: before it, no call."""
+    stored = checkpoint.get("not_before")
+    not_before = dt.datetime.fromisoformat(stored) if stored else None
+    if not_before is None or now() >= not_before:
+        return None
+    return not_before
+
+
+def pool_for(
+    job: Job[ItemT],
+    run: RunOptions,
+    *,
+    controller: RateController,
+    stop: Stop,
+    now: Callable[[], dt.datetime],
+    max_credits: int | None = None,
+    on_progress: Callable[[PoolStats], None] | None = None,
+) -> WorkerPool[ItemT]:
+    """A pool for `job` with the run's settings: every job is paced, retried and stopped
+    alike (valuations, street analyses, read-backs)."""
+    return WorkerPool(
+        job=job,
+        controller=controller,
+        policy=RetryPolicy(max_attempts=run.max_attempts),
+        stop=stop,
+        concurrency=run.concurrency,
+        max_credits=max_credits,
+        outage_seconds=run.outage_seconds,
+        # A few probes within the outage window, never more than 5 s apart.
+        probe_interval=min(5.0, run.outage_seconds / 4),
+        unrecognised_limit=run.unrecognised_limit,
+        shutdown_grace_seconds=run.shutdown_grace_seconds,
+        now=now,
+        on_progress=on_progress,
+    )
+
+
+async def _stop_on_signals(stop: Stop) -> None:
+    """The first SIGTERM or SIGINT stops the run gently; later ones are the same request."""
+    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            stop.trigger(StopReason.SIGNAL, f"received {signal.Signals(signum).name}")

@@ -1,0 +1,247 @@
+"""The run's result as one frozen record, rendered for summary.json, the terminal and
+`batchval status` alike (pipx's idea: build the result once, render it anywhere).
+
+`RunSummary.to_json()` is the contract of `summary.json` and of `status --json`: keys
+are added, never renamed or removed. `render()` is for a person: a few lines, the next
+action last.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from batchval.outcome import ExitCode, StopInfo
+from batchval.store.charges import Money
+from batchval.store.counts import Counts
+from batchval.store.database import Database
+
+SUMMARY_NAME = "summary.json"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Tally:
+    """A figure for this invocation and for the whole run."""
+
+    this_invocation: int
+    total: int
+
+    def to_json(self) -> dict[str, int]:
+        return {"this_invocation": self.this_invocation, "total": self.total}
+
+
+def next_action(code: ExitCode, stop: StopInfo | None) -> str:
+    """What a person or a scheduler does next, in words."""
+    if code is ExitCode.COMPLETE:
+        return "nothing: every row has a result or a problem"
+    detail = stop.detail if stop else ""
+    if code is ExitCode.ACCOUNT:
+        return f"fix the account ({detail}), then run the same command again"
+    if code is ExitCode.USAGE:
+        return f"fix the configuration ({detail}), then run the same command again"
+    if code is ExitCode.INPUT:
+        return (
+            "fix the input or its mapping in the config (see stop.detail and "
+            "problems.parquet), then run the same command again"
+        )
+    if code is ExitCode.INTERNAL:
+        return f"report this defect ({detail}); the same command again resumes the run"
+    if stop is not None and stop.not_before:
+        return f"run the same command again after {stop.not_before.isoformat()}"
+    return "run the same command again later"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunSummary:
+    status: str  # complete, incomplete, or running (status of a DIR a run holds)
+    exit_code: ExitCode
+    run_id: str
+    mode: str  # test or live, from the API's answers; unknown before the first
+    counts: Counts
+    problems_by_type: Mapping[str, int]
+    money: Money  # the charges ledger's figures (`store/charges`)
+    calls: Tally
+    rate_limited: Tally
+    invocations: int
+    stop: StopInfo | None
+    input: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    seconds: float | None = None
+    next_action: str = ""
+    # contract/lender's Portfolio.to_json(), when the input has loan balances; else None.
+    portfolio: Mapping[str, Any] | None = None
+    # booking's section with --book: rows carried, valued, deferred; age profile; forecast.
+    book: Mapping[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.next_action:
+            action = next_action(self.exit_code, self.stop)
+            deferred = ((self.book or {}).get("rows") or {}).get("deferred")
+            if self.exit_code is ExitCode.COMPLETE and deferred:
+                action = (
+                    f"nothing tonight: {deferred} row(s) left for a later night by the book's "
+                    "budget; the next night's run (a new --out DIR, the same --book) values them"
+                )
+            object.__setattr__(self, "next_action", action)
+
+    @classmethod
+    def of_run(
+        cls,
+        db: Database,
+        *,
+        invocation: int | None,
+        calls: int = 0,
+        rate_limited: int = 0,
+        **fields: Any,
+    ) -> RunSummary:
+        """The summary of the run `db` holds, built once for `run`, `streets` and
+        `status`: the money from its charges ledger as `invocation` sees it, the calls and
+        429s of `invocation` (given) and of every invocation (from `db`), and `fields`."""
+        totals = db.totals()
+        return cls(
+            money=db.money(invocation),
+            calls=Tally(calls, totals["calls"]),
+            rate_limited=Tally(rate_limited, totals["rate_limited"]),
+            invocations=totals["invocations"],
+            **fields,
+        )
+
+    @property
+    def credits(self) -> Tally:
+        """Fresh credits: this invocation's, and every invocation's."""
+        return Tally(self.money.this_time, self.money.in_all)
+
+    @property
+    def last_known_balance(self) -> int | None:
+        return self.money.balance
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "exit_code": int(self.exit_code),
+            "next_action": self.next_action,
+            "run_id": self.run_id,
+            "mode": self.mode,
+            "input": self.input,
+            **self.counts.as_json(),
+            "problems_by_type": dict(self.problems_by_type),
+            "credits_charged": self.credits.to_json(),
+            "last_known_balance": self.last_known_balance,
+            "charges": self.money.to_json(),
+            "calls": self.calls.to_json(),
+            "rate_limited": self.rate_limited.to_json(),
+            "invocations": self.invocations,
+            "stop": self.stop.to_json() if self.stop else None,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "seconds": self.seconds,
+            "portfolio": None if self.portfolio is None else dict(self.portfolio),
+            **({} if self.book is None else {"book": dict(self.book)}),
+        }
+
+    def render(self) -> str:
+        c = self.counts
+        lines = [
+            f"run {self.run_id} ({self.mode} mode): {self.status}",
+            f"rows: {c.rows} total, {c.valued_rows} valued, "
+            f"{c.input_problems + c.api_problem_rows} problems, {c.pending_rows} pending"
+            + (f" ({c.duplicate_rows} repeat an earlier row)" if c.duplicate_rows else ""),
+            f"requests: {c.requests} unique, {c.requests_done} valued, "
+            f"{c.requests_problem} problems, {c.requests_pending} pending",
+        ]
+        if self.problems_by_type:
+            kinds = ", ".join(f"{k} {v}" for k, v in self.problems_by_type.items())
+            lines.append(f"problems by type: {kinds}")
+        lines.append(self.money.line())
+        if self.portfolio is not None:
+            lines.append(_portfolio_line(self.portfolio))
+        if self.book is not None:
+            lines += _book_lines(self.book)
+        if self.stop is not None:
+            lines.append(f"stopped: {self.stop.line()}")
+        lines.append(f"exit {int(self.exit_code)}; next: {self.next_action}")
+        return "\n".join(lines)
+
+
+def _portfolio_line(portfolio: Mapping[str, Any]) -> str:
+    def percent(name: str) -> str:
+        ratio = portfolio.get(name)
+        return f"{ratio:.1%}" if isinstance(ratio, int | float) else "n/a"
+
+    return (
+        f"portfolio: {portfolio.get('rows')} loans, balance {portfolio.get('sum_balance')}, "
+        f"estimates {portfolio.get('sum_estimate')}; weighted LTV {percent('weighted_ltv')}, "
+        f"aggregate LTV {percent('aggregate_ltv')}"
+    )
+
+
+def _book_lines(book: Mapping[str, Any]) -> list[str]:
+    rows, ages = book.get("rows") or {}, book.get("age_profile") or {}
+    return [
+        f"book: {rows.get('valued', 0)} valued, {rows.get('carried', 0)} carried, "
+        f"{rows.get('deferred', 0)} deferred, {rows.get('problems', 0)} problems; "
+        f"fresh by {book.get('fresh_by')} at {book.get('budget_calls')} calls a night",
+        f"book ages: {ages.get('within_30_days', 0)} within 30 days, "
+        f"{ages.get('within_90_days', 0)} within 90, {ages.get('within_180_days', 0)} "
+        f"within 180, {ages.get('older', 0)} older",
+        *(
+            [_portfolio_line(book["portfolio"]).replace("portfolio:", "book portfolio:", 1)]
+            if book.get("portfolio")
+            else []
+        ),
+    ]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DryRunSummary:
+    """What a run would cost, found without the network."""
+
+    rows: int
+    rows_with_problems: int
+    problems_by_type: Mapping[str, int]
+    calls: int
+    credits: int
+    daily_limit: int
+    stop: StopInfo | None = None  # the run would stop before sending (input_mostly_refused)
+
+    @property
+    def exit_code(self) -> ExitCode:
+        return ExitCode.COMPLETE if self.stop is None else self.stop.reason.exit_code
+
+    @property
+    def days_at_daily_limit(self) -> int:
+        return -(-self.calls // self.daily_limit) if self.calls else 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "dry_run": True,
+            "rows": self.rows,
+            "rows_with_problems": self.rows_with_problems,
+            "problems_by_type": dict(self.problems_by_type),
+            "calls": self.calls,
+            "credits": self.credits,
+            "cost_gbp": round(self.credits / 100, 2),
+            "days_at_daily_limit": self.days_at_daily_limit,
+            "daily_limit": self.daily_limit,
+            "exit_code": int(self.exit_code),
+            "stop": self.stop.to_json() if self.stop else None,
+        }
+
+    def render(self) -> str:
+        kinds = ", ".join(f"{k} {v}" for k, v in self.problems_by_type.items())
+        return "\n".join(
+            [
+                f"dry run: {self.rows} rows, {self.rows_with_problems} with problems"
+                + (f" ({kinds})" if kinds else ""),
+                f"would make {self.calls} calls costing {self.credits} credits "
+                f"(£{self.credits / 100:.2f} live), "
+                f"{self.days_at_daily_limit} day(s) at {self.daily_limit} calls a day",
+                *(
+                    []
+                    if self.stop is None
+                    else [f"the run would stop (exit {int(self.exit_code)}): {self.stop.line()}"]
+                ),
+            ]
+        )

@@ -1,0 +1,147 @@
+"""`batchval export DIR`: DIR's Parquet files as flat files for people.
+
+The Parquet files are the contract (docs/outputs.md); these are their copies for a
+person with a spreadsheet, or a tool that reads CSV or JSON. It reads whichever of
+`SOURCES` DIR holds, whatever their columns (`tools/flat`: structs flattened to
+`<column>_<member>` columns or dropped), and writes:
+
+- `csv`: one file per Parquet file, `results.csv`, `problems.csv`, ... (UTF-8, a header
+  row, `,` between cells, an empty cell for null; polars' own writer; lists and maps as
+  their JSON text);
+- `xlsx`: one workbook named after its first sheet (`results.xlsx`), a sheet per file
+  (`tools/workbook`);
+- `json`: JSON Lines, one file per Parquet file (`results.jsonl`): one object a row,
+  with every column as a member (null included), so that it streams; lists stay arrays.
+
+Types are kept: integers stay integers, decimals and floats numbers, dates dates,
+booleans booleans, as far as each format goes. CSV is text, so a date is its ISO text
+(`2000-01-31`, read back as a date by `polars.read_csv(..., try_parse_dates=True)`);
+JSON has no decimals, so a decimal of 15 digits or fewer is written as a number
+(exactly: a double holds 15 digits) and a wider one as its text; JSON has no dates, so
+they are ISO text. Excel's own limits are in `tools/workbook`.
+
+Every file is written atomically (`batchval.engine.files.atomic_file`), so a reader sees the old
+file or the new one. Nothing in DIR is locked: each Parquet file is itself replaced
+atomically by a run, so export reads a whole file even while a run writes a new one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from pathlib import Path
+
+import polars as pl
+import pyarrow as pa
+
+from batchval.engine.files import atomic_file
+from batchval.outcome import RunRefusedError, StopReason
+from batchval.tools.flat import (
+    ExportedFile,
+    Nested,
+    decimals_as_doubles,
+    flat_table,
+    parquet_tables,
+)
+from batchval.tools.workbook import write_workbook
+
+__all__ = ["Export", "ExportedFile", "Format", "Nested", "export_dir"]
+
+# The Parquet files export reads, in this order (also the workbook's sheets): the run's
+# two, then those of the later commands when DIR holds them.
+SOURCES = ("results", "problems", "street_analysis", "homes_with_street", "verify", "charges")
+# A DIR holds something to export when it has one of these (a `streets` DIR has no results).
+MAIN_SOURCES = ("results", "street_analysis")
+
+
+class Format(enum.Enum):
+    CSV = "csv"  # one CSV file per Parquet file
+    XLSX = "xlsx"  # one workbook, a sheet per Parquet file
+    JSON = "json"  # JSON Lines, one file per Parquet file
+
+
+_SUFFIX = {Format.CSV: ".csv", Format.XLSX: ".xlsx", Format.JSON: ".jsonl"}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Export:
+    """What one `batchval export` wrote."""
+
+    format: Format
+    files: tuple[ExportedFile, ...]
+
+    def render(self) -> str:
+        """One line a file (a sheet, for a workbook)."""
+        lines = []
+        for f in self.files:
+            where = f"{f.path} (sheet {f.source})" if self.format is Format.XLSX else f.path
+            line = f"{where}: {f.rows} rows, {f.columns} columns from {f.source}.parquet"
+            if f.cut:
+                line += f"; {f.cut} cells cut to Excel's 32,767 characters"
+            lines.append(line)
+        return "\n".join(lines)
+
+
+def export_dir(
+    directory: Path,
+    fmt: Format,
+    *,
+    nested: Nested = Nested.FLATTEN,
+    out_dir: Path | None = None,
+) -> Export:
+    """Write DIR's Parquet files in `fmt` to `out_dir` (DIR itself by default).
+
+    Raises `RunRefusedError`: `refused` (64) when DIR holds nothing to export or a sheet
+    would pass Excel's row limit, `input_unusable` (65) when a Parquet file cannot be read.
+    """
+    found = [(name, directory / f"{name}.parquet") for name in SOURCES]
+    found = [(name, path) for name, path in found if path.is_file()]
+    if not any(name in MAIN_SOURCES for name, _ in found):
+        raise RunRefusedError(
+            StopReason.REFUSED,
+            f"{directory} holds no results.parquet: nothing to export "
+            "(run `batchval run INPUT --out DIR` first)",
+        )
+    target = directory if out_dir is None else out_dir
+    if target.exists() and not target.is_dir():
+        raise RunRefusedError(StopReason.REFUSED, f"--out {target} is a file, not a directory")
+    target.mkdir(parents=True, exist_ok=True)
+    try:
+        if fmt is Format.XLSX:
+            # Named after the DIR's main file (results, or street_analysis for a streets
+            # DIR), whichever sheet comes first.
+            main = next(name for name, _ in found if name in MAIN_SOURCES)
+            files = write_workbook(target / f"{main}.xlsx", found, nested)
+        else:
+            files = [
+                _write_lines(target / f"{name}{_SUFFIX[fmt]}", name, path, fmt, nested)
+                for name, path in found
+            ]
+    except pa.ArrowInvalid as exc:  # not Parquet, or a damaged one
+        raise RunRefusedError(
+            StopReason.INPUT_UNUSABLE, f"a Parquet file in {directory} cannot be read: {exc}"
+        ) from exc
+    return Export(fmt, tuple(files))
+
+
+def _write_lines(
+    path: Path, source: str, parquet: Path, fmt: Format, nested: Nested
+) -> ExportedFile:
+    """One Parquet file to CSV or JSON Lines, a batch at a time (one header, for CSV)."""
+    rows = columns = 0
+    with atomic_file(path) as file:
+        for n, table in enumerate(parquet_tables(parquet)):
+            flat = flat_table(table, nested, lists_as_text=fmt is Format.CSV)
+            columns = flat.num_columns
+            if fmt is Format.CSV:
+                _frame(flat).write_csv(file, include_header=n == 0)
+            else:
+                _frame(decimals_as_doubles(flat)).write_ndjson(file)
+            rows += flat.num_rows
+    return ExportedFile(source, path, rows, columns)
+
+
+def _frame(table: pa.Table) -> pl.DataFrame:
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)  # a Table always gives a DataFrame
+    return frame

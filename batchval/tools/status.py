@@ -1,0 +1,127 @@
+"""`batchval status DIR`: where a run stands, read from its checkpoint and last summary.
+
+It reads while a run may be writing (WAL lets a reader in) and never takes the lock, so
+it works on a run in progress, a finished one and one that was killed. Its exit code is
+the run's own: 0 complete, the last invocation's code when that invocation ended (75,
+77, 65, 64, 70: a stop a person must act on is kept even when no row is pending), and 75
+while a run holds DIR or after one was killed (run it again).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from batchval.engine.summary import SUMMARY_NAME, RunSummary
+from batchval.outcome import ExitCode, StopInfo, StopReason
+from batchval.store.checkpoint import Checkpoint
+from batchval.store.lock import LOCK_NAME
+from batchval.store.streets import COMMAND, StreetStore
+
+
+def read_status(out_dir: Path) -> RunSummary | None:
+    checkpoint = Checkpoint.open_existing(out_dir)
+    if checkpoint is None:
+        return None
+    try:
+        return _status(out_dir, checkpoint)
+    finally:
+        checkpoint.close()
+
+
+def _status(out_dir: Path, checkpoint: Checkpoint) -> RunSummary:
+    counts = checkpoint.counts()
+    run_id = checkpoint.get("run_id") or "?"
+    mode = checkpoint.get("mode") or "unknown"
+    problems = checkpoint.problem_types()
+    complete = checkpoint.ingest_complete and counts.complete
+    if checkpoint.get("command") == COMMAND:  # a DIR of `batchval streets`
+        streets = StreetStore(checkpoint)
+        counts, run_id, problems = streets.counts(), COMMAND, streets.problem_types()
+        mode = streets.get("mode") or "unknown"
+        complete = streets.ingest_complete and counts.complete
+    ended = checkpoint.last_invocation_ended()
+    last = _last_summary(out_dir)
+    action = ""
+    stop: StopInfo | None = None
+    if _is_running(out_dir):
+        status, code = "running", ExitCode.RESUMABLE
+        action = "wait: a batchval run holds this directory now"
+    elif complete and ended and (kept := _needs_a_person(last)) is not None:
+        # Every row done, but the last invocation stopped on what a person must act on
+        # (a defect, the account, the address): its code, as its summary said.
+        status, code, stop = "incomplete", kept.reason.exit_code, kept
+    elif complete:
+        status, code = "complete", ExitCode.COMPLETE
+    else:
+        status = "incomplete"
+        stop = _last_stop(last) if ended else None
+        if stop is not None:
+            code = stop.reason.exit_code
+        else:  # killed before it could write a summary: run it again to finish
+            stop = StopInfo(
+                StopReason.SIGNAL, "the last run ended without a summary (killed); run it again"
+            )
+            code = ExitCode.RESUMABLE
+    return RunSummary.of_run(
+        checkpoint,
+        invocation=checkpoint.latest_invocation(),
+        status=status,
+        exit_code=code,
+        run_id=run_id,
+        mode=mode,
+        counts=counts,
+        problems_by_type=problems,
+        stop=stop,
+        input=last.get("input") if last else None,
+        portfolio=_last_portfolio(last),
+        book=_last_book(last),
+        next_action=action,
+    )
+
+
+def _is_running(out_dir: Path) -> bool:
+    """Whether the process named in the lock file lives. Taking the lock to find out
+    would, for an instant, turn a run starting at that moment away."""
+    try:
+        pid = int((out_dir / LOCK_NAME).read_text(encoding="utf-8").split()[0])
+        os.kill(pid, 0)
+    except (OSError, ValueError, IndexError):
+        return False
+    return True
+
+
+def _last_stop(last: dict[str, Any] | None) -> StopInfo | None:
+    stop = last.get("stop") if last else None
+    try:
+        return StopInfo.from_json(stop) if isinstance(stop, dict) else None
+    except (KeyError, ValueError):  # a reason word of another version
+        return None
+
+
+def _needs_a_person(last: dict[str, Any] | None) -> StopInfo | None:
+    stop = _last_stop(last)
+    return stop if stop is not None and stop.needs_a_person else None
+
+
+def _last_portfolio(last: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The portfolio totals the last run wrote (they are made only while writing)."""
+    portfolio = last.get("portfolio") if last else None
+    return portfolio if isinstance(portfolio, dict) else None
+
+
+def _last_book(last: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The book section (rows, age profile, forecast) the last `run --book` wrote."""
+    book = last.get("book") if last else None
+    return book if isinstance(book, dict) else None
+
+
+def _last_summary(out_dir: Path) -> dict[str, Any] | None:
+    """The last invocation's summary.json, if it wrote one that can be read."""
+    try:
+        summary = json.loads((out_dir / SUMMARY_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return summary if isinstance(summary, dict) else None

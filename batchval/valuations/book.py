@@ -1,0 +1,259 @@
+"""The book file of `run --book PATH`: the latest valuation of every row identity.
+
+One Parquet file, one row an identity (the `--row-id` column's value as text, or the
+request fingerprint when there is no row id), replaced atomically with
+`files.atomic_file` at the end of each invocation that gets as far as its outputs: a kill
+before then leaves the old file whole. Its columns are `BOOK_KEYS`, then every fixed
+column of results.parquet (`contract/schemas.RESULT_TAIL`) that the valuation or the
+lender arithmetic gives, by the same names and types: a row carried from the book into
+results.parquet takes them by name. The three columns results.parquet has and the book
+has not: `row_number` and the pass-through columns (tonight's input gives them), `source`
+and `credits_charged` (a carried row is `book` and cost nothing tonight).
+
+Entries are never dropped: an identity that left the input keeps its entry, so that a
+loan that comes back is not valued again while its valuation is fresh.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import operator
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from batchval.contract.schemas import RESULT_COLUMNS
+from batchval.engine.arrow import Column
+from batchval.engine.files import COMPRESSION, atomic_file
+
+BOOK_VERSION = "1"
+IDENTITY_META = "batchval.book_identity"  # the --row-id column, or `request`
+API_META = "batchval.book_api"  # a hash of the API's address and client id: whose valuations
+REQUEST_IDENTITY = "request"
+# Result columns the book does not keep: tonight's own, or the input's.
+NOT_KEPT = frozenset({"row_number", "source", "credits_charged"})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BookKey:
+    """What the book keeps beside the valuation, for the plan (`booking`)."""
+
+    identity: str
+    request_fingerprint: str
+    run_id: str
+
+
+BOOK_KEYS: tuple[Column[BookKey], ...] = (
+    Column(
+        "identity",
+        pa.string(),
+        "The row's identity: its --row-id value as text, or its request_fingerprint.",
+        operator.attrgetter("identity"),
+        nullable=False,
+    ),
+    Column(
+        "request_fingerprint",
+        pa.string(),
+        "SHA-256 of the canonical request JSON (not the Idempotency-Key, which has the day).",
+        operator.attrgetter("request_fingerprint"),
+        nullable=False,
+    ),
+    Column(
+        "run_id",
+        pa.string(),
+        "The run that valued the entry (day-YYYY-MM-DD by default).",
+        operator.attrgetter("run_id"),
+        nullable=False,
+    ),
+)
+
+
+class BookError(Exception):
+    """The book cannot be read (exit 65, like an input)."""
+
+
+class BookMismatchError(BookError):
+    """The book was kept by other settings: another --row-id, API or account (exit 64)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BookEntry:
+    """What the plan needs of an identity's entry."""
+
+    fingerprint: str
+    valued_at: dt.datetime | None
+    indexed_ltv: float | None
+
+
+def read_book(path: Path, identity: str, api: str) -> pa.Table | None:
+    """The whole book, or None when there is none yet. Raises BookError when it cannot
+    be read, was kept under another identity (a --row-id of another column), or holds
+    another API's or account's valuations (test answers must never be carried into a
+    live run's results)."""
+    if not path.exists():
+        return None
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise BookError(f"the book {path} cannot be read: {exc}") from None
+    meta = table.schema.metadata or {}
+    kept = meta.get(IDENTITY_META.encode(), b"").decode()
+    missing = [c.name for c in BOOK_KEYS if c.name not in table.column_names]
+    if missing or "valued_at" not in table.column_names:
+        raise BookError(f"the book {path} is not a batchval book (no {missing or 'valued_at'})")
+    if kept != identity:
+        raise BookMismatchError(
+            f"the book {path} keeps rows by {kept!r}, this run by {identity!r}: give "
+            "the same --row-id, or a new --book"
+        )
+    if meta.get(API_META.encode(), b"").decode() != api:
+        raise BookMismatchError(
+            f"the book {path} holds valuations made with another API or account (client "
+            "id); give this one a --book of its own"
+        )
+    return table
+
+
+def book_index(table: pa.Table | None) -> dict[str, BookEntry]:
+    """Identity -> entry, for the plan."""
+    if table is None:
+        return {}
+    ltv = (
+        table.column("indexed_ltv").to_pylist()
+        if "indexed_ltv" in table.column_names
+        else [None] * table.num_rows
+    )
+    return {
+        identity: BookEntry(fingerprint, valued_at, figure)
+        for identity, fingerprint, valued_at, figure in zip(
+            table.column("identity").to_pylist(),
+            table.column("request_fingerprint").to_pylist(),
+            table.column("valued_at").to_pylist(),
+            ltv,
+            strict=True,
+        )
+    }
+
+
+def carry_into_results(
+    results: Path,
+    book: pa.Table | None,
+    unsent: Sequence[tuple[int, str]],
+    passthrough: pa.Table,
+) -> int:
+    """Add to results.parquet (rewritten atomically) a row for each input row not valued
+    tonight whose identity has a book entry, `source = book`; returns how many.
+
+    `unsent` is (row number, identity) in row order; `passthrough` is tonight's
+    pass-through values with their `row_number` first."""
+    if book is None or not unsent:
+        return 0
+    numbers = pa.array([n for n, _ in unsent], pa.int64())
+    at = pc.index_in(pa.array([i for _, i in unsent], pa.string()), book.column("identity"))
+    found = pc.is_valid(at)
+    numbers, at = numbers.filter(found), at.filter(found)
+    if not len(numbers):
+        return 0
+    table = pq.read_table(results)
+    schema = table.schema
+    entries = book.take(at)
+    given = passthrough.take(pc.index_in(numbers, passthrough.column("row_number")))
+    columns: list[pa.Array] = []
+    for i, field in enumerate(schema):
+        if field.name == "row_number":
+            values: Any = numbers
+        elif 1 <= i < passthrough.num_columns:  # the pass-through columns, by position
+            values = given.column(i).combine_chunks()
+        elif field.name == "source":
+            values = pa.array(["book"] * len(numbers), field.type)
+        elif field.name == "credits_charged":
+            values = pa.array([0] * len(numbers), field.type)
+        elif field.name in entries.column_names:
+            values = entries.column(field.name).combine_chunks().cast(field.type)
+        else:  # a column tonight has and the entry's night had not (an extra asked now)
+            values = pa.nulls(len(numbers), field.type)
+        columns.append(values)
+    carried = pa.Table.from_arrays(columns, schema=schema)
+    merged = pa.concat_tables([table, carried]).sort_by("row_number")
+    with atomic_file(results) as file:
+        pq.write_table(merged, file, compression=COMPRESSION)
+    return len(numbers)
+
+
+def write_book(
+    path: Path,
+    old: pa.Table | None,
+    results: Path,
+    valued: Sequence[tuple[int, str, str]],
+    *,
+    run_id: str,
+    identity: str,
+    api: str,
+    metadata: Mapping[str, str] | None = None,
+) -> int:
+    """Replace the book at `path`, atomically: tonight's valuations (`valued`: row
+    number, identity, request fingerprint; read back from results.parquet) in place of
+    their identities' entries, every other entry as it was. Returns the book's rows."""
+    table = pq.read_table(results)
+    at = pc.index_in(pa.array([n for n, *_ in valued], pa.int64()), table.column("row_number"))
+    tonight = table.take(at)
+    keys = {
+        "identity": pa.array([i for _, i, _ in valued], pa.string()),
+        "request_fingerprint": pa.array([f for *_, f in valued], pa.string()),
+        "run_id": pa.array([run_id] * len(valued), pa.string()),
+    }
+    kept = [n for n in tonight.column_names if n in RESULT_COLUMNS and n not in NOT_KEPT]
+    fields = [c.field() for c in BOOK_KEYS] + [tonight.schema.field(n) for n in kept]
+    new = pa.Table.from_arrays(
+        [*keys.values(), *(tonight.column(n) for n in kept)], schema=pa.schema(fields)
+    )
+    # An identity valued twice tonight (rows sharing one request) is kept once.
+    new = new.take(_first_of_each(new.column("identity")))
+    parts = [new]
+    if old is not None:
+        stays = pc.invert(pc.is_in(old.column("identity"), value_set=new.column("identity")))
+        parts.append(old.filter(stays))
+    book = pa.concat_tables(parts, promote_options="permissive").sort_by("identity")
+    book = book.replace_schema_metadata(
+        {
+            **(metadata or {}),
+            "batchval.file": "book",
+            "batchval.book_version": BOOK_VERSION,
+            IDENTITY_META: identity,
+            API_META: api,
+        }
+    )
+    with atomic_file(path) as file:
+        pq.write_table(book, file, compression=COMPRESSION)
+    return int(book.num_rows)
+
+
+def age_profile(valued_at: Sequence[dt.datetime | None], now: dt.datetime) -> dict[str, int]:
+    """How many valuations are within 30, 90 and 180 days of `now`, and older."""
+    profile = {"within_30_days": 0, "within_90_days": 0, "within_180_days": 0, "older": 0}
+    for when in valued_at:
+        days = (now - when).total_seconds() / 86_400 if when is not None else None
+        if days is None or days > 180:
+            profile["older"] += 1
+        elif days > 90:
+            profile["within_180_days"] += 1
+        elif days > 30:
+            profile["within_90_days"] += 1
+        else:
+            profile["within_30_days"] += 1
+    return profile
+
+
+def _first_of_each(values: pa.ChunkedArray) -> pa.Array:
+    seen: set[Any] = set()
+    first = []
+    for i, value in enumerate(values.to_pylist()):
+        if value not in seen:
+            seen.add(value)
+            first.append(i)
+    return pa.array(first, pa.int64())

@@ -1,0 +1,358 @@
+"""`run --book PATH`: rolling revaluation of a book larger than a night's budget.
+
+The runner calls three steps (beside `valuations/runner`):
+
+1. `plan`, once per DIR, after the ingest: each valid row's identity (the `--row-id`
+   column's value, else the request's fingerprint) is looked up in the book. A row whose
+   entry is younger than `--fresh-for DAYS` and whose request fingerprint is unchanged is
+   carried; the others are ranked (never valued, largest `loan_balance` first; then
+   changed requests; then stale rows, highest last `indexed_ltv` first, then oldest
+   valuation first), and the night's budget (`--max-calls`, `--max-credits` at the
+   valuation's price, the daily limit) takes the requests from the top. The rest are
+   deferred. The plan is kept in the checkpoint (`store/book`), so that a resumed run
+   sends what the first invocation planned, with the same keys.
+2. `settle`, after sending: a stop of the budget's own (`max_credits`, `daily_limit`)
+   defers the requests never sent, and the run is complete (exit 0). A request that was
+   sent stays pending: it may have been charged, so only a replay with its key may
+   finish it (exit 75, as without a book).
+3. `write`, after the run's outputs: rows not valued tonight that have a book entry are
+   added to results.parquet (`source = book`), and the book is replaced atomically with
+   tonight's valuations in it (`valuations/book`). The summary's `book` section counts the
+   rows and forecasts when the whole book is fresh at this budget.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import hashlib
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import structlog
+
+from batchval.api.vocabulary import DAILY_PAID_CALLS, VALUATION_CREDITS
+from batchval.input.lender import LenderColumnError, find_lender_columns
+from batchval.outcome import RunRefusedError, StopInfo, StopReason
+from batchval.settings import Settings
+from batchval.store.book import CARRY, SEND, BookStore
+from batchval.store.checkpoint import Checkpoint
+from batchval.valuations.book import (
+    REQUEST_IDENTITY,
+    BookEntry,
+    BookError,
+    BookMismatchError,
+    age_profile,
+    book_index,
+    carry_into_results,
+    read_book,
+    write_book,
+)
+
+log = structlog.get_logger()
+
+# Stops that mean "tonight's budget is spent", not "the run could not do its work".
+BUDGET_STOPS = frozenset({StopReason.MAX_CREDITS, StopReason.DAILY_LIMIT})
+_LAST = math.inf  # ranks a missing balance or LTV after every known one
+
+# The order in which rows that need a valuation are sent (lower first).
+NEVER_VALUED, CHANGED, STALE = 0, 1, 2
+
+
+def request_fingerprint(request_json: str) -> str:
+    """SHA-256 of the canonical request JSON: the same request on any day, unlike the
+    Idempotency-Key, which holds the run id."""
+    return hashlib.sha256(request_json.encode()).hexdigest()
+
+
+def night_budget(settings: Settings) -> int:
+    """The most valuations one night may ask for."""
+    run = settings.run
+    limits = [DAILY_PAID_CALLS]
+    if run.max_calls is not None:
+        limits.append(run.max_calls)
+    if run.max_credits is not None:
+        limits.append(run.max_credits // VALUATION_CREDITS)
+    return min(limits)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Row:
+    number: int
+    key: str
+    identity: str
+    fingerprint: str
+    rank: tuple[float, float, float] | None  # None: carried
+
+
+class BookRun:
+    """One invocation's book: its plan, its budget stop and its writes."""
+
+    def __init__(
+        self,
+        path: Path,
+        settings: Settings,
+        checkpoint: Checkpoint,
+        now: Callable[[], dt.datetime],
+    ) -> None:
+        self.path = path
+        self.settings = settings
+        self._checkpoint = checkpoint
+        self._store = BookStore(checkpoint)
+        self._now = now
+        self.identity = settings.run.row_id or REQUEST_IDENTITY
+        api = settings.api
+        who = "embedded" if api is None else f"{api.base_url}\n{api.client_id}"
+        self.api = hashlib.sha256(who.encode()).hexdigest()  # never the secret
+        self.budget = night_budget(settings)
+
+    @classmethod
+    def start(
+        cls, settings: Settings, checkpoint: Checkpoint, now: Callable[[], dt.datetime]
+    ) -> BookRun | None:
+        """With a --book (`run.book`), this DIR's book run, planned (once: for its input
+        and settings); None without one."""
+        if settings.run.book is None:
+            return None
+        booked = cls(Path(settings.run.book), settings, checkpoint, now)
+        booked.plan(
+            f"{checkpoint.get('input_fingerprint')}:{checkpoint.get('settings_fingerprint')}"
+        )
+        return booked
+
+    # --- 1. the plan ---------------------------------------------------------------------
+
+    def plan(self, planned_for: str) -> None:
+        """Decide each row's night, unless this DIR's plan was made for the same input
+        and settings. Raises RunRefusedError (65) for a book that cannot be used or an
+        identity on two rows."""
+        planned_for = json.dumps(
+            [planned_for, str(self.path), self.identity, self.settings.run.fresh_for_days]
+        )
+        if self._store.planned_for() == planned_for:
+            return
+        book = self._read()
+        index = book_index(book)
+        modes = [] if book is None else book.column("mode").drop_null().unique().to_pylist()
+        if len(modes) == 1 and self._checkpoint.get("mode") is None:
+            # A night that only carries gets no answer to learn its mode from: the book's
+            # is the same API's and account's (`read_book`), so it is tonight's too.
+            self._checkpoint.set("mode", str(modes[0]))
+        passthrough = passthrough_table(self._checkpoint)
+        identities = self._identities(passthrough)
+        balances = self._balances(passthrough)
+        fresh_for = dt.timedelta(days=self.settings.run.fresh_for_days)
+        now = self._now()
+        seen: dict[str, int] = {}
+        rows: list[_Row] = []
+        for batch in self._store.keyed_requests():
+            for number, key, request in batch:
+                fingerprint = request_fingerprint(request)
+                identity = fingerprint if identities is None else identities[number]
+                if identities is not None and not identity:
+                    raise RunRefusedError(
+                        StopReason.INPUT_UNUSABLE,
+                        f"--row-id {self.identity}: row {number} has none; a book needs one "
+                        "on every row it values",
+                    )
+                if identities is not None and identity in seen:
+                    raise RunRefusedError(
+                        StopReason.INPUT_UNUSABLE,
+                        f"--row-id {self.identity}: {identity!r} is on rows {seen[identity]} "
+                        f"and {number}; a book keeps one valuation a {self.identity}, so each "
+                        "row needs its own",
+                    )
+                seen[identity] = number
+                rank = _rank(index.get(identity), fingerprint, balances.get(number), now, fresh_for)
+                rows.append(_Row(number, key, identity, fingerprint, rank))
+        self._save(rows, planned_for)
+
+    def _save(self, rows: list[_Row], planned_for: str) -> None:
+        ranks: dict[str, tuple[float, float, float]] = {}  # a request takes its most urgent row
+        for row in rows:
+            if row.rank is not None and (row.key not in ranks or row.rank < ranks[row.key]):
+                ranks[row.key] = row.rank
+        order = sorted(ranks, key=lambda key: (ranks[key], key))
+        deferred = order[self.budget :]
+        carried = {row.key for row in rows} - set(ranks)
+        self._store.save_plan(
+            [
+                (r.number, r.identity, r.fingerprint, CARRY if r.rank is None else SEND)
+                for r in rows
+            ],
+            carried,
+            deferred,
+            planned_for,
+        )
+        log.info(
+            "book.planned",
+            rows=len(rows),
+            carried=len(carried),
+            to_value=len(order),
+            budget=self.budget,
+            deferred=len(deferred),
+        )
+
+    def _read(self) -> pa.Table | None:
+        try:
+            return read_book(self.path, self.identity, self.api)
+        except BookMismatchError as exc:
+            raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
+        except BookError as exc:
+            raise RunRefusedError(StopReason.INPUT_UNUSABLE, str(exc)) from None
+
+    def _identities(self, passthrough: pa.Table) -> dict[int, str] | None:
+        """Row number -> the row-id value as text (None: the request is the identity)."""
+        column = self.settings.run.row_id
+        if column is None:
+            return None
+        if column not in passthrough.column_names[1:]:
+            raise RunRefusedError(
+                StopReason.INPUT_UNUSABLE,
+                f"--row-id {column}: no such pass-through column in the input (it has "
+                f"{', '.join(passthrough.column_names[1:]) or 'none'})",
+            )
+        numbers = passthrough.column("row_number").to_pylist()
+        values = passthrough.column(column).to_pylist()
+        return {n: "" if v is None else str(v) for n, v in zip(numbers, values, strict=True)}
+
+    def _balances(self, passthrough: pa.Table) -> dict[int, float]:
+        """Row number -> loan balance, where the input has one that is a number."""
+        try:
+            found = find_lender_columns(passthrough.column_names[1:], self.settings.input.columns)
+        except LenderColumnError:
+            return {}
+        column = found.get("loan_balance")
+        if column is None:
+            return {}
+        numbers = passthrough.column("row_number").to_pylist()
+        values = passthrough.column(column).to_pylist()
+        return {n: float(v) for n, v in zip(numbers, values, strict=True) if _is_number(v)}
+
+    # --- 2. after sending ----------------------------------------------------------------
+
+    def settle(self, stop: StopInfo | None) -> StopInfo | None:
+        """The run's stop once the budget's own stop has deferred what was never sent."""
+        if stop is None or stop.reason not in BUDGET_STOPS:
+            return stop
+        deferred = self._store.defer_unsent()
+        log.info("book.deferred_by_budget", reason=stop.reason.value, requests=deferred)
+        return None if self._checkpoint.counts().complete else stop
+
+    # --- 3. the outputs ------------------------------------------------------------------
+
+    def write(self, results: Path, run_id: str) -> dict[str, Any]:
+        """Carry the unsent rows' entries into results.parquet and replace the book;
+        returns the summary's `book` section."""
+        old = self._read()
+        carried = carry_into_results(
+            results, old, self._store.unsent_rows(), passthrough_table(self._checkpoint)
+        )
+        entries = write_book(
+            self.path,
+            old,
+            results,
+            self._store.valued_rows(),
+            run_id=run_id,
+            identity=self.identity,
+            api=self.api,
+        )
+        now = self._now()
+        sources = self._store.row_sources()
+        sources["carried"] = carried
+        picture = pq.read_table(results)
+        profile = age_profile(picture.column("valued_at").to_pylist(), now)
+        log.info("book.written", path=str(self.path), entries=entries, carried=carried)
+        return {
+            "path": str(self.path),
+            "identity": self.identity,
+            "fresh_for_days": self.settings.run.fresh_for_days,
+            "budget_calls": self.budget,
+            "rows": sources,
+            "entries": entries,
+            "age_profile": profile,
+            **self._forecast(now, sum(sources.values())),
+            "portfolio": _portfolio(picture),
+        }
+
+    def _forecast(self, now: dt.datetime, loans: int) -> dict[str, Any]:
+        """When every row will have been valued at this budget, and whether the budget
+        keeps the whole book within --fresh-for once it has caught up."""
+        waiting = self._store.deferred_requests()
+        needed = math.ceil(loans / max(self.settings.run.fresh_for_days, 1))
+        fresh_by = now.date()
+        if waiting and self.budget:
+            fresh_by += dt.timedelta(days=math.ceil(waiting / self.budget))
+        return {
+            "deferred_requests": waiting,
+            # None: a budget of nothing never values what waits.
+            "fresh_by": None if waiting and not self.budget else fresh_by.isoformat(),
+            "calls_a_night_to_stay_fresh": needed,
+            "budget_keeps_up": self.budget >= needed,
+        }
+
+
+def passthrough_table(checkpoint: Checkpoint) -> pa.Table:
+    """Every row's pass-through values, with `row_number` first."""
+    schema = checkpoint.passthrough_schema() or pa.schema([])
+    parts: list[pa.Table] = []
+    for first, batch in checkpoint.passthrough_batches():
+        numbers = pa.array(range(first, first + batch.num_rows), pa.int64())
+        parts.append(pa.Table.from_batches([batch]).add_column(0, "row_number", numbers))
+    if not parts:
+        return pa.schema([pa.field("row_number", pa.int64()), *schema]).empty_table()
+    return pa.concat_tables(parts)
+
+
+def _portfolio(picture: pa.Table) -> dict[str, Any] | None:
+    """The whole picture's LTVs, carried rows with tonight's (summary.json's `portfolio`
+    counts tonight's valuations only). A balance is indexed_ltv x estimate."""
+    if "indexed_ltv" not in picture.column_names:
+        return None
+    pairs = [
+        (ltv, estimate)
+        for ltv, estimate in zip(
+            picture.column("indexed_ltv").to_pylist(),
+            picture.column("estimate").to_pylist(),
+            strict=True,
+        )
+        if ltv is not None and estimate
+    ]
+    balance = sum(ltv * estimate for ltv, estimate in pairs)
+    estimates = sum(estimate for _, estimate in pairs)
+    return {
+        "rows": len(pairs),
+        "sum_balance": round(balance, 2),
+        "sum_estimate": estimates,
+        "weighted_ltv": sum(ltv * ltv * e for ltv, e in pairs) / balance if balance else None,
+        "aggregate_ltv": balance / estimates if estimates else None,
+    }
+
+
+def _rank(
+    entry: BookEntry | None,
+    fingerprint: str,
+    balance: float | None,
+    now: dt.datetime,
+    fresh_for: dt.timedelta,
+) -> tuple[float, float, float] | None:
+    """Where a row stands in the night's queue (lower first); None when it is carried."""
+    largest_first = -balance if balance is not None else _LAST
+    if entry is None:
+        return (NEVER_VALUED, largest_first, 0.0)
+    if entry.fingerprint != fingerprint:
+        return (CHANGED, largest_first, 0.0)
+    valued_at = entry.valued_at
+    if valued_at is not None and now - valued_at < fresh_for:
+        return None
+    ltv = -entry.indexed_ltv if entry.indexed_ltv is not None else _LAST
+    return (STALE, ltv, valued_at.timestamp() if valued_at is not None else -_LAST)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

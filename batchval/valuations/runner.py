@@ -1,0 +1,397 @@
+"""`run`: read -> validate -> key -> checkpoint -> send -> write, for one invocation.
+
+The composition root: a product on the command skeleton (`command.invoke`, which owns
+the order of an invocation, the exit code and the summary), it builds each stage
+(input/, run/, output/, store/) from the settings; no stage imports another's room.
+Callable in-process (`Runner(request).run()` returns the RunSummary), so that
+tests need a subprocess only where the behaviour is the process's.
+Re-running the same command with the same DIR resumes: the checkpoint remembers the run
+id, every row and every answer, and only requests without an answer are sent again,
+each with the key it had before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from batchval import logs
+from batchval.contract.lender import Lending
+from batchval.engine.batches import refusal
+from batchval.engine.charges import Received, ServerClock
+from batchval.engine.charges_file import write_charges
+from batchval.engine.command import EmbeddedApi, Lines, chosen_api, file_fingerprint, invoke
+from batchval.engine.files import write_json_atomic
+from batchval.engine.invocation import NotedSignals
+from batchval.engine.keys import daily_run_id
+from batchval.engine.names import CHARGES_NAME, PROBLEMS_NAME, RESULTS_NAME, VERIFY_NAME
+from batchval.engine.sending import Sending, SendOutcome
+from batchval.engine.summary import DryRunSummary, RunSummary
+from batchval.input import InputSource, open_input
+from batchval.outcome import RunRefusedError, StopInfo, StopReason
+from batchval.settings import Settings, api_identity
+from batchval.store.checkpoint import (
+    CHECKPOINT_NAME,
+    Checkpoint,
+    Counts,
+)
+from batchval.valuations import answers
+from batchval.valuations.booking import BookRun
+from batchval.valuations.ingest import Ingest, price_input
+from batchval.valuations.manifest import ANSWER_PATHS, MANIFEST_NAME, Manifest
+from batchval.valuations.metrics import RunMetrics, write_metrics
+from batchval.valuations.recovery import recoverable, recovery_job
+from batchval.valuations.valuing import ValuationJob
+from batchval.valuations.writer import write_problems, write_results
+
+log = structlog.get_logger()
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class RunRequest:
+    input_path: Path
+    out_dir: Path
+    settings: Settings
+    run_id: str | None = None
+    dry_run: bool = False
+    accept_changes: bool = False
+    progress_bar: bool = False
+    metrics_file: Path | None = None  # Prometheus text, during the run and at its end
+
+
+class Runner:
+    """`run` on the command skeleton (`command.Product`): it reads the input with every
+    column, prices it in a dry run, and admits a DIR that holds no street analyses; the
+    valuing itself is `Valuing`'s. Also --metrics-file, which only `run` writes."""
+
+    name = "run"
+    pending = "request"
+
+    def __init__(
+        self,
+        request: RunRequest,
+        *,
+        embedded_api: EmbeddedApi | None = None,
+    ) -> None:
+        self.request = request
+        self.settings = request.settings
+        self.embedded_api = embedded_api
+        self.signals = NotedSignals()  # a signal received outside the sending phase
+        self._started = time.monotonic()
+        self.statuses: Mapping[str, int] = {}  # this invocation's calls by status
+
+    # --- the whole invocation ----------------------------------------------------------
+
+    def run(self) -> RunSummary | DryRunSummary:
+        """One invocation; returns its summary (also written to DIR/summary.json).
+        Raises RunRefusedError when it ends before sending."""
+        self._started = time.monotonic()
+        with self.signals:
+            try:
+                summary = invoke(self)
+            except RunRefusedError as exc:
+                # dir_locked: the file is the holder's to write.
+                if exc.reason is not StopReason.DIR_LOCKED:
+                    self.metrics(None, {}, 0, 0, int(exc.exit_code))
+                raise
+            if isinstance(summary, RunSummary):
+                self.metrics(
+                    summary.counts,
+                    self.statuses,
+                    summary.rate_limited.this_invocation,
+                    summary.credits.this_invocation,
+                    int(summary.exit_code),
+                )
+            return summary
+
+    def metrics(
+        self,
+        counts: Counts | None,
+        statuses: Mapping[str, int],
+        rate_limited: int,
+        credits: int,
+        exit_code: int | None,
+    ) -> None:
+        """Rewrite --metrics-file, if one was asked for (exit_code None: still running)."""
+        if self.request.metrics_file is None:
+            return
+        rows = None
+        if counts is not None:
+            problems = counts.input_problems + counts.api_problem_rows
+            rows = {
+                "valued": counts.valued_rows,
+                "problem": problems,
+                "pending": counts.pending_rows,
+            }
+        figures = RunMetrics(
+            rows, credits, statuses, rate_limited, time.monotonic() - self._started, exit_code
+        )
+        try:
+            write_metrics(self.request.metrics_file, figures, now=self.now().timestamp())
+        except OSError as exc:  # the metrics never decide the run's outcome
+            log.warning("run.metrics.unwritable", path=str(exc.filename), error=exc.strerror)
+
+    # --- the product's steps before its checkpoint (`command.Product`) ------------------
+
+    @property
+    def input_path(self) -> Path:
+        return self.request.input_path
+
+    @property
+    def out_dir(self) -> Path:
+        return self.request.out_dir
+
+    @property
+    def dry(self) -> bool:
+        return self.request.dry_run
+
+    def now(self) -> dt.datetime:
+        return self.settings.run.now()  # with the test seam
+
+    def read_input(self) -> InputSource:
+        return open_input(self.request.input_path, self.settings.input)
+
+    def admit(self, checkpoint: Checkpoint, started: dt.datetime) -> Valuing:
+        if checkpoint.get("command") == "streets":  # store/streets: one command a DIR
+            raise RunRefusedError(
+                StopReason.REFUSED,
+                f"{self.request.out_dir} holds `batchval streets` outputs: give run a "
+                "--out DIR of its own",
+            )
+        return Valuing(self, checkpoint, started)
+
+    def dry_run(self, source: InputSource) -> DryRunSummary:
+        """Validate and price without the network; the checkpoint is a throwaway one."""
+        if (self.request.out_dir / CHECKPOINT_NAME).is_file():
+            raise RunRefusedError(
+                StopReason.REFUSED,
+                f"{self.request.out_dir} holds a run; a dry run would overwrite its "
+                "problems.parquet: give --dry-run a new --out DIR",
+            )
+        return price_input(
+            source,
+            run_id=self.request.run_id or "dry-run",
+            problems_path=self.request.out_dir / PROBLEMS_NAME,
+            interrupted=lambda: self.signals.received,
+            plan=lambda checkpoint: BookRun.start(self.settings, checkpoint, self.now),
+            max_refused_share=self.settings.run.max_refused_share,
+        )
+
+
+class Valuing:
+    """One invocation of `run` on DIR's open checkpoint (`command.Steps`): fingerprints,
+    run id and ingest; the refusal and the book's plan; the valuation job (after the
+    read-back of paid answers that could not be read); the results, problems, charges,
+    manifest and book."""
+
+    def __init__(self, runner: Runner, checkpoint: Checkpoint, started: dt.datetime) -> None:
+        self._runner = runner
+        self.request, self.settings = runner.request, runner.settings
+        self._now: Callable[[], dt.datetime] = runner.now
+        self.checkpoint, self.started = checkpoint, started
+        self.reading = Ingest.complete(checkpoint)
+        self.run_id = ""  # the DIR's, once prepared
+        self.booked: BookRun | None = None
+
+    # --- before sending: fingerprints, run id, ingest -------------------------------
+
+    def prepare(self, source: InputSource) -> None:
+        """Refuse a DIR of another input, settings or run id (unless --accept-changes);
+        keep the run id; read the input when it is new or changed; settle the answers a
+        killed run stored."""
+        checkpoint = self.checkpoint
+        input_fp = file_fingerprint(self.request.input_path)
+        settings_fp = self.settings.fingerprint()
+        api_fp = self._api_identity()
+        stored_input, stored_settings = (
+            checkpoint.get("input_fingerprint"),
+            checkpoint.get("settings_fingerprint"),
+        )
+        if stored_settings == self.settings.fingerprint_0_1():
+            stored_settings = settings_fp  # a DIR begun by 0.1 with these same settings
+            checkpoint.set("settings_fingerprint", settings_fp)
+        changed = [
+            what
+            for what, stored, now in (
+                ("input file", stored_input, input_fp),
+                (
+                    "request settings (mapping, include, API address, encoding, delimiter, "
+                    "pass-through columns)",
+                    stored_settings,
+                    settings_fp,
+                ),
+            )
+            if stored is not None and stored != now
+        ]
+        if changed and not self.request.accept_changes and checkpoint.never_sent():
+            # Nothing to keep apart: no call was ever made from DIR (its input refused,
+            # say), so the change is taken as --accept-changes takes it (the run id stays).
+            log.info("run.changes_taken", changed=changed, because="nothing was ever sent")
+        elif changed and not self.request.accept_changes:
+            raise RunRefusedError(
+                StopReason.REFUSED,
+                f"{self.request.out_dir} holds a run with a different {' and '.join(changed)}; "
+                "use a new --out DIR for a new run, or --accept-changes to carry on this run "
+                "with the change (answers already paid for are kept)",
+            )
+        run_id = checkpoint.get("run_id")
+        wanted = self.request.run_id
+        if run_id is not None and wanted is not None and wanted != run_id:
+            raise RunRefusedError(
+                StopReason.REFUSED,
+                f"{self.request.out_dir} holds run {run_id!r}; --run-id {wanted!r} differs "
+                "(use a new --out DIR for a new run)",
+            )
+        if run_id is None:
+            run_id = wanted or daily_run_id(self._now())
+            checkpoint.set("run_id", run_id)  # durable (synchronous=FULL) before any call
+        stored_api = checkpoint.get("api_identity")
+        if stored_api is not None and stored_api != api_fp and checkpoint.get("mode") == "test":
+            # Accepted above: other credentials or another API. Test answers are fake:
+            # every request is valued again, under keys of its own (a key the test
+            # account used must not be replayed to another account), rather than mixed.
+            forgotten = checkpoint.forget_requests()
+            run_id = f"{daily_run_id(self._now())}-{api_fp[:8]}"
+            checkpoint.set("run_id", run_id)
+            log.warning("run.test_answers_forgotten", requests=forgotten, run_id=run_id)
+        checkpoint.set("api_identity", api_fp)
+        # A DIR begun before pass-through values were typed has none stored: read again.
+        untyped = checkpoint.passthrough_schema() is None
+        reading = Ingest.complete(checkpoint)
+        if changed or not checkpoint.ingest_complete or untyped:
+            checkpoint.restart_ingest()
+            # Before any call: the calls of this DIR are this input's (the ingest may go on
+            # while sending, `Ingest`).
+            checkpoint.set("input_fingerprint", input_fp)
+            checkpoint.set("settings_fingerprint", settings_fp)
+            reading = self._ingest(checkpoint, source, run_id)
+        # Answers a killed run stored but never read: read now, never asked again.
+        answers.settle_stored(checkpoint, ServerClock(), Received(self._now()))
+        self.run_id, self.reading = run_id, reading
+
+    def _api_identity(self) -> str:
+        """Which API and account answer this run (never the secret): a change of it under
+        --accept-changes re-values test answers."""
+        return api_identity(self.settings.api)
+
+    def _ingest(self, checkpoint: Checkpoint, source: InputSource, run_id: str) -> Ingest:
+        """The input read, or, but for a book run (whose plan needs every row), read up to
+        its first request and stored on while sending (`Ingest`)."""
+        return Ingest.begin(
+            checkpoint,
+            source,
+            run_id,
+            interrupted=lambda: self._runner.signals.received,
+            stream=self.settings.run.book is None,
+        )
+
+    def plan(self, source: InputSource) -> StopInfo | None:
+        """Most rows refused: no plan, no call. Else a book run's plan (`booking`)."""
+        refused = refusal(self.reading, source, self.settings.run.max_refused_share)
+        if refused is None:
+            self.booked = BookRun.start(self.settings, self.checkpoint, self._now)
+        return refused
+
+    # --- sending -------------------------------------------------------------------------
+
+    def send(self) -> SendOutcome:
+        """Send what is pending; first read back the paid answers that could not be read
+        (`valuations/recovery`). Not from the embedded sandbox: a new one each invocation, it
+        knows no earlier valuation."""
+        checkpoint, reading, runner = self.checkpoint, self.reading, self._runner
+        recover = self.settings.api is not None and bool(recoverable(checkpoint))
+        if not checkpoint.requests.any_pending() and not recover:
+            return SendOutcome()
+        sending = Sending(
+            checkpoint=checkpoint,
+            api=lambda: chosen_api(
+                self.settings.api, runner.embedded_api, event="run.embedded_sandbox", what="valuing"
+            ),
+            run=self.settings.run,
+            now=self._now,
+            progress_bar=self.request.progress_bar,
+            signals=runner.signals,
+            job_for=lambda client: ValuationJob(
+                client, checkpoint, now=self._now, more=reading.more
+            ),
+            counts=reading.counts,
+            before=(lambda client: recovery_job(client, checkpoint)) if recover else None,
+            on_metrics=lambda statuses, limited, credits: runner.metrics(
+                reading.counts(), statuses, limited, credits, None
+            ),
+        )
+        sent = sending.phase()
+        runner.statuses = sent.statuses
+        return sent
+
+    def settle(self, sent: SendOutcome) -> SendOutcome:
+        self.reading.finish()  # the rows not stored while sending: every row is counted
+        if self.booked is not None:  # the budget's own stop leaves rows for a later night
+            sent = dataclasses.replace(sent, stop=self.booked.settle(sent.stop))
+        return sent
+
+    def counts(self) -> Counts:
+        return self.checkpoint.counts()
+
+    # --- the end -------------------------------------------------------------------------
+
+    def write_outputs(self) -> Lines:
+        portfolio = self._write(self.started)
+        results = self.request.out_dir / RESULTS_NAME
+        book = None if self.booked is None else self.booked.write(results, self.run_id)
+        checkpoint = self.checkpoint
+        return Lines(
+            run_id=self.run_id,
+            mode=checkpoint.get("mode") or "unknown",
+            problems_by_type=checkpoint.problem_types(),
+            portfolio=portfolio,
+            book=book,
+        )
+
+    def _write(self, started: dt.datetime) -> Mapping[str, Any] | None:
+        """results.parquet, problems.parquet and manifest.json, the manifest also in both
+        files' metadata; returns the portfolio's totals when the input has balances."""
+        out, checkpoint, run_id = self.request.out_dir, self.checkpoint, self.run_id
+        answered = checkpoint.answer_values(*ANSWER_PATHS)
+        manifest = Manifest.of_answers(
+            answered,
+            run_id=run_id,
+            mode=checkpoint.get("mode") or "unknown",
+            input_path=str(self.request.input_path),
+            input_sha256=checkpoint.get("input_fingerprint"),
+            settings=self.settings.to_json(),
+            written_at=started.isoformat(),
+            charges=checkpoint.money(checkpoint.invocation).to_json(),
+        )
+        api = self.settings.api
+        redactor = logs.Redactor([] if api is None else [api.client_secret])
+        metadata = manifest.metadata(redactor)
+        lending = Lending.for_write(
+            checkpoint.passthrough_schema(),
+            self.settings.input.columns,
+            self.settings.lender,
+            as_of=started.date(),  # stale_index counts months back from the run's date
+            model_versions=[version for version, *_ in answered],
+        )
+        include = self.settings.input.include
+        (out / VERIFY_NAME).unlink(missing_ok=True)  # compared the results being replaced
+        write_results(
+            checkpoint, out / RESULTS_NAME, include=include, lending=lending, metadata=metadata
+        )
+        write_problems(checkpoint, out / PROBLEMS_NAME, metadata=metadata)
+        write_charges(checkpoint.charge_lines(), out / CHARGES_NAME)
+        write_json_atomic(out / MANIFEST_NAME, manifest.scrubbed(redactor))
+        portfolio = None if lending is None else lending.portfolio
+        return None if portfolio is None else portfolio.to_json()
+
+    def summary(self, run: RunSummary) -> RunSummary:
+        return run
+
+    def close(self) -> None:
+        self.reading.close()

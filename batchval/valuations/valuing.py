@@ -1,0 +1,102 @@
+"""The valuation job: the checkpoint's pending requests, POST /valuations with the bytes
+that were hashed for the key, each success kept raw before it is read (`valuations/answers`).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
+
+from batchval.api.client import Answer
+from batchval.api.errors import PartnerError
+from batchval.api.vocabulary import VALUATION_CREDITS
+from batchval.engine.charges import Received, ServerClock, first_send
+from batchval.engine.job import Gate, Settled, problem_record
+from batchval.store.checkpoint import Checkpoint
+from batchval.store.queue import QueueItem
+from batchval.valuations import answers
+
+
+class ValuationApi(Protocol):
+    async def post_valuation(
+        self, body: bytes, *, idempotency_key: str | None, gate: Gate | None = None
+    ) -> Answer: ...
+
+
+class ValuationJob:
+    """Every request of the checkpoint without an answer, valued once, with its key; with
+    `more`, also those of the input's rows stored while sending."""
+
+    name = "valuation"
+    call_credits = VALUATION_CREDITS
+
+    def __init__(
+        self,
+        api: ValuationApi,
+        checkpoint: Checkpoint,
+        *,
+        now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+        more: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self._api = api
+        self._checkpoint = checkpoint
+        self._now = now
+        # Stores the next batch of an input still being read (`ingest.Ingest.more`, beside
+        # this module); False once every row is stored.
+        self._more = more
+        self.clock = ServerClock()
+        # When this invocation first sent the requests the checkpoint held no send of.
+        self._first_sent: dict[str, str] = {}
+
+    def pending(self, after_rowid: int) -> Sequence[QueueItem]:
+        """The next page of stored requests; when none is left, those of the rows read
+        next, until the input is all stored."""
+        page = self._checkpoint.requests.pending(after_rowid)
+        while not page and self._more():
+            page = self._checkpoint.requests.pending(after_rowid)
+        return page
+
+    def mark_sent(self, item: QueueItem) -> None:
+        first = item.first_sent or self._first_sent.get(item.key)
+        if first is None:
+            first = self._first_sent[item.key] = first_send(
+                self._checkpoint.sent_floor, self._now()
+            )
+        self._checkpoint.requests.mark_sent(item.key, first)
+
+    async def send(self, item: QueueItem, gate: Gate) -> Answer:
+        return await self._api.post_valuation(
+            item.payload.encode(), idempotency_key=item.key, gate=gate
+        )
+
+    def settle(self, item: QueueItem, answer: Answer) -> Settled:
+        self._checkpoint.requests.record_answer(
+            item.key, answer.body
+        )  # paid: kept before it is read
+        return answers.settle(
+            self._checkpoint,
+            item.key,
+            answer.data,
+            first_sent=item.first_sent or self._first_sent.pop(item.key, None),
+            clock=self.clock,
+            received=Received(self._now(), answer.date),
+        )
+
+    def record_problem(self, item: QueueItem, error: PartnerError) -> None:
+        self._first_sent.pop(item.key, None)  # final: never sent again
+        self._checkpoint.requests.record_problem(item.key, problem_record(error))
+
+    def record_retry(self, item: QueueItem, error: PartnerError) -> None:
+        self._checkpoint.requests.record_retry(item.key, str(error))
+
+    def describe(self, item: QueueItem) -> Mapping[str, object]:
+        """The first input row that asked for the request, and how many did."""
+        numbers = self._checkpoint.requests.row_numbers(item.key, limit=1_000_000)
+        return {"key": item.key, "row_number": numbers[0] if numbers else 0, "rows": len(numbers)}
+
+    def begin_group(self) -> None:
+        self._checkpoint.begin_group()
+
+    def commit_group(self) -> None:
+        self._checkpoint.commit_group()
