@@ -1,0 +1,218 @@
+"""The run's memory kept at a URL as it commits, so that a machine with an empty disk picks
+the run up: the second backend of `store/database` (issue 23's).
+
+The database stays an SQLite file on the local disk, where the run works; what makes it
+durable elsewhere is its write-ahead log. With SQLite's own checkpoints turned off
+(`wal_autocheckpoint=0`), the log only grows between the checkpoints this module makes,
+and a byte of it, once a transaction that wrote it has committed, never changes. So each
+commit's new bytes are shipped as they are, in order, to immutable objects; a restore
+concatenates them after the base they follow and lets SQLite recover the log on open,
+which keeps every committed transaction and drops a torn tail.
+
+At the URL's prefix (`state/`):
+
+- `HEAD`: `{"generation": ..., "epoch": ...}`, replaced only by compare-and-swap: which
+  generation is the run's memory now.
+- `<generation>/base.sqlite`: the database file as the generation began (after a
+  checkpoint that emptied the log), written create-only.
+- `<generation>/<offset>.wal`: the log's bytes from `offset` on, up to the next object's
+  offset, each written create-only once its transactions committed.
+
+A generation is one holder's: it begins when a holder takes the run (its base is the
+database it restored, checkpointed), and again when the log has grown past
+`GENERATION_BYTES` (a checkpoint, a new base). A holder that lost the run writes on in
+its own generation, which HEAD no longer names: it can never overwrite the new holder's.
+
+What a kill can lose is the commits not shipped yet: the writer ships every group commit
+(a fifth of a second while sending) from a thread of its own, within a second or two of
+the commit. A request whose `sent` was lost is sent again with its key, the same UTC day,
+and the API answers it from its idempotency store, free; an answer is recorded in the
+same group as its reading, so it is shipped with it or not at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import queue
+import secrets
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Protocol
+
+from batchval.outcome import BatchvalError
+
+# A new generation (a checkpoint and a new base) once the log passes this size: a restore
+# reads the base and the log, and a log of hundreds of MiB (a million-row ingest) makes
+# it slow to restore and slow to recover.
+GENERATION_BYTES = 64 << 20
+HEAD = "state/HEAD"
+
+
+class Objects(Protocol):
+    """The object store as the replica needs it (`store/objects.ObjectStore`)."""
+
+    def get(self, key: str) -> tuple[bytes, str] | None: ...
+    def create(self, key: str, data: bytes) -> bool: ...
+    def replace(self, key: str, data: bytes, etag: str) -> bool: ...
+    def list(self, prefix: str) -> list[str]: ...
+
+
+class ReplicaLostError(BatchvalError):
+    """Another holder's generation is HEAD now: this one must stop writing."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Head:
+    generation: str
+    epoch: int
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"generation": self.generation, "epoch": self.epoch}).encode()
+
+    @classmethod
+    def of(cls, data: bytes) -> Head:
+        found = json.loads(data)
+        return cls(str(found["generation"]), int(found["epoch"]))
+
+
+def _segment(generation: str, offset: int) -> str:
+    return f"state/{generation}/{offset:016d}.wal"
+
+
+def _base(generation: str) -> str:
+    return f"state/{generation}/base.sqlite"
+
+
+def restore(objects: Objects, database: Path) -> Head | None:
+    """Write the run's memory at the URL into `database` (and its log beside it); None when
+    the URL holds no run yet. The log's objects must follow each other without a gap."""
+    found = objects.get(HEAD)
+    if found is None:
+        return None
+    head = Head.of(found[0])
+    base = objects.get(_base(head.generation))
+    if base is None:
+        raise BatchvalError(f"the run's memory names generation {head.generation} without its base")
+    log = bytearray()
+    prefix = f"state/{head.generation}/"
+    for key in sorted(k for k in objects.list(prefix) if k.endswith(".wal")):
+        offset = int(key.removeprefix(prefix).removesuffix(".wal"))
+        if offset != len(log):
+            raise BatchvalError(f"the run's memory has a gap in its log before {key}")
+        part = objects.get(key)
+        if part is None:
+            raise BatchvalError(f"{key} was listed but cannot be read")
+        log += part[0]
+    for leftover in (database, _wal(database), Path(f"{database}-shm")):
+        leftover.unlink(missing_ok=True)
+    database.write_bytes(base[0])
+    if log:
+        _wal(database).write_bytes(bytes(log))
+    return head
+
+
+def _wal(database: Path) -> Path:
+    return Path(f"{database}-wal")
+
+
+class Replica:
+    """Ships one database's commits to the object store, a generation at a time. `begin`
+    after the database is open (and restored); `committed` after every commit; `close`
+    ships what is left."""
+
+    def __init__(self, objects: Objects, database: Path, *, epoch: int) -> None:
+        self._objects = objects
+        self._database = database
+        self._epoch = epoch
+        self._generation = ""
+        self._shipped = 0  # bytes of this generation's log at the URL
+        self._pending: queue.Queue[tuple[str, int] | None] = queue.Queue()
+        self._failure: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def failure(self) -> BaseException | None:
+        """Why shipping stopped (the run must stop: its commits are not kept), if it did."""
+        return self._failure
+
+    def begin(self, connection: sqlite3.Connection, head: Head | None) -> None:
+        """Take the run: a new generation from the database as it is (the log emptied into
+        it), HEAD moved to it from `head` (None: the URL held no run)."""
+        connection.execute("PRAGMA wal_autocheckpoint=0")
+        self._new_generation(connection, head)
+        self._thread = threading.Thread(target=self._ship, name="replica", daemon=True)
+        self._thread.start()
+
+    def committed(self, connection: sqlite3.Connection) -> None:
+        """A transaction committed: its bytes of the log are shipped (in the background).
+        Past `GENERATION_BYTES` the log is emptied into the database and a new generation
+        begins, once what was committed before is shipped."""
+        if self._failure is not None:
+            raise ReplicaLostError(f"the run's memory is no longer kept: {self._failure}")
+        size = _wal(self._database).stat().st_size if _wal(self._database).exists() else 0
+        self._pending.put((self._generation, size))
+        if size > GENERATION_BYTES:
+            self.drain()
+            self._new_generation(connection, self._head())
+
+    def drain(self) -> None:
+        """Wait until every commit so far is shipped."""
+        self._pending.join()
+        if self._failure is not None:
+            raise ReplicaLostError(f"the run's memory is no longer kept: {self._failure}")
+
+    def close(self) -> None:
+        self.drain()
+        self._pending.put(None)
+        if self._thread is not None:
+            self._thread.join()
+
+    def _head(self) -> Head:
+        return Head(self._generation, self._epoch)
+
+    def _new_generation(self, connection: sqlite3.Connection, before: Head | None) -> None:
+        connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        generation = f"{self._epoch:08d}-{secrets.token_hex(4)}"
+        if not self._objects.create(_base(generation), self._database.read_bytes()):
+            raise ReplicaLostError(f"generation {generation} was begun by another holder")
+        head = Head(generation, self._epoch)
+        _swap_head(self._objects, before, head)
+        self._generation, self._shipped = generation, 0
+
+    def _ship(self) -> None:
+        while (job := self._pending.get()) is not None:
+            try:
+                if self._failure is None:
+                    self._ship_to(*job)
+            except BaseException as exc:  # kept for the writer, which stops the run
+                self._failure = exc
+            finally:
+                self._pending.task_done()
+        self._pending.task_done()
+
+    def _ship_to(self, generation: str, size: int) -> None:
+        if generation != self._generation or size <= self._shipped:
+            return  # a generation since begun holds these bytes in its base
+        with _wal(self._database).open("rb") as log:
+            log.seek(self._shipped)
+            data = log.read(size - self._shipped)
+        if not self._objects.create(_segment(generation, self._shipped), data):
+            raise ReplicaLostError(
+                f"{_segment(generation, self._shipped)} was written by another holder"
+            )
+        self._shipped = size
+
+
+def _swap_head(objects: Objects, before: Head | None, after: Head) -> None:
+    """HEAD from `before` to `after`, only if it still says `before` (compare-and-swap)."""
+    found = objects.get(HEAD)
+    if before is None:
+        swapped = found is None and objects.create(HEAD, after.to_bytes())
+    else:
+        same = found is not None and Head.of(found[0]) == before
+        swapped = same and found is not None and objects.replace(HEAD, after.to_bytes(), found[1])
+    if swapped:
+        return
+    raise ReplicaLostError("another holder has taken the run's memory")

@@ -1,0 +1,164 @@
+"""The run's memory shipped to an object store as it commits (`store/replica`), held here
+against an object store in memory that honours create-only and compare-and-swap writes:
+a restore on an empty disk gives every commit shipped, generations move HEAD, and a
+holder that lost the run never overwrites the new holder's memory."""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+
+from batchval.store import replica as replica_module
+from batchval.store.replica import HEAD, Head, Replica, ReplicaLostError, restore
+
+
+class MemoryObjects:
+    """Create-only and compare-and-swap, as S3 does them (etag: a hash of the bytes)."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> tuple[bytes, str] | None:
+        with self._lock:
+            data = self.objects.get(key)
+        return None if data is None else (data, hashlib.md5(data).hexdigest())
+
+    def create(self, key: str, data: bytes) -> bool:
+        with self._lock:
+            if key in self.objects:
+                return False
+            self.objects[key] = data
+            return True
+
+    def replace(self, key: str, data: bytes, etag: str) -> bool:
+        with self._lock:
+            held = self.objects.get(key)
+            if held is None or hashlib.md5(held).hexdigest() != etag:
+                return False
+            self.objects[key] = data
+            return True
+
+    def list(self, prefix: str) -> list[str]:
+        with self._lock:
+            return sorted(k for k in self.objects if k.startswith(prefix))
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    return db
+
+
+def _commit(db: sqlite3.Connection, kept: Replica, *values: int) -> None:
+    db.execute("BEGIN IMMEDIATE")
+    db.executemany("INSERT INTO t (v) VALUES (?)", [(v,) for v in values])
+    db.execute("COMMIT")
+    kept.committed(db)
+
+
+def _values(path: Path) -> list[int]:
+    db = sqlite3.connect(path)
+    try:
+        return [int(v) for (v,) in db.execute("SELECT v FROM t ORDER BY v")]
+    finally:
+        db.close()
+
+
+def _holder(
+    tmp_path: Path, objects: MemoryObjects, name: str, epoch: int
+) -> tuple[sqlite3.Connection, Replica]:
+    """A machine with an empty disk taking the run: restore, open, begin."""
+    path = tmp_path / name / "checkpoint.sqlite"
+    path.parent.mkdir()
+    head = restore(objects, path)
+    db = _open(path)
+    db.execute("CREATE TABLE IF NOT EXISTS t (v INTEGER)")
+    kept = Replica(objects, path, epoch=epoch)
+    kept.begin(db, head)
+    return db, kept
+
+
+def test_an_empty_url_holds_no_run(tmp_path: Path) -> None:
+    assert restore(MemoryObjects(), tmp_path / "checkpoint.sqlite") is None
+
+
+def test_a_blank_machine_gets_every_commit_shipped(tmp_path: Path) -> None:
+    objects = MemoryObjects()
+    db, kept = _holder(tmp_path, objects, "first", epoch=1)
+    for start in range(0, 300, 3):
+        _commit(db, kept, start, start + 1, start + 2)
+    kept.drain()
+    shipped = [k for k in objects.list("state/") if k.endswith(".wal")]
+    assert len(shipped) > 1  # commit by commit, not one copy at the end
+    restored = tmp_path / "blank" / "checkpoint.sqlite"
+    restored.parent.mkdir()
+    assert restore(objects, restored) == Head.of(objects.objects[HEAD])
+    assert _values(restored) == list(range(300))
+    kept.close()
+    db.close()
+
+
+def test_a_kill_loses_at_most_the_commits_not_yet_shipped(tmp_path: Path) -> None:
+    """Whatever was shipped when the holder died restores as a whole number of commits:
+    never half of one."""
+    objects = MemoryObjects()
+    db, kept = _holder(tmp_path, objects, "first", epoch=1)
+    _commit(db, kept, 0, 1)
+    kept.drain()
+    for start in range(2, 200, 2):
+        _commit(db, kept, start, start + 1)  # no drain: the shipping thread is behind
+    restored = tmp_path / "blank" / "checkpoint.sqlite"
+    restored.parent.mkdir()
+    restore(objects, restored)  # taken while the holder still ships
+    values = _values(restored)
+    assert values[:2] == [0, 1]
+    assert values == list(range(len(values)))
+    assert len(values) % 2 == 0
+    kept.close()
+    db.close()
+
+
+def test_a_grown_log_begins_a_new_generation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(replica_module, "GENERATION_BYTES", 16_384)
+    objects = MemoryObjects()
+    db, kept = _holder(tmp_path, objects, "first", epoch=1)
+    first = Head.of(objects.objects[HEAD]).generation
+    for start in range(0, 2_000, 100):
+        _commit(db, kept, *range(start, start + 100))
+    kept.drain()
+    assert Head.of(objects.objects[HEAD]).generation != first
+    restored = tmp_path / "blank" / "checkpoint.sqlite"
+    restored.parent.mkdir()
+    restore(objects, restored)
+    assert _values(restored) == list(range(2_000))
+    kept.close()
+    db.close()
+
+
+def test_a_holder_that_lost_the_run_never_overwrites_the_new_one(tmp_path: Path) -> None:
+    objects = MemoryObjects()
+    old_db, old = _holder(tmp_path, objects, "old", epoch=1)
+    _commit(old_db, old, 1, 2)
+    old.drain()
+    new_db, new = _holder(tmp_path, objects, "new", epoch=2)  # the old one stalled
+    _commit(new_db, new, 3)
+    new.drain()
+    _commit(old_db, old, 99)  # it wakes and writes on: into its own generation
+    old.drain()
+    restored = tmp_path / "blank" / "checkpoint.sqlite"
+    restored.parent.mkdir()
+    assert restore(objects, restored) == Head.of(objects.objects[HEAD])
+    assert _values(restored) == [1, 2, 3]
+    with pytest.raises(ReplicaLostError):  # nor can it make its generation HEAD again
+        old._new_generation(old_db, Head(old._generation, 1))
+    for db, kept in ((old_db, old), (new_db, new)):
+        kept.close()
+        db.close()
