@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from batchval.store import replica as replica_module
+from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint
 from batchval.store.replica import HEAD, Head, Replica, ReplicaLostError, restore
 
 
@@ -162,3 +163,42 @@ def test_a_holder_that_lost_the_run_never_overwrites_the_new_one(tmp_path: Path)
     for db, kept in ((old_db, old), (new_db, new)):
         kept.close()
         db.close()
+
+
+def test_a_checkpoint_kept_at_a_url_resumes_on_a_blank_machine(tmp_path: Path) -> None:
+    """The run's own database, its ingest and its group commits, shipped as it works: a
+    blank machine restores the same rows, requests, states and answers."""
+    objects = MemoryObjects()
+    first = tmp_path / "first"
+    first.mkdir()
+    checkpoint = Checkpoint.open(first)
+    checkpoint.keep_at(Replica(objects, first / CHECKPOINT_NAME, epoch=1), None)
+    checkpoint.set("run_id", "day-2026-11-25")
+    with checkpoint.bulk_ingest():
+        checkpoint.add_rows(
+            [(n, f"k{n % 50}", None, None, None) for n in range(1, 201)],
+            [(f"k{n}", f'{{"n":{n}}}') for n in range(50)],
+        )
+    checkpoint.finish_ingest()
+    for start in range(0, 40, 10):  # the pool's groups: sent, answered, done
+        checkpoint.begin_group()
+        for n in range(start, start + 10):
+            checkpoint.requests.mark_sent(f"k{n}", "2026-11-25T10:00:00+00:00")
+            checkpoint.requests.record_answer(f"k{n}", b'{"valuationId":"v"}')
+            checkpoint.requests.record_done(f"k{n}", 10)
+        checkpoint.commit_group()
+    counts = checkpoint.counts()
+    checkpoint.close()  # ships what is left
+
+    blank = tmp_path / "blank"
+    blank.mkdir()
+    head = restore(objects, blank / CHECKPOINT_NAME)
+    again = Checkpoint.open(blank)
+    assert again.get("run_id") == "day-2026-11-25"
+    assert again.counts() == counts
+    assert counts.requests_done == 40
+    assert [i.key for i in again.requests.pending()] == [f"k{n}" for n in range(40, 50)]
+    # The blank machine takes the run on: a generation of its own, HEAD moved from `head`.
+    again.keep_at(Replica(objects, blank / CHECKPOINT_NAME, epoch=2), head)
+    assert Head.of(objects.objects[HEAD]).epoch == 2
+    again.close()

@@ -31,6 +31,7 @@ from batchval.outcome import BatchvalError
 from batchval.store.charges import ChargeLedger
 from batchval.store.held import HeldWrites
 from batchval.store.invocations import InvocationLog
+from batchval.store.replica import Head, Replica
 from batchval.store.schema import INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES
 
 CHECKPOINT_NAME = "checkpoint.sqlite"
@@ -52,6 +53,9 @@ class Database(InvocationLog, ChargeLedger):
         self._meta: dict[str, str | None] = {}
         self.invocation: int | None = None  # this process's, once `start_invocation`
         self.sent_floor: str | None = None  # see `InvocationLog.start_invocation`
+        # The run's memory kept at a URL as it commits (`store/replica`), when it is there.
+        self._replica: Replica | None = None
+        self._grouped = False  # a group began in this process (see `begin_group`)
 
     @property
     def sql(self) -> sqlite3.Connection:
@@ -108,10 +112,25 @@ class Database(InvocationLog, ChargeLedger):
             finally:
                 database.close()
 
+    def keep_at(self, replica: Replica, head: Head | None) -> None:
+        """Ship every commit from now on (`store/replica`): the run's memory at a URL,
+        taken from `head` (what the URL held when restored; None: nothing)."""
+        replica.begin(self._connection, head)
+        self._replica = replica
+
+    def _committed(self) -> None:
+        if self._replica is not None:
+            self._replica.committed(self._connection)
+
     def close(self) -> None:
         # Writes held in an uncommitted group are dropped, as the open transaction is.
         self.held.drop()
-        self._connection.close()
+        try:
+            if self._replica is not None and not self._connection.in_transaction:
+                self._replica.committed(self._connection)  # the autocommitted writes too
+                self._replica.close()
+        finally:
+            self._connection.close()
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
@@ -128,6 +147,7 @@ class Database(InvocationLog, ChargeLedger):
             self.sql.execute("ROLLBACK")
             raise
         self.sql.execute("COMMIT")
+        self._committed()
 
     # --- group commits: one fsync for many writes, while sending ------------------------
 
@@ -138,7 +158,14 @@ class Database(InvocationLog, ChargeLedger):
         loses at most the last group: those items are sent again with their keys, and
         the API answers them from its idempotency store, free."""
         if not self.sql.in_transaction:
+            if self._replica is not None:
+                # The writes committed one by one before (the run id among them) are kept
+                # at the URL before the first group's calls: shipped and waited for, once.
+                self._replica.committed(self._connection)
+                if not self._grouped:
+                    self._replica.drain()
             self.sql.execute("BEGIN IMMEDIATE")
+        self._grouped = True
         self.held.grouping = True
 
     def commit_group(self) -> None:
@@ -146,6 +173,7 @@ class Database(InvocationLog, ChargeLedger):
         self.held.grouping = False
         if self.sql.in_transaction:
             self.sql.execute("COMMIT")
+            self._committed()
 
     # --- meta ----------------------------------------------------------------------------
 
