@@ -5,48 +5,15 @@ holder that lost the run never overwrites the new holder's memory."""
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
-import threading
 from pathlib import Path
 
 import pytest
+from memory_objects import MemoryObjects
 
 from batchval.store import replica as replica_module
 from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint
 from batchval.store.replica import HEAD, Head, Replica, ReplicaLostError, restore
-
-
-class MemoryObjects:
-    """Create-only and compare-and-swap, as S3 does them (etag: a hash of the bytes)."""
-
-    def __init__(self) -> None:
-        self.objects: dict[str, bytes] = {}
-        self._lock = threading.Lock()
-
-    def get(self, key: str) -> tuple[bytes, str] | None:
-        with self._lock:
-            data = self.objects.get(key)
-        return None if data is None else (data, hashlib.md5(data).hexdigest())
-
-    def create(self, key: str, data: bytes) -> bool:
-        with self._lock:
-            if key in self.objects:
-                return False
-            self.objects[key] = data
-            return True
-
-    def replace(self, key: str, data: bytes, etag: str) -> bool:
-        with self._lock:
-            held = self.objects.get(key)
-            if held is None or hashlib.md5(held).hexdigest() != etag:
-                return False
-            self.objects[key] = data
-            return True
-
-    def list(self, prefix: str) -> list[str]:
-        with self._lock:
-            return sorted(k for k in self.objects if k.startswith(prefix))
 
 
 def _open(path: Path) -> sqlite3.Connection:

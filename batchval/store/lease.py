@@ -1,0 +1,177 @@
+"""One spender per run, across machines: a lease on the run's URL (issue 23).
+
+`state/LEASE` holds the holder's name and epoch, replaced only by compare-and-swap. The
+holder renews it every third of `DURATION`; every renewal changes the object (and so its
+etag). No clock is compared across machines, only durations, each on its own machine's
+monotonic clock:
+
+- A taker that finds a lease watches it for one `DURATION`: renewed meanwhile, a holder
+  is alive and the taker stops (`dir_locked`, 75) within seconds; left as it was, the
+  holder is gone (killed, its machine lost) and the taker replaces it, one epoch up.
+- The holder sends a call only while its last renewal, counted from before that renewal
+  was asked, is younger than `DURATION` less `MARGIN`. A taker replaces a lease only
+  after watching it unchanged for a whole `DURATION` that began after the holder's last
+  renewal was written, so a holder that stalled (SIGSTOP, a frozen VM) wakes to a lease
+  it may no longer hold: it asks to renew first, finds another epoch, and stops without
+  a call and without a write (`store/replica` keeps its late commits out of the new
+  holder's memory).
+- A lease released by a holder that ended is taken at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import secrets
+import socket
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from batchval.outcome import BatchvalError
+
+LEASE = "state/LEASE"
+DURATION = 30.0  # seconds a renewal holds the run
+MARGIN = 10.0  # no call is sent in a renewal's last seconds
+
+
+class LeaseObjects(Protocol):
+    def get(self, key: str) -> tuple[bytes, str] | None: ...
+    def create(self, key: str, data: bytes) -> bool: ...
+    def replace(self, key: str, data: bytes, etag: str) -> bool: ...
+
+
+class LeaseHeldError(BatchvalError):
+    """Another process, on this machine or another, holds the run."""
+
+
+class LeaseLostError(BatchvalError):
+    """This process no longer holds the run: it must stop, sending and writing nothing."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LeaseState:
+    holder: str
+    epoch: int
+    released: bool = False
+    renewal: int = 0  # changes the object at every renewal
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True).encode()
+
+    @classmethod
+    def of(cls, data: bytes) -> LeaseState:
+        found = json.loads(data)
+        return cls(
+            str(found["holder"]),
+            int(found["epoch"]),
+            bool(found.get("released", False)),
+            int(found.get("renewal", 0)),
+        )
+
+
+def holder_name() -> str:
+    """This process, as the lease names it (for a person reading it)."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+
+
+class Lease:
+    """This process's hold on one run's URL."""
+
+    def __init__(
+        self,
+        objects: LeaseObjects,
+        *,
+        holder: str | None = None,
+        duration: float = DURATION,
+        margin: float = MARGIN,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._objects = objects
+        self.holder = holder or holder_name()
+        self._duration, self._margin = duration, margin
+        self._clock, self._sleep = clock, sleep
+        self._state: LeaseState | None = None
+        self._etag = ""
+        self._renewed_at = float("-inf")  # before the last renewal was asked
+
+    @property
+    def epoch(self) -> int:
+        if self._state is None:
+            raise LeaseLostError("the run's lease is not held")
+        return self._state.epoch
+
+    def take(self) -> int:
+        """Hold the run; returns the epoch. Raises `LeaseHeldError` when a live holder has
+        it (found within one `DURATION`)."""
+        asked = self._clock()
+        found = self._objects.get(LEASE)
+        if found is None:
+            state = LeaseState(self.holder, 1)
+            if self._objects.create(LEASE, state.to_bytes()):
+                return self._held(state, asked)
+            found = self._objects.get(LEASE)
+            if found is None:
+                raise LeaseHeldError("the run's lease was taken and let go meanwhile: try again")
+        seen, etag = LeaseState.of(found[0]), found[1]
+        if not seen.released:
+            self._watch(seen, etag)  # raises when the holder renews
+            asked = self._clock()
+        state = LeaseState(self.holder, seen.epoch + 1)
+        if not self._objects.replace(LEASE, state.to_bytes(), etag):
+            raise LeaseHeldError("another process took the run's lease first")
+        return self._held(state, asked)
+
+    def _watch(self, seen: LeaseState, etag: str) -> None:
+        deadline = self._clock() + self._duration
+        while self._clock() < deadline:
+            self._sleep(min(1.0, self._duration / 10))
+            found = self._objects.get(LEASE)
+            if found is None or found[1] != etag:
+                raise LeaseHeldError(
+                    f"another batchval run holds this run ({seen.holder}, renewing its lease)"
+                )
+
+    def _held(self, state: LeaseState, asked: float) -> int:
+        self._state, self._renewed_at = state, asked
+        found = self._objects.get(LEASE)
+        if found is None or LeaseState.of(found[0]) != state:
+            raise LeaseLostError("the run's lease changed hands as it was taken")
+        self._etag = found[1]
+        return state.epoch
+
+    def may_send(self) -> bool:
+        """Whether a call may leave now: the lease surely still held for `MARGIN`."""
+        return (
+            self._state is not None
+            and self._clock() < self._renewed_at + self._duration - self._margin
+        )
+
+    def renew(self) -> None:
+        """Hold the run another `DURATION`; `LeaseLostError` when another has it now."""
+        if self._state is None:
+            raise LeaseLostError("the run's lease is not held")
+        asked = self._clock()
+        state = dataclasses.replace(self._state, renewal=self._state.renewal + 1)
+        if not self._objects.replace(LEASE, state.to_bytes(), self._etag):
+            self._state = None
+            raise LeaseLostError("another process has taken this run's lease")
+        found = self._objects.get(LEASE)
+        if found is None or LeaseState.of(found[0]) != state:
+            self._state = None
+            raise LeaseLostError("another process has taken this run's lease")
+        self._state, self._etag, self._renewed_at = state, found[1], asked
+
+    def renew_due(self) -> bool:
+        """A third of `DURATION` since the last renewal."""
+        return self._clock() >= self._renewed_at + self._duration / 3
+
+    def release(self) -> None:
+        """Let the run go (the next taker need not wait); quiet when it is no longer ours."""
+        if self._state is None:
+            return
+        state = dataclasses.replace(self._state, released=True)
+        self._objects.replace(LEASE, state.to_bytes(), self._etag)
+        self._state = None

@@ -1,0 +1,102 @@
+"""One spender per run across machines (`store/lease`), on a clock the test moves: a live
+holder keeps the run, a dead one loses it after one lease, a stalled one stops itself."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from memory_objects import MemoryObjects
+
+from batchval.store.lease import (
+    LEASE,
+    Lease,
+    LeaseHeldError,
+    LeaseLostError,
+    LeaseState,
+)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.on_sleep: Callable[[], None] = lambda: None
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self.on_sleep()
+
+
+def _lease(objects: MemoryObjects, clock: Clock, name: str) -> Lease:
+    return Lease(objects, holder=name, duration=30, margin=10, clock=clock, sleep=clock.sleep)
+
+
+def test_the_first_taker_holds_the_run() -> None:
+    objects, clock = MemoryObjects(), Clock()
+    assert _lease(objects, clock, "a").take() == 1
+    assert LeaseState.of(objects.objects[LEASE]).holder == "a"
+
+
+def test_a_live_holder_keeps_the_run_and_the_taker_stops_within_seconds() -> None:
+    objects, clock = MemoryObjects(), Clock()
+    holder = _lease(objects, clock, "a")
+    holder.take()
+    started = clock.now
+
+    def renew_when_due() -> None:
+        if holder.renew_due():
+            holder.renew()
+
+    clock.on_sleep = renew_when_due
+    with pytest.raises(LeaseHeldError, match="another batchval run holds this run"):
+        _lease(objects, clock, "b").take()
+    assert clock.now - started <= 11  # a renewal comes every third of the lease
+    assert LeaseState.of(objects.objects[LEASE]).holder == "a"
+
+
+def test_a_dead_holder_loses_the_run_after_one_lease() -> None:
+    objects, clock = MemoryObjects(), Clock()
+    _lease(objects, clock, "a").take()  # then killed: never renews
+    started = clock.now
+    assert _lease(objects, clock, "b").take() == 2
+    assert clock.now - started >= 30
+
+
+def test_a_released_run_is_taken_at_once() -> None:
+    objects, clock = MemoryObjects(), Clock()
+    first = _lease(objects, clock, "a")
+    first.take()
+    first.release()
+    started = clock.now
+    assert _lease(objects, clock, "b").take() == 2
+    assert clock.now == started
+
+
+def test_a_stalled_holder_sends_nothing_and_stops_itself() -> None:
+    """SIGSTOP past its lease: it may not send on waking, and its renewal fails."""
+    objects, clock = MemoryObjects(), Clock()
+    stalled = _lease(objects, clock, "a")
+    stalled.take()
+    assert stalled.may_send()
+    clock.now += 21  # within the lease, but in its margin: no call
+    assert not stalled.may_send()
+    assert _lease(objects, clock, "b").take() == 2  # watched it unchanged for a lease
+    with pytest.raises(LeaseLostError):
+        stalled.renew()
+    assert not stalled.may_send()
+    assert LeaseState.of(objects.objects[LEASE]).holder == "b"
+
+
+def test_renewing_keeps_the_run_sendable() -> None:
+    objects, clock = MemoryObjects(), Clock()
+    holder = _lease(objects, clock, "a")
+    holder.take()
+    for _ in range(10):
+        clock.now += 10
+        assert holder.renew_due()
+        holder.renew()
+        assert holder.may_send()
+    assert LeaseState.of(objects.objects[LEASE]).renewal == 10
