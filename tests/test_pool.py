@@ -244,6 +244,37 @@ async def test_a_request_failing_among_successes_spends_its_attempts(tmp_path: P
     assert [p.key for p in checkpoint.requests.pending()] == [failing]  # pending, not a problem
 
 
+async def test_a_process_that_no_longer_holds_the_run_sends_nothing_more(tmp_path: Path) -> None:
+    """A run kept at a URL whose lease lapses mid-run (`Database.holds_run`): the calls
+    stop at once, before another leaves, and the run stops dir_locked (75) with the rest
+    pending, to be sent by whoever holds the run now."""
+    bodies = [request(n) for n in range(40)]
+    checkpoint = checkpoint_with(tmp_path, bodies)
+    api = _OneRowAlwaysFailsApi("no such key")
+    calls_allowed = 10
+
+    def holds_run() -> bool:
+        return api_calls() < calls_allowed
+
+    def api_calls() -> int:
+        return pool.stats.calls
+
+    stop = Stop()
+    pool = WorkerPool(
+        job=ValuationJob(api, checkpoint),
+        controller=RateController(initial_rate=500),
+        policy=FAST,
+        stop=stop,
+        concurrency=2,
+        holds_run=holds_run,
+    )
+    stats = await pool.run()
+    assert stats.calls == calls_allowed
+    assert stop.reason is StopReason.DIR_LOCKED
+    assert "no longer surely holds the run" in stop.detail
+    assert checkpoint.counts().pending_rows == 40 - calls_allowed
+
+
 @pytest.mark.slow
 async def test_failures_with_nothing_else_answered_are_the_apis(
     served: RunningSandbox, tmp_path: Path

@@ -3,6 +3,7 @@ holder keeps the run, a dead one loses it after one lease, a stalled one stops i
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pytest
@@ -12,6 +13,7 @@ from batchval.store.lease import (
     LEASE,
     Lease,
     LeaseHeldError,
+    LeaseKeeper,
     LeaseLostError,
     LeaseState,
 )
@@ -100,3 +102,22 @@ def test_renewing_keeps_the_run_sendable() -> None:
         holder.renew()
         assert holder.may_send()
     assert LeaseState.of(objects.objects[LEASE]).renewal == 10
+
+
+def test_a_keeper_renews_in_the_background_and_lets_go_at_the_end() -> None:
+    """The keeper's thread renews whatever the run is doing; a taker meanwhile stops at
+    once; closed, it releases the run to the next taker without a wait."""
+    objects = MemoryObjects()
+    lease = Lease(objects, holder="a", duration=0.6, margin=0.2)
+    lease.take()
+    keeper = LeaseKeeper(lease, every=0.02)
+    time.sleep(0.8)  # past one lease: renewed meanwhile
+    assert keeper.holds()
+    with pytest.raises(LeaseHeldError):
+        Lease(objects, holder="b", duration=0.6, margin=0.2).take()
+    keeper.close()
+    assert not keeper.holds()
+    assert LeaseState.of(objects.objects[LEASE]).released
+    started = time.monotonic()
+    assert Lease(objects, holder="c", duration=0.6, margin=0.2).take() == 2
+    assert time.monotonic() - started < 0.5

@@ -117,8 +117,10 @@ class WorkerPool(Generic[ItemT]):
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
         monotonic: Callable[[], float] = time.monotonic,
         on_progress: Callable[[PoolStats], None] | None = None,
+        holds_run: Callable[[], bool] = lambda: True,
     ) -> None:
         self._job = job
+        self._holds_run = holds_run
         self._controller = controller
         self._policy = policy
         self.stop = stop
@@ -216,9 +218,17 @@ class WorkerPool(Generic[ItemT]):
 
     async def gate(self) -> None:
         """Awaited right before any request leaves, the retry after a 401 and a token wait
-        included: never during a `Retry-After` pause, never once the run is stopping."""
+        included: never during a `Retry-After` pause, never once the run is stopping, never
+        once this process may no longer hold the run (`holds_run`)."""
         while True:
             if self.stop.is_set:
+                raise _StoppingError
+            if not self._holds_run():
+                self.stop.trigger(
+                    StopReason.DIR_LOCKED,
+                    "this process no longer surely holds the run (its lease at the run's URL "
+                    "could not be renewed, or another process took it): nothing more is sent",
+                )
                 raise _StoppingError
             remaining = self._controller.pause_remaining()
             if remaining <= 0:

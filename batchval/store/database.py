@@ -31,6 +31,7 @@ from batchval.outcome import BatchvalError
 from batchval.store.charges import ChargeLedger
 from batchval.store.held import HeldWrites
 from batchval.store.invocations import InvocationLog
+from batchval.store.lease import LeaseKeeper
 from batchval.store.replica import Head, Replica
 from batchval.store.schema import INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES
 
@@ -55,6 +56,7 @@ class Database(InvocationLog, ChargeLedger):
         self.sent_floor: str | None = None  # see `InvocationLog.start_invocation`
         # The run's memory kept at a URL as it commits (`store/replica`), when it is there.
         self._replica: Replica | None = None
+        self._lease: LeaseKeeper | None = None  # this process's hold on that URL's run
         self._grouped = False  # a group began in this process (see `begin_group`)
 
     @property
@@ -112,11 +114,22 @@ class Database(InvocationLog, ChargeLedger):
             finally:
                 database.close()
 
-    def keep_at(self, replica: Replica, head: Head | None) -> None:
+    def keep_at(
+        self, replica: Replica, head: Head | None, lease: LeaseKeeper | None = None
+    ) -> None:
         """Ship every commit from now on (`store/replica`): the run's memory at a URL,
-        taken from `head` (what the URL held when restored; None: nothing)."""
+        taken from `head` (what the URL held when restored; None: nothing), while `lease`
+        holds the run (`store/lease`)."""
         replica.begin(self._connection, head)
-        self._replica = replica
+        self._replica, self._lease = replica, lease
+
+    def holds_run(self) -> bool:
+        """Whether this process may send a call now: always on a local DIR (its `RunLock`
+        is held until the process ends); at a URL, while its lease surely holds and its
+        commits are being kept."""
+        if self._lease is not None and not self._lease.holds():
+            return False
+        return self._replica is None or self._replica.failure is None
 
     def _committed(self) -> None:
         if self._replica is not None:
@@ -131,6 +144,8 @@ class Database(InvocationLog, ChargeLedger):
                 self._replica.close()
         finally:
             self._connection.close()
+            if self._lease is not None:
+                self._lease.close()
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:

@@ -25,6 +25,7 @@ import json
 import os
 import secrets
 import socket
+import threading
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -175,3 +176,39 @@ class Lease:
         state = dataclasses.replace(self._state, released=True)
         self._objects.replace(LEASE, state.to_bytes(), self._etag)
         self._state = None
+
+
+class LeaseKeeper:
+    """Renews a held lease from a thread of its own, whatever the run is doing (a long
+    ingest, the outputs): a lease left to lapse would let another process take the run."""
+
+    def __init__(self, lease: Lease, *, every: float = 1.0) -> None:
+        self.lease = lease
+        self.lost: BaseException | None = None
+        self._every = every
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._keep, name="lease", daemon=True)
+        self._thread.start()
+
+    def holds(self) -> bool:
+        """Whether a call may leave now (`Lease.may_send`, and never once lost)."""
+        return self.lost is None and self.lease.may_send()
+
+    def _keep(self) -> None:
+        while not self._done.wait(self._every):
+            if not self.lease.renew_due():
+                continue
+            try:
+                self.lease.renew()
+            except LeaseLostError as exc:
+                self.lost = exc
+                return
+            except Exception:  # the store did not answer: `may_send` runs out meanwhile
+                continue
+
+    def close(self) -> None:
+        """Stop renewing and let the run go."""
+        self._done.set()
+        self._thread.join()
+        if self.lost is None:
+            self.lease.release()
