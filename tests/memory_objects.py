@@ -37,3 +37,10 @@ class MemoryObjects:
     def list(self, prefix: str) -> list[str]:
         with self._lock:
             return sorted(k for k in self.objects if k.startswith(prefix))
+
+    def put(self, key: str, data: bytes) -> None:
+        with self._lock:
+            self.objects[key] = data
+
+    def probe(self) -> None:
+        """It honours both conditions."""

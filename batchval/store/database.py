@@ -119,7 +119,7 @@ class Database(InvocationLog, ChargeLedger):
     ) -> None:
         """Ship every commit from now on (`store/replica`): the run's memory at a URL,
         taken from `head` (what the URL held when restored; None: nothing), while `lease`
-        holds the run (`store/lease`)."""
+        holds the run (`store/lease`; its holder lets it go, after the outputs)."""
         replica.begin(self._connection, head)
         self._replica, self._lease = replica, lease
 
@@ -144,8 +144,6 @@ class Database(InvocationLog, ChargeLedger):
                 self._replica.close()
         finally:
             self._connection.close()
-            if self._lease is not None:
-                self._lease.close()
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:

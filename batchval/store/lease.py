@@ -207,7 +207,9 @@ class LeaseKeeper:
                 continue
 
     def close(self) -> None:
-        """Stop renewing and let the run go."""
+        """Stop renewing and let the run go (again: nothing)."""
+        if self._done.is_set():
+            return
         self._done.set()
         self._thread.join()
         if self.lost is None:

@@ -1,0 +1,121 @@
+"""Where a run lives: a local DIR, or a URL (`s3://bucket/prefix`) that keeps the run's
+memory and outputs, so that any machine with an empty disk carries the run on (issue 23).
+
+A run whose place is a URL works in a local directory of its own, made empty for each
+invocation, as a moved Airflow task finds its disk:
+
+1. the store is probed for create-only and compare-and-swap writes (one that does not
+   honour them is refused, 64: without them two machines could both spend);
+2. the run is taken (`store/lease`): another live holder stops this one (`dir_locked`,
+   75) within seconds, and sends nothing;
+3. the run's memory is restored from the URL (`store/replica.restore`) and, once the
+   command opens it, kept there as it commits (`keep`);
+4. the command runs as on a local DIR, sending only while the lease surely holds;
+5. its outputs are published at the URL (`publish`), each object written whole, so a
+   reader never sees half of one; then the run is let go.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+import structlog
+
+from batchval.outcome import RunRefusedError, StopReason
+from batchval.store.database import CHECKPOINT_NAME, Database
+from batchval.store.lease import DURATION, Lease, LeaseHeldError, LeaseKeeper
+from batchval.store.lock import LOCK_NAME
+from batchval.store.replica import Head, Replica, restore
+
+log = structlog.get_logger()
+
+URL_SCHEMES = ("s3://",)
+# Never published: the run's memory (kept at the URL as it commits) and the local lock.
+_LOCAL_ONLY = (CHECKPOINT_NAME, f"{CHECKPOINT_NAME}-wal", f"{CHECKPOINT_NAME}-shm", LOCK_NAME)
+
+
+def is_url(place: str) -> bool:
+    return place.startswith(URL_SCHEMES)
+
+
+class PlaceObjects(Protocol):
+    """The object store at a run's URL (`store/objects.ObjectStore`)."""
+
+    def get(self, key: str) -> tuple[bytes, str] | None: ...
+    def put(self, key: str, data: bytes) -> None: ...
+    def create(self, key: str, data: bytes) -> bool: ...
+    def replace(self, key: str, data: bytes, etag: str) -> bool: ...
+    def list(self, prefix: str) -> list[str]: ...
+    def probe(self) -> None: ...
+
+
+@dataclasses.dataclass
+class Place:
+    """A run's place: `local` is where it works; `url`, where it is kept (None: `local`
+    is the DIR itself)."""
+
+    local: Path
+    url: str | None = None
+    objects: PlaceObjects | None = None
+    keeper: LeaseKeeper | None = None
+    head: Head | None = None
+
+    def keep(self, database: Database) -> None:
+        """Ship every commit of the run's database to the URL from now on."""
+        if self.objects is None or self.keeper is None:
+            return
+        replica = Replica(self.objects, database.path, epoch=self.keeper.lease.epoch)
+        database.keep_at(replica, self.head, self.keeper)
+
+    def publish(self) -> list[str]:
+        """Every output file of the local directory written to the URL, each whole (an
+        object appears complete or not at all); returns their names."""
+        if self.objects is None:
+            return []
+        names = sorted(
+            p.name
+            for p in self.local.iterdir()
+            if p.is_file() and p.name not in _LOCAL_ONLY and ".tmp-" not in p.name
+        )
+        for name in names:
+            self.objects.put(name, (self.local / name).read_bytes())
+        log.info("place.published", url=self.url, files=names)
+        return names
+
+
+@contextlib.contextmanager
+def opened(
+    place: str, objects: PlaceObjects | None = None, *, lease_seconds: float = DURATION
+) -> Iterator[Place]:
+    """The run's place for one invocation: a local DIR as it is, or a URL whose store is
+    `objects` (probed, taken, restored into a directory of this invocation's own; the
+    outputs published and the run let go at the end)."""
+    if objects is None:
+        yield Place(Path(place))
+        return
+    objects.probe()
+    lease = Lease(objects, duration=lease_seconds, margin=lease_seconds / 3)
+    try:
+        lease.take()
+    except LeaseHeldError as exc:
+        raise RunRefusedError(StopReason.DIR_LOCKED, f"{place}: {exc}") from None
+    keeper = LeaseKeeper(lease, every=min(1.0, lease_seconds / 10))
+    local = Path(tempfile.mkdtemp(prefix="batchval-place-"))
+    try:
+        head = restore(objects, local / CHECKPOINT_NAME)
+        log.info("place.taken", url=place, epoch=lease.epoch, restored=head is not None)
+        found = Place(local, place, objects, keeper, head)
+        yield found
+        if keeper.holds():  # surely still this run's: never over a new holder's outputs
+            found.publish()
+        else:
+            log.warning("place.not_published", url=place, why="the run's lease lapsed")
+    finally:
+        keeper.close()
+        shutil.rmtree(local, ignore_errors=True)
