@@ -41,6 +41,7 @@ class StopReason(enum.Enum):
     SIGNAL = "signal"  # SIGTERM or SIGINT
     MAX_CREDITS = "max_credits"  # --max-credits would be exceeded by the next call
     DIR_LOCKED = "dir_locked"  # another batchval process holds DIR
+    STORE_UNAVAILABLE = "store_unavailable"  # the object store at the run's URL does not answer
     INSUFFICIENT_CREDITS = "insufficient_credits"  # 403 insufficient-credits
     ACCOUNT_BLOCKED = "account_blocked"  # 403 account-blocked
     CREDENTIALS_REFUSED = "credentials_refused"  # the token URL or the API refuses them

@@ -33,6 +33,7 @@ import structlog
 from batchval.engine.files import write_json_atomic
 from batchval.engine.invocation import locked_dir
 from batchval.engine.names import LOG_NAME
+from batchval.engine.place import Place
 from batchval.engine.sending import SendOutcome
 from batchval.engine.summary import SUMMARY_NAME, DryRunSummary, RunSummary
 from batchval.input import InputError, InputSource
@@ -144,9 +145,10 @@ class Product(Protocol[SummaryT_co]):
         ...
 
 
-def invoke(product: Product[SummaryT]) -> SummaryT | DryRunSummary:
+def invoke(product: Product[SummaryT], place: Place | None = None) -> SummaryT | DryRunSummary:
     """One invocation of `product`; returns its summary (also written to DIR/summary.json).
-    Raises RunRefusedError when it ends before sending."""
+    Raises RunRefusedError when it ends before sending. At a URL (`place`, whose local
+    directory is `product.out_dir`), the run's database is kept there as it commits."""
     with locked_dir(product.out_dir, LOG_NAME, product.name):
         started, started_mono = product.now(), time.monotonic()
         for leftover in product.out_dir.glob(".*.tmp-*"):
@@ -159,6 +161,8 @@ def invoke(product: Product[SummaryT]) -> SummaryT | DryRunSummary:
             return product.dry_run(source)
         checkpoint = open_checkpoint(product.out_dir)
         try:
+            if place is not None:
+                place.keep(checkpoint)
             steps = product.admit(checkpoint, started)
             try:
                 return _run(product, steps, checkpoint, source, started, started_mono)

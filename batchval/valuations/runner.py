@@ -31,6 +31,7 @@ from batchval.engine.files import write_json_atomic
 from batchval.engine.invocation import NotedSignals
 from batchval.engine.keys import daily_run_id
 from batchval.engine.names import CHARGES_NAME, PROBLEMS_NAME, RESULTS_NAME, VERIFY_NAME
+from batchval.engine.place import Place
 from batchval.engine.sending import Sending, SendOutcome
 from batchval.engine.summary import DryRunSummary, RunSummary
 from batchval.input import InputSource, open_input
@@ -63,6 +64,7 @@ class RunRequest:
     accept_changes: bool = False
     progress_bar: bool = False
     metrics_file: Path | None = None  # Prometheus text, during the run and at its end
+    place: Place | None = None  # a URL that keeps the run; `out_dir` is its local directory
 
 
 class Runner:
@@ -94,7 +96,7 @@ class Runner:
         self._started = time.monotonic()
         with self.signals:
             try:
-                summary = invoke(self)
+                summary = invoke(self, self.request.place)
             except RunRefusedError as exc:
                 # dir_locked: the file is the holder's to write.
                 if exc.reason is not StopReason.DIR_LOCKED:
