@@ -40,8 +40,15 @@ def config_option(meaning: str) -> Callable[[F], F]:
     )
 
 
-def out_option(meaning: str, *, name: str = "out_dir", required: bool = True) -> Callable[[F], F]:
-    kind = click.Path(path_type=Path) if required else click.Path(file_okay=False, path_type=Path)
+def out_option(
+    meaning: str, *, name: str = "out_dir", required: bool = True, url: bool = False
+) -> Callable[[F], F]:
+    """`url`: the place may be a URL (`s3://bucket/prefix`), passed on as text."""
+    kind: click.ParamType[Any] = click.Path(path_type=Path)
+    if url:
+        kind = click.STRING
+    elif not required:
+        kind = click.Path(file_okay=False, path_type=Path)
     return click.option("--out", name, required=required, type=kind, help=meaning)
 
 
@@ -203,7 +210,11 @@ def sandbox(
 
 @cli.command()
 @click.argument("input_path", metavar="INPUT", type=click.Path(path_type=Path))
-@out_option("The run's directory: outputs and checkpoint. Same DIR again resumes.")
+@out_option(
+    "The run's directory: outputs and checkpoint. Same DIR again resumes. Or an "
+    "s3://bucket/prefix URL that keeps the run, for machines that come and go.",
+    url=True,
+)
 @config_option("YAML config: api, input mapping, run settings.")
 @click.option(
     "--run-id",
@@ -236,7 +247,7 @@ def sandbox(
 @book_options
 def run(
     input_path: Path,
-    out_dir: Path,
+    out_dir: str,
     config_file: Path | None,
     run_id: str | None,
     concurrency: int | None,
@@ -250,6 +261,7 @@ def run(
     **book: Any,
 ) -> None:
     """Value every row of INPUT (CSV or Parquet) into DIR; exit 0, 75, 77, 65, 64 or 70."""
+    from batchval.engine.place import is_url, place_of
     from batchval.sandbox.embedded import embedded_api
     from batchval.valuations.runner import Runner, RunRequest
 
@@ -265,17 +277,22 @@ def run(
         settings = dataclasses.replace(
             settings, run=dataclasses.replace(settings.run, wait_for_midnight=True)
         )
-    request = RunRequest(
-        input_path=input_path,
-        out_dir=out_dir,
-        settings=settings,
-        run_id=run_id,
-        dry_run=dry_run,
-        accept_changes=accept_changes,
-        progress_bar=not json_lines,
-        metrics_file=metrics_file,
-    )
-    with _refusals():
+    if dry_run and is_url(out_dir):
+        raise click.UsageError(
+            "--dry-run sends nothing and keeps nothing: give it a local --out DIR"
+        )
+    with _refusals(), place_of(out_dir, os.environ) as place:
+        request = RunRequest(
+            input_path=input_path,
+            out_dir=place.local,
+            settings=settings,
+            run_id=run_id,
+            dry_run=dry_run,
+            accept_changes=accept_changes,
+            progress_bar=not json_lines,
+            metrics_file=metrics_file,
+            place=place if place.url is not None else None,
+        )
         summary = Runner(request, embedded_api=embedded_api).run()
     click.echo(summary.render())
     if summary.stop is not None:  # a dry run's too: the stop the run would meet

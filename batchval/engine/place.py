@@ -21,7 +21,7 @@ import contextlib
 import dataclasses
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -87,6 +87,26 @@ class Place:
             self.objects.put(name, (self.local / name).read_bytes())
         log.info("place.published", url=self.url, files=names)
         return names
+
+
+@contextlib.contextmanager
+def place_of(place: str, env: Mapping[str, str]) -> Iterator[Place]:
+    """The place `--out` names: a URL's store read from `env` the way AWS's own tools
+    read it (`store/objects`), its failures the command's refusals: a store that will not
+    do what a run needs (credentials, no bucket, no conditional writes) is `refused`
+    (64), one that does not answer `store_unavailable` (75)."""
+    if not is_url(place):
+        with opened(place) as local:
+            yield local
+        return
+    from batchval.store.objects import ObjectStore, ObjectStoreError
+
+    try:
+        with opened(place, ObjectStore.from_url(place, env)) as found:
+            yield found
+    except ObjectStoreError as exc:
+        reason = StopReason.STORE_UNAVAILABLE if exc.exit_code == 75 else StopReason.REFUSED
+        raise RunRefusedError(reason, str(exc)) from None
 
 
 @contextlib.contextmanager

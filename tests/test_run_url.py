@@ -1,0 +1,104 @@
+"""`run --out s3://bucket/prefix`: the run's memory and outputs kept on a real
+S3-compatible server (SeaweedFS on loopback), each invocation from an empty directory of
+its own, as a moved Airflow task or a new pod finds its disk (issue 23)."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+from pathlib import Path
+
+import polars as pl
+import pytest
+from objects_server import S3Server
+from support import BATCHVAL, LIVE, env_for, portfolio, run_cli
+
+from batchval.sandbox.server import RunningSandbox
+from batchval.store.objects import ObjectStore
+
+# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+pytestmark = pytest.mark.slow
+
+DAY = 86_400
+
+
+def _env(served: RunningSandbox, s3: S3Server, offset: float = 0) -> dict[str, str]:
+    return {
+        **env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(offset)),
+        **s3.env(),
+    }
+
+
+def _read(store: ObjectStore, name: str) -> bytes:
+    found = store.get(name)
+    assert found is not None, f"{name} is not at the URL"
+    return found[0]
+
+
+def test_a_backfill_across_days_on_blank_machines_pays_once(
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+) -> None:
+    """300 rows at a daily limit of 100: one invocation a UTC day, each from an empty
+    directory of its own; every row valued, each request charged once, the results at the
+    URL for polars to read."""
+    served.sandbox.account(LIVE.client_id).daily_limit = 100
+    url = s3_server.url("backfill-1")
+    source = portfolio(tmp_path / "book.csv", 300)
+    codes = []
+    for day in range(4):
+        if day:
+            served.sandbox.clock.advance(DAY)
+        work = tmp_path / f"machine-{day}"
+        work.mkdir()
+        done = subprocess.run(
+            [BATCHVAL, "run", str(source), "--out", url],
+            env=_env(served, s3_server, day * DAY),
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+        codes.append(done.returncode)
+        assert list(work.iterdir()) == [], "nothing is left on the machine's disk"
+        if done.returncode == 0:
+            break
+        assert done.returncode == 75, done.stderr
+        assert "daily_limit" in done.stderr
+    assert codes == [75, 75, 0]
+    ledger = served.sandbox.ledger
+    assert ledger.keys_charged_twice() == []
+    assert len(ledger.valuations_created(LIVE.client_id)) == 300
+    store = ObjectStore.from_url(url, s3_server.env())
+    results = pl.read_parquet(io.BytesIO(_read(store, "results.parquet")))
+    assert sorted(results["row_number"].to_list()) == list(range(1, 301))
+    summary = json.loads(_read(store, "summary.json"))
+    assert summary["exit_code"] == 0
+    assert summary["invocations"] == 3
+    assert int(results["credits_charged"].sum()) == ledger.credits_charged(LIVE.client_id)
+
+
+def test_a_store_that_does_not_answer_is_75_and_nothing_is_sent(
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+) -> None:
+    env = {**_env(served, s3_server), "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}
+    done = run_cli(
+        "run", str(portfolio(tmp_path / "book.csv", 5)), "--out", s3_server.url("x"), env=env
+    )
+    assert done.returncode == 75, done.stderr
+    assert "store_unavailable" in done.stderr
+    assert served.sandbox.ledger.valuations_created(LIVE.client_id) == []
+    assert "SECRET" not in done.stderr.upper() or s3_server.secret_access_key not in done.stderr
+
+
+def test_wrong_credentials_are_refused_with_64_and_never_printed(
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+) -> None:
+    env = {**_env(served, s3_server), "AWS_SECRET_ACCESS_KEY": "not-the-secret-at-all"}
+    done = run_cli(
+        "run", str(portfolio(tmp_path / "book.csv", 5)), "--out", s3_server.url("y"), env=env
+    )
+    assert done.returncode == 64, done.stderr
+    assert "not-the-secret-at-all" not in done.stderr + done.stdout
+    assert served.sandbox.ledger.valuations_created(LIVE.client_id) == []
