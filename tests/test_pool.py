@@ -18,7 +18,7 @@ from batchval.engine.pool import PoolStats, WorkerPool
 from batchval.engine.ratecontrol import RateController
 from batchval.engine.retry import RetryPolicy
 from batchval.engine.stop import Stop
-from batchval.outcome import StopReason
+from batchval.outcome import StopInfo, StopReason
 from batchval.sandbox.config import Faults, RateLimit, SandboxConfig
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.checkpoint import Checkpoint
@@ -253,8 +253,10 @@ async def test_a_process_that_no_longer_holds_the_run_sends_nothing_more(tmp_pat
     api = _OneRowAlwaysFailsApi("no such key")
     calls_allowed = 10
 
-    def holds_run() -> bool:
-        return api_calls() < calls_allowed
+    def hold_lost() -> StopInfo | None:
+        if api_calls() < calls_allowed:
+            return None
+        return StopInfo(StopReason.DIR_LOCKED, "this process no longer surely holds the run")
 
     def api_calls() -> int:
         return pool.stats.calls
@@ -266,7 +268,7 @@ async def test_a_process_that_no_longer_holds_the_run_sends_nothing_more(tmp_pat
         policy=FAST,
         stop=stop,
         concurrency=2,
-        holds_run=holds_run,
+        hold_lost=hold_lost,
     )
     stats = await pool.run()
     assert stats.calls == calls_allowed

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import polars as pl
@@ -14,6 +15,7 @@ import pytest
 from objects_server import S3Server
 from support import BATCHVAL, LIVE, env_for, portfolio, run_cli
 
+from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.objects import ObjectStore
 
@@ -102,3 +104,37 @@ def test_wrong_credentials_are_refused_with_64_and_never_printed(
     assert done.returncode == 64, done.stderr
     assert "not-the-secret-at-all" not in done.stderr + done.stdout
     assert served.sandbox.ledger.valuations_created(LIVE.client_id) == []
+
+
+def test_two_runs_on_one_url_one_spends_the_other_exits_75(
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+) -> None:
+    """Two machines start the same run: the second finds the first's lease renewed and
+    stops with dir_locked within seconds, having sent nothing; the first finishes alone."""
+    served.sandbox.set_faults(Faults(latency_ms=100))
+    url = s3_server.url("twice")
+    source = portfolio(tmp_path / "book.csv", 200)
+    env = _env(served, s3_server)
+    first = subprocess.Popen(
+        [BATCHVAL, "run", str(source), "--out", url, "--concurrency", "2"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    store = ObjectStore.from_url(url, s3_server.env())
+    deadline = time.monotonic() + 60
+    while not served.sandbox.ledger.valuations_created(LIVE.client_id):
+        assert time.monotonic() < deadline
+        assert first.poll() is None
+        time.sleep(0.1)
+    assert store.get("state/LEASE") is not None
+    second = run_cli("run", str(source), "--out", url, env=env, timeout=120)
+    assert second.returncode == 75, second.stderr
+    assert "dir_locked" in second.stderr
+    assert "renewing its lease" in second.stderr  # seen alive, not waited out
+    _, err = first.communicate(timeout=180)
+    assert first.returncode == 0, err
+    ledger = served.sandbox.ledger
+    assert ledger.keys_charged_twice() == []
+    assert len(ledger.valuations_created(LIVE.client_id)) == 200

@@ -6,13 +6,16 @@ holder that lost the run never overwrites the new holder's memory."""
 from __future__ import annotations
 
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
 from memory_objects import MemoryObjects
 
+from batchval.outcome import StopReason
 from batchval.store import replica as replica_module
 from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint
+from batchval.store.objects import ObjectStoreUnavailableError
 from batchval.store.replica import HEAD, Head, Replica, ReplicaLostError, restore
 
 
@@ -169,3 +172,36 @@ def test_a_checkpoint_kept_at_a_url_resumes_on_a_blank_machine(tmp_path: Path) -
     again.keep_at(Replica(objects, blank / CHECKPOINT_NAME, epoch=2), head)
     assert Head.of(objects.objects[HEAD]).epoch == 2
     again.close()
+
+
+class _Outage(MemoryObjects):
+    """A store that stops answering once `down` is set."""
+
+    down = False
+
+    def create(self, key: str, data: bytes) -> bool:
+        if self.down:
+            raise ObjectStoreUnavailableError("s3://b/run", "no answer")
+        return super().create(key, data)
+
+
+def test_a_store_that_stops_answering_stops_the_sending_as_an_outage(tmp_path: Path) -> None:
+    """Commits that can no longer be kept at the URL: the next call is not sent, and the
+    stop is the store's outage (75), not another holder."""
+    objects = _Outage()
+    checkpoint = Checkpoint.open(tmp_path)
+    checkpoint.keep_at(Replica(objects, tmp_path / CHECKPOINT_NAME, epoch=1), None)
+    assert checkpoint.hold_lost() is None
+    objects.down = True
+    checkpoint.begin_group()
+    checkpoint.set("pause_until", "x")
+    checkpoint.commit_group()  # shipped from the replica's thread, which meets the outage
+    deadline = time.monotonic() + 5
+    while checkpoint.hold_lost() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    lost = checkpoint.hold_lost()
+    assert lost is not None
+    assert lost.reason is StopReason.STORE_UNAVAILABLE
+    assert "can no longer be kept at its URL" in lost.detail
+    with pytest.raises(ReplicaLostError):
+        checkpoint.begin_group()  # nor is anything more committed as if it were kept

@@ -56,7 +56,7 @@ from batchval.engine.midnight import resume_after_daily_limit
 from batchval.engine.ratecontrol import RateController
 from batchval.engine.retry import RetryPolicy
 from batchval.engine.stop import Stop
-from batchval.outcome import StopReason
+from batchval.outcome import StopInfo, StopReason
 
 log = structlog.get_logger()
 
@@ -117,10 +117,10 @@ class WorkerPool(Generic[ItemT]):
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
         monotonic: Callable[[], float] = time.monotonic,
         on_progress: Callable[[PoolStats], None] | None = None,
-        holds_run: Callable[[], bool] = lambda: True,
+        hold_lost: Callable[[], StopInfo | None] = lambda: None,
     ) -> None:
         self._job = job
-        self._holds_run = holds_run
+        self._hold_lost = hold_lost
         self._controller = controller
         self._policy = policy
         self.stop = stop
@@ -219,16 +219,13 @@ class WorkerPool(Generic[ItemT]):
     async def gate(self) -> None:
         """Awaited right before any request leaves, the retry after a 401 and a token wait
         included: never during a `Retry-After` pause, never once the run is stopping, never
-        once this process may no longer hold the run (`holds_run`)."""
+        once this process may no longer hold the run (`hold_lost`)."""
         while True:
             if self.stop.is_set:
                 raise _StoppingError
-            if not self._holds_run():
-                self.stop.trigger(
-                    StopReason.DIR_LOCKED,
-                    "this process no longer surely holds the run (its lease at the run's URL "
-                    "could not be renewed, or another process took it): nothing more is sent",
-                )
+            lost = self._hold_lost()
+            if lost is not None:
+                self.stop.trigger(lost.reason, lost.detail)
                 raise _StoppingError
             remaining = self._controller.pause_remaining()
             if remaining <= 0:

@@ -260,7 +260,7 @@ class _Rounds:
             now=self.sending.now,
             max_credits=max_credits,
             on_progress=on_progress,
-            holds_run=self.sending.checkpoint.holds_run,
+            hold_lost=self.sending.checkpoint.hold_lost,
         )
 
     def spent(self) -> int:
@@ -296,11 +296,11 @@ def pool_for(
     now: Callable[[], dt.datetime],
     max_credits: int | None = None,
     on_progress: Callable[[PoolStats], None] | None = None,
-    holds_run: Callable[[], bool] = lambda: True,
+    hold_lost: Callable[[], StopInfo | None] = lambda: None,
 ) -> WorkerPool[ItemT]:
     """A pool for `job` with the run's settings: every job is paced, retried and stopped
-    alike (valuations, street analyses, read-backs). `holds_run` is asked before every
-    call (`Database.holds_run`: a run kept at a URL sends only while its lease holds)."""
+    alike (valuations, street analyses, read-backs). `hold_lost` is asked before every
+    call (`Database.hold_lost`: a run kept at a URL sends only while its lease holds)."""
     return WorkerPool(
         job=job,
         controller=controller,
@@ -315,7 +315,7 @@ def pool_for(
         shutdown_grace_seconds=run.shutdown_grace_seconds,
         now=now,
         on_progress=on_progress,
-        holds_run=holds_run,
+        hold_lost=hold_lost,
     )
 
 

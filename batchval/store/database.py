@@ -27,12 +27,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Self
 
-from batchval.outcome import BatchvalError
+from batchval.outcome import BatchvalError, ExitCode, StopInfo, StopReason
 from batchval.store.charges import ChargeLedger
 from batchval.store.held import HeldWrites
 from batchval.store.invocations import InvocationLog
-from batchval.store.lease import LeaseKeeper
-from batchval.store.replica import Head, Replica
+from batchval.store.lease import LeaseKeeper, LeaseLostError
+from batchval.store.replica import Head, Replica, ReplicaLostError
 from batchval.store.schema import INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES
 
 CHECKPOINT_NAME = "checkpoint.sqlite"
@@ -123,13 +123,16 @@ class Database(InvocationLog, ChargeLedger):
         replica.begin(self._connection, head)
         self._replica, self._lease = replica, lease
 
-    def holds_run(self) -> bool:
-        """Whether this process may send a call now: always on a local DIR (its `RunLock`
-        is held until the process ends); at a URL, while its lease surely holds and its
-        commits are being kept."""
+    def hold_lost(self) -> StopInfo | None:
+        """Why this process may not send a call now (None: it may). A local DIR is held
+        until the process ends (its `RunLock`); a run at a URL only while its lease surely
+        holds and its commits are being kept there."""
+        if self._replica is not None and self._replica.failure is not None:
+            return _lost(self._replica.failure, "its commits can no longer be kept at its URL")
         if self._lease is not None and not self._lease.holds():
-            return False
-        return self._replica is None or self._replica.failure is None
+            why = self._lease.lost or self._lease.trouble
+            return _lost(why, "its lease at the run's URL lapsed or was taken")
+        return None
 
     def _committed(self) -> None:
         if self._replica is not None:
@@ -140,7 +143,8 @@ class Database(InvocationLog, ChargeLedger):
         self.held.drop()
         try:
             if self._replica is not None and not self._connection.in_transaction:
-                self._replica.committed(self._connection)  # the autocommitted writes too
+                with contextlib.suppress(ReplicaLostError):  # the run's stop says it
+                    self._replica.committed(self._connection)  # the autocommitted writes too
                 self._replica.close()
         finally:
             self._connection.close()
@@ -211,6 +215,20 @@ class Database(InvocationLog, ChargeLedger):
     def unset(self, name: str) -> None:
         self.sql.execute("DELETE FROM meta WHERE name = ?", (name,))
         self._meta.pop(name, None)
+
+
+def _lost(why: BaseException | None, what: str) -> StopInfo:
+    """The stop of a process that no longer surely holds its run: the store's outage, or
+    another holder."""
+    detail = f"this process no longer surely holds the run: {what}" + (f" ({why})" if why else "")
+    detail += "; nothing more is sent, and the same command resumes it"
+    if (
+        why is not None
+        and getattr(why, "exit_code", None) == ExitCode.RESUMABLE
+        and not isinstance(why, (LeaseLostError, ReplicaLostError))
+    ):
+        return StopInfo(StopReason.STORE_UNAVAILABLE, detail)
+    return StopInfo(StopReason.DIR_LOCKED, detail)
 
 
 def refused_kinds(

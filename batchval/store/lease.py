@@ -185,6 +185,7 @@ class LeaseKeeper:
     def __init__(self, lease: Lease, *, every: float = 1.0) -> None:
         self.lease = lease
         self.lost: BaseException | None = None
+        self.trouble: BaseException | None = None  # the last renewal's failure, if it failed
         self._every = every
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._keep, name="lease", daemon=True)
@@ -200,11 +201,12 @@ class LeaseKeeper:
                 continue
             try:
                 self.lease.renew()
+                self.trouble = None
             except LeaseLostError as exc:
                 self.lost = exc
                 return
-            except Exception:  # the store did not answer: `may_send` runs out meanwhile
-                continue
+            except Exception as exc:  # the store did not answer: `may_send` runs out meanwhile
+                self.trouble = exc
 
     def close(self) -> None:
         """Stop renewing and let the run go (again: nothing)."""

@@ -164,7 +164,8 @@ class Replica:
             raise ReplicaLostError(f"the run's memory is no longer kept: {self._failure}")
 
     def close(self) -> None:
-        self.drain()
+        """Ship what is left and stop; a failure stays in `failure` (the run's stop says it)."""
+        self._pending.join()
         self._pending.put(None)
         if self._thread is not None:
             self._thread.join()
