@@ -31,9 +31,6 @@ from batchval.sandbox.server import RunningSandbox
 from batchval.settings import ApiSettings
 from batchval.tools.check import _ask_api
 
-# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
-pytestmark = pytest.mark.slow
-
 
 def lines(done: subprocess.CompletedProcess[str]) -> list[str]:
     return done.stdout.strip().splitlines()
@@ -56,6 +53,7 @@ def proxy(served: RunningSandbox) -> Iterator[HostileProxy]:
         yield running
 
 
+@pytest.mark.slow
 def test_good_sandbox_passes_and_costs_nothing(served: RunningSandbox) -> None:
     """Against a good live-like sandbox: every check ok, exit 0, no valuation, no charge."""
     done = run_cli("check", env=env_for(served, LIVE), timeout=60)
@@ -77,6 +75,7 @@ def test_good_sandbox_passes_and_costs_nothing(served: RunningSandbox) -> None:
     assert LIVE.client_secret not in done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_test_credentials_say_test_mode(served: RunningSandbox) -> None:
     """The sandbox's test credential is reported as test mode, never charged."""
     done = run_cli("check", env=env_for(served, TEST), timeout=60)
@@ -87,6 +86,7 @@ def test_test_credentials_say_test_mode(served: RunningSandbox) -> None:
     assert shown[4] == "ok    balance: none: test mode is never charged"
 
 
+@pytest.mark.slow
 def test_wrong_credentials_exit_77(served: RunningSandbox) -> None:
     """A secret the token URL refuses: exit 77, one line naming the refusal."""
     wrong = Credentials(LIVE.client_id, "not-the-secret")
@@ -101,6 +101,7 @@ def test_wrong_credentials_exit_77(served: RunningSandbox) -> None:
 @pytest.mark.parametrize(
     "base", ["/partners/v2", API_PREFIX + "/valuations"], ids=["other-version", "too-deep"]
 )
+@pytest.mark.slow
 def test_wrong_base_url_exits_64(served: RunningSandbox, base: str) -> None:
     """A base URL where the API's path is not served: exit 64 naming the URL."""
     env = env_for(served, LIVE, BATCHVAL_BASE_URL=served.auth_url + base)
@@ -111,6 +112,7 @@ def test_wrong_base_url_exits_64(served: RunningSandbox, base: str) -> None:
     assert served.auth_url + base in line
 
 
+@pytest.mark.slow
 def test_wrong_token_url_exits_64(served: RunningSandbox) -> None:
     """A token URL that answers 404: exit 64, the auth URL named."""
     env = env_for(served, LIVE, BATCHVAL_AUTH_URL=served.auth_url + "/nope")
@@ -119,6 +121,7 @@ def test_wrong_token_url_exits_64(served: RunningSandbox) -> None:
     assert "wrong address" in failing(done, "token")
 
 
+@pytest.mark.slow
 def test_html_site_at_the_base_url_exits_64(served: RunningSandbox, proxy: HostileProxy) -> None:
     """A web site (an HTML page with 200) where the API should be: exit 64."""
     proxy.rules = Rules(html_share=1.0, html_status=200)
@@ -128,6 +131,7 @@ def test_html_site_at_the_base_url_exits_64(served: RunningSandbox, proxy: Hosti
     assert "text/html" in failing(done, "api")
 
 
+@pytest.mark.slow
 def test_unreachable_host_exits_75() -> None:
     """Nothing listens at the address: exit 75 (try again later), one line."""
     root = closed_port_url()
@@ -146,6 +150,7 @@ def test_unreachable_host_exits_75() -> None:
 
 
 @pytest.mark.parametrize("setting", ["BATCHVAL_BASE_URL", "BATCHVAL_AUTH_URL"])
+@pytest.mark.slow
 def test_a_host_name_that_does_not_exist_exits_64(served: RunningSandbox, setting: str) -> None:
     """A base or token URL whose host name does not resolve at all: exit 64 within
     seconds, the host named, on the line of the check that met it."""
@@ -163,6 +168,7 @@ def test_a_host_name_that_does_not_exist_exits_64(served: RunningSandbox, settin
 
 
 @pytest.mark.parametrize("case", ["self-signed", "another-host", "not-tls"])
+@pytest.mark.slow
 def test_tls_failure_is_named(served: RunningSandbox, tmp_path: Path, case: str) -> None:
     """The API's address speaks TLS with a certificate nobody trusts, or one for another
     host, or does not speak TLS: exit 75, "TLS failed" and OpenSSL's reason."""
@@ -190,6 +196,7 @@ def test_tls_failure_is_named(served: RunningSandbox, tmp_path: Path, case: str)
     assert why in line, line
 
 
+@pytest.mark.slow
 def test_partly_configured_api_exits_64(served: RunningSandbox) -> None:
     """A client id without the rest of the API settings is a config error: 64."""
     env = env_for(served, LIVE)
@@ -199,6 +206,7 @@ def test_partly_configured_api_exits_64(served: RunningSandbox) -> None:
     assert "partly configured" in failing(done, "settings")
 
 
+@pytest.mark.slow
 def test_embedded_sandbox_and_input_price(tmp_path: Path) -> None:
     """With no API configured: says it would use the embedded sandbox in test mode, checks
     it, and prices INPUT as `run --dry-run` does."""
@@ -218,6 +226,7 @@ def test_embedded_sandbox_and_input_price(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_unusable_input_exits_65(served: RunningSandbox, tmp_path: Path) -> None:
     """An input that cannot be used fails the input check with 65, after the API checks."""
     empty = tmp_path / "empty.csv"

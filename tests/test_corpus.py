@@ -30,9 +30,6 @@ from batchval.api.errors import PROBLEM_TYPES
 from batchval.input import PROBLEM_RULES
 from batchval.sandbox.server import RunningSandbox
 
-# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
-pytestmark = pytest.mark.slow
-
 CORPUS = Path(__file__).resolve().parent / "corpus"
 SCRIPT = "make_corpus.py"
 EXPECTED = "expected.yaml"
@@ -120,6 +117,7 @@ def _check_complete(case: dict[str, Any], out: Path, served: RunningSandbox) -> 
 
 
 @pytest.mark.parametrize("case", _params())
+@pytest.mark.slow
 def test_corpus_case(case: dict[str, Any], served: RunningSandbox, tmp_path: Path) -> None:
     """The input ends as expected.yaml says: 65 with one line, or 0 with exact problems."""
     source = CORPUS / case["file"]

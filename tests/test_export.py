@@ -21,9 +21,6 @@ from batchval.outcome import ExitCode
 from batchval.sandbox.server import RunningSandbox
 from batchval.tools.export import Format, export_dir
 
-# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
-pytestmark = pytest.mark.slow
-
 NESTED = ("commentary", "rebuild_cost")
 
 
@@ -69,6 +66,7 @@ def member(rows: list[dict[str, Any]], column: str, *path: str) -> list[Any]:
     return found
 
 
+@pytest.mark.slow
 def test_csv_keeps_every_row_the_types_and_flattens_the_structs(
     served: RunningSandbox, tmp_path: Path
 ) -> None:
@@ -106,6 +104,7 @@ def test_csv_keeps_every_row_the_types_and_flattens_the_structs(
 
 
 @pytest.mark.parametrize("fmt", ["csv", "json", "xlsx"])
+@pytest.mark.slow
 def test_nested_drop_leaves_the_structs_out(
     served: RunningSandbox, tmp_path: Path, fmt: str
 ) -> None:
@@ -125,6 +124,7 @@ def test_nested_drop_leaves_the_structs_out(
     assert columns == flat
 
 
+@pytest.mark.slow
 def test_xlsx_has_sheets_panes_formats_and_typed_cells(
     served: RunningSandbox, tmp_path: Path
 ) -> None:
@@ -175,6 +175,7 @@ def test_xlsx_has_sheets_panes_formats_and_typed_cells(
     assert frame["loan"].to_list() == results["loan"].to_pylist()
 
 
+@pytest.mark.slow
 def test_json_lines_hold_every_row_with_numbers_as_numbers(
     served: RunningSandbox, tmp_path: Path
 ) -> None:
@@ -196,6 +197,7 @@ def test_json_lines_hold_every_row_with_numbers_as_numbers(
     assert [line["commentary_summary"] for line in lines] == member(rows, "commentary", "summary")
 
 
+@pytest.mark.slow
 def test_empty_results_give_a_header_only(served: RunningSandbox, tmp_path: Path) -> None:
     """A run where every row is a problem (refused as a whole, input_mostly_refused, its
     outputs written) exports a results.csv of just its header, a results sheet of just its
@@ -227,6 +229,7 @@ def test_a_dir_without_results_exits_64_and_writes_nothing(tmp_path: Path) -> No
     assert sorted(p.name for p in tmp_path.iterdir()) == ["problems.parquet"]
 
 
+@pytest.mark.slow
 def test_an_unreadable_results_file_exits_65(tmp_path: Path) -> None:
     """A results.parquet that is not Parquet: exit 65, one line, no CSV left behind."""
     (tmp_path / "results.parquet").write_text("row_number\n1\n")
@@ -237,6 +240,7 @@ def test_an_unreadable_results_file_exits_65(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.parquet"]
 
 
+@pytest.mark.slow
 def test_out_writes_elsewhere_and_any_file_of_dir_comes_along(tmp_path: Path) -> None:
     """--out writes there, not in DIR; columns the export does not know (a later
     version's) come out too, and street_analysis.parquet's lists become JSON text in CSV

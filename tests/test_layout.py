@@ -6,6 +6,7 @@ from the client's sending code, and only the store speaks SQL."""
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -20,16 +21,23 @@ def _name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path) -> set[str]:
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A module parsed once for all the checks."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+@functools.cache
+def _imports(path: Path) -> frozenset[str]:
     """Every batchval module `path` imports, at any depth (inside functions too)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.add(node.module)
             found.update(f"{node.module}.{alias.name}" for alias in node.names)
-    return {name for name in found if name.startswith("batchval")}
+    return frozenset(name for name in found if name.startswith("batchval"))
 
 
 def _in(name: str, prefix: str) -> bool:
@@ -127,7 +135,7 @@ def _store_leaks(path: Path) -> list[str]:
     """What in `path` would hold the database or speak SQL: an import of sqlite3, the
     `Database.sql` connection, or a string that is an SQL statement."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import | ast.ImportFrom):
             names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
             found += [f"imports {n}" for n in names if n.split(".")[0] == "sqlite3"]
@@ -157,7 +165,7 @@ def test_sql_and_connections_live_only_in_the_store() -> None:
 
 def _calls(path: Path, name: str) -> bool:
     """`path` calls a function or method named `name` (`x.name(...)` or `name(...)`)."""
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Call):
             func = node.func
             called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)

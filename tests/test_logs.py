@@ -22,9 +22,6 @@ from batchval.sandbox.app import API_PREFIX
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
 
-# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
-pytestmark = pytest.mark.slow
-
 TMUX = shutil.which("tmux")
 needs_tmux = pytest.mark.skipif(
     TMUX is None,
@@ -105,6 +102,7 @@ def is_json(line: str) -> bool:
 
 
 @needs_tmux
+@pytest.mark.slow
 def test_terminal_shows_a_bar_and_human_lines_never_json(
     served: RunningSandbox, proxy: HostileProxy, tmp_path: Path
 ) -> None:
@@ -128,6 +126,7 @@ def test_terminal_shows_a_bar_and_human_lines_never_json(
 
 
 @needs_tmux
+@pytest.mark.slow
 def test_json_on_a_terminal_when_asked(
     served: RunningSandbox, proxy: HostileProxy, tmp_path: Path
 ) -> None:
@@ -138,6 +137,7 @@ def test_json_on_a_terminal_when_asked(
     assert not any("ETA" in line for screen in screens for line in screen)
 
 
+@pytest.mark.slow
 def test_json_lines_off_a_terminal(served: RunningSandbox, tmp_path: Path) -> None:
     """Off a terminal (cron, Airflow), stderr is JSON lines, every one of them."""
     source = portfolio(tmp_path / "book.csv", 3)

@@ -17,15 +17,13 @@ from batchval.logs import Redactor
 from batchval.sandbox.server import RunningSandbox
 from batchval.valuations.manifest import MANIFEST_NAME, METADATA_KEY, Manifest, read_metadata
 
-# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
-pytestmark = pytest.mark.slow
-
 
 def manifest_of(out: Path) -> dict[str, Any]:
     found: dict[str, Any] = json.loads((out / MANIFEST_NAME).read_text(encoding="utf-8"))
     return found
 
 
+@pytest.mark.slow
 def test_manifest_says_where_the_figures_come_from(served: RunningSandbox, tmp_path: Path) -> None:
     """manifest.json names the input's hash, the run id, the mode, the settings without
     the secret, and every model version and indexedTo month with the rows they cover."""
@@ -58,6 +56,7 @@ def test_manifest_says_where_the_figures_come_from(served: RunningSandbox, tmp_p
     assert months == dict(counted.iter_rows())
 
 
+@pytest.mark.slow
 def test_manifest_is_in_both_parquet_files(served: RunningSandbox, tmp_path: Path) -> None:
     """results.parquet and problems.parquet carry the manifest under batchval.manifest,
     the same as manifest.json, readable with pyarrow alone."""
@@ -73,6 +72,7 @@ def test_manifest_is_in_both_parquet_files(served: RunningSandbox, tmp_path: Pat
         assert metadata[b"batchval.schema_version"] == manifest["schema_version"].encode()
 
 
+@pytest.mark.slow
 def test_no_secret_in_any_file(served: RunningSandbox, tmp_path: Path) -> None:
     """With the API configured in a config file, the client secret is nowhere in DIR."""
     config = tmp_path / "config.yaml"
@@ -115,6 +115,7 @@ def test_secret_scrubbed_wherever_it_is() -> None:
     assert found["indexed_to"] == [{"month": "2026-09", "rows": 2}, {"month": None, "rows": 1}]
 
 
+@pytest.mark.slow
 def test_dry_run_writes_no_manifest(served: RunningSandbox, tmp_path: Path) -> None:
     """A dry run is not a run: no manifest.json."""
     source = portfolio(tmp_path / "book.csv", 3)

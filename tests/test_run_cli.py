@@ -30,10 +30,8 @@ from support import (
 from batchval.sandbox.config import Faults, RateLimit, SandboxConfig
 from batchval.sandbox.server import RunningSandbox
 
-# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
-pytestmark = pytest.mark.slow
 
-
+@pytest.mark.slow
 def test_full_run_completes(served: RunningSandbox, tmp_path: Path) -> None:
     """A live run values every row; duplicates are charged once; the outputs add up."""
     source = portfolio(tmp_path / "book.csv", 60, duplicates=10)
@@ -54,6 +52,7 @@ def test_full_run_completes(served: RunningSandbox, tmp_path: Path) -> None:
     assert served.sandbox.ledger.credits_charged() == 500
 
 
+@pytest.mark.slow
 def test_bad_rows_become_problems(served: RunningSandbox, tmp_path: Path) -> None:
     """Every bad-row kind of the sample file gets its problem; good rows are valued. The
     file is mostly bad rows (11 of 15), which a run refuses as a whole unless
@@ -87,6 +86,7 @@ def test_bad_rows_become_problems(served: RunningSandbox, tmp_path: Path) -> Non
     ],
     ids=["empty", "missing-column", "garbage"],
 )
+@pytest.mark.slow
 def test_unusable_input_exits_65(
     served: RunningSandbox, tmp_path: Path, content: bytes, says: str
 ) -> None:
@@ -120,6 +120,7 @@ def test_bad_command_line_exits_64(served: RunningSandbox, tmp_path: Path, args:
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_partial_api_config_exits_64(served: RunningSandbox, tmp_path: Path) -> None:
     """Some but not all API variables is a configuration error, not a test-mode run."""
     env = env_for(served)
@@ -130,6 +131,7 @@ def test_partial_api_config_exits_64(served: RunningSandbox, tmp_path: Path) -> 
     assert "BATCHVAL_CLIENT_SECRET" in done.stderr
 
 
+@pytest.mark.slow
 def test_daily_limit_then_midnight(served: RunningSandbox, tmp_path: Path) -> None:
     """At the daily limit: 75; again before midnight sends nothing; after midnight completes."""
     served.sandbox.account(LIVE.client_id).daily_limit = 20
@@ -161,6 +163,7 @@ def test_daily_limit_then_midnight(served: RunningSandbox, tmp_path: Path) -> No
 
 
 @pytest.mark.parametrize("config", [SandboxConfig(rate_limit=RateLimit(15.0, 5))])
+@pytest.mark.slow
 def test_short_term_limit_is_never_jumped(served: RunningSandbox, tmp_path: Path) -> None:
     """With a short-term limit, no request is sent before a Retry-After it was given."""
     source = portfolio(tmp_path / "book.csv", 80)
@@ -172,6 +175,7 @@ def test_short_term_limit_is_never_jumped(served: RunningSandbox, tmp_path: Path
     assert_accounted(out, 80)
 
 
+@pytest.mark.slow
 def test_insufficient_credits_then_top_up(served: RunningSandbox, tmp_path: Path) -> None:
     """Credits run out: 77 with the rest untouched; after a top-up the run completes."""
     source = portfolio(tmp_path / "book.csv", 10)
@@ -192,6 +196,7 @@ def test_insufficient_credits_then_top_up(served: RunningSandbox, tmp_path: Path
     assert_accounted(out, 10)
 
 
+@pytest.mark.slow
 def test_blocked_account_exits_77(served: RunningSandbox, tmp_path: Path) -> None:
     """A blocked account stops the run at once with 77, no problem rows."""
     served.sandbox.account(LIVE.client_id).blocked = True
@@ -201,6 +206,7 @@ def test_blocked_account_exits_77(served: RunningSandbox, tmp_path: Path) -> Non
     assert outputs(tmp_path / "out")[1].height == 0
 
 
+@pytest.mark.slow
 def test_wrong_secret_exits_77_and_is_never_shown(served: RunningSandbox, tmp_path: Path) -> None:
     """Refused credentials exit 77; the secret is in no output, log or file."""
     secret = "wrong-secret-do-not-print-0451"
@@ -214,6 +220,7 @@ def test_wrong_secret_exits_77_and_is_never_shown(served: RunningSandbox, tmp_pa
         assert secret.encode() not in path.read_bytes(), path
 
 
+@pytest.mark.slow
 def test_secret_and_tokens_never_reach_outputs(served: RunningSandbox, tmp_path: Path) -> None:
     """After a full run, neither the secret nor a token is in the logs or any file."""
     source = portfolio(tmp_path / "book.csv", 5)
@@ -228,6 +235,7 @@ def test_secret_and_tokens_never_reach_outputs(served: RunningSandbox, tmp_path:
             assert needle.encode() not in path.read_bytes(), path
 
 
+@pytest.mark.slow
 def test_dry_run_prices_without_network(served: RunningSandbox, tmp_path: Path) -> None:
     """--dry-run validates, writes problems, prints the cost and sends nothing."""
     source = portfolio(tmp_path / "book.csv", 40, duplicates=5)
@@ -241,6 +249,7 @@ def test_dry_run_prices_without_network(served: RunningSandbox, tmp_path: Path) 
     assert not (out / "checkpoint.sqlite").exists()
 
 
+@pytest.mark.slow
 def test_changed_input_is_refused_unless_accepted(served: RunningSandbox, tmp_path: Path) -> None:
     """Another input in the same DIR exits 64; --accept-changes keeps paid answers."""
     source = portfolio(tmp_path / "book.csv", 10)
@@ -258,6 +267,7 @@ def test_changed_input_is_refused_unless_accepted(served: RunningSandbox, tmp_pa
     assert_accounted(out, 12)
 
 
+@pytest.mark.slow
 def test_run_id_is_kept(served: RunningSandbox, tmp_path: Path) -> None:
     """--run-id names the run; another id for the same DIR is refused."""
     source = portfolio(tmp_path / "book.csv", 3)
@@ -273,6 +283,7 @@ def test_run_id_is_kept(served: RunningSandbox, tmp_path: Path) -> None:
     assert other.returncode == 64
 
 
+@pytest.mark.slow
 def test_max_credits(served: RunningSandbox, tmp_path: Path) -> None:
     """--max-credits caps this invocation's spend; the rest stay pending (75)."""
     source = portfolio(tmp_path / "book.csv", 10)
@@ -292,6 +303,7 @@ def streamed(tmp_path: Path) -> tuple[Path, list[str]]:
     return portfolio(tmp_path / "book.csv", 60, duplicates=10), ["--config", str(config)]
 
 
+@pytest.mark.slow
 def test_a_run_sends_while_it_stores_its_input(served: RunningSandbox, tmp_path: Path) -> None:
     """A fresh run stores its first rows, sends, and stores the rest as the requests run
     out: every row is valued and accounted, duplicates across batches charged once."""
@@ -304,6 +316,7 @@ def test_a_run_sends_while_it_stores_its_input(served: RunningSandbox, tmp_path:
     assert outputs(out)[2]["requests"]["unique"] == 50
 
 
+@pytest.mark.slow
 def test_a_run_stopped_while_storing_counts_every_row(
     served: RunningSandbox, tmp_path: Path
 ) -> None:
@@ -333,6 +346,7 @@ def wait_for_calls(served: RunningSandbox, count: int, timeout: float = 30) -> N
         time.sleep(0.02)
 
 
+@pytest.mark.slow
 def test_second_run_on_the_same_dir_exits_75(served: RunningSandbox, tmp_path: Path) -> None:
     """While a run holds DIR, another exits 75 and sends nothing."""
     served.sandbox.set_faults(Faults(latency_ms=100))
@@ -356,6 +370,7 @@ def test_second_run_on_the_same_dir_exits_75(served: RunningSandbox, tmp_path: P
     assert_accounted(out, 150)
 
 
+@pytest.mark.slow
 def test_sigterm_stops_gently_and_resumes(served: RunningSandbox, tmp_path: Path) -> None:
     """SIGTERM: in-flight calls finish, outputs are written, exit 75; then it completes."""
     served.sandbox.set_faults(Faults(latency_ms=50))
@@ -382,6 +397,7 @@ def test_sigterm_stops_gently_and_resumes(served: RunningSandbox, tmp_path: Path
     assert_paid_once(served, out)
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_pays_once(served: RunningSandbox, tmp_path: Path) -> None:
     """kill -9 mid-run, then the same command: complete, nothing paid twice or lost."""
     served.sandbox.set_faults(Faults(latency_ms=30))
@@ -405,6 +421,7 @@ def test_kill_9_then_resume_pays_once(served: RunningSandbox, tmp_path: Path) ->
     assert served.sandbox.ledger.credits_charged() == 3_000
 
 
+@pytest.mark.slow
 def test_status_reads_a_run(served: RunningSandbox, tmp_path: Path) -> None:
     """status says what is done and what to do next; a DIR with no run exits 64."""
     source = portfolio(tmp_path / "book.csv", 4)
@@ -418,6 +435,7 @@ def test_status_reads_a_run(served: RunningSandbox, tmp_path: Path) -> None:
     assert empty.returncode == 64
 
 
+@pytest.mark.slow
 def test_embedded_sandbox_when_nothing_is_configured(tmp_path: Path) -> None:
     """With no API configured the run uses the embedded sandbox and says so."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("BATCHVAL_")}
@@ -431,6 +449,7 @@ def test_embedded_sandbox_when_nothing_is_configured(tmp_path: Path) -> None:
     assert summary["mode"] == "test"
 
 
+@pytest.mark.slow
 def test_dry_run_refuses_a_dir_holding_a_run(served: RunningSandbox, tmp_path: Path) -> None:
     """A dry run never overwrites the problems of a real run in the same DIR."""
     source = portfolio(tmp_path / "book.csv", 3)
@@ -442,6 +461,7 @@ def test_dry_run_refuses_a_dir_holding_a_run(served: RunningSandbox, tmp_path: P
     assert (out / "problems.parquet").read_bytes() == before
 
 
+@pytest.mark.slow
 def test_sigterm_while_reading_exits_75(served: RunningSandbox, tmp_path: Path) -> None:
     """A SIGTERM during a long ingest stops between batches with 75; the rerun completes."""
     source = portfolio(tmp_path / "book.csv", 20_000)
@@ -466,6 +486,7 @@ def test_sigterm_while_reading_exits_75(served: RunningSandbox, tmp_path: Path) 
     assert outputs(out)[2]["rows"]["total"] == 20_000
 
 
+@pytest.mark.slow
 def test_lender_extract_with_its_mapping(served: RunningSandbox, tmp_path: Path) -> None:
     """The lender-style extract (other names, codes, BOM, semicolons) values with its config."""
     source = ROOT / "sample_inputs" / "lender_extract.csv"
@@ -483,6 +504,7 @@ def test_lender_extract_with_its_mapping(served: RunningSandbox, tmp_path: Path)
     assert_paid_once(served, out)
 
 
+@pytest.mark.slow
 def test_wait_for_midnight_carries_on(served: RunningSandbox, tmp_path: Path) -> None:
     """With --wait-for-midnight, the run sleeps through the daily limit and completes."""
     clock = served.sandbox.clock

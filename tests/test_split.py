@@ -19,9 +19,6 @@ from support import LIVE, env_for, outputs, portfolio, run_cli
 from batchval.sandbox.server import RunningSandbox
 from batchval.tools.split import shard_name
 
-# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
-pytestmark = pytest.mark.slow
-
 ENV = {"PATH": "/usr/bin:/bin"}
 
 
@@ -64,6 +61,7 @@ def reorder_and_grow(source: Path, target: Path, extra: int) -> None:
 
 
 @pytest.mark.parametrize("row_id", [None, "loan_id"], ids=["by-request", "by-row-id"])
+@pytest.mark.slow
 def test_same_row_same_shard_whatever_the_order_or_other_rows(
     tmp_path: Path, row_id: str | None
 ) -> None:
@@ -79,6 +77,7 @@ def test_same_row_same_shard_whatever_the_order_or_other_rows(
     assert {k: after[k] for k in before} == before
 
 
+@pytest.mark.slow
 def test_placement_does_not_depend_on_the_hash_seed(tmp_path: Path) -> None:
     """Two processes with different PYTHONHASHSEED place every row alike."""
     source = portfolio(tmp_path / "book.csv", 40)
@@ -87,6 +86,7 @@ def test_placement_does_not_depend_on_the_hash_seed(tmp_path: Path) -> None:
     assert placement(tmp_path / "a", 3) == placement(tmp_path / "b", 3)
 
 
+@pytest.mark.slow
 def test_union_of_shards_is_the_input(tmp_path: Path) -> None:
     """Every input row is in exactly one shard, invalid rows and repeats included, and
     shards.json counts them."""
@@ -104,6 +104,7 @@ def test_union_of_shards_is_the_input(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_parquet_types_and_empty_shards_keep_the_schema(tmp_path: Path) -> None:
     """A Parquet input's column types are kept in every shard, an empty one included."""
     table = pa.table(
@@ -126,6 +127,7 @@ def test_parquet_types_and_empty_shards_keep_the_schema(tmp_path: Path) -> None:
     assert sorted(r["loan"] for r in rows_of(tmp_path / "out", 8)) == [101, 102, 103]
 
 
+@pytest.mark.slow
 def test_csv_shards_keep_request_text_and_pass_through_types(tmp_path: Path) -> None:
     """A CSV's request fields stay the text read; other columns are typed as `run` passes
     them through (an integer stays an integer, a leading zero stays text)."""
@@ -143,6 +145,7 @@ def test_csv_shards_keep_request_text_and_pass_through_types(tmp_path: Path) -> 
     assert {r["bedrooms"] for r in rows_of(tmp_path / "out", 2)} == {"02", "3"}
 
 
+@pytest.mark.slow
 def test_a_shard_makes_the_same_requests_and_keys(served: RunningSandbox, tmp_path: Path) -> None:
     """Each row valued from its shard gets the idempotency key it gets from the whole file."""
     source = portfolio(tmp_path / "book.csv", 12)
@@ -171,6 +174,7 @@ def test_a_shard_makes_the_same_requests_and_keys(served: RunningSandbox, tmp_pa
     ],
     ids=["zero-shards", "unknown-row-id"],
 )
+@pytest.mark.slow
 def test_bad_arguments_exit_64(tmp_path: Path, args: list[str], code: int) -> None:
     """A shard count below 1 or a row id the input lacks: 64, nothing written."""
     source = portfolio(tmp_path / "book.csv", 5)
@@ -179,6 +183,7 @@ def test_bad_arguments_exit_64(tmp_path: Path, args: list[str], code: int) -> No
     assert not (tmp_path / "out" / "shards.json").exists()
 
 
+@pytest.mark.slow
 def test_another_split_in_dir_exits_64(tmp_path: Path) -> None:
     """A DIR holding a split into another number of shards is refused, not mixed."""
     source = portfolio(tmp_path / "book.csv", 5)
@@ -188,6 +193,7 @@ def test_another_split_in_dir_exits_64(tmp_path: Path) -> None:
     assert "split into 3" in done.stderr
 
 
+@pytest.mark.slow
 def test_unusable_input_exits_65(tmp_path: Path) -> None:
     """An empty input file: 65 and one line."""
     empty = tmp_path / "empty.csv"

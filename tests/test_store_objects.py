@@ -24,6 +24,10 @@ from batchval.store.objects import (
     ObjectStoreUnavailableError,
 )
 
+# A real S3-compatible server started for the worker (about 4 s with its stop) and
+# races that wait on its locks: `make test-fast` leaves them out.
+pytestmark = pytest.mark.slow
+
 # A dead store must be called dead in seconds: short timeouts and few retries.
 FAST = {"connect_timeout": "1s", "timeout": "3s", "max_retries": "2", "retry_timeout": "3"}
 

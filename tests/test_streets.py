@@ -28,9 +28,6 @@ from batchval.store.checkpoint import Checkpoint
 from batchval.streets.runner import StreetReading, Streets, StreetsRequest, StreetsSummary
 from batchval.streets.schema import CRIME, ENERGY, PRICE_INDEX, RENTAL, SOLD_PRICES, STOP
 
-# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
-pytestmark = pytest.mark.slow
-
 DAY = 86_400
 # Rows 1-3 spell one postcode three ways; row 5 has a bad bedrooms value but a good
 # postcode; row 6's postcode is not one; the sandbox holds nothing for unit ZZ (row 7, 9).
@@ -64,6 +61,7 @@ def summary(out: Path) -> dict[str, Any]:
     return found
 
 
+@pytest.mark.slow
 def test_each_distinct_postcode_is_charged_once_and_not_again_within_30_days(
     served: RunningSandbox, tmp_path: Path
 ) -> None:
@@ -104,6 +102,7 @@ def test_each_distinct_postcode_is_charged_once_and_not_again_within_30_days(
     assert summary(out)["credits_charged"]["this_invocation"] == credits
 
 
+@pytest.mark.slow
 def test_refresh_reads_again_free(served: RunningSandbox, tmp_path: Path) -> None:
     """--refresh sends each postcode again within 30 days; the API gives it free."""
     source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
@@ -118,6 +117,7 @@ def test_refresh_reads_again_free(served: RunningSandbox, tmp_path: Path) -> Non
     assert pl.read_parquet(out / "street_analysis.parquet")["credits_charged"].sum() == 0
 
 
+@pytest.mark.slow
 def test_every_section_is_a_typed_column(served: RunningSandbox, tmp_path: Path) -> None:
     """street_analysis.parquet keeps every section as its nested Arrow type, with
     descriptions in the field metadata."""
@@ -145,6 +145,7 @@ def test_every_section_is_a_typed_column(served: RunningSandbox, tmp_path: Path)
     assert all(r["covered_postcodes"][0] == r["postcode"] for r in rows)
 
 
+@pytest.mark.slow
 def test_not_found_and_bad_postcodes_are_problems_naming_their_rows(
     served: RunningSandbox, tmp_path: Path
 ) -> None:
@@ -171,6 +172,7 @@ def test_not_found_and_bad_postcodes_are_problems_naming_their_rows(
     assert status.returncode == 0, status.stdout
 
 
+@pytest.mark.slow
 def test_max_credits_stops_with_75(served: RunningSandbox, tmp_path: Path) -> None:
     """--max-credits below the price of the reads stops the run, resumable."""
     source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
@@ -191,6 +193,7 @@ def test_max_credits_stops_with_75(served: RunningSandbox, tmp_path: Path) -> No
     assert served.sandbox.ledger.credits_charged() <= 30
 
 
+@pytest.mark.slow
 def test_daily_limit_stops_with_75_and_not_before(served: RunningSandbox, tmp_path: Path) -> None:
     """At the daily limit: 75 and not_before; again before midnight sends nothing."""
     served.sandbox.account(LIVE.client_id).daily_limit = 1
@@ -209,6 +212,7 @@ def test_daily_limit_stops_with_75_and_not_before(served: RunningSandbox, tmp_pa
     assert run_cli("status", str(out), env=env_for(served)).returncode == 75
 
 
+@pytest.mark.slow
 def test_dry_run_prices_without_the_network(served: RunningSandbox, tmp_path: Path) -> None:
     """--dry-run sends nothing and prices the distinct postcodes not read in 30 days."""
     source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
@@ -228,6 +232,7 @@ def test_dry_run_prices_without_the_network(served: RunningSandbox, tmp_path: Pa
     assert len(served.sandbox.ledger.requests) == calls
 
 
+@pytest.mark.slow
 def test_a_run_dir_and_a_streets_dir_refuse_each_other(
     served: RunningSandbox, tmp_path: Path
 ) -> None:
@@ -247,6 +252,7 @@ def test_a_run_dir_and_a_streets_dir_refuse_each_other(
     assert "holds a `batchval run`" in refused.stderr
 
 
+@pytest.mark.slow
 def test_kill_9_then_resume_pays_once(served: RunningSandbox, tmp_path: Path) -> None:
     """kill -9 mid-run, then the same command: every postcode read, none charged twice."""
     served.sandbox.set_faults(Faults(latency_ms=40))
@@ -281,6 +287,7 @@ def test_kill_9_then_resume_pays_once(served: RunningSandbox, tmp_path: Path) ->
     assert summary(out)["credits_charged"]["total"] == int(streets["credits_charged"].sum()) > 0
 
 
+@pytest.mark.slow
 def test_test_answers_are_read_again_under_live_credentials(
     served: RunningSandbox, tmp_path: Path
 ) -> None:
@@ -296,6 +303,7 @@ def test_test_answers_are_read_again_under_live_credentials(
     assert street_charges(served)["SW1A 2AA"] == 2  # one counted test read, one live
 
 
+@pytest.mark.slow
 def test_unusable_input_exits_65_and_a_poor_account_77(
     served: RunningSandbox, tmp_path: Path
 ) -> None:
@@ -319,6 +327,7 @@ def test_unusable_input_exits_65_and_a_poor_account_77(
     assert summary(tmp_path / "b")["stop"]["reason"] == "insufficient_credits"
 
 
+@pytest.mark.slow
 def test_a_wrong_base_url_is_64_not_not_found_rows(served: RunningSandbox, tmp_path: Path) -> None:
     """A base URL that answers every path with not-found (another API version) stops the
     run with wrong_address (64) before any row is blamed; the right URL then reads all."""
@@ -334,6 +343,7 @@ def test_a_wrong_base_url_is_64_not_not_found_rows(served: RunningSandbox, tmp_p
     assert sorted(street_charges(served)) == ["LS6 2AB", "M1 1AE", "SW1A 2AA"]
 
 
+@pytest.mark.slow
 def test_reads_past_their_window_stay_in_the_outputs_while_the_api_is_down(
     served: RunningSandbox, tmp_path: Path
 ) -> None:
@@ -373,6 +383,7 @@ def test_reads_past_their_window_stay_in_the_outputs_while_the_api_is_down(
     assert again.to_list() == joined.to_list()
 
 
+@pytest.mark.slow
 def test_a_complete_run_still_reports_a_stop_a_person_must_act_on(
     served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -391,6 +402,7 @@ def test_a_complete_run_still_reports_a_stop_a_person_must_act_on(
     assert run_cli("status", str(out), env=env_for(served)).returncode == 70
 
 
+@pytest.mark.slow
 def test_batchval_log_json_gives_json_lines_on_a_terminal(
     served: RunningSandbox, tmp_path: Path
 ) -> None:
