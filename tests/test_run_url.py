@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -138,3 +139,45 @@ def test_two_runs_on_one_url_one_spends_the_other_exits_75(
     ledger = served.sandbox.ledger
     assert ledger.keys_charged_twice() == []
     assert len(ledger.valuations_created(LIVE.client_id)) == 200
+
+
+def test_a_stalled_holder_wakes_to_a_taken_run_and_stops_without_writing(
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+) -> None:
+    """SIGSTOP past the lease, another machine takes the run and finishes it, SIGCONT: the
+    first sends nothing more, publishes nothing over the new holder's outputs and exits
+    75; nothing is paid twice, nothing paid is lost."""
+    served.sandbox.set_faults(Faults(latency_ms=100))
+    url = s3_server.url("stalled")
+    source = portfolio(tmp_path / "book.csv", 120)
+    env = _env(served, s3_server)
+    ledger = served.sandbox.ledger
+    first = subprocess.Popen(
+        [BATCHVAL, "run", str(source), "--out", url, "--concurrency", "2"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while len(ledger.valuations_created(LIVE.client_id)) < 10:
+        assert time.monotonic() < deadline
+        assert first.poll() is None
+        time.sleep(0.05)
+    first.send_signal(signal.SIGSTOP)
+    try:
+        second = run_cli("run", str(source), "--out", url, env=env, timeout=180)
+    finally:
+        first.send_signal(signal.SIGCONT)
+    assert second.returncode == 0, second.stderr  # took the run after one unchanged lease
+    store = ObjectStore.from_url(url, s3_server.env())
+    published = _read(store, "results.parquet")
+    _, err = first.communicate(timeout=120)
+    assert first.returncode == 75, err
+    assert "dir_locked" in err
+    assert _read(store, "results.parquet") == published  # nothing over the new holder's
+    assert ledger.keys_charged_twice() == []
+    results = pl.read_parquet(io.BytesIO(published))
+    assert sorted(results["row_number"].to_list()) == list(range(1, 121))
+    charged = {c.resource for c in ledger.valuations_created(LIVE.client_id)}
+    assert charged <= set(results["valuation_id"].to_list())  # no paid answer lost
