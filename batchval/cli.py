@@ -209,7 +209,7 @@ def sandbox(
 
 
 @cli.command()
-@click.argument("input_path", metavar="INPUT", type=click.Path(path_type=Path))
+@click.argument("input_path", metavar="INPUT")
 @out_option(
     "The run's directory: outputs and checkpoint. Same DIR again resumes. Or an "
     "s3://bucket/prefix URL that keeps the run, for machines that come and go.",
@@ -246,7 +246,7 @@ def sandbox(
 )
 @book_options
 def run(
-    input_path: Path,
+    input_path: str,
     out_dir: str,
     config_file: Path | None,
     run_id: str | None,
@@ -260,8 +260,9 @@ def run(
     log_json: bool,
     **book: Any,
 ) -> None:
-    """Value every row of INPUT (CSV or Parquet) into DIR; exit 0, 75, 77, 65, 64 or 70."""
-    from batchval.engine.place import is_url, place_of
+    """Value every row of INPUT (CSV or Parquet; a path or an s3:// URL) into DIR; exit 0,
+    75, 77, 65, 64 or 70."""
+    from batchval.engine.place import input_of, is_url, place_of
     from batchval.sandbox.embedded import embedded_api
     from batchval.valuations.runner import Runner, RunRequest
 
@@ -281,9 +282,14 @@ def run(
         raise click.UsageError(
             "--dry-run sends nothing and keeps nothing: give it a local --out DIR"
         )
-    with _refusals(), place_of(out_dir, os.environ) as place:
+    with (
+        _refusals(),
+        input_of(input_path, os.environ) as source,
+        place_of(out_dir, os.environ) as place,
+    ):
         request = RunRequest(
-            input_path=input_path,
+            input_path=source,
+            input_name=input_path,
             out_dir=place.local,
             settings=settings,
             run_id=run_id,

@@ -50,6 +50,10 @@ class BookRead:
     def now(self) -> dt.datetime:
         return NOW
 
+    @property
+    def input_name(self) -> str:
+        return str(self.input_path)
+
     def read_input(self) -> InputSource:
         return open_input(self.input_path, InputOptions())
 

@@ -181,3 +181,25 @@ def test_a_stalled_holder_wakes_to_a_taken_run_and_stops_without_writing(
     assert sorted(results["row_number"].to_list()) == list(range(1, 121))
     charged = {c.resource for c in ledger.valuations_created(LIVE.client_id)}
     assert charged <= set(results["valuation_id"].to_list())  # no paid answer lost
+
+
+def test_an_input_at_a_url_is_read_by_a_blank_machine(
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+) -> None:
+    """INPUT as an s3:// URL, into a local DIR: read, valued, and named by its URL in the
+    summary and the manifest; a missing object is input_unusable (65)."""
+    source = portfolio(tmp_path / "book.csv", 12)
+    store = ObjectStore.from_url(s3_server.url("inputs"), s3_server.env())
+    store.put("book.csv", source.read_bytes())
+    env = _env(served, s3_server)
+    out = tmp_path / "out"
+    done = run_cli("run", s3_server.url("inputs/book.csv"), "--out", str(out), env=env)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["input"] == s3_server.url("inputs/book.csv")
+    assert summary["rows"]["valued"] == 12
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["input"]["path"] == s3_server.url("inputs/book.csv")
+    missing = run_cli("run", s3_server.url("inputs/none.csv"), "--out", str(out), env=env)
+    assert missing.returncode == 65, missing.stderr
+    assert "no such object" in missing.stderr

@@ -118,7 +118,9 @@ class Product(Protocol[SummaryT_co]):
         ...
 
     @property
-    def input_path(self) -> Path: ...
+    def input_name(self) -> str:
+        """What summary.json calls the input: its path, or the URL it was read from."""
+        ...
 
     @property
     def out_dir(self) -> Path: ...
@@ -224,7 +226,7 @@ def _run(
         counts=counts,
         problems_by_type=lines.problems_by_type,
         stop=stop,
-        input=str(product.input_path),
+        input=product.input_name,
         started_at=started.isoformat(),
         finished_at=product.now().isoformat(),
         seconds=round(time.monotonic() - started_mono, 3),

@@ -90,6 +90,33 @@ class Place:
 
 
 @contextlib.contextmanager
+def input_of(source: str, env: Mapping[str, str]) -> Iterator[Path]:
+    """The input file: a local path as it is, or an `s3://bucket/key` URL read into a
+    directory of this invocation's own (its name kept: the suffix says the format), so
+    that a blank machine reads it. The run knows an input by its bytes (their sha256),
+    so the same object read on another machine is the same input."""
+    if not is_url(source):
+        yield Path(source)
+        return
+    from batchval.store.objects import ObjectStore, ObjectStoreError
+
+    parent, _, name = source.rstrip("/").rpartition("/")
+    try:
+        found = ObjectStore.from_url(parent, env).get(name) if name else None
+    except ObjectStoreError as exc:
+        reason = StopReason.STORE_UNAVAILABLE if exc.exit_code == 75 else StopReason.REFUSED
+        raise RunRefusedError(reason, str(exc)) from None
+    if found is None:
+        raise RunRefusedError(StopReason.INPUT_UNUSABLE, f"{source}: no such object")
+    local = Path(tempfile.mkdtemp(prefix="batchval-input-"))
+    try:
+        (local / name).write_bytes(found[0])
+        yield local / name
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
+
+
+@contextlib.contextmanager
 def place_of(place: str, env: Mapping[str, str]) -> Iterator[Place]:
     """The place `--out` names: a URL's store read from `env` the way AWS's own tools
     read it (`store/objects`), its failures the command's refusals: a store that will not

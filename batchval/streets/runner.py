@@ -154,8 +154,8 @@ class Streets:
     # --- the product's steps before its checkpoint (`command.Product`) ------------------
 
     @property
-    def input_path(self) -> Path:
-        return self.request.input_path
+    def input_name(self) -> str:
+        return str(self.request.input_path)
 
     @property
     def out_dir(self) -> Path:

@@ -65,6 +65,7 @@ class RunRequest:
     progress_bar: bool = False
     metrics_file: Path | None = None  # Prometheus text, during the run and at its end
     place: Place | None = None  # a URL that keeps the run; `out_dir` is its local directory
+    input_name: str | None = None  # the URL `input_path` was read from, if it was
 
 
 class Runner:
@@ -142,8 +143,8 @@ class Runner:
     # --- the product's steps before its checkpoint (`command.Product`) ------------------
 
     @property
-    def input_path(self) -> Path:
-        return self.request.input_path
+    def input_name(self) -> str:
+        return self.request.input_name or str(self.request.input_path)
 
     @property
     def out_dir(self) -> Path:
@@ -365,7 +366,7 @@ class Valuing:
             answered,
             run_id=run_id,
             mode=checkpoint.get("mode") or "unknown",
-            input_path=str(self.request.input_path),
+            input_path=self.request.input_name or str(self.request.input_path),
             input_sha256=checkpoint.get("input_fingerprint"),
             settings=self.settings.to_json(),
             written_at=started.isoformat(),
