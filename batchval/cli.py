@@ -307,13 +307,16 @@ def run(
 
 
 @cli.command()
-@click.argument("out_dir", metavar="DIR", type=click.Path(path_type=Path))
+@click.argument("out_dir", metavar="DIR")
 @click.option("--json", "as_json", is_flag=True, help="Print the status object as JSON.")
-def status(out_dir: Path, as_json: bool) -> None:
-    """Say where a run in DIR stands and what to do next; exit with the run's own code."""
+def status(out_dir: str, as_json: bool) -> None:
+    """Say where a run in DIR (a path or an s3:// URL) stands and what to do next; exit
+    with the run's own code."""
+    from batchval.engine.place import viewed
     from batchval.tools.status import read_status
 
-    found = read_status(out_dir)
+    with _refusals(), viewed(out_dir, os.environ) as (local, _):
+        found = read_status(local)
     if found is None:
         raise click.UsageError(f"{out_dir} holds no batchval run (no checkpoint.sqlite)")
     click.echo(json.dumps(found.to_json(), indent=2) if as_json else found.render())
@@ -375,15 +378,22 @@ def split(
 
 
 @cli.command()
-@click.argument("out_dir", metavar="DIR", type=click.Path(path_type=Path))
-def report(out_dir: Path) -> None:
-    """Write DIR/report.html: one self-contained page about the run in DIR."""
+@click.argument("out_dir", metavar="DIR")
+def report(out_dir: str) -> None:
+    """Write DIR/report.html: one self-contained page about the run in DIR (a path, or an
+    s3:// URL, where the page is published beside the run's outputs)."""
+    from batchval.engine.place import viewed
     from batchval.tools.report import ReportError, write_report
 
-    try:
-        path = write_report(out_dir)
-    except ReportError as exc:
-        raise click.UsageError(str(exc)) from None
+    with _refusals(), viewed(out_dir, os.environ) as (local, objects):
+        try:
+            path = write_report(local)
+        except ReportError as exc:
+            raise click.UsageError(str(exc).replace(str(local), out_dir)) from None
+        if objects is not None:
+            objects.put(path.name, path.read_bytes())
+            click.echo(f"wrote {out_dir.rstrip('/')}/{path.name}")
+            return
     click.echo(f"wrote {path}")
 
 

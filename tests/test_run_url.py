@@ -203,3 +203,24 @@ def test_an_input_at_a_url_is_read_by_a_blank_machine(
     missing = run_cli("run", s3_server.url("inputs/none.csv"), "--out", str(out), env=env)
     assert missing.returncode == 65, missing.stderr
     assert "no such object" in missing.stderr
+
+
+def test_status_and_report_read_a_run_at_its_url(
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+) -> None:
+    """`status URL --json` says where the run stands (Airflow's XCom), and `report URL`
+    publishes report.html beside the run's outputs."""
+    url = s3_server.url("looked-at")
+    env = _env(served, s3_server)
+    done = run_cli("run", str(portfolio(tmp_path / "book.csv", 8)), "--out", url, env=env)
+    assert done.returncode == 0, done.stderr
+    status = run_cli("status", url, "--json", env=env)
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["rows"]["valued"] == 8
+    report = run_cli("report", url, env=env)
+    assert report.returncode == 0, report.stderr
+    assert "wrote s3://" in report.stdout
+    page = _read(ObjectStore.from_url(url, s3_server.env()), "report.html")
+    assert b"<html" in page
+    nothing = run_cli("status", s3_server.url("no-run-here"), env=env)
+    assert nothing.returncode == 64

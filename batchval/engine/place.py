@@ -90,6 +90,34 @@ class Place:
 
 
 @contextlib.contextmanager
+def viewed(place: str, env: Mapping[str, str]) -> Iterator[tuple[Path, PlaceObjects | None]]:
+    """A run's place as a reader sees it (`status`, `report`): a local DIR as it is, or a
+    URL's run copied into a directory of this invocation's own (its memory restored, its
+    published outputs beside it), with the store, to publish what the reader writes. The
+    run's lease is neither taken nor read: a run at work there goes on undisturbed."""
+    if not is_url(place):
+        yield Path(place), None
+        return
+    from batchval.store.objects import ObjectStore, ObjectStoreError
+
+    local = Path(tempfile.mkdtemp(prefix="batchval-view-"))
+    try:
+        try:
+            objects = ObjectStore.from_url(place, env)
+            restore(objects, local / CHECKPOINT_NAME)
+            for key in objects.list(""):
+                found = None if "/" in key else objects.get(key)
+                if found is not None:
+                    (local / key).write_bytes(found[0])
+        except ObjectStoreError as exc:
+            reason = StopReason.STORE_UNAVAILABLE if exc.exit_code == 75 else StopReason.REFUSED
+            raise RunRefusedError(reason, str(exc)) from None
+        yield local, objects
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
+
+
+@contextlib.contextmanager
 def input_of(source: str, env: Mapping[str, str]) -> Iterator[Path]:
     """The input file: a local path as it is, or an `s3://bucket/key` URL read into a
     directory of this invocation's own (its name kept: the suffix says the format), so
