@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import random
 import signal
 import subprocess
 import time
@@ -224,3 +225,43 @@ def test_status_and_report_read_a_run_at_its_url(
     assert b"<html" in page
     nothing = run_cli("status", s3_server.url("no-run-here"), env=env)
     assert nothing.returncode == 64
+
+
+def test_kills_at_random_moments_then_blank_machines_resume_paying_once(
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+) -> None:
+    """SIGKILL twice while sending (a kill loses the commits not yet shipped), each
+    time resumed from an empty directory: every row valued, no key charged twice, every
+    paid valuation in the results."""
+    served.sandbox.set_faults(Faults(latency_ms=50))
+    url = s3_server.url("killed")
+    source = portfolio(tmp_path / "book.csv", 150)
+    env = _env(served, s3_server)
+    ledger = served.sandbox.ledger
+    rng = random.Random(2026)
+    for _ in range(2):  # each resume waits out the killed holder's lease (30 s)
+        running = subprocess.Popen(
+            [BATCHVAL, "run", str(source), "--out", url, "--concurrency", "3"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        target = len(ledger.valuations_created(LIVE.client_id)) + rng.randint(5, 30)
+        deadline = time.monotonic() + 60
+        while len(ledger.valuations_created(LIVE.client_id)) < target:
+            assert time.monotonic() < deadline
+            if running.poll() is not None:
+                break
+            time.sleep(0.01)
+        running.kill()
+        running.wait(timeout=30)
+    # The last holder was killed: its lease is waited out (one lease), then the run ends.
+    done = run_cli("run", str(source), "--out", url, env=env, timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert ledger.keys_charged_twice() == []
+    store = ObjectStore.from_url(url, s3_server.env())
+    results = pl.read_parquet(io.BytesIO(_read(store, "results.parquet")))
+    assert sorted(results["row_number"].to_list()) == list(range(1, 151))
+    charged = {c.resource for c in ledger.valuations_created(LIVE.client_id)}
+    assert charged <= set(results["valuation_id"].to_list())
+    assert int(results["credits_charged"].sum()) == ledger.credits_charged(LIVE.client_id)
