@@ -23,15 +23,18 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import structlog
 
-from batchval.outcome import RunRefusedError, StopReason
+from batchval.outcome import ExitCode, RunRefusedError, StopReason
 from batchval.store.database import CHECKPOINT_NAME, Database
 from batchval.store.lease import DURATION, Lease, LeaseHeldError, LeaseKeeper
 from batchval.store.lock import LOCK_NAME
 from batchval.store.replica import Head, Replica, restore
+
+if TYPE_CHECKING:
+    from batchval.store.objects import ObjectStoreError
 
 log = structlog.get_logger()
 
@@ -110,8 +113,7 @@ def viewed(place: str, env: Mapping[str, str]) -> Iterator[tuple[Path, PlaceObje
                 if found is not None:
                     (local / key).write_bytes(found[0])
         except ObjectStoreError as exc:
-            reason = StopReason.STORE_UNAVAILABLE if exc.exit_code == 75 else StopReason.REFUSED
-            raise RunRefusedError(reason, str(exc)) from None
+            raise _refusal(exc) from None
         yield local, objects
     finally:
         shutil.rmtree(local, ignore_errors=True)
@@ -132,8 +134,7 @@ def input_of(source: str, env: Mapping[str, str]) -> Iterator[Path]:
     try:
         found = ObjectStore.from_url(parent, env).get(name) if name else None
     except ObjectStoreError as exc:
-        reason = StopReason.STORE_UNAVAILABLE if exc.exit_code == 75 else StopReason.REFUSED
-        raise RunRefusedError(reason, str(exc)) from None
+        raise _refusal(exc) from None
     if found is None:
         raise RunRefusedError(StopReason.INPUT_UNUSABLE, f"{source}: no such object")
     local = Path(tempfile.mkdtemp(prefix="batchval-input-"))
@@ -160,8 +161,7 @@ def place_of(place: str, env: Mapping[str, str]) -> Iterator[Place]:
         with opened(place, ObjectStore.from_url(place, env)) as found:
             yield found
     except ObjectStoreError as exc:
-        reason = StopReason.STORE_UNAVAILABLE if exc.exit_code == 75 else StopReason.REFUSED
-        raise RunRefusedError(reason, str(exc)) from None
+        raise _refusal(exc) from None
 
 
 @contextlib.contextmanager
@@ -194,3 +194,12 @@ def opened(
     finally:
         keeper.close()
         shutil.rmtree(local, ignore_errors=True)
+
+
+def _refusal(exc: ObjectStoreError) -> RunRefusedError:
+    """A store's failure as the command's refusal: one that does not answer is
+    `store_unavailable` (75); one that will not do what a run needs (credentials, no
+    bucket, no conditional writes) is `refused` (64)."""
+    if exc.exit_code == ExitCode.RESUMABLE:
+        return RunRefusedError(StopReason.STORE_UNAVAILABLE, str(exc))
+    return RunRefusedError(StopReason.REFUSED, str(exc))
