@@ -420,7 +420,11 @@ def export_command(out_dir: Path, fmt: str, nested: str, to_dir: Path | None) ->
 
 @cli.command()
 @click.argument("input_path", metavar="INPUT", type=click.Path(path_type=Path))
-@out_option("The directory: outputs and checkpoint. Same DIR again resumes.")
+@out_option(
+    "The directory: outputs and checkpoint. Same DIR again resumes. Or an "
+    "s3://bucket/prefix URL that keeps the run, for machines that come and go.",
+    url=True,
+)
 @config_option("YAML config: api, input mapping, run settings.")
 @click.option("--refresh", is_flag=True, help="Read again postcodes read in the last 30 days.")
 @click.option("--join", is_flag=True, help="Also write homes_with_street.parquet.")
@@ -429,7 +433,7 @@ def export_command(out_dir: Path, fmt: str, nested: str, to_dir: Path | None) ->
 @concurrency_option("requests")
 def streets(
     input_path: Path,
-    out_dir: Path,
+    out_dir: str,
     config_file: Path | None,
     refresh: bool,
     join: bool,
@@ -438,22 +442,28 @@ def streets(
     concurrency: int | None,
 ) -> None:
     """Street analysis of every distinct postcode of INPUT into DIR (30 days free repeat)."""
+    from batchval.engine.place import is_url, place_of
     from batchval.sandbox.embedded import embedded_api
     from batchval.streets.runner import Streets, StreetsRequest
 
     settings, json_lines = _configured(
         config_file, concurrency=concurrency, max_credits=max_credits
     )
-    request = StreetsRequest(
-        input_path=input_path,
-        out_dir=out_dir,
-        settings=settings,
-        refresh=refresh,
-        join=join,
-        dry_run=dry_run,
-        progress_bar=not json_lines,
-    )
-    with _refusals():
+    if dry_run and is_url(out_dir):
+        raise click.UsageError(
+            "--dry-run sends nothing and keeps nothing: give it a local --out DIR"
+        )
+    with _refusals(), place_of(out_dir, os.environ) as place:
+        request = StreetsRequest(
+            input_path=input_path,
+            out_dir=place.local,
+            settings=settings,
+            refresh=refresh,
+            join=join,
+            dry_run=dry_run,
+            progress_bar=not json_lines,
+            place=place if place.url is not None else None,
+        )
         summary = Streets(request, embedded_api=embedded_api).run()
     click.echo(summary.render())
     stop = getattr(summary, "stop", None)

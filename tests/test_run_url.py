@@ -265,3 +265,22 @@ def test_kills_at_random_moments_then_blank_machines_resume_paying_once(
     charged = {c.resource for c in ledger.valuations_created(LIVE.client_id)}
     assert charged <= set(results["valuation_id"].to_list())
     assert int(results["credits_charged"].sum()) == ledger.credits_charged(LIVE.client_id)
+
+
+def test_streets_keeps_its_run_at_a_url(
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+) -> None:
+    """`streets --out s3://...`: its reads kept at the URL, so an invocation from another
+    empty directory finds every postcode read and pays nothing again."""
+    url = s3_server.url("streets-1")
+    source = portfolio(tmp_path / "book.csv", 12)
+    env = _env(served, s3_server)
+    first = run_cli("streets", str(source), "--out", url, env=env)
+    assert first.returncode == 0, first.stderr
+    charged = served.sandbox.ledger.credits_charged(LIVE.client_id)
+    assert charged > 0
+    again = run_cli("streets", str(source), "--out", url, env=env)
+    assert again.returncode == 0, again.stderr
+    assert served.sandbox.ledger.credits_charged(LIVE.client_id) == charged
+    store = ObjectStore.from_url(url, s3_server.env())
+    assert json.loads(_read(store, "summary.json"))["postcodes"]["read_this_invocation"] == 0

@@ -35,6 +35,7 @@ from batchval.engine.command import (
 )
 from batchval.engine.invocation import NotedSignals
 from batchval.engine.names import CHARGES_NAME, PROBLEMS_NAME
+from batchval.engine.place import Place
 from batchval.engine.sending import Sending, SendOutcome
 from batchval.engine.summary import DryRunSummary, RunSummary
 from batchval.input import InputSource, open_input
@@ -65,6 +66,7 @@ class StreetsRequest:
     join: bool = False
     dry_run: bool = False
     progress_bar: bool = False
+    place: Place | None = None  # a URL that keeps the run; `out_dir` is its local directory
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -149,7 +151,7 @@ class Streets:
         """One invocation; returns its summary (also written to DIR/summary.json).
         Raises RunRefusedError when it ends before sending."""
         with self.signals:
-            return invoke(self)
+            return invoke(self, self.request.place)
 
     # --- the product's steps before its checkpoint (`command.Product`) ------------------
 
