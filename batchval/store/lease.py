@@ -11,10 +11,11 @@ monotonic clock:
 - The holder sends a call only while its last renewal, counted from before that renewal
   was asked, is younger than `DURATION` less `MARGIN`. A taker replaces a lease only
   after watching it unchanged for a whole `DURATION` that began after the holder's last
-  renewal was written, so a holder that stalled (SIGSTOP, a frozen VM) wakes to a lease
-  it may no longer hold: it asks to renew first, finds another epoch, and stops without
-  a call and without a write (`store/replica` keeps its late commits out of the new
-  holder's memory).
+  renewal was written, so a holder that stalled (SIGSTOP, a frozen VM) wakes past its
+  margin: it sends no further call (`Database.hold_lost`), its next renewal finds another
+  epoch, and it publishes no output (`engine/place`); what it still commits goes to its
+  own generation of the run's memory, which the new holder's `HEAD` no longer names
+  (`store/replica`).
 - A lease released by a holder that ended is taken at once.
 """
 
