@@ -15,7 +15,6 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
-import math
 import signal
 import sqlite3
 import time
@@ -164,12 +163,7 @@ def resume_run(work: Path, book: Path, rows: int, timeout: float = 120.0) -> Res
         child = Child(
             [BATCHVAL, "run", str(book), "--out", str(out)], log=work / "resume.log", env=env
         )
-        first = math.nan
-        while child.poll() is None and time.monotonic() - child.started < timeout:
-            if api.ledger_json()["requests"]:
-                first = time.monotonic() - child.started
-                break
-            time.sleep(0.01)
+        first = api.first_call_after(child, timeout)
         # Only the start is measured: no need to wait for 10,000 calls and the outputs.
         child.stop(signal.SIGKILL)
         finished = child.wait()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import math
 import os
 import subprocess
 import time
@@ -22,7 +23,7 @@ from typing import IO, Any
 
 import httpx
 
-from bench.processes import BATCHVAL, clean_env
+from bench.processes import BATCHVAL, Child, clean_env
 
 LIVE_ID = "sandbox-live"
 LIVE_SECRET = "sandbox-live-secret"
@@ -130,6 +131,15 @@ class ServedSandbox:
 
     def ledger(self) -> Ledger:
         return Ledger.from_json(self.ledger_json())
+
+    def first_call_after(self, child: Child, timeout: float) -> float:
+        """Seconds from `child`'s start to the first request this sandbox saw (NaN if none
+        came before the child ended or `timeout` passed)."""
+        while child.poll() is None and time.monotonic() - child.started < timeout:
+            if self.ledger_json()["requests"]:
+                return time.monotonic() - child.started
+            time.sleep(0.01)
+        return math.nan
 
     def first_request_seen(self, since: float, timeout: float, every: float = 0.01) -> float:
         """Poll the ledger until it holds a request; the monotonic time it was first seen

@@ -18,12 +18,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import shutil
 import signal
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 if __name__ == "__main__":  # run alone: the bench's package from tests/
@@ -49,12 +47,7 @@ def startup_run(work: Path, book: Path, rows: int, timeout: float = 180.0) -> St
             log=out / "run.stdout",
             env=api.client_env(),
         )
-        first = math.nan
-        while child.poll() is None and time.monotonic() - child.started < timeout:
-            if api.ledger_json()["requests"]:
-                first = time.monotonic() - child.started
-                break
-            time.sleep(0.01)
+        first = api.first_call_after(child, timeout)
         # Only the start is measured: no need to wait for a million calls and the outputs.
         child.stop(signal.SIGKILL)
         finished = child.wait()
