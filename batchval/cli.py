@@ -90,6 +90,15 @@ def _configured(
     return settings, json_lines
 
 
+def _refuse_a_dry_run_at_a_url(dry_run: bool, out_dir: str) -> None:
+    from batchval.engine.place import is_url
+
+    if dry_run and is_url(out_dir):
+        raise click.UsageError(
+            "--dry-run sends nothing and keeps nothing: give it a local --out DIR"
+        )
+
+
 @contextlib.contextmanager
 def _refusals() -> Iterator[None]:
     """An invocation that ends before sending: one line, its own exit code."""
@@ -262,7 +271,7 @@ def run(
 ) -> None:
     """Value every row of INPUT (CSV or Parquet; a path or an s3:// URL) into DIR; exit 0,
     75, 77, 65, 64 or 70."""
-    from batchval.engine.place import input_of, is_url, place_of
+    from batchval.engine.place import input_of, place_of
     from batchval.sandbox.embedded import embedded_api
     from batchval.valuations.runner import Runner, RunRequest
 
@@ -278,10 +287,7 @@ def run(
         settings = dataclasses.replace(
             settings, run=dataclasses.replace(settings.run, wait_for_midnight=True)
         )
-    if dry_run and is_url(out_dir):
-        raise click.UsageError(
-            "--dry-run sends nothing and keeps nothing: give it a local --out DIR"
-        )
+    _refuse_a_dry_run_at_a_url(dry_run, out_dir)
     with (
         _refusals(),
         input_of(input_path, os.environ) as source,
@@ -297,7 +303,7 @@ def run(
             accept_changes=accept_changes,
             progress_bar=not json_lines,
             metrics_file=metrics_file,
-            place=place if place.url is not None else None,
+            place=place,
         )
         summary = Runner(request, embedded_api=embedded_api).run()
     click.echo(summary.render())
@@ -442,17 +448,14 @@ def streets(
     concurrency: int | None,
 ) -> None:
     """Street analysis of every distinct postcode of INPUT into DIR (30 days free repeat)."""
-    from batchval.engine.place import is_url, place_of
+    from batchval.engine.place import place_of
     from batchval.sandbox.embedded import embedded_api
     from batchval.streets.runner import Streets, StreetsRequest
 
     settings, json_lines = _configured(
         config_file, concurrency=concurrency, max_credits=max_credits
     )
-    if dry_run and is_url(out_dir):
-        raise click.UsageError(
-            "--dry-run sends nothing and keeps nothing: give it a local --out DIR"
-        )
+    _refuse_a_dry_run_at_a_url(dry_run, out_dir)
     with _refusals(), place_of(out_dir, os.environ) as place:
         request = StreetsRequest(
             input_path=input_path,
@@ -462,7 +465,7 @@ def streets(
             join=join,
             dry_run=dry_run,
             progress_bar=not json_lines,
-            place=place if place.url is not None else None,
+            place=place,
         )
         summary = Streets(request, embedded_api=embedded_api).run()
     click.echo(summary.render())

@@ -66,7 +66,8 @@ class StreetsRequest:
     join: bool = False
     dry_run: bool = False
     progress_bar: bool = False
-    place: Place | None = None  # a URL that keeps the run; `out_dir` is its local directory
+    # Where the run lives (`engine/place`); `out_dir` is its local directory.
+    place: Place | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

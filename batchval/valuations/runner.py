@@ -64,7 +64,8 @@ class RunRequest:
     accept_changes: bool = False
     progress_bar: bool = False
     metrics_file: Path | None = None  # Prometheus text, during the run and at its end
-    place: Place | None = None  # a URL that keeps the run; `out_dir` is its local directory
+    # Where the run lives (`engine/place`); `out_dir` is its local directory.
+    place: Place | None = None
     input_name: str | None = None  # the URL `input_path` was read from, if it was
 
 
