@@ -178,6 +178,7 @@ class Database(InvocationLog, ChargeLedger):
             if self._replica is not None:
                 # The writes committed one by one before (the run id among them) are kept
                 # at the URL before the first group's calls: shipped and waited for, once.
+                # Every group asks: a replica that stopped shipping opens no new group.
                 self._replica.committed(self._connection)
                 if not self._grouped:
                     self._replica.drain()
