@@ -109,6 +109,19 @@ def _refusals() -> Iterator[None]:
         raise SystemExit(int(exc.exit_code)) from None
 
 
+@contextlib.contextmanager
+def _named(local: Path, place: str) -> Iterator[None]:
+    """A refusal about a run at a URL names the URL, not the directory it was read into."""
+    if str(local) == place:
+        yield
+        return
+    try:
+        yield
+    except RunRefusedError as exc:
+        detail = exc.detail.replace(str(local), place.rstrip("/"))
+        raise RunRefusedError(exc.reason, detail) from None
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="batchval")
 def cli() -> None:
@@ -404,7 +417,7 @@ def report(out_dir: str) -> None:
 
 
 @cli.command(name="export")
-@click.argument("out_dir", metavar="DIR", type=click.Path(path_type=Path))
+@click.argument("out_dir", metavar="DIR")
 @click.option(
     "--format", "fmt", required=True, type=click.Choice(["csv", "xlsx", "json"]),
     help="csv: a file per Parquet file; xlsx: one workbook; json: JSON Lines.",
@@ -414,13 +427,19 @@ def report(out_dir: str) -> None:
     help="Struct columns as <column>_<member> columns, or left out (with lists).",
 )  # fmt: skip
 @out_option("Directory to write to [DIR].", name="to_dir", required=False)
-def export_command(out_dir: Path, fmt: str, nested: str, to_dir: Path | None) -> None:
-    """Write DIR's results and problems as CSV, XLSX or JSON Lines; exit 0, 64 or 65."""
+def export_command(out_dir: str, fmt: str, nested: str, to_dir: Path | None) -> None:
+    """Write DIR's results and problems (DIR a path or an s3:// URL) as CSV, XLSX or JSON
+    Lines; exit 0, 64 or 65."""
+    from batchval.engine.place import viewed
     from batchval.tools.export import Format, Nested, export_dir
 
-    with _refusals():
-        done = export_dir(out_dir, Format(fmt), nested=Nested(nested), out_dir=to_dir)
-    click.echo(done.render())
+    with _refusals(), viewed(out_dir, os.environ) as (local, objects), _named(local, out_dir):
+        done = export_dir(local, Format(fmt), nested=Nested(nested), out_dir=to_dir)
+        if objects is not None and to_dir is None:  # beside the run's outputs, at its URL
+            for path in sorted({file.path for file in done.files}):
+                objects.put(path.name, path.read_bytes())
+        lines = done.render()
+    click.echo(lines if to_dir is not None else lines.replace(str(local), out_dir.rstrip("/")))
     raise SystemExit(int(ExitCode.COMPLETE))
 
 
@@ -476,17 +495,23 @@ def streets(
 
 
 @cli.command()
-@click.argument("out_dir", metavar="DIR", type=click.Path(path_type=Path))
+@click.argument("out_dir", metavar="DIR")
 @config_option("YAML config: api, run settings (as for run).")
 @concurrency_option("reads")
-def verify(out_dir: Path, config_file: Path | None, concurrency: int | None) -> None:
-    """Read back every valuation of DIR's results by id (free) and compare; exit 0 when
-    all agree, 1 on a difference (DIR/verify.parquet), 75, 77 or 64 as run does."""
+def verify(out_dir: str, config_file: Path | None, concurrency: int | None) -> None:
+    """Read back every valuation of DIR's results (DIR a path or an s3:// URL) by id (free)
+    and compare; exit 0 when all agree, 1 on a difference (DIR/verify.parquet), 75, 77 or
+    64 as run does."""
+    from batchval.engine.place import place_of
     from batchval.verify.runner import verify_dir
 
     settings, json_lines = _configured(config_file, concurrency=concurrency)
-    with _refusals():
-        summary = verify_dir(out_dir, settings, progress_bar=not json_lines)
+    with (
+        _refusals(),
+        place_of(out_dir, os.environ, outputs=True) as place,
+        _named(place.local, out_dir),
+    ):
+        summary = verify_dir(place.local, settings, progress_bar=not json_lines, place=place)
     click.echo(summary.render())
     if summary.stop is not None:
         click.echo(f"batchval: {summary.stop.line()}", err=True)
@@ -494,7 +519,7 @@ def verify(out_dir: Path, config_file: Path | None, concurrency: int | None) -> 
         click.echo(
             f"batchval: differences: {len(summary.differences)} between the API and "
             f"results.parquet (first: {summary.differences[0].valuation_id} "
-            f"{summary.differences[0].field}); see {out_dir / 'verify.parquet'}",
+            f"{summary.differences[0].field}); see {out_dir.rstrip('/')}/verify.parquet",
             err=True,
         )
     raise SystemExit(int(summary.exit_code))

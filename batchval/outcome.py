@@ -42,6 +42,7 @@ class StopReason(enum.Enum):
     MAX_CREDITS = "max_credits"  # --max-credits would be exceeded by the next call
     DIR_LOCKED = "dir_locked"  # another batchval process holds DIR
     STORE_UNAVAILABLE = "store_unavailable"  # the object store at the run's URL does not answer
+    BOOK_CHANGED = "book_changed"  # another run replaced the --book (at a URL) as this one wrote
     INSUFFICIENT_CREDITS = "insufficient_credits"  # 403 insufficient-credits
     ACCOUNT_BLOCKED = "account_blocked"  # 403 account-blocked
     CREDENTIALS_REFUSED = "credentials_refused"  # the token URL or the API refuses them

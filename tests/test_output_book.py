@@ -11,6 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from batchval.contract.schemas import results_schema
+from batchval.engine.versioned import LocalFile, StoredFile, VersionedFile
+from batchval.store.objects import ObjectStore
 from batchval.valuations.book import (
     BookError,
     BookMismatchError,
@@ -50,7 +52,8 @@ def test_a_book_is_written_and_read_back(tmp_path: Path) -> None:
     results = _results(tmp_path / "r.parquet", [_row(1, "A", 100), _row(2, "B", 200)])
     book = tmp_path / "book.parquet"
     written = write_book(
-        book,
+        LocalFile(book),
+        None,
         None,
         results,
         [(1, "A", "fa"), (2, "B", "fb")],
@@ -59,7 +62,7 @@ def test_a_book_is_written_and_read_back(tmp_path: Path) -> None:
         api="x",
     )
     assert written == 2
-    table = read_book(book, "loan_id", "x")
+    table, _ = read_book(LocalFile(book), "loan_id", "x")
     assert table is not None
     assert "loan_id" not in table.column_names  # pass-through columns are tonight's input's
     assert "credits_charged" not in table.column_names
@@ -74,7 +77,8 @@ def test_tonight_replaces_an_entry_and_keeps_the_others(tmp_path: Path) -> None:
     book = tmp_path / "book.parquet"
     first = _results(tmp_path / "1.parquet", [_row(1, "A", 100, 3), _row(2, "B", 200, 3)])
     write_book(
-        book,
+        LocalFile(book),
+        None,
         None,
         first,
         [(1, "A", "fa"), (2, "B", "fb")],
@@ -83,9 +87,18 @@ def test_tonight_replaces_an_entry_and_keeps_the_others(tmp_path: Path) -> None:
         api="x",
     )
     second = _results(tmp_path / "2.parquet", [_row(5, "B", 250)])
-    old = read_book(book, "loan_id", "x")
-    write_book(book, old, second, [(5, "B", "fb2")], run_id="d2", identity="loan_id", api="x")
-    table = read_book(book, "loan_id", "x")
+    old, version = read_book(LocalFile(book), "loan_id", "x")
+    write_book(
+        LocalFile(book),
+        old,
+        version,
+        second,
+        [(5, "B", "fb2")],
+        run_id="d2",
+        identity="loan_id",
+        api="x",
+    )
+    table, _ = read_book(LocalFile(book), "loan_id", "x")
     assert table is not None
     rows = {r["identity"]: r for r in table.to_pylist()}
     assert (rows["A"]["estimate"], rows["A"]["run_id"]) == (100, "d1")
@@ -106,18 +119,27 @@ def test_a_book_kept_otherwise_is_refused(
     """A book kept by another --row-id, or with another API or account, is not used."""
     results = _results(tmp_path / "r.parquet", [_row(1, "A", 100)])
     book = tmp_path / "book.parquet"
-    write_book(book, None, results, [(1, "A", "fa")], run_id="d", identity="loan_id", api="x")
+    write_book(
+        LocalFile(book),
+        None,
+        None,
+        results,
+        [(1, "A", "fa")],
+        run_id="d",
+        identity="loan_id",
+        api="x",
+    )
     with pytest.raises(error):
-        read_book(book, identity, api)
+        read_book(LocalFile(book), identity, api)
 
 
 def test_an_unreadable_book_is_an_input_error(tmp_path: Path) -> None:
     """A file that is not Parquet raises BookError (not a mismatch); no file is None."""
     book = tmp_path / "book.parquet"
-    assert read_book(book, "loan_id", "x") is None
+    assert read_book(LocalFile(book), "loan_id", "x") == (None, None)
     book.write_text("not parquet")
     with pytest.raises(BookError) as raised:
-        read_book(book, "loan_id", "x")
+        read_book(LocalFile(book), "loan_id", "x")
     assert not isinstance(raised.value, BookMismatchError)
 
 
@@ -127,12 +149,14 @@ def test_unsent_rows_with_an_entry_are_carried(tmp_path: Path) -> None:
     added; the file stays in row order."""
     book = tmp_path / "book.parquet"
     old = _results(tmp_path / "old.parquet", [_row(9, "A", 100, 10)])
-    write_book(book, None, old, [(9, "A", "fa")], run_id="d0", identity="loan_id", api="x")
+    write_book(
+        LocalFile(book), None, None, old, [(9, "A", "fa")], run_id="d0", identity="loan_id", api="x"
+    )
     results = _results(tmp_path / "results.parquet", [_row(2, "B", 200)])
     passthrough = pa.table(
         {"row_number": pa.array([1, 2, 3], pa.int64()), "loan_id": ["A", "B", "C"]}
     )
-    entries = read_book(book, "loan_id", "x")
+    entries, _ = read_book(LocalFile(book), "loan_id", "x")
     assert carry_into_results(results, entries, [(1, "A"), (3, "C")], passthrough) == 1
     rows = pq.read_table(results).to_pylist()
     assert [(r["row_number"], r["loan_id"], r["source"]) for r in rows] == [
@@ -162,3 +186,47 @@ def test_age_profile_buckets(days: float | None, bucket: str) -> None:
     profile = age_profile([when], NOW)
     assert profile[bucket] == 1
     assert sum(profile.values()) == 1
+
+
+def _stored(objects: ObjectStore) -> VersionedFile:
+    return StoredFile(objects, "book.parquet", "memory://book.parquet")
+
+
+def test_a_book_at_a_url_is_replaced_by_compare_and_swap(tmp_path: Path) -> None:
+    """Two nights read one version of a book kept in an object store and both write: the
+    first replaces it, the second is told (None) and writes nothing; read again, its
+    valuations merge with the first's, so neither night's update is lost."""
+    objects = ObjectStore.from_url("memory://", {})
+    first = _results(tmp_path / "1.parquet", [_row(1, "A", 100)])
+    assert write_book(_stored(objects), None, None, first, [(1, "A", "fa")], **_KEPT) == 1
+
+    old, version = read_book(_stored(objects), "loan_id", "x")
+    assert version is not None  # the object's ETag
+    night_a = _results(tmp_path / "a.parquet", [_row(1, "B", 200)])
+    night_b = _results(tmp_path / "b.parquet", [_row(1, "C", 300)])
+    assert write_book(_stored(objects), old, version, night_a, [(1, "B", "fb")], **_KEPT) == 2
+    assert write_book(_stored(objects), old, version, night_b, [(1, "C", "fc")], **_KEPT) is None
+    table, _ = read_book(_stored(objects), "loan_id", "x")
+    assert table is not None
+    assert sorted(table.column("identity").to_pylist()) == ["A", "B"]
+
+    again, latest = read_book(_stored(objects), "loan_id", "x")
+    assert write_book(_stored(objects), again, latest, night_b, [(1, "C", "fc")], **_KEPT) == 3
+    table, _ = read_book(_stored(objects), "loan_id", "x")
+    assert table is not None
+    assert sorted(table.column("identity").to_pylist()) == ["A", "B", "C"]
+
+
+def test_a_new_book_at_a_url_is_created_once(tmp_path: Path) -> None:
+    """Two first nights both find no book: the second's create-only write is refused."""
+    objects = ObjectStore.from_url("memory://", {})
+    a = _results(tmp_path / "a.parquet", [_row(1, "A", 100)])
+    b = _results(tmp_path / "b.parquet", [_row(1, "B", 200)])
+    assert write_book(_stored(objects), None, None, a, [(1, "A", "fa")], **_KEPT) == 1
+    assert write_book(_stored(objects), None, None, b, [(1, "B", "fb")], **_KEPT) is None
+    table, _ = read_book(_stored(objects), "loan_id", "x")
+    assert table is not None
+    assert table.column("identity").to_pylist() == ["A"]
+
+
+_KEPT: dict[str, Any] = {"run_id": "d", "identity": "loan_id", "api": "x"}

@@ -227,6 +227,43 @@ def test_status_and_report_read_a_run_at_its_url(
     assert nothing.returncode == 64
 
 
+def test_verify_and_export_work_on_a_run_at_its_url(
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+) -> None:
+    """`verify URL` reads every valuation back (taking the run, as a run does) and
+    publishes verify.parquet at the URL;
+    `export URL` writes its files beside the run's outputs there (or into a local --out),
+    naming the URL, never the directory it read the run into."""
+    url = s3_server.url("verified")
+    env = _env(served, s3_server)
+    done = run_cli("run", str(portfolio(tmp_path / "book.csv", 8)), "--out", url, env=env)
+    assert done.returncode == 0, done.stderr
+    store = ObjectStore.from_url(url, s3_server.env())
+    verify = run_cli("verify", url, env=env)
+    assert verify.returncode == 0, verify.stderr
+    assert "verify: 8 of 8 valuation(s) read back" in verify.stdout
+    assert "all agree" in verify.stdout
+    checked = pl.read_parquet(io.BytesIO(_read(store, "verify.parquet")))
+    assert checked.height == 0  # its rows are the differences
+    assert served.sandbox.ledger.keys_charged_twice() == []
+
+    exported = run_cli("export", url, "--format", "csv", env=env)
+    assert exported.returncode == 0, exported.stderr
+    assert f"{url}/results.csv: 8 rows" in exported.stdout
+    assert "batchval-view-" not in exported.stdout
+    results = pl.read_csv(io.BytesIO(_read(store, "results.csv")))
+    assert sorted(results["row_number"].to_list()) == list(range(1, 9))
+    local = run_cli("export", url, "--format", "xlsx", "--out", str(tmp_path / "x"), env=env)
+    assert local.returncode == 0, local.stderr
+    assert (tmp_path / "x" / "results.xlsx").is_file()
+    assert store.get("results.xlsx") is None
+
+    nothing = run_cli("export", s3_server.url("no-run-here"), "--format", "csv", env=env)
+    assert nothing.returncode == 64, nothing.stderr
+    assert "batchval-view-" not in nothing.stderr
+    assert s3_server.url("no-run-here").rstrip("/") in nothing.stderr
+
+
 def test_kills_at_random_moments_then_blank_machines_resume_paying_once(
     served: RunningSandbox, s3_server: S3Server, tmp_path: Path
 ) -> None:

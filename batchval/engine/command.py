@@ -66,6 +66,9 @@ class Lines:
     problems_by_type: Mapping[str, int]
     portfolio: Mapping[str, Any] | None = None  # run: the loan balances' totals
     book: Mapping[str, Any] | None = None  # run --book: the book's section
+    # A stop met while writing (the book's swap lost to another run's): the run's stop when
+    # it has none of its own, for the same command again finishes the write.
+    stop: StopInfo | None = None
 
 
 class Steps(Protocol[SummaryT_co]):
@@ -206,6 +209,9 @@ def _run(
     stop = final_stop(counts, sent.stop, product.pending)
     code = ExitCode.COMPLETE if stop is None else stop.reason.exit_code
     lines = steps.write_outputs()
+    if stop is None and lines.stop is not None:
+        stop = lines.stop
+        code = stop.reason.exit_code
     checkpoint.end_invocation(
         invocation,
         ended_at=product.now().isoformat(),

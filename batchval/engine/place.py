@@ -108,15 +108,20 @@ def viewed(place: str, env: Mapping[str, str]) -> Iterator[tuple[Path, PlaceObje
         try:
             objects = ObjectStore.from_url(place, env)
             restore(objects, local / CHECKPOINT_NAME)
-            for key in objects.list(""):
-                found = None if "/" in key else objects.get(key)
-                if found is not None:
-                    (local / key).write_bytes(found[0])
+            _copy_outputs(objects, local)
         except ObjectStoreError as exc:
-            raise _refusal(exc) from None
+            raise refusal_of(exc) from None
         yield local, objects
     finally:
         shutil.rmtree(local, ignore_errors=True)
+
+
+def _copy_outputs(objects: PlaceObjects, local: Path) -> None:
+    """The outputs published at the URL, into `local` (the run's state/ is not one)."""
+    for key in objects.list(""):
+        found = None if "/" in key else objects.get(key)
+        if found is not None:
+            (local / key).write_bytes(found[0])
 
 
 @contextlib.contextmanager
@@ -134,7 +139,7 @@ def input_of(source: str, env: Mapping[str, str]) -> Iterator[Path]:
     try:
         found = ObjectStore.from_url(parent, env).get(name) if name else None
     except ObjectStoreError as exc:
-        raise _refusal(exc) from None
+        raise refusal_of(exc) from None
     if found is None:
         raise RunRefusedError(StopReason.INPUT_UNUSABLE, f"{source}: no such object")
     local = Path(tempfile.mkdtemp(prefix="batchval-input-"))
@@ -146,11 +151,12 @@ def input_of(source: str, env: Mapping[str, str]) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def place_of(place: str, env: Mapping[str, str]) -> Iterator[Place]:
+def place_of(place: str, env: Mapping[str, str], *, outputs: bool = False) -> Iterator[Place]:
     """The place `--out` names: a URL's store read from `env` the way AWS's own tools
     read it (`store/objects`), its failures the command's refusals: a store that will not
     do what a run needs (credentials, no bucket, no conditional writes) is `refused`
-    (64), one that does not answer `store_unavailable` (75)."""
+    (64), one that does not answer `store_unavailable` (75). With `outputs`, the outputs
+    published at the URL are copied beside the restored memory (`verify` reads them)."""
     if not is_url(place):
         with opened(place) as local:
             yield local
@@ -158,15 +164,19 @@ def place_of(place: str, env: Mapping[str, str]) -> Iterator[Place]:
     from batchval.store.objects import ObjectStore, ObjectStoreError
 
     try:
-        with opened(place, ObjectStore.from_url(place, env)) as found:
+        with opened(place, ObjectStore.from_url(place, env), outputs=outputs) as found:
             yield found
     except ObjectStoreError as exc:
-        raise _refusal(exc) from None
+        raise refusal_of(exc) from None
 
 
 @contextlib.contextmanager
 def opened(
-    place: str, objects: PlaceObjects | None = None, *, lease_seconds: float = DURATION
+    place: str,
+    objects: PlaceObjects | None = None,
+    *,
+    lease_seconds: float = DURATION,
+    outputs: bool = False,
 ) -> Iterator[Place]:
     """The run's place for one invocation: a local DIR as it is, or a URL whose store is
     `objects` (probed, taken, restored into a directory of this invocation's own; the
@@ -184,6 +194,8 @@ def opened(
     local = Path(tempfile.mkdtemp(prefix="batchval-place-"))
     try:
         head = restore(objects, local / CHECKPOINT_NAME)
+        if outputs:
+            _copy_outputs(objects, local)
         log.info("place.taken", url=place, epoch=lease.epoch, restored=head is not None)
         found = Place(local, place, objects, keeper, head)
         yield found
@@ -196,7 +208,7 @@ def opened(
         shutil.rmtree(local, ignore_errors=True)
 
 
-def _refusal(exc: ObjectStoreError) -> RunRefusedError:
+def refusal_of(exc: ObjectStoreError) -> RunRefusedError:
     """A store's failure as the command's refusal: one that does not answer is
     `store_unavailable` (75); one that will not do what a run needs (credentials, no
     bucket, no conditional writes) is `refused` (64)."""

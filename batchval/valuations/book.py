@@ -1,9 +1,10 @@
 """The book file of `run --book PATH`: the latest valuation of every row identity.
 
 One Parquet file, one row an identity (the `--row-id` column's value as text, or the
-request fingerprint when there is no row id), replaced atomically with
-`files.atomic_file` at the end of each invocation that gets as far as its outputs: a kill
-before then leaves the old file whole. Its columns are `BOOK_KEYS`, then every fixed
+request fingerprint when there is no row id), replaced at the end of each invocation that
+gets as far as its outputs: atomically on a local path (a kill before then leaves the old
+file whole), by compare-and-swap at a URL, where a run that lost a race to another
+replaces nothing (`engine/versioned`). Its columns are `BOOK_KEYS`, then every fixed
 column of results.parquet (`contract/schemas.RESULT_TAIL`) that the valuation or the
 lender arithmetic gives, by the same names and types: a row carried from the book into
 results.parquet takes them by name. The three columns results.parquet has and the book
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import io
 import operator
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -30,6 +32,7 @@ import pyarrow.parquet as pq
 from batchval.contract.schemas import RESULT_COLUMNS
 from batchval.engine.arrow import Column
 from batchval.engine.files import COMPRESSION, atomic_file
+from batchval.engine.versioned import VersionedFile
 
 BOOK_VERSION = "1"
 IDENTITY_META = "batchval.book_identity"  # the --row-id column, or `request`
@@ -90,15 +93,21 @@ class BookEntry:
     indexed_ltv: float | None
 
 
-def read_book(path: Path, identity: str, api: str) -> pa.Table | None:
-    """The whole book, or None when there is none yet. Raises BookError when it cannot
-    be read, was kept under another identity (a --row-id of another column), or holds
-    another API's or account's valuations (test answers must never be carried into a
-    live run's results)."""
-    if not path.exists():
-        return None
+def read_book(file: VersionedFile, identity: str, api: str) -> tuple[pa.Table | None, str | None]:
+    """The whole book (None when there is none yet) and its version, for `write_book`.
+    Raises BookError when it cannot be read, was kept under another identity (a --row-id
+    of another column), or holds another API's or account's valuations (test answers must
+    never be carried into a live run's results)."""
+    path = file.location
     try:
-        table = pq.read_table(path)
+        found = file.read()
+    except OSError as exc:
+        raise BookError(f"the book {path} cannot be read: {exc}") from None
+    if found is None:
+        return None, None
+    data, version = found
+    try:
+        table = pq.read_table(pa.BufferReader(data))
     except (OSError, pa.ArrowException) as exc:
         raise BookError(f"the book {path} cannot be read: {exc}") from None
     meta = table.schema.metadata or {}
@@ -116,7 +125,7 @@ def read_book(path: Path, identity: str, api: str) -> pa.Table | None:
             f"the book {path} holds valuations made with another API or account (client "
             "id); give this one a --book of its own"
         )
-    return table
+    return table, version
 
 
 def book_index(table: pa.Table | None) -> dict[str, BookEntry]:
@@ -186,8 +195,9 @@ def carry_into_results(
 
 
 def write_book(
-    path: Path,
+    file: VersionedFile,
     old: pa.Table | None,
+    version: str | None,
     results: Path,
     valued: Sequence[tuple[int, str, str]],
     *,
@@ -195,10 +205,12 @@ def write_book(
     identity: str,
     api: str,
     metadata: Mapping[str, str] | None = None,
-) -> int:
-    """Replace the book at `path`, atomically: tonight's valuations (`valued`: row
-    number, identity, request fingerprint; read back from results.parquet) in place of
-    their identities' entries, every other entry as it was. Returns the book's rows."""
+) -> int | None:
+    """Replace the book `old` (read at `version`), whole: tonight's valuations (`valued`:
+    row number, identity, request fingerprint; read back from results.parquet) in place of
+    their identities' entries, every other entry as it was. Returns the book's rows, or
+    None when the file no longer holds `version` (another run replaced it since it was
+    read): nothing is written then."""
     table = pq.read_table(results)
     at = pc.index_in(pa.array([n for n, *_ in valued], pa.int64()), table.column("row_number"))
     tonight = table.take(at)
@@ -228,8 +240,10 @@ def write_book(
             API_META: api,
         }
     )
-    with atomic_file(path) as file:
-        pq.write_table(book, file, compression=COMPRESSION)
+    buffer = io.BytesIO()
+    pq.write_table(book, buffer, compression=COMPRESSION)
+    if not file.swap(buffer.getvalue(), version):
+        return None
     return int(book.num_rows)
 
 

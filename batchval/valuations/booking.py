@@ -16,9 +16,12 @@ The runner calls three steps (beside `valuations/runner`):
    sent stays pending: it may have been charged, so only a replay with its key may
    finish it (exit 75, as without a book).
 3. `write`, after the run's outputs: rows not valued tonight that have a book entry are
-   added to results.parquet (`source = book`), and the book is replaced atomically with
-   tonight's valuations in it (`valuations/book`). The summary's `book` section counts the
-   rows and forecasts when the whole book is fresh at this budget.
+   added to results.parquet (`source = book`), and the book is read again and replaced
+   with tonight's valuations in it (`valuations/book`): atomically on a local path, by
+   compare-and-swap at a URL. A run that lost that swap to another run (two nights at
+   once) stops with `book_changed` (75): its answers are kept in its run, and the same
+   command again merges them into the book as it then is. The summary's `book` section
+   counts the rows and forecasts when the whole book is fresh at this budget.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ import datetime as dt
 import hashlib
 import json
 import math
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +41,8 @@ import pyarrow.parquet as pq
 import structlog
 
 from batchval.api.vocabulary import DAILY_PAID_CALLS, VALUATION_CREDITS
+from batchval.engine.place import refusal_of
+from batchval.engine.versioned import VersionedFile, versioned_file
 from batchval.input.lender import LenderColumnError, find_lender_columns
 from batchval.outcome import RunRefusedError, StopInfo, StopReason
 from batchval.settings import Settings
@@ -95,12 +101,13 @@ class BookRun:
 
     def __init__(
         self,
-        path: Path,
+        file: VersionedFile,
         settings: Settings,
         checkpoint: Checkpoint,
         now: Callable[[], dt.datetime],
     ) -> None:
-        self.path = path
+        self.file = file
+        self.lost: StopInfo | None = None  # the book's swap lost to another run's
         self.settings = settings
         self._checkpoint = checkpoint
         self._store = BookStore(checkpoint)
@@ -113,13 +120,23 @@ class BookRun:
 
     @classmethod
     def start(
-        cls, settings: Settings, checkpoint: Checkpoint, now: Callable[[], dt.datetime]
+        cls,
+        settings: Settings,
+        checkpoint: Checkpoint,
+        now: Callable[[], dt.datetime],
+        env: Mapping[str, str] = os.environ,
     ) -> BookRun | None:
-        """With a --book (`run.book`), this DIR's book run, planned (once: for its input
-        and settings); None without one."""
+        """With a --book (`run.book`: a path, or an s3:// URL whose store `env` gives),
+        this DIR's book run, planned (once: for its input and settings); None without one."""
         if settings.run.book is None:
             return None
-        booked = cls(Path(settings.run.book), settings, checkpoint, now)
+        from batchval.store.objects import ObjectStoreError
+
+        try:
+            file = versioned_file(settings.run.book, env)
+        except ObjectStoreError as exc:
+            raise refusal_of(exc) from None
+        booked = cls(file, settings, checkpoint, now)
         booked.plan(
             f"{checkpoint.get('input_fingerprint')}:{checkpoint.get('settings_fingerprint')}"
         )
@@ -132,11 +149,11 @@ class BookRun:
         and settings. Raises RunRefusedError (65) for a book that cannot be used or an
         identity on two rows."""
         planned_for = json.dumps(
-            [planned_for, str(self.path), self.identity, self.settings.run.fresh_for_days]
+            [planned_for, self.file.location, self.identity, self.settings.run.fresh_for_days]
         )
         if self._store.planned_for() == planned_for:
             return
-        book = self._read()
+        book, _ = self._read()
         index = book_index(book)
         modes = [] if book is None else book.column("mode").drop_null().unique().to_pylist()
         if len(modes) == 1 and self._checkpoint.get("mode") is None:
@@ -198,13 +215,17 @@ class BookRun:
             deferred=len(deferred),
         )
 
-    def _read(self) -> pa.Table | None:
+    def _read(self) -> tuple[pa.Table | None, str | None]:
+        from batchval.store.objects import ObjectStoreError
+
         try:
-            return read_book(self.path, self.identity, self.api)
+            return read_book(self.file, self.identity, self.api)
         except BookMismatchError as exc:
             raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
         except BookError as exc:
             raise RunRefusedError(StopReason.INPUT_UNUSABLE, str(exc)) from None
+        except ObjectStoreError as exc:
+            raise refusal_of(exc) from None
 
     def _identities(self, passthrough: pa.Table) -> dict[int, str] | None:
         """Row number -> the row-id value as text (None: the request is the identity)."""
@@ -248,28 +269,51 @@ class BookRun:
 
     def write(self, results: Path, run_id: str) -> dict[str, Any]:
         """Carry the unsent rows' entries into results.parquet and replace the book;
-        returns the summary's `book` section."""
-        old = self._read()
+        returns the summary's `book` section. A swap lost to another run sets `lost`."""
+        from batchval.store.objects import ObjectStoreError
+
+        try:
+            old, version = self._read()
+        except RunRefusedError as exc:  # the store at the book's URL, gone since the plan
+            self.lost = StopInfo(exc.reason, f"the book was not read again: {exc.detail}")
+            return {"path": self.file.location, "written": False}
         carried = carry_into_results(
             results, old, self._store.unsent_rows(), passthrough_table(self._checkpoint)
         )
-        entries = write_book(
-            self.path,
-            old,
-            results,
-            self._store.valued_rows(),
-            run_id=run_id,
-            identity=self.identity,
-            api=self.api,
-        )
+        try:
+            entries = write_book(
+                self.file,
+                old,
+                version,
+                results,
+                self._store.valued_rows(),
+                run_id=run_id,
+                identity=self.identity,
+                api=self.api,
+            )
+        except ObjectStoreError as exc:
+            refusal = refusal_of(exc)
+            self.lost = StopInfo(refusal.reason, f"the book was not written: {refusal.detail}")
+            entries = None
+        if entries is None and self.lost is None:
+            self.lost = StopInfo(
+                StopReason.BOOK_CHANGED,
+                f"another run replaced the book {self.file.location} while this one wrote "
+                "it; this run's valuations are kept in its DIR: run the same command again "
+                "to merge them into the book as it is now",
+            )
         now = self._now()
         sources = self._store.row_sources()
         sources["carried"] = carried
         picture = pq.read_table(results)
         profile = age_profile(picture.column("valued_at").to_pylist(), now)
-        log.info("book.written", path=str(self.path), entries=entries, carried=carried)
+        if self.lost is None:
+            log.info("book.written", path=self.file.location, entries=entries, carried=carried)
+        else:
+            log.warning("book.not_written", path=self.file.location, why=self.lost.detail)
         return {
-            "path": str(self.path),
+            "path": self.file.location,
+            "written": self.lost is None,
             "identity": self.identity,
             "fresh_for_days": self.settings.run.fresh_for_days,
             "budget_calls": self.budget,

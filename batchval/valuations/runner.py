@@ -356,6 +356,7 @@ class Valuing:
             problems_by_type=checkpoint.problem_types(),
             portfolio=portfolio,
             book=book,
+            stop=None if self.booked is None else self.booked.lost,
         )
 
     def _write(self, started: dt.datetime) -> Mapping[str, Any] | None:

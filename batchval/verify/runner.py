@@ -39,6 +39,7 @@ from batchval.engine.files import write_table_atomic
 from batchval.engine.invocation import NotedSignals, locked_dir
 from batchval.engine.job import Settled, charge_of
 from batchval.engine.names import LOG_NAME, RESULTS_NAME, VERIFY_NAME
+from batchval.engine.place import Place
 from batchval.engine.reading import ReadApi, ReadJob
 from batchval.engine.sending import Sending
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
@@ -138,8 +139,12 @@ class VerifyJob(ReadJob[Read]):
         log.warning("verify.unread", valuation_id=item.key, detail=str(error))
 
 
-def verify_dir(out_dir: Path, settings: Settings, *, progress_bar: bool = False) -> VerifySummary:
-    """Verify DIR; raises RunRefusedError when it ends before reading (64, 75, 70)."""
+def verify_dir(
+    out_dir: Path, settings: Settings, *, progress_bar: bool = False, place: Place | None = None
+) -> VerifySummary:
+    """Verify DIR; raises RunRefusedError when it ends before reading (64, 75, 70). At a
+    URL (`place`, whose local directory is `out_dir`), the run's database is kept there as
+    it commits (the stops verify keeps), and verify reads only while it holds the run."""
     if not (out_dir / RESULTS_NAME).is_file():
         raise RunRefusedError(
             StopReason.REFUSED,
@@ -151,17 +156,18 @@ def verify_dir(out_dir: Path, settings: Settings, *, progress_bar: bool = False)
         # An earlier verify's file goes first: this one, stopped or refused, must never
         # leave it to read as the clean comparison of the results held now.
         (out_dir / VERIFY_NAME).unlink(missing_ok=True)
-        with _checkpoint(out_dir) as checkpoint:
+        with _checkpoint(out_dir, place) as checkpoint:
             api = _api_of(out_dir, checkpoint, settings)
             held = _held(out_dir / RESULTS_NAME)
             return _verify(out_dir, held, checkpoint, api, settings, progress_bar, signals)
 
 
 @contextlib.contextmanager
-def _checkpoint(out_dir: Path) -> Iterator[Checkpoint]:
+def _checkpoint(out_dir: Path, place: Place | None) -> Iterator[Checkpoint]:
     """DIR's checkpoint, where the daily limit's `not_before` and a `Retry-After` that
-    outlives an invocation are kept (`engine/sending` waits them out and keeps them). A DIR
-    whose results.parquet came without its checkpoint gets one for this invocation only."""
+    outlives an invocation are kept (`engine/sending` waits them out and keeps them), and
+    kept at the run's URL when it has one. A DIR whose results.parquet came without its
+    checkpoint gets one for this invocation only."""
     try:
         found = Checkpoint.open_existing(out_dir)
     except CheckpointVersionError as exc:
@@ -171,6 +177,8 @@ def _checkpoint(out_dir: Path) -> Iterator[Checkpoint]:
             yield scratch
         return
     try:
+        if place is not None:
+            place.keep(found)
         yield found
     finally:
         found.close()

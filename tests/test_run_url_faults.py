@@ -1,0 +1,96 @@
+"""A run's place and its book on a real S3-compatible server (SeaweedFS on loopback), with
+a proxy in front for what a real server will not do on demand: a store that ignores
+conditional writes (refused, 64) and another night replacing the book while this one
+writes it (`book_changed`, 75, then merged by the same command)."""
+
+from __future__ import annotations
+
+import io
+from email.message import Message
+from pathlib import Path
+
+import polars as pl
+import pytest
+from objects_server import S3Server
+from s3_proxy import Fault, always, conditional, proxy
+from support import LIVE, env_for, portfolio, run_cli
+
+from batchval.sandbox.server import RunningSandbox
+from batchval.store.objects import ObjectStore
+
+# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+pytestmark = pytest.mark.slow
+
+
+def _env(served: RunningSandbox, s3: S3Server, endpoint: str | None = None) -> dict[str, str]:
+    env = {**env_for(served), **s3.env()}
+    if endpoint is not None:
+        env["AWS_ENDPOINT_URL"] = endpoint
+    return env
+
+
+@pytest.mark.parametrize("where", ["out", "book"])
+def test_a_store_that_ignores_conditional_writes_is_refused_with_64(
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, where: str
+) -> None:
+    """Behind a proxy that drops If-None-Match and If-Match, the store would let two
+    machines both spend (or both write a book): refused before any call, naming it."""
+    source = portfolio(tmp_path / "book.csv", 5)
+    url = s3_server.url(f"ignores-{where}")
+    with proxy(s3_server, always(Fault.STRIP)) as (endpoint, seen):
+        place = ["--out", url] if where == "out" else ["--out", str(tmp_path / "run")]
+        book = ["--book", f"{url}/book.parquet"] if where == "book" else []
+        done = run_cli("run", str(source), *place, *book, env=_env(served, s3_server, endpoint))
+    assert done.returncode == 64, done.stderr
+    assert "refused" in done.stderr
+    assert "ignores create-only writes" in done.stderr
+    assert any(fault is Fault.STRIP for *_, fault in seen)
+    assert served.sandbox.ledger.valuations_created(LIVE.client_id) == []
+
+
+def test_a_book_replaced_by_another_night_meanwhile_is_75_then_merged(
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+) -> None:
+    """Night B writes the book between night A's reading it and A's compare-and-swap: A
+    stops with book_changed (75) and replaces nothing; the same command again sends
+    nothing and merges A's valuations into the book B wrote; nothing is charged twice."""
+    url = s3_server.url("book-race")
+    store = ObjectStore.from_url(url, s3_server.env())
+    env = _env(served, s3_server)
+    night_a = portfolio(tmp_path / "a.csv", 6)
+    night_b = tmp_path / "b.csv"
+    night_b.write_text(night_a.read_text().replace("LN-", "LB-").replace("terraced", "detached"))
+    # Night B, on a book of its own, to have its book's bytes ready.
+    options = ["--row-id", "loan_id"]
+    done = run_cli(
+        "run", str(night_b), "--out", str(tmp_path / "b"), "--book", f"{url}/b.parquet",
+        *options, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    found = store.get("b.parquet")
+    assert found is not None
+
+    def night_b_writes_first(method: str, path: str, headers: Message) -> Fault:
+        book_put = method == "PUT" and path.endswith("/book.parquet") and conditional(headers)
+        if book_put and store.get("book.parquet") is None:
+            store.put("book.parquet", found[0])
+        return Fault.FORWARD
+
+    command = ["run", str(night_a), "--out", str(tmp_path / "a"), "--book", f"{url}/book.parquet"]
+    with proxy(s3_server, night_b_writes_first) as (endpoint, _):
+        lost = run_cli(*command, *options, env=_env(served, s3_server, endpoint))
+    assert lost.returncode == 75, lost.stderr
+    assert "book_changed" in lost.stderr
+    calls = len(served.sandbox.ledger.valuations_created(LIVE.client_id))
+    assert calls == 12
+    book = pl.read_parquet(io.BytesIO(store.get("book.parquet")[0]))  # type: ignore[index]
+    assert book["identity"].str.starts_with("LB-").all()  # B's, as B wrote it
+
+    again = run_cli(*command, *options, env=env)
+    assert again.returncode == 0, again.stderr
+    assert len(served.sandbox.ledger.valuations_created(LIVE.client_id)) == calls
+    assert served.sandbox.ledger.keys_charged_twice() == []
+    book = pl.read_parquet(io.BytesIO(store.get("book.parquet")[0]))  # type: ignore[index]
+    assert sorted(book["identity"].to_list()) == sorted(
+        [f"LN-{n:05d}" for n in range(6)] + [f"LB-{n:05d}" for n in range(6)]
+    )
