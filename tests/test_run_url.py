@@ -15,6 +15,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from objects_server import S3Server
+from s3_proxy import Fault, always, proxy
 from support import BATCHVAL, LIVE, env_for, portfolio, run_cli
 
 from batchval.sandbox.config import Faults
@@ -239,8 +240,14 @@ def test_verify_and_export_work_on_a_run_at_its_url(
     done = run_cli("run", str(portfolio(tmp_path / "book.csv", 8)), "--out", url, env=env)
     assert done.returncode == 0, done.stderr
     store = ObjectStore.from_url(url, s3_server.env())
-    verify = run_cli("verify", url, env=env)
+    store.put("book.parquet", b"another night's book, beside the run")
+    with proxy(s3_server, always(Fault.FORWARD)) as (endpoint, seen):
+        verify = run_cli("verify", url, env={**env, "AWS_ENDPOINT_URL": endpoint})
     assert verify.returncode == 0, verify.stderr
+    written = {path.rpartition("/")[2] for method, path, _ in seen if method == "PUT"}
+    assert "verify.parquet" in written
+    # What it copied in and left as it was is never written back (it could be stale).
+    assert not written & {"book.parquet", "results.parquet", "summary.json"}
     assert "verify: 8 of 8 valuation(s) read back" in verify.stdout
     assert "all agree" in verify.stdout
     checked = pl.read_parquet(io.BytesIO(_read(store, "verify.parquet")))

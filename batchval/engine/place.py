@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
@@ -68,6 +69,9 @@ class Place:
     objects: PlaceObjects | None = None
     keeper: LeaseKeeper | None = None
     head: Head | None = None
+    # The sha256 of each object copied in from the URL: published again only if changed
+    # (an object beside the run's outputs, such as a --book, is never written back stale).
+    copied: Mapping[str, bytes] = dataclasses.field(default_factory=dict)
 
     def keep(self, database: Database) -> None:
         """Ship every commit of the run's database to the URL from now on."""
@@ -78,7 +82,8 @@ class Place:
 
     def publish(self) -> list[str]:
         """Every output file of the local directory written to the URL, each whole (an
-        object appears complete or not at all); returns their names."""
+        object appears complete or not at all), but those copied in and unchanged;
+        returns their names."""
         if self.objects is None:
             return []
         names = sorted(
@@ -86,9 +91,13 @@ class Place:
             for p in self.local.iterdir()
             if p.is_file() and p.name not in _LOCAL_ONLY and ".tmp-" not in p.name
         )
+        published = []
         for name in names:
-            self.objects.put(name, (self.local / name).read_bytes())
-        log.info("place.published", url=self.url, files=names)
+            data = (self.local / name).read_bytes()
+            if self.copied.get(name) != hashlib.sha256(data).digest():
+                self.objects.put(name, data)
+                published.append(name)
+        log.info("place.published", url=self.url, files=published)
         return names
 
 
@@ -116,12 +125,16 @@ def viewed(place: str, env: Mapping[str, str]) -> Iterator[tuple[Path, PlaceObje
         shutil.rmtree(local, ignore_errors=True)
 
 
-def _copy_outputs(objects: PlaceObjects, local: Path) -> None:
-    """The outputs published at the URL, into `local` (the run's state/ is not one)."""
+def _copy_outputs(objects: PlaceObjects, local: Path) -> dict[str, bytes]:
+    """The outputs published at the URL, into `local` (the run's state/ is not one);
+    returns the sha256 of each object copied."""
+    copied = {}
     for key in objects.list(""):
         found = None if "/" in key else objects.get(key)
         if found is not None:
             (local / key).write_bytes(found[0])
+            copied[key] = hashlib.sha256(found[0]).digest()
+    return copied
 
 
 @contextlib.contextmanager
@@ -194,10 +207,9 @@ def opened(
     local = Path(tempfile.mkdtemp(prefix="batchval-place-"))
     try:
         head = restore(objects, local / CHECKPOINT_NAME)
-        if outputs:
-            _copy_outputs(objects, local)
+        copied = _copy_outputs(objects, local) if outputs else {}
         log.info("place.taken", url=place, epoch=lease.epoch, restored=head is not None)
-        found = Place(local, place, objects, keeper, head)
+        found = Place(local, place, objects, keeper, head, copied)
         yield found
         if keeper.holds():  # surely still this run's: never over a new holder's outputs
             found.publish()
