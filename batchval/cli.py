@@ -343,11 +343,12 @@ def status(out_dir: str, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("input_path", metavar="INPUT", required=False, type=click.Path(path_type=Path))
+@click.argument("input_path", metavar="INPUT", required=False)
 @config_option("YAML config: api, input mapping, run settings.")
-def check(input_path: Path | None, config_file: Path | None) -> None:
-    """Preflight at no cost: settings, token, API, mode, and INPUT's price; exit 0, 64, 65,
-    75 or 77."""
+def check(input_path: str | None, config_file: Path | None) -> None:
+    """Preflight at no cost: settings, token, API, mode, and INPUT's price (INPUT a path
+    or an s3:// URL); exit 0, 64, 65, 75 or 77."""
+    from batchval.engine.place import input_of
     from batchval.sandbox.embedded import embedded_api
     from batchval.settings import load_settings
     from batchval.tools.check import CheckReport, Finding, run_check
@@ -363,7 +364,11 @@ def check(input_path: Path | None, config_file: Path | None) -> None:
     else:
         if settings.api is not None:
             redactor.add(settings.api.client_secret)
-        report = run_check(settings, input_path, embedded_api=embedded_api)
+        if input_path is None:
+            report = run_check(settings, None, embedded_api=embedded_api)
+        else:
+            with _refusals(), input_of(input_path, os.environ) as source:
+                report = run_check(settings, source, embedded_api=embedded_api)
     click.echo(redactor.scrub(report.render()))
     if report.failure is not None:
         click.echo(f"batchval: {redactor.scrub(report.final_line())}", err=True)
@@ -371,15 +376,17 @@ def check(input_path: Path | None, config_file: Path | None) -> None:
 
 
 @cli.command()
-@click.argument("input_path", metavar="INPUT", type=click.Path(path_type=Path))
+@click.argument("input_path", metavar="INPUT")
 @click.option("--shards", required=True, type=click.IntRange(1, 10_000), help="How many.")
 @out_option("Where the shards and shards.json go.")
 @config_option("YAML config: its input mapping decides the requests.")
 @click.option("--row-id", help="The column that names a row (a loan id): what places it.")
 def split(
-    input_path: Path, shards: int, out_dir: Path, config_file: Path | None, row_id: str | None
+    input_path: str, shards: int, out_dir: Path, config_file: Path | None, row_id: str | None
 ) -> None:
-    """Cut INPUT into N Parquet shards by a stable hash of each row; exit 0, 64 or 65."""
+    """Cut INPUT (a path or an s3:// URL) into N Parquet shards by a stable hash of each
+    row; exit 0, 64 or 65."""
+    from batchval.engine.place import input_of
     from batchval.input import InputError
     from batchval.settings import load_settings
     from batchval.tools.split import split_input
@@ -387,7 +394,10 @@ def split(
     logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=Redactor(), level=30)
     try:
         settings = load_settings(config_file, os.environ)
-        summary = split_input(input_path, out_dir, shards, settings.input, row_id)
+        with _refusals(), input_of(input_path, os.environ) as source:
+            summary = split_input(
+                source, out_dir, shards, settings.input, row_id, input_name=input_path
+            )
     except SettingsError as exc:
         raise click.UsageError(str(exc)) from None
     except InputError as exc:
@@ -444,7 +454,7 @@ def export_command(out_dir: str, fmt: str, nested: str, to_dir: Path | None) -> 
 
 
 @cli.command()
-@click.argument("input_path", metavar="INPUT", type=click.Path(path_type=Path))
+@click.argument("input_path", metavar="INPUT")
 @out_option(
     "The directory: outputs and checkpoint. Same DIR again resumes. Or an "
     "s3://bucket/prefix URL that keeps the run, for machines that come and go.",
@@ -457,7 +467,7 @@ def export_command(out_dir: str, fmt: str, nested: str, to_dir: Path | None) -> 
 @DRY_RUN
 @concurrency_option("requests")
 def streets(
-    input_path: Path,
+    input_path: str,
     out_dir: str,
     config_file: Path | None,
     refresh: bool,
@@ -466,8 +476,9 @@ def streets(
     dry_run: bool,
     concurrency: int | None,
 ) -> None:
-    """Street analysis of every distinct postcode of INPUT into DIR (30 days free repeat)."""
-    from batchval.engine.place import place_of
+    """Street analysis of every distinct postcode of INPUT (a path or an s3:// URL) into DIR
+    (30 days free repeat)."""
+    from batchval.engine.place import input_of, place_of
     from batchval.sandbox.embedded import embedded_api
     from batchval.streets.runner import Streets, StreetsRequest
 
@@ -475,9 +486,14 @@ def streets(
         config_file, concurrency=concurrency, max_credits=max_credits
     )
     _refuse_a_dry_run_at_a_url(dry_run, out_dir)
-    with _refusals(), place_of(out_dir, os.environ) as place:
+    with (
+        _refusals(),
+        input_of(input_path, os.environ) as source,
+        place_of(out_dir, os.environ) as place,
+    ):
         request = StreetsRequest(
-            input_path=input_path,
+            input_path=source,
+            input_name=input_path,
             out_dir=place.local,
             settings=settings,
             refresh=refresh,

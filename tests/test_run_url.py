@@ -207,6 +207,30 @@ def test_an_input_at_a_url_is_read_by_a_blank_machine(
     assert "no such object" in missing.stderr
 
 
+def test_streets_check_and_split_read_an_input_at_a_url(
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+) -> None:
+    """Every command that reads an INPUT takes an s3:// URL for it, and names it by it."""
+    source = portfolio(tmp_path / "book.csv", 12)
+    url = s3_server.url("inputs-2/book.csv")
+    ObjectStore.from_url(s3_server.url("inputs-2"), s3_server.env()).put(
+        "book.csv", source.read_bytes()
+    )
+    env = _env(served, s3_server)
+    streets = run_cli("streets", url, "--out", str(tmp_path / "streets"), env=env)
+    assert streets.returncode == 0, streets.stderr
+    summary = json.loads((tmp_path / "streets" / "summary.json").read_text())
+    assert summary["input"] == url
+    check = run_cli("check", url, env=env)
+    assert check.returncode == 0, check.stderr + check.stdout
+    assert "12 row" in check.stdout
+    split = run_cli("split", url, "--shards", "2", "--out", str(tmp_path / "shards"), env=env)
+    assert split.returncode == 0, split.stderr
+    assert json.loads((tmp_path / "shards" / "shards.json").read_text())["input"] == url
+    missing = run_cli("check", s3_server.url("inputs-2/none.csv"), env=env)
+    assert missing.returncode == 65, missing.stdout + missing.stderr
+
+
 def test_status_and_report_read_a_run_at_its_url(
     served: RunningSandbox, s3_server: S3Server, tmp_path: Path
 ) -> None:

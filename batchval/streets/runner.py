@@ -68,6 +68,7 @@ class StreetsRequest:
     progress_bar: bool = False
     # Where the run lives (`engine/place`); `out_dir` is its local directory.
     place: Place | None = None
+    input_name: str | None = None  # the URL `input_path` was read from, if it was
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -158,7 +159,7 @@ class Streets:
 
     @property
     def input_name(self) -> str:
-        return str(self.request.input_path)
+        return self.request.input_name or str(self.request.input_path)
 
     @property
     def out_dir(self) -> Path:

@@ -80,9 +80,16 @@ class SplitSummary:
 
 
 def split_input(
-    input_path: Path, out_dir: Path, shards: int, options: InputOptions, row_id: str | None
+    input_path: Path,
+    out_dir: Path,
+    shards: int,
+    options: InputOptions,
+    row_id: str | None,
+    *,
+    input_name: str | None = None,
 ) -> SplitSummary:
-    """Write the N shards and `shards.json` into `out_dir`.
+    """Write the N shards and `shards.json` into `out_dir`; `input_name` is the URL the
+    input was read from, if it was (shards.json names it).
 
     Raises InputError (exit 65) for an unusable input, SettingsError (exit 64) for a
     `--row-id` the input has no column of, or a DIR that holds another split's shards.
@@ -114,7 +121,7 @@ def split_input(
                 writers.write(index, rows.slice(start, tally[index]))
                 counts[index] += tally[index]
                 start += tally[index]
-    summary = SplitSummary(str(input_path), row_id, tuple(counts))
+    summary = SplitSummary(input_name or str(input_path), row_id, tuple(counts))
     write_json_atomic(out_dir / MANIFEST_NAME, summary.to_json())
     return summary
 
