@@ -87,6 +87,8 @@ def _configured(
         raise click.UsageError(str(exc)) from None
     if settings.api is not None:
         redactor.add(settings.api.client_secret)
+    for secret in settings.storage.secrets(os.environ):
+        redactor.add(secret)
     return settings, json_lines
 
 
@@ -303,8 +305,8 @@ def run(
     _refuse_a_dry_run_at_a_url(dry_run, out_dir)
     with (
         _refusals(),
-        input_of(input_path, os.environ) as source,
-        place_of(out_dir, os.environ) as place,
+        input_of(input_path, settings.storage.env(os.environ)) as source,
+        place_of(out_dir, settings.storage.env(os.environ)) as place,
     ):
         request = RunRequest(
             input_path=source,
@@ -364,10 +366,12 @@ def check(input_path: str | None, config_file: Path | None) -> None:
     else:
         if settings.api is not None:
             redactor.add(settings.api.client_secret)
+        for secret in settings.storage.secrets(os.environ):
+            redactor.add(secret)
         if input_path is None:
             report = run_check(settings, None, embedded_api=embedded_api)
         else:
-            with _refusals(), input_of(input_path, os.environ) as source:
+            with _refusals(), input_of(input_path, settings.storage.env(os.environ)) as source:
                 report = run_check(settings, source, embedded_api=embedded_api)
     click.echo(redactor.scrub(report.render()))
     if report.failure is not None:
@@ -394,7 +398,7 @@ def split(
     logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=Redactor(), level=30)
     try:
         settings = load_settings(config_file, os.environ)
-        with _refusals(), input_of(input_path, os.environ) as source:
+        with _refusals(), input_of(input_path, settings.storage.env(os.environ)) as source:
             summary = split_input(
                 source, out_dir, shards, settings.input, row_id, input_name=input_path
             )
@@ -488,8 +492,8 @@ def streets(
     _refuse_a_dry_run_at_a_url(dry_run, out_dir)
     with (
         _refusals(),
-        input_of(input_path, os.environ) as source,
-        place_of(out_dir, os.environ) as place,
+        input_of(input_path, settings.storage.env(os.environ)) as source,
+        place_of(out_dir, settings.storage.env(os.environ)) as place,
     ):
         request = StreetsRequest(
             input_path=source,
@@ -524,7 +528,7 @@ def verify(out_dir: str, config_file: Path | None, concurrency: int | None) -> N
     settings, json_lines = _configured(config_file, concurrency=concurrency)
     with (
         _refusals(),
-        place_of(out_dir, os.environ, outputs=True) as place,
+        place_of(out_dir, settings.storage.env(os.environ), outputs=True) as place,
         _named(place.local, out_dir),
     ):
         summary = verify_dir(place.local, settings, progress_bar=not json_lines, place=place)

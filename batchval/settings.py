@@ -87,12 +87,43 @@ class RunOptions:
         return dt.datetime.now(dt.UTC) + dt.timedelta(seconds=self.clock_offset_seconds)
 
 
+# The config's `storage` section: each key and the variable AWS's own tools read it from,
+# which wins over the config when it is set (as the variable does over the API's keys).
+STORAGE_KEYS: Mapping[str, str] = {
+    "endpoint": "AWS_ENDPOINT_URL",
+    "region": "AWS_REGION",
+    "access_key_id": "AWS_ACCESS_KEY_ID",
+    "secret_access_key": "AWS_SECRET_ACCESS_KEY",
+    "session_token": "AWS_SESSION_TOKEN",
+}
+STORAGE_SECRETS = ("secret_access_key", "session_token")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StorageSettings:
+    """The object store of a run kept at a URL (`--out s3://...`, an s3:// INPUT or
+    `--book`), as the config's `storage` section gives it: by variable name."""
+
+    # Never printed, logged or written (the manifest's settings leave the section out).
+    given: Mapping[str, str] = dataclasses.field(default_factory=dict, repr=False)
+
+    def env(self, env: Mapping[str, str]) -> dict[str, str]:
+        """The variables an object store is read from (`store/objects`): the config's,
+        each overridden by the environment's own when that is set."""
+        return {**self.given, **{name: value for name, value in env.items() if value}}
+
+    def secrets(self, env: Mapping[str, str]) -> list[str]:
+        found = self.env(env)
+        return [found[STORAGE_KEYS[n]] for n in STORAGE_SECRETS if found.get(STORAGE_KEYS[n])]
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Settings:
     api: ApiSettings | None  # None: the embedded sandbox, test mode
     input: InputOptions
     run: RunOptions
     lender: LenderOptions = dataclasses.field(default_factory=LenderOptions)
+    storage: StorageSettings = dataclasses.field(default_factory=StorageSettings)
 
     def fingerprint(self) -> str:
         """What must not change under a resumed run: everything that shapes the requests,
@@ -189,7 +220,7 @@ def _read_config(path: Path | None) -> dict[str, Any]:
         return {}
     if not isinstance(data, Mapping):
         raise SettingsError(f"config {path} must be a mapping at the top level")
-    _reject_unknown(data, {"api", "input", "run", "sandbox", "lender"}, str(path))
+    _reject_unknown(data, {"api", "input", "run", "sandbox", "lender", "storage"}, str(path))
     return dict(data)
 
 
@@ -220,6 +251,15 @@ def _api(config: Mapping[str, Any], env: Mapping[str, str]) -> ApiSettings | Non
                 f"with a host, such as https://api.example.com/partners/v1"
             )
     return ApiSettings(**{n: str(values[n]).strip() for n in names})
+
+
+def _storage(config: Mapping[str, Any]) -> StorageSettings:
+    section = _section(config, "storage")
+    _reject_unknown(section, set(STORAGE_KEYS), "storage")
+    for name, value in section.items():
+        if not isinstance(value, str) or not value:
+            raise SettingsError(f"storage.{name} must be a string")
+    return StorageSettings({STORAGE_KEYS[name]: value for name, value in section.items()})
 
 
 def _include(items: Any, where: str) -> tuple[str, ...]:
@@ -371,5 +411,9 @@ def load_settings(
         clock_offset_seconds=clock_offset,
     )
     return Settings(
-        api=_api(config, env), input=_input(config, includes), run=options, lender=_lender(config)
+        api=_api(config, env),
+        input=_input(config, includes),
+        run=options,
+        lender=_lender(config),
+        storage=_storage(config),
     )

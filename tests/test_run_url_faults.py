@@ -94,3 +94,36 @@ def test_a_book_replaced_by_another_night_meanwhile_is_75_then_merged(
     assert sorted(book["identity"].to_list()) == sorted(
         [f"LN-{n:05d}" for n in range(6)] + [f"LB-{n:05d}" for n in range(6)]
     )
+
+
+def test_the_store_can_be_configured_in_the_config_and_its_secret_never_shows(
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+) -> None:
+    """No AWS_* variable set: the config's storage section gives the endpoint and the
+    credentials; the secret is in no output, log line or object the run writes."""
+    config = tmp_path / "storage.yaml"
+    config.write_text(
+        "storage:\n"
+        f"  endpoint: {s3_server.endpoint}\n"
+        f"  region: {s3_server.region}\n"
+        f"  access_key_id: {s3_server.access_key_id}\n"
+        f"  secret_access_key: {s3_server.secret_access_key}\n",
+        encoding="utf-8",
+    )
+    url = s3_server.url("configured")
+    source = portfolio(tmp_path / "book.csv", 5)
+    env = {k: v for k, v in env_for(served).items() if not k.startswith("AWS_")}
+    done = run_cli("run", str(source), "--out", url, "--config", str(config), env=env)
+    assert done.returncode == 0, done.stderr
+    store = ObjectStore.from_url(url, s3_server.env())
+    secret = s3_server.secret_access_key.encode()
+    names = [key for key in store.list("") if "/" not in key]
+    assert {"results.parquet", "manifest.json", "batchval.log"} <= set(names)
+    for name in names:
+        found = store.get(name)
+        assert found is not None
+        assert secret not in found[0], name
+    assert s3_server.secret_access_key not in done.stdout + done.stderr
+    # Without the config, the same URL has no credentials: refused, not sent.
+    bare = run_cli("run", str(source), "--out", s3_server.url("bare"), env=env)
+    assert bare.returncode in (64, 75), bare.stderr

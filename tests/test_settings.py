@@ -288,3 +288,38 @@ def test_max_refused_share_is_not_part_of_the_fingerprint(tmp_path: Path) -> Non
     """The share changes no request: a DIR it refused resumes with another share."""
     other = load_settings(write(tmp_path, "run: {max_refused_share: 0}\n"), {})
     assert other.fingerprint() == load_settings(None, {}).fingerprint()
+
+
+def test_the_storage_section_gives_the_object_store_and_the_environment_wins(
+    tmp_path: Path,
+) -> None:
+    """The config's storage keys become the variables AWS's tools read; a variable that is
+    set wins; the secret is in neither repr nor the manifest's settings."""
+    config = write(
+        tmp_path,
+        "storage:\n  endpoint: http://127.0.0.1:9000\n  region: eu-west-2\n"
+        "  access_key_id: AKID\n  secret_access_key: storage-secret-123\n",
+    )
+    settings = load_settings(config, {})
+    env = settings.storage.env({"AWS_REGION": "us-east-1", "AWS_SESSION_TOKEN": ""})
+    assert env == {
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9000",
+        "AWS_REGION": "us-east-1",
+        "AWS_ACCESS_KEY_ID": "AKID",
+        "AWS_SECRET_ACCESS_KEY": "storage-secret-123",
+    }
+    assert settings.storage.secrets({}) == ["storage-secret-123"]
+    assert "storage-secret-123" not in repr(settings)
+    assert "storage-secret-123" not in str(settings.to_json())
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("storage:\n  bucket: x\n", "bucket"),
+        ("storage:\n  region: 3\n", "storage.region must be a string"),
+    ],
+)
+def test_a_wrong_storage_section_is_refused(tmp_path: Path, text: str, message: str) -> None:
+    with pytest.raises(SettingsError, match=message):
+        load_settings(write(tmp_path, text), {})

@@ -124,16 +124,19 @@ class BookRun:
         settings: Settings,
         checkpoint: Checkpoint,
         now: Callable[[], dt.datetime],
-        env: Mapping[str, str] = os.environ,
+        env: Mapping[str, str] | None = None,
     ) -> BookRun | None:
-        """With a --book (`run.book`: a path, or an s3:// URL whose store `env` gives),
-        this DIR's book run, planned (once: for its input and settings); None without one."""
+        """With a --book (`run.book`: a path, or an s3:// URL whose store the settings and
+        `env`, os.environ by default, give), this DIR's book run, planned (once: for its
+        input and settings); None without one."""
         if settings.run.book is None:
             return None
         from batchval.store.objects import ObjectStoreError
 
         try:
-            file = versioned_file(settings.run.book, env)
+            file = versioned_file(
+                settings.run.book, settings.storage.env(os.environ if env is None else env)
+            )
         except ObjectStoreError as exc:
             raise refusal_of(exc) from None
         booked = cls(file, settings, checkpoint, now)
