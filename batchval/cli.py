@@ -336,8 +336,8 @@ def status(out_dir: str, as_json: bool) -> None:
     from batchval.engine.place import viewed
     from batchval.tools.status import read_status
 
-    with _refusals(), viewed(out_dir, os.environ) as (local, _):
-        found = read_status(local)
+    with _refusals(), viewed(out_dir, os.environ) as (local, objects):
+        found = read_status(local, objects=objects)
     if found is None:
         raise click.UsageError(f"{out_dir} holds no batchval run (no checkpoint.sqlite)")
     click.echo(json.dumps(found.to_json(), indent=2) if as_json else found.render())

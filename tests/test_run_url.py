@@ -113,10 +113,11 @@ def test_two_runs_on_one_url_one_spends_the_other_exits_75(
     served: RunningSandbox, s3_server: S3Server, tmp_path: Path
 ) -> None:
     """Two machines start the same run: the second finds the first's lease renewed and
-    stops with dir_locked within seconds, having sent nothing; the first finishes alone."""
+    stops with dir_locked within seconds, having sent nothing; the first finishes alone.
+    `status URL` meanwhile says it is running."""
     served.sandbox.set_faults(Faults(latency_ms=100))
     url = s3_server.url("twice")
-    source = portfolio(tmp_path / "book.csv", 200)
+    source = portfolio(tmp_path / "book.csv", 400)
     env = _env(served, s3_server)
     first = subprocess.Popen(
         [BATCHVAL, "run", str(source), "--out", url, "--concurrency", "2"],
@@ -132,6 +133,10 @@ def test_two_runs_on_one_url_one_spends_the_other_exits_75(
         assert first.poll() is None
         time.sleep(0.1)
     assert store.get("state/LEASE") is not None
+    # A reader sees the run at work (its lease renewed), and does not disturb it.
+    looked = run_cli("status", url, "--json", env=env)
+    assert looked.returncode == 75, looked.stderr
+    assert json.loads(looked.stdout)["status"] == "running"
     second = run_cli("run", str(source), "--out", url, env=env, timeout=120)
     assert second.returncode == 75, second.stderr
     assert "dir_locked" in second.stderr
@@ -140,7 +145,7 @@ def test_two_runs_on_one_url_one_spends_the_other_exits_75(
     assert first.returncode == 0, err
     ledger = served.sandbox.ledger
     assert ledger.keys_charged_twice() == []
-    assert len(ledger.valuations_created(LIVE.client_id)) == 200
+    assert len(ledger.valuations_created(LIVE.client_id)) == 400
 
 
 def test_a_stalled_holder_wakes_to_a_taken_run_and_stops_without_writing(

@@ -16,6 +16,7 @@ from batchval.store.lease import (
     LeaseKeeper,
     LeaseLostError,
     LeaseState,
+    live_holder,
 )
 
 
@@ -121,3 +122,33 @@ def test_a_keeper_renews_in_the_background_and_lets_go_at_the_end() -> None:
     started = time.monotonic()
     assert Lease(objects, holder="c", duration=0.6, margin=0.2).take() == 2
     assert time.monotonic() - started < 0.5
+
+
+def test_a_reader_sees_a_live_holder_and_no_dead_or_released_one() -> None:
+    """`status` of a run at a URL: none, let go, or unchanged for a renewal's interval is
+    nobody at work; a renewal seen while watching is the holder, named. The reader never
+    changes the lease."""
+    objects, clock = MemoryObjects(), Clock()
+
+    def watch(objects: MemoryObjects) -> str | None:
+        return live_holder(objects, clock=clock, sleep=clock.sleep)
+
+    assert watch(objects) is None
+    holder = _lease(objects, clock, "a")
+    holder.take()
+    started = clock.now
+    assert watch(objects) is None  # never renewed: killed
+    assert clock.now - started <= 12
+    holder.take()  # let it be held afresh by a live holder
+
+    def renew_when_due() -> None:
+        if holder.renew_due():
+            holder.renew()
+
+    clock.on_sleep = renew_when_due
+    kept = objects.objects[LEASE]
+    assert watch(objects) == "a"
+    assert LeaseState.of(objects.objects[LEASE]).holder == "a"
+    assert LeaseState.of(objects.objects[LEASE]).epoch == LeaseState.of(kept).epoch
+    holder.release()
+    assert watch(objects) is None

@@ -179,6 +179,33 @@ class Lease:
         self._state = None
 
 
+def live_holder(
+    objects: LeaseObjects,
+    *,
+    watch: float = DURATION / 3 + 1.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> str | None:
+    """The holder of the run's lease if it is at work now, for a reader (`status`) that
+    neither takes nor changes the lease: None when there is none or it was let go; else it
+    is watched for `watch` seconds (a holder renews every third of `DURATION`), and a lease
+    left unchanged was its holder's when it was killed (None)."""
+    found = objects.get(LEASE)
+    if found is None or LeaseState.of(found[0]).released:
+        return None
+    etag = found[1]
+    deadline = clock() + watch
+    while clock() < deadline:
+        sleep(min(1.0, watch / 10))
+        now = objects.get(LEASE)
+        if now is None:
+            return None
+        if now[1] != etag:
+            state = LeaseState.of(now[0])
+            return None if state.released else state.holder
+    return None
+
+
 class LeaseKeeper:
     """Renews a held lease from a thread of its own, whatever the run is doing (a long
     ingest, the outputs): a lease left to lapse would let another process take the run."""

@@ -17,21 +17,26 @@ from typing import Any
 from batchval.engine.summary import SUMMARY_NAME, RunSummary
 from batchval.outcome import ExitCode, StopInfo, StopReason
 from batchval.store.checkpoint import Checkpoint
+from batchval.store.lease import LeaseObjects, live_holder
 from batchval.store.lock import LOCK_NAME
 from batchval.store.streets import COMMAND, StreetStore
 
 
-def read_status(out_dir: Path) -> RunSummary | None:
+def read_status(out_dir: Path, *, objects: LeaseObjects | None = None) -> RunSummary | None:
+    """Where the run in `out_dir` stands. For a run kept at a URL (`out_dir` its copy),
+    `objects` is its store, whose lease says whether a process is at work on it now
+    (`store/lease.live_holder`: a few seconds' watch while a lease is not let go)."""
     checkpoint = Checkpoint.open_existing(out_dir)
     if checkpoint is None:
         return None
     try:
-        return _status(out_dir, checkpoint)
+        holder = None if objects is None else live_holder(objects)
+        return _status(out_dir, checkpoint, holder)
     finally:
         checkpoint.close()
 
 
-def _status(out_dir: Path, checkpoint: Checkpoint) -> RunSummary:
+def _status(out_dir: Path, checkpoint: Checkpoint, holder: str | None) -> RunSummary:
     counts = checkpoint.counts()
     run_id = checkpoint.get("run_id") or "?"
     mode = checkpoint.get("mode") or "unknown"
@@ -49,6 +54,9 @@ def _status(out_dir: Path, checkpoint: Checkpoint) -> RunSummary:
     if _is_running(out_dir):
         status, code = "running", ExitCode.RESUMABLE
         action = "wait: a batchval run holds this directory now"
+    elif holder is not None:
+        status, code = "running", ExitCode.RESUMABLE
+        action = f"wait: a batchval run ({holder}) holds this run's lease and renews it now"
     elif complete and ended and (kept := _needs_a_person(last)) is not None:
         # Every row done, but the last invocation stopped on what a person must act on
         # (a defect, the account, the address): its code, as its summary said.
