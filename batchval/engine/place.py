@@ -103,10 +103,11 @@ class Place:
 
 @contextlib.contextmanager
 def viewed(place: str, env: Mapping[str, str]) -> Iterator[tuple[Path, PlaceObjects | None]]:
-    """A run's place as a reader sees it (`status`, `report`): a local DIR as it is, or a
-    URL's run copied into a directory of this invocation's own (its memory restored, its
-    published outputs beside it), with the store, to publish what the reader writes. The
-    run's lease is neither taken nor read: a run at work there goes on undisturbed."""
+    """A run's place as a reader sees it (`status`, `report`, `export`): a local DIR as it
+    is, or a URL's run copied into a directory of this invocation's own (its memory
+    restored, its published outputs beside it), with the store, to publish what the reader
+    writes (and for `status` to read the lease). The run's lease is never taken: a run at
+    work there goes on undisturbed."""
     if not is_url(place):
         yield Path(place), None
         return
