@@ -41,6 +41,8 @@ FIXES = {
     "outside-coverage": "the API values homes in England and Wales only: leave the others "
     "out of the input",
     "not_in_list": "map your codes under input.values.{field} in the config",
+    "ambiguous_value": "give the rows a builtForm (a built form column), or map these "
+    "wordings under input.values.{field} in the config",
     "not_an_integer": "check the column mapped to {field} (input.columns.{field})",
     "not_a_number": "check the column mapped to {field} (input.columns.{field}) and its units",
     "out_of_range": "check the column mapped to {field} (input.columns.{field}) and its units",
