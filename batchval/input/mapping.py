@@ -19,7 +19,7 @@ from pathlib import Path
 
 import polars as pl
 
-from batchval.input.lender import LenderColumnError, find_lender_columns
+from batchval.input.lender import LENDER_FIELDS, LenderColumnError, find_lender_columns
 from batchval.input.options import ENUM_VALUES, ROW_FIELDS, InputError, InputOptions, normal_code
 
 # Request fields of which the input must have a column: rows cannot supply what the
@@ -142,7 +142,14 @@ def resolve_columns(
             f"name your columns under columns in the config{hint}",
         )
     if options.passthrough is None:
-        used = set(fields.values())
+        # A column the config names for a lender field rides along even when it feeds a
+        # request field too (`Loan Ref` as both reference and loan_id).
+        lender = {
+            _find(path, columns, name, f"the config maps {field} to")
+            for field, name in options.columns.items()
+            if field in LENDER_FIELDS
+        }
+        used = set(fields.values()) - lender
         passthrough = [c for c in columns if c not in used]
     else:
         passthrough = []
