@@ -52,6 +52,7 @@ import pyarrow.parquet as pq
 
 from batchval.input import passthrough as given
 from batchval.input import stream
+from batchval.input.lender_values import lender_kinds, read_lender_values
 from batchval.input.mapping import ColumnMap, resolve_columns
 from batchval.input.options import InputError, InputOptions
 from batchval.input.sniff import (
@@ -443,6 +444,10 @@ class InputSource:
         if every_column:  # a shard read again must make the same requests
             as_text = fields if isinstance(self._table, _CsvTable) else []
             typed_names = [c for c in self.columns if c not in as_text]
+        # A lender's money and dates, read for a run (a shard keeps its values as read).
+        lender = {}
+        if riding and not every_column and check is check_batch:
+            lender = lender_kinds(self.passthrough, self._options.columns)
         done = 0
         for raw, typed in self._table.raw_batches(
             fields, typed_names, include, self._options.batch_rows
@@ -450,6 +455,7 @@ class InputSource:
             if raw.height == 0:
                 continue
             checked = check(raw, first_row=done, columns=self._mapped, options=self._options)
+            checked, typed = read_lender_values(checked, typed, lender)
             if every_column:
                 typed = pa.RecordBatch.from_arrays(
                     [

@@ -50,6 +50,9 @@ FIXES = {
     "formula": "check the column mapped to reference (input.columns.reference)",
     "contains_postcode": "check the column mapped to reference (input.columns.reference)",
     "invalid_include": "spell include items commentary or rebuildCost",
+    "not_an_amount": "check the lender column {field}: amounts such as 412500 or £412,500.00",
+    "not_a_date": "check the lender column {field}: dates such as 15/03/2019 (day first) "
+    "or 2019-03-15",
 }
 
 

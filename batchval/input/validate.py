@@ -29,6 +29,7 @@ import polars as pl
 
 from batchval import postcodes
 from batchval.api.vocabulary import INCLUDE_ITEMS, REQUEST_FIELDS
+from batchval.input.lender_values import RULES as LENDER_RULES
 from batchval.input.mapping import ColumnMap, field_values, include_items
 from batchval.input.options import ENUM_VALUES, ROW_FIELDS, InputOptions
 from batchval.input.wordings import (
@@ -62,6 +63,7 @@ PROBLEM_RULES: Mapping[str, str] = types.MappingProxyType(
         "a formula (stricter than the API)",
         "contains_postcode": "the reference holds a postcode; the API forbids names and "
         "addresses there",
+        **LENDER_RULES,
         "invalid_include": "an include item is not commentary or rebuildCost, spelled so "
         "(case counts): in the row's include column, or in the run's include for a row "
         "that names none",
