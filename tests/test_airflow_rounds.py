@@ -129,6 +129,16 @@ def test_without_a_storage_connection_the_worker_s_aws_variables_stay() -> None:
     assert "BATCHVAL_CLIENT_SECRET" not in env
 
 
+def test_a_storage_connection_without_keys_keeps_the_worker_s_identity() -> None:
+    """No keys in the connection: the worker's role stays, the region and endpoint are added."""
+    inherited = {"AWS_ROLE_ARN": "arn:aws:iam::1:role/w", "AWS_WEB_IDENTITY_TOKEN_FILE": "/t"}
+    keyless = ConnectionFields(host=None, login=None, password=None, extra={"region_name": "r"})
+    env = rounds.round_environment(inherited, "/tmp/r", storage=keyless)
+    assert env["AWS_ROLE_ARN"] == "arn:aws:iam::1:role/w"
+    assert env["AWS_WEB_IDENTITY_TOKEN_FILE"] == "/t"
+    assert env["AWS_REGION"] == "r"
+
+
 @pytest.mark.parametrize(
     ("arguments", "run_id", "held"),
     [

@@ -123,16 +123,19 @@ def round_environment(
 ) -> dict[str, str]:
     """The whole environment of one round's process, the only way secrets reach it (never
     its arguments, never the log). Its temporary files go to the round's own working
-    directory, removed after the round. With a storage connection, the worker's own AWS_*
-    variables are dropped first, so that a profile or endpoint of the worker's never mixes
-    with the connection's credentials."""
+    directory, removed after the round. A storage connection with keys replaces the
+    worker's own AWS_* variables, so that a profile, role or endpoint of the worker's never
+    mixes with the connection's keys; one without keys (the worker's own identity: an
+    instance role, a pod's web identity) only adds its region and endpoint."""
     env = dict(inherited)
     env.update(TMPDIR=workdir, TMP=workdir, TEMP=workdir)
     if api is not None:
         env.update(api_environment(api))
     if storage is not None:
-        env = {name: value for name, value in env.items() if not name.startswith("AWS_")}
-        env.update(storage_environment(storage))
+        given = storage_environment(storage)
+        if "AWS_ACCESS_KEY_ID" in given:
+            env = {name: value for name, value in env.items() if not name.startswith("AWS_")}
+        env.update(given)
     return env
 
 
