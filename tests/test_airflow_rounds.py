@@ -201,6 +201,7 @@ def test_an_execution_timeout_is_refused_with_the_reason() -> None:
         rounds.refuse_execution_timeout(dt.timedelta(hours=6))
     assert "max_rounds" in str(refused.value)
     assert "late_after" in str(refused.value)
+    assert "execution_timeout=None" in str(refused.value)  # how to undo a DAG-wide default
 
 
 def test_the_package_loads_without_airflow() -> None:

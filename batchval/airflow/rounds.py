@@ -178,8 +178,9 @@ EXECUTION_TIMEOUT_REFUSED = (
     "BatchvalOperator takes no execution_timeout: Airflow counts it over the task's whole "
     "life, every deferral included, so a backfill that waits for midnight day after day "
     "would be failed by it mid-run. Bound the rounds with max_rounds and a late wake-up "
-    "with late_after (each deferral's own timeout) instead; a DAG's default_args must not "
-    "give this task one either"
+    "with late_after (each deferral's own timeout) instead. Given by a DAG's default_args "
+    "or by Airflow's [core] default_task_execution_timeout, it is refused as well: pass "
+    "execution_timeout=None to this task"
 )
 
 
