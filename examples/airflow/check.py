@@ -1,6 +1,9 @@
 """`make airflow-check`: the example DAGs run for real by `airflow dags test`, against a
 sandbox served on loopback, in Airflow's own virtual environment (never the project's).
 
+- batchval[airflow] is installed there (not from the checkout: Airflow works away from
+  it) and Airflow lists it as a provider.
+
 - batchval_nightly succeeds: the run completes and its report is written.
 - batchval_backfill stops at a small daily limit (exit 75 with `not_before` = midnight
   UTC), defers, and completes once the sandbox's clock has passed midnight: the sandbox
@@ -45,7 +48,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 from objects_server import S3Server, running, weed_binary  # noqa: E402  (the tests' server)
 
-AIRFLOW = Path(os.environ.get("AIRFLOW_VENV", ROOT / ".airflow-venv")) / "bin" / "airflow"
+AIRFLOW = (
+    Path(os.environ.get("AIRFLOW_VENV", ROOT / ".airflow-venv")) / "bin" / "airflow"
+).absolute()
 BATCHVAL = ROOT / ".venv" / "bin" / "batchval"
 SAMPLE = ROOT / "sample_inputs" / "portfolio.csv"
 # The sandbox's built-in logins (README, The sandbox).
@@ -140,18 +145,39 @@ class Airflow:
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
             "PYTHONWARNINGS": "ignore",
         }
+        # Airflow works from its home, away from the checkout: batchval must come from
+        # Airflow's own site-packages, as on a worker that never saw the checkout.
+        self.cwd = home.parent
         self("db", "migrate")
 
     def __call__(self, *args: str, env: dict[str, str] | None = None) -> str:
         done = subprocess.run(
             [str(AIRFLOW), *args],
             env={**self.env, **(env or {})},
+            cwd=self.cwd,
             capture_output=True,
             text=True,
             timeout=900,
             check=False,
         )
         return done.stdout + done.stderr
+
+    def installed(self) -> tuple[str, str]:
+        """Where Airflow's interpreter finds batchval, and the providers Airflow lists."""
+        done = subprocess.run(
+            [
+                str(AIRFLOW.parent / "python"),
+                "-c",
+                "import batchval.airflow as a; print(a.__file__)",
+            ],
+            env=self.env,
+            cwd=self.cwd,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        return done.stdout.strip(), self("providers", "list")
 
     def dags_test(self, dag_id: str, conf: dict[str, Any], env: dict[str, str]) -> tuple[str, str]:
         """Run one DagRun; returns its final state and the whole output."""
@@ -306,6 +332,14 @@ def main() -> int:
         started = time.monotonic()
         airflow = Airflow(work / "home")
         airflow("pools", "set", "batchval_default", "1", "one batchval run per API account")
+        module, providers = airflow.installed()
+        check(
+            "batchval[airflow] is installed in Airflow's environment and listed as a provider",
+            module.startswith(str(AIRFLOW.parent.parent))
+            and not module.startswith(str(ROOT / "batchval"))
+            and any(line.startswith("batchval ") for line in providers.splitlines()),
+            f"batchval.airflow from {module or 'nowhere'}",
+        )
 
         with sandbox("--no-rate-limit") as served:
             env = {DEFAULT_CONN: connection(served, "sandbox-live", "sandbox-live-secret")}
