@@ -35,4 +35,4 @@ def test_the_airflow_extra_asks_for_airflow_3() -> None:
     """`pip install 'batchval[airflow]'` brings Airflow 3 (the task SDK the operator uses)."""
     requires = distribution("batchval").requires or []
     extra = [r for r in requires if 'extra == "airflow"' in r]
-    assert [r.split(";")[0].strip() for r in extra] == ["apache-airflow<4,>=3.0"]
+    assert [r.split(";")[0].strip() for r in extra] == ["apache-airflow<4,>=3.3"]

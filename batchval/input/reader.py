@@ -492,3 +492,25 @@ def open_input(path: Path, options: InputOptions, *, postcode_only: bool = False
         _refuse_nested(path, table.schema, include)
         given.check_writable(path, table.passthrough_schema(mapped.passthrough, include))
     return InputSource(path, table, mapped, options)
+
+
+def read_as_text(path: Path, options: InputOptions) -> tuple[list[str], Iterator[pl.DataFrame]]:
+    """Every column of the file as text, batch by batch, with no mapping and no checks:
+    what `batchval init` reads to propose one. Raises InputError for a file that cannot
+    be read, as `open_input` does."""
+    path = Path(path)
+    head = read_head(path)
+    table: _Table
+    if head.startswith(_PARQUET_MAGIC):
+        table = _open_parquet(path)
+    elif head.startswith(_ZIP_MAGIC):
+        raise InputError(path, "is a zip archive or an Excel workbook; save it as CSV or Parquet")
+    else:
+        table, _ = _open_csv(path, head, options)
+    columns = list(table.columns)
+
+    def frames() -> Iterator[pl.DataFrame]:
+        for raw, _ in table.raw_batches(columns, [], None, options.batch_rows):
+            yield raw
+
+    return columns, frames()
