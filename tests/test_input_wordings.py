@@ -134,3 +134,9 @@ def test_each_row_of_a_batch_reads_its_own_wording() -> None:
         ("flat", "end_terrace"),
     ]
     assert found[3]["rule"] == "ambiguous_value"
+
+
+def test_text_that_starts_as_a_formula_is_no_wording() -> None:
+    """`+flat` or `=Detached House` is a spreadsheet's formula, not a wording: refused."""
+    for text in ("+flat", "=Detached House", "@Flat/Maisonette"):
+        assert _one(text)["rule"] == "not_in_list", text

@@ -33,7 +33,10 @@ _NOT_WORD = re.compile(r"[^0-9a-z]+")
 
 
 def wording_key(text: str) -> str:
-    """`flat maisonette` of `Flat/Maisonette`: how wordings are compared."""
+    """`flat maisonette` of `Flat/Maisonette`: how wordings are compared. Text that
+    starts as a spreadsheet formula does (= + - @) is no wording (its key is empty)."""
+    if text.strip().startswith(("=", "+", "-", "@")):
+        return ""
     return _NOT_WORD.sub(" ", text.lower()).strip()
 
 

@@ -406,6 +406,19 @@ def row_rules() -> None:
             "E6,SW1A 2AA,D,2,,,,,",
         ),
     )
+    # A lender's money and dates (input/lender_values): read as lenders write them, and
+    # a row with one that cannot be read is a problem naming the column.
+    _text(
+        "lender_values.csv",
+        _lines(
+            "loan_id,postcode,property_type,bedrooms,Current Balance,Completion Date",
+            'M1,SW1A 2AA,flat,2,"£412,500.00",15/03/2019',
+            "M2,SW1A 2AA,flat,2,412500,2019-03-15",
+            "M3,SW1A 2AA,flat,2,about 400k,15/03/2019",
+            "M4,SW1A 2AA,flat,2,100,31/02/2019",
+            "M5,SW1A 2AA,flat,2,,",
+        ),
+    )
     _text(
         "outside_coverage.csv",
         _lines(
