@@ -131,10 +131,24 @@ def test_an_unknown_sheet_is_refused_naming_the_sheets(tmp_path: Path) -> None:
 )
 def test_a_sheet_without_data_is_refused(tmp_path: Path, rows: list[list[Cell]], said: str) -> None:
     """An empty sheet, or one with a header and no row with a value, cannot be used."""
-    path = workbook(tmp_path / "loans.xlsx", {"Loans": rows, "Other": LOANS})
+    path = workbook(tmp_path / "loans.xlsx", {"Other": LOANS, "Loans": rows})
+    with pytest.raises(InputError) as caught:
+        open_input(path, InputOptions(sheet="Loans"))
+    assert str(caught.value) == f"{path}: {said}"
+
+
+def test_a_first_sheet_that_does_not_fit_names_the_others(tmp_path: Path) -> None:
+    """When the first sheet is read by default and lacks a column, the fault names the
+    workbook's other sheets and --sheet."""
+    notes: list[list[Cell]] = [["Note", "By"], ["Extract of 2026-11", "ops"]]
+    path = workbook(tmp_path / "loans.xlsx", {"Notes": notes, "Loans": LOANS})
     with pytest.raises(InputError) as caught:
         open_input(path, InputOptions())
-    assert str(caught.value) == f"{path}: {said}"
+    assert str(caught.value).endswith(
+        "; sheet 'Notes' was read (the first sheet; the others: 'Loans'; --sheet NAME reads "
+        "another)"
+    )
+    assert len(read_all(open_input(path, InputOptions(sheet="Loans")))) == 2
 
 
 def test_blank_rows_are_skipped_and_not_counted(tmp_path: Path) -> None:

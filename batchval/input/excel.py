@@ -50,10 +50,11 @@ _WHOLE_LIMIT = 2.0**53  # beyond, a double no longer holds every integer
 _QUIET = logging.getLogger("fastexcel.types.dtype")
 
 
-def sheet_to_parquet(path: Path, sheet: str | None, target: Path) -> str:
+def sheet_to_parquet(path: Path, sheet: str | None, target: Path) -> tuple[str, str]:
     """Write the sheet (the first when `sheet` is None) of the workbook at `path` to a
-    Parquet file at `target`, typed and without blank rows; returns the sheet's name.
-    Raises InputError when the workbook or the sheet cannot be used."""
+    Parquet file at `target`, typed and without blank rows; returns the sheet's name and,
+    when the first was read by default, the workbook's other sheets as a hint to add to a
+    fault in it (else ""). Raises InputError when the workbook or the sheet cannot be used."""
     try:
         workbook = fastexcel.read_excel(path)
     except fastexcel.FastExcelError as exc:
@@ -69,25 +70,29 @@ def sheet_to_parquet(path: Path, sheet: str | None, target: Path) -> str:
     if name not in names:
         listed = ", ".join(repr(n) for n in names)
         raise InputError(path, f"has no sheet {name!r}; its sheets: {listed} (--sheet NAME)")
+    hint = ""
+    if sheet is None and len(names) > 1:
+        others = ", ".join(repr(n) for n in names[1:])
+        hint = f" (the first sheet; the others: {others}; --sheet NAME reads another)"
     _QUIET.setLevel(logging.ERROR)
     try:
         loaded = workbook.load_sheet(name, schema_sample_rows=None, dtype_coercion="coerce")
         if not loaded.available_columns():
-            raise InputError(path, f"sheet {name!r} is empty")
+            raise InputError(path, f"sheet {name!r}{hint} is empty")
         if loaded.height == 0:
-            raise InputError(path, f"sheet {name!r} has a header but no data rows")
+            raise InputError(path, f"sheet {name!r}{hint} has a header but no data rows")
         batch = loaded.to_arrow()
     except fastexcel.FastExcelError as exc:
-        raise InputError(path, f"sheet {name!r} cannot be read: {_said(exc)}") from exc
+        raise InputError(path, f"sheet {name!r}{hint} cannot be read: {_said(exc)}") from exc
     # The sheet as calamine parsed it is the largest thing held: let it go first.
     del loaded, workbook
     table = _typed(pa.Table.from_batches([batch]))
     del batch
     table = _without_blank_rows(table)
     if table.num_rows == 0:
-        raise InputError(path, f"sheet {name!r} has a header but no data rows")
+        raise InputError(path, f"sheet {name!r}{hint} has a header but no data rows")
     pq.write_table(table, target, row_group_size=ROW_GROUP_ROWS)
-    return name
+    return name, hint
 
 
 def _said(exc: BaseException) -> str:

@@ -390,13 +390,17 @@ def _open_parquet(path: Path, file: Path | None = None) -> _ParquetTable:
     return _ParquetTable(path, columns, schema, file=file)
 
 
-def _open_workbook(path: Path, sheet: str | None) -> _ParquetTable:
-    """A workbook's sheet, read once into a Parquet file of the table's own (input/excel)."""
+def _open_workbook(path: Path, sheet: str | None) -> tuple[_ParquetTable, str]:
+    """A workbook's sheet, read once into a Parquet file of the table's own (input/excel),
+    and a hint for a missing-column fault (the other sheets, when the first was read)."""
     scratch = _Scratch()
     file = scratch.path / "sheet.parquet"
-    name = sheet_to_parquet(path, sheet, file)
+    name, hint = sheet_to_parquet(path, sheet, file)
     table = _open_parquet(path, file)
-    return dataclasses.replace(table, read_as=ReadAs("excel", sheet=name), scratch=scratch)
+    read_as = ReadAs("excel", sheet=name)
+    if hint:
+        hint = f"; sheet {name!r} was read{hint}"
+    return dataclasses.replace(table, read_as=read_as, scratch=scratch), hint
 
 
 def _is_text(kind: pa.DataType) -> bool:
@@ -552,7 +556,7 @@ def open_input(path: Path, options: InputOptions, *, postcode_only: bool = False
             )
         table = _open_parquet(path)
     elif head.startswith((_ZIP_MAGIC, _OLE2_MAGIC)):
-        table = _open_workbook(path, options.sheet)
+        table, hint = _open_workbook(path, options.sheet)
     else:
         table, hint = _open_csv(path, head, options)
     mapped = resolve_columns(path, table.columns, options, hint=hint, postcode_only=postcode_only)
