@@ -227,3 +227,20 @@ def test_a_sheet_named_for_a_file_that_is_not_a_workbook_is_refused(
         pq.write_table(table, path)
     with pytest.raises(InputError, match="not an Excel workbook: it has no sheet 'Loans'"):
         open_input(path, InputOptions(sheet="Loans"))
+
+
+def test_formulas_are_their_saved_values_and_errors_are_empty(tmp_path: Path) -> None:
+    """A formula cell reads as the value Excel saved for it (never computed here), in a
+    request field as in a pass-through column; an error cell (#DIV/0!) reads as empty."""
+    path = tmp_path / "loans.xlsx"
+    book = xlsxwriter.Workbook(str(path))
+    sheet = book.add_worksheet("Loans")
+    sheet.write_row(0, 0, ["postcode", "property_type", "bedrooms", "ratio"])
+    sheet.write_row(1, 0, ["SW1A 1AA", "flat"])
+    sheet.write_formula(1, 2, "=1+2", None, 3)
+    sheet.write_formula(1, 3, "=1/0", None, "#DIV/0!")
+    sheet.write_row(2, 0, ["SW1A 2AA", "flat", 2, 0.5])
+    book.close()
+    rows = read_all(open_input(path, InputOptions()))
+    assert [request(r)["bedrooms"] for r in rows] == [3, 2]
+    assert [r["passthrough"]["ratio"] for r in rows] == [None, 0.5]

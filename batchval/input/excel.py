@@ -15,6 +15,8 @@ CSV, and requests, problems and pass-through types follow Parquet's rules from t
   (Excel keeps every number as a double) is Int64, and a date-time column whose every
   value is at midnight is a date. Request fields are cast to text from these types, as a
   Parquet file's are (a bedrooms cell 3.0 is `3`, validated as 3).
+- **Formulas** are read as the values Excel last saved for them, never computed here; a
+  cell holding an error (`#N/A`, `#DIV/0!`) reads as empty.
 - **Rows**: a row with no value at all (every cell empty or spaces: formatting that
   Excel keeps below the data, say) is skipped and not counted, as a CSV's blank line is;
   so data row N is the sheet's row N + 1 when no blank row comes before it.
