@@ -61,8 +61,13 @@ bench: $(STAMP)
 reliability: $(STAMP)
 	$(BIN)/python tests/reliability/report.py
 
-# The example DAGs run by `airflow dags test` against the sandbox (examples/airflow/check.py),
-# in Airflow's own virtual environment: Airflow is never one of the project's dependencies.
+# The example DAGs run by `airflow dags test` against the sandbox and a SeaweedFS S3 server
+# (examples/airflow/check.py), in Airflow's own virtual environment: Airflow is never one of
+# the project's dependencies. batchval goes in as a user's `pip install 'batchval[airflow]'`
+# puts it, not editable: a task moved to another worker has no checkout, so the DAGs must
+# run on the installed package alone (its provider entry point, its data files), and they
+# do: reinstalled whenever the package's files change. `build/` is removed first, since
+# setuptools would ship a module deleted from the tree from its stale copy there.
 AIRFLOW_VENV ?= .airflow-venv
 AIRFLOW_VERSION ?= 3.3.2
 $(AIRFLOW_VENV)/.installed:
@@ -70,7 +75,13 @@ $(AIRFLOW_VENV)/.installed:
 	$(AIRFLOW_VENV)/bin/python -m pip install --quiet "apache-airflow==$(AIRFLOW_VERSION)"
 	touch $@
 
-airflow-check: $(STAMP) $(AIRFLOW_VENV)/.installed
+$(AIRFLOW_VENV)/.batchval: $(AIRFLOW_VENV)/.installed pyproject.toml $(shell find batchval -type f -not -path '*/__pycache__/*')
+	rm -rf build
+	$(AIRFLOW_VENV)/bin/python -m pip install --quiet --force-reinstall --no-deps .
+	$(AIRFLOW_VENV)/bin/python -m pip install --quiet ".[airflow]" "apache-airflow==$(AIRFLOW_VERSION)"
+	touch $@
+
+airflow-check: $(STAMP) $(AIRFLOW_VENV)/.batchval
 	AIRFLOW_VENV=$(AIRFLOW_VENV) $(BIN)/python examples/airflow/check.py
 
 clean:

@@ -580,6 +580,53 @@ def verify(out_dir: str, config_file: Path | None, concurrency: int | None) -> N
     raise SystemExit(int(summary.exit_code))
 
 
+@cli.command()
+@click.argument("input_path", metavar="INPUT")
+@click.option(
+    "--out",
+    "-o",
+    "config_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Where to write the proposal [INPUT's name with .batchval.yaml, here].",
+)
+@click.option("--force", is_flag=True, help="Replace the file --out names if it exists.")
+def init(input_path: str, config_out: Path | None, force: bool) -> None:
+    """Propose a config for INPUT (a lender's own file; a path or an s3:// URL): each
+    column's mapping and why, the lender columns found, every value it cannot place with
+    its count; then read INPUT through it and say what a run would send; exit 0, 64 or 65."""
+    from batchval.engine.place import input_of
+    from batchval.input import InputError, InputOptions
+    from batchval.input.reader import read_as_text
+    from batchval.settings import load_settings
+    from batchval.tools.init import propose, render, summary_lines, survey, trial
+
+    logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=Redactor(), level=30)
+    name = input_path.rstrip("/").rpartition("/")[2]
+    target = config_out or Path(f"{Path(name).stem}.batchval.yaml")
+    if target.exists() and not force:
+        raise click.UsageError(f"{target} exists: give another --out, or --force to replace it")
+    with _refusals(), input_of(input_path, os.environ) as source:
+        try:
+            columns, frames = read_as_text(source, InputOptions())
+            surveyed, rows = survey(columns, frames)
+        except InputError as exc:
+            click.echo(f"batchval: input_unusable: {exc}", err=True)
+            raise SystemExit(int(ExitCode.INPUT)) from None
+        proposal = propose(columns, surveyed, rows)
+        target.write_text(render(proposal, input_path), encoding="utf-8")
+        click.echo(f"wrote {target}: a config proposed for {input_path} ({rows} data rows)")
+        for line in summary_lines(proposal):
+            click.echo(line)
+        try:
+            tried = trial(source, load_settings(target, os.environ).input)
+        except (InputError, SettingsError) as exc:
+            click.echo(f"batchval: input_unusable: with {target}: {exc}", err=True)
+            raise SystemExit(int(ExitCode.INPUT)) from None
+    for line in tried.lines():
+        click.echo(line)
+    click.echo(f"next: batchval run {input_path} --config {target} --out DIR --dry-run")
+
+
 def main(argv: list[str] | None = None) -> None:
     """The console script: click's own exit code 2 for usage errors becomes 64."""
     try:

@@ -13,7 +13,9 @@ import re
 
 # Outward code: area (1-2 letters), district digit, optional digit or letter.
 # Inward code: digit and two letters. Spaces are optional in input.
-_SHAPE = re.compile(r"^([A-Z]{1,2})([0-9][A-Z0-9]?)([0-9])([A-Z]{2})$")
+# A full postcode, compact and in capitals (polars' regex engine reads it alike).
+SHAPE_PATTERN = r"^([A-Z]{1,2})([0-9][A-Z0-9]?)([0-9])([A-Z]{2})$"
+_SHAPE = re.compile(SHAPE_PATTERN)
 # A full postcode standing as a word inside other text (an address in a reference).
 POSTCODE_IN_TEXT = r"(?i)\b[A-Z]{1,2}[0-9][A-Z0-9]? ?[0-9][A-Z]{2}\b"
 _IN_TEXT = re.compile(POSTCODE_IN_TEXT)

@@ -12,6 +12,10 @@ writes, beside this script:
   `origination_date` (lender outputs: LTVs, bands, flags and portfolio totals). Two rows
   have no balance and two a balance of 0 (loans redeemed). Drawn from a random stream of
   its own, so the other files are unchanged by it.
+- `lender_book.xlsx`, `lender_book_windows.csv`, `lender_book.csv`: 66 loans of a
+  lender's own book in three forms (a workbook with typed cells; what Excel on Windows
+  saves as CSV: cp1252, `£412,500.00`, `15/03/2019`; a UTF-8 CSV), every property-type
+  wording batchval reads without a `values` map and three it refuses as ambiguous.
 - `lender_extract.csv`: 300 other homes as a lender's system might export them: its own
   column names and codes, semicolon-delimited, UTF-8 with a BOM, CRLF line ends, some
   postcodes in lower case without the space. `configs/lender_extract.yaml` maps it.
@@ -495,6 +499,131 @@ def write_mortgage_book(rows: Sequence[Sequence[str]], path: Path) -> None:
         csv.writer(handle, lineterminator="\n").writerows(rows)
 
 
+# A lender's own book as a first contact sees it (issue 24): its column names, the
+# property-type wordings of lenders, the EPC register and Land Registry, money with pound
+# signs and UK dates; in three forms (a workbook, a Windows "Save as CSV", a UTF-8 CSV).
+LENDER_BOOK_COLUMNS = (
+    "Loan Ref",
+    "Property Postcode",
+    "Prop Type",
+    "Built Form",
+    "Beds",
+    "Current Balance",
+    "Original Valuation",
+    "Completion Date",
+)
+# (wording, built form or None, the API's propertyType or None: a problem, ambiguous)
+LENDER_BOOK_WORDINGS: tuple[tuple[str, str | None, str | None], ...] = (
+    ("Detached House", None, "detached"),
+    ("Semi-Detached House", None, "semi_detached"),
+    ("Terraced House", None, "terraced"),
+    ("Mid Terrace", None, "terraced"),
+    ("End Terrace House", None, "terraced"),
+    ("Enclosed End-Terrace", None, "terraced"),
+    ("Flat", None, "flat"),
+    ("Maisonette", None, "flat"),
+    ("Flat/Maisonette", None, "flat"),
+    ("Apartment", None, "flat"),
+    ("D", None, "detached"),
+    ("S", None, "semi_detached"),
+    ("T", None, "terraced"),
+    ("F", None, "flat"),
+    ("House", "Semi-Detached", "semi_detached"),
+    ("House", "Mid-Terrace", "terraced"),
+    ("Bungalow", "Detached", "detached"),
+    ("Flat", "End-Terrace", "flat"),
+    ("Maisonette", "NO DATA!", "flat"),
+    ("Bungalow", None, None),
+    ("Park Home", None, None),
+    ("O", None, None),
+)
+LENDER_BOOK_ROWS = 66  # every wording three times
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LenderLoan:
+    loan: str
+    postcode: str
+    wording: str
+    built_form: str | None
+    bedrooms: int
+    balance: float
+    valuation: int
+    completed: tuple[int, int, int]  # year, month, day
+
+
+def make_lender_book(rng: random.Random) -> list[LenderLoan]:
+    loans = []
+    for n in range(LENDER_BOOK_ROWS):
+        wording, form, api_type = LENDER_BOOK_WORDINGS[n % len(LENDER_BOOK_WORDINGS)]
+        home = make_home(rng)
+        while home.property_type != (api_type or home.property_type):
+            home = make_home(rng)
+        counts = (1, 2, 3) if api_type == "flat" else (2, 3, 4)
+        value = round(rng.uniform(120_000, 650_000), -3)
+        loans.append(
+            LenderLoan(
+                loan=f"LN{rng.randrange(10**6, 10**7)}",
+                postcode=home.postcode,
+                wording=wording,
+                built_form=form,
+                bedrooms=rng.choice(counts),
+                balance=round(value * rng.uniform(0.3, 0.9), 2),
+                valuation=int(value),
+                completed=(rng.randrange(2010, 2026), rng.randrange(1, 13), rng.randrange(1, 29)),
+            )
+        )
+    return loans
+
+
+def write_lender_book_csv(loans: Sequence[LenderLoan], path: Path, *, windows: bool) -> None:
+    """`windows`: as Excel on Windows saves CSV (cp1252, CRLF, £412,500.00, 15/03/2019);
+    else UTF-8 with plain numbers and ISO dates."""
+    encoding, ending = ("cp1252", "\r\n") if windows else ("utf-8", "\n")
+    with path.open("w", encoding=encoding, newline="") as handle:
+        out = csv.writer(handle, lineterminator=ending)
+        out.writerow(LENDER_BOOK_COLUMNS)
+        for loan in loans:
+            year, month, day = loan.completed
+            out.writerow(
+                [
+                    loan.loan,
+                    loan.postcode,
+                    loan.wording,
+                    loan.built_form or "",
+                    loan.bedrooms,
+                    f"£{loan.balance:,.2f}" if windows else f"{loan.balance:.2f}",
+                    f"£{loan.valuation:,}" if windows else loan.valuation,
+                    f"{day:02d}/{month:02d}/{year}" if windows else f"{year}-{month:02d}-{day:02d}",
+                ]
+            )
+
+
+def write_lender_book_xlsx(loans: Sequence[LenderLoan], path: Path) -> None:
+    """A workbook as a lender keeps it: numbers, money and dates as typed cells."""
+    import datetime as dt
+
+    import xlsxwriter
+
+    with xlsxwriter.Workbook(str(path)) as book:
+        sheet = book.add_worksheet("Loans")
+        money = book.add_format({"num_format": "£#,##0.00"})
+        day = book.add_format({"num_format": "dd/mm/yyyy"})
+        sheet.write_row(0, 0, LENDER_BOOK_COLUMNS)
+        for row, loan in enumerate(loans, start=1):
+            sheet.write_string(row, 0, loan.loan)
+            sheet.write_string(row, 1, loan.postcode)
+            sheet.write_string(row, 2, loan.wording)
+            if loan.built_form is not None:
+                sheet.write_string(row, 3, loan.built_form)
+            sheet.write_number(row, 4, loan.bedrooms)
+            sheet.write_number(row, 5, loan.balance, money)
+            sheet.write_number(row, 6, loan.valuation, money)
+            sheet.write_datetime(row, 7, dt.datetime(*loan.completed), day)
+        notes = book.add_worksheet("Notes")
+        notes.write_string(0, 0, "Extract of the mortgage book, for valuation")
+
+
 def main(out_dir: Path | None = None) -> None:
     out = out_dir or Path(__file__).resolve().parent
     rng = random.Random(SEED)
@@ -505,6 +634,10 @@ def main(out_dir: Path | None = None) -> None:
     # Its own stream, drawn last: the files above stay byte for byte as they were.
     book = make_mortgage_book(random.Random(SEED + 1), portfolio)
     write_mortgage_book(book, out / "mortgage_book.csv")
+    loans = make_lender_book(random.Random(SEED + 2))
+    write_lender_book_csv(loans, out / "lender_book.csv", windows=False)
+    write_lender_book_csv(loans, out / "lender_book_windows.csv", windows=True)
+    write_lender_book_xlsx(loans, out / "lender_book.xlsx")
 
 
 if __name__ == "__main__":

@@ -142,3 +142,62 @@ def test_a_bad_lender_setting_is_one_clear_line(tmp_path: Path, section: str, sa
     config.write_text(f"lender: {section}\n", encoding="utf-8")
     with pytest.raises(SettingsError, match=said):
         load_settings(config, {})
+
+
+LENDER_EXTRACT = [
+    "Loan Ref",
+    "Property Postcode",
+    "Prop Type",
+    "Beds",
+    "Current Balance",
+    "Original Valuation",
+    "Completion Date",
+]
+
+
+def test_a_lenders_usual_names_are_found_without_a_mapping() -> None:
+    """`Current Balance`, `Original Valuation`, `Completion Date`, `Loan Ref`: found."""
+    assert find_lender_columns(LENDER_EXTRACT, {}) == {
+        "loan_balance": "Current Balance",
+        "origination_value": "Original Valuation",
+        "origination_date": "Completion Date",
+        "loan_id": "Loan Ref",
+    }
+
+
+@pytest.mark.parametrize(
+    ("names", "balance"),
+    [
+        (["Outstanding Balance", "Balance"], "Outstanding Balance"),  # the first usual name
+        (["OS_Balance"], "OS_Balance"),
+        (["loan_balance", "Current Balance"], "loan_balance"),  # its own name first
+    ],
+)
+def test_the_first_usual_name_wins(names: list[str], balance: str) -> None:
+    assert find_lender_columns([*HEADER, *names], {})["loan_balance"] == balance
+
+
+def test_two_columns_of_one_usual_name_are_refused() -> None:
+    with pytest.raises(LenderColumnError, match="all look like loan_balance"):
+        find_lender_columns([*HEADER, "Current Balance", "current_balance"], {})
+
+
+def test_a_column_may_be_both_the_reference_and_the_loan_id() -> None:
+    """`Loan Ref` sent as the reference and kept as the row's identity (issue 24, 6)."""
+    options = InputOptions(
+        columns={
+            "reference": "Loan Ref",
+            "loan_id": "Loan Ref",
+            "postcode": "Property Postcode",
+            "propertyType": "Prop Type",
+            "bedrooms": "Beds",
+        }
+    )
+    mapped = resolve_columns(Path("book.csv"), LENDER_EXTRACT, options)
+    assert mapped.fields["reference"] == "Loan Ref"
+    assert mapped.passthrough == [
+        "Loan Ref",
+        "Current Balance",
+        "Original Valuation",
+        "Completion Date",
+    ]

@@ -23,7 +23,7 @@ from batchval.outcome import ExitCode, StopReason
 from batchval.sandbox.server import RunningSandbox
 
 GOOD = ("SW1A 2AA", "terraced")
-UNMAPPED = ("SW1A 2AA", "T")  # a lender's code with no `values` entry
+UNMAPPED = ("SW1A 2AA", "Q")  # a lender's code with no `values` entry
 SCOTTISH = ("EH1 1AA", "terraced")  # outside England and Wales
 NOT_A_POSTCODE = ("12 High Street", "terraced")
 
@@ -76,7 +76,7 @@ def test_more_than_the_share_refused_stops(
     rows: int, refused: int, share: float, stops: bool
 ) -> None:
     """The run stops exactly when the refused rows are more than the share (0: never)."""
-    kinds = [RefusedKind("propertyType", "not_in_list", refused, "propertyType 'T' ...")]
+    kinds = [RefusedKind("propertyType", "not_in_list", refused, "propertyType 'Q' ...")]
     stop = mostly_refused(rows, refused, kinds, share, source="book.csv")
     assert (stop is not None) is stops
     if stop is not None:
@@ -89,7 +89,7 @@ def test_the_detail_names_the_commonest_problems_and_the_fix() -> None:
     """The detail counts the rows, names the top kinds (field, rule, rows) and the rest,
     and tells the fix of the commonest with its first row's words."""
     kinds = [
-        RefusedKind("propertyType", "not_in_list", 30, "propertyType 'T' is not one of ..."),
+        RefusedKind("propertyType", "not_in_list", 30, "propertyType 'Q' is not one of ..."),
         RefusedKind("postcode", "outside-coverage", 8, None),
         RefusedKind("bedrooms", "out_of_range", 2, None),
         RefusedKind(None, "area_or_bedrooms_required", 1, None),
@@ -101,7 +101,7 @@ def test_the_detail_names_the_commonest_problems_and_the_fix() -> None:
     assert named in stop.detail
     assert "other 1" in stop.detail
     assert "input.values.propertyType" in stop.detail
-    assert "propertyType 'T'" in stop.detail
+    assert "propertyType 'Q'" in stop.detail
 
 
 @pytest.mark.parametrize("rule", list(PROBLEM_RULES))
@@ -272,7 +272,7 @@ def test_a_corrected_config_runs_in_the_same_dir(served: RunningSandbox, tmp_pat
     source = homes(tmp_path / "book.csv", (10, UNMAPPED))
     out = tmp_path / "out"
     assert run_cli("run", str(source), "--out", str(out), env=env_for(served)).returncode == 65
-    fixed = config(tmp_path / "c.yaml", "input: {values: {propertyType: {T: terraced}}}")
+    fixed = config(tmp_path / "c.yaml", "input: {values: {propertyType: {Q: terraced}}}")
     done = run_cli("run", str(source), "--out", str(out), *fixed, env=env_for(served))
     assert done.returncode == 0, done.stderr
     results, problems, summary = outputs(out)
@@ -293,7 +293,7 @@ def test_a_dir_that_sent_still_refuses_a_change(served: RunningSandbox, tmp_path
         "run", str(source), "--out", str(out), "--accept-changes", env=env_for(served)
     )
     assert accepted.returncode == 65, accepted.stderr
-    fixed = config(tmp_path / "c.yaml", "input: {values: {propertyType: {T: terraced}}}")
+    fixed = config(tmp_path / "c.yaml", "input: {values: {propertyType: {Q: terraced}}}")
     refused = run_cli("run", str(source), "--out", str(out), *fixed, env=env_for(served))
     assert refused.returncode == 64, refused.stderr
     assert "--accept-changes" in refused.stderr

@@ -74,8 +74,10 @@ BAD_VALUES = [
     ("postcode", "IM1 1AA", "postcode", "outside-coverage"),
     ("postcode", "JE2 3AA", "postcode", "outside-coverage"),
     ("postcode", "GY1 1AA", "postcode", "outside-coverage"),
-    ("property_type", "bungalow", "propertyType", "not_in_list"),
-    ("property_type", "semi detached house", "propertyType", "not_in_list"),
+    ("property_type", "castle", "propertyType", "not_in_list"),
+    ("property_type", "semi detached cottage", "propertyType", "not_in_list"),
+    ("property_type", "bungalow", "propertyType", "ambiguous_value"),
+    ("property_type", "park home", "propertyType", "ambiguous_value"),
     ("built_form", "terrace", "builtForm", "not_in_list"),
     ("walls_energy_efficiency", "excellent", "wallsEnergyEfficiency", "not_in_list"),
     ("bedrooms", "3.5", "bedrooms", "not_an_integer"),
@@ -413,7 +415,7 @@ def test_value_map_translates_codes() -> None:
     """The config's codes match on the trimmed value in any case; others still fail."""
     options = InputOptions(values={"propertyType": {"S": "semi_detached", "semi": "semi_detached"}})
     rows = check(
-        [{**GOOD, "property_type": code} for code in (" s ", "SEMI", "Flat", "D")], options
+        [{**GOOD, "property_type": code} for code in (" s ", "SEMI", "Flat", "Q")], options
     )
     types = [r["request_json"] and json.loads(r["request_json"])["propertyType"] for r in rows]
     assert types == ["semi_detached", "semi_detached", "flat", None]

@@ -76,15 +76,17 @@ def test_no_module_past_800_lines(path: Path) -> None:
 
 
 def test_every_module_sits_in_a_room_of_the_house() -> None:
-    """At the top only the foundations, the cli and the package's face: every other module
-    is in a folder that says what it is (ARCHITECTURE.md's picture)."""
+    """At the top only the foundations, the cli and the package's face (`__init__`, and
+    `__main__` for `python -m batchval`): every other module is in a folder that says what
+    it is (ARCHITECTURE.md's picture)."""
     top = {path.stem for path in PACKAGE.glob("*.py")}
-    assert top == {"__init__", "cli", *FOUNDATIONS}
+    assert top == {"__init__", "__main__", "cli", *FOUNDATIONS}
     folders = {path.name for path in PACKAGE.iterdir() if (path / "__init__.py").is_file()}
     assert folders == {
         *(name.rpartition(".")[2] for name in (*FLOORS, *PRODUCTS)),
         "tools",
         "sandbox",
+        "airflow",
     }
 
 
@@ -107,6 +109,22 @@ def test_the_products_never_import_each_other(product: str) -> None:
     others = [other for other in PRODUCTS if other != product]
     assert _importers_of("batchval.engine", product) != []  # the check can see
     assert [name for other in others for name in _importers_of(other, product)] == []
+
+
+def test_the_airflow_provider_stands_apart() -> None:
+    """batchval/airflow/ runs batchval as a process: it imports only the exit codes and
+    itself, and nothing of batchval imports it (Airflow is never batchval's dependency)."""
+    inside = [path for path in MODULES if _in(_name(path), "batchval.airflow")]
+    assert inside  # the check can see
+    outside = {
+        name
+        for path in inside
+        for name in _imports(path)
+        if not _in(name, "batchval.airflow") and not _in(name, "batchval.outcome")
+    }
+    assert outside == {"batchval", "batchval.__version__"}  # provider_info's version
+    importers = _importers_of("batchval.airflow", "batchval")
+    assert [name for name in importers if not _in(name, "batchval.airflow")] == []
 
 
 def test_the_sandbox_never_imports_the_sending_code() -> None:

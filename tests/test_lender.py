@@ -22,8 +22,10 @@ from batchval.contract.lender import (
     LenderFigures,
     Lending,
     amounts,
+    dates,
     model_builds,
     months_between,
+    months_since,
 )
 from batchval.input.lender import LenderOptions
 from batchval.sandbox.server import RunningSandbox
@@ -242,9 +244,15 @@ def test_portfolio_counts_each_row_as_a_loan() -> None:
 
 
 def test_no_lender_columns_no_lending() -> None:
-    """An input with neither a balance nor an origination value gets no lender figures."""
-    schema = pa.schema([("loan_id", pa.string()), ("origination_date", pa.string())])
+    """An input with no balance, origination value or date gets no lender figures; a
+    date alone gives the months since origination (and the flags)."""
+    schema = pa.schema([("loan_id", pa.string())])
     assert Lending.for_write(schema, {}, LenderOptions(), as_of=AS_OF) is None
+    dated = schema.append(pa.field("origination_date", pa.date32()))
+    aged = Lending.for_write(dated, {}, LenderOptions(), as_of=AS_OF)
+    assert aged is not None
+    assert aged.asks == {"lender", "origination_date"}
+    schema = schema.append(pa.field("origination_date", pa.string()))
     with_balance = schema.append(pa.field("Loan Balance", pa.int64()))
     found = Lending.for_write(with_balance, {}, LenderOptions(), as_of=AS_OF)
     assert found is not None
@@ -433,3 +441,27 @@ def test_sample_mortgage_book(served: RunningSandbox, tmp_path: Path) -> None:
     assert summary["portfolio"]["rows"] == counted == results.height - 2
     assert summary["portfolio"]["rows_left_out"] == 2
     assert results.filter(pl.col("loan_balance") == 0)["indexed_ltv"].to_list() == [0.0, 0.0]
+
+
+@pytest.mark.parametrize(
+    ("origination", "months"),
+    [
+        (dt.date(2019, 3, 15), 7 * 12 + 8),  # to 23 November 2026
+        (dt.date(2026, 10, 23), 1),
+        (dt.date(2026, 10, 24), 0),
+        (dt.date(2026, 11, 23), 0),
+        (dt.date(2026, 11, 24), None),  # after the run's date
+        (None, None),
+    ],
+)
+def test_months_since_origination_are_whole_months(
+    origination: dt.date | None, months: int | None
+) -> None:
+    assert months_since(origination, AS_OF) == months
+
+
+def test_dates_are_read_from_dates_timestamps_and_iso_text() -> None:
+    assert dates(pa.array([dt.date(2019, 3, 15), None])) == [dt.date(2019, 3, 15), None]
+    stamps = pa.array([dt.datetime(2019, 3, 15, 10, 30)], pa.timestamp("ms"))
+    assert dates(stamps) == [dt.date(2019, 3, 15)]
+    assert dates(pa.array(["2019-03-15", "15/03/2019", None])) == [dt.date(2019, 3, 15), None, None]

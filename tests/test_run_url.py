@@ -45,12 +45,14 @@ def test_a_backfill_across_days_on_blank_machines_pays_once(
     served: RunningSandbox, s3_server: S3Server, tmp_path: Path
 ) -> None:
     """300 rows at a daily limit of 100: one invocation a UTC day, each from an empty
-    directory of its own; every row valued, each request charged once, the results at the
-    URL for polars to read."""
+    directory of its own; every row valued, each request charged once, one run id across
+    the days (as `status URL --json` reads it, the Airflow operator's view), the results
+    at the URL for polars to read."""
     served.sandbox.account(LIVE.client_id).daily_limit = 100
     url = s3_server.url("backfill-1")
     source = portfolio(tmp_path / "book.csv", 300)
-    codes = []
+    store = ObjectStore.from_url(url, s3_server.env())
+    codes, run_ids = [], []
     for day in range(4):
         if day:
             served.sandbox.clock.advance(DAY)
@@ -67,15 +69,25 @@ def test_a_backfill_across_days_on_blank_machines_pays_once(
         )
         codes.append(done.returncode)
         assert list(work.iterdir()) == [], "nothing is left on the machine's disk"
+        status = subprocess.run(
+            [BATCHVAL, "status", url, "--json"],
+            env=_env(served, s3_server, day * DAY),
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        run_ids.append(json.loads(status.stdout)["run_id"])
         if done.returncode == 0:
             break
         assert done.returncode == 75, done.stderr
         assert "daily_limit" in done.stderr
     assert codes == [75, 75, 0]
+    assert len(set(run_ids)) == 1, run_ids
     ledger = served.sandbox.ledger
     assert ledger.keys_charged_twice() == []
     assert len(ledger.valuations_created(LIVE.client_id)) == 300
-    store = ObjectStore.from_url(url, s3_server.env())
     results = pl.read_parquet(io.BytesIO(_read(store, "results.parquet")))
     assert sorted(results["row_number"].to_list()) == list(range(1, 301))
     summary = json.loads(_read(store, "summary.json"))

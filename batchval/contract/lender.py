@@ -34,8 +34,14 @@ log = structlog.get_logger()
 # for the LTV columns, an origination value for the change since, either for the flags.
 LTV_COLUMNS = "loan_balance"
 ORIGINATION_COLUMNS = "origination_value"
+ORIGINATION_DATE_COLUMNS = "origination_date"
 FLAG_COLUMNS = "lender"
-LENDER_GROUPS: tuple[str, ...] = (LTV_COLUMNS, ORIGINATION_COLUMNS, FLAG_COLUMNS)
+LENDER_GROUPS: tuple[str, ...] = (
+    LTV_COLUMNS,
+    ORIGINATION_COLUMNS,
+    ORIGINATION_DATE_COLUMNS,
+    FLAG_COLUMNS,
+)
 FLAGS: tuple[str, ...] = ("partial_data", "wide_range", "stale_index", "model_changed")
 
 
@@ -52,9 +58,39 @@ class LenderFigures:
     wide_range: bool | None  # (high - low) / estimate above the threshold
     stale_index: bool | None  # indexedTo more than N months before the run's month
     model_changed: bool | None  # the run's valuations came from more than one model build
+    # Whole calendar months from the origination date to the run's date.
+    months_since_origination: int | None = None
 
 
 NO_FIGURES = LenderFigures(None, None, None, None, None, None, None, None, None)
+
+
+def months_since(origination: dt.date | None, as_of: dt.date) -> int | None:
+    """Whole months from `origination` to `as_of` (15 March to 14 April is 0, to 15 April
+    1); None without a date, or for one after `as_of`."""
+    if origination is None or origination > as_of:
+        return None
+    months = (as_of.year - origination.year) * 12 + as_of.month - origination.month
+    return months - (as_of.day < origination.day)
+
+
+def dates(values: pa.Array) -> list[dt.date | None]:
+    """The dates of a pass-through column (`input/lender_values` reads lenders' text into
+    dates; a DIR of an older batchval may hold ISO text): None for anything else."""
+    kind = values.type
+    if pa.types.is_date(kind):
+        return list(values.cast(pa.date32()).to_pylist())
+    if pa.types.is_timestamp(kind):
+        return [None if v is None else v.date() for v in values.to_pylist()]
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        found: list[dt.date | None] = []
+        for text in values.to_pylist():
+            try:
+                found.append(dt.date.fromisoformat(text.strip()[:10]) if text else None)
+            except ValueError:
+                found.append(None)
+        return found
+    return [None] * len(values)
 
 
 def months_between(earlier: str, later: dt.date) -> int | None:
@@ -121,6 +157,7 @@ class Lending:
     ) -> None:
         self._balance_at = columns.get("loan_balance")
         self._origination_at = columns.get("origination_value")
+        self._date_at = columns.get("origination_date")
         self.options = options
         self.as_of = as_of
         self.model_changed = len(model_builds(model_versions)) > 1
@@ -146,7 +183,7 @@ class Lending:
         except LenderColumnError as exc:  # checked when the input was read; kept safe here
             log.warning("output.lender.columns", detail=str(exc))
             return None
-        figures = (LTV_COLUMNS, ORIGINATION_COLUMNS)
+        figures = (LTV_COLUMNS, ORIGINATION_COLUMNS, ORIGINATION_DATE_COLUMNS)
         at = {f: names.index(c) for f, c in found.items() if f in figures}
         if not at:
             return None
@@ -161,6 +198,8 @@ class Lending:
             groups.add(LTV_COLUMNS)
         if self._origination_at is not None:
             groups.add(ORIGINATION_COLUMNS)
+        if self._date_at is not None:
+            groups.add(ORIGINATION_DATE_COLUMNS)
         return frozenset(groups)
 
     def batch(
@@ -180,6 +219,12 @@ class Lending:
         figures = [
             self.figures(v, b, o) for v, b, o in zip(valuations, balances, origins, strict=True)
         ]
+        if self._date_at is not None:
+            months = [months_since(d, self.as_of) for d in dates(passthrough[self._date_at])]
+            figures = [
+                dataclasses.replace(f, months_since_origination=m)
+                for f, m in zip(figures, months, strict=True)
+            ]
         if self.portfolio is not None:
             for valuation, row in zip(valuations, figures, strict=True):
                 self.portfolio.add(valuation, row)
@@ -250,6 +295,8 @@ class Portfolio:
         self.bands = {label: _Sums() for label in labels}
         self.authorities: dict[str, _Sums] = {}
         self.flags: Counter[str] = Counter()
+        self.aged = 0  # rows with months since origination
+        self.months = 0  # their sum
 
     def add(self, valuation: Valuation | None, row: LenderFigures) -> None:
         if valuation is None or row.balance is None or row.indexed_ltv is None:
@@ -267,6 +314,9 @@ class Portfolio:
         area = self.authorities.setdefault(valuation.local_authority, _Sums())
         area.rows += 1
         area.balance += balance
+        if row.months_since_origination is not None:
+            self.aged += 1
+            self.months += row.months_since_origination
         flags = self.flags
         if row.partial_data:
             flags["partial_data"] += 1
@@ -296,4 +346,8 @@ class Portfolio:
                 for code, s in sorted(self.authorities.items())
             },
             "flags": {flag: self.flags[flag] for flag in FLAGS},
+            # The loans' mean age in whole months, over those with an origination date.
+            "mean_months_since_origination": round(self.months / self.aged, 1)
+            if self.aged
+            else None,
         }

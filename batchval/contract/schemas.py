@@ -38,7 +38,12 @@ from batchval.api.models import Valuation
 
 # The API's member names; the columns are their snake_case.
 from batchval.api.vocabulary import AREA_INSIGHTS_MEMBERS, COMMENTARY_MEMBERS
-from batchval.contract.lender import FLAG_COLUMNS, LTV_COLUMNS, ORIGINATION_COLUMNS
+from batchval.contract.lender import (
+    FLAG_COLUMNS,
+    LTV_COLUMNS,
+    ORIGINATION_COLUMNS,
+    ORIGINATION_DATE_COLUMNS,
+)
 from batchval.contract.records import ProblemRow, ValuedRow
 from batchval.engine.arrow import Column
 
@@ -47,7 +52,7 @@ from batchval.engine.arrow import Column
 #    manifest in the file metadata. 3: pass-through columns keep their input types;
 #    commentary and rebuild_cost only when asked for. 2: problems gained valuation_id
 #    and answer.
-SCHEMA_VERSION = "5"
+SCHEMA_VERSION = "6"
 PASSTHROUGH_SUFFIX = "_input"
 
 _TIMESTAMP = pa.timestamp("ms", tz="UTC")
@@ -259,6 +264,12 @@ RESULT_TAIL: tuple[Column[ValuedRow], ...] = (
         _F64,
         "estimate / origination_value - 1 (0.12 is 12 % up); null without a value above 0.",
         ORIGINATION_COLUMNS,
+    ),
+    _lender(
+        "months_since_origination",
+        _I64,
+        "Whole months from origination_date to the run's date; null without a date.",
+        ORIGINATION_DATE_COLUMNS,
     ),
     _lender(
         "partial_data",

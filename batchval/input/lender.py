@@ -4,9 +4,11 @@ A mortgage book names, beside each home, the loan against it: `loan_balance`,
 `origination_value` (the valuation when the loan was made), `origination_date` and
 `loan_id`. None of them shapes a request: they ride along as pass-through columns, in
 their input types, and `contract/lender` makes loan-to-value figures from them. Each is
-found by its own name (in any case, with `_`, `-`, spaces or none between the words:
-`Loan Balance`, `loanBalance`), or by the name `input.columns` maps it to in the config
-(`loan_balance: Balance`), exactly as request fields are.
+found by the name `input.columns` maps it to in the config (`loan_balance: Balance`),
+exactly as request fields are; else by its own name (in any case, with `_`, `-`, spaces
+or none between the words: `Loan Balance`, `loanBalance`); else by the names lenders
+usually give it (`USUAL_NAMES`: `Current Balance`, `Outstanding Balance`, `Original
+Valuation`, `Completion Date`, `Loan Ref`, ...), the first of those the file has.
 
 `LenderOptions` (the config's `lender` section) holds the loan-to-value bands and the
 thresholds of two flags.
@@ -25,6 +27,53 @@ LENDER_FIELDS: tuple[str, ...] = (
     "origination_date",
     "loan_id",
 )
+
+# The names lenders usually give each field, in the order they are preferred when a file
+# has two of them (compared as `lender_key` compares).
+USUAL_NAMES: Mapping[str, tuple[str, ...]] = {
+    "loan_balance": (
+        "current balance",
+        "outstanding balance",
+        "balance outstanding",
+        "current loan balance",
+        "outstanding loan balance",
+        "loan amount outstanding",
+        "outstanding principal",
+        "principal outstanding",
+        "os balance",
+        "balance",
+    ),
+    "origination_value": (
+        "original valuation",
+        "original value",
+        "original property value",
+        "valuation at origination",
+        "valuation at completion",
+        "origination valuation",
+        "original valuation amount",
+        "property value at origination",
+    ),
+    "origination_date": (
+        "completion date",
+        "origination date",
+        "loan start date",
+        "start date",
+        "drawdown date",
+        "advance date",
+        "completion",
+    ),
+    "loan_id": (
+        "loan ref",
+        "loan reference",
+        "loan number",
+        "loan no",
+        "account number",
+        "account no",
+        "mortgage number",
+        "mortgage account number",
+        "loan account number",
+    ),
+}
 
 # The lender columns figures are made from (`contract/lender`).
 FIGURE_FIELDS: tuple[str, ...] = ("loan_balance", "origination_value")
@@ -49,7 +98,8 @@ def find_lender_columns(names: Sequence[str], configured: Mapping[str, str]) -> 
 
     A field mapped in the config (`configured`, the input's `columns`) takes the column
     of that name, exactly or but for case and surrounding spaces; any other field takes
-    the one column named like it. Raises LenderColumnError for a mapped column that is
+    the one column named like it, else the one with the first of its usual names the
+    file has (`USUAL_NAMES`). Raises LenderColumnError for a mapped column that is
     not among `names`, and for two columns that both look like a balance or an
     origination value (two that look like a loan id are left alone: no figure is made
     from them).
@@ -68,6 +118,10 @@ def find_lender_columns(names: Sequence[str], configured: Mapping[str, str]) -> 
                 )
         else:
             near = [n for n in names if lender_key(n) == lender_key(field)]
+            for usual in () if near else USUAL_NAMES[field]:
+                near = [n for n in names if lender_key(n) == lender_key(usual)]
+                if near:
+                    break
             if len(near) > 1 and field not in FIGURE_FIELDS:
                 continue  # two loan ids: nothing is made from them, so nothing to refuse
             if len(near) > 1:

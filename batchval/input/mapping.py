@@ -1,7 +1,8 @@
 """From the user's columns and codes to request fields.
 
-Most inputs need no config: a column named as the API field (`propertyType`) or in
-snake_case (`property_type`), in any case and with stray spaces, is found by itself.
+Most inputs need no config: a column named as the API field (`propertyType`), in any
+case and with spaces, `_` or `-` between its words (`property_type`, `Property Type`),
+is found by itself.
 The config's `columns` names the others, and its `values` translates the user's codes
 (`S`, `semi`) into the API's (`semi_detached`). Only column names are decided here, once
 per file; values are translated by polars expressions, batch by batch.
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import polars as pl
 
-from batchval.input.lender import LenderColumnError, find_lender_columns
+from batchval.input.lender import LENDER_FIELDS, LenderColumnError, find_lender_columns
 from batchval.input.options import ENUM_VALUES, ROW_FIELDS, InputError, InputOptions, normal_code
 
 # Request fields of which the input must have a column: rows cannot supply what the
@@ -68,8 +69,10 @@ class ColumnMap:
     passthrough: list[str]
 
 
-def _aliases(field: str) -> frozenset[str]:
-    return frozenset({field.lower(), snake_case(field)})
+def field_name_key(name: str) -> str:
+    """How a header names a field by itself: case, spaces, `_` and `-` do not count
+    (`Property Type`, `property-type` and `propertyType` all name propertyType)."""
+    return re.sub(r"[\s_\-]+", "", name).lower()
 
 
 def _find(path: Path, columns: Sequence[str], wanted: str, said: str) -> str:
@@ -93,7 +96,7 @@ def _listed(names: Sequence[str]) -> str:
 
 def _auto_column(path: Path, columns: Sequence[str], field: str) -> str | None:
     """The column that names the field by itself, if there is exactly one."""
-    found = [c for c in columns if column_key(c) in _aliases(field)]
+    found = [c for c in columns if field_name_key(c) == field.lower()]
     if len(found) > 1:
         raise InputError(
             path,
@@ -142,7 +145,14 @@ def resolve_columns(
             f"name your columns under columns in the config{hint}",
         )
     if options.passthrough is None:
-        used = set(fields.values())
+        # A column the config names for a lender field rides along even when it feeds a
+        # request field too (`Loan Ref` as both reference and loan_id).
+        lender = {
+            _find(path, columns, name, f"the config maps {field} to")
+            for field, name in options.columns.items()
+            if field in LENDER_FIELDS
+        }
+        used = set(fields.values()) - lender
         passthrough = [c for c in columns if c not in used]
     else:
         passthrough = []

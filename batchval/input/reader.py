@@ -63,6 +63,7 @@ import pyarrow.parquet as pq
 from batchval.input import passthrough as given
 from batchval.input import stream
 from batchval.input.excel import sheet_to_parquet
+from batchval.input.lender_values import lender_kinds, read_lender_values
 from batchval.input.mapping import ColumnMap, resolve_columns
 from batchval.input.options import InputError, InputOptions
 from batchval.input.sniff import (
@@ -517,6 +518,10 @@ class InputSource:
         if every_column:  # a shard read again must make the same requests
             as_text = fields if isinstance(self._table, _CsvTable) else []
             typed_names = [c for c in self.columns if c not in as_text]
+        # A lender's money and dates, read for a run (a shard keeps its values as read).
+        lender = {}
+        if riding and not every_column and check is check_batch:
+            lender = lender_kinds(self.passthrough, self._options.columns)
         done = 0
         for raw, typed in self._table.raw_batches(
             fields, typed_names, include, self._options.batch_rows
@@ -524,6 +529,7 @@ class InputSource:
             if raw.height == 0:
                 continue
             checked = check(raw, first_row=done, columns=self._mapped, options=self._options)
+            checked, typed = read_lender_values(checked, typed, lender)
             if every_column:
                 typed = pa.RecordBatch.from_arrays(
                     [
@@ -538,30 +544,45 @@ class InputSource:
             raise InputError(self.path, "has no data rows")
 
 
-def open_input(path: Path, options: InputOptions, *, postcode_only: bool = False) -> InputSource:
-    """Checks that the file can be used, reading only its head; raises InputError if not.
-
-    The format is found by content: Parquet's `PAR1` magic, a zip archive's or an OLE
-    file's magic (an Excel workbook: read whole here, `input/excel`), gzip's 1f 8b (a
-    compressed CSV), else CSV text. The file's name is used only to word a fault.
-    """
-    path = Path(path)
+def _open_table(path: Path, options: InputOptions) -> tuple[_Table, str]:
+    """The file's table, its format found by content: Parquet's `PAR1` magic, a zip
+    archive's or an OLE file's magic (an Excel workbook: read whole here, `input/excel`),
+    gzip's 1f 8b (a compressed CSV), else CSV text; and a hint for a missing-column fault.
+    The file's name is used only to word a fault."""
     head = read_head(path)
-    table: _Table
-    hint = ""
     if head.startswith(_PARQUET_MAGIC):
         if options.sheet is not None:
             raise InputError(
                 path, f"is Parquet, not an Excel workbook: it has no sheet {options.sheet!r}"
             )
-        table = _open_parquet(path)
-    elif head.startswith((_ZIP_MAGIC, _OLE2_MAGIC)):
-        table, hint = _open_workbook(path, options.sheet)
-    else:
-        table, hint = _open_csv(path, head, options)
+        return _open_parquet(path), ""
+    if head.startswith((_ZIP_MAGIC, _OLE2_MAGIC)):
+        return _open_workbook(path, options.sheet)
+    return _open_csv(path, head, options)
+
+
+def open_input(path: Path, options: InputOptions, *, postcode_only: bool = False) -> InputSource:
+    """Checks that the file can be used, reading only its head (but for what the module's
+    docstring says); raises InputError if not."""
+    path = Path(path)
+    table, hint = _open_table(path, options)
     mapped = resolve_columns(path, table.columns, options, hint=hint, postcode_only=postcode_only)
     if isinstance(table, _ParquetTable):  # a workbook's sheet too
         include = mapped.fields.get("include")
         _refuse_nested(path, table.schema, include)
         given.check_writable(path, table.passthrough_schema(mapped.passthrough, include))
     return InputSource(path, table, mapped, options)
+
+
+def read_as_text(path: Path, options: InputOptions) -> tuple[list[str], Iterator[pl.DataFrame]]:
+    """Every column of the file as text, batch by batch, with no mapping and no checks:
+    what `batchval init` reads to propose one. Raises InputError for a file that cannot
+    be read, as `open_input` does."""
+    table, _ = _open_table(Path(path), options)
+    columns = list(table.columns)
+
+    def frames() -> Iterator[pl.DataFrame]:
+        for raw, _ in table.raw_batches(columns, [], None, options.batch_rows):
+            yield raw
+
+    return columns, frames()

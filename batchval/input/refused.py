@@ -41,6 +41,8 @@ FIXES = {
     "outside-coverage": "the API values homes in England and Wales only: leave the others "
     "out of the input",
     "not_in_list": "map your codes under input.values.{field} in the config",
+    "ambiguous_value": "give the rows a builtForm (a built form column), or map these "
+    "wordings under input.values.{field} in the config",
     "not_an_integer": "check the column mapped to {field} (input.columns.{field})",
     "not_a_number": "check the column mapped to {field} (input.columns.{field}) and its units",
     "out_of_range": "check the column mapped to {field} (input.columns.{field}) and its units",
@@ -48,6 +50,9 @@ FIXES = {
     "formula": "check the column mapped to reference (input.columns.reference)",
     "contains_postcode": "check the column mapped to reference (input.columns.reference)",
     "invalid_include": "spell include items commentary or rebuildCost",
+    "not_an_amount": "check the lender column {field}: amounts such as 412500 or £412,500.00",
+    "not_a_date": "check the lender column {field}: dates such as 15/03/2019 (day first) "
+    "or 2019-03-15",
 }
 
 

@@ -29,8 +29,17 @@ import polars as pl
 
 from batchval import postcodes
 from batchval.api.vocabulary import INCLUDE_ITEMS, REQUEST_FIELDS
+from batchval.input.lender_values import RULES as LENDER_RULES
 from batchval.input.mapping import ColumnMap, field_values, include_items
 from batchval.input.options import ENUM_VALUES, ROW_FIELDS, InputOptions
+from batchval.input.wordings import (
+    BUILT_FORM_WORDINGS,
+    NEEDS_BUILT_FORM,
+    PROPERTY_TYPE_OF_FORM,
+    WORDINGS,
+    needs_a_built_form,
+    wording_key,
+)
 
 PROBLEM_RULES: Mapping[str, str] = types.MappingProxyType(
     {
@@ -40,7 +49,11 @@ PROBLEM_RULES: Mapping[str, str] = types.MappingProxyType(
         # The API's own name for the same problem: one spelling whichever side finds it.
         "outside-coverage": "the postcode is certainly outside England and Wales "
         "(Scotland, Northern Ireland, Isle of Man, Channel Islands)",
-        "not_in_list": "the value is not one of the field's codes, after the config's value map",
+        "not_in_list": "the value is not one of the field's codes, after the config's value "
+        "map and the wordings batchval knows",
+        "ambiguous_value": "the property type's wording does not say which of the API's types "
+        "it is (a House or Bungalow with no builtForm, a Park Home): the detail says what "
+        "to send",
         "not_an_integer": "bedrooms or yearBuilt is not a whole number (3.0 is one)",
         "not_a_number": "floorAreaSqm is not a finite number",
         "out_of_range": "the number is outside the API's limits (bedrooms 0-20, "
@@ -50,6 +63,7 @@ PROBLEM_RULES: Mapping[str, str] = types.MappingProxyType(
         "a formula (stricter than the API)",
         "contains_postcode": "the reference holds a postcode; the API forbids names and "
         "addresses there",
+        **LENDER_RULES,
         "invalid_include": "an include item is not commentary or rebuildCost, spelled so "
         "(case counts): in the row's include column, or in the run's include for a row "
         "that names none",
@@ -293,7 +307,13 @@ def _checks(options: InputOptions, reference_has_postcode: pl.Expr) -> list[_Che
             _value("propertyType").is_null(),
             pl.lit("propertyType is missing (every row needs one)"),
         ),
-        _enum_check("propertyType"),
+        _Check(
+            "propertyType",
+            "ambiguous_value",
+            pl.col(_UNPLACED).is_not_null(),
+            _said("propertyType", pl.col(_UNPLACED)),
+        ),
+        _enum_check("propertyType", unless=pl.col(_UNPLACED).is_not_null()),
         _Check("bedrooms", "area_or_bedrooms_required", neither, pl.lit(give)),
         *_number_checks("bedrooms"),
         *_number_checks("floorAreaSqm"),
@@ -340,9 +360,11 @@ def _row_include_check() -> _Check:
     return _Check("include", "invalid_include", count > 0, detail)
 
 
-def _enum_check(field: str) -> _Check:
+def _enum_check(field: str, unless: pl.Expr | None = None) -> _Check:
     allowed = ENUM_VALUES[field]
     broken = _value(field).is_not_null() & ~_value(field).is_in(allowed)
+    if unless is not None:  # another rule of the field says it better
+        broken = broken & ~unless.fill_null(False)
     detail = _said(
         field, f"is not one of {', '.join(allowed)} (map other codes under values in the config)"
     )
@@ -400,9 +422,77 @@ def _work_frame(raw: pl.DataFrame, columns: ColumnMap, options: InputOptions) ->
     include = columns.fields.get("include")
     listed = include is not None and isinstance(raw.schema[include], pl.List)
     work = raw.select(*picked)
-    return work.with_columns(
+    work = work.with_columns(
         *(field_values(work, f, options).alias(f"value.{f}") for f in REQUEST_FIELDS),
         include_items(_raw("include"), is_list=listed).alias("value.include"),
+    )
+    return _with_wordings(work)
+
+
+_UNPLACED = "unplaced.propertyType"  # why a propertyType wording says no type, or null
+
+
+def _unknown(work: pl.DataFrame, field: str) -> list[str]:
+    """The distinct raw values of `field` whose value is not one of its codes."""
+    value = _value(field)
+    return (
+        work.filter(value.is_not_null() & ~value.is_in(ENUM_VALUES[field]))
+        .get_column(f"raw.{field}")
+        .unique()
+        .to_list()
+    )
+
+
+def _with_wordings(work: pl.DataFrame) -> pl.DataFrame:
+    """propertyType and builtForm as the wordings batchval knows read them
+    (`input/wordings`), where the value map and the default spelling did not: one
+    column feeds both fields, a `House` takes its type from the builtForm, and a wording
+    none of the API's types fits says why in `_UNPLACED`. Decided once per distinct
+    value, as `mapping.field_values` does."""
+    forms = {raw: wording_key(raw) for raw in _unknown(work, "builtForm")}
+    forms = {raw: key for raw, key in forms.items() if key in BUILT_FORM_WORDINGS}
+    types_ = {raw: WORDINGS.get(wording_key(raw)) for raw in _unknown(work, "propertyType")}
+    said = {raw: wording for raw, wording in types_.items() if wording is not None}
+
+    def by_raw(field: str, table: Mapping[str, str | None], default: pl.Expr) -> pl.Expr:
+        if not table:
+            return default
+        return _raw(field).replace_strict(
+            list(table), list(table.values()), default=default, return_dtype=pl.String
+        )
+
+    absent = pl.lit(None, pl.String)
+    built_form = by_raw(
+        "builtForm", {r: BUILT_FORM_WORDINGS[k] for r, k in forms.items()}, _value("builtForm")
+    )
+    implied = by_raw("propertyType", {r: w.built_form for r, w in said.items()}, absent)
+    built_form = pl.coalesce(built_form, implied)
+    named = by_raw("propertyType", {r: w.property_type for r, w in said.items()}, absent)
+    of_form = built_form.replace_strict(
+        list(PROPERTY_TYPE_OF_FORM),
+        list(PROPERTY_TYPE_OF_FORM.values()),
+        default=None,
+        return_dtype=pl.String,
+    )
+    needs = named == NEEDS_BUILT_FORM
+    property_type = (
+        pl.when(needs)
+        .then(pl.coalesce(of_form, _value("propertyType")))
+        .otherwise(pl.coalesce(named, _value("propertyType")))
+    )
+    unplaced = by_raw("propertyType", {r: w.unplaced for r, w in said.items()}, absent)
+    needing = {
+        r: needs_a_built_form(r) for r, w in said.items() if w.property_type == NEEDS_BUILT_FORM
+    }
+    unplaced = (
+        pl.when(needs & of_form.is_null())
+        .then(by_raw("propertyType", needing, absent))
+        .otherwise(unplaced)
+    )
+    return work.with_columns(
+        property_type.alias("value.propertyType"),
+        built_form.alias("value.builtForm"),
+        unplaced.alias(_UNPLACED),
     )
 
 

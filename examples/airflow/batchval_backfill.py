@@ -1,10 +1,15 @@
 """A multi-day backfill: one book larger than the daily limit, valued over several days
-into one directory.
+into one run kept on object storage.
 
-The task runs `batchval run` on the same DIR each round. At the daily limit batchval
-stops (exit 75) with `not_before` = midnight UTC; the task defers until then, without a
-worker slot, and runs the same command again, which resumes where it stopped. Nothing
-is charged twice: rows with an answer are never sent again.
+The task runs `batchval run` on the same run's place each round. At the daily limit
+batchval stops (exit 75) with `not_before` = midnight UTC; the task defers until then,
+without a worker slot, and runs the same command again, perhaps on another worker with a
+blank disk: the run's memory, its lease and its outputs live at `out_dir` (an `s3://`
+URL), so the round resumes where the last one stopped and nothing is charged twice.
+
+Connections: `batchval_<account>` for the API, `batchval_storage` (an `aws` connection)
+for the object store; the operator reads the latter only when a URL is involved, so a
+local `out_dir` works on one machine without it.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ import datetime as dt
 import os
 
 from airflow.sdk import DAG, Param
-from batchval_operator import PROJECT, BatchvalOperator
+
+from batchval.airflow import BatchvalOperator
 
 ACCOUNT = os.environ.get("BATCHVAL_ACCOUNT", "default")
 
@@ -23,8 +29,8 @@ with DAG(
     start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
     catchup=False,
     params={
-        "input": Param(str(PROJECT / "sample_inputs" / "portfolio.csv"), type="string"),
-        "out_dir": Param(str(PROJECT / "runs" / "backfill"), type="string"),
+        "input": Param("s3://my-bucket/books/backfill.parquet", type="string"),
+        "out_dir": Param("s3://my-bucket/valuations/backfill", type="string"),
     },
     tags=["batchval"],
 ) as dag:
@@ -33,6 +39,7 @@ with DAG(
         arguments=["run", "{{ params.input }}", "--out", "{{ params.out_dir }}"],
         out_dir="{{ params.out_dir }}",
         conn_id=f"batchval_{ACCOUNT}",
+        storage_conn_id="batchval_storage",
         pool=f"batchval_{ACCOUNT}",
         max_rounds=200,  # a 500,000-row book at 5,000 calls a day is 100 days
     )

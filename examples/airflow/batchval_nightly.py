@@ -1,9 +1,12 @@
-"""Nightly revaluation: value the portfolio into a directory of its own each night, then
-write the run's report.
+"""Nightly revaluation: value the portfolio into a run of its own each night, then write
+the run's report beside it.
 
 One task at a time per API account (the pool `batchval_<account>` has one slot): two
 runs on one account would only share its rate limit. A daily-limit stop defers the task
-until midnight UTC (see batchval_operator); a stop a person must fix fails it at once.
+until midnight UTC (see batchval.airflow.operator); a stop a person must fix fails it at
+once. With several workers keep the runs on object storage (`out_root` an `s3://` URL,
+credentials from the `batchval_storage` connection): the report task may run on another
+worker than the run did.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ import datetime as dt
 import os
 
 from airflow.sdk import DAG, Param
-from batchval_operator import PROJECT, BatchvalOperator
+
+from batchval.airflow import BatchvalOperator
 
 ACCOUNT = os.environ.get("BATCHVAL_ACCOUNT", "default")
 
@@ -23,8 +27,8 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     params={
-        "input": Param(str(PROJECT / "sample_inputs" / "portfolio.csv"), type="string"),
-        "out_root": Param(str(PROJECT / "runs" / "nightly"), type="string"),
+        "input": Param("s3://my-bucket/books/portfolio.parquet", type="string"),
+        "out_root": Param("s3://my-bucket/valuations/nightly", type="string"),
     },
     tags=["batchval"],
 ) as dag:
@@ -34,6 +38,7 @@ with DAG(
         arguments=["run", "{{ params.input }}", "--out", out_dir],
         out_dir=out_dir,
         conn_id=f"batchval_{ACCOUNT}",
+        storage_conn_id="batchval_storage",
         pool=f"batchval_{ACCOUNT}",
         retries=2,  # only for the unexpected (a killed worker): 75 defers, 64/65/70/77 fail
         retry_delay=dt.timedelta(minutes=10),
@@ -42,5 +47,6 @@ with DAG(
         task_id="report",
         arguments=["report", out_dir],
         out_dir=out_dir,
+        storage_conn_id="batchval_storage",
     )
     value >> report

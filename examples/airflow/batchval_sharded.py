@@ -6,18 +6,24 @@ the same shard's DIR). Dynamic task mapping runs one task per shard, each with i
 DIR, its own account's credentials (the Airflow connection `batchval_account_<k>`) and
 that account's one-slot pool, so Airflow's executors (Celery, Kubernetes) spread the
 work over machines while batchval itself never coordinates machines.
+
+`split` writes its shards to a local directory (`split --out` takes no URL yet), which the
+shards' tasks then read: with several workers, `out_root` must be a disk every worker sees.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, Param, task
-from batchval_operator import BATCHVAL, PROJECT, BatchvalOperator
+
+from batchval.airflow import BatchvalOperator
+from batchval.airflow.rounds import batchval_command
 
 with DAG(
     dag_id="batchval_sharded",
@@ -25,8 +31,8 @@ with DAG(
     start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
     catchup=False,
     params={
-        "input": Param(str(PROJECT / "sample_inputs" / "portfolio.csv"), type="string"),
-        "out_root": Param(str(PROJECT / "runs" / "sharded"), type="string"),
+        "input": Param("/data/books/portfolio.parquet", type="string"),
+        "out_root": Param("/data/valuations/sharded", type="string"),
         "shards": Param(2, type="integer", minimum=1),
         "accounts": Param(2, type="integer", minimum=1),
         "row_id": Param("loan_id", type=["string", "null"]),
@@ -39,7 +45,8 @@ with DAG(
         """Write the shards; one set of task arguments per shard."""
         assert params is not None
         out = Path(params["out_root"])
-        command = [BATCHVAL, "split", params["input"], "--shards", str(params["shards"])]
+        command = [*batchval_command(None, os.environ), "split", params["input"]]
+        command += ["--shards", str(params["shards"])]
         command += ["--out", str(out / "shards")]
         if params["row_id"]:
             command += ["--row-id", params["row_id"]]

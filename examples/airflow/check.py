@@ -1,34 +1,56 @@
 """`make airflow-check`: the example DAGs run for real by `airflow dags test`, against a
 sandbox served on loopback, in Airflow's own virtual environment (never the project's).
 
+- batchval[airflow] is installed there (not from the checkout: Airflow works away from
+  it) and Airflow lists it as a provider.
+
 - batchval_nightly succeeds: the run completes and its report is written.
 - batchval_backfill stops at a small daily limit (exit 75 with `not_before` = midnight
   UTC), defers, and completes once the sandbox's clock has passed midnight: the sandbox
   and batchval are both put two minutes before a midnight (their clocks move together), and
-  the operator waits for the real moment that midnight falls on.
+  the operator waits for the real moment that midnight falls on. Twice: into a local DIR,
+  and as a moved task: input and run at `s3://` URLs on a SeaweedFS server started on
+  loopback (tests/objects_server.py), the storage credentials from an Airflow connection,
+  every round in a fresh working directory: nothing charged twice, one run id across the
+  rounds, every row valued, the results read back at the URL by polars.
 - A run a person must fix (refused credentials, 77) fails at once, with no retry.
 - batchval_sharded (when `batchval split` exists) values a book in two shards, each
   with its own account's connection, pool and DIR.
 Prints one line per check and exits 1 if any failed.
+
+The DAGs run the batchval installed into Airflow's environment with `batchval[airflow]`
+(the operator's own default, `python -m batchval` beside Airflow's interpreter); this
+script, run by the project's interpreter, serves the sandbox and the S3 server.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+
+from batchval.store.objects import ObjectStore
+
 ROOT = Path(__file__).resolve().parents[2]
-AIRFLOW = Path(os.environ.get("AIRFLOW_VENV", ROOT / ".airflow-venv")) / "bin" / "airflow"
+sys.path.insert(0, str(ROOT / "tests"))
+from objects_server import S3Server, running, weed_binary  # noqa: E402  (the tests' server)
+
+AIRFLOW = (
+    Path(os.environ.get("AIRFLOW_VENV", ROOT / ".airflow-venv")) / "bin" / "airflow"
+).absolute()
 BATCHVAL = ROOT / ".venv" / "bin" / "batchval"
 SAMPLE = ROOT / "sample_inputs" / "portfolio.csv"
 # The sandbox's built-in logins (README, The sandbox).
@@ -37,6 +59,12 @@ LIVE = ("sandbox-live", "sandbox-live-secret")
 MIDNIGHT_MARGIN_SECONDS = 120
 TEST = ("sandbox-test", "sandbox-test-secret")
 DEFAULT_CONN = "AIRFLOW_CONN_BATCHVAL_DEFAULT"
+STORAGE_CONN = "AIRFLOW_CONN_BATCHVAL_STORAGE"
+BACKFILL_ROWS = 50
+# The operator's log lines: one a round (its working directory), one a round's end (its run).
+ROUND_DIR = re.compile(r"round (\d+): .* in a fresh working directory (\S+)")
+ROUND_RUN = re.compile(r"batchval exited (\d+) \(round (\d+) of at most \d+\), run (\S+)")
+Check = Callable[..., None]
 
 
 @contextlib.contextmanager
@@ -83,6 +111,19 @@ def connection(served: dict[str, Any], client: str, secret: str) -> str:
     )
 
 
+def storage_connection(s3: S3Server) -> str:
+    """An `aws`-style connection to the S3 server: the operator hands it to batchval as
+    AWS_* variables in its environment."""
+    return json.dumps(
+        {
+            "conn_type": "aws",
+            "login": s3.access_key_id,
+            "password": s3.secret_access_key,
+            "extra": {"region_name": s3.region, "endpoint_url": s3.endpoint},
+        }
+    )
+
+
 def rows(path: Path, count: int) -> Path:
     lines = SAMPLE.read_text(encoding="utf-8").splitlines()[: count + 1]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -92,25 +133,51 @@ def rows(path: Path, count: int) -> Path:
 class Airflow:
     def __init__(self, home: Path) -> None:
         self.env = {
-            **{k: v for k, v in os.environ.items() if not k.startswith(("BATCHVAL_", "AIRFLOW"))},
+            # Nothing of this shell's: the API's and the store's settings come from connections.
+            **{
+                k: v
+                for k, v in os.environ.items()
+                if not k.startswith(("BATCHVAL_", "AIRFLOW", "AWS_"))
+            },
             "AIRFLOW_HOME": str(home),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "examples" / "airflow"),
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
             "PYTHONWARNINGS": "ignore",
         }
+        # Airflow works from its home, away from the checkout: batchval must come from
+        # Airflow's own site-packages, as on a worker that never saw the checkout.
+        self.cwd = home.parent
         self("db", "migrate")
 
     def __call__(self, *args: str, env: dict[str, str] | None = None) -> str:
         done = subprocess.run(
             [str(AIRFLOW), *args],
             env={**self.env, **(env or {})},
+            cwd=self.cwd,
             capture_output=True,
             text=True,
             timeout=900,
             check=False,
         )
         return done.stdout + done.stderr
+
+    def installed(self) -> tuple[str, str]:
+        """Where Airflow's interpreter finds batchval, and the providers Airflow lists."""
+        done = subprocess.run(
+            [
+                str(AIRFLOW.parent / "python"),
+                "-c",
+                "import batchval.airflow as a; print(a.__file__)",
+            ],
+            env=self.env,
+            cwd=self.cwd,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        return done.stdout.strip(), self("providers", "list")
 
     def dags_test(self, dag_id: str, conf: dict[str, Any], env: dict[str, str]) -> tuple[str, str]:
         """Run one DagRun; returns its final state and the whole output."""
@@ -164,6 +231,94 @@ def sharded(airflow: Airflow, work: Path, check: Any) -> None:
             print(output[-4000:])
 
 
+def backfill(airflow: Airflow, work: Path, check: Check, s3: S3Server | None = None) -> None:
+    """The backfill DAG across a midnight at a daily limit of 30 calls for 50 rows: into a
+    local DIR, or with `s3` at URLs on that server (input and run), as a moved task."""
+    where = "s3" if s3 else "local"
+    source = rows(work / f"backfill-{where}.csv", BACKFILL_ROWS)
+    with sandbox("--no-rate-limit", "--daily-limit", "30") as served:
+        env = {DEFAULT_CONN: connection(served, "sandbox-live", "sandbox-live-secret")}
+        if s3 is None:
+            out, given = work / "backfill", str(source)
+            conf = {"input": given, "out_dir": str(out)}
+        else:
+            store = ObjectStore.from_url(s3.url("books"), s3.env())
+            store.put("backfill.csv", source.read_bytes())
+            conf = {"input": s3.url("books/backfill.csv"), "out_dir": s3.url("runs/backfill")}
+            env[STORAGE_CONN] = storage_connection(s3)
+        now = dt.datetime.now(dt.UTC)
+        midnight = (now + dt.timedelta(days=2)).replace(hour=0, minute=0, second=0, microsecond=0)
+        # Two minutes before it: `airflow dags test` takes tens of seconds to start the
+        # task on a loaded machine, and a first run after midnight meets no limit
+        # until the next day (a run on the session's busy machine timed out so).
+        shifted = midnight - dt.timedelta(seconds=MIDNIGHT_MARGIN_SECONDS)
+        post(served["auth_url"] + "/_sandbox/clock", {"set": shifted.isoformat()})
+        env["BATCHVAL_CLOCK_OFFSET_SECONDS"] = str(
+            (shifted - dt.datetime.now(dt.UTC)).total_seconds()
+        )
+        began = time.monotonic()
+        state, output = airflow.dags_test("batchval_backfill", conf, env)
+        took = time.monotonic() - began
+        charged = ledger(served)
+    stops = output.count("batchval exited 75 (round")
+    if s3 is None:
+        got = summary(out)
+        check(
+            "backfill DAG stops at the daily limit and completes after midnight UTC",
+            state == "success"
+            and stops >= 1
+            and got.get("rows", {}).get("valued") == BACKFILL_ROWS
+            and got.get("invocations", 0) >= 2,
+            f"state {state}, {stops} daily-limit stop(s), {got.get('invocations')} invocations, "
+            f"{got.get('rows')}, {took:.0f} s",
+        )
+        twice = charged.get("keys_charged_twice", [])
+        check("nothing charged twice", not twice, f"{len(twice)} key(s) charged twice")
+        if state != "success":
+            print(output[-4000:])
+        return
+    at_url = ObjectStore.from_url(conf["out_dir"], s3.env())
+    found = at_url.get("summary.json")
+    got = json.loads(found[0]) if found else {}
+    results = at_url.get("results.parquet")
+    numbers = (
+        sorted(pl.read_parquet(io.BytesIO(results[0]))["row_number"].to_list()) if results else []
+    )
+    workdirs = [directory for _, directory in ROUND_DIR.findall(output)]
+    run_ids = {run for _, _, run in ROUND_RUN.findall(output)}
+    twice = charged.get("keys_charged_twice", [])
+    check(
+        "backfill DAG as a moved task on S3: two rounds or more across midnight, each in a "
+        "fresh working directory, one run id",
+        state == "success"
+        and stops >= 1
+        and got.get("invocations", 0) >= 2
+        and len(workdirs) == len(set(workdirs)) >= 2
+        and not any(Path(directory).exists() for directory in workdirs)
+        and len(run_ids) == 1
+        and "None" not in run_ids,
+        f"state {state}, {stops} daily-limit stop(s), {got.get('invocations')} invocations, "
+        f"{len(set(workdirs))} working directories (all removed: "
+        f"{not any(Path(d).exists() for d in workdirs)}), run ids {sorted(run_ids)}, {took:.0f} s",
+    )
+    check(
+        "moved task on S3: the storage secret is in no log line",
+        s3.secret_access_key not in output,
+    )
+    check(
+        "moved task on S3: every row valued, nothing charged twice, results at the URL",
+        got.get("rows", {}).get("valued") == BACKFILL_ROWS
+        and got.get("exit_code") == 0
+        and charged.get("valuations_created") == BACKFILL_ROWS
+        and not twice
+        and numbers == list(range(1, BACKFILL_ROWS + 1)),
+        f"{got.get('rows')}, {charged.get('valuations_created')} valuations created, "
+        f"{len(twice)} key(s) charged twice, {len(numbers)} rows in results.parquet at the URL",
+    )
+    if state != "success":
+        print(output[-4000:])
+
+
 def main() -> int:
     failures = 0
 
@@ -177,6 +332,14 @@ def main() -> int:
         started = time.monotonic()
         airflow = Airflow(work / "home")
         airflow("pools", "set", "batchval_default", "1", "one batchval run per API account")
+        module, providers = airflow.installed()
+        check(
+            "batchval[airflow] is installed in Airflow's environment and listed as a provider",
+            module.startswith(str(AIRFLOW.parent.parent))
+            and not module.startswith(str(ROOT / "batchval"))
+            and any(line.startswith("batchval ") for line in providers.splitlines()),
+            f"batchval.airflow from {module or 'nowhere'}",
+        )
 
         with sandbox("--no-rate-limit") as served:
             env = {DEFAULT_CONN: connection(served, "sandbox-live", "sandbox-live-secret")}
@@ -204,39 +367,14 @@ def main() -> int:
                 f"state {state}, batchval ran {tries} time(s)",
             )
 
-        with sandbox("--no-rate-limit", "--daily-limit", "30") as served:
-            now = dt.datetime.now(dt.UTC)
-            midnight = (now + dt.timedelta(days=2)).replace(
-                hour=0, minute=0, second=0, microsecond=0
-            )
-            # Two minutes before it: `airflow dags test` takes tens of seconds to start the
-            # task on a loaded machine, and a first run after midnight meets no limit
-            # until the next day (a run on the session's busy machine timed out so).
-            shifted = midnight - dt.timedelta(seconds=MIDNIGHT_MARGIN_SECONDS)
-            post(served["auth_url"] + "/_sandbox/clock", {"set": shifted.isoformat()})
-            offset = (shifted - dt.datetime.now(dt.UTC)).total_seconds()
-            env = {
-                DEFAULT_CONN: connection(served, "sandbox-live", "sandbox-live-secret"),
-                "BATCHVAL_CLOCK_OFFSET_SECONDS": str(offset),
-            }
-            out = work / "backfill"
-            conf = {"input": str(rows(work / "backfill.csv", 50)), "out_dir": str(out)}
-            began = time.monotonic()
-            state, output = airflow.dags_test("batchval_backfill", conf, env)
-            got = summary(out)
-            charged = ledger(served)
-            check(
-                "backfill DAG stops at the daily limit and completes after midnight UTC",
-                state == "success"
-                and output.count("batchval exited 75 (round") >= 1
-                and got.get("rows", {}).get("valued") == 50
-                and got.get("invocations", 0) >= 2,
-                f"state {state}, {output.count('batchval exited 75 (round')} daily-limit stop(s), "
-                f"{got.get('invocations')} invocations, {got.get('rows')}, "
-                f"{time.monotonic() - began:.0f} s",
-            )
-            twice = charged.get("keys_charged_twice", [])
-            check("nothing charged twice", not twice, f"{len(twice)} key(s) charged twice")
+        backfill(airflow, work, check)
+        weed = weed_binary()
+        if weed is None:
+            check("backfill DAG as a moved task on S3", False, "no `weed` (make .venv/.installed)")
+        else:
+            (work / "s3").mkdir()
+            with running(work / "s3", weed) as s3:
+                backfill(airflow, work, check, s3=s3)
 
         if BATCHVAL_HAS_SPLIT():
             sharded(airflow, work, check)

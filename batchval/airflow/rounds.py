@@ -1,0 +1,191 @@
+"""One round of batchval under Airflow, without Airflow: which batchval runs, with what
+environment, what its exit code asks of the task, and when the next round may start.
+
+The operator (`batchval.airflow.operator`) is the thin Airflow side; everything here is
+plain data and functions, so the project's own tests (which have no Airflow) hold it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import enum
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from batchval.outcome import ExitCode
+
+# A configured batchval, by path, for a worker whose batchval is not the one installed
+# beside Airflow (the operator's `batchval_bin` parameter wins over it).
+BIN_VARIABLE = "BATCHVAL_BIN"
+# The schemes of a place kept on object storage (README, "A run kept on object storage").
+URL_SCHEMES = ("s3://", "gs://", "az://")
+# A test seam of batchval's (a run whose clock is moved gives its times on that clock).
+CLOCK_OFFSET_VARIABLE = "BATCHVAL_CLOCK_OFFSET_SECONDS"
+
+
+class Next(enum.Enum):
+    """What the task does after a round of batchval, by its exit code."""
+
+    SUCCEED = "succeed"  # 0: the run is complete
+    DEFER = "defer"  # 75: resumable; wait for the run's own time, then the same command
+    FAIL_FOR_A_PERSON = "fail_for_a_person"  # 1, 64, 65, 70, 77: no retry can help
+    FAIL = "fail"  # anything else (a killed process): an ordinary failure, retried
+
+
+# Why a person must act, by the code that says so (README, "Exit codes").
+PERSON_MUST_ACT: Mapping[int, str] = {
+    ExitCode.DIFFERENCES: "verify found differences",
+    ExitCode.USAGE: "command line or config",
+    ExitCode.INPUT: "input",
+    ExitCode.INTERNAL: "internal error",
+    ExitCode.ACCOUNT: "account",
+}
+
+
+def next_step(code: int) -> Next:
+    """The one mapping from batchval's exit code to the task's next step."""
+    if code == ExitCode.COMPLETE:
+        return Next.SUCCEED
+    if code == ExitCode.RESUMABLE:
+        return Next.DEFER
+    if code in PERSON_MUST_ACT:
+        return Next.FAIL_FOR_A_PERSON
+    return Next.FAIL
+
+
+def batchval_command(configured: str | None, environ: Mapping[str, str]) -> list[str]:
+    """The batchval a round runs: the one configured (the operator's parameter, else
+    BATCHVAL_BIN), else the one installed beside the interpreter running the task
+    (`python -m batchval`), which is the environment `batchval[airflow]` went into."""
+    chosen = configured or environ.get(BIN_VARIABLE)
+    if chosen:
+        return [chosen]
+    return [sys.executable, "-m", "batchval"]
+
+
+def is_url(place: str) -> bool:
+    """`place` is on object storage (a local path, or `file://`, is not)."""
+    return place.startswith(URL_SCHEMES)
+
+
+def needs_storage(arguments: Sequence[str], out_dir: str) -> bool:
+    """The round touches object storage: its place or any argument (an INPUT) is a URL."""
+    return is_url(out_dir) or any(is_url(argument) for argument in arguments)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConnectionFields:
+    """The fields of an Airflow connection that a round reads (no Airflow type needed)."""
+
+    host: str | None
+    login: str | None
+    password: str | None
+    extra: Mapping[str, Any]
+
+
+def api_environment(connection: ConnectionFields) -> dict[str, str]:
+    """The API's settings from a connection: host = base URL, login = client id,
+    password = client secret, extra `auth_url`."""
+    return {
+        "BATCHVAL_BASE_URL": str(connection.host),
+        "BATCHVAL_AUTH_URL": str(connection.extra["auth_url"]),
+        "BATCHVAL_CLIENT_ID": str(connection.login),
+        "BATCHVAL_CLIENT_SECRET": str(connection.password),
+    }
+
+
+def storage_environment(connection: ConnectionFields) -> dict[str, str]:
+    """The object store's credentials from an `aws`-style connection, as AWS's own tools
+    read them: login = access key id, password = secret access key, extra `region_name`,
+    `endpoint_url` (an S3-compatible server) and `aws_session_token`."""
+    env = {
+        "AWS_ACCESS_KEY_ID": str(connection.login or ""),
+        "AWS_SECRET_ACCESS_KEY": str(connection.password or ""),
+    }
+    extra = connection.extra
+    for key, variable in (
+        ("region_name", "AWS_REGION"),
+        ("endpoint_url", "AWS_ENDPOINT_URL"),
+        ("aws_session_token", "AWS_SESSION_TOKEN"),
+    ):
+        if extra.get(key):
+            env[variable] = str(extra[key])
+    return {name: value for name, value in env.items() if value}
+
+
+def round_environment(
+    inherited: Mapping[str, str],
+    workdir: str,
+    api: ConnectionFields | None = None,
+    storage: ConnectionFields | None = None,
+) -> dict[str, str]:
+    """The whole environment of one round's process, the only way secrets reach it (never
+    its arguments, never the log). Its temporary files go to the round's own working
+    directory, removed after the round. A storage connection with keys replaces the
+    worker's own AWS_* variables, so that a profile, role or endpoint of the worker's never
+    mixes with the connection's keys; one without keys (the worker's own identity: an
+    instance role, a pod's web identity) only adds its region and endpoint."""
+    env = dict(inherited)
+    env.update(TMPDIR=workdir, TMP=workdir, TEMP=workdir)
+    if api is not None:
+        env.update(api_environment(api))
+    if storage is not None:
+        given = storage_environment(storage)
+        if "AWS_ACCESS_KEY_ID" in given:
+            env = {name: value for name, value in env.items() if not name.startswith("AWS_")}
+        env.update(given)
+    return env
+
+
+def with_run_id(arguments: Sequence[str], run_id: str | None) -> list[str]:
+    """A `run` command held to the run's own id from its second round on: the same id the
+    run's memory keeps (so batchval sees no change), and, were that memory ever lost, the
+    same idempotency keys again rather than a new day's. A command that names its own
+    `--run-id`, or is not `run`, is left as it is."""
+    command = list(arguments)
+    if not run_id or not command or command[0] != "run":
+        return command
+    if any(arg == "--run-id" or arg.startswith("--run-id=") for arg in command):
+        return command
+    return [*command, "--run-id", run_id]
+
+
+def next_round_at(
+    stop: Mapping[str, Any] | None,
+    now: dt.datetime,
+    wait_when_no_time_given: dt.timedelta,
+    clock_offset_seconds: float = 0.0,
+) -> dt.datetime:
+    """When the next round may start, on this machine's clock: the run's own
+    `stop.not_before` (midnight UTC after a daily limit, the end of a Retry-After), or
+    `wait_when_no_time_given` from now when the run gave none (an outage, a signal,
+    another holder). A run whose clock batchval was told to move (the test seam) gives
+    its times on that clock; Airflow waits on the real one."""
+    moment = (stop or {}).get("not_before")
+    if not moment:
+        return now + wait_when_no_time_given
+    at = dt.datetime.fromisoformat(str(moment)) - dt.timedelta(seconds=clock_offset_seconds)
+    return max(at, now) + dt.timedelta(seconds=1)
+
+
+def clock_offset(environ: Mapping[str, str]) -> float:
+    return float(environ.get(CLOCK_OFFSET_VARIABLE) or 0)
+
+
+EXECUTION_TIMEOUT_REFUSED = (
+    "BatchvalOperator takes no execution_timeout: Airflow counts it over the task's whole "
+    "life, every deferral included, so a backfill that waits for midnight day after day "
+    "would be failed by it mid-run. Bound the rounds with max_rounds and a late wake-up "
+    "with late_after (each deferral's own timeout) instead. Given by a DAG's default_args "
+    "or by Airflow's [core] default_task_execution_timeout, it is refused as well: pass "
+    "execution_timeout=None to this task"
+)
+
+
+def refuse_execution_timeout(value: object) -> None:
+    """An execution_timeout on the operator is refused at once (the DAG does not load),
+    rather than warned of: it would fail a healthy multi-day run on its last day."""
+    if value is not None:
+        raise ValueError(EXECUTION_TIMEOUT_REFUSED)

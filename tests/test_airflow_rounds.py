@@ -1,0 +1,215 @@
+"""batchval/airflow/rounds.py: the operator's rules without Airflow (exit codes, the round's
+command and environment, the run id, the next round's time, no execution_timeout)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+from typing import Any
+
+import pytest
+
+from batchval.airflow import rounds
+from batchval.airflow.rounds import ConnectionFields, Next
+from batchval.outcome import ExitCode
+
+NOW = dt.datetime(2026, 11, 25, 23, 58, tzinfo=dt.UTC)
+FIVE_MINUTES = dt.timedelta(minutes=5)
+STORAGE = ConnectionFields(
+    host=None,
+    login="AKIDEXAMPLE",
+    password="storage-secret",
+    extra={"region_name": "eu-west-2", "endpoint_url": "http://127.0.0.1:8333"},
+)
+API = ConnectionFields(
+    host="https://api.example/partners/v1",
+    login="client",
+    password="api-secret",
+    extra={"auth_url": "https://auth.example"},
+)
+
+
+@pytest.mark.parametrize(
+    ("code", "step"),
+    [
+        (0, Next.SUCCEED),
+        (75, Next.DEFER),
+        (1, Next.FAIL_FOR_A_PERSON),
+        (64, Next.FAIL_FOR_A_PERSON),
+        (65, Next.FAIL_FOR_A_PERSON),
+        (70, Next.FAIL_FOR_A_PERSON),
+        (77, Next.FAIL_FOR_A_PERSON),
+        (-9, Next.FAIL),
+        (2, Next.FAIL),
+        (137, Next.FAIL),
+    ],
+)
+def test_each_exit_code_has_one_next_step(code: int, step: Next) -> None:
+    """0 succeeds, 75 defers, a code a person must act on fails with no retry, anything
+    else (a killed process) is an ordinary failure for `retries`."""
+    assert rounds.next_step(code) is step
+
+
+def test_every_exit_code_of_batchval_has_a_step_of_its_own() -> None:
+    """No exit code of batchval's falls to the ordinary failure a retry would repeat."""
+    assert {code: rounds.next_step(code) for code in ExitCode} == {
+        ExitCode.COMPLETE: Next.SUCCEED,
+        ExitCode.RESUMABLE: Next.DEFER,
+        **{code: Next.FAIL_FOR_A_PERSON for code in rounds.PERSON_MUST_ACT},
+    }
+
+
+@pytest.mark.parametrize(
+    ("configured", "environ", "command"),
+    [
+        (None, {}, [sys.executable, "-m", "batchval"]),
+        (None, {"BATCHVAL_BIN": "/opt/bv/bin/batchval"}, ["/opt/bv/bin/batchval"]),
+        ("/srv/batchval", {"BATCHVAL_BIN": "/opt/bv/bin/batchval"}, ["/srv/batchval"]),
+    ],
+)
+def test_the_batchval_of_the_environment_unless_one_is_configured(
+    configured: str | None, environ: dict[str, str], command: list[str]
+) -> None:
+    """The parameter, else BATCHVAL_BIN, else the batchval installed beside the
+    interpreter running the task."""
+    assert rounds.batchval_command(configured, environ) == command
+
+
+@pytest.mark.parametrize(
+    ("arguments", "out_dir", "needed"),
+    [
+        (["run", "/data/book.csv", "--out", "/runs/a"], "/runs/a", False),
+        (["run", "/data/book.csv", "--out", "file:///runs/a"], "file:///runs/a", False),
+        (["run", "/data/book.csv", "--out", "s3://b/p"], "s3://b/p", True),
+        (["run", "s3://b/book.csv", "--out", "/runs/a"], "/runs/a", True),
+        (["report", "az://c/p"], "az://c/p", True),
+    ],
+)
+def test_storage_credentials_only_when_a_url_is_touched(
+    arguments: list[str], out_dir: str, needed: bool
+) -> None:
+    assert rounds.needs_storage(arguments, out_dir) is needed
+
+
+def test_a_storage_connection_becomes_aws_variables() -> None:
+    """login, password and the extra's region and endpoint, as AWS's own tools read them."""
+    assert rounds.storage_environment(STORAGE) == {
+        "AWS_ACCESS_KEY_ID": "AKIDEXAMPLE",
+        "AWS_SECRET_ACCESS_KEY": "storage-secret",
+        "AWS_REGION": "eu-west-2",
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:8333",
+    }
+    bare = ConnectionFields(host=None, login=None, password=None, extra={})
+    assert rounds.storage_environment(bare) == {}  # the worker's own identity, then
+
+
+def test_the_round_s_environment_carries_the_secrets_and_a_fresh_temp() -> None:
+    """The secrets go in the environment; the worker's own AWS_* give way to the
+    connection's; temporary files go to the round's working directory."""
+    inherited = {
+        "PATH": "/usr/bin",
+        "AWS_PROFILE": "worker",
+        "AWS_ENDPOINT_URL": "http://elsewhere",
+        "TMPDIR": "/var/tmp",
+    }
+    env = rounds.round_environment(inherited, "/tmp/round-1", api=API, storage=STORAGE)
+    assert env["PATH"] == "/usr/bin"
+    assert "AWS_PROFILE" not in env
+    assert env["AWS_ENDPOINT_URL"] == "http://127.0.0.1:8333"
+    assert env["AWS_SECRET_ACCESS_KEY"] == "storage-secret"
+    assert env["BATCHVAL_CLIENT_SECRET"] == "api-secret"
+    assert env["BATCHVAL_AUTH_URL"] == "https://auth.example"
+    assert env["TMPDIR"] == env["TMP"] == env["TEMP"] == "/tmp/round-1"
+    assert inherited["TMPDIR"] == "/var/tmp"  # the worker's own is left alone
+
+
+def test_without_a_storage_connection_the_worker_s_aws_variables_stay() -> None:
+    env = rounds.round_environment({"AWS_PROFILE": "worker"}, "/tmp/r")
+    assert env["AWS_PROFILE"] == "worker"
+    assert "BATCHVAL_CLIENT_SECRET" not in env
+
+
+def test_a_storage_connection_without_keys_keeps_the_worker_s_identity() -> None:
+    """No keys in the connection: the worker's role stays, the region and endpoint are added."""
+    inherited = {"AWS_ROLE_ARN": "arn:aws:iam::1:role/w", "AWS_WEB_IDENTITY_TOKEN_FILE": "/t"}
+    keyless = ConnectionFields(host=None, login=None, password=None, extra={"region_name": "r"})
+    env = rounds.round_environment(inherited, "/tmp/r", storage=keyless)
+    assert env["AWS_ROLE_ARN"] == "arn:aws:iam::1:role/w"
+    assert env["AWS_WEB_IDENTITY_TOKEN_FILE"] == "/t"
+    assert env["AWS_REGION"] == "r"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "run_id", "held"),
+    [
+        (["run", "in.csv", "--out", "s3://b/p"], None, ["run", "in.csv", "--out", "s3://b/p"]),
+        (
+            ["run", "in.csv", "--out", "s3://b/p"],
+            "2026-11-25-ab",
+            ["run", "in.csv", "--out", "s3://b/p", "--run-id", "2026-11-25-ab"],
+        ),
+        (
+            ["run", "in.csv", "--run-id", "mine"],
+            "2026-11-25-ab",
+            ["run", "in.csv", "--run-id", "mine"],
+        ),
+        (["run", "in.csv", "--run-id=mine"], "2026-11-25-ab", ["run", "in.csv", "--run-id=mine"]),
+        (["report", "s3://b/p"], "2026-11-25-ab", ["report", "s3://b/p"]),
+    ],
+)
+def test_from_the_second_round_a_run_keeps_its_own_id(
+    arguments: list[str], run_id: str | None, held: list[str]
+) -> None:
+    """`run` is given the run's own id once known, unless it names one itself."""
+    assert rounds.with_run_id(arguments, run_id) == held
+
+
+@pytest.mark.parametrize(
+    ("stop", "offset", "at"),
+    [
+        # A daily limit: midnight UTC, a second after.
+        ({"not_before": "2026-11-26T00:00:00+00:00"}, 0, dt.datetime(2026, 11, 26, 0, 0, 1)),
+        # No time given (an outage, a signal, another holder): the configured wait.
+        ({"reason": "store_unavailable"}, 0, dt.datetime(2026, 11, 26, 0, 3)),
+        (None, 0, dt.datetime(2026, 11, 26, 0, 3)),
+        # A time already past: at once.
+        ({"not_before": "2026-11-25T12:00:00+00:00"}, 0, dt.datetime(2026, 11, 25, 23, 58, 1)),
+        # batchval's clock moved a day ahead (the test seam): Airflow waits on the real one.
+        (
+            {"not_before": "2026-11-27T00:00:00+00:00"},
+            86_400,
+            dt.datetime(2026, 11, 26, 0, 0, 1),
+        ),
+    ],
+)
+def test_the_next_round_starts_at_the_run_s_own_time(
+    stop: dict[str, Any] | None, offset: float, at: dt.datetime
+) -> None:
+    found = rounds.next_round_at(stop, NOW, FIVE_MINUTES, offset)
+    assert found == at.replace(tzinfo=dt.UTC)
+
+
+def test_the_clock_offset_is_read_from_the_environment() -> None:
+    assert rounds.clock_offset({}) == 0
+    assert rounds.clock_offset({"BATCHVAL_CLOCK_OFFSET_SECONDS": "-120.5"}) == -120.5
+
+
+def test_an_execution_timeout_is_refused_with_the_reason() -> None:
+    """execution_timeout counts every deferral: refused, and the message says what to use."""
+    rounds.refuse_execution_timeout(None)
+    with pytest.raises(ValueError, match="every deferral included") as refused:
+        rounds.refuse_execution_timeout(dt.timedelta(hours=6))
+    assert "max_rounds" in str(refused.value)
+    assert "late_after" in str(refused.value)
+    assert "execution_timeout=None" in str(refused.value)  # how to undo a DAG-wide default
+
+
+def test_the_package_loads_without_airflow() -> None:
+    """`batchval.airflow` imports Airflow only when the operator is asked for."""
+    import batchval.airflow
+
+    assert "airflow" not in sys.modules
+    with pytest.raises(ModuleNotFoundError, match="airflow"):
+        batchval.airflow.BatchvalOperator  # noqa: B018
+    with pytest.raises(AttributeError):
+        batchval.airflow.Nothing  # noqa: B018
