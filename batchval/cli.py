@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -590,7 +591,10 @@ def verify(out_dir: str, config_file: Path | None, concurrency: int | None) -> N
     help="Where to write the proposal [INPUT's name with .batchval.yaml, here].",
 )
 @click.option("--force", is_flag=True, help="Replace the file --out names if it exists.")
-def init(input_path: str, config_out: Path | None, force: bool) -> None:
+@input_reading_options
+def init(
+    input_path: str, config_out: Path | None, force: bool, sheet: str | None, encoding: str | None
+) -> None:
     """Propose a config for INPUT (a lender's own file; a path or an s3:// URL): each
     column's mapping and why, the lender columns found, every value it cannot place with
     its count; then read INPUT through it and say what a run would send; exit 0, 64 or 65."""
@@ -605,9 +609,17 @@ def init(input_path: str, config_out: Path | None, force: bool) -> None:
     target = config_out or Path(f"{Path(name).stem}.batchval.yaml")
     if target.exists() and not force:
         raise click.UsageError(f"{target} exists: give another --out, or --force to replace it")
+    try:
+        reading = InputOptions(encoding=encoding, sheet=sheet)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    # The proposal leaves the sheet and encoding to the command line, as they were given.
+    given = "".join(
+        f" --{k} {shlex.quote(v)}" for k, v in (("sheet", sheet), ("encoding", encoding)) if v
+    )
     with _refusals(), input_of(input_path, os.environ) as source:
         try:
-            columns, frames = read_as_text(source, InputOptions())
+            columns, frames = read_as_text(source, reading)
             surveyed, rows = survey(columns, frames)
         except InputError as exc:
             click.echo(f"batchval: input_unusable: {exc}", err=True)
@@ -618,13 +630,14 @@ def init(input_path: str, config_out: Path | None, force: bool) -> None:
         for line in summary_lines(proposal):
             click.echo(line)
         try:
-            tried = trial(source, load_settings(target, os.environ).input)
+            settings = load_settings(target, os.environ, encoding=encoding, sheet=sheet)
+            tried = trial(source, settings.input)
         except (InputError, SettingsError) as exc:
             click.echo(f"batchval: input_unusable: with {target}: {exc}", err=True)
             raise SystemExit(int(ExitCode.INPUT)) from None
     for line in tried.lines():
         click.echo(line)
-    click.echo(f"next: batchval run {input_path} --config {target} --out DIR --dry-run")
+    click.echo(f"next: batchval run {input_path}{given} --config {target} --out DIR --dry-run")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from pathlib import Path
 
 import polars as pl
@@ -35,10 +36,13 @@ def lender_workbook(path: Path, rows: int) -> Path:
 
 
 def windows_csv(path: Path, rows: int) -> Path:
-    """A Windows "Save as CSV": cp1252, balances written £412,500.00."""
-    lines = ["Loan Ref,postcode,property_type,bedrooms,Balance"]
+    """A Windows "Save as CSV": cp1252, balances written £412,500.00, and a note."""
+    lines = ["Loan Ref,postcode,property_type,bedrooms,Balance,Note"]
     for n in range(rows):
-        lines.append(f'L{n:04d},{POSTCODES[n % 6]},flat,{1 + n % 4},"£{412_500 + n:,}.00"')
+        lines.append(
+            f'L{n:04d},{POSTCODES[n % 6]},flat,{1 + n % 4},"£{412_500 + n:,}.00",'
+            f'"£{412_500 + n:,}.00 – O’Neil"'
+        )
     path.write_bytes(("\r\n".join(lines) + "\r\n").encode("cp1252"))
     return path
 
@@ -106,7 +110,7 @@ def test_a_windows_csv_stopped_at_the_daily_limit_resumes(
 ) -> None:
     """A cp1252 file is read as cp1252 with no setting and says so; stopped at the daily
     limit (75), the same command resumes it (never refused as a changed setting) and
-    completes, each row paid once, the £ balances as written."""
+    completes, each row paid once: the £ note as written, the balance read as money."""
     served.sandbox.account(LIVE.client_id).daily_limit = 10
     source = windows_csv(tmp_path / "book.csv", 25)
     out = tmp_path / "out"
@@ -127,8 +131,9 @@ def test_a_windows_csv_stopped_at_the_daily_limit_resumes(
     results, problems, summary = outputs(out)
     assert summary["invocations"] == 2
     assert problems.height == 0
-    balances = results.sort("row_number")["Balance"].to_list()
-    assert balances[:2] == ["£412,500.00", "£412,501.00"]
+    ordered = results.sort("row_number")
+    assert ordered["Note"].to_list()[:2] == ["£412,500.00 – O’Neil", "£412,501.00 – O’Neil"]
+    assert ordered["Balance"].to_list()[:2] == [412_500.0, 412_501.0]
     assert_accounted(out, 25)
     assert_paid_once(served, out)
 
@@ -155,3 +160,19 @@ def test_encoding_on_the_command_line(served: RunningSandbox, tmp_path: Path) ->
     assert "--encoding cp1252" in wrong.stderr
     check = run_cli("check", str(source), "--encoding", "nope", env=env)
     assert check.returncode == 64
+
+
+@pytest.mark.slow
+def test_init_reads_a_workbook_and_takes_sheet_and_encoding(tmp_path: Path) -> None:
+    """init proposes a config from a workbook's sheet (--sheet) and says to run with it;
+    an unknown encoding is a usage error (64)."""
+    source = lender_workbook(tmp_path / "book.xlsx", 6)
+    proposal = tmp_path / "book.yaml"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BATCHVAL_")}
+    done = run_cli("init", str(source), "--sheet", "Loans", "--out", str(proposal), env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"next: batchval run {source} --sheet Loans --config {proposal}" in done.stdout
+    wrong = run_cli("init", str(source), "--encoding", "klingon", "--out", str(proposal),
+                    "--force", env=env)  # fmt: skip
+    assert wrong.returncode == 64
+    assert "unknown encoding 'klingon'" in wrong.stderr
