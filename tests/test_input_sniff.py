@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from batchval.input import InputError, InputOptions, ReadAs, open_input
 from batchval.input.sniff import detect_encoding
 
-HEADER = "loan_id,postcode,property_type,bedrooms,balance\n"
+HEADER = "loan_id,postcode,property_type,bedrooms,note\n"
 
 
 def written(path: Path, data: bytes, *, compress: bool = False) -> Path:
@@ -31,7 +31,7 @@ def test_a_windows_csv_is_read_as_cp1252_and_says_so(tmp_path: Path, compress: b
     source = open_input(path, InputOptions())
     assert source.read_as == ReadAs("csv", "cp1252", encoding_detected=True)
     values = [v for batch in source.batches() for v in batch.passthrough.to_pylist()]
-    assert [v["balance"] for v in values] == ["£412,500.00", "O’Neil – £5"]
+    assert [v["note"] for v in values] == ["£412,500.00", "O’Neil – £5"]
 
 
 def test_a_utf8_file_is_utf8_and_a_given_encoding_is_not_found(tmp_path: Path) -> None:
@@ -105,7 +105,7 @@ def test_any_cp1252_text_is_read_back_as_written(
         return
     source = open_input(path, InputOptions())
     assert source.read_as.encoding == expected
-    cell = next(source.batches()).passthrough.column("balance")[0].as_py()
+    cell = next(source.batches()).passthrough.column("note")[0].as_py()
     # cp1252 text whose bytes happen to be UTF-8 ("Â\xa0" is C2 A0) is UTF-8: no rule can
     # tell them apart, and a file that is UTF-8 is read as UTF-8.
     assert cell == f"x{text}".encode("cp1252").decode(expected)
