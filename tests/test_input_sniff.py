@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batchval.input import InputError, InputOptions, ReadAs, open_input
+from batchval.input import InputError, InputOptions, ReadAs, open_input, sniff
 from batchval.input.sniff import detect_encoding
 
 HEADER = "loan_id,postcode,property_type,bedrooms,note\n"
@@ -109,3 +109,30 @@ def test_any_cp1252_text_is_read_back_as_written(
     # cp1252 text whose bytes happen to be UTF-8 ("Â\xa0" is C2 A0) is UTF-8: no rule can
     # tell them apart, and a file that is UTF-8 is read as UTF-8.
     assert cell == f"x{text}".encode("cp1252").decode(expected)
+
+
+PAD = b"a" * (sniff.DETECT_CHUNK - 1)  # what follows straddles the first two chunks
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        (PAD + "£".encode() + b"\n\xa3\n", "mixes UTF-8 (a UTF-8 character at offset 1048575)"),
+        (PAD + "£".encode() + b"\n\xa3\n", "another encoding (byte 0xa3 at offset 1048578)"),
+        (PAD + b"\xa3\x81\n", "is neither UTF-8 (byte 0xa3 at offset 1048575)"),
+        (PAD + b"\xa3\x81\n", "nor cp1252 (byte 0x81 at offset 1048576 means nothing there)"),
+        (PAD + b"\xc2A\n", None),
+    ],
+)
+def test_a_sequence_across_two_reads_is_seen_whole(
+    tmp_path: Path, data: bytes, said: str | None
+) -> None:
+    """The file is read a MiB at a time: a character whose bytes straddle two reads is
+    judged whole, and every offset named is the byte's place in the file."""
+    path = written(tmp_path / "loans.csv", data)
+    if said is None:
+        assert detect_encoding(path, compressed=False) == "cp1252"
+        return
+    with pytest.raises(InputError) as caught:
+        detect_encoding(path, compressed=False)
+    assert said in str(caught.value)

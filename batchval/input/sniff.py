@@ -23,9 +23,10 @@ HEAD_BYTES = 64 * 1024  # enough for any sane header and a first look at the dat
 GZIP_MAGIC = b"\x1f\x8b"
 UTF8_BOM = codecs.BOM_UTF8
 UTF16_BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
-_DETECT_CHUNK = 1 << 20
+DETECT_CHUNK = 1 << 20  # bytes read at a time while the encoding is found
 # The five bytes Windows-1252 gives no character (Python's codec refuses them).
 _CP1252_UNDEFINED = re.compile(rb"[\x81\x8d\x8f\x90\x9d]")
+_PAST_ASCII = re.compile(rb"[\x80-\xff]+")
 # A well-formed UTF-8 sequence of two or more bytes: in a cp1252 file, mojibake such as
 # "Â£"; in a file that is not UTF-8, the sign of a second encoding.
 _UTF8_MULTIBYTE = re.compile(
@@ -117,42 +118,16 @@ def detect_encoding(path: Path, *, compressed: bool) -> str:
     there and the file holds no UTF-8 sequence of two or more bytes (a file that mixes
     UTF-8 with another encoding would be misread either way); else InputError.
 
-    One pass, a MiB at a time (gzip decompressed on the way); about a second a GiB.
+    A UTF-8 file is read once, a MiB at a time (gzip decompressed on the way), by the
+    UTF-8 decoder alone; one that is not is read again for the rest, looking only at its
+    runs of bytes past ASCII.
     """
-    utf8: codecs.IncrementalDecoder | None = codecs.getincrementaldecoder("utf-8")()
-    not_utf8: tuple[int, int] | None = None  # (offset, byte) of the first fault
-    undefined: tuple[int, int] | None = None  # the first byte cp1252 leaves undefined
-    multibyte: int | None = None  # offset of the first UTF-8 sequence of 2+ bytes
-    offset = 0
-    tail = b""  # the end of the last chunk: a sequence may straddle two
-    try:
-        with gzip.open(path, "rb") if compressed else open(path, "rb") as raw:
-            while chunk := raw.read(_DETECT_CHUNK):
-                if utf8 is not None:
-                    try:
-                        utf8.decode(chunk)
-                    except UnicodeDecodeError as exc:
-                        utf8, not_utf8 = None, (offset + exc.start, chunk[exc.start])
-                if undefined is None and (found := _CP1252_UNDEFINED.search(chunk)):
-                    undefined = (offset + found.start(), chunk[found.start()])
-                if multibyte is None and (seq := _UTF8_MULTIBYTE.search(tail + chunk)):
-                    multibyte = offset - len(tail) + seq.start()
-                tail = chunk[-3:]
-                offset += len(chunk)
-                if utf8 is None and undefined is not None and multibyte is not None:
-                    break  # nothing more to learn
-            if utf8 is not None:
-                try:
-                    utf8.decode(b"", final=True)
-                except UnicodeDecodeError:
-                    utf8, not_utf8 = None, (offset, -1)
-    except (*READ_ERRORS, ValueError) as exc:
-        raise InputError(path, f"cannot be read: {first_line(exc)}") from exc
-    if utf8 is not None:
+    not_utf8 = _first_fault(path, compressed)
+    if not_utf8 is None:
         return "utf-8"
-    assert not_utf8 is not None
     where, byte = not_utf8
     said = "ends inside a UTF-8 sequence" if byte < 0 else f"byte 0x{byte:02x} at offset {where}"
+    undefined, multibyte = _past_ascii(path, compressed)
     if undefined is not None:
         raise _refusal(
             path,
@@ -165,6 +140,71 @@ def detect_encoding(path: Path, *, compressed: bool) -> str:
             f"mixes UTF-8 (a UTF-8 character at offset {multibyte}) with another encoding ({said})",
         )
     return "cp1252"
+
+
+def _chunks(path: Path, compressed: bool) -> Iterator[bytes]:
+    try:
+        with gzip.open(path, "rb") if compressed else open(path, "rb") as raw:
+            while chunk := raw.read(DETECT_CHUNK):
+                yield chunk
+    except (*READ_ERRORS, ValueError) as exc:
+        raise InputError(path, f"cannot be read: {first_line(exc)}") from exc
+
+
+def _first_fault(path: Path, compressed: bool) -> tuple[int, int] | None:
+    """(offset, byte) of the file's first byte that is not UTF-8 (byte -1: the file ends
+    inside a sequence), or None when every byte is UTF-8."""
+    utf8 = codecs.getincrementaldecoder("utf-8")()
+    offset = 0
+    for chunk in _chunks(path, compressed):
+        held = len(utf8.getstate()[0])  # a sequence begun at the end of the last chunk
+        try:
+            utf8.decode(chunk)
+        except UnicodeDecodeError as exc:
+            return offset - held + exc.start, exc.object[exc.start]
+        offset += len(chunk)
+    try:
+        utf8.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return offset, -1
+    return None
+
+
+def _past_ascii(path: Path, compressed: bool) -> tuple[tuple[int, int] | None, int | None]:
+    """The (offset, byte) of the first byte cp1252 leaves undefined, and the offset of the
+    first well-formed UTF-8 sequence of two or more bytes; each None when there is none."""
+    undefined: tuple[int, int] | None = None
+    multibyte: int | None = None
+    offset = 0
+    carry = b""  # a run past ASCII that reaches the end of a chunk may go on in the next
+    for chunk in _chunks(path, compressed):
+        data, start = carry + chunk, offset - len(carry)
+        carry = b""
+        if not data.isascii():
+            for run in _PAST_ASCII.finditer(data):
+                if run.end() == len(data) and run.end() - run.start() < DETECT_CHUNK:
+                    carry = run.group()  # looked at whole with the next chunk
+                    break
+                undefined, multibyte = _look(run, start, undefined, multibyte)
+        offset += len(chunk)
+        if undefined is not None and multibyte is not None:
+            return undefined, multibyte
+    if carry:
+        found = _PAST_ASCII.search(carry)
+        assert found is not None
+        undefined, multibyte = _look(found, offset - len(carry), undefined, multibyte)
+    return undefined, multibyte
+
+
+def _look(
+    run: re.Match[bytes], start: int, undefined: tuple[int, int] | None, multibyte: int | None
+) -> tuple[tuple[int, int] | None, int | None]:
+    text = run.group()
+    if undefined is None and (bad := _CP1252_UNDEFINED.search(text)):
+        undefined = (start + run.start() + bad.start(), text[bad.start()])
+    if multibyte is None and (seq := _UTF8_MULTIBYTE.search(text)):
+        multibyte = start + run.start() + seq.start()
+    return undefined, multibyte
 
 
 def _refusal(path: Path, fault: str) -> InputError:
