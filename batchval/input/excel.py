@@ -2,14 +2,16 @@
 the same reader opens: fastexcel, over calamine (Rust).
 
 A sheet cannot be streamed as a CSV file is: calamine parses the whole sheet before its
-first row can be had, and parses it again on every call. Its memory grows with the cells,
-about 95 MiB of peak RSS a million (a full sheet, 1,048,575 rows: 770 MiB for 7 columns,
-1.4 GiB for 14); openpyxl's streaming read-only mode holds 133 MiB for the 7 columns but
-takes 7 times as long (95 s), so the fast reader was chosen (make bench). So the sheet is read
-once, when the input is opened, turned into Arrow, typed, and written to a temporary
-Parquet file that the reader then streams as it streams any Parquet input
-(`input/reader`): disk, not memory, pays for the rest of the run, as for a transcoded
-CSV, and requests, problems and pass-through types follow Parquet's rules from there.
+first row can be had, and parses it again on every call. So the sheet is read once, when
+the input is opened, turned into Arrow, typed, and written to a temporary Parquet file
+that the reader then streams as it streams any Parquet input (`input/reader`): disk, not
+memory, pays for the rest of the run, as for a transcoded CSV, and requests, problems
+and pass-through types follow Parquet's rules from there.
+
+Its memory grows with the sheet's cells, about 95 MiB of peak RSS a million (a full
+sheet, 1,048,575 rows: 770 MiB for 7 columns, 1.4 GiB for 14; make bench). openpyxl's
+streaming read-only mode would hold 133 MiB for the 7 columns but takes about 7 times
+as long (95 s beside 14 s on the same loaded machine): the fast reader was chosen.
 
 - **Cell types**: fastexcel's, guessed over every row of the column; a column that mixes
   numbers and text is text, each number written as it reads (3.0 as "3"). Then, as a
