@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -56,6 +57,19 @@ def concurrency_option(what: str) -> Callable[[F], F]:
     return click.option(
         "--concurrency", type=click.IntRange(1, 256), help=f"Most {what} in flight [8]."
     )
+
+
+def input_reading_options(f: F) -> F:
+    """--sheet and --encoding, for the commands that read INPUT: over the config's
+    `input.sheet` and `input.encoding`."""
+    f = click.option(
+        "--encoding",
+        metavar="NAME",
+        help="A CSV's encoding (utf-8, cp1252, latin-1, ...) [found: UTF-8, else cp1252].",
+    )(f)
+    return click.option(
+        "--sheet", metavar="NAME", help="An Excel workbook's sheet to read [the first]."
+    )(f)
 
 
 MAX_CREDITS = click.option(
@@ -240,6 +254,7 @@ def sandbox(
     url=True,
 )
 @config_option("YAML config: api, input mapping, run settings.")
+@input_reading_options
 @click.option(
     "--run-id",
     help="Name the run (default: the UTC day, day-YYYY-MM-DD; kept in the checkpoint).",
@@ -273,6 +288,8 @@ def run(
     input_path: str,
     out_dir: str,
     config_file: Path | None,
+    sheet: str | None,
+    encoding: str | None,
     run_id: str | None,
     concurrency: int | None,
     include: str | None,
@@ -284,8 +301,8 @@ def run(
     log_json: bool,
     **book: Any,
 ) -> None:
-    """Value every row of INPUT (CSV or Parquet; a path or an s3:// URL) into DIR; exit 0,
-    75, 77, 65, 64 or 70."""
+    """Value every row of INPUT (CSV, Parquet or an Excel workbook; a path or an s3:// URL)
+    into DIR; exit 0, 75, 77, 65, 64 or 70."""
     from batchval.engine.place import input_of, place_of
     from batchval.sandbox.embedded import embedded_api
     from batchval.valuations.runner import Runner, RunRequest
@@ -297,6 +314,8 @@ def run(
         include=include,
         max_credits=max_credits,
         book=book,
+        encoding=encoding,
+        sheet=sheet,
     )
     if wait_for_midnight:
         settings = dataclasses.replace(
@@ -347,7 +366,10 @@ def status(out_dir: str, as_json: bool) -> None:
 @cli.command()
 @click.argument("input_path", metavar="INPUT", required=False)
 @config_option("YAML config: api, input mapping, run settings.")
-def check(input_path: str | None, config_file: Path | None) -> None:
+@input_reading_options
+def check(
+    input_path: str | None, config_file: Path | None, sheet: str | None, encoding: str | None
+) -> None:
     """Preflight at no cost: settings, token, API, mode, and INPUT's price (INPUT a path
     or an s3:// URL); exit 0, 64, 65, 75 or 77."""
     from batchval.engine.place import input_of
@@ -360,7 +382,7 @@ def check(input_path: str | None, config_file: Path | None) -> None:
     # are the dry run's business).
     logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=redactor, level=30)
     try:
-        settings = load_settings(config_file, os.environ)
+        settings = load_settings(config_file, os.environ, encoding=encoding, sheet=sheet)
     except SettingsError as exc:
         report = CheckReport((Finding("settings", str(exc), ExitCode.USAGE),))
     else:
@@ -384,9 +406,16 @@ def check(input_path: str | None, config_file: Path | None) -> None:
 @click.option("--shards", required=True, type=click.IntRange(1, 10_000), help="How many.")
 @out_option("Where the shards and shards.json go.")
 @config_option("YAML config: its input mapping decides the requests.")
+@input_reading_options
 @click.option("--row-id", help="The column that names a row (a loan id): what places it.")
 def split(
-    input_path: str, shards: int, out_dir: Path, config_file: Path | None, row_id: str | None
+    input_path: str,
+    shards: int,
+    out_dir: Path,
+    config_file: Path | None,
+    sheet: str | None,
+    encoding: str | None,
+    row_id: str | None,
 ) -> None:
     """Cut INPUT (a path or an s3:// URL) into N Parquet shards by a stable hash of each
     row; exit 0, 64 or 65."""
@@ -397,7 +426,7 @@ def split(
 
     logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=Redactor(), level=30)
     try:
-        settings = load_settings(config_file, os.environ)
+        settings = load_settings(config_file, os.environ, encoding=encoding, sheet=sheet)
         with _refusals(), input_of(input_path, settings.storage.env(os.environ)) as source:
             summary = split_input(
                 source, out_dir, shards, settings.input, row_id, input_name=input_path
@@ -465,6 +494,7 @@ def export_command(out_dir: str, fmt: str, nested: str, to_dir: Path | None) -> 
     url=True,
 )
 @config_option("YAML config: api, input mapping, run settings.")
+@input_reading_options
 @click.option("--refresh", is_flag=True, help="Read again postcodes read in the last 30 days.")
 @click.option("--join", is_flag=True, help="Also write homes_with_street.parquet.")
 @MAX_CREDITS
@@ -474,6 +504,8 @@ def streets(
     input_path: str,
     out_dir: str,
     config_file: Path | None,
+    sheet: str | None,
+    encoding: str | None,
     refresh: bool,
     join: bool,
     max_credits: int | None,
@@ -487,7 +519,11 @@ def streets(
     from batchval.streets.runner import Streets, StreetsRequest
 
     settings, json_lines = _configured(
-        config_file, concurrency=concurrency, max_credits=max_credits
+        config_file,
+        concurrency=concurrency,
+        max_credits=max_credits,
+        encoding=encoding,
+        sheet=sheet,
     )
     _refuse_a_dry_run_at_a_url(dry_run, out_dir)
     with (
@@ -555,7 +591,10 @@ def verify(out_dir: str, config_file: Path | None, concurrency: int | None) -> N
     help="Where to write the proposal [INPUT's name with .batchval.yaml, here].",
 )
 @click.option("--force", is_flag=True, help="Replace the file --out names if it exists.")
-def init(input_path: str, config_out: Path | None, force: bool) -> None:
+@input_reading_options
+def init(
+    input_path: str, config_out: Path | None, force: bool, sheet: str | None, encoding: str | None
+) -> None:
     """Propose a config for INPUT (a lender's own file; a path or an s3:// URL): each
     column's mapping and why, the lender columns found, every value it cannot place with
     its count; then read INPUT through it and say what a run would send; exit 0, 64 or 65."""
@@ -570,9 +609,17 @@ def init(input_path: str, config_out: Path | None, force: bool) -> None:
     target = config_out or Path(f"{Path(name).stem}.batchval.yaml")
     if target.exists() and not force:
         raise click.UsageError(f"{target} exists: give another --out, or --force to replace it")
+    try:
+        reading = InputOptions(encoding=encoding, sheet=sheet)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    # The proposal leaves the sheet and encoding to the command line, as they were given.
+    given = "".join(
+        f" --{k} {shlex.quote(v)}" for k, v in (("sheet", sheet), ("encoding", encoding)) if v
+    )
     with _refusals(), input_of(input_path, os.environ) as source:
         try:
-            columns, frames = read_as_text(source, InputOptions())
+            columns, frames = read_as_text(source, reading)
             surveyed, rows = survey(columns, frames)
         except InputError as exc:
             click.echo(f"batchval: input_unusable: {exc}", err=True)
@@ -583,13 +630,14 @@ def init(input_path: str, config_out: Path | None, force: bool) -> None:
         for line in summary_lines(proposal):
             click.echo(line)
         try:
-            tried = trial(source, load_settings(target, os.environ).input)
+            settings = load_settings(target, os.environ, encoding=encoding, sheet=sheet)
+            tried = trial(source, settings.input)
         except (InputError, SettingsError) as exc:
             click.echo(f"batchval: input_unusable: with {target}: {exc}", err=True)
             raise SystemExit(int(ExitCode.INPUT)) from None
     for line in tried.lines():
         click.echo(line)
-    click.echo(f"next: batchval run {input_path} --config {target} --out DIR --dry-run")
+    click.echo(f"next: batchval run {input_path}{given} --config {target} --out DIR --dry-run")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -133,6 +133,13 @@ class Settings:
         (`latin-1` and `iso-8859-1` are one), a delimiter or passthrough left to be
         detected or defaulted is null, and the passthrough keeps its order (the order of
         the output columns).
+
+        An encoding left to be found is `utf-8`, as every DIR begun before it could be
+        found stored it: what is found comes from the file's bytes alone
+        (`sniff.detect_encoding`), which the input's own fingerprint holds, so the same
+        file with the same command is read the same way and resumes. A workbook's sheet,
+        when named, is a setting like the delimiter (absent when not named, so that no
+        earlier DIR's fingerprint changes): another sheet is another run.
         """
         passthrough = self.input.passthrough
         shaping = {
@@ -140,9 +147,10 @@ class Settings:
             # The API's address, not the client id: a rotated secret comes as a new login
             # of the same account, and keys never depend on credentials.
             "api": None if self.api is None else self.api.base_url,
-            "encoding": self.input.codec,
+            "encoding": self.input.codec or "utf-8",
             "delimiter": self.input.delimiter,
             "passthrough": None if passthrough is None else list(passthrough),
+            **({} if self.input.sheet is None else {"sheet": self.input.sheet}),
         }
         return _digest(shaping)
 
@@ -169,6 +177,7 @@ class Settings:
             "input": {
                 "delimiter": options.delimiter,
                 "encoding": options.encoding,
+                "sheet": options.sheet,
                 "columns": dict(options.columns),
                 "values": {k: dict(v) for k, v in options.values.items()},
                 "passthrough": None if options.passthrough is None else list(options.passthrough),
@@ -277,9 +286,13 @@ def _include(items: Any, where: str) -> tuple[str, ...]:
     return tuple(sorted(set(items)))
 
 
-def _input(config: Mapping[str, Any], include: tuple[str, ...]) -> InputOptions:
+def _input(
+    config: Mapping[str, Any], include: tuple[str, ...], reading: Mapping[str, str | None]
+) -> InputOptions:
+    """The input section, with `reading` (the command line's --encoding and --sheet) over
+    the config's own."""
     section = _section(config, "input")
-    known = {"delimiter", "encoding", "columns", "values", "passthrough", "batch_rows"}
+    known = {"delimiter", "encoding", "sheet", "columns", "values", "passthrough", "batch_rows"}
     _reject_unknown(section, known, "input")
     columns = section.get("columns") or {}
     values = section.get("values") or {}
@@ -295,6 +308,10 @@ def _input(config: Mapping[str, Any], include: tuple[str, ...]) -> InputOptions:
     delimiter = section.get("delimiter")
     if delimiter is not None and (not isinstance(delimiter, str) or len(delimiter) != 1):
         raise SettingsError("input.delimiter must be a single character")
+    for name in ("encoding", "sheet"):
+        if section.get(name) is not None and not isinstance(section[name], str):
+            raise SettingsError(f"input.{name} must be a name")
+    section.update({name: value for name, value in reading.items() if value is not None})
     try:
         return _input_options(section, delimiter, columns, values, passthrough, include)
     except (ValueError, TypeError) as exc:
@@ -311,7 +328,8 @@ def _input_options(
 ) -> InputOptions:
     return InputOptions(
         delimiter=delimiter,
-        encoding=str(section.get("encoding", "utf-8")),
+        encoding=section.get("encoding"),
+        sheet=section.get("sheet"),
         columns={str(k): v for k, v in columns.items()},
         values={str(f): {str(k): str(v) for k, v in m.items()} for f, m in values.items()},
         passthrough=None if passthrough is None else tuple(passthrough),
@@ -358,8 +376,12 @@ def load_settings(
     include: str | None = None,
     max_credits: int | None = None,
     book: Mapping[str, Any] | None = None,
+    encoding: str | None = None,
+    sheet: str | None = None,
 ) -> Settings:
-    """Settings for `run`, `streets` and `--dry-run`; raises SettingsError (exit 64)."""
+    """Settings for `run`, `streets`, `check`, `split` and `--dry-run`; raises
+    SettingsError (exit 64). `encoding` and `sheet` (--encoding, --sheet) win over the
+    config's input section."""
     config = _read_config(config_file)
     run = _section(config, "run")
     # include lives in the run section for people, in the input options for the code.
@@ -412,7 +434,7 @@ def load_settings(
     )
     return Settings(
         api=_api(config, env),
-        input=_input(config, includes),
+        input=_input(config, includes, {"encoding": encoding, "sheet": sheet}),
         run=options,
         lender=_lender(config),
         storage=_storage(config),

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from batchval.input import InputError, InputOptions, InputSource, open_input, stream
+from batchval.input import InputError, InputOptions, InputSource, ReadAs, open_input, stream
 
 HEADER = ["loan_id", "postcode", "property_type", "bedrooms", "floor_area_sqm", "notes"]
 ROWS = [
@@ -94,12 +94,13 @@ def test_utf8_bom_leaves_first_column_clean(tmp_path: Path) -> None:
 
 
 def test_latin1_with_encoding_option(tmp_path: Path) -> None:
-    """A latin-1 file reads right when the options say so, and is refused when not."""
+    """A latin-1 file reads right when the options say so, and is refused when they say
+    UTF-8, naming --encoding."""
     rows = [["L1", "SW1A 1AA", "flat", "2", "", "Café Rosé"]]
     path = write_csv(tmp_path / "homes.csv", rows, encoding="latin-1")
     read = read_all(open_input(path, InputOptions(encoding="latin-1")))
     assert read[0]["passthrough"]["notes"] == "Café Rosé"
-    assert "encoding" in fault(path)
+    assert "--encoding" in fault(path, InputOptions(encoding="utf-8"))
 
 
 def test_cp1252_gzip_is_transcoded(tmp_path: Path) -> None:
@@ -290,7 +291,7 @@ INPUT_ERRORS: list[tuple[str, Callable[[Path], Path], InputOptions, str]] = [
         "Parquet",
     ),
     ("binary garbage", lambda d: binary_garbage(d / "homes.csv"), InputOptions(), "binary"),
-    ("excel workbook", lambda d: _bytes(d, b"PK\x03\x04rest"), InputOptions(), "Excel"),
+    ("zip archive", lambda d: _bytes(d, b"PK\x03\x04rest"), InputOptions(), "not a workbook"),
     (
         "wrong explicit delimiter",
         lambda d: write_csv(d / "homes.csv", ROWS, delimiter=";"),
@@ -325,16 +326,20 @@ def test_unusable_file_is_one_line_input_error(
 
 
 def test_open_reads_only_the_head(tmp_path: Path) -> None:
-    """open_input accepts a file whose damage lies past its head; batches then raise."""
+    """With its encoding given, open_input accepts a file whose damage lies past its head;
+    batches then raise. With none given, the scan for it finds the damage at once."""
     rng = random.Random(1)
     rows = [[f"L{i}", "SW1A 1AA", "flat", "2", "", rng.randbytes(40).hex()] for i in range(5000)]
     path = write_csv(tmp_path / "homes.csv.gz", rows, compress=True)
     data = path.read_bytes()
     path.write_bytes(data[: len(data) * 2 // 3])
-    source = open_input(path, InputOptions(batch_rows=500))
-    message = fault(path, InputOptions(batch_rows=500))
+    given = InputOptions(batch_rows=500, encoding="utf-8")
+    source = open_input(path, given)
+    message = fault(path, given)
     assert "cannot be read" in message
     assert source.columns == HEADER
+    with pytest.raises(InputError, match="cannot be read"):
+        open_input(path, InputOptions(batch_rows=500))
 
 
 @pytest.mark.parametrize("short", [4, 19_000])
@@ -410,11 +415,15 @@ def test_parquet_memory_does_not_grow_with_the_file(tmp_path: Path) -> None:
 
 
 def test_invalid_utf8_mid_file_is_input_error(tmp_path: Path) -> None:
-    """A byte that is not UTF-8 after the head is found while streaming, as InputError."""
+    """With UTF-8 given, a byte that is not UTF-8 after the head is found while streaming,
+    as InputError; with no encoding given, the file is found to be cp1252 and read."""
     rows = [[f"L{i}", "SW1A 1AA", "flat", "2", "", "x" * 40] for i in range(3000)]
     path = write_csv(tmp_path / "homes.csv", rows)
     path.write_bytes(path.read_bytes() + b"L9,SW1A 1AA,flat,2,,caf\xe9\n")
-    assert "cannot be read after data row" in fault(path)
+    assert "cannot be read after data row" in fault(path, InputOptions(encoding="utf-8"))
+    source = open_input(path, InputOptions())
+    assert source.read_as == ReadAs("csv", "cp1252", encoding_detected=True)
+    assert read_all(source)[-1]["passthrough"]["notes"] == "café"
 
 
 # --- per-row include ---------------------------------------------------------------

@@ -32,7 +32,7 @@ def _expected() -> tuple[int, int]:
     return book.height - ambiguous, ambiguous
 
 
-@pytest.mark.parametrize("name", ["lender_book.csv"])
+@pytest.mark.parametrize("name", ["lender_book.csv", "lender_book.xlsx", "lender_book_windows.csv"])
 def test_a_lenders_book_values_with_only_three_columns_named(
     served: RunningSandbox, tmp_path: Path, name: str
 ) -> None:

@@ -25,8 +25,9 @@ def manifest_of(out: Path) -> dict[str, Any]:
 
 @pytest.mark.slow
 def test_manifest_says_where_the_figures_come_from(served: RunningSandbox, tmp_path: Path) -> None:
-    """manifest.json names the input's hash, the run id, the mode, the settings without
-    the secret, and every model version and indexedTo month with the rows they cover."""
+    """manifest.json names the input's hash and how it was read, the run id, the mode, the
+    settings without the secret, and every model version and indexedTo month with the rows
+    they cover."""
     source = portfolio(tmp_path / "book.csv", 12, duplicates=2)
     with source.open("a", encoding="utf-8") as stream:
         stream.write("LN-bad,SW1A 2AA,castle,3,CASE-bad\n")  # one input problem
@@ -41,6 +42,10 @@ def test_manifest_says_where_the_figures_come_from(served: RunningSandbox, tmp_p
     assert manifest["input"] == {
         "path": str(source),
         "sha256": hashlib.sha256(source.read_bytes()).hexdigest(),
+        "format": "csv",
+        "encoding": "utf-8",
+        "encoding_detected": True,
+        "sheet": None,
     }
     assert manifest["settings"]["api"] == {
         "base_url": served.base_url,

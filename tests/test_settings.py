@@ -164,6 +164,54 @@ def test_fingerprint_is_deterministic_for_equal_settings(
     assert a == load_settings(write(tmp_path, f"input: {first}\n"), {}).fingerprint()
 
 
+def test_an_encoding_left_to_be_found_is_the_fingerprint_it_always_was() -> None:
+    """With no encoding given (it is found from the file's bytes, which the input's own
+    fingerprint holds), the settings' fingerprint is the one DIRs begun before detection
+    stored: they resume, and so does a file found to be cp1252."""
+    settings = load_settings(None, {})
+    assert settings.input.encoding is None
+    assert settings.fingerprint() == (
+        "2be1168ccabba82d362e27becc45583713d356ee967eadb2813d980f2980aff7"
+    )
+
+
+def test_the_command_line_reading_options_win_over_the_config(tmp_path: Path) -> None:
+    """--encoding and --sheet override input.encoding and input.sheet; a named sheet is a
+    setting (another sheet is another run), a sheet left to default is not in it."""
+    config = write(tmp_path, "input: {encoding: latin-1, sheet: Loans}\n")
+    assert load_settings(config, {}).input.codec == "iso8859-1"
+    given = load_settings(config, {}, encoding="cp1252", sheet="Later")
+    assert (given.input.codec, given.input.sheet) == ("cp1252", "Later")
+    assert given.to_json()["input"]["sheet"] == "Later"
+    named = load_settings(None, {}, sheet="Loans").fingerprint()
+    assert named == load_settings(config, {}, encoding="utf-8").fingerprint()
+    assert named not in (
+        load_settings(None, {}).fingerprint(),
+        load_settings(None, {}, sheet="Later").fingerprint(),
+    )
+
+
+@pytest.mark.parametrize(
+    ("encoding", "said"),
+    [
+        ("klingon", "unknown encoding 'klingon'"),
+        ("rot13", "unknown encoding 'rot13'"),
+        ("utf-16", "save the file as UTF-8"),
+    ],
+)
+def test_an_encoding_that_cannot_read_a_csv_is_a_settings_error(encoding: str, said: str) -> None:
+    """An encoding Python does not know, or one that does not write ASCII as ASCII, is
+    refused before any file is opened (64)."""
+    with pytest.raises(SettingsError, match=said):
+        load_settings(None, {}, encoding=encoding)
+
+
+@pytest.mark.parametrize("encoding", ["cp1250", "iso-8859-15", "mac-roman", "UTF-8-SIG"])
+def test_any_ascii_compatible_encoding_may_be_named(encoding: str) -> None:
+    """Beyond UTF-8, cp1252 and latin-1: any encoding that writes ASCII as ASCII."""
+    assert load_settings(None, {}, encoding=encoding).input.codec is not None
+
+
 def test_include_column_can_be_mapped(tmp_path: Path) -> None:
     """input.columns may name the column of per-row extras."""
     settings = load_settings(write(tmp_path, "input: {columns: {include: Extras}}\n"), {})

@@ -3,9 +3,11 @@ runner driven in-process, with no subprocess."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import LIVE, portfolio
@@ -26,6 +28,7 @@ SUMMARY_KEYS = {
     "run_id",
     "mode",
     "input",
+    "input_read",
     "rows",
     "requests",
     "problems_by_type",
@@ -173,3 +176,30 @@ def test_runner_runs_in_process(served: RunningSandbox, tmp_path: Path) -> None:
     assert result.credits == Tally(40, 40)
     written = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
     assert written == result.to_json()
+
+
+@pytest.mark.parametrize(
+    ("read", "line"),
+    [
+        (
+            {"format": "csv", "encoding": "cp1252", "encoding_detected": True, "sheet": None},
+            "input: read as cp1252, found from its bytes (not UTF-8); --encoding NAME says "
+            "otherwise",
+        ),
+        ({"format": "csv", "encoding": "utf-8", "encoding_detected": True, "sheet": None}, None),
+        ({"format": "csv", "encoding": "cp1252", "encoding_detected": False, "sheet": None}, None),
+        (
+            {"format": "excel", "encoding": None, "encoding_detected": False, "sheet": "Loans"},
+            "input: sheet 'Loans' of the workbook",
+        ),
+    ],
+)
+def test_how_the_input_was_read_is_said(read: dict[str, Any], line: str | None) -> None:
+    """summary.json carries how the input was read; the terminal says so when an encoding
+    other than UTF-8 was found, or a workbook's sheet was read (a dry run's too)."""
+    run = dataclasses.replace(summary(None), input_read=read)
+    dry = DryRunSummary(1, 0, {}, 1, 10, 1000, input_read=read)
+    assert run.to_json()["input_read"] == dry.to_json()["input_read"] == read
+    for rendered in (run.render(), dry.render()):
+        said = [text for text in rendered.splitlines() if text.startswith("input: ")]
+        assert said == ([] if line is None else [line])

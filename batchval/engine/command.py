@@ -163,7 +163,8 @@ def invoke(product: Product[SummaryT], place: Place | None = None) -> SummaryT |
         except InputError as exc:
             raise RunRefusedError(StopReason.INPUT_UNUSABLE, str(exc)) from None
         if product.dry:
-            return product.dry_run(source)
+            priced = product.dry_run(source)
+            return dataclasses.replace(priced, input_read=source.read_as.to_json())
         checkpoint = open_checkpoint(product.out_dir)
         try:
             if place is not None:
@@ -233,6 +234,7 @@ def _run(
         problems_by_type=lines.problems_by_type,
         stop=stop,
         input=product.input_name,
+        input_read=source.read_as.to_json(),
         started_at=started.isoformat(),
         finished_at=product.now().isoformat(),
         seconds=round(time.monotonic() - started_mono, 3),

@@ -52,6 +52,21 @@ def next_action(code: ExitCode, stop: StopInfo | None) -> str:
     return "run the same command again later"
 
 
+def read_line(input_read: Mapping[str, Any] | None) -> list[str]:
+    """The terminal's line about how the input was read, when there is something to say:
+    the sheet of a workbook, or an encoding found that is not UTF-8."""
+    if not input_read:
+        return []
+    if input_read.get("sheet") is not None:
+        return [f"input: sheet {input_read['sheet']!r} of the workbook"]
+    if input_read.get("encoding_detected") and input_read.get("encoding") != "utf-8":
+        return [
+            f"input: read as {input_read.get('encoding')}, found from its bytes (not UTF-8); "
+            "--encoding NAME says otherwise"
+        ]
+    return []
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class RunSummary:
     status: str  # complete, incomplete, or running (status of a DIR a run holds)
@@ -66,6 +81,9 @@ class RunSummary:
     invocations: int
     stop: StopInfo | None
     input: str | None = None
+    # How the input was read (`input.ReadAs.to_json()`): format, encoding (and whether it
+    # was found rather than given), sheet; None for `status`, which reads no input.
+    input_read: Mapping[str, Any] | None = None
     started_at: str | None = None
     finished_at: str | None = None
     seconds: float | None = None
@@ -125,6 +143,7 @@ class RunSummary:
             "run_id": self.run_id,
             "mode": self.mode,
             "input": self.input,
+            "input_read": None if self.input_read is None else dict(self.input_read),
             **self.counts.as_json(),
             "problems_by_type": dict(self.problems_by_type),
             "credits_charged": self.credits.to_json(),
@@ -150,6 +169,7 @@ class RunSummary:
             + (f" ({c.duplicate_rows} repeat an earlier row)" if c.duplicate_rows else ""),
             f"requests: {c.requests} unique, {c.requests_done} valued, "
             f"{c.requests_problem} problems, {c.requests_pending} pending",
+            *read_line(self.input_read),
         ]
         if self.problems_by_type:
             kinds = ", ".join(f"{k} {v}" for k, v in self.problems_by_type.items())
@@ -205,6 +225,7 @@ class DryRunSummary:
     credits: int
     daily_limit: int
     stop: StopInfo | None = None  # the run would stop before sending (input_mostly_refused)
+    input_read: Mapping[str, Any] | None = None  # as RunSummary's
 
     @property
     def exit_code(self) -> ExitCode:
@@ -227,6 +248,7 @@ class DryRunSummary:
             "daily_limit": self.daily_limit,
             "exit_code": int(self.exit_code),
             "stop": self.stop.to_json() if self.stop else None,
+            "input_read": None if self.input_read is None else dict(self.input_read),
         }
 
     def render(self) -> str:
@@ -238,6 +260,7 @@ class DryRunSummary:
                 f"would make {self.calls} calls costing {self.credits} credits "
                 f"(£{self.credits / 100:.2f} live), "
                 f"{self.days_at_daily_limit} day(s) at {self.daily_limit} calls a day",
+                *read_line(self.input_read),
                 *(
                     []
                     if self.stop is None

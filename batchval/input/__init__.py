@@ -1,4 +1,4 @@
-"""The input stage: a CSV or Parquet list of homes in, validated requests out.
+"""The input stage: a CSV, Parquet or Excel list of homes in, validated requests out.
 
     source = open_input(path, InputOptions(...))   # InputError if the file is unusable
     for batch in source.batches():                 # InputBatch, about batch_rows rows each
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from batchval.api.vocabulary import REQUEST_FIELDS
 from batchval.input.options import InputError, InputOptions
-from batchval.input.reader import InputBatch, InputSource, open_input
+from batchval.input.reader import InputBatch, InputSource, ReadAs, open_input
 from batchval.input.validate import PROBLEM_RULES
 
 __all__ = [
@@ -28,5 +28,6 @@ __all__ = [
     "InputError",
     "InputOptions",
     "InputSource",
+    "ReadAs",
     "open_input",
 ]

@@ -43,9 +43,9 @@ ENUM_VALUES: Mapping[str, tuple[str, ...]] = types.MappingProxyType(
 
 DETECTED_DELIMITERS: tuple[str, ...] = (",", ";", "\t", "|")
 
-# Python codec names (codecs.lookup(...).name) of the encodings the reader accepts.
-# polars parses only UTF-8; the single-byte encodings are transcoded on the way in.
-_ENCODINGS = frozenset({"utf-8", "utf-8-sig", "iso8859-1", "cp1252"})
+# The text every CSV encoding must write as ASCII does: the reader finds the header's
+# line break, quotes and delimiter in the bytes (UTF-16 and UTF-32 are refused).
+_ASCII_PROBE = "\t\n\r ,;|\"'0Az~"
 
 
 class InputError(BatchvalError):
@@ -89,7 +89,12 @@ class InputOptions:
     """
 
     delimiter: str | None = None  # None: detected from the header among , ; tab |
-    encoding: str = "utf-8"  # "utf-8" (with or without BOM), "latin-1" or "cp1252"
+    # A CSV's encoding, any Python codec that writes ASCII as ASCII ("utf-8", with or
+    # without BOM, "cp1252", "latin-1", "iso-8859-15", ...); None: found from the file's
+    # bytes, UTF-8 or else cp1252 (`sniff.detect_encoding`). Not for Parquet or Excel.
+    encoding: str | None = None
+    # The workbook's sheet to read (an Excel input only); None: its first sheet.
+    sheet: str | None = None
     columns: Mapping[str, str] = dataclasses.field(default_factory=dict)
     values: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
     passthrough: tuple[str, ...] | None = None
@@ -99,12 +104,10 @@ class InputOptions:
     def __post_init__(self) -> None:
         if self.delimiter is not None and (len(self.delimiter) != 1 or self.delimiter in '"\r\n'):
             raise ValueError(f"delimiter must be one character, not {self.delimiter!r}")
-        try:
-            codec = codecs.lookup(self.encoding).name
-        except LookupError:
-            codec = ""
-        if codec not in _ENCODINGS:
-            raise ValueError(f"encoding must be utf-8, latin-1 or cp1252, not {self.encoding!r}")
+        if self.encoding is not None:
+            _check_encoding(self.encoding)
+        if self.sheet is not None and not self.sheet:
+            raise ValueError("sheet must name a sheet of the workbook")
         if self.batch_rows < 1:
             raise ValueError(f"batch_rows must be at least 1, not {self.batch_rows}")
         for field in self.columns:
@@ -137,10 +140,33 @@ class InputOptions:
             object.__setattr__(self, "passthrough", tuple(self.passthrough))
 
     @property
-    def codec(self) -> str:
-        """The Python codec the file is decoded with (`utf-8` also accepts a BOM)."""
+    def codec(self) -> str | None:
+        """The Python codec a CSV is decoded with (`utf-8` also accepts a BOM); None when
+        it is to be found from the file's bytes."""
+        if self.encoding is None:
+            return None
         name = codecs.lookup(self.encoding).name
         return "utf-8" if name.startswith("utf-8") else name
+
+
+def _check_encoding(encoding: str) -> None:
+    """A codec Python knows, that reads text, and that writes ASCII as ASCII."""
+    try:
+        info = codecs.lookup(encoding)
+        name = "utf-8" if info.name.startswith("utf-8") else info.name  # no BOM to probe
+        ascii_safe = _ASCII_PROBE.encode(name) == _ASCII_PROBE.encode("ascii")
+    except (LookupError, UnicodeError, TypeError):
+        info, ascii_safe = None, False
+    if info is None or not getattr(info, "_is_text_encoding", True):
+        raise ValueError(
+            f"unknown encoding {encoding!r}; name a text encoding such as utf-8, cp1252 "
+            "(Excel on Windows), latin-1 or iso-8859-15"
+        )
+    if not ascii_safe:
+        raise ValueError(
+            f"encoding {encoding!r} does not write plain letters and commas as ASCII does "
+            "(UTF-16 or UTF-32?); save the file as UTF-8"
+        )
 
 
 def normal_code(code: str) -> str:

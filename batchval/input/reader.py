@@ -1,9 +1,10 @@
 """Opening an input file and streaming it, validated, in batches.
 
-`open_input` reads only the head of the file (and a Parquet footer): enough to know
-that the file can be used, so that a bad file fails in a second, not after a day of
-valuations. `InputSource.batches` then streams the rows with memory that does not grow
-with the file:
+`open_input` reads only the head of the file (and a Parquet footer; a CSV whose
+encoding is not given is also scanned once, a second a GiB, and a workbook's sheet read
+whole): enough to know that the file can be used, so that a bad file fails in seconds,
+not after a day of valuations. `InputSource.batches` then streams the rows with memory
+that does not grow with the file:
 
 - CSV, plain or gzip (found by its magic bytes, not its name): pyarrow's streaming CSV
   reader, a block at a time, every column read as text as polars reads it
@@ -13,8 +14,14 @@ with the file:
   (`scan_csv(...).collect_batches`) reads on from the row pyarrow stopped at, so such a
   file reads, or fails, as it always did; a file whose head ends a line with a bare
   carriage return is read by polars throughout. The
-  file is transcoded first when it is latin-1 or cp1252, as a stream, to a temporary
-  UTF-8 file (disk, not memory, pays for it).
+  file is transcoded first when it is not UTF-8, as a stream, to a temporary UTF-8 file
+  (disk, not memory, pays for it). Its encoding is the one given (`--encoding`,
+  `input.encoding`), or else found from all its bytes when it is opened
+  (`sniff.detect_encoding`): UTF-8 when every byte is, else cp1252 (what Excel on Windows
+  writes), else the file is refused naming `--encoding`.
+- Excel (`.xlsx`, `.xlsm`, `.xls`; `input/excel`): the sheet (`--sheet`, else the first)
+  is read whole when the file is opened, typed, and written to a temporary Parquet file
+  that is then read as any Parquet input is, below.
 - Parquet: `pyarrow.parquet.ParquetFile.iter_batches` (not pre-buffered: memory flat as
   the file grows), every request field cast to text
   (a float 3.0 becomes "3.0", which is the integer 3 to validation), but for an
@@ -29,7 +36,8 @@ it, cut short once every pass-through column is text).
 Row numbers are 1-based positions of data rows, the header not counted. In a CSV, a
 row with no value at all (a blank line, or only delimiters and spaces, as spreadsheets
 leave after the data) is skipped and not counted: it asks for nothing, and counting it
-would only add a problem per empty line. A Parquet row always counts. A blank header
+would only add a problem per empty line; a sheet's blank row is skipped the same way
+(`input/excel`). A Parquet row always counts. A blank header
 cell (a trailing delimiter) names its column `column_N`, N its 1-based position.
 """
 
@@ -40,7 +48,9 @@ import csv
 import dataclasses
 import gzip
 import io
+import shutil
 import tempfile
+import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -52,6 +62,7 @@ import pyarrow.parquet as pq
 
 from batchval.input import passthrough as given
 from batchval.input import stream
+from batchval.input.excel import sheet_to_parquet
 from batchval.input.lender_values import lender_kinds, read_lender_values
 from batchval.input.mapping import ColumnMap, resolve_columns
 from batchval.input.options import InputError, InputOptions
@@ -67,7 +78,8 @@ from batchval.input.sniff import (
 from batchval.input.validate import check_batch
 
 _PARQUET_MAGIC = b"PAR1"
-_ZIP_MAGIC = b"PK\x03\x04"  # also every .xlsx workbook
+_ZIP_MAGIC = b"PK\x03\x04"  # every .xlsx, .xlsm, .xlsb and .ods workbook
+_OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"  # an .xls workbook
 _TRANSCODE_CHARS = 1 << 20
 _PARQUET_BUFFER_BYTES = 1 << 20
 
@@ -87,6 +99,24 @@ class InputBatch:
     passthrough: pa.RecordBatch  # the pass-through columns, typed (input/passthrough)
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReadAs:
+    """What the input file is and how it was read, as summary.json and the manifest say."""
+
+    format: str  # csv, parquet or excel
+    encoding: str | None = None  # a CSV's: the Python codec its bytes were decoded with
+    encoding_detected: bool = False  # found from the file's bytes, not given
+    sheet: str | None = None  # a workbook's: the sheet read
+
+    def to_json(self) -> dict[str, str | bool | None]:
+        return {
+            "format": self.format,
+            "encoding": self.encoding,
+            "encoding_detected": self.encoding_detected,
+            "sheet": self.sheet,
+        }
+
+
 class Checker(Protocol):
     """Validation of one batch: `check_batch` (every rule), or `check_postcodes`."""
 
@@ -100,6 +130,9 @@ class _Table(Protocol):
 
     @property
     def columns(self) -> list[str]: ...
+
+    @property
+    def read_as(self) -> ReadAs: ...
 
     def raw_batches(
         self, fields: Sequence[str], passthrough: Sequence[str], include: str | None, rows: int
@@ -122,6 +155,11 @@ class _CsvTable:
     codec: str
     compressed: bool
     bare_cr: bool  # a carriage return ends a line in the head: polars reads (input/stream)
+    detected: bool = False  # the codec was found from the bytes (sniff.detect_encoding)
+
+    @property
+    def read_as(self) -> ReadAs:
+        return ReadAs("csv", self.codec, self.detected)
 
     def raw_batches(
         self, fields: Sequence[str], passthrough: Sequence[str], include: str | None, rows: int
@@ -255,11 +293,24 @@ def _guarded(path: Path, batches: Iterator[_Raw]) -> Iterator[_Raw]:
         yield frame, typed
 
 
+class _Scratch:
+    """A temporary directory, removed with the last reference to it (or at exit)."""
+
+    def __init__(self) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix="batchval-input-"))
+        weakref.finalize(self, shutil.rmtree, self.path, ignore_errors=True)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class _ParquetTable:
-    path: Path
+    path: Path  # the input, as faults name it
     columns: list[str]
     schema: pa.Schema
+    read_as: ReadAs = ReadAs("parquet")
+    # A workbook's sheet is read from a Parquet file of its own (input/excel), in a
+    # scratch directory that lives as long as this table.
+    file: Path | None = None
+    scratch: _Scratch | None = None
 
     def raw_batches(
         self, fields: Sequence[str], passthrough: Sequence[str], include: str | None, rows: int
@@ -269,7 +320,9 @@ class _ParquetTable:
             # cached until the reader closes, so the Arrow memory held grew with the
             # file (measured on the bench's books: 34 MiB at 1 M rows, 116 MiB at 5 M;
             # 16 MiB at both without it, reading through a 1 MiB buffer).
-            parquet = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=_PARQUET_BUFFER_BYTES)
+            parquet = pq.ParquetFile(
+                self.file or self.path, pre_buffer=False, buffer_size=_PARQUET_BUFFER_BYTES
+            )
         except READ_ERRORS as exc:
             raise InputError(self.path, f"cannot be read: {first_line(exc)}") from exc
         wanted = list(dict.fromkeys([*fields, *passthrough]))
@@ -318,9 +371,10 @@ def _duplicates(path: Path, columns: Sequence[str]) -> None:
         raise InputError(path, f"has duplicate column names: {names}")
 
 
-def _open_parquet(path: Path) -> _ParquetTable:
+def _open_parquet(path: Path, file: Path | None = None) -> _ParquetTable:
+    """The Parquet input at `path`, or (`file`) a workbook's sheet written to Parquet."""
     try:
-        with pq.ParquetFile(path) as parquet:
+        with pq.ParquetFile(file or path) as parquet:
             schema = parquet.schema_arrow
             rows = parquet.metadata.num_rows
     except READ_ERRORS as exc:
@@ -334,7 +388,20 @@ def _open_parquet(path: Path) -> _ParquetTable:
     _duplicates(path, columns)
     if rows == 0:
         raise InputError(path, "has no data rows")
-    return _ParquetTable(path, columns, schema)
+    return _ParquetTable(path, columns, schema, file=file)
+
+
+def _open_workbook(path: Path, sheet: str | None) -> tuple[_ParquetTable, str]:
+    """A workbook's sheet, read once into a Parquet file of the table's own (input/excel),
+    and a hint for a missing-column fault (the other sheets, when the first was read)."""
+    scratch = _Scratch()
+    file = scratch.path / "sheet.parquet"
+    name, hint = sheet_to_parquet(path, sheet, file)
+    table = _open_parquet(path, file)
+    read_as = ReadAs("excel", sheet=name)
+    if hint:
+        hint = f"; sheet {name!r} was read{hint}"
+    return dataclasses.replace(table, read_as=read_as, scratch=scratch), hint
 
 
 def _is_text(kind: pa.DataType) -> bool:
@@ -374,7 +441,12 @@ def _refuse_nested(path: Path, schema: pa.Schema, include: str | None) -> None:
 
 def _open_csv(path: Path, head: bytes, options: InputOptions) -> tuple[_CsvTable, str]:
     """The CSV table and a hint for a missing-column fault (a likely wrong delimiter)."""
-    text, complete = head_text(path, head, options.codec)
+    if options.sheet is not None:
+        raise InputError(
+            path, f"is CSV text, not an Excel workbook: it has no sheet {options.sheet!r}"
+        )
+    decoded = head_text(path, head, options.codec)
+    text, complete = decoded.text, decoded.complete
     first, newline, _ = text.partition("\n")
     if not newline and not complete:
         raise InputError(path, "has no line break in its first 64 KiB: not a CSV file?")
@@ -401,9 +473,10 @@ def _open_csv(path: Path, head: bytes, options: InputOptions) -> tuple[_CsvTable
         path,
         columns,
         delimiter,
-        options.codec,
+        decoded.codec,
         head.startswith(GZIP_MAGIC),
         stream.bare_carriage_return(text),
+        decoded.detected,
     )
     return table, hint
 
@@ -420,6 +493,7 @@ class InputSource:
         self.columns: list[str] = list(table.columns)
         self.field_columns: dict[str, str] = dict(mapped.fields)
         self.passthrough: list[str] = list(mapped.passthrough)
+        self.read_as: ReadAs = table.read_as
         self._table = table
         self._mapped = mapped
         self._options = options
@@ -470,24 +544,30 @@ class InputSource:
             raise InputError(self.path, "has no data rows")
 
 
-def open_input(path: Path, options: InputOptions, *, postcode_only: bool = False) -> InputSource:
-    """Checks that the file can be used, reading only its head; raises InputError if not.
-
-    The format is found by content: Parquet's `PAR1` magic, gzip's 1f 8b (a compressed
-    CSV), else CSV text. The file's name is used only to word a fault.
-    """
-    path = Path(path)
+def _open_table(path: Path, options: InputOptions) -> tuple[_Table, str]:
+    """The file's table, its format found by content: Parquet's `PAR1` magic, a zip
+    archive's or an OLE file's magic (an Excel workbook: read whole here, `input/excel`),
+    gzip's 1f 8b (a compressed CSV), else CSV text; and a hint for a missing-column fault.
+    The file's name is used only to word a fault."""
     head = read_head(path)
-    table: _Table
-    hint = ""
     if head.startswith(_PARQUET_MAGIC):
-        table = _open_parquet(path)
-    elif head.startswith(_ZIP_MAGIC):
-        raise InputError(path, "is a zip archive or an Excel workbook; save it as CSV or Parquet")
-    else:
-        table, hint = _open_csv(path, head, options)
+        if options.sheet is not None:
+            raise InputError(
+                path, f"is Parquet, not an Excel workbook: it has no sheet {options.sheet!r}"
+            )
+        return _open_parquet(path), ""
+    if head.startswith((_ZIP_MAGIC, _OLE2_MAGIC)):
+        return _open_workbook(path, options.sheet)
+    return _open_csv(path, head, options)
+
+
+def open_input(path: Path, options: InputOptions, *, postcode_only: bool = False) -> InputSource:
+    """Checks that the file can be used, reading only its head (but for what the module's
+    docstring says); raises InputError if not."""
+    path = Path(path)
+    table, hint = _open_table(path, options)
     mapped = resolve_columns(path, table.columns, options, hint=hint, postcode_only=postcode_only)
-    if isinstance(table, _ParquetTable):
+    if isinstance(table, _ParquetTable):  # a workbook's sheet too
         include = mapped.fields.get("include")
         _refuse_nested(path, table.schema, include)
         given.check_writable(path, table.passthrough_schema(mapped.passthrough, include))
@@ -498,15 +578,7 @@ def read_as_text(path: Path, options: InputOptions) -> tuple[list[str], Iterator
     """Every column of the file as text, batch by batch, with no mapping and no checks:
     what `batchval init` reads to propose one. Raises InputError for a file that cannot
     be read, as `open_input` does."""
-    path = Path(path)
-    head = read_head(path)
-    table: _Table
-    if head.startswith(_PARQUET_MAGIC):
-        table = _open_parquet(path)
-    elif head.startswith(_ZIP_MAGIC):
-        raise InputError(path, "is a zip archive or an Excel workbook; save it as CSV or Parquet")
-    else:
-        table, _ = _open_csv(path, head, options)
+    table, _ = _open_table(Path(path), options)
     columns = list(table.columns)
 
     def frames() -> Iterator[pl.DataFrame]:

@@ -3,11 +3,12 @@ results.parquet and problems.parquet (key `batchval.manifest`), so that a result
 carries its own provenance wherever it is copied.
 
 It says what was valued and how: the input file's SHA-256 (of the file the rows were
-read from), the settings the run used with the client secret removed, the batchval
-version, the run id, and the model builds and `indexedTo` months the valuations came
-from, each with the rows it covers. It is built before the files are written (the
-checkpoint gives the models and months, `Checkpoint.answer_values`), so the three copies
-are one text.
+read from) and how it was read (its format, the encoding a CSV was decoded with and
+whether it was found from its bytes, a workbook's sheet), the settings the run used
+with the client secret removed, the batchval version, the run id, and the model builds
+and `indexedTo` months the valuations came from, each with the rows it covers. It is
+built before the files are written (the checkpoint gives the models and months,
+`Checkpoint.answer_values`), so the three copies are one text.
 
 A secret can never be written: the settings' JSON has no client secret, and the whole
 text is scrubbed with the `Redactor` (every known secret, and any bearer token) first.
@@ -44,6 +45,9 @@ class Manifest:
     batchval_version: str = __version__
     # The charges ledger's figures when the files were written (`store/charges.Money`).
     charges: Mapping[str, Any] | None = None
+    # How the input was read (`input.ReadAs.to_json()`: format, encoding and whether it
+    # was found from the bytes, sheet), beside its path and hash.
+    input_read: Mapping[str, Any] | None = None
 
     @classmethod
     def of_answers(cls, answers: Iterable[tuple[Any, ...]], **given: Any) -> Manifest:
@@ -62,7 +66,11 @@ class Manifest:
             "batchval_version": self.batchval_version,
             "schema_version": SCHEMA_VERSION,
             "written_at": self.written_at,
-            "input": {"path": self.input_path, "sha256": self.input_sha256},
+            "input": {
+                "path": self.input_path,
+                "sha256": self.input_sha256,
+                **(self.input_read or {}),
+            },
             "settings": dict(self.settings),
             "model_versions": [
                 {"version": version, "rows": rows}

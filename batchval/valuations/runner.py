@@ -202,6 +202,7 @@ class Valuing:
         self.reading = Ingest.complete(checkpoint)
         self.run_id = ""  # the DIR's, once prepared
         self.booked: BookRun | None = None
+        self.input_read: Mapping[str, Any] | None = None  # how the input was read
 
     # --- before sending: fingerprints, run id, ingest -------------------------------
 
@@ -210,6 +211,7 @@ class Valuing:
         keep the run id; read the input when it is new or changed; settle the answers a
         killed run stored."""
         checkpoint = self.checkpoint
+        self.input_read = source.read_as.to_json()
         input_fp = file_fingerprint(self.request.input_path)
         settings_fp = self.settings.fingerprint()
         api_fp = self._api_identity()
@@ -373,6 +375,7 @@ class Valuing:
             settings=self.settings.to_json(),
             written_at=started.isoformat(),
             charges=checkpoint.money(checkpoint.invocation).to_json(),
+            input_read=self.input_read,
         )
         api = self.settings.api
         redactor = logs.Redactor([] if api is None else [api.client_secret])

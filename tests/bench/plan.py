@@ -14,6 +14,9 @@ HIDING_SECONDS = 12.0  # each latency run's rows: this long at the ideal through
 HIDING_TIMEOUT = 60.0  # a latency run still going then is stopped (SIGTERM) and measured
 COST_ROWS = 10_000
 READER_ROWS = (100_000, 1_000_000, 5_000_000)
+# An Excel workbook's one size: a full sheet, Excel's 1,048,576 rows less the header (a
+# sheet cannot be larger, and is read whole: input/excel).
+EXCEL_ROWS = 1_048_575
 INGEST_ROWS = 1_000_000  # the whole ingest into a checkpoint
 RESUME_ROWS = 1_000_000
 STARTUP_ROWS = 1_000_000  # a fresh run's start-up: its CSV read into the checkpoint, first call

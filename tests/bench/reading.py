@@ -9,14 +9,14 @@ import json
 from pathlib import Path
 
 from bench.processes import PYTHON, Finished, run_measured
-from bench.workload import write_csv, write_parquet
+from bench.workload import write_csv, write_parquet, write_xlsx
 
 READER_CHILD = str(Path(__file__).with_name("reader_child.py"))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ReaderRun:
-    kind: str  # "CSV" or "Parquet"
+    kind: str  # "CSV", "Parquet" or "Excel"
     into_checkpoint: bool  # the whole ingest: the rows written to a checkpoint too
     rows: int
     keyed: int
@@ -30,10 +30,14 @@ class ReaderRun:
 
 def book_path(work: Path, kind: str, rows: int) -> Path:
     """The book of that size and format, written once and shared by the sections."""
-    suffix = "csv" if kind == "CSV" else "parquet"
+    suffix, write = {
+        "CSV": ("csv", write_csv),
+        "Parquet": ("parquet", write_parquet),
+        "Excel": ("xlsx", write_xlsx),
+    }[kind]
     path = work / f"book-{rows}.{suffix}"
     if not path.exists():
-        (write_csv if kind == "CSV" else write_parquet)(path, rows)
+        write(path, rows)
     return path
 
 

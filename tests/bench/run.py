@@ -38,6 +38,7 @@ from bench.plan import (  # noqa: E402
     BESIDE,
     CONCURRENCIES,
     COST_ROWS,
+    EXCEL_ROWS,
     HIDING_SECONDS,
     HIDING_TIMEOUT,
     INGEST_ROWS,
@@ -120,6 +121,9 @@ def _measure(work: Path) -> _Measured:
             step.done(
                 f"{reader[-1].seconds:.1f} s, peak {reader[-1].process.peak_rss_mib:,.0f} MiB"
             )
+    step = _Progress(f"reader, Excel, {EXCEL_ROWS:,} rows (a full sheet; written first)")
+    reader.append(read_book(work, "Excel", EXCEL_ROWS))
+    step.done(f"{reader[-1].seconds:.1f} s, peak {reader[-1].process.peak_rss_mib:,.0f} MiB")
     step = _Progress(f"ingest into a checkpoint, CSV, {INGEST_ROWS:,} rows")
     ingest = read_book(work, "CSV", INGEST_ROWS, into_checkpoint=True)
     step.done(f"{ingest.seconds:.1f} s, peak {ingest.process.peak_rss_mib:,.0f} MiB")

@@ -76,6 +76,26 @@ def write_csv(path: Path, rows: int, seed: int = 1, chunk: int = 1_000_000) -> P
     return path
 
 
+def write_xlsx(path: Path, rows: int, seed: int = 1, chunk: int = 100_000) -> Path:
+    """The same book as an Excel workbook of one sheet, typed as a lender's would be
+    (numbers as numbers, empty cells where the CSV is empty), with xlsxwriter's constant
+    memory (strings inline, not shared: about a minute for a full sheet)."""
+    import xlsxwriter
+
+    workbook = xlsxwriter.Workbook(str(path), {"constant_memory": True})
+    sheet = workbook.add_worksheet("Book")
+    sheet.write_row(0, 0, COLUMNS)
+    for first in range(0, rows, chunk):
+        part = book(min(chunk, rows - first), seed, first).with_columns(
+            pl.col("bedrooms", "year_built").cast(pl.Int64),
+            pl.col("floor_area_sqm").cast(pl.Float64),
+        )
+        for n, row in enumerate(part.iter_rows(), start=first + 1):
+            sheet.write_row(n, 0, row)  # None: an empty cell
+    workbook.close()
+    return path
+
+
 def write_parquet(path: Path, rows: int, seed: int = 1, chunk: int = 1_000_000) -> Path:
     """The same book as Parquet, typed as a database export would type it (integers and
     floats, nulls where the CSV is empty), in row groups of `chunk` rows at most."""
