@@ -58,7 +58,7 @@ def test_a_column_whose_values_do_not_fit_is_not_chosen() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["lender_book.csv"])
+@pytest.mark.parametrize("name", ["lender_book.csv", "lender_book_windows.csv", "lender_book.xlsx"])
 def test_init_proposes_a_config_that_values_the_book_unchanged(
     served: RunningSandbox, tmp_path: Path, name: str
 ) -> None:
