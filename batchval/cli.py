@@ -404,22 +404,22 @@ def check(
 @cli.command()
 @click.argument("input_path", metavar="INPUT")
 @click.option("--shards", required=True, type=click.IntRange(1, 10_000), help="How many.")
-@out_option("Where the shards and shards.json go.")
+@out_option("Where the shards and shards.json go: a directory, or an s3:// URL.", url=True)
 @config_option("YAML config: its input mapping decides the requests.")
 @input_reading_options
 @click.option("--row-id", help="The column that names a row (a loan id): what places it.")
 def split(
     input_path: str,
     shards: int,
-    out_dir: Path,
+    out_dir: str,
     config_file: Path | None,
     sheet: str | None,
     encoding: str | None,
     row_id: str | None,
 ) -> None:
     """Cut INPUT (a path or an s3:// URL) into N Parquet shards by a stable hash of each
-    row; exit 0, 64 or 65."""
-    from batchval.engine.place import input_of
+    row, into DIR (a path or an s3:// URL); exit 0, 64, 65 or 75."""
+    from batchval.engine.place import input_of, output_dir
     from batchval.input import InputError
     from batchval.settings import load_settings
     from batchval.tools.split import split_input
@@ -427,10 +427,19 @@ def split(
     logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=Redactor(), level=30)
     try:
         settings = load_settings(config_file, os.environ, encoding=encoding, sheet=sheet)
-        with _refusals(), input_of(input_path, settings.storage.env(os.environ)) as source:
-            summary = split_input(
-                source, out_dir, shards, settings.input, row_id, input_name=input_path
-            )
+        env = settings.storage.env(os.environ)
+        with (
+            _refusals(),
+            input_of(input_path, env) as source,
+            output_dir(out_dir, env) as (local, held),
+            _named(local, out_dir),
+        ):
+            try:
+                summary = split_input(
+                    source, local, shards, settings.input, row_id, input_name=input_path, held=held
+                )
+            except SettingsError as exc:  # names --out as given, not the directory used
+                raise SettingsError(str(exc).replace(str(local), out_dir.rstrip("/"))) from None
     except SettingsError as exc:
         raise click.UsageError(str(exc)) from None
     except InputError as exc:

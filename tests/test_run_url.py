@@ -248,6 +248,39 @@ def test_streets_check_and_split_read_an_input_at_a_url(
     assert missing.returncode == 65, missing.stdout + missing.stderr
 
 
+def test_split_writes_its_shards_at_a_url_and_each_shard_runs_from_there(
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+) -> None:
+    """`split --out s3://...` publishes the shards and shards.json at the URL (a blank
+    worker runs a shard by its URL); another split into another number is refused there,
+    naming the URL."""
+    url = s3_server.url("shards")
+    env = _env(served, s3_server)
+    source = portfolio(tmp_path / "book.csv", 30)
+    done = run_cli("split", str(source), "--shards", "3", "--out", url, env=env)
+    assert done.returncode == 0, done.stderr
+    store = ObjectStore.from_url(url, s3_server.env())
+    names = sorted(key for key in store.list("") if "/" not in key)
+    assert names == [
+        "shard-00000-of-00003.parquet",
+        "shard-00001-of-00003.parquet",
+        "shard-00002-of-00003.parquet",
+        "shards.json",
+    ]
+    rows = 0
+    for n in range(3):
+        out = tmp_path / f"run-{n}"
+        shard = f"{url}/shard-{n:05d}-of-00003.parquet"
+        ran = run_cli("run", shard, "--out", str(out), env=env)
+        assert ran.returncode == 0, ran.stderr
+        rows += json.loads((out / "summary.json").read_text())["rows"]["valued"]
+    assert rows == 30
+    other = run_cli("split", str(source), "--shards", "2", "--out", url, env=env)
+    assert other.returncode == 64, other.stderr
+    assert f"{url} holds the shards of a split into 3" in other.stderr
+    assert "batchval-out-" not in other.stderr
+
+
 def test_status_and_report_read_a_run_at_its_url(
     served: RunningSandbox, s3_server: S3Server, tmp_path: Path
 ) -> None:

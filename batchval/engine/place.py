@@ -126,6 +126,35 @@ def viewed(place: str, env: Mapping[str, str]) -> Iterator[tuple[Path, PlaceObje
         shutil.rmtree(local, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def output_dir(place: str, env: Mapping[str, str]) -> Iterator[tuple[Path, list[str]]]:
+    """Where a command that only writes files (`split`) writes them: a local DIR as it
+    is, or, for a URL, an empty directory of the invocation's own whose files are
+    published at the URL, each object whole, once the command has ended well (a command
+    that fails publishes nothing). Yields the directory and the names the URL holds."""
+    if not is_url(place):
+        yield Path(place), []
+        return
+    from batchval.store.objects import ObjectStore, ObjectStoreError
+
+    local = Path(tempfile.mkdtemp(prefix="batchval-out-"))
+    try:
+        try:
+            objects = ObjectStore.from_url(place, env)
+            held = [key for key in objects.list("") if "/" not in key]
+        except ObjectStoreError as exc:
+            raise refusal_of(exc) from None
+        yield local, held
+        try:
+            for path in sorted(local.iterdir()):
+                if path.is_file() and ".tmp-" not in path.name:
+                    objects.put(path.name, path.read_bytes())
+        except ObjectStoreError as exc:
+            raise refusal_of(exc) from None
+    finally:
+        shutil.rmtree(local, ignore_errors=True)
+
+
 def _copy_outputs(objects: PlaceObjects, local: Path) -> dict[str, bytes]:
     """The outputs published at the URL, into `local` (the run's state/ is not one);
     returns the sha256 of each object copied."""

@@ -28,7 +28,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -87,6 +87,7 @@ def split_input(
     row_id: str | None,
     *,
     input_name: str | None = None,
+    held: Iterable[str] = (),
 ) -> SplitSummary:
     """Write the N shards and `shards.json` into `out_dir`; `input_name` is the URL the
     input was read from, if it was (shards.json names it).
@@ -101,9 +102,8 @@ def split_input(
             f"(its columns: {', '.join(source.columns)})"
         )
     out_dir.mkdir(parents=True, exist_ok=True)
-    others = sorted(
-        {int(m[1]) for p in out_dir.iterdir() if (m := _SHARD_FILE.match(p.name))} - {shards}
-    )
+    names = [*(p.name for p in out_dir.iterdir()), *held]  # held: at the --out URL
+    others = sorted({int(m[1]) for name in names if (m := _SHARD_FILE.match(name))} - {shards})
     if others:
         raise SettingsError(
             f"{out_dir} holds the shards of a split into {others[0]}; "

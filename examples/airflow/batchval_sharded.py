@@ -7,8 +7,10 @@ DIR, its own account's credentials (the Airflow connection `batchval_account_<k>
 that account's one-slot pool, so Airflow's executors (Celery, Kubernetes) spread the
 work over machines while batchval itself never coordinates machines.
 
-`split` writes its shards to a local directory (`split --out` takes no URL yet), which the
-shards' tasks then read: with several workers, `out_root` must be a disk every worker sees.
+This example reads `shards.json` from a directory, which the shards' tasks then read:
+with several workers, `out_root` must be a disk every worker sees. (`split --out
+s3://...` publishes the shards at a URL instead, and `run` takes a shard's URL as its
+INPUT; reading `shards.json` there is the part this example leaves out.)
 """
 
 from __future__ import annotations
