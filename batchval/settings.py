@@ -141,8 +141,13 @@ class Settings:
         when named, is a setting like the delimiter (absent when not named, so that no
         earlier DIR's fingerprint changes): another sheet is another run.
         """
+        return _digest(self.shaping())
+
+    def shaping(self) -> dict[str, Any]:
+        """What `fingerprint` digests, as plain values (a DIR keeps it, so that a refusal
+        of changed settings can name the one that changed). It holds no secret."""
         passthrough = self.input.passthrough
-        shaping = {
+        return {
             **self._request_shaping(),
             # The API's address, not the client id: a rotated secret comes as a new login
             # of the same account, and keys never depend on credentials.
@@ -152,7 +157,6 @@ class Settings:
             "passthrough": None if passthrough is None else list(passthrough),
             **({} if self.input.sheet is None else {"sheet": self.input.sheet}),
         }
-        return _digest(shaping)
 
     def fingerprint_0_1(self) -> str:
         """The fingerprint batchval 0.1 stored for these settings, so that a DIR it began
@@ -196,6 +200,21 @@ class Settings:
             "values": {k: dict(v) for k, v in self.input.values.items()},
             "include": sorted(set(self.input.include)),
         }
+
+
+def changed_settings(before: Mapping[str, Any], now: Mapping[str, Any]) -> list[str]:
+    """`name: old -> new` for each setting of `shaping` that differs (values cut short)."""
+
+    def shown(value: Any) -> str:
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+        return text if len(text) <= 60 else text[:59] + "…"
+
+    names = sorted(set(before) | set(now))
+    return [
+        f"{name}: {shown(before.get(name))} -> {shown(now.get(name))}"
+        for name in names
+        if before.get(name) != now.get(name)
+    ]
 
 
 def _digest(shaping: Mapping[str, Any]) -> str:

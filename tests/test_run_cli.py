@@ -268,6 +268,31 @@ def test_changed_input_is_refused_unless_accepted(served: RunningSandbox, tmp_pa
 
 
 @pytest.mark.slow
+def test_a_refusal_of_changed_settings_names_what_changed(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """The refusal says which setting changed, with its old and new values, and the
+    input's sha256 when the file changed; never the secret."""
+    source = portfolio(tmp_path / "book.csv", 4)
+    out = tmp_path / "out"
+    assert run_cli("run", str(source), "--out", str(out), env=env_for(served)).returncode == 0
+    config = tmp_path / "c.yaml"
+    config.write_text("run: {include: [commentary]}\ninput: {delimiter: ','}\n", "utf-8")
+    refused = run_cli("run", str(source), "--out", str(out), "--config", str(config),
+                      env=env_for(served))  # fmt: skip
+    assert refused.returncode == 64
+    assert 'include: [] -> ["commentary"]' in refused.stderr
+    assert 'delimiter: null -> ","' in refused.stderr
+    assert "input sha256" not in refused.stderr  # the file did not change
+    assert "encoding" not in refused.stderr  # nor did it
+    portfolio(source, 5)
+    refused = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    assert refused.returncode == 64
+    assert "input sha256: " in refused.stderr
+    assert env_for(served)["BATCHVAL_CLIENT_SECRET"] not in refused.stderr
+
+
+@pytest.mark.slow
 def test_run_id_is_kept(served: RunningSandbox, tmp_path: Path) -> None:
     """--run-id names the run; another id for the same DIR is refused."""
     source = portfolio(tmp_path / "book.csv", 3)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import json
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -36,7 +37,7 @@ from batchval.engine.sending import Sending, SendOutcome
 from batchval.engine.summary import DryRunSummary, RunSummary
 from batchval.input import InputSource, open_input
 from batchval.outcome import RunRefusedError, StopInfo, StopReason
-from batchval.settings import Settings, api_identity
+from batchval.settings import Settings, api_identity, changed_settings
 from batchval.store.checkpoint import (
     CHECKPOINT_NAME,
     Checkpoint,
@@ -226,12 +227,7 @@ class Valuing:
             what
             for what, stored, now in (
                 ("input file", stored_input, input_fp),
-                (
-                    "request settings (mapping, include, API address, encoding, delimiter, "
-                    "pass-through columns)",
-                    stored_settings,
-                    settings_fp,
-                ),
+                ("request settings", stored_settings, settings_fp),
             )
             if stored is not None and stored != now
         ]
@@ -242,7 +238,8 @@ class Valuing:
         elif changed and not self.request.accept_changes:
             raise RunRefusedError(
                 StopReason.REFUSED,
-                f"{self.request.out_dir} holds a run with a different {' and '.join(changed)}; "
+                f"{self.request.out_dir} holds a run with a different {' and '.join(changed)}"
+                f"{self._what_changed(stored_input, input_fp, settings_fp)}; "
                 "use a new --out DIR for a new run, or --accept-changes to carry on this run "
                 "with the change (answers already paid for are kept)",
             )
@@ -276,10 +273,31 @@ class Valuing:
             # while sending, `Ingest`).
             checkpoint.set("input_fingerprint", input_fp)
             checkpoint.set("settings_fingerprint", settings_fp)
+            checkpoint.set("settings_shaping", json.dumps(self.settings.shaping()))
             reading = self._ingest(checkpoint, source, run_id)
         # Answers a killed run stored but never read: read now, never asked again.
         answers.settle_stored(checkpoint, ServerClock(), Received(self._now()))
         self.run_id, self.reading = run_id, reading
+
+    def _what_changed(self, stored_input: str | None, input_fp: str, settings_fp: str) -> str:
+        """What changed, for the refusal: the input's sha256, old and new; each setting
+        that differs from the one the DIR keeps, old and new (a DIR of a batchval that
+        kept no settings can say only that they differ). No secret is among them."""
+        said = []
+        if stored_input is not None and stored_input != input_fp:
+            said.append(f"input sha256: {stored_input[:12]}… -> {input_fp[:12]}…")
+        stored = self.checkpoint.get("settings_fingerprint")
+        if stored is not None and stored != settings_fp:
+            kept = self.checkpoint.get("settings_shaping")
+            said.extend(
+                changed_settings(json.loads(kept), self.settings.shaping())
+                if kept is not None
+                else [
+                    "one of mapping, include, API address, encoding, delimiter, "
+                    "pass-through columns, sheet"
+                ]
+            )
+        return f" ({'; '.join(said)})" if said else ""
 
     def _api_identity(self) -> str:
         """Which API and account answer this run (never the secret): a change of it under
