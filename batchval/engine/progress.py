@@ -6,15 +6,9 @@ import time
 from types import TracebackType
 
 import structlog
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    TaskProgressColumn,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import BarColumn, TextColumn
 from rich.progress import Progress as RichProgress
+from rich.table import Column
 
 from batchval import logs
 from batchval.engine.pool import PoolStats
@@ -30,8 +24,6 @@ class Progress:
     def __init__(
         self,
         *,
-        total_rows: int,
-        done_rows: int,
         pending_requests: int,
         bar: bool,
         every_seconds: float,
@@ -47,19 +39,24 @@ class Progress:
         if bar:
             # On the log's console: a warning logged meanwhile is printed above the bar.
             # The bar counts distinct requests (one answer settles every row asking it).
+            # Its figures fit 80 columns for a million requests: the bar alone takes
+            # what is left (`bar_width=None`, `expand`); the rows are in the summary.
             self._bar = RichProgress(
-                TextColumn(f"{label} {total_rows - done_rows} rows:"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("requests"),
-                TaskProgressColumn(),
-                TextColumn("{task.fields[rate]:.1f}/s  {task.fields[credits]} credits  ETA"),
-                TimeRemainingColumn(),
-                TimeElapsedColumn(),
+                TextColumn(label),
+                BarColumn(bar_width=None),
+                TextColumn(
+                    "{task.completed}/{task.total} requests {task.percentage:>3.0f}% "
+                    "{task.fields[rate]:.1f}/s {task.fields[credits]} credits "
+                    "ETA {task.fields[eta]}",
+                    table_column=Column(no_wrap=True),
+                ),
                 console=logs.console(),
                 transient=False,
+                expand=True,
             )
-            self._task = self._bar.add_task(label, total=pending_requests, rate=0.0, credits=0)
+            self._task = self._bar.add_task(
+                label, total=pending_requests, rate=0.0, credits=0, eta="-:--:--"
+            )
 
     def __enter__(self) -> Progress:
         if self._bar is not None:
@@ -81,7 +78,11 @@ class Progress:
         now = time.monotonic()
         rate = finished / max(now - self._started, 1e-6)
         if self._bar is not None:
-            self._bar.update(self._task, completed=finished, rate=rate, credits=stats.credits)
+            left = max(0, self._pending - finished)
+            eta = _clock(left / rate) if rate > 0 else "-:--:--"
+            self._bar.update(
+                self._task, completed=finished, rate=rate, credits=stats.credits, eta=eta
+            )
             return
         if now - self._last_event >= self._every:
             self._last_event = now
@@ -99,3 +100,9 @@ class Progress:
                 per_second=round(rate, 2),
                 eta_seconds=round(remaining / rate) if rate > 0 else None,
             )
+
+
+def _clock(seconds: float) -> str:
+    """`5:55:04`: hours, minutes and seconds, as the bar shows a time left."""
+    whole = round(seconds)
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"

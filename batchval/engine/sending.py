@@ -126,8 +126,6 @@ class Sending:
         """This round's bar or `run.progress` events, from where the work stands now."""
         counts = self.counts()
         return Progress(
-            total_rows=counts.rows,
-            done_rows=counts.rows - counts.pending_rows,
             pending_requests=counts.requests_pending,
             bar=self.progress_bar,
             every_seconds=self.run.progress_seconds,
