@@ -84,6 +84,8 @@ def sections(
     found: list[Section] = []
     if BALANCE in valued.columns:
         found.append(_totals(valued, columns))
+    elif columns.note is not None:
+        found.append(Section("Portfolio", f"<p class='stop'>{e(columns.note)}</p>"))
     if "ltv_band" in valued.columns:
         found.append(_bands(valued, summary))
     listed = _listed_loans(valued, columns)
