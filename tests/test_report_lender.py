@@ -182,3 +182,19 @@ def test_a_book_run_shows_its_night(tmp_path: Path) -> None:
     assert "does not keep the book fresh" in page
     assert "<td>valued tonight</td><td>2</td><td>£122,000</td>" in page
     assert "<td>carried from the book</td><td>2</td><td>£130,000</td>" in page
+
+
+def test_homes_worth_less_than_at_origination_are_counted_with_their_balance(
+    tmp_path: Path,
+) -> None:
+    """The change since origination: its median, and the homes that fell, with the
+    balance lent on them."""
+    loans = _loans(4, "loan_balance")
+    loans["change_since_origination"] = [0.25, -0.1, None, 0.05]
+    loans["months_since_origination"] = [24, 36, None, 12]
+    page = write_report(_dir(tmp_path, loans)).read_text(encoding="utf-8")
+    assert "homes with an origination value<b>3</b>" in page
+    assert "median change since origination<b>5.0 %</b>" in page
+    assert "homes worth less than at origination<b>1</b>" in page
+    assert "their balance<b>£62,000</b>" in page
+    assert "mean age of the loans<b>2.0 years</b>" in page

@@ -26,6 +26,7 @@ from batchval.engine.names import LOG_NAME, PROBLEMS_NAME, RESULTS_NAME
 from batchval.engine.summary import SUMMARY_NAME
 from batchval.store.checkpoint import Checkpoint
 from batchval.store.records import Invocation
+from batchval.streets.files import STREETS_NAME
 from batchval.tools import charts, report_lender, report_streets
 from batchval.tools.report_page import (
     Section,
@@ -59,6 +60,8 @@ RESULT_COLUMNS = (
     "indexed_ltv",
     "ltv_low_estimate",
     "ltv_band",
+    "change_since_origination",
+    "months_since_origination",
     *FLAGS,
 )
 PROBLEM_COLUMNS = ("row_number", "stage", "type", "field", "code", "detail")
@@ -79,7 +82,10 @@ def write_report(out_dir: Path, *, now: dt.datetime | None = None) -> Path:
             raise ReportError(f"{summary_path} is not a batchval summary")
         problems = _read(out_dir / PROBLEMS_NAME, PROBLEM_COLUMNS)
         now = now or dt.datetime.now(dt.UTC)
-        if summary.get("command") == "streets":
+        streets = (out_dir / STREETS_NAME).is_file()
+        if summary.get("command") == "streets" or (
+            streets and not (out_dir / RESULTS_NAME).is_file()
+        ):
             text = _streets_page(out_dir, summary, problems, now)
         else:
             text = _run_page(out_dir, summary, problems, now)

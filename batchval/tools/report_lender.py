@@ -88,6 +88,8 @@ def sections(
         found.append(Section("Portfolio", f"<p class='stop'>{e(columns.note)}</p>"))
     if "ltv_band" in valued.columns:
         found.append(_bands(valued, summary))
+    if "change_since_origination" in valued.columns:
+        found.append(_since_origination(valued))
     listed = _listed_loans(valued, columns)
     if listed is not None:
         found.append(listed)
@@ -164,6 +166,27 @@ def _bands(valued: pl.DataFrame, summary: Mapping[str, Any]) -> Section:
     ]
     body += table(["band", "homes", "balance", "share of balance"], rows)
     return Section("Loan-to-value", body)
+
+
+def _since_origination(valued: pl.DataFrame) -> Section:
+    """How the homes' values moved since the loans began: the homes now worth less than
+    at origination are where the equity went."""
+    change = pl.col("change_since_origination")
+    known = valued.filter(change.is_not_null())
+    fallen = known.filter(change < 0)
+    median = known.get_column("change_since_origination").median()
+    figures: list[tuple[str, Any]] = [
+        ("homes with an origination value", known.height),
+        ("median change since origination", percent(median)),
+        ("homes worth less than at origination", fallen.height),
+    ]
+    if BALANCE in valued.columns:
+        figures.append(("their balance", money(fallen.get_column(BALANCE).sum())))
+    if "months_since_origination" in valued.columns:
+        months = valued.get_column("months_since_origination").mean()
+        if isinstance(months, int | float):
+            figures.append(("mean age of the loans", f"{months / 12:.1f} years"))
+    return Section("Since origination", cards(figures))
 
 
 def band_start(label: str) -> float:
