@@ -17,7 +17,7 @@ matplotlib.use("Agg")  # no display: a cron job or a CI machine has none
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from matplotlib.ticker import FuncFormatter, MaxNLocator
 
 # Typed loosely: matplotlib's stubs want each key as a Literal of its rcParams names.
 _STYLE: dict[Any, Any] = {
@@ -47,13 +47,22 @@ def _pounds(value: float, _position: object = None) -> str:
     return f"£{value / 1000:.0f}k"
 
 
-def histogram(values: Sequence[float], *, title: str, xlabel: str, bins: int = 40) -> str:
-    """The distribution of a figure in pounds (estimates)."""
+def _whole(axis: Any) -> None:
+    """An axis that counts things (homes, postcodes, calls): whole numbers only, never
+    2.5 homes."""
+    axis.set_major_locator(MaxNLocator(integer=True))
+
+
+def histogram(
+    values: Sequence[float], *, title: str, xlabel: str, ylabel: str = "homes", bins: int = 40
+) -> str:
+    """The distribution of a figure in pounds (estimates), counted in `ylabel`."""
     with plt.rc_context(_STYLE):
         figure, axes = plt.subplots(figsize=(7, 3))
         axes.hist(values, bins=bins, color=_BLUE, edgecolor="white", linewidth=0.5)
         axes.xaxis.set_major_formatter(FuncFormatter(_pounds))
-        axes.set(title=title, xlabel=xlabel, ylabel="homes")
+        _whole(axes.yaxis)
+        axes.set(title=title, xlabel=xlabel, ylabel=ylabel)
         return _svg(figure)
 
 
@@ -92,6 +101,7 @@ def bars(
             label=ylabel,
         )
         axes.set_xticks(positions, labels, rotation=30 if len(labels) > 6 else 0)
+        _whole(axes.yaxis)
         axes.set(title=title, ylabel=ylabel)
         if second is not None:
             other = axes.twinx()
@@ -121,6 +131,7 @@ def over_time(
             series.items(), (_BLUE, _ORANGE, _GREY, "#38a169"), strict=False
         ):
             axes.plot(seconds, values, marker="o", markersize=3, label=name, color=colour)
+        _whole(axes.yaxis)  # calls, credits and 429s are counted
         axes.set(title=title, xlabel="seconds since the invocation began", ylabel="so far")
         axes.legend(loc="upper left", frameon=False)
         return _svg(figure)

@@ -13,12 +13,9 @@ style is inline, so it opens from a mail attachment or a shared drive as it is.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
-import html
 import json
-import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +26,21 @@ from batchval.engine.names import LOG_NAME, PROBLEMS_NAME, RESULTS_NAME
 from batchval.engine.summary import SUMMARY_NAME
 from batchval.store.checkpoint import Checkpoint
 from batchval.store.records import Invocation
-from batchval.tools import charts
+from batchval.streets.files import STREETS_NAME
+from batchval.tools import charts, report_lender, report_streets
+from batchval.tools.report_page import (
+    Section,
+    banner,
+    cards,
+    e,
+    money,
+    page,
+    provenance,
+    spent,
+    table,
+    when,
+)
+from batchval.valuations.manifest import MANIFEST_NAME
 
 REPORT_NAME = "report.html"
 # A scatter of a million points is a 100 MB page: every n-th row up to this many.
@@ -45,8 +56,12 @@ RESULT_COLUMNS = (
     "range_high",
     "valued_at",
     "source",
+    "local_authority",
+    "indexed_ltv",
+    "ltv_low_estimate",
     "ltv_band",
-    "loan_balance",
+    "change_since_origination",
+    "months_since_origination",
     *FLAGS,
 )
 PROBLEM_COLUMNS = ("row_number", "stage", "type", "field", "code", "detail")
@@ -56,12 +71,6 @@ class ReportError(Exception):
     """DIR holds nothing to report on (exit 64)."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Section:
-    title: str
-    body: str  # HTML, already escaped where it carries text
-
-
 def write_report(out_dir: Path, *, now: dt.datetime | None = None) -> Path:
     """Write DIR/report.html from DIR's outputs and return its path."""
     summary_path = out_dir / SUMMARY_NAME
@@ -69,23 +78,88 @@ def write_report(out_dir: Path, *, now: dt.datetime | None = None) -> Path:
         raise ReportError(f"{out_dir} holds no finished batchval run (no {SUMMARY_NAME})")
     try:
         summary: dict[str, Any] = json.loads(summary_path.read_text(encoding="utf-8"))
-        results = _read(out_dir / RESULTS_NAME, RESULT_COLUMNS)
+        if not isinstance(summary, dict):
+            raise ReportError(f"{summary_path} is not a batchval summary")
         problems = _read(out_dir / PROBLEMS_NAME, PROBLEM_COLUMNS)
+        now = now or dt.datetime.now(dt.UTC)
+        streets = (out_dir / STREETS_NAME).is_file()
+        if summary.get("command") == "streets" or (
+            streets and not (out_dir / RESULTS_NAME).is_file()
+        ):
+            text = _streets_page(out_dir, summary, problems, now)
+        else:
+            text = _run_page(out_dir, summary, problems, now)
     except (OSError, ValueError, pl.exceptions.PolarsError) as exc:
         raise ReportError(f"{out_dir} holds outputs that cannot be read: {exc}") from None
-    if not isinstance(summary, dict):
-        raise ReportError(f"{summary_path} is not a batchval summary")
-    now = now or dt.datetime.now(dt.UTC)
+    path = out_dir / REPORT_NAME
+    write_text_atomic(path, text)
+    return path
+
+
+def _run_page(
+    out_dir: Path, summary: dict[str, Any], problems: pl.DataFrame | None, now: dt.datetime
+) -> str:
+    columns, results = _read_results(out_dir / RESULTS_NAME, _configured_columns(out_dir))
     sections = [
         _outcome(summary),
         _problems(problems),
-        *_figures(results, now),
+        *_figures(results, summary, columns, now),
         _activity(out_dir, summary),
     ]
-    page = _page(summary, [s for s in sections if s is not None], now)
-    path = out_dir / REPORT_NAME
-    write_text_atomic(path, page)
-    return path
+    status = f"{summary.get('status', '?')}, exit {summary.get('exit_code', '?')}"
+    return page(
+        f"batchval report: {summary.get('run_id')}",
+        f"Run {summary.get('run_id')}: {status}",
+        banner(summary) + provenance(summary, now),
+        [s for s in sections if s is not None],
+    )
+
+
+def _streets_page(
+    out_dir: Path, summary: dict[str, Any], problems: pl.DataFrame | None, now: dt.datetime
+) -> str:
+    """A `batchval streets` DIR: its outcome in its own words, then the street figures."""
+    sections = [
+        _outcome(summary, report_streets.OUTCOME_LABELS),
+        _problems(problems),
+        *report_streets.sections(report_streets.read_streets(out_dir)),
+        _activity(out_dir, summary),
+    ]
+    status = f"{summary.get('status', '?')}, exit {summary.get('exit_code', '?')}"
+    return page(
+        "batchval street analysis",
+        f"Street analysis: {status}",
+        banner(summary) + provenance(summary, now),
+        [s for s in sections if s is not None],
+    )
+
+
+def _configured_columns(out_dir: Path) -> Mapping[str, str]:
+    """The input's column mapping the run was made with (manifest.json's settings): the
+    balance may sit in a column the config named."""
+    path = out_dir / MANIFEST_NAME
+    if not path.is_file():
+        return {}
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    settings = manifest.get("settings") if isinstance(manifest, dict) else None
+    columns = ((settings or {}).get("input") or {}).get("columns")
+    if not isinstance(columns, dict):
+        return {}
+    return {str(k): str(v) for k, v in columns.items() if isinstance(v, str)}
+
+
+def _read_results(
+    path: Path, configured: Mapping[str, str]
+) -> tuple[report_lender.LenderColumns, pl.DataFrame | None]:
+    """The columns the page draws, the lender's balance and identity among them."""
+    if not path.is_file():
+        return report_lender.LenderColumns(None, None), None
+    frame = pl.scan_parquet(path)
+    present = frame.collect_schema().names()
+    columns = report_lender.find_columns(present, configured)
+    wanted = [*RESULT_COLUMNS, columns.balance, columns.identity]
+    chosen = list(dict.fromkeys(c for c in wanted if c is not None and c in present))
+    return columns, frame.select(chosen).collect()
 
 
 def _read(path: Path, wanted: Sequence[str]) -> pl.DataFrame | None:
@@ -101,37 +175,38 @@ def _read(path: Path, wanted: Sequence[str]) -> pl.DataFrame | None:
 # --- sections --------------------------------------------------------------------------
 
 
-def _outcome(summary: dict[str, Any]) -> Section:
+def _outcome(summary: dict[str, Any], labels: Mapping[str, str] | None = None) -> Section:
+    said = {"valued": "valued", "requests": "distinct requests", **(labels or {})}
     rows, requests = summary.get("rows", {}), summary.get("requests", {})
     credits = summary.get("credits_charged", {})
     charges = summary.get("charges") or {}
     calls, limited = summary.get("calls", {}), summary.get("rate_limited", {})
     figures = [
         ("rows", rows.get("total")),
-        ("valued", rows.get("valued")),
+        (said["valued"], rows.get("valued")),
         ("problems", rows.get("problems")),
         ("pending", rows.get("pending")),
         ("repeat an earlier row", rows.get("duplicates")),
-        ("distinct requests", requests.get("unique")),
+        (said["requests"], requests.get("unique")),
         ("calls (all invocations)", calls.get("total")),
         ("429 answers (all invocations)", limited.get("total")),
-        ("credits charged (all invocations)", credits.get("total")),
+        ("charged (all invocations)", spent(credits.get("total"))),
         ("replays answered free", charges.get("replayed_calls")),
         ("charges uncertain (not counted)", charges.get("uncertain_calls")),
-        ("last known balance", summary.get("last_known_balance")),
+        ("last known balance (credits)", summary.get("last_known_balance")),
     ]
-    body = _cards(figures)
+    body = cards(figures)
     stop = summary.get("stop")
     if stop:
-        not_before = f" Not before {_e(stop['not_before'])}." if stop.get("not_before") else ""
+        not_before = f" Not before {e(when(stop['not_before']))}." if stop.get("not_before") else ""
         body += (
-            f'<p class="stop">Stopped: <b>{_e(stop.get("reason"))}</b>: '
-            f"{_e(stop.get('detail'))}.{not_before}</p>"
+            f'<p class="stop">Stopped: <b>{e(stop.get("reason"))}</b>: '
+            f"{e(stop.get('detail'))}.{not_before}</p>"
         )
-    body += f"<p>Next: {_e(summary.get('next_action', ''))}</p>"
+    body += f"<p>Next: {e(summary.get('next_action', ''))}</p>"
     by_type = summary.get("problems_by_type") or {}
     if by_type:
-        body += _table(["problem type", "rows"], sorted(by_type.items(), key=lambda kv: -kv[1]))
+        body += table(["problem type", "rows"], sorted(by_type.items(), key=lambda kv: -kv[1]))
     return Section("Outcome", body)
 
 
@@ -166,27 +241,32 @@ def _problems(problems: pl.DataFrame | None) -> Section | None:
             ]
         )
     body = "<p>Each line is one kind of problem; fix those rows in the input and run again.</p>"
-    body += _table(
+    body += table(
         ["stage", "type", "field", "rows", "what to do (first row's detail)", "rows"], lines
     )
     return Section("Problems to act on", body)
 
 
-def _figures(results: pl.DataFrame | None, now: dt.datetime) -> list[Section]:
+def _figures(
+    results: pl.DataFrame | None,
+    summary: Mapping[str, Any],
+    columns: report_lender.LenderColumns,
+    now: dt.datetime,
+) -> list[Section]:
     if results is None or results.height == 0 or "estimate" not in results.columns:
         return []
     valued = results.filter(pl.col("estimate").is_not_null())
     if valued.height == 0:
         return []
+    valued = report_lender.with_figures(valued, columns)
     sections = [_estimates(valued)]
-    if "ltv_band" in valued.columns:
-        sections.append(_ltv_bands(valued))
+    sections += report_lender.sections(valued, summary, columns)
     flags = [f for f in FLAGS if f in valued.columns]
     if flags:
         counts = [
             (f.replace("_", " "), int(valued.get_column(f).fill_null(False).sum())) for f in flags
         ]
-        sections.append(Section("Flags", _table(["flag", "homes"], counts)))
+        sections.append(Section("Flags", table(["flag", "homes"], counts)))
     if "valued_at" in valued.columns:
         sections.append(_ages(valued, now))
     return sections
@@ -194,11 +274,11 @@ def _figures(results: pl.DataFrame | None, now: dt.datetime) -> list[Section]:
 
 def _estimates(valued: pl.DataFrame) -> Section:
     estimates = valued.get_column("estimate").cast(pl.Float64)
-    body = _cards(
+    body = cards(
         [
             ("homes valued", valued.height),
-            ("sum of estimates", _money(estimates.sum())),
-            ("median estimate", _money(estimates.median())),
+            ("sum of estimates", money(estimates.sum())),
+            ("median estimate", money(estimates.median())),
         ]
     )
     body += charts.histogram(
@@ -226,39 +306,6 @@ def _estimates(valued: pl.DataFrame) -> Section:
     return Section("Estimates", body)
 
 
-def _ltv_bands(valued: pl.DataFrame) -> Section:
-    balance = "loan_balance" if "loan_balance" in valued.columns else None
-    aggregations = [pl.len().alias("homes")]
-    if balance:
-        aggregations.append(pl.col(balance).cast(pl.Float64).sum().alias("balance"))
-    table = valued.filter(pl.col("ltv_band").is_not_null()).group_by("ltv_band").agg(aggregations)
-    table = table.sort(pl.col("ltv_band").map_elements(_band_start, return_dtype=pl.Float64))
-    labels = [str(b) for b in table.get_column("ltv_band").to_list()]
-    homes = table.get_column("homes").to_list()
-    balances = table.get_column("balance").to_list() if balance else None
-    body = charts.bars(
-        labels,
-        homes,
-        title="Loan-to-value bands",
-        ylabel="homes",
-        second=balances,
-        second_label="balance" if balances is not None else "",
-    )
-    rows = [
-        [label, f"{count:,}", _money(balances[i]) if balances is not None else ""]
-        for i, (label, count) in enumerate(zip(labels, homes, strict=True))
-    ]
-    body += _table(["band", "homes", "balance"], rows)
-    return Section("Loan-to-value", body)
-
-
-def _band_start(label: str) -> float:
-    """Bands in order of their lower edge: `0-60` < `60-75` < ... < `over 100`."""
-    found = re.search(r"\d+(?:\.\d+)?", label)
-    start = float(found.group()) if found else float("inf")
-    return start + 0.5 if label.lower().startswith("over") else start
-
-
 def _ages(valued: pl.DataFrame, now: dt.datetime) -> Section:
     """How old the valuations are: the age profile a book's freshness policy is about."""
     instant = pl.Datetime("us", "UTC")
@@ -272,7 +319,7 @@ def _ages(valued: pl.DataFrame, now: dt.datetime) -> Section:
     if "source" in valued.columns:
         for source, count in valued.group_by("source").len().sort("source").iter_rows():
             rows.append([f"source = {source}", f"{count:,}"])
-    return Section("Age of the valuations", _table(["valued", "homes"], rows))
+    return Section("Age of the valuations", table(["valued", "homes"], rows))
 
 
 def _activity(out_dir: Path, summary: dict[str, Any]) -> Section:
@@ -295,12 +342,12 @@ def _activity(out_dir: Path, summary: dict[str, Any]) -> Section:
         finally:
             checkpoint.close()
     if history:
-        body += _table(
+        body += table(
             ["started", "ended", "exit", "calls", "429s", "credits"],
             [
                 [
-                    i.started_at,
-                    i.ended_at or "(killed)",
+                    when(i.started_at),
+                    when(i.ended_at) if i.ended_at else "(killed)",
                     i.exit_code,
                     i.calls,
                     i.rate_limited,
@@ -353,70 +400,3 @@ def _progress_events(
                 continue  # a line cut by a kill: skipped, not fatal
             if start <= at <= end:
                 yield at, event
-
-
-# --- HTML ------------------------------------------------------------------------------
-
-_CSS = """
-body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:60rem;color:#1a202c;padding:0 1rem}
-h1{font-size:1.5rem}h2{font-size:1.2rem;border-bottom:1px solid #e2e8f0;padding-bottom:.3rem}
-.cards{display:flex;flex-wrap:wrap;gap:.6rem}.card{border:1px solid #e2e8f0;border-radius:6px;
-padding:.5rem .8rem;min-width:9rem}.card b{display:block;font-size:1.2rem}
-table{border-collapse:collapse;margin:.8rem 0;font-size:.9rem}
-td,th{border:1px solid #e2e8f0;padding:.3rem .6rem;text-align:left;vertical-align:top}
-.stop{background:#fffaf0;border-left:4px solid #dd6b20;padding:.5rem}
-.test{background:#ebf8ff;border-left:4px solid #2b6cb0;padding:.5rem}
-.note{color:#4a5568;font-size:.85rem}svg{max-width:100%;height:auto}
-"""
-
-
-def _page(summary: dict[str, Any], sections: Sequence[Section], now: dt.datetime) -> str:
-    status = f"{summary.get('status', '?')}, exit {summary.get('exit_code', '?')}"
-    banner = ""
-    if summary.get("mode") == "test":
-        banner = (
-            "<p class='test'>Test mode: these figures are fake (sandbox or test credentials).</p>"
-        )
-    body = "".join(f"<section><h2>{_e(s.title)}</h2>{s.body}</section>" for s in sections)
-    return (
-        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-        f"<title>batchval report: {_e(summary.get('run_id'))}</title>"
-        f"<style>{_CSS}</style></head><body>"
-        f"<h1>Run {_e(summary.get('run_id'))}: {_e(status)}</h1>"
-        f"<p class='note'>Input {_e(summary.get('input'))}; mode {_e(summary.get('mode'))}; "
-        f"last invocation {_e(summary.get('started_at'))} to {_e(summary.get('finished_at'))}; "
-        f"report written {_e(now.isoformat(timespec='seconds'))}.</p>"
-        f"{banner}{body}</body></html>\n"
-    )
-
-
-def _cards(figures: Sequence[tuple[str, Any]]) -> str:
-    cards = "".join(
-        f"<div class='card'>{_e(label)}<b>{_e(_figure(value))}</b></div>"
-        for label, value in figures
-    )
-    return f"<div class='cards'>{cards}</div>"
-
-
-def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{_e(_figure(cell))}</td>" for cell in row) + "</tr>" for row in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def _figure(value: Any) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, int) and not isinstance(value, bool):
-        return f"{value:,}"
-    return str(value)
-
-
-def _money(value: Any) -> str:
-    return "–" if value is None else f"£{float(value):,.0f}"
-
-
-def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value))

@@ -1,0 +1,374 @@
+"""The lender's part of `batchval report`: what a credit-risk analyst keeps.
+
+The portfolio's totals (balance, weighted and aggregate LTV, what is over 100 %), the
+LTV bands with their balances, the loans over 100 % and those whose range is wide, named
+by the lender's own identity, the largest local authorities by balance, and for a
+`--book` run what the night did to the book.
+
+The balance is read from whichever pass-through column holds it, found as the run found
+it (`input/lender.find_lender_columns` with the columns the run's config mapped, which
+manifest.json keeps), and read as the run read it (`contract/lender.amounts`): a book
+whose balance column is `Current Balance` gets the same figures as one with
+`loan_balance`. The figures are added up from results.parquet, so that a book run's
+carried rows count beside tonight's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import polars as pl
+
+from batchval.contract.lender import amounts
+from batchval.contract.schemas import PROBLEM_COLUMNS, RESULT_COLUMNS
+from batchval.input.lender import LenderColumnError, find_lender_columns
+from batchval.tools import charts
+from batchval.tools.report_page import Section, cards, e, money, percent, table
+
+# Loans listed by name in each list; the rest are counted.
+LOANS_LISTED = 25
+AUTHORITIES_LISTED = 10
+# The column names the report gives the figures it reads (never a pass-through name:
+# they start with a character no file's header is read into).
+BALANCE, LTV, IDENTITY = "\x00balance", "\x00ltv", "\x00identity"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LenderColumns:
+    """Where results.parquet holds the lender's own figures."""
+
+    balance: str | None  # the loan balance's pass-through column
+    identity: str | None  # the loan id column, else a `reference` column
+    note: str | None = None  # why no balance was read, when a person should know
+
+
+def find_columns(names: Sequence[str], configured: Mapping[str, str]) -> LenderColumns:
+    """The balance and identity columns among results.parquet's `names`, as the run
+    found them with its config's `input.columns` (`configured`)."""
+    fixed = {*RESULT_COLUMNS, *PROBLEM_COLUMNS}
+    passthrough = [n for n in names if n not in fixed]
+    note = None
+    try:
+        found = find_lender_columns(passthrough, configured)
+    except LenderColumnError as exc:
+        found, note = {}, f"No balance read: {exc}."
+    identity = found.get("loan_id")
+    if identity is None:
+        identity = next((n for n in passthrough if n.strip().lower() == "reference"), None)
+    return LenderColumns(found.get("loan_balance"), identity, note)
+
+
+def with_figures(valued: pl.DataFrame, columns: LenderColumns) -> pl.DataFrame:
+    """`valued` with the report's own columns: the balance as a number, the LTV (the
+    run's `indexed_ltv`, else balance / estimate) and the loan's identity as text."""
+    frame = valued
+    if columns.balance is not None:
+        balances = amounts(frame.get_column(columns.balance).to_arrow())
+        frame = frame.with_columns(pl.Series(BALANCE, balances, dtype=pl.Float64))
+        estimate = pl.col("estimate").cast(pl.Float64)
+        computed = pl.when(estimate > 0).then(pl.col(BALANCE) / estimate)
+        ltv = pl.coalesce(pl.col("indexed_ltv"), computed) if "indexed_ltv" in frame else computed
+        frame = frame.with_columns(ltv.alias(LTV))
+    if columns.identity is not None:
+        frame = frame.with_columns(pl.col(columns.identity).cast(pl.String).alias(IDENTITY))
+    return frame
+
+
+def sections(
+    valued: pl.DataFrame, summary: Mapping[str, Any], columns: LenderColumns
+) -> list[Section]:
+    """The lender's sections of a page whose valued rows are `valued` (`with_figures`)."""
+    found: list[Section] = []
+    if BALANCE in valued.columns:
+        found.append(_totals(valued, columns))
+    elif columns.note is not None:
+        found.append(Section("Portfolio", f"<p class='stop'>{e(columns.note)}</p>"))
+    if "ltv_band" in valued.columns:
+        found.append(_bands(valued, summary))
+    if "change_since_origination" in valued.columns:
+        found.append(_since_origination(valued))
+    listed = _listed_loans(valued, columns)
+    if listed is not None:
+        found.append(listed)
+    if BALANCE in valued.columns and "local_authority" in valued.columns:
+        found.append(_authorities(valued))
+    book = summary.get("book")
+    if isinstance(book, Mapping):
+        found.append(_book(book, summary, valued))
+    return found
+
+
+def _totals(valued: pl.DataFrame, columns: LenderColumns) -> Section:
+    """The portfolio's totals over the loans with both a balance and an LTV."""
+    loans = valued.filter(pl.col(BALANCE).is_not_null() & pl.col(LTV).is_not_null())
+    balance = float(loans.get_column(BALANCE).sum())
+    estimates = float(loans.get_column("estimate").cast(pl.Float64).sum())
+    weighted = float((loans.get_column(BALANCE) * loans.get_column(LTV)).sum())
+    over = loans.filter(pl.col(LTV) > 1)
+    over_balance = float(over.get_column(BALANCE).sum())
+    body = cards(
+        [
+            ("loans with a balance", loans.height),
+            ("total balance", money(balance)),
+            ("sum of their estimates", money(estimates)),
+            ("weighted LTV", percent(weighted / balance if balance else None)),
+            ("aggregate LTV", percent(balance / estimates if estimates else None)),
+            ("loans over 100 % LTV", over.height),
+            ("balance over 100 % LTV", money(over_balance)),
+            ("share of balance over 100 %", percent(over_balance / balance if balance else None)),
+        ]
+    )
+    left_out = valued.height - loans.height
+    said = f"The balance is read from the column <b>{e(columns.balance)}</b>."
+    if left_out:
+        said += f" {left_out:,} valued homes have no usable balance and are left out."
+    body += (
+        f"<p class='note'>{said} Weighted LTV: each loan's LTV weighted by its balance; "
+        "aggregate LTV: the total balance over the sum of the estimates.</p>"
+    )
+    return Section("Portfolio", body)
+
+
+def _bands(valued: pl.DataFrame, summary: Mapping[str, Any]) -> Section:
+    """Homes and balance in each band, every band of the run's config in order (an
+    empty one too)."""
+    aggregations = [pl.len().alias("homes")]
+    has_balance = BALANCE in valued.columns
+    if has_balance:
+        aggregations.append(pl.col(BALANCE).sum().alias("balance"))
+    grouped = valued.filter(pl.col("ltv_band").is_not_null()).group_by("ltv_band").agg(aggregations)
+    found = {row["ltv_band"]: row for row in grouped.iter_rows(named=True)}
+    bands = (summary.get("portfolio") or {}).get("ltv_bands") or []
+    labels = [str(b["band"]) for b in bands if isinstance(b, Mapping) and "band" in b]
+    labels += sorted((str(b) for b in found if str(b) not in labels), key=band_start)
+    homes = [int(found[b]["homes"]) if b in found else 0 for b in labels]
+    balances = [float(found[b]["balance"] or 0) if b in found else 0.0 for b in labels]
+    total = sum(balances)
+    body = charts.bars(
+        labels,
+        homes,
+        title="Loan-to-value bands",
+        ylabel="homes",
+        second=balances if has_balance else None,
+        second_label="balance" if has_balance else "",
+    )
+    rows = [
+        [
+            label,
+            f"{count:,}",
+            money(balances[i]) if has_balance else "",
+            percent(balances[i] / total) if has_balance and total else "",
+        ]
+        for i, (label, count) in enumerate(zip(labels, homes, strict=True))
+    ]
+    body += table(["band", "homes", "balance", "share of balance"], rows)
+    return Section("Loan-to-value", body)
+
+
+def _since_origination(valued: pl.DataFrame) -> Section:
+    """How the homes' values moved since the loans began: the homes now worth less than
+    at origination are where the equity went."""
+    change = pl.col("change_since_origination")
+    known = valued.filter(change.is_not_null())
+    fallen = known.filter(change < 0)
+    median = known.get_column("change_since_origination").median()
+    figures: list[tuple[str, Any]] = [
+        ("homes with an origination value", known.height),
+        ("median change since origination", percent(median)),
+        ("homes worth less than at origination", fallen.height),
+    ]
+    if BALANCE in valued.columns:
+        figures.append(("their balance", money(fallen.get_column(BALANCE).sum())))
+    if "months_since_origination" in valued.columns:
+        months = valued.get_column("months_since_origination").mean()
+        if isinstance(months, int | float):
+            figures.append(("mean age of the loans", f"{months / 12:.1f} years"))
+    return Section("Since origination", cards(figures))
+
+
+def band_start(label: str) -> float:
+    """Bands in order of their lower edge: `0-60` < `60-75` < ... < `over 100`."""
+    found = re.search(r"\d+(?:\.\d+)?", label)
+    start = float(found.group()) if found else float("inf")
+    return start + 0.5 if label.lower().startswith("over") else start
+
+
+def _listed_loans(valued: pl.DataFrame, columns: LenderColumns) -> Section | None:
+    """The loans over 100 % LTV and those with a wide range, each named."""
+    body = ""
+    name = columns.identity or "row"
+    if LTV in valued.columns:
+        over = valued.filter(pl.col(LTV) > 1).sort(LTV, descending=True)
+        body += "<h3>Loans over 100 % LTV</h3>"
+        if over.height == 0:
+            body += "<p>None: every loan's balance is within its home's estimate.</p>"
+        else:
+            shown = over.head(LOANS_LISTED)
+            body += table(
+                [name, "row", "local authority", "balance", "estimate", "LTV", "LTV on range low"],
+                [
+                    [
+                        _identity(r),
+                        r["row_number"],
+                        r.get("local_authority"),
+                        money(r[BALANCE]),
+                        money(r["estimate"]),
+                        percent(r[LTV]),
+                        percent(r.get("ltv_low_estimate")),
+                    ]
+                    for r in shown.iter_rows(named=True)
+                ],
+            )
+            body += _more(
+                over.height - shown.height, "loans over 100 %, highest LTV first", "indexed_ltv > 1"
+            )
+    if "wide_range" in valued.columns and {"range_low", "range_high"} <= set(valued.columns):
+        width = (pl.col("range_high") - pl.col("range_low")) / pl.col("estimate")
+        wide = (
+            valued.filter(pl.col("wide_range").fill_null(False))
+            .with_columns(width.alias("\x00width"))
+            .sort("\x00width", descending=True)
+        )
+        body += "<h3>Loans whose range is wide</h3>"
+        if wide.height == 0:
+            body += "<p>None.</p>"
+        else:
+            shown = wide.head(LOANS_LISTED)
+            body += table(
+                [name, "row", "estimate", "range", "width", "LTV"],
+                [
+                    [
+                        _identity(r),
+                        r["row_number"],
+                        money(r["estimate"]),
+                        f"{money(r['range_low'])} to {money(r['range_high'])}",
+                        percent(r["\x00width"], 0),
+                        percent(r.get(LTV)),
+                    ]
+                    for r in shown.iter_rows(named=True)
+                ],
+            )
+            body += _more(wide.height - shown.height, "wide ranges, widest first", "wide_range")
+    if not body:
+        return None
+    return Section("Loans to look at", body)
+
+
+def _identity(row: Mapping[str, Any]) -> Any:
+    return row.get(IDENTITY) or row["row_number"]
+
+
+def _more(count: int, listed: str, column: str) -> str:
+    """The count of the loans a list leaves out, and where to find them all."""
+    if count <= 0:
+        return ""
+    return (
+        f"<p class='note'>{count:,} more not listed (the list shows the {e(listed)}): every "
+        f"one is in results.parquet (<code>{e(column)}</code>).</p>"
+    )
+
+
+def _authorities(valued: pl.DataFrame) -> Section:
+    """The local authorities holding the most balance."""
+    grouped = (
+        valued.filter(pl.col(BALANCE).is_not_null())
+        .group_by("local_authority")
+        .agg(pl.len().alias("homes"), pl.col(BALANCE).sum().alias("balance"))
+        .sort(["balance", "local_authority"], descending=[True, False])
+    )
+    total = float(grouped.get_column("balance").sum())
+    shown = grouped.head(AUTHORITIES_LISTED)
+    body = table(
+        ["local authority", "homes", "balance", "share of balance"],
+        [
+            [r["local_authority"], r["homes"], money(r["balance"]), percent(r["balance"] / total)]
+            for r in shown.iter_rows(named=True)
+            if total
+        ],
+    )
+    rest = grouped.height - shown.height
+    if rest > 0:
+        held = float(grouped.tail(rest).get_column("balance").sum())
+        body += f"<p class='note'>{rest:,} more local authorities hold {money(held)}.</p>"
+    return Section("Largest local authorities by balance", body)
+
+
+def _book(book: Mapping[str, Any], summary: Mapping[str, Any], valued: pl.DataFrame) -> Section:
+    """What the night did to the book: rows revalued, carried and deferred, and the
+    book's LTVs before tonight's valuations are counted and after."""
+    rows = book.get("rows") or {}
+    body = cards(
+        [
+            ("revalued tonight", rows.get("valued")),
+            ("carried from the book", rows.get("carried")),
+            ("left for a later night", rows.get("deferred")),
+            ("problems", rows.get("problems")),
+            ("entries in the book", book.get("entries")),
+            ("every row fresh by", book.get("fresh_by")),
+        ]
+    )
+    if book.get("budget_keeps_up") is False:
+        body += (
+            f"<p class='stop'>The nightly budget ({e(book.get('budget_calls'))} calls) does "
+            f"not keep the book fresh: {e(book.get('calls_a_night_to_stay_fresh'))} calls a "
+            f"night are needed for --fresh-for {e(book.get('fresh_for_days'))} days.</p>"
+        )
+    tonight, whole = summary.get("portfolio") or {}, book.get("portfolio") or {}
+    if tonight or whole:
+        body += table(
+            ["", "tonight's valuations", "the whole book (carried rows too)"],
+            [
+                ["loans", tonight.get("rows"), whole.get("rows")],
+                ["balance", money(tonight.get("sum_balance")), money(whole.get("sum_balance"))],
+                [
+                    "weighted LTV",
+                    percent(tonight.get("weighted_ltv")),
+                    percent(whole.get("weighted_ltv")),
+                ],
+                [
+                    "aggregate LTV",
+                    percent(tonight.get("aggregate_ltv")),
+                    percent(whole.get("aggregate_ltv")),
+                ],
+            ],
+        )
+    if "source" in valued.columns and BALANCE in valued.columns and LTV in valued.columns:
+        by_source = (
+            valued.filter(pl.col(BALANCE).is_not_null() & pl.col(LTV).is_not_null())
+            .group_by("source")
+            .agg(
+                pl.len().alias("loans"),
+                pl.col(BALANCE).sum().alias("balance"),
+                ((pl.col(BALANCE) * pl.col(LTV)).sum() / pl.col(BALANCE).sum()).alias("w"),
+            )
+            .sort("source")
+        )
+        body += table(
+            ["source", "loans", "balance", "weighted LTV"],
+            [
+                [
+                    _SOURCES.get(r["source"], r["source"]),
+                    r["loans"],
+                    money(r["balance"]),
+                    percent(r["w"]),
+                ]
+                for r in by_source.iter_rows(named=True)
+            ],
+        )
+    profile = book.get("age_profile") or {}
+    if profile:
+        body += table(
+            ["book entries valued", "entries"],
+            [[k.replace("_", " "), v] for k, v in profile.items()],
+        )
+    body += (
+        "<p class='note'>A loan revalued tonight replaced its book entry: its earlier figures "
+        "are in the DIR of the night that valued it.</p>"
+    )
+    return Section(f"The book {book.get('path', '')}", body)
+
+
+_SOURCES = {"api": "valued tonight", "book": "carried from the book"}
