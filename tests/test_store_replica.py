@@ -8,6 +8,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 from memory_objects import MemoryObjects
@@ -71,6 +72,55 @@ def test_a_blank_machine_gets_every_commit_shipped(tmp_path: Path) -> None:
     restored.parent.mkdir()
     assert restore(objects, restored) == Head.of(objects.objects[HEAD])
     assert _values(restored) == list(range(300))
+    kept.close()
+    db.close()
+
+
+class _StreamedOnly(MemoryObjects):
+    """A store that answers `get` for HEAD alone: the base and the log must be streamed."""
+
+    def get(self, key: str) -> tuple[bytes, str] | None:
+        assert key == HEAD, f"{key} was read whole"
+        return super().get(key)
+
+
+class _CutAfterBase(_StreamedOnly):
+    """The log's objects cannot be read: the store stopped answering after the base."""
+
+    def read_into(self, key: str, out: BinaryIO) -> int | None:
+        if key.endswith(".wal"):
+            raise ObjectStoreUnavailableError("s3://b/run", "no answer")
+        return super().read_into(key, out)
+
+
+def test_a_restore_streams_the_base_and_the_log_to_disk(tmp_path: Path) -> None:
+    """The base and the log's objects are written to their files as they arrive, never
+    read whole into memory (a million-row run's base is hundreds of MiB)."""
+    objects = _StreamedOnly()
+    db, kept = _holder(tmp_path, objects, "first", epoch=1)
+    for start in range(0, 30, 3):
+        _commit(db, kept, start, start + 1, start + 2)
+    kept.drain()
+    restored = tmp_path / "blank" / "checkpoint.sqlite"
+    restored.parent.mkdir()
+    assert restore(objects, restored) == Head.of(objects.objects[HEAD])
+    assert _values(restored) == list(range(30))
+    kept.close()
+    db.close()
+
+
+def test_a_restore_that_fails_leaves_no_file(tmp_path: Path) -> None:
+    """A store that stops answering midway: its error is raised, and neither the base nor
+    half a log is left for a later open to take as the run's memory."""
+    objects = _CutAfterBase()
+    db, kept = _holder(tmp_path, objects, "first", epoch=1)
+    _commit(db, kept, 1, 2)
+    kept.drain()
+    restored = tmp_path / "blank" / "checkpoint.sqlite"
+    restored.parent.mkdir()
+    with pytest.raises(ObjectStoreUnavailableError):
+        restore(objects, restored)
+    assert list(restored.parent.iterdir()) == []
     kept.close()
     db.close()
 
