@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 import pytest
+import structlog
 from memory_objects import MemoryObjects
 
 from batchval.outcome import StopReason
@@ -121,6 +122,21 @@ def test_a_restore_that_fails_leaves_no_file(tmp_path: Path) -> None:
     with pytest.raises(ObjectStoreUnavailableError):
         restore(objects, restored)
     assert list(restored.parent.iterdir()) == []
+    kept.close()
+    db.close()
+
+
+def test_each_generation_says_its_base_size_and_time(tmp_path: Path) -> None:
+    """A new generation is logged with its base's size and the seconds it took to write
+    (the wait a resume of a big run has before its first call)."""
+    objects = MemoryObjects()
+    with structlog.testing.capture_logs() as logged:
+        db, kept = _holder(tmp_path, objects, "first", epoch=1)
+    generation = Head.of(objects.objects[HEAD]).generation
+    [event] = [e for e in logged if e["event"] == "replica.generation"]
+    assert event["generation"] == generation
+    assert event["base_bytes"] == len(objects.objects[f"state/{generation}/base.sqlite"])
+    assert event["seconds"] >= 0
     kept.close()
     db.close()
 

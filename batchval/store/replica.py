@@ -38,10 +38,15 @@ import queue
 import secrets
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
+import structlog
+
 from batchval.outcome import BatchvalError
+
+log = structlog.get_logger()
 
 # A new generation (a checkpoint and a new base) once the log passes this size: a restore
 # reads the base and the log, and a log of hundreds of MiB (a million-row ingest) makes
@@ -186,13 +191,24 @@ class Replica:
         return Head(self._generation, self._epoch)
 
     def _new_generation(self, connection: sqlite3.Connection, before: Head | None) -> None:
+        started = time.monotonic()
         connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         generation = f"{self._epoch:08d}-{secrets.token_hex(4)}"
-        if not self._objects.create(_base(generation), self._database.read_bytes()):
+        # Read whole: a create-only write is one PUT (obstore's multipart upload takes no
+        # condition), so the base is in memory once while it is written.
+        base = self._database.read_bytes()
+        if not self._objects.create(_base(generation), base):
             raise ReplicaLostError(f"generation {generation} was begun by another holder")
         head = Head(generation, self._epoch)
         _swap_head(self._objects, before, head)
         self._generation, self._shipped = generation, 0
+        # The base of a big run is hundreds of MiB: what a resume waits for, said.
+        log.info(
+            "replica.generation",
+            generation=generation,
+            base_bytes=len(base),
+            seconds=round(time.monotonic() - started, 3),
+        )
 
     def _ship(self) -> None:
         while (job := self._pending.get()) is not None:
