@@ -180,6 +180,41 @@ def test_a_grown_log_begins_a_new_generation(
     db.close()
 
 
+def test_a_log_smaller_than_its_base_begins_no_generation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past `GENERATION_BYTES` but not half its base's size the log goes on; past both, a
+    new generation begins: a big run's base is not written again every few minutes."""
+    monkeypatch.setattr(replica_module, "GENERATION_BYTES", 16_384)
+    objects = MemoryObjects()
+    path = tmp_path / "first" / "checkpoint.sqlite"
+    path.parent.mkdir()
+    db = _open(path)
+    db.execute("CREATE TABLE t (v INTEGER)")
+    db.execute("CREATE TABLE pad (b BLOB)")
+    db.execute("INSERT INTO pad VALUES (zeroblob(1 << 20))")  # a base of about 1 MiB
+    kept = Replica(objects, path, epoch=1)
+    kept.begin(db, None)
+    first = Head.of(objects.objects[HEAD]).generation
+    for start in range(0, 2_000, 100):
+        _commit(db, kept, *range(start, start + 100))
+    kept.drain()
+    assert 16_384 < Path(f"{path}-wal").stat().st_size < (1 << 20) // 2
+    assert Head.of(objects.objects[HEAD]).generation == first
+    db.execute("BEGIN IMMEDIATE")
+    db.execute("INSERT INTO pad VALUES (zeroblob(1 << 20))")  # the log past half the base
+    db.execute("COMMIT")
+    kept.committed(db)
+    kept.drain()
+    assert Head.of(objects.objects[HEAD]).generation != first
+    restored = tmp_path / "blank" / "checkpoint.sqlite"
+    restored.parent.mkdir()
+    restore(objects, restored)
+    assert _values(restored) == list(range(2_000))
+    kept.close()
+    db.close()
+
+
 def test_a_holder_that_lost_the_run_never_overwrites_the_new_one(tmp_path: Path) -> None:
     objects = MemoryObjects()
     old_db, old = _holder(tmp_path, objects, "old", epoch=1)
