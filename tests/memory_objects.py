@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from typing import BinaryIO
 
 
 class MemoryObjects:
@@ -18,6 +19,14 @@ class MemoryObjects:
         with self._lock:
             data = self.objects.get(key)
         return None if data is None else (data, hashlib.md5(data).hexdigest())
+
+    def read_into(self, key: str, out: BinaryIO) -> int | None:
+        with self._lock:
+            data = self.objects.get(key)
+        if data is None:
+            return None
+        out.write(data)
+        return len(data)
 
     def create(self, key: str, data: bytes) -> bool:
         with self._lock:

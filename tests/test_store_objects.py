@@ -73,6 +73,19 @@ def test_round_trip(store: ObjectStore) -> None:
     assert store.list("a") == ["a/two"]
 
 
+def test_read_into_streams_an_object_to_a_file(store: ObjectStore, tmp_path: Path) -> None:
+    """An object larger than a chunk is written to the file whole and in order; a missing
+    one is None and writes nothing."""
+    data = bytes(range(256)) * (20 << 12)  # 20 MiB: three chunks of at least 8 MiB
+    store.put("big", data)
+    with (tmp_path / "big").open("wb") as out:
+        assert store.read_into("big", out) == len(data)
+    assert (tmp_path / "big").read_bytes() == data
+    with (tmp_path / "none").open("wb") as out:
+        assert store.read_into("none", out) is None
+    assert (tmp_path / "none").read_bytes() == b""
+
+
 def test_a_prefix_is_a_store_of_its_own(s3_server: S3Server, prefix: str) -> None:
     outer = ObjectStore.from_url(s3_server.url(prefix), s3_server.env())
     inner = ObjectStore.from_url(s3_server.url(f"{prefix}/run-1"), s3_server.env())

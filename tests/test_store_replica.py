@@ -8,8 +8,10 @@ from __future__ import annotations
 import sqlite3
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
+import structlog
 from memory_objects import MemoryObjects
 
 from batchval.outcome import StopReason
@@ -75,6 +77,70 @@ def test_a_blank_machine_gets_every_commit_shipped(tmp_path: Path) -> None:
     db.close()
 
 
+class _StreamedOnly(MemoryObjects):
+    """A store that answers `get` for HEAD alone: the base and the log must be streamed."""
+
+    def get(self, key: str) -> tuple[bytes, str] | None:
+        assert key == HEAD, f"{key} was read whole"
+        return super().get(key)
+
+
+class _CutAfterBase(_StreamedOnly):
+    """The log's objects cannot be read: the store stopped answering after the base."""
+
+    def read_into(self, key: str, out: BinaryIO) -> int | None:
+        if key.endswith(".wal"):
+            raise ObjectStoreUnavailableError("s3://b/run", "no answer")
+        return super().read_into(key, out)
+
+
+def test_a_restore_streams_the_base_and_the_log_to_disk(tmp_path: Path) -> None:
+    """The base and the log's objects are written to their files as they arrive, never
+    read whole into memory (a million-row run's base is hundreds of MiB)."""
+    objects = _StreamedOnly()
+    db, kept = _holder(tmp_path, objects, "first", epoch=1)
+    for start in range(0, 30, 3):
+        _commit(db, kept, start, start + 1, start + 2)
+    kept.drain()
+    restored = tmp_path / "blank" / "checkpoint.sqlite"
+    restored.parent.mkdir()
+    assert restore(objects, restored) == Head.of(objects.objects[HEAD])
+    assert _values(restored) == list(range(30))
+    kept.close()
+    db.close()
+
+
+def test_a_restore_that_fails_leaves_no_file(tmp_path: Path) -> None:
+    """A store that stops answering midway: its error is raised, and neither the base nor
+    half a log is left for a later open to take as the run's memory."""
+    objects = _CutAfterBase()
+    db, kept = _holder(tmp_path, objects, "first", epoch=1)
+    _commit(db, kept, 1, 2)
+    kept.drain()
+    restored = tmp_path / "blank" / "checkpoint.sqlite"
+    restored.parent.mkdir()
+    with pytest.raises(ObjectStoreUnavailableError):
+        restore(objects, restored)
+    assert list(restored.parent.iterdir()) == []
+    kept.close()
+    db.close()
+
+
+def test_each_generation_says_its_base_size_and_time(tmp_path: Path) -> None:
+    """A new generation is logged with its base's size and the seconds it took to write
+    (the wait a resume of a big run has before its first call)."""
+    objects = MemoryObjects()
+    with structlog.testing.capture_logs() as logged:
+        db, kept = _holder(tmp_path, objects, "first", epoch=1)
+    generation = Head.of(objects.objects[HEAD]).generation
+    [event] = [e for e in logged if e["event"] == "replica.generation"]
+    assert event["generation"] == generation
+    assert event["base_bytes"] == len(objects.objects[f"state/{generation}/base.sqlite"])
+    assert event["seconds"] >= 0
+    kept.close()
+    db.close()
+
+
 def test_a_kill_loses_at_most_the_commits_not_yet_shipped(tmp_path: Path) -> None:
     """Whatever was shipped when the holder died restores as a whole number of commits:
     never half of one."""
@@ -104,6 +170,41 @@ def test_a_grown_log_begins_a_new_generation(
     first = Head.of(objects.objects[HEAD]).generation
     for start in range(0, 2_000, 100):
         _commit(db, kept, *range(start, start + 100))
+    kept.drain()
+    assert Head.of(objects.objects[HEAD]).generation != first
+    restored = tmp_path / "blank" / "checkpoint.sqlite"
+    restored.parent.mkdir()
+    restore(objects, restored)
+    assert _values(restored) == list(range(2_000))
+    kept.close()
+    db.close()
+
+
+def test_a_log_smaller_than_its_base_begins_no_generation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past `GENERATION_BYTES` but not half its base's size the log goes on; past both, a
+    new generation begins: a big run's base is not written again every few minutes."""
+    monkeypatch.setattr(replica_module, "GENERATION_BYTES", 16_384)
+    objects = MemoryObjects()
+    path = tmp_path / "first" / "checkpoint.sqlite"
+    path.parent.mkdir()
+    db = _open(path)
+    db.execute("CREATE TABLE t (v INTEGER)")
+    db.execute("CREATE TABLE pad (b BLOB)")
+    db.execute("INSERT INTO pad VALUES (zeroblob(1 << 20))")  # a base of about 1 MiB
+    kept = Replica(objects, path, epoch=1)
+    kept.begin(db, None)
+    first = Head.of(objects.objects[HEAD]).generation
+    for start in range(0, 2_000, 100):
+        _commit(db, kept, *range(start, start + 100))
+    kept.drain()
+    assert 16_384 < Path(f"{path}-wal").stat().st_size < (1 << 20) // 2
+    assert Head.of(objects.objects[HEAD]).generation == first
+    db.execute("BEGIN IMMEDIATE")
+    db.execute("INSERT INTO pad VALUES (zeroblob(1 << 20))")  # the log past half the base
+    db.execute("COMMIT")
+    kept.committed(db)
     kept.drain()
     assert Head.of(objects.objects[HEAD]).generation != first
     restored = tmp_path / "blank" / "checkpoint.sqlite"

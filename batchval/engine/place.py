@@ -24,7 +24,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 import structlog
 
@@ -52,6 +52,7 @@ class PlaceObjects(Protocol):
     """The object store at a run's URL (`store/objects.ObjectStore`)."""
 
     def get(self, key: str) -> tuple[bytes, str] | None: ...
+    def read_into(self, key: str, out: BinaryIO) -> int | None: ...
     def put(self, key: str, data: bytes) -> object: ...
     def create(self, key: str, data: bytes) -> bool: ...
     def replace(self, key: str, data: bytes, etag: str) -> bool: ...

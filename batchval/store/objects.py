@@ -4,11 +4,12 @@
     ObjectStore.from_url("file:///srv/runs" or "/srv/runs")  a local folder (no CAS: probe refuses)
     ObjectStore.from_url("memory://")                          in memory, for tests
 
-Keys are relative to the URL's prefix. Six operations: `get` (bytes and ETag, or None),
-`put` (overwrite), `create` (create-only: If-None-Match), `replace` (compare-and-swap:
-If-Match on an ETag), `list`, `delete`; and `probe`, which a run calls before trusting a
-store with anything: a store that does not honour create-only and compare-and-swap is
-refused, because it would let two writers both win.
+Keys are relative to the URL's prefix. Seven operations: `get` (bytes and ETag, or
+None), `read_into` (an object streamed into a file), `put` (overwrite), `create`
+(create-only: If-None-Match), `replace` (compare-and-swap: If-Match on an ETag), `list`,
+`delete`; and `probe`, which a run calls before trusting a store with anything: a store
+that does not honour create-only and compare-and-swap is refused, because it would let
+two writers both win.
 
 Credentials and the endpoint are read the way AWS's own tools read them, from the mapping
 passed in (the process's environment in production): `AWS_ACCESS_KEY_ID`,
@@ -52,7 +53,7 @@ import re
 import time
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, BinaryIO, Final, Literal
 from urllib.parse import unquote, urlsplit
 
 import obstore
@@ -83,6 +84,10 @@ DEFAULT_OPTIONS: Final[Mapping[str, str]] = {
     "max_retries": "4",
     "retry_timeout": "20",  # seconds
 }
+
+
+# `read_into` writes an object in pieces of at least this many bytes (the last may be less).
+_CHUNK: Final = 8 << 20
 
 
 class ObjectStoreError(BatchvalError):
@@ -303,6 +308,23 @@ class ObjectStore:
                 raise ObjectStoreRefusedError(self.name, f"get {key!r}: the store gives no ETag")
             return data, etag
         if failure.kind == "missing":
+            return None
+        raise self._error("get", key, failure)
+
+    def read_into(self, key: str, out: BinaryIO) -> int | None:
+        """Write the object's bytes to `out` as they arrive, a chunk at a time, so that a
+        large object (a run's base: hundreds of MiB) is never held whole in memory. The
+        bytes written, or None when there is no such object (and nothing was written)."""
+        written = 0
+        try:
+            for chunk in obstore.get(self._reads, key).stream(min_chunk_size=_CHUNK):
+                out.write(chunk)
+                written += len(chunk)
+        except Exception as exc:
+            failure = _Failure.of(exc)
+        else:
+            return written
+        if failure.kind == "missing" and not written:
             return None
         raise self._error("get", key, failure)
 

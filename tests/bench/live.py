@@ -17,11 +17,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import io
 import math
+import secrets
 from pathlib import Path
 
 import polars as pl
+from objects_server import S3Server
 
+from batchval.store.objects import ObjectStore
 from bench.processes import BATCHVAL, Finished, run_measured
 from bench.served import NO_DAILY_LIMIT, Ledger, ServedSandbox
 from bench.workload import write_csv
@@ -85,20 +89,36 @@ def live_run(
     latency_ms: float,
     run_options: list[str] | None = None,
     timeout: float | None = None,
+    kept: S3Server | None = None,
 ) -> LiveRun:
-    """Value `rows` fresh rows against a fresh sandbox served with `sandbox_options`."""
+    """Value `rows` fresh rows against a fresh sandbox served with `sandbox_options`, into
+    a local DIR, or with `kept`, at a URL on that server (`--out s3://...`), from an empty
+    working directory whose temporary files stay in it."""
     source = write_csv(work / f"{name}.csv", rows, seed=2)
-    out = work / name
+    out, cwd = work / name, None
     with ServedSandbox([*sandbox_options, *NO_DAILY_LIMIT], work / f"{name}.sandbox.log") as api:
+        env = api.client_env()
+        if kept is not None:
+            cwd = work / f"{name}.machine"
+            cwd.mkdir()
+            env.update(kept.env(), TMPDIR=str(cwd))
+        # A URL of its own, however often measured on one server.
+        place = str(out) if kept is None else kept.url(f"{name}-{secrets.token_hex(4)}")
         process = run_measured(
-            [BATCHVAL, "run", str(source), "--out", str(out), *(run_options or [])],
+            [BATCHVAL, "run", str(source), "--out", place, *(run_options or [])],
             log=work / f"{name}.log",
-            env=api.client_env(),
+            env=env,
             timeout=timeout,
+            cwd=cwd,
         )
         ledger = api.ledger()
         sandbox_cpu = api.cpu_seconds()
-    valued = _valued_at(out / "results.parquet")
+    if kept is None:
+        results = out / "results.parquet"
+        valued = _valued_at(results) if results.is_file() else []
+    else:
+        found = ObjectStore.from_url(place, kept.env()).get("results.parquet")
+        valued = [] if found is None else _valued_at(io.BytesIO(found[0]))
     latency = dt.timedelta(milliseconds=latency_ms)
     starts = [v - latency for v in valued[:1]] + ledger.short_term_429_at[:1]
     ends = valued[-1:] + ledger.short_term_429_at[-1:]
@@ -120,18 +140,19 @@ def live_run(
     )
 
 
-def _valued_at(results: Path) -> list[dt.datetime]:
-    if not results.is_file():
-        return []
+def _valued_at(results: Path | io.BytesIO) -> list[dt.datetime]:
     column = pl.read_parquet(results, columns=["valued_at"])["valued_at"].sort()
     return [t for t in column.to_list() if t is not None]
 
 
-def rate_run(work: Path, rate: int, burst: int, rows: int) -> LiveRun:
-    """A run against a hidden short-term limit of `rate`/s with a bucket of `burst`."""
+def rate_run(
+    work: Path, rate: int, burst: int, rows: int, kept: S3Server | None = None, name: str = ""
+) -> LiveRun:
+    """A run against a hidden short-term limit of `rate`/s with a bucket of `burst` (at a
+    URL on `kept`, if given)."""
     options = ["--rate", str(rate), "--burst", str(burst)]
     options += ["--latency-ms", str(RATE_LATENCY_MS), "--jitter-ms", str(RATE_JITTER_MS)]
-    return live_run(work, f"rate-{rate}", rows, options, RATE_LATENCY_MS)
+    return live_run(work, name or f"rate-{rate}", rows, options, RATE_LATENCY_MS, kept=kept)
 
 
 def hiding_run(work: Path, concurrency: int, seconds: float, timeout: float) -> LiveRun:

@@ -99,6 +99,12 @@ class Child:
         )
 
 
+def cpu_seconds_of(pid: int) -> float:
+    """A running process's CPU so far (user + system), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _high_water_kib(pid: int) -> int:
     """The process's peak resident size so far (0 once it has ended)."""
     try:
@@ -117,9 +123,10 @@ def run_measured(
     log: Path,
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
+    cwd: Path | None = None,
 ) -> Finished:
     """Run a child to its end (or `timeout`) and measure it."""
-    return Child(argv, log=log, env=env).wait(timeout)
+    return Child(argv, log=log, env=env, cwd=cwd).wait(timeout)
 
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -13,7 +13,6 @@ import dataclasses
 import datetime as dt
 import json
 import math
-import os
 import subprocess
 import time
 from collections.abc import Sequence
@@ -23,7 +22,7 @@ from typing import IO, Any
 
 import httpx
 
-from bench.processes import BATCHVAL, Child, clean_env
+from bench.processes import BATCHVAL, Child, clean_env, cpu_seconds_of
 
 LIVE_ID = "sandbox-live"
 LIVE_SECRET = "sandbox-live-secret"
@@ -122,8 +121,7 @@ class ServedSandbox:
         """The sandbox process's CPU so far (user + system), to tell a saturated server
         from a slow client."""
         assert self._process is not None
-        fields = Path(f"/proc/{self._process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds_of(self._process.pid)
 
     def ledger_json(self) -> dict[str, Any]:
         found: dict[str, Any] = self._http.get(f"{self.auth_url}/_sandbox/ledger").json()
@@ -132,11 +130,21 @@ class ServedSandbox:
     def ledger(self) -> Ledger:
         return Ledger.from_json(self.ledger_json())
 
-    def first_call_after(self, child: Child, timeout: float) -> float:
-        """Seconds from `child`'s start to the first request this sandbox saw (NaN if none
-        came before the child ended or `timeout` passed)."""
+    def next_day(self, daily_limit: int) -> None:
+        """The sandbox's clock a day on (a new UTC day for the daily limit), and the live
+        account's daily limit set to `daily_limit`."""
+        clock = f"{self.auth_url}/_sandbox/clock"
+        self._http.post(clock, json={"advance_seconds": 86_400}).raise_for_status()
+        self._http.post(
+            f"{self.auth_url}/_sandbox/accounts/{LIVE_ID}", json={"daily_limit": daily_limit}
+        ).raise_for_status()
+
+    def first_call_after(self, child: Child, timeout: float, seen: int = 0) -> float:
+        """Seconds from `child`'s start to the first request this sandbox saw past the
+        `seen` it had already (NaN if none came before the child ended or `timeout`
+        passed)."""
         while child.poll() is None and time.monotonic() - child.started < timeout:
-            if self.ledger_json()["requests"]:
+            if self.ledger_json()["requests"] > seen:
                 return time.monotonic() - child.started
             time.sleep(0.01)
         return math.nan
