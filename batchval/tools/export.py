@@ -35,6 +35,7 @@ import polars as pl
 import pyarrow as pa
 
 from batchval.engine.files import atomic_file
+from batchval.engine.names import DRY_RUN_NAME
 from batchval.outcome import RunRefusedError, StopReason
 from batchval.tools.flat import (
     ExportedFile,
@@ -49,8 +50,17 @@ __all__ = ["Export", "ExportedFile", "Format", "Nested", "export_dir"]
 
 # The Parquet files export reads, in this order (also the workbook's sheets): the run's
 # two, then those of the later commands when DIR holds them.
-SOURCES = ("results", "problems", "street_analysis", "homes_with_street", "verify", "charges")
-# A DIR holds something to export when it has one of these (a `streets` DIR has no results).
+SOURCES = (
+    "results",
+    "problems",
+    "dry_run_problems",  # a dry run's, beside a run's (engine/names.DRY_RUN_PROBLEMS_NAME)
+    "street_analysis",
+    "homes_with_street",
+    "verify",
+    "charges",
+)
+# A DIR holds something to export when it has one of these (a `streets` DIR has no
+# results), or when it holds a dry run (`dry_run.json`): its problems are the export.
 MAIN_SOURCES = ("results", "street_analysis")
 
 
@@ -96,11 +106,12 @@ def export_dir(
     """
     found = [(name, directory / f"{name}.parquet") for name in SOURCES]
     found = [(name, path) for name, path in found if path.is_file()]
-    if not any(name in MAIN_SOURCES for name, _ in found):
+    dry_run = (directory / DRY_RUN_NAME).is_file()
+    if not found or not (dry_run or any(name in MAIN_SOURCES for name, _ in found)):
         raise RunRefusedError(
             StopReason.REFUSED,
-            f"{directory} holds no results.parquet: nothing to export "
-            "(run `batchval run INPUT --out DIR` first)",
+            f"{directory} holds no results.parquet and no dry run: nothing to export "
+            "(run `batchval run INPUT --out DIR`, or with --dry-run, first)",
         )
     target = directory if out_dir is None else out_dir
     if target.exists() and not target.is_dir():
@@ -110,7 +121,8 @@ def export_dir(
         if fmt is Format.XLSX:
             # Named after the DIR's main file (results, or street_analysis for a streets
             # DIR), whichever sheet comes first.
-            main = next(name for name, _ in found if name in MAIN_SOURCES)
+            # A dry run's DIR: after its problems.
+            main = next((name for name, _ in found if name in MAIN_SOURCES), found[0][0])
             files = write_workbook(target / f"{main}.xlsx", found, nested)
         else:
             files = [
