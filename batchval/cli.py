@@ -368,7 +368,10 @@ def status(out_dir: str, as_json: bool) -> None:
             "(no dry_run.json)"
         )
     if as_json:
-        click.echo(json.dumps(found.to_json(), indent=2))
+        shown = found.to_json()
+        if dry is not None and found is not dry:
+            shown["dry_run_summary"] = dry.to_json()  # priced beside the run
+        click.echo(json.dumps(shown, indent=2))
     elif isinstance(found, DryRunSummary):
         click.echo(found.status_lines())
     else:

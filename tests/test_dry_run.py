@@ -110,6 +110,16 @@ def test_a_dry_run_prices_what_a_resume_still_sends(served: RunningSandbox, tmp_
     assert status.returncode == 75  # the run's own code, the dry run beside it
     assert "dry run (" in status.stdout
     assert "would make 15 calls" in status.stdout
+    shown = json.loads(run_cli("status", str(out), "--json", env=env).stdout)
+    assert shown["status"] == "incomplete"
+    assert shown["dry_run_summary"]["price"] == {
+        "answered": 5,
+        "calls": 15,
+        "credits": 150,
+        "cost_gbp": 1.5,
+        "days_at_daily_limit": 1,
+        "daily_limit": 5000,
+    }
     exported = run_cli("export", str(out), "--format", "csv", env=env)
     assert exported.returncode == 0, exported.stderr
     assert pl.read_csv(out / "dry_run_problems.csv")["loan_id"].to_list() == ["BAD-0"]

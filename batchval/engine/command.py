@@ -172,7 +172,8 @@ def invoke(product: Product[SummaryT], place: Place | None = None) -> SummaryT |
             write_json_atomic(product.out_dir / DRY_RUN_NAME, priced.to_json())
             return priced
         for leftover in product.out_dir.glob(".*.tmp-*"):
-            leftover.unlink(missing_ok=True)  # an output write cut short by a kill
+            if not leftover.name.startswith(".dry_run"):  # a dry run's, maybe writing now
+                leftover.unlink(missing_ok=True)  # an output write cut short by a kill
         checkpoint = open_checkpoint(product.out_dir)
         try:
             if place is not None:
