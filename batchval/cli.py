@@ -353,13 +353,35 @@ def status(out_dir: str, as_json: bool) -> None:
     """Say where a run in DIR (a path or an s3:// URL) stands and what to do next; exit
     with the run's own code."""
     from batchval.engine.place import viewed
-    from batchval.tools.status import read_status
+    from batchval.engine.summary import DryRunSummary, RunSummary
+    from batchval.tools.status import read_dry_run, read_status
 
+    found: RunSummary | DryRunSummary | None
     with _refusals(), viewed(out_dir, os.environ) as (local, objects):
         found = read_status(local, objects=objects)
+        dry = read_dry_run(local)  # alone, or priced beside a run
+        if found is None:
+            found = dry
     if found is None:
-        raise click.UsageError(f"{out_dir} holds no batchval run (no checkpoint.sqlite)")
-    click.echo(json.dumps(found.to_json(), indent=2) if as_json else found.render())
+        raise click.UsageError(
+            f"{out_dir} holds no batchval run (no checkpoint.sqlite) and no dry run "
+            "(no dry_run.json)"
+        )
+    if as_json:
+        shown = found.to_json()
+        if dry is not None and found is not dry:
+            shown["dry_run_summary"] = dry.to_json()  # priced beside the run
+        click.echo(json.dumps(shown, indent=2))
+    elif isinstance(found, DryRunSummary):
+        click.echo(found.status_lines())
+    else:
+        click.echo(found.render())
+        if dry is not None:  # priced beside the run: what a resume would still cost
+            click.echo(
+                f"dry run ({dry.priced_at}): would make {dry.calls} calls costing "
+                f"{dry.credits} credits; {dry.rows_with_problems} rows with problems"
+                + (f" in {dry.problems_file}" if dry.problems_file else "")
+            )
     raise SystemExit(int(found.exit_code))
 
 

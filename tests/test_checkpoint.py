@@ -679,3 +679,26 @@ def test_a_dir_with_answers_and_no_hosts_kept_reached_its_configured_hosts(
         "api.example",
         "auth.example",
     }
+
+
+def test_a_read_only_checkpoint_reads_beside_its_writer_and_never_writes(tmp_path: Path) -> None:
+    """`open_read_only` (a dry run's): None without a checkpoint; with one, it sees what the
+    writer committed (`settled`: answered, done or problem keys), and refuses any write."""
+    assert Checkpoint.open_read_only(tmp_path) is None
+    writer = filled(tmp_path)
+    writer.requests.mark_sent("k1")
+    writer.requests.record_answer("k1", b'{"id":"val_x"}')
+    writer.requests.record_done("k1", 10)
+    writer.requests.record_problem("k2", {"type": "outside-coverage", "status": 422})
+    writer.requests.mark_sent("k3")
+    reader = Checkpoint.open_read_only(tmp_path)
+    assert reader is not None
+    try:
+        assert reader.requests.settled(["k1", "k2", "k3", "unknown"]) == {"k1", "k2"}
+        assert reader.requests.settled(f"k{n}" for n in range(1, 1200)) == {"k1", "k2"}
+        with pytest.raises(sqlite3.OperationalError):
+            reader.set("run_id", "other")
+        assert reader.get("run_id") is None
+    finally:
+        reader.close()
+        writer.close()

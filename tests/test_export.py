@@ -4,8 +4,10 @@ types, the flattened (or dropped) nested columns, the workbook's panes and forma
 
 from __future__ import annotations
 
+import datetime as dt
 import decimal
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -307,3 +309,50 @@ def test_a_streets_dir_exports_a_workbook_named_after_its_main_file(tmp_path: Pa
     assert not (tmp_path / "problems.xlsx").exists()
     workbook = openpyxl.load_workbook(tmp_path / "street_analysis.xlsx", read_only=True)
     assert sorted(workbook.sheetnames) == ["problems", "street_analysis"]
+
+
+@pytest.mark.slow
+def test_lender_money_columns_get_money_formats_whatever_their_names(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """A balance column mapped in the config under a name that says nothing of money
+    (`Amt Owed`) and an origination value under a lender's usual name (`Original
+    Valuation`) are formatted as money in the workbook, as the run found them; a numeric
+    loan id is not."""
+    source = tmp_path / "book.csv"
+    source.write_text(
+        "Loan No,postcode,property_type,bedrooms,Amt Owed,Original Valuation\n"
+        "1001,SW1A 2AA,terraced,3,181636.39,363000\n"
+        "1002,M1 1AE,flat,2,95000,120000\n",
+        encoding="utf-8",
+    )
+    config = tmp_path / "config.yaml"
+    config.write_text("input:\n  columns:\n    loan_balance: Amt Owed\n", encoding="utf-8")
+    out = tmp_path / "out"
+    done = run_cli("run", str(source), "--config", str(config), "--out", str(out),
+                   env=env_for(served))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    exported(out, "--format", "xlsx")
+    sheet = openpyxl.load_workbook(out / "results.xlsx")["results"]
+    column = {cell.value: cell.column for cell in sheet[1]}
+    formats = {name: sheet.cell(2, column[name]).number_format for name in column}
+    assert formats["Amt Owed"] == formats["Original Valuation"] == "#,##0"
+    assert sheet.cell(2, column["Amt Owed"]).value == 181636.39
+    assert formats["Loan No"] == "0"
+
+
+@pytest.mark.slow
+def test_csv_times_are_utc_wall_times_excel_reads_as_dates(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """An instant in CSV is `YYYY-MM-DD HH:MM:SS`, its UTC wall time to the second: no
+    `T`, no offset, no fraction (Excel reads it as a date and time); JSON keeps ISO 8601."""
+    out = valued_dir(served, tmp_path, rows=6)
+    exported(out, "--format", "csv")
+    exported(out, "--format", "json")
+    parquet = pq.read_table(out / "results.parquet")["valued_at"].to_pylist()
+    written = pl.read_csv(out / "results.csv", infer_schema_length=0)["valued_at"].to_list()
+    assert written == [t.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S") for t in parquet]
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", text) for text in written)
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert "T" in json.loads(lines[0])["valued_at"]

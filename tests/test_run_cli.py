@@ -475,18 +475,6 @@ def test_embedded_sandbox_when_nothing_is_configured(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_dry_run_refuses_a_dir_holding_a_run(served: RunningSandbox, tmp_path: Path) -> None:
-    """A dry run never overwrites the problems of a real run in the same DIR."""
-    source = portfolio(tmp_path / "book.csv", 3)
-    out = tmp_path / "out"
-    assert run_cli("run", str(source), "--out", str(out), env=env_for(served)).returncode == 0
-    before = (out / "problems.parquet").read_bytes()
-    done = run_cli("run", str(source), "--out", str(out), "--dry-run", env=env_for(served))
-    assert done.returncode == 64
-    assert (out / "problems.parquet").read_bytes() == before
-
-
-@pytest.mark.slow
 def test_sigterm_while_reading_exits_75(served: RunningSandbox, tmp_path: Path) -> None:
     """A SIGTERM during a long ingest stops between batches with 75; the rerun completes."""
     source = portfolio(tmp_path / "book.csv", 20_000)

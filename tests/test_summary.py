@@ -134,7 +134,7 @@ def test_render_says_why_and_what_next() -> None:
 def test_dry_run_prices_in_days() -> None:
     """A dry run's cost: credits, pounds and days at the daily limit."""
     dry = DryRunSummary(10_001, 1, {"required": 1}, 10_000, 100_000, 5_000)
-    assert dry.to_json()["cost_gbp"] == 1000.0
+    assert dry.to_json()["price"]["cost_gbp"] == 1000.0
     assert dry.days_at_daily_limit == 2
     assert "2 day(s) at 5000 calls a day" in dry.render()
 

@@ -85,6 +85,8 @@ def test_text_past_a_cells_limit_is_cut_and_counted(tmp_path: Path) -> None:
         ("estimate", pa.int64(), "Middle figure of the valuation, pounds.", "#,##0"),
         ("rebuild_cost_typical", pa.int64(), "", "#,##0"),
         ("loan_balance", pa.decimal128(12, 2), "", "#,##0"),
+        ("Current Balance", pa.float64(), "", "#,##0"),
+        ("property-value", pa.int64(), "", "#,##0"),
         ("median", pa.float64(), "Median sold price, pounds.", "#,##0"),
         ("coverage", pa.float64(), "Back-test share of sales.", "0.0%"),
         ("indexed_ltv", pa.float64(), "", "0.0%"),
@@ -103,3 +105,11 @@ def test_number_formats(name: str, kind: pa.DataType, description: str, code: st
     description: money, shares, whole numbers, other numbers, dates, none for text."""
     field = pa.field(name, kind, metadata={"description": description})
     assert number_format(field) == code
+
+
+def test_columns_named_as_money_are_money_whatever_their_words() -> None:
+    """A column the export found to hold a lender's money (`Amt Owed`) is money; the same
+    name not found so is a plain number."""
+    field = pa.field("Amt Owed", pa.float64())
+    assert number_format(field, frozenset({"Amt Owed"})) == "#,##0"
+    assert number_format(field) == "0.00"

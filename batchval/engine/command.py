@@ -32,7 +32,7 @@ import structlog
 
 from batchval.engine.files import write_json_atomic
 from batchval.engine.invocation import locked_dir
-from batchval.engine.names import LOG_NAME
+from batchval.engine.names import DRY_RUN_NAME, LOG_NAME
 from batchval.engine.place import Place
 from batchval.engine.sending import SendOutcome
 from batchval.engine.summary import SUMMARY_NAME, DryRunSummary, RunSummary
@@ -154,17 +154,26 @@ def invoke(product: Product[SummaryT], place: Place | None = None) -> SummaryT |
     """One invocation of `product`; returns its summary (also written to DIR/summary.json).
     Raises RunRefusedError when it ends before sending. At a URL (`place`, whose local
     directory is `product.out_dir`), the run's database is kept there as it commits."""
-    with locked_dir(product.out_dir, LOG_NAME, product.name):
+    # A dry run takes no lock: it reads DIR's checkpoint read-only and writes only its
+    # own files (`names.DRY_RUN_NAME`), so a run in progress there goes on undisturbed.
+    with locked_dir(product.out_dir, LOG_NAME, product.name, lock=not product.dry):
         started, started_mono = product.now(), time.monotonic()
-        for leftover in product.out_dir.glob(".*.tmp-*"):
-            leftover.unlink(missing_ok=True)  # an output write cut short by a kill
         try:
             source = product.read_input()
         except InputError as exc:
             raise RunRefusedError(StopReason.INPUT_UNUSABLE, str(exc)) from None
         if product.dry:
-            priced = product.dry_run(source)
-            return dataclasses.replace(priced, input_read=source.read_as.to_json())
+            priced = dataclasses.replace(
+                product.dry_run(source),
+                input_read=source.read_as.to_json(),
+                input=product.input_name,
+                priced_at=started.isoformat(),
+            )
+            write_json_atomic(product.out_dir / DRY_RUN_NAME, priced.to_json())
+            return priced
+        for leftover in product.out_dir.glob(".*.tmp-*"):
+            if not leftover.name.startswith(".dry_run"):  # a dry run's, maybe writing now
+                leftover.unlink(missing_ok=True)  # an output write cut short by a kill
         checkpoint = open_checkpoint(product.out_dir)
         try:
             if place is not None:

@@ -36,14 +36,16 @@ log = structlog.get_logger()
 
 
 @contextlib.contextmanager
-def locked_dir(out: Path, log_name: str, command: str) -> Iterator[None]:
-    """DIR created, locked and logging to `log_name`; `command` names the log events."""
+def locked_dir(out: Path, log_name: str, command: str, *, lock: bool = True) -> Iterator[None]:
+    """DIR created, locked and logging to `log_name`; `command` names the log events.
+    Without `lock` (a dry run, which writes only files of its own, each atomically),
+    DIR is not locked: a run in progress there is neither turned away nor disturbed."""
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise RunRefusedError(StopReason.REFUSED, f"cannot create {out}: {exc}") from None
     try:
-        with RunLock(out), logs.to_file(out / log_name):
+        with RunLock(out) if lock else contextlib.nullcontext(), logs.to_file(out / log_name):
             try:
                 yield
             except RunRefusedError:

@@ -10,3 +10,8 @@ LOG_NAME = "batchval.log"
 CHARGES_NAME = "charges.parquet"
 # verify's differences, which a run that replaces results.parquet removes.
 VERIFY_NAME = "verify.parquet"
+# A dry run's price (`summary.DryRunSummary`), and its problems in a DIR that holds a run
+# (beside the run's problems.parquet, never over it; in a DIR with no run they are
+# problems.parquet, as the run would write them).
+DRY_RUN_NAME = "dry_run.json"
+DRY_RUN_PROBLEMS_NAME = "dry_run_problems.parquet"

@@ -216,7 +216,8 @@ def _book_lines(book: Mapping[str, Any]) -> list[str]:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class DryRunSummary:
-    """What a run would cost, found without the network."""
+    """What a run would cost, found without the network. `dry_run.json` is its `to_json`
+    (read back by `status`, `export` and `report`): keys are added, never renamed."""
 
     rows: int
     rows_with_problems: int
@@ -226,6 +227,13 @@ class DryRunSummary:
     daily_limit: int
     stop: StopInfo | None = None  # the run would stop before sending (input_mostly_refused)
     input_read: Mapping[str, Any] | None = None  # as RunSummary's
+    # Requests of this input that DIR's run holds an answer for (never sent again): None
+    # in a DIR that holds no run.
+    answered: int | None = None
+    problems_file: str | None = None  # where its problems are, in DIR (None: not written)
+    run_id: str = "dry-run"  # the run id its keys were made with (DIR's run's, if any)
+    input: str | None = None
+    priced_at: str | None = None  # when, on the run's clock
 
     @property
     def exit_code(self) -> ExitCode:
@@ -235,28 +243,99 @@ class DryRunSummary:
     def days_at_daily_limit(self) -> int:
         return -(-self.calls // self.daily_limit) if self.calls else 0
 
+    @property
+    def next_action(self) -> str:
+        if self.stop is not None:
+            return next_action(self.exit_code, self.stop)
+        if self.calls == 0:
+            return "nothing to send: every request has an answer or a problem"
+        return "run the same command without --dry-run to value the rows"
+
     def to_json(self) -> dict[str, Any]:
+        """dry_run.json: the keys it shares with summary.json have their shape there
+        (`rows`, `problems_by_type`, `stop`, ...), so that a reader of one reads the
+        other; what only a dry run has is in `price`."""
         return {
+            "status": "dry_run",
             "dry_run": True,
-            "rows": self.rows,
-            "rows_with_problems": self.rows_with_problems,
-            "problems_by_type": dict(self.problems_by_type),
-            "calls": self.calls,
-            "credits": self.credits,
-            "cost_gbp": round(self.credits / 100, 2),
-            "days_at_daily_limit": self.days_at_daily_limit,
-            "daily_limit": self.daily_limit,
             "exit_code": int(self.exit_code),
-            "stop": self.stop.to_json() if self.stop else None,
+            "next_action": self.next_action,
+            "run_id": self.run_id,
+            "input": self.input,
             "input_read": None if self.input_read is None else dict(self.input_read),
+            "started_at": self.priced_at,
+            "rows": {
+                "total": self.rows,
+                "problems": self.rows_with_problems,
+                "valid": self.rows - self.rows_with_problems,
+            },
+            "problems_by_type": dict(self.problems_by_type),
+            "problems_file": self.problems_file,
+            "stop": self.stop.to_json() if self.stop else None,
+            "price": {
+                # Requests DIR's run holds an answer for (null: DIR holds no run).
+                "answered": self.answered,
+                "calls": self.calls,
+                "credits": self.credits,
+                "cost_gbp": round(self.credits / 100, 2),
+                "days_at_daily_limit": self.days_at_daily_limit,
+                "daily_limit": self.daily_limit,
+            },
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DryRunSummary:
+        """A summary back from its `to_json` (dry_run.json); KeyError, TypeError or
+        ValueError for one that is not."""
+        stop, price = data.get("stop"), data["price"]
+        return cls(
+            rows=int(data["rows"]["total"]),
+            rows_with_problems=int(data["rows"]["problems"]),
+            problems_by_type={str(k): int(v) for k, v in data["problems_by_type"].items()},
+            calls=int(price["calls"]),
+            credits=int(price["credits"]),
+            daily_limit=int(price["daily_limit"]),
+            stop=StopInfo.from_json(stop) if isinstance(stop, dict) else None,
+            input_read=data.get("input_read"),
+            answered=price.get("answered"),
+            problems_file=data.get("problems_file"),
+            run_id=str(data.get("run_id") or "dry-run"),
+            input=data.get("input"),
+            priced_at=data.get("started_at"),
+        )
+
+    def status_lines(self) -> str:
+        """`batchval status` of a DIR that holds this dry run: what it is, its price, its
+        problems, and the next action last."""
+        when = f", priced {self.priced_at}" if self.priced_at else ""
+        return "\n".join(
+            [
+                f"dry run of {self.input or 'its input'}{when}: nothing was sent",
+                self.render(),
+                f"exit {int(self.exit_code)}; next: {self.next_action}",
+            ]
+        )
 
     def render(self) -> str:
         kinds = ", ".join(f"{k} {v}" for k, v in self.problems_by_type.items())
+        answered = (
+            []
+            if self.answered is None
+            else [
+                f"DIR's run {self.run_id} holds an answer for {self.answered} of these "
+                "requests: only the rest are priced"
+            ]
+        )
         return "\n".join(
             [
                 f"dry run: {self.rows} rows, {self.rows_with_problems} with problems"
-                + (f" ({kinds})" if kinds else ""),
+                + (f" ({kinds})" if kinds else "")
+                + (
+                    f"; they are in {self.problems_file}"
+                    if self.problems_file and self.rows_with_problems
+                    else ""
+                ),
+                *answered,
                 f"would make {self.calls} calls costing {self.credits} credits "
                 f"(£{self.credits / 100:.2f} live), "
                 f"{self.days_at_daily_limit} day(s) at {self.daily_limit} calls a day",

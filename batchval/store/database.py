@@ -103,6 +103,33 @@ class Database(InvocationLog, ChargeLedger):
         return cls.open(directory)
 
     @classmethod
+    def open_read_only(cls, directory: Path) -> Self | None:
+        """DIR's database for reading alone (None when DIR has none), as a dry run prices
+        what a run still has to do: SQLite's read-only mode, which never writes, migrates
+        or waits for a run in progress (WAL lets a reader in beside its writer). Raises
+        `CheckpointVersionError` for a schema newer than this batchval reads."""
+        path = directory / CHECKPOINT_NAME
+        if not path.is_file():
+            return None
+        db = sqlite3.connect(
+            f"{path.resolve().as_uri()}?mode=ro",
+            uri=True,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        db.execute("PRAGMA query_only=1")
+        db.execute("PRAGMA busy_timeout=5000")
+        database = cls(db, path)
+        version = database.get("schema_version")
+        if version not in (SCHEMA_VERSION, *MIGRATIONS):
+            db.close()
+            raise CheckpointVersionError(
+                f"{path} was written by another batchval (checkpoint schema {version}; this "
+                f"one reads {SCHEMA_VERSION} and older): run that version, or use a new --out DIR"
+            )
+        return database
+
+    @classmethod
     @contextlib.contextmanager
     def scratch(cls) -> Iterator[Self]:
         """A throwaway database, gone at the block's end: what a dry run prices in, or

@@ -105,6 +105,19 @@ class WorkQueue:
         ).fetchall()
         return [QueueItem(int(r[0]), str(r[1]), int(r[2]), str(r[3]), r[4]) for r in found]
 
+    def settled(self, keys: Iterable[str], chunk: int = 500) -> set[str]:
+        """Those of `keys` this queue holds an answer for (answered, done or problem):
+        a run never sends them again."""
+        t, wanted = self.table, list(keys)
+        found: set[str] = set()
+        for start in range(0, len(wanted), chunk):
+            part = wanted[start : start + chunk]
+            marks = ", ".join("?" for _ in part)
+            query = f"SELECT {t.key} FROM {t.name} WHERE {t.key} IN ({marks})"
+            query += " AND state IN ('answered', 'done', 'problem')"
+            found.update(str(key) for (key,) in self._database.sql.execute(query, part))
+        return found
+
     def any_pending(self) -> bool:
         """Whether some item is still without its answer (one probe of an index)."""
         t = self.table

@@ -31,7 +31,6 @@ from batchval.engine.command import (
     chosen_api,
     file_fingerprint,
     invoke,
-    open_checkpoint,
 )
 from batchval.engine.invocation import NotedSignals
 from batchval.engine.names import CHARGES_NAME, PROBLEMS_NAME
@@ -42,7 +41,12 @@ from batchval.input import InputSource, open_input
 from batchval.input.validate import check_postcodes
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
 from batchval.settings import Settings, api_identity
-from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint, Counts
+from batchval.store.checkpoint import (
+    CHECKPOINT_NAME,
+    Checkpoint,
+    CheckpointVersionError,
+    Counts,
+)
 from batchval.store.database import Database
 from batchval.store.streets import COMMAND, StreetStore
 from batchval.streets.files import (
@@ -233,13 +237,19 @@ class Streets:
             postcodes = [] if stop else store.asked_postcodes()
         unread, assumed = len(postcodes), self.settings.run.street_credits
         if held:
-            checkpoint = open_checkpoint(self.request.out_dir)
+            # Read-only and unlocked, as `run --dry-run`: a read in progress goes on.
             try:
-                real = self._store(checkpoint)
-                unread = real.unread_postcodes(self.now(), postcodes)
-                assumed = call_credits(assumed, real)
+                checkpoint = Checkpoint.open_read_only(self.request.out_dir)
+            except CheckpointVersionError as exc:
+                raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
+            try:
+                if checkpoint is not None:
+                    real = self._store(checkpoint)
+                    unread = real.unread_postcodes(self.now(), postcodes)
+                    assumed = call_credits(assumed, real)
             finally:
-                checkpoint.close()
+                if checkpoint is not None:
+                    checkpoint.close()
         return DryRunSummary(
             rows=counts.rows,
             rows_with_problems=counts.input_problems,
@@ -248,6 +258,7 @@ class Streets:
             credits=unread * assumed,
             daily_limit=DAILY_PAID_CALLS,
             stop=stop,
+            problems_file=None if held else PROBLEMS_NAME,
         )
 
 

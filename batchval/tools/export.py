@@ -15,7 +15,9 @@ person with a spreadsheet, or a tool that reads CSV or JSON. It reads whichever 
 
 Types are kept: integers stay integers, decimals and floats numbers, dates dates,
 booleans booleans, as far as each format goes. CSV is text, so a date is its ISO text
-(`2000-01-31`, read back as a date by `polars.read_csv(..., try_parse_dates=True)`);
+(`2000-01-31`, read back as a date by `polars.read_csv(..., try_parse_dates=True)`) and
+an instant its UTC wall time to the second (`2026-11-25 14:07:21`: `CSV_DATETIME`), which
+Excel reads as a date and time;
 JSON has no decimals, so a decimal of 15 digits or fewer is written as a number
 (exactly: a double holds 15 digits) and a wider one as its text; JSON has no dates, so
 they are ISO text. Excel's own limits are in `tools/workbook`.
@@ -27,14 +29,21 @@ atomically by a run, so export reads a whole file even while a run writes a new 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
+import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from batchval.engine.files import atomic_file
+from batchval.engine.names import DRY_RUN_NAME
+from batchval.input.lender import LenderColumnError, find_lender_columns
 from batchval.outcome import RunRefusedError, StopReason
 from batchval.tools.flat import (
     ExportedFile,
@@ -44,13 +53,23 @@ from batchval.tools.flat import (
     parquet_tables,
 )
 from batchval.tools.workbook import write_workbook
+from batchval.valuations.manifest import MANIFEST_NAME, read_metadata
 
 __all__ = ["Export", "ExportedFile", "Format", "Nested", "export_dir"]
 
 # The Parquet files export reads, in this order (also the workbook's sheets): the run's
 # two, then those of the later commands when DIR holds them.
-SOURCES = ("results", "problems", "street_analysis", "homes_with_street", "verify", "charges")
-# A DIR holds something to export when it has one of these (a `streets` DIR has no results).
+SOURCES = (
+    "results",
+    "problems",
+    "dry_run_problems",  # a dry run's, beside a run's (engine/names.DRY_RUN_PROBLEMS_NAME)
+    "street_analysis",
+    "homes_with_street",
+    "verify",
+    "charges",
+)
+# A DIR holds something to export when it has one of these (a `streets` DIR has no
+# results), or when it holds a dry run (`dry_run.json`): its problems are the export.
 MAIN_SOURCES = ("results", "street_analysis")
 
 
@@ -59,6 +78,16 @@ class Format(enum.Enum):
     XLSX = "xlsx"  # one workbook, a sheet per Parquet file
     JSON = "json"  # JSON Lines, one file per Parquet file
 
+
+# Times in CSV as Excel reads them, as a date and time (a number it can sort, filter and
+# format), when it opens the file: `2026-11-25 14:07:21`, an instant's UTC wall time
+# (Excel has no zones) to the second. ISO 8601's `T` and offset (`+0000`) make Excel keep
+# the cell as text, and fractions of a second make it show only `07:21.8`. The Parquet
+# files keep the milliseconds and the zone.
+CSV_DATETIME, CSV_TIME = "%Y-%m-%d %H:%M:%S", "%H:%M:%S"
+
+# The lender fields that are money (the others are a date and an id).
+MONEY_FIELDS = ("loan_balance", "origination_value")
 
 _SUFFIX = {Format.CSV: ".csv", Format.XLSX: ".xlsx", Format.JSON: ".jsonl"}
 
@@ -96,11 +125,12 @@ def export_dir(
     """
     found = [(name, directory / f"{name}.parquet") for name in SOURCES]
     found = [(name, path) for name, path in found if path.is_file()]
-    if not any(name in MAIN_SOURCES for name, _ in found):
+    dry_run = (directory / DRY_RUN_NAME).is_file()
+    if not found or not (dry_run or any(name in MAIN_SOURCES for name, _ in found)):
         raise RunRefusedError(
             StopReason.REFUSED,
-            f"{directory} holds no results.parquet: nothing to export "
-            "(run `batchval run INPUT --out DIR` first)",
+            f"{directory} holds no results.parquet and no dry run: nothing to export "
+            "(run `batchval run INPUT --out DIR`, or with --dry-run, first)",
         )
     target = directory if out_dir is None else out_dir
     if target.exists() and not target.is_dir():
@@ -110,8 +140,11 @@ def export_dir(
         if fmt is Format.XLSX:
             # Named after the DIR's main file (results, or street_analysis for a streets
             # DIR), whichever sheet comes first.
-            main = next(name for name, _ in found if name in MAIN_SOURCES)
-            files = write_workbook(target / f"{main}.xlsx", found, nested)
+            # A dry run's DIR: after its problems.
+            main = next((name for name, _ in found if name in MAIN_SOURCES), found[0][0])
+            files = write_workbook(
+                target / f"{main}.xlsx", found, nested, lender_money(directory, found)
+            )
         else:
             files = [
                 _write_lines(target / f"{name}{_SUFFIX[fmt]}", name, path, fmt, nested)
@@ -124,6 +157,43 @@ def export_dir(
     return Export(fmt, tuple(files))
 
 
+def lender_money(directory: Path, found: Sequence[tuple[str, Path]]) -> frozenset[str]:
+    """The pass-through columns that hold a lender's money (the loan balance, the
+    valuation at origination), whatever their names: found as the run found them
+    (`input.lender.find_lender_columns`), with the columns the run's config maps
+    (`settings.input.columns` of manifest.json, or of a Parquet file's own manifest),
+    else by their own or their usual names (`Current Balance`)."""
+    configured = _configured_columns(directory, found)
+    money: set[str] = set()
+    for _, path in found:
+        names = pq.read_schema(path).names
+        lender: dict[str, str] = {}
+        for columns in (configured, {}):  # a mapped column this file has not: usual names
+            with contextlib.suppress(LenderColumnError):
+                lender = find_lender_columns(names, columns)
+                break
+        money.update(lender[f] for f in MONEY_FIELDS if f in lender)
+    return frozenset(money)
+
+
+def _configured_columns(directory: Path, found: Sequence[tuple[str, Path]]) -> dict[str, str]:
+    """The run's `input.columns` (field -> the input's column), from its manifest."""
+    manifest: Any = None
+    with contextlib.suppress(OSError, ValueError):
+        manifest = json.loads((directory / MANIFEST_NAME).read_text(encoding="utf-8"))
+    for _, path in found if not isinstance(manifest, dict) else ():
+        with contextlib.suppress(OSError, ValueError, pa.ArrowException):
+            manifest = read_metadata(pq.read_schema(path).metadata)
+        if isinstance(manifest, dict):
+            break
+    if not isinstance(manifest, dict):
+        return {}
+    columns = ((manifest.get("settings") or {}).get("input") or {}).get("columns")
+    if not isinstance(columns, dict):
+        return {}
+    return {str(k): str(v) for k, v in columns.items() if isinstance(v, str)}
+
+
 def _write_lines(
     path: Path, source: str, parquet: Path, fmt: Format, nested: Nested
 ) -> ExportedFile:
@@ -134,11 +204,25 @@ def _write_lines(
             flat = flat_table(table, nested, lists_as_text=fmt is Format.CSV)
             columns = flat.num_columns
             if fmt is Format.CSV:
-                _frame(flat).write_csv(file, include_header=n == 0)
+                _frame(flat).with_columns(_utc_wall_times(flat)).write_csv(
+                    file,
+                    include_header=n == 0,
+                    datetime_format=CSV_DATETIME,
+                    time_format=CSV_TIME,
+                )
             else:
                 _frame(decimals_as_doubles(flat)).write_ndjson(file)
             rows += flat.num_rows
     return ExportedFile(source, path, rows, columns)
+
+
+def _utc_wall_times(table: pa.Table) -> list[pl.Expr]:
+    """Instants as their UTC wall time (`CSV_DATETIME` then writes no zone)."""
+    return [
+        pl.col(field.name).dt.convert_time_zone("UTC").dt.replace_time_zone(None)
+        for field in table.schema
+        if pa.types.is_timestamp(field.type) and field.type.tz is not None
+    ]
 
 
 def _frame(table: pa.Table) -> pl.DataFrame:

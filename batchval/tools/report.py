@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from batchval.engine.files import write_text_atomic
-from batchval.engine.names import LOG_NAME, PROBLEMS_NAME, RESULTS_NAME
+from batchval.engine.names import DRY_RUN_NAME, LOG_NAME, PROBLEMS_NAME, RESULTS_NAME
 from batchval.engine.summary import SUMMARY_NAME
 from batchval.store.checkpoint import Checkpoint
 from batchval.store.records import Invocation
@@ -74,6 +74,8 @@ class ReportError(Exception):
 def write_report(out_dir: Path, *, now: dt.datetime | None = None) -> Path:
     """Write DIR/report.html from DIR's outputs and return its path."""
     summary_path = out_dir / SUMMARY_NAME
+    if not summary_path.is_file() and (out_dir / DRY_RUN_NAME).is_file():
+        summary_path = out_dir / DRY_RUN_NAME  # a dry run's DIR: its price and problems
     if not summary_path.is_file():
         raise ReportError(f"{out_dir} holds no finished batchval run (no {SUMMARY_NAME})")
     try:

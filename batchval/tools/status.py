@@ -5,6 +5,9 @@ it works on a run in progress, a finished one and one that was killed. Its exit 
 the run's own: 0 complete, the last invocation's code when that invocation ended (75,
 77, 65, 64, 70: a stop a person must act on is kept even when no row is pending), and 75
 while a run holds DIR or after one was killed (run it again).
+
+A DIR that holds only a dry run (`dry_run.json`, no checkpoint) is read by `read_dry_run`:
+its price and its problems by type, exiting as the dry run did (0, or the run's stop).
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from batchval.engine.summary import SUMMARY_NAME, RunSummary
+from batchval.engine.names import DRY_RUN_NAME
+from batchval.engine.summary import SUMMARY_NAME, DryRunSummary, RunSummary
 from batchval.outcome import ExitCode, StopInfo, StopReason
 from batchval.store.checkpoint import Checkpoint
 from batchval.store.lease import LeaseObjects, live_holder
@@ -88,6 +92,16 @@ def _status(out_dir: Path, checkpoint: Checkpoint, holder: str | None) -> RunSum
         book=_last_book(last),
         next_action=action,
     )
+
+
+def read_dry_run(out_dir: Path) -> DryRunSummary | None:
+    """The dry run DIR holds (`dry_run.json`): its price and problem counts, exit code as
+    the dry run's; None when it holds none that can be read."""
+    try:
+        data = json.loads((out_dir / DRY_RUN_NAME).read_text(encoding="utf-8"))
+        return DryRunSummary.from_json(data)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def _is_running(out_dir: Path) -> bool:

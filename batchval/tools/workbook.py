@@ -65,9 +65,11 @@ MONEY_WORDS = frozenset(
 )
 
 
-def number_format(field: pa.Field) -> str | None:
+def number_format(field: pa.Field, money: frozenset[str] = frozenset()) -> str | None:
     """The Excel number format of a column, or None for text and booleans: dates as dates,
-    shares as percentages, money as whole pounds with separators, other numbers plainly."""
+    shares as percentages, money as whole pounds with separators (the columns named in
+    `money`, a lender's balance or valuation whatever it is called, and those whose name
+    or description says money), other numbers plainly."""
     kind = field.type
     if pa.types.is_date(kind):
         return DATE
@@ -78,7 +80,10 @@ def number_format(field: pa.Field) -> str | None:
     whole = pa.types.is_integer(kind)
     if not (whole or pa.types.is_floating(kind) or pa.types.is_decimal(kind)):
         return None
-    words = set(field.name.casefold().split("_"))
+    if field.name in money:
+        return MONEY
+    # Words split on anything not a letter: `Current Balance`, `current-balance` too.
+    words = set(re.findall(r"[a-z]+", field.name.casefold()))
     description = (field.metadata or {}).get(b"description", b"").decode().casefold()
     said = set(re.findall(r"[a-z]+", description))
     if not whole and (words & SHARE_WORDS or "share" in said):
@@ -89,9 +94,13 @@ def number_format(field: pa.Field) -> str | None:
 
 
 def write_workbook(
-    path: Path, sources: Sequence[tuple[str, Path]], nested: Nested
+    path: Path,
+    sources: Sequence[tuple[str, Path]],
+    nested: Nested,
+    money: frozenset[str] = frozenset(),
 ) -> list[ExportedFile]:
-    """Every (sheet name, Parquet file) as a sheet of one workbook at `path`, atomically."""
+    """Every (sheet name, Parquet file) as a sheet of one workbook at `path`, atomically;
+    the columns named in `money` formatted as money in every sheet."""
     # Imported here: only this format needs it.
     import xlsxwriter
 
@@ -121,7 +130,8 @@ def write_workbook(
         )
         try:
             files = [
-                _write_sheet(workbook, path, name, parquet, nested) for name, parquet in sources
+                _write_sheet(workbook, path, name, parquet, nested, money)
+                for name, parquet in sources
             ]
         finally:
             workbook.close()
@@ -129,7 +139,7 @@ def write_workbook(
 
 
 def _write_sheet(
-    workbook: Any, path: Path, name: str, parquet: Path, nested: Nested
+    workbook: Any, path: Path, name: str, parquet: Path, nested: Nested, money: frozenset[str]
 ) -> ExportedFile:
     sheet = workbook.add_worksheet(name)
     as_text = _long_integers(parquet, nested)
@@ -138,7 +148,7 @@ def _write_sheet(
         flat = _for_excel(flat_table(table, nested, lists_as_text=True), as_text)
         if row == 0:
             columns = flat.column_names
-            formats = [_format(workbook, number_format(field)) for field in flat.schema]
+            formats = [_format(workbook, number_format(f, money)) for f in flat.schema]
             sheet.write_row(0, 0, columns, workbook.add_format({"bold": True, "bottom": 1}))
             widths = [len(name) + 2 for name in columns]  # room for the filter's button
             row = 1

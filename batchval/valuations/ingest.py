@@ -33,6 +33,7 @@ from batchval.engine.summary import DryRunSummary
 from batchval.input import InputBatch, InputSource
 from batchval.input.validate import check_batch
 from batchval.store.checkpoint import Checkpoint, Counts
+from batchval.store.queue import QueueItem
 from batchval.store.rows import Row
 from batchval.valuations.writer import write_problems
 
@@ -359,12 +360,14 @@ def price_input(
     interrupted: Callable[[], str | None] = lambda: None,
     plan: Callable[[Checkpoint], object] | None = None,
     max_refused_share: float,
+    settled: Callable[[list[str]], set[str]] | None = None,
 ) -> DryRunSummary:
     """What a run of `source` would cost, found without the network: the run's own ingest
     into a throwaway checkpoint, so that `run --dry-run` and `check` price alike. The
     problems are written to `problems_path` when one is given. `plan` (a book run's, which
-    carries and defers) leaves pending only what tonight would send. An input the run
-    would refuse (`refusal`) costs nothing: the summary carries the run's stop."""
+    carries and defers) leaves pending only what tonight would send. `settled` (a DIR's
+    run, resumed) picks the keys that run holds an answer for: they cost nothing. An input
+    the run would refuse (`refusal`) costs nothing: the summary carries the run's stop."""
     with Checkpoint.scratch() as checkpoint:
         ingest(checkpoint, source, run_id, interrupted=interrupted)
         checkpoint.finish_ingest()
@@ -376,6 +379,11 @@ def price_input(
         counts = checkpoint.counts()
         problems = checkpoint.problem_types()
         calls = counts.requests if plan is None else counts.requests_pending
+        answered = None
+        if settled is not None and stop is None:
+            keys = [item.key for item in _all_pending(checkpoint)]
+            answered = len(settled(keys))
+            calls = len(keys) - answered
         if stop is not None:  # the run would send nothing
             calls = 0
     return DryRunSummary(
@@ -386,4 +394,14 @@ def price_input(
         credits=calls * VALUATION_CREDITS,
         daily_limit=DAILY_PAID_CALLS,
         stop=stop,
+        answered=answered,
+        run_id=run_id,
     )
+
+
+def _all_pending(checkpoint: Checkpoint) -> Iterator[QueueItem]:
+    """Every request still to send, page by page."""
+    after = 0
+    while page := checkpoint.requests.pending(after):
+        yield from page
+        after = page[-1].rowid

@@ -31,7 +31,13 @@ from batchval.engine.command import EmbeddedApi, Lines, chosen_api, file_fingerp
 from batchval.engine.files import write_json_atomic
 from batchval.engine.invocation import NotedSignals
 from batchval.engine.keys import daily_run_id
-from batchval.engine.names import CHARGES_NAME, PROBLEMS_NAME, RESULTS_NAME, VERIFY_NAME
+from batchval.engine.names import (
+    CHARGES_NAME,
+    DRY_RUN_PROBLEMS_NAME,
+    PROBLEMS_NAME,
+    RESULTS_NAME,
+    VERIFY_NAME,
+)
 from batchval.engine.place import Place
 from batchval.engine.sending import Sending, SendOutcome
 from batchval.engine.summary import DryRunSummary, RunSummary
@@ -39,8 +45,8 @@ from batchval.input import InputSource, open_input
 from batchval.outcome import RunRefusedError, StopInfo, StopReason
 from batchval.settings import Settings, api_identity, changed_settings
 from batchval.store.checkpoint import (
-    CHECKPOINT_NAME,
     Checkpoint,
+    CheckpointVersionError,
     Counts,
 )
 from batchval.valuations import answers
@@ -172,21 +178,76 @@ class Runner:
         return Valuing(self, checkpoint, started)
 
     def dry_run(self, source: InputSource) -> DryRunSummary:
-        """Validate and price without the network; the checkpoint is a throwaway one."""
-        if (self.request.out_dir / CHECKPOINT_NAME).is_file():
-            raise RunRefusedError(
-                StopReason.REFUSED,
-                f"{self.request.out_dir} holds a run; a dry run would overwrite its "
-                "problems.parquet: give --dry-run a new --out DIR",
-            )
-        return price_input(
+        """Validate and price without the network, in a throwaway checkpoint. In a DIR
+        that holds a run, only what that run still has to send is priced (its checkpoint
+        read-only, never locked: a run in progress goes on undisturbed), and the problems
+        are written beside the run's (`DRY_RUN_PROBLEMS_NAME`), never over them."""
+        out = self.request.out_dir
+        try:
+            held = Checkpoint.open_read_only(out)
+        except CheckpointVersionError as exc:
+            raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
+        if held is None:
+            return self._price(source, self.request.run_id or "dry-run", PROBLEMS_NAME)
+        try:
+            return self._price_the_rest(source, held)
+        finally:
+            held.close()
+
+    def _price(
+        self,
+        source: InputSource,
+        run_id: str,
+        problems_name: str,
+        settled: Callable[[list[str]], set[str]] | None = None,
+    ) -> DryRunSummary:
+        priced = price_input(
             source,
-            run_id=self.request.run_id or "dry-run",
-            problems_path=self.request.out_dir / PROBLEMS_NAME,
+            run_id=run_id,
+            problems_path=self.request.out_dir / problems_name,
             interrupted=lambda: self.signals.received,
             plan=lambda checkpoint: BookRun.start(self.settings, checkpoint, self.now),
             max_refused_share=self.settings.run.max_refused_share,
+            settled=settled,
         )
+        return dataclasses.replace(priced, problems_file=problems_name)
+
+    def _price_the_rest(self, source: InputSource, held: Checkpoint) -> DryRunSummary:
+        """What a resume of DIR's run would send: this input keyed with the run's id, less
+        the requests the run holds an answer for. Refused as the run would refuse it."""
+        out = self.request.out_dir
+        if held.get("command") == "streets":
+            raise RunRefusedError(
+                StopReason.REFUSED,
+                f"{out} holds `batchval streets` outputs: give run a --out DIR of its own",
+            )
+        run_id, wanted = held.get("run_id"), self.request.run_id
+        if run_id is not None and wanted is not None and wanted != run_id:
+            raise RunRefusedError(
+                StopReason.REFUSED,
+                f"{out} holds run {run_id!r}; --run-id {wanted!r} differs "
+                "(use a new --out DIR for a new run)",
+            )
+        changed = [
+            what
+            for what, name, now in (
+                ("input file", "input_fingerprint", file_fingerprint(self.request.input_path)),
+                ("request settings", "settings_fingerprint", self.settings.fingerprint()),
+            )
+            if held.get(name) not in (None, now)
+            and not (
+                name == "settings_fingerprint" and held.get(name) == self.settings.fingerprint_0_1()
+            )
+        ]
+        if changed and not self.request.accept_changes and not held.never_sent():
+            raise RunRefusedError(
+                StopReason.REFUSED,
+                f"{out} holds a run with a different {' and '.join(changed)}: the run would "
+                "refuse it; use a new --out DIR for a new run, or --accept-changes to price "
+                "carrying on this run with the change",
+            )
+        run_id = run_id or wanted or daily_run_id(self.now())
+        return self._price(source, run_id, DRY_RUN_PROBLEMS_NAME, held.requests.settled)
 
 
 class Valuing:
