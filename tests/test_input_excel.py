@@ -16,9 +16,20 @@ import pyarrow.parquet as pq
 import pytest
 import xlsxwriter
 
-from batchval.input import InputError, InputOptions, InputSource, ReadAs, open_input
+from batchval.input import InputError, InputOptions, InputSource, ReadAs, excel, open_input
 
 Cell = str | int | float | bool | dt.datetime | None
+
+
+@pytest.fixture(autouse=True, params=["whole", "streamed"])
+def sheet_reader(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test twice: the sheet read whole by fastexcel, and streamed by openpyxl as a
+    sheet of more than CELL_LIMIT cells is (here every sheet is one). Both must read alike."""
+    if request.param == "streamed":
+        monkeypatch.setattr(excel, "CELL_LIMIT", 0)
+    return str(request.param)
+
+
 HEADER: list[Cell] = ["Loan Ref", "postcode", "property_type", "bedrooms", "Balance", "Completed"]
 
 

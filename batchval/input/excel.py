@@ -9,9 +9,14 @@ memory, pays for the rest of the run, as for a transcoded CSV, and requests, pro
 and pass-through types follow Parquet's rules from there.
 
 Its memory grows with the sheet's cells, about 95 MiB of peak RSS a million (a full
-sheet, 1,048,575 rows: 770 MiB for 7 columns, 1.4 GiB for 14; make bench). openpyxl's
-streaming read-only mode would hold 133 MiB for the 7 columns but takes about 7 times
-as long (95 s beside 14 s on the same loaded machine): the fast reader was chosen.
+sheet, 1,048,575 rows: 770 MiB for 7 columns, 1.4 GiB for 14; make bench). So a sheet of
+more than `CELL_LIMIT` cells (8 million, by the sheet's own dimension: 7 columns at full
+length) is streamed instead, by openpyxl's read-only reader, twice (once for its header
+and types, once to write it), in memory that does not grow with the sheet but far more
+slowly: 200,000 rows of 14 columns took 52 s at a 222 MiB peak streamed, 1.8 s at 351
+MiB whole (2 loaded cores). It gives the same table (tested: every behaviour below,
+both ways).
+Only `.xlsx` and `.xlsm` are streamed (openpyxl's formats).
 
 - **Cell types**: fastexcel's, guessed over every row of the column; a column that mixes
   numbers and text is text, each number written as it reads (3.0 as "3"). Then, as a
@@ -33,11 +38,16 @@ as long (95 s beside 14 s on the same loaded machine): the fast reader was chose
 
 from __future__ import annotations
 
+import datetime as dt
+import itertools
 import logging
 import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import fastexcel
+import openpyxl
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -80,6 +90,11 @@ def sheet_to_parquet(path: Path, sheet: str | None, target: Path) -> tuple[str, 
     if sheet is None and len(names) > 1:
         others = ", ".join(repr(n) for n in names[1:])
         hint = f" (the first sheet; the others: {others}; --sheet NAME reads another)"
+    cells = _cells(path, name)
+    if cells is not None and cells > CELL_LIMIT:  # streamed: see CELL_LIMIT
+        del workbook
+        _stream_to_parquet(path, name, target, hint)
+        return name, hint
     _QUIET.setLevel(logging.ERROR)
     try:
         loaded = workbook.load_sheet(name, schema_sample_rows=None, dtype_coercion="coerce")
@@ -146,3 +161,144 @@ def _without_blank_rows(table: pa.Table) -> pa.Table:
     if not flags.any():
         return table
     return table.filter(pa.array((~flags).to_arrow()))
+
+
+# --- a wide sheet: streamed -----------------------------------------------------------------
+
+# Cells (rows x columns, as the sheet's own dimension says) that fastexcel reads at once:
+# beyond, an .xlsx or .xlsm sheet is streamed with openpyxl instead, in memory that does
+# not grow with the sheet (about 95 MiB a million cells would pass the reader's 1 GB).
+CELL_LIMIT = 8_000_000
+_ERRORS = frozenset({"#N/A", "#DIV/0!", "#VALUE!", "#REF!", "#NAME?", "#NUM!", "#NULL!"})
+_STREAMED = (".xlsx", ".xlsm")
+
+
+def _cells(path: Path, name: str) -> int | None:
+    """The sheet's cells by its own dimension (rows x columns), or None when it does not
+    say (or the workbook is not one openpyxl streams)."""
+    if path.suffix.lower() not in _STREAMED:
+        return None
+    try:
+        book = openpyxl.load_workbook(path, read_only=True, data_only=True)
+    except Exception:  # fastexcel has read it: a refusal here would be the wrong one
+        return None
+    try:
+        sheet = book[name]
+        rows, columns = sheet.max_row, sheet.max_column
+    finally:
+        book.close()
+    return None if not rows or not columns else int(rows) * int(columns)
+
+
+def _values(path: Path, name: str) -> Iterator[list[Any]]:
+    """The sheet's rows that hold a value, each a list of cells (an error cell empty)."""
+    book = openpyxl.load_workbook(path, read_only=True, data_only=True)
+    try:
+        for row in book[name].iter_rows(values_only=True):
+            cells = [None if isinstance(c, str) and c in _ERRORS else c for c in row]
+            if any(c is not None and not (isinstance(c, str) and not c.strip()) for c in cells):
+                yield cells
+    finally:
+        book.close()
+
+
+def _kind(values: set[type]) -> str:
+    """A column's type from the Python types of its values, as fastexcel guesses it."""
+    if not values:
+        return "text"
+    if values <= {int, float}:
+        return "number"
+    if values <= {dt.datetime}:
+        return "datetime"
+    if values <= {bool}:
+        return "bool"
+    return "text"
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _stream_to_parquet(path: Path, name: str, target: Path, hint: str) -> None:
+    """The sheet read twice by openpyxl's streaming reader: once for its header and each
+    column's type (over every row, as fastexcel guesses them), once to write it in row
+    groups. Slower (about 7 times), in memory that does not grow with the sheet."""
+    rows = _values(path, name)
+    header = next(rows, None)
+    if header is None:
+        raise InputError(path, f"sheet {name!r}{hint} is empty")
+    width = len(header)
+    seen: list[set[type]] = [set() for _ in range(width)]
+    whole = [True] * width
+    midnight = [True] * width
+    count = 0
+    for row in rows:
+        count += 1
+        for i, cell in enumerate(row[:width]):
+            if cell is None:
+                continue
+            if isinstance(cell, str) and not cell.strip():
+                continue
+            seen[i].add(dt.datetime if isinstance(cell, dt.date) else type(cell))
+            if isinstance(cell, float) and not (cell.is_integer() and abs(cell) < _WHOLE_LIMIT):
+                whole[i] = False
+            if isinstance(cell, dt.datetime) and cell.time() != dt.time(0):
+                midnight[i] = False
+    if count == 0:
+        raise InputError(path, f"sheet {name!r}{hint} has a header but no data rows")
+    names = _header_names(header)
+    kinds = [_kind(s) for s in seen]
+    types: list[pa.DataType] = []
+    for kind, is_whole, at_midnight in zip(kinds, whole, midnight, strict=True):
+        if kind == "number":
+            types.append(pa.int64() if is_whole else pa.float64())
+        elif kind == "datetime":
+            types.append(pa.date32() if at_midnight else pa.timestamp("ms"))
+        elif kind == "bool":
+            types.append(pa.bool_())
+        else:
+            types.append(pa.string())
+    schema = pa.schema(list(zip(names, types, strict=True)))
+    with pq.ParquetWriter(target, schema) as writer:
+        chunk: list[list[Any]] = []
+        for row in itertools.islice(_values(path, name), 1, None):
+            chunk.append([*row[:width], *([None] * (width - len(row)))])
+            if len(chunk) == ROW_GROUP_ROWS:
+                writer.write_table(_chunk_table(chunk, schema, kinds))
+                chunk = []
+        if chunk:
+            writer.write_table(_chunk_table(chunk, schema, kinds))
+
+
+def _chunk_table(rows: list[list[Any]], schema: pa.Schema, kinds: list[str]) -> pa.Table:
+    columns = []
+    for i, (field, kind) in enumerate(zip(schema, kinds, strict=True)):
+        values = [row[i] for row in rows]
+        if kind == "text":
+            values = [_text(v) for v in values]
+        elif field.type == pa.date32():
+            values = [v.date() if isinstance(v, dt.datetime) else v for v in values]
+        elif field.type == pa.int64():
+            values = [None if v is None else int(v) for v in values]
+        columns.append(pa.array(values, field.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _header_names(header: list[Any]) -> list[str]:
+    """The header's names as fastexcel gives them: a blank cell `column_N` (N its 1-based
+    position), a repeated name with a suffix (`Balance`, `Balance_1`)."""
+    names: list[str] = []
+    for position, cell in enumerate(header, start=1):
+        text = _text(cell)
+        name = f"column_{position}" if text is None or not text.strip() else text
+        if name in names:
+            n = 1
+            while f"{name}_{n}" in names:
+                n += 1
+            name = f"{name}_{n}"
+        names.append(name)
+    return names
