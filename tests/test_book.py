@@ -199,12 +199,25 @@ def test_stale_rows_get_the_budget_first(served: RunningSandbox, tmp_path: Path)
     kind = table.schema.field("valued_at").type
     valued_at = pc.if_else(stale, shifted.cast(kind), table.column("valued_at"))
     at = table.schema.get_field_index("valued_at")
-    pq.write_table(table.set_column(at, table.schema.field("valued_at"), valued_at), nights.book)
+    written = table.set_column(at, table.schema.field("valued_at"), valued_at)
+    pq.write_table(written, nights.book)
 
     out, done = nights.run()
     assert done.returncode == 0, done.stderr
     assert _valued(out) == stale_ids
     assert _book_section(out)["rows"]["carried"] == ROWS - 50
+    # Each loan revalued tonight says what its replaced entry held; a carried one does not.
+    results, _, _ = outputs(out)
+    entries = {
+        r["identity"]: (r["estimate"], r["valued_at"])
+        for r in pl.from_arrow(written).iter_rows(named=True)  # type: ignore[union-attr]
+    }
+    for row in results.iter_rows(named=True):
+        if row["source"] == "api":
+            assert (row["previous_estimate"], row["previous_valued_at"]) == entries[row["loan_id"]]
+        else:
+            assert row["previous_estimate"] is None
+    assert results.schema["previous_estimate"] == pl.Int64
 
     # A budget of 20 takes the 20 highest LTVs of the 50 (they are stale again: the book
     # is rewritten from the night before's).

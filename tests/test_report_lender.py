@@ -4,6 +4,7 @@ and a book run's night."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from pathlib import Path
@@ -182,6 +183,32 @@ def test_a_book_run_shows_its_night(tmp_path: Path) -> None:
     assert "does not keep the book fresh" in page
     assert "<td>valued tonight</td><td>2</td><td>£122,000</td>" in page
     assert "<td>carried from the book</td><td>2</td><td>£130,000</td>" in page
+    assert "No loan revalued tonight had a book entry" not in page  # none says: no column
+
+
+def test_a_book_run_lists_the_loans_that_moved_since_their_last_valuation(
+    tmp_path: Path,
+) -> None:
+    """results.parquet's previous_estimate: the median change, how many rose and fell,
+    and the largest falls and rises, each named with its old and new estimates."""
+    loans = _loans(4, "loan_balance")
+    loans["loan_id"] = ["A", "B", "C", "D"]
+    loans["source"] = ["api", "api", "api", "book"]
+    loans["previous_estimate"] = [80_000, 125_000, None, 90_000]  # D carried: not a move
+    loans["previous_valued_at"] = [dt.datetime(2026, 10, 1, tzinfo=dt.UTC)] * 4
+    book = {"path": "books/main.parquet", "rows": {"valued": 3, "carried": 1}}
+    page = write_report(_dir(tmp_path, loans, book=book)).read_text(encoding="utf-8")
+    since = page[page.index("Since the last valuation") :]
+    assert "loans revalued with an earlier valuation<b>2</b>" in since
+    assert "rose<b>1</b>" in since
+    assert "fell<b>1</b>" in since
+    falls = since[since.index("Largest falls") : since.index("Largest rises")]
+    assert re.search(
+        r"<td>B</td><td>2</td><td>£125,000</td><td>1 Oct 2026[^<]*</td>"
+        r"<td>£100,000</td><td>-20(\.0)? ?%</td>",
+        falls,
+    ), falls
+    assert "<td>A</td>" in since[since.index("Largest rises") :]
 
 
 def test_homes_worth_less_than_at_origination_are_counted_with_their_balance(

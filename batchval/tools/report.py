@@ -62,6 +62,8 @@ RESULT_COLUMNS = (
     "ltv_band",
     "change_since_origination",
     "months_since_origination",
+    "previous_estimate",  # a --book run's: what a revalued loan's book entry held
+    "previous_valued_at",
     *FLAGS,
 )
 PROBLEM_COLUMNS = ("row_number", "stage", "type", "field", "code", "detail")

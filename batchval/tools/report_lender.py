@@ -26,10 +26,11 @@ from batchval.contract.lender import amounts
 from batchval.contract.schemas import PROBLEM_COLUMNS, RESULT_COLUMNS
 from batchval.input.lender import LenderColumnError, find_lender_columns
 from batchval.tools import charts
-from batchval.tools.report_page import Section, cards, e, money, percent, table
+from batchval.tools.report_page import Section, cards, e, money, percent, table, when
 
 # Loans listed by name in each list; the rest are counted.
 LOANS_LISTED = 25
+MOVES_LISTED = 10  # the largest rises and falls since the last valuation, each
 AUTHORITIES_LISTED = 10
 # The column names the report gives the figures it reads (never a pass-through name:
 # they start with a character no file's header is read into).
@@ -364,11 +365,51 @@ def _book(book: Mapping[str, Any], summary: Mapping[str, Any], valued: pl.DataFr
             ["book entries valued", "entries"],
             [[k.replace("_", " "), v] for k, v in profile.items()],
         )
-    body += (
-        "<p class='note'>A loan revalued tonight replaced its book entry: its earlier figures "
-        "are in the DIR of the night that valued it.</p>"
-    )
+    body += _since_last(valued)
     return Section(f"The book {book.get('path', '')}", body)
 
 
 _SOURCES = {"api": "valued tonight", "book": "carried from the book"}
+
+
+def _since_last(valued: pl.DataFrame) -> str:
+    """Each loan revalued tonight against the book entry its valuation replaced
+    (results.parquet's `previous_estimate`): the median change, how many rose and fell,
+    and the largest moves each way, named."""
+    if "previous_estimate" not in valued.columns:
+        return ""
+    change = (pl.col("estimate") / pl.col("previous_estimate") - 1).alias("\x00change")
+    moved = valued.filter(
+        (pl.col("source") == "api") & (pl.col("previous_estimate") > 0)
+    ).with_columns(change)
+    if moved.height == 0:
+        return "<h3>Since the last valuation</h3><p>No loan revalued tonight had a book entry.</p>"
+    changes = moved.get_column("\x00change")
+    body = "<h3>Since the last valuation</h3>" + cards(
+        [
+            ("loans revalued with an earlier valuation", f"{moved.height:,}"),
+            ("median change", percent(changes.median())),
+            ("rose", f"{int((changes > 0).sum()):,}"),
+            ("fell", f"{int((changes < 0).sum()):,}"),
+        ]
+    )
+    for title, ordered in (
+        ("Largest falls", moved.sort("\x00change")),
+        ("Largest rises", moved.sort("\x00change", descending=True)),
+    ):
+        shown = ordered.head(MOVES_LISTED)
+        body += f"<h4>{title}</h4>" + table(
+            ["loan", "row", "previous estimate", "valued then", "estimate", "change"],
+            [
+                [
+                    _identity(r),
+                    r["row_number"],
+                    money(r["previous_estimate"]),
+                    when(r.get("previous_valued_at")),
+                    money(r["estimate"]),
+                    percent(r["\x00change"]),
+                ]
+                for r in shown.iter_rows(named=True)
+            ],
+        )
+    return body

@@ -194,6 +194,61 @@ def carry_into_results(
     return len(numbers)
 
 
+# What a row valued tonight had before, from its book entry: results.parquet's last two
+# columns on a --book run (docs/outputs.md, The book).
+PREVIOUS_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    (
+        "previous_estimate",
+        "estimate",
+        "On a --book run: the estimate of the book entry this row's valuation replaced "
+        "(null: it had none, or the row was carried).",
+    ),
+    (
+        "previous_valued_at",
+        "valued_at",
+        "On a --book run: when the book entry this row's valuation replaced was valued (UTC).",
+    ),
+)
+
+
+def add_previous(
+    results: Path, book: pa.Table | None, valued: Sequence[tuple[int, str, str]]
+) -> int:
+    """Add `previous_estimate` and `previous_valued_at` to results.parquet (rewritten
+    atomically): for each row valued tonight (`valued`: row number, identity, request
+    fingerprint) whose identity had a book entry, that entry's figures; null elsewhere.
+    Returns how many rows had one."""
+    table = pq.read_table(results)
+    numbers = table.column("row_number")
+    identity = {n: i for n, i, _ in valued}
+    wanted = pa.array([identity.get(n) for n in numbers.to_pylist()], pa.string())
+    at = (
+        pc.index_in(wanted, book.column("identity"))
+        if book is not None
+        else pa.nulls(len(wanted), pa.int32())
+    )
+    found = 0
+    for name, source, description in PREVIOUS_COLUMNS:
+        kind = table.schema.field(source).type
+        values = (
+            book.column(source).take(at).cast(kind)
+            if book is not None and source in book.column_names
+            else pa.nulls(len(wanted), kind)
+        )
+        if name == "previous_estimate":
+            found = len(values) - values.null_count
+        field = pa.field(name, kind, metadata={"description": description})
+        index = table.schema.get_field_index(name)
+        table = (
+            table.set_column(index, field, values)
+            if index >= 0
+            else table.append_column(field, values)
+        )
+    with atomic_file(results) as file:
+        pq.write_table(table, file, compression=COMPRESSION)
+    return found
+
+
 def write_book(
     file: VersionedFile,
     old: pa.Table | None,

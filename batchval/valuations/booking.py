@@ -53,6 +53,7 @@ from batchval.valuations.book import (
     BookEntry,
     BookError,
     BookMismatchError,
+    add_previous,
     age_profile,
     book_index,
     carry_into_results,
@@ -283,6 +284,8 @@ class BookRun:
         carried = carry_into_results(
             results, old, self._store.unsent_rows(), passthrough_table(self._checkpoint)
         )
+        # Before the book is replaced: what each loan revalued tonight had before.
+        add_previous(results, old, self._store.valued_rows())
         try:
             entries = write_book(
                 self.file,
