@@ -15,8 +15,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import xlsxwriter
+from test_input_reader import read_all
 
-from batchval.input import InputError, InputOptions, InputSource, ReadAs, excel, open_input
+from batchval.input import InputError, InputOptions, ReadAs, excel, open_input
 
 Cell = str | int | float | bool | dt.datetime | None
 
@@ -52,15 +53,6 @@ def workbook(
         book.add_vba_project(str(vba))
     book.close()
     return path
-
-
-def read_all(source: InputSource) -> list[dict[str, Any]]:
-    """Every checked row, with its pass-through values under "passthrough"."""
-    return [
-        {**row, "passthrough": given}
-        for batch in source.batches()
-        for row, given in zip(batch.checked.to_dicts(), batch.passthrough.to_pylist(), strict=True)
-    ]
 
 
 def request(row: dict[str, Any]) -> dict[str, Any]:
