@@ -3,13 +3,16 @@ process at a time, each invocation working in an empty directory of its own."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 from memory_objects import MemoryObjects
+from support import BATCHVAL, run_cli
 
-from batchval.engine.place import is_url, opened
+from batchval.engine.place import is_url, local_path, opened
 from batchval.outcome import RunRefusedError, StopReason
 from batchval.store.checkpoint import Checkpoint
 
@@ -63,3 +66,41 @@ def test_a_second_process_on_the_run_stops_with_75_and_sends_nothing() -> None:
     assert refused.value.reason is StopReason.DIR_LOCKED
     done.set()
     holder.join()
+
+
+@pytest.mark.parametrize(
+    ("place", "url"),
+    [
+        ("s3://bucket/run", True),
+        ("gs://bucket/run", True),  # a URL, which the store refuses (64): never a dir `gs:`
+        ("az://container/run", True),
+        ("runs/night-1", False),
+        ("/srv/runs/night-1", False),
+        ("file:///srv/runs/night-1", False),
+    ],
+)
+def test_a_place_is_a_url_by_its_scheme_and_file_is_a_local_path(place: str, url: bool) -> None:
+    assert is_url(place) is url
+    if place.startswith("file://"):
+        assert local_path(place) == Path("/srv/runs/night-1")
+
+
+@pytest.mark.slow
+def test_a_url_of_a_store_batchval_does_not_offer_is_refused_with_64(tmp_path: Path) -> None:
+    """`run --out gs://...`: refused before anything is read, no directory `gs:` made."""
+    source = tmp_path / "book.csv"
+    source.write_text("postcode,property_type,bedrooms\nSW1A 2AA,flat,2\n", encoding="utf-8")
+    done = subprocess.run(
+        [BATCHVAL, "run", str(source), "--out", "gs://bucket/run"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 64, done.stderr
+    assert "no object store for gs:// URLs" in done.stderr
+    assert not (tmp_path / "gs:").exists()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BATCHVAL_")}
+    local = run_cli("run", str(source), "--out", f"file://{tmp_path / 'run'}", env=env)
+    assert local.returncode == 0, local.stderr
+    assert (tmp_path / "run" / "results.parquet").is_file()

@@ -20,11 +20,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol
+from urllib.parse import unquote, urlsplit
 
 import structlog
 
@@ -39,13 +41,23 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger()
 
-URL_SCHEMES = ("s3://",)
+URL_SCHEMES = ("s3://",)  # the stores a run may live at (store/objects refuses others)
+_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 # Never published: the run's memory (kept at the URL as it commits) and the local lock.
 _LOCAL_ONLY = (CHECKPOINT_NAME, f"{CHECKPOINT_NAME}-wal", f"{CHECKPOINT_NAME}-shm", LOCK_NAME)
 
 
 def is_url(place: str) -> bool:
-    return place.startswith(URL_SCHEMES)
+    """A place named by a URL (`s3://...`; `gs://...` too, which the store refuses with
+    64 rather than a directory named `gs:` being made), but `file://`, a local path."""
+    return _SCHEME.match(place) is not None and not place.startswith("file://")
+
+
+def local_path(place: str) -> Path:
+    """The local path a place that is not a URL names: a plain path, or a `file://` URL."""
+    if place.startswith("file://"):
+        return Path(unquote(urlsplit(place).path))
+    return Path(place)
 
 
 class PlaceObjects(Protocol):
@@ -110,7 +122,7 @@ def viewed(place: str, env: Mapping[str, str]) -> Iterator[tuple[Path, PlaceObje
     writes (and for `status` to read the lease). The run's lease is never taken: a run at
     work there goes on undisturbed."""
     if not is_url(place):
-        yield Path(place), None
+        yield local_path(place), None
         return
     from batchval.store.objects import ObjectStore, ObjectStoreError
 
@@ -134,7 +146,7 @@ def output_dir(place: str, env: Mapping[str, str]) -> Iterator[tuple[Path, list[
     published at the URL, each object whole, once the command has ended well (a command
     that fails publishes nothing). Yields the directory and the names the URL holds."""
     if not is_url(place):
-        yield Path(place), []
+        yield local_path(place), []
         return
     from batchval.store.objects import ObjectStore, ObjectStoreError
 
@@ -175,7 +187,7 @@ def input_of(source: str, env: Mapping[str, str]) -> Iterator[Path]:
     that a blank machine reads it. The run knows an input by its bytes (their sha256),
     so the same object read on another machine is the same input."""
     if not is_url(source):
-        yield Path(source)
+        yield local_path(source)
         return
     from batchval.store.objects import ObjectStore, ObjectStoreError
 
@@ -226,7 +238,7 @@ def opened(
     `objects` (probed, taken, restored into a directory of this invocation's own; the
     outputs published and the run let go at the end)."""
     if objects is None:
-        yield Place(Path(place))
+        yield Place(local_path(place))
         return
     objects.probe()
     lease = Lease(objects, duration=lease_seconds, margin=lease_seconds / 3)

@@ -73,8 +73,10 @@ class StoredFile:
 def versioned_file(location: str, env: Mapping[str, str]) -> VersionedFile:
     """The file at `location`: an `s3://bucket/key` URL (its store read from `env` as AWS's
     tools read it, and probed: raises ObjectStoreError), or a local path."""
-    if not location.startswith("s3://"):
-        return LocalFile(Path(location))
+    from batchval.engine.place import is_url, local_path
+
+    if not is_url(location):
+        return LocalFile(local_path(location))
     parent, _, key = location.rstrip("/").rpartition("/")
     from batchval.store.objects import ObjectStore, ObjectStoreRefusedError
 
