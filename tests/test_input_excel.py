@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import xlsxwriter
+from support import ROOT
 from test_input_reader import read_all
 
 from batchval.input import InputError, InputOptions, ReadAs, excel, open_input
@@ -247,3 +248,13 @@ def test_formulas_are_their_saved_values_and_errors_are_empty(tmp_path: Path) ->
     rows = read_all(open_input(path, InputOptions()))
     assert [request(r)["bedrooms"] for r in rows] == [3, 2]
     assert [r["passthrough"]["ratio"] for r in rows] == [None, 0.5]
+
+
+def test_a_sheet_s_cells_are_read_from_its_own_dimension(tmp_path: Path) -> None:
+    """What decides a streamed read: rows x columns by the sheet's <dimension>, read
+    from its XML head (not by opening the workbook), by name, whatever its position."""
+    path = workbook(tmp_path / "book.xlsx", {"Loans": LOANS, "Notes": [["a note"]]})
+    assert excel._cells(path, "Loans") == 3 * 6
+    assert excel._cells(path, "Notes") == 1
+    assert excel._cells(path, "Nope") is None
+    assert excel._cells(ROOT / "sample_inputs" / "lender_book.xlsx", "Loans") == 67 * 8

@@ -42,12 +42,13 @@ import datetime as dt
 import itertools
 import logging
 import re
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import fastexcel
-import openpyxl
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -169,29 +170,70 @@ def _without_blank_rows(table: pa.Table) -> pa.Table:
 # beyond, an .xlsx or .xlsm sheet is streamed with openpyxl instead, in memory that does
 # not grow with the sheet (about 95 MiB a million cells would pass the reader's 1 GB).
 CELL_LIMIT = 8_000_000
+_HEAD_BYTES = 64 * 1024  # a sheet's <dimension> comes before its rows
+_DIMENSION = re.compile(r'<(?:\w+:)?dimension ref="([A-Z]+)(\d+)(?::([A-Z]+)(\d+))?"')
+_MAIN = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
+_RELATIONSHIPS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
 _ERRORS = frozenset({"#N/A", "#DIV/0!", "#VALUE!", "#REF!", "#NAME?", "#NUM!", "#NULL!"})
 _STREAMED = (".xlsx", ".xlsm")
 
 
 def _cells(path: Path, name: str) -> int | None:
-    """The sheet's cells by its own dimension (rows x columns), or None when it does not
-    say (or the workbook is not one openpyxl streams)."""
+    """The sheet's cells by its own dimension (rows x columns, the `<dimension ref>` that
+    openpyxl's read-only `max_row` and `max_column` read too), or None when it does not
+    say, or the workbook is not one openpyxl streams. Read from the sheet's XML head
+    alone: opening the workbook with openpyxl first loads every shared string (5 s for
+    300,000 rows), at every invocation."""
     if path.suffix.lower() not in _STREAMED:
         return None
     try:
-        book = openpyxl.load_workbook(path, read_only=True, data_only=True)
-    except Exception:  # fastexcel has read it: a refusal here would be the wrong one
+        with zipfile.ZipFile(path) as archive:
+            part = _sheet_part(archive, name)
+            if part is None:
+                return None
+            with archive.open(part) as xml:
+                head = xml.read(_HEAD_BYTES).decode("utf-8", "replace")
+    except (OSError, KeyError, zipfile.BadZipFile, ElementTree.ParseError):
+        return None  # fastexcel has read it: a refusal here would be the wrong one
+    found = _DIMENSION.search(head)
+    if found is None:
         return None
-    try:
-        sheet = book[name]
-        rows, columns = sheet.max_row, sheet.max_column
-    finally:
-        book.close()
-    return None if not rows or not columns else int(rows) * int(columns)
+    first_column, first_row, last_column, last_row = found.groups()
+    rows = int(last_row or first_row) - int(first_row) + 1
+    columns = _column_number(last_column or first_column) - _column_number(first_column) + 1
+    return rows * columns
+
+
+def _sheet_part(archive: zipfile.ZipFile, name: str) -> str | None:
+    """The archive's path of the sheet named `name` (by the workbook and its rels)."""
+    book = ElementTree.fromstring(archive.read("xl/workbook.xml"))
+    rel = next(
+        (
+            sheet.get(f"{{{_RELATIONSHIPS}}}id")
+            for sheet in book.iter(f"{{{_MAIN}}}sheet")
+            if sheet.get("name") == name
+        ),
+        None,
+    )
+    links = ElementTree.fromstring(archive.read("xl/_rels/workbook.xml.rels"))
+    target = next((link.get("Target") for link in links if link.get("Id") == rel), None)
+    if rel is None or target is None:
+        return None
+    return target.lstrip("/") if target.startswith("/") else f"xl/{target}"
+
+
+def _column_number(letters: str) -> int:
+    """`A` is 1, `Z` 26, `AA` 27."""
+    number = 0
+    for letter in letters:
+        number = number * 26 + ord(letter) - ord("A") + 1
+    return number
 
 
 def _values(path: Path, name: str) -> Iterator[list[Any]]:
     """The sheet's rows that hold a value, each a list of cells (an error cell empty)."""
+    import openpyxl  # only for a sheet too large to read whole: not on every start-up
+
     book = openpyxl.load_workbook(path, read_only=True, data_only=True)
     try:
         for row in book[name].iter_rows(values_only=True):
