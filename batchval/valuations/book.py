@@ -154,22 +154,45 @@ def carry_into_results(
     book: pa.Table | None,
     unsent: Sequence[tuple[int, str]],
     passthrough: pa.Table,
+    *,
+    valued: Sequence[tuple[int, str, str]] | None = None,
 ) -> int:
-    """Add to results.parquet (rewritten atomically) a row for each input row not valued
-    tonight whose identity has a book entry, `source = book`; returns how many.
+    """Complete a --book night's results.parquet, rewritten atomically once: a row for
+    each input row not valued tonight whose identity has a book entry, `source = book`;
+    and, with `valued` (row number, identity, request fingerprint of the rows valued
+    tonight), `PREVIOUS_COLUMNS` from the entries tonight's valuations replace. Returns
+    how many rows were carried.
 
     `unsent` is (row number, identity) in row order; `passthrough` is tonight's
     pass-through values with their `row_number` first."""
-    if book is None or not unsent:
+    carried = _carried(pq.read_schema(results), book, unsent, passthrough)
+    if carried is None and valued is None:
         return 0
+    table = pq.read_table(results)
+    if carried is not None:
+        table = pa.concat_tables([table, carried]).sort_by("row_number")
+    if valued is not None:
+        table = _with_previous(table, book, valued)
+    with atomic_file(results) as file:
+        pq.write_table(table, file, compression=COMPRESSION)
+    return 0 if carried is None else carried.num_rows
+
+
+def _carried(
+    schema: pa.Schema,
+    book: pa.Table | None,
+    unsent: Sequence[tuple[int, str]],
+    passthrough: pa.Table,
+) -> pa.Table | None:
+    """The carried rows, in results.parquet's `schema`; None when there are none."""
+    if book is None or not unsent:
+        return None
     numbers = pa.array([n for n, _ in unsent], pa.int64())
     at = pc.index_in(pa.array([i for _, i in unsent], pa.string()), book.column("identity"))
     found = pc.is_valid(at)
     numbers, at = numbers.filter(found), at.filter(found)
     if not len(numbers):
-        return 0
-    table = pq.read_table(results)
-    schema = table.schema
+        return None
     entries = book.take(at)
     given = passthrough.take(pc.index_in(numbers, passthrough.column("row_number")))
     columns: list[pa.Array] = []
@@ -187,11 +210,7 @@ def carry_into_results(
         else:  # a column tonight has and the entry's night had not (an extra asked now)
             values = pa.nulls(len(numbers), field.type)
         columns.append(values)
-    carried = pa.Table.from_arrays(columns, schema=schema)
-    merged = pa.concat_tables([table, carried]).sort_by("row_number")
-    with atomic_file(results) as file:
-        pq.write_table(merged, file, compression=COMPRESSION)
-    return len(numbers)
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 # What a row valued tonight had before, from its book entry: results.parquet's last two
@@ -211,23 +230,19 @@ PREVIOUS_COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def add_previous(
-    results: Path, book: pa.Table | None, valued: Sequence[tuple[int, str, str]]
-) -> int:
-    """Add `previous_estimate` and `previous_valued_at` to results.parquet (rewritten
-    atomically): for each row valued tonight (`valued`: row number, identity, request
-    fingerprint) whose identity had a book entry, that entry's figures; null elsewhere.
-    Returns how many rows had one."""
-    table = pq.read_table(results)
-    numbers = table.column("row_number")
+def _with_previous(
+    table: pa.Table, book: pa.Table | None, valued: Sequence[tuple[int, str, str]]
+) -> pa.Table:
+    """`table` with `PREVIOUS_COLUMNS`: for each row valued tonight whose identity had a
+    book entry, that entry's figures; null elsewhere."""
     identity = {n: i for n, i, _ in valued}
-    wanted = pa.array([identity.get(n) for n in numbers.to_pylist()], pa.string())
+    numbers = table.column("row_number").to_pylist()
+    wanted = pa.array([identity.get(n) for n in numbers], pa.string())
     at = (
         pc.index_in(wanted, book.column("identity"))
         if book is not None
         else pa.nulls(len(wanted), pa.int32())
     )
-    found = 0
     for name, source, description in PREVIOUS_COLUMNS:
         kind = table.schema.field(source).type
         values = (
@@ -235,18 +250,9 @@ def add_previous(
             if book is not None and source in book.column_names
             else pa.nulls(len(wanted), kind)
         )
-        if name == "previous_estimate":
-            found = len(values) - values.null_count
         field = pa.field(name, kind, metadata={"description": description})
-        index = table.schema.get_field_index(name)
-        table = (
-            table.set_column(index, field, values)
-            if index >= 0
-            else table.append_column(field, values)
-        )
-    with atomic_file(results) as file:
-        pq.write_table(table, file, compression=COMPRESSION)
-    return found
+        table = table.append_column(field, values)
+    return table
 
 
 def write_book(

@@ -53,7 +53,6 @@ from batchval.valuations.book import (
     BookEntry,
     BookError,
     BookMismatchError,
-    add_previous,
     age_profile,
     book_index,
     carry_into_results,
@@ -281,18 +280,22 @@ class BookRun:
         except RunRefusedError as exc:  # the store at the book's URL, gone since the plan
             self.lost = StopInfo(exc.reason, f"the book was not read again: {exc.detail}")
             return {"path": self.file.location, "written": False}
+        valued = self._store.valued_rows()
+        # Before the book is replaced: what each loan revalued tonight had before, too.
         carried = carry_into_results(
-            results, old, self._store.unsent_rows(), passthrough_table(self._checkpoint)
+            results,
+            old,
+            self._store.unsent_rows(),
+            passthrough_table(self._checkpoint),
+            valued=valued,
         )
-        # Before the book is replaced: what each loan revalued tonight had before.
-        add_previous(results, old, self._store.valued_rows())
         try:
             entries = write_book(
                 self.file,
                 old,
                 version,
                 results,
-                self._store.valued_rows(),
+                valued,
                 run_id=run_id,
                 identity=self.identity,
                 api=self.api,
