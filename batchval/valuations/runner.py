@@ -222,23 +222,8 @@ class Runner:
                 f"{out} holds `batchval streets` outputs: give run a --out DIR of its own",
             )
         run_id, wanted = held.get("run_id"), self.request.run_id
-        if run_id is not None and wanted is not None and wanted != run_id:
-            raise RunRefusedError(
-                StopReason.REFUSED,
-                f"{out} holds run {run_id!r}; --run-id {wanted!r} differs "
-                "(use a new --out DIR for a new run)",
-            )
-        changed = [
-            what
-            for what, name, now in (
-                ("input file", "input_fingerprint", file_fingerprint(self.request.input_path)),
-                ("request settings", "settings_fingerprint", self.settings.fingerprint()),
-            )
-            if held.get(name) not in (None, now)
-            and not (
-                name == "settings_fingerprint" and held.get(name) == self.settings.fingerprint_0_1()
-            )
-        ]
+        refuse_another_run_id(out, run_id, wanted)
+        changed = changes(held, file_fingerprint(self.request.input_path), self.settings)
         if changed and not self.request.accept_changes and not held.never_sent():
             raise RunRefusedError(
                 StopReason.REFUSED,
@@ -248,6 +233,32 @@ class Runner:
             )
         run_id = run_id or wanted or daily_run_id(self.now())
         return self._price(source, run_id, DRY_RUN_PROBLEMS_NAME, held.requests.settled)
+
+
+def changes(held: Checkpoint, input_fp: str, settings: Settings) -> list[str]:
+    """What differs from the run DIR holds (its checkpoint `held`): the input file, the
+    request settings; a DIR begun by batchval 0.1 with these same settings has not changed."""
+    stored_settings = held.get("settings_fingerprint")
+    if stored_settings == settings.fingerprint_0_1():
+        stored_settings = settings.fingerprint()
+    return [
+        what
+        for what, stored, now in (
+            ("input file", held.get("input_fingerprint"), input_fp),
+            ("request settings", stored_settings, settings.fingerprint()),
+        )
+        if stored is not None and stored != now
+    ]
+
+
+def refuse_another_run_id(out: Path, run_id: str | None, wanted: str | None) -> None:
+    """A DIR keeps the run id it began with: another --run-id is refused (64)."""
+    if run_id is not None and wanted is not None and wanted != run_id:
+        raise RunRefusedError(
+            StopReason.REFUSED,
+            f"{out} holds run {run_id!r}; --run-id {wanted!r} differs "
+            "(use a new --out DIR for a new run)",
+        )
 
 
 class Valuing:
@@ -277,21 +288,10 @@ class Valuing:
         input_fp = file_fingerprint(self.request.input_path)
         settings_fp = self.settings.fingerprint()
         api_fp = self._api_identity()
-        stored_input, stored_settings = (
-            checkpoint.get("input_fingerprint"),
-            checkpoint.get("settings_fingerprint"),
-        )
-        if stored_settings == self.settings.fingerprint_0_1():
-            stored_settings = settings_fp  # a DIR begun by 0.1 with these same settings
-            checkpoint.set("settings_fingerprint", settings_fp)
-        changed = [
-            what
-            for what, stored, now in (
-                ("input file", stored_input, input_fp),
-                ("request settings", stored_settings, settings_fp),
-            )
-            if stored is not None and stored != now
-        ]
+        stored_input = checkpoint.get("input_fingerprint")
+        if checkpoint.get("settings_fingerprint") == self.settings.fingerprint_0_1():
+            checkpoint.set("settings_fingerprint", settings_fp)  # 0.1's, of these settings
+        changed = changes(checkpoint, input_fp, self.settings)
         if changed and not self.request.accept_changes and checkpoint.never_sent():
             # Nothing to keep apart: no call was ever made from DIR (its input refused,
             # say), so the change is taken as --accept-changes takes it (the run id stays).
@@ -306,12 +306,7 @@ class Valuing:
             )
         run_id = checkpoint.get("run_id")
         wanted = self.request.run_id
-        if run_id is not None and wanted is not None and wanted != run_id:
-            raise RunRefusedError(
-                StopReason.REFUSED,
-                f"{self.request.out_dir} holds run {run_id!r}; --run-id {wanted!r} differs "
-                "(use a new --out DIR for a new run)",
-            )
+        refuse_another_run_id(self.request.out_dir, run_id, wanted)
         if run_id is None:
             run_id = wanted or daily_run_id(self._now())
             checkpoint.set("run_id", run_id)  # durable (synchronous=FULL) before any call
