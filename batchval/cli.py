@@ -26,6 +26,7 @@ from batchval.outcome import ExitCode, RunRefusedError, SettingsError
 from batchval.valuations.book_options import book_options
 
 if TYPE_CHECKING:
+    from batchval.engine.place import Place
     from batchval.settings import Settings
 
 
@@ -106,13 +107,22 @@ def _configured(
     return settings, json_lines
 
 
-def _refuse_a_dry_run_at_a_url(dry_run: bool, out_dir: str) -> None:
-    from batchval.engine.place import is_url
+@contextlib.contextmanager
+def _input_and_place(
+    input_path: str, out_dir: str, settings: Settings, *, dry_run: bool
+) -> Iterator[tuple[Path, Place]]:
+    """INPUT and DIR of a command that sends (`run`, `streets`), each a path or a URL,
+    their store read from the config and the environment; a dry run refused a URL DIR
+    (it keeps nothing); refusals said as one line, with their exit code."""
+    from batchval.engine.place import input_of, is_url, place_of
 
     if dry_run and is_url(out_dir):
         raise click.UsageError(
             "--dry-run sends nothing and keeps nothing: give it a local --out DIR"
         )
+    env = settings.storage.env(os.environ)
+    with _refusals(), input_of(input_path, env) as source, place_of(out_dir, env) as place:
+        yield source, place
 
 
 @contextlib.contextmanager
@@ -303,7 +313,6 @@ def run(
 ) -> None:
     """Value every row of INPUT (CSV, Parquet or an Excel workbook; a path or an s3:// URL)
     into DIR; exit 0, 75, 77, 65, 64 or 70."""
-    from batchval.engine.place import input_of, place_of
     from batchval.sandbox.embedded import embedded_api
     from batchval.valuations.runner import Runner, RunRequest
 
@@ -321,12 +330,7 @@ def run(
         settings = dataclasses.replace(
             settings, run=dataclasses.replace(settings.run, wait_for_midnight=True)
         )
-    _refuse_a_dry_run_at_a_url(dry_run, out_dir)
-    with (
-        _refusals(),
-        input_of(input_path, settings.storage.env(os.environ)) as source,
-        place_of(out_dir, settings.storage.env(os.environ)) as place,
-    ):
+    with _input_and_place(input_path, out_dir, settings, dry_run=dry_run) as (source, place):
         request = RunRequest(
             input_path=source,
             input_name=input_path,
@@ -545,7 +549,6 @@ def streets(
 ) -> None:
     """Street analysis of every distinct postcode of INPUT (a path or an s3:// URL) into DIR
     (30 days free repeat)."""
-    from batchval.engine.place import input_of, place_of
     from batchval.sandbox.embedded import embedded_api
     from batchval.streets.runner import Streets, StreetsRequest
 
@@ -556,12 +559,7 @@ def streets(
         encoding=encoding,
         sheet=sheet,
     )
-    _refuse_a_dry_run_at_a_url(dry_run, out_dir)
-    with (
-        _refusals(),
-        input_of(input_path, settings.storage.env(os.environ)) as source,
-        place_of(out_dir, settings.storage.env(os.environ)) as place,
-    ):
+    with _input_and_place(input_path, out_dir, settings, dry_run=dry_run) as (source, place):
         request = StreetsRequest(
             input_path=source,
             input_name=input_path,

@@ -104,3 +104,14 @@ def test_a_url_of_a_store_batchval_does_not_offer_is_refused_with_64(tmp_path: P
     local = run_cli("run", str(source), "--out", f"file://{tmp_path / 'run'}", env=env)
     assert local.returncode == 0, local.stderr
     assert (tmp_path / "run" / "results.parquet").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["run", "streets"])
+def test_a_dry_run_at_a_url_is_refused_with_64(tmp_path: Path, command: str) -> None:
+    """A dry run keeps nothing: at a URL it is refused before the store is asked."""
+    source = tmp_path / "book.csv"
+    source.write_text("postcode,property_type,bedrooms\nSW1A 2AA,flat,2\n", encoding="utf-8")
+    done = run_cli(command, str(source), "--out", "s3://bucket/run", "--dry-run", env={})
+    assert done.returncode == 64, done.stderr
+    assert "--dry-run sends nothing and keeps nothing" in done.stderr

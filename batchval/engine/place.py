@@ -41,7 +41,6 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger()
 
-URL_SCHEMES = ("s3://",)  # the stores a run may live at (store/objects refuses others)
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 # Never published: the run's memory (kept at the URL as it commits) and the local lock.
 _LOCAL_ONLY = (CHECKPOINT_NAME, f"{CHECKPOINT_NAME}-wal", f"{CHECKPOINT_NAME}-shm", LOCK_NAME)
@@ -182,7 +181,7 @@ def _copy_outputs(objects: PlaceObjects, local: Path) -> dict[str, bytes]:
 
 @contextlib.contextmanager
 def input_of(source: str, env: Mapping[str, str]) -> Iterator[Path]:
-    """The input file: a local path as it is, or an `s3://bucket/key` URL read into a
+    """The input file: a local path as it is, or an `s3://bucket/key` URL streamed into a
     directory of this invocation's own (its name kept: the suffix says the format), so
     that a blank machine reads it. The run knows an input by its bytes (their sha256),
     so the same object read on another machine is the same input."""
@@ -192,15 +191,17 @@ def input_of(source: str, env: Mapping[str, str]) -> Iterator[Path]:
     from batchval.store.objects import ObjectStore, ObjectStoreError
 
     parent, _, name = source.rstrip("/").rpartition("/")
-    try:
-        found = ObjectStore.from_url(parent, env).get(name) if name else None
-    except ObjectStoreError as exc:
-        raise refusal_of(exc) from None
-    if found is None:
-        raise RunRefusedError(StopReason.INPUT_UNUSABLE, f"{source}: no such object")
     local = Path(tempfile.mkdtemp(prefix="batchval-input-"))
     try:
-        (local / name).write_bytes(found[0])
+        found = None
+        if name:  # streamed to disk, never held whole (an input may be a large file)
+            try:
+                with (local / name).open("wb") as file:
+                    found = ObjectStore.from_url(parent, env).read_into(name, file)
+            except ObjectStoreError as exc:
+                raise refusal_of(exc) from None
+        if found is None:
+            raise RunRefusedError(StopReason.INPUT_UNUSABLE, f"{source}: no such object")
         yield local / name
     finally:
         shutil.rmtree(local, ignore_errors=True)
