@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import polars as pl
 import pytest
 from test_input_validate import check
 
 from batchval.input import InputOptions
+from batchval.input.mapping import default_code, field_value
 from batchval.sandbox.rules import check_request
 
 
@@ -140,3 +142,11 @@ def test_text_that_starts_as_a_formula_is_no_wording() -> None:
     """`+flat` or `=Detached House` is a spreadsheet's formula, not a wording: refused."""
     for text in ("+flat", "=Detached House", "@Flat/Maisonette"):
         assert _one(text)["rule"] == "not_in_list", text
+
+
+@pytest.mark.parametrize("text", ["Semi-Detached", " END  terrace ", "mid- Terrace", "flat"])
+def test_the_default_spelling_reads_one_value_as_it_reads_a_column(text: str) -> None:
+    """`mapping.default_code` (one value, in Python: the mapping assistant's) is the
+    default spelling `field_value` gives a column of values."""
+    column = pl.select(field_value("builtForm", pl.lit(text), InputOptions())).item()
+    assert default_code(text) == column

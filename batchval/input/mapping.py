@@ -176,6 +176,16 @@ def _spellings(missing: str) -> list[str]:
     return list(dict.fromkeys(spelling for name in names for spelling in (name, snake_case(name))))
 
 
+# Runs of spaces and hyphens, which an enumerated field's default spelling makes `_`.
+CODE_SEPARATORS = r"[\s\-]+"
+
+
+def default_code(text: str) -> str:
+    """An enumerated value as `field_value`'s default spelling reads it, for one value in
+    Python (`Semi-Detached` is `semi_detached`)."""
+    return re.sub(CODE_SEPARATORS, "_", text.strip().lower())
+
+
 def field_value(field: str, raw: pl.Expr, options: InputOptions) -> pl.Expr:
     """The value of a request field as text, translated, or null when it is missing.
 
@@ -190,7 +200,7 @@ def field_value(field: str, raw: pl.Expr, options: InputOptions) -> pl.Expr:
     trimmed = text.str.strip_chars()
     present = pl.when(trimmed != "").then(trimmed)
     if field in ENUM_VALUES:
-        value = present.str.to_lowercase().str.replace_all(r"[\s\-]+", "_")
+        value = present.str.to_lowercase().str.replace_all(CODE_SEPARATORS, "_")
     else:
         value = present
     if not codes:

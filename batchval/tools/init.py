@@ -31,7 +31,7 @@ from batchval import postcodes
 from batchval.api.vocabulary import VALUATION_CREDITS
 from batchval.input import InputOptions, open_input
 from batchval.input.lender import LENDER_FIELDS, LenderColumnError, find_lender_columns
-from batchval.input.mapping import field_name_key
+from batchval.input.mapping import default_code, field_name_key
 from batchval.input.options import ENUM_VALUES, ROW_FIELDS
 from batchval.input.wordings import (
     BUILT_FORM_WORDINGS,
@@ -101,7 +101,7 @@ class Proposal:
 
 def _property_type(value: str) -> tuple[str, str] | None:
     """(how, why) a propertyType value reads: code, wording, or a problem's why."""
-    code = re.sub(r"[\s\-]+", "_", value.strip().lower())
+    code = default_code(value)
     if code in ENUM_VALUES["propertyType"]:
         return "code", code
     wording = WORDINGS.get(wording_key(value))
@@ -115,13 +115,13 @@ def _property_type(value: str) -> tuple[str, str] | None:
 
 
 def _built_form(value: str) -> bool:
-    code = re.sub(r"[\s\-]+", "_", value.strip().lower())
-    return code in ENUM_VALUES["builtForm"] or wording_key(value) in BUILT_FORM_WORDINGS
+    return (
+        default_code(value) in ENUM_VALUES["builtForm"] or wording_key(value) in BUILT_FORM_WORDINGS
+    )
 
 
 def _walls(value: str) -> bool:
-    code = re.sub(r"[\s\-]+", "_", value.strip().lower())
-    return code in ENUM_VALUES["wallsEnergyEfficiency"]
+    return default_code(value) in ENUM_VALUES["wallsEnergyEfficiency"]
 
 
 def survey(
