@@ -127,14 +127,11 @@ class Lease:
         return self._held(state, asked)
 
     def _watch(self, seen: LeaseState, etag: str) -> None:
-        deadline = self._clock() + self._duration
-        while self._clock() < deadline:
-            self._sleep(min(1.0, self._duration / 10))
-            found = self._objects.get(LEASE)
-            if found is None or found[1] != etag:
-                raise LeaseHeldError(
-                    f"another batchval run holds this run ({seen.holder}, renewing its lease)"
-                )
+        changed, _ = _watched(self._objects, etag, self._duration, self._clock, self._sleep)
+        if changed:
+            raise LeaseHeldError(
+                f"another batchval run holds this run ({seen.holder}, renewing its lease)"
+            )
 
     def _held(self, state: LeaseState, asked: float) -> int:
         self._state, self._renewed_at = state, asked
@@ -193,17 +190,29 @@ def live_holder(
     found = objects.get(LEASE)
     if found is None or LeaseState.of(found[0]).released:
         return None
-    etag = found[1]
-    deadline = clock() + watch
+    changed, now = _watched(objects, found[1], watch, clock, sleep)
+    if not changed or now is None:
+        return None
+    state = LeaseState.of(now[0])
+    return None if state.released else state.holder
+
+
+def _watched(
+    objects: LeaseObjects,
+    etag: str,
+    seconds: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> tuple[bool, tuple[bytes, str] | None]:
+    """Whether the lease left the version `etag` within `seconds` (looked at ten times,
+    at most a second apart), and what it became (None: gone)."""
+    deadline = clock() + seconds
     while clock() < deadline:
-        sleep(min(1.0, watch / 10))
+        sleep(min(1.0, seconds / 10))
         now = objects.get(LEASE)
-        if now is None:
-            return None
-        if now[1] != etag:
-            state = LeaseState.of(now[0])
-            return None if state.released else state.holder
-    return None
+        if now is None or now[1] != etag:
+            return True, now
+    return False, None
 
 
 class LeaseKeeper:
