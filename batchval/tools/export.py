@@ -53,7 +53,7 @@ from batchval.tools.flat import (
     parquet_tables,
 )
 from batchval.tools.workbook import write_workbook
-from batchval.valuations.manifest import MANIFEST_NAME, read_metadata
+from batchval.valuations.manifest import MANIFEST_NAME, input_columns, read_metadata
 
 __all__ = ["Export", "ExportedFile", "Format", "Nested", "export_dir"]
 
@@ -186,12 +186,7 @@ def _configured_columns(directory: Path, found: Sequence[tuple[str, Path]]) -> d
             manifest = read_metadata(pq.read_schema(path).metadata)
         if isinstance(manifest, dict):
             break
-    if not isinstance(manifest, dict):
-        return {}
-    columns = ((manifest.get("settings") or {}).get("input") or {}).get("columns")
-    if not isinstance(columns, dict):
-        return {}
-    return {str(k): str(v) for k, v in columns.items() if isinstance(v, str)}
+    return input_columns(manifest)
 
 
 def _write_lines(

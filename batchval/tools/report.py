@@ -40,7 +40,7 @@ from batchval.tools.report_page import (
     table,
     when,
 )
-from batchval.valuations.manifest import MANIFEST_NAME
+from batchval.valuations.manifest import MANIFEST_NAME, input_columns
 
 REPORT_NAME = "report.html"
 # A scatter of a million points is a 100 MB page: every n-th row up to this many.
@@ -144,12 +144,7 @@ def _configured_columns(out_dir: Path) -> Mapping[str, str]:
     path = out_dir / MANIFEST_NAME
     if not path.is_file():
         return {}
-    manifest = json.loads(path.read_text(encoding="utf-8"))
-    settings = manifest.get("settings") if isinstance(manifest, dict) else None
-    columns = ((settings or {}).get("input") or {}).get("columns")
-    if not isinstance(columns, dict):
-        return {}
-    return {str(k): str(v) for k, v in columns.items() if isinstance(v, str)}
+    return input_columns(json.loads(path.read_text(encoding="utf-8")))
 
 
 def _read_results(

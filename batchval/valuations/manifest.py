@@ -110,3 +110,13 @@ def read_metadata(metadata: Mapping[bytes, bytes] | None) -> dict[str, Any] | No
         return None
     found: dict[str, Any] = json.loads(text)
     return found
+
+
+def input_columns(manifest: object) -> dict[str, str]:
+    """The run's `input.columns` (field -> the input's column) in a manifest read back,
+    or none: what the lender columns were found by (`report`, `export`)."""
+    settings = manifest.get("settings") if isinstance(manifest, dict) else None
+    columns = ((settings or {}).get("input") or {}).get("columns")
+    if not isinstance(columns, dict):
+        return {}
+    return {str(k): str(v) for k, v in columns.items() if isinstance(v, str)}
