@@ -137,7 +137,8 @@ def _refusals() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _named(local: Path, place: str) -> Iterator[None]:
-    """A refusal about a run at a URL names the URL, not the directory it was read into."""
+    """A refusal (or a settings error) about a place at a URL names the URL, not the
+    directory it was read into or written in."""
     if str(local) == place:
         yield
         return
@@ -146,6 +147,8 @@ def _named(local: Path, place: str) -> Iterator[None]:
     except RunRefusedError as exc:
         detail = exc.detail.replace(str(local), place.rstrip("/"))
         raise RunRefusedError(exc.reason, detail) from None
+    except SettingsError as exc:
+        raise SettingsError(str(exc).replace(str(local), place.rstrip("/"))) from None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -460,12 +463,9 @@ def split(
             output_dir(out_dir, env) as (local, held),
             _named(local, out_dir),
         ):
-            try:
-                summary = split_input(
-                    source, local, shards, settings.input, row_id, input_name=input_path, held=held
-                )
-            except SettingsError as exc:  # names --out as given, not the directory used
-                raise SettingsError(str(exc).replace(str(local), out_dir.rstrip("/"))) from None
+            summary = split_input(
+                source, local, shards, settings.input, row_id, input_name=input_path, held=held
+            )
     except SettingsError as exc:
         raise click.UsageError(str(exc)) from None
     except InputError as exc:
