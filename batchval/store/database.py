@@ -87,10 +87,7 @@ class Database(InvocationLog, ChargeLedger):
                 database.set("schema_version", version)
         if version not in (None, SCHEMA_VERSION):
             db.close()
-            raise CheckpointVersionError(
-                f"{path} was written by another batchval (checkpoint schema {version}; this "
-                f"one reads {SCHEMA_VERSION} and older): run that version, or use a new --out DIR"
-            )
+            raise _newer(path, version)
         for index in INDEXES:
             db.execute(index)
         return database
@@ -123,10 +120,7 @@ class Database(InvocationLog, ChargeLedger):
         version = database.get("schema_version")
         if version not in (SCHEMA_VERSION, *MIGRATIONS):
             db.close()
-            raise CheckpointVersionError(
-                f"{path} was written by another batchval (checkpoint schema {version}; this "
-                f"one reads {SCHEMA_VERSION} and older): run that version, or use a new --out DIR"
-            )
+            raise _newer(path, version)
         return database
 
     @classmethod
@@ -270,3 +264,11 @@ def refused_kinds(
         (limit,),
     ).fetchall()
     return [(field, str(rule), int(n), detail) for field, rule, n, detail, _ in found]
+
+
+def _newer(path: Path, version: str | None) -> CheckpointVersionError:
+    """A checkpoint of a schema this batchval does not read (a newer batchval's)."""
+    return CheckpointVersionError(
+        f"{path} was written by another batchval (checkpoint schema {version}; this "
+        f"one reads {SCHEMA_VERSION} and older): run that version, or use a new --out DIR"
+    )
