@@ -1,0 +1,1 @@
+"""MkDocs hooks: the reference tables, generated from the code at build time."""

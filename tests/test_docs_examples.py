@@ -1,0 +1,56 @@
+"""The docs' shell examples run as written (tests/docs_examples.py says how): the README's
+and every page's console blocks, and every command of the tutorials."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from docs_examples import ROOT, commands, failures, mask, matches
+
+PAGES = sorted(ROOT.glob("docs/**/*.md"))
+RUN = [ROOT / "README.md", *(page for page in PAGES if commands(page.read_text("utf-8")))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", RUN, ids=[str(p.relative_to(ROOT)) for p in RUN])
+def test_the_page_s_examples_print_what_it_shows(page: Path) -> None:
+    wrong = failures(page)
+    assert not wrong, "\n\n".join(wrong)
+
+
+@pytest.mark.parametrize(
+    ("expected", "printed", "same"),
+    [
+        (
+            ("run day-2026-11-25 (test mode): complete",),
+            ["run day-2027-01-02 (test mode): complete"],
+            True,
+        ),
+        (("credits: 3 this time",), ["credits: 4 this time"], False),
+        (("a", "...", "z"), ["a", "b", "c", "z"], True),
+        (("a", "...", "z"), ["a", "z"], True),
+        (("a", "...", "z"), ["a", "b"], False),
+        (("took 1.5 s",), ["took 22 s"], True),
+        (("key bv1-0123456789abcdef",), ["key bv1-fedcba9876543210"], True),
+        (("a",), ["a", "b"], False),
+        (("balance: 4,990",), ["balance: 5,000"], True),
+    ],
+)
+def test_masks_hide_what_changes_and_only_that(
+    expected: tuple[str, ...], printed: list[str], same: bool
+) -> None:
+    assert matches(expected, printed) is same, [mask(line) for line in printed]
+
+
+def test_a_console_block_must_start_with_a_command() -> None:
+    with pytest.raises(ValueError, match="line 2"):
+        commands("```console\nhello\n```\n")
+
+
+def test_a_command_carried_on_by_a_backslash_is_one_command() -> None:
+    page = "```console\n$ batchval run a \\\n    --out b\nprinted\n$ ls\n```\n"
+    found = commands(page)
+    assert [c.text for c in found] == ["batchval run a \\\n    --out b", "ls"]
+    assert found[0].expected == ("printed",)
+    assert found[0].line == 2
