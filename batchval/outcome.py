@@ -1,8 +1,9 @@
 """How an invocation ends: the exit codes, the stop reasons and the project's error root.
 
-Exit codes are a contract with schedulers (README, Exit codes); the stop reasons are stable
-words that `summary.json` (`stop.reason`), `batchval status --json` and the one line on
-stderr use, and that scripts may branch on. Each reason maps to exactly one exit code.
+Exit codes are a contract with schedulers (docs/reference/exit-codes.md is drawn from the
+meanings here); the stop reasons are stable words that `summary.json` (`stop.reason`),
+`batchval status --json` and the one line on stderr use, and that scripts may branch on.
+Each reason maps to exactly one exit code.
 
     BatchvalError                 every error batchval raises on purpose
     ├── PartnerError              the API's answers (batchval.api.errors, its own tree)
@@ -23,40 +24,145 @@ from typing import Any
 
 
 class ExitCode(enum.IntEnum):
-    COMPLETE = 0  # every row has a result or a problem
-    DIFFERENCES = 1  # verify only: the API's answers and results.parquet differ
-    USAGE = 64  # bad command line or config, or the API's address is wrong
-    INPUT = 65  # the input cannot be used
-    INTERNAL = 70  # a defect: outputs written for what was done, traceback in the log
-    RESUMABLE = 75  # run the same command again later
-    ACCOUNT = 77  # a person fixes the account, then the same command again
+    COMPLETE = 0
+    DIFFERENCES = 1
+    USAGE = 64
+    INPUT = 65
+    INTERNAL = 70
+    RESUMABLE = 75
+    ACCOUNT = 77
+
+    @property
+    def meaning(self) -> str:
+        return _CODES[self][0]
+
+    @property
+    def then(self) -> str:
+        """What a scheduler, or a person, does next."""
+        return _CODES[self][1]
+
+
+# Each code's meaning and what follows it: the reference's table (docs/hooks.py) is drawn
+# from here.
+_CODES: Mapping[ExitCode, tuple[str, str]] = {
+    ExitCode.COMPLETE: ("complete: every row has a result or a problem", "nothing"),
+    ExitCode.DIFFERENCES: (
+        "`verify` only: the API's answers and results.parquet differ (`DIR/verify.parquet`)",
+        "a person looks at the differences",
+    ),
+    ExitCode.USAGE: (
+        "bad command line or config, DIR holds a different run, or the API's address is wrong",
+        "a person fixes the call",
+    ),
+    ExitCode.INPUT: (
+        "the input cannot be used: unreadable, no data rows, duplicate or missing required "
+        "columns, or more than `run.max_refused_share` of the rows refused (nothing is sent)",
+        "a person fixes the input or its mapping",
+    ),
+    ExitCode.INTERNAL: (
+        "a defect of batchval's: outputs written for what was done, the traceback in "
+        "`DIR/batchval.log` (or, for a command without a DIR log, a `batchval-*.traceback` "
+        "file the line names)",
+        "a person reports it; the same command resumes",
+    ),
+    ExitCode.RESUMABLE: (
+        "incomplete but resumable: the daily limit, an API or store that does not answer, "
+        "answers the API does not give, a signal, `--max-credits`, another run holding DIR",
+        "run the same command again later (after `stop.not_before` when given)",
+    ),
+    ExitCode.ACCOUNT: (
+        "the account cannot spend: insufficient credits, account blocked, credentials refused",
+        "a person fixes the account, then the same command again",
+    ),
+}
 
 
 class StopReason(enum.Enum):
     """Why a run stopped before every row had a result or a problem."""
 
-    DAILY_LIMIT = "daily_limit"  # 429 daily_limit: nothing is sent before `not_before`
-    API_UNAVAILABLE = "api_unavailable"  # nothing answered, or every call failed, too long
-    UNRECOGNISED_ANSWERS = "unrecognised_answers"  # answers the API does not describe
-    SIGNAL = "signal"  # SIGTERM or SIGINT
-    MAX_CREDITS = "max_credits"  # --max-credits would be exceeded by the next call
-    DIR_LOCKED = "dir_locked"  # another batchval process holds DIR
-    STORE_UNAVAILABLE = "store_unavailable"  # the object store at the run's URL does not answer
-    BOOK_CHANGED = "book_changed"  # another run replaced the --book (at a URL) as this one wrote
-    INSUFFICIENT_CREDITS = "insufficient_credits"  # 403 insufficient-credits
-    ACCOUNT_BLOCKED = "account_blocked"  # 403 account-blocked
-    CREDENTIALS_REFUSED = "credentials_refused"  # the token URL or the API refuses them
-    WRONG_ADDRESS = "wrong_address"  # base or auth URL answers as no API would
-    MODE_MIXED = "mode_mixed"  # test answers in a live DIR, or the reverse
-    INPUT_UNUSABLE = "input_unusable"  # the input file cannot be read
-    # Validation refused more than `run.max_refused_share` of the rows: nothing is sent.
+    DAILY_LIMIT = "daily_limit"
+    API_UNAVAILABLE = "api_unavailable"
+    UNRECOGNISED_ANSWERS = "unrecognised_answers"
+    SIGNAL = "signal"
+    MAX_CREDITS = "max_credits"
+    DIR_LOCKED = "dir_locked"
+    STORE_UNAVAILABLE = "store_unavailable"
+    BOOK_CHANGED = "book_changed"
+    INSUFFICIENT_CREDITS = "insufficient_credits"
+    ACCOUNT_BLOCKED = "account_blocked"
+    CREDENTIALS_REFUSED = "credentials_refused"
+    WRONG_ADDRESS = "wrong_address"
+    MODE_MIXED = "mode_mixed"
+    INPUT_UNUSABLE = "input_unusable"
     INPUT_MOSTLY_REFUSED = "input_mostly_refused"
-    REFUSED = "refused"  # the command line, the config or DIR's run does not fit this call
-    INTERNAL_ERROR = "internal_error"  # a defect of batchval's
+    REFUSED = "refused"
+    INTERNAL_ERROR = "internal_error"
 
     @property
     def exit_code(self) -> ExitCode:
         return _EXIT_CODES.get(self, ExitCode.RESUMABLE)
+
+    @property
+    def when(self) -> str:
+        return _WHEN[self]
+
+
+# When each reason is given: the reference's table (docs/hooks.py) is drawn from here.
+_WHEN: Mapping[StopReason, str] = {
+    StopReason.DAILY_LIMIT: (
+        "429 `daily_limit`: `not_before` is the API's midnight, read from its `Retry-After`; "
+        "a run again before then sends nothing"
+    ),
+    StopReason.API_UNAVAILABLE: (
+        "nothing answers, or only transient failures (502, 503, 504, cut connections, "
+        "timeouts) for `run.outage_seconds`, or requests still failing after "
+        "`run.max_attempts`; when no answer came, `detail` says why"
+    ),
+    StopReason.UNRECOGNISED_ANSWERS: (
+        "`run.unrecognised_limit` answers the API does not give (an HTML page from a proxy, "
+        "an unknown status or problem type); `detail` quotes the last one"
+    ),
+    StopReason.SIGNAL: "SIGTERM or SIGINT",
+    StopReason.MAX_CREDITS: "the next call could pass `--max-credits`",
+    StopReason.DIR_LOCKED: (
+        "another batchval process holds DIR (stderr only: DIR's outputs are that run's); at a "
+        "URL, another process holds the run's lease, or this one no longer surely holds it"
+    ),
+    StopReason.STORE_UNAVAILABLE: (
+        "the object store at the run's URL does not answer; nothing is sent, and the same "
+        "command later resumes from what the URL keeps"
+    ),
+    StopReason.BOOK_CHANGED: (
+        "another run replaced the `--book` kept at a URL between this run's reading and "
+        "writing it; the valuations are in DIR, and the same command merges them"
+    ),
+    StopReason.INSUFFICIENT_CREDITS: "403 `insufficient-credits`",
+    StopReason.ACCOUNT_BLOCKED: "403 `account-blocked`",
+    StopReason.CREDENTIALS_REFUSED: (
+        "the token URL refuses the client id and secret, or the API refuses fresh tokens "
+        "again and again"
+    ),
+    StopReason.WRONG_ADDRESS: (
+        "404 or 405 to `POST /valuations` or from the token URL, the first answers all "
+        "something other than the API's, or a host name that does not exist and that DIR "
+        "has never reached; `detail` names the URL or host"
+    ),
+    StopReason.MODE_MIXED: "an answer of the other mode (test or live) than DIR's",
+    StopReason.INPUT_UNUSABLE: "the input file cannot be read",
+    StopReason.INPUT_MOSTLY_REFUSED: (
+        "validation refused more than `run.max_refused_share` of the rows (0.5 by default), "
+        "decided before any call, so nothing is sent; `detail` names the commonest problems "
+        "and the fix"
+    ),
+    StopReason.REFUSED: (
+        "the command line or config does not fit: DIR holds a run of another input, "
+        "settings or run id, or a checkpoint of a newer batchval"
+    ),
+    StopReason.INTERNAL_ERROR: (
+        "a defect of batchval's (a checkpoint that cannot be read, a key the API says was "
+        "reused with another body)"
+    ),
+}
 
 
 _EXIT_CODES = {

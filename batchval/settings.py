@@ -32,6 +32,29 @@ ENV_PREFIX = "BATCHVAL_"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Key:
+    """One key of the config file, stated once: the loader accepts the keys of these tables
+    and no other, and the reference (docs/reference/configuration.md) is drawn from them."""
+
+    name: str
+    meaning: str
+    variable: str | None = None  # the environment variable that wins over the file
+    default: str = ""  # as a person reads it; the run section's come from RunOptions
+
+
+API_KEYS: tuple[Key, ...] = (
+    Key("base_url", "the API base URL, `/partners/v1` included", "BATCHVAL_BASE_URL"),
+    Key("auth_url", "the token URL is `{auth_url}/oauth2/token`", "BATCHVAL_AUTH_URL"),
+    Key("client_id", "the OAuth client id", "BATCHVAL_CLIENT_ID"),
+    Key(
+        "client_secret",
+        "the OAuth client secret: keep it in the environment; never printed, logged or written",
+        "BATCHVAL_CLIENT_SECRET",
+    ),
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ApiSettings:
     base_url: str
     auth_url: str
@@ -87,14 +110,110 @@ class RunOptions:
         return dt.datetime.now(dt.UTC) + dt.timedelta(seconds=self.clock_offset_seconds)
 
 
+# The config's `run` section (and `include`, which lives there for people and in the input
+# options for the code); the defaults are RunOptions'.
+RUN_KEYS: tuple[Key, ...] = (
+    Key("concurrency", "the most requests in flight at once (`--concurrency`)"),
+    Key("include", "extras for every valuation: `commentary`, `rebuildCost` (`--include`)"),
+    Key("max_credits", "never spend more than this in one invocation (`--max-credits`)"),
+    Key("max_attempts", "attempts per request and invocation, for transient failures"),
+    Key("outage_seconds", "only failures for this long: stop, `api_unavailable` (75)"),
+    Key("unrecognised_limit", "answers the API does not give, before stopping (75)"),
+    Key("wait_for_midnight", "at the daily limit, wait for midnight UTC rather than exit 75"),
+    Key("timeout_seconds", "how long one call may take (the API cuts requests at 30 s)"),
+    Key("shutdown_grace_seconds", "on SIGTERM, how long calls in flight may finish"),
+    Key("progress_seconds", "how often a progress event is logged"),
+    Key(
+        "street_credits",
+        "`streets`: the credits one street analysis is assumed to cost for `--max-credits` "
+        "and `--dry-run` (the API does not say; raised to the largest charge DIR has seen)",
+    ),
+    Key("street_join", "`streets`: write homes_with_street.parquet without `--join`"),
+    Key("metrics_seconds", "how often `--metrics-file` is rewritten during a run"),
+    Key(
+        "max_refused_share",
+        "more than this share of the rows refused by validation: send nothing, "
+        "`input_mostly_refused` (65); 0: never",
+    ),
+    Key("book", "`run --book`: the book's path or URL (`--book`)"),
+    Key("row_id", "with a book: the column that names a row; default the request (`--row-id`)"),
+    Key("fresh_for_days", "with a book: days a valuation stays fresh (`--fresh-for`)"),
+    Key("max_calls", "with a book: the most valuations a night asks for (`--max-calls`)"),
+)
+
+# The config's `input` section; `--encoding` and `--sheet` win over its own.
+INPUT_KEYS: tuple[Key, ...] = (
+    Key("delimiter", "a CSV's delimiter, one character", default="found from the header"),
+    Key(
+        "encoding",
+        "a CSV's encoding (`--encoding`): `utf-8`, `cp1252`, `latin-1`, ...",
+        default="found: UTF-8, else cp1252",
+    ),
+    Key("sheet", "an Excel workbook's sheet (`--sheet`)", default="the first"),
+    Key("columns", "API field (or `include`, or a lender field) -> your column", default="{}"),
+    Key("values", "API field -> {your value: API value}", default="{}"),
+    Key(
+        "passthrough",
+        "the columns copied to the outputs",
+        default="every column that is not a request field",
+    ),
+    Key("batch_rows", "rows read and validated at a time", default="50000"),
+)
+
+# The config's `lender` section (input/lender.LenderOptions holds the defaults).
+LENDER_KEYS: tuple[Key, ...] = (
+    Key(
+        "ltv_bands",
+        "the loan-to-value bands' upper edges, in percent, ascending",
+        default="[60, 75, 80, 85, 90, 95, 100]",
+    ),
+    Key(
+        "wide_range", "`wide_range` is set when (high - low) / estimate is above it", default="0.3"
+    ),
+    Key(
+        "stale_after_months",
+        "`stale_index` is set when `indexedTo` is more than this many months old",
+        default="6",
+    ),
+)
+
 # The config's `storage` section: each key and the variable AWS's own tools read it from,
 # which wins over the config when it is set (as the variable does over the API's keys).
-STORAGE_KEYS: Mapping[str, str] = {
-    "endpoint": "AWS_ENDPOINT_URL",
-    "region": "AWS_REGION",
-    "access_key_id": "AWS_ACCESS_KEY_ID",
-    "secret_access_key": "AWS_SECRET_ACCESS_KEY",
-    "session_token": "AWS_SESSION_TOKEN",
+STORAGE: tuple[Key, ...] = (
+    Key("endpoint", "an S3-compatible server's URL", "AWS_ENDPOINT_URL", "AWS's own"),
+    Key("region", "the bucket's region", "AWS_REGION", "us-east-1"),
+    Key("access_key_id", "the access key id", "AWS_ACCESS_KEY_ID"),
+    Key(
+        "secret_access_key",
+        "the secret access key: never printed, logged or written",
+        "AWS_SECRET_ACCESS_KEY",
+    ),
+    Key("session_token", "a session token, for temporary credentials", "AWS_SESSION_TOKEN"),
+)
+STORAGE_KEYS: Mapping[str, str] = {key.name: str(key.variable) for key in STORAGE}
+
+# The config file's sections: `sandbox` is `batchval sandbox --config`'s (configs/sandbox.yaml),
+# which one file may hold beside batchval's own.
+SECTIONS: Mapping[str, tuple[Key, ...]] = {
+    "api": API_KEYS,
+    "input": INPUT_KEYS,
+    "run": RUN_KEYS,
+    "lender": LENDER_KEYS,
+    "storage": STORAGE,
+    "sandbox": (),
+}
+
+# Every other variable batchval reads, for the reference (a test holds it to the code).
+OTHER_VARIABLES: Mapping[str, str] = {
+    "BATCHVAL_LOG_JSON": "`1`: JSON log lines on stderr even on a terminal (`--log-json`)",
+    "BATCHVAL_BIN": "the Airflow operator: the batchval to run (default: beside its Python)",
+    "BATCHVAL_CLOCK_OFFSET_SECONDS": (
+        "a test seam, not a setting: seconds added to batchval's clock for the daily limit"
+    ),
+    "AWS_DEFAULT_REGION": "read when `AWS_REGION` is not set",
+    "AWS_ENDPOINT_URL_S3": "wins over `AWS_ENDPOINT_URL` for S3",
+    "HTTPS_PROXY": "a proxy for https URLs (also `HTTP_PROXY`, `ALL_PROXY`), as Python reads it",
+    "NO_PROXY": "hosts reached without the proxy",
 }
 STORAGE_SECRETS = ("secret_access_key", "session_token")
 
@@ -248,13 +367,13 @@ def _read_config(path: Path | None) -> dict[str, Any]:
         return {}
     if not isinstance(data, Mapping):
         raise SettingsError(f"config {path} must be a mapping at the top level")
-    _reject_unknown(data, {"api", "input", "run", "sandbox", "lender", "storage"}, str(path))
+    _reject_unknown(data, set(SECTIONS), str(path))
     return dict(data)
 
 
 def _api(config: Mapping[str, Any], env: Mapping[str, str]) -> ApiSettings | None:
     section = _section(config, "api")
-    names = ("base_url", "auth_url", "client_id", "client_secret")
+    names = tuple(key.name for key in API_KEYS)
     _reject_unknown(section, set(names), "api")
     values = {n: env.get(ENV_PREFIX + n.upper()) or section.get(n) for n in names}
     given = {n for n, v in values.items() if v}
@@ -311,8 +430,7 @@ def _input(
     """The input section, with `reading` (the command line's --encoding and --sheet) over
     the config's own."""
     section = _section(config, "input")
-    known = {"delimiter", "encoding", "sheet", "columns", "values", "passthrough", "batch_rows"}
-    _reject_unknown(section, known, "input")
+    _reject_unknown(section, {key.name for key in INPUT_KEYS}, "input")
     columns = section.get("columns") or {}
     values = section.get("values") or {}
     if not isinstance(columns, Mapping) or not all(isinstance(v, str) for v in columns.values()):
@@ -360,7 +478,7 @@ def _input_options(
 def _lender(config: Mapping[str, Any]) -> LenderOptions:
     section = _section(config, "lender")
     default = LenderOptions()
-    _reject_unknown(section, set(default.to_json()), "lender")
+    _reject_unknown(section, {key.name for key in LENDER_KEYS}, "lender")
     bands = section.get("ltv_bands", default.ltv_bands)
     if not isinstance(bands, list | tuple):
         raise SettingsError("lender.ltv_bands must be a list of numbers (percent)")
@@ -403,10 +521,7 @@ def load_settings(
     config's input section."""
     config = _read_config(config_file)
     run = _section(config, "run")
-    # include lives in the run section for people, in the input options for the code.
-    known = {f.name for f in dataclasses.fields(RunOptions)} - {"clock_offset_seconds"}
-    known.add("include")
-    _reject_unknown(run, known, "run")
+    _reject_unknown(run, {key.name for key in RUN_KEYS}, "run")
     includes = _include(include if include is not None else run.get("include"), "include")
     if concurrency is not None:
         run["concurrency"] = concurrency

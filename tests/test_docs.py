@@ -1,35 +1,43 @@
-"""The README and docs/outputs.md stay true to the code: schemas, rules, exit codes,
-commands."""
+"""The docs stay true to the code: the reference pages draw their tables from it
+(batchval/tools/reference.py), every option a page names is the command's, every
+variable the code reads is in the reference, and the README's commands run."""
 
 from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
+import click
 import pytest
 
-from batchval.contract.schemas import (
-    PROBLEM_COLUMNS,
-    PROBLEM_TAIL,
-    RESULT_COLUMNS,
-    RESULT_TAIL,
-    ROW_NUMBER,
-    SCHEMA_VERSION,
-    markdown_table,
-)
-from batchval.engine.arrow import Column
-from batchval.engine.charges_file import CHARGE_COLUMNS
+from batchval.cli import cli
+from batchval.contract.schemas import PROBLEM_COLUMNS, RESULT_COLUMNS, SCHEMA_VERSION
 from batchval.input import PROBLEM_RULES
-from batchval.outcome import ExitCode, StopReason
-from batchval.valuations.book import BOOK_KEYS
+from batchval.input.lender import LenderOptions
+from batchval.input.options import InputOptions
+from batchval.outcome import ExitCode, SettingsError, StopReason
+from batchval.settings import (
+    INPUT_KEYS,
+    LENDER_KEYS,
+    OTHER_VARIABLES,
+    RUN_KEYS,
+    SECTIONS,
+    RunOptions,
+    load_settings,
+)
+from batchval.tools.reference import TABLES, expand
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-# The output schemas' contract: the README sums it up and points there.
-OUTPUTS = (ROOT / "docs" / "outputs.md").read_text(encoding="utf-8")
+DOCS = ROOT / "docs"
+PAGES = {p.relative_to(DOCS).as_posix(): p.read_text("utf-8") for p in DOCS.rglob("*.md")}
+# The output schemas' contract, as the site shows it.
+OUTPUTS = expand(PAGES["outputs.md"])
+
+
+def _page(name: str) -> str:
+    return expand(PAGES[name])
 
 
 @pytest.mark.parametrize("column", [*RESULT_COLUMNS, *PROBLEM_COLUMNS])
@@ -39,70 +47,144 @@ def test_every_output_column_is_documented(column: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "columns",
-    [[ROW_NUMBER, *RESULT_TAIL], [ROW_NUMBER, *PROBLEM_TAIL]],
-    ids=["results", "problems"],
+    ("page", "tables"),
+    [
+        ("outputs.md", ["results", "problems", "book", "charges", "verify", "metrics", "streets"]),
+        ("reference/exit-codes.md", ["exit-codes", "stop-reasons"]),
+        ("reference/input.md", ["problem-rules"]),
+        (
+            "reference/configuration.md",
+            [*(f"config-{s}" for s in SECTIONS if SECTIONS[s]), "environment"],
+        ),
+    ],
 )
-def test_output_tables_are_the_schemas(columns: Sequence[Column[Any]]) -> None:
-    """docs/outputs.md shows each file's fixed columns exactly as contract/schemas makes them:
-    names, types and meanings, in order."""
-    assert markdown_table(columns) in OUTPUTS
+def test_the_reference_pages_draw_their_tables_from_the_code(page: str, tables: list[str]) -> None:
+    """Each reference page asks for its tables, and the site shows them as the code makes
+    them."""
+    for name in tables:
+        assert f"<!-- generated: {name} -->" in PAGES[page], name
+        assert TABLES[name]() in _page(page) + "\n", name
 
 
-def test_book_table_is_the_schema() -> None:
-    """docs/outputs.md shows the book's own columns exactly as valuations/book makes them."""
-    assert markdown_table(BOOK_KEYS) in OUTPUTS
-    assert "## The book (`--book`)" in OUTPUTS
+def test_an_unknown_table_stops_the_build() -> None:
+    with pytest.raises(ValueError, match="no generated table 'exit-code'"):
+        expand("# x\n\n<!-- generated: exit-code -->\n")
 
 
-def test_output_schema_version_is_documented() -> None:
-    """docs/outputs.md names the current schema version and says what changed in it."""
-    assert f"## Schema version {SCHEMA_VERSION}, and what changed" in OUTPUTS
-    assert f"\n| {SCHEMA_VERSION} | " in OUTPUTS
-
-
-@pytest.mark.parametrize("rule", list(PROBLEM_RULES))
-def test_every_input_rule_is_documented(rule: str) -> None:
-    """Each validation rule is listed in the README."""
-    assert f"| `{rule}` |" in README
-
-
-def _table_after(text: str, heading: str, first: str) -> dict[str, list[str]]:
-    """The Markdown table that follows `heading` and whose header starts `| first |`: its
-    rows by their first cell (backticks taken off), each with its other cells."""
-    start = text.index(heading)
-    lines = text[start:].splitlines()
-    top = next(i for i, line in enumerate(lines) if line.startswith(f"| {first} |"))
+def _rows(table: str) -> dict[str, list[str]]:
     rows: dict[str, list[str]] = {}
-    for line in lines[top + 2 :]:
-        if not line.startswith("|"):
-            break
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+    for line in table.splitlines()[2:]:
+        cells = [cell.strip() for cell in line.strip().strip("|").split(" | ")]
         rows[cells[0].strip("`")] = cells[1:]
     return rows
 
 
 def test_the_exit_code_table_is_the_codes() -> None:
-    """The README's exit-code table has a row for every exit code, and no other."""
-    table = _table_after(README, "### Exit codes", "code")
+    """A row for every exit code and no other, each with a meaning and what follows."""
+    table = _rows(TABLES["exit-codes"]())
     assert sorted(table, key=int) == sorted(str(int(code)) for code in ExitCode)
+    assert all(meaning and then for meaning, then in table.values())
 
 
 def test_the_stop_reason_table_is_the_reasons() -> None:
-    """The README's stop-reason table has a row for every reason, and no other, each with
-    the exit code the reason gives."""
-    table = _table_after(README, "reasons are stable words:", "reason")
+    """A row for every reason and no other, each with the exit code the reason gives."""
+    table = _rows(TABLES["stop-reasons"]())
     assert {reason: cells[0] for reason, cells in table.items()} == {
         reason.value: str(int(reason.exit_code)) for reason in StopReason
     }
 
 
-def test_every_schema_version_the_readme_names_is_the_code_s() -> None:
-    """Wherever the README names the output schema version (prose, a manifest example),
-    it is the one the code writes."""
-    named = re.findall(r"schema version (\d+)|\"schema_version\": \"(\d+)\"", README)
+@pytest.mark.parametrize("rule", list(PROBLEM_RULES))
+def test_every_input_rule_is_documented(rule: str) -> None:
+    assert f"| `{rule}` |" in _page("reference/input.md")
+
+
+def test_the_output_schema_version_is_documented() -> None:
+    """docs/outputs.md names the current schema version and says what changed in it."""
+    assert f"## Schema version {SCHEMA_VERSION}, and what changed" in PAGES["outputs.md"]
+    assert f"\n| {SCHEMA_VERSION} | " in PAGES["outputs.md"]
+
+
+def test_every_schema_version_the_docs_name_is_the_code_s() -> None:
+    """Wherever the README or a page names the output schema version (prose, a manifest
+    example), it is the one the code writes (outputs.md's history of versions aside)."""
+    texts = [README, *(text for name, text in PAGES.items() if name != "outputs.md")]
+    named = [
+        a or b
+        for text in texts
+        for a, b in re.findall(r"schema version (\d+)|\"schema_version\": \"(\d+)\"", text)
+    ]
     assert named  # the check can see
-    assert {a or b for a, b in named} == {SCHEMA_VERSION}
+    assert set(named) == {SCHEMA_VERSION}
+
+
+def test_the_config_tables_are_the_loader_s_keys() -> None:
+    """The run, input and lender tables hold every key the loader takes and no other:
+    the run's are RunOptions' fields (its test seam aside) and the include; the input's
+    InputOptions' (the include aside, which lives in the run section); the lender's
+    LenderOptions'."""
+    run = {f for f in RunOptions.__dataclass_fields__} - {"clock_offset_seconds"}
+    assert {k.name for k in RUN_KEYS} == run | {"include"}
+    assert {k.name for k in INPUT_KEYS} == set(InputOptions.__dataclass_fields__) - {"include"}
+    assert {k.name for k in LENDER_KEYS} == set(LenderOptions().to_json())
+
+
+@pytest.mark.parametrize("section", [s for s in SECTIONS if SECTIONS[s]])
+def test_a_key_not_in_the_tables_is_refused(tmp_path: Path, section: str) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(f"{section}:\n  not_a_key: 1\n")
+    with pytest.raises(SettingsError, match="not_a_key"):
+        load_settings(config, {})
+
+
+def test_every_variable_the_code_reads_is_in_the_reference() -> None:
+    """Each BATCHVAL_* and AWS_* name in the package is in the environment table."""
+    table = _rows(TABLES["environment"]())
+    named = {
+        name
+        for path in (ROOT / "batchval").rglob("*.py")
+        for name in re.findall(r"\b(?:BATCHVAL|AWS)_[A-Z0-9_]*[A-Z0-9]\b", path.read_text("utf-8"))
+    }
+    assert named
+    assert named <= set(table), sorted(named - set(table))
+    assert set(OTHER_VARIABLES) <= set(table)
+
+
+def _options(command: click.Command) -> set[str]:
+    return {
+        name
+        for param in command.params
+        for name in [*param.opts, *param.secondary_opts]
+        if name.startswith("-")
+    }
+
+
+def _commands_named(text: str) -> list[tuple[str, str]]:
+    """Every `batchval COMMAND ...` the text shows (in code blocks and inline code), with
+    what follows it on its line (and on the lines a backslash carries it to)."""
+    text = text.replace("\\\n", " ")
+    return re.findall(
+        r"batchval (check|export|init|report|run|sandbox|split|status|streets|verify)\b([^\n`]*)",
+        text,
+    )
+
+
+def test_every_option_the_docs_name_is_the_command_s() -> None:
+    """A renamed or removed option fails here for every page that shows it, run or not
+    (a crontab, an Airflow recipe): each `--option` after `batchval COMMAND` is one of the
+    command's own."""
+    assert isinstance(cli, click.Group)
+    wrong: list[str] = []
+    seen = 0
+    for name, text in [("README.md", README), *PAGES.items()]:
+        for command, rest in _commands_named(text):
+            own = _options(cli.commands[command]) | {"--help", "-h"}
+            for option in re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", rest.split(" #")[0]):
+                seen += 1
+                if option not in own:
+                    wrong.append(f"{name}: batchval {command} {option}")
+    assert seen > 20  # the check can see
+    assert not wrong, wrong
 
 
 def test_set_up_commands_are_documented() -> None:
@@ -132,9 +214,3 @@ def test_the_first_command_after_make_run_works_as_written(tmp_path: Path) -> No
     )
     assert done.returncode == 0, done.stderr
     assert "complete" in done.stdout
-
-
-def test_charges_table_is_the_schema() -> None:
-    """docs/outputs.md shows charges.parquet's columns exactly as engine/charges_file makes them."""
-    assert "## charges.parquet" in OUTPUTS
-    assert markdown_table(CHARGE_COLUMNS) in OUTPUTS

@@ -19,13 +19,10 @@ from batchval.streets.schema import (
     PRICE_INDEX,
     RENTAL,
     SOLD_PRICES,
-    STREET_TAIL,
     from_api,
-    markdown_table,
 )
 
 NOW = dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC)
-DOCS = (Path(__file__).resolve().parents[1] / "docs" / "outputs.md").read_text(encoding="utf-8")
 
 
 def answer(postcode: str, **changes: Any) -> bytes:
@@ -138,8 +135,3 @@ def test_homes_join_has_every_input_row(tmp_path: Path) -> None:
     crime = table.column("covered_postcodes").to_pylist()
     assert [c is not None for c in crime] == [True, False, False, True, True]
     assert table.schema.field("sold_prices").type == SOLD_PRICES
-
-
-def test_outputs_doc_shows_the_street_schema() -> None:
-    """docs/outputs.md shows street_analysis.parquet's columns, nested fields too."""
-    assert markdown_table(STREET_TAIL) in DOCS

@@ -1,5 +1,5 @@
 """BatchvalOperator: one batchval command as an Airflow task, run to completion round by
-round (the README's "Airflow" section is the contract; `rounds` holds the rules):
+round (docs/how-to/airflow.md is the contract; `rounds` holds the rules):
 
 - 0: success; the run's status (`batchval status OUT --json`) is the task's XCom.
 - 75 (incomplete but resumable): the task defers, holding no worker slot, until the

@@ -19,7 +19,7 @@ from batchval.outcome import ExitCode
 # A configured batchval, by path, for a worker whose batchval is not the one installed
 # beside Airflow (the operator's `batchval_bin` parameter wins over it).
 BIN_VARIABLE = "BATCHVAL_BIN"
-# The schemes of a place kept on object storage (README, "A run kept on object storage").
+# The schemes of a place kept on object storage (docs/how-to/object-storage.md).
 URL_SCHEMES = ("s3://", "gs://", "az://")
 # A test seam of batchval's (a run whose clock is moved gives its times on that clock).
 CLOCK_OFFSET_VARIABLE = "BATCHVAL_CLOCK_OFFSET_SECONDS"
@@ -34,7 +34,7 @@ class Next(enum.Enum):
     FAIL = "fail"  # anything else (a killed process): an ordinary failure, retried
 
 
-# Why a person must act, by the code that says so (README, "Exit codes").
+# Why a person must act, by the code that says so (docs/reference/exit-codes.md).
 PERSON_MUST_ACT: Mapping[int, str] = {
     ExitCode.DIFFERENCES: "verify found differences",
     ExitCode.USAGE: "command line or config",

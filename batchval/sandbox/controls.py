@@ -1,5 +1,4 @@
-"""The test controls served beside the API, under /_sandbox (README, "Controls and the
-ledger").
+"""The test controls served beside the API, under /_sandbox (docs/how-to/sandbox-in-tests.md).
 
 They are not part of the partner's API: no token, no ledger record, no faults. Each one
 does over HTTP what the `Sandbox` methods do in-process.

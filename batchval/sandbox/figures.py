@@ -1,6 +1,6 @@
 """The valuation body (docs/api.md, section 4): floor area, estimate, range, rebuild cost.
 
-See `batchval.sandbox.data` for the rules, stated once for the README.
+See `batchval.sandbox.data` for the rules, stated once for the docs (docs/explanation/sandbox.md).
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ def _uvicorn_config(app: ASGIApp, host: str, port: int, log_level: str) -> uvico
 
 
 def ready_line(sandbox: Sandbox, host: str, port: int) -> dict[str, Any]:
-    """The JSON line printed once the sandbox listens (README, "The sandbox")."""
+    """The JSON line printed once the sandbox listens (docs/how-to/sandbox-in-tests.md)."""
     root = f"http://{host}:{port}"
     return {
         "base_url": root + API_PREFIX,

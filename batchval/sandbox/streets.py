@@ -1,6 +1,6 @@
 """The street analysis body (docs/api.md, street analysis), without `mode` and `charge`.
 
-See `batchval.sandbox.data` for the rules, stated once for the README.
+See `batchval.sandbox.data` for the rules, stated once for the docs (docs/explanation/sandbox.md).
 """
 
 from __future__ import annotations

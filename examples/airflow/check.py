@@ -53,7 +53,7 @@ AIRFLOW = (
 ).absolute()
 BATCHVAL = ROOT / ".venv" / "bin" / "batchval"
 SAMPLE = ROOT / "sample_inputs" / "portfolio.csv"
-# The sandbox's built-in logins (README, The sandbox).
+# The sandbox's built-in logins (docs/how-to/sandbox-in-tests.md).
 LIVE = ("sandbox-live", "sandbox-live-secret")
 # How far before a midnight the backfill check starts both clocks.
 MIDNIGHT_MARGIN_SECONDS = 120

@@ -1,0 +1,124 @@
+"""The reference tables of the documentation site, drawn from the code as it is built.
+
+A page asks for a table with a line of its own, `<!-- generated: NAME -->`; `expand`
+puts the table there, and an unknown name stops the build. The tables come from the one
+definition of each thing in the code: the exit-code and stop-reason enums, the settings'
+key tables, the validation rules, the output schemas. docs/hooks.py hands every page to
+`expand`; the command line's page is drawn from the click commands by mkdocs-click
+(mkdocs.yml).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from batchval.contract.schemas import (
+    PROBLEM_TAIL,
+    RESULT_TAIL,
+    ROW_NUMBER,
+    markdown_table,
+)
+from batchval.engine.charges_file import CHARGE_COLUMNS
+from batchval.input import PROBLEM_RULES
+from batchval.outcome import ExitCode, StopReason
+from batchval.settings import OTHER_VARIABLES, SECTIONS, Key, RunOptions
+from batchval.streets.schema import STREET_TAIL
+from batchval.streets.schema import markdown_table as street_table
+from batchval.valuations.book import BOOK_KEYS
+from batchval.valuations.metrics import markdown_table as metrics_table
+from batchval.verify.compare import VERIFY_COLUMNS
+
+MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.MULTILINE)
+
+
+def _table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
+    head = list(header)
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _exit_codes() -> str:
+    rows = [(f"`{int(c)}`", c.meaning, c.then) for c in sorted(ExitCode)]
+    return _table(("code", "meaning", "what follows"), rows)
+
+
+def _stop_reasons() -> str:
+    rows = [(f"`{r.value}`", str(int(r.exit_code)), r.when) for r in StopReason]
+    return _table(("reason", "exit", "when"), rows)
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _keys(section: str) -> str:
+    keys = SECTIONS[section]
+    run = RunOptions()
+
+    def default(key: Key) -> str:
+        if section == "run":
+            return "none" if key.name == "include" else _shown(getattr(run, key.name))
+        return key.default or "none"
+
+    rows = [
+        (f"`{section}.{k.name}`", default(k), f"`{k.variable}`" if k.variable else "", k.meaning)
+        for k in keys
+    ]
+    return _table(("key", "default", "variable", "meaning"), rows)
+
+
+def _environment() -> str:
+    rows = [
+        (f"`{k.variable}`", f"`{section}.{k.name}`", k.meaning)
+        for section, keys in SECTIONS.items()
+        for k in keys
+        if k.variable
+    ]
+    rows += [(f"`{name}`", "", meaning) for name, meaning in OTHER_VARIABLES.items()]
+    return _table(("variable", "config key", "meaning"), rows)
+
+
+def _problem_rules() -> str:
+    return _table(("rule", "meaning"), [(f"`{r}`", m) for r, m in PROBLEM_RULES.items()])
+
+
+TABLES: Mapping[str, Callable[[], str]] = {
+    "exit-codes": _exit_codes,
+    "stop-reasons": _stop_reasons,
+    **{
+        f"config-{section}": functools.partial(_keys, section)
+        for section in SECTIONS
+        if SECTIONS[section]
+    },
+    "environment": _environment,
+    "problem-rules": _problem_rules,
+    "results": lambda: markdown_table([ROW_NUMBER, *RESULT_TAIL]),
+    "problems": lambda: markdown_table([ROW_NUMBER, *PROBLEM_TAIL]),
+    "book": lambda: markdown_table(BOOK_KEYS),
+    "charges": lambda: markdown_table(CHARGE_COLUMNS),
+    "verify": lambda: markdown_table(VERIFY_COLUMNS),
+    "metrics": metrics_table,
+    "streets": lambda: street_table(STREET_TAIL),
+}
+
+
+def expand(markdown: str) -> str:
+    """The page with each marker replaced by its table; an unknown name is an error."""
+
+    def table(found: re.Match[str]) -> str:
+        name = found.group(1)
+        if name not in TABLES:
+            raise ValueError(f"no generated table {name!r}; known: {', '.join(TABLES)}")
+        return TABLES[name]().rstrip("\n")
+
+    return MARKER.sub(table, markdown)
