@@ -48,7 +48,8 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\d{1,2} [A-Z][a-z]{2} \d{4}( \d\d:\d\d)?( UTC)?", "<time>"),
         (r"\d{4}-\d\d-\d\d", "<date>"),
         (r"\d{8}T\d{6}Z?", "<time>"),
-        # Durations and rates.
+        # Durations and rates, in words and in JSON.
+        (r'("[a-z_]*seconds[a-z_]*": )\d+(\.\d+)?', r"\1<n>"),
         (r"\b\d+(\.\d+)?\s?(ms|s|min|h)\b", "<duration>"),
         (r"\b\d+(\.\d+)?/s\b", "<rate>"),
         (r"\b\d+m\d+(\.\d+)?s\b", "<duration>"),

@@ -4,6 +4,7 @@ variable the code reads is in the reference, and the README's commands run."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -214,3 +215,19 @@ def test_the_first_command_after_make_run_works_as_written(tmp_path: Path) -> No
     )
     assert done.returncode == 0, done.stderr
     assert "complete" in done.stdout
+
+
+def test_the_summary_table_is_the_summary_s_keys() -> None:
+    """reference/summary.md's key table names each key of the summary.json its example
+    prints (tests/test_docs_examples.py holds that example to a real run), and `book`,
+    which only a --book run writes."""
+    page = PAGES["reference/summary.md"]
+    printed = page.split("$ cat runs/small/summary.json\n", 1)[1].split("\n```", 1)[0]
+    keys = set(json.loads(printed))
+    table = page.split("| key | what it holds |", 1)[1].split("\n\n", 1)[0]
+    named = {
+        name
+        for line in table.splitlines()[2:]
+        for name in re.findall(r"`([a-z_]+)`", line.split(" | ")[0])
+    }
+    assert named == keys | {"book"}
