@@ -51,7 +51,7 @@ test: lint typecheck docs browser tmux
 # announces its end of life (May 2027) on every build; the variable keeps that notice out.
 DOCS_ENV := NO_MKDOCS_2_WARNING=1
 docs: $(STAMP)
-	$(DOCS_ENV) $(BIN)/mkdocs build --strict --quiet
+	$(DOCS_ENV) $(BIN)/mkdocs build --strict
 
 # The site served at http://127.0.0.1:8000, rebuilt as pages change.
 docs-serve: $(STAMP)
