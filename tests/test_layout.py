@@ -1,7 +1,7 @@
-"""The house rules of ARCHITECTURE.md that a parser can check: no module far past 500
-lines, and the floors' one direction: the foundations, the store, the engine and the
-files' contract know no product, no product imports another, the sandbox stays apart
-from the client's sending code, and only the store speaks SQL."""
+"""The house rules of docs/explanation/architecture.md that a parser can check: no module
+far past 500 lines, and the floors' one direction: the foundations, the store, the engine
+and the files' contract know no product, no product imports another, the sandbox stays
+apart from the client's sending code, and only the store speaks SQL."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def test_no_module_past_800_lines(path: Path) -> None:
 def test_every_module_sits_in_a_room_of_the_house() -> None:
     """At the top only the foundations, the cli and the package's face (`__init__`, and
     `__main__` for `python -m batchval`): every other module is in a folder that says what
-    it is (ARCHITECTURE.md's picture)."""
+    it is (docs/explanation/architecture.md's picture)."""
     top = {path.stem for path in PACKAGE.glob("*.py")}
     assert top == {"__init__", "__main__", "cli", *FOUNDATIONS}
     folders = {path.name for path in PACKAGE.iterdir() if (path / "__init__.py").is_file()}
@@ -170,7 +170,7 @@ def _store_leaks(path: Path) -> list[str]:
 
 def test_sql_and_connections_live_only_in_the_store() -> None:
     """Only batchval/store/ holds a connection or writes SQL: the seam a second backend
-    of the run's memory implements (ARCHITECTURE.md)."""
+    of the run's memory implements (docs/explanation/architecture.md)."""
     store = PACKAGE / "store"
     assert _store_leaks(store / "queue.py") != []  # the check can see
     leaks = {
