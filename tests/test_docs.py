@@ -4,6 +4,7 @@ variable the code reads is in the reference, and the README's commands run."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import re
 import subprocess
@@ -246,3 +247,23 @@ def test_the_summary_table_is_the_summary_s_keys() -> None:
         for name in re.findall(r"`([a-z_]+)`", line.split(" | ")[0])
     }
     assert named == keys | {"book"}
+
+
+def test_the_changelog_s_latest_version_is_the_package_s() -> None:
+    """CHANGELOG.md keeps Keep a Changelog's form (an Unreleased section, then versions,
+    newest first, each a semantic version with a date) and its latest version is the one
+    batchval says it is; the site includes the file whole."""
+    text = (ROOT / "CHANGELOG.md").read_text("utf-8")
+    headings = re.findall(r"^## \[([^\]]+)\](.*)$", text, re.MULTILINE)
+    assert headings[0] == ("Unreleased", "")
+    versions = [(v, rest) for v, rest in headings[1:]]
+    assert versions, "no version yet"
+    for version, rest in versions:
+        assert re.fullmatch(r"\d+\.\d+\.\d+", version), version
+        assert re.fullmatch(r" - \d{4}-\d\d-\d\d", rest), rest
+    numbers = [tuple(int(n) for n in v.split(".")) for v, _ in versions]
+    assert numbers == sorted(numbers, reverse=True)
+    assert versions[0][0] == importlib.metadata.version("batchval")
+    for section in re.findall(r"^### (.+)$", text, re.MULTILINE):
+        assert section in ("Added", "Changed", "Deprecated", "Removed", "Fixed", "Security")
+    assert PAGES["changelog.md"].strip() == '--8<-- "CHANGELOG.md"'

@@ -1,5 +1,5 @@
 """`Stop`: the first reason a run stopped, shared by every worker of the pool and by the
-watchers of signals and of the clock. Later reasons are ignored: the first one is what
+signal watcher. Later reasons are ignored: the first one is what
 summary.json's `stop` and the exit code report."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ log = structlog.get_logger()
 
 
 class Stop:
-    """The first reason the run stopped, shared by every worker (and by the watchers of
-    signals and of the clock)."""
+    """The first reason the run stopped, shared by every worker (and by the signal
+    watcher)."""
 
     def __init__(self) -> None:
         self.info: StopInfo | None = None
