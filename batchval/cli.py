@@ -393,7 +393,7 @@ def status(out_dir: str, as_json: bool) -> None:
 
 
 @cli.command()
-@click.argument("input_path", metavar="INPUT", required=False)
+@click.argument("input_path", metavar="[INPUT]", required=False)
 @config_option("YAML config: api, input mapping, run settings.")
 @input_reading_options
 def check(

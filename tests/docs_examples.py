@@ -59,6 +59,8 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\b[0-9a-f]{12,}\b", "<hash>"),
         # Balances: what the account has left.
         (r"(balance|left)(:?\s+)[\d,]+", r"\1\2<n>"),
+        # Ports a server chose (port 0).
+        (r"\b(127\.0\.0\.1|localhost):\d{2,5}\b", r"\1:<port>"),
         # Temporary directories.
         (r"/tmp/[^\s'\"]+", "<tmp>"),
     )
