@@ -1,5 +1,6 @@
-"""The README's crontab line, run as cron would run it: its exact command through /bin/sh
-with cron's bare environment, the paths swapped for a test's and the API for the sandbox."""
+"""The crontab line of docs/how-to/cron.md, run as cron would run it: its exact command
+through /bin/sh with cron's bare environment, the paths swapped for a test's and the API for
+the sandbox."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from support import BATCHVAL, LIVE, ROOT, portfolio
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
 
-README = (ROOT / "README.md").read_text(encoding="utf-8")
+PAGE = ROOT / "docs" / "how-to" / "cron.md"
 PROJECT_BATCHVAL = "/opt/batchval/.venv/bin/batchval"
 WORK = "/srv/valuations"
 CONFIG = "/etc/batchval/live.yaml"
@@ -25,10 +26,10 @@ _ASSIGNMENT = re.compile(r"^(?P<name>[A-Z_]+)=(?P<value>\S*)$")
 
 
 def crontab() -> tuple[dict[str, str], list[str]]:
-    """The first crontab block of the README's cron section: its variables and the
-    commands of its entries, as cron hands them to the shell (`\\%` becomes `%`)."""
-    section = README[README.index("### cron\n") :]
-    block = section[section.index("```cron\n") + len("```cron\n") :]
+    """The first crontab block of the cron page: its variables and the commands of its
+    entries, as cron hands them to the shell (`\\%` becomes `%`)."""
+    page = PAGE.read_text(encoding="utf-8")
+    block = page[page.index("```cron\n") + len("```cron\n") :]
     block = block[: block.index("```")]
     variables: dict[str, str] = {}
     commands: list[str] = []
@@ -41,7 +42,7 @@ def crontab() -> tuple[dict[str, str], list[str]]:
         entry = _ENTRY.match(line)
         assert entry, f"not a crontab entry: {line!r}"
         command = entry["command"]
-        # cron turns an unescaped % into a newline: the README must escape every one.
+        # cron turns an unescaped % into a newline: the page must escape every one.
         assert re.search(r"(?<!\\)%", command) is None, command
         commands.append(command.replace("\\%", "%"))
     return variables, commands
@@ -55,7 +56,7 @@ def nightly_command() -> tuple[dict[str, str], str]:
 
 
 def as_cron_runs_it(tmp_path: Path, served: RunningSandbox, **run: object) -> list[str]:
-    """/bin/sh -c and the command with the README's paths swapped for this test's."""
+    """/bin/sh -c and the command with the page's paths swapped for this test's."""
     _, command = nightly_command()
     assert command.split(" && ")[1].startswith(PROJECT_BATCHVAL + " run "), command
     work = tmp_path / "srv"
@@ -81,7 +82,7 @@ def as_cron_runs_it(tmp_path: Path, served: RunningSandbox, **run: object) -> li
         .replace(CONFIG, str(config))
     )
     for path in ("/opt/", "/srv/", "/etc/"):
-        assert path not in swapped, f"a README path was not swapped: {swapped}"
+        assert path not in swapped, f"a path of the page was not swapped: {swapped}"
     return ["/bin/sh", "-c", swapped]
 
 
@@ -98,8 +99,8 @@ def cron_env(tmp_path: Path) -> dict[str, str]:
     }
 
 
-def test_the_readme_crontab_is_what_the_test_runs() -> None:
-    """The README's entries call the project's batchval by absolute path, log to a file,
+def test_the_page_s_crontab_is_what_the_test_runs() -> None:
+    """The page's entries call the project's batchval by absolute path, log to a file,
     say CRON_TZ=UTC, and take no flock wrapper (the run's DIR lock covers two starts)."""
     variables, command = nightly_command()
     assert variables == {"CRON_TZ": "UTC"}
