@@ -15,8 +15,8 @@ and `export` carry on from one command to the next, as in a reader's terminal, a
 What a command prints is compared as a reader sees it on a pipe: its stdout, then its
 stderr without the JSON log lines (the structured log, documented on its own page). Both
 sides are masked first, so that the figures that change from run to run (times and
-dates, durations, run ids and keys, credit balances, temporary paths) do not fail a
-page.
+dates, durations, run ids and keys, credit balances, the sandbox's estimates, which
+follow the month, temporary paths and ports) do not fail a page.
 
 Run as a script, it runs pages and prints what each command printed, to paste:
 
@@ -57,6 +57,9 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\bbv\d-[0-9a-f]{8,}\b", "<key>"),
         (r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", "<uuid>"),
         (r"\b[0-9a-f]{12,}\b", "<hash>"),
+        # The sandbox's figures follow the month (its price index moves): a portfolio's
+        # estimates and loan-to-value ratios.
+        (r"\b(estimates?|LTV) \d[\d,.]*%?", r"\1 <n>"),
         # Balances: what the account has left.
         (r"(balance|left)(:?\s+)[\d,]+", r"\1\2<n>"),
         # Ports a server chose (port 0).

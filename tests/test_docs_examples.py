@@ -35,6 +35,8 @@ def test_the_page_s_examples_print_what_it_shows(page: Path) -> None:
         (("key bv1-0123456789abcdef",), ["key bv1-fedcba9876543210"], True),
         (("a",), ["a", "b"], False),
         (("balance: 4,990",), ["balance: 5,000"], True),
+        (("estimates 100; weighted LTV 41.1%",), ["estimates 90; weighted LTV 45%"], True),
+        (("29 loans",), ["28 loans"], False),
     ],
 )
 def test_masks_hide_what_changes_and_only_that(
