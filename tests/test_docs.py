@@ -4,6 +4,7 @@ variable the code reads is in the reference, and the README's commands run."""
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import json
 import re
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import click
 import pytest
+import yaml
 
 from batchval.cli import cli
 from batchval.contract.schemas import PROBLEM_COLUMNS, RESULT_COLUMNS, SCHEMA_VERSION
@@ -267,3 +269,41 @@ def test_the_changelog_s_latest_version_is_the_package_s() -> None:
     for section in re.findall(r"^### (.+)$", text, re.MULTILINE):
         assert section in ("Added", "Changed", "Deprecated", "Removed", "Fixed", "Security")
     assert PAGES["changelog.md"].strip() == '--8<-- "CHANGELOG.md"'
+
+
+def _blocks(language: str) -> list[tuple[str, str]]:
+    """Every fenced block of `language` in the README and the pages, with where it is."""
+    found = []
+    for name, text in [("README.md", README), *PAGES.items()]:
+        for block in re.findall(rf"^```{language}\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
+            found.append((name, block))
+    return found
+
+
+def test_every_config_the_docs_show_uses_the_loader_s_keys() -> None:
+    """A YAML block shaped as a config (its top-level keys are config sections) names only
+    keys the settings' tables hold: a renamed key fails here, shown or run."""
+    wrong: list[str] = []
+    shown = 0
+    for name, block in _blocks("yaml"):
+        data = yaml.safe_load(block)
+        if not isinstance(data, dict) or not set(data) <= set(SECTIONS):
+            continue
+        shown += 1
+        for section, part in data.items():
+            known = {key.name for key in SECTIONS[section]}
+            if section != "sandbox" and isinstance(part, dict):
+                wrong += [f"{name}: {section}.{key}" for key in part if key not in known]
+    assert shown >= 2  # the check can see
+    assert not wrong, wrong
+
+
+def test_every_python_block_of_the_docs_is_python() -> None:
+    """The Python the pages show (Airflow DAGs, a pytest fixture) parses."""
+    blocks = _blocks("python")
+    assert blocks
+    for name, block in blocks:
+        try:
+            ast.parse(block)
+        except SyntaxError as exc:
+            pytest.fail(f"{name}: {exc}")
