@@ -193,6 +193,13 @@ def cli() -> None:
 )
 @click.option("--storm-retry-after", type=int, help="That Retry-After, in seconds [5].")
 @click.option("--seed", type=int, help="Seed of the fault generator [0].")
+@click.option(
+    "--figures-month",
+    metavar="YYYY-MM",
+    envvar="BATCHVAL_SANDBOX_FIGURES_MONTH",
+    help="Fake figures as of this month, whatever the clock [the clock's]; "
+    "also BATCHVAL_SANDBOX_FIGURES_MONTH.",
+)
 def sandbox(
     host: str,
     port: int,
@@ -214,11 +221,12 @@ def sandbox(
     storm: float | None,
     storm_retry_after: int | None,
     seed: int | None,
+    figures_month: str | None,
 ) -> None:
     """Serve a local fake of the Partner API (prints one JSON line once listening)."""
     # Imported here: the sandbox's server libraries are not needed by the other commands.
     from batchval.sandbox.app import Sandbox
-    from batchval.sandbox.config import ConfigError, SandboxConfig, load_config
+    from batchval.sandbox.config import ConfigError, SandboxConfig, figures_moment, load_config
     from batchval.sandbox.server import serve_forever
 
     try:
@@ -241,6 +249,12 @@ def sandbox(
         config.request_timeout_seconds = request_timeout
     if seed is not None:
         config.seed = seed
+    if figures_month is not None:
+        try:
+            figures_moment(figures_month)
+        except ConfigError as exc:
+            raise click.UsageError(f"--figures-month: {exc}") from None
+        config.figures_month = figures_month
     overrides: dict[str, Any] = {
         "latency_ms": latency_ms,
         "latency_jitter_ms": jitter_ms,

@@ -210,6 +210,10 @@ OTHER_VARIABLES: Mapping[str, str] = {
     "BATCHVAL_CLOCK_OFFSET_SECONDS": (
         "a test seam, not a setting: seconds added to batchval's clock for the daily limit"
     ),
+    "BATCHVAL_SANDBOX_FIGURES_MONTH": (
+        "`YYYY-MM`: the embedded and served sandboxes' fake figures as of that month, "
+        "whatever the clock, for snapshot tests (`batchval sandbox --figures-month`)"
+    ),
     "AWS_DEFAULT_REGION": "read when `AWS_REGION` is not set",
     "AWS_ENDPOINT_URL_S3": "wins over `AWS_ENDPOINT_URL` for S3",
     "HTTPS_PROXY": "a proxy for https URLs (also `HTTP_PROXY`, `ALL_PROXY`), as Python reads it",

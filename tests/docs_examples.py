@@ -7,10 +7,11 @@ command are what it prints. A line of `...` alone stands for any number of lines
 
 All the blocks of a page run in order in one bash process, in a fresh directory holding
 copies of `sample_inputs/`, `configs/` and `examples/` and a link to the project's
-`.venv`, with `.venv/bin` first on PATH and no `BATCHVAL_*` or `AWS_*` variable: so `cd`
-and `export` carry on from one command to the next, as in a reader's terminal, and
-`batchval` is the project's. Each command must exit 0 (a page shows a non-zero exit with
-`; echo "exit $?"`).
+`.venv`, with `.venv/bin` first on PATH and no `BATCHVAL_*` or `AWS_*` variable but one:
+the sandbox's figures are pinned to one month (`BATCHVAL_SANDBOX_FIGURES_MONTH`), so that
+the estimates a page shows hold next month. So `cd` and `export` carry on from one
+command to the next, as in a reader's terminal, and `batchval` is the project's. Each
+command must exit 0 (a page shows a non-zero exit with `; echo "exit $?"`).
 
 What a command prints is compared as a reader sees it on a pipe: its stdout, then its
 stderr without the JSON log lines (the structured log, documented on its own page). Both
@@ -37,6 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 COPIED = ("sample_inputs", "configs", "examples")
+FIGURES_MONTH = "2026-11"
 _FENCE = re.compile(r"^```console[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
 _MARK = "@@docs-example@@"
 # Each mask, in order: what changes from run to run, and what stands for it.
@@ -151,6 +153,8 @@ def _environment(home: Path) -> dict[str, str]:
         PATH=f"{ROOT / '.venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}",
         HOME=str(home),
         COLUMNS="100",
+        # The sandbox's figures follow the month; the pages show November 2026's.
+        BATCHVAL_SANDBOX_FIGURES_MONTH=FIGURES_MONTH,
         TERM="dumb",
     )
     env.pop("VIRTUAL_ENV", None)

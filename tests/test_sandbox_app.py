@@ -12,7 +12,14 @@ from openapi_check import validate_response
 from support import LIVE, POOR, TEST, token_for
 
 from batchval.sandbox.app import Sandbox
-from batchval.sandbox.config import Faults, RateLimit, SandboxConfig
+from batchval.sandbox.clock import SandboxClock
+from batchval.sandbox.config import (
+    ConfigError,
+    Faults,
+    RateLimit,
+    SandboxConfig,
+    config_from_mapping,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -599,3 +606,30 @@ async def test_rate_limit_storm(raw: httpx.AsyncClient, sandbox: Sandbox) -> Non
     assert (response.status_code, problem_name(response)) == (429, "rate-limited")
     assert response.headers["Retry-After"] == "7"
     assert len(sandbox.ledger.deadlines) == 1
+
+
+async def _estimate(month: str | None, now: dt.datetime) -> int:
+    """The estimate a fresh sandbox whose clock reads `now` gives GOOD, its figures' month
+    pinned or not."""
+    sandbox = Sandbox(SandboxConfig(figures_month=month), SandboxClock(now))
+    transport = httpx.ASGITransport(app=sandbox.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://sandbox") as http:
+        response = await post(http, GOOD, await bearer(http, TEST), key="k-figures")
+    assert response.status_code == 201, response.text
+    estimate: int = response.json()["valuation"]["estimate"]
+    return estimate
+
+
+async def test_a_pinned_figures_month_keeps_the_figures_whatever_the_clock() -> None:
+    """config.figures_month (BATCHVAL_SANDBOX_FIGURES_MONTH) fixes the figures for snapshot
+    tests: two clocks months apart give one estimate; unpinned, they differ."""
+    now = dt.datetime.now(dt.UTC)
+    later = now + dt.timedelta(days=95)
+    assert await _estimate("2026-11", now) == await _estimate("2026-11", later)
+    assert await _estimate(None, now) != await _estimate(None, later)
+
+
+@pytest.mark.parametrize("month", ["2026-13", "November", "2026-11-01"])
+def test_a_figures_month_that_is_no_month_is_refused(month: str) -> None:
+    with pytest.raises(ConfigError, match="YYYY-MM"):
+        config_from_mapping({"figures_month": month})

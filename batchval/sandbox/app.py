@@ -52,7 +52,7 @@ from batchval.sandbox.answers import (
 )
 from batchval.sandbox.auth import Token, TokenAuth
 from batchval.sandbox.clock import SandboxClock
-from batchval.sandbox.config import Account, Faults, SandboxConfig
+from batchval.sandbox.config import Account, Faults, SandboxConfig, figures_moment
 from batchval.sandbox.controls import Controls
 from batchval.sandbox.faults import FaultInjector
 from batchval.sandbox.ledger import Ledger, RequestRecord
@@ -103,6 +103,8 @@ class Sandbox:
     def __init__(self, config: SandboxConfig | None = None, clock: SandboxClock | None = None):
         self.config = config or SandboxConfig()
         self.clock = clock or SandboxClock()
+        # The figures' moment when their month is pinned (config.figures_month).
+        self._figures_at = figures_moment(self.config.figures_month)
         self.ledger = Ledger()
         # One generator for the fault draws and the valuation ids: a seed replays both.
         self._rng = random.Random(self.config.seed)
@@ -254,7 +256,7 @@ class Sandbox:
         self._check_coverage(account, wanted)
         self._limits.check_spend(account, self.config.valuation_credits)
         try:
-            parts = data.valuation_parts(wanted, now=self.clock.now())
+            parts = data.valuation_parts(wanted, now=self._figures_at or self.clock.now())
         except data.FloorAreaUnknown:
             raise ProblemAnswer(
                 "floor-area-required",
@@ -363,7 +365,7 @@ class Sandbox:
             return JSONResponse(held)
         self._limits.check_daily_limit(account)
         self._limits.check_spend(account, self.config.street_analysis_credits)
-        body = data.street_analysis_body(postcode, now=now)
+        body = data.street_analysis_body(postcode, now=self._figures_at or now)
         if body is None:
             raise ProblemAnswer("not-found", "Nothing is held for that postcode.")
         await self._faults.latency(faults)

@@ -7,6 +7,7 @@ sandbox uses by default written beside it, so that tests and users can choose.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -80,6 +81,10 @@ class SandboxConfig:
     valuation_credits: int = 10
     faults: Faults = dataclasses.field(default_factory=Faults)
     seed: int = 0
+    # "YYYY-MM": the month the fake figures are as of (price index, sold prices, rebuild
+    # costs, crime), whatever the clock says; None: the clock's month. Snapshot tests pin
+    # it so that their figures do not move each month (BATCHVAL_SANDBOX_FIGURES_MONTH).
+    figures_month: str | None = None
     docs_base: str = "https://developer.partner-valuations.example"
 
     def account(self, client_id: str) -> Account | None:
@@ -139,6 +144,21 @@ def _check_value(name: str, value: Any, declared: Any, where: str) -> None:
         raise ConfigError(f"{where}.{name}: expected a string, got {value!r}")
 
 
+FIGURES_MONTH_VARIABLE = "BATCHVAL_SANDBOX_FIGURES_MONTH"
+
+
+def figures_moment(month: str | None) -> dt.datetime | None:
+    """The moment the figures of a pinned month are drawn at (its 15th, noon UTC), or
+    None for the clock's own; ConfigError for anything but `YYYY-MM`."""
+    if month is None:
+        return None
+    try:
+        first = dt.datetime.strptime(month, "%Y-%m")
+    except (TypeError, ValueError):
+        raise ConfigError(f"figures_month: expected YYYY-MM, got {month!r}") from None
+    return first.replace(day=15, hour=12, tzinfo=dt.UTC)
+
+
 def config_from_mapping(data: Mapping[str, Any]) -> SandboxConfig:
     """A config from parsed YAML. Accounts listed are added to the built-in ones."""
     data = dict(data)
@@ -150,6 +170,7 @@ def config_from_mapping(data: Mapping[str, Any]) -> SandboxConfig:
     rate = None if rate_raw is None else _build(RateLimit, rate_raw, "rate_limit")
     faults = _build(Faults, data.pop("faults", None) or {}, "faults")
     config = _build(SandboxConfig, data, "sandbox config")
+    figures_moment(config.figures_month)
     config.accounts, config.rate_limit, config.faults = accounts, rate, faults
     return config
 

@@ -7,6 +7,7 @@ portfolio half way); `batchval sandbox` serves the API's own limits.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -21,11 +22,13 @@ def embedded_api() -> Iterator[ApiSettings]:
     # Imported here: `batchval run` imports this module whether or not an API is
     # configured, and the sandbox (starlette, uvicorn) is only needed when none is.
     from batchval.sandbox.app import Sandbox
-    from batchval.sandbox.config import RateLimit, SandboxConfig
+    from batchval.sandbox.config import FIGURES_MONTH_VARIABLE, RateLimit, SandboxConfig
     from batchval.sandbox.server import serve_in_thread
 
     rate = RateLimit(rate_per_second=EMBEDDED_RATE_PER_SECOND, burst=int(EMBEDDED_RATE_PER_SECOND))
-    config = SandboxConfig(rate_limit=rate)
+    # Read when a run starts, never at import: a pinned month for snapshot tests.
+    month = os.environ.get(FIGURES_MONTH_VARIABLE) or None
+    config = SandboxConfig(rate_limit=rate, figures_month=month)
     for account in config.accounts:
         account.daily_limit = EMBEDDED_DAILY_LIMIT
     with serve_in_thread(Sandbox(config)) as running:
