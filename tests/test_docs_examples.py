@@ -19,6 +19,20 @@ def test_the_page_s_examples_print_what_it_shows(page: Path) -> None:
     assert not wrong, "\n\n".join(wrong)
 
 
+@pytest.mark.parametrize("page", sorted(ROOT.glob("docs/tutorials/*.md")), ids=lambda p: p.name)
+def test_a_tutorial_runs_every_command_it_shows(page: Path) -> None:
+    """A tutorial's shell blocks are all console blocks, so every command in it runs."""
+    text = page.read_text("utf-8")
+    assert commands(text), f"{page.name} has no console block"
+    for fence in ("```sh", "```bash", "```shell"):
+        assert fence not in text, f"{page.name}: a {fence} block is not run; make it console"
+
+
+def test_the_readme_s_commands_run() -> None:
+    """The README's quick start and its five steps are console blocks."""
+    assert len(commands((ROOT / "README.md").read_text("utf-8"))) >= 5
+
+
 @pytest.mark.parametrize(
     ("expected", "printed", "same"),
     [
