@@ -3,6 +3,7 @@ and every page's console blocks, and every command of the tutorials."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -28,9 +29,20 @@ def test_a_tutorial_runs_every_command_it_shows(page: Path) -> None:
         assert fence not in text, f"{page.name}: a {fence} block is not run; make it console"
 
 
-def test_the_readme_s_commands_run() -> None:
-    """The README's quick start and its five steps are console blocks."""
-    assert len(commands((ROOT / "README.md").read_text("utf-8"))) >= 5
+def test_the_readme_s_five_steps_end_in_a_priced_dry_run_and_a_run() -> None:
+    """ "Value your own file": five numbered steps whose commands (run as written by the
+    test above) propose a config for a sample lender extract, price a dry run of it and
+    then run it, the same command without --dry-run."""
+    readme = (ROOT / "README.md").read_text("utf-8")
+    section = readme.split("## Value your own file\n", 1)[1].split("\n## ", 1)[0]
+    assert re.findall(r"^\*\*(\d)\. ", section, re.MULTILINE) == ["1", "2", "3", "4", "5"]
+    steps = commands(section)
+    first, *_, dry, run = [c for c in steps if c.text.startswith("batchval ")]
+    assert re.fullmatch(r"batchval init sample_inputs/\S+ --out \S+", first.text)
+    assert dry.text.endswith(" --dry-run")
+    assert any(re.match(r"would make \d+ calls costing \d+ credits", line) for line in dry.expected)
+    assert run.text == dry.text.removesuffix(" --dry-run")
+    assert run.expected[-1].startswith("exit 0;")
 
 
 @pytest.mark.parametrize(
