@@ -209,6 +209,21 @@ def test_a_book_run_lists_the_loans_that_moved_since_their_last_valuation(
         falls,
     ), falls
     assert "<td>A</td>" in since[since.index("Largest rises") :]
+    assert "<td>A</td>" not in falls  # a rise is no fall
+
+
+def test_a_loan_whose_estimate_held_is_neither_a_fall_nor_a_rise(tmp_path: Path) -> None:
+    loans = _loans(2, "loan_balance")
+    loans["loan_id"] = ["A", "B"]
+    loans["source"] = ["api", "api"]
+    loans["previous_estimate"] = loans["estimate"]
+    loans["previous_valued_at"] = [dt.datetime(2026, 10, 1, tzinfo=dt.UTC)] * 2
+    book = {"path": "books/main.parquet", "rows": {"valued": 2, "carried": 0}}
+    page = write_report(_dir(tmp_path, loans, book=book)).read_text(encoding="utf-8")
+    since = page[page.index("Since the last valuation") :]
+    assert "rose<b>0</b>" in since
+    assert "<h4>Largest falls</h4><p>None.</p>" in since
+    assert "<h4>Largest rises</h4><p>None.</p>" in since
 
 
 def test_homes_worth_less_than_at_origination_are_counted_with_their_balance(

@@ -393,11 +393,18 @@ def _since_last(valued: pl.DataFrame) -> str:
             ("fell", f"{int((changes < 0).sum()):,}"),
         ]
     )
+    # A loan is listed under the way it moved; one whose estimate held is under neither.
     for title, ordered in (
-        ("Largest falls", moved.sort("\x00change")),
-        ("Largest rises", moved.sort("\x00change", descending=True)),
+        ("Largest falls", moved.filter(pl.col("\x00change") < 0).sort("\x00change")),
+        (
+            "Largest rises",
+            moved.filter(pl.col("\x00change") > 0).sort("\x00change", descending=True),
+        ),
     ):
         shown = ordered.head(MOVES_LISTED)
+        if shown.height == 0:
+            body += f"<h4>{title}</h4><p>None.</p>"
+            continue
         body += f"<h4>{title}</h4>" + table(
             ["loan", "row", "previous estimate", "valued then", "estimate", "change"],
             [
