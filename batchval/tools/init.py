@@ -246,6 +246,17 @@ def propose(columns: Sequence[str], surveyed: Mapping[str, _Column], rows: int) 
     )
 
 
+def _by_count(counts: collections.Counter[str]) -> list[tuple[str, int]]:
+    """Values by their count, most first, and ties by the value: the same file gives the
+    same lines (a Counter keeps the order values were first seen, which polars does not
+    fix)."""
+    return sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+
+
+# The reason an unplaced wording gives when the row's builtForm places it.
+_BY_FORM = "placed where the row's builtForm says which"
+
+
 def _unplaced(
     chosen: Mapping[str, str], surveyed: Mapping[str, _Column]
 ) -> dict[str, tuple[Unplaced, ...]]:
@@ -254,7 +265,7 @@ def _unplaced(
     if column is not None:
         values = []
         has_form = "builtForm" in chosen
-        for value, rows in surveyed[column].distinct.most_common():
+        for value, rows in _by_count(surveyed[column].distinct):
             read = _property_type(value)
             if read is None:
                 values.append(Unplaced(value, rows, "none of the API's types or wordings"))
@@ -262,14 +273,14 @@ def _unplaced(
             elif read[0] == "unplaced":
                 values.append(Unplaced(value, rows, "none of the API's types fits"))
             elif read[0] == "needs":
-                placed = "placed where the row's builtForm says which" if has_form else ""
+                placed = _BY_FORM if has_form else ""
                 values.append(Unplaced(value, rows, f"needs a built form; {placed}".strip("; ")))
         found["propertyType"] = tuple(values)
     column = chosen.get("builtForm")
     if column is not None:
         found["builtForm"] = tuple(
             Unplaced(value, rows, "none of the API's built forms")
-            for value, rows in surveyed[column].distinct.most_common()
+            for value, rows in _by_count(surveyed[column].distinct)
             if not _built_form(value)
         )
     return {f: v for f, v in found.items() if v}
@@ -360,7 +371,13 @@ def summary_lines(proposal: Proposal) -> list[str]:
     for field in proposal.missing:
         found.append(f"  {field}: no column fits (name yours under input.columns)")
     for field, values in proposal.unplaced.items():
-        listed = ", ".join(f"{v.value!r} ({v.rows})" for v in values[:8])
-        more = f" and {len(values) - 8} more" if len(values) > 8 else ""
-        found.append(f"  {field}: not placed: {listed}{more}: see the proposal's values")
+        by_form = [v for v in values if v.why.endswith(_BY_FORM)]
+        if by_form:
+            listed = ", ".join(f"{v.value!r} ({v.rows})" for v in by_form)
+            found.append(f"  {field}: {listed}: placed by each row's builtForm where it has one")
+        values = tuple(v for v in values if v not in by_form)
+        if values:
+            listed = ", ".join(f"{v.value!r} ({v.rows})" for v in values[:8])
+            more = f" and {len(values) - 8} more" if len(values) > 8 else ""
+            found.append(f"  {field}: not placed: {listed}{more}: see the proposal's values")
     return found
