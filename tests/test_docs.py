@@ -298,3 +298,13 @@ def test_every_python_block_of_the_docs_is_python() -> None:
             ast.parse(block)
         except SyntaxError as exc:
             pytest.fail(f"{name}: {exc}")
+
+
+def test_every_link_of_the_readme_reaches_a_file() -> None:
+    """The README is not a page of the site, so the strict build does not see its links:
+    each relative one names a file of the checkout."""
+    links = re.findall(r"\]\(([^)\s]+)\)", README)
+    relative = [link.split("#", 1)[0] for link in links if "://" not in link]
+    assert len(relative) > 5  # the check can see
+    missing = [link for link in relative if not (ROOT / link).is_file()]
+    assert not missing, missing
