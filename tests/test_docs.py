@@ -57,6 +57,7 @@ def test_every_output_column_is_documented(column: str) -> None:
         ("outputs.md", ["results", "problems", "book", "charges", "verify", "metrics", "streets"]),
         ("reference/exit-codes.md", ["exit-codes", "stop-reasons"]),
         ("reference/input.md", ["problem-rules"]),
+        ("reference/summary.md", ["summary", "summary-charges"]),
         (
             "reference/configuration.md",
             [*(f"config-{s}" for s in SECTIONS if SECTIONS[s]), "environment"],
@@ -227,19 +228,15 @@ def test_the_first_run_tutorial_runs_what_make_run_runs() -> None:
 
 
 def test_the_summary_table_is_the_summary_s_keys() -> None:
-    """reference/summary.md's key table names each key of the summary.json its example
-    prints (tests/test_docs_examples.py holds that example to a real run), and `book`,
-    which only a --book run writes."""
-    page = PAGES["reference/summary.md"]
+    """reference/summary.md's key table (drawn from engine/summary's SUMMARY_KEYS) names
+    each key of the summary.json its example prints (tests/test_docs_examples.py holds
+    that example to a real run), and `book`, which only a --book run writes."""
+    page = _page("reference/summary.md")
     printed = page.split("$ cat runs/small/summary.json\n", 1)[1].split("\n```", 1)[0]
     keys = set(json.loads(printed))
-    table = page.split("| key | what it holds |", 1)[1].split("\n\n", 1)[0]
-    named = {
-        name
-        for line in table.splitlines()[2:]
-        for name in re.findall(r"`([a-z_]+)`", line.split(" | ")[0])
-    }
-    assert named == keys | {"book"}
+    assert set(_rows(TABLES["summary"]())) == keys | {"book"}
+    assert TABLES["summary"]() in page + "\n"
+    assert TABLES["summary-charges"]() in page + "\n"
 
 
 def test_the_changelog_s_latest_version_is_the_package_s() -> None:

@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 from support import LIVE, portfolio
 
+from batchval.engine.summary import SUMMARY_KEYS as DOCUMENTED
 from batchval.engine.summary import DryRunSummary, RunSummary, Tally
 from batchval.outcome import ExitCode, StopInfo, StopReason
 from batchval.sandbox.server import RunningSandbox
 from batchval.settings import load_settings
-from batchval.store.charges import Money
+from batchval.store.charges import MONEY_KEYS, Money
 from batchval.store.checkpoint import Counts
 from batchval.valuations.runner import Runner, RunRequest
 
@@ -86,6 +87,10 @@ def test_summary_json_keys_are_the_contract() -> None:
     """summary.json has exactly the documented keys, rows and requests included."""
     found = summary().to_json()
     assert set(found) == SUMMARY_KEYS
+    # The reference's table (engine/summary.SUMMARY_KEYS) says what each key holds, in
+    # summary.json's order, and `book`, which a --book run adds at the end.
+    assert list(DOCUMENTED) == [*found, "book"]
+    assert list(MONEY_KEYS) == [f.name for f in dataclasses.fields(Money)]
     assert found["rows"] == {
         "total": 10,
         "valued": 6,

@@ -19,6 +19,48 @@ from batchval.store.database import Database
 
 SUMMARY_NAME = "summary.json"
 
+# summary.json's keys, in its order, with what each holds: the contract scripts read (keys
+# are added, never renamed or removed), drawn into docs/reference/summary.md.
+SUMMARY_KEYS: Mapping[str, str] = {
+    "status": "`complete`, `incomplete`, or `running` (`status` of a DIR a run holds)",
+    "exit_code": "the invocation's exit code",
+    "next_action": "what a person or a scheduler does next, in words",
+    "run_id": "the run's name: `--run-id`, or the UTC day it began (`day-YYYY-MM-DD`)",
+    "mode": "`test` or `live`, read from the API's answers; `unknown` before the first",
+    "input": "INPUT as the command named it",
+    "input_read": (
+        "how INPUT was read: `format` (csv, parquet or excel), a CSV's `encoding` and "
+        "whether it was found (`encoding_detected`), a workbook's `sheet`"
+    ),
+    "rows": (
+        "input rows: `total`, `valued`, `problems`, `pending`, and `duplicates` (rows whose "
+        "request an earlier row already asked for)"
+    ),
+    "requests": "distinct requests: `unique`, `valued`, `problems`, `pending`",
+    "problems_by_type": "problem rows by their `type`",
+    "credits_charged": "fresh credits: `this_invocation` and `total` (every invocation)",
+    "last_known_balance": (
+        "the account's balance after the last fresh charge the API made (or, with no fresh "
+        "charge, the latest replayed or uncertain one's); null in test mode"
+    ),
+    "charges": "the charges ledger's figures (below)",
+    "calls": "calls sent: `this_invocation` and `total`",
+    "rate_limited": "429 answers seen: `this_invocation` and `total`",
+    "invocations": "how many invocations the run has had",
+    "stop": (
+        "null when complete; else `reason` (a stop reason), `detail`, `not_before` (no call "
+        "before it) and `status` (the HTTP status that stopped the run, when one did)"
+    ),
+    "started_at": "when this invocation started (UTC)",
+    "finished_at": "when it finished (UTC)",
+    "seconds": "how long it took",
+    "portfolio": "the loan-to-value totals when the input has loan balances; else null",
+    "book": (
+        "with `--book` only: rows valued, carried and deferred, the ages of the book's "
+        "valuations, and when the whole book will be fresh"
+    ),
+}
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Tally:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from batchval.store.held import CHARGE_INSERT, HeldWrites
@@ -53,6 +53,23 @@ class ChargeLine:
             self.invocation,
             self.received_at,
         )
+
+
+# What each of Money's figures is, as summary.json's `charges` shows it (drawn into
+# docs/reference/summary.md; a test holds the two to Money's fields).
+MONEY_KEYS: Mapping[str, str] = {
+    "this_time": 'fresh credits this invocation received (the terminal\'s "this time")',
+    "in_all": 'fresh credits of every invocation ("in all")',
+    "replayed_calls": (
+        "answers the API had charged before this DIR first sent their key: another call "
+        "paid, this one was free"
+    ),
+    "replayed_credits": "what those replays said the first call cost",
+    "uncertain_calls": "answers whose evidence cannot tell fresh from replay: never guessed",
+    "uncertain_credits": "their credits, kept out of both totals",
+    "balance": "the last known balance (`last_known_balance`)",
+    "balance_at": "when the API made the charge that balance follows",
+}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

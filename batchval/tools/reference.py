@@ -22,9 +22,11 @@ from batchval.contract.schemas import (
     markdown_table,
 )
 from batchval.engine.charges_file import CHARGE_COLUMNS
+from batchval.engine.summary import SUMMARY_KEYS
 from batchval.input import PROBLEM_RULES
 from batchval.outcome import ExitCode, StopReason
 from batchval.settings import OTHER_VARIABLES, SECTIONS, Key, RunOptions
+from batchval.store.charges import MONEY_KEYS
 from batchval.streets.schema import STREET_TAIL
 from batchval.streets.schema import markdown_table as street_table
 from batchval.valuations.book import BOOK_KEYS
@@ -88,6 +90,15 @@ def _environment() -> str:
     return _table(("variable", "config key", "meaning"), rows)
 
 
+def _summary() -> str:
+    return _table(("key", "what it holds"), [(f"`{k}`", m) for k, m in SUMMARY_KEYS.items()])
+
+
+def _money() -> str:
+    rows = [(f"`charges.{k}`", m) for k, m in MONEY_KEYS.items()]
+    return _table(("key", "what it holds"), rows)
+
+
 def _problem_rules() -> str:
     return _table(("rule", "meaning"), [(f"`{r}`", m) for r, m in PROBLEM_RULES.items()])
 
@@ -102,6 +113,8 @@ TABLES: Mapping[str, Callable[[], str]] = {
     },
     "environment": _environment,
     "problem-rules": _problem_rules,
+    "summary": _summary,
+    "summary-charges": _money,
     "results": lambda: markdown_table([ROW_NUMBER, *RESULT_TAIL]),
     "problems": lambda: markdown_table([ROW_NUMBER, *PROBLEM_TAIL]),
     "book": lambda: markdown_table(BOOK_KEYS),
