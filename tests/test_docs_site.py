@@ -62,9 +62,9 @@ def test_the_copy_builds(tmp_path: Path) -> None:
             "gone.md",
         ),
         (
-            "reference/summary.md",
-            "(exit-codes.md#stop-reasons)",
-            "(exit-codes.md#no-such)",
+            "reference/configuration.md",
+            "(../outputs.md#lender-columns)",
+            "(../outputs.md#no-such)",
             "no-such",
         ),
         (

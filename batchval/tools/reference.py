@@ -3,9 +3,9 @@
 A page asks for a table with a line of its own, `<!-- generated: NAME -->`; `expand`
 puts the table there, and an unknown name stops the build. The tables come from the one
 definition of each thing in the code: the exit-code and stop-reason enums, the settings'
-key tables, the validation rules, the output schemas. docs/hooks.py hands every page to
-`expand`; the command line's page is drawn from the click commands by mkdocs-click
-(mkdocs.yml).
+key tables, the validation rules, the output schemas, summary.json's keys.
+docs/hooks.py hands every page to `expand`; the command line's page is drawn from the
+click commands by mkdocs-click (mkdocs.yml).
 """
 
 from __future__ import annotations
