@@ -39,7 +39,9 @@ class Key:
     name: str
     meaning: str
     variable: str | None = None  # the environment variable that wins over the file
-    default: str = ""  # as a person reads it; the run section's come from RunOptions
+    # In words, where what is found or derived stands in for a value (`found from the
+    # header`); otherwise the reference shows the code's own default (tools/reference).
+    default: str = ""
 
 
 API_KEYS: tuple[Key, ...] = (
@@ -157,23 +159,16 @@ INPUT_KEYS: tuple[Key, ...] = (
         "the columns copied to the outputs",
         default="every column that is not a request field",
     ),
-    Key("batch_rows", "rows read and validated at a time", default="50000"),
+    Key("batch_rows", "rows read and validated at a time"),
 )
 
 # The config's `lender` section (input/lender.LenderOptions holds the defaults).
 LENDER_KEYS: tuple[Key, ...] = (
-    Key(
-        "ltv_bands",
-        "the loan-to-value bands' upper edges, in percent, ascending",
-        default="[60, 75, 80, 85, 90, 95, 100]",
-    ),
-    Key(
-        "wide_range", "`wide_range` is set when (high - low) / estimate is above it", default="0.3"
-    ),
+    Key("ltv_bands", "the loan-to-value bands' upper edges, in percent, ascending"),
+    Key("wide_range", "`wide_range` is set when (high - low) / estimate is above it"),
     Key(
         "stale_after_months",
         "`stale_index` is set when `indexedTo` is more than this many months old",
-        default="6",
     ),
 )
 
@@ -181,7 +176,7 @@ LENDER_KEYS: tuple[Key, ...] = (
 # which wins over the config when it is set (as the variable does over the API's keys).
 STORAGE: tuple[Key, ...] = (
     Key("endpoint", "an S3-compatible server's URL", "AWS_ENDPOINT_URL", "AWS's own"),
-    Key("region", "the bucket's region", "AWS_REGION", "us-east-1"),
+    Key("region", "the bucket's region", "AWS_REGION"),
     Key("access_key_id", "the access key id", "AWS_ACCESS_KEY_ID"),
     Key(
         "secret_access_key",

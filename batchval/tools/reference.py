@@ -10,6 +10,7 @@ click commands by mkdocs-click (mkdocs.yml).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -24,9 +25,12 @@ from batchval.contract.schemas import (
 from batchval.engine.charges_file import CHARGE_COLUMNS
 from batchval.engine.summary import SUMMARY_KEYS
 from batchval.input import PROBLEM_RULES
+from batchval.input.lender import LenderOptions
+from batchval.input.options import InputOptions
 from batchval.outcome import ExitCode, StopReason
 from batchval.settings import OTHER_VARIABLES, SECTIONS, Key, RunOptions
 from batchval.store.charges import MONEY_KEYS
+from batchval.store.objects import DEFAULT_REGION
 from batchval.streets.schema import STREET_TAIL
 from batchval.streets.schema import markdown_table as street_table
 from batchval.valuations.book import BOOK_KEYS
@@ -60,21 +64,34 @@ def _shown(value: Any) -> str:
         return str(value).lower()
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
+    if isinstance(value, tuple | list):
+        return "[" + ", ".join(_shown(v) for v in value) + "]"
     return str(value)
 
 
+def _code_defaults(section: str) -> Mapping[str, Any]:
+    """The defaults the code itself holds for a section's keys, so that the table shows
+    them rather than a copy that could drift."""
+    if section == "storage":
+        return {"region": DEFAULT_REGION}
+    made = {"run": RunOptions, "input": InputOptions, "lender": LenderOptions}.get(section)
+    if made is None:
+        return {}
+    defaults = made()
+    return {f.name: getattr(defaults, f.name) for f in dataclasses.fields(defaults)}
+
+
 def _keys(section: str) -> str:
-    keys = SECTIONS[section]
-    run = RunOptions()
+    """A section's keys: a default in words where the key gives one (what is found or
+    derived when none is set), else the code's own, else none."""
+    code = _code_defaults(section)
 
     def default(key: Key) -> str:
-        if section == "run":
-            return "none" if key.name == "include" else _shown(getattr(run, key.name))
-        return key.default or "none"
+        return key.default or _shown(code.get(key.name))
 
     rows = [
         (f"`{section}.{k.name}`", default(k), f"`{k.variable}`" if k.variable else "", k.meaning)
-        for k in keys
+        for k in SECTIONS[section]
     ]
     return _table(("key", "default", "variable", "meaning"), rows)
 
