@@ -39,8 +39,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 COPIED = ("sample_inputs", "configs", "examples")
 FIGURES_MONTH = "2026-11"
-_FENCE = re.compile(r"^```console[^\n]*\n(.*?)^```", re.MULTILINE | re.DOTALL)
-_MARK = "@@docs-example@@"
 # Each mask, in order: what changes from run to run, and what stands for it.
 _MASKS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(pattern), replacement)
@@ -79,12 +77,20 @@ class Command:
     expected: tuple[str, ...]  # what it prints, `...` for any lines
 
 
+def fenced(page: str, language: str) -> list[tuple[int, str]]:
+    """The page's fenced blocks of `language`, each with the line its body starts on."""
+    pattern = rf"^```{re.escape(language)}(?:[ \t][^\n]*)?\n(.*?)^```"
+    return [
+        (page.count("\n", 0, block.start(1)) + 1, block.group(1))
+        for block in re.finditer(pattern, page, re.MULTILINE | re.DOTALL)
+    ]
+
+
 def commands(page: str) -> list[Command]:
     """The commands of a page's console blocks, in order, each with what it prints."""
     found: list[Command] = []
-    for block in _FENCE.finditer(page):
-        first = page.count("\n", 0, block.start(1)) + 1
-        lines = block.group(1).splitlines()
+    for first, body in fenced(page, "console"):
+        lines = body.splitlines()
         i = 0
         while i < len(lines):
             if not lines[i].startswith("$ "):
@@ -143,7 +149,9 @@ class Ran:
     printed: list[str]
 
 
-def _environment(home: Path) -> dict[str, str]:
+def environment(home: Path) -> dict[str, str]:
+    """A reader's environment: the project's batchval first on PATH, none of batchval's
+    or AWS's variables but the sandbox's pinned month, `home` as HOME."""
     env = {
         name: value
         for name, value in os.environ.items()
@@ -180,7 +188,7 @@ def run_page(path: Path, *, timeout: float = 600) -> Iterator[Ran]:
         subprocess.run(
             ["bash", "-c", "set -o pipefail\n" + "\n".join(script)],
             cwd=work,
-            env=_environment(work),
+            env=environment(work),
             timeout=timeout,
             check=False,
             stdin=subprocess.DEVNULL,

@@ -14,7 +14,7 @@ from pathlib import Path
 import click
 import pytest
 import yaml
-from docs_examples import commands
+from docs_examples import commands, fenced
 
 from batchval.cli import cli
 from batchval.contract.schemas import PROBLEM_COLUMNS, RESULT_COLUMNS, SCHEMA_VERSION
@@ -261,11 +261,11 @@ def test_the_changelog_s_latest_version_is_the_package_s() -> None:
 
 def _blocks(language: str) -> list[tuple[str, str]]:
     """Every fenced block of `language` in the README and the pages, with where it is."""
-    found = []
-    for name, text in [("README.md", README), *PAGES.items()]:
-        for block in re.findall(rf"^```{language}\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
-            found.append((name, block))
-    return found
+    return [
+        (name, body)
+        for name, text in [("README.md", README), *PAGES.items()]
+        for _, body in fenced(text, language)
+    ]
 
 
 def test_every_config_the_docs_show_uses_the_loader_s_keys() -> None:

@@ -4,35 +4,29 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from docs_examples import environment, fenced
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "how-to" / "sandbox-in-tests.md"
-_PYTHON = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
 def test_the_page_has_one_python_module() -> None:
     """The page shows one ```python block: the module this test runs."""
-    assert len(_PYTHON.findall(PAGE.read_text(encoding="utf-8"))) == 1
+    assert len(fenced(PAGE.read_text(encoding="utf-8"), "python")) == 1
 
 
 @pytest.mark.slow
 def test_the_page_s_pytest_module_passes(tmp_path: Path) -> None:
     """The page's fixture starts `batchval sandbox`, and its tests pass against it."""
-    (module,) = _PYTHON.findall(PAGE.read_text(encoding="utf-8"))
+    ((_, module),) = fenced(PAGE.read_text(encoding="utf-8"), "python")
     (tmp_path / "test_with_sandbox.py").write_text(module, encoding="utf-8")
-    env = {
-        name: value
-        for name, value in os.environ.items()
-        if not name.startswith(("BATCHVAL_", "PYTEST_", "COV_"))
-    }
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env = environment(tmp_path)  # the project's batchval first on PATH, as for a reader
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_with_sandbox.py"],
         cwd=tmp_path,
