@@ -29,6 +29,20 @@ from batchval.input.refused import DEFAULT_MAX_REFUSED_SHARE
 from batchval.outcome import SettingsError
 
 ENV_PREFIX = "BATCHVAL_"
+# The month a sandbox's fake figures are as of, for snapshot tests (sandbox.config).
+FIGURES_MONTH_VARIABLE = ENV_PREFIX + "SANDBOX_FIGURES_MONTH"
+
+
+def figures_moment(month: str | None) -> dt.datetime | None:
+    """The moment a pinned month's figures are drawn at (its 15th, noon UTC), or None for
+    the clock's own; ValueError for anything but `YYYY-MM`."""
+    if month is None:
+        return None
+    try:
+        first = dt.datetime.strptime(month, "%Y-%m")
+    except (TypeError, ValueError):
+        raise ValueError(f"expected YYYY-MM, got {month!r}") from None
+    return first.replace(day=15, hour=12, tzinfo=dt.UTC)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -205,7 +219,7 @@ OTHER_VARIABLES: Mapping[str, str] = {
     "BATCHVAL_CLOCK_OFFSET_SECONDS": (
         "a test seam, not a setting: seconds added to batchval's clock for the daily limit"
     ),
-    "BATCHVAL_SANDBOX_FIGURES_MONTH": (
+    FIGURES_MONTH_VARIABLE: (
         "`YYYY-MM`: the embedded and served sandboxes' fake figures as of that month, "
         "whatever the clock, for snapshot tests (`batchval sandbox --figures-month`)"
     ),
@@ -530,6 +544,10 @@ def load_settings(
     if given and run.get("book") is None and given.get("book") is None:
         raise SettingsError("--row-id, --fresh-for and --max-calls go with --book PATH")
     run.update(given)
+    try:  # read by the embedded sandbox as a run starts: refused here, before anything
+        figures_moment(env.get(FIGURES_MONTH_VARIABLE) or None)
+    except ValueError as exc:
+        raise SettingsError(f"{FIGURES_MONTH_VARIABLE}: {exc}") from None
     offset = env.get(ENV_PREFIX + "CLOCK_OFFSET_SECONDS") or "0"
     try:
         clock_offset = float(offset)

@@ -371,3 +371,11 @@ def test_the_storage_section_gives_the_object_store_and_the_environment_wins(
 def test_a_wrong_storage_section_is_refused(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(SettingsError, match=message):
         load_settings(write(tmp_path, text), {})
+
+
+def test_a_pinned_figures_month_that_is_no_month_is_a_settings_error() -> None:
+    """BATCHVAL_SANDBOX_FIGURES_MONTH is refused (64) before a run starts, not met by the
+    embedded sandbox mid-run as a defect."""
+    with pytest.raises(SettingsError, match=r"BATCHVAL_SANDBOX_FIGURES_MONTH: expected YYYY-MM"):
+        load_settings(None, {"BATCHVAL_SANDBOX_FIGURES_MONTH": "2026-13"})
+    assert load_settings(None, {"BATCHVAL_SANDBOX_FIGURES_MONTH": "2026-11"}).api is None

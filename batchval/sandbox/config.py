@@ -14,6 +14,8 @@ from typing import Any, TypeVar
 
 import yaml
 
+from batchval import settings
+
 _T = TypeVar("_T")
 
 TEST_SCOPE = "partners:test"
@@ -144,19 +146,12 @@ def _check_value(name: str, value: Any, declared: Any, where: str) -> None:
         raise ConfigError(f"{where}.{name}: expected a string, got {value!r}")
 
 
-FIGURES_MONTH_VARIABLE = "BATCHVAL_SANDBOX_FIGURES_MONTH"
-
-
 def figures_moment(month: str | None) -> dt.datetime | None:
-    """The moment the figures of a pinned month are drawn at (its 15th, noon UTC), or
-    None for the clock's own; ConfigError for anything but `YYYY-MM`."""
-    if month is None:
-        return None
+    """`settings.figures_moment`, refusing anything but `YYYY-MM` with a ConfigError."""
     try:
-        first = dt.datetime.strptime(month, "%Y-%m")
-    except (TypeError, ValueError):
-        raise ConfigError(f"figures_month: expected YYYY-MM, got {month!r}") from None
-    return first.replace(day=15, hour=12, tzinfo=dt.UTC)
+        return settings.figures_moment(month)
+    except ValueError as exc:
+        raise ConfigError(f"figures_month: {exc}") from None
 
 
 def config_from_mapping(data: Mapping[str, Any]) -> SandboxConfig:

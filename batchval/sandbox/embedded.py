@@ -11,7 +11,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from batchval.settings import ApiSettings
+from batchval.settings import FIGURES_MONTH_VARIABLE, ApiSettings
 
 EMBEDDED_RATE_PER_SECOND = 100.0  # and a burst of as many
 EMBEDDED_DAILY_LIMIT = 1_000_000
@@ -22,11 +22,12 @@ def embedded_api() -> Iterator[ApiSettings]:
     # Imported here: `batchval run` imports this module whether or not an API is
     # configured, and the sandbox (starlette, uvicorn) is only needed when none is.
     from batchval.sandbox.app import Sandbox
-    from batchval.sandbox.config import FIGURES_MONTH_VARIABLE, RateLimit, SandboxConfig
+    from batchval.sandbox.config import RateLimit, SandboxConfig
     from batchval.sandbox.server import serve_in_thread
 
     rate = RateLimit(rate_per_second=EMBEDDED_RATE_PER_SECOND, burst=int(EMBEDDED_RATE_PER_SECOND))
-    # Read when a run starts, never at import: a pinned month for snapshot tests.
+    # Read when a run starts, never at import (load_settings has refused a bad one): a
+    # pinned month for snapshot tests.
     month = os.environ.get(FIGURES_MONTH_VARIABLE) or None
     config = SandboxConfig(rate_limit=rate, figures_month=month)
     for account in config.accounts:
