@@ -19,6 +19,16 @@ writes, beside this script:
 - `lender_extract.csv`: 300 other homes as a lender's system might export them: its own
   column names and codes, semicolon-delimited, UTF-8 with a BOM, CRLF line ends, some
   postcodes in lower case without the space. `configs/lender_extract.yaml` maps it.
+- `mi_extract.xlsx`, `mi_extract_windows.csv`, `mi_pack.xlsx`: 150 loans of a building
+  society's MI extract as it leaves the warehouse (issue 32): a title merged across the
+  table, a "produced by" line and a blank line above the header (line 4), a `Total` line,
+  a blank line and a confidentiality footer below the loans; the borrowers' names, birth
+  dates, e-mails, telephones (Ofcom's drama ranges) and address lines beside the fields a
+  valuation needs. One loan midway has only its account number (a problem row), three are
+  in Scotland (outside the API's coverage). As a one-sheet workbook, as Excel on Windows
+  saves that sheet as CSV, and as a monthly pack that opens on a cover sheet (`Cover`,
+  `Loans`, `Notes`). `mi_extract()` gives what a test looks for: the blank loan's account,
+  the surnames, e-mails and birth dates (none found anywhere else).
 
 Every row is a valid request (docs/api.md, sections 3 and 6), and all but three value cleanly
 in the sandbox. On purpose:
@@ -31,16 +41,19 @@ in the sandbox. On purpose:
 
 The postcodes have the shape of real ones and real outward codes (areas and districts),
 but the units are drawn at random: they are not addresses. The same seed gives the same
-files, byte for byte (the Parquet file up to the writer's version stamp).
+files, byte for byte (the Parquet file up to the writer's version stamp, the workbooks up
+to xlsxwriter's version: their creation date is pinned).
 """
 
 from __future__ import annotations
 
 import csv
 import dataclasses
+import datetime as dt
 import random
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
@@ -49,6 +62,10 @@ PORTFOLIO_ROWS = 2_000
 LENDER_ROWS = 300
 MORTGAGE_ROWS = 200
 DUPLICATE_ROWS = 10  # rows repeating another row's request (one source is asked for thrice)
+# A workbook's creation moment, written into it (docProps/core.xml; xlsxwriter would write
+# the time of the run): the moment lender_book.xlsx was first made, so that it and the other
+# workbooks are the same bytes at every run.
+WORKBOOKS_CREATED = dt.datetime(2026, 11, 25, 22, 14, 44, tzinfo=dt.UTC)
 
 # Branch -> (share of homes, postcode area -> real districts in it).
 _BRANCHES: dict[str, tuple[float, dict[str, tuple[str, ...]]]] = {
@@ -274,7 +291,10 @@ def _pick(rng: random.Random, items: Sequence[str], shares: Sequence[float]) -> 
 
 
 def _postcode(rng: random.Random, branch: str) -> str:
-    areas = _BRANCHES[branch][1]
+    return _postcode_in(rng, _BRANCHES[branch][1])
+
+
+def _postcode_in(rng: random.Random, areas: dict[str, tuple[str, ...]]) -> str:
     district = rng.choice(areas[rng.choice(sorted(areas))])
     while True:
         unit = rng.choice(_UNIT_LETTERS) + rng.choice(_UNIT_LETTERS)
@@ -601,11 +621,10 @@ def write_lender_book_csv(loans: Sequence[LenderLoan], path: Path, *, windows: b
 
 def write_lender_book_xlsx(loans: Sequence[LenderLoan], path: Path) -> None:
     """A workbook as a lender keeps it: numbers, money and dates as typed cells."""
-    import datetime as dt
-
     import xlsxwriter
 
     with xlsxwriter.Workbook(str(path)) as book:
+        book.set_properties({"created": WORKBOOKS_CREATED})
         sheet = book.add_worksheet("Loans")
         money = book.add_format({"num_format": "£#,##0.00"})
         day = book.add_format({"num_format": "dd/mm/yyyy"})
@@ -624,6 +643,502 @@ def write_lender_book_xlsx(loans: Sequence[LenderLoan], path: Path) -> None:
         notes.write_string(0, 0, "Extract of the mortgage book, for valuation")
 
 
+# A building society's MI extract (issue 32): the table as it leaves the warehouse, below a
+# title, a "produced by" line and a blank line, above a total and a footer, with the
+# borrowers' personal data batchval never needs; as a workbook, as Excel on Windows saves
+# it as CSV, and inside a monthly pack that opens on a cover sheet. Lines are counted from 1.
+MI_LOANS = 150
+MI_TITLE = "Mortgage book extract - 30/11/2026"
+MI_PRODUCED = "Produced by MI Reporting, 30/11/2026 06:15"
+MI_FOOTER = "Source: MI warehouse (extract MB07). CONFIDENTIAL - not for onward distribution"
+MI_COLUMNS = (
+    "Account No",
+    "Borrower Surname",
+    "Borrower Forename",
+    "Date of Birth",
+    "Email",
+    "Telephone",
+    "Security Address 1",
+    "Security Address 2",
+    "Town",
+    "Post Code",
+    "Prop Type",
+    "Beds",
+    "Current Balance",
+    "Original Valuation",
+    "Completion Date",
+)
+MI_PERSONAL_COLUMNS = MI_COLUMNS[1:9]  # the borrower and the address: never sent, never needed
+MI_HEADER_LINE = 4  # title, produced, a blank line, then the header
+MI_BLANK_LOAN = 70  # the one loan with only its Account No filled: a problem row
+MI_BLANK_LINE = MI_HEADER_LINE + MI_BLANK_LOAN
+MI_TOTAL_LINE = MI_HEADER_LINE + MI_LOANS + 1
+MI_FOOTER_LINE = MI_TOTAL_LINE + 2  # after one blank line
+MI_SCOTTISH_LOANS = 3  # security in Scotland: outside the API's coverage, refused free
+MI_PACK_SHEETS = ("Cover", "Loans", "Notes")
+MI_PACK_COVER = ("Monthly Mortgage Pack", "November 2026", "Prepared by Credit Risk")
+MI_PACK_CONTENTS = "Contents: Loans, Notes"
+
+# Names no other cell, column or answer holds, so that a test can look for them in any
+# output: letters only, save for the hyphen of a double-barrelled surname.
+_MI_SURNAMES = (
+    "Abernathy-Vance",
+    "Achterberg",
+    "Balasubramanian",
+    "Blennerhassett",
+    "Castellanos",
+    "Cholmondeley",
+    "Dunnachie",
+    "Ekwueme",
+    "Featherstonehaugh",
+    "Fitzwarren",
+    "Gallacher",
+    "Grzybowski",
+    "Hargreaves-Lowe",
+    "Huxtable",
+    "Iredale",
+    "Jagielka",
+    "Kowalczyk",
+    "Lethbridge",
+    "Llewellyn-Pryce",
+    "Marchbanks",
+    "Mbatha",
+    "Nakamura",
+    "Nwachukwu",
+    "Okonkwo",
+    "Ostrowska",
+    "Pemberton-Hughes",
+    "Quarrington",
+    "Raghunathan",
+    "Rasmussen",
+    "Szczepanski",
+    "Thistlethwaite",
+    "Trelawney",
+    "Umeadi",
+    "Vanterpool",
+    "Villiers-Stuart",
+    "Wojciechowski",
+    "Wraithmell",
+    "Xuereb",
+    "Yardley-Birch",
+    "Zielinska",
+)
+_MI_FORENAMES = (
+    "Aurelia",
+    "Bartholomew",
+    "Chidinma",
+    "Cosima",
+    "Dashiell",
+    "Eudora",
+    "Fionnuala",
+    "Gwendolyn",
+    "Hieronymus",
+    "Ignatius",
+    "Jemima",
+    "Kwabena",
+    "Leopoldine",
+    "Marguerite",
+    "Ottoline",
+    "Peregrine",
+    "Rosalind",
+    "Siobhan",
+    "Tarquin",
+    "Wilhelmina",
+)
+_MI_STREETS = (
+    "Acacia Avenue",
+    "Beech Grove",
+    "Chapel Street",
+    "Elm Drive",
+    "Kingsley Gardens",
+    "Larch Close",
+    "Meadow Lane",
+    "Orchard Way",
+    "Primrose Hill Road",
+    "Victoria Road",
+    "Willow Crescent",
+)
+# The post town of each postcode area drawn from (the area's own, not its districts').
+_MI_TOWNS = {
+    **dict.fromkeys(("SW", "SE", "N", "E", "W", "NW"), "London"),
+    "BR": "Bromley",
+    "CR": "Croydon",
+    "KT": "Kingston upon Thames",
+    "RM": "Romford",
+    "OX": "Oxford",
+    "CB": "Cambridge",
+    "BN": "Brighton",
+    "GU": "Guildford",
+    "RG": "Reading",
+    "MK": "Milton Keynes",
+    "ME": "Rochester",
+    "CT": "Canterbury",
+    "TN": "Tonbridge",
+    "CM": "Chelmsford",
+    "CO": "Colchester",
+    "IP": "Ipswich",
+    "PE": "Peterborough",
+    "NR": "Norwich",
+    "SO": "Southampton",
+    "PO": "Portsmouth",
+    "BS": "Bristol",
+    "PL": "Plymouth",
+    "EX": "Exeter",
+    "TQ": "Torquay",
+    "TR": "Truro",
+    "GL": "Gloucester",
+    "SN": "Swindon",
+    "BA": "Bath",
+    "TA": "Taunton",
+    "DT": "Dorchester",
+    "SP": "Salisbury",
+    "BH": "Bournemouth",
+    "B": "Birmingham",
+    "NG": "Nottingham",
+    "LE": "Leicester",
+    "CV": "Coventry",
+    "DE": "Derby",
+    "ST": "Stoke-on-Trent",
+    "LN": "Lincoln",
+    "HR": "Hereford",
+    "WR": "Worcester",
+    "M": "Manchester",
+    "L": "Liverpool",
+    "SK": "Stockport",
+    "WA": "Warrington",
+    "CH": "Chester",
+    "PR": "Preston",
+    "BB": "Blackburn",
+    "LA": "Lancaster",
+    "CA": "Carlisle",
+    "LS": "Leeds",
+    "S": "Sheffield",
+    "NE": "Newcastle upon Tyne",
+    "YO": "York",
+    "HU": "Hull",
+    "DN": "Doncaster",
+    "BD": "Bradford",
+    "HD": "Huddersfield",
+    "WF": "Wakefield",
+    "DH": "Durham",
+    "SR": "Sunderland",
+    "TS": "Middlesbrough",
+    "CF": "Cardiff",
+    "SA": "Swansea",
+    "LL": "Llandudno",
+    "NP": "Newport",
+    "EH": "Edinburgh",
+    "G": "Glasgow",
+    "AB": "Aberdeen",
+}
+_MI_SCOTLAND = {
+    "EH": ("EH1", "EH3", "EH10", "EH12"),
+    "G": ("G3", "G12", "G41"),
+    "AB": ("AB10", "AB15"),
+}
+# Ofcom's numbers for drama (never allocated): a mobile range and geographic ones; the
+# last digits are drawn.
+_MI_PHONES = (
+    "07700 900",
+    "07700 900",
+    "07700 900",
+    "020 7946 0",
+    "0113 496 0",
+    "0121 496 0",
+    "0161 496 0",
+    "0191 498 0",
+    "029 2018 0",
+    "01632 960",
+)
+# The wordings of LENDER_BOOK_WORDINGS that place a home alone (no built form column here).
+_MI_WORDINGS = {
+    api_type: tuple(w for w, form, t in LENDER_BOOK_WORDINGS if form is None and t == api_type)
+    for api_type in _TYPES
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MiDetails:
+    """Everything of an MI loan but its account number."""
+
+    surname: str
+    forename: str
+    born: dt.date
+    email: str
+    telephone: str
+    address_1: str
+    address_2: str | None
+    town: str
+    postcode: str
+    wording: str
+    bedrooms: int
+    balance: float
+    valuation: int
+    completed: dt.date
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MiLoan:
+    """A line of the MI extract; `details` None: only the account number is filled."""
+
+    account: str
+    details: MiDetails | None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MiExtract:
+    """The MI extract's loans in table order, and what a test looks for in outputs."""
+
+    loans: tuple[MiLoan, ...]
+
+    @property
+    def blank_account(self) -> str:
+        """The account number of the loan with every other cell blank."""
+        return self.loans[MI_BLANK_LOAN - 1].account
+
+    @property
+    def surnames(self) -> tuple[str, ...]:
+        return tuple(sorted({d.surname for d in self._details()}))
+
+    @property
+    def emails(self) -> tuple[str, ...]:
+        return tuple(d.email for d in self._details())
+
+    @property
+    def birth_dates(self) -> tuple[dt.date, ...]:
+        return tuple(d.born for d in self._details())
+
+    @property
+    def telephones(self) -> tuple[str, ...]:
+        return tuple(d.telephone for d in self._details())
+
+    @property
+    def scottish_accounts(self) -> tuple[str, ...]:
+        """The loans secured on homes in Scotland."""
+        return tuple(
+            loan.account
+            for loan in self.loans
+            if loan.details is not None and _mi_area(loan.details.postcode) in _MI_SCOTLAND
+        )
+
+    @property
+    def balance_total(self) -> float:
+        return round(sum(d.balance for d in self._details()), 2)
+
+    @property
+    def valuation_total(self) -> int:
+        return sum(d.valuation for d in self._details())
+
+    def _details(self) -> list[MiDetails]:
+        return [loan.details for loan in self.loans if loan.details is not None]
+
+
+def _mi_area(postcode: str) -> str:
+    return postcode[: 2 if postcode[1].isalpha() else 1]
+
+
+# Births before any completion date (2010 on) and any answer's date: a birth date found in
+# an output can only have come from the file.
+_MI_BORN = (dt.date(1946, 1, 1).toordinal(), dt.date(2000, 1, 1).toordinal())
+
+
+def _mi_details(
+    rng: random.Random, home: Home, emails: set[str], births: set[dt.date]
+) -> MiDetails:
+    """A borrower and a loan on `home`; the e-mail and the birth date not in `emails` and
+    `births` (each loan's own), which they join."""
+    surname, forename = rng.choice(_MI_SURNAMES), rng.choice(_MI_FORENAMES)
+    while True:
+        digits = rng.randrange(1_000, 10_000)
+        email = f"{forename[0].lower()}.{surname.lower().replace('-', '')}{digits}@example.com"
+        if email not in emails:
+            break
+    while (born := dt.date.fromordinal(rng.randrange(*_MI_BORN))) in births:
+        pass
+    emails.add(email)
+    births.add(born)
+    street = rng.choice(_MI_STREETS)
+    if home.property_type == "flat":
+        address_1, address_2 = f"Flat {rng.randrange(1, 25)}", f"{rng.randrange(1, 120)} {street}"
+    else:
+        address_1, address_2 = f"{rng.randrange(1, 200)} {street}", None
+    value = round(rng.uniform(120_000, 650_000), -3)
+    counts = (1, 2, 3) if home.property_type == "flat" else (2, 3, 4, 5)
+    completed = dt.date(rng.randrange(2010, 2026), rng.randrange(1, 13), rng.randrange(1, 29))
+    return MiDetails(
+        surname=surname,
+        forename=forename,
+        born=born,
+        email=email,
+        telephone=f"{rng.choice(_MI_PHONES)}{rng.randrange(1_000):03d}",
+        address_1=address_1,
+        address_2=address_2,
+        town=_MI_TOWNS[_mi_area(home.postcode)],
+        postcode=home.postcode,
+        wording=rng.choice(_MI_WORDINGS[home.property_type]),
+        bedrooms=rng.choice(counts),
+        balance=round(value * rng.uniform(0.3, 0.9), 2),
+        valuation=int(value),
+        completed=completed,
+    )
+
+
+def make_mi_extract(rng: random.Random) -> MiExtract:
+    """MI_LOANS loans: homes as the portfolio's (Welsh ones among them), MI_SCOTTISH_LOANS
+    in Scotland, and the MI_BLANK_LOAN-th with only its account number."""
+    accounts = rng.sample(range(1_000_000, 100_000_000), MI_LOANS)
+    scottish = set(
+        rng.sample([n for n in range(MI_LOANS) if n != MI_BLANK_LOAN - 1], MI_SCOTTISH_LOANS)
+    )
+    emails: set[str] = set()
+    births: set[dt.date] = set()
+    loans = []
+    for n, account in enumerate(accounts):
+        if n == MI_BLANK_LOAN - 1:
+            loans.append(MiLoan(f"{account:08d}", None))
+            continue
+        home = make_home(rng)
+        if n in scottish:
+            home = dataclasses.replace(home, postcode=_postcode_in(rng, _MI_SCOTLAND))
+        loans.append(MiLoan(f"{account:08d}", _mi_details(rng, home, emails, births)))
+    return MiExtract(tuple(loans))
+
+
+def mi_extract() -> MiExtract:
+    """The MI extract the sample files hold (the same stream as `main` draws)."""
+    return make_mi_extract(random.Random(SEED + 3))
+
+
+# A cell of the MI sheet as typed in the workbook; None is an empty cell.
+_MiCell = str | int | float | dt.date | None
+
+
+def _mi_cells(loan: MiLoan) -> list[_MiCell]:
+    """A loan's cells in MI_COLUMNS order."""
+    d = loan.details
+    if d is None:
+        return [loan.account, *[None] * (len(MI_COLUMNS) - 1)]
+    return [
+        loan.account,
+        d.surname,
+        d.forename,
+        d.born,
+        d.email,
+        d.telephone,
+        d.address_1,
+        d.address_2,
+        d.town,
+        d.postcode,
+        d.wording,
+        d.bedrooms,
+        d.balance,
+        d.valuation,
+        d.completed,
+    ]
+
+
+_MI_MONEY = ("Current Balance", "Original Valuation")
+
+
+def _mi_lines(extract: MiExtract) -> list[list[_MiCell]]:
+    """Every line of the sheet, title to footer, cells typed, as wide as the table."""
+    width = len(MI_COLUMNS)
+
+    def line(*cells: str | None) -> list[_MiCell]:
+        return [*cells, *[None] * (width - len(cells))]
+
+    total: list[_MiCell] = line("Total")
+    total[MI_COLUMNS.index("Current Balance")] = extract.balance_total
+    total[MI_COLUMNS.index("Original Valuation")] = extract.valuation_total
+    return [
+        line(MI_TITLE),
+        line(MI_PRODUCED),
+        line(),
+        list(MI_COLUMNS),
+        *[_mi_cells(loan) for loan in extract.loans],
+        total,
+        line(),
+        line(MI_FOOTER),
+    ]
+
+
+def write_mi_csv(extract: MiExtract, path: Path) -> None:
+    """As Excel on Windows saves the sheet as CSV: cp1252, CRLF, every line as wide as the
+    used range, cells as displayed (`£412,500.00`, `15/03/2019`)."""
+    money = [MI_COLUMNS.index(c) for c in _MI_MONEY]
+    with path.open("w", encoding="cp1252", newline="") as handle:
+        out = csv.writer(handle, lineterminator="\r\n")
+        for cells in _mi_lines(extract):
+            shown = []
+            for column, cell in enumerate(cells):
+                if cell is None:
+                    shown.append("")
+                elif isinstance(cell, dt.date):
+                    shown.append(cell.strftime("%d/%m/%Y"))
+                elif column in money and isinstance(cell, int | float):
+                    shown.append(f"£{cell:,.2f}")
+                else:
+                    shown.append(str(cell))
+            out.writerow(shown)
+
+
+def _write_mi_sheet(book: Any, sheet: Any, extract: MiExtract) -> None:
+    """The extract's lines into `sheet`: the title merged across the table, typed cells."""
+    bold = book.add_format({"bold": True})
+    title = book.add_format({"bold": True, "font_size": 14})
+    money = book.add_format({"num_format": "£#,##0.00"})
+    total_money = book.add_format({"num_format": "£#,##0.00", "bold": True, "top": 1})
+    day = book.add_format({"num_format": "dd/mm/yyyy"})
+    lines = _mi_lines(extract)
+    sheet.merge_range(0, 0, 0, len(MI_COLUMNS) - 1, MI_TITLE, title)
+    sheet.write_string(1, 0, MI_PRODUCED)
+    sheet.write_row(MI_HEADER_LINE - 1, 0, MI_COLUMNS, bold)
+    for row, cells in enumerate(lines[MI_HEADER_LINE:], start=MI_HEADER_LINE):
+        is_total = row == MI_TOTAL_LINE - 1
+        for column, cell in enumerate(cells):
+            if cell is None:
+                continue
+            if isinstance(cell, dt.date):
+                sheet.write_datetime(row, column, dt.datetime.combine(cell, dt.time()), day)
+            elif isinstance(cell, str):
+                sheet.write_string(row, column, cell, bold if is_total else None)
+            elif MI_COLUMNS[column] in _MI_MONEY:
+                sheet.write_number(row, column, cell, total_money if is_total else money)
+            else:
+                sheet.write_number(row, column, cell)
+    sheet.set_column(0, 0, 12)
+    sheet.set_column(1, 8, 18)
+    sheet.set_column(9, 11, 11)
+    sheet.set_column(12, 14, 16)
+
+
+def write_mi_xlsx(extract: MiExtract, path: Path) -> None:
+    """The MI system's export: one sheet, `Extract`."""
+    import xlsxwriter
+
+    with xlsxwriter.Workbook(str(path)) as book:
+        book.set_properties({"created": WORKBOOKS_CREATED})
+        _write_mi_sheet(book, book.add_worksheet("Extract"), extract)
+
+
+def write_mi_pack(extract: MiExtract, path: Path) -> None:
+    """The monthly pack: a cover page first (text down column B, no table), the extract's
+    sheet as `Loans`, then `Notes`."""
+    import xlsxwriter
+
+    with xlsxwriter.Workbook(str(path)) as book:
+        book.set_properties({"created": WORKBOOKS_CREATED})
+        cover = book.add_worksheet(MI_PACK_SHEETS[0])
+        cover.set_column(1, 1, 40)
+        cover.write_string(1, 1, MI_PACK_COVER[0], book.add_format({"bold": True, "font_size": 18}))
+        for row, text in enumerate([*MI_PACK_COVER[1:], MI_PACK_CONTENTS], start=1):
+            cover.write_string(1 + 2 * row, 1, text)
+        _write_mi_sheet(book, book.add_worksheet(MI_PACK_SHEETS[1]), extract)
+        notes = book.add_worksheet(MI_PACK_SHEETS[2])
+        notes.write_string(0, 0, "Balances as at close of business 30/11/2026.")
+        notes.write_string(1, 0, "Valuations are those at origination, not indexed.")
+
+
 def main(out_dir: Path | None = None) -> None:
     out = out_dir or Path(__file__).resolve().parent
     rng = random.Random(SEED)
@@ -638,6 +1153,10 @@ def main(out_dir: Path | None = None) -> None:
     write_lender_book_csv(loans, out / "lender_book.csv", windows=False)
     write_lender_book_csv(loans, out / "lender_book_windows.csv", windows=True)
     write_lender_book_xlsx(loans, out / "lender_book.xlsx")
+    extract = make_mi_extract(random.Random(SEED + 3))
+    write_mi_xlsx(extract, out / "mi_extract.xlsx")
+    write_mi_csv(extract, out / "mi_extract_windows.csv")
+    write_mi_pack(extract, out / "mi_pack.xlsx")
 
 
 if __name__ == "__main__":
