@@ -28,6 +28,7 @@ from batchval.valuations.book_options import book_options
 if TYPE_CHECKING:
     from batchval.engine.place import Place
     from batchval.settings import Settings
+    from batchval.tools.init import Chosen, Proposal
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -61,8 +62,14 @@ def concurrency_option(what: str) -> Callable[[F], F]:
 
 
 def input_reading_options(f: F) -> F:
-    """--sheet and --encoding, for the commands that read INPUT: over the config's
-    `input.sheet` and `input.encoding`."""
+    """--sheet, --encoding and --header-row, for the commands that read INPUT: over the
+    config's `input.sheet`, `input.encoding` and `input.header_row`."""
+    f = click.option(
+        "--header-row",
+        type=click.IntRange(1),
+        metavar="N",
+        help="The line of a CSV or sheet that holds the header [found below any title].",
+    )(f)
     f = click.option(
         "--encoding",
         metavar="NAME",
@@ -317,6 +324,7 @@ def run(
     config_file: Path | None,
     sheet: str | None,
     encoding: str | None,
+    header_row: int | None,
     run_id: str | None,
     concurrency: int | None,
     include: str | None,
@@ -342,6 +350,7 @@ def run(
         book=book,
         encoding=encoding,
         sheet=sheet,
+        header_row=header_row,
     )
     if wait_for_midnight:
         settings = dataclasses.replace(
@@ -411,7 +420,11 @@ def status(out_dir: str, as_json: bool) -> None:
 @config_option("YAML config: api, input mapping, run settings.")
 @input_reading_options
 def check(
-    input_path: str | None, config_file: Path | None, sheet: str | None, encoding: str | None
+    input_path: str | None,
+    config_file: Path | None,
+    sheet: str | None,
+    encoding: str | None,
+    header_row: int | None,
 ) -> None:
     """Preflight at no cost: settings, token, API, mode, and INPUT's price (INPUT a path
     or an s3:// URL); exit 0, 64, 65, 75 or 77."""
@@ -425,7 +438,9 @@ def check(
     # are the dry run's business).
     logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=redactor, level=30)
     try:
-        settings = load_settings(config_file, os.environ, encoding=encoding, sheet=sheet)
+        settings = load_settings(
+            config_file, os.environ, encoding=encoding, sheet=sheet, header_row=header_row
+        )
     except SettingsError as exc:
         report = CheckReport((Finding("settings", str(exc), ExitCode.USAGE),))
     else:
@@ -458,6 +473,7 @@ def split(
     config_file: Path | None,
     sheet: str | None,
     encoding: str | None,
+    header_row: int | None,
     row_id: str | None,
 ) -> None:
     """Cut INPUT (a path or an s3:// URL) into N Parquet shards by a stable hash of each
@@ -469,7 +485,9 @@ def split(
 
     logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=Redactor(), level=30)
     try:
-        settings = load_settings(config_file, os.environ, encoding=encoding, sheet=sheet)
+        settings = load_settings(
+            config_file, os.environ, encoding=encoding, sheet=sheet, header_row=header_row
+        )
         env = settings.storage.env(os.environ)
         with (
             _refusals(),
@@ -555,6 +573,7 @@ def streets(
     config_file: Path | None,
     sheet: str | None,
     encoding: str | None,
+    header_row: int | None,
     refresh: bool,
     join: bool,
     max_credits: int | None,
@@ -572,6 +591,7 @@ def streets(
         max_credits=max_credits,
         encoding=encoding,
         sheet=sheet,
+        header_row=header_row,
     )
     with _input_and_place(input_path, out_dir, settings, dry_run=dry_run) as (source, place):
         request = StreetsRequest(
@@ -636,16 +656,22 @@ def verify(out_dir: str, config_file: Path | None, concurrency: int | None) -> N
 @click.option("--force", is_flag=True, help="Replace the file --out names if it exists.")
 @input_reading_options
 def init(
-    input_path: str, config_out: Path | None, force: bool, sheet: str | None, encoding: str | None
+    input_path: str,
+    config_out: Path | None,
+    force: bool,
+    sheet: str | None,
+    encoding: str | None,
+    header_row: int | None,
 ) -> None:
     """Propose a config for INPUT (a lender's own file; a path or an s3:// URL): each
     column's mapping and why, the lender columns found, every value it cannot place with
     its count; then read INPUT through it and say what a run would send; exit 0, 64 or 65."""
     from batchval.engine.place import input_of
     from batchval.input import InputError, InputOptions
+    from batchval.input.excel import NoTableError
     from batchval.input.reader import read_as_text
     from batchval.settings import load_settings
-    from batchval.tools.init import propose, render, summary_lines, survey, trial
+    from batchval.tools.init import Chosen, propose, render, survey, trial
 
     logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=Redactor(), level=30)
     name = input_path.rstrip("/").rpartition("/")[2]
@@ -653,34 +679,70 @@ def init(
     if target.exists() and not force:
         raise click.UsageError(f"{target} exists: give another --out, or --force to replace it")
     try:
-        reading = InputOptions(encoding=encoding, sheet=sheet)
+        reading = InputOptions(encoding=encoding, sheet=sheet, header_row=header_row)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    # The proposal leaves the sheet and encoding to the command line, as they were given.
-    given = "".join(
-        f" --{k} {shlex.quote(v)}" for k, v in (("sheet", sheet), ("encoding", encoding)) if v
-    )
     with _refusals(), input_of(input_path, os.environ) as source:
+        chosen: Chosen | None = None
         try:
-            columns, frames = read_as_text(source, reading)
+            try:
+                columns, frames, read_as = read_as_text(source, reading)
+            except NoTableError as exc:  # a cover sheet first: the first sheet with a table
+                chosen = Chosen(
+                    exc.sheets[0],
+                    f"the first sheet {exc.first!r} holds no table; this is the first that does",
+                    cover=True,
+                )
+                reading = dataclasses.replace(reading, sheet=chosen.name)
+                columns, frames, read_as = read_as_text(source, reading)
             surveyed, rows = survey(columns, frames)
         except InputError as exc:
             click.echo(f"batchval: input_unusable: {exc}", err=True)
             raise SystemExit(int(ExitCode.INPUT)) from None
+        if chosen is None and read_as.sheet is not None:
+            chosen = Chosen(read_as.sheet, "the sheet read (--sheet NAME reads another)")
+        header = read_as.header
         proposal = propose(columns, surveyed, rows)
-        target.write_text(render(proposal, input_path), encoding="utf-8")
-        click.echo(f"wrote {target}: a config proposed for {input_path} ({rows} data rows)")
-        for line in summary_lines(proposal):
-            click.echo(line)
+        target.write_text(render(proposal, input_path, sheet=chosen, header=header), "utf-8")
         try:
-            settings = load_settings(target, os.environ, encoding=encoding, sheet=sheet)
+            settings = load_settings(target, os.environ, encoding=encoding)
             tried = trial(source, settings.input)
         except (InputError, SettingsError) as exc:
+            _proposed(target, input_path, proposal, chosen, sheet)
             click.echo(f"batchval: input_unusable: with {target}: {exc}", err=True)
             raise SystemExit(int(ExitCode.INPUT)) from None
+        if tried.read_as is not None and tried.read_as.not_loans:  # not data rows after all
+            rows -= len(tried.read_as.not_loans)
+            proposal = dataclasses.replace(proposal, rows=rows)
+            target.write_text(render(proposal, input_path, sheet=chosen, header=header), "utf-8")
+    _proposed(target, input_path, proposal, chosen, sheet)
     for line in tried.lines():
         click.echo(line)
+    # The proposal names the sheet and the header's line; the command says them too.
+    given = "".join(
+        f" --{k} {shlex.quote(str(v))}"
+        for k, v in (
+            ("sheet", None if chosen is None else chosen.name),
+            ("header-row", header.line if header is not None and header.line > 1 else None),
+            ("encoding", encoding),
+        )
+        if v
+    )
     click.echo(f"next: batchval run {input_path}{given} --config {target} --out DIR --dry-run")
+
+
+def _proposed(
+    target: Path, input_path: str, proposal: Proposal, chosen: Chosen | None, sheet: str | None
+) -> None:
+    """What `init` proposed, for the terminal."""
+    from batchval.tools.init import summary_lines
+
+    rows = proposal.rows
+    click.echo(f"wrote {target}: a config proposed for {input_path} ({rows} data rows)")
+    if chosen is not None and chosen.name != sheet and chosen.cover:
+        click.echo(f"  sheet {chosen.name!r}: {chosen.why}")
+    for line in summary_lines(proposal):
+        click.echo(line)
 
 
 def main(argv: list[str] | None = None) -> None:

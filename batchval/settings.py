@@ -166,6 +166,11 @@ INPUT_KEYS: tuple[Key, ...] = (
         default="found: UTF-8, else cp1252",
     ),
     Key("sheet", "an Excel workbook's sheet (`--sheet`)", default="the first"),
+    Key(
+        "header_row",
+        "the line of a CSV file or a sheet that holds the header (`--header-row`)",
+        default="found: the first line that names fields, below any title",
+    ),
     Key("columns", "API field (or `include`, or a lender field) -> your column", default="{}"),
     Key("values", "API field -> {your value: API value}", default="{}"),
     Key(
@@ -257,6 +262,16 @@ class Settings:
     lender: LenderOptions = dataclasses.field(default_factory=LenderOptions)
     storage: StorageSettings = dataclasses.field(default_factory=StorageSettings)
 
+    def read_at(self, header_line: int | None) -> Settings:
+        """These settings with the header on the line the input was read at, as if it had
+        been stated: a header found on line 5 and `header_row: 5` are one run, and naming
+        another line changes the input's shaping (`shaping`)."""
+        if header_line is None or self.input.header_row is not None:
+            return self
+        return dataclasses.replace(
+            self, input=dataclasses.replace(self.input, header_row=header_line)
+        )
+
     def fingerprint(self) -> str:
         """What must not change under a resumed run: everything that shapes the requests,
         and what decides how the input is read and what rides along with each row.
@@ -288,6 +303,9 @@ class Settings:
             "delimiter": self.input.delimiter,
             "passthrough": None if passthrough is None else list(passthrough),
             **({} if self.input.sheet is None else {"sheet": self.input.sheet}),
+            # A header on the first line (where every DIR begun before it could be found
+            # had it) is left out, so that no earlier DIR's fingerprint changes.
+            **({} if self.input.header_row in (None, 1) else {"header_row": self.input.header_row}),
         }
 
     def fingerprint_0_1(self) -> str:
@@ -314,6 +332,7 @@ class Settings:
                 "delimiter": options.delimiter,
                 "encoding": options.encoding,
                 "sheet": options.sheet,
+                "header_row": options.header_row,
                 "columns": dict(options.columns),
                 "values": {k: dict(v) for k, v in options.values.items()},
                 "passthrough": None if options.passthrough is None else list(options.passthrough),
@@ -364,7 +383,10 @@ def _section(data: Mapping[str, Any], name: str) -> dict[str, Any]:
 def _reject_unknown(part: Mapping[str, Any], known: set[str], where: str) -> None:
     unknown = sorted(set(part) - known)
     if unknown:
-        raise SettingsError(f"unknown setting(s) in {where}: {', '.join(map(str, unknown))}")
+        raise SettingsError(
+            f"unknown setting(s) in {where}: {', '.join(map(str, unknown))}; "
+            f"{where} takes {', '.join(sorted(known))}"
+        )
 
 
 def _read_config(path: Path | None) -> dict[str, Any]:
@@ -438,10 +460,10 @@ def _include(items: Any, where: str) -> tuple[str, ...]:
 
 
 def _input(
-    config: Mapping[str, Any], include: tuple[str, ...], reading: Mapping[str, str | None]
+    config: Mapping[str, Any], include: tuple[str, ...], reading: Mapping[str, str | int | None]
 ) -> InputOptions:
-    """The input section, with `reading` (the command line's --encoding and --sheet) over
-    the config's own."""
+    """The input section, with `reading` (the command line's --encoding, --sheet and
+    --header-row) over the config's own."""
     section = _section(config, "input")
     _reject_unknown(section, {key.name for key in INPUT_KEYS}, "input")
     columns = section.get("columns") or {}
@@ -461,6 +483,11 @@ def _input(
     for name in ("encoding", "sheet"):
         if section.get(name) is not None and not isinstance(section[name], str):
             raise SettingsError(f"input.{name} must be a name")
+    header_row = section.get("header_row")
+    if header_row is not None and (
+        isinstance(header_row, bool) or not isinstance(header_row, int) or header_row < 1
+    ):
+        raise SettingsError("input.header_row must be a line number, 1 or more")
     section.update({name: value for name, value in reading.items() if value is not None})
     try:
         return _input_options(section, delimiter, columns, values, passthrough, include)
@@ -480,6 +507,7 @@ def _input_options(
         delimiter=delimiter,
         encoding=section.get("encoding"),
         sheet=section.get("sheet"),
+        header_row=section.get("header_row"),
         columns={str(k): v for k, v in columns.items()},
         values={str(f): {str(k): str(v) for k, v in m.items()} for f, m in values.items()},
         passthrough=None if passthrough is None else tuple(passthrough),
@@ -528,10 +556,11 @@ def load_settings(
     book: Mapping[str, Any] | None = None,
     encoding: str | None = None,
     sheet: str | None = None,
+    header_row: int | None = None,
 ) -> Settings:
     """Settings for `run`, `streets`, `check`, `split` and `--dry-run`; raises
-    SettingsError (exit 64). `encoding` and `sheet` (--encoding, --sheet) win over the
-    config's input section."""
+    SettingsError (exit 64). `encoding`, `sheet` and `header_row` (--encoding, --sheet,
+    --header-row) win over the config's input section."""
     config = _read_config(config_file)
     run = _section(config, "run")
     _reject_unknown(run, {key.name for key in RUN_KEYS}, "run")
@@ -585,7 +614,9 @@ def load_settings(
     )
     return Settings(
         api=_api(config, env),
-        input=_input(config, includes, {"encoding": encoding, "sheet": sheet}),
+        input=_input(
+            config, includes, {"encoding": encoding, "sheet": sheet, "header_row": header_row}
+        ),
         run=options,
         lender=_lender(config),
         storage=_storage(config),

@@ -166,7 +166,8 @@ def test_a_fault_of_the_input_is_found_before_any_row_is_stored(tmp_path: Path) 
     """A file that cannot be read to its end is refused by the validation of the whole
     input, before a call could be made, with nothing stored and no thread left."""
     path = book(tmp_path / "book.csv", [GOOD] * 10)
-    path.write_bytes(path.read_bytes() + b'LN-9,"SW1A 2AA,terraced,3,CASE\n')
+    broken = b'LN-9,"SW1A 2AA,terraced,3,CASE\n'
+    path.write_bytes(path.read_bytes() + broken + b"LN-10,SW1A 2AA,terraced,3,CASE\n")
     checkpoint = Checkpoint.open(tmp_path)
     with pytest.raises(RunRefusedError) as refused:
         Ingest.begin(checkpoint, source(path), "run-1")

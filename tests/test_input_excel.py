@@ -19,6 +19,8 @@ from support import ROOT
 from test_input_reader import read_all
 
 from batchval.input import InputError, InputOptions, ReadAs, excel, open_input
+from batchval.input.excel import NoTableError
+from batchval.input.layout import Header
 
 Cell = str | int | float | bool | dt.datetime | None
 
@@ -73,7 +75,7 @@ def test_a_sheet_reads_with_its_cell_types(tmp_path: Path) -> None:
     dates); request fields read as text, as Parquet's do (bedrooms 3.0 is 3)."""
     path = workbook(tmp_path / "loans.xlsx", {"Loans": LOANS})
     source = open_input(path, InputOptions())
-    assert source.read_as == ReadAs("excel", sheet="Loans")
+    assert source.read_as == ReadAs("excel", sheet="Loans", header=Header(1))
     batch = next(source.batches())
     assert batch.passthrough.schema == pa.schema(
         [("Loan Ref", pa.int64()), ("Balance", pa.float64()), ("Completed", pa.date32())]
@@ -143,15 +145,30 @@ def test_a_sheet_without_data_is_refused(tmp_path: Path, rows: list[list[Cell]],
 
 def test_a_first_sheet_that_does_not_fit_names_the_others(tmp_path: Path) -> None:
     """When the first sheet is read by default and lacks a column, the fault names the
-    workbook's other sheets and --sheet."""
+    workbook's other sheets and --sheet (no other sheet holds a table either)."""
     notes: list[list[Cell]] = [["Note", "By"], ["Extract of 2026-11", "ops"]]
-    path = workbook(tmp_path / "loans.xlsx", {"Notes": notes, "Loans": LOANS})
+    other: list[list[Cell]] = [["Owner", "Team"], ["J Bloggs", "ops"]]
+    path = workbook(tmp_path / "loans.xlsx", {"Notes": notes, "Owners": other})
     with pytest.raises(InputError) as caught:
         open_input(path, InputOptions())
     assert str(caught.value).endswith(
-        "; sheet 'Notes' was read (the first sheet; the others: 'Loans'; --sheet NAME reads "
+        "; sheet 'Notes' was read (the first sheet; the others: 'Owners'; --sheet NAME reads "
         "another)"
     )
+
+
+def test_a_cover_sheet_first_is_refused_naming_the_sheets_with_a_table(tmp_path: Path) -> None:
+    """A first sheet that holds no table, before sheets that do, is refused (65) naming
+    those sheets, never read with a wrong header; --sheet reads one."""
+    notes: list[list[Cell]] = [["Note", "By"], ["Extract of 2026-11", "ops"]]
+    cover: list[list[Cell]] = [["Monthly Mortgage Pack"], [None], ["Prepared by Credit Risk"]]
+    path = workbook(
+        tmp_path / "pack.xlsx", {"Cover": cover, "Loans": LOANS, "Notes": notes, "Old": LOANS}
+    )
+    with pytest.raises(NoTableError) as caught:
+        open_input(path, InputOptions())
+    assert caught.value.sheets == ["Loans", "Old"]
+    assert "first sheet 'Cover' holds no table" in str(caught.value)
     assert len(read_all(open_input(path, InputOptions(sheet="Loans")))) == 2
 
 

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from batchval.input import InputError, InputOptions, InputSource, ReadAs, open_input, stream
+from batchval.input.layout import Header
 
 HEADER = ["loan_id", "postcode", "property_type", "bedrooms", "floor_area_sqm", "notes"]
 ROWS = [
@@ -325,21 +326,28 @@ def test_unusable_file_is_one_line_input_error(
     assert expected in fault(make(tmp_path), options)
 
 
-def test_open_reads_only_the_head(tmp_path: Path) -> None:
-    """With its encoding given, open_input accepts a file whose damage lies past its head;
-    batches then raise. With none given, the scan for it finds the damage at once."""
-    rng = random.Random(1)
-    rows = [[f"L{i}", "SW1A 1AA", "flat", "2", "", rng.randbytes(40).hex()] for i in range(5000)]
-    path = write_csv(tmp_path / "homes.csv.gz", rows, compress=True)
-    data = path.read_bytes()
-    path.write_bytes(data[: len(data) * 2 // 3])
+def test_open_reads_only_the_head_and_tail(tmp_path: Path) -> None:
+    """With its encoding given, open_input accepts a CSV file whose damage lies between its
+    head and its last line (a loan: nothing below the table); batches then raise. A gzip
+    file, whose end cannot be read alone, is read whole at once for the lines below its
+    table, and so is refused when it is damaged, as it is when the encoding is found."""
+    rows = [[f"L{i}", "SW1A 1AA", "flat", "2", "", "x" * 80] for i in range(5000)]
+    rows[2500][5] = "caf\udce9"  # a byte that is not UTF-8, written as it is
+    path = tmp_path / "homes.csv"
+    text = ",".join(HEADER) + "\n" + "".join(",".join(row) + "\n" for row in rows)
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
     given = InputOptions(batch_rows=500, encoding="utf-8")
     source = open_input(path, given)
-    message = fault(path, given)
-    assert "cannot be read" in message
     assert source.columns == HEADER
-    with pytest.raises(InputError, match="cannot be read"):
-        open_input(path, InputOptions(batch_rows=500))
+    assert "cannot be read after data row" in fault(path, given)
+    rng = random.Random(1)
+    rows = [[f"L{i}", "SW1A 1AA", "flat", "2", "", rng.randbytes(40).hex()] for i in range(5000)]
+    gzipped = write_csv(tmp_path / "homes.csv.gz", rows, compress=True)
+    data = gzipped.read_bytes()
+    gzipped.write_bytes(data[: len(data) * 2 // 3])
+    for options in (given, InputOptions(batch_rows=500)):
+        with pytest.raises(InputError, match="cannot be read"):
+            open_input(gzipped, options)
 
 
 @pytest.mark.parametrize("short", [4, 19_000])
@@ -422,7 +430,7 @@ def test_invalid_utf8_mid_file_is_input_error(tmp_path: Path) -> None:
     path.write_bytes(path.read_bytes() + b"L9,SW1A 1AA,flat,2,,caf\xe9\n")
     assert "cannot be read after data row" in fault(path, InputOptions(encoding="utf-8"))
     source = open_input(path, InputOptions())
-    assert source.read_as == ReadAs("csv", "cp1252", encoding_detected=True)
+    assert source.read_as == ReadAs("csv", "cp1252", encoding_detected=True, header=Header(1))
     assert read_all(source)[-1]["passthrough"]["notes"] == "café"
 
 

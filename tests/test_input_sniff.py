@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from batchval.input import InputError, InputOptions, ReadAs, open_input, sniff
+from batchval.input.layout import Header
 from batchval.input.sniff import detect_encoding
 
 HEADER = "loan_id,postcode,property_type,bedrooms,note\n"
@@ -29,7 +30,7 @@ def test_a_windows_csv_is_read_as_cp1252_and_says_so(tmp_path: Path, compress: b
     text = HEADER + 'L1,SW1A 1AA,flat,2,"£412,500.00"\nL2,SW1A 2AA,flat,3,O’Neil – £5\n'
     path = written(tmp_path / "loans.csv", text.encode("cp1252"), compress=compress)
     source = open_input(path, InputOptions())
-    assert source.read_as == ReadAs("csv", "cp1252", encoding_detected=True)
+    assert source.read_as == ReadAs("csv", "cp1252", encoding_detected=True, header=Header(1))
     values = [v for batch in source.batches() for v in batch.passthrough.to_pylist()]
     assert [v["note"] for v in values] == ["£412,500.00", "O’Neil – £5"]
 
@@ -38,9 +39,11 @@ def test_a_utf8_file_is_utf8_and_a_given_encoding_is_not_found(tmp_path: Path) -
     """UTF-8 (with a £ of two bytes) is found to be UTF-8; an encoding given is used as it
     is, nothing found."""
     path = written(tmp_path / "loans.csv", (HEADER + "L1,SW1A 1AA,flat,2,£1\n").encode())
-    assert open_input(path, InputOptions()).read_as == ReadAs("csv", "utf-8", True)
+    assert open_input(path, InputOptions()).read_as == ReadAs(
+        "csv", "utf-8", True, header=Header(1)
+    )
     assert open_input(path, InputOptions(encoding="latin-1")).read_as == ReadAs(
-        "csv", "iso8859-1", False
+        "csv", "iso8859-1", False, header=Header(1)
     )
 
 

@@ -31,6 +31,7 @@ from batchval.contract.schemas import (
     results_schema,
 )
 from batchval.engine import arrow, files
+from batchval.input.layout import SOURCE_ROW
 from batchval.sandbox.data import valuation_parts
 from batchval.store.checkpoint import Checkpoint
 from batchval.valuations import writer
@@ -232,6 +233,11 @@ def _given(*fields: tuple[str, pa.DataType]) -> pa.Schema:
     return pa.schema(list(fields))
 
 
+def _lines() -> pa.Schema:
+    """The pass-through a run stores: each row's line and no column of the input's."""
+    return _given((SOURCE_ROW, pa.int64()))
+
+
 @pytest.mark.parametrize(
     ("extras", "tail"),
     [
@@ -270,8 +276,8 @@ def test_problem_columns_are_the_problem_record() -> None:
 @pytest.mark.parametrize(
     ("columns", "schema"),
     [
-        (RESULT_COLUMNS, results_schema(_given(), (*INCLUDE_ITEMS, *LENDER_GROUPS))),
-        (PROBLEM_COLUMNS, problems_schema(_given())),
+        (RESULT_COLUMNS, results_schema(_lines(), (*INCLUDE_ITEMS, *LENDER_GROUPS))),
+        (PROBLEM_COLUMNS, problems_schema(_lines())),
     ],
 )
 def test_every_fixed_column_has_a_one_line_description(

@@ -46,13 +46,18 @@ from batchval.contract.lender import (
 )
 from batchval.contract.records import ProblemRow, ValuedRow
 from batchval.engine.arrow import Column
+from batchval.input import layout
 
+# 7: `source_row` (each row's line in the input) after `row_number`; lender columns found
+#    by their names are passed through whether listed under `passthrough` or not, and
+#    personal columns are not by default. 6: a lender's money and dates read as numbers
+#    and dates; months_since_origination.
 # 5: `source` (`api`, or `book` for a row carried from `--book`) after the pass-through
 #    columns. 4: the lender columns, when the input has a balance or an origination value; the run's
 #    manifest in the file metadata. 3: pass-through columns keep their input types;
 #    commentary and rebuild_cost only when asked for. 2: problems gained valuation_id
 #    and answer.
-SCHEMA_VERSION = "6"
+SCHEMA_VERSION = "7"
 PASSTHROUGH_SUFFIX = "_input"
 
 _TIMESTAMP = pa.timestamp("ms", tz="UTC")
@@ -131,6 +136,15 @@ ROW_NUMBER: Column[Any] = Column(
     "The row's 1-based position in the input.",
     operator.attrgetter("row_number"),
     nullable=False,
+)
+
+# Taken from the stored pass-through values (`input/layout.SOURCE_ROW`), not a record.
+SOURCE_ROW: Column[Any] = Column(
+    "source_row",
+    _I64,
+    "The row's line as the user's program numbers it: the sheet's row, or the CSV file's"
+    " line, the lines above the header counted; a Parquet file's row position.",
+    lambda _: None,
 )
 
 RESULT_TAIL: tuple[Column[ValuedRow], ...] = (
@@ -324,8 +338,12 @@ PROBLEM_TAIL: tuple[Column[ProblemRow], ...] = (
     ),
 )
 
-RESULT_COLUMNS: dict[str, str] = {c.name: c.description for c in (ROW_NUMBER, *RESULT_TAIL)}
-PROBLEM_COLUMNS: dict[str, str] = {c.name: c.description for c in (ROW_NUMBER, *PROBLEM_TAIL)}
+RESULT_COLUMNS: dict[str, str] = {
+    c.name: c.description for c in (ROW_NUMBER, SOURCE_ROW, *RESULT_TAIL)
+}
+PROBLEM_COLUMNS: dict[str, str] = {
+    c.name: c.description for c in (ROW_NUMBER, SOURCE_ROW, *PROBLEM_TAIL)
+}
 
 
 def result_columns(extras: Collection[str] = ()) -> tuple[Column[ValuedRow], ...]:
@@ -348,16 +366,15 @@ def passthrough_columns(passthrough: Sequence[str], fixed: Iterable[str]) -> lis
     return names
 
 
-def _schema(
-    passthrough: pa.Schema,
-    tail: Sequence[Column[Any]],
-    kind: str,
-    metadata: Mapping[str, str] | None = None,
-) -> pa.Schema:
-    # Renamed against both files' columns, so that a pass-through column has one name in
-    # results.parquet and problems.parquet alike (a join on it needs no mapping).
-    names = passthrough_columns(passthrough.names, [*RESULT_COLUMNS, *PROBLEM_COLUMNS])
-    given = [
+def given_fields(passthrough: pa.Schema, fixed: Iterable[str]) -> list[pa.Field]:
+    """The stored pass-through columns as written: each row's line first as `source_row`
+    (none in a DIR begun before lines were kept), then the input's own columns, renamed
+    `_input` where a name is a fixed column's (`passthrough_columns`)."""
+    fields = list(passthrough)
+    lines = [SOURCE_ROW.field()] if fields and fields[0].name == layout.SOURCE_ROW else []
+    fields = fields[len(lines) :]
+    names = passthrough_columns([f.name for f in fields], [*fixed, SOURCE_ROW.name])
+    return lines + [
         pa.field(
             out,
             field.type,
@@ -366,8 +383,19 @@ def _schema(
                 + ("." if out == field.name else ", renamed: its name is a fixed column's.")
             },
         )
-        for field, out in zip(passthrough, names, strict=True)
+        for field, out in zip(fields, names, strict=True)
     ]
+
+
+def _schema(
+    passthrough: pa.Schema,
+    tail: Sequence[Column[Any]],
+    kind: str,
+    metadata: Mapping[str, str] | None = None,
+) -> pa.Schema:
+    # Renamed against both files' columns, so that a pass-through column has one name in
+    # results.parquet and problems.parquet alike (a join on it needs no mapping).
+    given = given_fields(passthrough, [*RESULT_COLUMNS, *PROBLEM_COLUMNS])
     return pa.schema(
         [ROW_NUMBER.field(), *given, *(c.field() for c in tail)],
         metadata={

@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from batchval.input.layout import skipped_words
 from batchval.outcome import ExitCode, StopInfo
 from batchval.store.charges import Money
 from batchval.store.counts import Counts
@@ -95,18 +96,37 @@ def next_action(code: ExitCode, stop: StopInfo | None) -> str:
 
 
 def read_line(input_read: Mapping[str, Any] | None) -> list[str]:
-    """The terminal's line about how the input was read, when there is something to say:
-    the sheet of a workbook, or an encoding found that is not UTF-8."""
+    """The terminal's lines about how the input was read, when there is something to say:
+    the sheet of a workbook, or an encoding found that is not UTF-8; the lines above the
+    header and those below the table that are not loans."""
     if not input_read:
         return []
+    said = []
     if input_read.get("sheet") is not None:
-        return [f"input: sheet {input_read['sheet']!r} of the workbook"]
-    if input_read.get("encoding_detected") and input_read.get("encoding") != "utf-8":
-        return [
+        said.append(f"input: sheet {input_read['sheet']!r} of the workbook")
+    elif input_read.get("encoding_detected") and input_read.get("encoding") != "utf-8":
+        said.append(
             f"input: read as {input_read.get('encoding')}, found from its bytes (not UTF-8); "
             "--encoding NAME says otherwise"
-        ]
-    return []
+        )
+    above, line = input_read.get("lines_above_header") or 0, input_read.get("header_line")
+    if above and isinstance(line, int):
+        said.append(f"input: {skipped_words(line, line - above)}")
+    not_loans = input_read.get("not_loans") or []
+    if not_loans:
+        listed = ", ".join(f"{_quoted(n['text'])} (line {n['line']})" for n in not_loans[:5])
+        more = f" and {len(not_loans) - 5} more" if len(not_loans) > 5 else ""
+        were = (
+            "line below the table is not a loan"
+            if len(not_loans) == 1
+            else ("lines below the table are not loans")
+        )
+        said.append(f"input: {len(not_loans)} {were}: {listed}{more}")
+    return said
+
+
+def _quoted(text: str, most: int = 40) -> str:
+    return repr(text if len(text) <= most else text[: most - 3] + "...")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -43,7 +43,7 @@ import itertools
 import logging
 import re
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -54,6 +54,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from batchval.input.layout import (
+    HEADER_SEARCH_LINES,
+    LABEL,
+    LINE,
+    ONLY_FIRST,
+    Header,
+    find_header,
+    label_columns,
+)
 from batchval.input.options import InputError
 from batchval.input.sniff import first_line
 
@@ -67,11 +76,24 @@ _WHOLE_LIMIT = 2.0**53  # beyond, a double no longer holds every integer
 _QUIET = logging.getLogger("fastexcel.types.dtype")
 
 
-def sheet_to_parquet(path: Path, sheet: str | None, target: Path) -> tuple[str, str]:
+def sheet_to_parquet(
+    path: Path,
+    sheet: str | None,
+    target: Path,
+    *,
+    header_row: int | None = None,
+    configured: Mapping[str, str] | None = None,
+) -> tuple[str, str, Header]:
     """Write the sheet (the first when `sheet` is None) of the workbook at `path` to a
-    Parquet file at `target`, typed and without blank rows; returns the sheet's name and,
-    when the first was read by default, the workbook's other sheets as a hint to add to a
-    fault in it (else ""). Raises InputError when the workbook or the sheet cannot be used."""
+    Parquet file at `target`, typed and without blank rows, each row with its sheet line
+    and first value (`layout.HIDDEN`); returns the sheet's name, when the first was read by
+    default the workbook's other sheets as a hint to add to a fault in it (else ""), and
+    where its header is: the line `header_row` states, else the line found
+    (`layout.find_header`, knowing the columns the config maps, `configured`), else the
+    first line that holds a value. Raises InputError when the workbook or the sheet cannot
+    be used, and NoTableError when the first sheet, read by default, holds no table and
+    others do (a cover sheet)."""
+    configured = configured or {}
     try:
         workbook = fastexcel.read_excel(path)
     except fastexcel.FastExcelError as exc:
@@ -93,12 +115,32 @@ def sheet_to_parquet(path: Path, sheet: str | None, target: Path) -> tuple[str, 
         hint = f" (the first sheet; the others: {others}; --sheet NAME reads another)"
     cells = _cells(path, name)
     if cells is not None and cells > CELL_LIMIT:  # streamed: see CELL_LIMIT
+        header, cells_of, table = _streamed_header(path, name, hint, header_row, configured)
+        if not table and sheet is None and len(names) > 1:
+            _refuse_cover(path, workbook, name, names, configured)
         del workbook
-        _stream_to_parquet(path, name, target, hint)
-        return name, hint
+        _stream_to_parquet(path, name, target, hint, header, cells_of)
+        return name, hint, header
     _QUIET.setLevel(logging.ERROR)
+    first_line = _first_line(path, name)
     try:
-        loaded = workbook.load_sheet(name, schema_sample_rows=None, dtype_coercion="coerce")
+        if header_row is not None:
+            if header_row < first_line:
+                raise InputError(
+                    path,
+                    f"sheet {name!r}: header row {header_row} is above the sheet's first "
+                    f"line that holds a value (line {first_line})",
+                )
+            header = Header(header_row, stated=True, first_line=first_line)
+            loaded = workbook.load_sheet(name, header_row=header_row - first_line, **_LOAD)
+        else:
+            loaded = workbook.load_sheet(name, header_row=0, **_LOAD)
+            found = _found_header(loaded, configured)
+            if found is None and sheet is None and len(names) > 1:
+                _refuse_cover(path, workbook, name, names, configured)
+            header = Header(first_line + (found or 0), found=bool(found), first_line=first_line)
+            if found:  # below the first line: read again, typed from the rows below it
+                loaded = workbook.load_sheet(name, header_row=found, **_LOAD)
         if not loaded.available_columns():
             raise InputError(path, f"sheet {name!r}{hint} is empty")
         if loaded.height == 0:
@@ -110,11 +152,94 @@ def sheet_to_parquet(path: Path, sheet: str | None, target: Path) -> tuple[str, 
     del loaded, workbook
     table = _typed(pa.Table.from_batches([batch]))
     del batch
-    table = _without_blank_rows(table)
+    table = _without_blank_rows(table, header.line + 1)
     if table.num_rows == 0:
         raise InputError(path, f"sheet {name!r}{hint} has a header but no data rows")
     pq.write_table(table, target, row_group_size=ROW_GROUP_ROWS)
-    return name, hint
+    return name, hint, header
+
+
+# How every sheet is loaded: each column's type guessed over all its rows, a mix is text.
+_LOAD: dict[str, Any] = {"schema_sample_rows": None, "dtype_coercion": "coerce"}
+
+
+class NoTableError(InputError):
+    """The workbook's first sheet holds no table, and `sheets` do (a cover sheet first)."""
+
+    def __init__(self, path: Path, first: str, sheets: list[str]) -> None:
+        listed = ", ".join(repr(n) for n in sheets)
+        super().__init__(
+            path,
+            f"its first sheet {first!r} holds no table (a cover sheet?); the sheets that "
+            f"do: {listed}; name one with --sheet NAME (input.sheet in the config)",
+        )
+        self.first, self.sheets = first, sheets
+
+
+def _head_rows(loaded: Any) -> list[list[str | None]]:
+    """A loaded sheet's header line and the lines below it, as text, for `find_header`."""
+    named = [column.name for column in loaded.available_columns()]
+    head: list[str | None] = [None if _UNNAMED.fullmatch(n) else n for n in named]
+    frame = pl.from_arrow(loaded.to_arrow().slice(0, HEADER_SEARCH_LINES))
+    assert isinstance(frame, pl.DataFrame)
+    rows = frame.select(pl.all().cast(pl.String)).rows()
+    return [head, *[list(row) for row in rows]]
+
+
+def _found_header(loaded: Any, configured: Mapping[str, str]) -> int | None:
+    """The header's place among a sheet's lines (0: the first that holds a value, as
+    loaded), or None when no line looks like one."""
+    if not loaded.available_columns():
+        return None
+    return find_header(_head_rows(loaded), configured)
+
+
+def _refuse_cover(
+    path: Path, workbook: Any, first: str, names: list[str], configured: Mapping[str, str]
+) -> None:
+    """NoTableError when another sheet of the workbook holds a table; else nothing (the
+    first sheet is read as it is, and a missing column is said of it)."""
+    tables = []
+    for other in names[1:]:
+        try:
+            loaded = workbook.load_sheet(other, header_row=0, **_LOAD)
+        except fastexcel.FastExcelError:
+            continue
+        if _found_header(loaded, configured) is not None:
+            tables.append(other)
+    if tables:
+        raise NoTableError(path, first, tables)
+
+
+def _first_line(path: Path, name: str) -> int:
+    """The sheet line of the first cell that holds a value, where calamine's rows begin:
+    read from the sheet's XML (an .xlsx or .xlsm); 1 for the other formats, whose lines
+    are then counted from the first that holds a value."""
+    if path.suffix.lower() not in _STREAMED:
+        return 1
+    try:
+        with zipfile.ZipFile(path) as archive:
+            part = _sheet_part(archive, name)
+            if part is None:
+                return 1
+            with archive.open(part) as xml:
+                for _, element in ElementTree.iterparse(xml):
+                    if element.tag == f"{{{_MAIN}}}c" and _holds_value(element):
+                        found = re.match(r"[A-Z]+(\d+)", element.get("r") or "")
+                        return int(found.group(1)) if found else 1
+                    if element.tag == f"{{{_MAIN}}}row":
+                        element.clear()
+    except (OSError, KeyError, zipfile.BadZipFile, ElementTree.ParseError):
+        return 1
+    return 1
+
+
+def _holds_value(cell: ElementTree.Element) -> bool:
+    value = cell.find(f"{{{_MAIN}}}v")
+    inline = cell.find(f"{{{_MAIN}}}is")
+    return (value is not None and bool(value.text)) or (
+        inline is not None and bool("".join(inline.itertext()).strip())
+    )
 
 
 def _said(exc: BaseException) -> str:
@@ -148,20 +273,28 @@ def _kept(column: pa.ChunkedArray) -> pa.ChunkedArray:
     return column
 
 
-def _without_blank_rows(table: pa.Table) -> pa.Table:
-    """The rows that hold a value: a row whose every cell is empty or spaces goes."""
+def _without_blank_rows(table: pa.Table, first: int) -> pa.Table:
+    """The rows that hold a value, each with its sheet line (the first row's is `first`)
+    and first value (`layout.HIDDEN`): a row whose every cell is empty or spaces goes."""
+    lines = pa.array(range(first, first + table.num_rows), pa.int64())
+    table = _with_hidden(table, lines)
+    kept = pc.is_valid(table.column(LABEL))
+    return table if pc.all(kept).as_py() else table.filter(kept)
+
+
+def _with_hidden(table: pa.Table, lines: Sequence[int] | pa.Array) -> pa.Table:
+    """The table with each row's line (`lines`), first value and whether it is alone in
+    the first column (`layout.HIDDEN`)."""
     frame = pl.from_arrow(table)
     assert isinstance(frame, pl.DataFrame)
-    blank = pl.all_horizontal(
-        pl.col(name).is_null() | pl.col(name).str.contains(r"^\s*$")
-        if frame.schema[name] == pl.String
-        else pl.col(name).is_null()
+    text = [
+        pl.col(name) if frame.schema[name] == pl.String else pl.col(name).cast(pl.String)
         for name in frame.columns
-    )
-    flags = frame.select(blank.alias("blank")).get_column("blank")
-    if not flags.any():
-        return table
-    return table.filter(pa.array((~flags).to_arrow()))
+    ]
+    hidden = frame.select(label_columns(frame.columns, text))
+    table = table.append_column(LINE, pa.array(lines, pa.int64()))
+    table = table.append_column(LABEL, hidden.get_column(LABEL).to_arrow().cast(pa.string()))
+    return table.append_column(ONLY_FIRST, hidden.get_column(ONLY_FIRST).to_arrow())
 
 
 # --- a wide sheet: streamed -----------------------------------------------------------------
@@ -230,18 +363,42 @@ def _column_number(letters: str) -> int:
     return number
 
 
-def _values(path: Path, name: str) -> Iterator[list[Any]]:
-    """The sheet's rows that hold a value, each a list of cells (an error cell empty)."""
+def _values(path: Path, name: str) -> Iterator[tuple[int, list[Any]]]:
+    """The sheet's rows that hold a value, each with its line and its cells (an error cell
+    empty). openpyxl's read-only rows begin at line 1, a row for every line."""
     import openpyxl  # only for a sheet too large to read whole: not on every start-up
 
     book = openpyxl.load_workbook(path, read_only=True, data_only=True)
     try:
-        for row in book[name].iter_rows(values_only=True):
+        for line, row in enumerate(book[name].iter_rows(values_only=True), start=1):
             cells = [None if isinstance(c, str) and c in _ERRORS else c for c in row]
             if any(c is not None and not (isinstance(c, str) and not c.strip()) for c in cells):
-                yield cells
+                yield line, cells
     finally:
         book.close()
+
+
+def _streamed_header(
+    path: Path, name: str, hint: str, header_row: int | None, configured: Mapping[str, str]
+) -> tuple[Header, list[Any], bool]:
+    """Where a streamed sheet's header is (as `sheet_to_parquet` says), its cells, and
+    whether a line looks like a header (the sheet holds a table)."""
+    head = list(itertools.islice(_values(path, name), HEADER_SEARCH_LINES + _BELOW_READ))
+    if not head:
+        raise InputError(path, f"sheet {name!r}{hint} is empty")
+    first = head[0][0]
+    if header_row is not None:
+        for line, cells in head:
+            if line == header_row:
+                return Header(line, stated=True, first_line=first), cells, True
+        raise InputError(path, f"sheet {name!r}: line {header_row} holds no header")
+    texts = [[_text(c) for c in cells] for _, cells in head]
+    found = find_header(texts, configured)
+    line, cells = head[found or 0]
+    return Header(line, found=bool(found), first_line=first), cells, found is not None
+
+
+_BELOW_READ = 20  # the lines read below the last a header is looked for on
 
 
 def _kind(values: set[type]) -> str:
@@ -265,14 +422,13 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
-def _stream_to_parquet(path: Path, name: str, target: Path, hint: str) -> None:
+def _stream_to_parquet(
+    path: Path, name: str, target: Path, hint: str, found: Header, header: list[Any]
+) -> None:
     """The sheet read twice by openpyxl's streaming reader: once for its header and each
     column's type (over every row, as fastexcel guesses them), once to write it in row
     groups. Slower (about 7 times), in memory that does not grow with the sheet."""
-    rows = _values(path, name)
-    header = next(rows, None)
-    if header is None:
-        raise InputError(path, f"sheet {name!r}{hint} is empty")
+    rows = (cells for line, cells in _values(path, name) if line > found.line)
     width = len(header)
     seen: list[set[type]] = [set() for _ in range(width)]
     whole = [True] * width
@@ -305,15 +461,22 @@ def _stream_to_parquet(path: Path, name: str, target: Path, hint: str) -> None:
         else:
             types.append(pa.string())
     schema = pa.schema(list(zip(names, types, strict=True)))
-    with pq.ParquetWriter(target, schema) as writer:
+    hidden = pa.schema(
+        [*schema, (LINE, pa.int64()), (LABEL, pa.string()), (ONLY_FIRST, pa.bool_())]
+    )
+    with pq.ParquetWriter(target, hidden) as writer:
         chunk: list[list[Any]] = []
-        for row in itertools.islice(_values(path, name), 1, None):
+        lines: list[int] = []
+        for line, row in _values(path, name):
+            if line <= found.line:
+                continue
             chunk.append([*row[:width], *([None] * (width - len(row)))])
+            lines.append(line)
             if len(chunk) == ROW_GROUP_ROWS:
-                writer.write_table(_chunk_table(chunk, schema, kinds))
-                chunk = []
+                writer.write_table(_with_hidden(_chunk_table(chunk, schema, kinds), lines))
+                chunk, lines = [], []
         if chunk:
-            writer.write_table(_chunk_table(chunk, schema, kinds))
+            writer.write_table(_with_hidden(_chunk_table(chunk, schema, kinds), lines))
 
 
 def _chunk_table(rows: list[list[Any]], schema: pa.Schema, kinds: list[str]) -> pa.Table:

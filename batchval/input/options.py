@@ -95,6 +95,9 @@ class InputOptions:
     encoding: str | None = None
     # The workbook's sheet to read (an Excel input only); None: its first sheet.
     sheet: str | None = None
+    # The 1-based line of a CSV file or a sheet that holds the header (the lines above it
+    # are a banner, not read); None: found (`input/layout`). Not for Parquet.
+    header_row: int | None = None
     columns: Mapping[str, str] = dataclasses.field(default_factory=dict)
     values: Mapping[str, Mapping[str, str]] = dataclasses.field(default_factory=dict)
     passthrough: tuple[str, ...] | None = None
@@ -108,6 +111,12 @@ class InputOptions:
             _check_encoding(self.encoding)
         if self.sheet is not None and not self.sheet:
             raise ValueError("sheet must name a sheet of the workbook")
+        if self.header_row is not None and (
+            isinstance(self.header_row, bool)
+            or not isinstance(self.header_row, int)
+            or self.header_row < 1
+        ):
+            raise ValueError(f"header_row must be a line number from 1, not {self.header_row!r}")
         if self.batch_rows < 1:
             raise ValueError(f"batch_rows must be at least 1, not {self.batch_rows}")
         for field in self.columns:

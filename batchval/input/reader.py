@@ -53,21 +53,24 @@ import tempfile
 import weakref
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from batchval.input import layout, stream
 from batchval.input import passthrough as given
-from batchval.input import stream
 from batchval.input.excel import sheet_to_parquet
+from batchval.input.layout import SOURCE_ROW, Header, NotLoan, locate_csv_header
+from batchval.input.lender import LenderColumnError, find_lender_columns
 from batchval.input.lender_values import lender_kinds, read_lender_values
 from batchval.input.mapping import ColumnMap, resolve_columns
 from batchval.input.options import InputError, InputOptions
 from batchval.input.sniff import (
     GZIP_MAGIC,
+    HEAD_BYTES,
     READ_ERRORS,
     detect_delimiter,
     first_line,
@@ -76,6 +79,7 @@ from batchval.input.sniff import (
     read_head,
 )
 from batchval.input.validate import check_batch
+from batchval.outcome import SettingsError
 
 _PARQUET_MAGIC = b"PAR1"
 _ZIP_MAGIC = b"PK\x03\x04"  # every .xlsx, .xlsm, .xlsb and .ods workbook
@@ -97,6 +101,17 @@ class InputBatch:
 
     checked: pl.DataFrame  # validate.OUTPUT_SCHEMA: a request, or a problem, per row
     passthrough: pa.RecordBatch  # the pass-through columns, typed (input/passthrough)
+    lines: pa.Array | None = None  # each row's line (a sheet's or a CSV file's; int64)
+
+    def stored(self) -> pa.RecordBatch:
+        """The pass-through columns as a run keeps them: each row's line first
+        (`layout.SOURCE_ROW`, written as `source_row`), then the input's columns."""
+        if self.lines is None:
+            return self.passthrough
+        return pa.RecordBatch.from_arrays(
+            [self.lines, *self.passthrough.columns],
+            names=[SOURCE_ROW, *self.passthrough.schema.names],
+        )
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -107,13 +122,20 @@ class ReadAs:
     encoding: str | None = None  # a CSV's: the Python codec its bytes were decoded with
     encoding_detected: bool = False  # found from the file's bytes, not given
     sheet: str | None = None  # a workbook's: the sheet read
+    header: Header | None = None  # a CSV's or a sheet's: where its header is
+    not_loans: tuple[NotLoan, ...] = ()  # the lines below the table that are not loans
 
-    def to_json(self) -> dict[str, str | bool | None]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "format": self.format,
             "encoding": self.encoding,
             "encoding_detected": self.encoding_detected,
             "sheet": self.sheet,
+            "header_line": None if self.header is None else self.header.line,
+            "lines_above_header": 0
+            if self.header is None
+            else self.header.line - self.header.first_line,
+            "not_loans": [line.to_json() for line in self.not_loans],
         }
 
 
@@ -156,10 +178,12 @@ class _CsvTable:
     compressed: bool
     bare_cr: bool  # a carriage return ends a line in the head: polars reads (input/stream)
     detected: bool = False  # the codec was found from the bytes (sniff.detect_encoding)
+    skip_lines: int = 0  # the lines above the header (a banner), as the file's lines
+    header: Header = dataclasses.field(default_factory=lambda: Header(1))
 
     @property
     def read_as(self) -> ReadAs:
-        return ReadAs("csv", self.codec, self.detected)
+        return ReadAs("csv", self.codec, self.detected, header=self.header)
 
     def raw_batches(
         self, fields: Sequence[str], passthrough: Sequence[str], include: str | None, rows: int
@@ -190,6 +214,7 @@ class _CsvTable:
             delimiter=self.delimiter,
             width=len(self.columns),
             only=only,
+            skip_lines=self.skip_lines,
         )
 
     def _types(self, source: Path, passthrough: Sequence[str]) -> dict[str, pl.DataType]:
@@ -237,8 +262,39 @@ class _CsvTable:
             new_columns=self.columns,
             quote_char='"',
             raise_if_empty=False,
+            skip_lines=self.skip_lines,
             **({"infer_schema_length": None} if infer else {"infer_schema": False}),
         )
+
+    def ends_with_loan(self, wanted: Sequence[str]) -> bool:
+        """Whether the file's last line that holds a value, read from its last 64 KiB,
+        has a postcode or a loan id (`wanted`, their columns) and so no line below the
+        table; False when that cannot be told (a gzip file, a line the tail cannot parse)."""
+        if self.compressed or self.bare_cr:
+            return False
+        try:
+            with open(self.path, "rb") as file:
+                size = file.seek(0, io.SEEK_END)
+                file.seek(max(0, size - HEAD_BYTES))
+                tail = file.read()
+        except OSError:
+            return False
+        lines = tail.decode(self.codec, errors="replace").splitlines()[1:]  # a whole line
+        places = [self.columns.index(name) for name in wanted]
+        for line in reversed(lines):
+            try:
+                cells = next(csv.reader([line], delimiter=self.delimiter, quotechar='"'), [])
+            except csv.Error:
+                return False
+            if not any(cell.strip() for cell in cells):
+                continue  # a blank line or a row of delimiters: not a row
+            if len(cells) != len(self.columns) or '"' in line:
+                return False  # a record over several lines, or a short one: not told here
+            return any(
+                cells[i].strip() and not layout.FOOTER.match(cells[i].strip().lower())
+                for i in places
+            )
+        return False
 
     def _transcode(self, target: Path) -> None:
         try:
@@ -256,22 +312,43 @@ class _CsvTable:
 
     def _scan(self, source: Path, wanted: Sequence[str], batch_rows: int) -> Iterator[pl.DataFrame]:
         # Every column is text: validation decides what a field is. By position, not
-        # name: a column may be called "*" or "^a$" (polars patterns).
+        # name: a column may be called "*" or "^a$" (polars patterns). Each record also
+        # gets its line (`layout.LINE`: the header's, plus its place among the records
+        # after it) and its first value (`layout.label_columns`), for the rows below the
+        # table (`InputSource.batches`).
         each = [pl.nth(i) for i in range(len(self.columns))]
         blank = pl.all_horizontal([c.is_null() | c.str.contains(r"^\s*$") for c in each])
-        keep = [pl.nth(self.columns.index(name)).alias(name) for name in wanted]
+        keep = [
+            *(pl.nth(self.columns.index(name)).alias(name) for name in wanted),
+            (pl.col(layout.LINE) + self.header.line + 1).alias(layout.LINE),
+            *layout.label_columns(self.columns, each),
+        ]
         done = 0
         if not self.bare_cr:
             try:
-                blocks = (block.filter(~blank).select(keep) for block in self._blocks(source))
+                blocks = (
+                    block.filter(~blank).select(keep) for block in _numbered(self._blocks(source))
+                )
                 for frame in stream.rebatched(blocks, batch_rows):
                     yield frame
                     done += frame.height
                 return
             except (*READ_ERRORS, stream.QuoteMarkError):
                 pass  # polars reads on from the row pyarrow stopped at (input/stream)
-        scan = self._lazy(source, infer=False).filter(~blank).slice(done).select(keep)
+        numbered = self._lazy(source, infer=False).with_columns(
+            pl.int_range(pl.len(), dtype=pl.Int64).alias(layout.LINE)
+        )
+        scan = numbered.filter(~blank).slice(done).select(keep)
         yield from scan.collect_batches(chunk_size=batch_rows, lazy=True)
+
+
+def _numbered(blocks: Iterator[pl.DataFrame]) -> Iterator[pl.DataFrame]:
+    """The blocks, each record with its place among them (0 for the first) as `LINE`."""
+    start = 0
+    for block in blocks:
+        place = pl.int_range(start, start + block.height, dtype=pl.Int64)
+        yield block.with_columns(place.alias(layout.LINE))
+        start += block.height
 
 
 def _guarded(path: Path, batches: Iterator[_Raw]) -> Iterator[_Raw]:
@@ -315,6 +392,7 @@ class _ParquetTable:
     def raw_batches(
         self, fields: Sequence[str], passthrough: Sequence[str], include: str | None, rows: int
     ) -> Iterator[_Raw]:
+        hidden = list(layout.HIDDEN) if self.file is not None else []  # a sheet's (input/excel)
         try:
             # No pre-buffering: with it (pyarrow's default) the column chunks read stay
             # cached until the reader closes, so the Arrow memory held grew with the
@@ -325,12 +403,12 @@ class _ParquetTable:
             )
         except READ_ERRORS as exc:
             raise InputError(self.path, f"cannot be read: {first_line(exc)}") from exc
-        wanted = list(dict.fromkeys([*fields, *passthrough]))
+        wanted = list(dict.fromkeys([*fields, *passthrough, *hidden]))
         with parquet:
             batches = parquet.iter_batches(batch_size=rows, columns=wanted)
             pairs = (
                 (
-                    _as_text(self.path, batch, fields),
+                    _as_text(self.path, batch, fields, hidden),
                     given.from_arrow(self.path, batch, passthrough, include),
                 )
                 for batch in batches
@@ -345,7 +423,9 @@ class _ParquetTable:
         )
 
 
-def _as_text(path: Path, batch: pa.RecordBatch, fields: Sequence[str]) -> pl.DataFrame:
+def _as_text(
+    path: Path, batch: pa.RecordBatch, fields: Sequence[str], hidden: Sequence[str] = ()
+) -> pl.DataFrame:
     """The request fields as text, cast by Arrow (which knows every Parquet type; polars
     panics on some, such as decimals wider than 38 digits); a list of text as a list of
     text (`_refuse_nested` has let only the include column through as a list)."""
@@ -359,6 +439,8 @@ def _as_text(path: Path, batch: pa.RecordBatch, fields: Sequence[str]) -> pl.Dat
             raise InputError(
                 path, f"column {name!r} ({column.type}) has no text form: {first_line(exc)}"
             ) from exc
+    for name in hidden:  # as the sheet's reading wrote them
+        columns[name] = batch.column(name)
     frame = pl.from_arrow(pa.table(columns))
     assert isinstance(frame, pl.DataFrame)
     return frame
@@ -372,7 +454,8 @@ def _duplicates(path: Path, columns: Sequence[str]) -> None:
 
 
 def _open_parquet(path: Path, file: Path | None = None) -> _ParquetTable:
-    """The Parquet input at `path`, or (`file`) a workbook's sheet written to Parquet."""
+    """The Parquet input at `path`, or (`file`) a workbook's sheet written to Parquet, whose
+    hidden columns (`layout.HIDDEN`) are no column of the input's."""
     try:
         with pq.ParquetFile(file or path) as parquet:
             schema = parquet.schema_arrow
@@ -381,6 +464,8 @@ def _open_parquet(path: Path, file: Path | None = None) -> _ParquetTable:
         raise InputError(
             path, f"is not a readable Parquet file (truncated or corrupt?): {first_line(exc)}"
         ) from exc
+    if file is not None:
+        schema = pa.schema([f for f in schema if f.name not in layout.HIDDEN])
     columns = [str(name) for name in schema.names]
     unnamed = [str(i + 1) for i, name in enumerate(columns) if not name.strip()]
     if unnamed:
@@ -391,14 +476,16 @@ def _open_parquet(path: Path, file: Path | None = None) -> _ParquetTable:
     return _ParquetTable(path, columns, schema, file=file)
 
 
-def _open_workbook(path: Path, sheet: str | None) -> tuple[_ParquetTable, str]:
+def _open_workbook(path: Path, options: InputOptions) -> tuple[_ParquetTable, str]:
     """A workbook's sheet, read once into a Parquet file of the table's own (input/excel),
     and a hint for a missing-column fault (the other sheets, when the first was read)."""
     scratch = _Scratch()
     file = scratch.path / "sheet.parquet"
-    name, hint = sheet_to_parquet(path, sheet, file)
+    name, hint, header = sheet_to_parquet(
+        path, options.sheet, file, header_row=options.header_row, configured=options.columns
+    )
     table = _open_parquet(path, file)
-    read_as = ReadAs("excel", sheet=name)
+    read_as = ReadAs("excel", sheet=name, header=header)
     if hint:
         hint = f"; sheet {name!r} was read{hint}"
     return dataclasses.replace(table, read_as=read_as, scratch=scratch), hint
@@ -450,15 +537,27 @@ def _open_csv(path: Path, head: bytes, options: InputOptions) -> tuple[_CsvTable
     first, newline, _ = text.partition("\n")
     if not newline and not complete:
         raise InputError(path, "has no line break in its first 64 KiB: not a CSV file?")
-    if not first.strip():
-        raise InputError(path, "starts with a blank line; the header must be the first line")
-    detected = detect_delimiter(first)
-    delimiter = options.delimiter or detected
-    rows = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, quotechar='"')
+    whole = text if complete else text[: text.rfind("\n") + 1]  # the head's whole lines
+    located = locate_csv_header(path, whole, options)
+    if located is None:  # no line looks like a header: the first is, as it always was
+        if not first.strip():
+            raise InputError(
+                path,
+                "starts with a blank line and no line below looks like a header; "
+                "name the header's line with --header-row N",
+            )
+        located = (options.delimiter or detect_delimiter(first), 0, 0, Header(1))
+    delimiter, skip_lines, skip_chars, header_at = located
+    detected = detect_delimiter(whole[skip_chars:].partition("\n")[0])
+    rows = csv.reader(
+        io.StringIO(text[skip_chars:], newline=""), delimiter=delimiter, quotechar='"'
+    )
     try:
         header = next(rows)
     except csv.Error as exc:
         raise InputError(path, f"has an unreadable header: {exc}") from exc
+    except StopIteration:
+        raise InputError(path, f"has no line {header_at.line}") from None
     columns = [name if name.strip() else f"column_{i}" for i, name in enumerate(header, 1)]
     _duplicates(path, columns)
     if complete and not has_data(rows):
@@ -477,6 +576,8 @@ def _open_csv(path: Path, head: bytes, options: InputOptions) -> tuple[_CsvTable
         head.startswith(GZIP_MAGIC),
         stream.bare_carriage_return(text),
         decoded.detected,
+        skip_lines=skip_lines,
+        header=header_at,
     )
     return table, hint
 
@@ -488,26 +589,41 @@ class InputSource:
     streams the file from the start.
     """
 
-    def __init__(self, path: Path, table: _Table, mapped: ColumnMap, options: InputOptions):
+    def __init__(
+        self,
+        path: Path,
+        table: _Table,
+        mapped: ColumnMap,
+        options: InputOptions,
+        not_loans: Sequence[NotLoan] = (),
+    ):
         self.path = path
         self.columns: list[str] = list(table.columns)
         self.field_columns: dict[str, str] = dict(mapped.fields)
         self.passthrough: list[str] = list(mapped.passthrough)
-        self.read_as: ReadAs = table.read_as
+        self.read_as: ReadAs = dataclasses.replace(table.read_as, not_loans=tuple(not_loans))
         self._table = table
         self._mapped = mapped
         self._options = options
+        self._not_loans = pa.array([line.line for line in not_loans], pa.int64())
 
     def __repr__(self) -> str:
         return f"InputSource({str(self.path)!r}, field_columns={self.field_columns!r})"
+
+    @property
+    def header(self) -> Header | None:
+        """Where the header of a CSV file or a sheet is (None for Parquet)."""
+        return self.read_as.header
 
     def batches(
         self, check: Checker = check_batch, *, every_column: bool = False, riding: bool = True
     ) -> Iterator[InputBatch]:
         """Validated rows, about `batch_rows` at a time: the checked rows (the columns of
-        validate.OUTPUT_SCHEMA) and their pass-through columns, typed; with `every_column`
-        (`split`), every column in order, a CSV's request fields as the text read; without
-        `riding`, no pass-through column (what validation makes of the rows, and no more).
+        validate.OUTPUT_SCHEMA), their pass-through columns, typed, and their lines; with
+        `every_column` (`split`), every column in
+        order, a CSV's request fields as the text read; without `riding`, no pass-through
+        column (what validation makes of the rows, and no more). The lines below the table
+        that are not loans (`read_as.not_loans`) are left out.
 
         Raises InputError when the file turns out unreadable part way (truncated,
         corrupt, not the encoding it claimed): rows already yielded stay valid.
@@ -526,6 +642,7 @@ class InputSource:
         for raw, typed in self._table.raw_batches(
             fields, typed_names, include, self._options.batch_rows
         ):
+            raw, typed, lines = self._loans(raw, typed, done)
             if raw.height == 0:
                 continue
             checked = check(raw, first_row=done, columns=self._mapped, options=self._options)
@@ -538,10 +655,56 @@ class InputSource:
                     ],
                     names=self.columns,
                 )
-            yield InputBatch(checked, typed)
+            yield InputBatch(checked, typed, lines)
             done += raw.height
         if done == 0:
             raise InputError(self.path, "has no data rows")
+
+    def _loans(
+        self, raw: pl.DataFrame, typed: pa.RecordBatch, done: int
+    ) -> tuple[pl.DataFrame, pa.RecordBatch, pa.Array]:
+        """A batch without its lines that are not loans, and without the reader's hidden
+        columns; and its rows' lines (a Parquet file's: their positions)."""
+        if layout.LINE not in raw.columns:
+            return raw, typed, pa.array(range(done + 1, done + raw.height + 1), pa.int64())
+        lines = raw.get_column(layout.LINE).to_arrow().cast(pa.int64())
+        raw = raw.drop(layout.HIDDEN, strict=False)
+        if len(self._not_loans):
+            kept = pc.invert(pc.is_in(lines, self._not_loans))
+            if not pc.all(kept).as_py():
+                raw, lines = raw.filter(pl.Series(kept)), lines.filter(kept)
+                typed = typed.filter(kept) if typed.num_columns else typed
+        return raw, typed, lines
+
+
+def _not_loans(table: _Table, mapped: ColumnMap, options: InputOptions) -> list[NotLoan]:
+    """The lines below a CSV's or a sheet's table that are not loans (`layout`), read in
+    one pass over its postcode and loan-id columns (about a second a million rows); none
+    for Parquet, and none, without the pass, for an uncompressed CSV file whose last line
+    holds a loan (`_CsvTable.ends_with_loan`)."""
+    if table.read_as.header is None:
+        return []
+    postcode = mapped.fields.get("postcode")
+    try:
+        loan_id = find_lender_columns(table.columns, options.columns).get("loan_id")
+    except LenderColumnError:
+        loan_id = None
+    wanted = [c for c in dict.fromkeys((postcode, loan_id)) if c is not None]
+    if isinstance(table, _CsvTable) and table.ends_with_loan(wanted):
+        return []
+    held: list[pl.DataFrame] = []  # candidates after the last row holding a loan
+    for raw, _ in table.raw_batches(wanted, [], None, options.batch_rows):
+        loans = layout.holds_loan(raw, postcode, loan_id)
+        if loans.any():
+            held = []
+            raw = raw.slice(int(loans.arg_true()[-1]) + 1)
+        below = raw.filter(layout.not_loans(raw)).select(layout.LINE, layout.LABEL)
+        if below.height:
+            held.append(below)
+    if not held:
+        return []
+    rows = pl.concat(held)
+    return [NotLoan(int(line), str(text)) for line, text in rows.iter_rows()]
 
 
 def _open_table(path: Path, options: InputOptions) -> tuple[_Table, str]:
@@ -555,9 +718,14 @@ def _open_table(path: Path, options: InputOptions) -> tuple[_Table, str]:
             raise InputError(
                 path, f"is Parquet, not an Excel workbook: it has no sheet {options.sheet!r}"
             )
+        if options.header_row is not None:
+            raise SettingsError(
+                f"{path} is Parquet, whose columns are named by the file: a header row "
+                "(--header-row, input.header_row) is for a CSV file or an Excel sheet"
+            )
         return _open_parquet(path), ""
     if head.startswith((_ZIP_MAGIC, _OLE2_MAGIC)):
-        return _open_workbook(path, options.sheet)
+        return _open_workbook(path, options)
     return _open_csv(path, head, options)
 
 
@@ -571,18 +739,21 @@ def open_input(path: Path, options: InputOptions, *, postcode_only: bool = False
         include = mapped.fields.get("include")
         _refuse_nested(path, table.schema, include)
         given.check_writable(path, table.passthrough_schema(mapped.passthrough, include))
-    return InputSource(path, table, mapped, options)
+    return InputSource(path, table, mapped, options, _not_loans(table, mapped, options))
 
 
-def read_as_text(path: Path, options: InputOptions) -> tuple[list[str], Iterator[pl.DataFrame]]:
-    """Every column of the file as text, batch by batch, with no mapping and no checks:
-    what `batchval init` reads to propose one. Raises InputError for a file that cannot
-    be read, as `open_input` does."""
+def read_as_text(
+    path: Path, options: InputOptions
+) -> tuple[list[str], Iterator[pl.DataFrame], ReadAs]:
+    """Every column of the file as text, batch by batch, with no mapping and no checks,
+    and how it is read (its sheet, where its header is): what `batchval init` reads to
+    propose a mapping. Raises InputError for a file that cannot be read, as `open_input`
+    does (NoTableError for a workbook whose first sheet is a cover)."""
     table, _ = _open_table(Path(path), options)
     columns = list(table.columns)
 
     def frames() -> Iterator[pl.DataFrame]:
         for raw, _ in table.raw_batches(columns, [], None, options.batch_rows):
-            yield raw
+            yield raw.drop(layout.HIDDEN, strict=False)
 
-    return columns, frames()
+    return columns, frames(), table.read_as

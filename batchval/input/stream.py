@@ -80,14 +80,18 @@ def text_blocks(
     delimiter: str,
     width: int,
     only: Sequence[int] | None = None,
+    skip_lines: int = 0,
 ) -> Iterator[pl.DataFrame]:
     """Every record after the header, in file order, a block at a time: `width` text
     columns named by position ("0", "1", ...), or only those at the positions `only`.
+    The header is the first record after `skip_lines` lines (a banner above the table:
+    skipped as lines, whatever their fields, as pyarrow's `skip_rows` and polars'
+    `skip_lines` both count them).
     Raises what pyarrow, gzip or the file raise (sniff.READ_ERRORS) where the file
     cannot be read on, and QuoteMarkError where polars may read it otherwise."""
     names = [str(i) for i in range(width)]
     wanted = names if only is None else [names[i] for i in only]
-    read = pa_csv.ReadOptions(column_names=names, block_size=BLOCK_BYTES)
+    read = pa_csv.ReadOptions(column_names=names, block_size=BLOCK_BYTES, skip_rows=skip_lines)
     parse = pa_csv.ParseOptions(
         delimiter=delimiter, quote_char='"', double_quote=True, newlines_in_values=True
     )

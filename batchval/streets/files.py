@@ -21,7 +21,7 @@ import pyarrow as pa
 import structlog
 
 from batchval.contract.records import ProblemRow
-from batchval.contract.schemas import PROBLEM_TAIL, ROW_NUMBER, passthrough_columns, problems_schema
+from batchval.contract.schemas import PROBLEM_TAIL, ROW_NUMBER, given_fields, problems_schema
 from batchval.engine.arrow import PassthroughValues, column_table, column_values
 from batchval.engine.files import write_parquet
 from batchval.store.streets import StreetStore
@@ -93,11 +93,7 @@ def write_street_problems(store: StreetStore, path: Path) -> int:
 
 def homes_schema(passthrough: pa.Schema) -> pa.Schema:
     """row_number, the pass-through columns (renamed `_input` on a clash), the street's."""
-    names = passthrough_columns(passthrough.names, [ROW_NUMBER.name, *(c.name for c in HOME_TAIL)])
-    given = [
-        pa.field(out, f.type, metadata={"description": f"Pass-through input column {f.name!r}."})
-        for f, out in zip(passthrough, names, strict=True)
-    ]
+    given = given_fields(passthrough, [ROW_NUMBER.name, *(c.name for c in HOME_TAIL)])
     return pa.schema(
         [ROW_NUMBER.field(), *given, *(c.field() for c in HOME_TAIL)],
         metadata={

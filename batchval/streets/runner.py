@@ -177,7 +177,9 @@ class Streets:
         return self.settings.run.now()  # with the test seam
 
     def read_input(self) -> InputSource:
-        return open_input(self.request.input_path, self.settings.input, postcode_only=True)
+        source = open_input(self.request.input_path, self.settings.input, postcode_only=True)
+        self.settings = self.settings.read_at(None if source.header is None else source.header.line)
+        return source
 
     def admit(self, checkpoint: Checkpoint, started: dt.datetime) -> StreetReading:
         return StreetReading(self, self._store(checkpoint), started)
@@ -214,7 +216,7 @@ class Streets:
                     strict=True,
                 )
             )
-            store.add_rows(rows, batch.passthrough)
+            store.add_rows(rows, batch.stored())
             total += len(rows)
             log.info("streets.ingest.batch", rows=total)
 

@@ -29,7 +29,9 @@ import polars as pl
 
 from batchval import postcodes
 from batchval.api.vocabulary import VALUATION_CREDITS
-from batchval.input import InputOptions, open_input
+from batchval.engine.summary import read_line
+from batchval.input import InputOptions, ReadAs, open_input
+from batchval.input.layout import Header
 from batchval.input.lender import LENDER_FIELDS, LenderColumnError, find_lender_columns
 from batchval.input.mapping import default_code, field_name_key
 from batchval.input.options import ENUM_VALUES, ROW_FIELDS
@@ -286,8 +288,17 @@ def _unplaced(
     return {f: v for f, v in found.items() if v}
 
 
-def render(proposal: Proposal, source: str, *, encoding: str | None = None) -> str:
-    """The proposal as a commented YAML config."""
+def render(
+    proposal: Proposal,
+    source: str,
+    *,
+    encoding: str | None = None,
+    sheet: Chosen | None = None,
+    header: Header | None = None,
+) -> str:
+    """The proposal as a commented YAML config: with the workbook's sheet read (`sheet`,
+    and why) and the header's line (`header`, when it is not the first), so that a run
+    reads the file as `init` did."""
     lines = [
         f"# batchval config proposed by `batchval init` for {source}",
         f"# ({proposal.rows} data rows). Check each mapping; then price it with",
@@ -296,6 +307,13 @@ def render(proposal: Proposal, source: str, *, encoding: str | None = None) -> s
     ]
     if encoding is not None:
         lines.append(f"  encoding: {encoding}")
+    if sheet is not None:
+        lines.append(f"  # {sheet.why}")
+        lines.append(f"  sheet: {_yaml_text(sheet.name)}")
+    if header is not None and header.line > 1:
+        said = header.said() or f"the header is on line {header.line}"
+        lines.append(f"  # {said} ({'as stated' if header.stated else 'found'})")
+        lines.append(f"  header_row: {header.line}")
     columns = proposal.config_columns()
     if columns:
         lines.append("  columns:")
@@ -329,17 +347,28 @@ def _yaml_text(text: str) -> str:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Chosen:
+    """The sheet a proposal reads, and why it was chosen."""
+
+    name: str
+    why: str
+    cover: bool = False  # chosen over a first sheet that holds no table
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Trial:
     """The file read through the proposal, as a run would read it."""
 
     rows: int
     requests: int  # distinct requests a run would send
     refused: Mapping[str, int]  # rule -> rows
+    read_as: ReadAs | None = None
 
     def lines(self) -> list[str]:
         pounds = self.requests * VALUATION_CREDITS / 100
         sent = self.rows - sum(self.refused.values())
-        found = [
+        found = read_line(None if self.read_as is None else self.read_as.to_json())
+        found += [
             f"with it: {sent} of {self.rows} rows valued by {self.requests} request(s), "
             f"£{pounds:,.2f} at {VALUATION_CREDITS}p each (a live run; test mode is free)"
         ]
@@ -354,12 +383,13 @@ def trial(path: Path, options: InputOptions) -> Trial:
     rows = 0
     requests: set[str] = set()
     refused: collections.Counter[str] = collections.Counter()
-    for batch in open_input(path, options).batches(riding=True):
+    source = open_input(path, options)
+    for batch in source.batches(riding=True):
         checked = batch.checked
         rows += checked.height
         requests.update(checked.get_column("request_json").drop_nulls().to_list())
         refused.update(checked.get_column("rule").drop_nulls().to_list())
-    return Trial(rows, len(requests), dict(refused))
+    return Trial(rows, len(requests), dict(refused), source.read_as)
 
 
 def summary_lines(proposal: Proposal) -> list[str]:

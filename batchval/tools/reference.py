@@ -20,6 +20,7 @@ from batchval.contract.schemas import (
     PROBLEM_TAIL,
     RESULT_TAIL,
     ROW_NUMBER,
+    SOURCE_ROW,
     markdown_table,
 )
 from batchval.engine.charges_file import CHARGE_COLUMNS
@@ -132,8 +133,8 @@ TABLES: Mapping[str, Callable[[], str]] = {
     "problem-rules": _problem_rules,
     "summary": _summary,
     "summary-charges": _money,
-    "results": lambda: markdown_table([ROW_NUMBER, *RESULT_TAIL]),
-    "problems": lambda: markdown_table([ROW_NUMBER, *PROBLEM_TAIL]),
+    "results": lambda: markdown_table([ROW_NUMBER, SOURCE_ROW, *RESULT_TAIL]),
+    "problems": lambda: markdown_table([ROW_NUMBER, SOURCE_ROW, *PROBLEM_TAIL]),
     "book": lambda: markdown_table(BOOK_KEYS),
     "charges": lambda: markdown_table(CHARGE_COLUMNS),
     "verify": lambda: markdown_table(VERIFY_COLUMNS),

@@ -73,7 +73,7 @@ def keyed_batches(
     """Every batch of `source` (`read_batches`), keyed (`keyed_rows`)."""
     for batch in read_batches(source, interrupted=interrupted):
         rows, requests = keyed_rows(batch, run_id)
-        yield rows, requests, batch.passthrough
+        yield rows, requests, batch.stored()
 
 
 def ingest(
@@ -89,7 +89,7 @@ def ingest(
     with checkpoint.bulk_ingest():
         for batch in read_batches(source, interrupted=interrupted):
             rows, requests = keyed_rows(batch, run_id)
-            checkpoint.add_rows(rows, requests, batch.passthrough)
+            checkpoint.add_rows(rows, requests, batch.stored())
             total += len(rows)
             log.info("run.ingest.batch", rows=total)
 

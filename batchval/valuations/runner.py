@@ -166,7 +166,9 @@ class Runner:
         return self.settings.run.now()  # with the test seam
 
     def read_input(self) -> InputSource:
-        return open_input(self.request.input_path, self.settings.input)
+        source = open_input(self.request.input_path, self.settings.input)
+        self.settings = self.settings.read_at(None if source.header is None else source.header.line)
+        return source
 
     def admit(self, checkpoint: Checkpoint, started: dt.datetime) -> Valuing:
         if checkpoint.get("command") == "streets":  # store/streets: one command a DIR
