@@ -31,7 +31,10 @@ SUMMARY_KEYS: Mapping[str, str] = {
     "input": "INPUT as the command named it",
     "input_read": (
         "how INPUT was read: `format` (csv, parquet or excel), a CSV's `encoding` and "
-        "whether it was found (`encoding_detected`), a workbook's `sheet`"
+        "whether it was found (`encoding_detected`), a workbook's `sheet`, the line of a CSV "
+        "or sheet that holds the header (`header_line`) and how many lines above it were "
+        "not read (`lines_above_header`), and the lines below the table that are not loans "
+        "(`not_loans`, each `{line, text}`)"
     ),
     "rows": (
         "input rows: `total`, `valued`, `problems`, `pending`, and `duplicates` (rows whose "

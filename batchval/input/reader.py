@@ -33,6 +33,12 @@ row for row, in their own types (`input/passthrough`: the Parquet file's types, 
 polars' inference over the whole CSV file, block by block, which costs one more read of
 it, cut short once every pass-through column is text).
 
+Where the table is (`input/layout`): a CSV's or a sheet's header may stand below banner
+lines (found, or `header_row`), and the lines below the table that are not loans (a total,
+a footer) are found when the file is opened (`_not_loans`) and left out of the batches.
+Each row keeps its line (`InputBatch.lines`: what a run stores and writes as
+`source_row`).
+
 Row numbers are 1-based positions of data rows, the header not counted. In a CSV, a
 row with no value at all (a blank line, or only delimiters and spaces, as spreadsheets
 leave after the data) is skipped and not counted: it asks for nothing, and counting it
