@@ -24,6 +24,7 @@ import polars as pl
 from batchval.engine.files import write_text_atomic
 from batchval.engine.names import DRY_RUN_NAME, LOG_NAME, PROBLEMS_NAME, RESULTS_NAME
 from batchval.engine.summary import SUMMARY_NAME
+from batchval.input.lender import LenderColumnError, find_lender_columns
 from batchval.store.checkpoint import Checkpoint
 from batchval.store.records import Invocation
 from batchval.streets.files import STREETS_NAME
@@ -66,7 +67,7 @@ RESULT_COLUMNS = (
     "previous_valued_at",
     *FLAGS,
 )
-PROBLEM_COLUMNS = ("row_number", "stage", "type", "field", "code", "detail")
+PROBLEM_COLUMNS = ("row_number", "source_row", "stage", "type", "field", "code", "detail")
 
 
 class ReportError(Exception):
@@ -84,7 +85,7 @@ def write_report(out_dir: Path, *, now: dt.datetime | None = None) -> Path:
         summary: dict[str, Any] = json.loads(summary_path.read_text(encoding="utf-8"))
         if not isinstance(summary, dict):
             raise ReportError(f"{summary_path} is not a batchval summary")
-        problems = _read(out_dir / PROBLEMS_NAME, PROBLEM_COLUMNS)
+        problems = _read(out_dir / PROBLEMS_NAME, PROBLEM_COLUMNS, loan_id=True)
         now = now or dt.datetime.now(dt.UTC)
         streets = (out_dir / STREETS_NAME).is_file()
         if summary.get("command") == "streets" or (
@@ -161,14 +162,21 @@ def _read_results(
     return columns, frame.select(chosen).collect()
 
 
-def _read(path: Path, wanted: Sequence[str]) -> pl.DataFrame | None:
-    """Only the columns the page draws: a million rows with commentary would be
-    gigabytes read whole."""
+def _read(path: Path, wanted: Sequence[str], *, loan_id: bool = False) -> pl.DataFrame | None:
+    """Only the columns the page draws (and, with `loan_id`, the loan id's, found by its
+    usual names): a million rows with commentary would be gigabytes read whole."""
     if not path.is_file():
         return None
     frame = pl.scan_parquet(path)
     present = frame.collect_schema().names()
-    return frame.select([c for c in wanted if c in present]).collect()
+    chosen = [c for c in wanted if c in present]
+    if loan_id:
+        try:
+            found = find_lender_columns(present, {}).get("loan_id")
+        except LenderColumnError:
+            found = None
+        chosen += [found] if found is not None and found not in chosen else []
+    return frame.select(chosen).collect()
 
 
 # --- sections --------------------------------------------------------------------------
@@ -210,18 +218,34 @@ def _outcome(summary: dict[str, Any], labels: Mapping[str, str] | None = None) -
 
 
 def _problems(problems: pl.DataFrame | None) -> Section | None:
-    """Problems grouped by what a person would do about them, with their row numbers."""
+    """Problems grouped by what a person would do about them, each row named by its line
+    in the input (`source_row`, else its row number) and its loan id where the input has
+    one (`line 74 (63281519)`)."""
     if problems is None or problems.height == 0:
         return None
     keys = [c for c in ("stage", "type", "field", "code") if c in problems.columns]
+    line = "source_row" if "source_row" in problems.columns else "row_number"
+    try:
+        loan = find_lender_columns(problems.columns, {}).get("loan_id")
+    except LenderColumnError:
+        loan = None
+    named = pl.concat_str(pl.lit("line " if line == "source_row" else "row "), pl.col(line))
+    if loan is not None:
+        loan_text = pl.col(loan).cast(pl.String)
+        named = (
+            pl.when(loan_text.is_null())
+            .then(named)
+            .otherwise(pl.concat_str(named, pl.lit(" ("), loan_text, pl.lit(")")))
+        )
     groups = (
-        problems.group_by(keys, maintain_order=True)
+        problems.sort("row_number")
+        .group_by(keys, maintain_order=True)
         .agg(
             pl.len().alias("rows"),
             pl.col("detail").first().alias("detail"),
-            pl.col("row_number").sort().head(ROW_NUMBERS_SHOWN).alias("row_numbers"),
+            named.head(ROW_NUMBERS_SHOWN).alias("row_numbers"),
         )
-        .sort("rows", descending=True)
+        .sort("rows", descending=True, maintain_order=True)
     )
     lines = []
     for group in groups.iter_rows(named=True):
@@ -241,7 +265,7 @@ def _problems(problems: pl.DataFrame | None) -> Section | None:
         )
     body = "<p>Each line is one kind of problem; fix those rows in the input and run again.</p>"
     body += table(
-        ["stage", "type", "field", "rows", "what to do (first row's detail)", "rows"], lines
+        ["stage", "type", "field", "rows", "what to do (first row's detail)", "where"], lines
     )
     return Section("Problems to act on", body)
 
