@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from batchval.input.personal import left_out_line
 from batchval.outcome import ExitCode, StopInfo
 from batchval.store.charges import Money
 from batchval.store.counts import Counts
@@ -30,7 +31,9 @@ SUMMARY_KEYS: Mapping[str, str] = {
     "input": "INPUT as the command named it",
     "input_read": (
         "how INPUT was read: `format` (csv, parquet or excel), a CSV's `encoding` and "
-        "whether it was found (`encoding_detected`), a workbook's `sheet`"
+        "whether it was found (`encoding_detected`), a workbook's `sheet`, and the columns "
+        "the default pass-through left out as a person's data, each with why "
+        "(`personal_left_out`: `{column: why}`)"
     ),
     "rows": (
         "input rows: `total`, `valued`, `problems`, `pending`, and `duplicates` (rows whose "
@@ -95,18 +98,23 @@ def next_action(code: ExitCode, stop: StopInfo | None) -> str:
 
 
 def read_line(input_read: Mapping[str, Any] | None) -> list[str]:
-    """The terminal's line about how the input was read, when there is something to say:
-    the sheet of a workbook, or an encoding found that is not UTF-8."""
+    """The terminal's lines about how the input was read, when there is something to say:
+    the sheet of a workbook, or an encoding found that is not UTF-8; and the columns left
+    out as personal data."""
     if not input_read:
         return []
+    lines = []
     if input_read.get("sheet") is not None:
-        return [f"input: sheet {input_read['sheet']!r} of the workbook"]
-    if input_read.get("encoding_detected") and input_read.get("encoding") != "utf-8":
-        return [
+        lines.append(f"input: sheet {input_read['sheet']!r} of the workbook")
+    elif input_read.get("encoding_detected") and input_read.get("encoding") != "utf-8":
+        lines.append(
             f"input: read as {input_read.get('encoding')}, found from its bytes (not UTF-8); "
             "--encoding NAME says otherwise"
-        ]
-    return []
+        )
+    left_out = left_out_line(input_read.get("personal_left_out") or {})
+    if left_out:
+        lines.append(f"input: {left_out}")
+    return lines
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -51,7 +51,7 @@ import io
 import shutil
 import tempfile
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -66,6 +66,7 @@ from batchval.input.excel import sheet_to_parquet
 from batchval.input.lender_values import lender_kinds, read_lender_values
 from batchval.input.mapping import ColumnMap, resolve_columns
 from batchval.input.options import InputError, InputOptions
+from batchval.input.personal import SAMPLE_ROWS
 from batchval.input.sniff import (
     GZIP_MAGIC,
     READ_ERRORS,
@@ -107,13 +108,16 @@ class ReadAs:
     encoding: str | None = None  # a CSV's: the Python codec its bytes were decoded with
     encoding_detected: bool = False  # found from the file's bytes, not given
     sheet: str | None = None  # a workbook's: the sheet read
+    # Columns the default pass-through left out as a person's data -> why (input/personal).
+    personal_left_out: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
-    def to_json(self) -> dict[str, str | bool | None]:
+    def to_json(self) -> dict[str, object]:
         return {
             "format": self.format,
             "encoding": self.encoding,
             "encoding_detected": self.encoding_detected,
             "sheet": self.sheet,
+            "personal_left_out": dict(self.personal_left_out),
         }
 
 
@@ -493,7 +497,7 @@ class InputSource:
         self.columns: list[str] = list(table.columns)
         self.field_columns: dict[str, str] = dict(mapped.fields)
         self.passthrough: list[str] = list(mapped.passthrough)
-        self.read_as: ReadAs = table.read_as
+        self.read_as: ReadAs = dataclasses.replace(table.read_as, personal_left_out=mapped.personal)
         self._table = table
         self._mapped = mapped
         self._options = options
@@ -566,12 +570,35 @@ def open_input(path: Path, options: InputOptions, *, postcode_only: bool = False
     docstring says); raises InputError if not."""
     path = Path(path)
     table, hint = _open_table(path, options)
-    mapped = resolve_columns(path, table.columns, options, hint=hint, postcode_only=postcode_only)
+    sample = _sample(table) if options.passthrough is None else None
+    mapped = resolve_columns(
+        path, table.columns, options, hint=hint, postcode_only=postcode_only, sample=sample
+    )
     if isinstance(table, _ParquetTable):  # a workbook's sheet too
         include = mapped.fields.get("include")
         _refuse_nested(path, table.schema, include)
         given.check_writable(path, table.passthrough_schema(mapped.passthrough, include))
     return InputSource(path, table, mapped, options)
+
+
+def _sample(table: _Table) -> pl.DataFrame | None:
+    """The first rows (`personal.SAMPLE_ROWS`) of the table's text columns, as text: what
+    `input/personal` looks at for e-mail addresses, telephone and NI numbers. None when
+    they cannot be read: reading the rows will say why where it meets the fault."""
+    names = list(table.columns)
+    if isinstance(table, _ParquetTable):  # only text holds such values
+        names = [n for n in names if _is_text(table.schema.field(n).type)]
+    if not names:
+        return None
+    batches = table.raw_batches(names, [], None, SAMPLE_ROWS)
+    try:
+        return next(iter(batches), (None, None))[0]
+    except InputError:
+        return None
+    finally:
+        close = getattr(batches, "close", None)
+        if close is not None:
+            close()
 
 
 def read_as_text(path: Path, options: InputOptions) -> tuple[list[str], Iterator[pl.DataFrame]]:
