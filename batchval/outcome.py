@@ -156,7 +156,8 @@ _WHEN: Mapping[StopReason, str] = {
     ),
     StopReason.REFUSED: (
         "the command line or config does not fit: DIR holds a run of another input, "
-        "settings or run id, or a checkpoint of a newer batchval"
+        "settings or run id, or a checkpoint of a newer batchval; or `input.passthrough` "
+        "lists a column the input does not have"
     ),
     StopReason.INTERNAL_ERROR: (
         "a defect of batchval's (a checkpoint that cannot be read, a key the API says was "

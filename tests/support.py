@@ -13,6 +13,8 @@ from typing import Any
 
 import httpx
 import polars as pl
+import pytest
+import structlog
 
 from batchval.api import Credentials, PartnerClient
 from batchval.engine.charges import Received, ServerClock
@@ -94,6 +96,31 @@ def run_cli(
     return subprocess.run(
         [BATCHVAL, *args], env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
+
+
+def run_in_process(
+    *args: str, env: dict[str, str], monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> tuple[int, str, str]:
+    """The command line in this process (`cli.main`), with the BATCHVAL_* environment
+    `env` gives and no other: its exit code, stdout and stderr. The logging it configures
+    (onto the captured stderr, closed after the test) is undone."""
+    from batchval import cli
+
+    for name in [n for n in os.environ if n.startswith("BATCHVAL_")]:
+        monkeypatch.delenv(name)
+    for name, value in env.items():
+        if name.startswith("BATCHVAL_"):
+            monkeypatch.setenv(name, value)
+    capsys.readouterr()
+    logging = structlog.get_config()
+    try:
+        with pytest.raises(SystemExit) as ended:
+            cli.main(list(args))
+    finally:
+        structlog.configure(**logging)
+    said = capsys.readouterr()
+    code = ended.value.code
+    return (code if isinstance(code, int) else 0), said.out, said.err
 
 
 def outputs(out: Path) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:

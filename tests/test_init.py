@@ -8,11 +8,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
-from support import ROOT, env_for, outputs, run_cli
+from support import ROOT, env_for, outputs, run_cli, run_in_process
 
 from batchval.sandbox.server import RunningSandbox
 from batchval.settings import load_settings
-from batchval.tools.init import propose, survey
+from batchval.tools.init import propose, render, survey
 
 SAMPLES = ROOT / "sample_inputs"
 
@@ -95,3 +95,74 @@ def test_init_on_a_file_it_cannot_map_says_what_is_missing(tmp_path: Path) -> No
     assert "postcode: no column fits" in done.stdout
     assert "required column missing" in done.stderr
     assert "# postcode: no column fits" in proposal.read_text(encoding="utf-8")
+
+
+MI_BOOK = {
+    "Account No": ["A001", "A002", "A003"],
+    "Borrower Surname": ["Smith", "Jones", "Patel"],
+    "Date of Birth": ["01/02/1970", "03/04/1980", "05/06/1990"],
+    "Contact": ["jane@example.com", "bob@example.com", "raj@example.com"],
+    "Security Address 1": ["1 High St", "2 Low St", "3 Mid St"],
+    "Post Code": ["SW1A 2AA", "M1 1AE", "CF10 1AA"],
+    "Prop Type": ["Flat", "Terraced House", "Detached House"],
+    "Beds": ["2", "3", "4"],
+    "Current Balance": ["£100,000", "120000", "90000"],
+    "Notes": ["x", "y", "z"],
+}
+
+
+def test_the_proposal_lists_the_passthrough_without_personal_columns() -> None:
+    """The proposed passthrough: every column not sent, the loan id and balance among
+    them, less the personal columns (by name, and by values: e-mail addresses)."""
+    frame = pl.DataFrame(MI_BOOK)
+    surveyed, rows = survey(frame.columns, [frame])
+    proposal = propose(frame.columns, surveyed, rows)
+    assert proposal.passthrough == ("Account No", "Current Balance", "Notes")
+    assert proposal.personal == {
+        "Borrower Surname": "by name",
+        "Date of Birth": "by name",
+        "Contact": "holds e-mail addresses",
+        "Security Address 1": "by name",
+    }
+    text = render(proposal, "book.csv")
+    assert yaml.safe_load(text)["input"]["passthrough"] == list(proposal.passthrough)
+    said = " ".join(line.strip(" #") for line in text.splitlines() if line.lstrip().startswith("#"))
+    assert "left out as personal data: Borrower Surname (by name)," in said
+    assert "Contact (holds e-mail addresses)" in said
+
+
+def test_init_then_run_with_the_proposal_copies_nothing_personal(
+    served: RunningSandbox,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`init FILE --out P` then `run FILE --config P` unchanged: exit 0, LTVs made, and no
+    surname, birth date or e-mail in any file the run writes."""
+    source = tmp_path / "book.csv"
+    pl.DataFrame(MI_BOOK).write_csv(source)
+    proposal = tmp_path / "proposal.yaml"
+    code, stdout, stderr = run_in_process(
+        "init",
+        str(source),
+        "--out",
+        str(proposal),
+        env={},
+        monkeypatch=monkeypatch,
+        capsys=capsys,
+    )
+    assert code == 0, stdout + stderr
+    assert "left out as personal data: Borrower Surname, Date of Birth" in stdout
+    out = tmp_path / "out"
+    args = ("run", str(source), "--config", str(proposal), "--out", str(out))
+    code, stdout, stderr = run_in_process(
+        *args, env=env_for(served), monkeypatch=monkeypatch, capsys=capsys
+    )
+    assert code == 0, stdout + stderr
+    results, _, _ = outputs(out)
+    assert results.get_column("indexed_ltv").is_not_null().all()
+    assert "Account No" in results.columns
+    for file in out.iterdir():
+        data = file.read_bytes()
+        for needle in (b"Smith", b"01/02/1970", b"jane@example.com", b"High St"):
+            assert needle not in data, f"{needle!r} in {file.name}"

@@ -54,11 +54,19 @@ def test_lender_columns_stay_pass_through() -> None:
     assert "loan_balance" not in mapped.fields
 
 
-def test_mapped_column_left_out_of_the_passthrough_is_refused() -> None:
-    """A lender column the configured passthrough leaves out cannot be read: exit 65."""
+def test_mapped_column_left_out_of_the_passthrough_rides_along_all_the_same() -> None:
+    """A lender column the configured passthrough does not list is read all the same,
+    after the listed columns: a short list never costs the figures."""
+    options = InputOptions(columns={"loan_balance": "Balance"}, passthrough=("loan_id",))
+    mapped = resolve_columns(Path("book.csv"), [*HEADER, "Notes", "Balance"], options)
+    assert mapped.passthrough == ["loan_id", "Balance"]
+
+
+def test_a_mapped_lender_column_the_file_lacks_is_refused() -> None:
+    """A lender column mapped to no column of the file: the input's fault, exit 65."""
     options = InputOptions(columns={"loan_balance": "Balance"}, passthrough=("loan_id",))
     with pytest.raises(InputError, match="maps loan_balance to 'Balance'"):
-        resolve_columns(Path("book.csv"), [*HEADER, "Balance"], options)
+        resolve_columns(Path("book.csv"), HEADER, options)
 
 
 def test_a_lender_name_that_is_no_field_is_still_refused() -> None:

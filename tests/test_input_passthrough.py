@@ -199,7 +199,7 @@ KEPT = {
         [dt.datetime(2024, 6, 1, 8, 30, tzinfo=dt.UTC), None], pa.timestamp("us", tz="UTC")
     ),
     "active": pa.array([True, None], pa.bool_()),
-    "name": pa.array(["A. Smith", None], pa.string()),
+    "branch": pa.array(["Leeds", None], pa.string()),
     "rate": pa.array([0.25, None], pa.float32()),
     "grade": pa.array([3, None], pa.uint8()),
     "wide": pa.array([decimal.Decimal("1.5"), None], pa.decimal256(20, 1)),
@@ -220,7 +220,7 @@ def test_parquet_columns_keep_their_types(tmp_path: Path) -> None:
         "reviewed": dt.datetime(2024, 6, 1, 9, 30),
         "stamped": dt.datetime(2024, 6, 1, 8, 30, tzinfo=dt.UTC),
         "active": True,
-        "name": "A. Smith",
+        "branch": "Leeds",
         "rate": 0.25,
         "grade": 3,
         "wide": decimal.Decimal("1.5"),

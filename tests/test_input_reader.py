@@ -18,6 +18,7 @@ import pytest
 
 from batchval.input import InputError, InputOptions, InputSource, ReadAs, open_input, stream
 from batchval.input.layout import Header
+from batchval.outcome import SettingsError
 
 HEADER = ["loan_id", "postcode", "property_type", "bedrooms", "floor_area_sqm", "notes"]
 ROWS = [
@@ -187,12 +188,25 @@ def test_passthrough_default_is_every_other_column(tmp_path: Path) -> None:
 
 
 def test_passthrough_explicit_subset(tmp_path: Path) -> None:
-    """A configured passthrough keeps only the named columns, in the config's order."""
+    """A configured passthrough keeps the named columns, in the config's order, then the
+    lender columns it does not name (the loan id here)."""
     options = InputOptions(passthrough=("notes", "POSTCODE"))
     source = open_input(write_csv(tmp_path / "homes.csv", ROWS), options)
-    assert source.passthrough == ["notes", "postcode"]
+    assert source.passthrough == ["notes", "postcode", "loan_id"]
     first = read_all(source)[0]
-    assert list(first["passthrough"].items()) == [("notes", "first"), ("postcode", "SW1A 1AA")]
+    assert list(first["passthrough"].items()) == [
+        ("notes", "first"),
+        ("postcode", "SW1A 1AA"),
+        ("loan_id", "L1"),
+    ]
+
+
+def test_passthrough_naming_a_missing_column_is_the_configs_fault(tmp_path: Path) -> None:
+    """A passthrough listing a column the file does not have: a SettingsError (exit 64)
+    naming it and the columns the file has."""
+    options = InputOptions(passthrough=("loan_id", "branch"))
+    with pytest.raises(SettingsError, match=r"'branch', which is not a column.*'notes'"):
+        open_input(write_csv(tmp_path / "homes.csv", ROWS), options)
 
 
 def test_columns_found_by_name_case_and_spaces(tmp_path: Path) -> None:
@@ -278,12 +292,6 @@ INPUT_ERRORS: list[tuple[str, Callable[[Path], Path], InputOptions, str]] = [
         lambda d: write_csv(d / "homes.csv", ROWS),
         InputOptions(columns={"reference": "Case Number"}),
         "'Case Number', which is not a column",
-    ),
-    (
-        "passthrough names a missing column",
-        lambda d: write_csv(d / "homes.csv", ROWS),
-        InputOptions(passthrough=("loan_id", "branch")),
-        "'branch', which is not a column",
     ),
     (
         "truncated parquet",

@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 import pytest
-from support import env_for, outputs, run_cli
+from support import env_for, outputs, run_cli, run_in_process
 
 from batchval.api.models import Valuation
 from batchval.contract.lender import (
@@ -465,3 +465,57 @@ def test_dates_are_read_from_dates_timestamps_and_iso_text() -> None:
     stamps = pa.array([dt.datetime(2019, 3, 15, 10, 30)], pa.timestamp("ms"))
     assert dates(stamps) == [dt.date(2019, 3, 15)]
     assert dates(pa.array(["2019-03-15", "15/03/2019", None])) == [dt.date(2019, 3, 15), None, None]
+
+
+def test_a_short_passthrough_list_keeps_the_figures(
+    served: RunningSandbox,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`passthrough: [Account No]` on a book with `Current Balance`, `Original Valuation`
+    and `Completion Date`: every valued row has its LTV, band and months since origination,
+    the portfolio is summed, and the lender columns follow the listed one in the outputs."""
+    source = tmp_path / "book.csv"
+    with source.open("w", newline="", encoding="utf-8") as stream:
+        out = csv.writer(stream)
+        out.writerow(
+            [
+                "Account No",
+                "Post Code",
+                "Prop Type",
+                "Beds",
+                "Completion Date",
+                "Current Balance",
+                "Original Valuation",
+                "Notes",
+            ]
+        )
+        for n, postcode in enumerate(POSTCODES):
+            out.writerow(
+                [f"A{n:03d}", postcode, "terraced", 2 + n % 3, "15/03/2019", "£120,000", "", "x"]
+            )
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "input:\n  columns: {postcode: Post Code, propertyType: Prop Type, bedrooms: Beds}\n"
+        "  passthrough: [Account No]\n",
+        encoding="utf-8",
+    )
+    out_dir = tmp_path / "out"
+    args = ("run", str(source), "--config", str(config), "--out", str(out_dir))
+    code, _, stderr = run_in_process(
+        *args, env=env_for(served), monkeypatch=monkeypatch, capsys=capsys
+    )
+    assert code == 0, stderr
+    results, problems, summary = outputs(out_dir)
+    assert results.height == len(POSTCODES)
+    listed = ["Account No", "Completion Date", "Current Balance", "Original Valuation"]
+    for columns in (results.columns, problems.columns):
+        first = columns.index("Account No")
+        assert columns[first : first + 4] == listed
+    assert "Notes" not in results.columns
+    assert (results["indexed_ltv"] == 120_000 / results["estimate"]).all()
+    assert results["ltv_band"].is_not_null().all()
+    assert results["months_since_origination"].is_not_null().all()
+    assert summary["portfolio"]["rows"] == len(POSTCODES)
+    assert summary["portfolio"]["sum_balance"] == 120_000 * len(POSTCODES)

@@ -197,14 +197,41 @@ def test_runner_runs_in_process(served: RunningSandbox, tmp_path: Path) -> None:
             {"format": "excel", "encoding": None, "encoding_detected": False, "sheet": "Loans"},
             "input: sheet 'Loans' of the workbook",
         ),
+        (
+            {"format": "csv", "encoding": "utf-8", "personal_left_out": {}},
+            None,
+        ),
+        (
+            {
+                "format": "csv",
+                "encoding": "utf-8",
+                "personal_left_out": {"Surname": "by name", "Contact": "holds e-mail addresses"},
+            },
+            "input: left out as personal data: Surname (by name); Contact (holds e-mail "
+            "addresses); input.passthrough lists a column to keep it",
+        ),
     ],
 )
 def test_how_the_input_was_read_is_said(read: dict[str, Any], line: str | None) -> None:
     """summary.json carries how the input was read; the terminal says so when an encoding
-    other than UTF-8 was found, or a workbook's sheet was read (a dry run's too)."""
+    other than UTF-8 was found, a workbook's sheet was read, or columns were left out as
+    personal data (a dry run's too)."""
     run = dataclasses.replace(summary(None), input_read=read)
     dry = DryRunSummary(1, 0, {}, 1, 10, 1000, input_read=read)
     assert run.to_json()["input_read"] == dry.to_json()["input_read"] == read
     for rendered in (run.render(), dry.render()):
         said = [text for text in rendered.splitlines() if text.startswith("input: ")]
         assert said == ([] if line is None else [line])
+
+
+def test_a_sheet_and_personal_columns_are_two_lines() -> None:
+    """A workbook's sheet and the columns left out are each said, on lines of their own."""
+    read = {"format": "excel", "sheet": "Loans", "personal_left_out": {"Email": "by name"}}
+    said = [text for text in summary(None).render().splitlines() if text.startswith("input: ")]
+    assert said == []
+    rendered = dataclasses.replace(summary(None), input_read=read).render().splitlines()
+    assert [text for text in rendered if text.startswith("input: ")] == [
+        "input: sheet 'Loans' of the workbook",
+        "input: left out as personal data: Email (by name); input.passthrough lists a "
+        "column to keep it",
+    ]

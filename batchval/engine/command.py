@@ -37,7 +37,7 @@ from batchval.engine.place import Place
 from batchval.engine.sending import SendOutcome
 from batchval.engine.summary import SUMMARY_NAME, DryRunSummary, RunSummary
 from batchval.input import InputError, InputSource
-from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
+from batchval.outcome import ExitCode, RunRefusedError, SettingsError, StopInfo, StopReason
 from batchval.settings import ApiSettings
 from batchval.store.checkpoint import Checkpoint, CheckpointVersionError
 from batchval.store.counts import Counts
@@ -162,6 +162,8 @@ def invoke(product: Product[SummaryT], place: Place | None = None) -> SummaryT |
             source = product.read_input()
         except InputError as exc:
             raise RunRefusedError(StopReason.INPUT_UNUSABLE, str(exc)) from None
+        except SettingsError as exc:  # the config names a column the input does not have
+            raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
         if product.dry:
             priced = dataclasses.replace(
                 product.dry_run(source),

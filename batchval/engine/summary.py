@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchval.input.layout import skipped_words
+from batchval.input.personal import left_out_line
 from batchval.outcome import ExitCode, StopInfo
 from batchval.store.charges import Money
 from batchval.store.counts import Counts
@@ -33,8 +34,9 @@ SUMMARY_KEYS: Mapping[str, str] = {
         "how INPUT was read: `format` (csv, parquet or excel), a CSV's `encoding` and "
         "whether it was found (`encoding_detected`), a workbook's `sheet`, the line of a CSV "
         "or sheet that holds the header (`header_line`) and how many lines above it were "
-        "not read (`lines_above_header`), and the lines below the table that are not loans "
-        "(`not_loans`, each `{line, text}`)"
+        "not read (`lines_above_header`), the lines below the table that are not loans "
+        "(`not_loans`, each `{line, text}`), and the columns the default pass-through left "
+        "out as a person's data, each with why (`personal_left_out`: `{column: why}`)"
     ),
     "rows": (
         "input rows: `total`, `valued`, `problems`, `pending`, and `duplicates` (rows whose "
@@ -101,7 +103,8 @@ def next_action(code: ExitCode, stop: StopInfo | None) -> str:
 def read_line(input_read: Mapping[str, Any] | None) -> list[str]:
     """The terminal's lines about how the input was read, when there is something to say:
     the sheet of a workbook, or an encoding found that is not UTF-8; the lines above the
-    header and those below the table that are not loans."""
+    header, those below the table that are not loans, and the columns left out as personal
+    data."""
     if not input_read:
         return []
     said = []
@@ -125,6 +128,9 @@ def read_line(input_read: Mapping[str, Any] | None) -> list[str]:
             else ("lines below the table are not loans")
         )
         said.append(f"input: {len(not_loans)} {were}: {listed}{more}")
+    left_out = left_out_line(input_read.get("personal_left_out") or {})
+    if left_out:
+        said.append(f"input: {left_out}")
     return said
 
 

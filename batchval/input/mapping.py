@@ -22,6 +22,8 @@ import polars as pl
 
 from batchval.input.lender import LENDER_FIELDS, LenderColumnError, find_lender_columns
 from batchval.input.options import ENUM_VALUES, ROW_FIELDS, InputError, InputOptions, normal_code
+from batchval.input.personal import personal_columns
+from batchval.outcome import SettingsError
 
 # Request fields of which the input must have a column: rows cannot supply what the
 # file has no column for, so their absence makes the whole file unusable.
@@ -67,6 +69,8 @@ class ColumnMap:
 
     fields: dict[str, str]  # API field -> input column
     passthrough: list[str]
+    # Columns the default pass-through leaves out as a person's data -> why (input/personal).
+    personal: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def field_name_key(name: str) -> str:
@@ -87,6 +91,17 @@ def _find(path: Path, columns: Sequence[str], wanted: str, said: str) -> str:
     raise InputError(
         path, f"{said} {wanted!r}, which is not a column of the file; it has {_listed(columns)}"
     )
+
+
+def _listed_column(path: Path, columns: Sequence[str], wanted: str) -> str:
+    """The column `input.passthrough` lists, as `_find` finds it; one the file does not
+    have (or has twice but for case) is the config's fault, not the file's (exit 64)."""
+    try:
+        return _find(path, columns, wanted, "the config passes through")
+    except InputError as exc:
+        raise SettingsError(
+            f"{exc}; list only the file's columns under input.passthrough"
+        ) from None
 
 
 def _listed(names: Sequence[str]) -> str:
@@ -113,13 +128,23 @@ def resolve_columns(
     *,
     hint: str = "",
     postcode_only: bool = False,
+    sample: pl.DataFrame | None = None,
 ) -> ColumnMap:
-    """Map the header to request fields, or say why the file cannot be used.
+    """Map the header to request fields and choose the pass-through columns, or say why
+    the file cannot be used.
 
     `hint` is added to a missing-column fault (the reader's guess about a wrong
     delimiter, the usual reason a whole header looks like one column). With
     `postcode_only` (`streets`, which reads only the postcode) only that column is
     required; the other fields are still mapped, so they never ride along as pass-through.
+
+    The pass-through columns are, with no `passthrough` in the config, every column that
+    feeds no request field, in the file's order, less those that hold a person's data
+    (`input/personal`: by name, and by the values of `sample`, the file's first rows as
+    text); with one, the columns it lists, in its order, then the lender columns found
+    (`input/lender`) that it does not list, in the file's order: a loan's figures are
+    read whatever the list says. A listed column the file does not have is a
+    SettingsError (exit 64).
     """
     fields: dict[str, str] = {}
     for field in ROW_FIELDS:
@@ -144,31 +169,31 @@ def resolve_columns(
             f"required column missing: {looked_for}; the header has {_listed(columns)}; "
             f"name your columns under columns in the config{hint}",
         )
+    # A column the config names for a lender field is a lender column even when it feeds
+    # a request field too (`Loan Ref` as both reference and loan_id).
+    lender_named = {
+        _find(path, columns, name, f"the config maps {field} to")
+        for field, name in options.columns.items()
+        if field in LENDER_FIELDS
+    }
+    used = set(fields.values()) - lender_named
+    others = [c for c in columns if c not in used]
+    try:  # read for the figures whether or not they are listed (contract/lender)
+        lender = set(find_lender_columns(others, options.columns).values())
+    except LenderColumnError as exc:
+        raise InputError(path, str(exc)) from None
+    personal: dict[str, str] = {}
     if options.passthrough is None:
-        # A column the config names for a lender field rides along even when it feeds a
-        # request field too (`Loan Ref` as both reference and loan_id).
-        lender = {
-            _find(path, columns, name, f"the config maps {field} to")
-            for field, name in options.columns.items()
-            if field in LENDER_FIELDS
-        }
-        used = set(fields.values()) - lender
-        passthrough = [c for c in columns if c not in used]
+        personal = personal_columns(others, sample, kept=lender)
+        passthrough = [c for c in others if c not in personal]
     else:
         passthrough = []
         for name in options.passthrough:
-            column = _find(path, columns, name, "the config passes through")
+            column = _listed_column(path, columns, name)
             if column not in passthrough:
                 passthrough.append(column)
-    try:  # the lender columns are read from the pass-through values, at write time
-        find_lender_columns(passthrough, options.columns)
-    except LenderColumnError as exc:
-        raise InputError(
-            path,
-            f"{exc}; the pass-through columns are {_listed(passthrough)} (a lender column "
-            "must be one: under input.passthrough in the config, if you list them)",
-        ) from None
-    return ColumnMap(fields=fields, passthrough=passthrough)
+        passthrough += [c for c in others if c in lender and c not in passthrough]
+    return ColumnMap(fields=fields, passthrough=passthrough, personal=personal)
 
 
 def _spellings(missing: str) -> list[str]:

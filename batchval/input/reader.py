@@ -57,7 +57,7 @@ import io
 import shutil
 import tempfile
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -74,6 +74,7 @@ from batchval.input.lender import LenderColumnError, find_lender_columns
 from batchval.input.lender_values import lender_kinds, read_lender_values
 from batchval.input.mapping import ColumnMap, resolve_columns
 from batchval.input.options import InputError, InputOptions
+from batchval.input.personal import SAMPLE_ROWS
 from batchval.input.sniff import (
     GZIP_MAGIC,
     HEAD_BYTES,
@@ -130,6 +131,8 @@ class ReadAs:
     sheet: str | None = None  # a workbook's: the sheet read
     header: Header | None = None  # a CSV's or a sheet's: where its header is
     not_loans: tuple[NotLoan, ...] = ()  # the lines below the table that are not loans
+    # Columns the default pass-through left out as a person's data -> why (input/personal).
+    personal_left_out: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -142,6 +145,7 @@ class ReadAs:
             if self.header is None
             else self.header.line - self.header.first_line,
             "not_loans": [line.to_json() for line in self.not_loans],
+            "personal_left_out": dict(self.personal_left_out),
         }
 
 
@@ -607,7 +611,9 @@ class InputSource:
         self.columns: list[str] = list(table.columns)
         self.field_columns: dict[str, str] = dict(mapped.fields)
         self.passthrough: list[str] = list(mapped.passthrough)
-        self.read_as: ReadAs = dataclasses.replace(table.read_as, not_loans=tuple(not_loans))
+        self.read_as: ReadAs = dataclasses.replace(
+            table.read_as, not_loans=tuple(not_loans), personal_left_out=mapped.personal
+        )
         self._table = table
         self._mapped = mapped
         self._options = options
@@ -740,12 +746,35 @@ def open_input(path: Path, options: InputOptions, *, postcode_only: bool = False
     docstring says); raises InputError if not."""
     path = Path(path)
     table, hint = _open_table(path, options)
-    mapped = resolve_columns(path, table.columns, options, hint=hint, postcode_only=postcode_only)
+    sample = _sample(table) if options.passthrough is None else None
+    mapped = resolve_columns(
+        path, table.columns, options, hint=hint, postcode_only=postcode_only, sample=sample
+    )
     if isinstance(table, _ParquetTable):  # a workbook's sheet too
         include = mapped.fields.get("include")
         _refuse_nested(path, table.schema, include)
         given.check_writable(path, table.passthrough_schema(mapped.passthrough, include))
     return InputSource(path, table, mapped, options, _not_loans(table, mapped, options))
+
+
+def _sample(table: _Table) -> pl.DataFrame | None:
+    """The first rows (`personal.SAMPLE_ROWS`) of the table's text columns, as text: what
+    `input/personal` looks at for e-mail addresses, telephone and NI numbers. None when
+    they cannot be read: reading the rows will say why where it meets the fault."""
+    names = list(table.columns)
+    if isinstance(table, _ParquetTable):  # only text holds such values
+        names = [n for n in names if _is_text(table.schema.field(n).type)]
+    if not names:
+        return None
+    batches = table.raw_batches(names, [], None, SAMPLE_ROWS)
+    try:
+        return next(iter(batches), (None, None))[0]
+    except InputError:
+        return None
+    finally:
+        close = getattr(batches, "close", None)
+        if close is not None:
+            close()
 
 
 def read_as_text(

@@ -15,6 +15,7 @@ check, then a final line; the exit code is the first failing check's:
 | no answer (connection refused, TLS, a timeout, 502/503/504): why    | 75   |
 | the account's daily limit is used                                   | 75   |
 | the input cannot be used, or `run` would refuse most of its rows    | 65   |
+| `input.passthrough` lists a column the input does not have          | 64   |
 
 The free questions are two `GET /valuations/{id}` with a well-formed id no valuation has.
 Without a token, the API answers 401 (docs/api.md, section 1: a missing token gets 401):
@@ -57,7 +58,8 @@ from batchval.api.network import Reach
 from batchval.api.vocabulary import VALUATION_CREDITS
 from batchval.engine.midnight import resume_after_daily_limit
 from batchval.input import InputError, open_input
-from batchval.outcome import ExitCode, RunRefusedError
+from batchval.input.personal import left_out_line
+from batchval.outcome import ExitCode, RunRefusedError, SettingsError
 from batchval.settings import ApiSettings, Settings
 from batchval.valuations.ingest import price_input
 
@@ -290,16 +292,17 @@ def _mode_and_balance(api: ApiSettings, token: AccessToken, embedded: bool) -> l
 
 def _price(settings: Settings, input_path: Path) -> Finding:
     try:
-        priced = price_input(
-            open_input(input_path, settings.input),
-            max_refused_share=settings.run.max_refused_share,
-        )
+        source = open_input(input_path, settings.input)
+        priced = price_input(source, max_refused_share=settings.run.max_refused_share)
     except InputError as exc:
         return Finding("input", str(exc), ExitCode.INPUT)
+    except SettingsError as exc:  # a passthrough naming a column the file does not have
+        return Finding("input", str(exc), ExitCode.USAGE)
     except RunRefusedError as exc:
         return Finding("input", exc.detail, exc.exit_code)
     if priced.stop is not None:  # `run` would refuse it before any call
         return Finding("input", priced.stop.line(), priced.exit_code)
+    left_out = left_out_line(source.read_as.personal_left_out)
     problems = (
         f", {priced.rows_with_problems} with problems (see `run --dry-run`)"
         if priced.rows_with_problems
@@ -309,5 +312,6 @@ def _price(settings: Settings, input_path: Path) -> Finding:
         "input",
         f"{priced.rows} rows{problems}; {priced.calls} distinct requests: "
         f"{priced.credits} credits (£{priced.credits / 100:.2f} live), "
-        f"{priced.days_at_daily_limit} day(s) at {priced.daily_limit} calls a day",
+        f"{priced.days_at_daily_limit} day(s) at {priced.daily_limit} calls a day"
+        + (f"; {left_out}" if left_out else ""),
     )

@@ -15,6 +15,13 @@ Each request field's column is chosen by its values first and its name second:
   loan id when lenders usually name the loan so;
 - the lender columns by their usual names (`input/lender`).
 A column the reader finds by itself (named as the API field) is left out of the config.
+
+The proposal lists the pass-through columns (`input.passthrough`): every column no
+request field is read from, in the file's order, less those holding a person's data
+(`input/personal`, by name and by the first rows' values), which a comment names with
+why. A list, not the default, so that what the outputs copy is written where the user
+reads and can change it; the postcode is sent, and the loan id and other lender columns
+stay.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import re
+import textwrap
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -35,6 +43,7 @@ from batchval.input.layout import Header
 from batchval.input.lender import LENDER_FIELDS, LenderColumnError, find_lender_columns
 from batchval.input.mapping import default_code, field_name_key
 from batchval.input.options import ENUM_VALUES, ROW_FIELDS
+from batchval.input.personal import SAMPLE_ROWS, left_out_line, personal_columns
 from batchval.input.wordings import (
     BUILT_FORM_WORDINGS,
     NEEDS_BUILT_FORM,
@@ -70,6 +79,8 @@ class _Column:
     distinct: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
     many: bool = False  # more distinct values than kept: no coded column
     numbers: dict[str, int] = dataclasses.field(default_factory=dict)  # field -> in range
+    # The first rows' values as text (`personal.SAMPLE_ROWS`), for `input/personal`.
+    head: list[str | None] = dataclasses.field(default_factory=list)
 
     def share(self, count: int) -> float:
         return count / self.filled if self.filled else 0.0
@@ -95,6 +106,10 @@ class Proposal:
     lender: Mapping[str, str]
     unplaced: Mapping[str, tuple[Unplaced, ...]]  # field -> values
     missing: tuple[str, ...]  # required fields no column fits
+    # What the outputs copy: every column no request field is read from (the lender
+    # columns among them), in the file's order, less `personal`.
+    passthrough: tuple[str, ...] = ()
+    personal: Mapping[str, str] = dataclasses.field(default_factory=dict)  # column -> why
 
     def config_columns(self) -> dict[str, str]:
         """What the config must say: every chosen column the reader would not find."""
@@ -137,6 +152,9 @@ def survey(
         rows += frame.height
         for name in columns:
             column = seen[name]
+            if len(column.head) < SAMPLE_ROWS:
+                wanted = SAMPLE_ROWS - len(column.head)
+                column.head.extend(frame.get_column(name).head(wanted).cast(pl.String).to_list())
             text = frame.get_column(name).cast(pl.String).str.strip_chars()
             text = text.filter(text.is_not_null() & (text != ""))
             column.filled += text.len()
@@ -237,6 +255,11 @@ def propose(columns: Sequence[str], surveyed: Mapping[str, _Column], rows: int) 
     missing = [f for f in ("postcode", "propertyType") if f not in chosen]
     if "bedrooms" not in chosen and "floorAreaSqm" not in chosen:
         missing.append("bedrooms or floorAreaSqm")
+    sent = {c for f, c in chosen.items() if f in ROW_FIELDS} - set(lender.values())
+    others = [c for c in columns if c not in sent]
+    heads = {c: surveyed[c].head for c in others}
+    sample = pl.DataFrame(heads, schema=dict.fromkeys(others, pl.String)) if others else None
+    personal = personal_columns(others, sample, kept=set(lender.values()))
     return Proposal(
         rows=rows,
         columns=chosen,
@@ -245,6 +268,8 @@ def propose(columns: Sequence[str], surveyed: Mapping[str, _Column], rows: int) 
         lender={f: c for f, c in chosen.items() if f in LENDER_FIELDS},
         unplaced=_unplaced(chosen, surveyed),
         missing=tuple(missing),
+        passthrough=tuple(c for c in others if c not in personal),
+        personal=personal,
     )
 
 
@@ -327,6 +352,17 @@ def render(
             lines.append(f"  # {field}: {column!r} is found by its name (nothing to map)")
     for field in proposal.missing:
         lines.append(f"  # {field}: no column fits; name yours under columns")
+    lines.append("  # The columns results.parquet, problems.parquet and exports copy from each row")
+    lines.append("  # (the lender columns are read for the figures whether listed or not).")
+    if proposal.personal:
+        left_out = ", ".join(f"{c} ({why})" for c, why in proposal.personal.items())
+        said = (
+            f"left out as personal data: {left_out}; "
+            "list one here only if the outputs must carry it."
+        )
+        lines.extend(f"  # {line}" for line in textwrap.wrap(said, 84, break_long_words=False))
+    listed = "".join(f"\n    - {_yaml_text(c)}" for c in proposal.passthrough)
+    lines.append(f"  passthrough:{listed or ' []'}")
     if proposal.unplaced:
         lines.append("  # Values the reader cannot place: their rows are problems until you")
         lines.append("  # map them (uncomment, and choose one of the codes given).")
@@ -400,6 +436,8 @@ def summary_lines(proposal: Proposal) -> list[str]:
         found.append(f"  {field} <- {column!r} ({proposal.why[field]}{how})")
     for field in proposal.missing:
         found.append(f"  {field}: no column fits (name yours under input.columns)")
+    if proposal.personal:
+        found.append(f"  {left_out_line(proposal.personal)}")
     for field, values in proposal.unplaced.items():
         by_form = [v for v in values if v.why.endswith(_BY_FORM)]
         if by_form:
