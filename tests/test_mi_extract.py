@@ -113,3 +113,38 @@ def test_the_header_row_on_the_command_line_reads_the_raw_extract(tmp_path: Path
     )
     assert wrong.exit_code == 65
     assert "which is not a column of the file" in wrong.output
+
+
+@pytest.mark.parametrize("with_config", [True, False])
+def test_no_borrower_data_reaches_any_file_of_the_run(
+    tmp_path: Path, samples: ModuleType, with_config: bool
+) -> None:
+    """After init, run, both exports and the report, no surname, e-mail or birth date of
+    the sample is in any file of DIR (the checkpoint and the log included); nor with no
+    config at all."""
+    path = str(SAMPLES / "mi_extract.xlsx")
+    out = tmp_path / "run"
+    config = tmp_path / "proposal.yaml"
+    args = ["--config", str(config)] if with_config else []
+    if with_config:
+        assert invoke("init", path, "--out", str(config)).exit_code == 0
+    ran = invoke("run", path, *args, "--out", str(out))
+    if with_config:
+        assert ran.exit_code == 0, ran.output
+        assert "left out as personal data" in config.read_text()
+        for fmt in ("xlsx", "csv"):
+            assert invoke("export", str(out), "--format", fmt).exit_code == 0
+        assert invoke("report", str(out)).exit_code == 0
+    extract = samples.mi_extract()
+    secrets = [
+        *extract.surnames,
+        *extract.emails,
+        *(f"{d:%d/%m/%Y}" for d in extract.birth_dates),
+        *(d.isoformat() for d in extract.birth_dates),
+    ]
+    files = [f for f in out.rglob("*") if f.is_file()]
+    assert len(files) >= (8 if with_config else 1)
+    for file in files:
+        data = file.read_bytes()
+        found = [s for s in secrets if s.encode() in data]
+        assert found == [], f"{file.name} holds {found[:3]}"
