@@ -175,8 +175,10 @@ INPUT_KEYS: tuple[Key, ...] = (
     Key("values", "API field -> {your value: API value}", default="{}"),
     Key(
         "passthrough",
-        "the columns copied to the outputs",
-        default="every column that is not a request field",
+        "the columns copied to the outputs, in this order; the lender columns it does not "
+        "list follow (a loan's figures never depend on it); a column the file lacks: 64",
+        default="every column that is not a request field, less personal data (names, "
+        "birth dates, e-mail, telephone and NI numbers, address lines)",
     ),
     Key("batch_rows", "rows read and validated at a time"),
 )

@@ -151,6 +151,12 @@ def test_other_values_are_not_personal(values: list[str | None]) -> None:
     assert by_values(pl.DataFrame({"Notes": values}, schema={"Notes": pl.String})) == {}
 
 
+def test_columns_named_like_polars_patterns_are_looked_at_by_name() -> None:
+    """A column called `*` or `^a$` is one column, not a pattern."""
+    sample = pl.DataFrame({"*": ["a@b.com"], "^a$": ["x"], "row_number": ["1"]})
+    assert personal_columns(["*", "^a$", "row_number"], sample) == {"*": EMAILS}
+
+
 def test_kept_columns_are_never_personal() -> None:
     """The columns a run uses (passed as kept) stay, whatever their name or values."""
     sample = pl.DataFrame({"Email": ["a@b.com"], "Ref": ["c@d.com"], "Notes": ["e@f.com"]})

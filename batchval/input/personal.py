@@ -213,12 +213,14 @@ def by_name(header: str) -> bool:
     )
 
 
-def by_values(sample: pl.DataFrame) -> dict[str, str]:
-    """Column -> why, for the columns of `sample` (the first rows, as text) more than half
-    of whose non-empty values are e-mail addresses, UK telephone numbers or NI numbers."""
+def by_values(sample: pl.DataFrame, names: Sequence[str] | None = None) -> dict[str, str]:
+    """Column -> why, for the columns of `sample` (the first rows, as text; only `names`,
+    when given) more than half of whose non-empty values are e-mail addresses, UK
+    telephone numbers or NI numbers."""
     found: dict[str, str] = {}
-    for name in sample.columns:
-        text = sample.get_column(name).cast(pl.String).str.strip_chars()
+    # By name, one at a time: a column may be called "*" or "^a$" (polars patterns).
+    for name in sample.columns if names is None else names:
+        text = sample.get_column(name).alias("value").cast(pl.String).str.strip_chars()
         text = text.filter(text.is_not_null() & (text != ""))
         if text.len() == 0:
             continue
@@ -247,7 +249,7 @@ def personal_columns(
     looked = [c for c in columns if c not in kept and c not in named]
     valued: Mapping[str, str] = {}
     if sample is not None:
-        valued = by_values(sample.select([c for c in looked if c in sample.columns]))
+        valued = by_values(sample, [c for c in looked if c in sample.columns])
     return {c: BY_NAME if c in named else valued[c] for c in columns if c in named or c in valued}
 
 
