@@ -3,14 +3,17 @@ S3-compatible server (SeaweedFS) on loopback."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
 from collections.abc import AsyncIterator, Iterator
+from types import ModuleType
 
 import httpx
 import objects_server
 import pytest
 from starlette.types import Receive, Scope, Send
-from support import LIVE, TEST, client_for, make_config
+from support import LIVE, ROOT, TEST, client_for, make_config
 
 from batchval.api import PartnerClient
 from batchval.sandbox.app import Sandbox
@@ -95,3 +98,16 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[objects_serv
         pytest.skip(message)
     with objects_server.running(tmp_path_factory.mktemp("seaweedfs"), weed) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def samples() -> ModuleType:
+    """sample_inputs/make_samples.py as a module: the samples' shapes and contents."""
+    path = ROOT / "sample_inputs" / "make_samples.py"
+    spec = importlib.util.spec_from_file_location("make_samples", path)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module

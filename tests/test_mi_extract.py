@@ -4,10 +4,8 @@ run` with the proposal unchanged, in-process against the embedded sandbox."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -21,17 +19,6 @@ from batchval.cli import cli
 SAMPLES = ROOT / "sample_inputs"
 # No API configured: the embedded sandbox, in test mode.
 CLEAN_ENV: dict[str, str | None] = {k: None for k in os.environ if k.startswith("BATCHVAL_")}
-
-
-@pytest.fixture(scope="module")
-def samples() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("make_samples", SAMPLES / "make_samples.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def invoke(*args: str) -> Result:

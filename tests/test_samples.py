@@ -4,8 +4,6 @@ lender's warehouse writes it, and the files the script writes the same again."""
 from __future__ import annotations
 
 import csv
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -14,17 +12,6 @@ import pytest
 from support import ROOT
 
 SAMPLES = ROOT / "sample_inputs"
-
-
-@pytest.fixture(scope="module")
-def samples() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("make_samples", SAMPLES / "make_samples.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
 
 
 def _lines(path: Path) -> list[list[str]]:
