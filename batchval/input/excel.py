@@ -43,7 +43,7 @@ import itertools
 import logging
 import re
 import zipfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -115,11 +115,16 @@ def sheet_to_parquet(
         hint = f" (the first sheet; the others: {others}; --sheet NAME reads another)"
     cells = _cells(path, name)
     if cells is not None and cells > CELL_LIMIT:  # streamed: see CELL_LIMIT
-        header, cells_of, table = _streamed_header(path, name, hint, header_row, configured)
+        values = _values(path, name)  # read on for the types, past the header's search
+        header, cells_of, table, head = _streamed_header(
+            values, path, name, hint, header_row, configured
+        )
         if not table and sheet is None and len(names) > 1:
+            values.close()
             _refuse_cover(path, workbook, name, names, configured)
         del workbook
-        _stream_to_parquet(path, name, target, hint, header, cells_of)
+        rows = itertools.chain(head, values)  # streamed on, never held
+        _stream_to_parquet(path, name, target, hint, header, cells_of, rows)
         return name, hint, header
     _QUIET.setLevel(logging.ERROR)
     first_line = _first_line(path, name)
@@ -363,7 +368,7 @@ def _column_number(letters: str) -> int:
     return number
 
 
-def _values(path: Path, name: str) -> Iterator[tuple[int, list[Any]]]:
+def _values(path: Path, name: str) -> Generator[tuple[int, list[Any]], None, None]:
     """The sheet's rows that hold a value, each with its line and its cells (an error cell
     empty). openpyxl's read-only rows begin at line 1, a row for every line."""
     import openpyxl  # only for a sheet too large to read whole: not on every start-up
@@ -379,23 +384,29 @@ def _values(path: Path, name: str) -> Iterator[tuple[int, list[Any]]]:
 
 
 def _streamed_header(
-    path: Path, name: str, hint: str, header_row: int | None, configured: Mapping[str, str]
-) -> tuple[Header, list[Any], bool]:
-    """Where a streamed sheet's header is (as `sheet_to_parquet` says), its cells, and
-    whether a line looks like a header (the sheet holds a table)."""
-    head = list(itertools.islice(_values(path, name), HEADER_SEARCH_LINES + _BELOW_READ))
+    values: Iterator[tuple[int, list[Any]]],
+    path: Path,
+    name: str,
+    hint: str,
+    header_row: int | None,
+    configured: Mapping[str, str],
+) -> tuple[Header, list[Any], bool, list[tuple[int, list[Any]]]]:
+    """Where a streamed sheet's header is (as `sheet_to_parquet` says), its cells, whether
+    a line looks like a header (the sheet holds a table), and the lines taken from
+    `values` (the sheet's, `_values`) to find it."""
+    head = list(itertools.islice(values, HEADER_SEARCH_LINES + _BELOW_READ))
     if not head:
         raise InputError(path, f"sheet {name!r}{hint} is empty")
     first = head[0][0]
     if header_row is not None:
         for line, cells in head:
             if line == header_row:
-                return Header(line, stated=True, first_line=first), cells, True
+                return Header(line, stated=True, first_line=first), cells, True, head
         raise InputError(path, f"sheet {name!r}: line {header_row} holds no header")
     texts = [[_text(c) for c in cells] for _, cells in head]
     found = find_header(texts, configured)
     line, cells = head[found or 0]
-    return Header(line, found=bool(found), first_line=first), cells, found is not None
+    return Header(line, found=bool(found), first_line=first), cells, found is not None, head
 
 
 _BELOW_READ = 20  # the lines read below the last a header is looked for on
@@ -423,12 +434,19 @@ def _text(value: Any) -> str | None:
 
 
 def _stream_to_parquet(
-    path: Path, name: str, target: Path, hint: str, found: Header, header: list[Any]
+    path: Path,
+    name: str,
+    target: Path,
+    hint: str,
+    found: Header,
+    header: list[Any],
+    values: Iterable[tuple[int, list[Any]]],
 ) -> None:
-    """The sheet read twice by openpyxl's streaming reader: once for its header and each
-    column's type (over every row, as fastexcel guesses them), once to write it in row
-    groups. Slower (about 7 times), in memory that does not grow with the sheet."""
-    rows = (cells for line, cells in _values(path, name) if line > found.line)
+    """The sheet read twice by openpyxl's streaming reader: once for its header (found in
+    the first lines of `values`) and each column's type (over every row of `values`, as
+    fastexcel guesses them), once to write it in row groups. Slower (about 7 times), in
+    memory that does not grow with the sheet."""
+    rows = (cells for line, cells in values if line > found.line)
     width = len(header)
     seen: list[set[type]] = [set() for _ in range(width)]
     whole = [True] * width
