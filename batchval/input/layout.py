@@ -231,6 +231,44 @@ def holds_loan(frame: pl.DataFrame, postcode: str | None, loan_id: str | None) -
     return frame.select(held.alias("held")).to_series()
 
 
+def last_line_holds_loan(
+    lines: Sequence[str], width: int, delimiter: str, places: Sequence[int]
+) -> bool:
+    """Whether the last of a CSV file's `lines` that holds a value (each a whole line of
+    `width` fields) has a postcode or a loan id (at `places`); False when that cannot be
+    told from the line alone (a record over several lines, a short one)."""
+    for line in reversed(lines):
+        try:
+            cells = next(csv.reader([line], delimiter=delimiter, quotechar='"'), [])
+        except csv.Error:
+            return False
+        if not any(cell.strip() for cell in cells):
+            continue  # a blank line or a row of delimiters: not a row
+        if len(cells) != width or '"' in line:
+            return False
+        return any(cells[i].strip() and not FOOTER.match(cells[i].strip().lower()) for i in places)
+    return False
+
+
+def below_the_table(
+    frames: Iterable[pl.DataFrame], postcode: str | None, loan_id: str | None
+) -> list[NotLoan]:
+    """The lines that are not loans after the last row holding a postcode or a loan id,
+    from a reading's raw batches (with the `HIDDEN` columns); only those are held."""
+    held: list[pl.DataFrame] = []  # candidates after the last row holding a loan
+    for raw in frames:
+        loans = holds_loan(raw, postcode, loan_id)
+        if loans.any():
+            held = []
+            raw = raw.slice(int(loans.arg_true()[-1]) + 1)
+        below = raw.filter(not_loans(raw)).select(LINE, LABEL)
+        if below.height:
+            held.append(below)
+    if not held:
+        return []
+    return [NotLoan(int(line), str(text)) for line, text in pl.concat(held).iter_rows()]
+
+
 def not_loans(frame: pl.DataFrame) -> pl.Series:
     """Of rows below the table (a raw batch with the `HIDDEN` columns): which are not loans."""
     label = pl.col(LABEL).fill_null("")

@@ -167,11 +167,20 @@ class _Table(Protocol):
     def read_as(self) -> ReadAs: ...
 
     def raw_batches(
-        self, fields: Sequence[str], passthrough: Sequence[str], include: str | None, rows: int
+        self,
+        fields: Sequence[str],
+        passthrough: Sequence[str],
+        include: str | None,
+        rows: int,
+        *,
+        labelled: bool = False,
     ) -> Iterator[_Raw]:
         """Every data row, in order, about `rows` at a time: the `fields` columns as text
         (the include column, when it is a list of text, as it is), and the `passthrough`
-        columns typed."""
+        columns typed; a CSV's or a sheet's rows with their lines (`layout.LINE`) and, when
+        `labelled`, their first values (`layout.LABEL`, `layout.ONLY_FIRST`: what the
+        search for the lines below the table reads, which costs a third of a CSV's
+        reading)."""
         ...
 
 
@@ -196,21 +205,33 @@ class _CsvTable:
         return ReadAs("csv", self.codec, self.detected, header=self.header)
 
     def raw_batches(
-        self, fields: Sequence[str], passthrough: Sequence[str], include: str | None, rows: int
+        self,
+        fields: Sequence[str],
+        passthrough: Sequence[str],
+        include: str | None,
+        rows: int,
+        *,
+        labelled: bool = False,
     ) -> Iterator[_Raw]:
         if self.codec == "utf-8":
-            yield from self._read(self.path, fields, passthrough, rows)
+            yield from self._read(self.path, fields, passthrough, rows, labelled)
             return
         with tempfile.TemporaryDirectory(prefix="batchval-input-") as tmp:
             utf8 = Path(tmp) / "input.csv"
             self._transcode(utf8)
-            yield from self._read(utf8, fields, passthrough, rows)
+            yield from self._read(utf8, fields, passthrough, rows, labelled)
 
     def _read(
-        self, source: Path, fields: Sequence[str], passthrough: Sequence[str], rows: int
+        self,
+        source: Path,
+        fields: Sequence[str],
+        passthrough: Sequence[str],
+        rows: int,
+        labelled: bool,
     ) -> Iterator[_Raw]:
         types = self._types(source, passthrough)
-        frames = self._scan(source, list(dict.fromkeys([*fields, *passthrough])), rows)
+        wanted = list(dict.fromkeys([*fields, *passthrough]))
+        frames = self._scan(source, wanted, rows, labelled)
         pairs = ((frame, given.from_text(self.path, frame, types)) for frame in frames)
         return _guarded(self.path, pairs)
 
@@ -291,20 +312,7 @@ class _CsvTable:
             return False
         lines = tail.decode(self.codec, errors="replace").splitlines()[1:]  # a whole line
         places = [self.columns.index(name) for name in wanted]
-        for line in reversed(lines):
-            try:
-                cells = next(csv.reader([line], delimiter=self.delimiter, quotechar='"'), [])
-            except csv.Error:
-                return False
-            if not any(cell.strip() for cell in cells):
-                continue  # a blank line or a row of delimiters: not a row
-            if len(cells) != len(self.columns) or '"' in line:
-                return False  # a record over several lines, or a short one: not told here
-            return any(
-                cells[i].strip() and not layout.FOOTER.match(cells[i].strip().lower())
-                for i in places
-            )
-        return False
+        return layout.last_line_holds_loan(lines, len(self.columns), self.delimiter, places)
 
     def _transcode(self, target: Path) -> None:
         try:
@@ -320,18 +328,20 @@ class _CsvTable:
                 self.path, f"cannot be read as {self.codec}: {first_line(exc)}"
             ) from exc
 
-    def _scan(self, source: Path, wanted: Sequence[str], batch_rows: int) -> Iterator[pl.DataFrame]:
+    def _scan(
+        self, source: Path, wanted: Sequence[str], batch_rows: int, labelled: bool
+    ) -> Iterator[pl.DataFrame]:
         # Every column is text: validation decides what a field is. By position, not
         # name: a column may be called "*" or "^a$" (polars patterns). Each record also
         # gets its line (`layout.LINE`: the header's, plus its place among the records
-        # after it) and its first value (`layout.label_columns`), for the rows below the
-        # table (`InputSource.batches`).
+        # after it) and, when `labelled`, its first value (`layout.label_columns`), for
+        # the rows below the table (`_not_loans`).
         each = [pl.nth(i) for i in range(len(self.columns))]
         blank = pl.all_horizontal([c.is_null() | c.str.contains(r"^\s*$") for c in each])
         keep = [
             *(pl.nth(self.columns.index(name)).alias(name) for name in wanted),
             (pl.col(layout.LINE) + self.header.line + 1).alias(layout.LINE),
-            *layout.label_columns(self.columns, each),
+            *(layout.label_columns(self.columns, each) if labelled else ()),
         ]
         done = 0
         if not self.bare_cr:
@@ -400,9 +410,16 @@ class _ParquetTable:
     scratch: _Scratch | None = None
 
     def raw_batches(
-        self, fields: Sequence[str], passthrough: Sequence[str], include: str | None, rows: int
+        self,
+        fields: Sequence[str],
+        passthrough: Sequence[str],
+        include: str | None,
+        rows: int,
+        *,
+        labelled: bool = False,
     ) -> Iterator[_Raw]:
-        hidden = list(layout.HIDDEN) if self.file is not None else []  # a sheet's (input/excel)
+        # A sheet's hidden columns, as input/excel wrote them.
+        hidden = [] if self.file is None else list(layout.HIDDEN if labelled else [layout.LINE])
         try:
             # No pre-buffering: with it (pyarrow's default) the column chunks read stay
             # cached until the reader closes, so the Arrow memory held grew with the
@@ -632,10 +649,10 @@ class InputSource:
     ) -> Iterator[InputBatch]:
         """Validated rows, about `batch_rows` at a time: the checked rows (the columns of
         validate.OUTPUT_SCHEMA), their pass-through columns, typed, and their lines; with
-        `every_column` (`split`), every column in
-        order, a CSV's request fields as the text read; without `riding`, no pass-through
-        column (what validation makes of the rows, and no more). The lines below the table
-        that are not loans (`read_as.not_loans`) are left out.
+        `every_column` (`split`), every column in order, a CSV's request fields as the text
+        read; without `riding`, no pass-through column (what validation makes of the rows,
+        and no more). The lines below the table that are not loans (`read_as.not_loans`)
+        are left out.
 
         Raises InputError when the file turns out unreadable part way (truncated,
         corrupt, not the encoding it claimed): rows already yielded stay valid.
@@ -704,19 +721,8 @@ def _not_loans(table: _Table, mapped: ColumnMap, options: InputOptions) -> list[
     wanted = [c for c in dict.fromkeys((postcode, loan_id)) if c is not None]
     if isinstance(table, _CsvTable) and table.ends_with_loan(wanted):
         return []
-    held: list[pl.DataFrame] = []  # candidates after the last row holding a loan
-    for raw, _ in table.raw_batches(wanted, [], None, options.batch_rows):
-        loans = layout.holds_loan(raw, postcode, loan_id)
-        if loans.any():
-            held = []
-            raw = raw.slice(int(loans.arg_true()[-1]) + 1)
-        below = raw.filter(layout.not_loans(raw)).select(layout.LINE, layout.LABEL)
-        if below.height:
-            held.append(below)
-    if not held:
-        return []
-    rows = pl.concat(held)
-    return [NotLoan(int(line), str(text)) for line, text in rows.iter_rows()]
+    batches = table.raw_batches(wanted, [], None, options.batch_rows, labelled=True)
+    return layout.below_the_table((raw for raw, _ in batches), postcode, loan_id)
 
 
 def _open_table(path: Path, options: InputOptions) -> tuple[_Table, str]:
