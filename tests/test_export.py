@@ -88,7 +88,7 @@ def test_csv_keeps_every_row_the_types_and_flattens_the_structs(
         assert csv.schema["opened"] == pl.Date
         assert csv.schema["active"] == pl.Boolean
         assert csv.schema["balance"] == pl.Float64  # a number, not text
-        for column in ("loan", "opened", "active", "borrower"):
+        for column in ("loan", "opened", "active", "branch"):
             assert csv[column].to_list() == [r[column] for r in rows]
         balances = [None if r["balance"] is None else float(r["balance"]) for r in rows]
         assert csv["balance"].to_list() == balances

@@ -46,6 +46,10 @@ def test_manifest_says_where_the_figures_come_from(served: RunningSandbox, tmp_p
         "encoding": "utf-8",
         "encoding_detected": True,
         "sheet": None,
+        "header_line": 1,
+        "lines_above_header": 0,
+        "not_loans": [],
+        "personal_left_out": {},
     }
     assert manifest["settings"]["api"] == {
         "base_url": served.base_url,

@@ -36,7 +36,7 @@ TYPES = pa.schema(
         ("reviewed", pa.timestamp("ms")),
         ("stamped", pa.timestamp("us", tz="UTC")),
         ("active", pa.bool_()),
-        ("borrower", pa.string()),
+        ("branch", pa.string()),
     ]
 )
 
@@ -58,7 +58,7 @@ def book(rows: int, distinct: int = 12) -> pa.Table:
             "reviewed": dt.datetime(2024, 1, 1, 9, 30) + dt.timedelta(hours=n),
             "stamped": dt.datetime(2024, 6, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=n),
             "active": n % 3 == 0,
-            "borrower": f"Borrower {n} – Zoë",
+            "branch": f"Branch {n} – Zoë",
         }
         if n % 7 == 6:
             home.update(dict.fromkeys(TYPES.names))  # every pass-through value null

@@ -68,6 +68,10 @@ def test_a_workbook_is_valued_from_the_sheet_named(served: RunningSandbox, tmp_p
         "encoding": None,
         "encoding_detected": False,
         "sheet": "Loans",
+        "header_line": 1,
+        "lines_above_header": 0,
+        "not_loans": [],
+        "personal_left_out": {},
     }
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["input"]["sheet"] == "Loans"
@@ -76,8 +80,9 @@ def test_a_workbook_is_valued_from_the_sheet_named(served: RunningSandbox, tmp_p
 
 @pytest.mark.slow
 def test_the_commands_that_read_input_take_sheet(served: RunningSandbox, tmp_path: Path) -> None:
-    """--dry-run, check, split and streets --dry-run read the sheet named; the first sheet
-    (a cover here) is read without it, and an unknown sheet is refused naming the sheets."""
+    """--dry-run, check, split and streets --dry-run read the sheet named; without it the
+    first sheet (a cover here) is refused naming the sheet with a table, and an unknown
+    sheet is refused naming the sheets."""
     source = lender_workbook(tmp_path / "book.xlsx", 6)
     env = env_for(served)
     dry = run_cli("run", str(source), "--out", str(tmp_path / "dry"), "--dry-run",
@@ -97,7 +102,9 @@ def test_the_commands_that_read_input_take_sheet(served: RunningSandbox, tmp_pat
     assert streets.returncode == 0, streets.stderr
     cover = run_cli("run", str(source), "--out", str(tmp_path / "cover"), "--dry-run", env=env)
     assert cover.returncode == 65
-    assert "sheet 'Cover' (the first sheet; the others: 'Loans'; --sheet NAME reads" in cover.stderr
+    assert "first sheet 'Cover' holds no table (a cover sheet?); the sheets that do: 'Loans'" in (
+        cover.stderr
+    )
     unknown = run_cli("run", str(source), "--out", str(tmp_path / "x"), "--sheet", "loans",
                       env=env)  # fmt: skip
     assert unknown.returncode == 65
