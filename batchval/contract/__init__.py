@@ -1,4 +1,5 @@
 """The DIR's Parquet files as a contract, shared by the products that write them and the
 commands that read them: the columns of results.parquet and problems.parquet
 (`schemas`, one schema version for both), the records they are taken from (`records`)
-and the lender columns (`lender`)."""
+and the lender columns (`lender`); and the local authorities' names that the answers'
+codes stand for (`places`, ONS data shipped beside it)."""
