@@ -59,7 +59,7 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\b[0-9a-f]{12,}\b", "<hash>"),
         # The sandbox's figures follow the month (its price index moves): a portfolio's
         # estimates and loan-to-value ratios.
-        (r"\b(estimates?|LTV) \d[\d,.]*%?", r"\1 <n>"),
+        (r"\b(estimates?|LTV) £?\d[\d,.]*%?", r"\1 <n>"),
         # Balances: what the account has left.
         (r"(balance|left)(:?\s+)[\d,]+", r"\1\2<n>"),
         # Ports a server chose (port 0).

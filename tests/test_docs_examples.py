@@ -64,6 +64,8 @@ def test_the_readme_s_five_steps_end_in_a_priced_dry_run_and_a_run() -> None:
         (("balance: 4,990",), ["balance: 5,000"], True),
         (("estimates 100; weighted LTV 41.1%",), ["estimates 90; weighted LTV 45%"], True),
         (("29 loans",), ["28 loans"], False),
+        (("estimates £73,531,000; LTV 4%",), ["estimates £70,000; LTV 5%"], True),
+        (("loan balance £1,108,699.18",), ["loan balance £1,108,699.19"], False),
     ],
 )
 def test_masks_hide_what_changes_and_only_that(

@@ -127,11 +127,11 @@ def test_render_says_why_and_what_next() -> None:
     """The words for a person end with the exit code and the next action."""
     lines = summary().render().splitlines()
     assert lines[0] == "run day-2026-11-23 (live mode): incomplete"
-    assert "(1 repeat an earlier row)" in lines[1]
+    assert "; 1 row shares a request with another row (same home): valued once" in lines[1]
     assert "stopped: daily_limit: the account's daily limit is used" in lines
     assert (
         "credits: 20 this time, 50 in all; 3 replay(s) answered free; 1 uncertain "
-        "(10 credits, not counted: see charges.parquet); last known balance 950"
+        "(10 credits, not counted: see charges.parquet); API credits left 950"
     ) in lines
     assert lines[-1].startswith("exit 75; next: run the same command again after")
 

@@ -191,6 +191,11 @@ class Lending:
         return cls(at, options, as_of=as_of, model_versions=model_versions)
 
     @property
+    def balance_at(self) -> int | None:
+        """The loan balance's place among the pass-through columns, if it has one."""
+        return self._balance_at
+
+    @property
     def asks(self) -> frozenset[str]:
         """The groups of lender columns results.parquet has (`schemas.Column.asked_by`)."""
         groups = {FLAG_COLUMNS}

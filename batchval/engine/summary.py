@@ -237,7 +237,13 @@ class RunSummary:
             f"run {self.run_id} ({self.mode} mode): {self.status}",
             f"rows: {c.rows} total, {c.valued_rows} valued, "
             f"{c.input_problems + c.api_problem_rows} problems, {c.pending_rows} pending"
-            + (f" ({c.duplicate_rows} repeat an earlier row)" if c.duplicate_rows else ""),
+            + (
+                f"; {c.duplicate_rows} "
+                + ("row shares" if c.duplicate_rows == 1 else "rows share")
+                + " a request with another row (same home): valued once"
+                if c.duplicate_rows
+                else ""
+            ),
             f"requests: {c.requests} unique, {c.requests_done} valued, "
             f"{c.requests_problem} problems, {c.requests_pending} pending",
             *read_line(self.input_read),
@@ -257,15 +263,34 @@ class RunSummary:
 
 
 def _portfolio_line(portfolio: Mapping[str, Any]) -> str:
+    """The loans' figures in the words of the report: a loan's balance is a "loan
+    balance", never beside the API's credits."""
+
     def percent(name: str) -> str:
         ratio = portfolio.get(name)
         return f"{ratio:.1%}" if isinstance(ratio, int | float) else "n/a"
 
-    return (
-        f"portfolio: {portfolio.get('rows')} loans, balance {portfolio.get('sum_balance')}, "
-        f"estimates {portfolio.get('sum_estimate')}; weighted LTV {percent('weighted_ltv')}, "
-        f"aggregate LTV {percent('aggregate_ltv')}"
+    line = (
+        f"portfolio: {portfolio.get('rows')} loans valued, loan balance "
+        f"{pounds(portfolio.get('sum_balance'))}"
     )
+    if "loans_not_valued" in portfolio:
+        line += (
+            f"; not valued: {portfolio['loans_not_valued']}, loan balance "
+            f"{pounds(portfolio.get('balance_not_valued'))}"
+        )
+    return (
+        f"{line}; estimates {pounds(portfolio.get('sum_estimate'))}; "
+        f"weighted LTV {percent('weighted_ltv')}, aggregate LTV {percent('aggregate_ltv')}"
+    )
+
+
+def pounds(amount: Any) -> str:
+    """`£31,908,995.15`, `£57,787,000`: money as a person reads it, pence when it has
+    them (`n/a` when there is none)."""
+    if isinstance(amount, bool) or not isinstance(amount, int | float):
+        return "n/a"
+    return f"£{amount:,}" if isinstance(amount, int) else f"£{amount:,.2f}"
 
 
 def _book_lines(book: Mapping[str, Any]) -> list[str]:

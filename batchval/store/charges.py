@@ -104,7 +104,7 @@ class Money:
                 "not counted: see charges.parquet)"
             )
         if self.balance is not None:
-            text += f"; last known balance {self.balance}"
+            text += f"; API credits left {self.balance}"
         return text
 
 

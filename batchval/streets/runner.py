@@ -122,7 +122,7 @@ class StreetsSummary:
             f"{c.requests_problem} problems, {c.requests_pending} pending; "
             f"{self.read} read this time",
             f"credits: {s.credits.this_invocation} this time, {s.credits.total} in all"
-            + (f"; last known balance {balance}" if balance is not None else ""),
+            + (f"; API credits left {balance}" if balance is not None else ""),
         ]
         if s.problems_by_type:
             lines.append(

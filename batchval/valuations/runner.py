@@ -56,7 +56,7 @@ from batchval.valuations.manifest import ANSWER_PATHS, MANIFEST_NAME, Manifest
 from batchval.valuations.metrics import RunMetrics, write_metrics
 from batchval.valuations.recovery import recoverable, recovery_job
 from batchval.valuations.valuing import ValuationJob
-from batchval.valuations.writer import write_problems, write_results
+from batchval.valuations.writer import not_valued, write_problems, write_results
 
 log = structlog.get_logger()
 
@@ -424,9 +424,15 @@ class Valuing:
     # --- the end -------------------------------------------------------------------------
 
     def write_outputs(self) -> Lines:
-        portfolio = self._write(self.started)
+        portfolio, balance_at = self._write(self.started)
         results = self.request.out_dir / RESULTS_NAME
         book = None if self.booked is None else self.booked.write(results, self.run_id)
+        if balance_at is not None:  # after the book's carried rows joined the results
+            unvalued = not_valued(self.checkpoint, results, balance_at)
+            if portfolio is not None:
+                portfolio = {**portfolio, **unvalued}
+            if book is not None and book.get("portfolio"):
+                book = {**book, "portfolio": {**book["portfolio"], **unvalued}}
         checkpoint = self.checkpoint
         return Lines(
             run_id=self.run_id,
@@ -437,9 +443,10 @@ class Valuing:
             stop=None if self.booked is None else self.booked.lost,
         )
 
-    def _write(self, started: dt.datetime) -> Mapping[str, Any] | None:
+    def _write(self, started: dt.datetime) -> tuple[Mapping[str, Any] | None, int | None]:
         """results.parquet, problems.parquet and manifest.json, the manifest also in both
-        files' metadata; returns the portfolio's totals when the input has balances."""
+        files' metadata; returns the portfolio's totals when the input has balances, and
+        the balance's place among the pass-through columns."""
         out, checkpoint, run_id = self.request.out_dir, self.checkpoint, self.run_id
         answered = checkpoint.answer_values(*ANSWER_PATHS)
         manifest = Manifest.of_answers(
@@ -472,7 +479,10 @@ class Valuing:
         write_charges(checkpoint.charge_lines(), out / CHARGES_NAME)
         write_json_atomic(out / MANIFEST_NAME, manifest.scrubbed(redactor))
         portfolio = None if lending is None else lending.portfolio
-        return None if portfolio is None else portfolio.to_json()
+        return (
+            None if portfolio is None else portfolio.to_json(),
+            None if lending is None else lending.balance_at,
+        )
 
     def summary(self, run: RunSummary) -> RunSummary:
         return run

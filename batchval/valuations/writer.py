@@ -22,11 +22,13 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+import polars as pl
 import pyarrow as pa
 import structlog
 
-from batchval.contract.lender import LenderFigures, Lending
+from batchval.contract.lender import LenderFigures, Lending, amounts
 from batchval.contract.records import Answer, ProblemRow, ValuedRow
 from batchval.contract.schemas import (
     PROBLEM_TAIL,
@@ -120,3 +122,24 @@ def write_problems(
 
     with contextlib.closing(given):
         return write_parquet(path, schema, tables())
+
+
+def not_valued(checkpoint: Checkpoint, results: Path, balance_at: int) -> dict[str, Any]:
+    """The input's loans with no row in `results` (refused, a problem, still pending, or
+    left for a later night) and their balance: summary.json's `loans_not_valued` and
+    `balance_not_valued`. `balance_at` is the balance's place among the pass-through
+    columns; a loan whose balance cannot be read counts with none."""
+    valued = pl.read_parquet(results, columns=["row_number"]) if results.is_file() else None
+    loans, balance = 0, 0.0
+    for first, batch in checkpoint.passthrough_batches():
+        frame = pl.DataFrame(
+            {
+                "row_number": pl.int_range(first, first + batch.num_rows, eager=True),
+                "balance": pl.Series(amounts(batch.column(balance_at)), dtype=pl.Float64),
+            }
+        )
+        if valued is not None:
+            frame = frame.join(valued, on="row_number", how="anti")
+        loans += frame.height
+        balance += float(frame.get_column("balance").sum())
+    return {"loans_not_valued": loans, "balance_not_valued": round(balance, 2)}
