@@ -33,12 +33,13 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy batchval tests docs/hooks.py
 
-# The report's tests open report.html in headless Chromium, from Debian's packages: installed
-# here when missing and we are root (CI is); elsewhere those tests skip, and fail on CI.
+# The report's tests open and print report.html in headless Chromium, from Debian's packages:
+# installed here when missing and we are root (CI is); elsewhere install it yourself, as those
+# tests fail without it (they never skip).
 browser:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
 		&& apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
-		|| echo "chromium is not installed: the report's browser tests will skip"
+		|| echo "chromium is not installed: the report's browser tests will fail"
 
 # Three workers on two cores: most tests wait on a sandbox's latency, a subprocess or a
 # signal, not on the CPU (12 minutes in one process, about 6 in three).

@@ -60,7 +60,7 @@ def test_an_mi_extract_runs_from_init_to_run_with_the_proposal_unchanged(
     reported = invoke("report", str(out))
     assert reported.exit_code == 0, reported.output
     page = (out / "report.html").read_text()
-    assert f"line {samples.MI_BLANK_LINE} ({samples.mi_extract().blank_account})" in page
+    assert f"{samples.mi_extract().blank_account} (line {samples.MI_BLANK_LINE})" in page
 
 
 def test_a_pack_with_a_cover_sheet_is_refused_without_its_sheet(tmp_path: Path) -> None:

@@ -18,6 +18,7 @@ from test_report import chromium, console_messages
 from batchval.sandbox.server import RunningSandbox
 from batchval.tools.report import write_report
 from batchval.tools.report_lender import LOANS_LISTED, find_columns
+from batchval.tools.report_page import short_money
 
 
 def _text(dom: str) -> str:
@@ -49,7 +50,12 @@ def test_a_book_whose_balance_is_current_balance_gets_its_totals_bands_and_loans
 
     summary = json.loads((out / "summary.json").read_text())
     portfolio = summary["portfolio"]
-    assert f"|total balance|£{portfolio['sum_balance']:,.0f}|" in page
+    valued, unvalued = portfolio["sum_balance"], portfolio["balance_not_valued"]
+    problems = pl.read_parquet(out / "problems.parquet")
+    assert unvalued == pytest.approx(float(problems.get_column("Current Balance").sum()))
+    whole = valued + unvalued
+    assert f"|balance valued|{short_money(valued)} ({valued / whole * 100:.1f} %)|" in page
+    assert f"|balance not valued|{short_money(unvalued)} ({unvalued / whole * 100:.1f} %)|" in page
     assert f"|weighted LTV|{portfolio['weighted_ltv'] * 100:.1f} %|" in page
     assert f"|aggregate LTV|{portfolio['aggregate_ltv'] * 100:.1f} %|" in page
     assert "Current Balance" in page
@@ -64,10 +70,11 @@ def test_a_book_whose_balance_is_current_balance_gets_its_totals_bands_and_loans
     assert over.height > 0
     over_balance = float(over.get_column("Current Balance").sum())
     assert f"|loans over 100 % LTV|{over.height}|" in page
-    assert f"|balance over 100 % LTV|£{over_balance:,.0f}|" in page
-    listed = re.findall(r"\|(LN-\d{6})\|(\d+)\|[EW]\d{8}\|£[\d,]+\|£[\d,]+\|([\d.]+) %\|", page)
+    share = over_balance / portfolio["sum_balance"] * 100
+    assert f"|balance over 100 % LTV|{short_money(over_balance)} ({share:.1f} %)|" in page
+    listed = re.findall(r"\|(LN-\d{6})\|(\d+)\|[^|]+\|£[\d,]+\|£[\d,]+\|([\d.]+) %\|", page)
     assert [loan for loan, _, _ in listed] == over.get_column("loan_id").to_list()
-    assert [int(row) for _, row, _ in listed] == over.get_column("row_number").to_list()
+    assert [int(line) for _, line, _ in listed] == over.get_column("source_row").to_list()
 
     credits = summary["credits_charged"]["this_invocation"]
     assert credits > 0
@@ -106,16 +113,16 @@ def test_a_balance_column_named_in_the_config_is_read(tmp_path: Path) -> None:
     (out / "manifest.json").write_text(json.dumps(manifest))
     page = write_report(out).read_text(encoding="utf-8")
     assert "<td>60-75</td><td>4</td><td>£252,000</td>" in page
-    assert "total balance<b>£252,000</b>" in page
+    assert "balance valued<b>£252,000 (100.0 %)</b>" in page
     assert "Largest local authorities by balance" in page
-    assert "<td>W06000015</td><td>2</td><td>£124,000</td>" in page
+    assert "<td>Cardiff</td><td>W06000015</td><td>2</td><td>£124,000</td>" in page
 
 
 def test_without_the_manifest_a_column_of_another_name_is_no_balance(tmp_path: Path) -> None:
     """The mapping is the run's: without it `Owed` is not a balance, and no totals are
     made up."""
     page = write_report(_dir(tmp_path, _loans(4))).read_text(encoding="utf-8")
-    assert "total balance" not in page
+    assert "balance valued" not in page
 
 
 def test_the_loans_over_100_are_capped_and_the_rest_counted(tmp_path: Path) -> None:
@@ -126,7 +133,7 @@ def test_the_loans_over_100_are_capped_and_the_rest_counted(tmp_path: Path) -> N
     over = sum(1 for n in range(count) if 60_000 + 2_000 * n > 100_000)
     assert f"loans over 100 % LTV<b>{over}</b>" in page
     section = page[page.index("Loans over 100 % LTV</h3>") :]
-    rows = re.findall(r"<tr><td>(\d+)</td><td>\d+</td>", section)
+    rows = re.findall(r"<tr><td>(\d+)</td><td>[A-Z][^<]+</td><td>£", section)
     assert rows[0] == str(count)
     assert len(rows) == LOANS_LISTED
     assert f"{over - LOANS_LISTED:,} more not listed" in section
@@ -179,7 +186,7 @@ def test_a_book_run_shows_its_night(tmp_path: Path) -> None:
     assert "The book books/main.parquet" in page
     assert "carried from the book<b>2</b>" in page
     assert "left for a later night<b>5</b>" in page
-    assert "<td>balance</td><td>£122,000</td><td>£252,000</td>" in page
+    assert "<td>loan balance</td><td>£122,000</td><td>£252,000</td>" in page
     assert "does not keep the book fresh" in page
     assert "<td>valued tonight</td><td>2</td><td>£122,000</td>" in page
     assert "<td>carried from the book</td><td>2</td><td>£130,000</td>" in page
@@ -238,5 +245,5 @@ def test_homes_worth_less_than_at_origination_are_counted_with_their_balance(
     assert "homes with an origination value<b>3</b>" in page
     assert "median change since origination<b>5.0 %</b>" in page
     assert "homes worth less than at origination<b>1</b>" in page
-    assert "their balance<b>£62,000</b>" in page
+    assert "their loan balance<b>£62,000</b>" in page
     assert "mean age of the loans<b>2.0 years</b>" in page

@@ -27,6 +27,12 @@ from importlib import resources
 from types import MappingProxyType
 
 DATA_FILE = "local_authorities.csv"
+# Said wherever the names are shown (the report): their source and licence.
+NAMES_SOURCE = (
+    "Local authority names: Office for National Statistics, local authority district "
+    "names and codes (2025); an unknown code is shown as it came. Contains public sector "
+    "information licensed under the Open Government Licence v3.0."
+)
 
 
 @functools.cache

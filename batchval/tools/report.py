@@ -15,20 +15,20 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from batchval.contract.lender import amounts
 from batchval.engine.files import write_text_atomic
 from batchval.engine.names import DRY_RUN_NAME, LOG_NAME, PROBLEMS_NAME, RESULTS_NAME
 from batchval.engine.summary import SUMMARY_NAME
-from batchval.input.lender import LenderColumnError, find_lender_columns
 from batchval.store.checkpoint import Checkpoint
 from batchval.store.records import Invocation
 from batchval.streets.files import STREETS_NAME
-from batchval.tools import charts, report_lender, report_streets
+from batchval.tools import charts, report_headline, report_lender, report_streets
 from batchval.tools.report_page import (
     Section,
     banner,
@@ -52,10 +52,12 @@ AGE_BANDS = ((30, "within 30 days"), (90, "31 to 90 days"), (180, "91 to 180 day
 FLAGS = ("partial_data", "wide_range", "stale_index", "model_changed")
 RESULT_COLUMNS = (
     "row_number",
+    "source_row",
     "estimate",
     "range_low",
     "range_high",
     "valued_at",
+    "indexed_to",
     "source",
     "local_authority",
     "indexed_ltv",
@@ -67,7 +69,16 @@ RESULT_COLUMNS = (
     "previous_valued_at",
     *FLAGS,
 )
-PROBLEM_COLUMNS = ("row_number", "source_row", "stage", "type", "field", "code", "detail")
+PROBLEM_COLUMNS = (
+    "row_number",
+    "source_row",
+    "stage",
+    "type",
+    "field",
+    "code",
+    "detail",
+    "retryable",
+)
 
 
 class ReportError(Exception):
@@ -85,7 +96,7 @@ def write_report(out_dir: Path, *, now: dt.datetime | None = None) -> Path:
         summary: dict[str, Any] = json.loads(summary_path.read_text(encoding="utf-8"))
         if not isinstance(summary, dict):
             raise ReportError(f"{summary_path} is not a batchval summary")
-        problems = _read(out_dir / PROBLEMS_NAME, PROBLEM_COLUMNS, loan_id=True)
+        problems = _read_problems(out_dir / PROBLEMS_NAME, _configured_columns(out_dir))
         now = now or dt.datetime.now(dt.UTC)
         streets = (out_dir / STREETS_NAME).is_file()
         if summary.get("command") == "streets" or (
@@ -104,18 +115,27 @@ def write_report(out_dir: Path, *, now: dt.datetime | None = None) -> Path:
 def _run_page(
     out_dir: Path, summary: dict[str, Any], problems: pl.DataFrame | None, now: dt.datetime
 ) -> str:
+    """The committee's page: the book and as of when, the headline, the figures and the
+    loans to look at, the problems; the operation last, under a heading of its own."""
     columns, results = _read_results(out_dir / RESULTS_NAME, _configured_columns(out_dir))
-    sections = [
-        _outcome(summary),
-        _problems(problems),
-        *_figures(results, summary, columns, now),
-        _activity(out_dir, summary),
-    ]
-    status = f"{summary.get('status', '?')}, exit {summary.get('exit_code', '?')}"
+    valued = _valued(results, columns)
+    sections: list[Section | None] = [report_headline.headline(summary, valued, problems, columns)]
+    if valued is not None:
+        sections += [
+            report_lender.ltv_bands(valued, summary),
+            report_lender.movements(valued, columns),
+            report_lender.loans_to_look_at(valued, columns),
+        ]
+    sections.append(_problems(problems, columns))
+    if valued is not None:
+        sections += [report_lender.authorities(valued), *_figures(valued, now)]
+        sections.append(report_lender.night(summary, valued))
+    sections.append(_operation(out_dir, summary, now))
+    heading = report_headline.heading(summary)
     return page(
-        f"batchval report: {summary.get('run_id')}",
-        f"Run {summary.get('run_id')}: {status}",
-        banner(summary) + provenance(summary, now),
+        f"{heading}: batchval report",
+        heading,
+        report_headline.as_of(summary, valued),
         [s for s in sections if s is not None],
     )
 
@@ -126,7 +146,7 @@ def _streets_page(
     """A `batchval streets` DIR: its outcome in its own words, then the street figures."""
     sections = [
         _outcome(summary, report_streets.OUTCOME_LABELS),
-        _problems(problems),
+        _problems(problems, report_lender.LenderColumns(None, None)),
         *report_streets.sections(report_streets.read_streets(out_dir)),
         _activity(out_dir, summary),
     ]
@@ -162,21 +182,17 @@ def _read_results(
     return columns, frame.select(chosen).collect()
 
 
-def _read(path: Path, wanted: Sequence[str], *, loan_id: bool = False) -> pl.DataFrame | None:
-    """Only the columns the page draws (and, with `loan_id`, the loan id's, found by its
-    usual names): a million rows with commentary would be gigabytes read whole."""
+def _read_problems(path: Path, configured: Mapping[str, str]) -> pl.DataFrame | None:
+    """Only the columns the page draws, with the loan id and balance found as the run
+    found them: a million rows with commentary would be gigabytes read whole."""
     if not path.is_file():
         return None
     frame = pl.scan_parquet(path)
     present = frame.collect_schema().names()
-    chosen = [c for c in wanted if c in present]
-    if loan_id:
-        try:
-            found = find_lender_columns(present, {}).get("loan_id")
-        except LenderColumnError:
-            found = None
-        chosen += [found] if found is not None and found not in chosen else []
-    return frame.select(chosen).collect()
+    found = report_lender.find_columns(present, configured)
+    wanted = [*PROBLEM_COLUMNS, found.identity, found.balance]
+    chosen = dict.fromkeys(c for c in wanted if c is not None and c in present)
+    return frame.select(list(chosen)).collect()
 
 
 # --- sections --------------------------------------------------------------------------
@@ -193,14 +209,14 @@ def _outcome(summary: dict[str, Any], labels: Mapping[str, str] | None = None) -
         (said["valued"], rows.get("valued")),
         ("problems", rows.get("problems")),
         ("pending", rows.get("pending")),
-        ("repeat an earlier row", rows.get("duplicates")),
+        ("rows sharing a request (valued once)", rows.get("duplicates")),
         (said["requests"], requests.get("unique")),
         ("calls (all invocations)", calls.get("total")),
         ("429 answers (all invocations)", limited.get("total")),
         ("charged (all invocations)", spent(credits.get("total"))),
         ("replays answered free", charges.get("replayed_calls")),
         ("charges uncertain (not counted)", charges.get("uncertain_calls")),
-        ("last known balance (credits)", summary.get("last_known_balance")),
+        ("API credits left", summary.get("last_known_balance")),
     ]
     body = cards(figures)
     stop = summary.get("stop")
@@ -217,73 +233,103 @@ def _outcome(summary: dict[str, Any], labels: Mapping[str, str] | None = None) -
     return Section("Outcome", body)
 
 
-def _problems(problems: pl.DataFrame | None) -> Section | None:
-    """Problems grouped by what a person would do about them, each row named by its line
-    in the input (`source_row`, else its row number) and its loan id where the input has
-    one (`line 74 (63281519)`)."""
+# What a person does about each kind of problem, in the order the page lists them.
+FIX_INPUT = "Correct the input and run again (only these loans are sent)"
+OUTSIDE = "Not valued: outside England and Wales, which the API does not value"
+TRY_LATER = "Run the same command again later: the API could not value these now"
+ASK = "Look at the detail: the API refused these requests"
+_ACTIONS = (FIX_INPUT, OUTSIDE, TRY_LATER, ASK)
+
+
+def _action() -> pl.Expr:
+    """Each problem's `_ACTIONS` entry, from its stage, type and whether it may pass."""
+    kind = pl.col("type")
+    return (
+        pl.when(kind == "outside-coverage")
+        .then(pl.lit(OUTSIDE))
+        .when((pl.col("stage") == "input") | kind.is_in(["floor-area-required", "invalid-request"]))
+        .then(pl.lit(FIX_INPUT))
+        .when(pl.col("retryable").fill_null(False))
+        .then(pl.lit(TRY_LATER))
+        .otherwise(pl.lit(ASK))
+    )
+
+
+def _problems(
+    problems: pl.DataFrame | None, columns: report_lender.LenderColumns
+) -> Section | None:
+    """Problems grouped by what to do about them, then by kind; each loan named by its
+    loan id and its line in the input (`63281519 (line 74)`)."""
     if problems is None or problems.height == 0:
         return None
-    keys = [c for c in ("stage", "type", "field", "code") if c in problems.columns]
     line = "source_row" if "source_row" in problems.columns else "row_number"
-    try:
-        loan = find_lender_columns(problems.columns, {}).get("loan_id")
-    except LenderColumnError:
-        loan = None
     named = pl.concat_str(pl.lit("line " if line == "source_row" else "row "), pl.col(line))
+    loan = columns.identity if columns.identity in problems.columns else None
     if loan is not None:
         loan_text = pl.col(loan).cast(pl.String)
         named = (
-            pl.when(loan_text.is_null())
-            .then(named)
-            .otherwise(pl.concat_str(named, pl.lit(" ("), loan_text, pl.lit(")")))
+            pl.when(loan_text.is_null() | (loan_text.str.strip_chars() == ""))
+            .then(pl.concat_str(pl.lit("no loan id, "), named))
+            .otherwise(pl.concat_str(loan_text, pl.lit(" ("), named, pl.lit(")")))
         )
+    absent = [c for c in ("stage", "type", "field") if c not in problems.columns]
+    frame = problems.with_columns(pl.lit(None, pl.String).alias(c) for c in absent)
+    if "retryable" not in frame.columns:
+        frame = frame.with_columns(pl.lit(None, pl.Boolean).alias("retryable"))
+    frame = frame.with_columns(_action().alias("\x00action"))
+    balance = columns.balance if columns.balance in frame.columns else None
+    aggregations = [
+        pl.len().alias("loans"),
+        pl.col("detail").first().alias("detail"),
+        named.head(ROW_NUMBERS_SHOWN).alias("named"),
+    ]
+    if balance is not None:
+        amounts_of = pl.col(balance).map_batches(
+            lambda s: pl.Series(amounts(s.to_arrow()), dtype=pl.Float64), return_dtype=pl.Float64
+        )
+        aggregations.append(amounts_of.sum().alias("balance"))
     groups = (
-        problems.sort("row_number")
-        .group_by(keys, maintain_order=True)
-        .agg(
-            pl.len().alias("rows"),
-            pl.col("detail").first().alias("detail"),
-            named.head(ROW_NUMBERS_SHOWN).alias("row_numbers"),
-        )
-        .sort("rows", descending=True, maintain_order=True)
+        frame.sort("row_number")
+        .group_by("\x00action", "type", "field", maintain_order=True)
+        .agg(aggregations)
+        .sort("loans", descending=True, maintain_order=True)
     )
-    lines = []
-    for group in groups.iter_rows(named=True):
-        numbers = ", ".join(str(n) for n in group["row_numbers"])
-        more = group["rows"] - len(group["row_numbers"])
-        if more > 0:
-            numbers += f" and {more:,} more"
-        lines.append(
-            [
-                group.get("stage"),
-                group.get("type"),
-                group.get("field"),
-                f"{group['rows']:,}",
-                group["detail"],
-                numbers,
-            ]
-        )
-    body = "<p>Each line is one kind of problem; fix those rows in the input and run again.</p>"
-    body += table(
-        ["stage", "type", "field", "rows", "what to do (first row's detail)", "where"], lines
+    body = (
+        "<p>Each loan below has no valuation. They are grouped by what to do, then by the "
+        "kind of problem; every one is in problems.parquet.</p>"
     )
-    return Section("Problems to act on", body)
+    headers = ["problem", "field", "loans", *(["loan balance"] if balance else [])]
+    headers += ["what the first loan's problem says", "loans (loan id, line)"]
+    for action in _ACTIONS:
+        mine = groups.filter(pl.col("\x00action") == action)
+        if mine.height == 0:
+            continue
+        lines = []
+        for group in mine.iter_rows(named=True):
+            listed = ", ".join(str(n) for n in group["named"])
+            more = group["loans"] - len(group["named"])
+            if more > 0:
+                listed += f" and {more:,} more"
+            cells = [group["type"], group["field"], f"{group['loans']:,}"]
+            cells += [money(group["balance"])] if balance else []
+            lines.append([*cells, group["detail"], listed])
+        body += f"<h3>{e(action)}</h3>" + table(headers, lines)
+    return Section("Loans not valued: problems to act on", body)
 
 
-def _figures(
-    results: pl.DataFrame | None,
-    summary: Mapping[str, Any],
-    columns: report_lender.LenderColumns,
-    now: dt.datetime,
-) -> list[Section]:
-    if results is None or results.height == 0 or "estimate" not in results.columns:
-        return []
+def _valued(
+    results: pl.DataFrame | None, columns: report_lender.LenderColumns
+) -> pl.DataFrame | None:
+    """The rows with an estimate, with the report's own figures (balance, LTV, loan)."""
+    if results is None or "estimate" not in results.columns:
+        return None
     valued = results.filter(pl.col("estimate").is_not_null())
-    if valued.height == 0:
-        return []
-    valued = report_lender.with_figures(valued, columns)
+    return report_lender.with_figures(valued, columns) if valued.height else None
+
+
+def _figures(valued: pl.DataFrame, now: dt.datetime) -> list[Section]:
+    """The estimates, the flags and the valuations' ages."""
     sections = [_estimates(valued)]
-    sections += report_lender.sections(valued, summary, columns)
     flags = [f for f in FLAGS if f in valued.columns]
     if flags:
         counts = [
@@ -343,6 +389,16 @@ def _ages(valued: pl.DataFrame, now: dt.datetime) -> Section:
         for source, count in valued.group_by("source").len().sort("source").iter_rows():
             rows.append([f"source = {source}", f"{count:,}"])
     return Section("Age of the valuations", table(["valued", "homes"], rows))
+
+
+def _operation(out_dir: Path, summary: dict[str, Any], now: dt.datetime) -> Section:
+    """The operator's part, after everything the committee reads: the run's rows and
+    requests, calls, rate limits, charges and API credits, and how the calls went."""
+    ran = f"{summary.get('status', '?')}, exit {summary.get('exit_code', '?')}"
+    body = f"<p>Run {e(summary.get('run_id'))}: {e(ran)}.</p>"
+    body += banner(summary) + provenance(summary, now) + _outcome(summary).body
+    body += "<h3>Calls over time</h3>" + _activity(out_dir, summary).body
+    return Section("The operation: calls, rate limits, charges, API credits", body, "operation")
 
 
 def _activity(out_dir: Path, summary: dict[str, Any]) -> Section:

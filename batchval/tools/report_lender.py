@@ -23,6 +23,7 @@ from typing import Any
 import polars as pl
 
 from batchval.contract.lender import amounts
+from batchval.contract.places import NAMES_SOURCE, authority_name
 from batchval.contract.schemas import PROBLEM_COLUMNS, RESULT_COLUMNS
 from batchval.input.lender import LenderColumnError, find_lender_columns
 from batchval.tools import charts
@@ -78,59 +79,31 @@ def with_figures(valued: pl.DataFrame, columns: LenderColumns) -> pl.DataFrame:
     return frame
 
 
-def sections(
-    valued: pl.DataFrame, summary: Mapping[str, Any], columns: LenderColumns
-) -> list[Section]:
-    """The lender's sections of a page whose valued rows are `valued` (`with_figures`)."""
-    found: list[Section] = []
-    if BALANCE in valued.columns:
-        found.append(_totals(valued, columns))
-    elif columns.note is not None:
-        found.append(Section("Portfolio", f"<p class='stop'>{e(columns.note)}</p>"))
-    if "ltv_band" in valued.columns:
-        found.append(_bands(valued, summary))
+def ltv_bands(valued: pl.DataFrame, summary: Mapping[str, Any]) -> Section | None:
+    """Loans and balance in each LTV band, when the results carry bands."""
+    return _bands(valued, summary) if "ltv_band" in valued.columns else None
+
+
+def movements(valued: pl.DataFrame, columns: LenderColumns) -> Section | None:
+    """How the values moved: since each loan's last valuation (a `--book` night's
+    revalued loans), then since origination."""
+    body = _since_last(valued, columns)
     if "change_since_origination" in valued.columns:
-        found.append(_since_origination(valued))
-    listed = _listed_loans(valued, columns)
-    if listed is not None:
-        found.append(listed)
-    if BALANCE in valued.columns and "local_authority" in valued.columns:
-        found.append(_authorities(valued))
+        body += _since_origination(valued)
+    return Section("Movements", body) if body else None
+
+
+def authorities(valued: pl.DataFrame) -> Section | None:
+    """The local authorities holding the most balance, by name."""
+    if BALANCE not in valued.columns or "local_authority" not in valued.columns:
+        return None
+    return _authorities(valued)
+
+
+def night(summary: Mapping[str, Any], valued: pl.DataFrame) -> Section | None:
+    """What a `--book` night did to the book; None for a run without a book."""
     book = summary.get("book")
-    if isinstance(book, Mapping):
-        found.append(_book(book, summary, valued))
-    return found
-
-
-def _totals(valued: pl.DataFrame, columns: LenderColumns) -> Section:
-    """The portfolio's totals over the loans with both a balance and an LTV."""
-    loans = valued.filter(pl.col(BALANCE).is_not_null() & pl.col(LTV).is_not_null())
-    balance = float(loans.get_column(BALANCE).sum())
-    estimates = float(loans.get_column("estimate").cast(pl.Float64).sum())
-    weighted = float((loans.get_column(BALANCE) * loans.get_column(LTV)).sum())
-    over = loans.filter(pl.col(LTV) > 1)
-    over_balance = float(over.get_column(BALANCE).sum())
-    body = cards(
-        [
-            ("loans with a balance", loans.height),
-            ("total balance", money(balance)),
-            ("sum of their estimates", money(estimates)),
-            ("weighted LTV", percent(weighted / balance if balance else None)),
-            ("aggregate LTV", percent(balance / estimates if estimates else None)),
-            ("loans over 100 % LTV", over.height),
-            ("balance over 100 % LTV", money(over_balance)),
-            ("share of balance over 100 %", percent(over_balance / balance if balance else None)),
-        ]
-    )
-    left_out = valued.height - loans.height
-    said = f"The balance is read from the column <b>{e(columns.balance)}</b>."
-    if left_out:
-        said += f" {left_out:,} valued homes have no usable balance and are left out."
-    body += (
-        f"<p class='note'>{said} Weighted LTV: each loan's LTV weighted by its balance; "
-        "aggregate LTV: the total balance over the sum of the estimates.</p>"
-    )
-    return Section("Portfolio", body)
+    return _book(book, summary, valued) if isinstance(book, Mapping) else None
 
 
 def _bands(valued: pl.DataFrame, summary: Mapping[str, Any]) -> Section:
@@ -152,9 +125,9 @@ def _bands(valued: pl.DataFrame, summary: Mapping[str, Any]) -> Section:
         labels,
         homes,
         title="Loan-to-value bands",
-        ylabel="homes",
+        ylabel="loans",
         second=balances if has_balance else None,
-        second_label="balance" if has_balance else "",
+        second_label="loan balance" if has_balance else "",
     )
     rows = [
         [
@@ -165,11 +138,11 @@ def _bands(valued: pl.DataFrame, summary: Mapping[str, Any]) -> Section:
         ]
         for i, (label, count) in enumerate(zip(labels, homes, strict=True))
     ]
-    body += table(["band", "homes", "balance", "share of balance"], rows)
+    body += table(["band", "loans", "loan balance", "share of balance"], rows)
     return Section("Loan-to-value", body)
 
 
-def _since_origination(valued: pl.DataFrame) -> Section:
+def _since_origination(valued: pl.DataFrame) -> str:
     """How the homes' values moved since the loans began: the homes now worth less than
     at origination are where the equity went."""
     change = pl.col("change_since_origination")
@@ -182,12 +155,12 @@ def _since_origination(valued: pl.DataFrame) -> Section:
         ("homes worth less than at origination", fallen.height),
     ]
     if BALANCE in valued.columns:
-        figures.append(("their balance", money(fallen.get_column(BALANCE).sum())))
+        figures.append(("their loan balance", money(fallen.get_column(BALANCE).sum())))
     if "months_since_origination" in valued.columns:
         months = valued.get_column("months_since_origination").mean()
         if isinstance(months, int | float):
             figures.append(("mean age of the loans", f"{months / 12:.1f} years"))
-    return Section("Since origination", cards(figures))
+    return "<h3>Since origination</h3>" + cards(figures)
 
 
 def band_start(label: str) -> float:
@@ -197,10 +170,10 @@ def band_start(label: str) -> float:
     return start + 0.5 if label.lower().startswith("over") else start
 
 
-def _listed_loans(valued: pl.DataFrame, columns: LenderColumns) -> Section | None:
+def loans_to_look_at(valued: pl.DataFrame, columns: LenderColumns) -> Section | None:
     """The loans over 100 % LTV and those with a wide range, each named."""
     body = ""
-    name = columns.identity or "row"
+    named = _named_headers(valued, columns)
     if LTV in valued.columns:
         over = valued.filter(pl.col(LTV) > 1).sort(LTV, descending=True)
         body += "<h3>Loans over 100 % LTV</h3>"
@@ -209,12 +182,18 @@ def _listed_loans(valued: pl.DataFrame, columns: LenderColumns) -> Section | Non
         else:
             shown = over.head(LOANS_LISTED)
             body += table(
-                [name, "row", "local authority", "balance", "estimate", "LTV", "LTV on range low"],
+                [
+                    *named,
+                    "local authority",
+                    "loan balance",
+                    "estimate",
+                    "LTV",
+                    "LTV on range low",
+                ],
                 [
                     [
-                        _identity(r),
-                        r["row_number"],
-                        r.get("local_authority"),
+                        *_named(r, columns),
+                        authority_name(r.get("local_authority")),
                         money(r[BALANCE]),
                         money(r["estimate"]),
                         percent(r[LTV]),
@@ -239,11 +218,10 @@ def _listed_loans(valued: pl.DataFrame, columns: LenderColumns) -> Section | Non
         else:
             shown = wide.head(LOANS_LISTED)
             body += table(
-                [name, "row", "estimate", "range", "width", "LTV"],
+                [*named, "estimate", "range", "width", "LTV"],
                 [
                     [
-                        _identity(r),
-                        r["row_number"],
+                        *_named(r, columns),
                         money(r["estimate"]),
                         f"{money(r['range_low'])} to {money(r['range_high'])}",
                         percent(r["\x00width"], 0),
@@ -258,8 +236,18 @@ def _listed_loans(valued: pl.DataFrame, columns: LenderColumns) -> Section | Non
     return Section("Loans to look at", body)
 
 
-def _identity(row: Mapping[str, Any]) -> Any:
-    return row.get(IDENTITY) or row["row_number"]
+def _named_headers(frame: pl.DataFrame, columns: LenderColumns) -> list[str]:
+    """The headers naming a loan: its loan id (when the input has one), then its place
+    in the input: its line in the file (`source_row`), or for results written before
+    batchval kept it, its row among the data rows."""
+    line = "line" if "source_row" in frame.columns else "row"
+    return [line] if columns.identity is None else [columns.identity, line]
+
+
+def _named(row: Mapping[str, Any], columns: LenderColumns) -> list[Any]:
+    line = row.get("source_row")
+    place = row["row_number"] if line is None else line
+    return [place] if columns.identity is None else [row.get(IDENTITY) or "–", place]
 
 
 def _more(count: int, listed: str, column: str) -> str:
@@ -283,9 +271,15 @@ def _authorities(valued: pl.DataFrame) -> Section:
     total = float(grouped.get_column("balance").sum())
     shown = grouped.head(AUTHORITIES_LISTED)
     body = table(
-        ["local authority", "homes", "balance", "share of balance"],
+        ["local authority", "ONS code", "loans", "loan balance", "share of balance"],
         [
-            [r["local_authority"], r["homes"], money(r["balance"]), percent(r["balance"] / total)]
+            [
+                authority_name(r["local_authority"]),
+                r["local_authority"],
+                r["homes"],
+                money(r["balance"]),
+                percent(r["balance"] / total),
+            ]
             for r in shown.iter_rows(named=True)
             if total
         ],
@@ -294,6 +288,7 @@ def _authorities(valued: pl.DataFrame) -> Section:
     if rest > 0:
         held = float(grouped.tail(rest).get_column("balance").sum())
         body += f"<p class='note'>{rest:,} more local authorities hold {money(held)}.</p>"
+    body += f"<p class='note'>{e(NAMES_SOURCE)}</p>"
     return Section("Largest local authorities by balance", body)
 
 
@@ -323,7 +318,11 @@ def _book(book: Mapping[str, Any], summary: Mapping[str, Any], valued: pl.DataFr
             ["", "tonight's valuations", "the whole book (carried rows too)"],
             [
                 ["loans", tonight.get("rows"), whole.get("rows")],
-                ["balance", money(tonight.get("sum_balance")), money(whole.get("sum_balance"))],
+                [
+                    "loan balance",
+                    money(tonight.get("sum_balance")),
+                    money(whole.get("sum_balance")),
+                ],
                 [
                     "weighted LTV",
                     percent(tonight.get("weighted_ltv")),
@@ -348,7 +347,7 @@ def _book(book: Mapping[str, Any], summary: Mapping[str, Any], valued: pl.DataFr
             .sort("source")
         )
         body += table(
-            ["source", "loans", "balance", "weighted LTV"],
+            ["source", "loans", "loan balance", "weighted LTV"],
             [
                 [
                     _SOURCES.get(r["source"], r["source"]),
@@ -365,14 +364,13 @@ def _book(book: Mapping[str, Any], summary: Mapping[str, Any], valued: pl.DataFr
             ["book entries valued", "entries"],
             [[k.replace("_", " "), v] for k, v in profile.items()],
         )
-    body += _since_last(valued)
     return Section(f"The book {book.get('path', '')}", body)
 
 
 _SOURCES = {"api": "valued tonight", "book": "carried from the book"}
 
 
-def _since_last(valued: pl.DataFrame) -> str:
+def _since_last(valued: pl.DataFrame, columns: LenderColumns) -> str:
     """Each loan revalued tonight against the book entry its valuation replaced
     (results.parquet's `previous_estimate`): the median change, how many rose and fell,
     and the largest moves each way, named."""
@@ -406,11 +404,16 @@ def _since_last(valued: pl.DataFrame) -> str:
             body += f"<h4>{title}</h4><p>None.</p>"
             continue
         body += f"<h4>{title}</h4>" + table(
-            ["loan", "row", "previous estimate", "valued then", "estimate", "change"],
+            [
+                *_named_headers(moved, columns),
+                "previous estimate",
+                "valued then",
+                "estimate",
+                "change",
+            ],
             [
                 [
-                    _identity(r),
-                    r["row_number"],
+                    *_named(r, columns),
                     money(r["previous_estimate"]),
                     when(r.get("previous_valued_at")),
                     money(r["estimate"]),

@@ -22,32 +22,48 @@ PENCE_PER_CREDIT = 1
 class Section:
     title: str
     body: str  # HTML, already escaped where it carries text
+    kind: str = ""  # its class: `operation` starts the operator's part (a page of its own)
 
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:60rem;color:#1a202c;padding:0 1rem}
-h1{font-size:1.5rem}h2{font-size:1.2rem;border-bottom:1px solid #e2e8f0;padding-bottom:.3rem}
-h3{font-size:1rem}
+h1{font-size:1.5rem;margin-bottom:.4rem}h2{font-size:1.2rem;border-bottom:1px solid #e2e8f0;
+padding-bottom:.3rem}h3{font-size:1rem}.asof{margin:.3rem 0}
 .cards{display:flex;flex-wrap:wrap;gap:.6rem}.card{border:1px solid #e2e8f0;border-radius:6px;
 padding:.5rem .8rem;min-width:9rem}.card b{display:block;font-size:1.2rem}
-table{border-collapse:collapse;margin:.8rem 0;font-size:.9rem}
-td,th{border:1px solid #e2e8f0;padding:.3rem .6rem;text-align:left;vertical-align:top}
+table{border-collapse:collapse;margin:.8rem 0;font-size:.9rem;max-width:100%}
+td,th{border:1px solid #e2e8f0;padding:.3rem .6rem;text-align:left;vertical-align:top;
+overflow-wrap:break-word}
 .stop{background:#fffaf0;border-left:4px solid #dd6b20;padding:.5rem}
-.banner{padding:.6rem .8rem;font-size:1.05rem;border-radius:4px}
+.banner{padding:.6rem .8rem;font-size:1rem;border-radius:4px}
 .test{background:#ebf8ff;border-left:6px solid #2b6cb0}
 .live{background:#f0fff4;border-left:6px solid #2f855a}
 .note{color:#4a5568;font-size:.85rem}svg{max-width:100%;height:auto}
+.operation{border-top:3px solid #a0aec0;margin-top:2.5rem}
+@page{size:A4 portrait;margin:14mm}
+@media print{body{margin:0;max-width:none;padding:0;font-size:9.5pt}
+h1{font-size:15pt}h2{font-size:12pt;break-after:avoid}h3,h4{break-after:avoid}
+table{width:100%;font-size:8pt}tr,.card,svg{break-inside:avoid}
+.card{min-width:7rem;padding:.3rem .5rem}.card b{font-size:11pt}
+.banner,.stop{-webkit-print-color-adjust:exact;print-color-adjust:exact}
+.operation{break-before:page}}
 """
 
 
 def page(title: str, heading: str, lead: str, sections: Sequence[Section]) -> str:
     """The whole page: `lead` (HTML) sits under the heading, above the sections."""
-    body = "".join(f"<section><h2>{e(s.title)}</h2>{s.body}</section>" for s in sections)
+    body = "".join(
+        f"<section{_class(s.kind)}><h2>{e(s.title)}</h2>{s.body}</section>" for s in sections
+    )
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         f"<title>{e(title)}</title><style>{_CSS}</style></head><body>"
         f"<h1>{e(heading)}</h1>{lead}{body}</body></html>\n"
     )
+
+
+def _class(kind: str) -> str:
+    return f" class='{e(kind)}'" if kind else ""
 
 
 def provenance(summary: Mapping[str, Any], now: dt.datetime) -> str:
@@ -121,6 +137,16 @@ def figure(value: Any) -> str:
 
 def money(value: Any) -> str:
     return "–" if value is None else f"£{float(value):,.0f}"
+
+
+def short_money(value: Any) -> str:
+    """Money for a headline: `£22.44 m`, `£670,276`."""
+    if value is None:
+        return "–"
+    amount = float(value)
+    if abs(amount) >= 1_000_000:
+        return f"£{amount / 1_000_000:,.2f} m"
+    return f"£{amount:,.0f}"
 
 
 def percent(ratio: Any, places: int = 1) -> str:
