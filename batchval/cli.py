@@ -13,7 +13,7 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -39,7 +39,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def config_option(meaning: str) -> Callable[[F], F]:
     return click.option(
-        "--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), help=meaning
+        "--config",
+        "config_file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        metavar="FILE",
+        help=meaning,
     )
 
 
@@ -52,12 +56,16 @@ def out_option(
         kind = click.STRING
     elif not required:
         kind = click.Path(file_okay=False, path_type=Path)
-    return click.option("--out", name, required=required, type=kind, help=meaning)
+    metavar = "DIR|URL" if url else "DIR"
+    return click.option("--out", name, required=required, type=kind, metavar=metavar, help=meaning)
 
 
 def concurrency_option(what: str) -> Callable[[F], F]:
     return click.option(
-        "--concurrency", type=click.IntRange(1, 256), help=f"Most {what} in flight [8]."
+        "--concurrency",
+        type=click.IntRange(1, 256),
+        metavar="N",
+        help=f"Most {what} in flight [8].",
     )
 
 
@@ -81,7 +89,7 @@ def input_reading_options(f: F) -> F:
 
 
 MAX_CREDITS = click.option(
-    "--max-credits", type=click.IntRange(0), help="Spend at most this in this call."
+    "--max-credits", type=click.IntRange(0), metavar="N", help="Spend at most N credits this call."
 )
 DRY_RUN = click.option("--dry-run", is_flag=True, help="Validate and price; no network.")
 
@@ -158,48 +166,130 @@ def _named(local: Path, place: str) -> Iterator[None]:
         raise SettingsError(str(exc).replace(str(local), place.rstrip("/"))) from None
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# --- help a newcomer reads (issue 33) ---------------------------------------------------
+
+# The order a user goes: a config proposed for their file, a free preflight, the run, where
+# it stands, what it made; then the other products and the tools. A command not named
+# here comes after them, by name.
+COMMAND_ORDER = (
+    "init",
+    "check",
+    "run",
+    "status",
+    "report",
+    "export",
+    "verify",
+    "streets",
+    "split",
+    "sandbox",
+)
+
+
+def _in_order(name: str) -> tuple[int, str]:
+    return (COMMAND_ORDER.index(name) if name in COMMAND_ORDER else len(COMMAND_ORDER), name)
+
+
+class InOrder(click.Group):
+    """A group that lists its commands in COMMAND_ORDER, not alphabetically."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(self.commands, key=_in_order)
+
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        super().add_command(cmd, name)
+        # The reference page (mkdocs-click) takes `commands` in the mapping's own order.
+        self.commands = {n: self.commands[n] for n in sorted(self.commands, key=_in_order)}
+
+
+class OptionsApart(click.Command):
+    """A command whose help writes the options `apart` names (by flag) under a heading of
+    their own, after the others: the switches a newcomer does not need, out of the way."""
+
+    def __init__(self, *args: Any, apart: Iterable[str], heading: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.apart = frozenset(apart)
+        self.heading = heading
+        unknown = self.apart - {flag for param in self.params for flag in param.opts}
+        if unknown:  # a renamed switch would otherwise slip back among the others
+            raise ValueError(f"{self.name}: no option {', '.join(sorted(unknown))}")
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        everyday: list[tuple[str, str]] = []
+        set_apart: list[tuple[str, str]] = []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None and isinstance(param, click.Option):
+                (set_apart if self.apart & {*param.opts} else everyday).append(record)
+        for heading, records in (("Options", everyday), (self.heading, set_apart)):
+            if records:
+                with formatter.section(heading):
+                    formatter.write_dl(records)
+
+
+@click.group(cls=InOrder, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="batchval")
 def cli() -> None:
-    """Bulk valuations through the Partner Valuation API, never paid twice."""
+    """Bulk valuations through the Partner Valuation API, never paid twice.
+
+    Start with `batchval init INPUT`: it proposes a config and the next step.
+
+    INPUT is a CSV, Parquet or Excel file; DIR is a run's folder. Either may be an s3:// URL.
+    """
 
 
-@cli.command()
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, default=8000, show_default=True, help="0 picks a free port.")
+# The sandbox's fault-injection switches (all but --seed set its `faults`): `sandbox --help`
+# lists them under a heading of their own, after the options a trial needs.
+SANDBOX_FAULTS = (
+    "--latency-ms",
+    "--jitter-ms",
+    "--fail-503",
+    "--fail-504-after-commit",
+    "--drop-after-commit",
+    "--malformed",
+    "--slow",
+    "--revoke-tokens",
+    "--storm",
+    "--storm-retry-after",
+    "--seed",
+)
+
+
+def _fault(flag: str, meaning: str, *, share: bool = True, **attrs: Any) -> Callable[[F], F]:
+    """One of SANDBOX_FAULTS; a share (of calls) is a number from 0 to 1."""
+    if share:
+        attrs.update(type=float, callback=_share, metavar="SHARE")
+    return click.option(flag, help=meaning, **attrs)
+
+
+@cli.command(
+    cls=OptionsApart,
+    apart=SANDBOX_FAULTS,
+    heading="Fault injection (for tests)",
+    short_help="Serve a local fake of the Partner API, for trials and tests.",
+)
+@click.option("--host", metavar="ADDRESS", default="127.0.0.1", show_default=True)
+@click.option(
+    "--port", type=int, metavar="N", default=8000, show_default=True, help="0 picks a free port."
+)
 @config_option("YAML with accounts, limits and faults (see configs/sandbox.yaml).")
-@click.option("--token-ttl", type=int, help="Token lifetime in seconds [1800].")
-@click.option("--rate", type=float, help="Short-term limit: requests a second per account [20].")
-@click.option("--burst", type=int, help="Short-term limit: bucket size [20].")
+@click.option("--token-ttl", type=int, metavar="SECONDS", help="Token lifetime [1800].")
+@click.option(
+    "--rate", type=float, metavar="N", help="Short-term limit: requests a second per account [20]."
+)
+@click.option("--burst", type=int, metavar="N", help="Short-term limit: bucket size [20].")
 @click.option("--no-rate-limit", is_flag=True, help="Turn the short-term limit off.")
 @click.option(
-    "--daily-limit", type=int, help="Daily calls for every account [5000 live, 1000 test]."
+    "--daily-limit",
+    type=int,
+    metavar="N",
+    help="Daily calls for every account [5000 live, 1000 test].",
 )
 @click.option(
-    "--request-timeout", type=float, help="Seconds before a request is cut with 504 [30]."
-)
-@click.option("--latency-ms", type=float, help="Added to every valuation.")
-@click.option("--jitter-ms", type=float, help="Plus a random extra up to this.")
-@click.option("--fail-503", type=float, callback=_share, help="Share of calls answered 503.")
-@click.option(
-    "--fail-504-after-commit", type=float, callback=_share, help="Share valued, charged, then 504."
-)
-@click.option(
-    "--drop-after-commit",
+    "--request-timeout",
     type=float,
-    callback=_share,
-    help="Share valued, charged, then the connection is cut.",
+    metavar="SECONDS",
+    help="Seconds before a request is cut with 504 [30].",
 )
-@click.option("--malformed", type=float, callback=_share, help="Share with a truncated 201 body.")
-@click.option("--slow", type=float, callback=_share, help="Share of calls slower than the limit.")
-@click.option(
-    "--revoke-tokens", type=float, callback=_share, help="Share of calls whose token dies."
-)
-@click.option(
-    "--storm", type=float, callback=_share, help="Share answered 429 with a long Retry-After."
-)
-@click.option("--storm-retry-after", type=int, help="That Retry-After, in seconds [5].")
-@click.option("--seed", type=int, help="Seed of the fault generator [0].")
 @click.option(
     "--figures-month",
     metavar="YYYY-MM",
@@ -207,6 +297,23 @@ def cli() -> None:
     help="Fake figures as of this month, whatever the clock [the clock's]; "
     "also BATCHVAL_SANDBOX_FIGURES_MONTH.",
 )
+@_fault("--latency-ms", "Added to every valuation.", share=False, type=float, metavar="MS")
+@_fault("--jitter-ms", "Plus a random extra up to this.", share=False, type=float, metavar="MS")
+@_fault("--fail-503", "Share of calls (0 to 1) answered 503.")
+@_fault("--fail-504-after-commit", "Share valued, charged, then 504.")
+@_fault("--drop-after-commit", "Share valued, charged, then the connection is cut.")
+@_fault("--malformed", "Share with a truncated 201 body.")
+@_fault("--slow", "Share of calls slower than the limit.")
+@_fault("--revoke-tokens", "Share of calls whose token dies.")
+@_fault("--storm", "Share answered 429 with a long Retry-After.")
+@_fault(
+    "--storm-retry-after",
+    "That Retry-After, in seconds [5].",
+    share=False,
+    type=int,
+    metavar="SECONDS",
+)
+@_fault("--seed", "Seed of the fault generator [0].", share=False, type=int, metavar="N")
 def sandbox(
     host: str,
     port: int,
@@ -280,7 +387,7 @@ def sandbox(
     serve_forever(Sandbox(config), host, port)
 
 
-@cli.command()
+@cli.command(short_help="Value every row of INPUT into DIR; the same command resumes.")
 @click.argument("input_path", metavar="INPUT")
 @out_option(
     "The run's directory: outputs and checkpoint. Same DIR again resumes. Or an "
@@ -291,10 +398,15 @@ def sandbox(
 @input_reading_options
 @click.option(
     "--run-id",
+    metavar="ID",
     help="Name the run (default: the UTC day, day-YYYY-MM-DD; kept in the checkpoint).",
 )
 @concurrency_option("requests")
-@click.option("--include", help="Extras for every valuation: commentary,rebuildCost.")
+@click.option(
+    "--include",
+    metavar="EXTRAS",
+    help="Extras for every valuation, comma-separated: commentary,rebuildCost.",
+)
 @MAX_CREDITS
 @DRY_RUN
 @click.option(
@@ -376,7 +488,7 @@ def run(
     raise SystemExit(int(summary.exit_code))
 
 
-@cli.command()
+@cli.command(short_help="Say where the run in DIR stands and what to do next.")
 @click.argument("out_dir", metavar="DIR")
 @click.option("--json", "as_json", is_flag=True, help="Print the status object as JSON.")
 def status(out_dir: str, as_json: bool) -> None:
@@ -415,7 +527,7 @@ def status(out_dir: str, as_json: bool) -> None:
     raise SystemExit(int(found.exit_code))
 
 
-@cli.command()
+@cli.command(short_help="Check settings, token, API and INPUT's price, at no cost.")
 @click.argument("input_path", metavar="[INPUT]", required=False)
 @config_option("YAML config: api, input mapping, run settings.")
 @input_reading_options
@@ -459,13 +571,19 @@ def check(
     raise SystemExit(int(report.exit_code))
 
 
-@cli.command()
+@cli.command(short_help="Cut INPUT into N Parquet shards by a stable hash of each row.")
 @click.argument("input_path", metavar="INPUT")
-@click.option("--shards", required=True, type=click.IntRange(1, 10_000), help="How many.")
+@click.option(
+    "--shards", required=True, type=click.IntRange(1, 10_000), metavar="N", help="How many."
+)
 @out_option("Where the shards and shards.json go: a directory, or an s3:// URL.", url=True)
 @config_option("YAML config: its input mapping decides the requests.")
 @input_reading_options
-@click.option("--row-id", help="The column that names a row (a loan id): what places it.")
+@click.option(
+    "--row-id",
+    metavar="COLUMN",
+    help="The column that names a row (a loan id): what places it.",
+)
 def split(
     input_path: str,
     shards: int,
@@ -506,7 +624,7 @@ def split(
     click.echo(summary.render())
 
 
-@cli.command()
+@cli.command(short_help="Write DIR/report.html: one page about the run in DIR.")
 @click.argument("out_dir", metavar="DIR")
 def report(out_dir: str) -> None:
     """Write DIR/report.html: one self-contained page about the run in DIR (a path, or an
@@ -526,7 +644,9 @@ def report(out_dir: str) -> None:
     click.echo(f"wrote {path}")
 
 
-@cli.command(name="export")
+@cli.command(
+    name="export", short_help="Write DIR's results and problems as CSV, Excel or JSON Lines."
+)
 @click.argument("out_dir", metavar="DIR")
 @click.option(
     "--format", "fmt", required=True, type=click.Choice(["csv", "xlsx", "json"]),
@@ -553,7 +673,7 @@ def export_command(out_dir: str, fmt: str, nested: str, to_dir: Path | None) -> 
     raise SystemExit(int(ExitCode.COMPLETE))
 
 
-@cli.command()
+@cli.command(short_help="Street analysis of every distinct postcode of INPUT, into DIR.")
 @click.argument("input_path", metavar="INPUT")
 @out_option(
     "The directory: outputs and checkpoint. Same DIR again resumes. Or an "
@@ -613,7 +733,7 @@ def streets(
     raise SystemExit(int(summary.exit_code))
 
 
-@cli.command()
+@cli.command(short_help="Read DIR's valuations back from the API (free) and compare.")
 @click.argument("out_dir", metavar="DIR")
 @config_option("YAML config: api, run settings (as for run).")
 @concurrency_option("reads")
@@ -644,7 +764,7 @@ def verify(out_dir: str, config_file: Path | None, concurrency: int | None) -> N
     raise SystemExit(int(summary.exit_code))
 
 
-@cli.command()
+@cli.command(short_help="Propose a config for a lender's file (INPUT) and try it out.")
 @click.argument("input_path", metavar="INPUT")
 @click.option(
     "--out",
