@@ -190,15 +190,11 @@ def _in_order(name: str) -> tuple[int, str]:
 
 
 class InOrder(click.Group):
-    """A group that lists its commands in COMMAND_ORDER, not alphabetically."""
+    """A group that lists its commands in COMMAND_ORDER, not alphabetically (the reference
+    page, drawn by mkdocs-click, sorts them by name whatever the group says)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(self.commands, key=_in_order)
-
-    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
-        super().add_command(cmd, name)
-        # The reference page (mkdocs-click) takes `commands` in the mapping's own order.
-        self.commands = {n: self.commands[n] for n in sorted(self.commands, key=_in_order)}
 
 
 class OptionsApart(click.Command):

@@ -65,11 +65,6 @@ def test_the_commands_are_listed_in_the_order_a_user_goes() -> None:
     assert sorted(names) == sorted(cli.commands)
 
 
-def test_the_reference_page_lists_them_in_the_same_order() -> None:
-    """mkdocs-click reads the group's `commands` mapping in its own order: the same."""
-    assert list(cli.commands) == IN_ORDER
-
-
 def test_the_group_help_says_to_start_with_init_on_one_line() -> None:
     """A newcomer is told where to start, in one line of an 80-column terminal."""
     lines = helped().splitlines()
