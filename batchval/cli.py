@@ -13,7 +13,7 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -23,6 +23,7 @@ from batchval import logs
 from batchval.engine.invocation import defect_line
 from batchval.logs import Redactor
 from batchval.outcome import ExitCode, RunRefusedError, SettingsError
+from batchval.sandbox.options import FaultsApart, sandbox_options
 from batchval.valuations.book_options import book_options
 
 if TYPE_CHECKING:
@@ -94,12 +95,6 @@ MAX_CREDITS = click.option(
 DRY_RUN = click.option("--dry-run", is_flag=True, help="Validate and price; no network.")
 
 
-def _share(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
-    if value is not None and not 0.0 <= value <= 1.0:
-        raise click.BadParameter("a share is a number from 0 to 1")
-    return value
-
-
 def _configured(
     config_file: Path | None, *, log_json: bool = False, **options: Any
 ) -> tuple[Settings, bool]:
@@ -168,20 +163,12 @@ def _named(local: Path, place: str) -> Iterator[None]:
 
 # --- help a newcomer reads (issue 33) ---------------------------------------------------
 
-# The order a user goes: a config proposed for their file, a free preflight, the run, where
-# it stands, what it made; then the other products and the tools. A command not named
-# here comes after them, by name.
+# The order `batchval --help` lists the commands in; one it does not name comes after them.
 COMMAND_ORDER = (
-    "init",
-    "check",
-    "run",
-    "status",
-    "report",
-    "export",
-    "verify",
-    "streets",
-    "split",
-    "sandbox",
+    # A user's way: a config proposed for their file, a free preflight, the run, where it
+    # stands, what it made.
+    *("init", "check", "run", "status", "report", "export"),
+    *("verify", "streets", "split", "sandbox"),  # the other products, then the tools
 )
 
 
@@ -197,31 +184,6 @@ class InOrder(click.Group):
         return sorted(self.commands, key=_in_order)
 
 
-class OptionsApart(click.Command):
-    """A command whose help writes the options `apart` names (by flag) under a heading of
-    their own, after the others: the switches a newcomer does not need, out of the way."""
-
-    def __init__(self, *args: Any, apart: Iterable[str], heading: str, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.apart = frozenset(apart)
-        self.heading = heading
-        unknown = self.apart - {flag for param in self.params for flag in param.opts}
-        if unknown:  # a renamed switch would otherwise slip back among the others
-            raise ValueError(f"{self.name}: no option {', '.join(sorted(unknown))}")
-
-    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        everyday: list[tuple[str, str]] = []
-        set_apart: list[tuple[str, str]] = []
-        for param in self.get_params(ctx):
-            record = param.get_help_record(ctx)
-            if record is not None and isinstance(param, click.Option):
-                (set_apart if self.apart & {*param.opts} else everyday).append(record)
-        for heading, records in (("Options", everyday), (self.heading, set_apart)):
-            if records:
-                with formatter.section(heading):
-                    formatter.write_dl(records)
-
-
 @click.group(cls=InOrder, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="batchval")
 def cli() -> None:
@@ -233,83 +195,10 @@ def cli() -> None:
     """
 
 
-# The sandbox's fault-injection switches (all but --seed set its `faults`): `sandbox --help`
-# lists them under a heading of their own, after the options a trial needs.
-SANDBOX_FAULTS = (
-    "--latency-ms",
-    "--jitter-ms",
-    "--fail-503",
-    "--fail-504-after-commit",
-    "--drop-after-commit",
-    "--malformed",
-    "--slow",
-    "--revoke-tokens",
-    "--storm",
-    "--storm-retry-after",
-    "--seed",
-)
-
-
-def _fault(flag: str, meaning: str, *, share: bool = True, **attrs: Any) -> Callable[[F], F]:
-    """One of SANDBOX_FAULTS; a share (of calls) is a number from 0 to 1."""
-    if share:
-        attrs.update(type=float, callback=_share, metavar="SHARE")
-    return click.option(flag, help=meaning, **attrs)
-
-
 @cli.command(
-    cls=OptionsApart,
-    apart=SANDBOX_FAULTS,
-    heading="Fault injection (for tests)",
-    short_help="Serve a local fake of the Partner API, for trials and tests.",
+    cls=FaultsApart, short_help="Serve a local fake of the Partner API, for trials and tests."
 )
-@click.option("--host", metavar="ADDRESS", default="127.0.0.1", show_default=True)
-@click.option(
-    "--port", type=int, metavar="N", default=8000, show_default=True, help="0 picks a free port."
-)
-@config_option("YAML with accounts, limits and faults (see configs/sandbox.yaml).")
-@click.option("--token-ttl", type=int, metavar="SECONDS", help="Token lifetime [1800].")
-@click.option(
-    "--rate", type=float, metavar="N", help="Short-term limit: requests a second per account [20]."
-)
-@click.option("--burst", type=int, metavar="N", help="Short-term limit: bucket size [20].")
-@click.option("--no-rate-limit", is_flag=True, help="Turn the short-term limit off.")
-@click.option(
-    "--daily-limit",
-    type=int,
-    metavar="N",
-    help="Daily calls for every account [5000 live, 1000 test].",
-)
-@click.option(
-    "--request-timeout",
-    type=float,
-    metavar="SECONDS",
-    help="Seconds before a request is cut with 504 [30].",
-)
-@click.option(
-    "--figures-month",
-    metavar="YYYY-MM",
-    envvar="BATCHVAL_SANDBOX_FIGURES_MONTH",
-    help="Fake figures as of this month, whatever the clock [the clock's]; "
-    "also BATCHVAL_SANDBOX_FIGURES_MONTH.",
-)
-@_fault("--latency-ms", "Added to every valuation.", share=False, type=float, metavar="MS")
-@_fault("--jitter-ms", "Plus a random extra up to this.", share=False, type=float, metavar="MS")
-@_fault("--fail-503", "Share of calls (0 to 1) answered 503.")
-@_fault("--fail-504-after-commit", "Share valued, charged, then 504.")
-@_fault("--drop-after-commit", "Share valued, charged, then the connection is cut.")
-@_fault("--malformed", "Share with a truncated 201 body.")
-@_fault("--slow", "Share of calls slower than the limit.")
-@_fault("--revoke-tokens", "Share of calls whose token dies.")
-@_fault("--storm", "Share answered 429 with a long Retry-After.")
-@_fault(
-    "--storm-retry-after",
-    "That Retry-After, in seconds [5].",
-    share=False,
-    type=int,
-    metavar="SECONDS",
-)
-@_fault("--seed", "Seed of the fault generator [0].", share=False, type=int, metavar="N")
+@sandbox_options
 def sandbox(
     host: str,
     port: int,

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import re
 
-import click
 import pytest
 from click.testing import CliRunner
 
-from batchval.cli import OptionsApart, cli
+from batchval.cli import cli
 
 # The order a user goes: set up, preflight, run, look, then the rest.
 IN_ORDER = [
@@ -134,14 +133,3 @@ def test_the_sandbox_lists_its_fault_switches_under_their_own_heading() -> None:
     flags_above = re.findall(r"^  (?:-h, )?(--[a-z0-9-]+)", above, re.MULTILINE)
     assert not set(flags_above) & set(FAULTS)
     assert {"--host", "--port", "--config", "--daily-limit", "--help"} <= set(flags_above)
-
-
-def test_a_switch_set_apart_that_the_command_lacks_is_refused() -> None:
-    """A renamed fault switch cannot slip back among the everyday options unnoticed."""
-    with pytest.raises(ValueError, match="no option --gone"):
-        OptionsApart(
-            "demo",
-            params=[click.Option(["--here"])],
-            apart=["--here", "--gone"],
-            heading="Apart",
-        )
