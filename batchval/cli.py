@@ -23,6 +23,7 @@ from batchval import logs
 from batchval.engine.invocation import defect_line
 from batchval.logs import Redactor
 from batchval.outcome import ExitCode, RunRefusedError, SettingsError
+from batchval.sandbox.options import FaultsApart, sandbox_options
 from batchval.valuations.book_options import book_options
 
 if TYPE_CHECKING:
@@ -39,7 +40,11 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def config_option(meaning: str) -> Callable[[F], F]:
     return click.option(
-        "--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), help=meaning
+        "--config",
+        "config_file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        metavar="FILE",
+        help=meaning,
     )
 
 
@@ -52,12 +57,16 @@ def out_option(
         kind = click.STRING
     elif not required:
         kind = click.Path(file_okay=False, path_type=Path)
-    return click.option("--out", name, required=required, type=kind, help=meaning)
+    metavar = "DIR|URL" if url else "DIR"
+    return click.option("--out", name, required=required, type=kind, metavar=metavar, help=meaning)
 
 
 def concurrency_option(what: str) -> Callable[[F], F]:
     return click.option(
-        "--concurrency", type=click.IntRange(1, 256), help=f"Most {what} in flight [8]."
+        "--concurrency",
+        type=click.IntRange(1, 256),
+        metavar="N",
+        help=f"Most {what} in flight [8].",
     )
 
 
@@ -81,15 +90,9 @@ def input_reading_options(f: F) -> F:
 
 
 MAX_CREDITS = click.option(
-    "--max-credits", type=click.IntRange(0), help="Spend at most this in this call."
+    "--max-credits", type=click.IntRange(0), metavar="N", help="Spend at most N credits this call."
 )
 DRY_RUN = click.option("--dry-run", is_flag=True, help="Validate and price; no network.")
-
-
-def _share(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
-    if value is not None and not 0.0 <= value <= 1.0:
-        raise click.BadParameter("a share is a number from 0 to 1")
-    return value
 
 
 def _configured(
@@ -158,55 +161,44 @@ def _named(local: Path, place: str) -> Iterator[None]:
         raise SettingsError(str(exc).replace(str(local), place.rstrip("/"))) from None
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# --- help a newcomer reads (issue 33) ---------------------------------------------------
+
+# The order `batchval --help` lists the commands in; one it does not name comes after them.
+COMMAND_ORDER = (
+    # A user's way: a config proposed for their file, a free preflight, the run, where it
+    # stands, what it made.
+    *("init", "check", "run", "status", "report", "export"),
+    *("verify", "streets", "split", "sandbox"),  # the other products, then the tools
+)
+
+
+def _in_order(name: str) -> tuple[int, str]:
+    return (COMMAND_ORDER.index(name) if name in COMMAND_ORDER else len(COMMAND_ORDER), name)
+
+
+class InOrder(click.Group):
+    """A group that lists its commands in COMMAND_ORDER, not alphabetically (the reference
+    page, drawn by mkdocs-click, sorts them by name whatever the group says)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(self.commands, key=_in_order)
+
+
+@click.group(cls=InOrder, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="batchval")
 def cli() -> None:
-    """Bulk valuations through the Partner Valuation API, never paid twice."""
+    """Bulk valuations through the Partner Valuation API, never paid twice.
+
+    Start with `batchval init INPUT`: it proposes a config and the next step.
+
+    INPUT is a CSV, Parquet or Excel file; DIR is a run's folder. Either may be an s3:// URL.
+    """
 
 
-@cli.command()
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, default=8000, show_default=True, help="0 picks a free port.")
-@config_option("YAML with accounts, limits and faults (see configs/sandbox.yaml).")
-@click.option("--token-ttl", type=int, help="Token lifetime in seconds [1800].")
-@click.option("--rate", type=float, help="Short-term limit: requests a second per account [20].")
-@click.option("--burst", type=int, help="Short-term limit: bucket size [20].")
-@click.option("--no-rate-limit", is_flag=True, help="Turn the short-term limit off.")
-@click.option(
-    "--daily-limit", type=int, help="Daily calls for every account [5000 live, 1000 test]."
+@cli.command(
+    cls=FaultsApart, short_help="Serve a local fake of the Partner API, for trials and tests."
 )
-@click.option(
-    "--request-timeout", type=float, help="Seconds before a request is cut with 504 [30]."
-)
-@click.option("--latency-ms", type=float, help="Added to every valuation.")
-@click.option("--jitter-ms", type=float, help="Plus a random extra up to this.")
-@click.option("--fail-503", type=float, callback=_share, help="Share of calls answered 503.")
-@click.option(
-    "--fail-504-after-commit", type=float, callback=_share, help="Share valued, charged, then 504."
-)
-@click.option(
-    "--drop-after-commit",
-    type=float,
-    callback=_share,
-    help="Share valued, charged, then the connection is cut.",
-)
-@click.option("--malformed", type=float, callback=_share, help="Share with a truncated 201 body.")
-@click.option("--slow", type=float, callback=_share, help="Share of calls slower than the limit.")
-@click.option(
-    "--revoke-tokens", type=float, callback=_share, help="Share of calls whose token dies."
-)
-@click.option(
-    "--storm", type=float, callback=_share, help="Share answered 429 with a long Retry-After."
-)
-@click.option("--storm-retry-after", type=int, help="That Retry-After, in seconds [5].")
-@click.option("--seed", type=int, help="Seed of the fault generator [0].")
-@click.option(
-    "--figures-month",
-    metavar="YYYY-MM",
-    envvar="BATCHVAL_SANDBOX_FIGURES_MONTH",
-    help="Fake figures as of this month, whatever the clock [the clock's]; "
-    "also BATCHVAL_SANDBOX_FIGURES_MONTH.",
-)
+@sandbox_options
 def sandbox(
     host: str,
     port: int,
@@ -280,7 +272,7 @@ def sandbox(
     serve_forever(Sandbox(config), host, port)
 
 
-@cli.command()
+@cli.command(short_help="Value every row of INPUT into DIR; the same command resumes.")
 @click.argument("input_path", metavar="INPUT")
 @out_option(
     "The run's directory: outputs and checkpoint. Same DIR again resumes. Or an "
@@ -291,10 +283,15 @@ def sandbox(
 @input_reading_options
 @click.option(
     "--run-id",
+    metavar="ID",
     help="Name the run (default: the UTC day, day-YYYY-MM-DD; kept in the checkpoint).",
 )
 @concurrency_option("requests")
-@click.option("--include", help="Extras for every valuation: commentary,rebuildCost.")
+@click.option(
+    "--include",
+    metavar="EXTRAS",
+    help="Extras for every valuation, comma-separated: commentary,rebuildCost.",
+)
 @MAX_CREDITS
 @DRY_RUN
 @click.option(
@@ -376,7 +373,7 @@ def run(
     raise SystemExit(int(summary.exit_code))
 
 
-@cli.command()
+@cli.command(short_help="Say where the run in DIR stands and what to do next.")
 @click.argument("out_dir", metavar="DIR")
 @click.option("--json", "as_json", is_flag=True, help="Print the status object as JSON.")
 def status(out_dir: str, as_json: bool) -> None:
@@ -415,7 +412,7 @@ def status(out_dir: str, as_json: bool) -> None:
     raise SystemExit(int(found.exit_code))
 
 
-@cli.command()
+@cli.command(short_help="Check settings, token, API and INPUT's price, at no cost.")
 @click.argument("input_path", metavar="[INPUT]", required=False)
 @config_option("YAML config: api, input mapping, run settings.")
 @input_reading_options
@@ -459,13 +456,19 @@ def check(
     raise SystemExit(int(report.exit_code))
 
 
-@cli.command()
+@cli.command(short_help="Cut INPUT into N Parquet shards by a stable hash of each row.")
 @click.argument("input_path", metavar="INPUT")
-@click.option("--shards", required=True, type=click.IntRange(1, 10_000), help="How many.")
+@click.option(
+    "--shards", required=True, type=click.IntRange(1, 10_000), metavar="N", help="How many."
+)
 @out_option("Where the shards and shards.json go: a directory, or an s3:// URL.", url=True)
 @config_option("YAML config: its input mapping decides the requests.")
 @input_reading_options
-@click.option("--row-id", help="The column that names a row (a loan id): what places it.")
+@click.option(
+    "--row-id",
+    metavar="COLUMN",
+    help="The column that names a row (a loan id): what places it.",
+)
 def split(
     input_path: str,
     shards: int,
@@ -506,7 +509,7 @@ def split(
     click.echo(summary.render())
 
 
-@cli.command()
+@cli.command(short_help="Write DIR/report.html: one page about the run in DIR.")
 @click.argument("out_dir", metavar="DIR")
 def report(out_dir: str) -> None:
     """Write DIR/report.html: one self-contained page about the run in DIR (a path, or an
@@ -526,7 +529,9 @@ def report(out_dir: str) -> None:
     click.echo(f"wrote {path}")
 
 
-@cli.command(name="export")
+@cli.command(
+    name="export", short_help="Write DIR's results and problems as CSV, Excel or JSON Lines."
+)
 @click.argument("out_dir", metavar="DIR")
 @click.option(
     "--format", "fmt", required=True, type=click.Choice(["csv", "xlsx", "json"]),
@@ -553,7 +558,7 @@ def export_command(out_dir: str, fmt: str, nested: str, to_dir: Path | None) -> 
     raise SystemExit(int(ExitCode.COMPLETE))
 
 
-@cli.command()
+@cli.command(short_help="Street analysis of every distinct postcode of INPUT, into DIR.")
 @click.argument("input_path", metavar="INPUT")
 @out_option(
     "The directory: outputs and checkpoint. Same DIR again resumes. Or an "
@@ -613,7 +618,7 @@ def streets(
     raise SystemExit(int(summary.exit_code))
 
 
-@cli.command()
+@cli.command(short_help="Read DIR's valuations back from the API (free) and compare.")
 @click.argument("out_dir", metavar="DIR")
 @config_option("YAML config: api, run settings (as for run).")
 @concurrency_option("reads")
@@ -644,7 +649,7 @@ def verify(out_dir: str, config_file: Path | None, concurrency: int | None) -> N
     raise SystemExit(int(summary.exit_code))
 
 
-@cli.command()
+@cli.command(short_help="Propose a config for a lender's file (INPUT) and try it out.")
 @click.argument("input_path", metavar="INPUT")
 @click.option(
     "--out",

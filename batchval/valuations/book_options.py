@@ -15,21 +15,29 @@ _OPTIONS = (
     click.option(
         "--book",
         type=click.Path(dir_okay=False),
+        metavar="FILE|URL",
         help="Keep the latest valuation of every row here (Parquet); send only what is stale.",
     ),
-    click.option("--row-id", help="With --book: the column that names a row [the request]."),
+    click.option(
+        "--row-id",
+        metavar="COLUMN",
+        help="With --book: the column that names a row [the request].",
+    ),
     click.option(
         "--fresh-for",
         "fresh_for_days",
         type=click.FloatRange(0),
+        metavar="DAYS",
         help="With --book: days a valuation stays fresh [30].",
     ),
-    click.option("--max-calls", type=click.IntRange(0), help="With --book: valuations a night."),
+    click.option(
+        "--max-calls", type=click.IntRange(0), metavar="N", help="With --book: valuations a night."
+    ),
 )
 
 
 def book_options(command: _Command) -> _Command:
-    """`--book PATH [--row-id COLUMN] [--fresh-for DAYS] [--max-calls N]`, in that order."""
+    """`--book FILE|URL [--row-id COLUMN] [--fresh-for DAYS] [--max-calls N]`, in that order."""
     for option in reversed(_OPTIONS):
         command = option(command)
     return command
