@@ -29,6 +29,7 @@ from batchval.valuations.book_options import book_options
 if TYPE_CHECKING:
     from batchval.engine.place import Place
     from batchval.settings import Settings
+    from batchval.tools.export import Export
     from batchval.tools.init import Chosen, Proposal
 
 
@@ -514,19 +515,20 @@ def split(
 def report(out_dir: str) -> None:
     """Write DIR/report.html: one self-contained page about the run in DIR (a path, or an
     s3:// URL, where the page is published beside the run's outputs)."""
-    from batchval.engine.place import viewed
+    from batchval.engine.derived import remember
+    from batchval.engine.place import place_of
     from batchval.tools.report import ReportError, write_report
 
-    with _refusals(), viewed(out_dir, os.environ) as (local, objects):
+    # At a URL the run is taken while the page is written and listed (published at the end).
+    with _refusals(), place_of(out_dir, os.environ, outputs=True) as place:
         try:
-            path = write_report(local)
+            path = write_report(place.local)
         except ReportError as exc:
-            raise click.UsageError(str(exc).replace(str(local), out_dir)) from None
-        if objects is not None:
-            objects.put(path.name, path.read_bytes())
-            click.echo(f"wrote {out_dir.rstrip('/')}/{path.name}")
-            return
-    click.echo(f"wrote {path}")
+            raise click.UsageError(str(exc).replace(str(place.local), out_dir)) from None
+        unlisted = remember(place, [path], "report")
+    if unlisted:
+        click.echo(f"batchval: {unlisted}", err=True)
+    click.echo(f"wrote {out_dir.rstrip('/')}/{path.name}" if place.url else f"wrote {path}")
 
 
 @cli.command(
@@ -545,17 +547,29 @@ def report(out_dir: str) -> None:
 def export_command(out_dir: str, fmt: str, nested: str, to_dir: Path | None) -> None:
     """Write DIR's results and problems (DIR a path or an s3:// URL) as CSV, XLSX or JSON
     Lines; exit 0, 64 or 65."""
-    from batchval.engine.place import viewed
+    from batchval.engine.derived import remember
+    from batchval.engine.place import place_of, viewed
+
+    if to_dir is not None:  # elsewhere: the run's place is only read
+        with _refusals(), viewed(out_dir, os.environ) as (local, _), _named(local, out_dir):
+            click.echo(_export(local, fmt, nested, to_dir).render())
+        raise SystemExit(int(ExitCode.COMPLETE))
+    # In the run's place, listed in its memory (at a URL the run is taken meanwhile, and
+    # the files published at the end), so that a run that changes the outputs removes them.
+    with _refusals(), place_of(out_dir, os.environ, outputs=True) as place:
+        with _named(place.local, out_dir):
+            done = _export(place.local, fmt, nested, None)
+        unlisted = remember(place, [file.path for file in done.files], "export")
+    click.echo(done.render().replace(str(place.local), out_dir.rstrip("/")))
+    if unlisted:
+        click.echo(f"batchval: {unlisted}", err=True)
+    raise SystemExit(int(ExitCode.COMPLETE))
+
+
+def _export(local: Path, fmt: str, nested: str, to_dir: Path | None) -> Export:
     from batchval.tools.export import Format, Nested, export_dir
 
-    with _refusals(), viewed(out_dir, os.environ) as (local, objects), _named(local, out_dir):
-        done = export_dir(local, Format(fmt), nested=Nested(nested), out_dir=to_dir)
-        if objects is not None and to_dir is None:  # beside the run's outputs, at its URL
-            for path in sorted({file.path for file in done.files}):
-                objects.put(path.name, path.read_bytes())
-        lines = done.render()
-    click.echo(lines if to_dir is not None else lines.replace(str(local), out_dir.rstrip("/")))
-    raise SystemExit(int(ExitCode.COMPLETE))
+    return export_dir(local, Format(fmt), nested=Nested(nested), out_dir=to_dir)
 
 
 @cli.command(short_help="Street analysis of every distinct postcode of INPUT, into DIR.")

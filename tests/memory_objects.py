@@ -51,5 +51,9 @@ class MemoryObjects:
         with self._lock:
             self.objects[key] = data
 
+    def delete(self, key: str) -> None:
+        with self._lock:
+            self.objects.pop(key, None)
+
     def probe(self) -> None:
         """It honours both conditions."""

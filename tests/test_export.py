@@ -24,6 +24,7 @@ from batchval.sandbox.server import RunningSandbox
 from batchval.tools.export import Format, export_dir
 
 NESTED = ("commentary", "rebuild_cost")
+MONEY = '"£"#,##0.00'  # the workbook's money: pounds and pence
 
 
 def valued_dir(served: RunningSandbox, tmp_path: Path, rows: int = 20) -> Path:
@@ -122,7 +123,7 @@ def test_nested_drop_leaves_the_structs_out(
         columns = list(json.loads((out / "results.jsonl").read_text().splitlines()[0]))
     else:
         sheet = pl.read_excel(out / "results.xlsx", sheet_name="results", engine="openpyxl")
-        columns = sheet.columns
+        columns = [name.removesuffix(" (UTC)") for name in sheet.columns]  # instants' headers
     assert columns == flat
 
 
@@ -131,8 +132,8 @@ def test_xlsx_has_sheets_panes_formats_and_typed_cells(
     served: RunningSandbox, tmp_path: Path
 ) -> None:
     """results.xlsx has a sheet per file with a header row, the header and row_number
-    frozen, money as whole pounds with separators, coverage as a percentage, dates as
-    dates, and every cell the value and type of the Parquet file."""
+    frozen, money in pounds and pence, coverage as a percentage, dates as UK dates (an
+    instant's header saying UTC), and every cell the value and type of the Parquet file."""
     out = valued_dir(served, tmp_path)
     exported(out, "--format", "xlsx")
     book_ = openpyxl.load_workbook(out / "results.xlsx")
@@ -141,7 +142,9 @@ def test_xlsx_has_sheets_panes_formats_and_typed_cells(
         sheet = book_[name]
         parquet = pq.read_table(out / f"{name}.parquet")
         header = [cell.value for cell in sheet[1]]
-        assert header == leaves(parquet.schema)
+        assert [name.removesuffix(" (UTC)") for name in header] == leaves(parquet.schema)
+        if name == "results":
+            assert "valued_at (UTC)" in header
         assert sheet.freeze_panes == "B2"
         assert sheet["A1"].font.b
         rows = parquet.to_pylist()
@@ -155,18 +158,20 @@ def test_xlsx_has_sheets_panes_formats_and_typed_cells(
                 assert (type(cell("loan").value), cell("loan").value) == (int, row["loan"])
                 assert cell("opened").is_date
                 assert cell("opened").value.date() == row["opened"]
-                assert cell("opened").number_format == "yyyy-mm-dd"
+                assert cell("opened").number_format == "dd/mm/yyyy"
                 assert cell("balance").value == float(row["balance"])
-                assert cell("balance").number_format == "#,##0"
+                assert cell("balance").number_format == MONEY
                 assert cell("active").value is row["active"]
             if name == "results":
                 assert (cell("estimate").value, cell("estimate").number_format) == (
                     row["estimate"],
-                    "#,##0",
+                    MONEY,
                 )
                 assert cell("coverage").number_format == "0.0%"
                 assert cell("coverage").value == row["coverage"]
-                assert cell("valued_at").value == row["valued_at"].replace(tzinfo=None)
+                valued_at = cell("valued_at (UTC)")
+                assert valued_at.value == row["valued_at"].replace(tzinfo=None)
+                assert valued_at.number_format == "dd/mm/yyyy hh:mm"
                 assert cell("credits_charged").number_format == "0"
                 summary = member([row], "commentary", "summary")[0]
                 assert cell("commentary_summary").value == summary
@@ -215,7 +220,8 @@ def test_empty_results_give_a_header_only(served: RunningSandbox, tmp_path: Path
     columns = pq.read_schema(out / "results.parquet").names
     assert (out / "results.csv").read_text().splitlines() == [",".join(columns)]
     sheet = openpyxl.load_workbook(out / "results.xlsx")["results"]
-    assert [[c.value for c in row] for row in sheet.iter_rows()] == [columns]
+    headers = [[c.value.removesuffix(" (UTC)") for c in row] for row in sheet.iter_rows()]
+    assert headers == [columns]
     assert (out / "results.jsonl").read_bytes() == b""
     problems = pl.read_csv(out / "problems.csv")
     assert (problems["row_number"].to_list(), problems["loan"].to_list()) == ([1, 2], [7, 8])
@@ -336,7 +342,7 @@ def test_lender_money_columns_get_money_formats_whatever_their_names(
     sheet = openpyxl.load_workbook(out / "results.xlsx")["results"]
     column = {cell.value: cell.column for cell in sheet[1]}
     formats = {name: sheet.cell(2, column[name]).number_format for name in column}
-    assert formats["Amt Owed"] == formats["Original Valuation"] == "#,##0"
+    assert formats["Amt Owed"] == formats["Original Valuation"] == MONEY
     assert sheet.cell(2, column["Amt Owed"]).value == 181636.39
     assert formats["Loan No"] == "0"
 

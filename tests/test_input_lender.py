@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from batchval.input import InputError, InputOptions
+from batchval.input import InputError, InputOptions, lender
 from batchval.input.lender import LenderColumnError, LenderOptions, find_lender_columns
 from batchval.input.mapping import resolve_columns
 from batchval.outcome import SettingsError
@@ -209,3 +209,10 @@ def test_a_column_may_be_both_the_reference_and_the_loan_id() -> None:
         "Original Valuation",
         "Completion Date",
     ]
+
+
+def test_every_lender_field_has_one_kind() -> None:
+    """Each lender field is money, a date or an id, exactly one: a new field (a last
+    valuation) is read and exported as what it is, never left out of both."""
+    kinds = [*lender.MONEY_FIELDS, *lender.DATE_FIELDS, *lender.ID_FIELDS]
+    assert sorted(kinds) == sorted(lender.LENDER_FIELDS)

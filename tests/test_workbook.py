@@ -13,7 +13,9 @@ import pytest
 from batchval.outcome import ExitCode, RunRefusedError
 from batchval.tools import workbook
 from batchval.tools.export import Format, export_dir
-from batchval.tools.workbook import number_format
+from batchval.tools.workbook import header, number_format
+
+MONEY = '"£"#,##0.00'  # pounds and pence
 
 
 def test_xlsx_writes_text_as_text(tmp_path: Path) -> None:
@@ -82,20 +84,25 @@ def test_text_past_a_cells_limit_is_cut_and_counted(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("name", "kind", "description", "code"),
     [
-        ("estimate", pa.int64(), "Middle figure of the valuation, pounds.", "#,##0"),
-        ("rebuild_cost_typical", pa.int64(), "", "#,##0"),
-        ("loan_balance", pa.decimal128(12, 2), "", "#,##0"),
-        ("Current Balance", pa.float64(), "", "#,##0"),
-        ("property-value", pa.int64(), "", "#,##0"),
-        ("median", pa.float64(), "Median sold price, pounds.", "#,##0"),
+        ("estimate", pa.int64(), "Middle figure of the valuation, pounds.", MONEY),
+        ("rebuild_cost_typical", pa.int64(), "", MONEY),
+        ("loan_balance", pa.decimal128(12, 2), "", MONEY),
+        ("Current Balance", pa.float64(), "", MONEY),
+        ("property-value", pa.int64(), "", MONEY),
+        ("median", pa.float64(), "Median sold price, pounds.", MONEY),
         ("coverage", pa.float64(), "Back-test share of sales.", "0.0%"),
         ("indexed_ltv", pa.float64(), "", "0.0%"),
         ("ltv_low_estimate", pa.float64(), "", "0.0%"),
         ("year_built", pa.int64(), "Year built sent.", "0"),
         ("credits_charged", pa.int64(), "Credits charged; rows sharing one request.", "0"),
         ("floor_area_sqm", pa.float64(), "", "0.00"),
-        ("opened", pa.date32(), "", "yyyy-mm-dd"),
-        ("valued_at", pa.timestamp("ms", tz="UTC"), "", "yyyy-mm-dd hh:mm:ss"),
+        ("previous_estimate", pa.int64(), "", MONEY),
+        ("last_valuation", pa.float64(), "", MONEY),
+        ("Loan Amount", pa.decimal128(12, 2), "", MONEY),
+        ("balance_after", pa.int64(), "The balance after the charge.", "0"),
+        ("months_since_valuation", pa.int64(), "", "0"),
+        ("opened", pa.date32(), "", "dd/mm/yyyy"),
+        ("valued_at", pa.timestamp("ms", tz="UTC"), "", "dd/mm/yyyy hh:mm"),
         ("data_quality", pa.string(), "", None),
         ("wide_range", pa.bool_(), "", None),
     ],
@@ -111,5 +118,18 @@ def test_columns_named_as_money_are_money_whatever_their_words() -> None:
     """A column the export found to hold a lender's money (`Amt Owed`) is money; the same
     name not found so is a plain number."""
     field = pa.field("Amt Owed", pa.float64())
-    assert number_format(field, frozenset({"Amt Owed"})) == "#,##0"
+    assert number_format(field, frozenset({"Amt Owed"})) == MONEY
     assert number_format(field) == "0.00"
+
+
+@pytest.mark.parametrize(
+    ("kind", "shown"),
+    [
+        (pa.timestamp("ms", tz="UTC"), "valued_at (UTC)"),
+        (pa.timestamp("ms"), "valued_at"),  # a lender's own date and time: no zone to say
+        (pa.date32(), "valued_at"),
+    ],
+)
+def test_an_instants_header_says_utc(kind: pa.DataType, shown: str) -> None:
+    """An instant's column is headed `<name> (UTC)`: Excel holds its UTC wall time."""
+    assert header(pa.field("valued_at", kind)) == shown

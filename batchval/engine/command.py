@@ -10,7 +10,8 @@ input stops there, before any call), send (a defect becomes `internal_error`, 70
 its traceback in the log), settle, write, end the invocation in the checkpoint, and
 write summary.json, whose `RunSummary` is built here once. A product plugs in only what
 is its own: a `Product` reads its input, prices it and admits a DIR; the `Steps` it
-admits prepare, plan, send, settle, count, write and wrap the summary.
+admits prepare, plan, send, settle, count, write and wrap the summary. Once the outputs are
+written, the exports and report.html made from older ones are removed (`engine/derived`).
 
 `verify`, which reads back ids and has no input, plan or summary.json, takes only the
 pieces that fit it: `invocation.locked_dir`, and `engine/sending.Sending`, whose phase holds
@@ -30,6 +31,7 @@ from typing import Any, Protocol, TypeVar
 
 import structlog
 
+from batchval.engine.derived import remove_stale
 from batchval.engine.files import write_json_atomic
 from batchval.engine.invocation import locked_dir
 from batchval.engine.names import DRY_RUN_NAME, LOG_NAME
@@ -182,7 +184,8 @@ def invoke(product: Product[SummaryT], place: Place | None = None) -> SummaryT |
                 place.keep(checkpoint)
             steps = product.admit(checkpoint, started)
             try:
-                return _run(product, steps, checkpoint, source, started, started_mono)
+                here = place if place is not None else Place(product.out_dir)
+                return _run(product, steps, checkpoint, source, here, started, started_mono)
             finally:
                 steps.close()
         finally:
@@ -203,6 +206,7 @@ def _run(
     steps: Steps[SummaryT],
     checkpoint: Checkpoint,
     source: InputSource,
+    place: Place,
     started: dt.datetime,
     started_mono: float,
 ) -> SummaryT:
@@ -221,6 +225,7 @@ def _run(
     stop = final_stop(counts, sent.stop, product.pending)
     code = ExitCode.COMPLETE if stop is None else stop.reason.exit_code
     lines = steps.write_outputs()
+    removed = remove_stale(checkpoint, place)  # the exports and report made from the old
     if stop is None and lines.stop is not None:
         stop = lines.stop
         code = stop.reason.exit_code
@@ -251,6 +256,7 @@ def _run(
         seconds=round(time.monotonic() - started_mono, 3),
         portfolio=lines.portfolio,
         book=lines.book,
+        removed=tuple(removed),
     )
     summary = steps.summary(run)
     write_json_atomic(product.out_dir / SUMMARY_NAME, summary.to_json())

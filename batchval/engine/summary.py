@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from batchval.engine.derived import removed_line
 from batchval.input.layout import skipped_words
 from batchval.input.personal import left_out_line
 from batchval.outcome import ExitCode, StopInfo
@@ -163,6 +164,8 @@ class RunSummary:
     portfolio: Mapping[str, Any] | None = None
     # booking's section with --book: rows carried, valued, deferred; age profile; forecast.
     book: Mapping[str, Any] | None = None
+    # What an earlier export or report wrote from outputs this invocation changed, removed.
+    removed: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.next_action:
@@ -256,6 +259,7 @@ class RunSummary:
             lines.append(_portfolio_line(self.portfolio))
         if self.book is not None:
             lines += _book_lines(self.book)
+        lines += [line for line in [removed_line(self.removed)] if line]
         if self.stop is not None:
             lines.append(f"stopped: {self.stop.line()}")
         lines.append(f"exit {int(self.exit_code)}; next: {self.next_action}")

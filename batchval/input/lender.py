@@ -77,6 +77,13 @@ USUAL_NAMES: Mapping[str, tuple[str, ...]] = {
 
 # The lender columns figures are made from (`contract/lender`).
 FIGURE_FIELDS: tuple[str, ...] = ("loan_balance", "origination_value")
+# What each lender field holds, stated once: its money is read from text as money
+# (`input/lender_values`) and shown in pounds and pence by the xlsx export
+# (`tools/export`), its dates read day first and shown as UK dates. A new field goes in
+# one of these (a test holds every field of LENDER_FIELDS to exactly one).
+MONEY_FIELDS: tuple[str, ...] = ("loan_balance", "origination_value")
+DATE_FIELDS: tuple[str, ...] = ("origination_date",)
+ID_FIELDS: tuple[str, ...] = ("loan_id",)
 
 # Upper edges of the loan-to-value bands, in percent: 0-60, 60-75, ..., 95-100, over 100.
 DEFAULT_LTV_BANDS: tuple[float, ...] = (60, 75, 80, 85, 90, 95, 100)

@@ -25,10 +25,8 @@ from collections.abc import Mapping
 import polars as pl
 import pyarrow as pa
 
-from batchval.input.lender import find_lender_columns
+from batchval.input.lender import DATE_FIELDS, MONEY_FIELDS, find_lender_columns
 
-MONEY_FIELDS: tuple[str, ...] = ("loan_balance", "origination_value")
-DATE_FIELDS: tuple[str, ...] = ("origination_date",)
 # Day first, then ISO; a time after the date is cut off before these are tried.
 DATE_FORMATS: tuple[str, ...] = ("%d/%m/%Y", "%Y-%m-%d", "%d-%m-%Y", "%d.%m.%Y", "%Y/%m/%d")
 
@@ -38,10 +36,10 @@ _SAID = {
 }
 RULES: Mapping[str, str] = types.MappingProxyType(
     {
-        "not_an_amount": "a lender money column (loan_balance, origination_value) holds "
+        "not_an_amount": f"a lender money column ({', '.join(MONEY_FIELDS)}) holds "
         "something that is not an amount (412500, 412,500.00 and £412,500.00 are)",
-        "not_a_date": "the origination_date column holds something that is not a date "
-        "(15/03/2019, day first, or 2019-03-15)",
+        "not_a_date": f"the {' or '.join(DATE_FIELDS)} column holds something that is not "
+        "a date (15/03/2019, day first, or 2019-03-15)",
     }
 )
 

@@ -1,9 +1,10 @@
 """The DIR's database: an SQLite file beside the outputs (`DIR/checkpoint.sqlite`), the
 run's memory. `Database` is what every command shares, whatever its product: the one
 connection, the `meta` table, transactions and group commits, the invocations
-(`store/invocations`) and the charges ledger (`store/charges`). Each product keeps its
-rows and its work queue (`store/queue`) on it: valuations (`store/checkpoint`), street
-reads (`store/streets`), the book's plan (`store/book`). Nothing outside `store/` holds
+(`store/invocations`), the charges ledger (`store/charges`) and the files `export` and
+`report` wrote (`store/derived`). Each product keeps its rows and its work queue
+(`store/queue`) on it: valuations (`store/checkpoint`), street reads (`store/streets`),
+the book's plan (`store/book`). Nothing outside `store/` holds
 the connection or writes SQL.
 
 Outside the sending phase writes are committed one by one in WAL mode with
@@ -29,6 +30,7 @@ from typing import Self
 
 from batchval.outcome import BatchvalError, ExitCode, StopInfo, StopReason
 from batchval.store.charges import ChargeLedger
+from batchval.store.derived import DerivedFiles
 from batchval.store.held import HeldWrites
 from batchval.store.invocations import InvocationLog
 from batchval.store.lease import LeaseKeeper, LeaseLostError
@@ -46,7 +48,7 @@ class CheckpointVersionError(BatchvalError):
     """The checkpoint was written by a batchval this one cannot read."""
 
 
-class Database(InvocationLog, ChargeLedger):
+class Database(InvocationLog, ChargeLedger, DerivedFiles):
     def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
         self._connection = connection
         self.path = path

@@ -100,7 +100,15 @@ CREATE TABLE IF NOT EXISTS street_passthrough (
     rows INTEGER NOT NULL,
     batch BLOB NOT NULL
 );
+CREATE TABLE IF NOT EXISTS derived_files (
+    name TEXT PRIMARY KEY,
+    command TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    made_from TEXT NOT NULL
+);
 """
+# `derived_files` (`store/derived`) came in version 7 without a new version: an older
+# batchval ignores it and merely leaves an export in place, as it did before.
 
 # The indexes an ingest grows row by row (`Checkpoint.add_rows`); a bulk ingest drops them
 # and builds each once at its end (`Checkpoint.bulk_ingest`). `requests_tally` covers what

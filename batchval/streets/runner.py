@@ -32,6 +32,7 @@ from batchval.engine.command import (
     file_fingerprint,
     invoke,
 )
+from batchval.engine.derived import removed_line
 from batchval.engine.invocation import NotedSignals
 from batchval.engine.names import CHARGES_NAME, PROBLEMS_NAME
 from batchval.engine.place import Place
@@ -128,6 +129,7 @@ class StreetsSummary:
             lines.append(
                 "problems by type: " + ", ".join(f"{k} {v}" for k, v in s.problems_by_type.items())
             )
+        lines += [line for line in [removed_line(s.removed)] if line]
         if s.stop is not None:
             lines.append(f"stopped: {s.stop.line()}")
         lines.append(f"exit {int(s.exit_code)}; next: {s.next_action}")

@@ -17,7 +17,8 @@ Types are kept: integers stay integers, decimals and floats numbers, dates dates
 booleans booleans, as far as each format goes. CSV is text, so a date is its ISO text
 (`2000-01-31`, read back as a date by `polars.read_csv(..., try_parse_dates=True)`) and
 an instant its UTC wall time to the second (`2026-11-25 14:07:21`: `CSV_DATETIME`), which
-Excel reads as a date and time;
+Excel reads as a date and time (the CSV keeps ISO dates and plain numbers: only the
+workbook shows pounds and UK dates);
 JSON has no decimals, so a decimal of 15 digits or fewer is written as a number
 (exactly: a double holds 15 digits) and a wider one as its text; JSON has no dates, so
 they are ISO text. Excel's own limits are in `tools/workbook`.
@@ -43,7 +44,7 @@ import pyarrow.parquet as pq
 
 from batchval.engine.files import atomic_file
 from batchval.engine.names import DRY_RUN_NAME
-from batchval.input.lender import LenderColumnError, find_lender_columns
+from batchval.input.lender import MONEY_FIELDS, LenderColumnError, find_lender_columns
 from batchval.outcome import RunRefusedError, StopReason
 from batchval.tools.flat import (
     ExportedFile,
@@ -85,9 +86,6 @@ class Format(enum.Enum):
 # the cell as text, and fractions of a second make it show only `07:21.8`. The Parquet
 # files keep the milliseconds and the zone.
 CSV_DATETIME, CSV_TIME = "%Y-%m-%d %H:%M:%S", "%H:%M:%S"
-
-# The lender fields that are money (the others are a date and an id).
-MONEY_FIELDS = ("loan_balance", "origination_value")
 
 _SUFFIX = {Format.CSV: ".csv", Format.XLSX: ".xlsx", Format.JSON: ".jsonl"}
 
@@ -158,11 +156,11 @@ def export_dir(
 
 
 def lender_money(directory: Path, found: Sequence[tuple[str, Path]]) -> frozenset[str]:
-    """The pass-through columns that hold a lender's money (the loan balance, the
-    valuation at origination), whatever their names: found as the run found them
-    (`input.lender.find_lender_columns`), with the columns the run's config maps
-    (`settings.input.columns` of manifest.json, or of a Parquet file's own manifest),
-    else by their own or their usual names (`Current Balance`)."""
+    """The pass-through columns that hold a lender's money (`input.lender.MONEY_FIELDS`:
+    the loan balance, the valuation at origination, ...), whatever their names: found as
+    the run found them (`input.lender.find_lender_columns`), with the columns the run's
+    config maps (`settings.input.columns` of manifest.json, or of a Parquet file's own
+    manifest), else by their own or their usual names (`Current Balance`)."""
     configured = _configured_columns(directory, found)
     money: set[str] = set()
     for _, path in found:

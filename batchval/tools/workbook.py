@@ -2,7 +2,10 @@
 
 Each sheet has a bold header row with an autofilter, the header and the first column
 (`row_number`) frozen, column widths fitted to the header and the first rows, and a
-number format on every number and date column (`number_format`). Text is written as
+number format on every number and date column (`number_format`): money in pounds and
+pence (`£181,636.39`), dates day first (`31/01/2026`), an instant to the minute
+(`25/11/2026 14:07`) under a header that says it is UTC (`valued_at (UTC)`), each still a
+number or a date Excel sorts and sums, not text. Text is written as
 text, never as a formula, a number or a link.
 
 Written with xlsxwriter in its `constant_memory` mode, row by row from Arrow batches:
@@ -54,22 +57,43 @@ WIDTH_ROWS, MAX_WIDTH = 1_000, 60
 
 # The number formats (Excel's codes), chosen for each column by its type, then by the
 # words of its name (split on `_`) and of its description (the field's metadata).
-MONEY = "#,##0"  # whole pounds with thousands separators: the value itself stays exact
+# Money in pounds and pence (the `£` quoted, as Excel itself writes a literal in a code).
+MONEY = '"£"#,##0.00'
 SHARE = "0.0%"  # a fraction from 0 to 1, such as coverage or a loan-to-value
 WHOLE = "0"  # other integers: counts, years, ids (no separators: 1930, not 1,930)
 FRACTION = "0.00"  # other numbers
-DATE, DATE_TIME, TIME = "yyyy-mm-dd", "yyyy-mm-dd hh:mm:ss", "hh:mm:ss"
+# UK dates, day first; an instant to the minute (its value keeps the seconds). Excel has
+# no zones: an instant is its UTC wall time, and its column's header says so (`UTC`).
+DATE, DATE_TIME, TIME = "dd/mm/yyyy", "dd/mm/yyyy hh:mm", "hh:mm:ss"
+UTC_HEADER = "{name} (UTC)"
 SHARE_WORDS = frozenset({"coverage", "share", "ltv", "change"})
 MONEY_WORDS = frozenset(
-    {"estimate", "low", "high", "typical", "balance", "value", "price", "cost", "rent"}
+    {
+        "estimate",
+        "low",
+        "high",
+        "typical",
+        "balance",
+        "value",
+        "valuation",
+        "amount",
+        "price",
+        "cost",
+        "rent",
+    }
+)
+# Words that make a number a count or a length of time, or API credits (a charge's
+# `balance_after` is credits, not pounds), whatever money word is beside them.
+NOT_MONEY_WORDS = frozenset(
+    {"credits", "credit", "charge", "charged", "months", "days", "years", "age", "count"}
 )
 
 
 def number_format(field: pa.Field, money: frozenset[str] = frozenset()) -> str | None:
-    """The Excel number format of a column, or None for text and booleans: dates as dates,
-    shares as percentages, money as whole pounds with separators (the columns named in
+    """The Excel number format of a column, or None for text and booleans: dates as UK
+    dates, shares as percentages, money in pounds and pence (the columns named in
     `money`, a lender's balance or valuation whatever it is called, and those whose name
-    or description says money), other numbers plainly."""
+    or description says money, unless they say credits or time), other numbers plainly."""
     kind = field.type
     if pa.types.is_date(kind):
         return DATE
@@ -88,9 +112,17 @@ def number_format(field: pa.Field, money: frozenset[str] = frozenset()) -> str |
     said = set(re.findall(r"[a-z]+", description))
     if not whole and (words & SHARE_WORDS or "share" in said):
         return SHARE
-    if words & MONEY_WORDS or "pounds" in said:
+    if (words & MONEY_WORDS or "pounds" in said) and not (words | said) & NOT_MONEY_WORDS:
         return MONEY
     return WHOLE if whole else FRACTION
+
+
+def header(field: pa.Field) -> str:
+    """A column's header in the sheet: its name, and `(UTC)` after an instant's."""
+    kind = field.type
+    if pa.types.is_timestamp(kind) and kind.tz is not None:
+        return UTC_HEADER.format(name=field.name)
+    return str(field.name)
 
 
 def write_workbook(
@@ -147,7 +179,7 @@ def _write_sheet(
     for table in parquet_tables(parquet, SHEET_BATCH_ROWS):
         flat = _for_excel(flat_table(table, nested, lists_as_text=True), as_text)
         if row == 0:
-            columns = flat.column_names
+            columns = [header(f) for f in flat.schema]
             formats = [_format(workbook, number_format(f, money)) for f in flat.schema]
             sheet.write_row(0, 0, columns, workbook.add_format({"bold": True, "bottom": 1}))
             widths = [len(name) + 2 for name in columns]  # room for the filter's button
