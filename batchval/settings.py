@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from batchval.api.vocabulary import INCLUDE_ITEMS, STREET_CREDITS_ASSUMED
-from batchval.input.lender import LENDER_FIELDS, LenderOptions
+from batchval.input.lender import LENDER_FIELDS, LenderOptions, RevaluationPolicy
 from batchval.input.options import InputOptions
 from batchval.input.refused import DEFAULT_MAX_REFUSED_SHARE
 from batchval.outcome import SettingsError
@@ -190,6 +190,12 @@ LENDER_KEYS: tuple[Key, ...] = (
     Key(
         "stale_after_months",
         "`stale_index` is set when `indexedTo` is more than this many months old",
+    ),
+    Key(
+        "revaluation",
+        "when a loan's last valuation is due again: `fall_share` (0.10), `max_age_years` (5), "
+        "`large_loan_balance` (2600000), `large_loan_max_age_years` (3)",
+        default="the PRA's Basel 3.1 triggers (CRR Article 124D(5))",
     ),
 )
 
@@ -530,9 +536,21 @@ def _lender(config: Mapping[str, Any]) -> LenderOptions:
             ltv_bands=tuple(bands),
             wide_range=section.get("wide_range", default.wide_range),
             stale_after_months=section.get("stale_after_months", default.stale_after_months),
+            revaluation=_revaluation(section.get("revaluation")),
         )
     except (ValueError, TypeError) as exc:
         raise SettingsError(str(exc)) from None
+
+
+def _revaluation(given: Any) -> RevaluationPolicy:
+    """`lender.revaluation`: the policy's keys, each defaulting to the rule's figure."""
+    if given is None:
+        return RevaluationPolicy()
+    if not isinstance(given, Mapping):
+        raise SettingsError("lender.revaluation must be a mapping (fall_share: 0.10, ...)")
+    known = {f.name for f in dataclasses.fields(RevaluationPolicy)}
+    _reject_unknown(given, known, "lender.revaluation")
+    return RevaluationPolicy(**{k: v for k, v in given.items() if k in known})
 
 
 def _number(value: Any, where: str, *, minimum: float) -> float:

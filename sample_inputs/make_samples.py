@@ -1139,6 +1139,62 @@ def write_mi_pack(extract: MiExtract, path: Path) -> None:
         notes.write_string(1, 0, "Valuations are those at origination, not indexed.")
 
 
+# A book for revaluation monitoring (issue 34): the mortgage book's first loans with the
+# lender's figures as its warehouse writes them (money with pound signs, UK dates) and
+# each loan's last valuation and its date. Some loans have none (their origination stands
+# in); two are large (over the rule's £2.6 m).
+REVALUATION_LOANS = 120
+REVALUATION_COLUMNS = (
+    "Loan Ref",
+    "Postcode",
+    "Property Type",
+    "Bedrooms",
+    "Current Balance",
+    "Original Valuation",
+    "Completion Date",
+    "Last Valuation",
+    "Last Valuation Date",
+)
+REVALUATION_UNKNOWN = (5, 33, 64, 90)  # no last valuation: the origination stands in
+REVALUATION_LARGE = (7, 71)  # balances over £2.6 m
+
+
+def make_revaluation_book(rng: random.Random, book: Sequence[Sequence[str]]) -> list[list[str]]:
+    """REVALUATION_LOANS loans of the mortgage book (`make_mortgage_book`), header first."""
+    header = list(book[0])
+    at = {name: header.index(name) for name in header}
+    rows = [list(REVALUATION_COLUMNS)]
+    for n, loan in enumerate(book[1 : REVALUATION_LOANS + 1]):
+        began = dt.date.fromisoformat(loan[at["origination_date"]])
+        value = float(loan[at["origination_value"]])
+        balance = loan[at["loan_balance"]]
+        if n in REVALUATION_LARGE:
+            value, balance = 4_250_000.0, f"{rng.uniform(2_650_000, 2_900_000):.2f}"
+        last_day = began + dt.timedelta(days=rng.randrange(0, max(1, (LAST_DAY - began).days)))
+        grown = value * rng.uniform(0.95, 1.6) if n not in REVALUATION_LARGE else value
+        last, last_date = f"£{grown:,.0f}", f"{last_day:%d/%m/%Y}"
+        if n in REVALUATION_UNKNOWN:
+            last, last_date = "", ""
+        rows.append(
+            [
+                loan[at["loan_id"]],
+                loan[at["postcode"]],
+                loan[at["property_type"]],
+                loan[at["bedrooms"]],
+                f"£{float(balance):,.2f}" if balance else "",
+                f"£{value:,.0f}",
+                f"{began:%d/%m/%Y}",
+                last,
+                last_date,
+            ]
+        )
+    return rows
+
+
+# The last day a sample's valuation may be dated.
+LAST_DAY = dt.date(2026, 10, 31)
+
+
 def main(out_dir: Path | None = None) -> None:
     out = out_dir or Path(__file__).resolve().parent
     rng = random.Random(SEED)
@@ -1149,6 +1205,8 @@ def main(out_dir: Path | None = None) -> None:
     # Its own stream, drawn last: the files above stay byte for byte as they were.
     book = make_mortgage_book(random.Random(SEED + 1), portfolio)
     write_mortgage_book(book, out / "mortgage_book.csv")
+    revaluation = make_revaluation_book(random.Random(SEED + 4), book)
+    write_mortgage_book(revaluation, out / "revaluation_book.csv")
     loans = make_lender_book(random.Random(SEED + 2))
     write_lender_book_csv(loans, out / "lender_book.csv", windows=False)
     write_lender_book_csv(loans, out / "lender_book_windows.csv", windows=True)

@@ -60,6 +60,9 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         # The sandbox's figures follow the month (its price index moves): a portfolio's
         # estimates and loan-to-value ratios.
         (r"\b(estimates?|LTV) £?\d[\d,.]*%?", r"\1 <n>"),
+        # The loans revaluation triggers flag: they move with the sandbox's month and
+        # the run's date (a valuation turns five years old on its anniversary).
+        (r"\b(fall|age|any) \d[\d,]* \(£[\d,.]+\)", r"\1 <n>"),
         # Balances: what the account has left.
         (r"(balance|left)(:?\s+)[\d,]+", r"\1\2<n>"),
         # Ports a server chose (port 0).

@@ -66,6 +66,7 @@ def test_the_readme_s_five_steps_end_in_a_priced_dry_run_and_a_run() -> None:
         (("29 loans",), ["28 loans"], False),
         (("estimates £73,531,000; LTV 4%",), ["estimates £70,000; LTV 5%"], True),
         (("loan balance £1,108,699.18",), ["loan balance £1,108,699.19"], False),
+        (("fall 47 (£1.00), age 4 (£2.00)",), ["fall 3 (£7.00), age 5 (£9.00)"], True),
     ],
 )
 def test_masks_hide_what_changes_and_only_that(

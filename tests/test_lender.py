@@ -245,13 +245,14 @@ def test_portfolio_counts_each_row_as_a_loan() -> None:
 
 def test_no_lender_columns_no_lending() -> None:
     """An input with no balance, origination value or date gets no lender figures; a
-    date alone gives the months since origination (and the flags)."""
+    date alone gives the months since origination, the revaluation figures (the
+    origination standing in for a last valuation) and the flags."""
     schema = pa.schema([("loan_id", pa.string())])
     assert Lending.for_write(schema, {}, LenderOptions(), as_of=AS_OF) is None
     dated = schema.append(pa.field("origination_date", pa.date32()))
     aged = Lending.for_write(dated, {}, LenderOptions(), as_of=AS_OF)
     assert aged is not None
-    assert aged.asks == {"lender", "origination_date"}
+    assert aged.asks == {"lender", "origination_date", "revaluation"}
     schema = schema.append(pa.field("origination_date", pa.string()))
     with_balance = schema.append(pa.field("Loan Balance", pa.int64()))
     found = Lending.for_write(with_balance, {}, LenderOptions(), as_of=AS_OF)

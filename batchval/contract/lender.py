@@ -15,18 +15,25 @@ but each counts, with its own balance.
 
 from __future__ import annotations
 
+import calendar
 import dataclasses
 import datetime as dt
 import math
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from fractions import Fraction
 from typing import Any
 
 import pyarrow as pa
 import structlog
 
 from batchval.api.models import Valuation
-from batchval.input.lender import LenderColumnError, LenderOptions, find_lender_columns
+from batchval.input.lender import (
+    LenderColumnError,
+    LenderOptions,
+    RevaluationPolicy,
+    find_lender_columns,
+)
 
 log = structlog.get_logger()
 
@@ -35,13 +42,28 @@ log = structlog.get_logger()
 LTV_COLUMNS = "loan_balance"
 ORIGINATION_COLUMNS = "origination_value"
 ORIGINATION_DATE_COLUMNS = "origination_date"
+# A last valuation (or, standing in, the origination value or date) asks for the
+# revaluation columns: the fall since it, its age and the three triggers.
+REVALUATION_COLUMNS = "revaluation"
 FLAG_COLUMNS = "lender"
 LENDER_GROUPS: tuple[str, ...] = (
     LTV_COLUMNS,
     ORIGINATION_COLUMNS,
     ORIGINATION_DATE_COLUMNS,
+    REVALUATION_COLUMNS,
     FLAG_COLUMNS,
 )
+# The pass-through columns figures are made from (`input/lender` fields).
+_FIGURE_SOURCES: tuple[str, ...] = (
+    "loan_balance",
+    "origination_value",
+    "origination_date",
+    "last_valuation",
+    "last_valuation_date",
+)
+TRIGGERS: tuple[str, ...] = ("trigger_fall", "trigger_age", "trigger_large_loan_age")
+# A valuation's age in years, as the results give it: days / 365.25.
+DAYS_A_YEAR = 365.25
 FLAGS: tuple[str, ...] = ("partial_data", "wide_range", "stale_index", "model_changed")
 
 
@@ -60,6 +82,13 @@ class LenderFigures:
     model_changed: bool | None  # the run's valuations came from more than one model build
     # Whole calendar months from the origination date to the run's date.
     months_since_origination: int | None = None
+    # The revaluation figures (`Revaluation`), when the input has what they are made from.
+    revaluation_basis: str | None = None
+    fall_since_last_valuation: float | None = None
+    valuation_age_years: float | None = None
+    trigger_fall: bool | None = None
+    trigger_age: bool | None = None
+    trigger_large_loan_age: bool | None = None
 
 
 NO_FIGURES = LenderFigures(None, None, None, None, None, None, None, None, None)
@@ -72,6 +101,74 @@ def months_since(origination: dt.date | None, as_of: dt.date) -> int | None:
         return None
     months = (as_of.year - origination.year) * 12 + as_of.month - origination.month
     return months - (as_of.day < origination.day)
+
+
+def anniversary(day: dt.date, years: float) -> dt.date:
+    """`day` moved on by `years` in whole calendar months (round(years x 12)); a day the
+    month has not (29 February in 2025) is the month's last."""
+    months = day.month - 1 + round(years * 12)
+    year, month = day.year + months // 12, months % 12 + 1
+    return dt.date(year, month, min(day.day, calendar.monthrange(year, month)[1]))
+
+
+def fell_more_than(value: float, estimate: float, share: float) -> bool:
+    """Whether 1 - estimate / value is above `share`: in floating point, except within a
+    hair of the edge, where it is decided in exact decimals (a fall from £100,000 to
+    £90,000 is exactly 10 %, never 10.000000000000002 %)."""
+    fall = 1 - estimate / value
+    if abs(fall - share) > 1e-9:
+        return fall > share
+    exact = Fraction(str(value))
+    return exact - Fraction(str(estimate)) > Fraction(str(share)) * exact
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Revaluation:
+    """What a loan's last valuation says about revaluing it, by the lender's policy
+    (`input/lender.RevaluationPolicy`), as of the run's UTC date."""
+
+    policy: RevaluationPolicy
+    as_of: dt.date
+
+    def figures(
+        self,
+        estimate: float | None,
+        balance: float | None,
+        last: tuple[float | None, dt.date | None],
+        origination: tuple[float | None, dt.date | None],
+    ) -> dict[str, Any]:
+        """The revaluation columns of one valued loan. Its last valuation (value, date)
+        is the basis when it has either; else its origination value and date stand in
+        (`revaluation_basis` says which); with neither, every figure is null."""
+        basis = "last_valuation" if last != (None, None) else "origination"
+        value, day = last if basis == "last_valuation" else origination
+        if (value, day) == (None, None):
+            return {}
+        policy, as_of = self.policy, self.as_of
+        fall = fell = None
+        if value is not None and value > 0 and estimate is not None and estimate > 0:
+            fall = 1 - estimate / value
+            fell = fell_more_than(value, estimate, policy.fall_share)
+        age = old = None
+        if day is not None and day <= as_of:
+            age = (as_of - day).days / DAYS_A_YEAR
+            old = as_of >= anniversary(day, policy.max_age_years)
+        large = None if balance is None else balance > policy.large_loan_balance
+        large_old = large
+        if large:
+            large_old = (
+                None
+                if age is None or day is None
+                else as_of >= anniversary(day, policy.large_loan_max_age_years)
+            )
+        return {
+            "revaluation_basis": basis,
+            "fall_since_last_valuation": fall,
+            "valuation_age_years": age,
+            "trigger_fall": fell,
+            "trigger_age": old,
+            "trigger_large_loan_age": large_old,
+        }
 
 
 def dates(values: pa.Array) -> list[dt.date | None]:
@@ -158,12 +255,24 @@ class Lending:
         self._balance_at = columns.get("loan_balance")
         self._origination_at = columns.get("origination_value")
         self._date_at = columns.get("origination_date")
+        self._last_at = columns.get("last_valuation")
+        self._last_date_at = columns.get("last_valuation_date")
+        sources = (self._origination_at, self._date_at, self._last_at, self._last_date_at)
+        self.revaluation = (
+            Revaluation(options.revaluation, as_of)
+            if any(at is not None for at in sources)
+            else None
+        )
         self.options = options
         self.as_of = as_of
         self.model_changed = len(model_builds(model_versions)) > 1
         self._labels = options.band_labels
         self._stale: dict[str | None, bool | None] = {}  # indexedTo -> stale_index
-        self.portfolio = Portfolio(self._labels) if self._balance_at is not None else None
+        self.portfolio = (
+            Portfolio(self._labels, options.revaluation if self.revaluation else None)
+            if self._balance_at is not None
+            else None
+        )
 
     @classmethod
     def for_write(
@@ -183,8 +292,7 @@ class Lending:
         except LenderColumnError as exc:  # checked when the input was read; kept safe here
             log.warning("output.lender.columns", detail=str(exc))
             return None
-        figures = (LTV_COLUMNS, ORIGINATION_COLUMNS, ORIGINATION_DATE_COLUMNS)
-        at = {f: names.index(c) for f, c in found.items() if f in figures}
+        at = {f: names.index(c) for f, c in found.items() if f in _FIGURE_SOURCES}
         if not at:
             return None
         log.info("output.lender", columns={f: found[f] for f in at})
@@ -205,6 +313,8 @@ class Lending:
             groups.add(ORIGINATION_COLUMNS)
         if self._date_at is not None:
             groups.add(ORIGINATION_DATE_COLUMNS)
+        if self.revaluation is not None:
+            groups.add(REVALUATION_COLUMNS)
         return frozenset(groups)
 
     def batch(
@@ -224,11 +334,31 @@ class Lending:
         figures = [
             self.figures(v, b, o) for v, b, o in zip(valuations, balances, origins, strict=True)
         ]
+        nothing: list[Any] = [None] * count
+        began = nothing if self._date_at is None else dates(passthrough[self._date_at])
         if self._date_at is not None:
-            months = [months_since(d, self.as_of) for d in dates(passthrough[self._date_at])]
+            months = [months_since(d, self.as_of) for d in began]
             figures = [
                 dataclasses.replace(f, months_since_origination=m)
                 for f, m in zip(figures, months, strict=True)
+            ]
+        if self.revaluation is not None:
+            lasts = nothing if self._last_at is None else amounts(passthrough[self._last_at])
+            last_days = (
+                nothing if self._last_date_at is None else dates(passthrough[self._last_date_at])
+            )
+            figures = [
+                f
+                if v is None  # an answer that cannot be read: nothing to say
+                else dataclasses.replace(
+                    f,
+                    **self.revaluation.figures(
+                        v.figures.estimate, f.balance, (last, last_day), (origin, day)
+                    ),
+                )
+                for f, v, last, last_day, origin, day in zip(
+                    figures, valuations, lasts, last_days, origins, began, strict=True
+                )
             ]
         if self.portfolio is not None:
             for valuation, row in zip(valuations, figures, strict=True):
@@ -291,7 +421,10 @@ class Portfolio:
     """Totals over the valued rows with both a usable balance and an estimate above
     zero, added up row by row as the writer streams them (summary.json's `portfolio`)."""
 
-    def __init__(self, labels: Sequence[str]) -> None:
+    def __init__(self, labels: Sequence[str], policy: RevaluationPolicy | None = None) -> None:
+        self.policy = policy  # the revaluation policy, when the rows carry its figures
+        self.bases: Counter[str] = Counter()  # revaluation_basis -> loans
+        self.triggered = {name: _Sums() for name in (*TRIGGERS, "any")}
         self.rows = 0
         self.left_out = 0  # valued rows without a usable balance or estimate
         self.balance = 0.0
@@ -304,6 +437,8 @@ class Portfolio:
         self.months = 0  # their sum
 
     def add(self, valuation: Valuation | None, row: LenderFigures) -> None:
+        if row.revaluation_basis is not None:
+            self._add_triggers(row)
         if valuation is None or row.balance is None or row.indexed_ltv is None:
             self.left_out += 1
             return
@@ -332,7 +467,35 @@ class Portfolio:
         if row.model_changed:
             flags["model_changed"] += 1
 
+    def _add_triggers(self, row: LenderFigures) -> None:
+        """A loan's revaluation triggers: counted, with its balance (none: 0)."""
+        self.bases[str(row.revaluation_basis)] += 1
+        fired = [name for name in TRIGGERS if getattr(row, name)]
+        for name in [*fired, "any"] if fired else []:
+            sums = self.triggered[name]
+            sums.rows += 1
+            sums.balance += row.balance or 0.0
+
+    def revaluation_json(self) -> dict[str, Any] | None:
+        """summary.json's `portfolio.revaluation`: the policy, the loans by basis, and
+        the loans and balance each trigger flags (`any`: flagged by one or more)."""
+        if self.policy is None:
+            return None
+        return {
+            "policy": self.policy.to_json(),
+            "basis": {b: self.bases[b] for b in ("last_valuation", "origination")},
+            **{
+                name.removeprefix("trigger_"): {"loans": s.rows, "balance": round(s.balance, 2)}
+                for name, s in self.triggered.items()
+            },
+        }
+
     def to_json(self) -> dict[str, Any]:
+        totals = self._totals()
+        revaluation = self.revaluation_json()
+        return totals if revaluation is None else {**totals, "revaluation": revaluation}
+
+    def _totals(self) -> dict[str, Any]:
         return {
             "rows": self.rows,
             "rows_left_out": self.left_out,
@@ -356,3 +519,47 @@ class Portfolio:
             if self.aged
             else None,
         }
+
+
+REVALUATION_FIELDS: tuple[str, ...] = (
+    "revaluation_basis",
+    "fall_since_last_valuation",
+    "valuation_age_years",
+    *TRIGGERS,
+)
+
+
+def refresh_revaluation(
+    rows: pa.Table, revaluation: Revaluation, columns: Mapping[str, str]
+) -> pa.Table:
+    """`rows` of results.parquet with their revaluation columns made again as of
+    `revaluation.as_of`, from the rows' own estimate and lender columns (`columns`: lender
+    field -> the column holding it). A `--book` night's carried rows need it: a loan
+    valued on an earlier night turns five years old on a later one."""
+    if "revaluation_basis" not in rows.column_names or not rows.num_rows:
+        return rows
+    count = rows.num_rows
+    nothing: list[Any] = [None] * count
+
+    def read(field: str, how: Any) -> list[Any]:
+        name = columns.get(field)
+        return nothing if name is None or name not in rows.column_names else how(rows[name])
+
+    balances, estimates = read("loan_balance", amounts), rows["estimate"].to_pylist()
+    lasts, last_days = read("last_valuation", amounts), read("last_valuation_date", dates)
+    origins, began = read("origination_value", amounts), read("origination_date", dates)
+    made = [
+        {}
+        if estimate is None
+        else revaluation.figures(estimate, balance, (last, last_day), (origin, day))
+        for estimate, balance, last, last_day, origin, day in zip(
+            estimates, balances, lasts, last_days, origins, began, strict=True
+        )
+    ]
+    for name in REVALUATION_FIELDS:
+        at = rows.schema.get_field_index(name)
+        if at >= 0:
+            field = rows.schema.field(at)
+            values = pa.array([m.get(name) for m in made], field.type)
+            rows = rows.set_column(at, field, values)
+    return rows

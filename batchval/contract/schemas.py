@@ -16,8 +16,9 @@ checkpoint at ingest), then the fixed columns in the table's order. A pass-throu
 column whose name is also a fixed column's (compared case-insensitively, since SQL
 engines such as DuckDB fold case) is written as `<name>_input`; see
 `passthrough_columns`. `commentary` and `rebuild_cost` are there only when the run asked
-for them (`extras`), and the lender columns only when the input has a loan balance or an
-origination value (`contract/lender`): a column that could only be null is left out.
+for them (`extras`), and the lender columns only when the input has what they are made
+from (a loan balance, an origination value or date, a last valuation or its date:
+`contract/lender`): a column that could only be null is left out.
 
 Every field carries its one-line description in its Arrow metadata (`description`), so
 that `pq.read_schema(path)` documents the file it is read from. Timestamps are UTC
@@ -43,11 +44,17 @@ from batchval.contract.lender import (
     LTV_COLUMNS,
     ORIGINATION_COLUMNS,
     ORIGINATION_DATE_COLUMNS,
+    REVALUATION_COLUMNS,
 )
 from batchval.contract.records import ProblemRow, ValuedRow
 from batchval.engine.arrow import Column
 from batchval.input import layout
 
+# 8: the revaluation columns (revaluation_basis, fall_since_last_valuation,
+#    valuation_age_years, trigger_fall, trigger_age, trigger_large_loan_age) after
+#    model_changed, last, when the input has a last valuation or an origination
+#    value or date; `last_valuation` and `last_valuation_date` read as lender money and
+#    dates.
 # 7: `source_row` (each row's line in the input) after `row_number`; lender columns found
 #    by their names are passed through whether listed under `passthrough` or not, and
 #    personal columns are not by default. 6: a lender's money and dates read as numbers
@@ -57,7 +64,7 @@ from batchval.input import layout
 #    manifest in the file metadata. 3: pass-through columns keep their input types;
 #    commentary and rebuild_cost only when asked for. 2: problems gained valuation_id
 #    and answer.
-SCHEMA_VERSION = "7"
+SCHEMA_VERSION = "8"
 PASSTHROUGH_SUFFIX = "_input"
 
 _TIMESTAMP = pa.timestamp("ms", tz="UTC")
@@ -308,6 +315,49 @@ RESULT_TAIL: tuple[Column[ValuedRow], ...] = (
         pa.bool_(),
         "The run's valuations came from more than one model build (see model_version).",
         FLAG_COLUMNS,
+    ),
+    _lender(
+        "revaluation_basis",
+        _S,
+        "What the revaluation figures are measured from: `last_valuation` (the loan's last "
+        "valuation and its date), else `origination` (its origination value and date stand "
+        "in); null with neither.",
+        REVALUATION_COLUMNS,
+    ),
+    _lender(
+        "fall_since_last_valuation",
+        _F64,
+        "1 - estimate / the basis's value (0.12 is a 12 % fall; below 0 a rise); null "
+        "without a value above 0.",
+        REVALUATION_COLUMNS,
+    ),
+    _lender(
+        "valuation_age_years",
+        _F64,
+        "Years from the basis's date to the run's UTC date (days / 365.25); null without a "
+        "date, or for one after the run's.",
+        REVALUATION_COLUMNS,
+    ),
+    _lender(
+        "trigger_fall",
+        pa.bool_(),
+        "fall_since_last_valuation is above lender.revaluation.fall_share (0.10); null without it.",
+        REVALUATION_COLUMNS,
+    ),
+    _lender(
+        "trigger_age",
+        pa.bool_(),
+        "The basis's date is at least lender.revaluation.max_age_years (5) before the run's "
+        "date (its anniversary reached); null without a date.",
+        REVALUATION_COLUMNS,
+    ),
+    _lender(
+        "trigger_large_loan_age",
+        pa.bool_(),
+        "The balance is above lender.revaluation.large_loan_balance (2,600,000) and the "
+        "basis's date at least large_loan_max_age_years (3) before the run's date; null "
+        "without a balance, or a large loan without a date.",
+        REVALUATION_COLUMNS,
     ),
 )
 

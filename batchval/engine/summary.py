@@ -257,6 +257,7 @@ class RunSummary:
         lines.append(self.money.line())
         if self.portfolio is not None:
             lines.append(_portfolio_line(self.portfolio))
+            lines += _revaluation_line(self.portfolio)
         if self.book is not None:
             lines += _book_lines(self.book)
         lines += [line for line in [removed_line(self.removed)] if line]
@@ -287,6 +288,26 @@ def _portfolio_line(portfolio: Mapping[str, Any]) -> str:
         f"{line}; estimates {pounds(portfolio.get('sum_estimate'))}; "
         f"weighted LTV {percent('weighted_ltv')}, aggregate LTV {percent('aggregate_ltv')}"
     )
+
+
+def _revaluation_line(portfolio: Mapping[str, Any]) -> list[str]:
+    """The loans the revaluation policy flags, each trigger with their loan balance, and
+    what the figures were measured from."""
+    found = portfolio.get("revaluation")
+    if not isinstance(found, Mapping):
+        return []
+
+    def flagged(name: str) -> str:
+        sums = found.get(name) or {}
+        return f"{sums.get('loans', 0)} ({pounds(sums.get('balance'))})"
+
+    basis = found.get("basis") or {}
+    return [
+        f"revaluation triggers: fall {flagged('fall')}, age {flagged('age')}, large loan age "
+        f"{flagged('large_loan_age')}; any {flagged('any')}; measured from the last "
+        f"valuation for {basis.get('last_valuation', 0)}, from origination for "
+        f"{basis.get('origination', 0)}"
+    ]
 
 
 def pounds(amount: Any) -> str:

@@ -10,8 +10,9 @@ or none between the words: `Loan Balance`, `loanBalance`); else by the names len
 usually give it (`USUAL_NAMES`: `Current Balance`, `Outstanding Balance`, `Original
 Valuation`, `Completion Date`, `Loan Ref`, ...), the first of those the file has.
 
-`LenderOptions` (the config's `lender` section) holds the loan-to-value bands and the
-thresholds of two flags.
+`LenderOptions` (the config's `lender` section) holds the loan-to-value bands, the
+thresholds of two flags, and the revaluation policy (`RevaluationPolicy`: when a loan's
+last valuation is due again, docs/how-to/revaluation-triggers.md).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ LENDER_FIELDS: tuple[str, ...] = (
     "loan_balance",
     "origination_value",
     "origination_date",
+    "last_valuation",
+    "last_valuation_date",
     "loan_id",
 )
 
@@ -62,6 +65,29 @@ USUAL_NAMES: Mapping[str, tuple[str, ...]] = {
         "advance date",
         "completion",
     ),
+    "last_valuation": (
+        "last valuation",
+        "latest valuation",
+        "last valuation amount",
+        "latest valuation amount",
+        "last valuation value",
+        "latest valuation value",
+        "last property valuation",
+        "latest property valuation",
+        "most recent valuation",
+        "last revaluation",
+        "latest revaluation",
+    ),
+    "last_valuation_date": (
+        "last valuation date",
+        "latest valuation date",
+        "date of last valuation",
+        "date of latest valuation",
+        "last revaluation date",
+        "latest revaluation date",
+        "most recent valuation date",
+        "valuation date",
+    ),
     "loan_id": (
         "loan ref",
         "loan reference",
@@ -76,13 +102,13 @@ USUAL_NAMES: Mapping[str, tuple[str, ...]] = {
 }
 
 # The lender columns figures are made from (`contract/lender`).
-FIGURE_FIELDS: tuple[str, ...] = ("loan_balance", "origination_value")
+FIGURE_FIELDS: tuple[str, ...] = ("loan_balance", "origination_value", "last_valuation")
 # What each lender field holds, stated once: its money is read from text as money
 # (`input/lender_values`) and shown in pounds and pence by the xlsx export
 # (`tools/export`), its dates read day first and shown as UK dates. A new field goes in
 # one of these (a test holds every field of LENDER_FIELDS to exactly one).
-MONEY_FIELDS: tuple[str, ...] = ("loan_balance", "origination_value")
-DATE_FIELDS: tuple[str, ...] = ("origination_date",)
+MONEY_FIELDS: tuple[str, ...] = ("loan_balance", "origination_value", "last_valuation")
+DATE_FIELDS: tuple[str, ...] = ("origination_date", "last_valuation_date")
 ID_FIELDS: tuple[str, ...] = ("loan_id",)
 
 # Upper edges of the loan-to-value bands, in percent: 0-60, 60-75, ..., 95-100, over 100.
@@ -142,6 +168,44 @@ def find_lender_columns(names: Sequence[str], configured: Mapping[str, str]) -> 
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class RevaluationPolicy:
+    """The config's `lender.revaluation`: when a loan's last valuation is due again.
+
+    The defaults follow the PRA's Basel 3.1 rule for exposures under the standardised
+    approach (CRR Article 124D(5), docs/how-to/revaluation-triggers.md): a fall of more
+    than 10 % since the last valuation, five years since it, three for a large loan;
+    `large_loan_balance` is where the lender sets "large" (the rule's £2.6 m, or 5 % of
+    its own funds when that is less).
+
+    fall_share: `trigger_fall` when 1 - estimate / last valuation is above it.
+    max_age_years: `trigger_age` when the last valuation is at least this many years old.
+    large_loan_balance: a balance above it makes a loan large.
+    large_loan_max_age_years: `trigger_large_loan_age` when a large loan's last valuation
+        is at least this many years old.
+    """
+
+    fall_share: float = 0.10
+    max_age_years: float = 5
+    large_loan_balance: float = 2_600_000
+    large_loan_max_age_years: float = 3
+
+    def __post_init__(self) -> None:
+        for name in ("fall_share", "max_age_years", "large_loan_balance"):
+            _positive(getattr(self, name), f"lender.revaluation.{name}")
+        _positive(self.large_loan_max_age_years, "lender.revaluation.large_loan_max_age_years")
+        if self.fall_share >= 1:
+            raise ValueError("lender.revaluation.fall_share must be below 1 (0.10 is 10 %)")
+
+    def to_json(self) -> dict[str, float]:
+        return dataclasses.asdict(self)
+
+
+def _positive(value: object, where: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"{where} must be a number above 0")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class LenderOptions:
     """The config's `lender` section.
 
@@ -151,11 +215,13 @@ class LenderOptions:
     wide_range: `wide_range` is set when (range_high - range_low) / estimate is above it.
     stale_after_months: `stale_index` is set when `indexedTo` is more than this many
         calendar months before the month of the run (6: two quarters).
+    revaluation: when a loan's last valuation is due again (`RevaluationPolicy`).
     """
 
     ltv_bands: tuple[float, ...] = DEFAULT_LTV_BANDS
     wide_range: float = 0.3
     stale_after_months: int = 6
+    revaluation: RevaluationPolicy = RevaluationPolicy()
 
     def __post_init__(self) -> None:
         edges = tuple(self.ltv_bands)
@@ -184,6 +250,7 @@ class LenderOptions:
             "ltv_bands": list(self.ltv_bands),
             "wide_range": self.wide_range,
             "stale_after_months": self.stale_after_months,
+            "revaluation": self.revaluation.to_json(),
         }
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from batchval.contract.lender import amounts
+from batchval.contract.lender import TRIGGERS, amounts
 from batchval.engine.files import write_text_atomic
 from batchval.engine.names import DRY_RUN_NAME, LOG_NAME, PROBLEMS_NAME, RESULTS_NAME
 from batchval.engine.summary import SUMMARY_NAME
@@ -68,6 +68,10 @@ RESULT_COLUMNS = (
     "previous_estimate",  # a --book run's: what a revalued loan's book entry held
     "previous_valued_at",
     *FLAGS,
+    "revaluation_basis",
+    "fall_since_last_valuation",
+    "valuation_age_years",
+    *TRIGGERS,
 )
 PROBLEM_COLUMNS = (
     "row_number",
@@ -125,6 +129,7 @@ def _run_page(
             report_lender.ltv_bands(valued, summary),
             report_lender.movements(valued, columns),
             report_lender.loans_to_look_at(valued, columns),
+            report_lender.revaluation_triggers(valued, summary, columns),
         ]
     sections.append(_problems(problems, columns))
     if valued is not None:

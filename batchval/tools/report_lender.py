@@ -22,10 +22,10 @@ from typing import Any
 
 import polars as pl
 
-from batchval.contract.lender import amounts
+from batchval.contract.lender import TRIGGERS, amounts
 from batchval.contract.places import NAMES_SOURCE, authority_name
 from batchval.contract.schemas import PROBLEM_COLUMNS, RESULT_COLUMNS
-from batchval.input.lender import LenderColumnError, find_lender_columns
+from batchval.input.lender import LenderColumnError, RevaluationPolicy, find_lender_columns
 from batchval.tools import charts
 from batchval.tools.report_page import Section, cards, e, money, percent, table, when
 
@@ -423,3 +423,90 @@ def _since_last(valued: pl.DataFrame, columns: LenderColumns) -> str:
             ],
         )
     return body
+
+
+_TRIGGER_TITLES = {
+    "trigger_fall": "Fallen more than {fall} since the last valuation",
+    "trigger_age": "Last valued {age} years ago or more",
+    "trigger_large_loan_age": "Loans over {large} last valued {large_age} years ago or more",
+}
+
+
+def revaluation_triggers(
+    valued: pl.DataFrame, summary: Mapping[str, Any], columns: LenderColumns
+) -> Section | None:
+    """The loans the revaluation policy flags, each trigger's loans named, in words that
+    claim no more than the figures hold."""
+    if "revaluation_basis" not in valued.columns:
+        return None
+    portfolio = summary.get("portfolio") or {}
+    found = portfolio.get("revaluation") if isinstance(portfolio, Mapping) else None
+    policy = RevaluationPolicy(**(found or {}).get("policy", {}))
+    words = {
+        "fall": percent(policy.fall_share, 0),
+        "age": f"{policy.max_age_years:g}",
+        "large": money(policy.large_loan_balance),
+        "large_age": f"{policy.large_loan_max_age_years:g}",
+    }
+    body = (
+        "<p>For the lender's own revaluation process (the PRA's Basel 3.1 monitoring of "
+        "exposures under the standardised approach, CRR Article 124D(5)): a loan is flagged "
+        f"when its estimate is more than {e(words['fall'])} below its last valuation, when "
+        f"that valuation is {e(words['age'])} years old or more, and when a loan over "
+        f"{e(words['large'])} was last valued {e(words['large_age'])} years ago or more. The "
+        "flags are one input to the lender's own estimate: an automated estimate is not a "
+        "qualifying valuation, balance over estimate is not the regulatory LTV, and one "
+        "home's estimate is evidence of a market-wide fall, not proof of it.</p>"
+    )
+    basis = valued.get_column("revaluation_basis")
+    standing_in = int((basis == "origination").sum())
+    flags = {name: valued.get_column(name).fill_null(False) for name in TRIGGERS}
+    figures: list[tuple[str, Any]] = []
+    for name, flag in flags.items():
+        chosen = valued.filter(flag)
+        said = _TRIGGER_TITLES[name].format(**words).lower()
+        count = f"{chosen.height:,}"
+        if BALANCE in valued.columns:
+            count += f" ({money(chosen.get_column(BALANCE).sum())})"
+        figures.append((said, count))
+    body += cards(figures)
+    if standing_in:
+        body += (
+            f"<p class='note'>{standing_in:,} loans have no last valuation in the input: "
+            "their origination value and date stand in (results.parquet's "
+            "<code>revaluation_basis</code> is <code>origination</code>). Map the columns "
+            "<code>last_valuation</code> and <code>last_valuation_date</code> under "
+            "<code>input.columns</code> if the input holds them under other names.</p>"
+        )
+    named = _named_headers(valued, columns)
+    for name, flag in flags.items():
+        chosen = valued.filter(flag)
+        body += f"<h3>{e(_TRIGGER_TITLES[name].format(**words))}</h3>"
+        if chosen.height == 0:
+            body += "<p>None.</p>"
+            continue
+        order = "fall_since_last_valuation" if name == "trigger_fall" else "valuation_age_years"
+        shown = chosen.sort(order, descending=True, nulls_last=True).head(LOANS_LISTED)
+        body += table(
+            [*named, "loan balance", "estimate", "fall since", "years since", "measured from"],
+            [
+                [
+                    *_named(r, columns),
+                    money(r.get(BALANCE)),
+                    money(r["estimate"]),
+                    percent(r.get("fall_since_last_valuation")),
+                    _years(r.get("valuation_age_years")),
+                    _BASES.get(r.get("revaluation_basis") or "", "–"),
+                ]
+                for r in shown.iter_rows(named=True)
+            ],
+        )
+        body += _more(chosen.height - shown.height, f"flagged loans, by {order}", name)
+    return Section("Revaluation triggers", body)
+
+
+_BASES = {"last_valuation": "last valuation", "origination": "origination"}
+
+
+def _years(value: Any) -> str:
+    return "–" if value is None else f"{float(value):.1f}"

@@ -66,7 +66,7 @@ FRACTION = "0.00"  # other numbers
 # no zones: an instant is its UTC wall time, and its column's header says so (`UTC`).
 DATE, DATE_TIME, TIME = "dd/mm/yyyy", "dd/mm/yyyy hh:mm", "hh:mm:ss"
 UTC_HEADER = "{name} (UTC)"
-SHARE_WORDS = frozenset({"coverage", "share", "ltv", "change"})
+SHARE_WORDS = frozenset({"coverage", "share", "ltv", "change", "fall"})
 MONEY_WORDS = frozenset(
     {
         "estimate",

@@ -21,7 +21,7 @@ import dataclasses
 import datetime as dt
 import io
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +156,7 @@ def carry_into_results(
     passthrough: pa.Table,
     *,
     valued: Sequence[tuple[int, str, str]] | None = None,
+    refresh: Callable[[pa.Table], pa.Table] | None = None,
 ) -> int:
     """Complete a --book night's results.parquet, rewritten atomically once: a row for
     each input row not valued tonight whose identity has a book entry, `source = book`;
@@ -164,8 +165,11 @@ def carry_into_results(
     how many rows were carried.
 
     `unsent` is (row number, identity) in row order; `passthrough` is tonight's
-    pass-through values with their `row_number` first."""
+    pass-through values with their `row_number` first. `refresh` makes the carried rows'
+    figures that depend on tonight (their revaluation triggers) again."""
     carried = _carried(pq.read_schema(results), book, unsent, passthrough)
+    if carried is not None and refresh is not None:
+        carried = refresh(carried)
     if carried is None and valued is None:
         return 0
     table = pq.read_table(results)

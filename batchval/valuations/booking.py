@@ -32,15 +32,17 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import structlog
 
 from batchval.api.vocabulary import DAILY_PAID_CALLS, VALUATION_CREDITS
+from batchval.contract.lender import TRIGGERS, Revaluation, refresh_revaluation
 from batchval.engine.place import refusal_of
 from batchval.engine.versioned import VersionedFile, versioned_file
 from batchval.input.lender import LenderColumnError, find_lender_columns
@@ -282,12 +284,14 @@ class BookRun:
             return {"path": self.file.location, "written": False}
         valued = self._store.valued_rows()
         # Before the book is replaced: what each loan revalued tonight had before, too.
+        passthrough = passthrough_table(self._checkpoint)
         carried = carry_into_results(
             results,
             old,
             self._store.unsent_rows(),
-            passthrough_table(self._checkpoint),
+            passthrough,
             valued=valued,
+            refresh=self._refresh(passthrough.column_names[1:]),
         )
         try:
             entries = write_book(
@@ -332,6 +336,16 @@ class BookRun:
             **self._forecast(now, sum(sources.values())),
             "portfolio": _portfolio(picture),
         }
+
+    def _refresh(self, names: Sequence[str]) -> Callable[[pa.Table], pa.Table] | None:
+        """How carried rows get tonight's revaluation triggers: their loans' figures as of
+        tonight, by the run's policy (`contract/lender.refresh_revaluation`)."""
+        try:
+            found = find_lender_columns(names, self.settings.input.columns)
+        except LenderColumnError:  # refused when the input was read; nothing to make
+            return None
+        revaluation = Revaluation(self.settings.lender.revaluation, self._now().date())
+        return lambda rows: refresh_revaluation(rows, revaluation, found)
 
     def _forecast(self, now: dt.datetime, loans: int) -> dict[str, Any]:
         """When every row will have been valued at this budget, and whether the budget
@@ -378,13 +392,15 @@ def _portfolio(picture: pa.Table) -> dict[str, Any] | None:
     ]
     balance = sum(ltv * estimate for ltv, estimate in pairs)
     estimates = sum(estimate for _, estimate in pairs)
-    return {
+    totals: dict[str, Any] = {
         "rows": len(pairs),
         "sum_balance": round(balance, 2),
         "sum_estimate": estimates,
         "weighted_ltv": sum(ltv * ltv * e for ltv, e in pairs) / balance if balance else None,
         "aggregate_ltv": balance / estimates if estimates else None,
     }
+    triggers = _triggers(picture)
+    return totals if triggers is None else {**totals, "revaluation": triggers}
 
 
 def _rank(
@@ -409,3 +425,30 @@ def _rank(
 
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _triggers(picture: pa.Table) -> dict[str, Any] | None:
+    """The whole picture's revaluation triggers, carried rows with tonight's: the loans
+    each flags and their balance (indexed_ltv x estimate), as `portfolio.revaluation`."""
+    if "revaluation_basis" not in picture.column_names:
+        return None
+    frame = pl.from_arrow(
+        picture.select(["revaluation_basis", "indexed_ltv", "estimate", *TRIGGERS])
+    )
+    assert isinstance(frame, pl.DataFrame)
+    balance = (pl.col("indexed_ltv") * pl.col("estimate")).fill_null(0)
+    found: dict[str, Any] = {
+        "basis": {
+            b: int((frame.get_column("revaluation_basis") == b).sum())
+            for b in ("last_valuation", "origination")
+        }
+    }
+    fired = {name: pl.col(name).fill_null(False) for name in TRIGGERS}
+    fired["any"] = pl.any_horizontal(*fired.values())
+    for name, flag in fired.items():
+        chosen = frame.filter(flag)
+        found[name.removeprefix("trigger_")] = {
+            "loans": chosen.height,
+            "balance": round(float(chosen.select(balance.sum()).item()), 2),
+        }
+    return found
