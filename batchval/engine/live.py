@@ -66,7 +66,7 @@ def insist_on_live(api: ApiSettings | None, *, dry: bool = False) -> None:
     if dry:
         return
     scope = anyio.run(token_scope, api)
-    log.info("engine.live.token", scope=scope)
+    log.debug("engine.live.token", scope=scope)
     if scope == TEST_SCOPE:
         raise RunRefusedError(
             StopReason.REFUSED,
