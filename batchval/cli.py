@@ -21,6 +21,7 @@ import click
 
 from batchval import logs
 from batchval.engine.invocation import defect_line
+from batchval.engine.live import live_option
 from batchval.logs import Redactor
 from batchval.outcome import ExitCode, RunRefusedError, SettingsError
 from batchval.sandbox.options import FaultsApart, sandbox_options
@@ -316,6 +317,7 @@ def sandbox(
     help="Prometheus text for node_exporter's textfile collector (every run.metrics_seconds).",
 )
 @book_options
+@live_option
 def run(
     input_path: str,
     out_dir: str,
@@ -332,6 +334,7 @@ def run(
     wait_for_midnight: bool,
     metrics_file: Path | None,
     log_json: bool,
+    live: bool,
     **book: Any,
 ) -> None:
     """Value every row of INPUT (CSV, Parquet or an Excel workbook; a path or an s3:// URL)
@@ -349,6 +352,7 @@ def run(
         encoding=encoding,
         sheet=sheet,
         header_row=header_row,
+        live=live,
     )
     if wait_for_midnight:
         settings = dataclasses.replace(
@@ -586,6 +590,7 @@ def _export(local: Path, fmt: str, nested: str, to_dir: Path | None) -> Export:
 @MAX_CREDITS
 @DRY_RUN
 @concurrency_option("requests")
+@live_option
 def streets(
     input_path: str,
     out_dir: str,
@@ -598,6 +603,7 @@ def streets(
     max_credits: int | None,
     dry_run: bool,
     concurrency: int | None,
+    live: bool,
 ) -> None:
     """Street analysis of every distinct postcode of INPUT (a path or an s3:// URL) into DIR
     (30 days free repeat)."""
@@ -611,6 +617,7 @@ def streets(
         encoding=encoding,
         sheet=sheet,
         header_row=header_row,
+        live=live,
     )
     with _input_and_place(input_path, out_dir, settings, dry_run=dry_run) as (source, place):
         request = StreetsRequest(
@@ -636,14 +643,15 @@ def streets(
 @click.argument("out_dir", metavar="DIR")
 @config_option("YAML config: api, run settings (as for run).")
 @concurrency_option("reads")
-def verify(out_dir: str, config_file: Path | None, concurrency: int | None) -> None:
+@live_option
+def verify(out_dir: str, config_file: Path | None, concurrency: int | None, live: bool) -> None:
     """Read back every valuation of DIR's results (DIR a path or an s3:// URL) by id (free)
     and compare; exit 0 when all agree, 1 on a difference (DIR/verify.parquet), 75, 77 or
     64 as run does."""
     from batchval.engine.place import place_of
     from batchval.verify.runner import verify_dir
 
-    settings, json_lines = _configured(config_file, concurrency=concurrency)
+    settings, json_lines = _configured(config_file, concurrency=concurrency, live=live)
     with (
         _refusals(),
         place_of(out_dir, settings.storage.env(os.environ), outputs=True) as place,

@@ -51,7 +51,8 @@ _CODES: Mapping[ExitCode, tuple[str, str]] = {
         "a person looks at the differences",
     ),
     ExitCode.USAGE: (
-        "bad command line or config, DIR holds a different run, or the API's address is wrong",
+        "bad command line or config, DIR holds a different run, the API's address is wrong, "
+        "or `--live` without a live API",
         "a person fixes the call",
     ),
     ExitCode.INPUT: (
@@ -157,7 +158,8 @@ _WHEN: Mapping[StopReason, str] = {
     StopReason.REFUSED: (
         "the command line or config does not fit: DIR holds a run of another input, "
         "settings or run id, or a checkpoint of a newer batchval; or `input.passthrough` "
-        "lists a column the input does not have"
+        "lists a column the input does not have; or `--live` (`run.live`) with no API "
+        "configured or with test credentials (nothing is sent)"
     ),
     StopReason.INTERNAL_ERROR: (
         "a defect of batchval's (a checkpoint that cannot be read, a key the API says was "

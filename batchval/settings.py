@@ -114,6 +114,9 @@ class RunOptions:
     row_id: str | None = None
     fresh_for_days: float = 30.0
     max_calls: int | None = None
+    # Refuse (64) before anything is sent unless a live API is configured: no embedded
+    # sandbox, no token of the test scope (engine/live).
+    live: bool = False
     # Test seam: added to the wall clock (`now`) when deciding whether midnight UTC has
     # passed, as BATCHVAL_CLOCK_OFFSET_SECONDS.
     clock_offset_seconds: float = 0.0
@@ -155,6 +158,11 @@ RUN_KEYS: tuple[Key, ...] = (
     Key("row_id", "with a book: the column that names a row; default the request (`--row-id`)"),
     Key("fresh_for_days", "with a book: days a valuation stays fresh (`--fresh-for`)"),
     Key("max_calls", "with a book: the most valuations a night asks for (`--max-calls`)"),
+    Key(
+        "live",
+        "`run`, `streets`, `verify`: refuse (64) before sending unless a live API is "
+        "configured: not the embedded sandbox, not test credentials (`--live`)",
+    ),
 )
 
 # The config's `input` section; `--encoding` and `--sheet` win over its own.
@@ -577,10 +585,12 @@ def load_settings(
     encoding: str | None = None,
     sheet: str | None = None,
     header_row: int | None = None,
+    live: bool = False,
 ) -> Settings:
     """Settings for `run`, `streets`, `check`, `split` and `--dry-run`; raises
     SettingsError (exit 64). `encoding`, `sheet` and `header_row` (--encoding, --sheet,
-    --header-row) win over the config's input section."""
+    --header-row) win over the config's input section; `live` (--live) can only turn
+    `run.live` on."""
     config = _read_config(config_file)
     run = _section(config, "run")
     _reject_unknown(run, {key.name for key in RUN_KEYS}, "run")
@@ -593,6 +603,10 @@ def load_settings(
     if given and run.get("book") is None and given.get("book") is None:
         raise SettingsError("--row-id, --fresh-for and --max-calls go with --book PATH")
     run.update(given)
+    if live:
+        run["live"] = True
+    if not isinstance(run.get("live", False), bool):
+        raise SettingsError("run.live must be true or false")
     try:  # read by the embedded sandbox as a run starts: refused here, before anything
         figures_moment(env.get(FIGURES_MONTH_VARIABLE) or None)
     except ValueError as exc:
@@ -630,6 +644,7 @@ def load_settings(
         row_id=row_id,
         fresh_for_days=number("fresh_for_days", 0),
         max_calls=None if calls is None else int(number("max_calls", 0)),
+        live=run.get("live", default.live),
         clock_offset_seconds=clock_offset,
     )
     return Settings(

@@ -1,6 +1,6 @@
-"""The crontab line of docs/how-to/cron.md, run as cron would run it: its exact command
-through /bin/sh with cron's bare environment, the paths swapped for a test's and the API for
-the sandbox."""
+"""The crontab line of docs/how-to/cron.md, run as cron would run it: its exact command (the
+nightly script, examples/cron/nightly.sh) through /bin/sh with cron's bare environment, the
+paths swapped for a test's and the API for the sandbox's live-like account."""
 
 from __future__ import annotations
 
@@ -18,7 +18,9 @@ from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
 
 PAGE = ROOT / "docs" / "how-to" / "cron.md"
-PROJECT_BATCHVAL = "/opt/batchval/.venv/bin/batchval"
+PROJECT = "/opt/batchval"
+PROJECT_BATCHVAL = PROJECT + "/.venv/bin/batchval"
+SCRIPT = "/examples/cron/nightly.sh"
 WORK = "/srv/valuations"
 CONFIG = "/etc/batchval/live.yaml"
 _ENTRY = re.compile(r"^(\S+\s+){5}(?P<command>.+)$")
@@ -58,11 +60,11 @@ def nightly_command() -> tuple[dict[str, str], str]:
 def as_cron_runs_it(tmp_path: Path, served: RunningSandbox, **run: object) -> list[str]:
     """/bin/sh -c and the command with the page's paths swapped for this test's."""
     _, command = nightly_command()
-    assert command.split(" && ")[1].startswith(PROJECT_BATCHVAL + " run "), command
+    assert command.split(" && ")[1].startswith(PROJECT + SCRIPT + " loans.parquet "), command
     work = tmp_path / "srv"
     (work / "log").mkdir(parents=True)
-    book = portfolio(tmp_path / "book.csv", 6)
-    pl.read_csv(book).write_parquet(work / "book.parquet")
+    loans = portfolio(tmp_path / "loans.csv", 6)
+    pl.read_csv(loans).write_parquet(work / "loans.parquet")
     settings: dict[str, object] = {
         "api": {
             "base_url": served.base_url,
@@ -77,9 +79,7 @@ def as_cron_runs_it(tmp_path: Path, served: RunningSandbox, **run: object) -> li
     config.write_text(yaml.safe_dump(settings))
     config.chmod(0o600)
     swapped = (
-        command.replace(PROJECT_BATCHVAL, BATCHVAL)
-        .replace(WORK, str(work))
-        .replace(CONFIG, str(config))
+        command.replace(PROJECT, str(ROOT)).replace(WORK, str(work)).replace(CONFIG, str(config))
     )
     for path in ("/opt/", "/srv/", "/etc/"):
         assert path not in swapped, f"a path of the page was not swapped: {swapped}"
@@ -95,34 +95,53 @@ def cron_env(tmp_path: Path) -> dict[str, str]:
         "HOME": str(tmp_path),
         "SHELL": "/bin/sh",
         "LOGNAME": "batchval",
-        **variables,
+        **{name: value.replace(PROJECT_BATCHVAL, BATCHVAL) for name, value in variables.items()},
     }
 
 
 def test_the_page_s_crontab_is_what_the_test_runs() -> None:
-    """The page's entries call the project's batchval by absolute path, log to a file,
-    say CRON_TZ=UTC, and take no flock wrapper (the run's DIR lock covers two starts)."""
+    """The page's entries call the project's nightly script by absolute path, with the
+    project's batchval by absolute path, log to a file, say CRON_TZ=UTC, and take no flock
+    wrapper (the run's DIR lock covers two starts)."""
     variables, command = nightly_command()
-    assert variables == {"CRON_TZ": "UTC"}
+    assert variables == {"CRON_TZ": "UTC", "BATCHVAL": PROJECT_BATCHVAL}
     assert PROJECT_BATCHVAL.startswith("/")
-    assert PROJECT_BATCHVAL in command
+    assert PROJECT + SCRIPT + " " in command
     assert "flock" not in command
     assert re.search(r">> log/.+\.log 2>&1$", command), command
 
 
+def test_the_script_runs_the_book_live_and_reports() -> None:
+    """The recipe: a night's own directory, the book, --live, then the night's report;
+    the page shows the script itself (a snippet of the file)."""
+    script = (ROOT / SCRIPT.lstrip("/")).read_text(encoding="utf-8")
+    assert re.search(
+        r'^"\$BATCHVAL" run "\$INPUT" --out "\$OUT" --book "\$BOOK" --row-id "\$ROW_ID" --live',
+        script,
+        re.MULTILINE,
+    )
+    assert re.search(r'^\s+"\$BATCHVAL" report "\$OUT"$', script, re.MULTILINE)
+    assert (ROOT / SCRIPT.lstrip("/")).stat().st_mode & 0o111, "cron runs it by its path"
+    assert f'--8<-- "{SCRIPT.lstrip("/")}"' in PAGE.read_text(encoding="utf-8")
+
+
 @pytest.mark.slow
 def test_the_crontab_command_values_the_book(served: RunningSandbox, tmp_path: Path) -> None:
-    """The exact command exits 0 under cron's environment and writes results and a log."""
+    """The exact command exits 0 under cron's environment (live credentials, so --live
+    lets it through) and writes the night's results, the book, the report and a log."""
     argv = as_cron_runs_it(tmp_path, served)
     done = subprocess.run(argv, env=cron_env(tmp_path), cwd=tmp_path, timeout=120, check=False)
     assert done.returncode == 0
-    (out,) = (tmp_path / "srv" / "runs").iterdir()
+    (out,) = (tmp_path / "srv" / "nights").iterdir()
     assert re.fullmatch(r"\d{4}-\d{2}-\d{2}", out.name), out.name
     assert pl.read_parquet(out / "results.parquet").height == 6
+    assert pl.read_parquet(tmp_path / "srv" / "book.parquet").height == 6
+    assert (out / "report.html").is_file()
     (logged,) = (tmp_path / "srv" / "log").iterdir()
-    assert logged.name == f"batchval-{out.name}.log"
+    assert logged.name == f"nightly-{out.name}.log"
     text = logged.read_text()
     assert f"run day-{out.name} (live mode): complete" in text
+    assert f"wrote nights/{out.name}/report.html" in text
     assert '"event": "run.ingest.batch"' in text
     assert served.sandbox.ledger.credits_charged(LIVE.client_id) == 60
 
@@ -135,7 +154,7 @@ def test_two_starts_at_once_one_runs_one_exits_75(served: RunningSandbox, tmp_pa
     served.sandbox.set_faults(Faults(latency_ms=2000))  # one worker: about 12 s of calls
     argv = as_cron_runs_it(tmp_path, served, concurrency=1)
     env = cron_env(tmp_path)
-    runs = tmp_path / "srv" / "runs"
+    runs = tmp_path / "srv" / "nights"
     with subprocess.Popen(argv, env=env, cwd=tmp_path) as first:
         deadline = time.monotonic() + 60
         while not list(runs.glob("*/checkpoint.sqlite")) and time.monotonic() < deadline:

@@ -62,6 +62,10 @@ AREA_INSIGHTS_MEMBERS: tuple[str, ...] = (
     "overview",
 )
 
+# The token scopes (section 5): live calls, charged; test mode, fake figures, never charged.
+LIVE_SCOPE = "partners:read"
+TEST_SCOPE = "partners:test"
+
 # What the API charges and allows (docs/api.md, sections 2 and 6).
 VALUATION_CREDITS = 10  # a valuation, with or without extras; 1 credit = 1p
 DAILY_PAID_CALLS = 5_000  # paid calls a day per account, by default

@@ -34,6 +34,7 @@ from batchval.engine.command import (
 )
 from batchval.engine.derived import removed_line
 from batchval.engine.invocation import NotedSignals
+from batchval.engine.live import insist_on_live
 from batchval.engine.names import CHARGES_NAME, PROBLEMS_NAME
 from batchval.engine.place import Place
 from batchval.engine.sending import Sending, SendOutcome
@@ -158,6 +159,8 @@ class Streets:
     def run(self) -> StreetsSummary | DryRunSummary:
         """One invocation; returns its summary (also written to DIR/summary.json).
         Raises RunRefusedError when it ends before sending."""
+        if self.settings.run.live:  # before DIR is taken: nothing sent or written
+            insist_on_live(self.settings.api, dry=self.request.dry_run)
         with self.signals:
             return invoke(self, self.request.place)
 

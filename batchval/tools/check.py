@@ -55,7 +55,7 @@ from batchval.api.errors import (
     read_no_answer,
 )
 from batchval.api.network import Reach
-from batchval.api.vocabulary import VALUATION_CREDITS
+from batchval.api.vocabulary import LIVE_SCOPE, TEST_SCOPE, VALUATION_CREDITS
 from batchval.engine.midnight import resume_after_daily_limit
 from batchval.input import InputError, open_input
 from batchval.input.personal import left_out_line
@@ -264,12 +264,12 @@ def _mode_and_balance(api: ApiSettings, token: AccessToken, embedded: bool) -> l
     shows only on a valuation, the balance only in a paid answer's charge)."""
     if embedded:
         mode = "test: the embedded sandbox, with the shared test credential"
-    elif token.scope == "partners:test":
+    elif token.scope == TEST_SCOPE:
         mode = (
             "test: the token answer's scope is partners:test (a field the API's description "
             "does not show, so a hint); a run's first answer confirms it"
         )
-    elif token.scope == "partners:read":
+    elif token.scope == LIVE_SCOPE:
         mode = (
             "live: the token answer's scope is partners:read (a field the API's description "
             f"does not show, so a hint); each valuation costs {VALUATION_CREDITS} credits"

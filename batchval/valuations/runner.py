@@ -31,6 +31,7 @@ from batchval.engine.command import EmbeddedApi, Lines, chosen_api, file_fingerp
 from batchval.engine.files import write_json_atomic
 from batchval.engine.invocation import NotedSignals
 from batchval.engine.keys import daily_run_id
+from batchval.engine.live import insist_on_live
 from batchval.engine.names import (
     CHARGES_NAME,
     DRY_RUN_PROBLEMS_NAME,
@@ -105,6 +106,8 @@ class Runner:
         self._started = time.monotonic()
         with self.signals:
             try:
+                if self.settings.run.live:  # before DIR is taken: nothing sent or written
+                    insist_on_live(self.settings.api, dry=self.request.dry_run)
                 summary = invoke(self, self.request.place)
             except RunRefusedError as exc:
                 # dir_locked: the file is the holder's to write.

@@ -38,6 +38,7 @@ from batchval.api.models import Valuation
 from batchval.engine.files import write_table_atomic
 from batchval.engine.invocation import NotedSignals, locked_dir
 from batchval.engine.job import Settled, charge_of
+from batchval.engine.live import insist_on_live
 from batchval.engine.names import LOG_NAME, RESULTS_NAME, VERIFY_NAME
 from batchval.engine.place import Place
 from batchval.engine.reading import ReadApi, ReadJob
@@ -145,6 +146,8 @@ def verify_dir(
     """Verify DIR; raises RunRefusedError when it ends before reading (64, 75, 70). At a
     URL (`place`, whose local directory is `out_dir`), the run's database is kept there as
     it commits (the stops verify keeps), and verify reads only while it holds the run."""
+    if settings.run.live:  # before DIR is taken: nothing read
+        insist_on_live(settings.api)
     if not (out_dir / RESULTS_NAME).is_file():
         raise RunRefusedError(
             StopReason.REFUSED,

@@ -1,0 +1,94 @@
+"""`--live` (`run.live`): a production job never falls back to test mode.
+
+`run`, `streets` and `verify` call `insist_on_live` before they take their DIR, so that a
+refusal sends nothing, charges nothing and writes nothing but the one line on stderr
+(a `RunRefusedError`, `refused`, 64). Live means an API is configured (not the embedded
+sandbox, which is test mode) whose token is not of the test scope (docs/api.md, section 5:
+`partners:test` is test mode, fake figures, never charged). The token is fetched once
+for that; a token fetch is free and is no call.
+
+The scope is a field the API's description does not show in the token answer (the
+sandbox names it), so it can only refuse: a token answer that names no scope is let
+through, and the answers' `mode` is then the only word on it (summary.json's `mode`). A
+token URL that fails (refused credentials, an outage) refuses nothing either: the run
+meets the same failure and stops with its own reason and code, as without `--live`.
+
+A dry run sends nothing and promises no network, so under `--live` it refuses only the
+missing API; `batchval check` says what the token's scope is.
+
+The option is declared here, once, for the three commands (as valuations/book_options
+declares run's book options): cli.py stays at its size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import anyio
+import click
+import structlog
+
+from batchval.api.auth import Credentials
+from batchval.api.client import PartnerClient
+from batchval.api.errors import PartnerError
+from batchval.api.vocabulary import TEST_SCOPE
+from batchval.outcome import RunRefusedError, StopReason
+from batchval.settings import ApiSettings
+
+log = structlog.get_logger()
+
+TOKEN_TIMEOUT_SECONDS = 10.0  # one token request: a preflight, not a run's patience
+
+NO_API = (
+    "--live (run.live): no API is configured (the config's api section, or "
+    "BATCHVAL_BASE_URL, BATCHVAL_AUTH_URL, BATCHVAL_CLIENT_ID and BATCHVAL_CLIENT_SECRET); "
+    "the embedded sandbox is test mode. Nothing was sent"
+)
+
+_Command = TypeVar("_Command", bound=Callable[..., Any])
+
+
+def live_option(command: _Command) -> _Command:
+    """`--live`, the same on `run`, `streets` and `verify` (the config's `run.live`)."""
+    return click.option(
+        "--live",
+        is_flag=True,
+        help="Refuse (64) unless a live API is configured: no sandbox, no test credentials.",
+    )(command)
+
+
+def insist_on_live(api: ApiSettings | None, *, dry: bool = False) -> None:
+    """Under `--live`: a `RunRefusedError` (64) unless `api` is a live API. `dry`: a dry run,
+    which fetches no token (it promises no network) and so refuses only a missing API."""
+    if api is None:
+        raise RunRefusedError(StopReason.REFUSED, NO_API)
+    if dry:
+        return
+    scope = anyio.run(token_scope, api)
+    log.debug("engine.live.token", scope=scope)
+    if scope == TEST_SCOPE:
+        raise RunRefusedError(
+            StopReason.REFUSED,
+            f"--live (run.live): client id {api.client_id!r} has test credentials (its "
+            f"token's scope is {TEST_SCOPE}: test mode, fake figures); give the live client "
+            "id and secret, or leave out --live for a trial. Nothing was sent",
+        )
+
+
+async def token_scope(api: ApiSettings) -> str | None:
+    """The scope `api`'s token answer names (None: none named, or no token came: the run
+    meets that failure itself)."""
+    async with PartnerClient(
+        base_url=api.base_url,
+        auth_url=api.auth_url,
+        credentials=Credentials(api.client_id, api.client_secret),
+        timeout=TOKEN_TIMEOUT_SECONDS,
+        max_connections=1,
+    ) as client:
+        try:
+            token = await client.tokens.token()
+        except PartnerError as exc:
+            log.info("engine.live.token_failed", error=str(exc))
+            return None
+    return token.scope

@@ -1,0 +1,176 @@
+"""`--live` and `run.live` (engine/live): `run`, `streets` and `verify` refuse with 64 before
+anything is sent unless a live API is configured; in-process, against the served sandbox
+where credentials are needed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from support import LIVE, TEST, env_for, portfolio, run_in_process
+
+from batchval.api import Credentials
+from batchval.engine import live
+from batchval.outcome import ExitCode, RunRefusedError
+from batchval.sandbox.server import RunningSandbox
+from batchval.settings import ApiSettings, load_settings
+
+COMMANDS = ("run", "streets", "verify")
+
+
+def _args(command: str, book: Path, out: Path) -> list[str]:
+    if command == "verify":
+        return ["verify", str(out)]
+    return [command, str(book), "--out", str(out)]
+
+
+@pytest.fixture
+def cli(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> Any:
+    def call(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+        return run_in_process(*args, env=env or {}, monkeypatch=monkeypatch, capsys=capsys)
+
+    return call
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_live_without_an_api_refuses_64_and_names_the_api(
+    cli: Any, tmp_path: Path, command: str
+) -> None:
+    """No API configured: 64, `refused`, the message names the API and the embedded
+    sandbox; DIR is never made (no summary, no checkpoint), so nothing was valued."""
+    book, out = portfolio(tmp_path / "book.csv", 3), tmp_path / "out"
+    code, stdout, stderr = cli(*_args(command, book, out), "--live")
+    assert code == ExitCode.USAGE
+    assert stdout == ""
+    assert "batchval: refused: --live (run.live): no API is configured" in stderr
+    assert "BATCHVAL_BASE_URL" in stderr
+    assert "embedded sandbox is test mode" in stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_run_live_in_the_config_is_the_flag(cli: Any, tmp_path: Path, command: str) -> None:
+    book, out = portfolio(tmp_path / "book.csv", 3), tmp_path / "out"
+    config = tmp_path / "live.yaml"
+    config.write_text(yaml.safe_dump({"run": {"live": True}}))
+    code, _, stderr = cli(*_args(command, book, out), "--config", str(config))
+    assert code == ExitCode.USAGE
+    assert "no API is configured" in stderr
+    assert not out.exists()
+
+
+def test_run_live_must_be_a_boolean(tmp_path: Path) -> None:
+    config = tmp_path / "live.yaml"
+    config.write_text("run: {live: 'yes'}\n")
+    with pytest.raises(ValueError, match=r"run\.live must be true or false"):
+        load_settings(config, {})
+    config.write_text("run: {live: false}\n")
+    assert load_settings(config, {}, live=True).run.live  # the flag only turns it on
+    assert not load_settings(config, {}).run.live
+
+
+def test_a_dry_run_under_live_refuses_the_missing_api_as_the_run_would(
+    cli: Any, tmp_path: Path
+) -> None:
+    """A nightly recipe tried dry fails where the real one would: no API, 64; nothing
+    priced, no dry_run.json."""
+    book, out = portfolio(tmp_path / "book.csv", 3), tmp_path / "out"
+    code, _, stderr = cli("run", str(book), "--out", str(out), "--live", "--dry-run")
+    assert code == ExitCode.USAGE
+    assert "no API is configured" in stderr
+    assert not out.exists()
+
+
+def test_a_dry_run_under_live_fetches_no_token(
+    cli: Any, served: RunningSandbox, tmp_path: Path
+) -> None:
+    """A dry run promises no network: with an API configured it prices, and the token
+    URL is not asked (so test credentials are found by the real run, or by `check`)."""
+    book, out = portfolio(tmp_path / "book.csv", 3), tmp_path / "out"
+    args = ("run", str(book), "--out", str(out), "--live", "--dry-run")
+    code, stdout, _ = cli(*args, env=env_for(served, TEST))
+    assert code == ExitCode.COMPLETE, stdout
+    assert "would make 3 calls" in stdout
+    assert served.sandbox._tokens == {}
+    assert served.sandbox.ledger.requests == []
+
+
+def _valued(cli: Any, served: RunningSandbox, tmp_path: Path, credentials: Credentials) -> Path:
+    """A DIR valued with `credentials` (for verify), the ledger emptied after it."""
+    book, out = portfolio(tmp_path / "book.csv", 3), tmp_path / "out"
+    code, stdout, stderr = cli(
+        "run", str(book), "--out", str(out), env=env_for(served, credentials)
+    )
+    assert code == ExitCode.COMPLETE, stdout + stderr
+    served.sandbox.ledger.requests.clear()
+    served.sandbox._tokens.clear()
+    return out
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_live_with_test_credentials_refuses_64_and_sends_nothing(
+    cli: Any, served: RunningSandbox, tmp_path: Path, command: str
+) -> None:
+    """An API whose token comes back with the test scope is not live: one token fetched
+    (free), then 64 naming the test credentials; no call to the API, nothing charged, no
+    summary written."""
+    book = portfolio(tmp_path / "book.csv", 3)
+    out = _valued(cli, served, tmp_path, TEST) if command == "verify" else tmp_path / "out"
+    before = sorted(p.name for p in out.iterdir()) if out.exists() else []
+    code, stdout, stderr = cli(*_args(command, book, out), "--live", env=env_for(served, TEST))
+    assert code == ExitCode.USAGE, stdout + stderr
+    assert "batchval: refused: --live (run.live): client id 'sandbox-test' has test" in stderr
+    assert "partners:test" in stderr
+    assert len(served.sandbox._tokens) == 1
+    assert served.sandbox.ledger.requests == []
+    assert served.sandbox.ledger.credits_charged() == 0
+    assert (sorted(p.name for p in out.iterdir()) if out.exists() else []) == before
+
+
+def test_live_with_live_credentials_runs(cli: Any, served: RunningSandbox, tmp_path: Path) -> None:
+    """Live credentials: run values and is charged (live mode), streets reads, verify
+    reads back; each exits 0."""
+    book, out = portfolio(tmp_path / "book.csv", 3), tmp_path / "out"
+    env = env_for(served, LIVE)
+    code, stdout, stderr = cli("run", str(book), "--out", str(out), "--live", env=env)
+    assert code == ExitCode.COMPLETE, stdout + stderr
+    assert json.loads((out / "summary.json").read_text())["mode"] == "live"
+    assert served.sandbox.ledger.credits_charged(LIVE.client_id) == 30
+    code, stdout, stderr = cli("verify", str(out), "--live", env=env)
+    assert code == ExitCode.COMPLETE, stdout + stderr
+    streets = tmp_path / "streets"
+    code, stdout, stderr = cli("streets", str(book), "--out", str(streets), "--live", env=env)
+    assert code == ExitCode.COMPLETE, stdout + stderr
+    assert json.loads((streets / "summary.json").read_text())["mode"] == "live"
+
+
+def test_a_token_url_that_refuses_is_the_run_s_own_stop(
+    cli: Any, served: RunningSandbox, tmp_path: Path
+) -> None:
+    """--live refuses only what it knows is not live: credentials the token URL refuses
+    are the run's `credentials_refused` (77), as without --live."""
+    book, out = portfolio(tmp_path / "book.csv", 3), tmp_path / "out"
+    wrong = Credentials(LIVE.client_id, "not-the-secret")
+    code, stdout, stderr = cli(
+        "run", str(book), "--out", str(out), "--live", env=env_for(served, wrong)
+    )
+    assert code == ExitCode.ACCOUNT, stdout + stderr
+    assert "credentials_refused" in stderr
+    assert served.sandbox.ledger.credits_charged() == 0
+
+
+def test_a_token_answer_without_a_scope_is_let_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The API's description shows no scope in the token answer: none named is not a
+    refusal (the answers' mode then says test or live)."""
+    api = ApiSettings("https://api.example/partners/v1", "https://auth.example", "id", "secret")
+
+    async def no_scope(_: ApiSettings) -> None:
+        return None
+
+    monkeypatch.setattr(live, "token_scope", no_scope)
+    live.insist_on_live(api)
+    with pytest.raises(RunRefusedError, match="no API is configured"):
+        live.insist_on_live(None)
