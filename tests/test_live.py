@@ -174,3 +174,28 @@ def test_a_token_answer_without_a_scope_is_let_through(monkeypatch: pytest.Monke
     live.insist_on_live(api)
     with pytest.raises(RunRefusedError, match="no API is configured"):
         live.insist_on_live(None)
+
+
+@pytest.mark.parametrize("command", ["run", "streets"])
+def test_a_test_answer_under_live_stops_the_run_unkept(
+    cli: Any, served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
+    """Test credentials whose token names no scope pass the check; the first answer, in
+    test mode, stops the run (64, mode_mixed) and is not kept: a --live night never ends 0
+    on fake figures."""
+
+    async def no_scope(_: ApiSettings) -> None:
+        return None
+
+    monkeypatch.setattr(live, "token_scope", no_scope)
+    book, out = portfolio(tmp_path / "book.csv", 3), tmp_path / "out"
+    code, stdout, stderr = cli(
+        command, str(book), "--out", str(out), "--live", env=env_for(served, TEST)
+    )
+    assert code == ExitCode.USAGE, stdout + stderr
+    assert "mode_mixed" in stderr
+    assert "answered in test mode (test credentials)" in stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["rows"]["valued"] == 0
+    assert summary["mode"] == "live"  # the DIR's: no test answer was kept
+    assert served.sandbox.ledger.credits_charged() == 0

@@ -34,6 +34,12 @@ def mixed_mode(held: ModeHolder, data: Mapping[str, Any], what: str) -> str | No
         return None
     if kept == mode:
         return None
+    if kept == "live" and mode == "test":
+        return (
+            f"this DIR is live (its {what}, or --live) and the API answered in test mode "
+            "(test credentials): one DIR never mixes them; give the live client id and "
+            "secret, or use a new --out DIR without --live for a trial"
+        )
     return (
         f"this DIR holds {kept}-mode {what} and the API answered in {mode} mode; "
         "one DIR never mixes them: use a new --out DIR for these credentials"

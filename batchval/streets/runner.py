@@ -310,6 +310,8 @@ class StreetReading:
             # Test figures are fake: other credentials read every postcode again.
             log.warning("streets.test_answers_forgotten", postcodes=store.forget_reads())
         store.set("api_identity", identity)
+        if self.settings.run.live and store.get("mode") is None:
+            store.set("mode", "live")  # --live: a test-mode answer stops (engine/modes)
         again = store.expire(self._now())
         if self.request.refresh:
             again += store.refresh(started)

@@ -325,6 +325,10 @@ class Valuing:
             checkpoint.set("run_id", run_id)
             log.warning("run.test_answers_forgotten", requests=forgotten, run_id=run_id)
         checkpoint.set("api_identity", api_fp)
+        if self.settings.run.live and checkpoint.get("mode") is None:
+            # --live: a test-mode answer (test credentials whose token named no scope)
+            # stops the run as another mode's would (engine/modes), and is not kept.
+            checkpoint.set("mode", "live")
         # A DIR begun before pass-through values were typed has none stored: read again.
         untyped = checkpoint.passthrough_schema() is None
         reading = Ingest.complete(checkpoint)
