@@ -108,7 +108,10 @@ def anniversary(day: dt.date, years: float) -> dt.date:
     month has not (29 February in 2025) is the month's last."""
     months = day.month - 1 + round(years * 12)
     year, month = day.year + months // 12, months % 12 + 1
-    return dt.date(year, month, min(day.day, calendar.monthrange(year, month)[1]))
+    try:
+        return dt.date(year, month, day.day)
+    except ValueError:  # the 29th to 31st of a shorter month: its last day
+        return dt.date(year, month, calendar.monthrange(year, month)[1])
 
 
 def fell_more_than(value: float, estimate: float, share: float) -> bool:
@@ -331,46 +334,45 @@ class Lending:
             if self._origination_at is None
             else amounts(passthrough[self._origination_at])
         )
-        figures = [
-            self.figures(v, b, o) for v, b, o in zip(valuations, balances, origins, strict=True)
-        ]
         nothing: list[Any] = [None] * count
         began = nothing if self._date_at is None else dates(passthrough[self._date_at])
-        if self._date_at is not None:
-            months = [months_since(d, self.as_of) for d in began]
-            figures = [
-                dataclasses.replace(f, months_since_origination=m)
-                for f, m in zip(figures, months, strict=True)
-            ]
-        if self.revaluation is not None:
+        months = nothing if self._date_at is None else [months_since(d, self.as_of) for d in began]
+        made: list[dict[str, Any]] = [{}] * count
+        revaluation = self.revaluation
+        if revaluation is not None:
             lasts = nothing if self._last_at is None else amounts(passthrough[self._last_at])
             last_days = (
                 nothing if self._last_date_at is None else dates(passthrough[self._last_date_at])
             )
-            figures = [
-                f
-                if v is None  # an answer that cannot be read: nothing to say
-                else dataclasses.replace(
-                    f,
-                    **self.revaluation.figures(
-                        v.figures.estimate, f.balance, (last, last_day), (origin, day)
-                    ),
-                )
-                for f, v, last, last_day, origin, day in zip(
-                    figures, valuations, lasts, last_days, origins, began, strict=True
+            made = [
+                {}  # an answer that cannot be read: nothing to say
+                if v is None
+                else revaluation.figures(v.figures.estimate, b, (last, last_day), (o, day))
+                for v, b, o, last, last_day, day in zip(
+                    valuations, balances, origins, lasts, last_days, began, strict=True
                 )
             ]
+        # One record a row, made whole at once: dataclasses.replace would double its cost.
+        figures = [
+            self.figures(v, b, o, months_since_origination=m, **r)
+            for v, b, o, m, r in zip(valuations, balances, origins, months, made, strict=True)
+        ]
         if self.portfolio is not None:
             for valuation, row in zip(valuations, figures, strict=True):
                 self.portfolio.add(valuation, row)
         return figures
 
     def figures(
-        self, valuation: Valuation | None, balance: float | None, origination: float | None
+        self,
+        valuation: Valuation | None,
+        balance: float | None,
+        origination: float | None,
+        **made: Any,
     ) -> LenderFigures:
-        """One row's figures (amounts as `amounts` reads them)."""
+        """One row's figures (amounts as `amounts` reads them); `made`, the row's figures
+        made elsewhere (its months since origination, its revaluation figures)."""
         if valuation is None:  # an answer that cannot be read: nothing to say
-            return dataclasses.replace(NO_FIGURES, balance=balance)
+            return dataclasses.replace(NO_FIGURES, balance=balance, **made)
         figures = valuation.figures
         estimate, low = figures.estimate, figures.low
         ltv = low_ltv = band = change = wide = None
@@ -400,6 +402,7 @@ class Lending:
             wide_range=wide,
             stale_index=stale,
             model_changed=self.model_changed,
+            **made,
         )
 
     def _band(self, balance: float, estimate: int) -> str:
