@@ -200,3 +200,24 @@ def test_the_pace_chart_keeps_to_the_last_invocation(tmp_path: Path) -> None:
     points = report._pace(tmp_path / "batchval.log", summary)
     assert [p["calls"] for _, p in points] == [0, 20, 40]  # start, the one line, the end
     assert write_report(tmp_path).read_text(encoding="utf-8").count("<svg") == 1
+
+
+@pytest.mark.parametrize("summary_name", ["summary.json", "dry_run.json"])
+def test_problems_are_named_by_loan_id_without_results(tmp_path: Path, summary_name: str) -> None:
+    """A DIR with problems and no results (a dry run, or every row refused): each loan is
+    still named by its loan id, found by its usual name, and its line."""
+    (tmp_path / summary_name).write_text(json.dumps({"run_id": "r1", "status": "complete"}))
+    pl.DataFrame(
+        {
+            "row_number": [1, 2],
+            "source_row": [5, 6],
+            "Loan Ref": ["LN-1", None],
+            "stage": ["input", "input"],
+            "type": ["required", "required"],
+            "field": ["postcode", "postcode"],
+            "detail": ["postcode is missing", "postcode is missing"],
+        }
+    ).write_parquet(tmp_path / "problems.parquet")
+    page = write_report(tmp_path).read_text(encoding="utf-8")
+    assert "LN-1 (line 5), no loan id, line 6" in page
+    assert "<h3>Correct the input and run again" in page

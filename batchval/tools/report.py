@@ -131,7 +131,7 @@ def _run_page(
             report_lender.loans_to_look_at(valued, columns),
             report_lender.revaluation_triggers(valued, summary, columns),
         ]
-    sections.append(_problems(problems, columns))
+    sections.append(_problems(problems, _configured_columns(out_dir)))
     if valued is not None:
         sections += [report_lender.authorities(valued), *_figures(valued, now)]
         sections.append(report_lender.night(summary, valued))
@@ -151,7 +151,7 @@ def _streets_page(
     """A `batchval streets` DIR: its outcome in its own words, then the street figures."""
     sections = [
         _outcome(summary, report_streets.OUTCOME_LABELS),
-        _problems(problems, report_lender.LenderColumns(None, None)),
+        _problems(problems, {}),
         *report_streets.sections(report_streets.read_streets(out_dir)),
         _activity(out_dir, summary),
     ]
@@ -260,13 +260,13 @@ def _action() -> pl.Expr:
     )
 
 
-def _problems(
-    problems: pl.DataFrame | None, columns: report_lender.LenderColumns
-) -> Section | None:
+def _problems(problems: pl.DataFrame | None, configured: Mapping[str, str]) -> Section | None:
     """Problems grouped by what to do about them, then by kind; each loan named by its
-    loan id and its line in the input (`63281519 (line 74)`)."""
+    loan id and its line in the input (`63281519 (line 74)`), the loan id and balance
+    found as the run found them (`configured`: its config's `input.columns`)."""
     if problems is None or problems.height == 0:
         return None
+    columns = report_lender.find_columns(problems.columns, configured)
     line = "source_row" if "source_row" in problems.columns else "row_number"
     named = pl.concat_str(pl.lit("line " if line == "source_row" else "row "), pl.col(line))
     loan = columns.identity if columns.identity in problems.columns else None
