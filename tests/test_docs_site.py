@@ -21,6 +21,7 @@ def _copy(tmp_path: Path) -> Path:
     for name in ("mkdocs.yml", "CHANGELOG.md"):
         shutil.copy(ROOT / name, site / name)
     (site / "batchval").symlink_to(ROOT / "batchval")  # watched by mkdocs serve
+    (site / "examples").symlink_to(ROOT / "examples")  # pages include its scripts (snippets)
     return site
 
 
