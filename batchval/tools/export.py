@@ -12,7 +12,8 @@ person with a spreadsheet, or a tool that reads CSV or JSON. It reads whichever 
 - `xlsx`: one workbook named after its first sheet (`results.xlsx`), a sheet per file
   (`tools/workbook`);
 - `json`: JSON Lines, one file per Parquet file (`results.jsonl`): one object a row,
-  with every column as a member (null included), so that it streams; lists stay arrays.
+  with every column as a member (null included), so that it streams; lists stay arrays;
+  text as it is (JSON is data for programs, not a spreadsheet).
 
 Types are kept: integers stay integers, decimals and floats numbers, dates dates,
 booleans booleans, as far as each format goes. CSV is text, so a date is its ISO text
