@@ -53,7 +53,7 @@ def test_a_dry_runs_problems_open_with_export_csv(served: RunningSandbox, tmp_pa
 
     exported = run_cli("export", str(out), "--format", "csv", env=env)
     assert exported.returncode == 0, exported.stderr
-    problems = pl.read_csv(out / "problems.csv")
+    problems = pl.read_csv(out / "problems.csv", schema_overrides={"row_number": pl.Int64})
     assert problems["row_number"].to_list() == [9, 10]
     assert problems["loan_id"].to_list() == ["BAD-0", "BAD-1"]
 

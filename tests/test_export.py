@@ -4,8 +4,10 @@ types, the flattened (or dropped) nested columns, the workbook's panes and forma
 
 from __future__ import annotations
 
+import csv
 import datetime as dt
 import decimal
+import io
 import json
 import re
 from pathlib import Path
@@ -38,6 +40,18 @@ def valued_dir(served: RunningSandbox, tmp_path: Path, rows: int = 20) -> Path:
                    env=env_for(served))  # fmt: skip
     assert done.returncode == 0, done.stderr
     return out
+
+
+def as_typed(path: Path) -> io.BytesIO:
+    """An exported CSV as a spreadsheet reads its cells, for `polars.read_csv`: every field
+    of the export is quoted, which polars takes for text, whereas a spreadsheet reads a
+    quoted `-1.5` as a number and `""` as an empty cell. The same cells, quoted only where
+    a field needs it, so polars reads their types from their text (an empty one as null)."""
+    with path.open(newline="", encoding="utf-8") as file:
+        rows = list(csv.reader(file))
+    text = io.StringIO()
+    csv.writer(text, lineterminator="\n").writerows(rows)
+    return io.BytesIO(text.getvalue().encode("utf-8"))
 
 
 def exported(out: Path, *args: str) -> str:
@@ -81,7 +95,9 @@ def test_csv_keeps_every_row_the_types_and_flattens_the_structs(
     assert f"{out / 'results.csv'}: 18 rows" in printed
     for name in ("results", "problems"):
         parquet = pq.read_table(out / f"{name}.parquet")
-        csv = pl.read_csv(out / f"{name}.csv", try_parse_dates=True, infer_schema_length=None)
+        csv = pl.read_csv(
+            as_typed(out / f"{name}.csv"), try_parse_dates=True, infer_schema_length=None
+        )
         assert csv.columns == leaves(parquet.schema)
         rows = parquet.to_pylist()
         assert csv["row_number"].to_list() == [r["row_number"] for r in rows]
@@ -94,7 +110,7 @@ def test_csv_keeps_every_row_the_types_and_flattens_the_structs(
         balances = [None if r["balance"] is None else float(r["balance"]) for r in rows]
         assert csv["balance"].to_list() == balances
     results = pq.read_table(out / "results.parquet").to_pylist()
-    csv = pl.read_csv(out / "results.csv", infer_schema_length=None)
+    csv = pl.read_csv(as_typed(out / "results.csv"), infer_schema_length=None)
     assert csv.schema["estimate"] == pl.Int64
     assert csv["estimate"].to_list() == [r["estimate"] for r in results]
     summaries = member(results, "commentary", "summary")
@@ -218,12 +234,12 @@ def test_empty_results_give_a_header_only(served: RunningSandbox, tmp_path: Path
     for fmt in ("csv", "xlsx", "json"):
         exported(out, "--format", fmt)
     columns = pq.read_schema(out / "results.parquet").names
-    assert (out / "results.csv").read_text().splitlines() == [",".join(columns)]
+    assert (out / "results.csv").read_text().splitlines() == [",".join(f'"{c}"' for c in columns)]
     sheet = openpyxl.load_workbook(out / "results.xlsx")["results"]
     headers = [[c.value.removesuffix(" (UTC)") for c in row] for row in sheet.iter_rows()]
     assert headers == [columns]
     assert (out / "results.jsonl").read_bytes() == b""
-    problems = pl.read_csv(out / "problems.csv")
+    problems = pl.read_csv(as_typed(out / "problems.csv"))
     assert (problems["row_number"].to_list(), problems["loan"].to_list()) == ([1, 2], [7, 8])
 
 
@@ -275,8 +291,8 @@ def test_out_writes_elsewhere_and_any_file_of_dir_comes_along(tmp_path: Path) ->
         "results.parquet",
         "street_analysis.parquet",
     ]
-    assert pl.read_csv(elsewhere / "results.csv")["indexed_ltv"].to_list() == [0.61, None]
-    csv = pl.read_csv(elsewhere / "street_analysis.csv")
+    assert pl.read_csv(as_typed(elsewhere / "results.csv"))["indexed_ltv"].to_list() == [0.61, None]
+    csv = pl.read_csv(as_typed(elsewhere / "street_analysis.csv"))
     assert csv.columns == ["postcode", "sold_count", "sold_by_year", "covered_postcodes"]
     assert csv["sold_by_year"].to_list() == ['[{"year": 2024, "median": 250000}]', None]
     assert csv["covered_postcodes"].to_list() == ['["M1 1AE", "M1 1AF"]', "[]"]

@@ -332,7 +332,10 @@ def test_verify_and_export_work_on_a_run_at_its_url(
     assert exported.returncode == 0, exported.stderr
     assert f"{url}/results.csv: 8 rows" in exported.stdout
     assert "batchval-view-" not in exported.stdout
-    results = pl.read_csv(io.BytesIO(_read(store, "results.csv")))
+    # every field quoted: polars reads each as text unless told its type
+    results = pl.read_csv(
+        io.BytesIO(_read(store, "results.csv")), schema_overrides={"row_number": pl.Int64}
+    )
     assert sorted(results["row_number"].to_list()) == list(range(1, 9))
     local = run_cli("export", url, "--format", "xlsx", "--out", str(tmp_path / "x"), env=env)
     assert local.returncode == 0, local.stderr
