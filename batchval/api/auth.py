@@ -23,7 +23,6 @@ from batchval.api.errors import (
     TransportError,
     UnrecognisedAnswerError,
     WrongAddressError,
-    excerpt,
     read_no_answer,
 )
 from batchval.api.network import Reach, host_of
@@ -146,7 +145,7 @@ class TokenCache:
             raise UnrecognisedAnswerError(
                 status=status,
                 content_type=response.headers.get("Content-Type", ""),
-                excerpt=excerpt(response.content),
+                body=response.content,
                 url=self._token_url,
             )
         expires_in = float(expires_in)
@@ -170,4 +169,5 @@ def _oauth_error(response: httpx.Response) -> str | None:
     """The RFC 6749 `error` code of a JSON answer, if it has one."""
     body = _json_object(response)
     error = body.get("error") if body is not None else None
-    return error if isinstance(error, str) and error else None
+    # An RFC 6749 code is a short word: a longer one is cut, whatever it echoes.
+    return error[:40] if isinstance(error, str) and error else None
