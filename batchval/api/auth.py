@@ -18,6 +18,7 @@ import anyio
 import httpx
 import structlog
 
+from batchval import redaction
 from batchval.api.errors import (
     CredentialsRefusedError,
     TransportError,
@@ -65,6 +66,9 @@ class TokenCache:
         self._token_host = host_of(token_url)
         self._reach = Reach() if reach is None else reach  # the client's, shared
         self._credentials = credentials
+        # Whatever answers the token URL may echo the form: the secret is masked in every
+        # output before it is first sent (the Basic form too, which some proxies log).
+        redaction.hide(credentials.client_secret, user=credentials.client_id)
         self._clock = clock
         self._token: AccessToken | None = None
         self._lock = anyio.Lock()
@@ -148,6 +152,7 @@ class TokenCache:
                 body=response.content,
                 url=self._token_url,
             )
+        redaction.hide(value)  # a page that reflects headers may echo it: masked everywhere
         expires_in = float(expires_in)
         log.debug("auth.token.fetched", expires_in=expires_in)
         early = min(REFRESH_EARLY_SECONDS, expires_in / 4)

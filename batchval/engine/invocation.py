@@ -28,7 +28,7 @@ from typing import Any
 
 import structlog
 
-from batchval import logs
+from batchval import logs, redaction
 from batchval.outcome import RunRefusedError, StopReason
 from batchval.store.lock import DirLockedError, RunLock
 
@@ -69,10 +69,10 @@ def defect_line(exc: BaseException, folder: Path | None = None) -> str:
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     path = Path(folder or tempfile.gettempdir()) / f"batchval-{stamp}-{os.getpid()}.traceback"
     try:
-        path.write_text(logs.scrub("".join(traceback.format_exception(exc))), encoding="utf-8")
+        path.write_text(redaction.scrub("".join(traceback.format_exception(exc))), encoding="utf-8")
     except OSError as error:
-        return logs.scrub(f"{line} (the traceback could not be written: {error})")
-    return logs.scrub(f"{line} (the traceback is in {path})")
+        return redaction.scrub(f"{line} (the traceback could not be written: {error})")
+    return redaction.scrub(f"{line} (the traceback is in {path})")
 
 
 class NotedSignals:
