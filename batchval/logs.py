@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Iterator, Mapping, MutableMapping
 from pathlib import Path
@@ -54,8 +55,10 @@ _SINK = _FileSink()
 
 @contextlib.contextmanager
 def to_file(path: Path) -> Iterator[None]:
-    """Also write every event to `path` (appended, JSON lines) while the block runs."""
-    with path.open("a", encoding="utf-8") as file:
+    """Also write every event to `path` (appended, JSON lines) while the block runs. A
+    new log is its owner's only (mode 0600): a defect's traceback is written into it."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with os.fdopen(descriptor, "a", encoding="utf-8") as file:
         previous, _SINK.file = _SINK.file, file
         try:
             yield

@@ -436,7 +436,13 @@ def _read_config(path: Path | None) -> dict[str, Any]:
     except OSError as exc:
         raise SettingsError(f"cannot read config {path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
-        raise SettingsError(f"config {path} is not valid YAML: {exc}") from None
+        # Where, and what yaml calls the problem; never `str(exc)`, which quotes the
+        # line, and the line may be the one holding the client secret.
+        mark = getattr(exc, "problem_mark", None)
+        where = "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
+        problem = getattr(exc, "problem", None)
+        said = f" ({problem})" if isinstance(problem, str) else ""
+        raise SettingsError(f"config {path} is not valid YAML{where}{said}") from None
     if data is None:
         return {}
     if not isinstance(data, Mapping):
