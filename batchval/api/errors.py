@@ -39,6 +39,7 @@ import enum
 import json
 from typing import Any, ClassVar
 
+from batchval import redaction
 from batchval.api.network import NoAnswer, Reach, diagnose, host_of, port_of
 from batchval.outcome import BatchvalError
 
@@ -147,7 +148,8 @@ class UnrecognisedAnswerError(PartnerError):
     def __init__(self, *, status: int, content_type: str, body: bytes, url: str) -> None:
         self.status = status
         self.content_type = content_type
-        self.excerpt = excerpt(body, content_type)
+        # Text may echo too: masked with every secret and token the process knows.
+        self.excerpt = redaction.scrub(excerpt(body, content_type))
         self.url = url
         said = repr(self.excerpt) if self.excerpt else described(body, content_type)
         super().__init__(
