@@ -495,6 +495,8 @@ def split(
         settings = load_settings(
             config_file, os.environ, encoding=encoding, sheet=sheet, header_row=header_row
         )
+        for secret, user in settings.secrets(os.environ):
+            redaction.hide(secret, user=user)
         env = settings.storage.env(os.environ)
         with (
             _refusals(),

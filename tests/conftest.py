@@ -21,6 +21,19 @@ from batchval.sandbox.config import SandboxConfig
 from batchval.sandbox.server import RunningSandbox, serve_app_in_thread
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _state_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A defect's traceback goes to the user's state folder: in tests, one of the
+    session's own (inherited by the processes the tests start), never ~/.local/state."""
+    before = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))
+    yield
+    if before is None:
+        del os.environ["XDG_STATE_HOME"]
+    else:
+        os.environ["XDG_STATE_HOME"] = before
+
+
 @pytest.fixture
 def config() -> SandboxConfig:
     """The config the `served` sandbox starts with; a test may change it first."""

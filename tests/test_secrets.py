@@ -302,3 +302,36 @@ def test_a_yaml_error_in_a_config_holding_a_secret_prints_no_secret(
     assert code == 64
     assert "line 3, column" in stdout + stderr
     assert_clean([ODD_SECRET], texts=[stdout, stderr])
+
+
+@pytest.mark.parametrize("where", ["config", "environment"])
+def test_a_defect_of_split_says_no_secret_in_its_line_or_traceback(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    where: str,
+) -> None:
+    """`split` knows the secrets of its config and of the environment: a defect whose
+    message holds them (URL-encoded) prints its line and writes its traceback without."""
+    state = tmp_path / "state"
+    config = tmp_path / "c.yaml"
+    env = {"XDG_STATE_HOME": str(state)}
+    api = {"base_url": "http://h/p", "auth_url": "http://h", "client_id": "me"}
+    if where == "config":
+        config.write_text(json.dumps({"api": {**api, "client_secret": ODD_SECRET}}), "utf-8")
+    else:
+        config.write_text(json.dumps({"api": api}), "utf-8")
+        env["BATCHVAL_CLIENT_SECRET"] = ODD_SECRET
+
+    def fail(*_args: object, **_kwargs: object) -> None:
+        raise RuntimeError("form=" + urllib.parse.quote_plus(ODD_SECRET))
+
+    monkeypatch.setattr("batchval.tools.split.split_input", fail)
+    source = portfolio(tmp_path / "book.csv", 2)
+    out = str(tmp_path / "shards")
+    args = ["split", str(source), "--shards", "2", "--out", out, "--config", str(config)]
+    code, stdout, stderr = in_process(*args, env=env, monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 70, stderr
+    assert "form=[redacted]" in stderr
+    assert list(state.rglob("*.traceback"))
+    assert_clean([(ODD_SECRET, "me")], paths=[state], texts=[stdout, stderr])
