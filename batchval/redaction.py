@@ -31,6 +31,9 @@ from collections.abc import Iterable, Iterator, MutableMapping
 from typing import IO, Any
 
 REDACTED = "[redacted]"
+# A "secret" shorter than this is not one (a test's token "t"): masking it would mangle
+# every output it touches. Real client secrets and tokens are tens of characters long.
+MIN_SECRET_CHARS = 4
 
 _SENSITIVE_KEYS = re.compile(r"secret|token|authorization|password", re.IGNORECASE)
 # `Bearer x`, `Bearer%20x`, `Bearer+x`: whatever follows is a token, known or not.
@@ -87,7 +90,7 @@ class Redactor:
             basic = base64.b64encode(f"{user}:{secret}".encode()).decode()
             found += [basic, basic.rstrip("=")]
         for text in found:
-            if text and text not in self._known:
+            if len(text) >= MIN_SECRET_CHARS and text not in self._known:
                 self._known.append(text)
                 self._pattern = None
 

@@ -15,6 +15,7 @@ import pytest
 from starlette.types import Receive, Scope, Send
 from support import LIVE, ROOT, TEST, client_for, make_config
 
+from batchval import redaction
 from batchval.api import PartnerClient
 from batchval.sandbox.app import Sandbox
 from batchval.sandbox.config import SandboxConfig
@@ -32,6 +33,16 @@ def _state_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         del os.environ["XDG_STATE_HOME"]
     else:
         os.environ["XDG_STATE_HOME"] = before
+
+
+@pytest.fixture(autouse=True)
+def _fresh_redactor() -> Iterator[None]:
+    """Each test starts with a process redactor that knows nothing: the secrets and
+    tokens of one test never mask another's outputs."""
+    before = redaction.active()
+    redaction.use(redaction.Redactor())
+    yield
+    redaction.use(before)
 
 
 @pytest.fixture

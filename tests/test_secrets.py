@@ -118,6 +118,11 @@ def test_the_redactor_masks_every_form_the_scanner_knows() -> None:
     assert scan([ODD_SECRET], texts=[redactor.scrub(json.dumps({"d": ODD_SECRET}))]) == []
 
 
+def test_a_secret_too_short_to_be_one_masks_nothing() -> None:
+    """A one-letter "secret" (a test's token) would mangle every word: it is not masked."""
+    assert redaction.Redactor(["t"]).scrub('{"status": "ok"}') == '{"status": "ok"}'
+
+
 def test_the_scanner_finds_each_form(tmp_path: Path) -> None:
     """The scanner is not blind: each form is found, in a file, in Parquet metadata and
     values (compressed), and in a printed text."""
