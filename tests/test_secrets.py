@@ -177,7 +177,7 @@ def test_an_echoing_token_url_leaks_nothing_locally(
             )
             assert code != 70, (args, stderr)
             printed += [stdout, stderr]
-        assert any(urllib.parse.quote_plus(ODD_SECRET) in request for request in seen)
+        assert any(urllib.parse.quote_plus(ODD_SECRET) in sent for sent in seen)
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert summary["stop"] is not None
     assert_clean([(ODD_SECRET, "client-1")], paths=[out, tmp_path / "state"], texts=printed)
@@ -228,36 +228,52 @@ def test_an_echoing_token_url_leaks_nothing_at_a_url(
 # --- the base URL at a page that reflects the request's headers --------------------------
 
 
+@pytest.mark.parametrize("at", ["local", "s3"])
 def test_a_header_reflecting_base_url_leaks_no_token(
     served: RunningSandbox,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
+    at: str,
 ) -> None:
     """The base URL at a page that shows the request's headers (`Authorization: Bearer
-    ...` among them): the live token, the client secret, in any form, are nowhere."""
+    ...` among them): the live token, the client secret, the store's key, in any form,
+    are nowhere: no file, object, printed line or traceback."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    store: dict[str, str] = {}
+    secrets: list[Secret] = [(LIVE.client_secret, LIVE.client_id)]
+    place = str(tmp_path / "out")
+    if at == "s3":
+        s3: S3Server = request.getfixturevalue("s3_server")
+        store, place = s3.env(), s3.url(f"reflect-{tmp_path.name}")
+        secrets.append(s3.secret_access_key)
     with echoing("text/plain") as (url, seen):
-        env = env_for(served, LIVE, BATCHVAL_BASE_URL=url + "/partners/v1")
+        env = {**env_for(served, LIVE, BATCHVAL_BASE_URL=url + "/partners/v1"), **store}
         source = portfolio(tmp_path / "book.csv", 3)
-        out = tmp_path / "out"
         printed: list[str] = []
         for args in (
-            ["run", str(source), "--out", str(out)],
+            ["run", str(source), "--out", place],
             ["check", str(source)],
-            ["status", str(out)],
-            ["report", str(out)],
-            ["export", str(out), "--format", "json"],
+            ["status", place],
+            ["report", place],
+            ["export", place, "--format", "json", "--out", str(tmp_path / "exported")],
         ):
             code, stdout, stderr = in_process(
                 *args, env=env, monkeypatch=monkeypatch, capsys=capsys
             )
             assert code != 70, (args, stderr)
             printed += [stdout, stderr]
-        assert any("Bearer" in request for request in seen), "no token was sent to the page"
+        assert any("Bearer" in sent for sent in seen), "no token was sent to the page"
     assert tokens_of(served), "no token was issued"
-    secrets = [(LIVE.client_secret, LIVE.client_id), *tokens_of(served)]
-    assert_clean(secrets, paths=[out, tmp_path / "state"], texts=printed)
+    secrets += tokens_of(served)
+    assert_clean(
+        secrets,
+        paths=[tmp_path],
+        texts=printed,
+        objects=[place] if at == "s3" else [],
+        env=store,
+    )
 
 
 # --- credentials inside a URL -------------------------------------------------------------
