@@ -231,7 +231,7 @@ def test_unrecognised_text_keeps_its_first_characters(content_type: str) -> None
     ("content_type", "body", "said"),
     [
         ("application/json", b'{"echo": "s3cret"}', "a JSON body of 18 bytes, not kept"),
-        ("application/xml", b"<a>s3cret</a>", "a application/xml body of 13 bytes, not kept"),
+        ("application/xml", b"<a>s3cret</a>", "a body (application/xml) of 13 bytes, not kept"),
         ("", b"s3cret", "a body of no stated type of 6 bytes, not kept"),
         ("text/html", b"", "an empty body"),
     ],

@@ -337,7 +337,7 @@ def described(body: bytes, content_type: str) -> str:
     elif media == "application/json" or media.endswith("+json"):
         kind = "a JSON body"
     else:
-        kind = f"a {media} body" if media else "a body of no stated type"
+        kind = f"a body ({media})" if media else "a body of no stated type"
     return f"{kind} of {len(body):,} bytes, not kept"
 
 
