@@ -19,10 +19,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from batchval import logs
+from batchval import logs, redaction
 from batchval.engine.invocation import defect_line
 from batchval.engine.live import live_option
-from batchval.logs import Redactor
 from batchval.outcome import ExitCode, RunRefusedError, SettingsError
 from batchval.sandbox.options import FaultsApart, sandbox_options
 from batchval.valuations.book_options import book_options
@@ -105,17 +104,14 @@ def _configured(
     them and whether log lines are JSON (then there is no progress bar)."""
     from batchval.settings import load_settings
 
-    redactor = Redactor()
     json_lines = logs.json_wanted(os.environ, log_json)
-    logs.configure(json_lines=json_lines, redactor=redactor)
+    logs.configure(json_lines=json_lines)  # the redactor `cli` made, the env's secrets known
     try:
         settings = load_settings(config_file, os.environ, **options)
     except SettingsError as exc:
         raise click.UsageError(str(exc)) from None
-    if settings.api is not None:
-        redactor.add(settings.api.client_secret)
-    for secret in settings.storage.secrets(os.environ):
-        redactor.add(secret)
+    for secret, user in settings.secrets(os.environ):
+        redaction.hide(secret, user=user)
     return settings, json_lines
 
 
@@ -195,6 +191,12 @@ def cli() -> None:
 
     INPUT is a CSV, Parquet or Excel file; DIR is a run's folder. Either may be an s3:// URL.
     """
+    from batchval.settings import env_redactor
+
+    # Every command, whatever it reads: the environment's secrets known, every line it
+    # prints scrubbed (issue 35).
+    redaction.use(env_redactor(os.environ))
+    click.get_current_context().with_resource(redaction.scrubbed_output())
 
 
 @cli.command(
@@ -435,10 +437,9 @@ def check(
     from batchval.settings import load_settings
     from batchval.tools.check import CheckReport, Finding, run_check
 
-    redactor = Redactor()
     # Its lines are the report; the log says only what goes wrong (the input's batches
     # are the dry run's business).
-    logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=redactor, level=30)
+    logs.configure(json_lines=logs.json_wanted(os.environ, False), level=30)
     try:
         settings = load_settings(
             config_file, os.environ, encoding=encoding, sheet=sheet, header_row=header_row
@@ -446,18 +447,16 @@ def check(
     except SettingsError as exc:
         report = CheckReport((Finding("settings", str(exc), ExitCode.USAGE),))
     else:
-        if settings.api is not None:
-            redactor.add(settings.api.client_secret)
-        for secret in settings.storage.secrets(os.environ):
-            redactor.add(secret)
+        for secret, user in settings.secrets(os.environ):
+            redaction.hide(secret, user=user)
         if input_path is None:
             report = run_check(settings, None, embedded_api=embedded_api)
         else:
             with _refusals(), input_of(input_path, settings.storage.env(os.environ)) as source:
                 report = run_check(settings, source, embedded_api=embedded_api)
-    click.echo(redactor.scrub(report.render()))
+    click.echo(report.render())  # scrubbed on the way out, as every printed line
     if report.failure is not None:
-        click.echo(f"batchval: {redactor.scrub(report.final_line())}", err=True)
+        click.echo(f"batchval: {report.final_line()}", err=True)
     raise SystemExit(int(report.exit_code))
 
 
@@ -491,11 +490,13 @@ def split(
     from batchval.settings import load_settings
     from batchval.tools.split import split_input
 
-    logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=Redactor(), level=30)
+    logs.configure(json_lines=logs.json_wanted(os.environ, False), level=30)
     try:
         settings = load_settings(
             config_file, os.environ, encoding=encoding, sheet=sheet, header_row=header_row
         )
+        for secret, user in settings.secrets(os.environ):
+            redaction.hide(secret, user=user)
         env = settings.storage.env(os.environ)
         with (
             _refusals(),
@@ -700,7 +701,7 @@ def init(
     from batchval.settings import load_settings
     from batchval.tools.init import Chosen, propose, render, survey, trial
 
-    logs.configure(json_lines=logs.json_wanted(os.environ, False), redactor=Redactor(), level=30)
+    logs.configure(json_lines=logs.json_wanted(os.environ, False), level=30)
     name = input_path.rstrip("/").rpartition("/")[2]
     target = config_out or Path(f"{Path(name).stem}.batchval.yaml")
     if target.exists() and not force:
@@ -775,7 +776,8 @@ def _proposed(
 def main(argv: list[str] | None = None) -> None:
     """The console script: click's own exit code 2 for usage errors becomes 64."""
     try:
-        code = cli.main(args=argv, prog_name="batchval", standalone_mode=False)
+        with redaction.scrubbed_output():  # click's own messages too
+            code = cli.main(args=argv, prog_name="batchval", standalone_mode=False)
     except click.exceptions.Exit as done:
         code = done.exit_code
     except click.ClickException as exc:

@@ -4,8 +4,8 @@ Off a terminal (cron, Airflow), or when asked (`--log-json`, `BATCHVAL_LOG_JSON=
 one JSON object per line on stderr, for machines. On a terminal: only warnings and
 errors, as short human lines, printed through one rich `Console` (`console()`), the one
 the progress bar draws on, so that a line goes above the bar and never through it.
-Either way a redaction processor runs before any output, so that a token or a secret
-can never reach a log line, even by mistake.
+Either way the process's redactor (`batchval.redaction`) runs before any output, so that
+a token or a secret can never reach a log line, even by mistake.
 
 While a run holds its DIR, every event is also appended, as a JSON line, to
 `DIR/batchval.log` (`to_file`). An event logged with `file_only=True` (the traceback of
@@ -17,45 +17,19 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import re
+import os
 import sys
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from pathlib import Path
 from typing import IO, Any
 
 import structlog
 from rich.console import Console
 
-_SENSITIVE_KEYS = re.compile(r"secret|token|authorization|password", re.IGNORECASE)
-_BEARER = re.compile(r"(?i)bearer\s+[A-Za-z0-9._~+/=-]+")
+from batchval import redaction
+from batchval.redaction import Redactor
 
-
-class Redactor:
-    """Replaces known secrets anywhere in an event, and values of sensitive-looking keys."""
-
-    def __init__(self, secrets: Iterable[str] = ()) -> None:
-        self._secrets = [s for s in secrets if s]
-
-    def add(self, secret: str) -> None:
-        if secret:
-            self._secrets.append(secret)
-
-    def scrub(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "[redacted]")
-        return _BEARER.sub("Bearer [redacted]", text)
-
-    def __call__(
-        self, _logger: Any, _method: str, event: MutableMapping[str, Any]
-    ) -> MutableMapping[str, Any]:
-        for key, value in list(event.items()):
-            if _SENSITIVE_KEYS.search(key) and key != "event":
-                event[key] = "[redacted]"
-            elif isinstance(value, str):
-                event[key] = self.scrub(value)
-            elif not isinstance(value, int | float | bool | type(None)):
-                event[key] = self.scrub(str(value))
-        return event
+__all__ = ["Redactor", "configure", "console", "json_wanted", "scrub", "to_file"]
 
 
 class _FileSink:
@@ -77,15 +51,14 @@ class _FileSink:
 
 
 _SINK = _FileSink()
-# The redactor of the last `configure`: text written outside the log (a defect's
-# traceback) is scrubbed by it too.
-_REDACTOR = Redactor()
 
 
 @contextlib.contextmanager
 def to_file(path: Path) -> Iterator[None]:
-    """Also write every event to `path` (appended, JSON lines) while the block runs."""
-    with path.open("a", encoding="utf-8") as file:
+    """Also write every event to `path` (appended, JSON lines) while the block runs. A
+    new log is its owner's only (mode 0600): a defect's traceback is written into it."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with os.fdopen(descriptor, "a", encoding="utf-8") as file:
         previous, _SINK.file = _SINK.file, file
         try:
             yield
@@ -141,11 +114,16 @@ def _human(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> str:
     return line + (f"\n{trace}" if trace else "")
 
 
-def configure(*, json_lines: bool, redactor: Redactor, level: int = logging.INFO) -> None:
+def configure(
+    *, json_lines: bool, redactor: Redactor | None = None, level: int = logging.INFO
+) -> None:
     """Once, at the entry point. `json_lines`: JSON on stderr (see `json_wanted`); else
-    the terminal's human lines (warnings and errors; the file still gets every event)."""
-    global _REDACTOR
-    _REDACTOR = redactor
+    the terminal's human lines (warnings and errors; the file still gets every event).
+    `redactor`: the process's from now on (`batchval.redaction`), which also scrubs
+    files, stops and printed lines; by default the one already active."""
+    if redactor is None:
+        redactor = redaction.active()
+    redaction.use(redactor)
     common: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
@@ -170,4 +148,4 @@ def configure(*, json_lines: bool, redactor: Redactor, level: int = logging.INFO
 
 def scrub(text: str) -> str:
     """`text` with every secret the log would hide hidden (the configured redactor's)."""
-    return _REDACTOR.scrub(text)
+    return redaction.scrub(text)

@@ -22,6 +22,8 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
+from batchval import redaction
+
 
 class ExitCode(enum.IntEnum):
     COMPLETE = 0
@@ -189,6 +191,11 @@ class StopInfo:
     detail: str
     not_before: dt.datetime | None = None  # no call before this (the daily limit)
     status: int | None = None  # the HTTP status that made the run stop, when one did
+
+    def __post_init__(self) -> None:
+        # The one door of every stop's detail: scrubbed here, it is scrubbed in the
+        # checkpoint, summary.json, the terminal and the published objects alike.
+        object.__setattr__(self, "detail", redaction.scrub(self.detail))
 
     @property
     def needs_a_person(self) -> bool:

@@ -27,6 +27,7 @@ from batchval.input.lender import LENDER_FIELDS, LenderOptions, RevaluationPolic
 from batchval.input.options import InputOptions
 from batchval.input.refused import DEFAULT_MAX_REFUSED_SHARE
 from batchval.outcome import SettingsError
+from batchval.redaction import Redactor, without_password
 
 ENV_PREFIX = "BATCHVAL_"
 # The month a sandbox's fake figures are as of, for snapshot tests (sandbox.config).
@@ -250,6 +251,14 @@ OTHER_VARIABLES: Mapping[str, str] = {
     "NO_PROXY": "hosts reached without the proxy",
 }
 STORAGE_SECRETS = ("secret_access_key", "session_token")
+# Azure's own variables that hold a secret: masked in every output whenever they are set.
+AZURE_SECRETS = (
+    "AZURE_STORAGE_KEY",
+    "AZURE_STORAGE_ACCOUNT_KEY",
+    "AZURE_STORAGE_SAS_TOKEN",
+    "AZURE_STORAGE_CONNECTION_STRING",
+    "AZURE_CLIENT_SECRET",
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -267,7 +276,8 @@ class StorageSettings:
 
     def secrets(self, env: Mapping[str, str]) -> list[str]:
         found = self.env(env)
-        return [found[STORAGE_KEYS[n]] for n in STORAGE_SECRETS if found.get(STORAGE_KEYS[n])]
+        named = [STORAGE_KEYS[n] for n in STORAGE_SECRETS] + list(AZURE_SECRETS)
+        return [found[name] for name in named if found.get(name)]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -313,8 +323,9 @@ class Settings:
         return {
             **self._request_shaping(),
             # The API's address, not the client id: a rotated secret comes as a new login
-            # of the same account, and keys never depend on credentials.
-            "api": None if self.api is None else self.api.base_url,
+            # of the same account, and keys never depend on credentials (nor a proxy's
+            # password in the URL, which the DIR keeps masked).
+            "api": None if self.api is None else without_password(self.api.base_url),
             "encoding": self.input.codec or "utf-8",
             "delimiter": self.input.delimiter,
             "passthrough": None if passthrough is None else list(passthrough),
@@ -333,9 +344,17 @@ class Settings:
         }
         return _digest(shaping)
 
+    def secrets(self, env: Mapping[str, str]) -> list[tuple[str, str | None]]:
+        """Each secret these settings and `env` hold, with the id it goes with in HTTP
+        Basic (the client's), for the redactor: the client secret, the store's keys."""
+        found: list[tuple[str, str | None]] = []
+        if self.api is not None:
+            found.append((self.api.client_secret, self.api.client_id))
+        return found + [(secret, None) for secret in self.storage.secrets(env)]
+
     def to_json(self) -> dict[str, Any]:
-        """The settings as plain JSON, for the run's manifest: never the client secret
-        (the caller also scrubs the text with the `Redactor`)."""
+        """The settings as plain JSON, for the run's manifest: never the client secret,
+        nor a password inside a URL (the caller also scrubs the text with the `Redactor`)."""
         api = self.api
         options = self.input
         run = dataclasses.asdict(self.run)
@@ -343,7 +362,11 @@ class Settings:
         return {
             "api": None
             if api is None
-            else {"base_url": api.base_url, "auth_url": api.auth_url, "client_id": api.client_id},
+            else {
+                "base_url": without_password(api.base_url),
+                "auth_url": without_password(api.auth_url),
+                "client_id": api.client_id,
+            },
             "input": {
                 "delimiter": options.delimiter,
                 "encoding": options.encoding,
@@ -413,7 +436,13 @@ def _read_config(path: Path | None) -> dict[str, Any]:
     except OSError as exc:
         raise SettingsError(f"cannot read config {path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
-        raise SettingsError(f"config {path} is not valid YAML: {exc}") from None
+        # Where, and what yaml calls the problem; never `str(exc)`, which quotes the
+        # line, and the line may be the one holding the client secret.
+        mark = getattr(exc, "problem_mark", None)
+        where = "" if mark is None else f" at line {mark.line + 1}, column {mark.column + 1}"
+        problem = getattr(exc, "problem", None)
+        said = f" ({problem})" if isinstance(problem, str) else ""
+        raise SettingsError(f"config {path} is not valid YAML{where}{said}") from None
     if data is None:
         return {}
     if not isinstance(data, Mapping):
@@ -572,6 +601,19 @@ def _share(value: Any) -> float:
     if share > 1:
         raise SettingsError("run.max_refused_share must be a share from 0 to 1 (0: off)")
     return share
+
+
+def env_redactor(env: Mapping[str, str]) -> Redactor:
+    """A redactor that knows every secret the environment holds (the client secret of
+    `BATCHVAL_CLIENT_SECRET`, the object store's keys), before any config is read: what
+    a command that reads no config (`report`, `export`, `status`) may still meet."""
+    redactor = Redactor()
+    secret = env.get(ENV_PREFIX + "CLIENT_SECRET")
+    if secret:
+        redactor.add(secret, user=env.get(ENV_PREFIX + "CLIENT_ID"))
+    for stored in StorageSettings().secrets(env):
+        redactor.add(stored)
+    return redactor
 
 
 def load_settings(

@@ -15,10 +15,34 @@ import pytest
 from starlette.types import Receive, Scope, Send
 from support import LIVE, ROOT, TEST, client_for, make_config
 
+from batchval import redaction
 from batchval.api import PartnerClient
 from batchval.sandbox.app import Sandbox
 from batchval.sandbox.config import SandboxConfig
 from batchval.sandbox.server import RunningSandbox, serve_app_in_thread
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _state_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A defect's traceback goes to the user's state folder: in tests, one of the
+    session's own (inherited by the processes the tests start), never ~/.local/state."""
+    before = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("state"))
+    yield
+    if before is None:
+        del os.environ["XDG_STATE_HOME"]
+    else:
+        os.environ["XDG_STATE_HOME"] = before
+
+
+@pytest.fixture(autouse=True)
+def _fresh_redactor() -> Iterator[None]:
+    """Each test starts with a process redactor that knows nothing: the secrets and
+    tokens of one test never mask another's outputs."""
+    before = redaction.active()
+    redaction.use(redaction.Redactor())
+    yield
+    redaction.use(before)
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ import httpx
 import polars as pl
 import pytest
 import structlog
+from secrets_scan import Secret, assert_clean
 
 from batchval.api import Credentials, PartnerClient
 from batchval.engine.charges import Received, ServerClock
@@ -148,16 +149,18 @@ def assert_paid_once(served: RunningSandbox, out: Path) -> None:
     assert int(results["credits_charged"].sum()) == ledger.credits_charged(LIVE.client_id)
 
 
+def sandbox_secrets(served: RunningSandbox) -> list[Secret]:
+    """Every client secret (with its id, for the HTTP Basic form) and every token the
+    sandbox issued."""
+    found: list[Secret] = [(a.client_secret, a.client_id) for a in served.sandbox.config.accounts]
+    return found + list(served.sandbox._tokens)
+
+
 def assert_no_secrets(served: RunningSandbox, out: Path, *texts: str) -> None:
-    """Neither a client secret nor any token the sandbox issued is in the texts (logs) or
-    in any file of the output directory."""
-    needles = [a.client_secret for a in served.sandbox.config.accounts]
-    needles += list(served.sandbox._tokens)
-    blobs = [t.encode() for t in texts]
-    blobs += [p.read_bytes() for p in out.iterdir() if p.is_file()]
-    for needle in needles:
-        for blob in blobs:
-            assert needle.encode() not in blob, "a secret or token leaked"
+    """Neither a client secret nor any token the sandbox issued, in any form the
+    redaction masks, is in the texts (logs, printed lines) or in any file under the
+    output directory (`secrets_scan`)."""
+    assert_clean(sandbox_secrets(served), paths=[out], texts=texts)
 
 
 def settle_sent(checkpoint: Checkpoint, key: str, data: dict[str, Any]) -> Settled:

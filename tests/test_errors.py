@@ -206,19 +206,48 @@ def test_answers_the_api_does_not_describe(
     assert error.action is not Action.ROW
 
 
-def test_unrecognised_answer_names_status_type_and_start_of_body() -> None:
-    """The detail of an unrecognised answer quotes status, content type and body start."""
-    error = read(POST, 403, HTML, PAGE + b"x" * 1000)
+def test_unrecognised_html_page_is_named_never_quoted() -> None:
+    """An HTML page is said by its status, type and length; none of its text is kept."""
+    error = read(POST, 403, HTML, PAGE + b"x" * 5000)
     assert isinstance(error, UnrecognisedAnswerError)
-    assert "403" in str(error)
-    assert "text/html" in str(error)
-    assert "403 Forbidden" in error.excerpt
+    assert str(error).endswith(
+        f"answered 403 {HTML}: an HTML page of {len(PAGE) + 5000:,} bytes, not kept"
+    )
+    assert error.excerpt == ""
+    assert "Forbidden" not in str(error)
+
+
+@pytest.mark.parametrize("content_type", ["text/plain; charset=utf-8", PROBLEM])
+def test_unrecognised_text_keeps_its_first_characters(content_type: str) -> None:
+    """A text/plain or problem+json body keeps at most EXCERPT_CHARS characters."""
+    error = read(POST, 418, content_type, b"I am a teapot. " * 100)
+    assert isinstance(error, UnrecognisedAnswerError)
+    assert error.excerpt.startswith("I am a teapot.")
     assert len(error.excerpt) == EXCERPT_CHARS
+    assert repr(error.excerpt) in str(error)
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body", "said"),
+    [
+        ("application/json", b'{"echo": "s3cret"}', "a JSON body of 18 bytes, not kept"),
+        ("application/xml", b"<a>s3cret</a>", "a body (application/xml) of 13 bytes, not kept"),
+        ("", b"s3cret", "a body of no stated type of 6 bytes, not kept"),
+        ("text/html", b"", "an empty body"),
+    ],
+)
+def test_other_bodies_are_named_by_type_and_length(
+    content_type: str, body: bytes, said: str
+) -> None:
+    """JSON, XML or a body of no type: only its type and length are said."""
+    error = read(POST, 418, content_type, body)
+    assert str(error).endswith(said)
+    assert "s3cret" not in str(error)
 
 
 def test_excerpt_is_one_line() -> None:
-    """Newlines and runs of spaces in a body become single spaces."""
-    assert excerpt(b"<html>\n  <body>\r\n\tHi</body>") == "<html> <body> Hi</body>"
+    """Newlines and runs of spaces in a text body become single spaces."""
+    assert excerpt(b"Bad\n  gateway\r\n\tsorry", "text/plain") == "Bad gateway sorry"
 
 
 # --- successes and the token URL, read by the client ---------------------------------

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 import signal
-import tempfile
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +15,7 @@ import pytest
 import structlog
 
 from batchval import cli, logs
-from batchval.engine.invocation import NotedSignals, defect_line
+from batchval.engine.invocation import NotedSignals, defect_line, state_folder
 from batchval.logs import Redactor
 
 SECRET = "s3cr3t-value-never-shown"
@@ -57,8 +57,8 @@ def test_defect_line_still_says_one_line_when_the_file_cannot_be_written(
 ) -> None:
     """A folder that cannot take the file: the line says so rather than failing."""
     logs.configure(json_lines=True, redactor=Redactor())
-    missing = tmp_path / "no" / "such" / "folder"
-    line = defect_line(ValueError("odd"), missing)
+    (tmp_path / "a-file").write_text("not a folder", encoding="utf-8")
+    line = defect_line(ValueError("odd"), tmp_path / "a-file" / "folder")
     assert line.startswith("internal_error: ValueError: odd (the traceback could not be written")
 
 
@@ -67,7 +67,7 @@ def test_a_defect_in_split_exits_70_with_one_line_and_the_traceback_in_a_file(
 ) -> None:
     """`split` meeting an unexpected error: exit 70, one `internal_error` line on stderr
     naming the file with the traceback, no traceback on the terminal."""
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.setattr("batchval.tools.split.split_input", lambda *_a, **_k: _fail())
     source = tmp_path / "book.csv"
     source.write_text("postcode,property_type\nSW1A 1AA,flat\n", encoding="utf-8")
@@ -79,10 +79,36 @@ def test_a_defect_in_split_exits_70_with_one_line_and_the_traceback_in_a_file(
     assert len(lines) == 1, captured.err
     assert lines[0].startswith("batchval: internal_error: RuntimeError: boom")
     assert "Traceback" not in captured.err + captured.out
-    written = list(tmp_path.glob("batchval-*.traceback"))
+    written = list((tmp_path / "state" / "batchval").glob("batchval-*.traceback"))
     assert len(written) == 1
     assert str(written[0]) in lines[0]
     assert "in _fail" in written[0].read_text(encoding="utf-8")
+    assert stat.S_IMODE(written[0].stat().st_mode) == 0o600
+
+
+def test_a_defect_of_status_at_a_url_leaves_its_traceback_in_the_state_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A defect of `status` (whose place at a URL is a temporary copy, removed at the
+    end): the traceback outlives it, in the user's state folder, its owner's only."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    monkeypatch.setattr("batchval.tools.status.read_status", lambda *_a, **_k: _fail())
+    (tmp_path / "run").mkdir()
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["status", str(tmp_path / "run")])
+    assert ended.value.code == 70
+    err = capsys.readouterr().err
+    written = list((tmp_path / "state" / "batchval").glob("batchval-*.traceback"))
+    assert len(written) == 1
+    assert f"(the traceback is in {written[0]})" in err
+    assert stat.S_IMODE(written[0].stat().st_mode) == 0o600
+    assert stat.S_IMODE(written[0].parent.stat().st_mode) == 0o700
+
+
+def test_the_state_folder_follows_xdg() -> None:
+    """$XDG_STATE_HOME/batchval when set, else ~/.local/state/batchval."""
+    assert state_folder({"XDG_STATE_HOME": "/s"}) == Path("/s/batchval")
+    assert state_folder({}) == Path.home() / ".local" / "state" / "batchval"
 
 
 def test_a_signal_outside_sending_is_only_noted_then_the_handler_comes_back() -> None:

@@ -64,7 +64,7 @@ FLOORS = (
     "batchval.engine",
     "batchval.contract",
 )
-FOUNDATIONS = ("outcome", "settings", "logs", "postcodes")
+FOUNDATIONS = ("outcome", "settings", "logs", "redaction", "postcodes")
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda path: _name(path))
@@ -133,9 +133,11 @@ def test_the_sandbox_never_imports_the_sending_code() -> None:
 
 
 def test_the_shared_writing_pieces_stand_below_the_products() -> None:
-    """engine/files.py imports nothing of batchval (any floor may write a file with it),
-    and engine/arrow.py, the conversion every product's files share, imports no product."""
-    assert _imports(PACKAGE / "engine" / "files.py") == set()
+    """engine/files.py imports nothing of batchval but the redaction, which imports nothing
+    of batchval (any floor may write a file with it), and engine/arrow.py, the conversion
+    every product's files share, imports no product."""
+    assert _imports(PACKAGE / "engine" / "files.py") == {"batchval", "batchval.redaction"}
+    assert _imports(PACKAGE / "redaction.py") == set()
     assert _imports(PACKAGE / "engine" / "arrow.py") == {
         "batchval.api.models",  # Valuation, the type of Column.of_valuation's argument
         "batchval.api.models.Valuation",

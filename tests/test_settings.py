@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -100,6 +101,25 @@ def test_bad_config_is_refused(tmp_path: Path, text: str, message: str) -> None:
     """Each mistake in a config file is a SettingsError naming it (exit 64)."""
     with pytest.raises(SettingsError, match=message):
         load_settings(write(tmp_path, text), {})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "api:\n  client_id: me\n  client_secret: s3cr3t: more\n",
+        'api:\n  client_id: me\n  client_secret: "s3cr3t\n  base_url: [\n',
+        "api:\n  client_id: me\n\tclient_secret: s3cr3t\n",
+    ],
+)
+def test_a_yaml_error_names_file_line_and_column_never_the_line(tmp_path: Path, text: str) -> None:
+    """A YAML syntax error says the file, line and column, and never quotes the line
+    (which may be the one that holds the client secret)."""
+    with pytest.raises(SettingsError) as refused:
+        load_settings(write(tmp_path, text), {})
+    said = str(refused.value)
+    assert re.search(r"not valid YAML at line \d+, column \d+", said), said
+    assert str(tmp_path) in said
+    assert "s3cr3t" not in said
 
 
 def test_missing_config_file(tmp_path: Path) -> None:

@@ -18,12 +18,12 @@ import anyio
 import httpx
 import structlog
 
+from batchval import redaction
 from batchval.api.errors import (
     CredentialsRefusedError,
     TransportError,
     UnrecognisedAnswerError,
     WrongAddressError,
-    excerpt,
     read_no_answer,
 )
 from batchval.api.network import Reach, host_of
@@ -66,6 +66,9 @@ class TokenCache:
         self._token_host = host_of(token_url)
         self._reach = Reach() if reach is None else reach  # the client's, shared
         self._credentials = credentials
+        # Whatever answers the token URL may echo the form: the secret is masked in every
+        # output before it is first sent (the Basic form too, which some proxies log).
+        redaction.hide(credentials.client_secret, user=credentials.client_id)
         self._clock = clock
         self._token: AccessToken | None = None
         self._lock = anyio.Lock()
@@ -146,9 +149,10 @@ class TokenCache:
             raise UnrecognisedAnswerError(
                 status=status,
                 content_type=response.headers.get("Content-Type", ""),
-                excerpt=excerpt(response.content),
+                body=response.content,
                 url=self._token_url,
             )
+        redaction.hide(value)  # a page that reflects headers may echo it: masked everywhere
         expires_in = float(expires_in)
         log.debug("auth.token.fetched", expires_in=expires_in)
         early = min(REFRESH_EARLY_SECONDS, expires_in / 4)
@@ -170,4 +174,5 @@ def _oauth_error(response: httpx.Response) -> str | None:
     """The RFC 6749 `error` code of a JSON answer, if it has one."""
     body = _json_object(response)
     error = body.get("error") if body is not None else None
-    return error if isinstance(error, str) and error else None
+    # An RFC 6749 code is a short word: a longer one is cut, whatever it echoes.
+    return error[:40] if isinstance(error, str) and error else None

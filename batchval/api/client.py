@@ -44,7 +44,6 @@ from batchval.api.errors import (
     UnauthorizedError,
     UnrecognisedAnswerError,
     WrongAddressError,
-    excerpt,
     is_json_type,
     read_failure,
     read_no_answer,
@@ -209,7 +208,7 @@ class PartnerClient:
         raise UnrecognisedAnswerError(
             status=answer.status,
             content_type="application/json",
-            excerpt=excerpt(answer.body),
+            body=answer.body,
             url=self._base_url + path,
         )
 
@@ -262,7 +261,7 @@ class PartnerClient:
             raise UnrecognisedAnswerError(
                 status=response.status_code,
                 content_type=content_type,
-                excerpt=excerpt(response.content),
+                body=response.content,
                 url=str(response.request.url),
             )
         return _answer(response, content_type)
@@ -339,7 +338,7 @@ class PartnerClient:
             raise UnrecognisedAnswerError(
                 status=0,
                 content_type="undecodable body",
-                excerpt="",
+                body=b"",
                 url=self._base_url + path,
             ) from None
         except httpx.UnsupportedProtocol:
@@ -422,7 +421,7 @@ def _answer(response: httpx.Response, content_type: str) -> Answer:
     url = str(response.request.url)
     if content_type and not is_json_type(content_type):
         raise UnrecognisedAnswerError(
-            status=response.status_code, content_type=content_type, excerpt=excerpt(body), url=url
+            status=response.status_code, content_type=content_type, body=body, url=url
         )
     try:
         data = json.loads(body)
@@ -434,7 +433,7 @@ def _answer(response: httpx.Response, content_type: str) -> Answer:
         ) from None
     if not isinstance(data, dict):
         raise UnrecognisedAnswerError(
-            status=response.status_code, content_type=content_type, excerpt=excerpt(body), url=url
+            status=response.status_code, content_type=content_type, body=body, url=url
         )
     return Answer(response.status_code, body, data, response.headers.get("Date"))
 

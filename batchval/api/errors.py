@@ -39,6 +39,7 @@ import enum
 import json
 from typing import Any, ClassVar
 
+from batchval import redaction
 from batchval.api.network import NoAnswer, Reach, diagnose, host_of, port_of
 from batchval.outcome import BatchvalError
 
@@ -136,18 +137,24 @@ class WrongAddressError(PartnerError):
 class UnrecognisedAnswerError(PartnerError):
     """An answer the API description does not show: a proxy's HTML page, an unknown
     status or problem type. The row is kept; the caller retries with the same key and
-    stops the run after a few of these."""
+    stops the run after a few of these.
+
+    Of the body only a short text is kept (`excerpt`): an HTML page, JSON or any other
+    body may echo the request (a posted client secret, an `Authorization` header), so it
+    is named by its type and length, never quoted (`said`)."""
 
     default_action = Action.UNRECOGNISED
 
-    def __init__(self, *, status: int, content_type: str, excerpt: str, url: str) -> None:
-        super().__init__(
-            f"{url} answered {status} {content_type or 'without a content type'}: {excerpt!r}"
-        )
+    def __init__(self, *, status: int, content_type: str, body: bytes, url: str) -> None:
         self.status = status
         self.content_type = content_type
-        self.excerpt = excerpt
+        # Text may echo too: masked with every secret and token the process knows.
+        self.excerpt = redaction.scrub(excerpt(body, content_type))
         self.url = url
+        said = repr(self.excerpt) if self.excerpt else described(body, content_type)
+        super().__init__(
+            f"{url} answered {status} {content_type or 'without a content type'}: {said}"
+        )
 
 
 class ProblemError(PartnerError):
@@ -297,14 +304,41 @@ _NO_NOT_FOUND = frozenset({("POST", "/valuations")})
 
 def is_json_type(content_type: str) -> bool:
     """`application/json`, `application/problem+json` and other `+json` types."""
-    media = content_type.split(";", 1)[0].strip().lower()
+    media = media_type(content_type)
     return media == "application/json" or media.endswith("+json")
 
 
-def excerpt(body: bytes) -> str:
-    """The first characters of a body, on one line, for a person to recognise it."""
+# The bodies whose start may be quoted in a stop's detail: a person's short text and the
+# problem documents of docs/api.md. Anything else (an HTML page, JSON, XML) is only named.
+_QUOTABLE = frozenset({"text/plain", "application/problem+json"})
+
+
+def media_type(content_type: str) -> str:
+    """`text/html` of `text/html; charset=utf-8`, in lower case."""
+    return content_type.split(";", 1)[0].strip().lower()
+
+
+def excerpt(body: bytes, content_type: str) -> str:
+    """The first `EXCERPT_CHARS` characters of a `text/plain` or problem+json body, on one
+    line, for a person to recognise it; empty for any other body (never quoted)."""
+    if media_type(content_type) not in _QUOTABLE:
+        return ""
     text = body[: EXCERPT_CHARS * 4].decode("utf-8", "replace")
     return " ".join(text.split())[:EXCERPT_CHARS]
+
+
+def described(body: bytes, content_type: str) -> str:
+    """What a body is, by its type and length alone: `an HTML page of 5,321 bytes`."""
+    media = media_type(content_type)
+    if not body:
+        return "an empty body"
+    if media in ("text/html", "application/xhtml+xml"):
+        kind = "an HTML page"
+    elif media == "application/json" or media.endswith("+json"):
+        kind = "a JSON body"
+    else:
+        kind = f"a body ({media})" if media else "a body of no stated type"
+    return f"{kind} of {len(body):,} bytes, not kept"
 
 
 def read_failure(
@@ -338,8 +372,9 @@ def read_failure(
     fields: dict[str, Any] = {
         "status": status,
         "type": problem["type"] if problem else f"about:blank#http-{status}",
-        "title": str(problem.get("title", "")) if problem else "",
-        "detail": str(problem.get("detail", "")) if problem else "",
+        # Cut as an excerpt is: a problem's words are kept, not all it might echo.
+        "title": str(problem.get("title", ""))[:EXCERPT_CHARS] if problem else "",
+        "detail": str(problem.get("detail", ""))[:EXCERPT_CHARS] if problem else "",
         "code": problem.get("code") if problem and isinstance(problem.get("code"), str) else None,
         "retry_after": retry_after,
     }
@@ -363,9 +398,7 @@ def read_failure(
         return RateLimitedError(**{**fields, "type": RateLimitedError.type_name, "code": None})
     if status in _GATEWAY_STATUSES:
         return GatewayError(**fields)
-    return UnrecognisedAnswerError(
-        status=status, content_type=content_type, excerpt=excerpt(body), url=url
-    )
+    return UnrecognisedAnswerError(status=status, content_type=content_type, body=body, url=url)
 
 
 def _problem_document(content_type: str, body: bytes) -> dict[str, Any] | None:

@@ -8,8 +8,10 @@ at worst a stale temporary, which a later write of the same file never reads).
 
 Parquet is written the same way, from tables handed over one at a time (`write_parquet`):
 they are gathered into row groups of about `ROW_GROUP_BYTES`, so memory stays flat
-however many tables come. This module knows no file by name and imports nothing of
-batchval: any floor may use it.
+however many tables come. JSON and text are scrubbed by the process's redactor on the
+way (`batchval.redaction`): no file written here can hold a secret the process knows.
+This module knows no file by name and imports nothing of batchval but that redaction:
+any floor may use it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from typing import IO, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from batchval import redaction
+
 COMPRESSION = "zstd"
 # Memory, not speed, sets this: tables are gathered, as Arrow, into row groups of about
 # this size (some 90,000 results rows without commentary, 15,000 with): big enough for
@@ -32,17 +36,20 @@ ROW_GROUP_BYTES = 32 << 20
 
 
 def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
-    """Write `data` as indented UTF-8 JSON to `path`, atomically."""
+    """Write `data` as indented UTF-8 JSON to `path`, atomically, every secret the
+    process knows masked (in its strings, then in the text, for its JSON-escaped forms)."""
     # Serialised first: a value JSON cannot hold fails before any file is touched.
-    text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    text = json.dumps(redaction.scrub_data(data), indent=2, ensure_ascii=False) + "\n"
+    text = redaction.scrub(text)
     with _replacing(path) as file:
         file.write(text.encode())
 
 
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write `text` as UTF-8 to `path`, atomically (a reader sees the old file or the new)."""
+    """Write `text` as UTF-8 to `path`, atomically (a reader sees the old file or the new),
+    every secret the process knows masked."""
     with _replacing(path) as file:
-        file.write(text.encode())
+        file.write(redaction.scrub(text).encode())
 
 
 def atomic_file(path: Path) -> contextlib.AbstractContextManager[IO[bytes]]:

@@ -11,7 +11,9 @@ sending phase (which has its own watcher): only noted, and acted on at the next 
 point.
 
 `defect_line` serves the commands with no log of their own (`check`, `split`, `export`,
-`report`, ...): the traceback goes to a file of its own, named in the one line.
+`report`, `status`, ...) and any defect met before a DIR's log is open: the traceback
+goes to a file of its owner's only in the user's state folder (`state_folder`), named in
+the one line.
 """
 
 from __future__ import annotations
@@ -20,15 +22,14 @@ import contextlib
 import datetime as dt
 import os
 import signal
-import tempfile
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import structlog
 
-from batchval import logs
+from batchval import logs, redaction
 from batchval.outcome import RunRefusedError, StopReason
 from batchval.store.lock import DirLockedError, RunLock
 
@@ -61,18 +62,33 @@ def locked_dir(out: Path, log_name: str, command: str, *, lock: bool = True) -> 
         raise RunRefusedError(StopReason.DIR_LOCKED, str(exc)) from None
 
 
+def state_folder(env: Mapping[str, str] | None = None) -> Path:
+    """The user's own folder for batchval's state: `$XDG_STATE_HOME/batchval`, else
+    `~/.local/state/batchval` (never a temporary folder, which others may read and
+    which may be removed before a person looks)."""
+    env = os.environ if env is None else env
+    base = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "batchval"
+
+
 def defect_line(exc: BaseException, folder: Path | None = None) -> str:
     """One line for a defect met outside any DIR's log; its traceback, with the secrets
-    the log would hide hidden, goes to a file in `folder` (the system's temporary
-    folder), which the line names, so that a person can report it."""
+    the log would hide hidden, goes to a file of its owner's only (mode 0600) in `folder`
+    (the user's state folder, `state_folder`), which the line names, so that a person
+    can report it."""
     line = f"internal_error: {type(exc).__name__}: {exc}"
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = Path(folder or tempfile.gettempdir()) / f"batchval-{stamp}-{os.getpid()}.traceback"
+    folder = state_folder() if folder is None else folder
+    path = folder / f"batchval-{stamp}-{os.getpid()}.traceback"
+    text = redaction.scrub("".join(traceback.format_exception(exc)))
     try:
-        path.write_text(logs.scrub("".join(traceback.format_exception(exc))), encoding="utf-8")
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            file.write(text)
     except OSError as error:
-        return logs.scrub(f"{line} (the traceback could not be written: {error})")
-    return logs.scrub(f"{line} (the traceback is in {path})")
+        return redaction.scrub(f"{line} (the traceback could not be written: {error})")
+    return redaction.scrub(f"{line} (the traceback is in {path})")
 
 
 class NotedSignals:

@@ -23,6 +23,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from batchval import redaction
+
 if TYPE_CHECKING:
     from batchval.store.database import Database
 
@@ -172,7 +174,8 @@ class WorkQueue:
 
     def record_problem(self, key: str, problem: Mapping[str, Any]) -> None:
         """Final: the API blamed the item, or its answer cannot be read."""
-        self._update(key, "state = 'problem', problem = ?", json.dumps(problem, sort_keys=True))
+        kept = json.dumps(redaction.scrub_data(problem), sort_keys=True)
+        self._update(key, "state = 'problem', problem = ?", kept)
 
     def record_retry(self, key: str, error: str) -> None:
         """The item stays to be sent again with the same key. A stored result stays with
@@ -183,7 +186,7 @@ class WorkQueue:
             key,
             "state = 'pending', last_error = ?,"
             " answer = CASE WHEN state = 'answered' THEN NULL ELSE answer END",
-            error,
+            redaction.scrub(error),  # what an answer echoed of the request is masked
         )
 
     def row_numbers(self, key: str, limit: int = 5) -> list[int]:

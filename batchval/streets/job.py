@@ -27,7 +27,6 @@ from batchval.api.errors import (
     PartnerError,
     UnreadableAnswerError,
     UnrecognisedAnswerError,
-    excerpt,
 )
 from batchval.api.models import StreetAnalysis
 from batchval.api.vocabulary import STREET_CREDITS_ASSUMED
@@ -95,7 +94,7 @@ class StreetJob:
             raise UnrecognisedAnswerError(
                 status=answer.status,
                 content_type="application/json",
-                excerpt=excerpt(answer.body),
+                body=answer.body,
                 url="/street-analysis/" + item.key,
             )
         return answer

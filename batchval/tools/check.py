@@ -51,6 +51,7 @@ from batchval.api.errors import (
     UnauthorizedError,
     UnrecognisedAnswerError,
     WrongAddressError,
+    described,
     excerpt,
     read_no_answer,
 )
@@ -202,7 +203,11 @@ async def _ask_without_token(api: ApiSettings, reach: Reach) -> Finding | None:
         return None
     if status in (502, 503, 504):
         return Finding("api", f"GET {url} answered {status}: not answering now", ExitCode.RESUMABLE)
-    said = f"{response.headers.get('Content-Type', '')} {excerpt(response.content)[:80]!r}"
+    content_type = response.headers.get("Content-Type", "")
+    quoted = excerpt(response.content, content_type)[:80]
+    said = f"{content_type} " + (
+        repr(quoted) if quoted else described(response.content, content_type)
+    )
     return Finding(
         "api",
         f"wrong address: GET {url} without a token answered {status} {said}, not the 401 "

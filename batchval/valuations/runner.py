@@ -22,7 +22,7 @@ from typing import Any
 
 import structlog
 
-from batchval import logs
+from batchval import redaction
 from batchval.contract.lender import Lending
 from batchval.engine.batches import refusal
 from batchval.engine.charges import Received, ServerClock
@@ -467,8 +467,7 @@ class Valuing:
             charges=checkpoint.money(checkpoint.invocation).to_json(),
             input_read=self.input_read,
         )
-        api = self.settings.api
-        redactor = logs.Redactor([] if api is None else [api.client_secret])
+        redactor = redaction.active()  # the client secret, every token, the store's keys
         metadata = manifest.metadata(redactor)
         lending = Lending.for_write(
             checkpoint.passthrough_schema(),
