@@ -38,6 +38,7 @@ class ValuationJob:
         *,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
         more: Callable[[], bool] = lambda: False,
+        clock: ServerClock | None = None,
     ) -> None:
         self._api = api
         self._checkpoint = checkpoint
@@ -45,7 +46,7 @@ class ValuationJob:
         # Stores the next batch of an input still being read (`ingest.Ingest.more`, beside
         # this module); False once every row is stored.
         self._more = more
-        self.clock = ServerClock()
+        self.clock = clock or ServerClock()  # the invocation's, shared with its end
         # When this invocation first sent the requests the checkpoint held no send of.
         self._first_sent: dict[str, str] = {}
 
