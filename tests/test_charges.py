@@ -16,12 +16,14 @@ from support import LIVE, env_for, outputs, portfolio, run_cli, run_in_process
 
 from batchval.engine.charges import (
     SKEW,
+    Received,
     ServerClock,
     api_time,
     classify,
     place_uncertain,
     precision,
     stamp,
+    valuation_charge,
 )
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.charges import (
@@ -379,3 +381,27 @@ def test_the_balance_is_the_lowest_since_the_last_top_up_seen(
         for at, b in lines
     ]
     assert lowest_since_top_up(stamped)[0] == balance
+
+
+def test_a_charge_whose_first_send_met_another_call_is_never_fresh() -> None:
+    """This DIR's first send of the key was answered 409 request-in-progress: another
+    DIR's call was valuing it, so the charge answered later is not counted as spent."""
+    valued = SENT + 0.5 * S
+    answer = {
+        "id": "val_x",
+        "valuedAt": stamp(valued),
+        "charge": {"credits": 10, "balanceAfter": 90},
+    }
+    received = Received(SENT + S)
+    for contested, kind in ((False, FRESH), (True, UNCERTAIN)):
+        line = valuation_charge(
+            "bv1-key",
+            answer,
+            first_sent=stamp(SENT),
+            clock=ServerClock(),
+            received=received,
+            invocation=1,
+            contested=contested,
+        )
+        assert line is not None
+        assert line.kind == kind

@@ -152,8 +152,13 @@ def valuation_charge(
     clock: ServerClock,
     received: Received,
     invocation: int | None,
+    contested: bool = False,
 ) -> ChargeLine | None:
-    """The ledger line of a valuation answer that carried a charge, or None."""
+    """The ledger line of a valuation answer that carried a charge, or None. `contested`:
+    this DIR had never sent the key before, and its first send was answered 409
+    `request-in-progress`, so another DIR's call was valuing it then: a charge made after
+    the send is that call's (unless it failed uncharged and this DIR's retry was charged,
+    which nothing in the answer tells), so it is uncertain, never fresh."""
     charge = data.get("charge")
     if not isinstance(charge, Mapping):
         return None
@@ -162,6 +167,14 @@ def valuation_charge(
     if at is not None:
         clock.observe(at, received.at)
     kind, why = classify(at, first_sent, clock)
+    if kind == FRESH and contested:
+        kind, why = (
+            UNCERTAIN,
+            (
+                "this DIR's first send of the key was answered 409 request-in-progress: another "
+                "call was valuing it, and the charge is most likely that call's"
+            ),
+        )
     ref = data.get("id")
     return ChargeLine(
         product="valuation",
