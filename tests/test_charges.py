@@ -21,7 +21,6 @@ from batchval.engine.charges import (
     api_time,
     classify,
     place_uncertain,
-    precision,
     stamp,
     valuation_charge,
 )
@@ -33,6 +32,7 @@ from batchval.store.charges import (
     ChargeLine,
     Doubtful,
     lowest_since_top_up,
+    precision,
 )
 from batchval.store.checkpoint import Checkpoint
 
@@ -405,3 +405,24 @@ def test_a_charge_whose_first_send_met_another_call_is_never_fresh() -> None:
         )
         assert line is not None
         assert line.kind == kind
+
+
+def test_a_charge_an_earlier_invocation_paid_for_is_not_this_time(tmp_path: Path) -> None:
+    """A resume hears the answer to a call the invocation before it paid for (a 504, a
+    cut connection): fresh, counted in all, but not this time, which is what the account
+    was charged while this invocation ran."""
+    db = Checkpoint.open(tmp_path)
+    started = SENT + 10.3 * S
+    invocation = db.start_invocation(started.isoformat())
+
+    def line(key: str, made: dt.datetime) -> ChargeLine:
+        at = stamp(made)
+        return ChargeLine("valuation", key, None, at, 10, 90, FRESH, "", invocation, at)
+
+    db.record_charge(line("earlier", SENT))  # made before this invocation started
+    db.record_charge(line("whole", SENT + 10 * S))  # cut to a second: may be after
+    db.record_charge(line("edge", started - dt.timedelta(milliseconds=1)))  # to the ms
+    db.record_charge(line("now", started + 0.2 * S))
+    money = db.money(invocation)
+    assert (money.this_time, money.in_all) == (20, 40)
+    db.close()

@@ -37,15 +37,19 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from batchval.api.client import http_date
-from batchval.store.charges import FRESH, REPLAY, UNCERTAIN, ChargeLine, Doubtful
+from batchval.store.charges import (
+    FRESH,
+    REPLAY,
+    UNCERTAIN,
+    ChargeLine,
+    Doubtful,
+    precision,
+)
 from batchval.store.records import whole_number
 
 # How far apart batchval's and the API's clocks may be: a clock further off than five
 # minutes is outside what batchval promises (NTP keeps servers within milliseconds).
 SKEW = dt.timedelta(minutes=5)
-# The least precision a stamp is taken to have: one with no fraction of a second may
-# have been cut to whole seconds.
-WHOLE_SECOND = dt.timedelta(seconds=1)
 
 
 class ServerClock:
@@ -96,20 +100,6 @@ def stamp(when: dt.datetime) -> str:
 def first_send(floor: str | None, now: dt.datetime) -> str:
     """What to record as this DIR's first send of a request now (see `sent_floor`)."""
     return floor if floor is not None else stamp(now)
-
-
-def precision(at: dt.datetime) -> dt.timedelta:
-    """How much later than `at` the API's instant may have been: the place of the last
-    digit that is not 0 in its fraction of a second (`12:00:01.005` was cut to
-    milliseconds at the most), a whole second when it has none. An API that cuts to
-    seconds and writes `.000` is read as whole seconds, as it should be."""
-    micro = at.microsecond
-    if micro == 0:
-        return WHOLE_SECOND
-    step = 1
-    while micro % (step * 10) == 0:
-        step *= 10
-    return dt.timedelta(microseconds=step)
 
 
 def classify(at: dt.datetime | None, first_sent: str | None, clock: ServerClock) -> tuple[str, str]:

@@ -23,6 +23,23 @@ FRESH, REPLAY, UNCERTAIN = "fresh", "replay", "uncertain"
 # How far apart a valuation's stamp and its charge can be: one call (the API stops a
 # call at 30 s), with room to spare.
 BALANCE_WINDOW = dt.timedelta(seconds=35)
+# The least precision a stamp is taken to have: one with no fraction of a second may
+# have been cut to whole seconds.
+WHOLE_SECOND = dt.timedelta(seconds=1)
+
+
+def precision(at: dt.datetime) -> dt.timedelta:
+    """How much later than `at` the API's instant may have been: the place of the last
+    digit that is not 0 in its fraction of a second (`12:00:01.005` was cut to
+    milliseconds at the most), a whole second when it has none. An API that cuts to
+    seconds and writes `.000` is read as whole seconds, as it should be."""
+    micro = at.microsecond
+    if micro == 0:
+        return WHOLE_SECOND
+    step = 1
+    while micro % (step * 10) == 0:
+        step *= 10
+    return dt.timedelta(microseconds=step)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -59,7 +76,10 @@ class ChargeLine:
 # What each of Money's figures is, as summary.json's `charges` shows it (drawn into
 # docs/reference/summary.md; a test holds the two to Money's fields).
 MONEY_KEYS: Mapping[str, str] = {
-    "this_time": 'fresh credits this invocation received (the terminal\'s "this time")',
+    "this_time": (
+        "fresh credits this invocation received, of charges made while it ran (the terminal's "
+        '"this time"; one an earlier invocation paid for and never heard of counts "in all")'
+    ),
     "in_all": 'fresh credits of every invocation ("in all")',
     "replayed_calls": (
         "answers the API had charged before this DIR first sent their key: another call "
@@ -78,7 +98,7 @@ class Money:
     """The money figures of a DIR, the same in summary.json, `status`, the report, the
     metrics and the manifest."""
 
-    this_time: int  # fresh credits received by the invocation asked about
+    this_time: int  # fresh credits the invocation asked about received, made while it ran
     in_all: int  # fresh credits of every invocation
     replayed_calls: int  # answers that were replays: charged before, free this time
     replayed_credits: int  # what those replays said the first call cost
@@ -186,6 +206,8 @@ class ChargeLedger:
                 replayed, replayed_credits = replayed + calls, replayed_credits + int(credits)
             else:
                 uncertain, uncertain_credits = uncertain + calls, uncertain_credits + int(credits)
+        if this_time and invocation is not None:
+            this_time -= self._made_before(invocation)
         balance, balance_at = self._balance()
         return Money(
             this_time=this_time,
@@ -197,6 +219,37 @@ class ChargeLedger:
             balance=balance,
             balance_at=balance_at,
         )
+
+    def _made_before(self, invocation: int) -> int:
+        """The credits of the fresh charges `invocation` received that were made before it
+        started: an earlier invocation's call paid for them and never heard the answer (a
+        504, a cut connection, a kill), so they are this DIR's, but not this time's. Made
+        before means even read at its latest (`precision`) the stamp is before the start
+        by batchval's clock, which a charge of this invocation's own call never is."""
+        found = self.sql.execute(
+            "SELECT started_at FROM invocations WHERE id = ?", (invocation,)
+        ).fetchone()
+        if found is None or found[0] is None:
+            return 0
+        started = dt.datetime.fromisoformat(str(found[0]))
+        started = (started if started.tzinfo else started.replace(tzinfo=dt.UTC)).astimezone(dt.UTC)
+        start, surely = (
+            when.isoformat(timespec="microseconds") for when in (started, started - WHOLE_SECOND)
+        )
+        where = "kind = ? AND invocation = ? AND at IS NOT NULL"
+        before = self.sql.execute(
+            f"SELECT COALESCE(SUM(credits), 0) FROM charges WHERE {where} AND at < ?",
+            (FRESH, invocation, surely),
+        ).fetchone()
+        credits = int(before[0])
+        for at, paid in self.sql.execute(  # within a second of the start: to its precision
+            f"SELECT at, credits FROM charges WHERE {where} AND at >= ? AND at < ?",
+            (FRESH, invocation, surely, start),
+        ):
+            when = dt.datetime.fromisoformat(str(at))
+            if when + precision(when) <= started:
+                credits += int(paid)
+        return credits
 
     def _balance(self) -> tuple[int | None, str | None]:
         """The last known balance: the lowest `balanceAfter` the answers gave since the last
