@@ -24,7 +24,7 @@ import json
 import struct
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -44,20 +44,45 @@ log = structlog.get_logger()
 NOT_SOURCES = frozenset({CHARGES_NAME, VERIFY_NAME})
 # dry_run.json's key for the list, in a DIR that holds no run's memory yet.
 DRY_RUN_KEY = "derived_files"
+_CHUNK = 1 << 20  # bytes read at a time for a digest
 
 
 def data_digest(path: Path) -> str | None:
     """The sha256 of a Parquet file's schema and data pages (not its footer's metadata);
     None when there is no such file, or it is not Parquet."""
     try:
-        data = path.read_bytes()
-        footer = struct.unpack("<I", data[-8:-4])[0]
+        size = path.stat().st_size
+        with path.open("rb") as stream:
+            stream.seek(size - 8)
+            footer = struct.unpack("<I", stream.read(4))[0]
+            stream.seek(4)
+            digest = hashlib.sha256()
+            _read_into(digest, stream, size - 8 - footer - 4)
         schema = pq.read_schema(path).remove_metadata()
-    except (OSError, struct.error, pa.ArrowException):
+    except (OSError, ValueError, struct.error, pa.ArrowException):
         return None
-    digest = hashlib.sha256(data[4 : len(data) - 8 - footer])
     digest.update(schema.to_string(show_field_metadata=False).encode())
     return digest.hexdigest()
+
+
+def file_digest(path: Path) -> str:
+    """The sha256 of a whole file, read a megabyte at a time (an export may be gigabytes)."""
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        _read_into(digest, stream, None)
+    return digest.hexdigest()
+
+
+def _read_into(digest: Any, stream: BinaryIO, length: int | None) -> None:
+    """`length` bytes of `stream` from where it is (None: to its end) into `digest`."""
+    left = length
+    while left is None or left > 0:
+        chunk = stream.read(_CHUNK if left is None else min(_CHUNK, left))
+        if not chunk:
+            break
+        digest.update(chunk)
+        if left is not None:
+            left -= len(chunk)
 
 
 def made_from(directory: Path) -> dict[str, str | None]:
@@ -78,7 +103,7 @@ def remember(place: Place, paths: Iterable[Path], command: str) -> str | None:
     directory = place.local
     sources = made_from(directory)
     files = [
-        DerivedFile(p.name, command, hashlib.sha256(p.read_bytes()).hexdigest(), sources)
+        DerivedFile(p.name, command, file_digest(p), sources)
         for p in sorted(set(paths))
         if p.parent.resolve() == directory.resolve()
     ]
@@ -118,13 +143,13 @@ def remove_stale(database: Database, place: Place) -> list[str]:
     removed, kept = [], []
     for listed in stale:
         local = directory / listed.name
-        held = local.read_bytes() if local.is_file() else None
+        held = file_digest(local) if local.is_file() else None
         if place.objects is not None:
             found = place.objects.get(listed.name)
-            held = None if found is None else found[0]
+            held = None if found is None else hashlib.sha256(found[0]).hexdigest()
         if held is None:
             continue  # gone already
-        if hashlib.sha256(held).hexdigest() != listed.sha256:
+        if held != listed.sha256:
             kept.append(listed.name)  # a person's file under that name now
             continue
         if place.objects is not None:
