@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
-from batchval.contract.lender import TRIGGERS, amounts
+from batchval.contract.lender import REVALUATION_FIELDS, amounts
 from batchval.engine.files import write_text_atomic
 from batchval.engine.names import DRY_RUN_NAME, LOG_NAME, PROBLEMS_NAME, RESULTS_NAME
 from batchval.engine.summary import SUMMARY_NAME
@@ -68,10 +68,7 @@ RESULT_COLUMNS = (
     "previous_estimate",  # a --book run's: what a revalued loan's book entry held
     "previous_valued_at",
     *FLAGS,
-    "revaluation_basis",
-    "fall_since_last_valuation",
-    "valuation_age_years",
-    *TRIGGERS,
+    *REVALUATION_FIELDS,
 )
 PROBLEM_COLUMNS = (
     "row_number",
@@ -100,15 +97,17 @@ def write_report(out_dir: Path, *, now: dt.datetime | None = None) -> Path:
         summary: dict[str, Any] = json.loads(summary_path.read_text(encoding="utf-8"))
         if not isinstance(summary, dict):
             raise ReportError(f"{summary_path} is not a batchval summary")
-        problems = _read_problems(out_dir / PROBLEMS_NAME, _configured_columns(out_dir))
+        configured = _configured_columns(out_dir)
+        problems = _read(out_dir / PROBLEMS_NAME, PROBLEM_COLUMNS, configured)
+        listed = _problems(*problems)
         now = now or dt.datetime.now(dt.UTC)
         streets = (out_dir / STREETS_NAME).is_file()
         if summary.get("command") == "streets" or (
             streets and not (out_dir / RESULTS_NAME).is_file()
         ):
-            text = _streets_page(out_dir, summary, problems, now)
+            text = _streets_page(out_dir, summary, listed, now)
         else:
-            text = _run_page(out_dir, summary, problems, now)
+            text = _run_page(out_dir, summary, problems[1], listed, configured, now)
     except (OSError, ValueError, pl.exceptions.PolarsError) as exc:
         raise ReportError(f"{out_dir} holds outputs that cannot be read: {exc}") from None
     path = out_dir / REPORT_NAME
@@ -117,11 +116,16 @@ def write_report(out_dir: Path, *, now: dt.datetime | None = None) -> Path:
 
 
 def _run_page(
-    out_dir: Path, summary: dict[str, Any], problems: pl.DataFrame | None, now: dt.datetime
+    out_dir: Path,
+    summary: dict[str, Any],
+    problems: pl.DataFrame | None,
+    listed: Section | None,
+    configured: Mapping[str, str],
+    now: dt.datetime,
 ) -> str:
     """The committee's page: the book and as of when, the headline, the figures and the
     loans to look at, the problems; the operation last, under a heading of its own."""
-    columns, results = _read_results(out_dir / RESULTS_NAME, _configured_columns(out_dir))
+    columns, results = _read(out_dir / RESULTS_NAME, RESULT_COLUMNS, configured)
     valued = _valued(results, columns)
     sections: list[Section | None] = [report_headline.headline(summary, valued, problems, columns)]
     if valued is not None:
@@ -131,7 +135,7 @@ def _run_page(
             report_lender.loans_to_look_at(valued, columns),
             report_lender.revaluation_triggers(valued, summary, columns),
         ]
-    sections.append(_problems(problems, _configured_columns(out_dir)))
+    sections.append(listed)
     if valued is not None:
         sections += [report_lender.authorities(valued), *_figures(valued, now)]
         sections.append(report_lender.night(summary, valued))
@@ -146,12 +150,12 @@ def _run_page(
 
 
 def _streets_page(
-    out_dir: Path, summary: dict[str, Any], problems: pl.DataFrame | None, now: dt.datetime
+    out_dir: Path, summary: dict[str, Any], listed: Section | None, now: dt.datetime
 ) -> str:
     """A `batchval streets` DIR: its outcome in its own words, then the street figures."""
     sections = [
         _outcome(summary, report_streets.OUTCOME_LABELS),
-        _problems(problems, {}),
+        listed,
         *report_streets.sections(report_streets.read_streets(out_dir)),
         _activity(out_dir, summary),
     ]
@@ -173,31 +177,20 @@ def _configured_columns(out_dir: Path) -> Mapping[str, str]:
     return input_columns(json.loads(path.read_text(encoding="utf-8")))
 
 
-def _read_results(
-    path: Path, configured: Mapping[str, str]
+def _read(
+    path: Path, wanted: Sequence[str], configured: Mapping[str, str]
 ) -> tuple[report_lender.LenderColumns, pl.DataFrame | None]:
-    """The columns the page draws, the lender's balance and identity among them."""
+    """Only the `wanted` columns the file has, with the loan's balance and identity found
+    as the run found them (`configured`: its config's `input.columns`): a million rows
+    with commentary would be gigabytes read whole."""
     if not path.is_file():
         return report_lender.LenderColumns(None, None), None
     frame = pl.scan_parquet(path)
     present = frame.collect_schema().names()
     columns = report_lender.find_columns(present, configured)
-    wanted = [*RESULT_COLUMNS, columns.balance, columns.identity]
-    chosen = list(dict.fromkeys(c for c in wanted if c is not None and c in present))
-    return columns, frame.select(chosen).collect()
-
-
-def _read_problems(path: Path, configured: Mapping[str, str]) -> pl.DataFrame | None:
-    """Only the columns the page draws, with the loan id and balance found as the run
-    found them: a million rows with commentary would be gigabytes read whole."""
-    if not path.is_file():
-        return None
-    frame = pl.scan_parquet(path)
-    present = frame.collect_schema().names()
-    found = report_lender.find_columns(present, configured)
-    wanted = [*PROBLEM_COLUMNS, found.identity, found.balance]
-    chosen = dict.fromkeys(c for c in wanted if c is not None and c in present)
-    return frame.select(list(chosen)).collect()
+    chosen = [*wanted, columns.balance, columns.identity]
+    kept = dict.fromkeys(c for c in chosen if c is not None and c in present)
+    return columns, frame.select(list(kept)).collect()
 
 
 # --- sections --------------------------------------------------------------------------
@@ -260,13 +253,14 @@ def _action() -> pl.Expr:
     )
 
 
-def _problems(problems: pl.DataFrame | None, configured: Mapping[str, str]) -> Section | None:
+def _problems(
+    columns: report_lender.LenderColumns, problems: pl.DataFrame | None
+) -> Section | None:
     """Problems grouped by what to do about them, then by kind; each loan named by its
     loan id and its line in the input (`63281519 (line 74)`), the loan id and balance
-    found as the run found them (`configured`: its config's `input.columns`)."""
+    found as the run found them (`columns`, as `_read` found them)."""
     if problems is None or problems.height == 0:
         return None
-    columns = report_lender.find_columns(problems.columns, configured)
     line = "source_row" if "source_row" in problems.columns else "row_number"
     named = pl.concat_str(pl.lit("line " if line == "source_row" else "row "), pl.col(line))
     loan = columns.identity if columns.identity in problems.columns else None

@@ -460,10 +460,9 @@ def revaluation_triggers(
     )
     basis = valued.get_column("revaluation_basis")
     standing_in = int((basis == "origination").sum())
-    flags = {name: valued.get_column(name).fill_null(False) for name in TRIGGERS}
+    flagged = {name: valued.filter(pl.col(name).fill_null(False)) for name in TRIGGERS}
     figures: list[tuple[str, Any]] = []
-    for name, flag in flags.items():
-        chosen = valued.filter(flag)
+    for name, chosen in flagged.items():
         said = _TRIGGER_TITLES[name].format(**words).lower()
         count = f"{chosen.height:,}"
         if BALANCE in valued.columns:
@@ -479,8 +478,7 @@ def revaluation_triggers(
             "<code>input.columns</code> if the input holds them under other names.</p>"
         )
     named = _named_headers(valued, columns)
-    for name, flag in flags.items():
-        chosen = valued.filter(flag)
+    for name, chosen in flagged.items():
         body += f"<h3>{e(_TRIGGER_TITLES[name].format(**words))}</h3>"
         if chosen.height == 0:
             body += "<p>None.</p>"
