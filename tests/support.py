@@ -100,17 +100,23 @@ def run_cli(
 
 
 def run_in_process(
-    *args: str, env: dict[str, str], monkeypatch: pytest.MonkeyPatch, capsys: Any
+    *args: str,
+    env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: Any,
+    cleared: tuple[str, ...] = ("BATCHVAL_",),
+    taken: tuple[str, ...] = ("BATCHVAL_",),
 ) -> tuple[int, str, str]:
     """The command line in this process (`cli.main`), with the BATCHVAL_* environment
     `env` gives and no other: its exit code, stdout and stderr. The logging it configures
-    (onto the captured stderr, closed after the test) is undone."""
+    (onto the captured stderr, closed after the test) is undone. `cleared`: the prefixes of
+    the variables of this process left out; `taken`: those of `env`'s variables set."""
     from batchval import cli
 
-    for name in [n for n in os.environ if n.startswith("BATCHVAL_")]:
+    for name in [n for n in os.environ if n.startswith(cleared)]:
         monkeypatch.delenv(name)
     for name, value in env.items():
-        if name.startswith("BATCHVAL_"):
+        if name.startswith(taken):
             monkeypatch.setenv(name, value)
     capsys.readouterr()
     logging = structlog.get_config()

@@ -9,18 +9,17 @@ import http.server
 import json
 import threading
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-import structlog
 from objects_server import S3Server
 from secrets_scan import Secret, assert_clean, forms, scan
-from support import LIVE, env_for, portfolio
+from support import LIVE, env_for, portfolio, run_in_process
 
-from batchval import cli, redaction
+from batchval import redaction
 from batchval.sandbox.server import RunningSandbox
 
 # A client secret with every character an encoding changes: `+`, `/`, `"`, a space, `%`.
@@ -77,25 +76,31 @@ def echoing(content_type: str) -> Iterator[tuple[str, list[str]]]:
 def in_process(
     *args: str, env: dict[str, str], monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> tuple[int, str, str]:
-    """`cli.main(args)` in this process with `env`'s variables (and no other BATCHVAL_
-    ones): exit code, stdout, stderr."""
-    import os
+    """`support.run_in_process`, the store's variables too: no AWS_ variable of this
+    process, and `env`'s AWS_ and XDG_ ones set."""
+    return run_in_process(
+        *args,
+        env=env,
+        monkeypatch=monkeypatch,
+        capsys=capsys,
+        cleared=("BATCHVAL_", "AWS_"),
+        taken=("BATCHVAL_", "AWS_", "XDG_"),
+    )
 
-    for name in [n for n in os.environ if n.startswith(("BATCHVAL_", "AWS_"))]:
-        monkeypatch.delenv(name)
-    for name, value in env.items():
-        if name.startswith(("BATCHVAL_", "AWS_", "XDG_")):
-            monkeypatch.setenv(name, value)
-    capsys.readouterr()
-    logging = structlog.get_config()
-    try:
-        with pytest.raises(SystemExit) as ended:
-            cli.main(list(args))
-    finally:
-        structlog.configure(**logging)
-    said = capsys.readouterr()
-    code = ended.value.code
-    return (code if isinstance(code, int) else 0), said.out, said.err
+
+def every_command(
+    commands: Iterable[list[str]],
+    env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> list[str]:
+    """Each command in turn, in-process: none a defect (70); what they printed."""
+    printed: list[str] = []
+    for args in commands:
+        code, stdout, stderr = in_process(*args, env=env, monkeypatch=monkeypatch, capsys=capsys)
+        assert code != 70, (args, stderr)
+        printed += [stdout, stderr]
+    return printed
 
 
 def tokens_of(served: RunningSandbox) -> list[Secret]:
@@ -163,20 +168,15 @@ def test_an_echoing_token_url_leaks_nothing_locally(
         }
         source = portfolio(tmp_path / "book.csv", 3)
         out = tmp_path / "out"
-        printed: list[str] = []
-        for args in (
+        commands = (
             ["run", str(source), "--out", str(out)],
             ["check", str(source)],
             ["status", str(out)],
             ["report", str(out)],
             ["export", str(out), "--format", "csv"],
             ["export", str(out), "--format", "json"],
-        ):
-            code, stdout, stderr = in_process(
-                *args, env=env, monkeypatch=monkeypatch, capsys=capsys
-            )
-            assert code != 70, (args, stderr)
-            printed += [stdout, stderr]
+        )
+        printed = every_command(commands, env, monkeypatch, capsys)
         assert any(urllib.parse.quote_plus(ODD_SECRET) in sent for sent in seen)
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert summary["stop"] is not None
@@ -202,19 +202,14 @@ def test_an_echoing_token_url_leaks_nothing_at_a_url(
             **s3_server.env(),
         }
         source = portfolio(tmp_path / "book.csv", 3)
-        printed: list[str] = []
-        for args in (
+        commands = (
             ["run", str(source), "--out", place],
             ["check", str(source)],
             ["status", place],
             ["report", place],
             ["export", place, "--format", "csv", "--out", str(tmp_path / "exported")],
-        ):
-            code, stdout, stderr = in_process(
-                *args, env=env, monkeypatch=monkeypatch, capsys=capsys
-            )
-            assert code != 70, (args, stderr)
-            printed += [stdout, stderr]
+        )
+        printed = every_command(commands, env, monkeypatch, capsys)
     secrets: list[Secret] = [(ODD_SECRET, "client-1"), s3_server.secret_access_key]
     assert_clean(
         secrets,
@@ -251,19 +246,14 @@ def test_a_header_reflecting_base_url_leaks_no_token(
     with echoing("text/plain") as (url, seen):
         env = {**env_for(served, LIVE, BATCHVAL_BASE_URL=url + "/partners/v1"), **store}
         source = portfolio(tmp_path / "book.csv", 3)
-        printed: list[str] = []
-        for args in (
+        commands = (
             ["run", str(source), "--out", place],
             ["check", str(source)],
             ["status", place],
             ["report", place],
             ["export", place, "--format", "json", "--out", str(tmp_path / "exported")],
-        ):
-            code, stdout, stderr = in_process(
-                *args, env=env, monkeypatch=monkeypatch, capsys=capsys
-            )
-            assert code != 70, (args, stderr)
-            printed += [stdout, stderr]
+        )
+        printed = every_command(commands, env, monkeypatch, capsys)
         assert any("Bearer" in sent for sent in seen), "no token was sent to the page"
     assert tokens_of(served), "no token was issued"
     secrets += tokens_of(served)
