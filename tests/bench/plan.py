@@ -26,3 +26,6 @@ PACED_ROWS = 2_000  # 100 s at 20/s: a second more is 1 % of the wall time
 UNLIMITED_ROWS = 10_000  # about 15 s at no limit
 BLANK_ROWS = 1_000_000  # the run a blank machine resumes from the store
 BLANK_FIRST_DAY = 1_000  # the daily limit that stops its first invocation
+# Resumes with nothing to do (issue 36): the URL after each of IDLE_RESUMES, against the first.
+IDLE_ROWS = 1_000  # at PACED_RATE: about 50 s
+IDLE_RESUMES = 10

@@ -19,6 +19,7 @@ from bench.url import (
     LOCAL,
     URL,
     BlankResume,
+    IdleResumes,
     PlacePair,
     UrlFigures,
 )
@@ -35,6 +36,8 @@ STARTUP_TARGET_SECONDS = 5.0
 PACED_TARGET = 1.05  # at 20/s, its wall time at most this times the local DIR's
 UNLIMITED_TARGET = 0.5  # with no limit, its calls a second at least this times the local's
 BLANK_TARGET_SECONDS = 60.0  # a blank machine resuming 1 M rows, to its first call
+# Ten resumes with nothing to do (issue 36): the URL's bytes after them, against after one.
+IDLE_BYTES_TARGET = 1.25
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -235,7 +238,33 @@ def _url_lines(u: UrlFigures) -> list[Line]:
                 b.first_call_seconds <= BLANK_TARGET_SECONDS,
             )
         )
+    if u.resumes is not None:
+        i = u.resumes
+        lines.append(
+            Line(
+                f"{len(i.resumes)} resumes with nothing to do at a URL, {i.rows:,} rows: bytes",
+                f"{i.bytes_ratio:.2f} × after one resume ({_idle_measured(i)})",
+                f"<= {IDLE_BYTES_TARGET:g}×",
+                i.bytes_ratio <= IDLE_BYTES_TARGET,
+            )
+        )
+        lines.append(
+            Line(
+                f"{len(i.resumes)} resumes with nothing to do at a URL: objects under state/",
+                f"{i.resumes[-1].state_objects} ({i.first.state_objects} after the run, "
+                f"{i.resumes[0].state_objects} after one resume)",
+                "no more than after the run",
+                i.resumes[-1].state_objects <= i.first.state_objects,
+            )
+        )
     return lines
+
+
+def _idle_measured(i: IdleResumes) -> str:
+    return (
+        f"{i.resumes[-1].bytes / 2**20:.2f} MiB against {i.resumes[0].bytes / 2**20:.2f} MiB; "
+        f"{i.first.bytes / 2**20:.2f} MiB after the run; {i.calls_after_first} calls"
+    )
 
 
 def _order(p: PlacePair) -> str:
@@ -666,7 +695,39 @@ def _url_section(f: Figures) -> list[str]:
         ]
     if u.blank is not None:
         out += _blank_section(u.blank)
+    if u.resumes is not None:
+        out += _idle_section(u.resumes)
     return out
+
+
+def _idle_section(i: IdleResumes) -> list[str]:
+    rounds = [
+        [
+            "the run" if n == 0 else f"resume {n}",
+            str(h.state_objects),
+            str(h.objects),
+            f"{h.bytes / 2**20:.2f}",
+            f"{h.seconds:.1f}",
+            str(h.exit_code),
+        ]
+        for n, h in enumerate([i.first, *i.resumes])
+    ]
+    return [
+        "### Resumes with nothing to do",
+        "",
+        f"A {i.rows:,}-row run at a URL at a hidden {PACED_RATE}/s, then the same command",
+        f"{len(i.resumes)} times, each from an empty working directory, with nothing left to",
+        "send (issue 36): what the URL holds after each. A run ends by folding its log into a",
+        "base; a resume copies that base on the server and writes only its own commits, and",
+        "once HEAD names its generation every generation but it and the one before is",
+        "deleted (store/replica).",
+        "",
+        *_table(
+            ["after", "objects under state/", "objects", "MiB under the URL", "seconds", "exit"],
+            rounds,
+        ),
+        "",
+    ]
 
 
 def _blank_section(b: BlankResume) -> list[str]:

@@ -17,7 +17,8 @@ served in another (a fresh one each time), and reads the sandbox's ledger:
 6. start-up: a 1 M-row CSV into a fresh DIR: seconds to the first call;
 7. a run at a URL (`--out s3://...` on a local S3 server, tests/bench/url.py): its wall
    time at 20/s and its calls a second with no limit, each against the same run in a
-   local DIR back to back; and a blank machine resuming a 1 M-row run from the store.
+   local DIR back to back; a blank machine resuming a 1 M-row run from the store; and
+   what the URL holds after ten resumes with nothing to do, against after one.
 
 `--only` measures some of them (`--only url`, `--only resume,startup`) and prints them,
 leaving docs/ as it is: a quick loop while working on one figure. The whole bench takes
@@ -50,6 +51,8 @@ from bench.plan import (  # noqa: E402
     EXCEL_ROWS,
     HIDING_SECONDS,
     HIDING_TIMEOUT,
+    IDLE_RESUMES,
+    IDLE_ROWS,
     INGEST_ROWS,
     PACED_RATE,
     PACED_ROWS,
@@ -75,6 +78,7 @@ from bench.startup import StartupRun, startup_run  # noqa: E402
 from bench.url import (  # noqa: E402
     UrlFigures,
     blank_resume,
+    idle_resumes,
     paced_pair,
     s3_server,
     unlimited_pair,
@@ -203,7 +207,13 @@ def _measure_url(work: Path) -> UrlFigures:
         step.done(
             f"first call after {blank.first_call_seconds:.1f} s, peak {blank.peak_rss_mib:,.0f} MiB"
         )
-    return UrlFigures(paced, unlimited, blank)
+        step = _Progress(f"{IDLE_RESUMES} resumes with nothing to do at a URL, {IDLE_ROWS:,} rows")
+        idle = idle_resumes(work, s3)
+        step.done(
+            f"objects under state/ {idle.objects_ratio:.2f} × the first resume's, bytes under "
+            f"the URL {idle.bytes_ratio:.2f} ×"
+        )
+    return UrlFigures(paced, unlimited, blank, idle)
 
 
 def main() -> None:

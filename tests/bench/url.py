@@ -11,9 +11,13 @@ figures and not timed), beside the same run in a local DIR.
    ingest complete, as a run that stops for the day leaves it), then the same command
    from an empty working directory in a fresh process, on the next UTC day
    (`BATCHVAL_CLOCK_OFFSET_SECONDS`): seconds from the process's start to its first call,
-   and its peak RSS until then. Its log says where the time went (`events`).
+   and its peak RSS until then. Its log says where the time went (`events`);
+4. resumes with nothing to do (issue 36): a 1,000-row run at a URL at a hidden 20/s, then
+   the same command ten times, each from an empty working directory: the objects under
+   `state/` and the bytes under the URL after each, the tenth against the first resume's
+   (a bucket that holds what a run needs does not grow with the rounds).
 
-    python tests/bench/url.py [--only paced,unlimited,blank] [--times K] [--keep DIR]
+    python tests/bench/url.py [--only paced,unlimited,blank,resumes] [--times K] [--keep DIR]
 
 measures these alone (K times each), printed, without the whole bench.
 """
@@ -45,9 +49,18 @@ from obstore.store import S3Store
 
 from bench.live import LiveRun, live_run, rate_run
 from bench.machine import load_average
-from bench.plan import BLANK_FIRST_DAY, BLANK_ROWS, PACED_RATE, PACED_ROWS, UNLIMITED_ROWS
+from bench.plan import (
+    BLANK_FIRST_DAY,
+    BLANK_ROWS,
+    IDLE_RESUMES,
+    IDLE_ROWS,
+    PACED_RATE,
+    PACED_ROWS,
+    UNLIMITED_ROWS,
+)
 from bench.processes import BATCHVAL, Child, Finished, cpu_seconds_of, run_measured
-from bench.served import ServedSandbox
+from bench.served import NO_DAILY_LIMIT, ServedSandbox
+from bench.workload import write_csv
 
 DAY_SECONDS = 86_400
 
@@ -109,6 +122,43 @@ class UrlFigures:
     paced: PlacePair | None
     unlimited: PlacePair | None
     blank: BlankResume | None
+    resumes: IdleResumes | None = None
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Held:
+    """What the URL holds after one invocation."""
+
+    state_objects: int  # under `state/`: HEAD, the lease, each generation's base and log
+    objects: int  # under the URL, outputs included
+    bytes: int  # under the URL
+    seconds: float  # the invocation's wall time
+    exit_code: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class IdleResumes:
+    """A run at a URL, then the same command again and again with nothing left to do."""
+
+    rows: int
+    first: Held  # after the run itself
+    resumes: list[Held]  # after each resume, in order
+    calls_after_first: int  # the sandbox's requests made by the resumes (0: nothing to do)
+
+    @property
+    def objects_ratio(self) -> float:
+        """Objects under `state/` after the last resume, over after the first resume."""
+        return self.resumes[-1].state_objects / self.resumes[0].state_objects
+
+    @property
+    def objects_ratio_to_run(self) -> float:
+        """Objects under `state/` after the last resume, over after the run itself."""
+        return self.resumes[-1].state_objects / self.first.state_objects
+
+    @property
+    def bytes_ratio(self) -> float:
+        """Bytes under the URL after the last resume, over after the first resume."""
+        return self.resumes[-1].bytes / self.resumes[0].bytes
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -215,10 +265,46 @@ def blank_resume(work: Path, s3: S3Server, book: Path, rows: int) -> BlankResume
     )
 
 
-def kept_sizes(s3: S3Server, prefix: str) -> dict[str, float]:
-    """MiB of the objects under `prefix` by kind: HEAD's generation's base and log, and
-    the earlier generations' objects left behind."""
-    store = S3Store(
+def idle_resumes(
+    work: Path, s3: S3Server, rows: int = IDLE_ROWS, resumes: int = IDLE_RESUMES
+) -> IdleResumes:
+    """`rows` rows at a URL at a hidden 20/s, then the same command `resumes` times, each
+    from an empty working directory (a moved task), with nothing left to send: what the
+    URL holds after each."""
+    prefix = f"idle-{secrets.token_hex(4)}"
+    url = s3.url(prefix)
+    source = write_csv(work / "idle.csv", rows, seed=3)
+    options = ["--rate", str(PACED_RATE), "--burst", str(PACED_RATE), *NO_DAILY_LIMIT]
+    held = []
+    with ServedSandbox(options, work / "idle.sandbox.log") as api:
+        env = {**api.client_env(), **s3.env()}
+        for number in range(resumes + 1):
+            cwd = _empty(work / f"idle-machine-{number}")
+            done = run_measured(
+                [BATCHVAL, "run", str(source), "--out", url],
+                log=work / f"idle-{number}.log",
+                env={**env, "TMPDIR": str(cwd)},
+                cwd=cwd,
+            )
+            if number == 0:
+                calls = api.ledger().requests
+            held.append(_held(s3, prefix, done))
+        resumed_calls = api.ledger().requests - calls
+    return IdleResumes(rows, held[0], held[1:], resumed_calls)
+
+
+def _held(s3: S3Server, prefix: str, done: Finished) -> Held:
+    state, objects, size = 0, 0, 0
+    for chunk in obstore.list(_store(s3), f"{prefix}/"):
+        for meta in chunk:
+            objects += 1
+            size += meta["size"]
+            state += str(meta["path"]).startswith(f"{prefix}/state/")
+    return Held(state, objects, size, done.seconds, done.exit_code)
+
+
+def _store(s3: S3Server) -> S3Store:
+    return S3Store(
         s3.bucket,
         config={
             "endpoint": s3.endpoint,
@@ -228,6 +314,12 @@ def kept_sizes(s3: S3Server, prefix: str) -> dict[str, float]:
         },
         client_options={"allow_http": True},
     )
+
+
+def kept_sizes(s3: S3Server, prefix: str) -> dict[str, float]:
+    """MiB of the objects under `prefix` by kind: HEAD's generation's base and log, and
+    the earlier generations' objects left behind."""
+    store = _store(s3)
     head = json.loads(bytes(obstore.get(store, prefix + "HEAD").bytes()))["generation"]
     sizes = {"base": 0.0, "log": 0.0, "earlier generations": 0.0}
     for chunk in obstore.list(store, prefix):
@@ -292,7 +384,22 @@ def describe_blank(blank: BlankResume) -> str:
     )
 
 
-CASES = ("paced", "unlimited", "blank")
+def describe_resumes(idle: IdleResumes) -> str:
+    rounds = "; ".join(
+        f"{n}: {h.state_objects} in state/, {h.objects} objects, {h.bytes / 2**20:.2f} MiB, "
+        f"{h.seconds:.1f} s, exit {h.exit_code}"
+        for n, h in enumerate([idle.first, *idle.resumes])
+    )
+    return (
+        f"{len(idle.resumes)} resumes with nothing to do, {idle.rows:,} rows: objects under "
+        f"state/ {idle.resumes[-1].state_objects} ({idle.objects_ratio:.2f} × the first "
+        f"resume's, {idle.objects_ratio_to_run:.2f} × the run's), bytes under the URL "
+        f"{idle.bytes_ratio:.2f} × the first resume's; {idle.calls_after_first} calls by "
+        f"the resumes ({rounds})"
+    )
+
+
+CASES = ("paced", "unlimited", "blank", "resumes")
 
 
 def main() -> None:
@@ -325,6 +432,8 @@ def main() -> None:
                     blank = blank_resume(each, s3, book, args.blank_rows)
                     print(describe_blank(blank), flush=True)
                     print(json.dumps(blank.events, indent=1))
+                if "resumes" in only:
+                    print(describe_resumes(idle_resumes(each, s3)), flush=True)
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)
