@@ -51,6 +51,12 @@ class MemoryObjects:
         with self._lock:
             self.objects[key] = data
 
+    def copy(self, source: str, target: str) -> None:
+        with self._lock:
+            if source not in self.objects:
+                raise FileNotFoundError(source)
+            self.objects[target] = self.objects[source]
+
     def delete(self, key: str) -> None:
         with self._lock:
             self.objects.pop(key, None)

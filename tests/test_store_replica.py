@@ -1,10 +1,14 @@
 """The run's memory shipped to an object store as it commits (`store/replica`), held here
 against an object store in memory that honours create-only and compare-and-swap writes:
-a restore on an empty disk gives every commit shipped, generations move HEAD, and a
-holder that lost the run never overwrites the new holder's memory."""
+a restore on an empty disk gives every commit shipped, generations move HEAD, a holder
+that lost the run never overwrites the new holder's memory, a holder with little to add
+writes no base and the old generations go, and every object read is checked before it is
+trusted."""
 
 from __future__ import annotations
 
+import json
+import re
 import sqlite3
 import time
 from pathlib import Path
@@ -17,8 +21,17 @@ from memory_objects import MemoryObjects
 from batchval.outcome import StopReason
 from batchval.store import replica as replica_module
 from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint
+from batchval.store.lease import LeaseState
 from batchval.store.objects import ObjectStoreUnavailableError
-from batchval.store.replica import HEAD, Head, Replica, ReplicaLostError, restore
+from batchval.store.replica import (
+    HEAD,
+    Head,
+    Replica,
+    ReplicaLostError,
+    Restored,
+    StateObjectError,
+    restore,
+)
 
 
 def _open(path: Path) -> sqlite3.Connection:
@@ -41,6 +54,12 @@ def _values(path: Path) -> list[int]:
         return [int(v) for (v,) in db.execute("SELECT v FROM t ORDER BY v")]
     finally:
         db.close()
+
+
+def _restored(objects: MemoryObjects, path: Path) -> Restored:
+    found = restore(objects, path)
+    assert found is not None
+    return found
 
 
 def _holder(
@@ -71,7 +90,7 @@ def test_a_blank_machine_gets_every_commit_shipped(tmp_path: Path) -> None:
     assert len(shipped) > 1  # commit by commit, not one copy at the end
     restored = tmp_path / "blank" / "checkpoint.sqlite"
     restored.parent.mkdir()
-    assert restore(objects, restored) == Head.of(objects.objects[HEAD])
+    assert _restored(objects, restored).head == Head.of(objects.objects[HEAD])
     assert _values(restored) == list(range(300))
     kept.close()
     db.close()
@@ -104,7 +123,7 @@ def test_a_restore_streams_the_base_and_the_log_to_disk(tmp_path: Path) -> None:
     kept.drain()
     restored = tmp_path / "blank" / "checkpoint.sqlite"
     restored.parent.mkdir()
-    assert restore(objects, restored) == Head.of(objects.objects[HEAD])
+    assert _restored(objects, restored).head == Head.of(objects.objects[HEAD])
     assert _values(restored) == list(range(30))
     kept.close()
     db.close()
@@ -227,7 +246,7 @@ def test_a_holder_that_lost_the_run_never_overwrites_the_new_one(tmp_path: Path)
     old.drain()
     restored = tmp_path / "blank" / "checkpoint.sqlite"
     restored.parent.mkdir()
-    assert restore(objects, restored) == Head.of(objects.objects[HEAD])
+    assert _restored(objects, restored).head == Head.of(objects.objects[HEAD])
     assert _values(restored) == [1, 2, 3]
     with pytest.raises(ReplicaLostError):  # nor can it make its generation HEAD again
         old._new_generation(old_db, Head(old._generation, 1))
@@ -306,3 +325,340 @@ def test_a_store_that_stops_answering_stops_the_sending_as_an_outage(tmp_path: P
     assert "can no longer be kept at its URL" in lost.detail
     with pytest.raises(ReplicaLostError):
         checkpoint.begin_group()  # nor is anything more committed as if it were kept
+
+
+class _Counted(MemoryObjects):
+    """Counts the bytes written from this process and the copies made on the server."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.written: list[str] = []
+        self.copied: list[str] = []
+
+    def create(self, key: str, data: bytes) -> bool:
+        self.written.append(key)
+        return super().create(key, data)
+
+    def copy(self, source: str, target: str) -> None:
+        self.copied.append(target)
+        super().copy(source, target)
+
+
+def _take(tmp_path: Path, objects: MemoryObjects, name: str, epoch: int, *values: int) -> None:
+    """One invocation on a blank machine: restore, begin, commit `values`, close."""
+    db, kept = _holder(tmp_path, objects, name, epoch)
+    if values:
+        _commit(db, kept, *values)
+    kept.close()
+    db.close()
+
+
+def _generations(objects: MemoryObjects) -> set[str]:
+    return {k.split("/")[1] for k in objects.objects if k.count("/") == 2}
+
+
+def _padded_run(tmp_path: Path, objects: MemoryObjects, *values: int) -> None:
+    """A first invocation whose base is about 256 KiB (a real run's is most of its
+    memory), then `values` committed ten at a time, each shipped (its own object)."""
+    path = tmp_path / "first" / "checkpoint.sqlite"
+    path.parent.mkdir()
+    db = _open(path)
+    db.execute("CREATE TABLE t (v INTEGER)")
+    db.execute("CREATE TABLE pad (b BLOB)")
+    db.execute("INSERT INTO pad VALUES (zeroblob(1 << 18))")
+    kept = Replica(objects, path, epoch=1)
+    kept.begin(db, None)
+    for start in range(0, len(values), 10):
+        _commit(db, kept, *values[start : start + 10])
+        kept.drain()
+    kept.close()
+    db.close()
+
+
+def test_a_holder_with_little_to_add_copies_the_base_on_the_server(tmp_path: Path) -> None:
+    """A resume whose restored log is small beside its base writes no base: the base is
+    copied on the server, the log written once as the new generation's first object, and
+    a blank machine restores every commit of both holders."""
+    objects = _Counted()
+    _padded_run(tmp_path, objects, 1, 2)
+    objects.written.clear()
+    with structlog.testing.capture_logs() as logged:
+        _take(tmp_path, objects, "second", 2, 3)
+    [event] = [e for e in logged if e["event"] == "replica.generation"]
+    assert event["base_bytes"] == 0
+    head = Head.of(objects.objects[HEAD])
+    assert objects.copied == [f"state/{head.generation}/base.sqlite"]
+    assert not [k for k in objects.written if k.endswith("base.sqlite")]
+    assert f"state/{head.generation}/{0:016d}.wal" in objects.written  # the log, once
+    restored = tmp_path / "blank" / "checkpoint.sqlite"
+    restored.parent.mkdir()
+    restore(objects, restored)
+    assert _values(restored) == [1, 2, 3]
+
+
+def test_an_invocation_ends_by_folding_a_long_log_so_the_next_writes_no_base(
+    tmp_path: Path,
+) -> None:
+    """A run whose log passed half its base folds it into a new base as its database
+    closes (while it holds the run); the next holder then copies that base on the server
+    and writes none of its own."""
+    objects = _Counted()
+    first = tmp_path / "first"
+    first.mkdir()
+    checkpoint = Checkpoint.open(first)
+    checkpoint.keep_at(Replica(objects, first / CHECKPOINT_NAME, epoch=1), None)
+    for n in range(50):
+        with checkpoint.transaction():
+            checkpoint.set(f"answer.{n}", "x" * 1_000)
+    checkpoint.close()
+    head = Head.of(objects.objects[HEAD])
+    assert head.generation.startswith("00000001-000002-")  # the fold's generation
+    assert not [k for k in objects.objects if f"/{head.generation}/" in k and ".wal" in k]
+    objects.written.clear()
+    blank = tmp_path / "blank"
+    blank.mkdir()
+    restored = restore(objects, blank / CHECKPOINT_NAME)
+    again = Checkpoint.open(blank)
+    again.keep_at(Replica(objects, blank / CHECKPOINT_NAME, epoch=2), restored)
+    assert again.get("answer.49") == "x" * 1_000
+    again.close()
+    assert len(objects.copied) == 1
+    assert not [k for k in objects.written if k.endswith("base.sqlite")]
+
+
+def test_a_log_past_half_its_base_is_folded_into_a_new_base(tmp_path: Path) -> None:
+    """A restored log larger than half the base (its holder was killed before folding
+    it): the new holder writes a new base (the log emptied into it) rather than the log
+    beside a copy, so a restore never reads more than one and a half bases."""
+    objects = _Counted()
+    _take(tmp_path, objects, "first", 1, *range(2_000))  # the log is most of the memory
+    objects.written.clear()
+    _take(tmp_path, objects, "second", 2)
+    head = Head.of(objects.objects[HEAD])
+    assert objects.copied == []
+    assert objects.written[0] == f"state/{head.generation}/base.sqlite"
+    restored = tmp_path / "blank" / "checkpoint.sqlite"
+    restored.parent.mkdir()
+    restore(objects, restored)
+    assert _values(restored) == list(range(2_000))
+
+
+def test_rounds_with_nothing_to_do_keep_the_current_and_the_previous_generation(
+    tmp_path: Path,
+) -> None:
+    """Ten takes that add one small commit each: once HEAD moves, every generation but it
+    and the one before it is deleted, so the objects under state/ do not grow with the
+    rounds, and the memory holds every commit."""
+    objects = _Counted()
+    _padded_run(tmp_path, objects, *range(100))
+    _take(tmp_path, objects, "resume-1", 2, 100)
+    after_one = len(objects.objects)
+    names = [Head.of(objects.objects[HEAD]).generation]
+    for epoch in range(3, 12):
+        _take(tmp_path, objects, f"resume-{epoch - 1}", epoch, epoch * 1_000)
+        names.append(Head.of(objects.objects[HEAD]).generation)
+        assert _generations(objects) == set(names[-2:])
+    assert len(objects.objects) <= after_one
+    assert not [k for k in objects.written if k.endswith("base.sqlite")][1:]  # the run's own
+    restored = tmp_path / "blank" / "checkpoint.sqlite"
+    restored.parent.mkdir()
+    restore(objects, restored)
+    assert _values(restored) == [*range(101), *(e * 1_000 for e in range(3, 12))]
+
+
+def test_a_holder_never_deletes_a_later_holders_generation(tmp_path: Path) -> None:
+    """A stalled holder that moves HEAD of its own deletes only generations of its epoch
+    or earlier: a later holder's (a higher epoch) are never its to delete."""
+    objects = MemoryObjects()
+    _take(tmp_path, objects, "first", 1, 1)
+    later = "00000009-000001-0badc0de"
+    objects.objects[f"state/{later}/base.sqlite"] = b"a later holder's"
+    objects.objects["state/00000001-000007-0badf00d/base.sqlite"] = b"an orphan of epoch 1"
+    _take(tmp_path, objects, "second", 2, 2)
+    assert f"state/{later}/base.sqlite" in objects.objects
+    assert "state/00000001-000007-0badf00d/base.sqlite" not in objects.objects
+
+
+class _MovedWhileRead(MemoryObjects):
+    """Another holder moves HEAD on twice while a reader lists its generation: the
+    generation the reader began with is deleted, base first."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.then: tuple[bytes, str] | None = None  # HEAD's bytes, and the generation to delete
+
+    def list(self, prefix: str) -> list[str]:
+        found = super().list(prefix)
+        if self.then is not None and prefix != "state/":
+            head, gone = self.then
+            self.then = None
+            for key in sorted(k for k in self.objects if f"/{gone}/" in k):
+                self.delete(key)
+            self.objects[HEAD] = head
+        return found
+
+
+def test_a_reader_whose_generation_goes_meanwhile_reads_head_again(tmp_path: Path) -> None:
+    """A restore whose generation is deleted under it (HEAD moved on twice meanwhile)
+    never restores part of it: it reads the new HEAD and restores that generation."""
+    objects = _MovedWhileRead()
+    _take(tmp_path, objects, "first", 1, *range(50))
+    first = Head.of(objects.objects[HEAD])
+    _take(tmp_path, objects, "second", 2, 50)
+    later = objects.objects[HEAD]
+    objects.objects[HEAD] = first.to_bytes()  # the reader finds the older HEAD first
+    objects.then = (later, first.generation)
+    restored = tmp_path / "blank" / "checkpoint.sqlite"
+    restored.parent.mkdir()
+    found = restore(objects, restored)
+    assert found is not None
+    assert found.head == Head.of(later)
+    assert _values(restored) == list(range(51))
+
+
+_DAMAGED_HEADS = [
+    b"\xff\xfe\x00garbage",
+    b"not json at all",
+    b"[1, 2]",
+    b"{}",
+    b'{"generation": "../../elsewhere", "epoch": 1}',
+    b'{"generation": "00000001-000001-0badf00d", "epoch": "1"}',
+]
+
+
+@pytest.mark.parametrize("damaged", _DAMAGED_HEADS)
+def test_a_head_that_does_not_parse_is_64_naming_the_repair(tmp_path: Path, damaged: bytes) -> None:
+    """HEAD overwritten with something that is not a HEAD: `StateObjectError` (exit 64)
+    naming HEAD, and the repair: HEAD naming the newest generation, whose restore holds
+    every commit; no file is left."""
+    objects = MemoryObjects()
+    _take(tmp_path, objects, "first", 1, 1, 2)
+    _take(tmp_path, objects, "second", 2, 3)
+    newest = Head.of(objects.objects[HEAD])
+    objects.objects[HEAD] = damaged
+    restored = tmp_path / "blank" / "checkpoint.sqlite"
+    restored.parent.mkdir()
+    with pytest.raises(StateObjectError) as raised:
+        restore(objects, restored, url="s3://b/run")
+    assert raised.value.exit_code == 64
+    message = str(raised.value)
+    assert "s3://b/run/state/HEAD is not the run's HEAD" in message
+    assert "Never name an older generation" in message
+    assert list(restored.parent.iterdir()) == []
+    objects.objects[HEAD] = _repair_in(message)
+    assert Head.of(objects.objects[HEAD]).generation == newest.generation
+    restore(objects, restored)
+    assert _values(restored) == [1, 2, 3]
+
+
+def _repair_in(message: str) -> bytes:
+    """The HEAD a repair message says to write."""
+    found = re.search(r"write (\{.*?\}) to ", message)
+    assert found, message
+    return json.dumps(json.loads(found.group(1))).encode()
+
+
+def test_a_head_naming_a_missing_generation_is_64_and_says_what_is_forgotten(
+    tmp_path: Path,
+) -> None:
+    """HEAD names a generation that is gone: 64 naming its base, never a silent fall back
+    to the one before; the repair names that one and says what it may cost."""
+    objects = MemoryObjects()
+    _take(tmp_path, objects, "first", 1, *range(50))
+    previous = Head.of(objects.objects[HEAD])
+    _take(tmp_path, objects, "second", 2, 50)
+    gone = Head.of(objects.objects[HEAD])
+    for key in [k for k in objects.objects if f"/{gone.generation}/" in k]:
+        del objects.objects[key]
+    restored = tmp_path / "blank" / "checkpoint.sqlite"
+    restored.parent.mkdir()
+    with pytest.raises(StateObjectError) as raised:
+        restore(objects, restored, url="s3://b/run")
+    message = str(raised.value)
+    assert f"names generation {gone.generation}" in message
+    assert f"s3://b/run/state/{gone.generation}/base.sqlite is not there" in message
+    assert f"is older than {gone.generation}" in message
+    assert "paid again after it" in message
+    assert Head.of(_repair_in(message)) == Head(previous.generation, 1)
+    assert list(restored.parent.iterdir()) == []
+
+
+def test_a_base_that_is_no_sqlite_file_is_64(tmp_path: Path) -> None:
+    objects = MemoryObjects()
+    _take(tmp_path, objects, "first", 1, 1)
+    head = Head.of(objects.objects[HEAD])
+    objects.objects[f"state/{head.generation}/base.sqlite"] = b"<html>an error page</html>"
+    with pytest.raises(StateObjectError, match="is not an SQLite database"):
+        restore(objects, tmp_path / "checkpoint.sqlite")
+
+
+@pytest.mark.parametrize("damage", ["gap", "foreign", "torn"])
+def test_a_log_that_is_not_one_whole_log_is_64(tmp_path: Path, damage: str) -> None:
+    """A log with a gap, objects from another log (other salts), or a tail cut inside a
+    frame: 64, never the silent loss of the commits SQLite's recovery would drop."""
+    objects = MemoryObjects()
+    db, kept = _holder(tmp_path, objects, "first", epoch=1)
+    for start in range(0, 30, 3):
+        _commit(db, kept, start, start + 1, start + 2)
+        kept.drain()
+    kept.close()
+    db.close()
+    head = Head.of(objects.objects[HEAD])
+    segments = sorted(k for k in objects.objects if k.endswith(".wal"))
+    assert len(segments) > 3
+    if damage == "gap":
+        del objects.objects[segments[2]]
+    elif damage == "foreign":
+        data = bytearray(objects.objects[segments[-1]])
+        data[8:16] = b"\x01" * 8  # the first frame's salts, another log's
+        objects.objects[segments[-1]] = bytes(data)
+    else:
+        objects.objects[segments[-1]] = objects.objects[segments[-1]][:-100]
+    with pytest.raises(StateObjectError, match=f"state/{head.generation}/"):
+        restore(objects, tmp_path / "checkpoint.sqlite")
+    assert not (tmp_path / "checkpoint.sqlite").exists()
+
+
+def test_a_missing_head_beside_a_kept_memory_is_64(tmp_path: Path) -> None:
+    """HEAD deleted while the generations stay: a new run would start from nothing and pay
+    again, so 64; but a first holder's base alone (killed before HEAD) is no run yet."""
+    objects = MemoryObjects()
+    objects.objects["state/00000001-000001-0badf00d/base.sqlite"] = b"SQLite format 3\x00"
+    assert restore(objects, tmp_path / "checkpoint.sqlite") is None
+    _take(tmp_path, objects, "first", 2, 1)
+    del objects.objects[HEAD]
+    with pytest.raises(StateObjectError, match="HEAD is missing"):
+        restore(objects, tmp_path / "checkpoint.sqlite")
+
+
+def test_a_head_damaged_under_a_running_holder_stops_it_with_the_repair(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """HEAD overwritten with garbage while a holder runs: at its next swap (a new
+    generation) it stops sending with `refused` (64), its message naming HEAD and its own
+    generation to write there; no UnicodeDecodeError reaches the run."""
+    monkeypatch.setattr(replica_module, "GENERATION_BYTES", 16_384)
+    objects = MemoryObjects()
+    checkpoint = Checkpoint.open(tmp_path)
+    checkpoint.keep_at(
+        Replica(objects, tmp_path / CHECKPOINT_NAME, epoch=1, url="s3://b/run"), None
+    )
+    mine = Head.of(objects.objects[HEAD])
+    objects.objects[HEAD] = b"\xff\xfe garbage"
+    for n in range(200):  # past the generation's size: a new one, and a swap
+        with checkpoint.transaction():
+            checkpoint.set(f"pad.{n}", "x" * 500)
+    lost = checkpoint.hold_lost()
+    assert lost is not None
+    assert lost.reason is StopReason.REFUSED
+    assert "s3://b/run/state/HEAD was overwritten while this run held it" in lost.detail
+    assert Head.of(_repair_in(lost.detail)) == mine
+    checkpoint.close()
+
+
+@pytest.mark.parametrize("damaged", [b"\xff garbage", b"{}", b'{"holder": "h", "epoch": "x"}'])
+def test_a_lease_that_does_not_parse_is_64_naming_the_repair(damaged: bytes) -> None:
+    with pytest.raises(
+        StateObjectError, match="state/LEASE at the run's URL is not the run's lease"
+    ):
+        LeaseState.of(damaged)

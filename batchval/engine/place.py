@@ -34,7 +34,7 @@ from batchval.outcome import ExitCode, RunRefusedError, StopReason
 from batchval.store.database import CHECKPOINT_NAME, Database
 from batchval.store.lease import DURATION, Lease, LeaseHeldError, LeaseKeeper
 from batchval.store.lock import LOCK_NAME
-from batchval.store.replica import Head, Replica, restore
+from batchval.store.replica import Replica, Restored, StateObjectError, restore
 
 if TYPE_CHECKING:
     from batchval.store.objects import ObjectStoreError
@@ -68,6 +68,7 @@ class PlaceObjects(Protocol):
     def delete(self, key: str) -> None: ...
     def create(self, key: str, data: bytes) -> bool: ...
     def replace(self, key: str, data: bytes, etag: str) -> bool: ...
+    def copy(self, source: str, target: str) -> None: ...
     def list(self, prefix: str) -> list[str]: ...
     def probe(self) -> None: ...
 
@@ -81,7 +82,7 @@ class Place:
     url: str | None = None
     objects: PlaceObjects | None = None
     keeper: LeaseKeeper | None = None
-    head: Head | None = None
+    restored: Restored | None = None  # the run's memory as restored (None: there was none)
     # The sha256 of each object copied in from the URL: published again only if changed
     # (an object beside the run's outputs, such as a --book, is never written back stale).
     copied: Mapping[str, bytes] = dataclasses.field(default_factory=dict)
@@ -90,8 +91,10 @@ class Place:
         """Ship every commit of the run's database to the URL from now on."""
         if self.objects is None or self.keeper is None:
             return
-        replica = Replica(self.objects, database.path, epoch=self.keeper.lease.epoch)
-        database.keep_at(replica, self.head, self.keeper)
+        replica = Replica(
+            self.objects, database.path, epoch=self.keeper.lease.epoch, url=self.url or ""
+        )
+        database.keep_at(replica, self.restored, self.keeper)
 
     def publish(self) -> list[str]:
         """Every output file of the local directory written to the URL, each whole (an
@@ -130,11 +133,14 @@ def viewed(place: str, env: Mapping[str, str]) -> Iterator[tuple[Path, PlaceObje
     try:
         try:
             objects = ObjectStore.from_url(place, env)
-            restore(objects, local / CHECKPOINT_NAME)
+            restore(objects, local / CHECKPOINT_NAME, url=place.rstrip("/"))
             _copy_outputs(objects, local)
-        except ObjectStoreError as exc:
+        except (ObjectStoreError, StateObjectError) as exc:
             raise refusal_of(exc) from None
-        yield local, objects
+        try:
+            yield local, objects
+        except StateObjectError as exc:  # the lease, read by `status`
+            raise refusal_of(exc) from None
     finally:
         shutil.rmtree(local, ignore_errors=True)
 
@@ -248,13 +254,18 @@ def opened(
         lease.take()
     except LeaseHeldError as exc:
         raise RunRefusedError(StopReason.DIR_LOCKED, f"{place}: {exc}") from None
+    except StateObjectError as exc:
+        raise refusal_of(exc) from None
     keeper = LeaseKeeper(lease, every=min(1.0, lease_seconds / 10))
     local = Path(tempfile.mkdtemp(prefix="batchval-place-"))
     try:
-        head = restore(objects, local / CHECKPOINT_NAME)
+        try:
+            restored = restore(objects, local / CHECKPOINT_NAME, url=place.rstrip("/"))
+        except StateObjectError as exc:
+            raise refusal_of(exc) from None
         copied = _copy_outputs(objects, local) if outputs else {}
-        log.info("place.taken", url=place, epoch=lease.epoch, restored=head is not None)
-        found = Place(local, place, objects, keeper, head, copied)
+        log.info("place.taken", url=place, epoch=lease.epoch, restored=restored is not None)
+        found = Place(local, place.rstrip("/"), objects, keeper, restored, copied)
         yield found
         if keeper.holds():  # surely still this run's: never over a new holder's outputs
             found.publish()
@@ -265,10 +276,11 @@ def opened(
         shutil.rmtree(local, ignore_errors=True)
 
 
-def refusal_of(exc: ObjectStoreError) -> RunRefusedError:
+def refusal_of(exc: ObjectStoreError | StateObjectError) -> RunRefusedError:
     """A store's failure as the command's refusal: one that does not answer is
     `store_unavailable` (75); one that will not do what a run needs (credentials, no
-    bucket, no conditional writes) is `refused` (64)."""
+    bucket, no conditional writes), or whose run's memory cannot be trusted as it is (a
+    damaged HEAD: the message says the repair), is `refused` (64)."""
     if exc.exit_code == ExitCode.RESUMABLE:
         return RunRefusedError(StopReason.STORE_UNAVAILABLE, str(exc))
     return RunRefusedError(StopReason.REFUSED, str(exc))

@@ -34,7 +34,7 @@ from batchval.store.derived import DerivedFiles
 from batchval.store.held import HeldWrites
 from batchval.store.invocations import InvocationLog
 from batchval.store.lease import LeaseKeeper, LeaseLostError
-from batchval.store.replica import Head, Replica, ReplicaLostError
+from batchval.store.replica import Replica, ReplicaLostError, Restored, StateObjectError
 from batchval.store.schema import INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES
 
 CHECKPOINT_NAME = "checkpoint.sqlite"
@@ -138,12 +138,12 @@ class Database(InvocationLog, ChargeLedger, DerivedFiles):
                 database.close()
 
     def keep_at(
-        self, replica: Replica, head: Head | None, lease: LeaseKeeper | None = None
+        self, replica: Replica, restored: Restored | None, lease: LeaseKeeper | None = None
     ) -> None:
         """Ship every commit from now on (`store/replica`): the run's memory at a URL,
-        taken from `head` (what the URL held when restored; None: nothing), while `lease`
+        taken from what the URL held when `restored` (None: nothing), while `lease`
         holds the run (`store/lease`; its holder lets it go, after the outputs)."""
-        replica.begin(self._connection, head)
+        replica.begin(self._connection, restored)
         self._replica, self._lease = replica, lease
 
     def hold_lost(self) -> StopInfo | None:
@@ -158,7 +158,11 @@ class Database(InvocationLog, ChargeLedger, DerivedFiles):
         return None
 
     def _committed(self) -> None:
-        if self._replica is not None:
+        if self._replica is None or self._replica.failure is not None:
+            return  # a replica that stopped keeping: `hold_lost` stops the run, and says why
+        # A new generation HEAD could not name (another holder's, or a damaged HEAD): kept
+        # in `failure` as well, and said by `hold_lost`; the commit stays local.
+        with contextlib.suppress(ReplicaLostError, StateObjectError):
             self._replica.committed(self._connection)
 
     def close(self) -> None:
@@ -168,6 +172,8 @@ class Database(InvocationLog, ChargeLedger, DerivedFiles):
             if self._replica is not None and not self._connection.in_transaction:
                 with contextlib.suppress(ReplicaLostError):  # the run's stop says it
                     self._replica.committed(self._connection)  # the autocommitted writes too
+                if self.hold_lost() is None:  # a long log made a base while surely held
+                    self._replica.fold(self._connection)
                 self._replica.close()
         finally:
             self._connection.close()
@@ -244,6 +250,8 @@ class Database(InvocationLog, ChargeLedger, DerivedFiles):
 def _lost(why: BaseException | None, what: str) -> StopInfo:
     """The stop of a process that no longer surely holds its run: the store's outage, or
     another holder."""
+    if isinstance(why, StateObjectError):  # a person repairs it, as its message says
+        return StopInfo(StopReason.REFUSED, f"{why}; nothing more is sent")
     detail = f"this process no longer surely holds the run: {what}" + (f" ({why})" if why else "")
     detail += "; nothing more is sent, and the same command resumes it"
     if (

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from batchval.outcome import BatchvalError
+from batchval.store.replica import REPAIR, StateObjectError
 
 LEASE = "state/LEASE"
 DURATION = 30.0  # seconds a renewal holds the run
@@ -64,13 +65,24 @@ class LeaseState:
 
     @classmethod
     def of(cls, data: bytes) -> LeaseState:
-        found = json.loads(data)
-        return cls(
-            str(found["holder"]),
-            int(found["epoch"]),
-            bool(found.get("released", False)),
-            int(found.get("renewal", 0)),
-        )
+        """The lease's bytes as a lease; `StateObjectError` (64, with the repair) when they
+        are not one: a lease nobody can read must stop the run, never be taken over."""
+        try:
+            found = json.loads(data)
+            state = cls(
+                str(found["holder"]),
+                int(found["epoch"]),
+                bool(found.get("released", False)),
+                int(found.get("renewal", 0)),
+            )
+        except (ValueError, KeyError, TypeError, AttributeError):
+            raise StateObjectError(
+                LEASE,
+                f"{LEASE} at the run's URL is not the run's lease: once no batchval process "
+                "works on this run (a holder renews the lease every 10 s), delete it and run "
+                f"the same command again; see {REPAIR}",
+            ) from None
+        return state
 
 
 def holder_name() -> str:

@@ -4,12 +4,12 @@
     ObjectStore.from_url("file:///srv/runs" or "/srv/runs")  a local folder (no CAS: probe refuses)
     ObjectStore.from_url("memory://")                          in memory, for tests
 
-Keys are relative to the URL's prefix. Seven operations: `get` (bytes and ETag, or
+Keys are relative to the URL's prefix. Eight operations: `get` (bytes and ETag, or
 None), `read_into` (an object streamed into a file), `put` (overwrite), `create`
-(create-only: If-None-Match), `replace` (compare-and-swap: If-Match on an ETag), `list`,
-`delete`; and `probe`, which a run calls before trusting a store with anything: a store
-that does not honour create-only and compare-and-swap is refused, because it would let
-two writers both win.
+(create-only: If-None-Match), `replace` (compare-and-swap: If-Match on an ETag), `copy`
+(on the server), `list`, `delete`; and `probe`, which a run calls before trusting a store
+with anything: a store that does not honour create-only and compare-and-swap is refused,
+because it would let two writers both win.
 
 Credentials and the endpoint are read the way AWS's own tools read them, from the mapping
 passed in (the process's environment in production): `AWS_ACCESS_KEY_ID`,
@@ -351,6 +351,18 @@ class ObjectStore:
         else:
             return sorted(keys)
         raise self._error("list", prefix, failure)
+
+    def copy(self, source: str, target: str) -> None:
+        """Make `target` a copy of `source` on the server (S3's CopyObject: no byte passes
+        through this process; retried by obstore, as a plain write). `target` must be a key
+        of the caller's own (it is overwritten)."""
+        try:
+            obstore.copy(self._reads, source, target)
+        except Exception as exc:
+            failure = _Failure.of(exc)
+        else:
+            return
+        raise self._error("copy", source, failure)
 
     def delete(self, key: str) -> None:
         """Remove `key`; nothing to remove is no error."""
