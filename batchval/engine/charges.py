@@ -8,36 +8,48 @@ carrying the first call's charge, and the account is charged nothing. The eviden
 - when this DIR first sent the key (`first_sent`, batchval's clock, kept with the
   request; after a killed invocation, the time that invocation started, since its last
   writes may be lost);
-- when the API made the valuation (`valuedAt`, the API's clock);
+- when the API made the valuation (`valuedAt`, the API's clock), to the precision its
+  digits show (`precision`: a stamp cut to whole seconds may read up to a second early);
 - how far the API's clock may be behind batchval's: `ServerClock.lower`, a bound every
   answer gives (the API cannot have made or dated an answer later than batchval
   received it: `valuedAt` and the `Date` header are at most the API's time then), never
-  below `SKEW`.
+  below `SKEW`. A `Date` header has whole seconds, so it measures no closer than that;
+- the balances (`place_uncertain`): a replay's `balanceAfter` is the first call's, and
+  between top-ups the balance only falls.
 
-A charge made before this DIR first sent the key, by the API's own clock, was another
-call's: a replay. Otherwise the charge is this DIR's: fresh. Where batchval's clock says
-the valuation came before the send but the API gave no `Date` header with which to
-measure the clocks' difference, the answer is `uncertain`: reported apart, never counted
-as spent, never guessed. A street analysis needs none of this: its `charge` is absent on
-a free repeat (docs/api.md, 4.3), so one that carries a charge is fresh.
+`classify` decides from time alone: a valuation whose stamp, read at its latest, is before
+the send by the API's clock at its furthest behind is a replay; one whose stamp may be
+after the send by batchval's clock is fresh (this DIR's call charged it); between the two
+(before the send by batchval's clock, not certainly by the API's) it is `uncertain`:
+reported apart, never counted as spent, never guessed. At the end of an invocation
+`place_uncertain` looks at the uncertain ones again, with the clock as measured by then
+and the balances. The rule in words is in docs/explanation/keys-and-charges.md. A street
+analysis needs none of this: its `charge` is absent on a free repeat (docs/api.md, 4.3),
+so one that carries a charge is fresh.
 """
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import datetime as dt
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from batchval.api.client import http_date
-from batchval.store.charges import FRESH, REPLAY, UNCERTAIN, ChargeLine
+from batchval.store.charges import (
+    FRESH,
+    REPLAY,
+    UNCERTAIN,
+    ChargeLine,
+    Doubtful,
+    precision,
+)
 from batchval.store.records import whole_number
 
 # How far apart batchval's and the API's clocks may be: a clock further off than five
 # minutes is outside what batchval promises (NTP keeps servers within milliseconds).
 SKEW = dt.timedelta(minutes=5)
-# `valuedAt` may be cut to whole seconds, so a fresh one may read up to a second early.
-TRUNCATION = dt.timedelta(seconds=1)
 
 
 class ServerClock:
@@ -45,7 +57,6 @@ class ServerClock:
 
     def __init__(self) -> None:
         self._lower: dt.timedelta | None = None
-        self.dated = False  # a `Date` header was seen: the clocks' difference is measured
         self._date: tuple[str, dt.datetime | None] = ("", None)  # the last header read
 
     @property
@@ -67,7 +78,6 @@ class ServerClock:
             self._date = (date, http_date(date))
         when = self._date[1]
         if when is not None:
-            self.dated = True
             self.observe(when, received_at)
 
 
@@ -93,23 +103,25 @@ def first_send(floor: str | None, now: dt.datetime) -> str:
 
 
 def classify(at: dt.datetime | None, first_sent: str | None, clock: ServerClock) -> tuple[str, str]:
-    """(kind, why) of a valuation's charge made at `at` by the API's clock."""
+    """(kind, why) of a valuation's charge made at `at` by the API's clock, from time."""
     if at is None:
         return UNCERTAIN, "the answer's valuedAt cannot be read"
     sent = api_time(first_sent)
     if sent is None:
         return UNCERTAIN, "this DIR kept no time of its first send of the key"
-    earliest = sent + clock.lower - TRUNCATION
-    if at < earliest:
+    latest = at + precision(at)  # the latest instant the stamp can stand for
+    if latest <= sent + clock.lower:
         before = (sent + clock.lower - at).total_seconds()
         return REPLAY, (
             f"valued {before:.0f} s before this DIR first sent the key, by the API's clock: "
             "the API answered from its idempotency store"
         )
-    if at < sent - TRUNCATION and not clock.dated:
+    if latest <= sent:
+        behind = -clock.lower.total_seconds()
         return UNCERTAIN, (
-            "valued before this DIR first sent the key by batchval's clock, and the API "
-            "sent no Date header to measure the clocks' difference by"
+            f"valued {(sent - at).total_seconds():.3f} s before this DIR first sent the key "
+            f"by batchval's clock, but the API's clock may be up to {behind:.3f} s behind it: "
+            "a replay of a charge made just before, or this call's"
         )
     return FRESH, "valued after this DIR first sent the key"
 
@@ -130,8 +142,13 @@ def valuation_charge(
     clock: ServerClock,
     received: Received,
     invocation: int | None,
+    contested: bool = False,
 ) -> ChargeLine | None:
-    """The ledger line of a valuation answer that carried a charge, or None."""
+    """The ledger line of a valuation answer that carried a charge, or None. `contested`:
+    this DIR had never sent the key before, and its first send was answered 409
+    `request-in-progress`, so another DIR's call was valuing it then: a charge made after
+    the send is that call's (unless it failed uncharged and this DIR's retry was charged,
+    which nothing in the answer tells), so it is uncertain, never fresh."""
     charge = data.get("charge")
     if not isinstance(charge, Mapping):
         return None
@@ -140,6 +157,14 @@ def valuation_charge(
     if at is not None:
         clock.observe(at, received.at)
     kind, why = classify(at, first_sent, clock)
+    if kind == FRESH and contested:
+        kind, why = (
+            UNCERTAIN,
+            (
+                "this DIR's first send of the key was answered 409 request-in-progress: another "
+                "call was valuing it, and the charge is most likely that call's"
+            ),
+        )
     ref = data.get("id")
     return ChargeLine(
         product="valuation",
@@ -175,3 +200,58 @@ def street_charge(
         invocation=invocation,
         received_at=stamp(received.at),
     )
+
+
+class Ledger(Protocol):
+    """What `place_uncertain` reads and changes of the charges ledger (`store/charges`)."""
+
+    def uncertain_valuations(self) -> list[Doubtful]: ...
+
+    def received_balances(self) -> list[tuple[str, int]]: ...
+
+    def place(self, line_id: int, kind: str, why: str) -> None: ...
+
+
+def place_uncertain(ledger: Ledger, clock: ServerClock, invocation: int | None) -> int:
+    """Look again at the ledger's uncertain valuation charges, at the end of an invocation;
+    how many were placed. Those this invocation received are classed again with the clock
+    as measured by now (a later answer may have narrowed it). Then the balances: without a
+    top-up the balance only falls, so a charge whose `balanceAfter` is above that of a
+    charge whose answer this DIR had received before it first sent the key was made before
+    that send: a replay. It needs no clock, only batchval's own (`received_at` and
+    `first_sent`), and never makes a charge fresh: what stays unplaced stays uncertain.
+    It is used only for a charge stamped before the send by batchval's clock (uncertain
+    by time, not for want of a stamp): a top-up between the two charges would break it,
+    and such a charge was made after the send only if the API's clock is behind
+    batchval's and the account was topped up within that difference."""
+    doubtful = ledger.uncertain_valuations()
+    if not doubtful:
+        return 0
+    seen = ledger.received_balances()  # in the order received
+    times = [received for received, _ in seen]
+    lowest: list[int] = []  # the lowest balance received up to each line
+    for _, balance in seen:
+        lowest.append(min(balance, lowest[-1]) if lowest else balance)
+    placed = 0
+    for line in doubtful:
+        kind, why = UNCERTAIN, ""
+        if line.invocation == invocation and line.at is not None:
+            kind, why = classify(api_time(line.at), line.first_sent, clock)
+            if kind == FRESH:  # never made fresh after the fact
+                kind = UNCERTAIN
+        held, sent = line.balance_after, line.first_sent
+        if kind == UNCERTAIN and line.at is not None and held is not None and sent:
+            before = bisect.bisect_right(times, sent)
+            if before and lowest[before - 1] < held:
+                kind, why = (
+                    REPLAY,
+                    (
+                        f"charged before a charge with balanceAfter {lowest[before - 1]}, whose "
+                        "answer this DIR had received before it first sent this key (the balance "
+                        "only falls between top-ups): the API answered from its idempotency store"
+                    ),
+                )
+        if kind != UNCERTAIN:
+            ledger.place(line.line_id, kind, why)
+            placed += 1
+    return placed
