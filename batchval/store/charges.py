@@ -11,6 +11,7 @@ DIR spent. `Database` has these methods; streets and valuations write the same t
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import datetime as dt
 import sqlite3
@@ -131,13 +132,16 @@ class Money:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Doubtful:
-    """An uncertain valuation charge and the evidence to look at it again with
-    (`engine/charges.place_uncertain`)."""
+    """A valuation charge line to look at again, with the evidence
+    (`engine/charges.place_charges`)."""
 
     line_id: int
+    item: str  # the key
     at: str | None
     balance_after: int | None
     invocation: int | None
+    kind: str
+    why: str
     first_sent: str | None  # when this DIR first sent the key (batchval's clock)
 
 
@@ -148,6 +152,8 @@ class ChargeLedger:
         @property
         def sql(self) -> sqlite3.Connection: ...
 
+        def transaction(self) -> contextlib.AbstractContextManager[None]: ...
+
     def record_charge(self, line: ChargeLine) -> None:
         """A line of the ledger: held with the group's writes, so it is committed with the
         answer it came from (never one without the other)."""
@@ -156,15 +162,17 @@ class ChargeLedger:
             return
         self.sql.execute(CHARGE_INSERT, line.row())
 
-    def uncertain_valuations(self) -> list[Doubtful]:
-        """Every uncertain valuation charge, with its key's first send."""
+    def valuation_lines(self, invocation: int | None) -> list[Doubtful]:
+        """The valuation charges `invocation` received and every uncertain one, with their
+        key's first send, in the order recorded."""
         return [
             Doubtful(*row)
             for row in self.sql.execute(
-                "SELECT c.id, c.at, c.balance_after, c.invocation, r.first_sent FROM charges c"
-                " LEFT JOIN requests r ON r.key = c.item"
-                " WHERE c.kind = ? AND c.product = 'valuation' ORDER BY c.id",
-                (UNCERTAIN,),
+                "SELECT c.id, c.item, c.at, c.balance_after, c.invocation, c.kind, c.why,"
+                " r.first_sent FROM charges c LEFT JOIN requests r ON r.key = c.item"
+                " WHERE c.product = 'valuation' AND (c.invocation IS ? OR c.kind = ?)"
+                " ORDER BY c.id",
+                (invocation, UNCERTAIN),
             )
         ]
 
@@ -179,9 +187,17 @@ class ChargeLedger:
             )
         ]
 
-    def place(self, line_id: int, kind: str, why: str) -> None:
-        """A line's kind decided after it was recorded (`engine/charges.place_uncertain`)."""
-        self.sql.execute("UPDATE charges SET kind = ?, why = ? WHERE id = ?", (kind, why, line_id))
+    def place(self, line: Doubtful, kind: str, why: str) -> None:
+        """A line's kind decided again after it was recorded
+        (`engine/charges.place_charges`), and what its request says it cost with it."""
+        with self.transaction():
+            self.sql.execute(
+                "UPDATE charges SET kind = ?, why = ? WHERE id = ?", (kind, why, line.line_id)
+            )
+            self.sql.execute(
+                "UPDATE requests SET credits = ? WHERE key = ?",
+                (self.fresh_credits(line.item), line.item),
+            )
 
     def fresh_credits(self, item: str) -> int:
         """The credits of `item`'s fresh charges (what results.parquet says it cost)."""

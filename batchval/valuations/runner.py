@@ -25,7 +25,7 @@ import structlog
 from batchval import redaction
 from batchval.contract.lender import Lending
 from batchval.engine.batches import refusal
-from batchval.engine.charges import Received, ServerClock, place_uncertain
+from batchval.engine.charges import Received, ServerClock, place_charges
 from batchval.engine.charges_file import write_charges
 from batchval.engine.command import EmbeddedApi, Lines, chosen_api, file_fingerprint, invoke
 from batchval.engine.files import write_json_atomic
@@ -423,9 +423,9 @@ class Valuing:
 
     def settle(self, sent: SendOutcome) -> SendOutcome:
         self.reading.finish()  # the rows not stored while sending: every row is counted
-        # Before any figure is read: the charges the evidence could not place when they came
-        # are looked at again, with all this invocation's answers (never made fresh).
-        place_uncertain(self.checkpoint, self.clock, self.checkpoint.invocation)
+        # Before any figure is read: this invocation's charges looked at again, with all its
+        # answers' evidence of the API's clock, and the uncertain ones with the balances.
+        place_charges(self.checkpoint, self.clock, self.checkpoint.invocation, self.started)
         if self.booked is not None:  # the budget's own stop leaves rows for a later night
             sent = dataclasses.replace(sent, stop=self.booked.settle(sent.stop))
         return sent

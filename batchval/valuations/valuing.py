@@ -54,6 +54,9 @@ class ValuationJob:
         # DIR's call was valuing the key, so the charge then answered is not this DIR's.
         self._never_sent_before: set[str] = set()
         self._contested: set[str] = set()
+        # When each request now in flight was handed to the client (its send, or a moment
+        # before: a rate-limit wait): the `Date` of its answer bounds the API's clock.
+        self._sending: dict[str, dt.datetime] = {}
 
     def pending(self, after_rowid: int) -> Sequence[QueueItem]:
         """The next page of stored requests; when none is left, those of the rows read
@@ -76,6 +79,7 @@ class ValuationJob:
     async def send(self, item: QueueItem, gate: Gate) -> Answer:
         first = item.key in self._never_sent_before
         self._never_sent_before.discard(item.key)  # only the first attempt tells
+        self._sending[item.key] = self._now()
         try:
             return await self._api.post_valuation(
                 item.payload.encode(), idempotency_key=item.key, gate=gate
@@ -95,7 +99,7 @@ class ValuationJob:
             answer.data,
             first_sent=item.first_sent or self._first_sent.pop(item.key, None),
             clock=self.clock,
-            received=Received(self._now(), answer.date),
+            received=Received(self._now(), answer.date, self._sending.pop(item.key, None)),
             contested=item.key in self._contested,
         )
 
