@@ -10,10 +10,12 @@ DIR spent. `Database` has these methods; streets and valuations write the same t
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import dataclasses
 import datetime as dt
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from batchval.store.held import CHARGE_INSERT, HeldWrites
@@ -22,6 +24,23 @@ FRESH, REPLAY, UNCERTAIN = "fresh", "replay", "uncertain"
 # How far apart a valuation's stamp and its charge can be: one call (the API stops a
 # call at 30 s), with room to spare.
 BALANCE_WINDOW = dt.timedelta(seconds=35)
+# The least precision a stamp is taken to have: one with no fraction of a second may
+# have been cut to whole seconds.
+WHOLE_SECOND = dt.timedelta(seconds=1)
+
+
+def precision(at: dt.datetime) -> dt.timedelta:
+    """How much later than `at` the API's instant may have been: the place of the last
+    digit that is not 0 in its fraction of a second (`12:00:01.005` was cut to
+    milliseconds at the most), a whole second when it has none. An API that cuts to
+    seconds and writes `.000` is read as whole seconds, as it should be."""
+    micro = at.microsecond
+    if micro == 0:
+        return WHOLE_SECOND
+    step = 1
+    while micro % (step * 10) == 0:
+        step *= 10
+    return dt.timedelta(microseconds=step)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -58,7 +77,10 @@ class ChargeLine:
 # What each of Money's figures is, as summary.json's `charges` shows it (drawn into
 # docs/reference/summary.md; a test holds the two to Money's fields).
 MONEY_KEYS: Mapping[str, str] = {
-    "this_time": 'fresh credits this invocation received (the terminal\'s "this time")',
+    "this_time": (
+        "fresh credits this invocation received, of charges made while it ran (the terminal's "
+        '"this time"; one an earlier invocation paid for and never heard of counts "in all")'
+    ),
     "in_all": 'fresh credits of every invocation ("in all")',
     "replayed_calls": (
         "answers the API had charged before this DIR first sent their key: another call "
@@ -77,13 +99,13 @@ class Money:
     """The money figures of a DIR, the same in summary.json, `status`, the report, the
     metrics and the manifest."""
 
-    this_time: int  # fresh credits received by the invocation asked about
+    this_time: int  # fresh credits the invocation asked about received, made while it ran
     in_all: int  # fresh credits of every invocation
     replayed_calls: int  # answers that were replays: charged before, free this time
     replayed_credits: int  # what those replays said the first call cost
     uncertain_calls: int
     uncertain_credits: int  # kept out of this_time and in_all
-    balance: int | None  # balanceAfter of the latest charge (by the API's time)
+    balance: int | None  # the lowest balanceAfter since the last top-up seen
     balance_at: str | None
 
     def to_json(self) -> dict[str, Any]:
@@ -108,12 +130,29 @@ class Money:
         return text
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Doubtful:
+    """A valuation charge line to look at again, with the evidence
+    (`engine/charges.place_charges`)."""
+
+    line_id: int
+    item: str  # the key
+    at: str | None
+    balance_after: int | None
+    invocation: int | None
+    kind: str
+    why: str
+    first_sent: str | None  # when this DIR first sent the key (batchval's clock)
+
+
 class ChargeLedger:
     held: HeldWrites
     if TYPE_CHECKING:  # Database's own
 
         @property
         def sql(self) -> sqlite3.Connection: ...
+
+        def transaction(self) -> contextlib.AbstractContextManager[None]: ...
 
     def record_charge(self, line: ChargeLine) -> None:
         """A line of the ledger: held with the group's writes, so it is committed with the
@@ -122,6 +161,43 @@ class ChargeLedger:
             self.held.charges.append(line.row())
             return
         self.sql.execute(CHARGE_INSERT, line.row())
+
+    def valuation_lines(self, invocation: int | None) -> list[Doubtful]:
+        """The valuation charges `invocation` received and every uncertain one, with their
+        key's first send, in the order recorded."""
+        return [
+            Doubtful(*row)
+            for row in self.sql.execute(
+                "SELECT c.id, c.item, c.at, c.balance_after, c.invocation, c.kind, c.why,"
+                " r.first_sent FROM charges c LEFT JOIN requests r ON r.key = c.item"
+                " WHERE c.product = 'valuation' AND (c.invocation IS ? OR c.kind = ?)"
+                " ORDER BY c.id",
+                (invocation, UNCERTAIN),
+            )
+        ]
+
+    def received_balances(self) -> list[tuple[str, int]]:
+        """(received_at, balance_after) of every line that has both, in received order."""
+        return [
+            (str(received), int(balance))
+            for received, balance in self.sql.execute(
+                "SELECT received_at, balance_after FROM charges"
+                " WHERE received_at IS NOT NULL AND balance_after IS NOT NULL"
+                " ORDER BY received_at"
+            )
+        ]
+
+    def place(self, line: Doubtful, kind: str, why: str) -> None:
+        """A line's kind decided again after it was recorded
+        (`engine/charges.place_charges`), and what its request says it cost with it."""
+        with self.transaction():
+            self.sql.execute(
+                "UPDATE charges SET kind = ?, why = ? WHERE id = ?", (kind, why, line.line_id)
+            )
+            self.sql.execute(
+                "UPDATE requests SET credits = ? WHERE key = ?",
+                (self.fresh_credits(line.item), line.item),
+            )
 
     def fresh_credits(self, item: str) -> int:
         """The credits of `item`'s fresh charges (what results.parquet says it cost)."""
@@ -146,6 +222,8 @@ class ChargeLedger:
                 replayed, replayed_credits = replayed + calls, replayed_credits + int(credits)
             else:
                 uncertain, uncertain_credits = uncertain + calls, uncertain_credits + int(credits)
+        if this_time and invocation is not None:
+            this_time -= self._made_before(invocation)
         balance, balance_at = self._balance()
         return Money(
             this_time=this_time,
@@ -158,27 +236,47 @@ class ChargeLedger:
             balance_at=balance_at,
         )
 
+    def _made_before(self, invocation: int) -> int:
+        """The credits of the fresh charges `invocation` received that were made before it
+        started: an earlier invocation's call paid for them and never heard the answer (a
+        504, a cut connection, a kill), so they are this DIR's, but not this time's. Made
+        before means even read at its latest (`precision`) the stamp is before the start
+        by batchval's clock, which a charge of this invocation's own call never is."""
+        found = self.sql.execute(
+            "SELECT started_at FROM invocations WHERE id = ?", (invocation,)
+        ).fetchone()
+        if found is None or found[0] is None:
+            return 0
+        started = dt.datetime.fromisoformat(str(found[0]))
+        started = (started if started.tzinfo else started.replace(tzinfo=dt.UTC)).astimezone(dt.UTC)
+        start, surely = (
+            when.isoformat(timespec="microseconds") for when in (started, started - WHOLE_SECOND)
+        )
+        where = "kind = ? AND invocation = ? AND at IS NOT NULL"
+        before = self.sql.execute(
+            f"SELECT COALESCE(SUM(credits), 0) FROM charges WHERE {where} AND at < ?",
+            (FRESH, invocation, surely),
+        ).fetchone()
+        credits = int(before[0])
+        for at, paid in self.sql.execute(  # within a second of the start: to its precision
+            f"SELECT at, credits FROM charges WHERE {where} AND at >= ? AND at < ?",
+            (FRESH, invocation, surely, start),
+        ):
+            when = dt.datetime.fromisoformat(str(at))
+            if when + precision(when) <= started:
+                credits += int(paid)
+        return credits
+
     def _balance(self) -> tuple[int | None, str | None]:
-        """The balance after the charges the API made last: the lowest `balanceAfter`
-        among the fresh charges made within `BALANCE_WINDOW` of the latest `valuedAt`.
-        The latest `valuedAt` alone is not enough: an API stamps a valuation before it
-        charges it, so of two calls served at once the later stamp can carry the earlier
-        (higher) balance (the sandbox does). Replays count only when the DIR holds no
-        fresh charge: then the latest replay's is still the latest balance known."""
-        for kinds in ((FRESH,), (FRESH, REPLAY, UNCERTAIN)):
-            marks = ", ".join("?" for _ in kinds)
-            where = f"kind IN ({marks}) AND balance_after IS NOT NULL AND at IS NOT NULL"
-            top = self.sql.execute(f"SELECT MAX(at) FROM charges WHERE {where}", kinds).fetchone()
-            if top[0] is None:
-                continue
-            since = dt.datetime.fromisoformat(str(top[0])) - BALANCE_WINDOW
-            found = self.sql.execute(
-                f"SELECT balance_after, at FROM charges WHERE {where} AND at >= ?"
-                " ORDER BY balance_after, at DESC LIMIT 1",
-                (*kinds, since.isoformat(timespec="microseconds")),
-            ).fetchone()
-            return int(found[0]), str(found[1])
-        return None, None
+        """The last known balance: the lowest `balanceAfter` the answers gave since the last
+        top-up seen, whatever their kind (a replay's is the balance after a real charge
+        too), and when the API made that charge (`lowest_since_top_up`)."""
+        return lowest_since_top_up(
+            self.sql.execute(
+                "SELECT at, balance_after FROM charges WHERE balance_after IS NOT NULL"
+                " ORDER BY at IS NULL, at, id"
+            )
+        )
 
     def charge_lines(self, batch: int = 20_000) -> Iterator[list[ChargeLine]]:
         """Every line, in the order received, in batches."""
@@ -188,3 +286,37 @@ class ChargeLedger:
         )
         while chunk := cursor.fetchmany(batch):
             yield [ChargeLine(*row) for row in chunk]
+
+
+def lowest_since_top_up(lines: Iterable[tuple[str | None, int]]) -> tuple[int | None, str | None]:
+    """The lowest balance since the last top-up seen, and its `at`, of (at, balanceAfter)
+    pairs in `at` order (those without an `at` last). Without a top-up the balance only
+    falls, so a balance above one stamped more than `BALANCE_WINDOW` earlier (a call's
+    length: an API may stamp a valuation before it charges it, so two calls served at once
+    may carry their balances in the other order) shows a top-up between the two: what came
+    before it says nothing of the balance after. A charge without an `at` cannot be placed
+    against a top-up and counts only when none was seen."""
+    # The stamped lines since the last top-up not yet a window older than the line read,
+    # and the lowest balance of those that are.
+    recent: collections.deque[tuple[dt.datetime, int]] = collections.deque()
+    settled_low: int | None = None
+    low: tuple[int, str] | None = None
+    topped_up = False
+    for at, balance in lines:
+        if at is None:
+            if not topped_up and (low is None or balance < low[0]):
+                low = (balance, "")
+            continue
+        when = dt.datetime.fromisoformat(at)
+        while recent and recent[0][0] <= when - BALANCE_WINDOW:
+            older = recent.popleft()[1]
+            settled_low = older if settled_low is None else min(settled_low, older)
+        if settled_low is not None and balance > settled_low:
+            recent.clear()
+            settled_low, low, topped_up = None, None, True
+        recent.append((when, balance))
+        if low is None or balance < low[0]:
+            low = (balance, at)
+    if low is None:
+        return None, None
+    return low[0], low[1] or None

@@ -42,9 +42,11 @@ def settle(
     first_sent: str | None,
     clock: ServerClock,
     received: Received,
+    contested: bool = False,
 ) -> Settled:
     """Record the answer already stored raw under `key` as a valuation or a problem, and
-    its charge in the ledger. `Settled.credits` is what this invocation spent on it."""
+    its charge in the ledger. `Settled.credits` is what this invocation spent on it;
+    `contested` when this DIR's first send of the key was answered 409 (`valuation_charge`)."""
     line = valuation_charge(
         key,
         data,
@@ -52,6 +54,7 @@ def settle(
         clock=clock,
         received=received,
         invocation=checkpoint.invocation,
+        contested=contested,
     )
     credits, balance = 0, None
     if line is not None:

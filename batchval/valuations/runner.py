@@ -25,7 +25,7 @@ import structlog
 from batchval import redaction
 from batchval.contract.lender import Lending
 from batchval.engine.batches import refusal
-from batchval.engine.charges import Received, ServerClock
+from batchval.engine.charges import Received, ServerClock, place_charges
 from batchval.engine.charges_file import write_charges
 from batchval.engine.command import EmbeddedApi, Lines, chosen_api, file_fingerprint, invoke
 from batchval.engine.files import write_json_atomic
@@ -281,6 +281,8 @@ class Valuing:
         self.run_id = ""  # the DIR's, once prepared
         self.booked: BookRun | None = None
         self.input_read: Mapping[str, Any] | None = None  # how the input was read
+        # What this invocation has seen of the API's clock, for every answer it reads.
+        self.clock = ServerClock()
 
     # --- before sending: fingerprints, run id, ingest -------------------------------
 
@@ -341,7 +343,7 @@ class Valuing:
             checkpoint.set("settings_shaping", json.dumps(self.settings.shaping()))
             reading = self._ingest(checkpoint, source, run_id)
         # Answers a killed run stored but never read: read now, never asked again.
-        answers.settle_stored(checkpoint, ServerClock(), Received(self._now()))
+        answers.settle_stored(checkpoint, self.clock, Received(self._now()))
         self.run_id, self.reading = run_id, reading
 
     def _what_changed(self, stored_input: str | None, input_fp: str, settings_fp: str) -> str:
@@ -407,7 +409,7 @@ class Valuing:
             progress_bar=self.request.progress_bar,
             signals=runner.signals,
             job_for=lambda client: ValuationJob(
-                client, checkpoint, now=self._now, more=reading.more
+                client, checkpoint, now=self._now, more=reading.more, clock=self.clock
             ),
             counts=reading.counts,
             before=(lambda client: recovery_job(client, checkpoint)) if recover else None,
@@ -421,6 +423,9 @@ class Valuing:
 
     def settle(self, sent: SendOutcome) -> SendOutcome:
         self.reading.finish()  # the rows not stored while sending: every row is counted
+        # Before any figure is read: this invocation's charges looked at again, with all its
+        # answers' evidence of the API's clock, and the uncertain ones with the balances.
+        place_charges(self.checkpoint, self.clock, self.checkpoint.invocation, self.started)
         if self.booked is not None:  # the budget's own stop leaves rows for a later night
             sent = dataclasses.replace(sent, stop=self.booked.settle(sent.stop))
         return sent

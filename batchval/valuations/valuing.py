@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from batchval.api.client import Answer
-from batchval.api.errors import PartnerError
+from batchval.api.errors import PartnerError, RequestInProgressError
 from batchval.api.vocabulary import VALUATION_CREDITS
 from batchval.engine.charges import Received, ServerClock, first_send
 from batchval.engine.job import Gate, Settled, problem_record
@@ -38,6 +38,7 @@ class ValuationJob:
         *,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
         more: Callable[[], bool] = lambda: False,
+        clock: ServerClock | None = None,
     ) -> None:
         self._api = api
         self._checkpoint = checkpoint
@@ -45,9 +46,17 @@ class ValuationJob:
         # Stores the next batch of an input still being read (`ingest.Ingest.more`, beside
         # this module); False once every row is stored.
         self._more = more
-        self.clock = ServerClock()
+        self.clock = clock or ServerClock()  # the invocation's, shared with its end
         # When this invocation first sent the requests the checkpoint held no send of.
         self._first_sent: dict[str, str] = {}
+        # Keys this DIR certainly never sent before the attempt now in flight (no send
+        # recorded, no killed invocation just before): a 409 to that attempt means another
+        # DIR's call was valuing the key, so the charge then answered is not this DIR's.
+        self._never_sent_before: set[str] = set()
+        self._contested: set[str] = set()
+        # When each request now in flight was handed to the client (its send, or a moment
+        # before: a rate-limit wait): the `Date` of its answer bounds the API's clock.
+        self._sending: dict[str, dt.datetime] = {}
 
     def pending(self, after_rowid: int) -> Sequence[QueueItem]:
         """The next page of stored requests; when none is left, those of the rows read
@@ -63,12 +72,22 @@ class ValuationJob:
             first = self._first_sent[item.key] = first_send(
                 self._checkpoint.sent_floor, self._now()
             )
+            if self._checkpoint.sent_floor is None:
+                self._never_sent_before.add(item.key)
         self._checkpoint.requests.mark_sent(item.key, first)
 
     async def send(self, item: QueueItem, gate: Gate) -> Answer:
-        return await self._api.post_valuation(
-            item.payload.encode(), idempotency_key=item.key, gate=gate
-        )
+        first = item.key in self._never_sent_before
+        self._never_sent_before.discard(item.key)  # only the first attempt tells
+        self._sending[item.key] = self._now()
+        try:
+            return await self._api.post_valuation(
+                item.payload.encode(), idempotency_key=item.key, gate=gate
+            )
+        except RequestInProgressError:
+            if first:
+                self._contested.add(item.key)
+            raise
 
     def settle(self, item: QueueItem, answer: Answer) -> Settled:
         self._checkpoint.requests.record_answer(
@@ -80,7 +99,8 @@ class ValuationJob:
             answer.data,
             first_sent=item.first_sent or self._first_sent.pop(item.key, None),
             clock=self.clock,
-            received=Received(self._now(), answer.date),
+            received=Received(self._now(), answer.date, self._sending.pop(item.key, None)),
+            contested=item.key in self._contested,
         )
 
     def record_problem(self, item: QueueItem, error: PartnerError) -> None:
