@@ -129,8 +129,24 @@ def _input_and_place(
             "--dry-run sends nothing and keeps nothing: give it a local --out DIR"
         )
     env = settings.storage.env(os.environ)
-    with _refusals(), input_of(input_path, env) as source, place_of(out_dir, env) as place:
+    with (
+        _refusals(),
+        input_of(input_path, env) as source,
+        place_of(out_dir, env, summarised=True) as place,
+    ):
         yield source, place
+
+
+def _left(place: Place, code: int) -> int:
+    """The exit code of a command that sent, once its place is left (`_input_and_place`):
+    outputs its URL could not take said in one line, and never 0; a log not at the URL
+    named where it was kept (the traceback a stop names is in it)."""
+    if place.unpublished is not None:
+        click.echo(f"batchval: {place.unpublished} (the outputs are not at {place.url})", err=True)
+        code = code or int(place.unpublished.exit_code)
+    if place.log_kept is not None:
+        click.echo(f"batchval: the run's log is kept in {place.log_kept}, not at its URL", err=True)
+    return code
 
 
 @contextlib.contextmanager
@@ -377,7 +393,7 @@ def run(
     click.echo(summary.render())
     if summary.stop is not None:  # a dry run's too: the stop the run would meet
         click.echo(f"batchval: {summary.stop.line()}", err=True)
-    raise SystemExit(int(summary.exit_code))
+    raise SystemExit(_left(place, int(summary.exit_code)))
 
 
 @cli.command(short_help="Say where the run in DIR stands and what to do next.")
@@ -637,7 +653,7 @@ def streets(
     stop = getattr(summary, "stop", None)
     if stop is not None:
         click.echo(f"batchval: {stop.line()}", err=True)
-    raise SystemExit(int(summary.exit_code))
+    raise SystemExit(_left(place, int(summary.exit_code)))
 
 
 @cli.command(short_help="Read DIR's valuations back from the API (free) and compare.")

@@ -132,8 +132,9 @@ _WHEN: Mapping[StopReason, str] = {
         "URL, another process holds the run's lease, or this one no longer surely holds it"
     ),
     StopReason.STORE_UNAVAILABLE: (
-        "the object store at the run's URL does not answer; nothing is sent, and the same "
-        "command later resumes from what the URL keeps"
+        "the object store at the run's URL does not answer, or its bucket was deleted while "
+        "the run held it; nothing more is sent, and the same command later resumes from what "
+        "the URL keeps"
     ),
     StopReason.BOOK_CHANGED: (
         "another run replaced the `--book` kept at a URL between this run's reading and "
@@ -161,7 +162,9 @@ _WHEN: Mapping[StopReason, str] = {
         "the command line or config does not fit: DIR holds a run of another input, "
         "settings or run id, or a checkpoint of a newer batchval; or `input.passthrough` "
         "lists a column the input does not have; or `--live` (`run.live`) with no API "
-        "configured or with test credentials (nothing is sent)"
+        "configured or with test credentials (nothing is sent); or the run's store will not "
+        "do what the run needs (no such bucket, another region, a prefix with `..`, `.` or "
+        "an empty segment, refused credentials or writes, no conditional writes)"
     ),
     StopReason.INTERNAL_ERROR: (
         "a defect of batchval's (a checkpoint that cannot be read, a key the API says was "

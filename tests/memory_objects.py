@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from typing import BinaryIO
 
 
@@ -13,6 +14,7 @@ class MemoryObjects:
 
     def __init__(self) -> None:
         self.objects: dict[str, bytes] = {}
+        self.written: dict[str, float] = {}  # when each key was last written (monotonic)
         self._lock = threading.Lock()
 
     def get(self, key: str) -> tuple[bytes, str] | None:
@@ -33,6 +35,7 @@ class MemoryObjects:
             if key in self.objects:
                 return False
             self.objects[key] = data
+            self.written[key] = time.monotonic()
             return True
 
     def replace(self, key: str, data: bytes, etag: str) -> bool:
@@ -41,6 +44,7 @@ class MemoryObjects:
             if held is None or hashlib.md5(held).hexdigest() != etag:
                 return False
             self.objects[key] = data
+            self.written[key] = time.monotonic()
             return True
 
     def list(self, prefix: str) -> list[str]:
@@ -50,12 +54,19 @@ class MemoryObjects:
     def put(self, key: str, data: bytes) -> None:
         with self._lock:
             self.objects[key] = data
+            self.written[key] = time.monotonic()
+
+    def age(self, key: str) -> float | None:
+        with self._lock:
+            written = self.written.get(key) if key in self.objects else None
+        return None if written is None else time.monotonic() - written
 
     def copy(self, source: str, target: str) -> None:
         with self._lock:
             if source not in self.objects:
                 raise FileNotFoundError(source)
             self.objects[target] = self.objects[source]
+            self.written[target] = time.monotonic()
 
     def delete(self, key: str) -> None:
         with self._lock:

@@ -16,6 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
+import hashlib
+import hmac
+import http.client
 import os
 import secrets
 import shutil
@@ -75,6 +79,38 @@ class S3Server:
 
     def url(self, prefix: str) -> str:
         return f"s3://{self.bucket}/{prefix}"
+
+
+def bucket_request(server: S3Server, method: str, bucket: str) -> int:
+    """A signed (SigV4) request on a bucket itself: `PUT` creates it, `DELETE` deletes it
+    (SeaweedFS deletes one that holds objects, as an operator's cleanup would); the status."""
+    now = dt.datetime.now(dt.UTC)
+    stamp, day = now.strftime("%Y%m%dT%H%M%SZ"), now.strftime("%Y%m%d")
+    host = server.endpoint.removeprefix("http://")
+    payload = hashlib.sha256(b"").hexdigest()
+    headers = {"host": host, "x-amz-content-sha256": payload, "x-amz-date": stamp}
+    signed = ";".join(sorted(headers))
+    lines = [f"{name}:{headers[name]}" for name in sorted(headers)]
+    canonical = "\n".join([method, f"/{bucket}", "", *lines, "", signed, payload])
+    scope = f"{day}/{server.region}/s3/aws4_request"
+    digest = hashlib.sha256(canonical.encode()).hexdigest()
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, digest])
+    key = ("AWS4" + server.secret_access_key).encode()
+    for part in scope.split("/"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    headers["authorization"] = (
+        f"AWS4-HMAC-SHA256 Credential={server.access_key_id}/{scope}, "
+        f"SignedHeaders={signed}, Signature={signature}"
+    )
+    connection = http.client.HTTPConnection(host, timeout=30)
+    try:
+        connection.request(method, f"/{bucket}", headers=headers)
+        response = connection.getresponse()
+        response.read()
+    finally:
+        connection.close()
+    return response.status
 
 
 def weed_binary() -> Path | None:

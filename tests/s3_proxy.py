@@ -1,7 +1,8 @@
 """A small HTTP proxy on 127.0.0.1 in front of the test's S3 server, for faults a real
 server will not make on demand: a store that drops `If-None-Match` and `If-Match` (an old
 S3-compatible server), a 503 or a 409 instead of an answer, a write that lands but whose
-answer is lost, a store that never answers.
+answer is lost, a store that never answers, a bucket in another region (301, 400), a
+bucket policy that refuses writes (403); from the start, or from a moment (`Switch`).
 
 `fault(method, path, headers)` picks what happens to each request (see `Fault`). Requests
 are forwarded with their own Host header, so a client's SigV4 signature still holds; a
@@ -33,6 +34,12 @@ class Fault(enum.Enum):
     REPLY_409 = "reply_409"  # not forwarded: 409 ConditionalRequestConflict
     LAND_THEN_503 = "land_then_503"  # forwarded (it lands), then 503 to the client
     STALL = "stall"  # never answered (until the proxy stops)
+    # Not forwarded, answered as AWS answers a client of the wrong region: a bare 301
+    # PermanentRedirect (no Location), or a 400 AuthorizationHeaderMalformed naming the
+    # region it expects (`REGION_EXPECTED`).
+    REPLY_301 = "reply_301"
+    REPLY_400_REGION = "reply_400_region"
+    REPLY_403 = "reply_403"  # not forwarded: 403 AccessDenied (a bucket policy's refusal)
 
 
 Chooser = Callable[[str, str, Message], Fault]
@@ -42,6 +49,17 @@ _ERROR = (
     "<Error><Code>{code}</Code><Message>injected by the test proxy</Message></Error>"
 )
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "te", "upgrade"}
+REGION_EXPECTED = "eu-west-2"
+_REDIRECT = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>PermanentRedirect</Code><Message>The '
+    "bucket you are attempting to access must be addressed using the specified endpoint."
+    f"</Message><Endpoint>s3.{REGION_EXPECTED}.amazonaws.com</Endpoint></Error>"
+)
+_WRONG_REGION = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AuthorizationHeaderMalformed</Code>'
+    "<Message>The authorization header is malformed; the region 'us-east-1' is wrong; "
+    f"expecting '{REGION_EXPECTED}'</Message><Region>{REGION_EXPECTED}</Region></Error>"
+)
 
 
 def _sign_again(method: str, path: str, headers: dict[str, str], server: S3Server) -> None:
@@ -127,6 +145,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if fault is Fault.REPLY_409:
             self._error(409, "ConditionalRequestConflict")
             return
+        if fault is Fault.REPLY_403:
+            self._error(403, "AccessDenied")
+            return
+        if fault is Fault.REPLY_301:
+            said = [("Content-Type", "application/xml"), ("x-amz-bucket-region", REGION_EXPECTED)]
+            self._reply(301, said, _REDIRECT.encode())
+            return
+        if fault is Fault.REPLY_400_REGION:
+            self._reply(400, [("Content-Type", "application/xml")], _WRONG_REGION.encode())
+            return
         headers = {name.lower(): value for name, value in self.headers.items()}
         stripped = {
             Fault.STRIP: ("if-none-match", "if-match"),
@@ -192,3 +220,17 @@ def only_first(fault: Fault, when: Callable[[str, str, Message], bool]) -> Choos
 
 def always(fault: Fault) -> Chooser:
     return lambda method, path, headers: fault
+
+
+class Switch:
+    """`fault` for every request `when` matches once the test turns it on (`on`), FORWARD
+    before: a store that turns bad mid-run."""
+
+    def __init__(self, fault: Fault, when: Callable[[str, str, Message], bool]) -> None:
+        self.on = threading.Event()
+        self._fault, self._when = fault, when
+
+    def __call__(self, method: str, path: str, headers: Message) -> Fault:
+        if self.on.is_set() and self._when(method, path, headers):
+            return self._fault
+        return Fault.FORWARD

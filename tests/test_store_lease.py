@@ -152,3 +152,95 @@ def test_a_reader_sees_a_live_holder_and_no_dead_or_released_one() -> None:
     assert LeaseState.of(objects.objects[LEASE]).epoch == LeaseState.of(kept).epoch
     holder.release()
     assert watch(objects) is None
+
+
+def _written(seconds: float | None) -> Callable[[], float | None]:
+    return lambda: seconds
+
+
+def test_a_missing_lease_of_a_run_written_just_now_is_watched_as_held() -> None:
+    """The lease deleted under a live holder, whose HEAD was written within a lease: the
+    taker watches, the holder's renewal writes the lease again (create-only: the run is
+    surely still its own), and the taker stops naming it; the holder keeps the run."""
+    objects, clock = MemoryObjects(), Clock()
+    holder = _lease(objects, clock, "a")
+    holder.take()
+    del objects.objects[LEASE]
+    taker = Lease(
+        objects, holder="b", duration=30, margin=10, clock=clock, sleep=clock.sleep,
+        written=_written(3.0),
+    )  # fmt: skip
+    started = clock.now
+
+    def renew_when_due() -> None:
+        if holder.renew_due():
+            holder.renew()
+
+    clock.on_sleep = renew_when_due
+    with pytest.raises(LeaseHeldError, match=r"\(a, its lease written again"):
+        taker.take()
+    assert clock.now - started <= 11  # seen at the holder's first renewal
+    assert holder.may_send()
+    assert LeaseState.of(objects.objects[LEASE]).holder == "a"
+
+
+def test_a_missing_lease_nobody_writes_again_is_taken_after_one_lease() -> None:
+    objects, clock = MemoryObjects(), Clock()
+    taker = Lease(
+        objects, holder="b", duration=30, margin=10, clock=clock, sleep=clock.sleep,
+        written=_written(3.0),
+    )  # fmt: skip
+    started = clock.now
+    assert taker.take() == 1
+    assert clock.now - started >= 30
+
+
+def test_a_missing_lease_of_a_run_written_long_ago_is_taken_at_once() -> None:
+    objects, clock = MemoryObjects(), Clock()
+    for written in (None, 31.0):
+        objects.objects.pop(LEASE, None)
+        taker = Lease(
+            objects, holder="b", duration=30, margin=10, clock=clock, sleep=clock.sleep,
+            written=_written(written),
+        )  # fmt: skip
+        started = clock.now
+        assert taker.take() == 1
+        assert clock.now == started
+
+
+def test_a_holder_past_its_margin_does_not_write_a_missing_lease_again() -> None:
+    """Past its margin a taker may have had the run: its renewal then loses."""
+    objects, clock = MemoryObjects(), Clock()
+    holder = _lease(objects, clock, "a")
+    holder.take()
+    del objects.objects[LEASE]
+    clock.now += 21
+    with pytest.raises(LeaseLostError):
+        holder.renew()
+    assert LEASE not in objects.objects
+
+
+class _RefusedError(Exception):
+    pass
+
+
+class _RefusingWrites(MemoryObjects):
+    def replace(self, key: str, data: bytes, etag: str) -> bool:
+        raise _RefusedError(key)
+
+
+def test_a_store_that_refuses_writes_has_its_lease_deleted_at_the_end() -> None:
+    """Writes turned off under the run (403 on PUT): the release cannot be written, so the
+    lease, surely still this holder's, is deleted; past its margin it is left alone."""
+    objects, clock = _RefusingWrites(), Clock()
+    holder = _lease(objects, clock, "a")
+    holder.take()
+    holder.release(refused=(_RefusedError,))
+    assert LEASE not in objects.objects
+    late = _lease(objects, clock, "b")
+    objects.objects.clear()
+    late.take()
+    clock.now += 21
+    with pytest.raises(_RefusedError):
+        late.release(refused=(_RefusedError,))
+    assert LEASE in objects.objects

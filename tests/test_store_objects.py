@@ -13,11 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from objects_server import S3Server
-from s3_proxy import Fault, always, conditional, only_first, proxy
+from objects_server import S3Server, bucket_request
+from s3_proxy import REGION_EXPECTED, Fault, always, conditional, only_first, proxy
 
 from batchval.outcome import ExitCode
 from batchval.store.objects import (
+    BucketMissingError,
     ObjectStore,
     ObjectStoreError,
     ObjectStoreRefusedError,
@@ -177,10 +178,77 @@ def test_wrong_secret_is_refused_and_never_shown(s3_server: S3Server, prefix: st
         assert caught.value.__context__ is None
 
 
-def test_no_such_bucket_is_refused(s3_server: S3Server) -> None:
+def test_no_such_bucket_is_refused_naming_the_bucket(s3_server: S3Server) -> None:
+    """NoSuchBucket, on a write or a read: refused (64), the bucket named as missing."""
     store = ObjectStore.from_url("s3://no-such-bucket/x", s3_server.env(), FAST)
-    with pytest.raises(ObjectStoreRefusedError, match="no-such-bucket"):
-        store.probe()
+    for call in (store.probe, lambda: store.get("k"), lambda: store.list("")):
+        with pytest.raises(BucketMissingError, match="the bucket 'no-such-bucket' does not") as e:
+            call()
+        assert e.value.bucket == "no-such-bucket"
+        assert e.value.exit_code == ExitCode.USAGE
+
+
+def test_a_bucket_deleted_under_a_store_is_missing_not_an_outage(s3_server: S3Server) -> None:
+    """A real deletion (SeaweedFS deletes a bucket that holds objects): the next write is
+    BucketMissingError at once, with no read-back and no retry."""
+    assert bucket_request(s3_server, "PUT", "deleted-soon") == 200
+    store = ObjectStore.from_url("s3://deleted-soon/run", s3_server.env(), FAST)
+    store.probe()
+    assert store.create("k", b"1") is True
+    assert bucket_request(s3_server, "DELETE", "deleted-soon") == 204
+    started = time.monotonic()
+    with pytest.raises(BucketMissingError, match="'deleted-soon'"):
+        store.create("other", b"2")
+    assert time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize(
+    ("fault", "expects"),
+    [(Fault.REPLY_301, ""), (Fault.REPLY_400_REGION, f" (it expects '{REGION_EXPECTED}')")],
+)
+def test_a_bucket_of_another_region_is_refused_naming_the_region(
+    s3_server: S3Server, prefix: str, fault: Fault, expects: str
+) -> None:
+    """A bare 301 PermanentRedirect (obstore gives no status) or a 400
+    AuthorizationHeaderMalformed: refused (64) at once, never an outage (75) retried for
+    ever, naming the region configured and the one the store expects when it says it."""
+    with proxy(s3_server, always(fault)) as (endpoint, seen):
+        store = _through(s3_server, endpoint, prefix)
+        calls: list[Callable[[], object]] = [store.probe, lambda: store.get("k")]
+        for call in calls:
+            with pytest.raises(ObjectStoreRefusedError) as caught:
+                call()
+            assert f"another region than 'us-east-1'{expects}" in str(caught.value)
+            assert "AWS_REGION" in str(caught.value)
+            assert caught.value.exit_code == ExitCode.USAGE
+    # Neither read back nor retried: the probe's one PUT (and its clean-up), one GET.
+    methods = [method for method, _, _ in seen]
+    assert (methods.count("PUT"), methods.count("GET")) == (1, 1)
+
+
+def test_a_write_the_store_refuses_is_named_as_refused(s3_server: S3Server, prefix: str) -> None:
+    """403 on PUT (a bucket policy turned read-only): the write refused, named, 64; reads
+    still answer."""
+    only_puts = lambda m, p, h: Fault.REPLY_403 if m == "PUT" else Fault.FORWARD  # noqa: E731
+    store_of(s3_server, prefix).put("k", b"1")
+    with proxy(s3_server, only_puts) as (endpoint, _):
+        store = _through(s3_server, endpoint, prefix)
+        for call in (lambda: store.put("a", b"1"), lambda: store.create("b", b"1")):
+            with pytest.raises(ObjectStoreRefusedError, match="refuses this write") as caught:
+                call()
+            assert "HTTP 403 AccessDenied" in str(caught.value)
+        assert store.get("k") is not None
+
+
+def test_age_is_read_on_the_stores_own_clock(store: ObjectStore) -> None:
+    """Seconds since a key was written, by the store's clock; None for no key; the scratch
+    object it wrote is gone."""
+    assert store.age("a/none") is None
+    store.put("a/k", b"1")
+    age = store.age("a/k")
+    assert age is not None
+    assert 0 <= age < 5
+    assert store.list("") == ["a/k"]
 
 
 def test_a_dead_endpoint_is_an_outage_within_seconds(s3_server: S3Server, prefix: str) -> None:
@@ -352,6 +420,11 @@ def test_a_local_folder_has_no_compare_and_swap(tmp_path: Path) -> None:
         ("s3:///x", {}, "names no bucket"),
         ("s3://b/x", {"colour": "blue"}, "unknown option"),
         ("s3://b/x", {"timeout": "soon"}, "not a number"),
+        ("s3://b/runs/../other", {}, "has the segment '..'"),
+        ("s3://b/runs/./one", {}, "has the segment '.'"),
+        ("s3://b/runs//one", {}, r"has an empty segment \('//'\)"),
+        ("s3://b//runs", {}, r"has an empty segment \('//'\)"),
+        ("s3://b/..", {}, "has the segment '..'"),
     ],
 )
 def test_a_url_or_option_that_cannot_be_used_is_refused(
@@ -360,6 +433,12 @@ def test_a_url_or_option_that_cannot_be_used_is_refused(
     with pytest.raises(ObjectStoreRefusedError, match=match) as caught:
         ObjectStore.from_url(url, {}, options)
     assert isinstance(caught.value, ObjectStoreError)
+
+
+@pytest.mark.parametrize("url", ["s3://b", "s3://b/", "s3://b/runs/one/", "s3://b/a.b/..c"])
+def test_a_prefix_without_dot_segments_is_kept(url: str) -> None:
+    """One `/` at an end is no segment; a segment that only holds dots among others is a name."""
+    assert ObjectStore.from_url(url, {}).name.startswith("s3://b/")
 
 
 def test_the_name_shows_the_endpoint_without_user_information() -> None:

@@ -77,18 +77,40 @@ def defect_line(exc: BaseException, folder: Path | None = None) -> str:
     (the user's state folder, `state_folder`), which the line names, so that a person
     can report it."""
     line = f"internal_error: {type(exc).__name__}: {exc}"
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
-    folder = state_folder() if folder is None else folder
-    path = folder / f"batchval-{stamp}-{os.getpid()}.traceback"
-    text = redaction.scrub("".join(traceback.format_exception(exc)))
+    text = "".join(traceback.format_exception(exc))
     try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-            file.write(text)
+        path = _private_file(text, "traceback", folder)
     except OSError as error:
         return redaction.scrub(f"{line} (the traceback could not be written: {error})")
     return redaction.scrub(f"{line} (the traceback is in {path})")
+
+
+def keep_privately(source: Path, kind: str, folder: Path | None = None) -> Path | None:
+    """A copy of `source` (a run's log whose URL cannot take it) in a file of its owner's
+    only in the user's state folder (`state_folder`), secrets hidden; its path, or None
+    when there is nothing to keep or it cannot be written (said in the log)."""
+    try:
+        text = source.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+    try:
+        return _private_file(text, kind, folder)
+    except OSError as error:
+        log.warning("invocation.not_kept", kind=kind, why=str(error))
+        return None
+
+
+def _private_file(text: str, suffix: str, folder: Path | None) -> Path:
+    """`text` scrubbed of secrets into `batchval-<UTC time>-<pid>.<suffix>` in `folder`
+    (the user's state folder by default), readable by its owner alone (0600)."""
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    folder = state_folder() if folder is None else folder
+    path = folder / f"batchval-{stamp}-{os.getpid()}.{suffix}"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        file.write(redaction.scrub(text))
+    return path
 
 
 class NotedSignals:

@@ -30,11 +30,13 @@ from urllib.parse import unquote, urlsplit
 
 import structlog
 
+from batchval.engine.invocation import keep_privately
+from batchval.engine.names import LOG_NAME
 from batchval.outcome import ExitCode, RunRefusedError, StopReason
 from batchval.store.database import CHECKPOINT_NAME, Database
 from batchval.store.lease import DURATION, Lease, LeaseHeldError, LeaseKeeper
 from batchval.store.lock import LOCK_NAME
-from batchval.store.replica import Replica, Restored, StateObjectError, restore
+from batchval.store.replica import HEAD, Replica, Restored, StateObjectError, restore
 
 if TYPE_CHECKING:
     from batchval.store.objects import ObjectStoreError
@@ -66,6 +68,7 @@ class PlaceObjects(Protocol):
     def read_into(self, key: str, out: BinaryIO) -> int | None: ...
     def put(self, key: str, data: bytes) -> object: ...
     def delete(self, key: str) -> None: ...
+    def age(self, key: str) -> float | None: ...
     def create(self, key: str, data: bytes) -> bool: ...
     def replace(self, key: str, data: bytes, etag: str) -> bool: ...
     def copy(self, source: str, target: str) -> None: ...
@@ -86,6 +89,10 @@ class Place:
     # The sha256 of each object copied in from the URL: published again only if changed
     # (an object beside the run's outputs, such as a --book, is never written back stale).
     copied: Mapping[str, bytes] = dataclasses.field(default_factory=dict)
+    # Why the outputs could not be published at the URL (the command's refusal), and where
+    # the run's log was kept instead (the user's state folder), once the place is left.
+    unpublished: RunRefusedError | None = None
+    log_kept: Path | None = None
 
     def keep(self, database: Database) -> None:
         """Ship every commit of the run's database to the URL from now on."""
@@ -215,12 +222,16 @@ def input_of(source: str, env: Mapping[str, str]) -> Iterator[Path]:
 
 
 @contextlib.contextmanager
-def place_of(place: str, env: Mapping[str, str], *, outputs: bool = False) -> Iterator[Place]:
+def place_of(
+    place: str, env: Mapping[str, str], *, outputs: bool = False, summarised: bool = False
+) -> Iterator[Place]:
     """The place `--out` names: a URL's store read from `env` the way AWS's own tools
     read it (`store/objects`), its failures the command's refusals: a store that will not
     do what a run needs (credentials, no bucket, no conditional writes) is `refused`
     (64), one that does not answer `store_unavailable` (75). With `outputs`, the outputs
-    published at the URL are copied beside the restored memory (`verify` reads them)."""
+    published at the URL are copied beside the restored memory (`verify` reads them).
+    With `summarised`, outputs that could not be published are the caller's to say (in
+    `Place.unpublished`, after its summary); else they are the refusal raised."""
     if not is_url(place):
         with opened(place) as local:
             yield local
@@ -232,6 +243,8 @@ def place_of(place: str, env: Mapping[str, str], *, outputs: bool = False) -> It
             yield found
     except ObjectStoreError as exc:
         raise refusal_of(exc) from None
+    if found.unpublished is not None and not summarised:
+        raise found.unpublished
 
 
 @contextlib.contextmanager
@@ -248,15 +261,29 @@ def opened(
     if objects is None:
         yield Place(local_path(place))
         return
+    from batchval.store.objects import ObjectStoreError, ObjectStoreRefusedError
+
     objects.probe()
-    lease = Lease(objects, duration=lease_seconds, margin=lease_seconds / 3)
+    lease = Lease(
+        objects,
+        duration=lease_seconds,
+        margin=lease_seconds / 3,
+        written=lambda: objects.age(HEAD),
+    )
     try:
         lease.take()
     except LeaseHeldError as exc:
         raise RunRefusedError(StopReason.DIR_LOCKED, f"{place}: {exc}") from None
     except StateObjectError as exc:
         raise refusal_of(exc) from None
-    keeper = LeaseKeeper(lease, every=min(1.0, lease_seconds / 10))
+    keeper = LeaseKeeper(
+        lease,
+        every=min(1.0, lease_seconds / 10),
+        refused=(ObjectStoreRefusedError,),
+        store=place,
+    )
+    # Made after the lease is taken, removed whatever ends the invocation: it holds the
+    # run's results, and the shared temporary folder is no place to leave them.
     local = Path(tempfile.mkdtemp(prefix="batchval-place-"))
     try:
         try:
@@ -266,14 +293,31 @@ def opened(
         copied = _copy_outputs(objects, local) if outputs else {}
         log.info("place.taken", url=place, epoch=lease.epoch, restored=restored is not None)
         found = Place(local, place.rstrip("/"), objects, keeper, restored, copied)
-        yield found
+        try:
+            yield found
+        except RunRefusedError as exc:  # its log, which its line may name, is not at the URL
+            kept = keep_privately(local / LOG_NAME, "log")
+            if kept is None or str(local) not in exc.detail:
+                raise
+            detail = exc.detail.replace(str(local / LOG_NAME), str(kept))
+            raise RunRefusedError(exc.reason, detail) from None
         if keeper.holds():  # surely still this run's: never over a new holder's outputs
-            found.publish()
+            try:
+                found.publish()
+            except ObjectStoreError as exc:
+                found.unpublished = refusal_of(exc)
         else:
             log.warning("place.not_published", url=place, why="the run's lease lapsed")
+        if found.unpublished is not None or not keeper.holds():
+            # The log, which names where a defect's traceback is, is not at the URL.
+            found.log_kept = keep_privately(local / LOG_NAME, "log")
     finally:
-        keeper.close()
-        shutil.rmtree(local, ignore_errors=True)
+        try:
+            keeper.close()
+        except ObjectStoreError as exc:  # not let go: the next taker waits one lease
+            log.warning("place.not_let_go", url=place, why=str(exc))
+        finally:
+            shutil.rmtree(local, ignore_errors=True)
 
 
 def refusal_of(exc: ObjectStoreError | StateObjectError) -> RunRefusedError:

@@ -28,12 +28,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Self
 
-from batchval.outcome import BatchvalError, ExitCode, StopInfo, StopReason
+from batchval.outcome import BatchvalError, StopInfo, StopReason
 from batchval.store.charges import ChargeLedger
 from batchval.store.derived import DerivedFiles
 from batchval.store.held import HeldWrites
 from batchval.store.invocations import InvocationLog
-from batchval.store.lease import LeaseKeeper, LeaseLostError
+from batchval.store.lease import LeaseKeeper
 from batchval.store.replica import Replica, ReplicaLostError, Restored, StateObjectError
 from batchval.store.schema import INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES
 
@@ -59,6 +59,9 @@ class Database(InvocationLog, ChargeLedger, DerivedFiles):
         # The run's memory kept at a URL as it commits (`store/replica`), when it is there.
         self._replica: Replica | None = None
         self._lease: LeaseKeeper | None = None  # this process's hold on that URL's run
+        # Why the replica stopped keeping the commits, when it failed in this thread (a new
+        # generation's base, HEAD): commits go on locally, `hold_lost` stops the sending.
+        self._unkept: BaseException | None = None
         self._grouped = False  # a group began in this process (see `begin_group`)
 
     @property
@@ -150,20 +153,28 @@ class Database(InvocationLog, ChargeLedger, DerivedFiles):
         """Why this process may not send a call now (None: it may). A local DIR is held
         until the process ends (its `RunLock`); a run at a URL only while its lease surely
         holds and its commits are being kept there."""
-        if self._replica is not None and self._replica.failure is not None:
-            return _lost(self._replica.failure, "its commits can no longer be kept at its URL")
+        if self._replica is not None and (self._replica.failure or self._unkept) is not None:
+            why = self._replica.failure or self._unkept
+            return _lost(why, "its commits can no longer be kept at its URL")
         if self._lease is not None and not self._lease.holds():
             why = self._lease.lost or self._lease.trouble
+            if why is None and self._lease.stalled():
+                why = _UnansweredError(f"{self._lease.store}: the lease's renewal is not answered")
             return _lost(why, "its lease at the run's URL lapsed or was taken")
         return None
 
     def _committed(self) -> None:
-        if self._replica is None or self._replica.failure is not None:
-            return  # a replica that stopped keeping: `hold_lost` stops the run, and says why
-        # A new generation HEAD could not name (another holder's, or a damaged HEAD): kept
-        # in `failure` as well, and said by `hold_lost`; the commit stays local.
-        with contextlib.suppress(ReplicaLostError, StateObjectError):
+        """A commit, kept at the URL (when the run is there) while the replica can: once it
+        cannot, the commits stay local, and `hold_lost` says why no call may leave (the
+        run's stop, never a defect: the store's fault, or another holder's)."""
+        if self._replica is None or self._unkept is not None:
+            return
+        if self._replica.failure is not None:
+            return  # the shipping thread's: `hold_lost` reads it there
+        try:
             self._replica.committed(self._connection)
+        except BatchvalError as exc:  # ReplicaLostError, or the store's error on a new base
+            self._unkept = exc
 
     def close(self) -> None:
         # Writes held in an uncommitted group are dropped, as the open transaction is.
@@ -207,10 +218,13 @@ class Database(InvocationLog, ChargeLedger, DerivedFiles):
             if self._replica is not None:
                 # The writes committed one by one before (the run id among them) are kept
                 # at the URL before the first group's calls: shipped and waited for, once.
-                # Every group asks: a replica that stopped shipping opens no new group.
-                self._replica.committed(self._connection)
-                if not self._grouped:
-                    self._replica.drain()
+                # A replica that stopped shipping stops the calls (`hold_lost`).
+                self._committed()
+                if not self._grouped and self._unkept is None:
+                    try:
+                        self._replica.drain()
+                    except BatchvalError as exc:
+                        self._unkept = exc
             self.sql.execute("BEGIN IMMEDIATE")
         self._grouped = True
         self.held.grouping = True
@@ -247,20 +261,42 @@ class Database(InvocationLog, ChargeLedger, DerivedFiles):
         self._meta.pop(name, None)
 
 
+class _UnansweredError(BatchvalError):
+    """The store has not answered the lease's renewal within the lease's margin."""
+
+
 def _lost(why: BaseException | None, what: str) -> StopInfo:
-    """The stop of a process that no longer surely holds its run: the store's outage, or
-    another holder."""
+    """The stop of a process that may no longer send (docs/how-to/object-storage.md, "One
+    verdict for each fault"): the store refuses its writes (64), its bucket was deleted or
+    it stopped answering (75, `store_unavailable`), or another holder has the run (75,
+    `dir_locked`)."""
+    # Only a run at a URL gets here, where the store's module is loaded already.
+    from batchval.store.objects import (
+        BucketMissingError,
+        ObjectStoreRefusedError,
+        ObjectStoreUnavailableError,
+    )
+
     if isinstance(why, StateObjectError):  # a person repairs it, as its message says
         return StopInfo(StopReason.REFUSED, f"{why}; nothing more is sent")
+    resumes = "; nothing more is sent, and the same command resumes it"
+    if isinstance(why, BucketMissingError):
+        detail = f"the bucket {why.bucket!r} was deleted while this run held it ({why})"
+        return StopInfo(
+            StopReason.STORE_UNAVAILABLE,
+            f"{detail}; nothing more is sent, and the same command resumes once it is back",
+        )
+    if isinstance(why, ObjectStoreRefusedError):
+        return StopInfo(
+            StopReason.REFUSED,
+            f"the store refuses what the run must write ({why}); nothing more is sent: "
+            "once it takes the run's writes again, the same command resumes",
+        )
+    if isinstance(why, ObjectStoreUnavailableError | _UnansweredError):
+        detail = f"the store does not answer: {what} ({why})"
+        return StopInfo(StopReason.STORE_UNAVAILABLE, detail + resumes)
     detail = f"this process no longer surely holds the run: {what}" + (f" ({why})" if why else "")
-    detail += "; nothing more is sent, and the same command resumes it"
-    if (
-        why is not None
-        and getattr(why, "exit_code", None) == ExitCode.RESUMABLE
-        and not isinstance(why, (LeaseLostError, ReplicaLostError))
-    ):
-        return StopInfo(StopReason.STORE_UNAVAILABLE, detail)
-    return StopInfo(StopReason.DIR_LOCKED, detail)
+    return StopInfo(StopReason.DIR_LOCKED, detail + resumes)
 
 
 def refused_kinds(

@@ -17,6 +17,11 @@ monotonic clock:
   own generation of the run's memory, which the new holder's `HEAD` no longer names
   (`store/replica`).
 - A lease released by a holder that ended is taken at once.
+- A lease object that is missing (deleted by hand, or let go by a holder whose writes the
+  store refused) while the run's memory was written within one `DURATION` (`written`,
+  `HEAD`'s age by the store's own clock) may belong to a live holder: it is watched as a
+  held lease, and a live holder, whose renewal finds it gone while the run is surely still
+  its own, writes it again (create-only), so that the taker stops naming it.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ class LeaseObjects(Protocol):
     def get(self, key: str) -> tuple[bytes, str] | None: ...
     def create(self, key: str, data: bytes) -> bool: ...
     def replace(self, key: str, data: bytes, etag: str) -> bool: ...
+    def delete(self, key: str) -> None: ...
 
 
 class LeaseHeldError(BatchvalError):
@@ -102,14 +108,22 @@ class Lease:
         margin: float = MARGIN,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
+        written: Callable[[], float | None] = lambda: None,
     ) -> None:
+        """`written`: seconds since the run's memory at the URL was last written, by the
+        store's clock (None: never, or not known)."""
         self._objects = objects
+        self._written = written
         self.holder = holder or holder_name()
         self._duration, self._margin = duration, margin
         self._clock, self._sleep = clock, sleep
         self._state: LeaseState | None = None
         self._etag = ""
         self._renewed_at = float("-inf")  # before the last renewal was asked
+
+    @property
+    def duration(self) -> float:
+        return self._duration
 
     @property
     def epoch(self) -> int:
@@ -122,6 +136,9 @@ class Lease:
         it (found within one `DURATION`)."""
         asked = self._clock()
         found = self._objects.get(LEASE)
+        if found is None and self._recently_written():
+            found = self._watch_missing()  # raises when a holder writes its lease again
+            asked = self._clock()
         if found is None:
             state = LeaseState(self.holder, 1)
             if self._objects.create(LEASE, state.to_bytes()):
@@ -137,6 +154,28 @@ class Lease:
         if not self._objects.replace(LEASE, state.to_bytes(), etag):
             raise LeaseHeldError("another process took the run's lease first")
         return self._held(state, asked)
+
+    def _recently_written(self) -> bool:
+        age = self._written()
+        return age is not None and age < self._duration
+
+    def _watch_missing(self) -> tuple[bytes, str] | None:
+        """No lease, but a run written within one `DURATION`: watched for one `DURATION`
+        as a held lease would be. A lease that appears meanwhile is a live holder's
+        (written again by its renewal) or another taker's: either holds the run."""
+        deadline = self._clock() + self._duration
+        while self._clock() < deadline:
+            self._sleep(min(1.0, self._duration / 10))
+            now = self._objects.get(LEASE)
+            if now is not None:
+                seen = LeaseState.of(now[0])
+                if seen.released:
+                    return now  # let go meanwhile: taken as any released lease is
+                raise LeaseHeldError(
+                    f"another batchval run holds this run ({seen.holder}, its lease written "
+                    "again after it was found missing)"
+                )
+        return None
 
     def _watch(self, seen: LeaseState, etag: str) -> None:
         changed, _ = _watched(self._objects, etag, self._duration, self._clock, self._sleep)
@@ -166,7 +205,13 @@ class Lease:
             raise LeaseLostError("the run's lease is not held")
         asked = self._clock()
         state = dataclasses.replace(self._state, renewal=self._state.renewal + 1)
-        if not self._objects.replace(LEASE, state.to_bytes(), self._etag):
+        if not self._objects.replace(LEASE, state.to_bytes(), self._etag) and not (
+            # Gone (deleted by hand) while the run is surely still ours: no taker may have
+            # taken it before our margin ran out, so it is written again, create-only.
+            self.may_send()
+            and self._objects.get(LEASE) is None
+            and self._objects.create(LEASE, state.to_bytes())
+        ):
             self._state = None
             raise LeaseLostError("another process has taken this run's lease")
         found = self._objects.get(LEASE)
@@ -179,13 +224,21 @@ class Lease:
         """A third of `DURATION` since the last renewal."""
         return self._clock() >= self._renewed_at + self._duration / 3
 
-    def release(self) -> None:
-        """Let the run go (the next taker need not wait); quiet when it is no longer ours."""
+    def release(self, *, refused: tuple[type[BaseException], ...] = ()) -> None:
+        """Let the run go (the next taker need not wait); quiet when it is no longer ours.
+        A store whose writes were turned off under the run (`refused`: the errors that say
+        so) may still delete: while the run is surely ours, the lease is deleted instead."""
         if self._state is None:
             return
         state = dataclasses.replace(self._state, released=True)
-        self._objects.replace(LEASE, state.to_bytes(), self._etag)
-        self._state = None
+        try:
+            self._objects.replace(LEASE, state.to_bytes(), self._etag)
+        except refused:
+            if not self.may_send():
+                raise
+            self._objects.delete(LEASE)
+        finally:
+            self._state = None
 
 
 def live_holder(
@@ -231,10 +284,24 @@ class LeaseKeeper:
     """Renews a held lease from a thread of its own, whatever the run is doing (a long
     ingest, the outputs): a lease left to lapse would let another process take the run."""
 
-    def __init__(self, lease: Lease, *, every: float = 1.0) -> None:
+    def __init__(
+        self,
+        lease: Lease,
+        *,
+        every: float = 1.0,
+        refused: tuple[type[BaseException], ...] = (),
+        store: str = "the run's store",
+    ) -> None:
+        """`refused`: the store's errors that say it refuses a write (see `Lease.release`);
+        `store`: the store, as a message names it."""
         self.lease = lease
+        self.store = store
+        self._refused = refused
         self.lost: BaseException | None = None
         self.trouble: BaseException | None = None  # the last renewal's failure, if it failed
+        # A renewal is waiting for the store's answer: one that waits past the lease's
+        # margin is a store that stopped answering.
+        self.renewing = False
         self._every = every
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._keep, name="lease", daemon=True)
@@ -248,6 +315,7 @@ class LeaseKeeper:
         while not self._done.wait(self._every):
             if not self.lease.renew_due():
                 continue
+            self.renewing = True
             try:
                 self.lease.renew()
                 self.trouble = None
@@ -256,12 +324,23 @@ class LeaseKeeper:
                 return
             except Exception as exc:  # the store did not answer: `may_send` runs out meanwhile
                 self.trouble = exc
+            finally:
+                self.renewing = False
+
+    def stalled(self) -> bool:
+        """The store has not answered: the last renewal failed, or one is still waiting for
+        an answer the run can no longer wait for (the lease no longer surely held)."""
+        waiting = self.renewing and not self.lease.may_send()
+        failed = self.trouble is not None and not isinstance(self.trouble, self._refused)
+        return self.lost is None and (failed or waiting)
 
     def close(self) -> None:
-        """Stop renewing and let the run go (again: nothing)."""
+        """Stop renewing and let the run go (again: nothing). A store that does not answer
+        is not waited for: the lease is left to lapse (the next taker waits one
+        `DURATION`)."""
         if self._done.is_set():
             return
         self._done.set()
-        self._thread.join()
-        if self.lost is None:
-            self.lease.release()
+        self._thread.join(1.0 if self.stalled() else self.lease.duration)
+        if self.lost is None and not self._thread.is_alive() and not self.stalled():
+            self.lease.release(refused=self._refused)

@@ -31,8 +31,12 @@ Errors, beside Python's ValueError for a key that is no key:
     └── ObjectStoreError            store: the URL (and endpoint) it is about
         ├── ObjectStoreUnavailableError  the store does not answer, or answers 5xx/429/timeouts
         │                           past the retries: an outage, the run exits 75
-        └── ObjectStoreRefusedError      wrong credentials, no such bucket, an unknown option, or
-                                    a store that ignores conditional writes: 64
+        └── ObjectStoreRefusedError      wrong credentials, writes refused (403), another region
+            │                       (a redirect), a prefix with `..`, `.` or an empty segment,
+            │                       an unknown option, or a store that ignores conditional
+            │                       writes: 64
+            └── BucketMissingError  no such bucket: 64 at the start; a bucket deleted under a
+                                    run that held it is that run's outage (75, `engine/place`)
 
 A conditional write whose outcome is unknown (a timeout, a 5xx, a cut connection, a 409
 ConditionalRequestConflict) may have landed. It is never simply retried: the object is read
@@ -114,9 +118,24 @@ class ObjectStoreRefusedError(ObjectStoreError):
     exit_code = ExitCode.USAGE
 
 
-_Kind = Literal["lost", "conflict", "missing", "refused", "unknown"]
+class BucketMissingError(ObjectStoreRefusedError):
+    """The URL's bucket does not exist (S3's NoSuchBucket), named by `bucket`."""
+
+    def __init__(self, store: str, detail: str, bucket: str) -> None:
+        super().__init__(store, detail)
+        self.bucket = bucket
+
+
+_Kind = Literal["lost", "conflict", "missing", "refused", "unknown", "no_bucket", "region"]
 _STATUS = re.compile(r"status(?: code)?: (\d{3})")
 _CODE = re.compile(r"<Code>([A-Za-z]{1,64})</Code>")
+# The region an AuthorizationHeaderMalformed answer expects (S3 names it in `<Region>`): a
+# word of the store's own, kept to a region's letters before it is shown.
+_REGION = re.compile(r"<Region>([a-z0-9-]{1,32})</Region>")
+# obstore's words for a 301 without a Location (S3's PermanentRedirect to another region's
+# endpoint): its error has no status to read.
+_REDIRECT = ("BareRedirect", "redirect without LOCATION")
+_WRITES = ("put", "create", "replace", "delete")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -124,10 +143,22 @@ class _Failure:
     """What an obstore exception means, and a description of it that holds no secret."""
 
     kind: _Kind
-    reason: str
+    reason: str  # for "region": the region the store expects, when it says one
+    status: int | None = None
+
+    @property
+    def final(self) -> bool:
+        """The store will not do this however often it is asked: no read-back, no retry."""
+        return self.kind in ("refused", "no_bucket", "region")
 
     @classmethod
     def of(cls, exc: Exception) -> _Failure:
+        failure = cls._of(exc)
+        found = _STATUS.search(str(exc))
+        return dataclasses.replace(failure, status=int(found.group(1)) if found else None)
+
+    @classmethod
+    def _of(cls, exc: Exception) -> _Failure:
         text = str(exc)
         found = _STATUS.search(text)
         status = int(found.group(1)) if found else None
@@ -138,9 +169,14 @@ class _Failure:
             # S3's 409 ConditionalRequestConflict: a concurrent write or delete won the race
             # to the key; nothing of ours landed, so the write may be tried again.
             return cls("conflict" if status == 409 else "lost", said)
+        if code and code.group(1) == "NoSuchBucket":
+            return cls("no_bucket", said)
+        if code and code.group(1) == "AuthorizationHeaderMalformed":
+            region = _REGION.search(text)
+            return cls("region", region.group(1) if region else "")
+        if any(words in text for words in _REDIRECT) or (code and "Redirect" in code.group(1)):
+            return cls("region", "")  # where it redirects to is in no error obstore gives
         if isinstance(exc, FileNotFoundError):
-            if code and code.group(1) == "NoSuchBucket":
-                return cls("refused", "no such bucket")
             return cls("missing", said)
         if isinstance(exc, PermissionDeniedError | UnauthenticatedError):
             return cls("refused", f"credentials refused ({said})")
@@ -193,10 +229,14 @@ class ObjectStore:
         *,
         max_retries: int,
         retry_timeout: float,
+        bucket: str = "",
+        region: str = "",
     ) -> None:
         """`reads` serves every call but conditional writes, with obstore's retries;
-        `writes` is the same store with none (see the module's doc)."""
+        `writes` is the same store with none (see the module's doc). `bucket` and `region`
+        (an S3 store's) are named by the errors about them."""
         self.name = name
+        self.bucket, self.region = bucket, region
         self._reads = reads
         self._writes = writes
         self._max_retries = max_retries
@@ -239,7 +279,7 @@ class ObjectStore:
         parts = urlsplit(url)
         if parts.scheme == "s3":
             bucket = parts.netloc
-            prefix = parts.path.strip("/")
+            prefix = _prefix(url, parts.path)
             if not bucket:
                 raise ObjectStoreRefusedError(_public(url), "an s3:// URL names no bucket")
             endpoint = (
@@ -279,7 +319,13 @@ class ObjectStore:
                 failure = _Failure.of(exc)
             else:
                 return cls(
-                    name, reads, writes, max_retries=max_retries, retry_timeout=retry_timeout
+                    name,
+                    reads,
+                    writes,
+                    max_retries=max_retries,
+                    retry_timeout=retry_timeout,
+                    bucket=bucket,
+                    region=region,
                 )
             raise ObjectStoreRefusedError(name, f"cannot be configured: {failure.reason}")
         if parts.scheme == "memory":
@@ -375,6 +421,31 @@ class ObjectStore:
         if failure.kind != "missing":
             raise self._error("delete", key, failure)
 
+    def age(self, key: str) -> float | None:
+        """Seconds since `key` was last written, on the store's own clock (its time now read
+        from a scratch object written for it, so that no clock of this machine's is
+        compared with the store's), or None when there is no such object."""
+        written = self._modified(key)
+        if written is None:
+            return None
+        scratch = f".batchval-probe/{uuid.uuid4().hex}"
+        self.put(scratch, b"")
+        try:
+            now = self._modified(scratch)
+        finally:
+            with contextlib.suppress(ObjectStoreError):
+                self.delete(scratch)
+        return None if now is None else max(0.0, (now - written).total_seconds())
+
+    def _modified(self, key: str) -> dt.datetime | None:
+        try:
+            return obstore.head(self._reads, key)["last_modified"]
+        except Exception as exc:
+            failure = _Failure.of(exc)
+        if failure.kind == "missing":
+            return None
+        raise self._error("head", key, failure)
+
     # -- conditional writes ----------------------------------------------------------------
 
     def create(self, key: str, data: bytes) -> bool:
@@ -400,7 +471,7 @@ class ObjectStore:
                 failure = _Failure.of(exc)
             else:
                 return True
-            if failure.kind == "refused":
+            if failure.final:
                 raise self._error(operation, key, failure)
             if failure.kind == "lost" and not uncertain:
                 return False
@@ -464,8 +535,40 @@ class ObjectStore:
                 self.delete(key)
 
     def _error(self, operation: str, key: str, failure: _Failure) -> ObjectStoreError:
-        kind = ObjectStoreRefusedError if failure.kind == "refused" else ObjectStoreUnavailableError
-        return kind(self.name, f"{operation} {key!r}: {failure.reason}")
+        what = f"{operation} {key!r}"
+        if failure.kind == "no_bucket":
+            return BucketMissingError(
+                self.name, f"{what}: the bucket {self.bucket!r} does not exist", self.bucket
+            )
+        if failure.kind == "region":
+            expected = f" (it expects {failure.reason!r})" if failure.reason else ""
+            return ObjectStoreRefusedError(
+                self.name,
+                f"{what}: the store answers for another region than {self.region!r}{expected}: "
+                "set AWS_REGION (or the config's storage.region) to the bucket's region",
+            )
+        if failure.kind == "refused" and failure.status == 403 and operation in _WRITES:
+            return ObjectStoreRefusedError(
+                self.name, f"{what}: the store refuses this write ({failure.reason})"
+            )
+        if failure.kind == "refused":
+            return ObjectStoreRefusedError(self.name, f"{what}: {failure.reason}")
+        return ObjectStoreUnavailableError(self.name, f"{what}: {failure.reason}")
+
+
+def _prefix(url: str, path: str) -> str:
+    """An s3:// URL's prefix, its keys' common start. S3 keeps a key's `..`, `.` and empty
+    segments as they are (it is no file system), so such a prefix would keep the run apart
+    from where the URL seems to point, and a second spelling of it elsewhere again:
+    refused (64), naming the segment. One `/` at either end is no segment."""
+    prefix = path.removeprefix("/").removesuffix("/")
+    for segment in prefix.split("/") if prefix else ():
+        if segment in ("", ".", ".."):
+            said = "an empty segment ('//')" if not segment else f"the segment {segment!r}"
+            raise ObjectStoreRefusedError(
+                _public(url), f"the prefix {prefix!r} has {said}: name the run without it"
+            )
+    return prefix
 
 
 def _public(url: str) -> str:

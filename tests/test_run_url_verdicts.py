@@ -1,0 +1,267 @@
+"""One verdict for each fault of a run's store (issue 36, part 3; the table is in
+docs/how-to/object-storage.md): each row reproduced with `run --out s3://...` as a process
+against a real SeaweedFS on loopback, through tests/s3_proxy.py where the fault is one a
+real server will not make on demand, asserting the exit code, what the message names,
+the sandbox's ledger, and that no temporary directory outlives the invocation."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from email.message import Message
+from pathlib import Path
+
+import pytest
+from objects_server import S3Server, bucket_request
+from s3_proxy import REGION_EXPECTED, Fault, Switch, always, proxy
+from support import BATCHVAL, LIVE, env_for, portfolio, run_cli
+
+from batchval.sandbox.config import Faults
+from batchval.sandbox.server import RunningSandbox
+from batchval.store.lease import DURATION, LEASE, MARGIN
+from batchval.store.objects import ObjectStore
+
+# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+pytestmark = pytest.mark.slow
+
+
+class Machine:
+    """One invocation's machine: its own temporary folder (which must be empty after each
+    invocation) and state folder (where a log its URL cannot take is kept)."""
+
+    def __init__(self, tmp_path: Path, served: RunningSandbox, s3: S3Server) -> None:
+        self.temp = tmp_path / "temp"
+        self.state = tmp_path / "state"
+        self.temp.mkdir()
+        self.env = {
+            **env_for(served),
+            **s3.env(),
+            "TMPDIR": str(self.temp),
+            "XDG_STATE_HOME": str(self.state),
+        }
+
+    def through(self, endpoint: str) -> dict[str, str]:
+        return {**self.env, "AWS_ENDPOINT_URL": endpoint}
+
+    def start(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [BATCHVAL, *args],
+            env=env or self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def left_nothing(self) -> None:
+        assert list(self.temp.iterdir()) == [], "a temporary directory outlived its invocation"
+
+
+@pytest.fixture
+def machine(tmp_path: Path, served: RunningSandbox, s3_server: S3Server) -> Machine:
+    return Machine(tmp_path, served, s3_server)
+
+
+def _valuations(served: RunningSandbox) -> int:
+    return len(served.sandbox.ledger.valuations_created(LIVE.client_id))
+
+
+def _wait_for_valuations(served: RunningSandbox, running: subprocess.Popen[str], n: int) -> None:
+    deadline = time.monotonic() + 60
+    while _valuations(served) < n:
+        assert time.monotonic() < deadline
+        assert running.poll() is None, running.communicate()
+        time.sleep(0.05)
+
+
+def _paid_once_and_all_valued(served: RunningSandbox, rows: int) -> None:
+    ledger = served.sandbox.ledger
+    assert ledger.keys_charged_twice() == []
+    assert _valuations(served) == rows
+
+
+def test_a_bucket_missing_at_the_start_is_64_naming_the_bucket(
+    served: RunningSandbox, machine: Machine, tmp_path: Path
+) -> None:
+    source = portfolio(tmp_path / "book.csv", 5)
+    done = run_cli("run", str(source), "--out", "s3://no-such-bucket-here/run", env=machine.env)
+    assert done.returncode == 64, done.stderr
+    assert "the bucket 'no-such-bucket-here' does not exist" in done.stderr
+    assert _valuations(served) == 0
+    machine.left_nothing()
+
+
+def test_a_bucket_deleted_mid_run_is_75_naming_the_bucket_and_keeps_the_log(
+    served: RunningSandbox, s3_server: S3Server, machine: Machine, tmp_path: Path
+) -> None:
+    """The bucket deleted under a run (SeaweedFS deletes one that holds objects): 75
+    `store_unavailable` naming the bucket, not a defect (70); the run's log, which the
+    bucket cannot take, kept where the line says; once the bucket is back, the same
+    command finishes the run and nothing is paid twice (the same UTC day: replays)."""
+    served.sandbox.set_faults(Faults(latency_ms=100))
+    assert bucket_request(s3_server, "PUT", "verdict-deleted") == 200
+    url = "s3://verdict-deleted/run"
+    source = portfolio(tmp_path / "book.csv", 120)
+    running = machine.start("run", str(source), "--out", url, "--concurrency", "2")
+    _wait_for_valuations(served, running, 10)
+    assert bucket_request(s3_server, "DELETE", "verdict-deleted") == 204
+    out, err = running.communicate(timeout=180)
+    assert running.returncode == 75, err
+    assert "store_unavailable: the bucket 'verdict-deleted' was deleted" in err
+    assert "internal_error" not in err + out
+    kept = [line for line in err.splitlines() if "the run's log is kept in" in line]
+    assert len(kept) == 1, err
+    log = Path(kept[0].rsplit("kept in ", 1)[1].split(", not at")[0])
+    assert log.parent == machine.state / "batchval"
+    assert "verdict-deleted" in log.read_text()
+    assert oct(log.stat().st_mode & 0o777) == "0o600"
+    machine.left_nothing()
+    assert served.sandbox.ledger.keys_charged_twice() == []
+
+    assert bucket_request(s3_server, "PUT", "verdict-deleted") == 200
+    again = run_cli("run", str(source), "--out", url, env=machine.env, timeout=180)
+    assert again.returncode == 0, again.stderr
+    assert served.sandbox.ledger.keys_charged_twice() == []
+    assert _valuations(served) == 120
+    machine.left_nothing()
+
+
+@pytest.mark.parametrize("fault", [Fault.REPLY_301, Fault.REPLY_400_REGION])
+def test_a_bucket_of_another_region_is_64_naming_the_region(
+    served: RunningSandbox, s3_server: S3Server, machine: Machine, tmp_path: Path, fault: Fault
+) -> None:
+    """A 301 PermanentRedirect or a 400 AuthorizationHeaderMalformed: a configuration to
+    fix (64), never an outage a scheduler retries for ever (75)."""
+    source = portfolio(tmp_path / "book.csv", 5)
+    with proxy(s3_server, always(fault)) as (endpoint, _):
+        done = run_cli(
+            "run", str(source), "--out", s3_server.url("region"), env=machine.through(endpoint)
+        )
+    assert done.returncode == 64, done.stderr
+    assert "another region than 'us-east-1'" in done.stderr
+    if fault is Fault.REPLY_400_REGION:
+        assert f"(it expects '{REGION_EXPECTED}')" in done.stderr
+    assert "AWS_REGION" in done.stderr
+    assert _valuations(served) == 0
+    machine.left_nothing()
+
+
+@pytest.mark.parametrize(
+    ("prefix", "named"),
+    [
+        ("runs/../other", "the segment '..'"),
+        ("runs/./one", "the segment '.'"),
+        ("runs//one", "an empty segment ('//')"),
+    ],
+)
+def test_a_prefix_with_a_dot_or_empty_segment_is_64_naming_it(
+    served: RunningSandbox, s3_server: S3Server, machine: Machine, tmp_path: Path,
+    prefix: str, named: str,
+) -> None:  # fmt: skip
+    source = portfolio(tmp_path / "book.csv", 5)
+    done = run_cli("run", str(source), "--out", s3_server.url(prefix), env=machine.env)
+    assert done.returncode == 64, done.stderr
+    assert f"the prefix '{prefix}' has {named}" in done.stderr
+    assert "no HTTP status" not in done.stderr
+    assert _valuations(served) == 0
+    machine.left_nothing()
+
+
+def _puts(method: str, path: str, headers: Message) -> bool:
+    return method == "PUT"
+
+
+def test_a_store_that_refuses_writes_mid_run_is_64_with_the_summary_and_the_lease_let_go(
+    served: RunningSandbox, s3_server: S3Server, machine: Machine, tmp_path: Path
+) -> None:
+    """Every PUT answered 403 from a moment on (a bucket policy turned read-only): no call
+    once a commit cannot be kept, 64 naming the write refused, the summary printed, the
+    lease let go (deleted: the release itself is a write). Writes allowed again, the
+    same command finishes the run, paying nothing twice."""
+    served.sandbox.set_faults(Faults(latency_ms=100))
+    url = s3_server.url("read-only")
+    source = portfolio(tmp_path / "book.csv", 120)
+    store = ObjectStore.from_url(url, s3_server.env())
+    switch = Switch(Fault.REPLY_403, _puts)
+    with proxy(s3_server, switch) as (endpoint, _):
+        running = machine.start(
+            "run", str(source), "--out", url, "--concurrency", "2", env=machine.through(endpoint)
+        )
+        _wait_for_valuations(served, running, 10)
+        switch.on.set()
+        out, err = running.communicate(timeout=180)
+    assert running.returncode == 64, err
+    assert "refused: the store refuses what the run must write" in err
+    assert "refuses this write (credentials refused (HTTP 403 AccessDenied))" in err
+    assert "stopped: refused" in out  # the summary, printed
+    assert "exit 64" in out
+    assert store.get(LEASE) is None  # let go
+    machine.left_nothing()
+    assert served.sandbox.ledger.keys_charged_twice() == []
+    assert _valuations(served) < 120
+
+    again = run_cli("run", str(source), "--out", url, env=machine.env, timeout=180)
+    assert again.returncode == 0, again.stderr
+    _paid_once_and_all_valued(served, 120)
+    machine.left_nothing()
+
+
+def test_a_store_that_stops_answering_is_75_and_no_call_leaves_past_the_margin(
+    served: RunningSandbox, s3_server: S3Server, machine: Machine, tmp_path: Path
+) -> None:
+    """Every request to the store left unanswered from a moment on: no valuation is sent
+    once the lease's margin is reached (its last renewal, at most a third of a lease
+    before the stall, plus `DURATION - MARGIN`); 75 `store_unavailable` naming the store.
+    The store back, the same command finishes the run, paying nothing twice."""
+    served.sandbox.set_faults(Faults(latency_ms=100))
+    url = s3_server.url("stalled-store")
+    source = portfolio(tmp_path / "book.csv", 600)
+    switch = Switch(Fault.STALL, lambda method, path, headers: True)
+    with proxy(s3_server, switch) as (endpoint, _):
+        running = machine.start(
+            "run", str(source), "--out", url, "--concurrency", "2", env=machine.through(endpoint)
+        )
+        _wait_for_valuations(served, running, 10)
+        switch.on.set()
+        stalled = time.monotonic()
+        _, err = running.communicate(timeout=300)
+    assert running.returncode == 75, err
+    assert "store_unavailable: the store does not answer" in err
+    assert url in err
+    sent = [
+        r.monotonic
+        for r in served.sandbox.ledger.requests
+        if r.method == "POST" and r.path.endswith("/valuations")
+    ]
+    assert max(sent) < stalled + DURATION - MARGIN + 1.0
+    assert len(sent) < 600
+    machine.left_nothing()
+    assert served.sandbox.ledger.keys_charged_twice() == []
+
+    again = run_cli("run", str(source), "--out", url, env=machine.env, timeout=300)
+    assert again.returncode == 0, again.stderr
+    _paid_once_and_all_valued(served, 600)
+    machine.left_nothing()
+
+
+def test_a_lease_deleted_under_a_live_holder_is_75_dir_locked_naming_it(
+    served: RunningSandbox, s3_server: S3Server, machine: Machine, tmp_path: Path
+) -> None:
+    """`state/LEASE` deleted while its holder sends (HEAD written within a lease): a second
+    invocation watches it as a held lease, sees the holder write it again, and stops with
+    75 `dir_locked` naming that holder, having sent nothing; the holder finishes alone."""
+    served.sandbox.set_faults(Faults(latency_ms=100))
+    url = s3_server.url("lease-deleted")
+    source = portfolio(tmp_path / "book.csv", 300)
+    store = ObjectStore.from_url(url, s3_server.env())
+    first = machine.start("run", str(source), "--out", url, "--concurrency", "2")
+    _wait_for_valuations(served, first, 10)
+    store.delete(LEASE)
+    second = run_cli("run", str(source), "--out", url, env=machine.env, timeout=120)
+    assert second.returncode == 75, second.stderr
+    assert "dir_locked" in second.stderr
+    assert f":{first.pid}:" in second.stderr  # the holder: host:pid:tag
+    assert "its lease written again" in second.stderr
+    _, err = first.communicate(timeout=180)
+    assert first.returncode == 0, err
+    _paid_once_and_all_valued(served, 300)
+    machine.left_nothing()
