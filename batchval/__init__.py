@@ -1,3 +1,22 @@
-"""batchval: bulk valuations through the Partner Valuation API, never paid twice."""
+"""batchval: bulk valuations through the Partner Valuation API, never paid twice.
+
+The Python API (docs/how-to/python.md): `run`, `value` and `open_run`, each giving a `Run`;
+errors a person must act on are `RunError`s (a `BatchvalError`). Everything else in the
+package may change without notice.
+"""
+
+from batchval.outcome import BatchvalError
+from batchval.public import Run, RunError, Stop, open_run, run, value
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "BatchvalError",
+    "Run",
+    "RunError",
+    "Stop",
+    "__version__",
+    "open_run",
+    "run",
+    "value",
+]

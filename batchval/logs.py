@@ -146,6 +146,53 @@ def configure(
     )
 
 
+class _StdlibLogger:
+    """structlog's logger shape over the standard library's `batchval` logger: the host's
+    logging decides where batchval's events go (with no handler, warnings reach stderr)."""
+
+    def __init__(self) -> None:
+        self._logger = logging.getLogger("batchval")
+
+    def msg(self, message: str, *, level: int = logging.INFO) -> None:
+        self._logger.log(level, message)
+
+    debug = info = warning = error = critical = exception = msg
+
+
+def _to_stdlib(_logger: Any, method: str, event: MutableMapping[str, Any]) -> dict[str, Any]:
+    """The event as one line, at its own level, for `_StdlibLogger`."""
+    level = logging.getLevelName(method.upper())
+    return {
+        "message": _human(_logger, method, event),
+        "level": level if isinstance(level, int) else logging.INFO,
+    }
+
+
+def configure_library() -> bool:
+    """For the Python API (`batchval.public`), which never configures a host's logging:
+    when nothing has configured structlog yet, batchval's events go through the redactor
+    to a DIR's log file and to the standard library's `batchval` logger. A host that
+    configured structlog keeps its configuration, and gets batchval's events through it.
+    Returns whether it configured structlog."""
+    if structlog.is_configured():
+        return False
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            redaction.active(),
+            _SINK,
+            _to_stdlib,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        logger_factory=lambda *_args: _StdlibLogger(),
+        cache_logger_on_first_use=False,
+    )
+    return True
+
+
 def scrub(text: str) -> str:
     """`text` with every secret the log would hide hidden (the configured redactor's)."""
     return redaction.scrub(text)

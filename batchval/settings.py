@@ -628,13 +628,16 @@ def load_settings(
     sheet: str | None = None,
     header_row: int | None = None,
     live: bool = False,
+    run_settings: Mapping[str, Any] | None = None,
 ) -> Settings:
     """Settings for `run`, `streets`, `check`, `split` and `--dry-run`; raises
     SettingsError (exit 64). `encoding`, `sheet` and `header_row` (--encoding, --sheet,
     --header-row) win over the config's input section; `live` (--live) can only turn
-    `run.live` on."""
+    `run.live` on. `run_settings` (the Python API's keywords) win over the config's run
+    section, by the same names."""
     config = _read_config(config_file)
     run = _section(config, "run")
+    run.update(run_settings or {})
     _reject_unknown(run, {key.name for key in RUN_KEYS}, "run")
     includes = _include(include if include is not None else run.get("include"), "include")
     if concurrency is not None:

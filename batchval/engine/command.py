@@ -33,7 +33,7 @@ import structlog
 
 from batchval.engine.derived import remove_stale
 from batchval.engine.files import write_json_atomic
-from batchval.engine.invocation import locked_dir
+from batchval.engine.invocation import last_defect, locked_dir
 from batchval.engine.names import DRY_RUN_NAME, LOG_NAME
 from batchval.engine.place import Place
 from batchval.engine.sending import SendOutcome
@@ -217,6 +217,7 @@ def _run(
     try:
         sent = SendOutcome(refused) if refused else steps.send()
     except Exception as exc:  # a defect: keep what was done, say so, exit 70
+        last_defect.set(exc)
         log.error(f"{product.name}.internal_error", exc_info=True, file_only=True)
         detail = f"{type(exc).__name__}: {exc}; the traceback is in {LOG_NAME}"
         sent = SendOutcome(StopInfo(StopReason.INTERNAL_ERROR, detail))

@@ -19,9 +19,11 @@ the one line.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import datetime as dt
 import os
 import signal
+import threading
 import traceback
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -34,6 +36,14 @@ from batchval.outcome import RunRefusedError, StopReason
 from batchval.store.lock import DirLockedError, RunLock
 
 log = structlog.get_logger()
+
+
+# The defect (exit 70) the invocation in this context met, as it was raised: the command
+# line says it in one line, and the Python API raises it again once the run is kept
+# (`batchval.public`). Set where a defect is caught.
+last_defect: contextvars.ContextVar[BaseException | None] = contextvars.ContextVar(
+    "last_defect", default=None
+)
 
 
 @contextlib.contextmanager
@@ -52,6 +62,7 @@ def locked_dir(out: Path, log_name: str, command: str, *, lock: bool = True) -> 
             except RunRefusedError:
                 raise
             except Exception as exc:  # a defect: say so in one line, the rest in the log
+                last_defect.set(exc)
                 log.error(f"{command}.internal_error", exc_info=True, file_only=True)
                 raise RunRefusedError(
                     StopReason.INTERNAL_ERROR,
@@ -114,28 +125,36 @@ def _private_file(text: str, suffix: str, folder: Path | None) -> Path:
 
 
 class NotedSignals:
-    """Outside the sending phase a SIGTERM or SIGINT is only noted (`received`), and the
-    command acts on it at its next safe point: between two input batches, before
-    sending. Writing the outputs, which is short, always finishes. The previous handlers
-    come back at the end; `catch` puts the note back after each sending round, whose
-    watcher gives the signals back to their default handlers when it ends."""
+    """A SIGTERM or SIGINT is only noted (`received`), and the command acts on it at its
+    next safe point: between two input batches, before sending, and while sending within
+    `engine/sending.NOTED_POLL_SECONDS`. Writing the outputs, which is short, always
+    finishes. The previous handlers come back at the end.
+
+    Only the main thread can take signals: in another (Airflow's, Dagster's and Prefect's
+    task threads) no handler is set, and the host stops the run its own way. The Python
+    API notes an interrupt its waiting thread got (`note`) as the handler would."""
 
     def __init__(self) -> None:
         self.received: str | None = None
         self._previous: dict[signal.Signals, Any] = {}
 
-    def catch(self) -> None:
+    def note(self, name: str) -> None:
+        """A stop asked for by `name` (a signal's), from any thread; the first one counts."""
+        if self.received is None:
+            self.received = name
+
+    def __enter__(self) -> NotedSignals:
+        if threading.current_thread() is not threading.main_thread():
+            return self
+
         def note(signum: int, _frame: object) -> None:
             # Only a note, logged where it is acted on: a handler that logged could wait
             # forever on the log's write lock, held by the very write it interrupted.
-            self.received = signal.Signals(signum).name
+            self.note(signal.Signals(signum).name)
 
         for sig in (signal.SIGTERM, signal.SIGINT):
+            self._previous[sig] = signal.getsignal(sig)
             signal.signal(sig, note)
-
-    def __enter__(self) -> NotedSignals:
-        self._previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
-        self.catch()
         return self
 
     def __exit__(self, *_exc: object) -> None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import anyio
 import click
 import structlog
 
@@ -33,6 +32,7 @@ from batchval.api.auth import Credentials
 from batchval.api.client import PartnerClient
 from batchval.api.errors import PartnerError
 from batchval.api.vocabulary import TEST_SCOPE
+from batchval.engine.loops import run_async
 from batchval.outcome import RunRefusedError, StopReason
 from batchval.settings import ApiSettings
 
@@ -65,7 +65,7 @@ def insist_on_live(api: ApiSettings | None, *, dry: bool = False) -> None:
         raise RunRefusedError(StopReason.REFUSED, NO_API)
     if dry:
         return
-    scope = anyio.run(token_scope, api)
+    scope = run_async(token_scope, api)
     log.debug("engine.live.token", scope=scope)
     if scope == TEST_SCOPE:
         raise RunRefusedError(

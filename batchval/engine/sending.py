@@ -17,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
-import signal
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -27,6 +27,7 @@ import structlog
 from batchval.api import Credentials, PartnerClient, Reach, host_of
 from batchval.engine.invocation import NotedSignals
 from batchval.engine.job import ItemT, Job
+from batchval.engine.loops import run_async
 from batchval.engine.pool import PoolStats, WorkerPool
 from batchval.engine.progress import Progress
 from batchval.engine.ratecontrol import RateController, start_rate
@@ -38,6 +39,9 @@ from batchval.store.counts import Counts
 from batchval.store.database import Database
 
 log = structlog.get_logger()
+
+# How often the sending looks for a signal noted (a handler only notes it).
+NOTED_POLL_SECONDS = 0.05
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -63,9 +67,8 @@ class Sending:
     run: RunOptions
     now: Callable[[], dt.datetime]  # the run's clock (with the test offset)
     progress_bar: bool
-    # The signals the command noted outside this phase (which watches its own): one noted
-    # before sending stops it at once; after each round they are noted again, since
-    # asyncio gives them back to their default handlers when the watcher ends.
+    # The signals the command notes (or an interrupt the Python API passes on): one noted
+    # before sending stops it at once, one noted while sending stops the round.
     signals: NotedSignals
     # What is sent in each round (a new job a round: a round after midnight starts over),
     # and where the work stands, for the progress bar.
@@ -97,7 +100,9 @@ class Sending:
             )
             return SendOutcome(StopInfo(StopReason.DAILY_LIMIT, detail, not_before))
         with self.api() as api:
-            outcome: SendOutcome = anyio.run(self.send, not_before, api)
+            # In a thread that runs an event loop (a notebook's), on a loop of its own.
+            interrupted = functools.partial(self.signals.note, "SIGINT")
+            outcome: SendOutcome = run_async(self.send, not_before, api, interrupted=interrupted)
         return outcome
 
     async def send(self, not_before: dt.datetime | None, api: ApiSettings) -> SendOutcome:
@@ -172,7 +177,6 @@ class _Rounds:
         sending, checkpoint = self.sending, self.sending.checkpoint
         while True:
             stop = await self.round(not_before)
-            sending.signals.catch()
             sending.keep_pause(self.controller, stop)
             not_before = stop.not_before
             if stop.reason is not StopReason.DAILY_LIMIT or not_before is None:
@@ -195,7 +199,7 @@ class _Rounds:
         stop = Stop()
         self.round_stats = PoolStats()
         async with anyio.create_task_group() as watchers:
-            watchers.start_soon(_stop_on_signals, stop)
+            watchers.start_soon(_stop_on_noted, self.sending.signals, stop)
             if self.sending.on_metrics is not None:
                 watchers.start_soon(self._tick_metrics, self.sending.on_metrics)
             await self._wait(not_before, stop)
@@ -317,8 +321,12 @@ def pool_for(
     )
 
 
-async def _stop_on_signals(stop: Stop) -> None:
-    """The first SIGTERM or SIGINT stops the run gently; later ones are the same request."""
-    with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async for signum in signals:
-            stop.trigger(StopReason.SIGNAL, f"received {signal.Signals(signum).name}")
+async def _stop_on_noted(signals: NotedSignals, stop: Stop) -> None:
+    """A SIGTERM or SIGINT noted while sending (or an interrupt the Python API passed on)
+    stops the round gently; later ones are the same request. Noted, not received here: a
+    signal handler is the main thread's, and the round may run on a worker thread's loop
+    (`engine/loops`)."""
+    # Polled: a signal handler, or a thread that waits, cannot set an anyio.Event.
+    while not signals.received:  # noqa: ASYNC110
+        await anyio.sleep(NOTED_POLL_SECONDS)
+    stop.trigger(StopReason.SIGNAL, f"received {signals.received}")

@@ -33,7 +33,6 @@ import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
 
-import anyio
 import httpx
 
 from batchval import __version__
@@ -57,6 +56,7 @@ from batchval.api.errors import (
 )
 from batchval.api.network import Reach
 from batchval.api.vocabulary import LIVE_SCOPE, TEST_SCOPE, VALUATION_CREDITS
+from batchval.engine.loops import run_async
 from batchval.engine.midnight import resume_after_daily_limit
 from batchval.input import InputError, open_input
 from batchval.input.personal import left_out_line
@@ -128,7 +128,7 @@ def run_check(
             )
         )
         with embedded_api() as api:
-            findings += anyio.run(_probe, api, True, settings.run.now)
+            findings += run_async(_probe, api, True, settings.run.now)
     else:
         api = settings.api
         findings.append(
@@ -138,7 +138,7 @@ def run_check(
                 f"client id {api.client_id!r}",
             )
         )
-        findings += anyio.run(_probe, api, False, settings.run.now)
+        findings += run_async(_probe, api, False, settings.run.now)
     if input_path is not None:
         findings.append(_price(settings, input_path))
     return CheckReport(tuple(findings))

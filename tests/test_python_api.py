@@ -1,0 +1,304 @@
+"""batchval from Python (issue 37): `run`, `value` and `open_run` give the command line's
+run with its guarantees, from plain Python, inside a running event loop and from a worker
+thread, and the docs page's example runs in a real Jupyter kernel."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import polars as pl
+import pytest
+import structlog
+from nbclient import NotebookClient
+from support import LIVE, env_for, portfolio
+
+import batchval
+from batchval.sandbox.config import Faults
+from batchval.sandbox.server import RunningSandbox
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGE = ROOT / "docs" / "how-to" / "python.md"
+
+
+@pytest.fixture(autouse=True)
+def _host(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A host that configured nothing: no BATCHVAL_ variables, structlog as it was (the
+    API configures it only when nothing has), put back after the test."""
+    for name in [n for n in os.environ if n.startswith("BATCHVAL_")]:
+        monkeypatch.delenv(name)
+    logging = structlog.get_config()
+    configured = structlog.is_configured()
+    structlog.reset_defaults()
+    yield
+    if configured:
+        structlog.configure(**logging)
+    else:
+        structlog.reset_defaults()
+
+
+def served_env(served: RunningSandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in env_for(served).items():
+        if name.startswith("BATCHVAL_"):
+            monkeypatch.setenv(name, value)
+
+
+def frame(rows: int) -> pl.DataFrame:
+    postcodes = ["SW1A 2AA", "M1 1AE", "LS6 2AB", "CF10 1AA", "BS1 4DJ", "NE1 7RU"]
+    return pl.DataFrame(
+        {
+            "loan_id": [f"L-{n:04d}" for n in range(rows)],
+            "postcode": [postcodes[n % 6] for n in range(rows)],
+            "property_type": ["terraced"] * rows,
+            "bedrooms": [1 + n % 5 for n in range(rows)],
+            "reference": [f"CASE-{n:04d}" for n in range(rows)],
+        }
+    )
+
+
+def test_all_is_pinned() -> None:
+    """The public names; one leaves only with a minor release and a changelog line."""
+    assert batchval.__all__ == [
+        "BatchvalError",
+        "Run",
+        "RunError",
+        "Stop",
+        "__version__",
+        "open_run",
+        "run",
+        "value",
+    ]
+    assert issubclass(batchval.RunError, batchval.BatchvalError)
+    assert (ROOT / "batchval" / "py.typed").exists()
+
+
+def test_a_frame_valued_resumed_opened_and_joined_back(
+    served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A polars frame valued into a DIR: complete, every loan back in the results with an
+    estimate, named <frame>; the same frame again sends nothing; open_run reads the same
+    run; a changed frame is refused (64) as a changed file is, and charges nothing."""
+    served_env(served, monkeypatch)
+    book, out = frame(12), tmp_path / "out"
+    done = batchval.value(book, out=out, progress=False)
+    assert (done.complete, done.exit_code, done.stop) == (True, 0, None)
+    assert done.summary["input"] == "<frame>"
+    joined = book.join(done.results().select("loan_id", "estimate"), on="loan_id", how="left")
+    assert joined["estimate"].null_count() == 0
+    assert done.problems().height == 0
+    calls = len(served.sandbox.ledger.requests)
+    again = batchval.value(book, out=out, progress=False)
+    assert again.complete
+    assert again.summary["calls"]["this_invocation"] == 0
+    assert len(served.sandbox.ledger.requests) == calls
+    opened = batchval.open_run(out)
+    assert opened.summary == again.summary
+    assert opened.results().equals(again.results())
+    changed = book.with_columns(pl.col("bedrooms") + 1)
+    with pytest.raises(batchval.RunError) as refused:
+        batchval.value(changed, out=out, progress=False)
+    assert refused.value.exit_code == 64
+    assert "refused" in str(refused.value)
+    assert len(served.sandbox.ledger.requests) == calls
+
+
+def test_a_file_by_path_with_settings_by_keyword(
+    served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`run` takes INPUT's path and the config's run settings by keyword; an unknown one is
+    a RunError (64) naming it and the settings taken."""
+    served_env(served, monkeypatch)
+    source = portfolio(tmp_path / "book.csv", 8)
+    done = batchval.run(source, out=tmp_path / "out", concurrency=2, run_id="night-1")
+    assert done.complete
+    assert done.summary["run_id"] == "night-1"
+    with pytest.raises(batchval.RunError) as unknown:
+        batchval.run(source, out=tmp_path / "other", concurency=2)
+    assert unknown.value.exit_code == 64
+    assert "concurency" in str(unknown.value)
+    assert "concurrency" in str(unknown.value)
+
+
+def test_a_frame_without_a_postcode_is_65_naming_the_frame(tmp_path: Path) -> None:
+    """The input unusable: a RunError whose exit code is 65 and whose message is the line
+    the command line prints, naming <frame> (never a temporary file)."""
+    with pytest.raises(batchval.RunError) as refused:
+        batchval.value(frame(3).drop("postcode"), out=tmp_path / "out", progress=False)
+    assert refused.value.exit_code == 65
+    assert "postcode" in str(refused.value)
+    assert "<frame>" in str(refused.value)
+    assert "batchval-frame-" not in str(refused.value)
+
+
+def test_the_daily_limit_gives_a_run_to_resume(
+    served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daily limit is no error: a Run, not complete, stop `daily_limit` with the
+    moment no call goes before."""
+    served_env(served, monkeypatch)
+    served.sandbox.account(LIVE.client_id).daily_limit = 5
+    stopped = batchval.value(frame(9), out=tmp_path / "out", progress=False)
+    assert (stopped.complete, stopped.exit_code) == (False, 75)
+    assert stopped.stop is not None
+    assert stopped.stop.reason == "daily_limit"
+    assert stopped.stop.not_before is not None
+
+
+def test_open_run_of_a_place_with_no_run_is_64(tmp_path: Path) -> None:
+    with pytest.raises(batchval.RunError) as nothing:
+        batchval.open_run(tmp_path)
+    assert nothing.value.exit_code == 64
+
+
+def _in_a_thread(call: Callable[[], batchval.Run]) -> batchval.Run:
+    found: list[batchval.Run | BaseException] = []
+
+    def work() -> None:
+        try:
+            found.append(call())
+        except BaseException as exc:
+            found.append(exc)
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    worker.join(120)
+    [outcome] = found
+    if isinstance(outcome, BaseException):
+        raise outcome
+    return outcome
+
+
+def test_from_a_worker_thread_and_from_a_running_event_loop(
+    served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A task thread (no signal handler can be set there) and a caller's `async def` under
+    asyncio.run (an event loop already running): the same run, complete."""
+    served_env(served, monkeypatch)
+    threaded = _in_a_thread(lambda: batchval.value(frame(6), out=tmp_path / "t", progress=False))
+    assert threaded.complete
+
+    async def main() -> batchval.Run:
+        return batchval.value(frame(6), out=tmp_path / "a", progress=False)
+
+    assert asyncio.run(main()).complete
+    assert threaded.results()["valuation_id"].to_list() == (
+        batchval.open_run(tmp_path / "a").results()["valuation_id"].to_list()
+    )
+
+
+def test_an_interrupt_in_a_running_event_loop_stops_the_run_cleanly(
+    served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C while a notebook cell runs a valuation (SIGINT to the process, an event loop
+    running): the run stops as the command line's SIGINT stops it, a Run with stop
+    `signal` (75), its answers kept; the same call again completes, nothing paid twice."""
+    served_env(served, monkeypatch)
+    served.sandbox.set_faults(Faults(latency_ms=200))
+    out = tmp_path / "out"
+
+    async def main() -> batchval.Run:
+        timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT))
+        timer.start()
+        try:
+            return batchval.value(frame(40), out=out, progress=False, concurrency=1)
+        finally:
+            timer.cancel()
+
+    stopped = asyncio.run(main())
+    assert stopped.exit_code == 75
+    assert stopped.stop is not None
+    assert stopped.stop.reason == "signal"
+    served.sandbox.set_faults(Faults())
+    done = batchval.value(frame(40), out=out, progress=False)
+    assert done.complete
+    assert served.sandbox.ledger.keys_charged_twice() == []
+    assert done.results().height == 40
+
+
+def _code_blocks(page: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
+
+
+def test_the_docs_example_runs_in_a_jupyter_kernel(tmp_path: Path) -> None:
+    """docs/how-to/python.md's example, each block a cell, in a real Jupyter kernel (whose
+    event loop runs while a cell does): every cell runs; what it prints is what the page
+    says it shows."""
+    cells = [nbformat.v4.new_code_cell(code) for code in _code_blocks(PAGE)]  # type: ignore[no-untyped-call]
+    assert len(cells) >= 5
+    notebook = nbformat.v4.new_notebook(cells=cells)  # type: ignore[no-untyped-call]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BATCHVAL_")}
+    client = NotebookClient(
+        notebook,
+        timeout=180,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
+    with _Environment(env):
+        client.execute()
+    printed = ["".join(_stdout(cell)) for cell in notebook.cells]
+    assert printed[0].splitlines()[-1] == "True 3"
+    assert "estimate" in printed[1]
+    assert "L-003" in printed[1]
+    assert printed[2].strip() == "0"
+    assert printed[3].startswith("65 input_unusable: <frame>")
+    assert printed[4].strip() == "3"
+
+
+def _stdout(cell: Any) -> list[str]:
+    return [o.get("text", "") for o in cell.get("outputs", []) if o.get("name") == "stdout"]
+
+
+class _Environment:
+    """The kernel inherits this process's environment: none of its BATCHVAL_ variables."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self._env = env
+        self._saved: dict[str, str] = {}
+
+    def __enter__(self) -> None:
+        self._saved = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(self._env)
+
+    def __exit__(self, *_exc: object) -> None:
+        os.environ.clear()
+        os.environ.update(self._saved)
+
+
+def test_a_defect_is_raised_as_it_was_once_the_run_is_kept(
+    served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A defect while sending (exit 70 on the command line) is raised as it was, not as a
+    RunError; the run kept what it did (its summary says internal_error), and once the
+    defect is gone the same call completes, nothing paid twice."""
+    from batchval.valuations import valuing
+
+    served_env(served, monkeypatch)
+    out, book = tmp_path / "out", frame(6)
+    settle = valuing.ValuationJob.settle
+    calls = 0
+
+    def broken(self: valuing.ValuationJob, item: Any, answer: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 3:
+            raise ZeroDivisionError("a defect")
+        return settle(self, item, answer)
+
+    monkeypatch.setattr(valuing.ValuationJob, "settle", broken)
+    with pytest.raises(ZeroDivisionError, match="a defect"):
+        batchval.value(book, out=out, progress=False)
+    kept = batchval.open_run(out)
+    assert kept.exit_code == 70
+    assert kept.stop is not None
+    assert kept.stop.reason == "internal_error"
+    monkeypatch.setattr(valuing.ValuationJob, "settle", settle)
+    assert batchval.value(book, out=out, progress=False).complete
+    assert served.sandbox.ledger.keys_charged_twice() == []
