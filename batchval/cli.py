@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import os
 import shlex
 import sys
@@ -138,14 +137,10 @@ def _input_and_place(
 
 
 def _left(place: Place, code: int) -> int:
-    """The exit code of a command that sent, once its place is left (`_input_and_place`):
-    outputs its URL could not take said in one line, and never 0; a log not at the URL
-    named where it was kept (the traceback a stop names is in it)."""
-    if place.unpublished is not None:
-        click.echo(f"batchval: {place.unpublished} (the outputs are not at {place.url})", err=True)
-        code = code or int(place.unpublished.exit_code)
-    if place.log_kept is not None:
-        click.echo(f"batchval: the run's log is kept in {place.log_kept}, not at its URL", err=True)
+    """`Place.left`: its lines said, its exit code."""
+    code, said = place.left(code)
+    for line in said:
+        click.echo(f"batchval: {line}", err=True)
     return code
 
 
@@ -404,7 +399,7 @@ def status(out_dir: str, as_json: bool) -> None:
     with the run's own code."""
     from batchval.engine.place import viewed
     from batchval.engine.summary import DryRunSummary, RunSummary
-    from batchval.tools.status import read_dry_run, read_status
+    from batchval.tools.status import read_dry_run, read_status, status_text
 
     found: RunSummary | DryRunSummary | None
     with _refusals(), viewed(out_dir, os.environ) as (local, objects):
@@ -417,21 +412,7 @@ def status(out_dir: str, as_json: bool) -> None:
             f"{out_dir} holds no batchval run (no checkpoint.sqlite) and no dry run "
             "(no dry_run.json)"
         )
-    if as_json:
-        shown = found.to_json()
-        if dry is not None and found is not dry:
-            shown["dry_run_summary"] = dry.to_json()  # priced beside the run
-        click.echo(json.dumps(shown, indent=2))
-    elif isinstance(found, DryRunSummary):
-        click.echo(found.status_lines())
-    else:
-        click.echo(found.render())
-        if dry is not None:  # priced beside the run: what a resume would still cost
-            click.echo(
-                f"dry run ({dry.priced_at}): would make {dry.calls} calls costing "
-                f"{dry.credits} credits; {dry.rows_with_problems} rows with problems"
-                + (f" in {dry.problems_file}" if dry.problems_file else "")
-            )
+    click.echo(status_text(found, dry, as_json=as_json))
     raise SystemExit(int(found.exit_code))
 
 

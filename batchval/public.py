@@ -232,7 +232,7 @@ def _invoke(
     env = settings.storage.env(os.environ)
     last_defect.set(None)
     try:
-        with input_of(input_path, env) as source, place_of(out, env) as place:
+        with input_of(input_path, env) as source, place_of(out, env, summarised=True) as place:
             request = RunRequest(
                 input_path=source,
                 input_name=str(options.get("input_name") or input_path),
@@ -258,9 +258,12 @@ def _invoke(
     if (defect := last_defect.get()) is not None:
         raise _leaf(defect)  # the run kept what it did, as the command line's exit 70 does
     found = Run(out, summary.to_json(), summary.render())
+    line = summary.stop.line() if summary.stop is not None else ""
+    if place.unpublished is not None:  # the outputs are not where the run is: a person's
+        code, said = place.left(int(summary.exit_code))
+        raise RunError(code, "; ".join(filter(None, [line, *said])), found)
     if summary.exit_code in (ExitCode.COMPLETE, ExitCode.RESUMABLE):
         return found
-    line = summary.stop.line() if summary.stop is not None else f"exit {summary.exit_code}"
     raise RunError(int(summary.exit_code), line, found)
 
 

@@ -107,8 +107,9 @@ def test_a_clock_a_minute_behind_is_shown_by_the_date_header(
         (SENT + S, SENT, 0 * S, REPLAY),  # ... before it, the clocks measured equal
         # Cut to milliseconds: 12:00:00.005 stands for up to 12:00:00.006.
         (SENT + 0.006 * S, SENT + 0.005 * S, 0 * S, REPLAY),
-        (SENT + 0.0055 * S, SENT + 0.005 * S, 0 * S, UNCERTAIN),
+        (SENT + 0.0055 * S, SENT + 0.005 * S, 0 * S, FRESH),  # within its millisecond
         (SENT + 0.0045 * S, SENT + 0.005 * S, 0 * S, FRESH),
+        (SENT + 0.02 * S, SENT + 0.005 * S, -0.6 * S, UNCERTAIN),  # 15 ms before the send
         # A second DIR started at once after the first: the first's last charge 0.3 s
         # before the send, the API's clock known only to a second (a Date header), but
         # nothing showing the clocks apart: they are taken to agree (AGREEMENT).

@@ -59,6 +59,12 @@ SKEW = dt.timedelta(minutes=5)
 # second from above (a `Date` header has whole seconds); this is what tells a replay of a
 # charge made half a second before this DIR's send from this DIR's own charge.
 AGREEMENT = dt.timedelta(milliseconds=50)
+# How much of a stamp's precision is read in a fresh charge's favour: a stamp cut to the
+# millisecond (the sandbox's) of a call valued within that millisecond of the send may read
+# a moment before it. A replay of a charge made that little before the send, which only
+# another caller sending the same key in the same instant could make, is then counted as
+# this DIR's; a stamp cut coarser (to seconds) gets no more than this.
+FRESH_SLACK = dt.timedelta(milliseconds=10)
 _ZERO = dt.timedelta(0)
 _SECOND = dt.timedelta(seconds=1)
 
@@ -178,7 +184,7 @@ def classify(at: dt.datetime | None, first_sent: str | None, clock: ServerClock)
             f"valued at least {before:.3f} s before this DIR first sent the key, by the API's "
             "clock: the API answered from its idempotency store"
         )
-    if at >= sent + offset.fresh_from:
+    if at + min(precision(at), FRESH_SLACK) > sent + offset.fresh_from:
         return FRESH, "valued after this DIR first sent the key, by the API's clock"
     return UNCERTAIN, (
         f"valued {(at - sent).total_seconds():+.3f} s from this DIR's first send of the key by "

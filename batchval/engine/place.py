@@ -94,6 +94,18 @@ class Place:
     unpublished: RunRefusedError | None = None
     log_kept: Path | None = None
 
+    def left(self, code: int) -> tuple[int, list[str]]:
+        """The exit code of a command that sent, once the place is left (`place_of` with
+        `summarised`), and the lines to say: outputs its URL could not take (never 0),
+        and where the run's log was kept when not at the URL (a stop may name it)."""
+        said = []
+        if self.unpublished is not None:
+            said.append(f"{self.unpublished} (the outputs are not at {self.url})")
+            code = code or int(self.unpublished.exit_code)
+        if self.log_kept is not None:
+            said.append(f"the run's log is kept in {self.log_kept}, not at its URL")
+        return code, said
+
     def keep(self, database: Database) -> None:
         """Ship every commit of the run's database to the URL from now on."""
         if self.objects is None or self.keeper is None:

@@ -94,6 +94,28 @@ def _status(out_dir: Path, checkpoint: Checkpoint, holder: str | None) -> RunSum
     )
 
 
+def status_text(
+    found: RunSummary | DryRunSummary, dry: DryRunSummary | None, *, as_json: bool
+) -> str:
+    """What `batchval status` prints: the run's summary (or the dry run's, alone), and a
+    dry run priced beside the run; or the status object as JSON."""
+    if as_json:
+        shown = found.to_json()
+        if dry is not None and found is not dry:
+            shown["dry_run_summary"] = dry.to_json()  # priced beside the run
+        return json.dumps(shown, indent=2)
+    if isinstance(found, DryRunSummary):
+        return found.status_lines()
+    text = found.render()
+    if dry is not None:  # priced beside the run: what a resume would still cost
+        text += (
+            f"\ndry run ({dry.priced_at}): would make {dry.calls} calls costing "
+            f"{dry.credits} credits; {dry.rows_with_problems} rows with problems"
+            + (f" in {dry.problems_file}" if dry.problems_file else "")
+        )
+    return text
+
+
 def read_dry_run(out_dir: Path) -> DryRunSummary | None:
     """The dry run DIR holds (`dry_run.json`): its price and problem counts, exit code as
     the dry run's; None when it holds none that can be read."""
