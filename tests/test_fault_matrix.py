@@ -26,10 +26,12 @@ exact.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import time
 from collections.abc import Callable
@@ -102,9 +104,10 @@ class Job:
     logs: list[str] = dataclasses.field(default_factory=list)
     codes: list[int] = dataclasses.field(default_factory=list)
     seconds: list[float] = dataclasses.field(default_factory=list)
-    # (what the sandbox's ledger charged the account during an invocation `run` made,
-    # what that invocation's summary.json says it spent: `credits_charged.this_invocation`)
-    spent: list[tuple[int, int | None]] = dataclasses.field(default_factory=list)
+    # Each invocation `run` made: what the sandbox's ledger charged the account while it
+    # ran, and for which keys; what its summary.json says it spent
+    # (`credits_charged.this_invocation`); its id in DIR's checkpoint (0: none began).
+    spent: list[Spent] = dataclasses.field(default_factory=list)
 
     @property
     def command(self) -> list[str]:
@@ -122,13 +125,14 @@ class Job:
         written = summary.stat().st_mtime_ns if summary.exists() else None
         done = run_cli(*self.command, env=self.env, timeout=120 * SCALE)
         code = self.record(done.returncode, done.stdout, done.stderr, started)
-        charged = sum(
-            c.credits for c in ledger.charges[before:] if c.client_id == self.credentials.client_id
-        )
+        mine = [c for c in ledger.charges[before:] if c.client_id == self.credentials.client_id]
         said = None  # an invocation that wrote no summary (it took no lock) said nothing
         if summary.exists() and summary.stat().st_mtime_ns != written:
             said = json.loads(summary.read_text())["credits_charged"]["this_invocation"]
-        self.spent.append((charged, said))
+        keys = {c.idempotency_key: c.credits for c in mine if c.idempotency_key is not None}
+        self.spent.append(
+            Spent(sum(c.credits for c in mine), keys, said, newest_invocation(self.out))
+        )
         return code
 
     def record(self, code: int, stdout: str, stderr: str, started: float) -> int:
@@ -145,6 +149,25 @@ class Job:
         while code == 75 and len(self.codes) < MAX_RUNS:
             code = self.run()
         assert code == 0, f"exits {self.codes}:\n{self.logs[-1][-3000:]}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Spent:
+    """One invocation's money: see `Job.spent`."""
+
+    took: int
+    keys: dict[str, int]  # the keys the account was charged for while it ran, and how much
+    said: int | None
+    invocation: int
+
+
+def newest_invocation(out: Path) -> int:
+    """The id of the last invocation DIR's checkpoint holds (0: none)."""
+    path = out / "checkpoint.sqlite"
+    if not path.exists():
+        return 0
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        return int(db.execute("SELECT COALESCE(MAX(id), 0) FROM invocations").fetchone()[0])
 
 
 def make_job(
@@ -178,10 +201,18 @@ def assert_sound(
     assert summary["exit_code"] == 0, summary
     assert summary["rows"]["pending"] == 0, summary
     # Money as charged: each invocation `Job.run` made says it spent what the account
-    # was charged while it ran, replays apart (invocations run beside another that spends
-    # from the account, started by a test itself, are not in `Job.spent`).
-    for took, said in job.spent:
-        assert said in (None, took), job.spent
+    # was charged while it ran, replays apart, but for the charges whose answers it never
+    # heard (a cut connection, then a stop), which the invocation that heard them later
+    # counts in all and not this time (invocations run beside another that spends from
+    # the account, started by a test itself, are not in `Job.spent`).
+    heard = {
+        key: invocation
+        for key, invocation, kind in charges_lines(job.out)
+        if kind == "fresh" and key is not None
+    }
+    for spent in job.spent:
+        unheard = sum(c for k, c in spent.keys.items() if heard.get(k, 0) > spent.invocation)
+        assert spent.said in (None, spent.took - unheard), job.spent
     # Never paid twice.
     assert ledger.keys_charged_twice() == []
     charged = ledger.valuations_created(client)
@@ -208,6 +239,12 @@ def assert_sound(
     assert_no_secrets(served, job.out, *job.logs)
     for text in job.logs:
         assert "Traceback" not in text
+
+
+def charges_lines(out: Path) -> list[tuple[str | None, int, str]]:
+    """(key, the invocation that received it, kind) of each line of charges.parquet."""
+    lines = pl.read_parquet(out / "charges.parquet")
+    return list(lines.select("idempotency_key", "invocation", "kind").iter_rows())
 
 
 def ledger_credits(served: RunningSandbox) -> int:
