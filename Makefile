@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast docs docs-serve lint typecheck browser calc tmux reliability bench airflow-check clean
+.PHONY: run test test-fast docs docs-check docs-serve lint typecheck browser calc tmux reliability bench airflow-check clean
 
 RUNTIME := $(VENV)/.runtime
 
@@ -50,9 +50,10 @@ calc:
 		|| echo "LibreOffice is not installed: the CSV export's spreadsheet tests will fail"
 
 # Three workers on two cores: most tests wait on a sandbox's latency, a subprocess or a
-# signal, not on the CPU (12 minutes in one process, about 6 in three).
+# signal, not on the CPU (12 minutes in one process, about 6 in three). Every test but the
+# docs' shell examples (marked `docs_examples`), which `make docs-check` runs; CI runs both.
 test: lint typecheck docs browser calc tmux
-	$(BIN)/pytest -q -n 3
+	$(BIN)/pytest -q -n 3 -m "not docs_examples"
 
 # The documentation site (mkdocs.yml) into site/, strict: a broken link or anchor, a page
 # left out of the nav or any other warning fails the build, and so `make test`. The
@@ -62,15 +63,22 @@ DOCS_ENV := NO_MKDOCS_2_WARNING=1
 docs: $(STAMP)
 	$(DOCS_ENV) $(BIN)/mkdocs build --strict
 
+# The docs' shell examples run as written (marked `docs_examples`: every console block of
+# the README and the pages through bash against the embedded sandbox, and the README's
+# `make run`), their output compared with what the page shows (tests/docs_examples.py).
+# Minutes of processes, so kept out of `make test`; CI (.ci/run) runs them.
+docs-check: $(STAMP)
+	$(BIN)/pytest -q -n 3 -m docs_examples
+
 # The site served at http://127.0.0.1:8000, rebuilt as pages change.
 docs-serve: $(STAMP)
 	$(DOCS_ENV) $(BIN)/mkdocs serve
 
 # The fast loop: every test but the slow end-to-end cases (marked `slow`: the CLI as a
-# process against the sandbox, the fault matrix, the corpus), in under a minute on two
-# cores. `make test` and CI run them all.
+# process against the sandbox, the fault matrix, the corpus) and the docs' examples, in
+# under a minute on two cores. `make test` runs the slow ones, `make docs-check` the docs'.
 test-fast: $(STAMP)
-	$(BIN)/pytest -q -n 3 -m "not slow"
+	$(BIN)/pytest -q -n 3 -m "not slow and not docs_examples"
 
 # tests/test_logs.py checks the terminal under tmux. As root on a machine with apt-get,
 # install tmux when it is missing; anywhere else say so and go on (those tests skip).

@@ -3,11 +3,24 @@ is built (`batchval.tools.reference`)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+from mkdocs.structure.pages import Page
 
 from batchval.tools.reference import expand
 
+# Under mkdocs' own logger, so that strict mode counts what is logged here as it counts a
+# broken link.
+log = logging.getLogger("mkdocs.plugins.batchval.reference")
 
-def on_page_markdown(markdown: str, **_: Any) -> str:
-    """Every page's Markdown, before it is rendered."""
-    return expand(markdown)
+
+def on_page_markdown(markdown: str, page: Page, **_: Any) -> str:
+    """Every page's Markdown, before it is rendered. A page that asks for a table the code
+    does not make fails the (strict) build as a broken link does: logged, and the build
+    goes on, so that one build names every fault of the site rather than the first."""
+    try:
+        return expand(markdown)
+    except ValueError as exc:
+        log.error("Doc file '%s': %s", page.file.src_uri, exc)
+        return markdown

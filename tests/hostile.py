@@ -41,7 +41,6 @@ import socket
 import ssl
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,6 +49,7 @@ from typing import Any
 import httpx
 import uvicorn
 from starlette.types import Message, Receive, Scope, Send
+from support import wait_until
 
 from batchval.sandbox.app import API_PREFIX
 
@@ -307,11 +307,9 @@ def serve_proxy(upstream: str, rules: Rules | None = None, seed: int = 0) -> Ite
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name="hostile-proxy", daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the hostile proxy did not start")
-        time.sleep(0.01)
+    wait_until(lambda: server.started or not thread.is_alive(), 10, "the hostile proxy to start")
+    if not server.started:
+        raise RuntimeError("the hostile proxy did not start (its thread ended)")
     proxy.port = server.servers[0].sockets[0].getsockname()[1]
     try:
         yield proxy

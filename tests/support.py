@@ -8,9 +8,12 @@ import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import anyio
 import httpx
 import polars as pl
 import pytest
@@ -24,6 +27,8 @@ from batchval.sandbox.config import Account, SandboxConfig
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.checkpoint import Checkpoint
 from batchval.valuations import answers
+
+T = TypeVar("T")
 
 LIVE = Credentials("sandbox-live", "sandbox-live-secret")
 TEST = Credentials("sandbox-test", "sandbox-test-secret")
@@ -180,3 +185,61 @@ def settle_sent(checkpoint: Checkpoint, key: str, data: dict[str, Any]) -> Settl
         clock=ServerClock(),
         received=Received(dt.datetime.now(dt.UTC)),
     )
+
+
+# --- waiting for a condition ----------------------------------------------------------
+
+
+def _late(what: str, timeout: float, detail: Callable[[], object] | None) -> AssertionError:
+    said = f": {detail()}" if detail is not None else ""
+    return AssertionError(f"waited {timeout:g} s for {what}, in vain{said}")
+
+
+def _ended(what: str, process: subprocess.Popen[Any] | None) -> AssertionError | None:
+    if process is None or process.poll() is None:
+        return None
+    return AssertionError(f"the process ended (exit {process.returncode}) before {what}")
+
+
+def wait_until(
+    condition: Callable[[], T | None],
+    timeout: float,
+    what: str,
+    *,
+    process: subprocess.Popen[Any] | None = None,
+    every: float = 0.01,
+    detail: Callable[[], object] | None = None,
+) -> T:
+    """Ask `condition` every `every` seconds until it holds, and return what it gave (so
+    `lost = wait_until(checkpoint.hold_lost, ...)` keeps the value waited for).
+
+    Fails naming `what` (say "the first 429") when `timeout` seconds pass first, adding
+    `detail()` if given, or at once when `process`, a run the condition waits on, ends
+    first. The tests' one polling loop: a fixed sleep is either too short on a loaded
+    machine or too long on an idle one."""
+    deadline = time.monotonic() + timeout
+    while not (held := condition()):
+        if (ended := _ended(what, process)) is not None:
+            raise ended
+        if time.monotonic() > deadline:
+            raise _late(what, timeout, detail)
+        time.sleep(every)
+    return held
+
+
+async def wait_until_async(
+    condition: Callable[[], T | None],
+    timeout: float,  # noqa: ASYNC109 - wait_until's signature; the condition is not awaited
+    what: str,
+    *,
+    every: float = 0.01,
+    detail: Callable[[], object] | None = None,
+) -> T:
+    """`wait_until` for a test on an event loop: it sleeps on the loop, so that what it
+    waits for (an in-process sandbox, another task) goes on meanwhile."""
+    deadline = time.monotonic() + timeout
+    while not (held := condition()):
+        if time.monotonic() > deadline:
+            raise _late(what, timeout, detail)
+        await anyio.sleep(every)
+    return held

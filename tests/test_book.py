@@ -9,7 +9,6 @@ import json
 import shutil
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from support import BATCHVAL, LIVE, env_for, outputs, run_cli
+from support import BATCHVAL, LIVE, env_for, outputs, run_cli, wait_until
 
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
@@ -253,9 +252,12 @@ def test_a_killed_book_run_leaves_the_old_book(served: RunningSandbox, tmp_path:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     ) as killed:
-        while nights.charges() < charged + 5:
-            assert killed.poll() is None, "the run ended before it could be killed"
-            time.sleep(0.02)
+        wait_until(
+            lambda: nights.charges() >= charged + 5,
+            60,
+            "five charges to kill after",
+            process=killed,
+        )
         killed.send_signal(signal.SIGKILL)
         killed.wait(timeout=30)
     assert nights.book.read_bytes() == before

@@ -23,7 +23,7 @@ import httpx
 import pytest
 import structlog.testing
 from openapi_check import validate_response
-from support import LIVE, POOR, TEST, client_for, token_for
+from support import LIVE, POOR, TEST, client_for, token_for, wait_until_async
 
 from batchval.api import (
     AccountBlockedError,
@@ -52,6 +52,7 @@ from batchval.api import (
     ValuationRequest,
     WrongAddressError,
 )
+from batchval.api.auth import TokenCache
 from batchval.sandbox import data, rules
 from batchval.sandbox.app import API_PREFIX, TITLES, Sandbox
 from batchval.sandbox.config import Faults, RateLimit
@@ -149,15 +150,23 @@ class Recorder:
 
 @asynccontextmanager
 async def recorded_client(
-    served: RunningSandbox, credentials: Credentials, seen: Recorder
+    served: RunningSandbox,
+    credentials: Credentials,
+    seen: Recorder,
+    *,
+    clock: Callable[[], float] | None = None,
 ) -> AsyncIterator[PartnerClient]:
-    """A client on an injected httpx session whose answers `seen` records."""
+    """A client on an injected httpx session whose answers `seen` records; with `clock`,
+    its token cache reads that monotonic clock (the test moves it) instead of the real one."""
     async with (
         httpx.AsyncClient(timeout=10.0, event_hooks={"response": [seen]}) as http,
         PartnerClient(
             base_url=served.base_url, auth_url=served.auth_url, credentials=credentials, http=http
         ) as api,
     ):
+        if clock is not None:  # the client takes no clock: its cache is the one that reads it
+            token_url = served.auth_url.rstrip("/") + "/oauth2/token"
+            api.tokens = TokenCache(http, token_url, credentials, clock=clock, reach=api.reach)
         yield api
 
 
@@ -551,7 +560,8 @@ async def test_timeout_retry_with_same_key_returns_the_stored_valuation(
     # Still running: the same key is told to wait (idempotency rule 2).
     with pytest.raises(RequestInProgressError):
         await api.create_valuation(HOME, idempotency_key=key)
-    await anyio.sleep(1.0)
+    # The sandbox charges and stores the answer in one step: charged is committed.
+    await wait_until_async(lambda: sandbox.ledger.charges_by_key(), 10, "the work to commit")
     valuation = await api.create_valuation(HOME, idempotency_key=key)
     assert valuation.charge is not None
     assert sandbox.ledger.charges_by_key() == {key: 1}
@@ -618,19 +628,37 @@ async def test_concurrent_calls_share_one_token(sandbox: Sandbox, test_api: Part
     assert statuses(sandbox) == {201: 20}
 
 
+class _Clock:
+    """A monotonic clock that moves only when the test says."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 @pytest.mark.anyio
-@pytest.mark.slow
 async def test_token_is_refreshed_before_it_expires(
-    sandbox: Sandbox, test_api: PartnerClient
+    served: RunningSandbox, sandbox: Sandbox, seen: Recorder
 ) -> None:
-    """A token about to expire is replaced before use, so no call ever gets a 401."""
+    """A token about to expire is replaced before use, so no call ever gets a 401: kept
+    until its refresh time, a quarter of its life before it expires, and replaced after."""
     sandbox.config.token_ttl_seconds = 2  # refreshed a quarter of its life early: at 1.5 s
-    await test_api.get_street_analysis("SW1A 1AA")
-    await test_api.get_street_analysis("SW1A 1AA")
-    assert test_api.tokens.fetches == 1
-    await anyio.sleep(1.6)
-    await test_api.get_street_analysis("SW1A 1AA")
-    assert test_api.tokens.fetches == 2
+    clock = _Clock()
+
+    def wait(seconds: float) -> None:  # the client's clock and the sandbox's, together
+        clock.now += seconds
+        sandbox.clock.advance(seconds)
+
+    async with recorded_client(served, TEST, seen, clock=clock) as test_api:
+        await test_api.get_street_analysis("SW1A 1AA")
+        wait(1.4)
+        await test_api.get_street_analysis("SW1A 1AA")
+        assert test_api.tokens.fetches == 1
+        wait(0.2)  # 1.6 s: past its refresh time, not yet expired
+        await test_api.get_street_analysis("SW1A 1AA")
+        assert test_api.tokens.fetches == 2
     assert 401 not in statuses(sandbox)
 
 

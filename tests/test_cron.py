@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import re
 import subprocess
-import time
 from pathlib import Path
 
 import polars as pl
 import pytest
 import yaml
-from support import BATCHVAL, LIVE, ROOT, portfolio
+from support import BATCHVAL, LIVE, ROOT, portfolio, wait_until
 
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
@@ -156,10 +155,12 @@ def test_two_starts_at_once_one_runs_one_exits_75(served: RunningSandbox, tmp_pa
     env = cron_env(tmp_path)
     runs = tmp_path / "srv" / "nights"
     with subprocess.Popen(argv, env=env, cwd=tmp_path) as first:
-        deadline = time.monotonic() + 60
-        while not list(runs.glob("*/checkpoint.sqlite")) and time.monotonic() < deadline:
-            time.sleep(0.1)  # the checkpoint is opened only under the DIR's lock
-        assert first.poll() is None, "the first run ended before the second started"
+        wait_until(  # the checkpoint is opened only under the DIR's lock
+            lambda: list(runs.glob("*/checkpoint.sqlite")),
+            60,
+            "the first run's checkpoint (it holds the lock) before the second starts",
+            process=first,
+        )
         second = subprocess.run(argv, env=env, cwd=tmp_path, timeout=60, check=False)
         first.wait(timeout=120)
     assert (first.returncode, second.returncode) == (0, 75)

@@ -1,5 +1,8 @@
 """The docs' shell examples run as written (tests/docs_examples.py says how): the README's
-and every page's console blocks, and every command of the tutorials."""
+and every page's console blocks, and every command of the tutorials.
+
+The examples themselves (minutes of processes) are marked `docs_examples`: `make docs-check`
+and CI run them, `make test` does not; the checks of how they are read run everywhere."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ RUN = [ROOT / "README.md", *(page for page in PAGES if commands(page.read_text("
 
 
 @pytest.mark.slow
+@pytest.mark.docs_examples
 @pytest.mark.parametrize("page", RUN, ids=[str(p.relative_to(ROOT)) for p in RUN])
 def test_the_page_s_examples_print_what_it_shows(page: Path) -> None:
     wrong = failures(page)
@@ -89,6 +93,7 @@ def test_a_command_carried_on_by_a_backslash_is_one_command() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.docs_examples
 def test_the_readme_s_make_run_runs_as_written(tmp_path: Path) -> None:
     """The quick start's `make run`, as the README writes it, in a copy of the checkout's
     layout whose virtual environment is set up (the project's own, linked: make finds its
@@ -106,3 +111,20 @@ def test_the_readme_s_make_run_runs_as_written(tmp_path: Path) -> None:
     assert "pip install" not in done.stdout  # the linked environment was used as it is
     assert "exit 0; next: nothing" in done.stdout
     assert (tmp_path / "runs" / "sample" / "results.parquet").exists()
+
+
+def test_ci_runs_the_examples_make_test_leaves_out() -> None:
+    """`make test` deselects the `docs_examples` marker, `make docs-check` selects it and
+    CI's .ci/run runs both, so the examples are left out of the one and never of CI."""
+    makefile = (ROOT / "Makefile").read_text("utf-8")
+
+    def recipe(target: str) -> str:
+        found = re.search(rf"^{target}:.*\n\t(.+)$", makefile, re.MULTILINE)
+        assert found is not None, target
+        return found.group(1)
+
+    assert '-m "not docs_examples"' in recipe("test")
+    assert "not docs_examples" in recipe("test-fast")
+    assert recipe("docs-check").endswith("-m docs_examples")
+    ci = (ROOT / ".ci" / "run").read_text("utf-8").splitlines()
+    assert {"make test", "make docs-check"} <= set(ci)

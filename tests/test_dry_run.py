@@ -20,6 +20,7 @@ from support import (
     env_for,
     portfolio,
     run_cli,
+    wait_until,
 )
 
 from batchval.sandbox.config import Faults
@@ -164,9 +165,7 @@ def test_a_dry_run_beside_a_run_in_progress(served: RunningSandbox, tmp_path: Pa
     with subprocess.Popen(
         [BATCHVAL, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
     ) as live:
-        while charged(served) < 5:
-            assert live.poll() is None, "the run ended before the dry run"
-            time.sleep(0.02)
+        wait_until(lambda: charged(served) >= 5, 60, "five charges of the run", process=live)
         started = time.monotonic()
         dry = run_cli(*args, "--dry-run", env=env)
         took = time.monotonic() - started

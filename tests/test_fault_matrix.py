@@ -53,6 +53,7 @@ from support import (
     outputs,
     portfolio,
     run_cli,
+    wait_until,
 )
 
 from batchval.api import Credentials
@@ -261,11 +262,8 @@ def replays(served: RunningSandbox) -> int:
 
 
 def wait_for_charges(served: RunningSandbox, count: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while len(served.sandbox.ledger.charges) < count:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"fewer than {count} valuations were charged in {timeout} s")
-        time.sleep(0.01)
+    ledger = served.sandbox.ledger
+    wait_until(lambda: len(ledger.charges) >= count, timeout, f"{count} valuations charged")
 
 
 # --- transient faults: survived by retries with the same key ---------------------------
@@ -636,11 +634,10 @@ def test_retry_after_outlives_a_signal_stop(served: RunningSandbox, tmp_path: Pa
         stderr=subprocess.PIPE,
         text=True,
     ) as process:
-        deadline = time.monotonic() + 60
-        while not ledger.deadlines:
-            assert time.monotonic() < deadline, "no 429 was ever answered"
-            time.sleep(0.02)
-        time.sleep(0.5)  # the run settles into its pause
+        # Once the sandbox has given a 429, a SIGTERM cannot lose it: the calls in flight
+        # have their grace to land, and a 429 that lands pauses the run's controller,
+        # whose pause the stop then keeps (its not_before).
+        wait_until(lambda: ledger.deadlines, 60, "the first 429", process=process)
         process.send_signal(signal.SIGTERM)
         stdout, stderr = process.communicate(timeout=60)
     assert job.record(process.returncode, stdout, stderr, started) == 75

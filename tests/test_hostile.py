@@ -46,6 +46,7 @@ from support import (
     outputs,
     portfolio,
     run_cli,
+    wait_until,
 )
 
 from batchval.engine.keys import idempotency_key
@@ -476,12 +477,13 @@ def test_sigterm_while_waiting_for_midnight(served: RunningSandbox, tmp_path: Pa
             text=True,
         ) as running,
     ):
-        deadline = time.monotonic() + 60
-        while daily_limit_hits(served) == 0:
-            assert time.monotonic() < deadline, "the daily limit was never reached"
-            time.sleep(0.02)
-        time.sleep(1.5)  # the calls in flight end and the run settles into its wait
-        assert running.poll() is None, "the run did not wait for midnight"
+        # The calls in flight end and the run settles into its wait, which it logs.
+        wait_until(
+            lambda: "run.daily_limit.sleeping" in stderr.read_text(),
+            60,
+            "the run to sleep until midnight",
+            process=running,
+        )
         signalled = time.monotonic()
         running.send_signal(signal.SIGTERM)
         try:

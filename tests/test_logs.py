@@ -7,7 +7,6 @@ import json
 import shlex
 import shutil
 import subprocess
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 import structlog
 from hostile import HostileProxy, Rules, serve_proxy
-from support import BATCHVAL, LIVE, env_for, portfolio, run_cli
+from support import BATCHVAL, LIVE, env_for, portfolio, run_cli, wait_until
 
 from batchval import logs
 from batchval.sandbox.app import API_PREFIX
@@ -55,14 +54,13 @@ class Pane:
 def watch(pane: Pane, timeout: float = 90) -> tuple[list[list[str]], list[str]]:
     """Screens captured every 0.2 s until the command has exited; and the last screen."""
     screens: list[list[str]] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        screen = pane.screen()
-        screens.append(screen)
-        if any(line.startswith("EXIT=") for line in screen):
-            return screens, screen
-        time.sleep(0.2)
-    raise AssertionError(f"the run did not end in {timeout} s: {screens[-1:]}")
+
+    def exited() -> bool:
+        screens.append(pane.screen())
+        return any(line.startswith("EXIT=") for line in screens[-1])
+
+    wait_until(exited, timeout, "the run to end", every=0.2, detail=lambda: screens[-1:])
+    return screens, screens[-1]
 
 
 @pytest.fixture

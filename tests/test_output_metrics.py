@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from support import BATCHVAL, LIVE, env_for, portfolio, run_cli
+from support import BATCHVAL, LIVE, env_for, portfolio, run_cli, wait_until
 
 from batchval.api.auth import Credentials
 from batchval.sandbox.config import Faults, RateLimit
@@ -56,12 +56,15 @@ def test_metrics_during_and_after_a_run(served: RunningSandbox, tmp_path: Path) 
         args, env=env_for(served, LIVE), stdout=subprocess.PIPE, stderr=subprocess.PIPE
     ) as process:
         during: list[Samples] = []
-        while process.poll() is None:
+
+        def ended() -> bool:  # and meanwhile, what the file says while the run goes
             if metrics.exists():
                 seen = parse(metrics.read_text())
                 if value(seen, "running") == 1:
                     during.append(seen)
-            time.sleep(0.1)
+            return process.poll() is not None
+
+        wait_until(ended, 120, "the run to end", every=0.1)
         assert process.returncode == 0, process.stderr.read() if process.stderr else ""
     assert during, "the file was never written while the run went"
     first = during[0]

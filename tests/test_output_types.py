@@ -9,7 +9,6 @@ import datetime as dt
 import decimal
 import sqlite3
 import subprocess
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from support import BATCHVAL, assert_accounted, assert_paid_once, env_for, run_cli
+from support import BATCHVAL, assert_accounted, assert_paid_once, env_for, run_cli, wait_until
 
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
@@ -173,11 +172,8 @@ def test_extras_columns_exist_only_when_asked(
 
 
 def _wait(condition: Callable[[], bool], running: subprocess.Popen[bytes], what: str) -> None:
-    deadline = time.monotonic() + 60
-    while not condition():
-        assert running.poll() is None, f"the run ended before {what}"
-        assert time.monotonic() < deadline, f"never saw {what}"
-        time.sleep(0.001)
+    # Every millisecond: the kill must land inside the stage it is aimed at.
+    wait_until(condition, 60, what, process=running, every=0.001)
 
 
 def _checkpoint_says(out: Path, query: str) -> Any:

@@ -211,7 +211,7 @@ class _OneRowAlwaysFailsApi:
         idempotency_key: str | None,
         gate: Callable[[], Awaitable[None]] | None = None,
     ) -> Answer:
-        await anyio.sleep(0.001)
+        await anyio.sleep(0.001)  # a call takes time: the other workers go meanwhile
         if idempotency_key == self.failing_key:
             self.failures += 1
             raise DataUnavailableError(

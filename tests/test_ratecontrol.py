@@ -269,7 +269,7 @@ async def test_release_lets_waiting_workers_go() -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(wait)  # becomes the probe, waiting 30 s before it may go
             tg.start_soon(wait)  # waits for the circuit to close
-            await anyio.sleep(0.05)
+            await anyio.wait_all_tasks_blocked()  # both parked in the breaker
             breaker.release()  # both return at once; the pool's gate then sends nothing
     assert sorted(admitted) == [False, True]
 

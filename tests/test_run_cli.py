@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ from support import (
     outputs,
     portfolio,
     run_cli,
+    wait_until,
 )
 
 from batchval.sandbox.config import Faults, RateLimit, SandboxConfig
@@ -364,11 +364,8 @@ def test_a_run_stopped_while_storing_counts_every_row(
 
 
 def wait_for_calls(served: RunningSandbox, count: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while len(served.sandbox.ledger.charges) < count:
-        if time.monotonic() > deadline:
-            raise AssertionError("the run never got going")
-        time.sleep(0.02)
+    ledger = served.sandbox.ledger
+    wait_until(lambda: len(ledger.charges) >= count, timeout, f"{count} charges of the run")
 
 
 @pytest.mark.slow

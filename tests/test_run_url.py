@@ -4,19 +4,19 @@ its own, as a moved Airflow task or a new pod finds its disk (issue 23)."""
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import random
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import polars as pl
 import pytest
 from objects_server import S3Server
 from s3_proxy import Fault, always, proxy
-from support import BATCHVAL, LIVE, env_for, portfolio, run_cli
+from support import BATCHVAL, LIVE, env_for, portfolio, run_cli, wait_until
 
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
@@ -139,11 +139,10 @@ def test_two_runs_on_one_url_one_spends_the_other_exits_75(
         text=True,
     )
     store = ObjectStore.from_url(url, s3_server.env())
-    deadline = time.monotonic() + 60
-    while not served.sandbox.ledger.valuations_created(LIVE.client_id):
-        assert time.monotonic() < deadline
-        assert first.poll() is None
-        time.sleep(0.1)
+    ledger = served.sandbox.ledger
+    wait_until(
+        lambda: ledger.valuations_created(LIVE.client_id), 60, "a first valuation", process=first
+    )
     assert store.get("state/LEASE") is not None
     # A reader sees the run at work (its lease renewed), and does not disturb it.
     looked = run_cli("status", url, "--json", env=env)
@@ -178,11 +177,12 @@ def test_a_stalled_holder_wakes_to_a_taken_run_and_stops_without_writing(
         stderr=subprocess.PIPE,
         text=True,
     )
-    deadline = time.monotonic() + 60
-    while len(ledger.valuations_created(LIVE.client_id)) < 10:
-        assert time.monotonic() < deadline
-        assert first.poll() is None
-        time.sleep(0.05)
+    wait_until(
+        lambda: len(ledger.valuations_created(LIVE.client_id)) >= 10,
+        60,
+        "ten valuations before the stall",
+        process=first,
+    )
     first.send_signal(signal.SIGSTOP)
     try:
         second = run_cli("run", str(source), "--out", url, env=env, timeout=180)
@@ -360,6 +360,13 @@ def test_kills_at_random_moments_then_blank_machines_resume_paying_once(
     env = _env(served, s3_server)
     ledger = served.sandbox.ledger
     rng = random.Random(2026)
+
+    def valued_or_ended(target: int, running: subprocess.Popen[bytes]) -> bool:
+        # The run may end before its kill: then the kill is a no-op.
+        return (
+            len(ledger.valuations_created(LIVE.client_id)) >= target or running.poll() is not None
+        )
+
     for _ in range(2):  # each resume waits out the killed holder's lease (30 s)
         running = subprocess.Popen(
             [BATCHVAL, "run", str(source), "--out", url, "--concurrency", "3"],
@@ -368,12 +375,11 @@ def test_kills_at_random_moments_then_blank_machines_resume_paying_once(
             stderr=subprocess.DEVNULL,
         )
         target = len(ledger.valuations_created(LIVE.client_id)) + rng.randint(5, 30)
-        deadline = time.monotonic() + 60
-        while len(ledger.valuations_created(LIVE.client_id)) < target:
-            assert time.monotonic() < deadline
-            if running.poll() is not None:
-                break
-            time.sleep(0.01)
+        wait_until(
+            functools.partial(valued_or_ended, target, running),
+            60,
+            f"{target} valuations or the run's end",
+        )
         running.kill()
         running.wait(timeout=30)
     # The last holder was killed: its lease is waited out (one lease), then the run ends.

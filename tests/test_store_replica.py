@@ -10,13 +10,13 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import time
 from pathlib import Path
 from typing import BinaryIO
 
 import pytest
 import structlog
 from memory_objects import MemoryObjects
+from support import wait_until
 
 from batchval.outcome import StopReason
 from batchval.store import replica as replica_module
@@ -316,11 +316,7 @@ def test_a_store_that_stops_answering_stops_the_sending_as_an_outage(tmp_path: P
     checkpoint.begin_group()
     checkpoint.set("pause_until", "x")
     checkpoint.commit_group()  # shipped from the replica's thread, which meets the outage
-    deadline = time.monotonic() + 5
-    while checkpoint.hold_lost() is None and time.monotonic() < deadline:
-        time.sleep(0.01)
-    lost = checkpoint.hold_lost()
-    assert lost is not None
+    lost = wait_until(checkpoint.hold_lost, 5, "the replica's thread to meet the outage")
     assert lost.reason is StopReason.STORE_UNAVAILABLE
     assert "can no longer be kept at its URL" in lost.detail
     # The commits go on locally (what was answered is kept until the outputs are written),

@@ -8,7 +8,6 @@ import json
 import os
 import pty
 import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from support import BATCHVAL, LIVE, POOR, TEST, env_for, run_cli
+from support import BATCHVAL, LIVE, POOR, TEST, env_for, run_cli, wait_until
 
 from batchval.engine.sending import SendOutcome
 from batchval.outcome import ExitCode, StopInfo, StopReason
@@ -268,10 +267,12 @@ def test_kill_9_then_resume_pays_once(served: RunningSandbox, tmp_path: Path) ->
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     ) as running:
-        deadline = time.monotonic() + 30
-        while sum(street_charges(served).values()) < 10:
-            assert time.monotonic() < deadline, "the run never got going"
-            time.sleep(0.02)
+        wait_until(
+            lambda: sum(street_charges(served).values()) >= 10,
+            30,
+            "ten street analyses charged",
+            process=running,
+        )
         running.kill()
         running.wait(timeout=10)
     assert 0 < sum(street_charges(served).values()) < distinct
