@@ -543,7 +543,9 @@ class _Job:
             if phase == "reading":
                 return run.ingest_batches >= at
             if phase == "in_flight":
-                return len(charges) >= at
+                # `at` counts the job's charges so far: one of this invocation's at least,
+                # or a target an earlier invocation passed kills it before it sends.
+                return len(charges) >= max(at, base + 1)
             if phase == "answered":
                 return len(charges) > base
             return bool(self.place.temporaries())
