@@ -1,11 +1,14 @@
-"""The crash suite, small and seeded: SIGKILL at every phase, resume, audit."""
+"""The crash suite, small and seeded: SIGKILL at every phase, resume, audit; in a local
+DIR, and at an `s3://` URL with every invocation on a blank machine."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from objects_server import S3Server
 from reliability.crash import PHASES, CrashPlan, CrashReport, report_json, run_crash_suite
+from reliability.places import StoreFaults
 
 # End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
 pytestmark = pytest.mark.slow
@@ -40,5 +43,27 @@ def test_killed_runs_under_combined_faults(tmp_path: Path) -> None:
     storms and revoked tokens strike at once: every fault met, the audit still clean."""
     plan = CrashPlan(rows=60, jobs=0, combined_jobs=1, in_flight_kills=1, seed=11)
     report = run_crash_suite(plan, tmp_path)
+    assert [a.never_struck for a in report.audits] == [[]], report_json(report)
+    assert_clean(report)
+
+
+def test_killed_runs_at_a_url_resumed_by_blank_machines(
+    s3_server: S3Server, tmp_path: Path
+) -> None:
+    """The same kills with the run at an s3:// URL, every invocation from an empty
+    directory of its own, while the store answers 503s and drops the answers of uploads
+    that landed: every store fault met, the audit still clean. (The suite's stalled
+    upload costs the client's 30 s timeout: `make reliability` runs it, not this test;
+    nor is any killed holder's lease waited out here.)"""
+    plan = CrashPlan(
+        rows=40,
+        jobs=1,
+        in_flight_kills=1,
+        seed=5,
+        store_faults=StoreFaults(stalls=0, first_within=10),
+        wait_out_last_lease=False,
+    )
+    report = run_crash_suite(plan, tmp_path, s3_server)
+    assert report.place == "url"
     assert [a.never_struck for a in report.audits] == [[]], report_json(report)
     assert_clean(report)

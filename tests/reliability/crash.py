@@ -59,12 +59,15 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+from objects_server import S3Server
 
+from batchval.outcome import BatchvalError
 from batchval.sandbox.app import Sandbox
 from batchval.sandbox.config import Faults, RateLimit, SandboxConfig
 from batchval.sandbox.server import RunningSandbox, serve_in_thread
 
 from .combined import FaultTally, as_dict, combined_faults
+from .places import LocalPlace, Place, StoreFaults, UrlPlace, unique_prefix
 
 BATCHVAL = str(Path(sys.executable).with_name("batchval"))
 PHASES = ("reading", "in_flight", "answered", "writing")
@@ -94,6 +97,11 @@ class CrashPlan:
     latency_ms: float = 10.0
     jitter_ms: float = 20.0
     rate: RateLimit = dataclasses.field(default_factory=lambda: RateLimit(150.0, 60))
+    # At a URL only (`run_crash_suite(..., server=)`): the store's faults, and whether the
+    # invocation after each job's last kill waits out the killed holder's lease (30 s) as
+    # a real taker does (the harness lets the other killed holders' leases go).
+    store_faults: StoreFaults = dataclasses.field(default_factory=StoreFaults)
+    wait_out_last_lease: bool = True
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -116,7 +124,8 @@ class JobAudit:
     faults: dict[str, Any]  # the sandbox's fault settings
     invocations: int = 0
     seconds: float = 0.0
-    stops: list[str] = dataclasses.field(default_factory=list)  # reasons of 75 exits
+    stops: list[str] = dataclasses.field(default_factory=list)  # reasons of 75 (and 70) exits
+    exits: dict[int, int] = dataclasses.field(default_factory=dict)  # of invocations not killed
     keys_charged_twice: int = 0
     credits_charged: int = 0
     unique_valued_requests: int = 0
@@ -133,7 +142,8 @@ class JobAudit:
     caught_keys: int = 0
     caught_lost: int = 0  # caught keys not charged once and in the results by that charge
     struck: dict[str, int] = dataclasses.field(default_factory=dict)
-    never_struck: list[str] = dataclasses.field(default_factory=list)
+    store_struck: dict[str, int] = dataclasses.field(default_factory=dict)  # at a URL
+    never_struck: list[str] = dataclasses.field(default_factory=list)  # API or store faults
     final_exit: int | None = None
 
     @property
@@ -145,6 +155,7 @@ class JobAudit:
     def sound(self) -> bool:
         return (
             self.final_exit == 0
+            and set(self.exits) <= {0, 75}
             and self.keys_charged_twice == 0
             and self.paid_missing_from_results == 0
             and self.rows_unaccounted == 0
@@ -162,6 +173,7 @@ class JobAudit:
 @dataclasses.dataclass
 class CrashReport:
     plan: CrashPlan
+    place: str = "local"  # or "url": every job's run at an s3:// URL
     kills: list[Kill] = dataclasses.field(default_factory=list)
     missed: list[str] = dataclasses.field(default_factory=list)  # planned kills the run outran
     audits: list[JobAudit] = dataclasses.field(default_factory=list)
@@ -209,6 +221,9 @@ class CrashReport:
             "early_requests": sum(a.early_requests for a in audits),
             "secrets_leaked": sum(a.secrets_leaked for a in audits),
             "tracebacks": sum(a.tracebacks for a in audits),
+            "exits_not_0_or_75": sum(
+                n for a in audits for c, n in a.exits.items() if c not in (0, 75)
+            ),
             "caught_keys": sum(a.caught_keys for a in audits),
             "caught_lost": sum(a.caught_lost for a in audits),
             "faults_never_struck": sum(len(a.never_struck) for a in audits),
@@ -233,38 +248,33 @@ def write_input(path: Path, rows: int, rng: random.Random) -> None:
 # --- what a kill left behind ------------------------------------------------------------
 
 
-def _query(out: Path, sql: str, params: Collection[object] = ()) -> list[tuple[Any, ...]]:
+def _query(db: Path, sql: str, params: Collection[object] = ()) -> list[tuple[Any, ...]]:
     """Rows of a query on the checkpoint; opened and closed around it, so that the next
     invocation finds it as the killed one left it."""
-    db = sqlite3.connect(out / "checkpoint.sqlite")
+    connection = sqlite3.connect(db)
     try:
-        return list(db.execute(sql, tuple(params)).fetchall())
+        return list(connection.execute(sql, tuple(params)).fetchall())
     finally:
-        db.close()
+        connection.close()
 
 
-def _integrity_ok(out: Path) -> bool:
-    if not (out / "checkpoint.sqlite").exists():
+def _integrity_ok(db: Path | None) -> bool:
+    if db is None:
         return True  # killed before the checkpoint was created
-    return _query(out, "PRAGMA integrity_check") == [("ok",)]
+    return _query(db, "PRAGMA integrity_check") == [("ok",)]
 
 
-def _ingest_complete(out: Path) -> bool:
-    return bool(_query(out, "SELECT value FROM meta WHERE name = 'ingest_complete'"))
+def _ingest_complete(db: Path) -> bool:
+    return bool(_query(db, "SELECT value FROM meta WHERE name = 'ingest_complete'"))
 
 
-def _states(out: Path, keys: Collection[str]) -> dict[str, str]:
+def _states(db: Path, keys: Collection[str]) -> dict[str, str]:
     """The checkpoint state of each of `keys` (absent keys left out)."""
     if not keys:
         return {}
     marks = ", ".join("?" * len(keys))
-    found = _query(out, f"SELECT key, state FROM requests WHERE key IN ({marks})", keys)
+    found = _query(db, f"SELECT key, state FROM requests WHERE key IN ({marks})", keys)
     return {str(k): str(s) for k, s in found}
-
-
-def _temporaries(out: Path, pid: int | None = None) -> list[Path]:
-    """The writer's temporary Parquet files (`.NAME.parquet.tmp-PID`), of one process."""
-    return sorted(out.glob(f".*.parquet.tmp-{'*' if pid is None else pid}"))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -277,30 +287,30 @@ class _Landing:
 
 def _landing(
     phase: str,
-    out: Path,
+    db: Path | None,
     charged_before_kill: list[str],
     seen_before_kill: list[str],
-    pid: int,
+    temporaries_left: int,
 ) -> _Landing:
-    """Whether the kill of process `pid` struck inside `phase`, from the checkpoint, the
-    API's ledger and the outputs."""
-    if not (out / "checkpoint.sqlite").exists():
+    """Whether a kill struck inside `phase`, from the checkpoint the next invocation
+    finds (`db`), the API's ledger and the temporary files the killed process left."""
+    if db is None:
         return _Landing(phase == "reading", "no checkpoint yet")
     if phase == "reading":
-        stored = _query(out, "SELECT COUNT(*) FROM rows")[0][0]
-        if _ingest_complete(out):
+        stored = _query(db, "SELECT COUNT(*) FROM rows")[0][0]
+        if _ingest_complete(db):
             return _Landing(False, f"ingest already complete ({stored} rows stored)")
         return _Landing(True, f"ingest incomplete: {stored} rows stored")
     if phase == "in_flight":
         # The pool commits its writes in groups, so a request may have reached the API
         # with its `sent` mark still uncommitted: the API's ledger says what was sent.
-        states = _states(out, seen_before_kill)
+        states = _states(db, seen_before_kill)
         open_keys = {k for k in seen_before_kill if states.get(k, "pending") in UNSETTLED}
         return _Landing(
             bool(open_keys), f"{len(open_keys)} requests the API saw without an answer kept"
         )
     if phase == "answered":
-        states = _states(out, charged_before_kill)
+        states = _states(db, charged_before_kill)
         caught = tuple(k for k in charged_before_kill if states.get(k) in UNSETTLED)
         seen = collections.Counter(states.get(k, "absent") for k in charged_before_kill)
         detail = ", ".join(f"{state} {n}" for state, n in sorted(seen.items()))
@@ -310,8 +320,10 @@ def _landing(
             caught,
             tuple(states[k] for k in caught),
         )
-    left = _temporaries(out, pid)
-    return _Landing(bool(left), f"{len(left)} temporary Parquet files of the killed process left")
+    return _Landing(
+        bool(temporaries_left),
+        f"{temporaries_left} temporary Parquet files of the killed process left",
+    )
 
 
 def _wait_out_retry_after(sandbox: Sandbox, bound: float = 30.0) -> None:
@@ -321,10 +333,10 @@ def _wait_out_retry_after(sandbox: Sandbox, bound: float = 30.0) -> None:
         time.sleep(min(bound, max(0.0, max(ends) - sandbox.clock.monotonic() + 0.1)))
 
 
-def _leaks(sandbox: Sandbox, out: Path, texts: list[str]) -> int:
+def _leaks(sandbox: Sandbox, place: Place, texts: list[str]) -> int:
     """Secrets and tokens found in the logs or any output file (each needle once a blob)."""
     needles = [a.client_secret for a in sandbox.config.accounts] + list(sandbox._tokens)
-    blobs = [t.encode() for t in texts] + [p.read_bytes() for p in out.iterdir() if p.is_file()]
+    blobs = [t.encode() for t in texts] + place.blobs()
     return sum(needle.encode() in blob for needle in needles for blob in blobs)
 
 
@@ -334,10 +346,10 @@ def _leaks(sandbox: Sandbox, out: Path, texts: list[str]) -> int:
 class _Invocation:
     """`batchval run` as a subprocess, its stderr read line by line in a thread."""
 
-    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+    def __init__(self, args: list[str], env: dict[str, str], cwd: Path | None = None) -> None:
         self.started = time.monotonic()
         self.process = subprocess.Popen(
-            args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            args, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
         self.ingest_batches = 0
         self.lines: list[str] = []
@@ -379,11 +391,17 @@ def _wait_for(condition: Callable[[], bool], run: _Invocation, poll: float = 0.0
     return False
 
 
-def _stop(out: Path) -> dict[str, Any]:
+def _said(text: str) -> str:
+    """The stop line a run ended with (stderr's `stopped: ...`), for a report."""
+    lines = [line for line in text.splitlines() if line.startswith(("stopped", "batchval:"))]
+    return f", {lines[-1][:200]!r}" if lines else ""
+
+
+def _stop(place: Place) -> dict[str, Any]:
     """summary.json's `stop`, or {} when there is none."""
     try:
-        summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        summary = json.loads(place.read("summary.json") or b"")
+    except ValueError:
         return {}
     stop = summary.get("stop")
     return stop if isinstance(stop, dict) else {}
@@ -391,15 +409,26 @@ def _stop(out: Path) -> dict[str, Any]:
 
 class _Job:
     def __init__(
-        self, number: int, plan: CrashPlan, workdir: Path, rng: random.Random, combined: bool
+        self,
+        number: int,
+        plan: CrashPlan,
+        workdir: Path,
+        rng: random.Random,
+        combined: bool,
+        at: tuple[S3Server, str] | None = None,
     ) -> None:
         self.number, self.plan, self.rng, self.combined = number, plan, rng, combined
         self.rows = (plan.combined_rows or plan.rows) if combined else plan.rows
         self.dir = workdir / f"job-{number}"
         self.dir.mkdir(parents=True, exist_ok=True)
         self.input = self.dir / "book.csv"
-        self.out = self.dir / "out"
+        self.place: Place = LocalPlace(self.dir)
+        if at is not None:
+            server, prefix = at
+            self.place = UrlPlace(self.dir, server, f"{prefix}/job-{number}", plan.store_faults)
         self.logs: list[str] = []
+        self.outran = ""  # how the last invocation that outran its planned kill ended
+        self.outran_code = 0
         self.kills: list[Kill] = []
         write_input(self.input, self.rows, rng)
         (self.dir / "config.yaml").write_text(
@@ -414,7 +443,7 @@ class _Job:
 
     def args(self) -> list[str]:
         return [
-            BATCHVAL, "run", str(self.input), "--out", str(self.out),
+            BATCHVAL, "run", str(self.input), "--out", self.place.target,
             "--config", str(self.dir / "config.yaml"),
             "--concurrency", str(self.plan.concurrency),
         ]  # fmt: skip
@@ -444,39 +473,68 @@ class _Job:
         config = SandboxConfig(rate_limit=self.plan.rate, seed=self.plan.seed + self.number)
         config.faults = self.faults()
         audit = JobAudit(self.number, self.rows, self.combined, as_dict(config.faults))
-        with serve_in_thread(Sandbox(config)) as served:
+        with serve_in_thread(Sandbox(config)) as served, self.place.serving(self.rng):
             tally = FaultTally(served.sandbox)
-            for phase, at in self.planned_kills():
+            planned = self.planned_kills()
+            for number, (phase, at) in enumerate(planned):
                 tries = self.plan.answered_tries if phase == "answered" else 1
-                for _ in range(tries):
-                    kill = self._kill(served, phase, at, audit)
+                last = number == len(planned) - 1
+                outruns = 0
+                while tries > 0:
+                    kill = self._kill(served, phase, at, audit, last=last)
                     if kill is None:
-                        report.missed.append(f"job {self.number}: {phase}")
+                        # It ended before the phase came; unless it completed the run (an
+                        # exit 75 or 70 on the way), the phase is still ahead: again.
+                        if self.outran_code != 0 and outruns < MAX_RESUMES:
+                            outruns += 1
+                            continue
+                        report.missed.append(f"job {self.number}: {phase} ({self.outran})")
                         break
                     report.kills.append(kill)
                     self.kills.append(kill)
                     if kill.landed:
                         break
+                    tries -= 1
             code = 75
             for _ in range(MAX_RESUMES):  # resume until complete
-                run = _Invocation(self.args(), self.env(served))
-                audit.invocations += 1
-                code = run.finish()
+                with self.place.machine(self.env(served)) as (cwd, env):
+                    run = _Invocation(self.args(), env, cwd)
+                    audit.invocations += 1
+                    code = run.finish()
                 self.logs.append(run.text)
-                if code != 75 or not self._honour_stop(audit):
+                if not self._ended(code, audit):
                     break
             audit.final_exit = code
-            self._audit(served, audit, tally)
+        # After the proxy stopped: every store fault it injected is counted.
+        self._audit(served, audit, tally)
         audit.seconds = round(time.monotonic() - started, 1)
         return audit
 
-    def _kill(self, served: RunningSandbox, phase: str, at: int, audit: JobAudit) -> Kill | None:
-        """One invocation killed in `phase`; None when it ended before the phase came."""
-        charges = served.sandbox.ledger.charges
+    def _kill(
+        self, served: RunningSandbox, phase: str, at: int, audit: JobAudit, *, last: bool
+    ) -> Kill | None:
+        """One invocation killed in `phase`; None when it ended before the phase came.
+        After the `last` planned kill of a job the next invocation may wait out the killed
+        holder's lease (at a URL, `CrashPlan.wait_out_last_lease`)."""
         # A killed client's calls may still be committing in the sandbox: let them land,
         # so that "answered" is this invocation's answer.
         time.sleep(0.3)
-        run = _Invocation(self.args(), self.env(served))
+        with self.place.machine(self.env(served)) as (cwd, env):
+            return self._kill_on(served, phase, at, audit, cwd, env, last=last)
+
+    def _kill_on(
+        self,
+        served: RunningSandbox,
+        phase: str,
+        at: int,
+        audit: JobAudit,
+        cwd: Path | None,
+        env: dict[str, str],
+        *,
+        last: bool,
+    ) -> Kill | None:
+        charges = served.sandbox.ledger.charges
+        run = _Invocation(self.args(), env, cwd)
         audit.invocations += 1
         base = len(charges)
         seen_base = len(served.sandbox.ledger.requests)
@@ -485,14 +543,18 @@ class _Job:
             if phase == "reading":
                 return run.ingest_batches >= at
             if phase == "in_flight":
-                return len(charges) >= at
+                # `at` counts the job's charges so far: one of this invocation's at least,
+                # or a target an earlier invocation passed kills it before it sends.
+                return len(charges) >= max(at, base + 1)
             if phase == "answered":
                 return len(charges) > base
-            return bool(_temporaries(self.out))
+            return bool(self.place.temporaries())
 
         if not _wait_for(condition, run):
-            run.finish()
+            code = run.finish()
             self.logs.append(run.text)
+            self.outran, self.outran_code = f"exit {code}{_said(run.text)}", code
+            self._ended(code, audit)
             return None
         charged = [c.idempotency_key for c in charges[base : len(charges)]]
         seconds = run.kill()
@@ -504,23 +566,40 @@ class _Job:
             for r in served.sandbox.ledger.requests[seen_base:]
             if r.idempotency_key is not None
         ]
-        landing = _landing(phase, self.out, keys, seen, run.process.pid)
+        left = len(self.place.temporaries(run.process.pid))
+        try:
+            db = self.place.memory()
+            landing = _landing(phase, db, keys, seen, left)
+            integrity_ok = _integrity_ok(db)
+        except (BatchvalError, sqlite3.Error) as exc:  # the run's memory cannot be read
+            landing = _Landing(False, f"the run's memory unreadable: {exc!r}")
+            integrity_ok = False
         kill = Kill(
             self.number,
             phase,
             round(seconds, 3),
-            _integrity_ok(self.out),
+            integrity_ok,
             landing.landed,
             landing.evidence,
             landing.caught,
             landing.caught_states,
         )
+        self.place.killed(wait_out_lease=last and self.plan.wait_out_last_lease)
         _wait_out_retry_after(served.sandbox)
         return kill
 
+    def _ended(self, code: int, audit: JobAudit) -> bool:
+        """An invocation that was not killed ended with `code`: counted; True when the run
+        should be resumed (75, or 70, so that what an internal error left is audited)."""
+        audit.exits[code] = audit.exits.get(code, 0) + 1
+        if code == 70:
+            audit.stops.append(f"exit 70: {_stop(self.place).get('detail')}")
+            return True
+        return code == 75 and self._honour_stop(audit)
+
     def _honour_stop(self, audit: JobAudit) -> bool:
         """After an exit 75: note why, wait for `not_before`; False when it is too far."""
-        stop = _stop(self.out)
+        stop = _stop(self.place)
         audit.stops.append(str(stop.get("reason")))
         not_before = stop.get("not_before")
         if not_before:
@@ -536,20 +615,22 @@ class _Job:
         audit.keys_charged_twice = len(ledger.keys_charged_twice())
         audit.credits_charged = ledger.credits_charged()
         audit.early_requests = len(ledger.early_requests())
-        audit.secrets_leaked = _leaks(sandbox, self.out, self.logs)
+        audit.secrets_leaked = _leaks(sandbox, self.place, self.logs)
         audit.tracebacks = sum("Traceback" in text for text in self.logs)
         audit.struck = tally.counts()
+        audit.store_struck = self.place.struck
         if self.combined:
             audit.never_struck = tally.never_struck(sandbox.config.faults)
+        audit.never_struck += self.place.never_struck()
         try:
-            summary = json.loads((self.out / "summary.json").read_text(encoding="utf-8"))
+            summary = json.loads(self.place.read("summary.json") or b"")
             audit.summary_credits = summary["credits_charged"]["total"]
             audit.summary_balance = summary["last_known_balance"]
             audit.summary_uncertain = summary["charges"]["uncertain_calls"]
             audit.account_balance = sandbox.balances().get(CLIENT_ID)
-            results = pl.read_parquet(self.out / "results.parquet")
-            problems = pl.read_parquet(self.out / "problems.parquet")
-        except (OSError, ValueError, KeyError):
+            results = pl.read_parquet(self.place.read("results.parquet") or b"")
+            problems = pl.read_parquet(self.place.read("problems.parquet") or b"")
+        except (OSError, ValueError, KeyError, pl.exceptions.PolarsError):
             audit.rows_unaccounted = audit.rows  # no outputs to account with
             return
         audit.unique_valued_requests = results["idempotency_key"].n_unique()
@@ -572,11 +653,14 @@ class _Job:
         )
 
 
-def run_crash_suite(plan: CrashPlan, workdir: Path) -> CrashReport:
+def run_crash_suite(plan: CrashPlan, workdir: Path, server: S3Server | None = None) -> CrashReport:
+    """The suite's jobs one after another, each run's place a local DIR, or with `server`
+    an `s3://` URL there (each invocation from a blank machine, `places.UrlPlace`)."""
     rng = random.Random(plan.seed)
-    report = CrashReport(plan)
+    report = CrashReport(plan, "local" if server is None else "url")
+    at = None if server is None else (server, unique_prefix(plan.seed))
     for number in range(plan.jobs + plan.combined_jobs):
-        job = _Job(number, plan, workdir, rng, combined=number >= plan.jobs)
+        job = _Job(number, plan, workdir, rng, combined=number >= plan.jobs, at=at)
         report.audits.append(job.run(report))
     return report
 
@@ -585,6 +669,7 @@ def report_json(report: CrashReport) -> str:
     return json.dumps(
         {
             "ok": report.ok,
+            "place": report.place,
             "totals": report.totals(),
             "by_phase": report.by_phase(),
             "missed": report.missed,
