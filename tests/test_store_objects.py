@@ -329,6 +329,20 @@ def test_a_503_before_landing_is_read_back_then_written_again(
     assert store_of(s3_server, prefix).get("k") is not None
 
 
+def test_a_stalled_write_longer_than_the_retry_window_is_read_back_then_written_again(
+    s3_server: S3Server, prefix: str
+) -> None:
+    """One create-only PUT never answered, its timeout (3 s) past the retry window (1 s):
+    the window counts from that failure, so the read-back (nothing landed) is followed by
+    a write that lands, not by an outage (a stalled upload once stopped a run)."""
+    when = only_first(Fault.STALL, lambda m, p, h: conditional(h))
+    with proxy(s3_server, when) as (endpoint, seen):
+        store = _through(s3_server, endpoint, prefix, timeout="3s", retry_timeout="1")
+        assert store.create("k", b"ours") is True
+    assert [f for m, _, f in seen if m == "PUT"] == [Fault.STALL, Fault.FORWARD]
+    assert store_of(s3_server, prefix).get("k") is not None
+
+
 def test_a_conflict_409_is_retried(s3_server: S3Server, prefix: str) -> None:
     when = only_first(Fault.REPLY_409, lambda m, p, h: conditional(h))
     with proxy(s3_server, when) as (endpoint, seen):

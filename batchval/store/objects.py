@@ -86,7 +86,7 @@ DEFAULT_OPTIONS: Final[Mapping[str, str]] = {
     "connect_timeout": "5s",
     "timeout": "30s",
     "max_retries": "4",
-    "retry_timeout": "20",  # seconds
+    "retry_timeout": "20",  # seconds (a conditional write's: from its first failure)
 }
 
 
@@ -461,7 +461,10 @@ class ObjectStore:
     def _conditional(self, key: str, data: bytes, etag: str | None) -> bool:
         mode: PutMode = "create" if etag is None else {"e_tag": etag}
         operation = "create" if etag is None else "replace"
-        deadline = time.monotonic() + self._retry_timeout
+        # Counted from the first failure, not the first try: one try that timed out (30 s by
+        # default) would otherwise use up the whole window, and a write the read-back shows
+        # never landed (a stalled upload) would not be tried again.
+        deadline: float | None = None
         delay = 0.1
         uncertain = False  # an earlier attempt may have landed
         for attempt in range(1, self._max_retries + 2):
@@ -487,6 +490,8 @@ class ObjectStore:
                     return False  # the version we meant to replace is gone
                 # As it was before our write: ours did not land.
             uncertain = uncertain or failure.kind != "conflict"
+            if deadline is None:
+                deadline = time.monotonic() + self._retry_timeout
             if attempt > self._max_retries or time.monotonic() + delay > deadline:
                 break
             time.sleep(delay)
