@@ -33,7 +33,7 @@ from batchval.store.charges import ChargeLedger
 from batchval.store.derived import DerivedFiles
 from batchval.store.held import HeldWrites
 from batchval.store.invocations import InvocationLog
-from batchval.store.lease import LeaseKeeper
+from batchval.store.lease import LeaseKeeper, LeaseLostError
 from batchval.store.replica import Replica, ReplicaLostError, Restored, StateObjectError
 from batchval.store.schema import INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES
 
@@ -62,6 +62,7 @@ class Database(InvocationLog, ChargeLedger, DerivedFiles):
         # Why the replica stopped keeping the commits, when it failed in this thread (a new
         # generation's base, HEAD): commits go on locally, `hold_lost` stops the sending.
         self._unkept: BaseException | None = None
+        self._lease_lost: StopInfo | None = None  # why the lease no longer holds, once known
         self._grouped = False  # a group began in this process (see `begin_group`)
 
     @property
@@ -157,10 +158,19 @@ class Database(InvocationLog, ChargeLedger, DerivedFiles):
             why = self._replica.failure or self._unkept
             return _lost(why, "its commits can no longer be kept at its URL")
         if self._lease is not None and not self._lease.holds():
-            why = self._lease.lost or self._lease.trouble
-            if why is None and self._lease.stalled():
-                why = _UnansweredError(f"{self._lease.store}: the lease's renewal is not answered")
-            return _lost(why, "its lease at the run's URL lapsed or was taken")
+            if self._lease_lost is None:  # decided once: the stop says the first reason
+                why = self._lease.lost or self._lease.trouble
+                if why is None and self._lease.stalled():
+                    why = _UnansweredError(
+                        f"{self._lease.store}: the lease's renewal is not answered"
+                    )
+                # A renewal not answered in time may be this process's own pause (a
+                # stopped process, a host that slept): another holder named by the lease
+                # is what happened, and the stop says so.
+                if not isinstance(why, LeaseLostError) and self._lease.lease.taken():
+                    why = LeaseLostError("another process has taken this run's lease")
+                self._lease_lost = _lost(why, "its lease at the run's URL lapsed or was taken")
+            return self._lease_lost
         return None
 
     def _committed(self) -> None:

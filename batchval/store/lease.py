@@ -220,6 +220,20 @@ class Lease:
             raise LeaseLostError("another process has taken this run's lease")
         self._state, self._etag, self._renewed_at = state, found[1], asked
 
+    def taken(self) -> bool:
+        """Whether the lease object now names another holder or epoch (a read; False when
+        it names this one, is missing, or cannot be read)."""
+        if self._state is None:
+            return False
+        try:
+            found = self._objects.get(LEASE)
+            if found is None:
+                return False
+            state = LeaseState.of(found[0])
+        except Exception:  # not known: the caller's other evidence stands
+            return False
+        return (state.holder, state.epoch) != (self._state.holder, self._state.epoch)
+
     def renew_due(self) -> bool:
         """A third of `DURATION` since the last renewal."""
         return self._clock() >= self._renewed_at + self._duration / 3
