@@ -81,6 +81,36 @@ class S3Server:
         return f"s3://{self.bucket}/{prefix}"
 
 
+def sign(
+    server: S3Server, method: str, path: str, headers: dict[str, str], signed: list[str], scope: str
+) -> None:
+    """Set `headers["authorization"]`: a SigV4 signature with the server's keys over
+    `signed` (names of `headers`, sorted), for a request on `path` without a query string;
+    `headers` holds `x-amz-date` and `x-amz-content-sha256`, `scope` is
+    `<day>/<region>/s3/aws4_request`."""
+    canonical = "\n".join(
+        [
+            method,
+            path,
+            "",
+            *(f"{name}:{headers[name].strip()}" for name in signed),
+            "",
+            ";".join(signed),
+            headers["x-amz-content-sha256"],
+        ]
+    )
+    digest = hashlib.sha256(canonical.encode()).hexdigest()
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", headers["x-amz-date"], scope, digest])
+    key = ("AWS4" + server.secret_access_key).encode()
+    for part in scope.split("/"):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+    headers["authorization"] = (
+        f"AWS4-HMAC-SHA256 Credential={server.access_key_id}/{scope}, "
+        f"SignedHeaders={';'.join(signed)}, Signature={signature}"
+    )
+
+
 def bucket_request(server: S3Server, method: str, bucket: str) -> int:
     """A signed (SigV4) request on a bucket itself: `PUT` creates it, `DELETE` deletes it
     (SeaweedFS deletes one that holds objects, as an operator's cleanup would); the status."""
@@ -89,20 +119,8 @@ def bucket_request(server: S3Server, method: str, bucket: str) -> int:
     host = server.endpoint.removeprefix("http://")
     payload = hashlib.sha256(b"").hexdigest()
     headers = {"host": host, "x-amz-content-sha256": payload, "x-amz-date": stamp}
-    signed = ";".join(sorted(headers))
-    lines = [f"{name}:{headers[name]}" for name in sorted(headers)]
-    canonical = "\n".join([method, f"/{bucket}", "", *lines, "", signed, payload])
     scope = f"{day}/{server.region}/s3/aws4_request"
-    digest = hashlib.sha256(canonical.encode()).hexdigest()
-    to_sign = "\n".join(["AWS4-HMAC-SHA256", stamp, scope, digest])
-    key = ("AWS4" + server.secret_access_key).encode()
-    for part in scope.split("/"):
-        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
-    headers["authorization"] = (
-        f"AWS4-HMAC-SHA256 Credential={server.access_key_id}/{scope}, "
-        f"SignedHeaders={signed}, Signature={signature}"
-    )
+    sign(server, method, f"/{bucket}", headers, sorted(headers), scope)
     connection = http.client.HTTPConnection(host, timeout=30)
     try:
         connection.request(method, f"/{bucket}", headers=headers)

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import hashlib
-import hmac
 import http.client
 import http.server
 import re
@@ -23,7 +21,7 @@ import threading
 from collections.abc import Callable, Iterator
 from email.message import Message
 
-from objects_server import S3Server
+from objects_server import S3Server, sign
 
 
 class Fault(enum.Enum):
@@ -67,35 +65,8 @@ def _sign_again(method: str, path: str, headers: dict[str, str], server: S3Serve
     headers it signed (only for a request without a query string, as PUTs of one key are)."""
     found = re.search(r"Credential=[^/]+/([^,]+), SignedHeaders=([^,]+),", headers["authorization"])
     assert found, headers["authorization"]
-    scope = found.group(1)
     signed = [name for name in found.group(2).split(";") if name in headers]
-    canonical = "\n".join(
-        [
-            method,
-            path,
-            "",
-            *(f"{name}:{headers[name].strip()}" for name in signed),
-            "",
-            ";".join(signed),
-            headers["x-amz-content-sha256"],
-        ]
-    )
-    to_sign = "\n".join(
-        [
-            "AWS4-HMAC-SHA256",
-            headers["x-amz-date"],
-            scope,
-            hashlib.sha256(canonical.encode()).hexdigest(),
-        ]
-    )
-    key = ("AWS4" + server.secret_access_key).encode()
-    for part in scope.split("/"):
-        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-    signature = hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
-    headers["authorization"] = (
-        f"AWS4-HMAC-SHA256 Credential={server.access_key_id}/{scope}, "
-        f"SignedHeaders={';'.join(signed)}, Signature={signature}"
-    )
+    sign(server, method, path, headers, signed, found.group(1))
 
 
 class _Proxy(http.server.ThreadingHTTPServer):

@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import httpx
@@ -27,6 +27,9 @@ from batchval.sandbox.config import Account, SandboxConfig
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.checkpoint import Checkpoint
 from batchval.valuations import answers
+
+if TYPE_CHECKING:
+    from objects_server import S3Server
 
 T = TypeVar("T")
 
@@ -81,6 +84,15 @@ def env_for(served: RunningSandbox, credentials: Any = LIVE, **extra: str) -> di
         BATCHVAL_CLIENT_SECRET=credentials.client_secret,
     )
     env.update(extra)
+    return env
+
+
+def url_env(served: RunningSandbox, s3: S3Server, endpoint: str | None = None) -> dict[str, str]:
+    """`env_for(served)` with the S3 server's keys, and `endpoint` (a proxy in front of the
+    server) as the store's address when given."""
+    env = {**env_for(served), **s3.env()}
+    if endpoint is not None:
+        env["AWS_ENDPOINT_URL"] = endpoint
     return env
 
 

@@ -13,20 +13,13 @@ import polars as pl
 import pytest
 from objects_server import S3Server
 from s3_proxy import Fault, always, conditional, proxy
-from support import LIVE, env_for, portfolio, run_cli
+from support import LIVE, env_for, portfolio, run_cli, url_env
 
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.objects import ObjectStore
 
 # End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
 pytestmark = pytest.mark.slow
-
-
-def _env(served: RunningSandbox, s3: S3Server, endpoint: str | None = None) -> dict[str, str]:
-    env = {**env_for(served), **s3.env()}
-    if endpoint is not None:
-        env["AWS_ENDPOINT_URL"] = endpoint
-    return env
 
 
 @pytest.mark.parametrize("where", ["out", "book"])
@@ -40,7 +33,7 @@ def test_a_store_that_ignores_conditional_writes_is_refused_with_64(
     with proxy(s3_server, always(Fault.STRIP)) as (endpoint, seen):
         place = ["--out", url] if where == "out" else ["--out", str(tmp_path / "run")]
         book = ["--book", f"{url}/book.parquet"] if where == "book" else []
-        done = run_cli("run", str(source), *place, *book, env=_env(served, s3_server, endpoint))
+        done = run_cli("run", str(source), *place, *book, env=url_env(served, s3_server, endpoint))
     assert done.returncode == 64, done.stderr
     assert "refused" in done.stderr
     assert "ignores create-only writes" in done.stderr
@@ -56,7 +49,7 @@ def test_a_book_replaced_by_another_night_meanwhile_is_75_then_merged(
     nothing and merges A's valuations into the book B wrote; nothing is charged twice."""
     url = s3_server.url("book-race")
     store = ObjectStore.from_url(url, s3_server.env())
-    env = _env(served, s3_server)
+    env = url_env(served, s3_server)
     night_a = portfolio(tmp_path / "a.csv", 6)
     night_b = tmp_path / "b.csv"
     night_b.write_text(night_a.read_text().replace("LN-", "LB-").replace("terraced", "detached"))
@@ -78,7 +71,7 @@ def test_a_book_replaced_by_another_night_meanwhile_is_75_then_merged(
 
     command = ["run", str(night_a), "--out", str(tmp_path / "a"), "--book", f"{url}/book.parquet"]
     with proxy(s3_server, night_b_writes_first) as (endpoint, _):
-        lost = run_cli(*command, *options, env=_env(served, s3_server, endpoint))
+        lost = run_cli(*command, *options, env=url_env(served, s3_server, endpoint))
     assert lost.returncode == 75, lost.stderr
     assert "book_changed" in lost.stderr
     calls = len(served.sandbox.ledger.valuations_created(LIVE.client_id))
