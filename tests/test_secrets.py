@@ -103,6 +103,18 @@ def every_command(
     return printed
 
 
+def a_user_s_commands(source: Path, place: str, *exports: list[str]) -> list[list[str]]:
+    """What a user runs on a file and its place: run, check, status, report, and `export`
+    with each of `exports`' options."""
+    return [
+        ["run", str(source), "--out", place],
+        ["check", str(source)],
+        ["status", place],
+        ["report", place],
+        *(["export", place, *options] for options in exports),
+    ]
+
+
 def tokens_of(served: RunningSandbox) -> list[Secret]:
     return list(served.sandbox._tokens)
 
@@ -168,14 +180,7 @@ def test_an_echoing_token_url_leaks_nothing_locally(
         }
         source = portfolio(tmp_path / "book.csv", 3)
         out = tmp_path / "out"
-        commands = (
-            ["run", str(source), "--out", str(out)],
-            ["check", str(source)],
-            ["status", str(out)],
-            ["report", str(out)],
-            ["export", str(out), "--format", "csv"],
-            ["export", str(out), "--format", "json"],
-        )
+        commands = a_user_s_commands(source, str(out), ["--format", "csv"], ["--format", "json"])
         printed = every_command(commands, env, monkeypatch, capsys)
         assert any(urllib.parse.quote_plus(ODD_SECRET) in sent for sent in seen)
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
@@ -202,13 +207,8 @@ def test_an_echoing_token_url_leaks_nothing_at_a_url(
             **s3_server.env(),
         }
         source = portfolio(tmp_path / "book.csv", 3)
-        commands = (
-            ["run", str(source), "--out", place],
-            ["check", str(source)],
-            ["status", place],
-            ["report", place],
-            ["export", place, "--format", "csv", "--out", str(tmp_path / "exported")],
-        )
+        exported = ["--format", "csv", "--out", str(tmp_path / "exported")]
+        commands = a_user_s_commands(source, place, exported)
         printed = every_command(commands, env, monkeypatch, capsys)
     secrets: list[Secret] = [(ODD_SECRET, "client-1"), s3_server.secret_access_key]
     assert_clean(
@@ -246,13 +246,8 @@ def test_a_header_reflecting_base_url_leaks_no_token(
     with echoing("text/plain") as (url, seen):
         env = {**env_for(served, LIVE, BATCHVAL_BASE_URL=url + "/partners/v1"), **store}
         source = portfolio(tmp_path / "book.csv", 3)
-        commands = (
-            ["run", str(source), "--out", place],
-            ["check", str(source)],
-            ["status", place],
-            ["report", place],
-            ["export", place, "--format", "json", "--out", str(tmp_path / "exported")],
-        )
+        exported = ["--format", "json", "--out", str(tmp_path / "exported")]
+        commands = a_user_s_commands(source, place, exported)
         printed = every_command(commands, env, monkeypatch, capsys)
         assert any("Bearer" in sent for sent in seen), "no token was sent to the page"
     assert tokens_of(served), "no token was issued"
