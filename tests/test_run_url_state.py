@@ -6,28 +6,48 @@ repair the run resumes without paying again."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+from collections.abc import Callable
 from email.message import Message
 from pathlib import Path
 
 import pytest
 from objects_server import S3Server
 from s3_proxy import Fault, proxy
-from support import LIVE, env_for, portfolio, run_cli
+from support import LIVE, portfolio, run_in_process, url_env
 
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.objects import ObjectStore
 
-# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+# End to end: the CLI (in this process) against the sandbox and SeaweedFS (`make test-fast`
+# leaves it out).
 pytestmark = pytest.mark.slow
 
 
-def _env(served: RunningSandbox, s3: S3Server, endpoint: str | None = None) -> dict[str, str]:
-    env = {**env_for(served), **s3.env()}
-    if endpoint is not None:
-        env["AWS_ENDPOINT_URL"] = endpoint
-    return env
+@dataclasses.dataclass(frozen=True, slots=True)
+class Ran:
+    returncode: int
+    stderr: str
+
+
+@pytest.fixture
+def batchval(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Runner:
+    """The command line in this process (exit codes, messages and the store's objects are
+    not the process's own), with the environment's BATCHVAL_ and AWS_ variables only."""
+
+    def ran(*args: str, env: dict[str, str]) -> Ran:
+        prefixes = ("BATCHVAL_", "AWS_")
+        code, _, err = run_in_process(
+            *args, env=env, monkeypatch=monkeypatch, capsys=capsys, cleared=prefixes, taken=prefixes
+        )
+        return Ran(code, err)
+
+    return ran
+
+
+Runner = Callable[..., Ran]
 
 
 def _held(store: ObjectStore) -> tuple[int, int]:
@@ -55,7 +75,7 @@ def _repair(message: str) -> bytes:
 
 
 def test_resumes_with_nothing_to_do_write_no_base_and_the_bucket_does_not_grow(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, batchval: Runner
 ) -> None:
     """A run, then the same command five times with nothing left to send: no resume
     uploads a base (each copies the last on the server), the objects under state/ are no
@@ -64,7 +84,7 @@ def test_resumes_with_nothing_to_do_write_no_base_and_the_bucket_does_not_grow(
     times the first resume's, and no call is made."""
     url = s3_server.url("idle")
     source = portfolio(tmp_path / "book.csv", 40)
-    done = run_cli("run", str(source), "--out", url, env=_env(served, s3_server))
+    done = batchval("run", str(source), "--out", url, env=url_env(served, s3_server))
     assert done.returncode == 0, done.stderr
     ledger = served.sandbox.ledger
     calls = len(ledger.valuations_created(LIVE.client_id))
@@ -79,7 +99,9 @@ def test_resumes_with_nothing_to_do_write_no_base_and_the_bucket_does_not_grow(
     held = [_held(store)]  # after the run, then after each resume
     with proxy(s3_server, watch) as (endpoint, _):
         for _ in range(5):
-            again = run_cli("run", str(source), "--out", url, env=_env(served, s3_server, endpoint))
+            again = batchval(
+                "run", str(source), "--out", url, env=url_env(served, s3_server, endpoint)
+            )
             assert again.returncode == 0, again.stderr
             held.append(_held(store))
     assert uploaded == ["copied"] * 5
@@ -93,18 +115,18 @@ def test_resumes_with_nothing_to_do_write_no_base_and_the_bucket_does_not_grow(
 
 @pytest.mark.parametrize("damage", ["garbage", "missing"])
 def test_a_damaged_head_is_64_and_the_documented_repair_resumes_without_paying(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, damage: str
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, damage: str, batchval: Runner
 ) -> None:
     """HEAD overwritten with garbage, or naming a generation that is gone: `status` and
     `run` end 64 naming the object and the repair (never 70, never a fall back); once HEAD
     is written as the message says, the same command resumes and nothing is paid again."""
     url = s3_server.url(f"damaged-{damage}")
     source = portfolio(tmp_path / "book.csv", 20)
-    env = _env(served, s3_server)
-    first = run_cli("run", str(source), "--out", url, env=env)
+    env = url_env(served, s3_server)
+    first = batchval("run", str(source), "--out", url, env=env)
     assert first.returncode == 0, first.stderr
     # A resume with nothing to send: the run's generation is the one before HEAD's now.
-    again = run_cli("run", str(source), "--out", url, env=env)
+    again = batchval("run", str(source), "--out", url, env=env)
     assert again.returncode == 0, again.stderr
     store = ObjectStore.from_url(url, s3_server.env())
     ledger = served.sandbox.ledger
@@ -118,14 +140,14 @@ def test_a_damaged_head_is_64_and_the_documented_repair_resumes_without_paying(
             store.delete(key)
         named = f"state/{gone}/base.sqlite is not there"
     for argv in (["status", url], ["run", str(source), "--out", url]):
-        stopped = run_cli(*argv, env=env)
+        stopped = batchval(*argv, env=env)
         assert stopped.returncode == 64, stopped.stderr
         assert named in stopped.stderr
         assert "Repair a run's memory" in stopped.stderr
         assert "Traceback" not in stopped.stderr
     assert ledger.credits_charged(LIVE.client_id) == charged
     store.put("state/HEAD", _repair(stopped.stderr))
-    repaired = run_cli("run", str(source), "--out", url, env=env)
+    repaired = batchval("run", str(source), "--out", url, env=env)
     assert repaired.returncode == 0, repaired.stderr
     assert ledger.credits_charged(LIVE.client_id) == charged
     assert ledger.keys_charged_twice() == []
