@@ -451,14 +451,16 @@ class ObjectStore:
     def create(self, key: str, data: bytes) -> bool:
         """Write `data` only if `key` holds nothing (If-None-Match: *). False when an object
         is already there (someone else's, or ours from an earlier call)."""
-        return self._conditional(key, data, None)
+        return self.write_if(key, data, None) is not None
 
     def replace(self, key: str, data: bytes, etag: str) -> bool:
         """Write `data` only if `key` still holds the version `etag` (If-Match). False when
         it no longer does (replaced or deleted since it was read)."""
-        return self._conditional(key, data, etag)
+        return self.write_if(key, data, etag) is not None
 
-    def _conditional(self, key: str, data: bytes, etag: str | None) -> bool:
+    def write_if(self, key: str, data: bytes, etag: str | None) -> str | None:
+        """`create` (`etag` None) or `replace`, giving the ETag of the version written, for
+        the next `replace` of it; None when the condition did not hold."""
         mode: PutMode = "create" if etag is None else {"e_tag": etag}
         operation = "create" if etag is None else "replace"
         # Counted from the first failure, not the first try: one try that timed out (30 s by
@@ -469,25 +471,25 @@ class ObjectStore:
         uncertain = False  # an earlier attempt may have landed
         for attempt in range(1, self._max_retries + 2):
             try:
-                obstore.put(self._writes, key, data, mode=mode, use_multipart=False)
+                written = obstore.put(self._writes, key, data, mode=mode, use_multipart=False)
             except Exception as exc:
                 failure = _Failure.of(exc)
             else:
-                return True
+                return written["e_tag"] or self._version_of(key, data)
             if failure.final:
                 raise self._error(operation, key, failure)
             if failure.kind == "lost" and not uncertain:
-                return False
+                return None
             # The outcome is unknown (or a 412 that may answer our own earlier write, or a
             # 409 conflict): read back before anything else.
             now = self._read_back(key)
             if not isinstance(now, _Unread):
                 if now is not None and now[0] == data:
-                    return True  # ours landed
+                    return now[1]  # ours landed
                 if etag is None and now is not None:
-                    return False  # someone else's is there
+                    return None  # someone else's is there
                 if etag is not None and (now is None or now[1] != etag):
-                    return False  # the version we meant to replace is gone
+                    return None  # the version we meant to replace is gone
                 # As it was before our write: ours did not land.
             uncertain = uncertain or failure.kind != "conflict"
             if deadline is None:
@@ -497,6 +499,13 @@ class ObjectStore:
             time.sleep(delay)
             delay = min(delay * 2, 2.0)
         raise self._error(operation, key, failure)
+
+    def _version_of(self, key: str, data: bytes) -> str:
+        """The ETag of `data` just written at `key`, for a store whose write gave none."""
+        now = self.get(key)
+        if now is None or now[0] != data:
+            raise ObjectStoreRefusedError(self.name, f"put {key!r}: the store gives no ETag")
+        return now[1]
 
     def _read_back(self, key: str) -> tuple[bytes, str] | _Unread | None:
         try:
