@@ -5,10 +5,12 @@ thread, and the docs page's example runs in a real Jupyter kernel."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 import re
 import signal
 import threading
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -71,12 +73,25 @@ def test_all_is_pinned() -> None:
         "RunError",
         "Stop",
         "__version__",
+        "analyse_streets",
         "open_run",
         "run",
         "value",
     ]
     assert issubclass(batchval.RunError, batchval.BatchvalError)
     assert (ROOT / "batchval" / "py.typed").exists()
+
+
+def test_no_public_name_is_taken_by_a_module_of_the_package() -> None:
+    """Importing a subpackage sets its name on `batchval` (`batchval.streets` is the
+    streets folder): every public name is still what `__all__` promises once the whole
+    package is imported."""
+    for path in sorted((ROOT / "batchval").rglob("*.py")):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        if not name.startswith(("batchval.airflow", "batchval.__main__")):
+            importlib.import_module(name)
+    assert [n for n in batchval.__all__ if isinstance(getattr(batchval, n), types.ModuleType)] == []
+    assert callable(batchval.analyse_streets)
 
 
 def test_a_frame_valued_resumed_opened_and_joined_back(
@@ -249,6 +264,7 @@ def test_the_docs_example_runs_in_a_jupyter_kernel(tmp_path: Path) -> None:
     assert printed[2].strip() == "0"
     assert printed[3].startswith("65 input_unusable: <frame>")
     assert printed[4].strip() == "3"
+    assert printed[5].splitlines()[-1] == "True 3"
 
 
 def _stdout(cell: Any) -> list[str]:
