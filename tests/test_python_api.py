@@ -190,22 +190,59 @@ def _in_a_thread(call: Callable[[], batchval.Run]) -> batchval.Run:
     return outcome
 
 
+def _the_notebooks_calls(out: Path, served: RunningSandbox) -> batchval.Run:
+    """The Done-when calls, in whatever thread or loop calls this: a frame valued, the same
+    frame again sending nothing, the run opened, a frame without a postcode refused (65)."""
+    done = batchval.value(frame(6), out=out, progress=False)
+    assert done.complete
+    calls = len(served.sandbox.ledger.requests)
+    assert (
+        batchval.value(frame(6), out=out, progress=False).summary["calls"]["this_invocation"] == 0
+    )
+    assert len(served.sandbox.ledger.requests) == calls
+    assert batchval.open_run(out).results().equals(done.results())
+    with pytest.raises(batchval.RunError) as refused:
+        batchval.value(frame(2).drop("postcode"), out=out.with_name(f"{out.name}-bad"))
+    assert refused.value.exit_code == 65
+    return done
+
+
+def _stopped_at_the_daily_limit(out: Path) -> None:
+    stopped = batchval.value(frame(9), out=out, progress=False)
+    assert (stopped.complete, stopped.exit_code) == (False, 75)
+    assert stopped.stop is not None
+    assert stopped.stop.reason == "daily_limit"
+    assert stopped.stop.not_before is not None
+
+
 def test_from_a_worker_thread_and_from_a_running_event_loop(
     served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A task thread (no signal handler can be set there) and a caller's `async def` under
-    asyncio.run (an event loop already running): the same run, complete."""
+    asyncio.run (an event loop already running): the notebook's calls, the same run, and
+    then a daily limit a Run to resume."""
     served_env(served, monkeypatch)
-    threaded = _in_a_thread(lambda: batchval.value(frame(6), out=tmp_path / "t", progress=False))
-    assert threaded.complete
+    threaded = _in_a_thread(lambda: _the_notebooks_calls(tmp_path / "t", served))
 
     async def main() -> batchval.Run:
-        return batchval.value(frame(6), out=tmp_path / "a", progress=False)
+        return _the_notebooks_calls(tmp_path / "a", served)
 
-    assert asyncio.run(main()).complete
+    looped = asyncio.run(main())
     assert threaded.results()["valuation_id"].to_list() == (
-        batchval.open_run(tmp_path / "a").results()["valuation_id"].to_list()
+        looped.results()["valuation_id"].to_list()
     )
+    served.sandbox.account(LIVE.client_id).daily_limit = 1
+
+    def limited() -> batchval.Run:
+        _stopped_at_the_daily_limit(tmp_path / "t-limit")
+        return threaded
+
+    _in_a_thread(limited)
+
+    async def limited_in_a_loop() -> None:
+        _stopped_at_the_daily_limit(tmp_path / "a-limit")
+
+    asyncio.run(limited_in_a_loop())
 
 
 def test_an_interrupt_in_a_running_event_loop_stops_the_run_cleanly(
@@ -241,12 +278,25 @@ def _code_blocks(page: Path) -> list[str]:
     return re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
 
 
-def test_the_docs_example_runs_in_a_jupyter_kernel(tmp_path: Path) -> None:
+# A cell after the page's: the kernel pointed at the test's sandbox, whose account's daily
+# limit stops a run of the page's three loans after one.
+DAILY_LIMIT_CELL = """
+import os
+os.environ.update({env!r})
+stopped = batchval.value(book, out="runs/daily-limit", progress=False)
+print(stopped.complete, stopped.exit_code, stopped.stop.reason, stopped.stop.not_before is not None)
+"""
+
+
+def test_the_docs_example_runs_in_a_jupyter_kernel(served: RunningSandbox, tmp_path: Path) -> None:
     """docs/how-to/python.md's example, each block a cell, in a real Jupyter kernel (whose
     event loop runs while a cell does): every cell runs; what it prints is what the page
-    says it shows."""
-    cells = [nbformat.v4.new_code_cell(code) for code in _code_blocks(PAGE)]  # type: ignore[no-untyped-call]
-    assert len(cells) >= 5
+    says it shows. Then, in the same kernel, a daily limit is a Run to resume."""
+    blocks = _code_blocks(PAGE)
+    assert len(blocks) >= 5
+    served.sandbox.account(LIVE.client_id).daily_limit = 1
+    daily = DAILY_LIMIT_CELL.format(env=env_for(served))
+    cells = [nbformat.v4.new_code_cell(code) for code in [*blocks, daily]]  # type: ignore[no-untyped-call]
     notebook = nbformat.v4.new_notebook(cells=cells)  # type: ignore[no-untyped-call]
     env = {k: v for k, v in os.environ.items() if not k.startswith("BATCHVAL_")}
     client = NotebookClient(
@@ -265,6 +315,7 @@ def test_the_docs_example_runs_in_a_jupyter_kernel(tmp_path: Path) -> None:
     assert printed[3].startswith("65 input_unusable: <frame>")
     assert printed[4].strip() == "3"
     assert printed[5].splitlines()[-1] == "True 3"
+    assert printed[-1].splitlines()[-1] == "False 75 daily_limit True"
 
 
 def _stdout(cell: Any) -> list[str]:
