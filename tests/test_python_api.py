@@ -138,6 +138,7 @@ def test_a_file_by_path_with_settings_by_keyword(
         batchval.run(source, out=tmp_path / "other", concurency=2)
     assert unknown.value.exit_code == 64
     assert "concurency" in str(unknown.value)
+    assert unknown.value.reason is None  # a call wrong in itself: the CLI's usage error
     assert "concurrency" in str(unknown.value)
 
 
@@ -147,6 +148,7 @@ def test_a_frame_without_a_postcode_is_65_naming_the_frame(tmp_path: Path) -> No
     with pytest.raises(batchval.RunError) as refused:
         batchval.value(frame(3).drop("postcode"), out=tmp_path / "out", progress=False)
     assert refused.value.exit_code == 65
+    assert refused.value.reason == "input_unusable"
     assert "postcode" in str(refused.value)
     assert "<frame>" in str(refused.value)
     assert "batchval-frame-" not in str(refused.value)
@@ -164,6 +166,8 @@ def test_the_daily_limit_gives_a_run_to_resume(
     assert stopped.stop is not None
     assert stopped.stop.reason == "daily_limit"
     assert stopped.stop.not_before is not None
+    assert stopped.messages == (f"daily_limit: {stopped.stop.detail}",)
+    assert stopped.text.startswith("run ")
 
 
 def test_open_run_of_a_place_with_no_run_is_64(tmp_path: Path) -> None:
@@ -360,8 +364,15 @@ def test_a_defect_is_raised_as_it_was_once_the_run_is_kept(
         return settle(self, item, answer)
 
     monkeypatch.setattr(valuing.ValuationJob, "settle", broken)
-    with pytest.raises(ZeroDivisionError, match="a defect"):
+    with pytest.raises(ZeroDivisionError, match="a defect") as raised:
         batchval.value(book, out=out, progress=False)
+    stopped = batchval.Run.of(raised.value)  # what the command line prints of it
+    assert stopped is not None
+    assert stopped.exit_code == 70
+    assert stopped.text.splitlines()[-1].startswith("exit 70")
+    assert stopped.messages[0].startswith("internal_error: ")  # as the command line says
+    assert stopped.messages[0].endswith("the traceback is in batchval.log")
+    assert batchval.Run.of(ZeroDivisionError("not batchval's")) is None
     kept = batchval.open_run(out)
     assert kept.exit_code == 70
     assert kept.stop is not None
