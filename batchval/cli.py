@@ -14,10 +14,11 @@ import shlex
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+import batchval
 from batchval import logs, redaction
 from batchval.engine.invocation import defect_line
 from batchval.engine.live import live_option
@@ -26,7 +27,6 @@ from batchval.sandbox.options import FaultsApart, sandbox_options
 from batchval.valuations.book_options import book_options
 
 if TYPE_CHECKING:
-    from batchval.engine.place import Place
     from batchval.settings import Settings
     from batchval.tools.export import Export
     from batchval.tools.init import Chosen, Proposal
@@ -95,16 +95,21 @@ MAX_CREDITS = click.option(
 DRY_RUN = click.option("--dry-run", is_flag=True, help="Validate and price; no network.")
 
 
-def _configured(
-    config_file: Path | None, *, log_json: bool = False, **options: Any
-) -> tuple[Settings, bool]:
-    """Logging configured once, then the settings (a bad config is a usage error, 64),
-    with the client secret given to the redactor before anything can print it. Returns
-    them and whether log lines are JSON (then there is no progress bar)."""
-    from batchval.settings import load_settings
-
+def _logging(log_json: bool = False) -> bool:
+    """Logging configured once, at the entry point; whether log lines are JSON (then there
+    is no progress bar)."""
     json_lines = logs.json_wanted(os.environ, log_json)
     logs.configure(json_lines=json_lines)  # the redactor `cli` made, the env's secrets known
+    return json_lines
+
+
+def _configured(config_file: Path | None, **options: Any) -> tuple[Settings, bool]:
+    """Logging configured, then the settings (a bad config is a usage error, 64), with the
+    client secret given to the redactor before anything can print it. Returns them and
+    whether log lines are JSON."""
+    from batchval.settings import load_settings
+
+    json_lines = _logging()
     try:
         settings = load_settings(config_file, os.environ, **options)
     except SettingsError as exc:
@@ -114,34 +119,31 @@ def _configured(
     return settings, json_lines
 
 
-@contextlib.contextmanager
-def _input_and_place(
-    input_path: str, out_dir: str, settings: Settings, *, dry_run: bool
-) -> Iterator[tuple[Path, Place]]:
-    """INPUT and DIR of a command that sends (`run`, `streets`), each a path or a URL,
-    their store read from the config and the environment; a dry run refused a URL DIR
-    (it keeps nothing); refusals said as one line, with their exit code."""
-    from batchval.engine.place import input_of, is_url, place_of
-
-    if dry_run and is_url(out_dir):
-        raise click.UsageError(
-            "--dry-run sends nothing and keeps nothing: give it a local --out DIR"
-        )
-    env = settings.storage.env(os.environ)
-    with (
-        _refusals(),
-        input_of(input_path, env) as source,
-        place_of(out_dir, env, summarised=True) as place,
-    ):
-        yield source, place
-
-
-def _left(place: Place, code: int) -> int:
-    """`Place.left`: its lines said, its exit code."""
-    code, said = place.left(code)
-    for line in said:
-        click.echo(f"batchval: {line}", err=True)
-    return code
+def _sent(call: Callable[[], batchval.Run]) -> NoReturn:
+    """A command that sends (`run`, `streets`), as a client of the Python API: the run's
+    summary on stdout, its lines on stderr, its exit code. A call wrong in itself (a
+    setting) is a usage error (64); a defect a run kept is said as its line (70)."""
+    found: batchval.Run | None
+    try:
+        found = call()
+        code = found.exit_code
+    except batchval.RunError as exc:
+        if exc.reason is None:
+            raise click.UsageError(exc.message) from None
+        found, code = exc.run, exc.exit_code
+        if found is None:  # ended before its run: one line
+            click.echo(f"batchval: {exc.message}", err=True)
+    except Exception as exc:
+        found = batchval.Run.of(exc)
+        if found is None:  # met before any DIR's log: `main` says it
+            raise
+        code = found.exit_code
+    if found is not None:
+        if found.text:
+            click.echo(found.text)
+        for line in found.messages:  # the stop (a dry run's too), what the place left
+            click.echo(f"batchval: {line}", err=True)
+    raise SystemExit(int(code))
 
 
 @contextlib.contextmanager
@@ -352,43 +354,33 @@ def run(
 ) -> None:
     """Value every row of INPUT (CSV, Parquet or an Excel workbook; a path or an s3:// URL)
     into DIR; exit 0, 75, 77, 65, 64 or 70."""
-    from batchval.sandbox.embedded import embedded_api
-    from batchval.valuations.runner import Runner, RunRequest
-
-    settings, json_lines = _configured(
-        config_file,
-        log_json=log_json,
+    json_lines = _logging(log_json)
+    given = _given(
+        sheet=sheet,
+        encoding=encoding,
+        header_row=header_row,
+        run_id=run_id,
         concurrency=concurrency,
         include=include,
         max_credits=max_credits,
-        book=book,
-        encoding=encoding,
-        sheet=sheet,
-        header_row=header_row,
+        dry_run=dry_run,
+        accept_changes=accept_changes,
+        wait_for_midnight=wait_for_midnight,
+        metrics_file=metrics_file,
         live=live,
+        **book,
     )
-    if wait_for_midnight:
-        settings = dataclasses.replace(
-            settings, run=dataclasses.replace(settings.run, wait_for_midnight=True)
+    _sent(
+        lambda: batchval.run(
+            input_path, out=out_dir, config=config_file, progress=not json_lines, **given
         )
-    with _input_and_place(input_path, out_dir, settings, dry_run=dry_run) as (source, place):
-        request = RunRequest(
-            input_path=source,
-            input_name=input_path,
-            out_dir=place.local,
-            settings=settings,
-            run_id=run_id,
-            dry_run=dry_run,
-            accept_changes=accept_changes,
-            progress_bar=not json_lines,
-            metrics_file=metrics_file,
-            place=place,
-        )
-        summary = Runner(request, embedded_api=embedded_api).run()
-    click.echo(summary.render())
-    if summary.stop is not None:  # a dry run's too: the stop the run would meet
-        click.echo(f"batchval: {summary.stop.line()}", err=True)
-    raise SystemExit(_left(place, int(summary.exit_code)))
+    )
+
+
+def _given(**options: Any) -> dict[str, Any]:
+    """The options given, by their names in the Python API: one left out (None) or a flag
+    not set takes the config's value."""
+    return {k: v for k, v in options.items() if v is not None and v is not False}
 
 
 @cli.command(short_help="Say where the run in DIR stands and what to do next.")
@@ -605,36 +597,23 @@ def streets(
 ) -> None:
     """Street analysis of every distinct postcode of INPUT (a path or an s3:// URL) into DIR
     (30 days free repeat)."""
-    from batchval.sandbox.embedded import embedded_api
-    from batchval.streets.runner import Streets, StreetsRequest
-
-    settings, json_lines = _configured(
-        config_file,
-        concurrency=concurrency,
-        max_credits=max_credits,
-        encoding=encoding,
+    json_lines = _logging()
+    given = _given(
         sheet=sheet,
+        encoding=encoding,
         header_row=header_row,
+        refresh=refresh,
+        join=join,
+        max_credits=max_credits,
+        dry_run=dry_run,
+        concurrency=concurrency,
         live=live,
     )
-    with _input_and_place(input_path, out_dir, settings, dry_run=dry_run) as (source, place):
-        request = StreetsRequest(
-            input_path=source,
-            input_name=input_path,
-            out_dir=place.local,
-            settings=settings,
-            refresh=refresh,
-            join=join,
-            dry_run=dry_run,
-            progress_bar=not json_lines,
-            place=place,
+    _sent(
+        lambda: batchval.analyse_streets(
+            input_path, out=out_dir, config=config_file, progress=not json_lines, **given
         )
-        summary = Streets(request, embedded_api=embedded_api).run()
-    click.echo(summary.render())
-    stop = getattr(summary, "stop", None)
-    if stop is not None:
-        click.echo(f"batchval: {stop.line()}", err=True)
-    raise SystemExit(_left(place, int(summary.exit_code)))
+    )
 
 
 @cli.command(short_help="Read DIR's valuations back from the API (free) and compare.")
