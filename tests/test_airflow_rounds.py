@@ -304,6 +304,12 @@ def test_the_asset_event_s_extra_holds_the_run_s_figures() -> None:
         "credits": 480,
         "mode": "live",
     }
+    night = {**STATUS, "book": {"rows": {"valued": 15, "carried": 25, "deferred": 10}}}
+    assert rounds.asset_extra("s3://b/n", night) == {
+        **rounds.asset_extra("s3://b/n", STATUS),
+        "rows_carried": 25,
+        "rows_deferred": 10,
+    }
     assert rounds.asset_uri("s3://b/r") == "s3://b/r"
     assert rounds.asset_uri("/data/runs/a") == "file:///data/runs/a"
 

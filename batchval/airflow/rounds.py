@@ -258,10 +258,11 @@ def asset_uri(out_dir: str) -> str:
 
 def asset_extra(out_dir: str, status: Mapping[str, Any]) -> dict[str, Any]:
     """An asset event's `extra` after the final round: the run's id, place, rows valued,
-    problem rows, credits and mode, JSON-safe (figures and names only, no secret)."""
+    problem rows, credits and mode, JSON-safe (figures and names only, no secret); a
+    `--book` night adds the rows it carried from the book and left for a later night."""
     rows = status.get("rows") or {}
     credits = status.get("credits_charged") or {}
-    return {
+    extra = {
         "run_id": status.get("run_id"),
         "place": out_dir,
         "rows_valued": rows.get("valued"),
@@ -269,6 +270,10 @@ def asset_extra(out_dir: str, status: Mapping[str, Any]) -> dict[str, Any]:
         "credits": credits.get("total"),
         "mode": status.get("mode"),
     }
+    book = (status.get("book") or {}).get("rows")
+    if isinstance(book, Mapping):
+        extra.update(rows_carried=book.get("carried"), rows_deferred=book.get("deferred"))
+    return extra
 
 
 # --- a verdict a person can act on -------------------------------------------------------------
