@@ -151,7 +151,7 @@ def free_ports(count: int) -> list[int]:
         return [sock.getsockname()[1] for sock in sockets]
 
 
-def _command(weed: Path, data: Path, ports: dict[str, int]) -> list[str]:
+def _command(weed: Path, data: Path, ports: dict[str, int], bucket: str = BUCKET) -> list[str]:
     return [
         str(weed),
         "mini",
@@ -168,7 +168,7 @@ def _command(weed: Path, data: Path, ports: dict[str, int]) -> list[str]:
         # Its Unix sockets would go to /tmp/seaweedfs-*-<port>.sock and stay there.
         f"-s3.localSocket={data / 's3.sock'}",
         f"-filer.localSocket={data / 'filer.sock'}",
-        f"-bucket={BUCKET}",
+        f"-bucket={bucket}",
     ]
 
 
