@@ -21,6 +21,7 @@ import hashlib
 import hmac
 import http.client
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -79,6 +80,22 @@ class S3Server:
 
     def url(self, prefix: str) -> str:
         return f"s3://{self.bucket}/{prefix}"
+
+    @property
+    def port(self) -> int:
+        """The port of its S3 endpoint."""
+        return self.ports["s3.port"]
+
+    def sign_again(self, method: str, path: str, headers: dict[str, str]) -> None:
+        """Replace `headers["authorization"]` with a SigV4 signature over what is left of
+        the headers it signed (for a request without a query string, as PUTs of one key
+        are): the test proxy's, once it has changed them."""
+        found = re.search(
+            r"Credential=[^/]+/([^,]+), SignedHeaders=([^,]+),", headers["authorization"]
+        )
+        assert found, headers["authorization"]
+        signed = [name for name in found.group(2).split(";") if name in headers]
+        sign(self, method, path, headers, signed, found.group(1))
 
 
 def sign(
