@@ -73,13 +73,19 @@ class AzureServer:
         """The account's Blob endpoint (path-style, as for the emulator)."""
         return f"http://127.0.0.1:{self.port}/{self.account}"
 
-    def env(self) -> dict[str, str]:
-        """The variables batchval reads an Azure store from, with the account's key."""
+    def env(self, endpoint: str | None = None) -> dict[str, str]:
+        """The variables batchval reads an Azure store from, with the account's key,
+        pointing at this server (or at `endpoint`, the test proxy's URL in front of it)."""
         return {
             "AZURE_STORAGE_ACCOUNT_NAME": self.account,
             "AZURE_STORAGE_ACCOUNT_KEY": self.key,
-            "AZURE_STORAGE_ENDPOINT": self.endpoint,
+            "AZURE_STORAGE_ENDPOINT": f"{endpoint}/{self.account}" if endpoint else self.endpoint,
         }
+
+    @property
+    def secrets(self) -> list[str]:
+        """What must never be found in anything a run leaves."""
+        return [self.key, self.connection_string()]
 
     def connection_string(self) -> str:
         """A connection string as the Azure portal shows one, pointing at this server."""

@@ -14,7 +14,7 @@ import httpx
 import objects_server
 import pytest
 from starlette.types import Receive, Scope, Send
-from support import LIVE, ROOT, TEST, client_for, make_config
+from support import LIVE, ROOT, TEST, StoreServer, client_for, make_config
 
 from batchval import redaction
 from batchval.api import PartnerClient
@@ -139,6 +139,16 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[azure_server.A
         pytest.skip(message)
     with azure_server.running(tmp_path_factory.mktemp("azurite"), binary) as server:
         yield server
+
+
+@pytest.fixture(params=["s3", "azure"])
+def store_server(request: pytest.FixtureRequest) -> StoreServer:
+    """Each real object store in turn (SeaweedFS's S3, Azurite's Blob Storage): a test of a
+    run at a URL that takes it runs once on each."""
+    server: StoreServer = request.getfixturevalue(
+        "s3_server" if request.param == "s3" else "azurite"
+    )
+    return server
 
 
 @pytest.fixture(scope="session")

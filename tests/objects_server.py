@@ -69,14 +69,20 @@ class S3Server:
     ports: dict[str, int]
     started_in: float  # seconds from launch to the first signed write answered
 
-    def env(self) -> dict[str, str]:
-        """The variables AWS's own tools read, pointing at this server."""
+    def env(self, endpoint: str | None = None) -> dict[str, str]:
+        """The variables AWS's own tools read, pointing at this server (or at `endpoint`,
+        the test proxy's URL in front of it)."""
         return {
             "AWS_ACCESS_KEY_ID": self.access_key_id,
             "AWS_SECRET_ACCESS_KEY": self.secret_access_key,
             "AWS_REGION": self.region,
-            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ENDPOINT_URL": endpoint or self.endpoint,
         }
+
+    @property
+    def secrets(self) -> list[str]:
+        """What must never be found in anything a run leaves."""
+        return [self.secret_access_key]
 
     def url(self, prefix: str) -> str:
         return f"s3://{self.bucket}/{prefix}"

@@ -1,6 +1,7 @@
 """`run --out s3://bucket/prefix`: the run's memory and outputs kept on a real
 S3-compatible server (SeaweedFS on loopback), each invocation from an empty directory of
-its own, as a moved Airflow task or a new pod finds its disk (issue 23)."""
+its own, as a moved Airflow task or a new pod finds its disk (issue 23). The tests that take
+`store_server` run again at an `az://container/prefix` place on Azurite (issue 40)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import polars as pl
 import pytest
 from objects_server import S3Server
 from s3_proxy import Fault, always, proxy
-from support import BATCHVAL, LIVE, env_for, portfolio, run_cli, wait_until
+from support import BATCHVAL, LIVE, StoreServer, env_for, portfolio, run_cli, wait_until
 
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.slow
 DAY = 86_400
 
 
-def _env(served: RunningSandbox, s3: S3Server, offset: float = 0) -> dict[str, str]:
+def _env(served: RunningSandbox, s3: StoreServer, offset: float = 0) -> dict[str, str]:
     return {
         **env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(offset)),
         **s3.env(),
@@ -42,16 +43,16 @@ def _read(store: ObjectStore, name: str) -> bytes:
 
 
 def test_a_backfill_across_days_on_blank_machines_pays_once(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path
 ) -> None:
     """300 rows at a daily limit of 100: one invocation a UTC day, each from an empty
     directory of its own; every row valued, each request charged once, one run id across
     the days (as `status URL --json` reads it, the Airflow operator's view), the results
     at the URL for polars to read."""
     served.sandbox.account(LIVE.client_id).daily_limit = 100
-    url = s3_server.url("backfill-1")
+    url = store_server.url("backfill-1")
     source = portfolio(tmp_path / "book.csv", 300)
-    store = ObjectStore.from_url(url, s3_server.env())
+    store = ObjectStore.from_url(url, store_server.env())
     codes, run_ids = [], []
     for day in range(4):
         if day:
@@ -60,7 +61,7 @@ def test_a_backfill_across_days_on_blank_machines_pays_once(
         work.mkdir()
         done = subprocess.run(
             [BATCHVAL, "run", str(source), "--out", url],
-            env=_env(served, s3_server, day * DAY),
+            env=_env(served, store_server, day * DAY),
             cwd=work,
             capture_output=True,
             text=True,
@@ -71,7 +72,7 @@ def test_a_backfill_across_days_on_blank_machines_pays_once(
         assert list(work.iterdir()) == [], "nothing is left on the machine's disk"
         status = subprocess.run(
             [BATCHVAL, "status", url, "--json"],
-            env=_env(served, s3_server, day * DAY),
+            env=_env(served, store_server, day * DAY),
             cwd=work,
             capture_output=True,
             text=True,
@@ -122,15 +123,15 @@ def test_wrong_credentials_are_refused_with_64_and_never_printed(
 
 
 def test_two_runs_on_one_url_one_spends_the_other_exits_75(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path
 ) -> None:
     """Two machines start the same run: the second finds the first's lease renewed and
     stops with dir_locked within seconds, having sent nothing; the first finishes alone.
     `status URL` meanwhile says it is running."""
     served.sandbox.set_faults(Faults(latency_ms=100))
-    url = s3_server.url("twice")
+    url = store_server.url("twice")
     source = portfolio(tmp_path / "book.csv", 400)
-    env = _env(served, s3_server)
+    env = _env(served, store_server)
     first = subprocess.Popen(
         [BATCHVAL, "run", str(source), "--out", url, "--concurrency", "2"],
         env=env,
@@ -138,7 +139,7 @@ def test_two_runs_on_one_url_one_spends_the_other_exits_75(
         stderr=subprocess.PIPE,
         text=True,
     )
-    store = ObjectStore.from_url(url, s3_server.env())
+    store = ObjectStore.from_url(url, store_server.env())
     ledger = served.sandbox.ledger
     wait_until(
         lambda: ledger.valuations_created(LIVE.client_id), 60, "a first valuation", process=first
@@ -160,15 +161,15 @@ def test_two_runs_on_one_url_one_spends_the_other_exits_75(
 
 
 def test_a_stalled_holder_wakes_to_a_taken_run_and_stops_without_writing(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path
 ) -> None:
     """SIGSTOP past the lease, another machine takes the run and finishes it, SIGCONT: the
     first sends nothing more, publishes nothing over the new holder's outputs and exits
     75; nothing is paid twice, nothing paid is lost."""
     served.sandbox.set_faults(Faults(latency_ms=100))
-    url = s3_server.url("stalled")
+    url = store_server.url("stalled")
     source = portfolio(tmp_path / "book.csv", 120)
-    env = _env(served, s3_server)
+    env = _env(served, store_server)
     ledger = served.sandbox.ledger
     first = subprocess.Popen(
         [BATCHVAL, "run", str(source), "--out", url, "--concurrency", "2"],
@@ -189,7 +190,7 @@ def test_a_stalled_holder_wakes_to_a_taken_run_and_stops_without_writing(
     finally:
         first.send_signal(signal.SIGCONT)
     assert second.returncode == 0, second.stderr  # took the run after one unchanged lease
-    store = ObjectStore.from_url(url, s3_server.env())
+    store = ObjectStore.from_url(url, store_server.env())
     published = _read(store, "results.parquet")
     _, err = first.communicate(timeout=120)
     assert first.returncode == 75, err
