@@ -204,37 +204,37 @@ def test_a_stalled_holder_wakes_to_a_taken_run_and_stops_without_writing(
 
 
 def test_an_input_at_a_url_is_read_by_a_blank_machine(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path
 ) -> None:
     """INPUT as an s3:// URL, into a local DIR: read, valued, and named by its URL in the
     summary and the manifest; a missing object is input_unusable (65)."""
     source = portfolio(tmp_path / "book.csv", 12)
-    store = ObjectStore.from_url(s3_server.url("inputs"), s3_server.env())
+    store = ObjectStore.from_url(store_server.url("inputs"), store_server.env())
     store.put("book.csv", source.read_bytes())
-    env = _env(served, s3_server)
+    env = _env(served, store_server)
     out = tmp_path / "out"
-    done = run_cli("run", s3_server.url("inputs/book.csv"), "--out", str(out), env=env)
+    done = run_cli("run", store_server.url("inputs/book.csv"), "--out", str(out), env=env)
     assert done.returncode == 0, done.stderr
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["input"] == s3_server.url("inputs/book.csv")
+    assert summary["input"] == store_server.url("inputs/book.csv")
     assert summary["rows"]["valued"] == 12
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["input"]["path"] == s3_server.url("inputs/book.csv")
-    missing = run_cli("run", s3_server.url("inputs/none.csv"), "--out", str(out), env=env)
+    assert manifest["input"]["path"] == store_server.url("inputs/book.csv")
+    missing = run_cli("run", store_server.url("inputs/none.csv"), "--out", str(out), env=env)
     assert missing.returncode == 65, missing.stderr
     assert "no such object" in missing.stderr
 
 
 def test_streets_check_and_split_read_an_input_at_a_url(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path
 ) -> None:
     """Every command that reads an INPUT takes an s3:// URL for it, and names it by it."""
     source = portfolio(tmp_path / "book.csv", 12)
-    url = s3_server.url("inputs-2/book.csv")
-    ObjectStore.from_url(s3_server.url("inputs-2"), s3_server.env()).put(
+    url = store_server.url("inputs-2/book.csv")
+    ObjectStore.from_url(store_server.url("inputs-2"), store_server.env()).put(
         "book.csv", source.read_bytes()
     )
-    env = _env(served, s3_server)
+    env = _env(served, store_server)
     streets = run_cli("streets", url, "--out", str(tmp_path / "streets"), env=env)
     assert streets.returncode == 0, streets.stderr
     summary = json.loads((tmp_path / "streets" / "summary.json").read_text())
@@ -245,22 +245,22 @@ def test_streets_check_and_split_read_an_input_at_a_url(
     split = run_cli("split", url, "--shards", "2", "--out", str(tmp_path / "shards"), env=env)
     assert split.returncode == 0, split.stderr
     assert json.loads((tmp_path / "shards" / "shards.json").read_text())["input"] == url
-    missing = run_cli("check", s3_server.url("inputs-2/none.csv"), env=env)
+    missing = run_cli("check", store_server.url("inputs-2/none.csv"), env=env)
     assert missing.returncode == 65, missing.stdout + missing.stderr
 
 
 def test_split_writes_its_shards_at_a_url_and_each_shard_runs_from_there(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path
 ) -> None:
     """`split --out s3://...` publishes the shards and shards.json at the URL (a blank
     worker runs a shard by its URL); another split into another number is refused there,
     naming the URL."""
-    url = s3_server.url("shards")
-    env = _env(served, s3_server)
+    url = store_server.url("shards")
+    env = _env(served, store_server)
     source = portfolio(tmp_path / "book.csv", 30)
     done = run_cli("split", str(source), "--shards", "3", "--out", url, env=env)
     assert done.returncode == 0, done.stderr
-    store = ObjectStore.from_url(url, s3_server.env())
+    store = ObjectStore.from_url(url, store_server.env())
     names = sorted(key for key in store.list("") if "/" not in key)
     assert names == [
         "shard-00000-of-00003.parquet",
@@ -283,12 +283,12 @@ def test_split_writes_its_shards_at_a_url_and_each_shard_runs_from_there(
 
 
 def test_status_and_report_read_a_run_at_its_url(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path
 ) -> None:
     """`status URL --json` says where the run stands (Airflow's XCom), and `report URL`
     publishes report.html beside the run's outputs."""
-    url = s3_server.url("looked-at")
-    env = _env(served, s3_server)
+    url = store_server.url("looked-at")
+    env = _env(served, store_server)
     done = run_cli("run", str(portfolio(tmp_path / "book.csv", 8)), "--out", url, env=env)
     assert done.returncode == 0, done.stderr
     status = run_cli("status", url, "--json", env=env)
@@ -296,28 +296,28 @@ def test_status_and_report_read_a_run_at_its_url(
     assert json.loads(status.stdout)["rows"]["valued"] == 8
     report = run_cli("report", url, env=env)
     assert report.returncode == 0, report.stderr
-    assert "wrote s3://" in report.stdout
-    page = _read(ObjectStore.from_url(url, s3_server.env()), "report.html")
+    assert f"wrote {url}" in report.stdout
+    page = _read(ObjectStore.from_url(url, store_server.env()), "report.html")
     assert b"<html" in page
-    nothing = run_cli("status", s3_server.url("no-run-here"), env=env)
+    nothing = run_cli("status", store_server.url("no-run-here"), env=env)
     assert nothing.returncode == 64
 
 
 def test_verify_and_export_work_on_a_run_at_its_url(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path
 ) -> None:
     """`verify URL` reads every valuation back (taking the run, as a run does) and
     publishes verify.parquet at the URL;
     `export URL` writes its files beside the run's outputs there (or into a local --out),
     naming the URL, never the directory it read the run into."""
-    url = s3_server.url("verified")
-    env = _env(served, s3_server)
+    url = store_server.url("verified")
+    env = _env(served, store_server)
     done = run_cli("run", str(portfolio(tmp_path / "book.csv", 8)), "--out", url, env=env)
     assert done.returncode == 0, done.stderr
-    store = ObjectStore.from_url(url, s3_server.env())
+    store = ObjectStore.from_url(url, store_server.env())
     store.put("book.parquet", b"another night's book, beside the run")
-    with proxy(s3_server, always(Fault.FORWARD)) as (endpoint, seen):
-        verify = run_cli("verify", url, env={**env, "AWS_ENDPOINT_URL": endpoint})
+    with proxy(store_server, always(Fault.FORWARD)) as (endpoint, seen):
+        verify = run_cli("verify", url, env={**env, **store_server.env(endpoint)})
     assert verify.returncode == 0, verify.stderr
     written = {path.rpartition("/")[2] for method, path, _ in seen if method == "PUT"}
     assert "verify.parquet" in written
@@ -343,10 +343,10 @@ def test_verify_and_export_work_on_a_run_at_its_url(
     assert (tmp_path / "x" / "results.xlsx").is_file()
     assert store.get("results.xlsx") is None
 
-    nothing = run_cli("export", s3_server.url("no-run-here"), "--format", "csv", env=env)
+    nothing = run_cli("export", store_server.url("no-run-here"), "--format", "csv", env=env)
     assert nothing.returncode == 64, nothing.stderr
     assert "batchval-view-" not in nothing.stderr
-    assert s3_server.url("no-run-here").rstrip("/") in nothing.stderr
+    assert store_server.url("no-run-here").rstrip("/") in nothing.stderr
 
 
 def test_kills_at_random_moments_then_blank_machines_resume_paying_once(
