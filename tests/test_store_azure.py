@@ -180,7 +180,9 @@ def test_probe_refuses_a_store_that_drops_conditional_headers(
     assert any(f is fault for _, _, f in seen)
 
 
+@pytest.mark.slow
 def test_the_proxy_keeps_sharedkey_signatures_valid(azurite: AzureServer, prefix: str) -> None:
+    """Forwarded as it came, a request's SharedKey signature still holds."""
     with proxy(azurite, always(Fault.FORWARD)) as (endpoint, _):
         env = {**azurite.env(), azure.ENDPOINT: f"{endpoint}/{azurite.account}"}
         ObjectStore.from_url(azurite.url(prefix), env, FAST).probe()
