@@ -13,6 +13,7 @@ import pytest
 from support import LIVE, POOR, client_for
 
 from batchval.api import Answer, Credentials, DataUnavailableError, RateLimitedError
+from batchval.api.errors import UnauthorizedError
 from batchval.engine.keys import idempotency_key
 from batchval.engine.pool import PoolStats, WorkerPool
 from batchval.engine.ratecontrol import RateController
@@ -312,6 +313,52 @@ async def test_tokens_refused_again_and_again_stop_the_run(
     assert stop.reason is StopReason.CREDENTIALS_REFUSED
     assert "fresh tokens" in stop.detail
     assert checkpoint.counts().pending_rows == 10
+
+
+class _OneTokenRevokedInFlight:
+    """The sandbox's client, but the first `refused` calls are answered as calls that all
+    bore one fresh token the API then refused (a rotation, or a fault): one refusal."""
+
+    def __init__(self, api: object, refused: int) -> None:
+        self._api = api
+        self._refused = refused
+        self._token = object()
+
+    async def post_valuation(
+        self,
+        body: bytes,
+        *,
+        idempotency_key: str | None,
+        gate: Callable[[], Awaitable[None]] | None = None,
+    ) -> Answer:
+        if self._refused > 0:
+            self._refused -= 1
+            await anyio.sleep(0.01)
+            raise UnauthorizedError("POST /valuations: refused (401)", token=self._token)
+        post: Callable[..., Awaitable[Answer]] = self._api.post_valuation  # type: ignore[attr-defined]
+        return await post(body, idempotency_key=idempotency_key, gate=gate)
+
+
+async def test_one_fresh_token_refused_for_many_calls_is_one_refusal(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """Eight calls in flight with one fresh token, all refused when it is revoked: one
+    refusal, not a streak of eight; the run goes on with the next token and values every
+    row (it stopped 77 under combined faults before)."""
+    checkpoint = checkpoint_with(tmp_path, [request(n) for n in range(10)])
+    stop = Stop()
+    async with client_for(served, LIVE) as api:
+        pool = WorkerPool(
+            job=ValuationJob(_OneTokenRevokedInFlight(api, refused=8), checkpoint),
+            controller=RateController(initial_rate=50),
+            policy=FAST,
+            stop=stop,
+            concurrency=8,
+            shutdown_grace_seconds=2,
+        )
+        await pool.run()
+    assert stop.reason is None
+    assert checkpoint.counts().valued_rows == 10
 
 
 class _DailyLimitWithoutRetryAfter:

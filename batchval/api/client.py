@@ -241,7 +241,9 @@ class PartnerClient:
             response = await self._send(method, path, token, content, headers, gate)
             if response.status_code == 401:
                 self.tokens.discard(token)
-                raise UnauthorizedError(f"{method} {path}: the API refused a fresh token (401)")
+                raise UnauthorizedError(
+                    f"{method} {path}: the API refused a fresh token (401)", token=token
+                )
         content_type = response.headers.get("Content-Type", "")
         if response.status_code >= 400:
             failure = read_failure(

@@ -115,10 +115,16 @@ class UnauthorizedError(PartnerError):
     """The API refused the token twice, the second time a fresh one.
 
     Retried: tokens are revoked during secret rotation, and a third token usually works.
-    A caller that sees this again and again should stop (the pool does, after a streak).
+    A caller that sees this again and again should stop (the pool does, after a streak of
+    fresh tokens refused). `token` is the fresh token refused (compared by identity, never
+    shown): the calls that were sent with one token refused once are one refusal.
     """
 
     default_action = Action.RETRY
+
+    def __init__(self, message: str, *, token: object | None = None) -> None:
+        super().__init__(message)
+        self.token = token
 
 
 class WrongAddressError(PartnerError):

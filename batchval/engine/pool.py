@@ -60,7 +60,8 @@ from batchval.outcome import StopInfo, StopReason
 
 log = structlog.get_logger()
 
-# 401s to fresh tokens, in a row across the pool, before the credentials count as refused.
+# Fresh tokens the API refused (each once, however many calls bore it), with no answer
+# between that it gave as it does, before the credentials count as refused.
 UNAUTHORIZED_STREAK = 5
 # How often the checkpoint's writes are committed while sending: one fsync per group,
 # not per answer. A kill loses at most this much: sent again, same keys, answered free.
@@ -143,7 +144,8 @@ class WorkerPool(Generic[ItemT]):
         # and the runner and `engine/sending` check it on the same one.
         self._now = now
         self._on_progress = on_progress
-        self._unauthorized_streak = 0
+        # The fresh tokens the API refused since it last answered as it does.
+        self._refused_tokens: list[object] = []
         self._exhausted: PartnerError | None = None  # the last error of a request given up
         self.stats = PoolStats()
 
@@ -329,7 +331,7 @@ class WorkerPool(Generic[ItemT]):
     def _recognise(self) -> None:
         """The API answered as it does: the address is right, the token was taken."""
         self._recognised = True
-        self._unauthorized_streak = 0
+        self._refused_tokens.clear()
 
     def _observe_failure(
         self, key: str, error: PartnerError, sent_at: float, attempts: _Attempts
@@ -360,8 +362,12 @@ class WorkerPool(Generic[ItemT]):
             attempts.failures += 1
             return
         if isinstance(error, UnauthorizedError):
-            self._unauthorized_streak += 1
-            if self._unauthorized_streak >= UNAUTHORIZED_STREAK:
+            # Counted by token: the calls in flight with one fresh token that a rotation
+            # (or a fault) revoked are refused together, and are one refusal, not several.
+            token = error.token if error.token is not None else error
+            if not any(token is seen for seen in self._refused_tokens):
+                self._refused_tokens.append(token)
+            if len(self._refused_tokens) >= UNAUTHORIZED_STREAK:
                 self.stop.trigger(
                     StopReason.CREDENTIALS_REFUSED, f"the API refuses fresh tokens ({error})"
                 )
