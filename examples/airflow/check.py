@@ -17,7 +17,8 @@ sandbox served on loopback, in Airflow's own virtual environment (never the proj
   and no secret of the store's (raw, URL-encoded, JSON-escaped) in any task-log line, any
   file under Airflow's home or any object at the store. On Azure, the provider's own
   WasbHook, given the same connection, finds the results where the run left them.
-- A run a person must fix (refused credentials, 77) fails at once, with no retry.
+- A run a person must fix (refused credentials, 77) fails at once, with no retry; so does a
+  `wasb` storage connection giving a connection string beside a login, before batchval runs.
 - batchval_sharded (when `batchval split` exists) values a book in two shards, each
   with its own account's connection, pool and DIR.
 Prints one line per check and exits 1 if any failed.
@@ -424,6 +425,35 @@ def backfill(airflow: Airflow, work: Path, check: Check, place: Place | None = N
         print(output[-4000:])
 
 
+def refused_connection(airflow: Airflow, work: Path, check: Check, place: Place) -> None:
+    """A `wasb` connection holding a connection string and a login besides: the task fails
+    before batchval runs, naming both fields, and shows no secret."""
+    given = json.loads(place.connection)
+    given["login"] = "someaccount"
+    env = {
+        DEFAULT_CONN: connection(
+            {"base_url": "http://127.0.0.1:9/partners/v1", "auth_url": "http://127.0.0.1:9"},
+            *LIVE,
+        ),
+        STORAGE_CONN: json.dumps(given),
+    }
+    conf = {"input": place.url("books/backfill.csv"), "out_dir": place.url("runs/refused")}
+    state, output = airflow.dags_test("batchval_backfill", conf, env)
+    said = "its extra 'connection_string' and its login (the account name) are both set"
+    check(
+        "a wasb connection giving a connection string beside a login fails the task, naming both, "
+        "before batchval runs",
+        state == "failed"
+        and said in output
+        and "cannot be used" in output
+        and not ROUND_DIR.search(output)
+        and not scan(place.secrets, texts=output.splitlines()),
+        f"state {state}, named both: {said in output}, rounds run {len(ROUND_DIR.findall(output))}",
+    )
+    if state != "failed" or said not in output:
+        print(output[-3000:])
+
+
 def sigterm(airflow: Airflow, work: Path, check: Check) -> None:
     """A SIGTERM to batchval in round 1 under `airflow dags test`: batchval stops (75, no
     time given), the task defers, and round 2 runs with the run's own --run-id (the inline
@@ -619,6 +649,7 @@ def main() -> int:
                     found == "True",
                     f"WasbHook.check_for_blob said {found[-300:]!r}",
                 )
+                refused_connection(airflow, work, check, place)
         warned = [line for line in BACKFILL_OUTPUT if WARNING_EVENT.search(line)]
         check(
             "a warning event of batchval is a warning-level task-log line, without its JSON",
