@@ -33,8 +33,12 @@ def test_provider_info_names_the_distribution_and_its_operator() -> None:
     assert triggers["python-modules"] == ["batchval.airflow.trigger"]
 
 
-def test_the_airflow_extra_asks_for_airflow_3() -> None:
-    """`pip install 'batchval[airflow]'` brings Airflow 3 (the task SDK the operator uses)."""
+def test_the_airflow_extra_asks_for_airflow_3_and_azure_s_provider() -> None:
+    """`pip install 'batchval[airflow]'` brings Airflow 3 (the task SDK the operator uses)
+    and Microsoft Azure's provider (its `wasb` connection type, for a storage connection)."""
     requires = distribution("batchval").requires or []
     extra = [r for r in requires if 'extra == "airflow"' in r]
-    assert [r.split(";")[0].strip() for r in extra] == ["apache-airflow<4,>=3.3"]
+    assert [r.split(";")[0].strip() for r in extra] == [
+        "apache-airflow<4,>=3.3",
+        "apache-airflow-providers-microsoft-azure<16,>=15.2",
+    ]

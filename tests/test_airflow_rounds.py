@@ -6,13 +6,17 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
+import uuid
 from typing import Any
 
 import pytest
+from azure_server import AzureServer
 
 from batchval.airflow import rounds
 from batchval.airflow.rounds import ConnectionFields, Next
 from batchval.outcome import ExitCode
+from batchval.store import azure
+from batchval.store.objects import ObjectStore
 
 NOW = dt.datetime(2026, 11, 25, 23, 58, tzinfo=dt.UTC)
 FIVE_MINUTES = dt.timedelta(minutes=5)
@@ -138,6 +142,212 @@ def test_a_storage_connection_without_keys_keeps_the_worker_s_identity() -> None
     assert env["AWS_ROLE_ARN"] == "arn:aws:iam::1:role/w"
     assert env["AWS_WEB_IDENTITY_TOKEN_FILE"] == "/t"
     assert env["AWS_REGION"] == "r"
+
+
+@pytest.mark.parametrize(
+    "url", ["az://c/p", "abfs://c/p", "abfss://c/p", "abfss://c@acct.dfs.core.windows.net/p"]
+)
+def test_every_azure_form_is_a_url(url: str) -> None:
+    """Each form batchval takes for Azure reads the storage connection."""
+    assert rounds.needs_storage(["status", url], url)
+
+
+KEY = "a2V5LW9mLXRoZS1hY2NvdW50"  # base64, as Azure shows an account key
+EMULATOR = "http://127.0.0.1:10000/devstoreaccount1"
+REAL = "https://lenderdata.blob.core.windows.net"
+
+
+def _wasb(
+    login: str | None = None,
+    password: str | None = None,
+    host: str | None = None,
+    **extra: str,
+) -> ConnectionFields:
+    return ConnectionFields(host, login, password, extra, conn_type="wasb")
+
+
+@pytest.mark.parametrize(
+    ("connection", "env"),
+    [
+        (  # login and password: the account and its key; host: the account URL
+            _wasb("lenderdata", KEY, REAL),
+            {
+                "AZURE_STORAGE_ACCOUNT_NAME": "lenderdata",
+                "AZURE_STORAGE_ACCOUNT_KEY": KEY,
+                "AZURE_STORAGE_ENDPOINT": REAL,
+            },
+        ),
+        (  # an emulator's account URL names its account in its path
+            _wasb(password=KEY, host=EMULATOR + "/"),
+            {
+                "AZURE_STORAGE_ACCOUNT_NAME": "devstoreaccount1",
+                "AZURE_STORAGE_ACCOUNT_KEY": KEY,
+                "AZURE_STORAGE_ENDPOINT": EMULATOR,
+            },
+        ),
+        (  # a host without a scheme is https, and names the account
+            _wasb(host="lenderdata.blob.core.windows.net", account_key=KEY),
+            {
+                "AZURE_STORAGE_ACCOUNT_NAME": "lenderdata",
+                "AZURE_STORAGE_ACCOUNT_KEY": KEY,
+                "AZURE_STORAGE_ENDPOINT": REAL,
+            },
+        ),
+        (  # a host with no dot is no URL (the WasbHook's reading too)
+            _wasb("lenderdata", KEY, "some-tenant-id"),
+            {"AZURE_STORAGE_ACCOUNT_NAME": "lenderdata", "AZURE_STORAGE_ACCOUNT_KEY": KEY},
+        ),
+        (  # the connection form's own field for the key, the older prefixed name too
+            _wasb("lenderdata", **{"extra__wasb__shared_access_key": KEY}),
+            {"AZURE_STORAGE_ACCOUNT_NAME": "lenderdata", "AZURE_STORAGE_ACCOUNT_KEY": KEY},
+        ),
+        (  # a SAS token wins over the password, as in the WasbHook
+            _wasb("lenderdata", "ignored", sas_token="?sv=2021&sig=c2ln"),
+            {
+                "AZURE_STORAGE_ACCOUNT_NAME": "lenderdata",
+                "AZURE_STORAGE_SAS_TOKEN": "?sv=2021&sig=c2ln",
+            },
+        ),
+        (  # a SAS token given as the account URL that carries it
+            _wasb(sas_token=f"{REAL}/?sv=2021&sig=c2ln"),
+            {
+                "AZURE_STORAGE_ACCOUNT_NAME": "lenderdata",
+                "AZURE_STORAGE_SAS_TOKEN": "sv=2021&sig=c2ln",
+                "AZURE_STORAGE_ENDPOINT": REAL,
+            },
+        ),
+        (  # a connection string alone
+            _wasb(connection_string=f"AccountName=a;AccountKey={KEY}"),
+            {"AZURE_STORAGE_CONNECTION_STRING": f"AccountName=a;AccountKey={KEY}"},
+        ),
+        (  # a service principal: login and password are its id and secret
+            _wasb("app-id", "app-secret", REAL, tenant_id="tenant"),
+            {
+                "AZURE_CLIENT_ID": "app-id",
+                "AZURE_CLIENT_SECRET": "app-secret",
+                "AZURE_TENANT_ID": "tenant",
+                "AZURE_STORAGE_ACCOUNT_NAME": "lenderdata",
+                "AZURE_STORAGE_ENDPOINT": REAL,
+            },
+        ),
+        (  # no credential: the account alone, for the worker's own identity
+            _wasb("lenderdata", extra__wasb__sas_token=""),
+            {"AZURE_STORAGE_ACCOUNT_NAME": "lenderdata"},
+        ),
+    ],
+)
+def test_a_wasb_connection_becomes_azure_variables(
+    connection: ConnectionFields, env: dict[str, str]
+) -> None:
+    """Each field of Azure's connection type where batchval reads it (store/azure.py), in
+    the WasbHook's own order, and nothing of AWS's."""
+    assert rounds.storage_environment(connection) == env
+
+
+def test_the_azure_forms_and_variables_are_batchval_s_own() -> None:
+    """rounds names Azure's URL forms and variables as store/azure.py does (it does not
+    import it: batchval/airflow/ runs batchval as a process)."""
+    assert {f"{scheme}://" for scheme in azure.SCHEMES} <= set(rounds.URL_SCHEMES)
+    assert (
+        rounds.AZURE_ACCOUNT_NAME,
+        rounds.AZURE_ACCOUNT_KEY,
+        rounds.AZURE_SAS_TOKEN,
+        rounds.AZURE_CONNECTION_STRING,
+        rounds.AZURE_ENDPOINT,
+    ) == (
+        azure.ACCOUNT_NAME,
+        azure.ACCOUNT_KEY,
+        azure.SAS_TOKEN,
+        azure.CONNECTION_STRING,
+        azure.ENDPOINT,
+    )
+
+
+def test_the_wasb_variables_are_read_by_batchval_as_given() -> None:
+    """The account, key and endpoint the mapping gives are the ones batchval's Azure store
+    reads from them."""
+    found = azure.credentials(rounds.storage_environment(_wasb(password=KEY, host=EMULATOR)))
+    assert (found.account, found.key, found.endpoint) == ("devstoreaccount1", KEY, EMULATOR)
+
+
+@pytest.mark.parametrize(
+    ("connection", "named"),
+    [
+        (_wasb("lenderdata", connection_string="AccountName=a"), "login (the account name)"),
+        (_wasb(password=KEY, connection_string="AccountName=a"), "password (the account key)"),
+        (_wasb(host=REAL, connection_string="AccountName=a"), "host (the account URL)"),
+        (_wasb(connection_string="AccountName=a", sas_token="sig=x"), "extra 'sas_token'"),
+        (
+            _wasb(**{"extra__wasb__connection_string": "AccountName=a", "account_key": KEY}),
+            "extra 'account_key'",
+        ),
+    ],
+)
+def test_a_connection_string_beside_a_separate_field_is_refused_naming_both(
+    connection: ConnectionFields, named: str
+) -> None:
+    """As batchval refuses a connection string beside a separate setting (64): one of them
+    would be silently ignored. Refused before batchval runs, naming the connection's two
+    fields, and no secret."""
+    with pytest.raises(rounds.StorageConnectionError) as caught:
+        rounds.round_environment({}, "/tmp/r", storage=connection)
+    said = str(caught.value)
+    assert said.startswith(f"its extra 'connection_string' and its {named} are both set")
+    assert "AccountName=a" not in said
+    assert KEY not in said
+    verdict = rounds.connection_verdict("batchval_azure", caught.value)
+    assert verdict.startswith(
+        "the storage connection 'batchval_azure' cannot be used (command line or config, "
+        "as batchval's 64): a person must act; its extra 'connection_string' and its "
+    )
+
+
+def test_a_wasb_connection_with_a_credential_replaces_the_worker_s_azure_variables() -> None:
+    """The worker's own connection string, key or identity never mixes with the
+    connection's key (a connection string beside it would be a 64); AWS_* stay."""
+    inherited = {
+        "AZURE_STORAGE_CONNECTION_STRING": "AccountName=worker;AccountKey=d29ya2Vy",
+        "AZURE_CLIENT_ID": "worker-identity",
+        "AWS_PROFILE": "worker",
+    }
+    env = rounds.round_environment(inherited, "/tmp/r", storage=_wasb("lenderdata", KEY))
+    assert not {name for name in env if name.startswith("AZURE_")} - {
+        "AZURE_STORAGE_ACCOUNT_NAME",
+        "AZURE_STORAGE_ACCOUNT_KEY",
+    }
+    assert env["AZURE_STORAGE_ACCOUNT_KEY"] == KEY
+    assert env["AWS_PROFILE"] == "worker"
+
+
+def test_a_wasb_connection_without_a_credential_keeps_the_worker_s_identity() -> None:
+    """A managed or workload identity of the worker's stays; the account and endpoint of
+    the connection are added."""
+    inherited = {"AZURE_CLIENT_ID": "managed", "AZURE_FEDERATED_TOKEN_FILE": "/t"}
+    env = rounds.round_environment(inherited, "/tmp/r", storage=_wasb(host=REAL))
+    assert env["AZURE_CLIENT_ID"] == "managed"
+    assert env["AZURE_FEDERATED_TOKEN_FILE"] == "/t"
+    assert env["AZURE_STORAGE_ACCOUNT_NAME"] == "lenderdata"
+    assert env["AZURE_STORAGE_ENDPOINT"] == REAL
+
+
+def test_an_aws_connection_leaves_the_worker_s_azure_variables() -> None:
+    env = rounds.round_environment({"AZURE_CLIENT_ID": "w"}, "/tmp/r", storage=STORAGE)
+    assert env["AZURE_CLIENT_ID"] == "w"
+    assert env["AWS_SECRET_ACCESS_KEY"] == "storage-secret"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("form", ["key", "connection string", "sas token"])
+def test_each_form_of_a_wasb_connection_reaches_azurite(azurite: AzureServer, form: str) -> None:
+    """The round's environment from a wasb connection opens the run's place on Azurite:
+    the probe (create-only and compare-and-swap writes) passes."""
+    connection = {
+        "key": _wasb(azurite.account, azurite.key, azurite.endpoint),
+        "connection string": _wasb(connection_string=azurite.connection_string()),
+        "sas token": _wasb(azurite.account, host=azurite.endpoint, sas_token=azurite.sas_token()),
+    }[form]
+    env = rounds.round_environment({}, "/tmp/r", storage=connection)
+    ObjectStore.from_url(azurite.url(f"t/{uuid.uuid4().hex}"), env).probe()
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ worker takes it, or in a new pod. So each round runs in a fresh temporary workin
 directory, removed after it, and nothing passes from one round to the next through a
 disk: only the round's number and the run's id, in the deferral's own kwargs and in its
 trigger's event (`trigger.RoundTrigger`: `airflow dags test` hands back the event alone). With
-`out_dir` an `s3://` URL the run's memory, its lease and its outputs live at the URL
+`out_dir` an `s3://` or `az://` URL the run's memory, its lease and its outputs live at the URL
 and any worker resumes the run; a local `out_dir` suits one machine only.
 
 No `execution_timeout`: Airflow counts it over the task's whole life, every deferral
@@ -31,9 +31,11 @@ their own level, without a second timestamp (`tasklog`).
 
 Secrets reach batchval through its environment only, never its arguments or the log:
 the API's from `conn_id` (host = base URL, login = client id, password = client secret,
-extra `{"auth_url": ...}`), the object store's from `storage_conn_id` (an `aws`-style
-connection: login = access key id, password = secret access key, extra
-`{"region_name": ..., "endpoint_url": ...}`), read only when the round touches a URL.
+extra `{"auth_url": ...}`), the object store's from `storage_conn_id`, read only when the
+round touches a URL: an `aws`-style connection (login = access key id, password = secret
+access key, extra `{"region_name": ..., "endpoint_url": ...}`), or Azure's `wasb` one
+(login = account name, password = account key, host = account URL, extra `sas_token` or
+`connection_string`: `rounds.azure_environment`).
 """
 
 from __future__ import annotations
@@ -144,7 +146,12 @@ class BatchvalOperator(BaseOperator):
         arguments = rounds.with_run_id(self.arguments, run_id)
         # A fresh working directory a round, as a moved task finds its disk; removed after.
         with tempfile.TemporaryDirectory(prefix="batchval-round-") as workdir:
-            env = self._environment(workdir)
+            try:
+                env = self._environment(workdir)
+            except rounds.StorageConnectionError as exc:
+                raise AirflowFailException(
+                    rounds.connection_verdict(self.storage_conn_id, exc)
+                ) from None
             self.log.info(
                 "round %s: %s in a fresh working directory %s",
                 number,
@@ -233,6 +240,7 @@ class BatchvalOperator(BaseOperator):
             login=connection.login,
             password=connection.password,
             extra=connection.extra_dejson,
+            conn_type=connection.conn_type,
         )
 
     def _status(self, command: list[str], env: dict[str, str], workdir: str) -> dict[str, Any]:

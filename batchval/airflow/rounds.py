@@ -10,17 +10,20 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import ipaddress
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from batchval.outcome import ExitCode
 
 # A configured batchval, by path, for a worker whose batchval is not the one installed
 # beside Airflow (the operator's `batchval_bin` parameter wins over it).
 BIN_VARIABLE = "BATCHVAL_BIN"
-# The schemes of a place kept on object storage (docs/how-to/object-storage.md).
-URL_SCHEMES = ("s3://", "gs://", "az://")
+# The schemes of a place kept on object storage (docs/how-to/object-storage.md; Azure's as
+# store/azure.py takes them): a `gs://` one batchval refuses itself (64), naming the forms.
+URL_SCHEMES = ("s3://", "gs://", "az://", "abfs://", "abfss://")
 # A test seam of batchval's (a run whose clock is moved gives its times on that clock).
 CLOCK_OFFSET_VARIABLE = "BATCHVAL_CLOCK_OFFSET_SECONDS"
 
@@ -83,6 +86,12 @@ class ConnectionFields:
     login: str | None
     password: str | None
     extra: Mapping[str, Any]
+    conn_type: str | None = None
+
+
+class StorageConnectionError(ValueError):
+    """A storage connection batchval cannot use as it stands (a person fixes it, as for
+    batchval's own 64): its message names the connection's fields at fault."""
 
 
 def api_environment(connection: ConnectionFields) -> dict[str, str]:
@@ -96,10 +105,41 @@ def api_environment(connection: ConnectionFields) -> dict[str, str]:
     }
 
 
+# Azure's connection type, from apache-airflow-providers-microsoft-azure (its WasbHook).
+WASB = "wasb"
+# The variables batchval reads Azure's settings from (store/azure.py, which this package,
+# running batchval as a process, does not import; tests/test_airflow_rounds.py holds the
+# two equal).
+AZURE_ACCOUNT_NAME = "AZURE_STORAGE_ACCOUNT_NAME"
+AZURE_ACCOUNT_KEY = "AZURE_STORAGE_ACCOUNT_KEY"
+AZURE_SAS_TOKEN = "AZURE_STORAGE_SAS_TOKEN"
+AZURE_CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"
+AZURE_ENDPOINT = "AZURE_STORAGE_ENDPOINT"
+# The variables that carry a credential of the connection's own: given any, the worker's
+# own variables of that cloud (`AWS_*`, `AZURE_*`) give way to the connection's.
+_CREDENTIALS = frozenset(
+    {
+        "AWS_ACCESS_KEY_ID",
+        AZURE_ACCOUNT_KEY,
+        AZURE_SAS_TOKEN,
+        AZURE_CONNECTION_STRING,
+        "AZURE_CLIENT_SECRET",
+    }
+)
+
+
 def storage_environment(connection: ConnectionFields) -> dict[str, str]:
-    """The object store's credentials from an `aws`-style connection, as AWS's own tools
-    read them: login = access key id, password = secret access key, extra `region_name`,
-    `endpoint_url` (an S3-compatible server) and `aws_session_token`."""
+    """The object store's credentials from a storage connection: a `wasb` one's as Azure's
+    tools read them (`azure_environment`), any other as an `aws` one's."""
+    if connection.conn_type == WASB:
+        return azure_environment(connection)
+    return aws_environment(connection)
+
+
+def aws_environment(connection: ConnectionFields) -> dict[str, str]:
+    """An `aws`-style connection's credentials, as AWS's own tools read them: login =
+    access key id, password = secret access key, extra `region_name`, `endpoint_url` (an
+    S3-compatible server) and `aws_session_token`."""
     env = {
         "AWS_ACCESS_KEY_ID": str(connection.login or ""),
         "AWS_SECRET_ACCESS_KEY": str(connection.password or ""),
@@ -115,6 +155,94 @@ def storage_environment(connection: ConnectionFields) -> dict[str, str]:
     return {name: value for name, value in env.items() if value}
 
 
+def _wasb_extra(extra: Mapping[str, Any], name: str) -> str:
+    """An extra field as the provider's WasbHook reads it: by its name, else by its older
+    `extra__wasb__` name; an empty value is none."""
+    value = extra[name] if name in extra else extra.get(f"extra__wasb__{name}")
+    return str(value) if value else ""
+
+
+def _account_url(host: str) -> tuple[str, str]:
+    """A `wasb` connection's host (its account URL, `https://` when it names no scheme) as
+    (Blob endpoint, account): the account is the host's first label, or an emulator's
+    first path segment (`http://127.0.0.1:10000/devstoreaccount1`). A host with no dot is
+    no URL (the WasbHook reads it so too): ("", "")."""
+    url = host if "://" in host else f"https://{host}"
+    parts = urlsplit(url)
+    if "." not in parts.netloc:
+        return "", ""
+    try:
+        ipaddress.ip_address(parts.hostname or "")
+    except ValueError:
+        account = (parts.hostname or "").partition(".")[0]
+    else:
+        account = parts.path.strip("/").partition("/")[0]
+    return url.rstrip("/"), account
+
+
+def azure_environment(connection: ConnectionFields) -> dict[str, str]:
+    """A `wasb` connection's credentials as batchval reads Azure's (store/azure.py), field
+    by field as the provider's WasbHook reads them, in its order:
+
+    - extra `connection_string`: all in one; beside any other field it is refused, naming
+      both (the WasbHook would ignore the other, batchval refuses such settings with 64);
+    - extra `tenant_id`: a service principal, login = its client id, password = its
+      secret (`AZURE_CLIENT_ID`, `AZURE_TENANT_ID`, `AZURE_CLIENT_SECRET`), the account
+      from the host;
+    - otherwise login = the account name, and its credential: extra `shared_access_key`,
+      else extra `sas_token` (a whole account URL with its token too), else the password,
+      else extra `account_key` (the account key); with none, the worker's own identity.
+
+    The host, the account URL (`https://account.blob.core.windows.net`, an emulator's), is
+    the Blob endpoint, and names the account when the login does not."""
+    extra = connection.extra
+    login, password = connection.login or "", connection.password or ""
+    host = connection.host or ""
+    text = _wasb_extra(extra, "connection_string")
+    if text:
+        beside = [
+            field
+            for field, value in (
+                ("login (the account name)", login),
+                ("password (the account key)", password),
+                ("host (the account URL)", host),
+                *((f"extra {name!r}", _wasb_extra(extra, name)) for name in _WASB_BESIDE),
+            )
+            if value
+        ]
+        if beside:
+            raise StorageConnectionError(
+                f"its extra 'connection_string' and its {beside[0]} are both set: give the "
+                "connection string alone, or the separate fields alone (as batchval's "
+                f"{AZURE_CONNECTION_STRING} beside a separate setting is refused, 64)"
+            )
+        return {AZURE_CONNECTION_STRING: text}
+    endpoint, account = _account_url(host) if host else ("", "")
+    tenant = _wasb_extra(extra, "tenant_id")
+    if tenant:
+        env = {"AZURE_TENANT_ID": tenant, "AZURE_CLIENT_ID": login}
+        env.update(AZURE_CLIENT_SECRET=password)
+    else:
+        account = login or account
+        env = {}
+        sas = _wasb_extra(extra, "sas_token")
+        if sas.startswith("https"):  # an account URL with its token
+            url = urlsplit(sas)
+            endpoint, sas = f"{url.scheme}://{url.netloc}{url.path}".rstrip("/"), url.query
+            account = account or url.netloc.partition(".")[0]
+        key = _wasb_extra(extra, "shared_access_key")
+        if key or not sas:
+            env[AZURE_ACCOUNT_KEY] = key or password or _wasb_extra(extra, "account_key")
+        else:
+            env[AZURE_SAS_TOKEN] = sas
+    env.update({AZURE_ACCOUNT_NAME: account, AZURE_ENDPOINT: endpoint})
+    return {name: value for name, value in env.items() if value}
+
+
+# The extra fields of a `wasb` connection that stand for a separate setting.
+_WASB_BESIDE = ("shared_access_key", "sas_token", "account_key", "tenant_id")
+
+
 def round_environment(
     inherited: Mapping[str, str],
     workdir: str,
@@ -123,18 +251,22 @@ def round_environment(
 ) -> dict[str, str]:
     """The whole environment of one round's process, the only way secrets reach it (never
     its arguments, never the log). Its temporary files go to the round's own working
-    directory, removed after the round. A storage connection with keys replaces the
-    worker's own AWS_* variables, so that a profile, role or endpoint of the worker's never
-    mixes with the connection's keys; one without keys (the worker's own identity: an
-    instance role, a pod's web identity) only adds its region and endpoint."""
+    directory, removed after the round. A storage connection with a credential (keys, a
+    SAS token, a connection string, a client secret) replaces the worker's own variables
+    of its cloud (`AWS_*`, or `AZURE_*` for a `wasb` one), so that a profile, role,
+    endpoint or connection string of the worker's never mixes with the connection's; one
+    without (the worker's own identity: an instance role, a pod's web or workload
+    identity, a managed identity) only adds its region or account and its endpoint.
+    StorageConnectionError for a storage connection that cannot be used."""
     env = dict(inherited)
     env.update(TMPDIR=workdir, TMP=workdir, TEMP=workdir)
     if api is not None:
         env.update(api_environment(api))
     if storage is not None:
         given = storage_environment(storage)
-        if "AWS_ACCESS_KEY_ID" in given:
-            env = {name: value for name, value in env.items() if not name.startswith("AWS_")}
+        if _CREDENTIALS & given.keys():
+            cloud = "AZURE_" if storage.conn_type == WASB else "AWS_"
+            env = {name: value for name, value in env.items() if not name.startswith(cloud)}
         env.update(given)
     return env
 
@@ -311,7 +443,7 @@ def person_verdict(
         what = "the object store refused its credentials" + (
             f" (connection {storage_conn_id!r})"
             if storage_conn_id
-            else " (the worker's own AWS_* identity)"
+            else " (the worker's own AWS_* or AZURE_* identity)"
         )
     said = f"; batchval said: {stop_line.strip()}" if stop_line else ""
     where = (
@@ -320,6 +452,15 @@ def person_verdict(
         else f"; no run could be read at {out_dir}"
     )
     return f"batchval exited {code} ({what}): a person must act{said}{where}"
+
+
+def connection_verdict(storage_conn_id: str | None, error: StorageConnectionError) -> str:
+    """Why a person must act on a storage connection batchval was not run with: named,
+    with the fields at fault (`azure_environment`), as batchval's 64 would be."""
+    return (
+        f"the storage connection {storage_conn_id!r} cannot be used (command line or "
+        f"config, as batchval's 64): a person must act; {error}; batchval was not run"
+    )
 
 
 # --- execution_timeout ------------------------------------------------------------------------

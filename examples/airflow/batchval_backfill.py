@@ -5,11 +5,11 @@ The task runs `batchval run` on the same run's place each round. At the daily li
 batchval stops (exit 75) with `not_before` = midnight UTC; the task defers until then,
 without a worker slot, and runs the same command again, perhaps on another worker with a
 blank disk: the run's memory, its lease and its outputs live at `out_dir` (an `s3://`
-URL), so the round resumes where the last one stopped and nothing is charged twice.
+or `az://` URL), so the round resumes where the last one stopped and nothing is charged twice.
 
-Connections: `batchval_<account>` for the API, `batchval_storage` (an `aws` connection)
-for the object store; the operator reads the latter only when a URL is involved, so a
-local `out_dir` works on one machine without it.
+Connections: `batchval_<account>` for the API, `batchval_storage` (an `aws` connection,
+or Azure's `wasb`) for the object store; the operator reads the latter only when a URL is
+involved, so a local `out_dir` works on one machine without it.
 """
 
 from __future__ import annotations

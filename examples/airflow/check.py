@@ -8,12 +8,17 @@ sandbox served on loopback, in Airflow's own virtual environment (never the proj
 - batchval_backfill stops at a small daily limit (exit 75 with `not_before` = midnight
   UTC), defers, and completes once the sandbox's clock has passed midnight: the sandbox
   and batchval are both put two minutes before a midnight (their clocks move together), and
-  the operator waits for the real moment that midnight falls on. Twice: into a local DIR,
-  and as a moved task: input and run at `s3://` URLs on a SeaweedFS server started on
-  loopback (tests/objects_server.py), the storage credentials from an Airflow connection,
-  every round in a fresh working directory: nothing charged twice, one run id across the
-  rounds, every row valued, the results read back at the URL by polars.
-- A run a person must fix (refused credentials, 77) fails at once, with no retry.
+  the operator waits for the real moment that midnight falls on. Three times: into a local
+  DIR, and twice as a moved task: input and run at `s3://` URLs on a SeaweedFS server, then
+  at `az://` URLs on Azurite (tests/objects_server.py, tests/azure_server.py: each started
+  on loopback), the storage credentials from an Airflow connection (`aws`; `wasb` with a
+  connection string), every round in a fresh working directory: nothing charged twice, one
+  run id across the rounds, every row valued, the results read back at the URL by polars,
+  and no secret of the store's (raw, URL-encoded, JSON-escaped) in any task-log line, any
+  file under Airflow's home or any object at the store. On Azure, the provider's own
+  WasbHook, given the same connection, finds the results where the run left them.
+- A run a person must fix (refused credentials, 77) fails at once, with no retry; so does a
+  `wasb` storage connection giving a connection string beside a login, before batchval runs.
 - batchval_sharded (when `batchval split` exists) values a book in two shards, each
   with its own account's connection, pool and DIR.
 Prints one line per check and exits 1 if any failed.
@@ -26,6 +31,7 @@ script, run by the project's interpreter, serves the sandbox and the S3 server.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import io
 import json
@@ -47,7 +53,10 @@ from batchval.store.objects import ObjectStore
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
-from objects_server import S3Server, running, weed_binary  # noqa: E402  (the tests' server)
+from azure_server import AzureServer, azurite_binary  # noqa: E402  (the tests' servers)
+from azure_server import running as azurite_running  # noqa: E402
+from objects_server import S3Server, running, weed_binary  # noqa: E402
+from secrets_scan import scan  # noqa: E402
 
 AIRFLOW = (
     Path(os.environ.get("AIRFLOW_VENV", ROOT / ".airflow-venv")) / "bin" / "airflow"
@@ -129,6 +138,32 @@ def storage_connection(s3: S3Server) -> str:
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class Place:
+    """An object store a moved task runs at: its name, its URLs, the variables that open it
+    here, the Airflow storage connection the operator reads, and what must never leak."""
+
+    name: str
+    url: Callable[[str], str]
+    env: dict[str, str]
+    connection: str
+    secrets: list[str]
+
+
+def s3_place(s3: S3Server) -> Place:
+    return Place("S3", s3.url, s3.env(), storage_connection(s3), s3.secrets)
+
+
+def azure_place(azurite: AzureServer) -> Place:
+    """Azurite through a `wasb` connection holding a connection string, as the Azure portal
+    shows one (its account key inside): the operator hands it to batchval as
+    AZURE_STORAGE_CONNECTION_STRING."""
+    connection = json.dumps(
+        {"conn_type": "wasb", "extra": {"connection_string": azurite.connection_string()}}
+    )
+    return Place("Azure", azurite.url, azurite.env(), connection, azurite.secrets)
+
+
 def rows(path: Path, count: int) -> Path:
     lines = SAMPLE.read_text(encoding="utf-8").splitlines()[: count + 1]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -174,7 +209,7 @@ class Airflow:
             **{
                 k: v
                 for k, v in os.environ.items()
-                if not k.startswith(("BATCHVAL_", "AIRFLOW", "AWS_"))
+                if not k.startswith(("BATCHVAL_", "AIRFLOW", "AWS_", "AZURE_"))
             },
             "AIRFLOW_HOME": str(home),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
@@ -217,6 +252,27 @@ class Airflow:
             check=False,
         )
         return done.stdout.strip(), self("providers", "list")
+
+    def wasb_hook_finds(self, place: Place, container: str, blob: str) -> str:
+        """What apache-airflow-providers-microsoft-azure's own WasbHook says of `blob`,
+        given `place`'s storage connection: a `wasb` connection it reads as batchval does."""
+        done = subprocess.run(
+            [
+                str(AIRFLOW.parent / "python"),
+                "-c",
+                "import sys; from airflow.providers.microsoft.azure.hooks.wasb import WasbHook; "
+                "print(WasbHook(wasb_conn_id='batchval_storage').check_for_blob(*sys.argv[1:]))",
+                container,
+                blob,
+            ],
+            env={**self.env, STORAGE_CONN: place.connection},
+            cwd=self.cwd,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        return (done.stdout.strip().splitlines() or [done.stderr.strip()])[-1]
 
     def dags_test(self, dag_id: str, conf: dict[str, Any], env: dict[str, str]) -> tuple[str, str]:
         """Run one DagRun; returns its final state and the whole output."""
@@ -270,21 +326,21 @@ def sharded(airflow: Airflow, work: Path, check: Any) -> None:
             print(output[-4000:])
 
 
-def backfill(airflow: Airflow, work: Path, check: Check, s3: S3Server | None = None) -> None:
+def backfill(airflow: Airflow, work: Path, check: Check, place: Place | None = None) -> None:
     """The backfill DAG across a midnight at a daily limit of 30 calls for 50 rows: into a
-    local DIR, or with `s3` at URLs on that server (input and run), as a moved task."""
-    where = "s3" if s3 else "local"
+    local DIR, or at URLs on `place`'s store (input and run), as a moved task."""
+    where = place.name.lower() if place else "local"
     source = rows(work / f"backfill-{where}.csv", BACKFILL_ROWS)
     with sandbox("--no-rate-limit", "--daily-limit", "30") as served:
         env = {DEFAULT_CONN: connection(served, "sandbox-live", "sandbox-live-secret")}
-        if s3 is None:
+        if place is None:
             out, given = work / "backfill", str(source)
             conf = {"input": given, "out_dir": str(out)}
         else:
-            store = ObjectStore.from_url(s3.url("books"), s3.env())
+            store = ObjectStore.from_url(place.url("books"), place.env)
             store.put("backfill.csv", source.read_bytes())
-            conf = {"input": s3.url("books/backfill.csv"), "out_dir": s3.url("runs/backfill")}
-            env[STORAGE_CONN] = storage_connection(s3)
+            conf = {"input": place.url("books/backfill.csv"), "out_dir": place.url("runs/backfill")}
+            env[STORAGE_CONN] = place.connection
         now = dt.datetime.now(dt.UTC)
         midnight = (now + dt.timedelta(days=2)).replace(hour=0, minute=0, second=0, microsecond=0)
         # Two minutes before it: `airflow dags test` takes tens of seconds to start the
@@ -301,7 +357,7 @@ def backfill(airflow: Airflow, work: Path, check: Check, s3: S3Server | None = N
         BACKFILL_OUTPUT.extend(output.splitlines())
         charged = ledger(served)
     stops = output.count("batchval exited 75 (round")
-    if s3 is None:
+    if place is None:
         got = summary(out)
         check(
             "backfill DAG stops at the daily limit and completes after midnight UTC",
@@ -317,7 +373,7 @@ def backfill(airflow: Airflow, work: Path, check: Check, s3: S3Server | None = N
         if state != "success":
             print(output[-4000:])
         return
-    at_url = ObjectStore.from_url(conf["out_dir"], s3.env())
+    at_url = ObjectStore.from_url(conf["out_dir"], place.env)
     found = at_url.get("summary.json")
     got = json.loads(found[0]) if found else {}
     results = at_url.get("results.parquet")
@@ -328,8 +384,8 @@ def backfill(airflow: Airflow, work: Path, check: Check, s3: S3Server | None = N
     run_ids = {run for _, _, run in ROUND_RUN.findall(output)}
     twice = charged.get("keys_charged_twice", [])
     check(
-        "backfill DAG as a moved task on S3: two rounds or more across midnight, each in a "
-        "fresh working directory, one run id",
+        f"backfill DAG as a moved task on {place.name}: two rounds or more across midnight, "
+        "each in a fresh working directory, one run id",
         state == "success"
         and stops >= 1
         and got.get("invocations", 0) >= 2
@@ -341,12 +397,22 @@ def backfill(airflow: Airflow, work: Path, check: Check, s3: S3Server | None = N
         f"{len(set(workdirs))} working directories (all removed: "
         f"{not any(Path(d).exists() for d in workdirs)}), run ids {sorted(run_ids)}, {took:.0f} s",
     )
-    check(
-        "moved task on S3: the storage secret is in no log line",
-        s3.secret_access_key not in output,
+    hits = scan(
+        place.secrets,
+        paths=[airflow.cwd / "home", airflow.cwd / "dags", source],
+        texts=output.splitlines(),
+        objects=[place.url("")],
+        env=place.env,
     )
     check(
-        "moved task on S3: every row valued, nothing charged twice, results at the URL",
+        f"moved task on {place.name}: no storage secret in any task-log line, file or object",
+        not hits,
+        f"{len(output.splitlines())} log lines, the files under Airflow's home and every "
+        f"object at {place.url('')} scanned"
+        + "".join(f"; found in {hit.where} ({hit.form})" for hit in hits[:5]),
+    )
+    check(
+        f"moved task on {place.name}: every row valued, nothing charged twice, results at the URL",
         got.get("rows", {}).get("valued") == BACKFILL_ROWS
         and got.get("exit_code") == 0
         and charged.get("valuations_created") == BACKFILL_ROWS
@@ -357,6 +423,35 @@ def backfill(airflow: Airflow, work: Path, check: Check, s3: S3Server | None = N
     )
     if state != "success":
         print(output[-4000:])
+
+
+def refused_connection(airflow: Airflow, work: Path, check: Check, place: Place) -> None:
+    """A `wasb` connection holding a connection string and a login besides: the task fails
+    before batchval runs, naming both fields, and shows no secret."""
+    given = json.loads(place.connection)
+    given["login"] = "someaccount"
+    env = {
+        DEFAULT_CONN: connection(
+            {"base_url": "http://127.0.0.1:9/partners/v1", "auth_url": "http://127.0.0.1:9"},
+            *LIVE,
+        ),
+        STORAGE_CONN: json.dumps(given),
+    }
+    conf = {"input": place.url("books/backfill.csv"), "out_dir": place.url("runs/refused")}
+    state, output = airflow.dags_test("batchval_backfill", conf, env)
+    said = "its extra 'connection_string' and its login (the account name) are both set"
+    check(
+        "a wasb connection giving a connection string beside a login fails the task, naming both, "
+        "before batchval runs",
+        state == "failed"
+        and said in output
+        and "cannot be used" in output
+        and not ROUND_DIR.search(output)
+        and not scan(place.secrets, texts=output.splitlines()),
+        f"state {state}, named both: {said in output}, rounds run {len(ROUND_DIR.findall(output))}",
+    )
+    if state != "failed" or said not in output:
+        print(output[-3000:])
 
 
 def sigterm(airflow: Airflow, work: Path, check: Check) -> None:
@@ -533,7 +628,28 @@ def main() -> int:
         else:
             (work / "s3").mkdir()
             with running(work / "s3", weed) as s3:
-                backfill(airflow, work, check, s3=s3)
+                backfill(airflow, work, check, s3_place(s3))
+        azurite = azurite_binary()
+        if azurite is None:
+            check(
+                "backfill DAG as a moved task on Azure",
+                False,
+                "no `azurite-blob` (make .venv/.installed installs Azurite with npm)",
+            )
+        else:
+            (work / "azure").mkdir()
+            with azurite_running(work / "azure", azurite) as served_by:
+                place = azure_place(served_by)
+                backfill(airflow, work, check, place)
+                found = airflow.wasb_hook_finds(
+                    place, served_by.container, "runs/backfill/results.parquet"
+                )
+                check(
+                    "the provider's WasbHook, given the same wasb connection, finds the results",
+                    found == "True",
+                    f"WasbHook.check_for_blob said {found[-300:]!r}",
+                )
+                refused_connection(airflow, work, check, place)
         warned = [line for line in BACKFILL_OUTPUT if WARNING_EVENT.search(line)]
         check(
             "a warning event of batchval is a warning-level task-log line, without its JSON",
