@@ -84,6 +84,7 @@ class Runner:
 
     name = "run"
     pending = "request"
+    database = Checkpoint  # DIR's database as run keeps it: rows, and requests to send
 
     def __init__(
         self,
