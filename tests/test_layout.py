@@ -145,6 +145,37 @@ def test_the_shared_writing_pieces_stand_below_the_products() -> None:
     }
 
 
+def _validators() -> set[str]:
+    """The validators input/validate.py defines (`check_batch`, `check_postcodes`, ...)."""
+    tree = _tree(PACKAGE / "input" / "validate.py")
+    return {
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("check_")
+    }
+
+
+def test_no_reading_knows_a_validator_by_identity() -> None:
+    """The input stage is told what a reading is (the validator, whether a lender's figures
+    are read), never guesses it from which validator it was handed (`check is
+    check_batch`); nor does any other module compare validators."""
+    validators = _validators()
+    assert {"check_batch", "check_postcodes"} <= validators  # the check can see
+    compared = [
+        f"{_name(path)}:{node.lineno}"
+        for path in MODULES
+        for node in ast.walk(_tree(path))
+        if isinstance(node, ast.Compare)
+        and {
+            operand.id
+            for operand in (node.left, *node.comparators)
+            if isinstance(operand, ast.Name)
+        }
+        & validators
+    ]
+    assert compared == []
+
+
 _SQL = re.compile(
     r"\b(SELECT\s.+\sFROM|INSERT\s+(OR\s+\w+\s+)?INTO|UPDATE\s+\w+\s+SET|DELETE\s+FROM"
     r"|CREATE\s+(TEMP\s+)?(TABLE|INDEX)|PRAGMA\s+\w+|BEGIN\s+IMMEDIATE)\b",

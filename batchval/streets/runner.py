@@ -203,7 +203,8 @@ class Streets:
             source,
             interrupted=lambda: self.signals.received,
             check=check_postcodes,
-            command="streets",
+            command=COMMAND,
+            lender=False,  # the postcodes alone are read: no LTV is made
         )
         for batch in batches:
             checked = batch.checked
