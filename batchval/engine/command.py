@@ -70,8 +70,13 @@ class Lines:
     run_id: str
     mode: str  # test or live, from the API's answers; unknown before the first
     problems_by_type: Mapping[str, int]
-    portfolio: Mapping[str, Any] | None = None  # run: the loan balances' totals
-    book: Mapping[str, Any] | None = None  # run --book: the book's section
+    # summary.json's `portfolio` and `book` (run's: the loan balances' totals, the book's
+    # section with --book), and the product's own lines for a person (`RunSummary.own_lines`).
+    portfolio: Mapping[str, Any] | None = None
+    book: Mapping[str, Any] | None = None
+    own_lines: tuple[str, ...] = ()
+    # The next action of a complete run in the product's words ("": the engine's).
+    complete_action: str = ""
     # A stop met while writing (the book's swap lost to another run's): the run's stop when
     # it has none of its own, for the same command again finishes the write.
     stop: StopInfo | None = None
@@ -269,6 +274,8 @@ def _run(
         seconds=round(time.monotonic() - started_mono, 3),
         portfolio=lines.portfolio,
         book=lines.book,
+        own_lines=lines.own_lines,
+        next_action=lines.complete_action if code is ExitCode.COMPLETE else "",
         removed=tuple(removed),
     )
     summary = steps.summary(run)

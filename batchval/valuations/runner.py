@@ -52,6 +52,7 @@ from batchval.store.checkpoint import (
 from batchval.valuations import answers
 from batchval.valuations.booking import BookRun
 from batchval.valuations.ingest import Ingest, price_input, refusal
+from batchval.valuations.lines import complete_action, own_lines
 from batchval.valuations.manifest import ANSWER_PATHS, MANIFEST_NAME, Manifest
 from batchval.valuations.metrics import RunMetrics, write_metrics
 from batchval.valuations.recovery import recoverable, recovery_job
@@ -452,6 +453,8 @@ class Valuing:
             problems_by_type=checkpoint.problem_types(),
             portfolio=portfolio,
             book=book,
+            own_lines=own_lines(portfolio, book),
+            complete_action=complete_action(book),
             stop=None if self.booked is None else self.booked.lost,
         )
 
