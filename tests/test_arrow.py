@@ -107,7 +107,14 @@ def test_a_batch_becomes_row_numbers_pass_through_then_columns() -> None:
     getter; a column of the valuation alone is null where the record has none."""
     columns: tuple[Column[_Record], ...] = (
         Column("note", pa.string(), "A note.", lambda r: r.note),
-        Column("estimate", pa.int64(), "", lambda r: 0, of_valuation=lambda v: v.figures.estimate),
+        Column(
+            "estimate",
+            pa.int64(),
+            "",
+            lambda r: 0,
+            part=lambda r: r.valuation,
+            of_part=lambda v: v.figures.estimate,
+        ),
     )
     schema = pa.schema(
         [("row_number", pa.int64(), False), ("loan", pa.int64()), *(c.field() for c in columns)]

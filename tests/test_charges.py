@@ -26,7 +26,6 @@ from batchval.engine.charges import (
     classify,
     place_charges,
     stamp,
-    valuation_charge,
 )
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.charges import (
@@ -39,6 +38,7 @@ from batchval.store.charges import (
     precision,
 )
 from batchval.store.checkpoint import Checkpoint
+from batchval.valuations.answers import valuation_charge
 
 SENT = dt.datetime(2026, 11, 25, 12, 0, tzinfo=dt.UTC)
 S = dt.timedelta(seconds=1)

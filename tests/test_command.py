@@ -54,6 +54,7 @@ class Toy:
     steps: list[str] = dataclasses.field(default_factory=list)
     name: str = "toy"
     pending: str = "item"
+    database: type[Checkpoint] = Checkpoint
 
     def now(self) -> dt.datetime:
         return NOW

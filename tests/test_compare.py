@@ -76,7 +76,7 @@ def test_compared_columns_are_the_writers() -> None:
     valuation id); the columns the run decides are never compared."""
     by_name = {c.name: c for c in RESULT_TAIL}
     assert all(name in by_name for name in COMPARED)
-    assert all(by_name[n].of_valuation is not None for n in COMPARED if n != "valuation_id")
+    assert all(by_name[n].of_part is not None for n in COMPARED if n != "valuation_id")
     assert {"credits_charged", "idempotency_key", "row_number"}.isdisjoint(COMPARED)
 
 

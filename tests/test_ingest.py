@@ -13,7 +13,6 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from batchval.engine.batches import read_batches, refusal
 from batchval.input import InputOptions, InputSource, open_input
 from batchval.outcome import RunRefusedError, StopReason
 from batchval.store.checkpoint import Checkpoint
@@ -26,6 +25,8 @@ from batchval.valuations.ingest import (
     Refusals,
     _split,
     ingest,
+    read_batches,
+    refusal,
 )
 
 GOOD = ("SW1A 2AA", "terraced", "3")

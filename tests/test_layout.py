@@ -1,7 +1,8 @@
 """The house rules of docs/explanation/architecture.md that a parser can check: no module
 far past 500 lines, and the floors' one direction: the foundations, the store, the engine
-and the files' contract know no product, no product imports another, the sandbox stays
-apart from the client's sending code, and only the store speaks SQL."""
+and the files' contract know no product, the engine no product's tables and no validator,
+no product imports another, the sandbox stays apart from the client's sending code, and
+only the store speaks SQL."""
 
 from __future__ import annotations
 
@@ -98,6 +99,29 @@ def test_the_floors_know_no_product(floor: str) -> None:
     assert [m for prefix in above for m in _importers_of(prefix, floor)] == []
 
 
+# Each product's own tables in the store: run's rows and requests (`checkpoint`) and its
+# book's plan (`book`), streets' street reads (`streets`).
+PRODUCT_TABLES = ("batchval.store.checkpoint", "batchval.store.book", "batchval.store.streets")
+
+
+def test_the_engine_names_no_product() -> None:
+    """engine/ imports nothing of valuations, streets or verify, no product's tables in the
+    store and no validator: a product hands the engine what is its own (the class it keeps
+    DIR's database as, its validator, its charges' lines, its lines of the summary)."""
+    assert _importers_of("batchval.store.database", "batchval.engine") != []  # can see
+    for table in PRODUCT_TABLES:
+        assert (PACKAGE.parent / (table.replace(".", "/") + ".py")).is_file(), table
+    tables = [
+        m
+        for prefix in (*PRODUCTS, *PRODUCT_TABLES)
+        for m in _importers_of(prefix, "batchval.engine")
+    ]
+    assert tables == []
+    validators = {f"batchval.input.validate.{name}" for name in _validators()}
+    engine = [path for path in MODULES if _in(_name(path), "batchval.engine")]
+    assert [_name(path) for path in engine if _imports(path) & validators] == []
+
+
 def test_the_store_and_the_engine_know_no_files_contract() -> None:
     assert _importers_of("batchval.store", "batchval.engine") != []  # the check can see
     for floor in ("batchval.store", "batchval.engine"):
@@ -139,10 +163,38 @@ def test_the_shared_writing_pieces_stand_below_the_products() -> None:
     every product's files share, imports no product."""
     assert _imports(PACKAGE / "engine" / "files.py") == {"batchval", "batchval.redaction"}
     assert _imports(PACKAGE / "redaction.py") == set()
-    assert _imports(PACKAGE / "engine" / "arrow.py") == {
-        "batchval.api.models",  # Valuation, the type of Column.of_valuation's argument
-        "batchval.api.models.Valuation",
+    assert _imports(PACKAGE / "engine" / "arrow.py") == set()
+
+
+def _validators() -> set[str]:
+    """The validators input/validate.py defines (`check_batch`, `check_postcodes`, ...)."""
+    tree = _tree(PACKAGE / "input" / "validate.py")
+    return {
+        node.name
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("check_")
     }
+
+
+def test_no_reading_knows_a_validator_by_identity() -> None:
+    """The input stage is told what a reading is (the validator, whether a lender's figures
+    are read), never guesses it from which validator it was handed (`check is
+    check_batch`); nor does any other module compare validators."""
+    validators = _validators()
+    assert {"check_batch", "check_postcodes"} <= validators  # the check can see
+    compared = [
+        f"{_name(path)}:{node.lineno}"
+        for path in MODULES
+        for node in ast.walk(_tree(path))
+        if isinstance(node, ast.Compare)
+        and {
+            operand.id
+            for operand in (node.left, *node.comparators)
+            if isinstance(operand, ast.Name)
+        }
+        & validators
+    ]
+    assert compared == []
 
 
 _SQL = re.compile(

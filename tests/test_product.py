@@ -44,6 +44,7 @@ class BookRead:
     book: Mapping[str, int]
     name: str = "book_read"
     pending: str = "request"
+    database: type[Checkpoint] = Checkpoint  # its rows and requests, as run keeps them
     dry: bool = False
     sends: int = 0  # items the job was handed, in every invocation
 

@@ -59,6 +59,13 @@ class Action(enum.Enum):
 
 class PartnerError(BatchvalError):
     default_action: ClassVar[Action] = Action.UNRECOGNISED
+    # What every error of the API may carry, declared here so that a caller reads it as an
+    # attribute (checked by mypy), never probes for it: the HTTP status of the answer that
+    # made it (None: no answer, or none of its own), the seconds of its Retry-After (None:
+    # none given) and the URL that answered as the API never would ("": not known).
+    status: int | None = None
+    retry_after: int | None = None
+    url: str = ""
 
     @property
     def action(self) -> Action:

@@ -109,6 +109,10 @@ COMMENTARY_JSON_TYPE = _commentary_type(api_names=True)
 REBUILD_COST_JSON_TYPE = _rebuild_cost_type(api_names=True)
 
 
+# The part of a result row the answer columns read (`Column.part`): read once a batch.
+_VALUATION = operator.attrgetter("valuation")
+
+
 def _answer(
     name: str,
     kind: pa.DataType,
@@ -123,7 +127,14 @@ def _answer(
         return None if row.valuation is None else get(row.valuation)
 
     return Column(
-        name, kind, description, value, asked_by=asked_by, of_valuation=get, json_type=json_type
+        name,
+        kind,
+        description,
+        value,
+        asked_by=asked_by,
+        part=_VALUATION,
+        of_part=get,
+        json_type=json_type,
     )
 
 

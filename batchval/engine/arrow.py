@@ -28,12 +28,9 @@ import dataclasses
 import datetime as dt
 import json
 from collections.abc import Callable, Generator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import pyarrow as pa
-
-if TYPE_CHECKING:
-    from batchval.api.models import Valuation
 
 _NANOSECONDS = pa.timestamp("ns", tz="UTC")
 _CONVERSION_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError)
@@ -53,10 +50,12 @@ class Column(Generic[_R]):
     # The column is there only when this is asked for (`contract/schemas.result_columns`:
     # an include item, or a lender column group).
     asked_by: str | None = None
-    # For a column read from the record's `valuation` alone: the same `get`, on it
-    # (`column_table` reads each record's valuation once a batch, then calls this once a
-    # value, not through the row).
-    of_valuation: Callable[[Valuation], Any] | None = dataclasses.field(
+    # For a column read from one part of the record alone (a result row's valuation): the
+    # part (`part`, one function for every column of it) and the same `get` on it
+    # (`of_part`). `column_table` reads each record's part once a batch, then calls
+    # `of_part` once a value, not through the record; a record without the part is null.
+    part: Callable[[_R], Any] | None = dataclasses.field(default=None, repr=False, compare=False)
+    of_part: Callable[[Any], Any] | None = dataclasses.field(
         default=None, repr=False, compare=False
     )
     # For a struct column whose values are JSON objects: the same layout under the JSON's
@@ -87,15 +86,16 @@ def column_table(
     """One batch as a table: row_number, the pass-through values, then each fixed column
     taken from the records by its own getter."""
     numbers = pa.array([record.row_number for record in records], pa.int64())
-    valuations: list[Any] = []  # of a result batch, read once for every answer column
+    parts: dict[Callable[[Any], Any], list[Any]] = {}  # each read once for all its columns
     fixed = []
     for c in columns:
-        if c.of_valuation is None:
+        if c.part is None or c.of_part is None:
             values = [c.get(record) for record in records]
         else:
-            valuations = valuations or [record.valuation for record in records]
-            get = c.of_valuation
-            values = [None if v is None else get(v) for v in valuations]
+            if c.part not in parts:
+                parts[c.part] = [c.part(record) for record in records]
+            get = c.of_part
+            values = [None if part is None else get(part) for part in parts[c.part]]
         fixed.append(column_array(values, c.field(), c.json_type))
     return pa.Table.from_arrays([numbers, *passthrough, *fixed], schema=schema)
 

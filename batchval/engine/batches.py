@@ -1,7 +1,8 @@
 """The input as every product reads it: batch after batch, a noted signal ending the
 reading between two batches and an input fault the `input_unusable` refusal; and the
 verdict on what was read (`refusal`: `input_mostly_refused` when validation refused most
-rows), decided after reading, before any call."""
+rows), decided after reading, before any call. The product hands in what is its own: its
+command (the log events' names), its validator, and whether a lender's figures are read."""
 
 from __future__ import annotations
 
@@ -11,9 +12,8 @@ from typing import Protocol
 import structlog
 
 from batchval.input import InputBatch, InputError, InputSource
-from batchval.input.reader import Checker
 from batchval.input.refused import RefusedKind, mostly_refused
-from batchval.input.validate import check_batch
+from batchval.input.validate import Checker
 from batchval.outcome import RunRefusedError, StopInfo, StopReason
 from batchval.store.counts import Counts
 
@@ -24,16 +24,17 @@ def read_batches(
     source: InputSource,
     *,
     interrupted: Callable[[], str | None],
-    check: Checker = check_batch,
-    command: str = "run",
+    check: Checker,
+    command: str,
+    lender: bool,
     riding: bool = True,
 ) -> Iterator[InputBatch]:
-    """Every batch of `source`, checked by `check` (without `riding`, no pass-through
-    column). A signal noted by `interrupted` ends the reading between two batches
-    (`signal`, 75), and a file that cannot be read on is the run's refusal
-    (`input_unusable`, 65)."""
+    """Every batch of `source` as `command` reads it: checked by `check`, a lender's money
+    and dates read with `lender`, and without `riding` no pass-through column. A signal
+    noted by `interrupted` ends the reading between two batches (`signal`, 75), and a file
+    that cannot be read on is the run's refusal (`input_unusable`, 65)."""
     try:
-        for batch in source.batches(check, riding=riding):
+        for batch in source.batches(check, lender=lender, riding=riding):
             signalled = interrupted()
             if signalled:
                 log.warning(f"{command}.signal", signal=signalled, while_="reading")
@@ -47,17 +48,15 @@ def read_batches(
         raise RunRefusedError(StopReason.INPUT_UNUSABLE, str(exc)) from None
 
 
-class _Read(Protocol):
-    """A store an input was read into: the run's checkpoint, or streets' store."""
+class Read(Protocol):
+    """A store an input was read into (a product's), or a count of one read (`Refusals`)."""
 
     def counts(self) -> Counts: ...
 
     def refused_kinds(self, limit: int = 3) -> list[tuple[str | None, str, int, str | None]]: ...
 
 
-def refusal(
-    store: _Read, source: InputSource, max_share: float, *, command: str = "run"
-) -> StopInfo | None:
+def refusal(store: Read, source: InputSource, max_share: float, *, command: str) -> StopInfo | None:
     """`input_mostly_refused` when validation refused more than `max_share` of the rows read
     into `store` (0: never): decided after reading, before any call."""
     counts = store.counts()

@@ -27,9 +27,10 @@ the send by the API's clock (as `offset` takes it) is a replay; one stamped at o
 is fresh (this DIR's call charged it); one too near to tell is `uncertain`: reported
 apart, never counted as spent, never guessed. At the end of an invocation `place_charges`
 looks at its charges again, with the clock as measured by then, the balances and what it
-met of other callers. The rule in words is in docs/explanation/keys-and-charges.md. A
-street analysis needs none of this: its `charge` is absent on a free repeat (docs/api.md,
-4.3), so one that carries a charge is fresh.
+met of other callers. The rule in words is in docs/explanation/keys-and-charges.md. Each
+product reads its own answers' charges into ledger lines with these (`valuations/answers`,
+`streets/job`: a street analysis needs none of this, its `charge` being absent on a free
+repeat, docs/api.md, 4.3, so one that carries a charge is fresh).
 """
 
 from __future__ import annotations
@@ -37,19 +38,16 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import datetime as dt
-from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from batchval.api.client import http_date
 from batchval.store.charges import (
     FRESH,
     REPLAY,
     UNCERTAIN,
-    ChargeLine,
     Doubtful,
     precision,
 )
-from batchval.store.records import whole_number
 
 # How far apart batchval's and the API's clocks may be: a clock further off than five
 # minutes is outside what batchval promises (NTP keeps servers within milliseconds).
@@ -201,68 +199,6 @@ class Received:
     at: dt.datetime
     date: str | None = None
     sent: dt.datetime | None = None
-
-
-def valuation_charge(
-    key: str,
-    data: Mapping[str, Any],
-    *,
-    first_sent: str | None,
-    clock: ServerClock,
-    received: Received,
-    invocation: int | None,
-    contested: bool = False,
-) -> ChargeLine | None:
-    """The ledger line of a valuation answer that carried a charge, or None. `contested`:
-    this DIR had never sent the key before, and its first send was answered 409
-    `request-in-progress`, so another DIR's call was valuing it then: a charge made after
-    the send is that call's (unless it failed uncharged and this DIR's retry was charged,
-    which nothing in the answer tells), so it is uncertain, never fresh."""
-    charge = data.get("charge")
-    if not isinstance(charge, Mapping):
-        return None
-    at = api_time(data.get("valuedAt"))
-    clock.observe_date(received.date, received.at, received.sent)
-    if at is not None:
-        clock.observe(at, received.at)
-    kind, why = classify(at, first_sent, clock)
-    if kind == FRESH and contested:
-        kind, why = UNCERTAIN, CONTESTED
-    ref = data.get("id")
-    return ChargeLine(
-        product="valuation",
-        item=key,
-        ref=ref if isinstance(ref, str) else None,
-        at=None if at is None else stamp(at),
-        credits=whole_number(charge.get("credits")) or 0,
-        balance_after=whole_number(charge.get("balanceAfter")),
-        kind=kind,
-        why=why,
-        invocation=invocation,
-        received_at=stamp(received.at),
-    )
-
-
-def street_charge(
-    postcode: str, data: Mapping[str, Any], *, received: Received, invocation: int | None
-) -> ChargeLine | None:
-    """The ledger line of a street analysis that carried a charge (always fresh), or None."""
-    charge = data.get("charge")
-    if not isinstance(charge, Mapping):
-        return None
-    at = api_time(data.get("generatedAt"))
-    return ChargeLine(
-        product="street",
-        item=postcode,
-        ref=postcode,
-        at=None if at is None else stamp(at),
-        credits=whole_number(charge.get("credits")) or 0,
-        balance_after=whole_number(charge.get("balanceAfter")),
-        kind=FRESH,
-        why="a street analysis carries a charge only when it was charged (docs/api.md, 4.3)",
-        invocation=invocation,
-        received_at=stamp(received.at),
-    )
 
 
 class Ledger(Protocol):

@@ -5,13 +5,15 @@ test mode), the fingerprint of an input file, and why an invocation did not comp
 
 `invoke` is the one order of an invocation of `run` and `streets`: take the place (DIR
 locked and logging, an output write a kill cut short cleared), read the input (or price
-it without the network: a dry run), open the checkpoint, prepare, plan (a mostly refused
-input stops there, before any call), send (a defect becomes `internal_error`, 70, with
-its traceback in the log), settle, write, end the invocation in the checkpoint, and
-write summary.json, whose `RunSummary` is built here once. A product plugs in only what
-is its own: a `Product` reads its input, prices it and admits a DIR; the `Steps` it
-admits prepare, plan, send, settle, count, write and wrap the summary. Once the outputs are
-written, the exports and report.html made from older ones are removed (`engine/derived`).
+it without the network: a dry run), open DIR's database as the product keeps it,
+prepare, plan (a mostly refused input stops there, before any call), send (a defect
+becomes `internal_error`, 70, with its traceback in the log), settle, write, end the
+invocation in the database, and write summary.json, whose `RunSummary` is built here
+once. A product plugs in only what is its own: a `Product` names its view of the
+database, reads its input, prices it and admits a DIR; the `Steps` it admits prepare,
+plan, send, settle, count, write and wrap the summary. Once the outputs are written, the
+exports and report.html made from older ones are removed (`engine/derived`). The
+skeleton names no product: each hands in its own pieces.
 
 `verify`, which reads back ids and has no input, plan or summary.json, takes only the
 pieces that fit it: `invocation.locked_dir`, and `engine/sending.Sending`, whose phase holds
@@ -41,8 +43,8 @@ from batchval.engine.summary import SUMMARY_NAME, DryRunSummary, RunSummary
 from batchval.input import InputError, InputSource
 from batchval.outcome import ExitCode, RunRefusedError, SettingsError, StopInfo, StopReason
 from batchval.settings import ApiSettings
-from batchval.store.checkpoint import Checkpoint, CheckpointVersionError
 from batchval.store.counts import Counts
+from batchval.store.database import CheckpointVersionError, Database
 
 log = structlog.get_logger()
 
@@ -57,6 +59,8 @@ class Summary(Protocol):
 
 SummaryT = TypeVar("SummaryT", bound=Summary)
 SummaryT_co = TypeVar("SummaryT_co", bound=Summary, covariant=True)
+# What a product keeps in DIR's database: `Database` itself, or its own view of it.
+DatabaseT = TypeVar("DatabaseT", bound=Database)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -66,16 +70,21 @@ class Lines:
     run_id: str
     mode: str  # test or live, from the API's answers; unknown before the first
     problems_by_type: Mapping[str, int]
-    portfolio: Mapping[str, Any] | None = None  # run: the loan balances' totals
-    book: Mapping[str, Any] | None = None  # run --book: the book's section
+    # summary.json's `portfolio` and `book` (run's: the loan balances' totals, the book's
+    # section with --book), and the product's own lines for a person (`RunSummary.own_lines`).
+    portfolio: Mapping[str, Any] | None = None
+    book: Mapping[str, Any] | None = None
+    own_lines: tuple[str, ...] = ()
+    # The next action of a complete run in the product's words ("": the engine's).
+    complete_action: str = ""
     # A stop met while writing (the book's swap lost to another run's): the run's stop when
     # it has none of its own, for the same command again finishes the write.
     stop: StopInfo | None = None
 
 
 class Steps(Protocol[SummaryT_co]):
-    """One product's invocation on its DIR's open checkpoint, in the order `invoke` calls
-    them. The checkpoint is the skeleton's to close; what the steps opened, `close`'s."""
+    """One product's invocation on its DIR's open database, in the order `invoke` calls
+    them. The database is the skeleton's to close; what the steps opened, `close`'s."""
 
     def prepare(self, source: InputSource) -> None:
         """Before any call: the input read into the checkpoint when it is new or changed,
@@ -108,9 +117,15 @@ class Steps(Protocol[SummaryT_co]):
     def close(self) -> None: ...
 
 
-class Product(Protocol[SummaryT_co]):
-    """A command on the skeleton: what it reads, how it prices without the network, and
-    which DIR it admits."""
+class Product(Protocol[SummaryT_co, DatabaseT]):
+    """A command on the skeleton: what it keeps in DIR's database, what it reads, how it
+    prices without the network, and which DIR it admits."""
+
+    @property
+    def database(self) -> type[DatabaseT]:
+        """The product's view of DIR's database (`Database`, or a class of the product's
+        own on it): the skeleton opens it and hands it to `admit`."""
+        ...
 
     @property
     def name(self) -> str:
@@ -145,14 +160,16 @@ class Product(Protocol[SummaryT_co]):
 
     def dry_run(self, source: InputSource) -> DryRunSummary: ...
 
-    def admit(self, checkpoint: Checkpoint, started: dt.datetime) -> Steps[SummaryT_co]:
-        """This invocation's steps on DIR's checkpoint (`started`: the invocation's start,
-        on the run's clock), or a `RunRefusedError` for a DIR that holds another
+    def admit(self, database: DatabaseT, started: dt.datetime) -> Steps[SummaryT_co]:
+        """This invocation's steps on DIR's open database (`started`: the invocation's
+        start, on the run's clock), or a `RunRefusedError` for a DIR that holds another
         command's outputs."""
         ...
 
 
-def invoke(product: Product[SummaryT], place: Place | None = None) -> SummaryT | DryRunSummary:
+def invoke(
+    product: Product[SummaryT, DatabaseT], place: Place | None = None
+) -> SummaryT | DryRunSummary:
     """One invocation of `product`; returns its summary (also written to DIR/summary.json).
     Raises RunRefusedError when it ends before sending. At a URL (`place`, whose local
     directory is `product.out_dir`), the run's database is kept there as it commits."""
@@ -178,33 +195,33 @@ def invoke(product: Product[SummaryT], place: Place | None = None) -> SummaryT |
         for leftover in product.out_dir.glob(".*.tmp-*"):
             if not leftover.name.startswith(".dry_run"):  # a dry run's, maybe writing now
                 leftover.unlink(missing_ok=True)  # an output write cut short by a kill
-        checkpoint = open_checkpoint(product.out_dir)
+        database = open_database(product.database, product.out_dir)
         try:
             if place is not None:
-                place.keep(checkpoint)
-            steps = product.admit(checkpoint, started)
+                place.keep(database)
+            steps = product.admit(database, started)
             try:
                 here = place if place is not None else Place(product.out_dir)
-                return _run(product, steps, checkpoint, source, here, started, started_mono)
+                return _run(product, steps, database, source, here, started, started_mono)
             finally:
                 steps.close()
         finally:
-            checkpoint.close()
+            database.close()
 
 
-def open_checkpoint(out_dir: Path) -> Checkpoint:
-    """DIR's checkpoint, created if need be; one of a schema this version cannot migrate
-    is the command's refusal (64)."""
+def open_database(kind: type[DatabaseT], out_dir: Path) -> DatabaseT:
+    """DIR's database as `kind` views it, created if need be; one of a schema this version
+    cannot migrate is the command's refusal (64)."""
     try:
-        return Checkpoint.open(out_dir)
+        return kind.open(out_dir)
     except CheckpointVersionError as exc:
         raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
 
 
 def _run(
-    product: Product[SummaryT],
+    product: Product[SummaryT, DatabaseT],
     steps: Steps[SummaryT],
-    checkpoint: Checkpoint,
+    database: Database,
     source: InputSource,
     place: Place,
     started: dt.datetime,
@@ -213,7 +230,7 @@ def _run(
     steps.prepare(source)
     # Most rows refused: no call; the outputs and summary say why (65).
     refused = steps.plan(source)
-    invocation = checkpoint.start_invocation(started.isoformat())
+    invocation = database.start_invocation(started.isoformat())
     try:
         sent = SendOutcome(refused) if refused else steps.send()
     except Exception as exc:  # a defect: keep what was done, say so, exit 70
@@ -226,20 +243,20 @@ def _run(
     stop = final_stop(counts, sent.stop, product.pending)
     code = ExitCode.COMPLETE if stop is None else stop.reason.exit_code
     lines = steps.write_outputs()
-    removed = remove_stale(checkpoint, place)  # the exports and report made from the old
+    removed = remove_stale(database, place)  # the exports and report made from the old
     if stop is None and lines.stop is not None:
         stop = lines.stop
         code = stop.reason.exit_code
-    checkpoint.end_invocation(
+    database.end_invocation(
         invocation,
         ended_at=product.now().isoformat(),
         exit_code=int(code),
         calls=sent.calls,
         rate_limited=sent.rate_limited,
-        **checkpoint.money(invocation).invocation_figures(),
+        **database.money(invocation).invocation_figures(),
     )
     run = RunSummary.of_run(
-        checkpoint,
+        database,
         invocation=invocation,
         calls=sent.calls,
         rate_limited=sent.rate_limited,
@@ -257,6 +274,8 @@ def _run(
         seconds=round(time.monotonic() - started_mono, 3),
         portfolio=lines.portfolio,
         book=lines.book,
+        own_lines=lines.own_lines,
+        next_action=lines.complete_action if code is ExitCode.COMPLETE else "",
         removed=tuple(removed),
     )
     summary = steps.summary(run)

@@ -112,9 +112,8 @@ def problem_record(error: PartnerError) -> dict[str, Any]:
             # The API's table: floor-area-required may succeed sent again with a floor area.
             "retryable": isinstance(error, FloorAreaRequiredError),
         }
-    status = getattr(error, "status", None)
     return {
         "type": type(error).__name__,
-        "status": status if isinstance(status, int) else None,
+        "status": error.status,
         "detail": str(error),
     }

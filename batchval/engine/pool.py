@@ -169,7 +169,7 @@ class WorkerPool(Generic[ItemT]):
                 StopReason.API_UNAVAILABLE,
                 f"{self.stats.left_pending} request(s) still failing after "
                 f"{self._policy.max_attempts} attempts each (last: {self._exhausted})",
-                status=getattr(self._exhausted, "status", None),
+                status=self._exhausted.status,
             )
         return self.stats
 
@@ -344,18 +344,16 @@ class WorkerPool(Generic[ItemT]):
             if action is not Action.RETRY:
                 self._breaker.success()  # the API is up: it answered this request for good
         if action is Action.PAUSE:
-            self._controller.on_rate_limited(getattr(error, "retry_after", None), sent_at)
+            self._controller.on_rate_limited(error.retry_after, sent_at)
             return
         if action in _STOPS:
             not_before = None
             if isinstance(error, RateLimitedError):
                 not_before = resume_after_daily_limit(self._now(), error.retry_after)
-            self.stop.trigger(
-                _STOPS[action], str(error), not_before, status=getattr(error, "status", None)
-            )
+            self.stop.trigger(_STOPS[action], str(error), not_before, status=error.status)
             return
         if action is Action.ACCOUNT:
-            self.stop.trigger(_account_reason(error), str(error), status=_status(error))
+            self.stop.trigger(_account_reason(error), str(error), status=error.status)
             return
         if action is Action.UNRECOGNISED:
             self._unrecognised(error)
@@ -384,25 +382,25 @@ class WorkerPool(Generic[ItemT]):
             self.stop.trigger(
                 StopReason.API_UNAVAILABLE,
                 f"every call has failed for {self._breaker.failing_for():.0f} s (last: {error})",
-                status=_status(error),
+                status=error.status,
             )
 
     def _unrecognised(self, error: PartnerError) -> None:
         self.stats.unrecognised += 1
         log.warning("run.answer.unrecognised", detail=str(error))
-        url = getattr(error, "url", "")
+        url = error.url
         if not self._recognised and self.stats.unrecognised >= FIRST_CALLS:
             self.stop.trigger(
                 StopReason.WRONG_ADDRESS,
                 f"the first {FIRST_CALLS} answers were none of the API's: {error}; "
                 f"check the base and auth URLs ({url})",
-                status=_status(error),
+                status=error.status,
             )
         elif self.stats.unrecognised >= self._unrecognised_limit:
             self.stop.trigger(
                 StopReason.UNRECOGNISED_ANSWERS,
                 f"{self.stats.unrecognised} answers the API does not give (last: {error})",
-                status=_status(error),
+                status=error.status,
             )
 
     def _settle_failure(self, item: ItemT, error: PartnerError) -> None:
@@ -436,11 +434,6 @@ async def _take(receive: MemoryObjectReceiveStream[ItemT]) -> ItemT | None:
         return await receive.receive()
     except anyio.EndOfStream:
         return None
-
-
-def _status(error: PartnerError) -> int | None:
-    status = getattr(error, "status", None)
-    return status if isinstance(status, int) else None
 
 
 def _account_reason(error: PartnerError) -> StopReason:

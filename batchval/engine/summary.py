@@ -160,23 +160,19 @@ class RunSummary:
     finished_at: str | None = None
     seconds: float | None = None
     next_action: str = ""
-    # contract/lender's Portfolio.to_json(), when the input has loan balances; else None.
+    # summary.json's `portfolio` and `book`, as the product made them (run: the loan
+    # balances' totals when the input has them; with --book, the book's section); else None.
     portfolio: Mapping[str, Any] | None = None
-    # booking's section with --book: rows carried, valued, deferred; age profile; forecast.
     book: Mapping[str, Any] | None = None
+    # The product's own lines for a person, after the money (run: the portfolio, its
+    # revaluation triggers, the book).
+    own_lines: tuple[str, ...] = ()
     # What an earlier export or report wrote from outputs this invocation changed, removed.
     removed: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.next_action:
-            action = next_action(self.exit_code, self.stop)
-            deferred = ((self.book or {}).get("rows") or {}).get("deferred")
-            if self.exit_code is ExitCode.COMPLETE and deferred:
-                action = (
-                    f"nothing tonight: {deferred} row(s) left for a later night by the book's "
-                    "budget; the next night's run (a new --out DIR, the same --book) values them"
-                )
-            object.__setattr__(self, "next_action", action)
+            object.__setattr__(self, "next_action", next_action(self.exit_code, self.stop))
 
     @classmethod
     def of_run(
@@ -255,84 +251,12 @@ class RunSummary:
             kinds = ", ".join(f"{k} {v}" for k, v in self.problems_by_type.items())
             lines.append(f"problems by type: {kinds}")
         lines.append(self.money.line())
-        if self.portfolio is not None:
-            lines.append(_portfolio_line(self.portfolio))
-            lines += _revaluation_line(self.portfolio)
-        if self.book is not None:
-            lines += _book_lines(self.book)
+        lines += self.own_lines
         lines += [line for line in [removed_line(self.removed)] if line]
         if self.stop is not None:
             lines.append(f"stopped: {self.stop.line()}")
         lines.append(f"exit {int(self.exit_code)}; next: {self.next_action}")
         return "\n".join(lines)
-
-
-def _portfolio_line(portfolio: Mapping[str, Any]) -> str:
-    """The loans' figures in the words of the report: a loan's balance is a "loan
-    balance", never beside the API's credits."""
-
-    def percent(name: str) -> str:
-        ratio = portfolio.get(name)
-        return f"{ratio:.1%}" if isinstance(ratio, int | float) else "n/a"
-
-    line = (
-        f"portfolio: {portfolio.get('rows')} loans valued, loan balance "
-        f"{pounds(portfolio.get('sum_balance'))}"
-    )
-    if "loans_not_valued" in portfolio:
-        line += (
-            f"; not valued: {portfolio['loans_not_valued']}, loan balance "
-            f"{pounds(portfolio.get('balance_not_valued'))}"
-        )
-    return (
-        f"{line}; estimates {pounds(portfolio.get('sum_estimate'))}; "
-        f"weighted LTV {percent('weighted_ltv')}, aggregate LTV {percent('aggregate_ltv')}"
-    )
-
-
-def _revaluation_line(portfolio: Mapping[str, Any]) -> list[str]:
-    """The loans the revaluation policy flags, each trigger with their loan balance, and
-    what the figures were measured from."""
-    found = portfolio.get("revaluation")
-    if not isinstance(found, Mapping):
-        return []
-
-    def flagged(name: str) -> str:
-        sums = found.get(name) or {}
-        return f"{sums.get('loans', 0)} ({pounds(sums.get('balance'))})"
-
-    basis = found.get("basis") or {}
-    return [
-        f"revaluation triggers: fall {flagged('fall')}, age {flagged('age')}, large loan age "
-        f"{flagged('large_loan_age')}; any {flagged('any')}; measured from the last "
-        f"valuation for {basis.get('last_valuation', 0)}, from origination for "
-        f"{basis.get('origination', 0)}"
-    ]
-
-
-def pounds(amount: Any) -> str:
-    """`£31,908,995.15`, `£57,787,000`: money as a person reads it, pence when it has
-    them (`n/a` when there is none)."""
-    if isinstance(amount, bool) or not isinstance(amount, int | float):
-        return "n/a"
-    return f"£{amount:,}" if isinstance(amount, int) else f"£{amount:,.2f}"
-
-
-def _book_lines(book: Mapping[str, Any]) -> list[str]:
-    rows, ages = book.get("rows") or {}, book.get("age_profile") or {}
-    return [
-        f"book: {rows.get('valued', 0)} valued, {rows.get('carried', 0)} carried, "
-        f"{rows.get('deferred', 0)} deferred, {rows.get('problems', 0)} problems; "
-        f"fresh by {book.get('fresh_by')} at {book.get('budget_calls')} calls a night",
-        f"book ages: {ages.get('within_30_days', 0)} within 30 days, "
-        f"{ages.get('within_90_days', 0)} within 90, {ages.get('within_180_days', 0)} "
-        f"within 180, {ages.get('older', 0)} older",
-        *(
-            [_portfolio_line(book["portfolio"]).replace("portfolio:", "book portfolio:", 1)]
-            if book.get("portfolio")
-            else []
-        ),
-    ]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -85,7 +85,7 @@ from batchval.input.sniff import (
     head_text,
     read_head,
 )
-from batchval.input.validate import check_batch
+from batchval.input.validate import Checker, check_batch
 from batchval.outcome import SettingsError
 
 _PARQUET_MAGIC = b"PAR1"
@@ -147,14 +147,6 @@ class ReadAs:
             "not_loans": [line.to_json() for line in self.not_loans],
             "personal_left_out": dict(self.personal_left_out),
         }
-
-
-class Checker(Protocol):
-    """Validation of one batch: `check_batch` (every rule), or `check_postcodes`."""
-
-    def __call__(
-        self, raw: pl.DataFrame, *, first_row: int, columns: ColumnMap, options: InputOptions
-    ) -> pl.DataFrame: ...
 
 
 class _Table(Protocol):
@@ -645,14 +637,20 @@ class InputSource:
         return self.read_as.header
 
     def batches(
-        self, check: Checker = check_batch, *, every_column: bool = False, riding: bool = True
+        self,
+        check: Checker = check_batch,
+        *,
+        lender: bool = True,
+        every_column: bool = False,
+        riding: bool = True,
     ) -> Iterator[InputBatch]:
         """Validated rows, about `batch_rows` at a time: the checked rows (the columns of
         validate.OUTPUT_SCHEMA), their pass-through columns, typed, and their lines; with
-        `every_column` (`split`), every column in order, a CSV's request fields as the text
-        read; without `riding`, no pass-through column (what validation makes of the rows,
-        and no more). The lines below the table that are not loans (`read_as.not_loans`)
-        are left out.
+        `lender`, a lender's money and dates among them read (what LTVs need: its caller
+        says); with `every_column` (`split`), every column in order, a CSV's request fields
+        as the text read; without `riding`, no pass-through column (what validation makes
+        of the rows, and no more). The lines below the table that are not loans
+        (`read_as.not_loans`) are left out.
 
         Raises InputError when the file turns out unreadable part way (truncated,
         corrupt, not the encoding it claimed): rows already yielded stay valid.
@@ -663,10 +661,10 @@ class InputSource:
         if every_column:  # a shard read again must make the same requests
             as_text = fields if isinstance(self._table, _CsvTable) else []
             typed_names = [c for c in self.columns if c not in as_text]
-        # A lender's money and dates, read for a run (a shard keeps its values as read).
-        lender = {}
-        if riding and not every_column and check is check_batch:
-            lender = lender_kinds(self.passthrough, self._options.columns)
+        # A lender's money and dates, read when asked (a shard keeps its values as read).
+        kinds = {}
+        if lender and riding and not every_column:
+            kinds = lender_kinds(self.passthrough, self._options.columns)
         done = 0
         for raw, typed in self._table.raw_batches(
             fields, typed_names, include, self._options.batch_rows
@@ -675,7 +673,7 @@ class InputSource:
             if raw.height == 0:
                 continue
             checked = check(raw, first_row=done, columns=self._mapped, options=self._options)
-            checked, typed = read_lender_values(checked, typed, lender)
+            checked, typed = read_lender_values(checked, typed, kinds)
             if every_column:
                 typed = pa.RecordBatch.from_arrays(
                     [

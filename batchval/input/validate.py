@@ -24,6 +24,7 @@ import dataclasses
 import json
 import types
 from collections.abc import Mapping
+from typing import Protocol
 
 import polars as pl
 
@@ -500,6 +501,14 @@ def _placed(height: int, values: pl.Series, at: pl.Series) -> pl.Series:
     """A text column of `height` rows: `values` at the positions `at`, null elsewhere."""
     column = pl.repeat(None, height, dtype=pl.String, eager=True)
     return column.scatter(at, values) if at.len() else column
+
+
+class Checker(Protocol):
+    """Validation of one batch: `check_batch` (every rule), or `check_postcodes`."""
+
+    def __call__(
+        self, raw: pl.DataFrame, *, first_row: int, columns: ColumnMap, options: InputOptions
+    ) -> pl.DataFrame: ...
 
 
 def check_batch(

@@ -30,13 +30,14 @@ from batchval.api.errors import (
 )
 from batchval.api.models import StreetAnalysis
 from batchval.api.vocabulary import STREET_CREDITS_ASSUMED
-from batchval.engine.charges import Received, street_charge
+from batchval.engine.charges import Received, api_time, stamp
 from batchval.engine.job import Gate, Settled, charge_of, problem_record
 from batchval.engine.modes import UNREADABLE, answer_mode, mixed_mode
 from batchval.outcome import StopReason
 from batchval.postcodes import normalise
+from batchval.store.charges import FRESH, ChargeLine
 from batchval.store.queue import QueueItem
-from batchval.store.records import StoredProblem
+from batchval.store.records import StoredProblem, whole_number
 from batchval.store.streets import StreetStore
 
 log = structlog.get_logger()
@@ -44,6 +45,28 @@ log = structlog.get_logger()
 
 class StreetApi(Protocol):
     async def read_street_analysis(self, postcode: str, *, gate: Gate | None = None) -> Answer: ...
+
+
+def street_charge(
+    postcode: str, data: Mapping[str, Any], *, received: Received, invocation: int | None
+) -> ChargeLine | None:
+    """The ledger line of a street analysis that carried a charge (always fresh), or None."""
+    charge = data.get("charge")
+    if not isinstance(charge, Mapping):
+        return None
+    at = api_time(data.get("generatedAt"))
+    return ChargeLine(
+        product="street",
+        item=postcode,
+        ref=postcode,
+        at=None if at is None else stamp(at),
+        credits=whole_number(charge.get("credits")) or 0,
+        balance_after=whole_number(charge.get("balanceAfter")),
+        kind=FRESH,
+        why="a street analysis carries a charge only when it was charged (docs/api.md, 4.3)",
+        invocation=invocation,
+        received_at=stamp(received.at),
+    )
 
 
 def call_credits(assumed: int, store: StreetStore) -> int:

@@ -43,13 +43,8 @@ from batchval.input import InputSource, open_input
 from batchval.input.validate import check_postcodes
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
 from batchval.settings import Settings, api_identity
-from batchval.store.checkpoint import (
-    CHECKPOINT_NAME,
-    Checkpoint,
-    CheckpointVersionError,
-    Counts,
-)
-from batchval.store.database import Database
+from batchval.store.counts import Counts
+from batchval.store.database import CHECKPOINT_NAME, CheckpointVersionError, Database
 from batchval.store.streets import COMMAND, StreetStore
 from batchval.streets.files import (
     HOMES_NAME,
@@ -144,6 +139,7 @@ class Streets:
 
     name = COMMAND
     pending = "postcode"
+    database = Database  # its street store is a view of it (`store/streets`)
 
     def __init__(
         self,
@@ -186,17 +182,17 @@ class Streets:
         self.settings = self.settings.read_at(None if source.header is None else source.header.line)
         return source
 
-    def admit(self, checkpoint: Checkpoint, started: dt.datetime) -> StreetReading:
-        return StreetReading(self, self._store(checkpoint), started)
+    def admit(self, database: Database, started: dt.datetime) -> StreetReading:
+        return StreetReading(self, self._store(database), started)
 
-    def _store(self, checkpoint: Checkpoint) -> StreetStore:
-        if checkpoint.get("run_id") is not None:
+    def _store(self, database: Database) -> StreetStore:
+        if database.get("run_id") is not None:
             raise RunRefusedError(
                 StopReason.REFUSED,
                 f"{self.request.out_dir} holds a `batchval run` (its problems.parquet and "
                 "summary.json would be overwritten): give streets a --out DIR of its own",
             )
-        return StreetStore(checkpoint)
+        return StreetStore(database)
 
     def refusal(self, store: StreetStore, source: InputSource) -> StopInfo | None:
         return refusal(store, source, self.settings.run.max_refused_share, command=COMMAND)
@@ -207,7 +203,8 @@ class Streets:
             source,
             interrupted=lambda: self.signals.received,
             check=check_postcodes,
-            command="streets",
+            command=COMMAND,
+            lender=False,  # the postcodes alone are read: no LTV is made
         )
         for batch in batches:
             checked = batch.checked
@@ -246,17 +243,17 @@ class Streets:
         if held:
             # Read-only and unlocked, as `run --dry-run`: a read in progress goes on.
             try:
-                checkpoint = Checkpoint.open_read_only(self.request.out_dir)
+                database = Database.open_read_only(self.request.out_dir)
             except CheckpointVersionError as exc:
                 raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
             try:
-                if checkpoint is not None:
-                    real = self._store(checkpoint)
+                if database is not None:
+                    real = self._store(database)
                     unread = real.unread_postcodes(self.now(), postcodes)
                     assumed = call_credits(assumed, real)
             finally:
-                if checkpoint is not None:
-                    checkpoint.close()
+                if database is not None:
+                    database.close()
         return DryRunSummary(
             rows=counts.rows,
             rows_with_problems=counts.input_problems,

@@ -169,10 +169,9 @@ def _token_failure(exc: PartnerError) -> Finding:
     if isinstance(exc, CredentialsRefusedError) or (
         isinstance(exc, UnrecognisedAnswerError) and exc.status in _REFUSING_STATUSES
     ):
-        status = getattr(exc, "status", "")
         return Finding(
             "token",
-            f"credentials refused: the token URL answered {status} to this client id and "
+            f"credentials refused: the token URL answered {exc.status} to this client id and "
             "secret; check BATCHVAL_CLIENT_ID and BATCHVAL_CLIENT_SECRET",
             ExitCode.ACCOUNT,
         )

@@ -25,6 +25,7 @@ from batchval.store.checkpoint import Checkpoint
 from batchval.store.lease import LeaseObjects, live_holder
 from batchval.store.lock import LOCK_NAME
 from batchval.store.streets import COMMAND, StreetStore
+from batchval.valuations.lines import complete_action, own_lines
 
 
 def read_status(out_dir: Path, *, objects: LeaseObjects | None = None) -> RunSummary | None:
@@ -78,6 +79,9 @@ def _status(out_dir: Path, checkpoint: Checkpoint, holder: str | None) -> RunSum
                 StopReason.SIGNAL, "the last run ended without a summary (killed); run it again"
             )
             code = ExitCode.RESUMABLE
+    portfolio, book = _last_portfolio(last), _last_book(last)
+    if not action and code is ExitCode.COMPLETE:
+        action = complete_action(book)  # a book night that left rows for a later one
     return RunSummary.of_run(
         checkpoint,
         invocation=checkpoint.latest_invocation(),
@@ -90,8 +94,9 @@ def _status(out_dir: Path, checkpoint: Checkpoint, holder: str | None) -> RunSum
         problems_by_type=problems,
         stop=stop,
         input=last.get("input") if last else None,
-        portfolio=_last_portfolio(last),
-        book=_last_book(last),
+        portfolio=portfolio,
+        book=book,
+        own_lines=own_lines(portfolio, book),
         next_action=action,
     )
 

@@ -14,7 +14,7 @@ never mixes fake and real figures.
 
 Every answer that carries a `charge` is a line of the charges ledger, whatever else it
 is (readable or not, of either mode), classified fresh, replay or uncertain by
-`engine/charges`; the request keeps the credits of a fresh charge only.
+`engine/charges` (`valuation_charge`); the request keeps the credits of a fresh charge only.
 """
 
 from __future__ import annotations
@@ -25,13 +25,53 @@ from typing import Any
 
 from batchval.api.errors import UnreadableAnswerError
 from batchval.api.models import Valuation
-from batchval.engine.charges import Received, ServerClock, valuation_charge
+from batchval.engine.charges import CONTESTED, Received, ServerClock, api_time, classify, stamp
 from batchval.engine.job import Settled
 from batchval.engine.modes import UNREADABLE, answer_mode, mixed_mode
 from batchval.outcome import StopReason
-from batchval.store.charges import FRESH
+from batchval.store.charges import FRESH, UNCERTAIN, ChargeLine
 from batchval.store.checkpoint import Checkpoint
-from batchval.store.records import StoredProblem
+from batchval.store.records import StoredProblem, whole_number
+
+
+def valuation_charge(
+    key: str,
+    data: Mapping[str, Any],
+    *,
+    first_sent: str | None,
+    clock: ServerClock,
+    received: Received,
+    invocation: int | None,
+    contested: bool = False,
+) -> ChargeLine | None:
+    """The ledger line of a valuation answer that carried a charge, or None. `contested`:
+    this DIR had never sent the key before, and its first send was answered 409
+    `request-in-progress`, so another DIR's call was valuing it then: a charge made after
+    the send is that call's (unless it failed uncharged and this DIR's retry was charged,
+    which nothing in the answer tells), so it is uncertain, never fresh."""
+    charge = data.get("charge")
+    if not isinstance(charge, Mapping):
+        return None
+    at = api_time(data.get("valuedAt"))
+    clock.observe_date(received.date, received.at, received.sent)
+    if at is not None:
+        clock.observe(at, received.at)
+    kind, why = classify(at, first_sent, clock)
+    if kind == FRESH and contested:
+        kind, why = UNCERTAIN, CONTESTED
+    ref = data.get("id")
+    return ChargeLine(
+        product="valuation",
+        item=key,
+        ref=ref if isinstance(ref, str) else None,
+        at=None if at is None else stamp(at),
+        credits=whole_number(charge.get("credits")) or 0,
+        balance_after=whole_number(charge.get("balanceAfter")),
+        kind=kind,
+        why=why,
+        invocation=invocation,
+        received_at=stamp(received.at),
+    )
 
 
 def settle(

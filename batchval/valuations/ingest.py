@@ -5,10 +5,11 @@ with its distinct request, all in one transaction (`Checkpoint.bulk_ingest`). A 
 fresh DIR reads it with `Ingest`: the whole input validated first, then its first rows
 stored, and the rest stored while the first are sent. `price_input` does the same as
 `ingest` into a throwaway checkpoint and counts, so that `run --dry-run` and `check`
-price an input alike. `read_batches` is the reading both `run` and `streets` do: a
-signal ends it between two batches, and a fault of the input is the run's refusal.
-`refusal` is their verdict once the input is read (`input/refused`): most rows refused
-by validation, and nothing is sent.
+price an input alike. `read_batches` is run's reading on the engine's
+(`engine/batches`): every request rule, a lender's money and dates read beside the rows,
+a signal ending it between two batches, a fault of the input the run's refusal.
+`refusal` is the verdict once the input is read (`input/refused`): most rows refused by
+validation, and nothing is sent.
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ import pyarrow as pa
 import structlog
 
 from batchval.api.vocabulary import DAILY_PAID_CALLS, VALUATION_CREDITS
-from batchval.engine.batches import read_batches, refusal
+from batchval.engine import batches
 from batchval.engine.keys import idempotency_keys
 from batchval.engine.summary import DryRunSummary
 from batchval.input import InputBatch, InputSource
-from batchval.input.validate import check_batch
+from batchval.input.validate import Checker, check_batch
+from batchval.outcome import StopInfo
 from batchval.store.checkpoint import Checkpoint, Counts
 from batchval.store.queue import QueueItem
 from batchval.store.rows import Row
@@ -38,9 +40,30 @@ from batchval.valuations.writer import write_problems
 
 log = structlog.get_logger()
 
+COMMAND = "run"  # names the log events of run's reading
+
 T = TypeVar("T")
 # A batch as stored: its rows, their distinct requests and their pass-through values.
 Keyed = tuple[list[Row], list[tuple[str, str]], pa.RecordBatch]
+
+
+def read_batches(
+    source: InputSource,
+    *,
+    interrupted: Callable[[], str | None],
+    check: Checker = check_batch,
+    riding: bool = True,
+) -> Iterator[InputBatch]:
+    """`source` as run reads it (`engine/batches.read_batches`): checked by `check`, every
+    request rule unless told otherwise, and a lender's money and dates read beside it."""
+    return batches.read_batches(
+        source, interrupted=interrupted, check=check, command=COMMAND, lender=True, riding=riding
+    )
+
+
+def refusal(store: batches.Read, source: InputSource, max_share: float) -> StopInfo | None:
+    """`engine/batches.refusal`, logged as run's."""
+    return batches.refusal(store, source, max_share, command=COMMAND)
 
 
 def keyed_rows(batch: InputBatch, run_id: str) -> tuple[list[Row], list[tuple[str, str]]]:

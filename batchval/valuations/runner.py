@@ -24,7 +24,6 @@ import structlog
 
 from batchval import redaction
 from batchval.contract.lender import Lending
-from batchval.engine.batches import refusal
 from batchval.engine.charges import Received, ServerClock, place_charges
 from batchval.engine.charges_file import write_charges
 from batchval.engine.command import EmbeddedApi, Lines, chosen_api, file_fingerprint, invoke
@@ -52,7 +51,8 @@ from batchval.store.checkpoint import (
 )
 from batchval.valuations import answers
 from batchval.valuations.booking import BookRun
-from batchval.valuations.ingest import Ingest, price_input
+from batchval.valuations.ingest import Ingest, price_input, refusal
+from batchval.valuations.lines import complete_action, own_lines
 from batchval.valuations.manifest import ANSWER_PATHS, MANIFEST_NAME, Manifest
 from batchval.valuations.metrics import RunMetrics, write_metrics
 from batchval.valuations.recovery import recoverable, recovery_job
@@ -84,6 +84,7 @@ class Runner:
 
     name = "run"
     pending = "request"
+    database = Checkpoint  # DIR's database as run keeps it: rows, and requests to send
 
     def __init__(
         self,
@@ -452,6 +453,8 @@ class Valuing:
             problems_by_type=checkpoint.problem_types(),
             portfolio=portfolio,
             book=book,
+            own_lines=own_lines(portfolio, book),
+            complete_action=complete_action(book),
             stop=None if self.booked is None else self.booked.lost,
         )
 
