@@ -2,7 +2,8 @@
 far past 500 lines, and the floors' one direction: the foundations, the store, the engine
 and the files' contract know no product, the engine no product's tables and no validator,
 no product imports another, the sandbox stays apart from the client's sending code, and
-only the store speaks SQL."""
+only the store speaks SQL; inside the store, its groups' one direction and no import
+cycle."""
 
 from __future__ import annotations
 
@@ -127,6 +128,85 @@ def test_the_store_and_the_engine_know_no_files_contract() -> None:
     for floor in ("batchval.store", "batchval.engine"):
         assert _importers_of("batchval.contract", floor) == []
     assert _importers_of("batchval.engine", "batchval.store") == []
+
+
+# store/ in groups, from the bottom up (store/__init__.py's docstring): a group imports
+# only from itself and the groups below it; each product's tables from the generic and
+# the replication, never another product's.
+STORE_GROUPS: dict[str, tuple[int, tuple[str, ...]]] = {
+    # The run's memory at a URL: the object store, its lease, the database's replica.
+    "replication": (0, ("objects", "azure", "replica", "lease")),
+    # What every product's tables stand on: the database, its schema, the one work queue.
+    "generic": (
+        1,
+        (
+            *("database", "schema", "queue", "held", "counts"),
+            *("invocations", "charges", "derived", "records", "lock"),
+        ),
+    ),
+    "run's tables": (2, ("checkpoint", "rows", "book")),
+    "streets' tables": (2, ("streets",)),
+}
+STORE = PACKAGE / "store"
+
+
+def _store_imports(path: Path) -> set[str]:
+    """The modules of store/ that `path` imports, `TYPE_CHECKING` imports and imports
+    inside functions included (an import for annotations is a dependency too)."""
+    modules = {_name(module) for module in STORE.glob("*.py")} - {"batchval.store"}
+    return {name for name in _imports(path) if name in modules} - {_name(path)}
+
+
+def test_every_store_module_is_in_one_group() -> None:
+    """A module added to store/ is placed in a group, once."""
+    placed = [name for _, names in STORE_GROUPS.values() for name in names]
+    assert len(placed) == len(set(placed))
+    assert sorted(placed) == sorted(p.stem for p in STORE.glob("*.py") if p.stem != "__init__")
+    tables = {
+        f"batchval.store.{n}" for level, names in STORE_GROUPS.values() if level == 2 for n in names
+    }
+    assert set(PRODUCT_TABLES) <= tables  # what the engine may not import is a product's
+
+
+@pytest.mark.parametrize("group", STORE_GROUPS)
+def test_the_store_groups_import_downwards(group: str) -> None:
+    """The replication imports nothing of the database or the tables; the generic no
+    product's tables; a product's tables no other product's."""
+    level, names = STORE_GROUPS[group]
+    allowed = {
+        f"batchval.store.{name}"
+        for other, (below, others) in STORE_GROUPS.items()
+        if other == group or below < level
+        for name in others
+    }
+    found = {
+        f"{name} imports {imported}"
+        for name in names
+        for imported in _store_imports(STORE / f"{name}.py")
+        if imported not in allowed
+    }
+    assert found == set()
+
+
+def test_the_store_has_no_import_cycle() -> None:
+    """No circle of store/ modules importing each other, even one closed only through
+    `TYPE_CHECKING` imports: a type both sides need lives in the module below both."""
+    graph = {_name(path): _store_imports(path) for path in STORE.glob("*.py")}
+    assert graph["batchval.store.queue"]  # the check can see
+    done: set[str] = set()
+
+    def circle(name: str, path: tuple[str, ...]) -> tuple[str, ...] | None:
+        if name in path:
+            return (*path[path.index(name) :], name)
+        if name in done:
+            return None
+        for imported in sorted(graph[name]):
+            if found := circle(imported, (*path, name)):
+                return found
+        done.add(name)
+        return None
+
+    assert [found for name in sorted(graph) if (found := circle(name, ()))] == []
 
 
 @pytest.mark.parametrize("product", PRODUCTS)

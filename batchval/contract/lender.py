@@ -293,12 +293,12 @@ class Lending:
         try:
             found = find_lender_columns(names, configured)
         except LenderColumnError as exc:  # checked when the input was read; kept safe here
-            log.warning("output.lender.columns", detail=str(exc))
+            log.warning("contract.lender.columns", detail=str(exc))
             return None
         at = {f: names.index(c) for f, c in found.items() if f in _FIGURE_SOURCES}
         if not at:
             return None
-        log.info("output.lender", columns={f: found[f] for f in at})
+        log.info("contract.lender", columns={f: found[f] for f in at})
         return cls(at, options, as_of=as_of, model_versions=model_versions)
 
     @property

@@ -25,7 +25,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Protocol
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 import structlog
@@ -39,7 +39,7 @@ from batchval.store.lock import LOCK_NAME
 from batchval.store.replica import HEAD, Replica, Restored, StateObjectError, restore
 
 if TYPE_CHECKING:
-    from batchval.store.objects import ObjectStoreError
+    from batchval.store.objects import Objects, ObjectStoreError
 
 log = structlog.get_logger()
 
@@ -61,22 +61,6 @@ def local_path(place: str) -> Path:
     return Path(place)
 
 
-class PlaceObjects(Protocol):
-    """The object store at a run's URL (`store/objects.ObjectStore`)."""
-
-    def get(self, key: str) -> tuple[bytes, str] | None: ...
-    def read_into(self, key: str, out: BinaryIO) -> int | None: ...
-    def put(self, key: str, data: bytes) -> object: ...
-    def delete(self, key: str) -> None: ...
-    def age(self, key: str) -> float | None: ...
-    def create(self, key: str, data: bytes) -> bool: ...
-    def replace(self, key: str, data: bytes, etag: str) -> bool: ...
-    def write_if(self, key: str, data: bytes, etag: str | None) -> str | None: ...
-    def copy(self, source: str, target: str) -> None: ...
-    def list(self, prefix: str) -> list[str]: ...
-    def probe(self) -> None: ...
-
-
 @dataclasses.dataclass
 class Place:
     """A run's place: `local` is where it works; `url`, where it is kept (None: `local`
@@ -84,7 +68,7 @@ class Place:
 
     local: Path
     url: str | None = None
-    objects: PlaceObjects | None = None
+    objects: Objects | None = None
     keeper: LeaseKeeper | None = None
     restored: Restored | None = None  # the run's memory as restored (None: there was none)
     # The sha256 of each object copied in from the URL: published again only if changed
@@ -138,7 +122,7 @@ class Place:
 
 
 @contextlib.contextmanager
-def viewed(place: str, env: Mapping[str, str]) -> Iterator[tuple[Path, PlaceObjects | None]]:
+def viewed(place: str, env: Mapping[str, str]) -> Iterator[tuple[Path, Objects | None]]:
     """A run's place as a reader sees it (`status`, `report`, `export`): a local DIR as it
     is, or a URL's run copied into a directory of this invocation's own (its memory
     restored, its published outputs beside it), with the store, to publish what the reader
@@ -194,7 +178,7 @@ def output_dir(place: str, env: Mapping[str, str]) -> Iterator[tuple[Path, list[
         shutil.rmtree(local, ignore_errors=True)
 
 
-def _copy_outputs(objects: PlaceObjects, local: Path) -> dict[str, bytes]:
+def _copy_outputs(objects: Objects, local: Path) -> dict[str, bytes]:
     """The outputs published at the URL, into `local` (the run's state/ is not one);
     returns the sha256 of each object copied."""
     copied = {}
@@ -263,7 +247,7 @@ def place_of(
 @contextlib.contextmanager
 def opened(
     place: str,
-    objects: PlaceObjects | None = None,
+    objects: Objects | None = None,
     *,
     lease_seconds: float = DURATION,
     outputs: bool = False,

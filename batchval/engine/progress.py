@@ -87,6 +87,8 @@ class Progress:
         if now - self._last_event >= self._every:
             self._last_event = now
             remaining = max(0, self._pending - finished)
+            # Named `run.` for any product's job: docs/how-to/metrics-and-logs.md documents
+            # it and airflow/tasklog and the report read it, so the name is kept.
             log.info(
                 "run.progress",
                 job=self._job,

@@ -88,12 +88,14 @@ class Sending:
         noted before it, and the daily limit's `not_before` kept by any command (the limit
         is the account's): before it, no call, unless `run.wait_for_midnight` waits."""
         if self.signals.received:
-            log.warning("run.signal", signal=self.signals.received, while_="before sending")
+            log.warning(
+                "engine.sending.signal", signal=self.signals.received, while_="before sending"
+            )
             detail = f"received {self.signals.received} before sending"
             return SendOutcome(StopInfo(StopReason.SIGNAL, detail))
         not_before = stored_not_before(self.checkpoint, self.now)
         if not_before is not None and not self.run.wait_for_midnight:
-            log.warning("run.daily_limit.waiting", not_before=not_before.isoformat())
+            log.warning("engine.sending.daily_limit.waiting", not_before=not_before.isoformat())
             detail = (
                 "the daily limit was reached; nothing is sent before "
                 f"{not_before.isoformat()} (or use {self.wait_option})"

@@ -31,6 +31,8 @@ class Stop:
     ) -> None:
         if self.info is None:
             self.info = StopInfo(reason, detail, not_before, status)
+            # Named `run.` for any product's stop: people's checks read it (docs, the Airflow
+            # example's check), so the name is kept, unlike the engine's other events.
             log.warning("run.stopping", reason=reason.value, detail=detail, status=status)
             self.event.set()
 

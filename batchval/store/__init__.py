@@ -1,2 +1,9 @@
-"""The run's memory, below both the sending (run/) and the writing (output/): run/ writes
-it, output/ reads it, neither imports the other."""
+"""The run's memory, below the engine and every product: the only room that holds a
+connection or writes SQL. Its modules are in three groups, each importing only from
+itself and the groups below it (tests/test_layout.py holds it, with no import cycle):
+
+- replication (`objects`, `azure`, `replica`, `lease`): the run's memory kept at a URL;
+- generic (`database`, `schema`, `queue`, with `held`, `counts`, `invocations`,
+  `charges`, `derived`, `records`, `lock`): what every command shares;
+- each product's tables: run's (`checkpoint`, `rows`, `book`) and streets' (`streets`),
+  neither importing the other's."""

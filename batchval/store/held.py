@@ -16,7 +16,7 @@ import sqlite3
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from batchval.store.queue import QueueTable
+    from batchval.store.schema import QueueTable
 
 # A line once: an answer settled again (stored by a killed run, read by the next) is the
 # same charge, not another (`charges_once`).

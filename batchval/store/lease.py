@@ -34,21 +34,17 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from batchval.outcome import BatchvalError
 from batchval.store.replica import REPAIR, StateObjectError
 
+if TYPE_CHECKING:
+    from batchval.store.objects import Objects
+
 LEASE = "state/LEASE"
 DURATION = 30.0  # seconds a renewal holds the run
 MARGIN = 10.0  # no call is sent in a renewal's last seconds
-
-
-class LeaseObjects(Protocol):
-    def get(self, key: str) -> tuple[bytes, str] | None: ...
-    def create(self, key: str, data: bytes) -> bool: ...
-    def replace(self, key: str, data: bytes, etag: str) -> bool: ...
-    def delete(self, key: str) -> None: ...
 
 
 class LeaseHeldError(BatchvalError):
@@ -101,7 +97,7 @@ class Lease:
 
     def __init__(
         self,
-        objects: LeaseObjects,
+        objects: Objects,
         *,
         holder: str | None = None,
         duration: float = DURATION,
@@ -259,7 +255,7 @@ class Lease:
 
 
 def live_holder(
-    objects: LeaseObjects,
+    objects: Objects,
     *,
     watch: float = DURATION / 3 + 1.0,
     clock: Callable[[], float] = time.monotonic,
@@ -280,7 +276,7 @@ def live_holder(
 
 
 def _watched(
-    objects: LeaseObjects,
+    objects: Objects,
     etag: str,
     seconds: float,
     clock: Callable[[], float],

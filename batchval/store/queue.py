@@ -1,7 +1,7 @@
 """The one work queue of a DIR: items with a key that is the same in every send, a state,
 the attempts, the last error, the API's raw answer, its problem and the credits it was
 charged. Valuations (`requests`, keyed by Idempotency-Key) and street reads (`streets`,
-keyed by postcode) are two tables of one shape (`QueueTable`, `store/schema`), each
+keyed by postcode) are two tables of one shape (`store/schema.QueueTable`), each
 served by a `WorkQueue`; the book's plan sets its held-back states through it.
 
 An item's state moves pending -> sent -> answered -> done | problem, and back to pending
@@ -27,26 +27,9 @@ from batchval import redaction
 
 if TYPE_CHECKING:
     from batchval.store.database import Database
+    from batchval.store.schema import QueueTable
 
 PENDING_STATES = ("pending", "sent", "answered")
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class QueueTable:
-    """Where a queue's items live: its table and the columns that differ by product."""
-
-    name: str  # the table
-    key: str  # the item's key column
-    rows: str  # the table of input rows asking for an item, by the same key column
-    payload: str | None = None  # the column of what is sent, if it is not the key
-    first_sent: bool = False  # the table keeps when this DIR first sent an item
-    # An item no row asks for (`row_count = 0`) is neither sent nor counted.
-    asked_only: bool = False
-
-    def where(self, *conditions: str) -> str:
-        """`WHERE` with this table's own condition (`asked_only`) added."""
-        found = [*conditions, *(["row_count > 0"] if self.asked_only else [])]
-        return " WHERE " + " AND ".join(found) if found else ""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

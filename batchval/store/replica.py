@@ -84,11 +84,14 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import TYPE_CHECKING
 
 import structlog
 
 from batchval.outcome import BatchvalError, ExitCode
+
+if TYPE_CHECKING:
+    from batchval.store.objects import Objects
 
 log = structlog.get_logger()
 
@@ -118,19 +121,6 @@ _SQLITE = b"SQLite format 3\x00"
 _WAL_MAGIC = (0x377F0682, 0x377F0683)
 _WAL_HEADER = 32
 _FRAME_HEADER = 24
-
-
-class Objects(Protocol):
-    """The object store as the replica needs it (`store/objects.ObjectStore`)."""
-
-    def get(self, key: str) -> tuple[bytes, str] | None: ...
-    def read_into(self, key: str, out: BinaryIO) -> int | None: ...
-    def create(self, key: str, data: bytes) -> bool: ...
-    def replace(self, key: str, data: bytes, etag: str) -> bool: ...
-    def write_if(self, key: str, data: bytes, etag: str | None) -> str | None: ...
-    def copy(self, source: str, target: str) -> None: ...
-    def list(self, prefix: str) -> list[str]: ...
-    def delete(self, key: str) -> None: ...
 
 
 class ReplicaLostError(BatchvalError):

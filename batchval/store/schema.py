@@ -1,5 +1,7 @@
 """The checkpoint's tables and indexes, its schema version, and the migrations that
-bring an older DIR's checkpoint up to date when it is opened.
+bring an older DIR's checkpoint up to date when it is opened; and `QueueTable`, a work
+queue's table by name and columns, which `store/queue` runs and `store/held` writes
+(here, below both, so that neither needs the other's module for it).
 
 The indexes are created after the migrations, since an index may name a column a
 migration adds.
@@ -7,12 +9,30 @@ migration adds.
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from collections.abc import Callable
 
-from batchval.store.queue import QueueTable
-
 SCHEMA_VERSION = "7"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class QueueTable:
+    """Where a queue's items live: its table and the columns that differ by product."""
+
+    name: str  # the table
+    key: str  # the item's key column
+    rows: str  # the table of input rows asking for an item, by the same key column
+    payload: str | None = None  # the column of what is sent, if it is not the key
+    first_sent: bool = False  # the table keeps when this DIR first sent an item
+    # An item no row asks for (`row_count = 0`) is neither sent nor counted.
+    asked_only: bool = False
+
+    def where(self, *conditions: str) -> str:
+        """`WHERE` with this table's own condition (`asked_only`) added."""
+        found = [*conditions, *(["row_count > 0"] if self.asked_only else [])]
+        return " WHERE " + " AND ".join(found) if found else ""
+
 
 # The work queues (`store/queue`): valuations keyed by Idempotency-Key, street reads by
 # postcode (an item some row no longer asks for is kept, with its read, but not sent).

@@ -16,19 +16,22 @@ import datetime as dt
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from batchval.engine.names import DRY_RUN_NAME
 from batchval.engine.summary import SUMMARY_NAME, DryRunSummary, RunSummary
 from batchval.outcome import ExitCode, StopInfo, StopReason
 from batchval.store.checkpoint import Checkpoint
-from batchval.store.lease import LeaseObjects, live_holder
+from batchval.store.lease import live_holder
 from batchval.store.lock import LOCK_NAME
 from batchval.store.streets import COMMAND, StreetStore
 from batchval.valuations.lines import complete_action, own_lines
 
+if TYPE_CHECKING:
+    from batchval.store.objects import Objects
 
-def read_status(out_dir: Path, *, objects: LeaseObjects | None = None) -> RunSummary | None:
+
+def read_status(out_dir: Path, *, objects: Objects | None = None) -> RunSummary | None:
     """Where the run in `out_dir` stands. For a run kept at a URL (`out_dir` its copy),
     `objects` is its store, whose lease says whether a process is at work on it now
     (`store/lease.live_holder`: a few seconds' watch while a lease is not let go)."""

@@ -1,8 +1,9 @@
 """`run`: read -> validate -> key -> checkpoint -> send -> write, for one invocation.
 
 The composition root: a product on the command skeleton (`command.invoke`, which owns
-the order of an invocation, the exit code and the summary), it builds each stage
-(input/, run/, output/, store/) from the settings; no stage imports another's room.
+the order of an invocation, the exit code and the summary), it builds each stage (the
+input, the checkpoint, the sending, the writers) from the settings; no stage imports
+another's room.
 Callable in-process (`Runner(request).run()` returns the RunSummary), so that
 tests need a subprocess only where the behaviour is the process's.
 Re-running the same command with the same DIR resumes: the checkpoint remembers the run
