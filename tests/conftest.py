@@ -13,7 +13,7 @@ import httpx
 import objects_server
 import pytest
 from starlette.types import Receive, Scope, Send
-from support import LIVE, ROOT, TEST, client_for, make_config
+from support import LIVE, ROOT, TEST, InProcess, client_for, make_config
 
 from batchval import redaction
 from batchval.api import PartnerClient
@@ -82,6 +82,13 @@ def served(config: SandboxConfig, _loopback: tuple[_CurrentSandbox, int]) -> Run
 @pytest.fixture
 def sandbox(served: RunningSandbox) -> Sandbox:
     return served.sandbox
+
+
+@pytest.fixture
+def batchval(capsys: pytest.CaptureFixture[str]) -> InProcess:
+    """The command line in this process (`support.InProcess`): what `run_cli`'s process
+    would exit with and print, without starting one."""
+    return InProcess(capsys)
 
 
 @pytest.fixture

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime as dt
 import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -20,6 +22,7 @@ import pytest
 import structlog
 from secrets_scan import Secret, assert_clean
 
+from batchval import redaction
 from batchval.api import Credentials, PartnerClient
 from batchval.engine.charges import Received, ServerClock
 from batchval.engine.job import Settled
@@ -116,6 +119,61 @@ def run_cli(
     )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Ran:
+    """What one in-process invocation left, in `subprocess.CompletedProcess`'s words, so
+    that a test's assertions read the same whichever way the command ran."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def invoke(*args: str, environ: Mapping[str, str], capsys: Any) -> Ran:
+    """The command line in this process (`cli.main`), as `run_cli`'s process would see it:
+    `os.environ` is exactly `environ` while it runs (pytest's own variables aside), and
+    what the command changes in this process is undone when it returns: the environment,
+    the logging it configures (onto the captured stderr, closed after the test; structlog
+    left unconfigured when it was), the redactor it makes active, the temporary folder
+    `tempfile` cached (a `TMPDIR` of `environ` is read again, as a new process reads it)."""
+    from batchval import cli
+
+    capsys.readouterr()
+    logging, configured = structlog.get_config(), structlog.is_configured()
+    redactor, temporary = redaction.active(), tempfile.tempdir
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            for name in [n for n in os.environ if n not in environ and not n.startswith("PYTEST_")]:
+                patch.delenv(name)
+            for name, value in environ.items():
+                if os.environ.get(name) != value:
+                    patch.setenv(name, value)
+            tempfile.tempdir = None
+            with pytest.raises(SystemExit) as ended:
+                cli.main(list(args))
+    finally:
+        structlog.configure(**logging)
+        if not configured:
+            structlog.reset_defaults()
+        redaction.use(redactor)
+        tempfile.tempdir = temporary
+    said = capsys.readouterr()
+    code = ended.value.code
+    return Ran(code if isinstance(code, int) else 0, said.out, said.err)
+
+
+class InProcess:
+    """`run_cli` in this process (the `batchval` fixture): `batchval("run", ..., env=env)`
+    gives the exit code, stdout and stderr the process would have, without the 0.6 s of
+    imports a process costs. `env` is the whole environment, as `run_cli`'s is."""
+
+    def __init__(self, capsys: Any) -> None:
+        self._capsys = capsys
+
+    def __call__(self, *args: str, env: Mapping[str, str]) -> Ran:
+        return invoke(*args, environ=env, capsys=self._capsys)
+
+
 def run_in_process(
     *args: str,
     env: dict[str, str],
@@ -124,27 +182,15 @@ def run_in_process(
     cleared: tuple[str, ...] = ("BATCHVAL_",),
     taken: tuple[str, ...] = ("BATCHVAL_",),
 ) -> tuple[int, str, str]:
-    """The command line in this process (`cli.main`), with the BATCHVAL_* environment
-    `env` gives and no other: its exit code, stdout and stderr. The logging it configures
-    (onto the captured stderr, closed after the test) is undone. `cleared`: the prefixes of
-    the variables of this process left out; `taken`: those of `env`'s variables set."""
-    from batchval import cli
-
-    for name in [n for n in os.environ if n.startswith(cleared)]:
-        monkeypatch.delenv(name)
-    for name, value in env.items():
-        if name.startswith(taken):
-            monkeypatch.setenv(name, value)
-    capsys.readouterr()
-    logging = structlog.get_config()
-    try:
-        with pytest.raises(SystemExit) as ended:
-            cli.main(list(args))
-    finally:
-        structlog.configure(**logging)
-    said = capsys.readouterr()
-    code = ended.value.code
-    return (code if isinstance(code, int) else 0), said.out, said.err
+    """`invoke` with the BATCHVAL_* environment `env` gives and no other, over this
+    process's environment: its exit code, stdout and stderr. `cleared`: the prefixes of
+    the variables of this process left out; `taken`: those of `env`'s variables set.
+    (`monkeypatch` is the test's: what the test itself patched stays patched.)"""
+    del monkeypatch  # the environment is invoke's to set and undo
+    environ = {n: v for n, v in os.environ.items() if not n.startswith(cleared)}
+    environ.update((n, v) for n, v in env.items() if n.startswith(taken))
+    ran = invoke(*args, environ=environ, capsys=capsys)
+    return ran.returncode, ran.stdout, ran.stderr
 
 
 def outputs(out: Path) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:
