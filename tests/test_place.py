@@ -12,9 +12,10 @@ import pytest
 from memory_objects import MemoryObjects
 from support import BATCHVAL, run_cli
 
-from batchval.engine.place import is_url, local_path, opened
+from batchval.engine.place import is_url, lease_seconds, local_path, opened
 from batchval.outcome import RunRefusedError, StopReason
 from batchval.store.checkpoint import Checkpoint
+from batchval.store.lease import DURATION
 
 
 def test_a_path_is_the_dir_itself(tmp_path: Path) -> None:
@@ -24,6 +25,18 @@ def test_a_path_is_the_dir_itself(tmp_path: Path) -> None:
         assert place.local == tmp_path
         assert place.url is None
         assert place.publish() == []
+
+
+def test_a_run_s_lease_holds_what_the_environment_says() -> None:
+    """BATCHVAL_LEASE_SECONDS (a test seam) shortens the lease; unset, DURATION; a value
+    that is not seconds above 1 is refused with 64."""
+    assert lease_seconds({}) == DURATION == 30.0
+    assert lease_seconds({"BATCHVAL_LEASE_SECONDS": " 8 "}) == 8.0
+    for wrong in ("soon", "0", "-3", "1", "nan"):
+        with pytest.raises(RunRefusedError) as caught:
+            lease_seconds({"BATCHVAL_LEASE_SECONDS": wrong})
+        assert caught.value.reason is StopReason.REFUSED
+        assert "BATCHVAL_LEASE_SECONDS must be seconds above 1" in str(caught.value)
 
 
 def test_each_invocation_restores_the_run_and_publishes_its_outputs() -> None:
