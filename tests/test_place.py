@@ -4,13 +4,12 @@ process at a time, each invocation working in an empty directory of its own."""
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 from memory_objects import MemoryObjects
-from support import BATCHVAL, run_cli
+from support import InProcess
 
 from batchval.engine.place import is_url, lease_seconds, local_path, opened
 from batchval.outcome import RunRefusedError, StopReason
@@ -99,32 +98,30 @@ def test_a_place_is_a_url_by_its_scheme_and_file_is_a_local_path(place: str, url
 
 
 @pytest.mark.slow
-def test_a_url_of_a_store_batchval_does_not_offer_is_refused_with_64(tmp_path: Path) -> None:
+def test_a_url_of_a_store_batchval_does_not_offer_is_refused_with_64(
+    tmp_path: Path, batchval: InProcess
+) -> None:
     """`run --out gs://...`: refused before anything is read, no directory `gs:` made."""
     source = tmp_path / "book.csv"
     source.write_text("postcode,property_type,bedrooms\nSW1A 2AA,flat,2\n", encoding="utf-8")
-    done = subprocess.run(
-        [BATCHVAL, "run", str(source), "--out", "gs://bucket/run"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BATCHVAL_")}
+    done = batchval("run", str(source), "--out", "gs://bucket/run", env=os.environ, cwd=tmp_path)
     assert done.returncode == 64, done.stderr
     assert "no object store for gs:// URLs" in done.stderr
     assert not (tmp_path / "gs:").exists()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BATCHVAL_")}
-    local = run_cli("run", str(source), "--out", f"file://{tmp_path / 'run'}", env=env)
+    local = batchval("run", str(source), "--out", f"file://{tmp_path / 'run'}", env=env)
     assert local.returncode == 0, local.stderr
     assert (tmp_path / "run" / "results.parquet").is_file()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("command", ["run", "streets"])
-def test_a_dry_run_at_a_url_is_refused_with_64(tmp_path: Path, command: str) -> None:
+def test_a_dry_run_at_a_url_is_refused_with_64(
+    tmp_path: Path, command: str, batchval: InProcess
+) -> None:
     """A dry run keeps nothing: at a URL it is refused before the store is asked."""
     source = tmp_path / "book.csv"
     source.write_text("postcode,property_type,bedrooms\nSW1A 2AA,flat,2\n", encoding="utf-8")
-    done = run_cli(command, str(source), "--out", "s3://bucket/run", "--dry-run", env={})
+    done = batchval(command, str(source), "--out", "s3://bucket/run", "--dry-run", env={})
     assert done.returncode == 64, done.stderr
     assert "--dry-run sends nothing and keeps nothing" in done.stderr
