@@ -128,10 +128,10 @@ def test_wait_for_midnight_resumes_at_the_api_s_midnight(
     served: RunningSandbox, tmp_path: Path, skew: int, how: str, batchval: InProcess
 ) -> None:
     """--wait-for-midnight, batchval's clock a minute off the sandbox's, the limit used up
-    20 s before the sandbox's midnight: the run sleeps until that midnight (not the next
+    10 s before the sandbox's midnight: the run sleeps until that midnight (not the next
     one) and completes; the wait ends within seconds of it, and no call comes early. Once
     in the invocation that met the limit, once in a re-run that found it stored."""
-    skewed = Skewed(served, 20, skew)
+    skewed = Skewed(served, 10, skew)
     served.sandbox.account(LIVE.client_id).daily_limit = LIMIT
     out = tmp_path / "out"
     args = ["run", str(portfolio(tmp_path / "book.csv", ROWS)), "--out", str(out)]
