@@ -85,10 +85,10 @@ def sandbox(served: RunningSandbox) -> Sandbox:
 
 
 @pytest.fixture
-def batchval(capsys: pytest.CaptureFixture[str]) -> InProcess:
+def batchval() -> InProcess:
     """The command line in this process (`support.InProcess`): what `run_cli`'s process
     would exit with and print, without starting one."""
-    return InProcess(capsys)
+    return InProcess()
 
 
 @pytest.fixture

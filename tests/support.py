@@ -5,15 +5,18 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime as dt
+import io
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TextIO, TypeVar
 
 import anyio
 import httpx
@@ -135,17 +138,45 @@ class Ran:
     stderr: str
 
 
-def invoke(*args: str, environ: Mapping[str, str], capsys: Any, cwd: Path | None = None) -> Ran:
+# Threads an invocation started that outlived it (a pool's idle workers): the next
+# invocation's, as a process's own threads are its, never the test's.
+_LEFT: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+
+
+class _Said(io.TextIOWrapper):
+    """An invocation's stdout or stderr, as pytest's `CaptureIO` is one: what the
+    invocation's threads write (this one, and those it starts), not what the threads that
+    ran before it began write (the test's sandbox, a proxy, each in a process of its own
+    beside a real `batchval`), which goes on to `before`."""
+
+    def __init__(self, before: TextIO, foreign: frozenset[threading.Thread]) -> None:
+        super().__init__(io.BytesIO(), encoding="UTF-8", newline="", write_through=True)
+        self._before, self._foreign = before, foreign
+
+    def write(self, text: str) -> int:
+        if threading.current_thread() in self._foreign:
+            return self._before.write(text)
+        return super().write(text)
+
+    def said(self) -> str:
+        buffer = self.buffer
+        assert isinstance(buffer, io.BytesIO)
+        return buffer.getvalue().decode("UTF-8")
+
+
+def invoke(*args: str, environ: Mapping[str, str], cwd: Path | None = None) -> Ran:
     """The command line in this process (`cli.main`), as `run_cli`'s process would see it:
-    `os.environ` is exactly `environ` while it runs (pytest's own variables aside), and
-    what the command changes in this process is undone when it returns: the environment,
-    the logging it configures (onto the captured stderr, closed after the test; structlog
-    left unconfigured when it was), the redactor it makes active, the temporary folder
-    `tempfile` cached (a `TMPDIR` of `environ` is read again, as a new process reads it),
-    and the working directory (`cwd`, as `subprocess.run`'s)."""
+    `os.environ` is exactly `environ` while it runs (pytest's own variables aside); its
+    stdout and stderr are what its own threads print (`_Said`); and what the command
+    changes in this process is undone when it returns: the environment, the logging it
+    configures (structlog left unconfigured when it was), the redactor it makes active,
+    the temporary folder `tempfile` cached (a `TMPDIR` of `environ` is read again, as a new
+    process reads it), and the working directory (`cwd`, as `subprocess.run`'s)."""
     from batchval import cli
 
-    capsys.readouterr()
+    here = threading.current_thread()
+    foreign = frozenset(t for t in threading.enumerate() if t is not here and t not in _LEFT)
+    out, err = _Said(sys.stdout, foreign), _Said(sys.stderr, foreign)
     logging, configured = structlog.get_config(), structlog.is_configured()
     redactor, temporary = redaction.active(), tempfile.tempdir
     try:
@@ -157,18 +188,20 @@ def invoke(*args: str, environ: Mapping[str, str], capsys: Any, cwd: Path | None
                     patch.setenv(name, value)
             if cwd is not None:
                 patch.chdir(cwd)
+            patch.setattr(sys, "stdout", out)
+            patch.setattr(sys, "stderr", err)
             tempfile.tempdir = None
             with pytest.raises(SystemExit) as ended:
                 cli.main(list(args))
     finally:
+        _LEFT.update(t for t in threading.enumerate() if t is not here and t not in foreign)
         structlog.configure(**logging)
         if not configured:
             structlog.reset_defaults()
         redaction.use(redactor)
         tempfile.tempdir = temporary
-    said = capsys.readouterr()
     code = ended.value.code
-    return Ran(code if isinstance(code, int) else 0, said.out, said.err)
+    return Ran(code if isinstance(code, int) else 0, out.said(), err.said())
 
 
 class InProcess:
@@ -176,11 +209,8 @@ class InProcess:
     gives the exit code, stdout and stderr the process would have, without the 0.6 s of
     imports a process costs. `env` is the whole environment, as `run_cli`'s is."""
 
-    def __init__(self, capsys: Any) -> None:
-        self._capsys = capsys
-
     def __call__(self, *args: str, env: Mapping[str, str], cwd: Path | None = None) -> Ran:
-        return invoke(*args, environ=env, capsys=self._capsys, cwd=cwd)
+        return invoke(*args, environ=env, cwd=cwd)
 
 
 def run_in_process(
@@ -194,11 +224,12 @@ def run_in_process(
     """`invoke` with the BATCHVAL_* environment `env` gives and no other, over this
     process's environment: its exit code, stdout and stderr. `cleared`: the prefixes of
     the variables of this process left out; `taken`: those of `env`'s variables set.
-    (`monkeypatch` is the test's: what the test itself patched stays patched.)"""
-    del monkeypatch  # the environment is invoke's to set and undo
+    (`monkeypatch` is the test's: what the test itself patched stays patched; `capsys` is
+    not needed, `invoke` keeps what the command prints apart.)"""
+    del monkeypatch, capsys  # the environment and the streams are invoke's to set and undo
     environ = {n: v for n, v in os.environ.items() if not n.startswith(cleared)}
     environ.update((n, v) for n, v in env.items() if n.startswith(taken))
-    ran = invoke(*args, environ=environ, capsys=capsys)
+    ran = invoke(*args, environ=environ)
     return ran.returncode, ran.stdout, ran.stderr
 
 
