@@ -12,6 +12,7 @@ from types import ModuleType
 import httpx
 import objects_server
 import pytest
+import structlog
 from starlette.types import Receive, Scope, Send
 from support import LIVE, ROOT, TEST, InProcess, client_for, make_config
 
@@ -43,6 +44,20 @@ def _fresh_redactor() -> Iterator[None]:
     redaction.use(redaction.Redactor())
     yield
     redaction.use(before)
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_found() -> Iterator[None]:
+    """Each test leaves structlog as it found it (unconfigured, if it was): a command run
+    by click's CliRunner or `cli.main` configures the process's logging, `init`, `check` and
+    `split` at warning level, which would drop a later test's info events unseen (the
+    replica's tests' `capture_logs` found no `replica.generation` after an `init`)."""
+    found = structlog.get_config()
+    processors, configured = list(found["processors"]), structlog.is_configured()
+    yield
+    structlog.configure(**{**found, "processors": processors})
+    if not configured:
+        structlog.reset_defaults()
 
 
 @pytest.fixture
