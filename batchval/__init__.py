@@ -1,12 +1,13 @@
 """batchval: bulk valuations through the Partner Valuation API, never paid twice.
 
-The Python API (docs/how-to/python.md): `run`, `value` and `open_run`, each giving a `Run`;
-errors a person must act on are `RunError`s (a `BatchvalError`). Everything else in the
-package may change without notice.
+The Python API (docs/how-to/python.md): `run`, `value`, `analyse_streets` and `open_run`, each
+giving a `Run`; errors a person must act on are `RunError`s (a `BatchvalError`). The
+command line is its first client. Everything else in the package may change without
+notice.
 """
 
 from batchval.outcome import BatchvalError
-from batchval.public import Run, RunError, Stop, open_run, run, value
+from batchval.public import Run, RunError, Stop, analyse_streets, open_run, run, value
 
 __version__ = "0.1.0"
 
@@ -16,6 +17,7 @@ __all__ = [
     "RunError",
     "Stop",
     "__version__",
+    "analyse_streets",
     "open_run",
     "run",
     "value",

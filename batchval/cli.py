@@ -14,10 +14,11 @@ import shlex
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+import batchval
 from batchval import logs, redaction
 from batchval.engine.invocation import defect_line
 from batchval.engine.live import live_option
@@ -26,7 +27,6 @@ from batchval.sandbox.options import FaultsApart, sandbox_options
 from batchval.valuations.book_options import book_options
 
 if TYPE_CHECKING:
-    from batchval.engine.place import Place
     from batchval.settings import Settings
     from batchval.tools.export import Export
     from batchval.tools.init import Chosen, Proposal
@@ -51,7 +51,7 @@ def config_option(meaning: str) -> Callable[[F], F]:
 def out_option(
     meaning: str, *, name: str = "out_dir", required: bool = True, url: bool = False
 ) -> Callable[[F], F]:
-    """`url`: the place may be a URL (`s3://bucket/prefix`), passed on as text."""
+    """`url`: the place may be a URL (`s3://bucket/prefix`, `az://...`), passed on as text."""
     kind: click.ParamType[Any] = click.Path(path_type=Path)
     if url:
         kind = click.STRING
@@ -95,16 +95,21 @@ MAX_CREDITS = click.option(
 DRY_RUN = click.option("--dry-run", is_flag=True, help="Validate and price; no network.")
 
 
-def _configured(
-    config_file: Path | None, *, log_json: bool = False, **options: Any
-) -> tuple[Settings, bool]:
-    """Logging configured once, then the settings (a bad config is a usage error, 64),
-    with the client secret given to the redactor before anything can print it. Returns
-    them and whether log lines are JSON (then there is no progress bar)."""
-    from batchval.settings import load_settings
-
+def _logging(log_json: bool = False) -> bool:
+    """Logging configured once, at the entry point; whether log lines are JSON (then there
+    is no progress bar)."""
     json_lines = logs.json_wanted(os.environ, log_json)
     logs.configure(json_lines=json_lines)  # the redactor `cli` made, the env's secrets known
+    return json_lines
+
+
+def _configured(config_file: Path | None, **options: Any) -> tuple[Settings, bool]:
+    """Logging configured, then the settings (a bad config is a usage error, 64), with the
+    client secret given to the redactor before anything can print it. Returns them and
+    whether log lines are JSON."""
+    from batchval.settings import load_settings
+
+    json_lines = _logging()
     try:
         settings = load_settings(config_file, os.environ, **options)
     except SettingsError as exc:
@@ -114,34 +119,31 @@ def _configured(
     return settings, json_lines
 
 
-@contextlib.contextmanager
-def _input_and_place(
-    input_path: str, out_dir: str, settings: Settings, *, dry_run: bool
-) -> Iterator[tuple[Path, Place]]:
-    """INPUT and DIR of a command that sends (`run`, `streets`), each a path or a URL,
-    their store read from the config and the environment; a dry run refused a URL DIR
-    (it keeps nothing); refusals said as one line, with their exit code."""
-    from batchval.engine.place import input_of, is_url, place_of
-
-    if dry_run and is_url(out_dir):
-        raise click.UsageError(
-            "--dry-run sends nothing and keeps nothing: give it a local --out DIR"
-        )
-    env = settings.storage.env(os.environ)
-    with (
-        _refusals(),
-        input_of(input_path, env) as source,
-        place_of(out_dir, env, summarised=True) as place,
-    ):
-        yield source, place
-
-
-def _left(place: Place, code: int) -> int:
-    """`Place.left`: its lines said, its exit code."""
-    code, said = place.left(code)
-    for line in said:
-        click.echo(f"batchval: {line}", err=True)
-    return code
+def _sent(call: Callable[[], batchval.Run]) -> NoReturn:
+    """A command that sends (`run`, `streets`), as a client of the Python API: the run's
+    summary on stdout, its lines on stderr, its exit code. A call wrong in itself (a
+    setting) is a usage error (64); a defect a run kept is said as its line (70)."""
+    found: batchval.Run | None
+    try:
+        found = call()
+        code = found.exit_code
+    except batchval.RunError as exc:
+        if exc.reason is None:
+            raise click.UsageError(exc.message) from None
+        found, code = exc.run, exc.exit_code
+        if found is None:  # ended before its run: one line
+            click.echo(f"batchval: {exc.message}", err=True)
+    except Exception as exc:
+        found = batchval.Run.of(exc)
+        if found is None:  # met before any DIR's log: `main` says it
+            raise
+        code = found.exit_code
+    if found is not None:
+        if found.text:
+            click.echo(found.text)
+        for line in found.messages:  # the stop (a dry run's too), what the place left
+            click.echo(f"batchval: {line}", err=True)
+    raise SystemExit(int(code))
 
 
 @contextlib.contextmanager
@@ -200,7 +202,7 @@ def cli() -> None:
 
     Start with `batchval init INPUT`: it proposes a config and the next step.
 
-    INPUT is a CSV, Parquet or Excel file; DIR is a run's folder. Either may be an s3:// URL.
+    INPUT is a CSV, Parquet or Excel file; DIR is a run's folder. Either may be a URL (s3://, az://).
     """
     from batchval.settings import env_redactor
 
@@ -291,7 +293,7 @@ def sandbox(
 @click.argument("input_path", metavar="INPUT")
 @out_option(
     "The run's directory: outputs and checkpoint. Same DIR again resumes. Or an "
-    "s3://bucket/prefix URL that keeps the run, for machines that come and go.",
+    "s3:// or az:// URL that keeps the run, for machines that come and go.",
     url=True,
 )
 @config_option("YAML config: api, input mapping, run settings.")
@@ -350,52 +352,42 @@ def run(
     live: bool,
     **book: Any,
 ) -> None:
-    """Value every row of INPUT (CSV, Parquet or an Excel workbook; a path or an s3:// URL)
+    """Value every row of INPUT (CSV, Parquet or an Excel workbook; a path or an s3:// or az:// URL)
     into DIR; exit 0, 75, 77, 65, 64 or 70."""
-    from batchval.sandbox.embedded import embedded_api
-    from batchval.valuations.runner import Runner, RunRequest
-
-    settings, json_lines = _configured(
-        config_file,
-        log_json=log_json,
+    json_lines = _logging(log_json)
+    given = _given(
+        sheet=sheet,
+        encoding=encoding,
+        header_row=header_row,
+        run_id=run_id,
         concurrency=concurrency,
         include=include,
         max_credits=max_credits,
-        book=book,
-        encoding=encoding,
-        sheet=sheet,
-        header_row=header_row,
+        dry_run=dry_run,
+        accept_changes=accept_changes,
+        wait_for_midnight=wait_for_midnight,
+        metrics_file=metrics_file,
         live=live,
+        **book,
     )
-    if wait_for_midnight:
-        settings = dataclasses.replace(
-            settings, run=dataclasses.replace(settings.run, wait_for_midnight=True)
+    _sent(
+        lambda: batchval.run(
+            input_path, out=out_dir, config=config_file, progress=not json_lines, **given
         )
-    with _input_and_place(input_path, out_dir, settings, dry_run=dry_run) as (source, place):
-        request = RunRequest(
-            input_path=source,
-            input_name=input_path,
-            out_dir=place.local,
-            settings=settings,
-            run_id=run_id,
-            dry_run=dry_run,
-            accept_changes=accept_changes,
-            progress_bar=not json_lines,
-            metrics_file=metrics_file,
-            place=place,
-        )
-        summary = Runner(request, embedded_api=embedded_api).run()
-    click.echo(summary.render())
-    if summary.stop is not None:  # a dry run's too: the stop the run would meet
-        click.echo(f"batchval: {summary.stop.line()}", err=True)
-    raise SystemExit(_left(place, int(summary.exit_code)))
+    )
+
+
+def _given(**options: Any) -> dict[str, Any]:
+    """The options given, by their names in the Python API: one left out (None) or a flag
+    not set takes the config's value."""
+    return {k: v for k, v in options.items() if v is not None and v is not False}
 
 
 @cli.command(short_help="Say where the run in DIR stands and what to do next.")
 @click.argument("out_dir", metavar="DIR")
 @click.option("--json", "as_json", is_flag=True, help="Print the status object as JSON.")
 def status(out_dir: str, as_json: bool) -> None:
-    """Say where a run in DIR (a path or an s3:// URL) stands and what to do next; exit
+    """Say where a run in DIR (a path or an s3:// or az:// URL) stands and what to do next; exit
     with the run's own code."""
     from batchval.engine.place import viewed
     from batchval.engine.summary import DryRunSummary, RunSummary
@@ -428,7 +420,7 @@ def check(
     header_row: int | None,
 ) -> None:
     """Preflight at no cost: settings, token, API, mode, and INPUT's price (INPUT a path
-    or an s3:// URL); exit 0, 64, 65, 75 or 77."""
+    or an s3:// or az:// URL); exit 0, 64, 65, 75 or 77."""
     from batchval.engine.place import input_of
     from batchval.sandbox.embedded import embedded_api
     from batchval.settings import load_settings
@@ -462,7 +454,7 @@ def check(
 @click.option(
     "--shards", required=True, type=click.IntRange(1, 10_000), metavar="N", help="How many."
 )
-@out_option("Where the shards and shards.json go: a directory, or an s3:// URL.", url=True)
+@out_option("Where the shards and shards.json go: a directory, or an s3:// or az:// URL.", url=True)
 @config_option("YAML config: its input mapping decides the requests.")
 @input_reading_options
 @click.option(
@@ -480,8 +472,8 @@ def split(
     header_row: int | None,
     row_id: str | None,
 ) -> None:
-    """Cut INPUT (a path or an s3:// URL) into N Parquet shards by a stable hash of each
-    row, into DIR (a path or an s3:// URL); exit 0, 64, 65 or 75."""
+    """Cut INPUT (a path or an s3:// or az:// URL) into N Parquet shards by a stable hash of each
+    row, into DIR (a path or an s3:// or az:// URL); exit 0, 64, 65 or 75."""
     from batchval.engine.place import input_of, output_dir
     from batchval.input import InputError
     from batchval.settings import load_settings
@@ -547,7 +539,7 @@ def report(out_dir: str) -> None:
 )  # fmt: skip
 @out_option("Directory to write to [DIR].", name="to_dir", required=False)
 def export_command(out_dir: str, fmt: str, nested: str, to_dir: Path | None) -> None:
-    """Write DIR's results and problems (DIR a path or an s3:// URL) as CSV, XLSX or JSON
+    """Write DIR's results and problems (DIR a path or an s3:// or az:// URL) as CSV, XLSX or JSON
     Lines; exit 0, 64 or 65."""
     from batchval.engine.derived import remember
     from batchval.engine.place import place_of, viewed
@@ -578,7 +570,7 @@ def _export(local: Path, fmt: str, nested: str, to_dir: Path | None) -> Export:
 @click.argument("input_path", metavar="INPUT")
 @out_option(
     "The directory: outputs and checkpoint. Same DIR again resumes. Or an "
-    "s3://bucket/prefix URL that keeps the run, for machines that come and go.",
+    "s3:// or az:// URL that keeps the run, for machines that come and go.",
     url=True,
 )
 @config_option("YAML config: api, input mapping, run settings.")
@@ -603,38 +595,25 @@ def streets(
     concurrency: int | None,
     live: bool,
 ) -> None:
-    """Street analysis of every distinct postcode of INPUT (a path or an s3:// URL) into DIR
+    """Street analysis of every distinct postcode of INPUT (a path, s3:// or az:// URL) into DIR
     (30 days free repeat)."""
-    from batchval.sandbox.embedded import embedded_api
-    from batchval.streets.runner import Streets, StreetsRequest
-
-    settings, json_lines = _configured(
-        config_file,
-        concurrency=concurrency,
-        max_credits=max_credits,
-        encoding=encoding,
+    json_lines = _logging()
+    given = _given(
         sheet=sheet,
+        encoding=encoding,
         header_row=header_row,
+        refresh=refresh,
+        join=join,
+        max_credits=max_credits,
+        dry_run=dry_run,
+        concurrency=concurrency,
         live=live,
     )
-    with _input_and_place(input_path, out_dir, settings, dry_run=dry_run) as (source, place):
-        request = StreetsRequest(
-            input_path=source,
-            input_name=input_path,
-            out_dir=place.local,
-            settings=settings,
-            refresh=refresh,
-            join=join,
-            dry_run=dry_run,
-            progress_bar=not json_lines,
-            place=place,
+    _sent(
+        lambda: batchval.analyse_streets(
+            input_path, out=out_dir, config=config_file, progress=not json_lines, **given
         )
-        summary = Streets(request, embedded_api=embedded_api).run()
-    click.echo(summary.render())
-    stop = getattr(summary, "stop", None)
-    if stop is not None:
-        click.echo(f"batchval: {stop.line()}", err=True)
-    raise SystemExit(_left(place, int(summary.exit_code)))
+    )
 
 
 @cli.command(short_help="Read DIR's valuations back from the API (free) and compare.")
@@ -643,7 +622,7 @@ def streets(
 @concurrency_option("reads")
 @live_option
 def verify(out_dir: str, config_file: Path | None, concurrency: int | None, live: bool) -> None:
-    """Read back every valuation of DIR's results (DIR a path or an s3:// URL) by id (free)
+    """Read back every valuation of DIR's results (DIR a path or an s3:// or az:// URL) by id (free)
     and compare; exit 0 when all agree, 1 on a difference (DIR/verify.parquet), 75, 77 or
     64 as run does."""
     from batchval.engine.place import place_of
@@ -688,7 +667,7 @@ def init(
     encoding: str | None,
     header_row: int | None,
 ) -> None:
-    """Propose a config for INPUT (a lender's own file; a path or an s3:// URL): each
+    """Propose a config for INPUT (a lender's own file; a path or an s3:// or az:// URL): each
     column's mapping and why, the lender columns found, every value it cannot place with
     its count; then read INPUT through it and say what a run would send; exit 0, 64 or 65."""
     from batchval.engine.place import input_of

@@ -5,17 +5,20 @@
     run = batchval.run("book.csv", out="runs/nightly", concurrency=8)
     run = batchval.value(frame, out="runs/notebook")      # a polars (or pandas) frame
     run = batchval.open_run("s3://bucket/runs/nightly")   # read only
+    run = batchval.analyse_streets("homes.csv", out="runs/streets")
     run.complete, run.stop, run.summary, run.results(), run.problems()
 
-Each call is one invocation of `batchval run`: the same keys, checkpoint, resume, outputs
-and exit codes (docs/how-to/python.md). Settings are keywords named as the config's `run`
-section names them (`concurrency=`, `include=`, `max_credits=`, `wait_for_midnight=`,
-`book=`, ...), with `run_id=`, `dry_run=`, `accept_changes=`, `metrics_file=`, `sheet=`,
-`encoding=` and `header_row=` as the command line's options. A run that completes, or
-stops to be resumed (75), is a `Run`; one a person must act on raises a `RunError`
-carrying the exit code and the line the command line prints (64 usage or settings, 65 the
-input, 77 the account);
-a defect (70) is raised as it was, once the run has kept what it did.
+Each call is one invocation of `batchval run` (or `batchval streets`): the same keys,
+checkpoint, resume, outputs and exit codes (docs/how-to/python.md). The command line is
+this module's first client: its `run` and `streets` parse, call `run` and `analyse_streets`,
+print the `Run` (`text`, `messages`) and exit with its code. Settings are keywords named
+as the config's `run` section names them (`concurrency=`, `include=`, `max_credits=`,
+`wait_for_midnight=`, `book=`, ...), with the command's options (`run_id=`, `dry_run=`,
+`accept_changes=`, `metrics_file=`, `sheet=`, `encoding=`, `header_row=`; `refresh=` and
+`join=` for `analyse_streets`). A run that completes, or stops to be resumed (75), is a `Run`; one
+a person must act on raises a `RunError` carrying the exit code and the line the command
+line prints (64 usage or settings, 65 the input, 77 the account); a defect (70) is raised
+as it was, once the run has kept what it did (`Run.of(error)` is that run).
 
 It works from plain Python, inside a running event loop (a notebook cell, an `async def`
 under `asyncio.run`: the run's own loop then works in a thread of its own while the call
@@ -35,12 +38,19 @@ import os
 import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import polars as pl
 
 from batchval import logs, redaction
-from batchval.outcome import BatchvalError, ExitCode, RunRefusedError, SettingsError, StopInfo
+from batchval.outcome import (
+    BatchvalError,
+    ExitCode,
+    RunRefusedError,
+    SettingsError,
+    StopInfo,
+    StopReason,
+)
 
 if TYPE_CHECKING:
     from batchval.engine.place import Place
@@ -48,26 +58,37 @@ if TYPE_CHECKING:
 
 # What summary.json and the manifest call the input of `value`, unless `input_name=` says.
 FRAME_NAME = "<frame>"
-# The keywords that are the command line's options rather than the config's run settings.
-_OPTIONS = frozenset(
-    {
-        *("run_id", "dry_run", "accept_changes", "metrics_file"),
-        *("sheet", "encoding", "header_row", "input_name"),
-    }
-)
+# The keywords that are a command's options rather than the config's run settings.
+_READING = ("dry_run", "sheet", "encoding", "header_row", "input_name")
+_OPTIONS = {
+    "run": frozenset({*_READING, "run_id", "accept_changes", "metrics_file"}),
+    "streets": frozenset({*_READING, "refresh", "join"}),
+}
+# The run settings of `run --book` (`--book`, `--row-id`, `--fresh-for`, `--max-calls`),
+# which go together (`load_settings` refuses the last three without a book).
+_BOOK = frozenset({"book", "row_id", "fresh_for_days", "max_calls"})
+# The attribute a defect `run`, `value` or `analyse_streets` raised carries its kept run in
+# (`Run.of`): an exception takes no weak reference, and is raised as its own type.
+_KEPT = "_batchval_run"
 
 
 class RunError(BatchvalError):
     """A run a person must act on: `exit_code` is the one `batchval run` would end with (64,
-    65 or 77; a defect is raised as it was, never as a RunError),
-    and the message its line on stderr. `run` is the run as it stands, when DIR holds one
-    (its problems say which rows, for an input refused)."""
+    65 or 77; a defect is raised as it was, never as a RunError), and the message its lines
+    on stderr (joined by "; "). `reason` is the stop reason the message begins with
+    (`refused`, `input_unusable`, `credentials_refused`, ...), None for a call wrong in
+    itself (a setting, a keyword), which the command line reports as a usage error. `run`
+    is the run as it stands, when DIR holds one (its problems say which rows, for an input
+    refused)."""
 
-    def __init__(self, exit_code: int, message: str, run: Run | None = None) -> None:
+    def __init__(
+        self, exit_code: int, message: str, run: Run | None = None, reason: str | None = None
+    ) -> None:
         super().__init__(message)
         self.exit_code = exit_code
         self.message = message
         self.run = run
+        self.reason = reason
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -80,18 +101,40 @@ class Stop:
 
 
 class Run:
-    """A run in a DIR or at a URL, as its last invocation left it (`summary.json`)."""
+    """A run in a DIR or at a URL, as its last invocation left it (`summary.json`).
 
-    def __init__(self, place: str, summary: Mapping[str, Any], text: str = "") -> None:
+    `text` is the summary as the command line prints it ("" for a run opened, or an
+    invocation that ended before its summary: another process holding DIR); `messages`
+    the lines it prints on stderr after `batchval: ` (the stop, outputs the run's URL
+    could not take, where its log was kept)."""
+
+    def __init__(
+        self,
+        place: str,
+        summary: Mapping[str, Any],
+        text: str = "",
+        messages: tuple[str, ...] = (),
+    ) -> None:
         self.place = place
         self.summary: Mapping[str, Any] = summary
-        self._text = text
+        self.text = text
+        self.messages = messages
 
     def __repr__(self) -> str:
         return f"Run({self.place!r}, exit_code={self.exit_code})"
 
     def __str__(self) -> str:
-        return self._text or repr(self)
+        return self.text or "\n".join(self.messages) or repr(self)
+
+    @classmethod
+    def of(cls, error: BaseException) -> Run | None:
+        """The run an error `run`, `value` or `analyse_streets` raised left: a RunError's `run`,
+        or the run a defect stopped, kept as the command line's exit 70 keeps it (its
+        `messages` the line that names the log with the traceback); None when none."""
+        if isinstance(error, RunError):
+            return error.run
+        kept = getattr(error, _KEPT, None)
+        return kept if isinstance(kept, Run) else None
 
     @property
     def exit_code(self) -> int:
@@ -112,7 +155,12 @@ class Run:
         return Stop(info.reason.value, info.detail, info.not_before)
 
     def results(self) -> pl.DataFrame:
-        """results.parquet: a row per input row valued, with its pass-through columns."""
+        """results.parquet: a row per input row valued, with its pass-through columns (of a
+        `streets` run, street_analysis.parquet: a row per distinct postcode read)."""
+        if self.summary.get("command") == "streets":
+            from batchval.streets.files import STREETS_NAME
+
+            return self._frame(STREETS_NAME)
         return self._frame("results.parquet")
 
     def problems(self) -> pl.DataFrame:
@@ -167,7 +215,7 @@ def run(
     """Value every row of `input` (CSV, Parquet or an Excel workbook; a path or an s3://
     URL) into `out` (a DIR or a URL): `batchval run INPUT --out DIR`. The same call again
     resumes, and never pays twice."""
-    return _invoke(str(input), str(out), config, progress, settings)
+    return _invoke("run", str(input), str(out), config, progress, settings)
 
 
 def value(
@@ -188,10 +236,27 @@ def value(
         path = Path(folder) / "frame.parquet"
         data.write_parquet(path, statistics=False)
         try:
-            return _invoke(str(path), str(out), config, progress, {**settings, "input_name": name})
+            given = {**settings, "input_name": name}
+            return _invoke("run", str(path), str(out), config, progress, given)
         except RunError as exc:  # the frame by its name, never the file it was written to
             said = exc.message.replace(str(path), name)
-            raise RunError(exc.exit_code, said, exc.run) from None
+            raise RunError(exc.exit_code, said, exc.run, exc.reason) from None
+
+
+def analyse_streets(
+    input: str | os.PathLike[str],
+    *,
+    out: str | os.PathLike[str],
+    config: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+    **settings: Any,
+) -> Run:
+    """The street analysis of every distinct postcode of `input` (a path or an s3:// URL)
+    into `out` (a DIR or a URL): `batchval streets INPUT --out DIR`, with `refresh=` and
+    `join=` as its `--refresh` and `--join`. A postcode read in the last 30 days is not
+    paid for again; the same call again resumes. (Not `batchval.streets`: that name is
+    the package's `streets` folder, which importing it sets on `batchval`.)"""
+    return _invoke("streets", str(input), str(out), config, progress, settings)
 
 
 def open_run(place: str | os.PathLike[str]) -> Run:
@@ -208,77 +273,140 @@ def open_run(place: str | os.PathLike[str]) -> Run:
 # --- one invocation ---------------------------------------------------------------------
 
 
+class _Summary(Protocol):
+    """What `run` and `streets` (and their dry runs) return: summary.json and its text."""
+
+    @property
+    def exit_code(self) -> ExitCode: ...
+    @property
+    def stop(self) -> StopInfo | None: ...
+    def to_json(self) -> dict[str, Any]: ...
+    def render(self) -> str: ...
+
+
 def _invoke(
+    command: Literal["run", "streets"],
     input_path: str,
     out: str,
     config: str | os.PathLike[str] | None,
     progress: bool,
     given: Mapping[str, Any],
 ) -> Run:
+    """One invocation of `command`, as the command line's: a Run, a RunError, or a defect
+    raised as it was (carrying its kept run, `Run.of`)."""
     from batchval.engine.invocation import last_defect
     from batchval.engine.place import input_of, is_url, place_of
-    from batchval.sandbox.embedded import embedded_api
-    from batchval.valuations.runner import Runner, RunRequest
 
-    options = {k: v for k, v in given.items() if k in _OPTIONS}
-    run_settings = {k: v for k, v in given.items() if k not in _OPTIONS}
+    taken = _OPTIONS[command]
+    options = {k: v for k, v in given.items() if k in taken}
+    run_settings = {k: v for k, v in given.items() if k not in taken}
     logs.configure_library()
-    settings = _settings(config, options, run_settings)
+    settings = _settings(config, options, run_settings, taken)
     dry_run = bool(options.get("dry_run", False))
     if dry_run and is_url(out):
         raise RunError(
-            ExitCode.USAGE, "dry_run sends nothing and keeps nothing: give it a local out"
+            ExitCode.USAGE, "--dry-run sends nothing and keeps nothing: give it a local --out DIR"
         )
     env = settings.storage.env(os.environ)
+    name = str(options.get("input_name") or input_path)
     last_defect.set(None)
     try:
         with input_of(input_path, env) as source, place_of(out, env, summarised=True) as place:
-            request = RunRequest(
-                input_path=source,
-                input_name=str(options.get("input_name") or input_path),
-                out_dir=place.local,
-                settings=settings,
-                run_id=options.get("run_id"),
-                dry_run=dry_run,
-                accept_changes=bool(options.get("accept_changes", False)),
-                progress_bar=progress,
-                metrics_file=None
-                if options.get("metrics_file") is None
-                else Path(options["metrics_file"]),
-                place=place,
-            )
-            summary = Runner(request, embedded_api=embedded_api).run()
+            summary = _start(command, source, name, place, settings, options, progress)
     except RunRefusedError as exc:
-        if (defect := last_defect.get()) is not None:
-            raise _leaf(defect) from None  # as raised (its traceback also in the run's log)
+        line = redaction.scrub(str(exc))
+        if (defect := last_defect.get()) is not None:  # no summary: the line names the log
+            kept = Run(out, _stopped(exc), messages=(line,))
+            raise _keeping(_leaf(defect), kept) from None
         if exc.exit_code == ExitCode.RESUMABLE:  # nothing sent: the same call resumes
-            stop = StopInfo(exc.reason, exc.detail)
-            return Run(out, {"exit_code": int(exc.exit_code), "stop": stop.to_json()}, str(exc))
-        raise RunError(exc.exit_code, redaction.scrub(str(exc))) from None
+            return Run(out, _stopped(exc), messages=(line,))
+        raise RunError(exc.exit_code, line, reason=exc.reason.value) from None
+    code, said = place.left(int(summary.exit_code))
+    stop = summary.stop
+    messages = (*([stop.line()] if stop is not None else []), *said)
+    found = Run(out, summary.to_json(), summary.render(), messages)
     if (defect := last_defect.get()) is not None:
-        raise _leaf(defect)  # the run kept what it did, as the command line's exit 70 does
-    found = Run(out, summary.to_json(), summary.render())
-    line = summary.stop.line() if summary.stop is not None else ""
-    if place.unpublished is not None:  # the outputs are not where the run is: a person's
-        code, said = place.left(int(summary.exit_code))
-        raise RunError(code, "; ".join(filter(None, [line, *said])), found)
-    if summary.exit_code in (ExitCode.COMPLETE, ExitCode.RESUMABLE):
+        raise _keeping(_leaf(defect), found)  # kept what it did, as the command line's 70
+    if place.unpublished is None and code in (ExitCode.COMPLETE, ExitCode.RESUMABLE):
         return found
-    raise RunError(int(summary.exit_code), line, found)
+    # The outputs are not where the run is, or a person's stop (a dry run's included).
+    why = stop or place.unpublished or StopInfo(StopReason.INTERNAL_ERROR, "")
+    raise RunError(code, "; ".join(messages), found, why.reason.value)
+
+
+def _start(
+    command: Literal["run", "streets"],
+    source: Path,
+    name: str,
+    place: Place,
+    settings: Settings,
+    options: Mapping[str, Any],
+    progress: bool,
+) -> _Summary:
+    """The command's product on the engine, run once in `place`."""
+    from batchval.sandbox.embedded import embedded_api
+
+    dry_run = bool(options.get("dry_run", False))
+    if command == "streets":
+        from batchval.streets.runner import Streets, StreetsRequest
+
+        streets_request = StreetsRequest(
+            input_path=source,
+            input_name=name,
+            out_dir=place.local,
+            settings=settings,
+            refresh=bool(options.get("refresh", False)),
+            join=bool(options.get("join", False)),
+            dry_run=dry_run,
+            progress_bar=progress,
+            place=place,
+        )
+        return Streets(streets_request, embedded_api=embedded_api).run()
+    from batchval.valuations.runner import Runner, RunRequest
+
+    metrics_file = options.get("metrics_file")
+    request = RunRequest(
+        input_path=source,
+        input_name=name,
+        out_dir=place.local,
+        settings=settings,
+        run_id=options.get("run_id"),
+        dry_run=dry_run,
+        accept_changes=bool(options.get("accept_changes", False)),
+        progress_bar=progress,
+        metrics_file=None if metrics_file is None else Path(metrics_file),
+        place=place,
+    )
+    return Runner(request, embedded_api=embedded_api).run()
+
+
+def _stopped(exc: RunRefusedError) -> dict[str, Any]:
+    """The summary of an invocation refused before its run: its exit code and stop."""
+    return {"exit_code": int(exc.exit_code), "stop": StopInfo(exc.reason, exc.detail).to_json()}
+
+
+def _keeping(defect: BaseException, kept: Run) -> BaseException:
+    """The defect as raised, carrying the run it stopped (`Run.of`) and, as a note under
+    its traceback, the line the command line prints."""
+    with contextlib.suppress(AttributeError):  # an exception with no __dict__ keeps none
+        setattr(defect, _KEPT, kept)
+    defect.add_note(f"batchval: the run in {kept.place} is kept: {'; '.join(kept.messages)}")
+    return defect
 
 
 def _settings(
     config: str | os.PathLike[str] | None,
     options: Mapping[str, Any],
     run_settings: Mapping[str, Any],
+    taken: frozenset[str],
 ) -> Settings:
     """The settings as the command line's, with the client secret given to the redactor
-    before anything can print it; a bad setting is a RunError (64)."""
+    before anything can print it; a bad setting is a RunError (64) with no reason."""
     from batchval.settings import RUN_KEYS, load_settings
 
     unknown = sorted(set(run_settings) - {key.name for key in RUN_KEYS})
     if unknown:
-        known = sorted({key.name for key in RUN_KEYS} | _OPTIONS)
+        known = sorted({key.name for key in RUN_KEYS} | taken)
         raise RunError(
             ExitCode.USAGE,
             f"unknown setting(s): {', '.join(unknown)}; batchval takes {', '.join(known)}",
@@ -290,7 +418,8 @@ def _settings(
             encoding=options.get("encoding"),
             sheet=options.get("sheet"),
             header_row=options.get("header_row"),
-            run_settings=run_settings,
+            book={k: v for k, v in run_settings.items() if k in _BOOK},
+            run_settings={k: v for k, v in run_settings.items() if k not in _BOOK},
         )
     except SettingsError as exc:
         raise RunError(ExitCode.USAGE, str(exc)) from None

@@ -28,6 +28,7 @@ from batchval.input.options import InputOptions
 from batchval.input.refused import DEFAULT_MAX_REFUSED_SHARE
 from batchval.outcome import SettingsError
 from batchval.redaction import Redactor, without_password
+from batchval.store import azure
 
 ENV_PREFIX = "BATCHVAL_"
 # The month a sandbox's fake figures are as of, for snapshot tests (sandbox.config).
@@ -208,10 +209,16 @@ LENDER_KEYS: tuple[Key, ...] = (
     ),
 )
 
-# The config's `storage` section: each key and the variable AWS's own tools read it from,
-# which wins over the config when it is set (as the variable does over the API's keys).
+# The config's `storage` section: each key and the variable AWS's or Azure's own tools read
+# it from, which wins over the config when it is set (as the variable does over the API's
+# keys). `endpoint` serves both: it stands for `AZURE_STORAGE_ENDPOINT` too (`_storage`).
 STORAGE: tuple[Key, ...] = (
-    Key("endpoint", "an S3-compatible server's URL", "AWS_ENDPOINT_URL", "AWS's own"),
+    Key(
+        "endpoint",
+        "an S3-compatible server's URL, or an Azure Blob endpoint (`AZURE_STORAGE_ENDPOINT`)",
+        "AWS_ENDPOINT_URL",
+        "AWS's or Azure's own",
+    ),
     Key("region", "the bucket's region", "AWS_REGION"),
     Key("access_key_id", "the access key id", "AWS_ACCESS_KEY_ID"),
     Key(
@@ -220,6 +227,23 @@ STORAGE: tuple[Key, ...] = (
         "AWS_SECRET_ACCESS_KEY",
     ),
     Key("session_token", "a session token, for temporary credentials", "AWS_SESSION_TOKEN"),
+    Key("account_name", "the Azure storage account", azure.ACCOUNT_NAME),
+    Key(
+        "account_key",
+        "the Azure storage account's key: never printed, logged or written",
+        azure.ACCOUNT_KEY,
+    ),
+    Key(
+        "sas_token",
+        "an Azure SAS token (its query string): never printed, logged or written",
+        azure.SAS_TOKEN,
+    ),
+    Key(
+        "connection_string",
+        "an Azure connection string, alone (not beside the account, key, SAS token or "
+        "endpoint): never printed, logged or written",
+        azure.CONNECTION_STRING,
+    ),
 )
 STORAGE_KEYS: Mapping[str, str] = {key.name: str(key.variable) for key in STORAGE}
 
@@ -255,18 +279,16 @@ OTHER_VARIABLES: Mapping[str, str] = {
     ),
     "AWS_DEFAULT_REGION": "read when `AWS_REGION` is not set",
     "AWS_ENDPOINT_URL_S3": "wins over `AWS_ENDPOINT_URL` for S3",
+    azure.ENDPOINT: "an Azure Blob endpoint: wins over `storage.endpoint` for an Azure URL",
+    azure.CLI_ACCOUNT_NAME: f"the Azure CLI's name, read when `{azure.ACCOUNT_NAME}` is not set",
+    azure.CLI_ACCOUNT_KEY: f"the Azure CLI's name, read when `{azure.ACCOUNT_KEY}` is not set",
     "HTTPS_PROXY": "a proxy for https URLs (also `HTTP_PROXY`, `ALL_PROXY`), as Python reads it",
     "NO_PROXY": "hosts reached without the proxy",
 }
 STORAGE_SECRETS = ("secret_access_key", "session_token")
-# Azure's own variables that hold a secret: masked in every output whenever they are set.
-AZURE_SECRETS = (
-    "AZURE_STORAGE_KEY",
-    "AZURE_STORAGE_ACCOUNT_KEY",
-    "AZURE_STORAGE_SAS_TOKEN",
-    "AZURE_STORAGE_CONNECTION_STRING",
-    "AZURE_CLIENT_SECRET",
-)
+# Azure's own variables that hold a secret beside the storage section's (store/azure.secrets
+# reads those, and the secrets inside a connection string): masked whenever they are set.
+AZURE_SECRETS = ("AZURE_CLIENT_SECRET",)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -285,7 +307,7 @@ class StorageSettings:
     def secrets(self, env: Mapping[str, str]) -> list[str]:
         found = self.env(env)
         named = [STORAGE_KEYS[n] for n in STORAGE_SECRETS] + list(AZURE_SECRETS)
-        return [found[name] for name in named if found.get(name)]
+        return [found[name] for name in named if found.get(name)] + azure.secrets(found)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -494,7 +516,10 @@ def _storage(config: Mapping[str, Any]) -> StorageSettings:
     for name, value in section.items():
         if not isinstance(value, str) or not value:
             raise SettingsError(f"storage.{name} must be a string")
-    return StorageSettings({STORAGE_KEYS[name]: value for name, value in section.items()})
+    given = {STORAGE_KEYS[name]: value for name, value in section.items()}
+    if "endpoint" in section:  # one endpoint key for either store
+        given[azure.ENDPOINT] = section["endpoint"]
+    return StorageSettings(given)
 
 
 def _include(items: Any, where: str) -> tuple[str, ...]:

@@ -1,5 +1,5 @@
 """Shared fixtures: a sandbox served on a real loopback socket, and clients of it; a real
-S3-compatible server (SeaweedFS) on loopback."""
+S3-compatible server (SeaweedFS) and an Azure Blob Storage emulator (Azurite) on loopback."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
 
+import azure_server
 import httpx
 import objects_server
 import pytest
 import structlog
 from starlette.types import Receive, Scope, Send
-from support import LIVE, ROOT, TEST, InProcess, client_for, make_config
+from support import LIVE, ROOT, TEST, InProcess, StoreServer, client_for, make_config
 
 from batchval import redaction
 from batchval.api import PartnerClient
@@ -144,6 +145,32 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[objects_serv
         pytest.skip(message)
     with objects_server.running(tmp_path_factory.mktemp("seaweedfs"), weed) as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[azure_server.AzureServer]:
+    """Azurite's Blob service on 127.0.0.1, started once per pytest process (so once per
+    xdist worker that asks for it) and stopped by its pid at the end. Its container
+    `azure_server.CONTAINER` exists; tests keep to keys under a prefix of their own.
+    Without the Azurite of tests/azurite/: a skip, and a failure on CI."""
+    binary = azure_server.azurite_binary()
+    if binary is None:
+        message = "no `azurite-blob`: `make .venv/.installed` installs Azurite with npm"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    with azure_server.running(tmp_path_factory.mktemp("azurite"), binary) as server:
+        yield server
+
+
+@pytest.fixture(params=["s3", "azure"])
+def store_server(request: pytest.FixtureRequest) -> StoreServer:
+    """Each real object store in turn (SeaweedFS's S3, Azurite's Blob Storage): a test of a
+    run at a URL that takes it runs once on each."""
+    server: StoreServer = request.getfixturevalue(
+        "s3_server" if request.param == "s3" else "azurite"
+    )
+    return server
 
 
 @pytest.fixture(scope="session")

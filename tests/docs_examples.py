@@ -6,12 +6,13 @@ crontab or an Airflow set-up, are shown and not run). In a block, a line that st
 command are what it prints. A line of `...` alone stands for any number of lines.
 
 All the blocks of a page run in order in one bash process, in a fresh directory holding
-copies of `sample_inputs/`, `configs/` and `examples/` and a link to the project's
-`.venv`, with `.venv/bin` first on PATH and no `BATCHVAL_*` or `AWS_*` variable but one:
-the sandbox's figures are pinned to one month (`BATCHVAL_SANDBOX_FIGURES_MONTH`), so that
-the estimates a page shows hold next month. So `cd` and `export` carry on from one
-command to the next, as in a reader's terminal, and `batchval` is the project's. Each
-command must exit 0 (a page shows a non-zero exit with `; echo "exit $?"`).
+copies of `sample_inputs/`, `configs/` and `examples/` and links to the project's
+`.venv`, `Makefile` and `tests/` (for `make s3-local`), with `.venv/bin` first on PATH and
+no `BATCHVAL_*` or `AWS_*` variable but one: the sandbox's figures are pinned to one month
+(`BATCHVAL_SANDBOX_FIGURES_MONTH`), so that the estimates a page shows hold next month. So
+`cd` and `export` carry on from one command to the next, as in a reader's terminal, and
+`batchval` is the project's. Each command must exit 0 (a page shows a non-zero exit with
+`; echo "exit $?"`).
 
 What a command prints is compared as a reader sees it on a pipe: its stdout, then its
 stderr without the JSON log lines (the structured log, documented on its own page). Both
@@ -38,6 +39,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 COPIED = ("sample_inputs", "configs", "examples")
+# Linked, not copied: the project's venv, and the Makefile with the tests' servers behind
+# it (`make s3-local`, the local S3 of docs/how-to/object-storage.md).
+LINKED = (".venv", "Makefile", "tests")
 FIGURES_MONTH = "2026-11"
 # Each mask, in order: what changes from run to run, and what stands for it.
 _MASKS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
@@ -180,7 +184,8 @@ def run_page(path: Path, *, timeout: float = 600) -> Iterator[Ran]:
         work = Path(name)
         for part in COPIED:
             shutil.copytree(ROOT / part, work / part, ignore=shutil.ignore_patterns("__pycache__"))
-        (work / ".venv").symlink_to(ROOT / ".venv")
+        for part in LINKED:
+            (work / part).symlink_to(ROOT / part)
         outs = work / ".docs-example"
         outs.mkdir()
         script = []

@@ -47,6 +47,10 @@ class MemoryObjects:
             self.written[key] = time.monotonic()
             return True
 
+    def write_if(self, key: str, data: bytes, etag: str | None) -> str | None:
+        written = self.create(key, data) if etag is None else self.replace(key, data, etag)
+        return hashlib.md5(data).hexdigest() if written else None
+
     def list(self, prefix: str) -> list[str]:
         with self._lock:
             return sorted(k for k in self.objects if k.startswith(prefix))

@@ -21,6 +21,7 @@ import hashlib
 import hmac
 import http.client
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -68,17 +69,39 @@ class S3Server:
     ports: dict[str, int]
     started_in: float  # seconds from launch to the first signed write answered
 
-    def env(self) -> dict[str, str]:
-        """The variables AWS's own tools read, pointing at this server."""
+    def env(self, endpoint: str | None = None) -> dict[str, str]:
+        """The variables AWS's own tools read, pointing at this server (or at `endpoint`,
+        the test proxy's URL in front of it)."""
         return {
             "AWS_ACCESS_KEY_ID": self.access_key_id,
             "AWS_SECRET_ACCESS_KEY": self.secret_access_key,
             "AWS_REGION": self.region,
-            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ENDPOINT_URL": endpoint or self.endpoint,
         }
+
+    @property
+    def secrets(self) -> list[str]:
+        """What must never be found in anything a run leaves."""
+        return [self.secret_access_key]
 
     def url(self, prefix: str) -> str:
         return f"s3://{self.bucket}/{prefix}"
+
+    @property
+    def port(self) -> int:
+        """The port of its S3 endpoint."""
+        return self.ports["s3.port"]
+
+    def sign_again(self, method: str, path: str, headers: dict[str, str]) -> None:
+        """Replace `headers["authorization"]` with a SigV4 signature over what is left of
+        the headers it signed (for a request without a query string, as PUTs of one key
+        are): the test proxy's, once it has changed them."""
+        found = re.search(
+            r"Credential=[^/]+/([^,]+), SignedHeaders=([^,]+),", headers["authorization"]
+        )
+        assert found, headers["authorization"]
+        signed = [name for name in found.group(2).split(";") if name in headers]
+        sign(self, method, path, headers, signed, found.group(1))
 
 
 def sign(
@@ -151,7 +174,7 @@ def free_ports(count: int) -> list[int]:
         return [sock.getsockname()[1] for sock in sockets]
 
 
-def _command(weed: Path, data: Path, ports: dict[str, int]) -> list[str]:
+def _command(weed: Path, data: Path, ports: dict[str, int], bucket: str = BUCKET) -> list[str]:
     return [
         str(weed),
         "mini",
@@ -168,7 +191,7 @@ def _command(weed: Path, data: Path, ports: dict[str, int]) -> list[str]:
         # Its Unix sockets would go to /tmp/seaweedfs-*-<port>.sock and stay there.
         f"-s3.localSocket={data / 's3.sock'}",
         f"-filer.localSocket={data / 'filer.sock'}",
-        f"-bucket={BUCKET}",
+        f"-bucket={bucket}",
     ]
 
 

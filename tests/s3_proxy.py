@@ -1,13 +1,15 @@
-"""A small HTTP proxy on 127.0.0.1 in front of the test's S3 server, for faults a real
-server will not make on demand: a store that drops `If-None-Match` and `If-Match` (an old
-S3-compatible server), a 503 or a 409 instead of an answer, a write that lands but whose
-answer is lost, a store that never answers, a bucket in another region (301, 400), a
-bucket policy that refuses writes (403); from the start, or from a moment (`Switch`).
+"""A small HTTP proxy on 127.0.0.1 in front of the test's S3 server (or its Azure Blob
+emulator: any `Upstream`), for faults a real server will not make on demand: a store that
+drops `If-None-Match` and `If-Match` (an old S3-compatible server), a 503 or a 409 instead
+of an answer, a write that lands but whose answer is lost, a store that never answers, a
+bucket in another region (301, 400), a bucket policy that refuses writes (403); from the
+start, or from a moment (`Switch`).
 
 `fault(method, path, headers)` picks what happens to each request (see `Fault`). Requests
 are forwarded with their own Host header, so a client's SigV4 signature still holds; a
 request whose conditional headers are stripped is signed again with the server's
-credentials (they are signed headers, and the server would refuse the request otherwise).
+credentials (they are signed headers, SigV4's and Azure's SharedKey alike, and the server
+would refuse the request otherwise). The error answers it makes up are S3's.
 """
 
 from __future__ import annotations
@@ -16,12 +18,10 @@ import contextlib
 import enum
 import http.client
 import http.server
-import re
 import threading
 from collections.abc import Callable, Iterator
 from email.message import Message
-
-from objects_server import S3Server, sign
+from typing import Protocol
 
 
 class Fault(enum.Enum):
@@ -60,19 +60,19 @@ _WRONG_REGION = (
 )
 
 
-def _sign_again(method: str, path: str, headers: dict[str, str], server: S3Server) -> None:
-    """Replace `headers["authorization"]` with a SigV4 signature over what is left of the
-    headers it signed (only for a request without a query string, as PUTs of one key are)."""
-    found = re.search(r"Credential=[^/]+/([^,]+), SignedHeaders=([^,]+),", headers["authorization"])
-    assert found, headers["authorization"]
-    signed = [name for name in found.group(2).split(";") if name in headers]
-    sign(server, method, path, headers, signed, found.group(1))
+class Upstream(Protocol):
+    """A server the proxy passes requests on to (objects_server.S3Server,
+    azure_server.AzureServer): its port on 127.0.0.1, and how to sign a request again."""
+
+    @property
+    def port(self) -> int: ...
+    def sign_again(self, method: str, path: str, headers: dict[str, str]) -> None: ...
 
 
 class _Proxy(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, server: S3Server, fault: Chooser) -> None:
+    def __init__(self, server: Upstream, fault: Chooser) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.upstream = server
         self.fault = fault
@@ -134,8 +134,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if any(name in headers for name in stripped):
             for name in stripped:
                 headers.pop(name, None)
-            _sign_again(self.command, self.path, headers, self.server.upstream)
-        port = int(self.server.upstream.endpoint.rpartition(":")[2])
+            self.server.upstream.sign_again(self.command, self.path, headers)
+        port = self.server.upstream.port
         upstream = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         try:
             upstream.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
@@ -156,7 +156,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def proxy(server: S3Server, fault: Chooser) -> Iterator[tuple[str, list[tuple[str, str, Fault]]]]:
+def proxy(server: Upstream, fault: Chooser) -> Iterator[tuple[str, list[tuple[str, str, Fault]]]]:
     """A proxy on 127.0.0.1 in front of `server`: yields its endpoint URL and the requests
     it saw, with the fault each got. Stopped (and every stalled request let go) on exit."""
     running = _Proxy(server, fault)

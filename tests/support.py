@@ -16,7 +16,7 @@ import time
 import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from typing import Any, Protocol, TextIO, TypeVar
 
 import anyio
 import httpx
@@ -33,9 +33,6 @@ from batchval.sandbox.config import Account, SandboxConfig
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.checkpoint import Checkpoint
 from batchval.valuations import answers
-
-if TYPE_CHECKING:
-    from objects_server import S3Server
 
 T = TypeVar("T")
 
@@ -99,13 +96,26 @@ def env_for(served: RunningSandbox, credentials: Any = LIVE, **extra: str) -> di
 SHORT_LEASE = {"BATCHVAL_LEASE_SECONDS": "8"}
 
 
-def url_env(served: RunningSandbox, s3: S3Server, endpoint: str | None = None) -> dict[str, str]:
-    """`env_for(served)` with the S3 server's keys, and `endpoint` (a proxy in front of the
-    server) as the store's address when given."""
-    env = {**env_for(served), **s3.env()}
-    if endpoint is not None:
-        env["AWS_ENDPOINT_URL"] = endpoint
-    return env
+class StoreServer(Protocol):
+    """A real object store the tests start on loopback: SeaweedFS's S3
+    (objects_server.S3Server) or Azurite's Blob Storage (azure_server.AzureServer)."""
+
+    def url(self, prefix: str) -> str: ...
+    def env(self, endpoint: str | None = None) -> dict[str, str]: ...
+    @property
+    def secrets(self) -> list[str]: ...
+    # What the test proxy in front of it needs (s3_proxy.Upstream).
+    @property
+    def port(self) -> int: ...
+    def sign_again(self, method: str, path: str, headers: dict[str, str]) -> None: ...
+
+
+def url_env(
+    served: RunningSandbox, server: StoreServer, endpoint: str | None = None
+) -> dict[str, str]:
+    """`env_for(served)` with the store server's keys, and `endpoint` (a proxy in front of
+    the server) as the store's address when given."""
+    return {**env_for(served), **server.env(endpoint)}
 
 
 def portfolio(path: Path, rows: int, *, duplicates: int = 0) -> Path:

@@ -29,6 +29,8 @@ def test_provider_info_names_the_distribution_and_its_operator() -> None:
     (operators,) = info["operators"]
     assert operators["python-modules"] == ["batchval.airflow.operator"]
     assert operators["integration-name"] in {i["integration-name"] for i in info["integrations"]}
+    (triggers,) = info["triggers"]  # the wait between rounds, imported by the triggerer
+    assert triggers["python-modules"] == ["batchval.airflow.trigger"]
 
 
 def test_the_airflow_extra_asks_for_airflow_3() -> None:

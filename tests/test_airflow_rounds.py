@@ -4,6 +4,7 @@ command and environment, the run id, the next round's time, no execution_timeout
 from __future__ import annotations
 
 import datetime as dt
+import json
 import sys
 from typing import Any
 
@@ -201,7 +202,177 @@ def test_an_execution_timeout_is_refused_with_the_reason() -> None:
         rounds.refuse_execution_timeout(dt.timedelta(hours=6))
     assert "max_rounds" in str(refused.value)
     assert "late_after" in str(refused.value)
-    assert "execution_timeout=None" in str(refused.value)  # how to undo a DAG-wide default
+    assert "default_args" in str(refused.value)  # and what becomes of an inherited one
+
+
+def test_an_inherited_execution_timeout_is_replaced_with_one_warning() -> None:
+    """One from default_args or [core] is not refused: replaced by none, said once."""
+    assert rounds.inherited_execution_timeout(None, "default_args") is None
+    warning = rounds.inherited_execution_timeout(dt.timedelta(hours=2), "default_args")
+    assert warning is not None
+    assert "from default_args (2:00:00) is replaced by none" in warning
+    assert "max_rounds" in warning
+
+
+@pytest.mark.parametrize(
+    ("event", "kwargs", "resumed"),
+    [
+        # The triggerer: the deferral's kwargs and the event.
+        (
+            {"batchval_round": 3, "batchval_run_id": "day-2026-11-25"},
+            (3, "day-2026-11-25"),
+            (3, "day-2026-11-25"),
+        ),
+        # `airflow dags test`: the event alone.
+        (
+            {"batchval_round": 2, "batchval_run_id": "day-2026-11-25"},
+            (None, None),
+            (2, "day-2026-11-25"),
+        ),
+        # The run's id not known yet when it deferred (refused before it began, say).
+        ({"batchval_round": 4, "batchval_run_id": None}, (None, None), (4, None)),
+        # An older batchval's deferral (DateTimeTrigger's bare moment): the second round.
+        ("2026-11-26T00:00:01+00:00", (None, None), (2, None)),
+        (None, (5, "r"), (5, "r")),
+    ],
+)
+def test_a_resumed_task_finds_its_round_and_run_whichever_path_airflow_took(
+    event: object, kwargs: tuple[int | None, str | None], resumed: tuple[int, str | None]
+) -> None:
+    assert rounds.resumed_round(event, *kwargs) == resumed
+
+
+def test_the_event_carries_the_round_the_run_and_the_moment_as_json() -> None:
+    """What the trigger yields goes through Airflow's serialiser: plain JSON values."""
+    event = rounds.round_event(2, "day-2026-11-25", NOW)
+    assert json.loads(json.dumps(event)) == event
+    assert rounds.resumed_round(event, None, None) == (2, "day-2026-11-25")
+    assert event["moment"] == "2026-11-25T23:58:00+00:00"
+
+
+STATUS: dict[str, Any] = {
+    "status": "complete",
+    "exit_code": 0,
+    "run_id": "day-2026-11-25",
+    "mode": "live",
+    "rows": {"total": 50, "valued": 48, "problems": 2, "pending": 0, "duplicates": 0},
+    "problems_by_type": {"floor-area-required": 2},
+    "credits_charged": {"this_invocation": 180, "total": 480},
+    "calls": {"this_invocation": 18, "total": 48},
+    "rate_limited": {"this_invocation": 1, "total": 3},
+    "invocations": 2,
+    "stop": None,
+    "started_at": "2026-11-26T00:00:02+00:00",
+    "finished_at": "2026-11-26T00:00:09+00:00",
+    "seconds": 7.1,
+    "portfolio": {"loans": 50},
+}
+
+
+def test_the_xcom_names_the_last_invocation_s_figures_as_such() -> None:
+    """What the round that ran last did, apart from the run's totals; the place named."""
+    result = rounds.task_result(["run", "in.csv", "--out", "s3://b/r"], "s3://b/r", STATUS, 2)
+    assert result["last_invocation"] == {
+        "calls": 18,
+        "credits": 180,
+        "rate_limited": 1,
+        "started_at": "2026-11-26T00:00:02+00:00",
+        "finished_at": "2026-11-26T00:00:09+00:00",
+        "seconds": 7.1,
+    }
+    assert result["run_totals"] == {"calls": 48, "credits": 480, "invocations": 2}
+    assert result["place"] == "s3://b/r"
+    assert result["task_rounds"] == 2
+    assert result["rows"] == STATUS["rows"]
+    assert "portfolio" not in result
+    assert json.loads(json.dumps(result)) == result
+
+
+def test_the_report_task_s_xcom_is_the_report_s_place() -> None:
+    assert rounds.task_result(["report", "s3://b/r/"], "s3://b/r/", STATUS, 1) == {
+        "place": "s3://b/r/",
+        "report": "s3://b/r/report.html",
+    }
+
+
+def test_the_asset_event_s_extra_holds_the_run_s_figures() -> None:
+    assert rounds.asset_extra("s3://b/r", STATUS) == {
+        "run_id": "day-2026-11-25",
+        "place": "s3://b/r",
+        "rows_valued": 48,
+        "problems": 2,
+        "credits": 480,
+        "mode": "live",
+    }
+    night = {**STATUS, "book": {"rows": {"valued": 15, "carried": 25, "deferred": 10}}}
+    assert rounds.asset_extra("s3://b/n", night) == {
+        **rounds.asset_extra("s3://b/n", STATUS),
+        "rows_carried": 25,
+        "rows_deferred": 10,
+    }
+    assert rounds.asset_uri("s3://b/r") == "s3://b/r"
+    assert rounds.asset_uri("/data/runs/a") == "file:///data/runs/a"
+
+
+@pytest.mark.parametrize(
+    ("line", "parts"),
+    [
+        (
+            "batchval: daily_limit: the daily limit (5000) is reached",
+            ("daily_limit", "the daily limit (5000) is reached"),
+        ),
+        (
+            "batchval: refused: s3://b/r: credentials refused (HTTP 403)",
+            ("refused", "s3://b/r: credentials refused (HTTP 403)"),
+        ),
+        ("batchval: no such file: in.csv", ("", "no such file: in.csv")),
+        (None, ("", "")),
+    ],
+)
+def test_the_stop_line_is_read_as_its_reason_and_detail(
+    line: str | None, parts: tuple[str, str]
+) -> None:
+    assert rounds.stop_parts(line) == parts
+
+
+def _verdict(code: int, line: str | None, *, url: bool = True, read: bool = False) -> str:
+    return rounds.person_verdict(
+        code,
+        line,
+        out_dir="s3://b/r",
+        url=url,
+        status_read=read,
+        conn_id="batchval_default",
+        storage_conn_id="batchval_storage",
+    )
+
+
+def test_a_refused_store_credential_is_named_as_one_and_no_file_is_pointed_at() -> None:
+    """A wrong S3 key (batchval's `refused`, 64) names the storage connection, not the
+    command line; nothing was read at the place, so no file of it is named."""
+    line = "batchval: refused: s3://b/r: credentials refused (HTTP 403 InvalidAccessKeyId)"
+    said = _verdict(64, line)
+    assert said.startswith(
+        "batchval exited 64 (the object store refused its credentials "
+        "(connection 'batchval_storage')): a person must act"
+    )
+    assert "InvalidAccessKeyId" in said
+    assert "command line or config" not in said
+    assert "summary.json" not in said
+    assert "batchval.log" not in said
+    assert "no run could be read at s3://b/r" in said
+
+
+def test_a_refused_api_credential_names_the_api_s_connection() -> None:
+    said = _verdict(77, "batchval: credentials_refused: the token endpoint said 401", read=True)
+    assert "(the API refused its credentials (connection 'batchval_default'))" in said
+    assert "`batchval status s3://b/r` says where the run stands" in said
+
+
+def test_another_stop_a_person_must_act_on_keeps_its_meaning() -> None:
+    said = _verdict(65, "batchval: input_unusable: in.csv: no postcode column", url=False)
+    assert said.startswith("batchval exited 65 (input): a person must act; batchval said: ")
+    assert _verdict(64, None, url=False).startswith("batchval exited 64 (command line or config)")
 
 
 def test_the_package_loads_without_airflow() -> None:

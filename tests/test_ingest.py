@@ -4,6 +4,7 @@ while sending (`Ingest`), every row counted either way."""
 from __future__ import annotations
 
 import csv
+import itertools
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -215,7 +216,15 @@ def test_read_ahead_hands_over_the_items_and_what_went_wrong() -> None:
         assert next(ahead) == 2
         with pytest.raises(ValueError, match="the third"):
             next(ahead)
-    endless = ReadAhead(iter(range(10**9)), depth=1)
-    with endless as ahead:
+    closed: list[bool] = []
+
+    def endless() -> Iterator[int]:
+        try:
+            yield from itertools.count()
+        finally:
+            closed.append(True)
+
+    with ReadAhead(endless(), depth=1) as ahead:
         assert next(ahead) == 0
-    assert not endless._thread.is_alive()
+    assert closed == [True]  # the source closed, its thread gone
+    assert not [t for t in threading.enumerate() if t.name.startswith("batchval-read-ahead")]

@@ -5,10 +5,12 @@ thread, and the docs page's example runs in a real Jupyter kernel."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 import re
 import signal
 import threading
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -71,12 +73,25 @@ def test_all_is_pinned() -> None:
         "RunError",
         "Stop",
         "__version__",
+        "analyse_streets",
         "open_run",
         "run",
         "value",
     ]
     assert issubclass(batchval.RunError, batchval.BatchvalError)
     assert (ROOT / "batchval" / "py.typed").exists()
+
+
+def test_no_public_name_is_taken_by_a_module_of_the_package() -> None:
+    """Importing a subpackage sets its name on `batchval` (`batchval.streets` is the
+    streets folder): every public name is still what `__all__` promises once the whole
+    package is imported."""
+    for path in sorted((ROOT / "batchval").rglob("*.py")):
+        name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+        if not name.startswith(("batchval.airflow", "batchval.__main__")):
+            importlib.import_module(name)
+    assert [n for n in batchval.__all__ if isinstance(getattr(batchval, n), types.ModuleType)] == []
+    assert callable(batchval.analyse_streets)
 
 
 def test_a_frame_valued_resumed_opened_and_joined_back(
@@ -123,6 +138,7 @@ def test_a_file_by_path_with_settings_by_keyword(
         batchval.run(source, out=tmp_path / "other", concurency=2)
     assert unknown.value.exit_code == 64
     assert "concurency" in str(unknown.value)
+    assert unknown.value.reason is None  # a call wrong in itself: the CLI's usage error
     assert "concurrency" in str(unknown.value)
 
 
@@ -132,6 +148,7 @@ def test_a_frame_without_a_postcode_is_65_naming_the_frame(tmp_path: Path) -> No
     with pytest.raises(batchval.RunError) as refused:
         batchval.value(frame(3).drop("postcode"), out=tmp_path / "out", progress=False)
     assert refused.value.exit_code == 65
+    assert refused.value.reason == "input_unusable"
     assert "postcode" in str(refused.value)
     assert "<frame>" in str(refused.value)
     assert "batchval-frame-" not in str(refused.value)
@@ -149,6 +166,8 @@ def test_the_daily_limit_gives_a_run_to_resume(
     assert stopped.stop is not None
     assert stopped.stop.reason == "daily_limit"
     assert stopped.stop.not_before is not None
+    assert stopped.messages == (f"daily_limit: {stopped.stop.detail}",)
+    assert stopped.text.startswith("run ")
 
 
 def test_open_run_of_a_place_with_no_run_is_64(tmp_path: Path) -> None:
@@ -175,22 +194,59 @@ def _in_a_thread(call: Callable[[], batchval.Run]) -> batchval.Run:
     return outcome
 
 
+def _the_notebooks_calls(out: Path, served: RunningSandbox) -> batchval.Run:
+    """The Done-when calls, in whatever thread or loop calls this: a frame valued, the same
+    frame again sending nothing, the run opened, a frame without a postcode refused (65)."""
+    done = batchval.value(frame(6), out=out, progress=False)
+    assert done.complete
+    calls = len(served.sandbox.ledger.requests)
+    assert (
+        batchval.value(frame(6), out=out, progress=False).summary["calls"]["this_invocation"] == 0
+    )
+    assert len(served.sandbox.ledger.requests) == calls
+    assert batchval.open_run(out).results().equals(done.results())
+    with pytest.raises(batchval.RunError) as refused:
+        batchval.value(frame(2).drop("postcode"), out=out.with_name(f"{out.name}-bad"))
+    assert refused.value.exit_code == 65
+    return done
+
+
+def _stopped_at_the_daily_limit(out: Path) -> None:
+    stopped = batchval.value(frame(9), out=out, progress=False)
+    assert (stopped.complete, stopped.exit_code) == (False, 75)
+    assert stopped.stop is not None
+    assert stopped.stop.reason == "daily_limit"
+    assert stopped.stop.not_before is not None
+
+
 def test_from_a_worker_thread_and_from_a_running_event_loop(
     served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A task thread (no signal handler can be set there) and a caller's `async def` under
-    asyncio.run (an event loop already running): the same run, complete."""
+    asyncio.run (an event loop already running): the notebook's calls, the same run, and
+    then a daily limit a Run to resume."""
     served_env(served, monkeypatch)
-    threaded = _in_a_thread(lambda: batchval.value(frame(6), out=tmp_path / "t", progress=False))
-    assert threaded.complete
+    threaded = _in_a_thread(lambda: _the_notebooks_calls(tmp_path / "t", served))
 
     async def main() -> batchval.Run:
-        return batchval.value(frame(6), out=tmp_path / "a", progress=False)
+        return _the_notebooks_calls(tmp_path / "a", served)
 
-    assert asyncio.run(main()).complete
+    looped = asyncio.run(main())
     assert threaded.results()["valuation_id"].to_list() == (
-        batchval.open_run(tmp_path / "a").results()["valuation_id"].to_list()
+        looped.results()["valuation_id"].to_list()
     )
+    served.sandbox.account(LIVE.client_id).daily_limit = 1
+
+    def limited() -> batchval.Run:
+        _stopped_at_the_daily_limit(tmp_path / "t-limit")
+        return threaded
+
+    _in_a_thread(limited)
+
+    async def limited_in_a_loop() -> None:
+        _stopped_at_the_daily_limit(tmp_path / "a-limit")
+
+    asyncio.run(limited_in_a_loop())
 
 
 def test_an_interrupt_in_a_running_event_loop_stops_the_run_cleanly(
@@ -226,12 +282,25 @@ def _code_blocks(page: Path) -> list[str]:
     return re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
 
 
-def test_the_docs_example_runs_in_a_jupyter_kernel(tmp_path: Path) -> None:
+# A cell after the page's: the kernel pointed at the test's sandbox, whose account's daily
+# limit stops a run of the page's three loans after one.
+DAILY_LIMIT_CELL = """
+import os
+os.environ.update({env!r})
+stopped = batchval.value(book, out="runs/daily-limit", progress=False)
+print(stopped.complete, stopped.exit_code, stopped.stop.reason, stopped.stop.not_before is not None)
+"""
+
+
+def test_the_docs_example_runs_in_a_jupyter_kernel(served: RunningSandbox, tmp_path: Path) -> None:
     """docs/how-to/python.md's example, each block a cell, in a real Jupyter kernel (whose
     event loop runs while a cell does): every cell runs; what it prints is what the page
-    says it shows."""
-    cells = [nbformat.v4.new_code_cell(code) for code in _code_blocks(PAGE)]  # type: ignore[no-untyped-call]
-    assert len(cells) >= 5
+    says it shows. Then, in the same kernel, a daily limit is a Run to resume."""
+    blocks = _code_blocks(PAGE)
+    assert len(blocks) >= 5
+    served.sandbox.account(LIVE.client_id).daily_limit = 1
+    daily = DAILY_LIMIT_CELL.format(env=env_for(served))
+    cells = [nbformat.v4.new_code_cell(code) for code in [*blocks, daily]]  # type: ignore[no-untyped-call]
     notebook = nbformat.v4.new_notebook(cells=cells)  # type: ignore[no-untyped-call]
     env = {k: v for k, v in os.environ.items() if not k.startswith("BATCHVAL_")}
     client = NotebookClient(
@@ -249,6 +318,8 @@ def test_the_docs_example_runs_in_a_jupyter_kernel(tmp_path: Path) -> None:
     assert printed[2].strip() == "0"
     assert printed[3].startswith("65 input_unusable: <frame>")
     assert printed[4].strip() == "3"
+    assert printed[5].splitlines()[-1] == "True 3"
+    assert printed[-1].splitlines()[-1] == "False 75 daily_limit True"
 
 
 def _stdout(cell: Any) -> list[str]:
@@ -293,8 +364,15 @@ def test_a_defect_is_raised_as_it_was_once_the_run_is_kept(
         return settle(self, item, answer)
 
     monkeypatch.setattr(valuing.ValuationJob, "settle", broken)
-    with pytest.raises(ZeroDivisionError, match="a defect"):
+    with pytest.raises(ZeroDivisionError, match="a defect") as raised:
         batchval.value(book, out=out, progress=False)
+    stopped = batchval.Run.of(raised.value)  # what the command line prints of it
+    assert stopped is not None
+    assert stopped.exit_code == 70
+    assert stopped.text.splitlines()[-1].startswith("exit 70")
+    assert stopped.messages[0].startswith("internal_error: ")  # as the command line says
+    assert stopped.messages[0].endswith("the traceback is in batchval.log")
+    assert batchval.Run.of(ZeroDivisionError("not batchval's")) is None
     kept = batchval.open_run(out)
     assert kept.exit_code == 70
     assert kept.stop is not None

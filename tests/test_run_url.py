@@ -1,6 +1,7 @@
 """`run --out s3://bucket/prefix`: the run's memory and outputs kept on a real
 S3-compatible server (SeaweedFS on loopback), each invocation from an empty directory of
-its own, as a moved Airflow task or a new pod finds its disk (issue 23)."""
+its own, as a moved Airflow task or a new pod finds its disk (issue 23). The tests that take
+`store_server` run again at an `az://container/prefix` place on Azurite (issue 40)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,16 @@ import polars as pl
 import pytest
 from objects_server import S3Server
 from s3_proxy import Fault, always, proxy
-from support import BATCHVAL, LIVE, SHORT_LEASE, InProcess, env_for, portfolio, wait_until
+from support import (
+    BATCHVAL,
+    LIVE,
+    SHORT_LEASE,
+    InProcess,
+    StoreServer,
+    env_for,
+    portfolio,
+    wait_until,
+)
 
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
@@ -29,7 +39,7 @@ pytestmark = pytest.mark.slow
 DAY = 86_400
 
 
-def _env(served: RunningSandbox, s3: S3Server, offset: float = 0) -> dict[str, str]:
+def _env(served: RunningSandbox, s3: StoreServer, offset: float = 0) -> dict[str, str]:
     """The sandbox's, the store's, and a lease of SHORT_LEASE's seconds."""
     return {
         **env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(offset)),
@@ -45,16 +55,16 @@ def _read(store: ObjectStore, name: str) -> bytes:
 
 
 def test_a_backfill_across_days_on_blank_machines_pays_once(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, batchval: InProcess
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path, batchval: InProcess
 ) -> None:
     """300 rows at a daily limit of 100: one invocation a UTC day, each from an empty
     directory of its own; every row valued, each request charged once, one run id across
     the days (as `status URL --json` reads it, the Airflow operator's view), the results
     at the URL for polars to read."""
     served.sandbox.account(LIVE.client_id).daily_limit = 100
-    url = s3_server.url("backfill-1")
+    url = store_server.url("backfill-1")
     source = portfolio(tmp_path / "book.csv", 300)
-    store = ObjectStore.from_url(url, s3_server.env())
+    store = ObjectStore.from_url(url, store_server.env())
     codes, run_ids = [], []
     for day in range(4):
         if day:
@@ -62,11 +72,13 @@ def test_a_backfill_across_days_on_blank_machines_pays_once(
         work = tmp_path / f"machine-{day}"
         work.mkdir()
         done = batchval(
-            "run", str(source), "--out", url, env=_env(served, s3_server, day * DAY), cwd=work
+            "run", str(source), "--out", url, env=_env(served, store_server, day * DAY), cwd=work
         )
         codes.append(done.returncode)
         assert list(work.iterdir()) == [], "nothing is left on the machine's disk"
-        status = batchval("status", url, "--json", env=_env(served, s3_server, day * DAY), cwd=work)
+        status = batchval(
+            "status", url, "--json", env=_env(served, store_server, day * DAY), cwd=work
+        )
         run_ids.append(json.loads(status.stdout)["run_id"])
         if done.returncode == 0:
             break
@@ -111,15 +123,15 @@ def test_wrong_credentials_are_refused_with_64_and_never_printed(
 
 
 def test_two_runs_on_one_url_one_spends_the_other_exits_75(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, batchval: InProcess
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path, batchval: InProcess
 ) -> None:
     """Two machines start the same run: the second finds the first's lease renewed and
     stops with dir_locked within seconds, having sent nothing; the first finishes alone.
     `status URL` meanwhile says it is running."""
     served.sandbox.set_faults(Faults(latency_ms=100))
-    url = s3_server.url("twice")
+    url = store_server.url("twice")
     source = portfolio(tmp_path / "book.csv", 400)
-    env = _env(served, s3_server)
+    env = _env(served, store_server)
     first = subprocess.Popen(
         [BATCHVAL, "run", str(source), "--out", url, "--concurrency", "2"],
         env=env,
@@ -127,7 +139,7 @@ def test_two_runs_on_one_url_one_spends_the_other_exits_75(
         stderr=subprocess.PIPE,
         text=True,
     )
-    store = ObjectStore.from_url(url, s3_server.env())
+    store = ObjectStore.from_url(url, store_server.env())
     ledger = served.sandbox.ledger
     wait_until(
         lambda: ledger.valuations_created(LIVE.client_id), 60, "a first valuation", process=first
@@ -149,15 +161,15 @@ def test_two_runs_on_one_url_one_spends_the_other_exits_75(
 
 
 def test_a_stalled_holder_wakes_to_a_taken_run_and_stops_without_writing(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, batchval: InProcess
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path, batchval: InProcess
 ) -> None:
     """SIGSTOP past the lease, another machine takes the run and finishes it, SIGCONT: the
     first sends nothing more, publishes nothing over the new holder's outputs and exits
     75; nothing is paid twice, nothing paid is lost."""
     served.sandbox.set_faults(Faults(latency_ms=100))
-    url = s3_server.url("stalled")
+    url = store_server.url("stalled")
     source = portfolio(tmp_path / "book.csv", 120)
-    env = _env(served, s3_server)
+    env = _env(served, store_server)
     ledger = served.sandbox.ledger
     first = subprocess.Popen(
         [BATCHVAL, "run", str(source), "--out", url, "--concurrency", "2"],
@@ -178,7 +190,7 @@ def test_a_stalled_holder_wakes_to_a_taken_run_and_stops_without_writing(
     finally:
         first.send_signal(signal.SIGCONT)
     assert second.returncode == 0, second.stderr  # took the run after one unchanged lease
-    store = ObjectStore.from_url(url, s3_server.env())
+    store = ObjectStore.from_url(url, store_server.env())
     published = _read(store, "results.parquet")
     _, err = first.communicate(timeout=120)
     assert first.returncode == 75, err
@@ -192,37 +204,37 @@ def test_a_stalled_holder_wakes_to_a_taken_run_and_stops_without_writing(
 
 
 def test_an_input_at_a_url_is_read_by_a_blank_machine(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, batchval: InProcess
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path, batchval: InProcess
 ) -> None:
     """INPUT as an s3:// URL, into a local DIR: read, valued, and named by its URL in the
     summary and the manifest; a missing object is input_unusable (65)."""
     source = portfolio(tmp_path / "book.csv", 12)
-    store = ObjectStore.from_url(s3_server.url("inputs"), s3_server.env())
+    store = ObjectStore.from_url(store_server.url("inputs"), store_server.env())
     store.put("book.csv", source.read_bytes())
-    env = _env(served, s3_server)
+    env = _env(served, store_server)
     out = tmp_path / "out"
-    done = batchval("run", s3_server.url("inputs/book.csv"), "--out", str(out), env=env)
+    done = batchval("run", store_server.url("inputs/book.csv"), "--out", str(out), env=env)
     assert done.returncode == 0, done.stderr
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["input"] == s3_server.url("inputs/book.csv")
+    assert summary["input"] == store_server.url("inputs/book.csv")
     assert summary["rows"]["valued"] == 12
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["input"]["path"] == s3_server.url("inputs/book.csv")
-    missing = batchval("run", s3_server.url("inputs/none.csv"), "--out", str(out), env=env)
+    assert manifest["input"]["path"] == store_server.url("inputs/book.csv")
+    missing = batchval("run", store_server.url("inputs/none.csv"), "--out", str(out), env=env)
     assert missing.returncode == 65, missing.stderr
     assert "no such object" in missing.stderr
 
 
 def test_streets_check_and_split_read_an_input_at_a_url(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, batchval: InProcess
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path, batchval: InProcess
 ) -> None:
     """Every command that reads an INPUT takes an s3:// URL for it, and names it by it."""
     source = portfolio(tmp_path / "book.csv", 12)
-    url = s3_server.url("inputs-2/book.csv")
-    ObjectStore.from_url(s3_server.url("inputs-2"), s3_server.env()).put(
+    url = store_server.url("inputs-2/book.csv")
+    ObjectStore.from_url(store_server.url("inputs-2"), store_server.env()).put(
         "book.csv", source.read_bytes()
     )
-    env = _env(served, s3_server)
+    env = _env(served, store_server)
     streets = batchval("streets", url, "--out", str(tmp_path / "streets"), env=env)
     assert streets.returncode == 0, streets.stderr
     summary = json.loads((tmp_path / "streets" / "summary.json").read_text())
@@ -233,22 +245,22 @@ def test_streets_check_and_split_read_an_input_at_a_url(
     split = batchval("split", url, "--shards", "2", "--out", str(tmp_path / "shards"), env=env)
     assert split.returncode == 0, split.stderr
     assert json.loads((tmp_path / "shards" / "shards.json").read_text())["input"] == url
-    missing = batchval("check", s3_server.url("inputs-2/none.csv"), env=env)
+    missing = batchval("check", store_server.url("inputs-2/none.csv"), env=env)
     assert missing.returncode == 65, missing.stdout + missing.stderr
 
 
 def test_split_writes_its_shards_at_a_url_and_each_shard_runs_from_there(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, batchval: InProcess
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path, batchval: InProcess
 ) -> None:
     """`split --out s3://...` publishes the shards and shards.json at the URL (a blank
     worker runs a shard by its URL); another split into another number is refused there,
     naming the URL."""
-    url = s3_server.url("shards")
-    env = _env(served, s3_server)
+    url = store_server.url("shards")
+    env = _env(served, store_server)
     source = portfolio(tmp_path / "book.csv", 30)
     done = batchval("split", str(source), "--shards", "3", "--out", url, env=env)
     assert done.returncode == 0, done.stderr
-    store = ObjectStore.from_url(url, s3_server.env())
+    store = ObjectStore.from_url(url, store_server.env())
     names = sorted(key for key in store.list("") if "/" not in key)
     assert names == [
         "shard-00000-of-00003.parquet",
@@ -271,12 +283,12 @@ def test_split_writes_its_shards_at_a_url_and_each_shard_runs_from_there(
 
 
 def test_status_and_report_read_a_run_at_its_url(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, batchval: InProcess
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path, batchval: InProcess
 ) -> None:
     """`status URL --json` says where the run stands (Airflow's XCom), and `report URL`
     publishes report.html beside the run's outputs."""
-    url = s3_server.url("looked-at")
-    env = _env(served, s3_server)
+    url = store_server.url("looked-at")
+    env = _env(served, store_server)
     done = batchval("run", str(portfolio(tmp_path / "book.csv", 8)), "--out", url, env=env)
     assert done.returncode == 0, done.stderr
     status = batchval("status", url, "--json", env=env)
@@ -284,28 +296,28 @@ def test_status_and_report_read_a_run_at_its_url(
     assert json.loads(status.stdout)["rows"]["valued"] == 8
     report = batchval("report", url, env=env)
     assert report.returncode == 0, report.stderr
-    assert "wrote s3://" in report.stdout
-    page = _read(ObjectStore.from_url(url, s3_server.env()), "report.html")
+    assert f"wrote {url}" in report.stdout
+    page = _read(ObjectStore.from_url(url, store_server.env()), "report.html")
     assert b"<html" in page
-    nothing = batchval("status", s3_server.url("no-run-here"), env=env)
+    nothing = batchval("status", store_server.url("no-run-here"), env=env)
     assert nothing.returncode == 64
 
 
 def test_verify_and_export_work_on_a_run_at_its_url(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, batchval: InProcess
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path, batchval: InProcess
 ) -> None:
     """`verify URL` reads every valuation back (taking the run, as a run does) and
     publishes verify.parquet at the URL;
     `export URL` writes its files beside the run's outputs there (or into a local --out),
     naming the URL, never the directory it read the run into."""
-    url = s3_server.url("verified")
-    env = _env(served, s3_server)
+    url = store_server.url("verified")
+    env = _env(served, store_server)
     done = batchval("run", str(portfolio(tmp_path / "book.csv", 8)), "--out", url, env=env)
     assert done.returncode == 0, done.stderr
-    store = ObjectStore.from_url(url, s3_server.env())
+    store = ObjectStore.from_url(url, store_server.env())
     store.put("book.parquet", b"another night's book, beside the run")
-    with proxy(s3_server, always(Fault.FORWARD)) as (endpoint, seen):
-        verify = batchval("verify", url, env={**env, "AWS_ENDPOINT_URL": endpoint})
+    with proxy(store_server, always(Fault.FORWARD)) as (endpoint, seen):
+        verify = batchval("verify", url, env={**env, **store_server.env(endpoint)})
     assert verify.returncode == 0, verify.stderr
     written = {path.rpartition("/")[2] for method, path, _ in seen if method == "PUT"}
     assert "verify.parquet" in written
@@ -331,10 +343,10 @@ def test_verify_and_export_work_on_a_run_at_its_url(
     assert (tmp_path / "x" / "results.xlsx").is_file()
     assert store.get("results.xlsx") is None
 
-    nothing = batchval("export", s3_server.url("no-run-here"), "--format", "csv", env=env)
+    nothing = batchval("export", store_server.url("no-run-here"), "--format", "csv", env=env)
     assert nothing.returncode == 64, nothing.stderr
     assert "batchval-view-" not in nothing.stderr
-    assert s3_server.url("no-run-here").rstrip("/") in nothing.stderr
+    assert store_server.url("no-run-here").rstrip("/") in nothing.stderr
 
 
 def test_kills_at_random_moments_then_blank_machines_resume_paying_once(

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 from objects_server import S3Server
 from s3_proxy import Fault, always, conditional, proxy
-from support import LIVE, InProcess, env_for, portfolio, url_env
+from support import LIVE, InProcess, StoreServer, env_for, portfolio, url_env
 
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.objects import ObjectStore
@@ -24,16 +24,22 @@ pytestmark = pytest.mark.slow
 
 @pytest.mark.parametrize("where", ["out", "book"])
 def test_a_store_that_ignores_conditional_writes_is_refused_with_64(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, where: str, batchval: InProcess
+    served: RunningSandbox,
+    store_server: StoreServer,
+    tmp_path: Path,
+    where: str,
+    batchval: InProcess,
 ) -> None:
     """Behind a proxy that drops If-None-Match and If-Match, the store would let two
     machines both spend (or both write a book): refused before any call, naming it."""
     source = portfolio(tmp_path / "book.csv", 5)
-    url = s3_server.url(f"ignores-{where}")
-    with proxy(s3_server, always(Fault.STRIP)) as (endpoint, seen):
+    url = store_server.url(f"ignores-{where}")
+    with proxy(store_server, always(Fault.STRIP)) as (endpoint, seen):
         place = ["--out", url] if where == "out" else ["--out", str(tmp_path / "run")]
         book = ["--book", f"{url}/book.parquet"] if where == "book" else []
-        done = batchval("run", str(source), *place, *book, env=url_env(served, s3_server, endpoint))
+        done = batchval(
+            "run", str(source), *place, *book, env=url_env(served, store_server, endpoint)
+        )
     assert done.returncode == 64, done.stderr
     assert "refused" in done.stderr
     assert "ignores create-only writes" in done.stderr

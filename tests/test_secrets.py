@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from objects_server import S3Server
 from secrets_scan import Secret, assert_clean, forms, scan
-from support import LIVE, env_for, portfolio, run_in_process
+from support import LIVE, StoreServer, env_for, portfolio, run_in_process
 
 from batchval import redaction
 from batchval.sandbox.server import RunningSandbox
@@ -189,14 +189,14 @@ def test_an_echoing_token_url_leaks_nothing_locally(
 
 
 def test_an_echoing_token_url_leaks_nothing_at_a_url(
-    s3_server: S3Server,
+    store_server: StoreServer,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The same at an s3:// place: no secret or store key in any published object (the
+    """The same at an s3:// or az:// place: no secret or store key in any published object (the
     shipped log among them) or printed line."""
-    place = s3_server.url(f"secrets-{tmp_path.name}")
+    place = store_server.url(f"secrets-{tmp_path.name}")
     with echoing("text/plain") as (url, _seen):
         env = {
             "BATCHVAL_BASE_URL": url + "/partners/v1",
@@ -204,19 +204,19 @@ def test_an_echoing_token_url_leaks_nothing_at_a_url(
             "BATCHVAL_CLIENT_ID": "client-1",
             "BATCHVAL_CLIENT_SECRET": ODD_SECRET,
             "XDG_STATE_HOME": str(tmp_path / "state"),
-            **s3_server.env(),
+            **store_server.env(),
         }
         source = portfolio(tmp_path / "book.csv", 3)
         exported = ["--format", "csv", "--out", str(tmp_path / "exported")]
         commands = a_user_s_commands(source, place, exported)
         printed = every_command(commands, env, monkeypatch, capsys)
-    secrets: list[Secret] = [(ODD_SECRET, "client-1"), s3_server.secret_access_key]
+    secrets: list[Secret] = [(ODD_SECRET, "client-1"), *store_server.secrets]
     assert_clean(
         secrets,
         paths=[tmp_path],
         texts=printed,
         objects=[place],
-        env=s3_server.env(),
+        env=store_server.env(),
     )
 
 

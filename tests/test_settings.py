@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -372,12 +373,35 @@ def test_the_storage_section_gives_the_object_store_and_the_environment_wins(
     env = settings.storage.env({"AWS_REGION": "us-east-1", "AWS_SESSION_TOKEN": ""})
     assert env == {
         "AWS_ENDPOINT_URL": "http://127.0.0.1:9000",
+        "AZURE_STORAGE_ENDPOINT": "http://127.0.0.1:9000",  # one endpoint key for either store
         "AWS_REGION": "us-east-1",
         "AWS_ACCESS_KEY_ID": "AKID",
         "AWS_SECRET_ACCESS_KEY": "storage-secret-123",
     }
     assert settings.storage.secrets({}) == ["storage-secret-123"]
     assert "storage-secret-123" not in repr(settings)
+
+
+def test_the_storage_section_gives_azure_its_variables_and_the_environment_wins(
+    tmp_path: Path,
+) -> None:
+    """Azure's keys become the variables batchval reads an Azure store from; a variable
+    that is set wins; the key and SAS token are secrets, in neither repr nor the manifest."""
+    config = write(
+        tmp_path,
+        "storage:\n  account_name: lender\n  account_key: azure-key-123==\n"
+        "  sas_token: sv=1&sig=azure%2Bsig\n",
+    )
+    settings = load_settings(config, {})
+    env = settings.storage.env({"AZURE_STORAGE_ACCOUNT_NAME": "other"})
+    assert env == {
+        "AZURE_STORAGE_ACCOUNT_NAME": "other",
+        "AZURE_STORAGE_ACCOUNT_KEY": "azure-key-123==",
+        "AZURE_STORAGE_SAS_TOKEN": "sv=1&sig=azure%2Bsig",
+    }
+    assert settings.storage.secrets({}) == ["azure-key-123==", "sv=1&sig=azure%2Bsig", "azure+sig"]
+    assert "azure-key-123" not in repr(settings)
+    assert "azure-key-123" not in json.dumps(settings.to_json())
     assert "storage-secret-123" not in str(settings.to_json())
 
 

@@ -246,3 +246,24 @@ def test_a_store_that_refuses_writes_has_its_lease_deleted_at_the_end() -> None:
     with pytest.raises(_RefusedError):
         late.release(refused=(_RefusedError,))
     assert LEASE in objects.objects
+
+
+def test_a_holder_asked_whether_its_lease_is_taken_as_its_renewal_finds_it_taken() -> None:
+    """The keeper's thread may find the lease taken (and let go of it) while the sending
+    thread reads the lease object for `taken`: the answer is the read's, never a crash (a
+    stalled holder woke to exit 70 on Azurite before)."""
+    objects, clock = MemoryObjects(), Clock()
+    holder = _lease(objects, clock, "a")
+    holder.take()
+    clock.now += 31
+    _lease(objects, clock, "b").take()
+    read = objects.get
+
+    def get_while_the_renewal_fails(key: str) -> tuple[bytes, str] | None:
+        found = read(key)
+        with pytest.raises(LeaseLostError):
+            holder.renew()  # as the keeper's thread would, between check and use
+        return found
+
+    objects.get = get_while_the_renewal_fails  # type: ignore[method-assign]
+    assert holder.taken() is True

@@ -376,32 +376,36 @@ def _padded_run(tmp_path: Path, objects: MemoryObjects, *values: int) -> None:
 
 
 def test_a_holder_with_little_to_add_copies_the_base_on_the_server(tmp_path: Path) -> None:
-    """A resume whose restored log is small beside its base writes no base: the base is
-    copied on the server, the log written once as the new generation's first object, and
-    a blank machine restores every commit of both holders."""
+    """A resume whose restored log is small beside its base, but many objects (a sending
+    run killed before it folded), writes no base: the base is copied on the server, the
+    log written once as the new generation's one object, which its own commits rewrite,
+    and a blank machine restores every commit of both holders."""
     objects = _Counted()
-    _padded_run(tmp_path, objects, 1, 2)
+    _padded_run(tmp_path, objects, *range(30))  # three commits, three objects of log
     objects.created.clear()
     with structlog.testing.capture_logs() as logged:
-        _take(tmp_path, objects, "second", 2, 3)
+        _take(tmp_path, objects, "second", 2, 100)
     [event] = [e for e in logged if e["event"] == "replica.generation"]
     assert event["base_bytes"] == 0
     head = Head.of(objects.objects[HEAD])
     assert objects.copied == [f"state/{head.generation}/base.sqlite"]
     assert not [k for k in objects.created if k.endswith("base.sqlite")]
-    assert f"state/{head.generation}/{0:016d}.wal" in objects.created  # the log, once
+    assert sorted(k for k in objects.objects if f"/{head.generation}/" in k) == [
+        f"state/{head.generation}/{0:016d}.wal",  # the log, one object
+        f"state/{head.generation}/base.sqlite",
+    ]
     restored = tmp_path / "blank" / "checkpoint.sqlite"
     restored.parent.mkdir()
     restore(objects, restored)
-    assert _values(restored) == [1, 2, 3]
+    assert _values(restored) == [*range(30), 100]
 
 
 def test_an_invocation_ends_by_folding_a_long_log_so_the_next_writes_no_base(
     tmp_path: Path,
 ) -> None:
     """A run whose log passed half its base folds it into a new base as its database
-    closes (while it holds the run); the next holder then copies that base on the server
-    and writes none of its own."""
+    closes (while it holds the run); the next holder then goes on in that generation,
+    its epoch in HEAD, and writes no base and copies none."""
     objects = _Counted()
     first = tmp_path / "first"
     first.mkdir()
@@ -422,7 +426,8 @@ def test_an_invocation_ends_by_folding_a_long_log_so_the_next_writes_no_base(
     again.keep_at(Replica(objects, blank / CHECKPOINT_NAME, epoch=2), restored)
     assert again.get("answer.49") == "x" * 1_000
     again.close()
-    assert len(objects.copied) == 1
+    assert Head.of(objects.objects[HEAD]) == Head(head.generation, 2)
+    assert objects.copied == []
     assert not [k for k in objects.created if k.endswith("base.sqlite")]
 
 
@@ -443,27 +448,70 @@ def test_a_log_past_half_its_base_is_folded_into_a_new_base(tmp_path: Path) -> N
     assert _values(restored) == list(range(2_000))
 
 
-def test_rounds_with_nothing_to_do_keep_the_current_and_the_previous_generation(
-    tmp_path: Path,
-) -> None:
-    """Ten takes that add one small commit each: once HEAD moves, every generation but it
-    and the one before it is deleted, so the objects under state/ do not grow with the
-    rounds, and the memory holds every commit."""
+def test_rounds_with_nothing_to_do_add_no_object(tmp_path: Path) -> None:
+    """Ten takes that add one small commit each, after a run killed with its log in many
+    objects: the first copies the base into a generation whose log is one object; each
+    take after it goes on in that generation and rewrites that object, so the objects
+    under state/ do not grow with the rounds, the generation before HEAD's is kept, and
+    the memory holds every commit."""
     objects = _Counted()
     _padded_run(tmp_path, objects, *range(100))
+    run = Head.of(objects.objects[HEAD]).generation
     _take(tmp_path, objects, "resume-1", 2, 100)
     after_one = len(objects.objects)
-    names = [Head.of(objects.objects[HEAD]).generation]
+    carried = Head.of(objects.objects[HEAD]).generation
     for epoch in range(3, 12):
         _take(tmp_path, objects, f"resume-{epoch - 1}", epoch, epoch * 1_000)
-        names.append(Head.of(objects.objects[HEAD]).generation)
-        assert _generations(objects) == set(names[-2:])
-    assert len(objects.objects) <= after_one
+        assert Head.of(objects.objects[HEAD]) == Head(carried, epoch)
+        assert _generations(objects) == {run, carried}  # HEAD's, and the one before it
+        assert len(objects.objects) == after_one
     assert not [k for k in objects.created if k.endswith("base.sqlite")][1:]  # the run's own
+    assert len(objects.copied) == 1
     restored = tmp_path / "blank" / "checkpoint.sqlite"
     restored.parent.mkdir()
     restore(objects, restored)
     assert _values(restored) == [*range(101), *(e * 1_000 for e in range(3, 12))]
+
+
+def test_two_holders_in_one_generation_meet_on_its_log_and_one_stops(tmp_path: Path) -> None:
+    """A holder that stalled (epoch 2) and its successor (epoch 3) in one generation: the
+    successor rewrites the log's object first, so the stalled holder's next rewrite fails
+    (it was no longer the version it wrote) and it stops keeping; the memory holds the
+    successor's commits, one history."""
+    objects = MemoryObjects()
+    _padded_run(tmp_path, objects, 1)
+    stalled_db, stalled = _holder(tmp_path, objects, "stalled", 2)
+    _commit(stalled_db, stalled, 2)
+    stalled.drain()
+    successor_db, successor = _holder(tmp_path, objects, "successor", 3)
+    _commit(successor_db, successor, 3)
+    successor.drain()
+    _commit(stalled_db, stalled, 4)
+    with pytest.raises(ReplicaLostError, match="rewritten by another holder"):
+        stalled.drain()
+    successor.close()
+    stalled.close()
+    restored = tmp_path / "blank" / "checkpoint.sqlite"
+    restored.parent.mkdir()
+    restore(objects, restored)
+    assert _values(restored) == [1, 2, 3]
+    assert Head.of(objects.objects[HEAD]).epoch == 3
+
+
+def test_a_log_rewritten_after_it_was_restored_is_not_taken_on(tmp_path: Path) -> None:
+    """Another holder rewrote the log between this holder's restore and its taking the
+    run: taking it on would drop that holder's commits, so it stops instead."""
+    objects = MemoryObjects()
+    _padded_run(tmp_path, objects, 1)
+    _take(tmp_path, objects, "second", 2, 2)  # the log is one object, carried on
+    path = tmp_path / "late" / "checkpoint.sqlite"
+    path.parent.mkdir()
+    head = restore(objects, path)
+    _take(tmp_path, objects, "meanwhile", 3, 3)
+    db = _open(path)
+    with pytest.raises(ReplicaLostError, match="changed since it was restored"):
+        Replica(objects, path, epoch=4).begin(db, head)
+    db.close()
 
 
 def test_a_holder_never_deletes_a_later_holders_generation(tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
 """BatchvalOperator: one batchval command as an Airflow task, run to completion round by
 round (docs/how-to/airflow.md is the contract; `rounds` holds the rules):
 
-- 0: success; the run's status (`batchval status OUT --json`) is the task's XCom.
+- 0: success; the task's XCom says what the run is and what its last invocation did
+  (`rounds.task_result`; for `report`, the report's place), and each outlet asset's event
+  carries the run's figures in its `extra` (`rounds.asset_extra`).
 - 75 (incomplete but resumable): the task defers, holding no worker slot, until the
   run's own `stop.not_before` (midnight UTC after a daily limit, the end of a
   Retry-After), or `wait_when_no_time_given` when the run gave none (an outage, a
@@ -13,14 +15,19 @@ round (docs/how-to/airflow.md is the contract; `rounds` holds the rules):
 A round may run on any worker: after a deferral Airflow resumes the task on whichever
 worker takes it, or in a new pod. So each round runs in a fresh temporary working
 directory, removed after it, and nothing passes from one round to the next through a
-disk: only the round's number and the run's id, in the deferral's own kwargs. With
+disk: only the round's number and the run's id, in the deferral's own kwargs and in its
+trigger's event (`trigger.RoundTrigger`: `airflow dags test` hands back the event alone). With
 `out_dir` an `s3://` URL the run's memory, its lease and its outputs live at the URL
 and any worker resumes the run; a local `out_dir` suits one machine only.
 
 No `execution_timeout`: Airflow counts it over the task's whole life, every deferral
 included, so it would fail a backfill that waits for midnight day after day; the
-operator refuses one (`rounds.refuse_execution_timeout`). Each wait is bounded by its
-deferral's own timeout instead (the wait plus `late_after`).
+operator refuses one given to the task (`rounds.refuse_execution_timeout`) and replaces
+one inherited from `default_args` or `[core]` by none, with a warning. Each wait is
+bounded by its deferral's own timeout instead (the wait plus `late_after`).
+
+batchval's log events (JSON lines off a terminal) reach the task log one line each, at
+their own level, without a second timestamp (`tasklog`).
 
 Secrets reach batchval through its environment only, never its arguments or the log:
 the API's from `conn_id` (host = base URL, login = client id, password = client secret,
@@ -40,11 +47,11 @@ import tempfile
 from collections.abc import Sequence
 from typing import Any
 
-from airflow.providers.standard.triggers.temporal import DateTimeTrigger
-from airflow.sdk import BaseOperator
+from airflow.sdk import Asset, AssetAlias, BaseOperator
 
-from batchval.airflow import rounds
+from batchval.airflow import rounds, tasklog
 from batchval.airflow.rounds import Next
+from batchval.airflow.trigger import RoundTrigger
 
 # Where Airflow 3.3 keeps them; the earlier 3.x kept them in core (a fallback never run
 # by `make airflow-check`, which installs 3.3).
@@ -56,6 +63,13 @@ try:
     from airflow.sdk.exceptions import AirflowException, AirflowFailException
 except ImportError:  # pragma: no cover
     from airflow.exceptions import AirflowException, AirflowFailException
+# Airflow's `[core] default_task_execution_timeout`, as its operators take it by default.
+try:
+    from airflow.sdk.definitions._internal.abstractoperator import (
+        DEFAULT_TASK_EXECUTION_TIMEOUT,
+    )
+except ImportError:  # pragma: no cover
+    DEFAULT_TASK_EXECUTION_TIMEOUT = None
 
 # How long batchval may take to stop gently after SIGTERM (in-flight calls finish, the
 # outputs are written, at a URL too): its shutdown grace is 5 s; a large DIR takes longer.
@@ -80,9 +94,25 @@ class BatchvalOperator(BaseOperator):
         late_after: dt.timedelta = dt.timedelta(hours=1),
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
-        # Given here, by the DAG's default_args or by Airflow's config: refused all the same.
-        rounds.refuse_execution_timeout(self.execution_timeout)
+        # Airflow fills a parameter from `default_args` only when the __init__ it wraps names
+        # it: this one does not, so an execution_timeout here was given to the task itself
+        # (refused), while `default_args` (merged, the DAG's included) holds an inherited one.
+        # A mapped task's partial() merges default_args in before this runs: there the two
+        # cannot be told apart, and both are replaced with the warning.
+        given = kwargs.pop("execution_timeout", None)
+        defaults = kwargs.get("default_args") or {}
+        if getattr(self, "_BaseOperator__from_mapped", False):
+            inherited, where = given, "the mapped task's partial() or default_args"
+        else:
+            rounds.refuse_execution_timeout(given)
+            inherited, where = defaults.get("execution_timeout"), "default_args"
+            if "execution_timeout" not in defaults:
+                inherited = DEFAULT_TASK_EXECUTION_TIMEOUT
+                where = "Airflow's [core] default_task_execution_timeout"
+        super().__init__(execution_timeout=None, **kwargs)
+        warning = rounds.inherited_execution_timeout(inherited, where)
+        if warning is not None:
+            self.log.warning("%s", warning)
         self.arguments = arguments
         self.out_dir = out_dir
         self.conn_id = conn_id
@@ -94,20 +124,22 @@ class BatchvalOperator(BaseOperator):
         self._process: subprocess.Popen[str] | None = None
 
     def execute(self, context: Any) -> dict[str, Any]:
-        return self._round(1, None)
+        return self._round(context, 1, None)
 
     def resume(
         self,
         context: Any,
         event: Any = None,
-        round_number: int = 1,
+        round_number: int | None = None,
         run_id: str | None = None,
     ) -> dict[str, Any]:
         """Called back by the trigger once the run's own not-before time has passed,
-        perhaps on another worker: only the kwargs of the deferral came along."""
-        return self._round(round_number, run_id)
+        perhaps on another worker. The triggerer hands back the deferral's kwargs and the
+        event; `airflow dags test` the event alone: the round and the run's id are in both."""
+        number, run = rounds.resumed_round(event, round_number, run_id)
+        return self._round(context, number, run)
 
-    def _round(self, number: int, run_id: str | None) -> dict[str, Any]:
+    def _round(self, context: Any, number: int, run_id: str | None) -> dict[str, Any]:
         command = rounds.batchval_command(self.batchval_bin, os.environ)
         arguments = rounds.with_run_id(self.arguments, run_id)
         # A fresh working directory a round, as a moved task finds its disk; removed after.
@@ -119,7 +151,7 @@ class BatchvalOperator(BaseOperator):
                 " ".join([*command, *arguments]),
                 workdir,
             )
-            code = self._batchval([*command, *arguments], env, workdir)
+            code, stop_line = self._batchval([*command, *arguments], env, workdir)
             step = rounds.next_step(code)
             status = self._status(command, env, workdir) if step is not Next.FAIL else {}
         found = status.get("run_id")
@@ -136,11 +168,19 @@ class BatchvalOperator(BaseOperator):
                 "was lost or replaced between rounds; stopped so that nothing is paid twice"
             )
         if step is Next.SUCCEED:
-            return status
+            self._mark_outlets(context, status)
+            return rounds.task_result(self.arguments, self.out_dir, status, number)
         if step is Next.FAIL_FOR_A_PERSON:
             raise AirflowFailException(
-                f"batchval exited {code} ({rounds.PERSON_MUST_ACT[code]}): a person must act; "
-                f"see {self.out_dir}/summary.json and batchval.log"
+                rounds.person_verdict(
+                    code,
+                    stop_line,
+                    out_dir=self.out_dir,
+                    url=rounds.needs_storage(self.arguments, self.out_dir),
+                    status_read=bool(status),
+                    conn_id=self.conn_id,
+                    storage_conn_id=self.storage_conn_id,
+                )
             )
         if step is Next.FAIL:
             raise AirflowException(f"batchval exited {code}")
@@ -154,13 +194,27 @@ class BatchvalOperator(BaseOperator):
             rounds.clock_offset(os.environ),
         )
         self.log.info("incomplete but resumable: running it again at %s", moment.isoformat())
+        carried = found or run_id
         self.defer(
-            trigger=DateTimeTrigger(moment=moment),
+            trigger=RoundTrigger(moment, round_number=number + 1, run_id=carried),
             method_name="resume",
-            kwargs={"round_number": number + 1, "run_id": found or run_id},
+            kwargs={"round_number": number + 1, "run_id": carried},
             timeout=moment - now + self.late_after,
         )
         raise AssertionError("defer() does not return")  # pragma: no cover
+
+    def _mark_outlets(self, context: Any, status: dict[str, Any]) -> None:
+        """The final round's asset events: each outlet's `extra` says what the run did
+        (`rounds.asset_extra`); an AssetAlias gets an event for the run's place."""
+        if not self.outlets or not status:
+            return
+        extra = rounds.asset_extra(self.out_dir, status)
+        events = context["outlet_events"]
+        for outlet in self.outlets:
+            if isinstance(outlet, AssetAlias):
+                events[outlet].add(Asset(uri=rounds.asset_uri(self.out_dir)), extra=extra)
+            elif isinstance(outlet, Asset):
+                events[outlet].extra.update(extra)
 
     def _environment(self, workdir: str) -> dict[str, str]:
         api = self._connection_fields(self.conn_id)
@@ -198,9 +252,13 @@ class BatchvalOperator(BaseOperator):
             return {}
         return found
 
-    def _batchval(self, command: list[str], env: dict[str, str], workdir: str) -> int:
-        # Its own session, so that Airflow's kill reaches batchval only through on_kill:
-        # SIGTERM, then time to finish in-flight calls and write the outputs (exit 75).
+    def _batchval(
+        self, command: list[str], env: dict[str, str], workdir: str
+    ) -> tuple[int, str | None]:
+        """Run one round of batchval: its exit code and its one-line stop, if it said one.
+        Its own session, so that Airflow's kill reaches batchval only through on_kill:
+        SIGTERM, then time to finish in-flight calls and write the outputs (exit 75)."""
+        stop_line = None
         with subprocess.Popen(
             command,
             env=env,
@@ -212,12 +270,15 @@ class BatchvalOperator(BaseOperator):
         ) as process:
             self._process = process
             assert process.stdout is not None
-            # The summary (stdout) and the one-line stop reason (stderr) go to the task log.
-            for line in process.stdout:
-                self.log.info("%s", line.rstrip("\n"))
+            # Each event a line at its own level; the summary and the stop line as they are.
+            for raw in process.stdout:
+                line = tasklog.read_line(raw)
+                self.log.log(line.level, "%s", line.text)
+                if line.is_stop:
+                    stop_line = line.text
             code = process.wait()
         self._process = None
-        return code
+        return code, stop_line
 
     def on_kill(self) -> None:
         """Airflow stops the task: batchval is asked to stop gently, and waited for."""

@@ -32,4 +32,10 @@ def provider_info() -> dict[str, Any]:
                 "python-modules": ["batchval.airflow.operator"],
             }
         ],
+        "triggers": [
+            {
+                "integration-name": "batchval",
+                "python-modules": ["batchval.airflow.trigger"],
+            }
+        ],
     }

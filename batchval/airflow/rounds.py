@@ -174,18 +174,185 @@ def clock_offset(environ: Mapping[str, str]) -> float:
     return float(environ.get(CLOCK_OFFSET_VARIABLE) or 0)
 
 
+# --- what a deferral carries to the next round --------------------------------------------
+
+# The event's keys. The real triggerer hands the resumed task the deferral's own kwargs
+# and the event; `airflow dags test` (Airflow 3.3's inline trigger) hands it the event
+# alone, so the round's number and the run's id travel in both.
+EVENT_ROUND = "batchval_round"
+EVENT_RUN_ID = "batchval_run_id"
+
+
+def round_event(number: int, run_id: str | None, moment: dt.datetime) -> dict[str, Any]:
+    """The trigger's event: the next round's number, the run's id and the moment waited
+    for (JSON-safe, as Airflow stores it)."""
+    return {EVENT_ROUND: number, EVENT_RUN_ID: run_id, "moment": moment.isoformat()}
+
+
+def resumed_round(
+    event: object, round_number: int | None, run_id: str | None
+) -> tuple[int, str | None]:
+    """The round a resumed task runs and the run's id: the deferral's kwargs when Airflow
+    gave them, else the trigger's event. A resume is never the first round: with neither
+    (a deferral made by an older batchval), it is the second, and the run's id comes from
+    its memory."""
+    carried: Mapping[str, Any] = event if isinstance(event, Mapping) else {}
+    number = round_number if round_number is not None else carried.get(EVENT_ROUND)
+    found = run_id if run_id is not None else carried.get(EVENT_RUN_ID)
+    return (int(number) if number is not None else 2), (str(found) if found else None)
+
+
+# --- what the task says it did ---------------------------------------------------------------
+
+# What a reader of the XCom finds of the run's last invocation, from its status.
+_LAST_INVOCATION = (
+    ("calls", "calls", "this_invocation"),
+    ("credits", "credits_charged", "this_invocation"),
+    ("rate_limited", "rate_limited", "this_invocation"),
+)
+_RUN_TOTALS = (
+    ("calls", "calls", "total"),
+    ("credits", "credits_charged", "total"),
+)
+
+
+def task_result(
+    arguments: Sequence[str], out_dir: str, status: Mapping[str, Any], rounds: int
+) -> dict[str, Any]:
+    """The task's XCom: for `report`, the report's place; for any other command, what the
+    run at `out_dir` is and what its last invocation (the round that ran last) did, named
+    as such, beside the run's totals. Figures only: no secret is in a status."""
+    if arguments and arguments[0] == "report":
+        return {"place": out_dir, "report": f"{out_dir.rstrip('/')}/report.html"}
+
+    def picked(keys: tuple[tuple[str, str, str], ...]) -> dict[str, Any]:
+        return {name: (status.get(section) or {}).get(part) for name, section, part in keys}
+
+    return {
+        "place": out_dir,
+        "run_id": status.get("run_id"),
+        "status": status.get("status"),
+        "exit_code": status.get("exit_code"),
+        "mode": status.get("mode"),
+        "rows": status.get("rows"),
+        "problems_by_type": status.get("problems_by_type"),
+        "stop": status.get("stop"),
+        "last_invocation": {
+            **picked(_LAST_INVOCATION),
+            "started_at": status.get("started_at"),
+            "finished_at": status.get("finished_at"),
+            "seconds": status.get("seconds"),
+        },
+        "run_totals": {**picked(_RUN_TOTALS), "invocations": status.get("invocations")},
+        "task_rounds": rounds,
+    }
+
+
+def asset_uri(out_dir: str) -> str:
+    """The run's place as an asset's URI (for an AssetAlias's event): a URL as it is, a
+    local DIR as a `file://` URI."""
+    if is_url(out_dir) or out_dir.startswith("file://"):
+        return out_dir
+    return "file://" + out_dir
+
+
+def asset_extra(out_dir: str, status: Mapping[str, Any]) -> dict[str, Any]:
+    """An asset event's `extra` after the final round: the run's id, place, rows valued,
+    problem rows, credits and mode, JSON-safe (figures and names only, no secret); a
+    `--book` night adds the rows it carried from the book and left for a later night."""
+    rows = status.get("rows") or {}
+    credits = status.get("credits_charged") or {}
+    extra = {
+        "run_id": status.get("run_id"),
+        "place": out_dir,
+        "rows_valued": rows.get("valued"),
+        "problems": rows.get("problems"),
+        "credits": credits.get("total"),
+        "mode": status.get("mode"),
+    }
+    book = (status.get("book") or {}).get("rows")
+    if isinstance(book, Mapping):
+        extra.update(rows_carried=book.get("carried"), rows_deferred=book.get("deferred"))
+    return extra
+
+
+# --- a verdict a person can act on -------------------------------------------------------------
+
+
+def stop_parts(stop_line: str | None) -> tuple[str, str]:
+    """batchval's one-line stop (`batchval: <reason>: <detail>`) as (reason, detail)."""
+    text = (stop_line or "").removeprefix("batchval: ").strip()
+    reason, _, detail = text.partition(": ")
+    if not detail or " " in reason:  # not a reason word: the line is all detail
+        return "", text
+    return reason, detail
+
+
+def person_verdict(
+    code: int,
+    stop_line: str | None,
+    *,
+    out_dir: str,
+    url: bool,
+    status_read: bool,
+    conn_id: str | None,
+    storage_conn_id: str | None,
+) -> str:
+    """Why a person must act, in words they act on: a refused credential named as the API's
+    or the object store's (by its connection), batchval's own stop line, and where the
+    run stands. It names no file: a run refused before it started wrote none."""
+    reason, detail = stop_parts(stop_line)
+    what = PERSON_MUST_ACT.get(code, "")
+    if code == ExitCode.ACCOUNT and reason == "credentials_refused":
+        what = "the API refused its credentials" + (
+            f" (connection {conn_id!r})" if conn_id else " (the worker's BATCHVAL_* settings)"
+        )
+    elif code == ExitCode.USAGE and url and "credentials refused" in detail:
+        what = "the object store refused its credentials" + (
+            f" (connection {storage_conn_id!r})"
+            if storage_conn_id
+            else " (the worker's own AWS_* identity)"
+        )
+    said = f"; batchval said: {stop_line.strip()}" if stop_line else ""
+    where = (
+        f"; `batchval status {out_dir}` says where the run stands"
+        if status_read
+        else f"; no run could be read at {out_dir}"
+    )
+    return f"batchval exited {code} ({what}): a person must act{said}{where}"
+
+
+# --- execution_timeout ------------------------------------------------------------------------
+
 EXECUTION_TIMEOUT_REFUSED = (
     "BatchvalOperator takes no execution_timeout: Airflow counts it over the task's whole "
     "life, every deferral included, so a backfill that waits for midnight day after day "
     "would be failed by it mid-run. Bound the rounds with max_rounds and a late wake-up "
-    "with late_after (each deferral's own timeout) instead. Given by a DAG's default_args "
-    "or by Airflow's [core] default_task_execution_timeout, it is refused as well: pass "
-    "execution_timeout=None to this task"
+    "with late_after (each deferral's own timeout) instead. One from the DAG's default_args "
+    "or Airflow's [core] default_task_execution_timeout is replaced by none, with a warning"
+)
+
+
+EXECUTION_TIMEOUT_REPLACED = (
+    "BatchvalOperator runs with no execution_timeout: the one from {given} ({value}) is "
+    "replaced by none for this task, since Airflow counts it over the task's whole life, every "
+    "deferral included, and a backfill that waits for midnight day after day would be failed "
+    "by it mid-run. Bound the rounds with max_rounds and a late wake-up with late_after"
 )
 
 
 def refuse_execution_timeout(value: object) -> None:
-    """An execution_timeout on the operator is refused at once (the DAG does not load),
-    rather than warned of: it would fail a healthy multi-day run on its last day."""
+    """An execution_timeout given to the operator itself is refused at once (the DAG does
+    not load), rather than warned of: it would fail a healthy multi-day run on its last
+    day."""
     if value is not None:
         raise ValueError(EXECUTION_TIMEOUT_REFUSED)
+
+
+def inherited_execution_timeout(value: object, given: str) -> str | None:
+    """An execution_timeout the task did not ask for (`given`: the DAG's `default_args`, or
+    Airflow's `[core] default_task_execution_timeout`) is replaced by none: the one warning
+    to log, or None when there was none."""
+    if value is None:
+        return None
+    return EXECUTION_TIMEOUT_REPLACED.format(given=given, value=value)

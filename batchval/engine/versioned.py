@@ -71,8 +71,9 @@ class StoredFile:
 
 
 def versioned_file(location: str, env: Mapping[str, str]) -> VersionedFile:
-    """The file at `location`: an `s3://bucket/key` URL (its store read from `env` as AWS's
-    tools read it, and probed: raises ObjectStoreError), or a local path."""
+    """The file at `location`: an `s3://bucket/key` or `az://container/key` URL (its store
+    read from `env` as AWS's or Azure's tools read it, and probed: raises
+    ObjectStoreError), or a local path."""
     from batchval.engine.place import is_url, local_path
 
     if not is_url(location):
@@ -80,8 +81,10 @@ def versioned_file(location: str, env: Mapping[str, str]) -> VersionedFile:
     parent, _, key = location.rstrip("/").rpartition("/")
     from batchval.store.objects import ObjectStore, ObjectStoreRefusedError
 
-    if not key or parent == "s3:/":
-        raise ObjectStoreRefusedError(location, "the URL names no object (s3://bucket/key)")
+    if not key or parent.endswith(":/"):
+        raise ObjectStoreRefusedError(
+            location, "the URL names no object (s3://bucket/key, az://container/key)"
+        )
     objects = ObjectStore.from_url(parent, env)
     objects.probe()
     return StoredFile(objects, key, location)

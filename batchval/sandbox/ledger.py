@@ -2,7 +2,8 @@
 
 The ledger is append-only and read through the query methods below or, over HTTP, at
 `GET /_sandbox/ledger`. It is the referee of the promises batchval makes: no key charged
-twice, credits = 10 x unique valuations, no call before a `Retry-After` it was given.
+twice (live charges, per account), credits = 10 x unique valuations, no call before a
+`Retry-After` it was given.
 """
 
 from __future__ import annotations
@@ -68,8 +69,24 @@ class Ledger:
         )
         return dict(counts)
 
+    def keys_charged_twice_by_account(self) -> dict[str, list[str]]:
+        """The keys one account paid for more than once, by account: live charges only (a
+        test client's valuation costs nothing), so the same key valued by the test client
+        and the live client on one day, two accounts' own valuations, is no double charge."""
+        counts: collections.Counter[tuple[str, str]] = collections.Counter(
+            (c.client_id, c.idempotency_key)
+            for c in self.charges
+            if c.kind == "valuation" and c.idempotency_key is not None and c.credits > 0
+        )
+        twice: dict[str, list[str]] = {}
+        for (client_id, key), times in sorted(counts.items()):
+            if times > 1:
+                twice.setdefault(client_id, []).append(key)
+        return twice
+
     def keys_charged_twice(self) -> list[str]:
-        return sorted(k for k, n in self.charges_by_key().items() if n > 1)
+        """Every key some account paid for more than once (`keys_charged_twice_by_account`)."""
+        return sorted({k for keys in self.keys_charged_twice_by_account().values() for k in keys})
 
     def credits_charged(self, client_id: str | None = None) -> int:
         return sum(c.credits for c in self.charges if client_id in (None, c.client_id))
@@ -99,6 +116,7 @@ class Ledger:
             "credits_charged": self.credits_charged(),
             "charges_by_key": self.charges_by_key(),
             "keys_charged_twice": self.keys_charged_twice(),
+            "keys_charged_twice_by_account": self.keys_charged_twice_by_account(),
             "valuations_created": len(self.valuations_created()),
             "calls_per_day": self.calls_per_day(),
             "requests": len(self.requests),

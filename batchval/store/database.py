@@ -291,7 +291,7 @@ def _lost(why: BaseException | None, what: str) -> StopInfo:
         return StopInfo(StopReason.REFUSED, f"{why}; nothing more is sent")
     resumes = "; nothing more is sent, and the same command resumes it"
     if isinstance(why, BucketMissingError):
-        detail = f"the bucket {why.bucket!r} was deleted while this run held it ({why})"
+        detail = f"the {why.word} {why.bucket!r} was deleted while this run held it ({why})"
         return StopInfo(
             StopReason.STORE_UNAVAILABLE,
             f"{detail}; nothing more is sent, and the same command resumes once it is back",

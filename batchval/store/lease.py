@@ -223,7 +223,10 @@ class Lease:
     def taken(self) -> bool:
         """Whether the lease object now names another holder or epoch (a read; False when
         it names this one, is missing, or cannot be read)."""
-        if self._state is None:
+        # Read once: the keeper's thread sets `_state` to None when a renewal finds the
+        # lease taken, which may happen while this thread reads the lease object.
+        held = self._state
+        if held is None:
             return False
         try:
             found = self._objects.get(LEASE)
@@ -232,7 +235,7 @@ class Lease:
             state = LeaseState.of(found[0])
         except Exception:  # not known: the caller's other evidence stands
             return False
-        return (state.holder, state.epoch) != (self._state.holder, self._state.epoch)
+        return (state.holder, state.epoch) != (held.holder, held.epoch)
 
     def renew_due(self) -> bool:
         """A third of `DURATION` since the last renewal."""

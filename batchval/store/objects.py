@@ -1,6 +1,8 @@
 """The object store a run's memory can live on (issue 23): a small typed face over obstore.
 
     ObjectStore.from_url("s3://bucket/prefix", os.environ)   S3 or an S3-compatible server
+    ObjectStore.from_url("az://container/prefix", os.environ) Azure Blob Storage (also the
+        abfs:// and abfss:// forms: store/azure.py)
     ObjectStore.from_url("file:///srv/runs" or "/srv/runs")  a local folder (no CAS: probe refuses)
     ObjectStore.from_url("memory://")                          in memory, for tests
 
@@ -20,10 +22,14 @@ applies (web identity, container and instance credentials). Note that obstore's 
 also reads the process's `AWS_*` variables itself: the mapping's values win over them, but a
 variable the mapping lacks can still come from the process.
 
+Azure's account, credentials and endpoint are read as Azure's tools read them
+(store/azure.py).
+
 Secrets never reach a message: an error is described by the operation, the key, the
-store's URL and endpoint, the HTTP status and S3's error code, never by obstore's own text
-(an S3 error body can echo the access key and the string signed), and is raised outside
-the handler, so no traceback carries obstore's exception either.
+store's URL and endpoint, the HTTP status and the store's error code, never by obstore's
+own text (an S3 error body can echo the access key and the string signed, an Azure request
+URL its SAS token), and is raised outside the handler, so no traceback carries obstore's
+exception either.
 
 Errors, beside Python's ValueError for a key that is no key:
 
@@ -35,8 +41,9 @@ Errors, beside Python's ValueError for a key that is no key:
             │                       (a redirect), a prefix with `..`, `.` or an empty segment,
             │                       an unknown option, or a store that ignores conditional
             │                       writes: 64
-            └── BucketMissingError  no such bucket: 64 at the start; a bucket deleted under a
-                                    run that held it is that run's outage (75, `engine/place`)
+            └── BucketMissingError  no such bucket (or Azure container): 64 at the start; one
+                                    deleted under a run that held it is that run's outage
+                                    (75, `engine/place`)
 
 A conditional write whose outcome is unknown (a timeout, a 5xx, a cut connection, a 409
 ConditionalRequestConflict) may have landed. It is never simply retried: the object is read
@@ -69,13 +76,16 @@ from obstore.exceptions import (
     UnauthenticatedError,
     UnknownConfigurationKeyError,
 )
-from obstore.store import LocalStore, MemoryStore, S3Store
+from obstore.store import AzureStore, LocalStore, MemoryStore, S3Store
 
 from batchval.outcome import BatchvalError, ExitCode
+from batchval.store import azure
 
 if TYPE_CHECKING:
     from obstore import PutMode
-    from obstore.store import ClientConfig, RetryConfig, S3Config
+    from obstore.store import AzureConfig, ClientConfig, RetryConfig, S3Config
+
+_Store = S3Store | AzureStore | LocalStore | MemoryStore
 
 DEFAULT_REGION: Final = "us-east-1"
 
@@ -131,11 +141,13 @@ class ObjectStoreRefusedError(ObjectStoreError):
 
 
 class BucketMissingError(ObjectStoreRefusedError):
-    """The URL's bucket does not exist (S3's NoSuchBucket), named by `bucket`."""
+    """The URL's bucket does not exist (S3's NoSuchBucket, Azure's ContainerNotFound),
+    named by `bucket`; `word` is what the store calls one ("bucket", "container")."""
 
-    def __init__(self, store: str, detail: str, bucket: str) -> None:
+    def __init__(self, store: str, detail: str, bucket: str, word: str = "bucket") -> None:
         super().__init__(store, detail)
         self.bucket = bucket
+        self.word = word
 
 
 _Kind = Literal["lost", "conflict", "missing", "refused", "unknown", "no_bucket", "region"]
@@ -148,6 +160,15 @@ _REGION = re.compile(r"<Region>([a-z0-9-]{1,32})</Region>")
 # endpoint): its error has no status to read.
 _REDIRECT = ("BareRedirect", "redirect without LOCATION")
 _WRITES = ("put", "create", "replace", "delete")
+# The error codes that say the other writer won (S3 answers a lost create with 412, Azure
+# with 409 BlobAlreadyExists; a lost replace is 412 for both): not a conflict to retry.
+_LOST = ("BlobAlreadyExists", "ConditionNotMet", "PreconditionFailed")
+# Every form a place's URL may take, for the message that refuses another.
+FORMS: Final = (
+    "a local path, file:///path, s3://bucket/prefix, az://container/prefix, "
+    "abfs://container/prefix, abfss://container/prefix or "
+    "abfss://container@account.dfs.core.windows.net/prefix"
+)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -180,8 +201,9 @@ class _Failure:
         if isinstance(exc, AlreadyExistsError | PreconditionError):
             # S3's 409 ConditionalRequestConflict: a concurrent write or delete won the race
             # to the key; nothing of ours landed, so the write may be tried again.
-            return cls("conflict" if status == 409 else "lost", said)
-        if code and code.group(1) == "NoSuchBucket":
+            lost = status != 409 or (code is not None and code.group(1) in _LOST)
+            return cls("lost" if lost else "conflict", said)
+        if code and code.group(1) in ("NoSuchBucket", "ContainerNotFound"):
             return cls("no_bucket", said)
         if code and code.group(1) == "AuthorizationHeaderMalformed":
             region = _REGION.search(text)
@@ -198,7 +220,7 @@ class _Failure:
             return cls("refused", "unknown configuration key")
         if status == 409:
             return cls("conflict", said)
-        if status == 404 and (not code or code.group(1) == "NoSuchKey"):
+        if status == 404 and (not code or code.group(1) in ("NoSuchKey", "BlobNotFound")):
             return cls("missing", said)  # AWS: If-Match on no object is 404 NoSuchKey
         if (
             status is not None
@@ -236,19 +258,20 @@ class ObjectStore:
     def __init__(
         self,
         name: str,
-        reads: S3Store | LocalStore | MemoryStore,
-        writes: S3Store | LocalStore | MemoryStore,
+        reads: _Store,
+        writes: _Store,
         *,
         max_retries: int,
         retry_timeout: float,
         bucket: str = "",
         region: str = "",
+        bucket_word: str = "bucket",
     ) -> None:
         """`reads` serves every call but conditional writes, with obstore's retries;
         `writes` is the same store with none (see the module's doc). `bucket` and `region`
-        (an S3 store's) are named by the errors about them."""
+        (an S3 store's; an Azure store's container) are named by the errors about them."""
         self.name = name
-        self.bucket, self.region = bucket, region
+        self.bucket, self.region, self.bucket_word = bucket, region, bucket_word
         self._reads = reads
         self._writes = writes
         self._max_retries = max_retries
@@ -261,8 +284,9 @@ class ObjectStore:
     def from_url(
         cls, url: str, env: Mapping[str, str], options: Mapping[str, str] | None = None
     ) -> ObjectStore:
-        """The store at `url`: `s3://bucket/prefix`, `file:///path`, a plain path, or
-        `memory://`. `options` (a config's) may set `endpoint`, `region` and the keys of
+        """The store at `url`: `s3://bucket/prefix`, an Azure URL (`az://container/prefix`
+        and the forms of store/azure), `file:///path`, a plain path, or `memory://`.
+        `options` (a config's) may set `endpoint`, `region` and the keys of
         DEFAULT_OPTIONS; an unknown option or URL is refused (64). Without `options`, those
         `env`'s BATCHVAL_STORE_OPTIONS names (a test seam)."""
         given = dict(_env_options(env) if options is None else options)
@@ -341,6 +365,10 @@ class ObjectStore:
                     region=region,
                 )
             raise ObjectStoreRefusedError(name, f"cannot be configured: {failure.reason}")
+        if parts.scheme in azure.SCHEMES:
+            return cls._azure(
+                url, env, endpoint_option, client, retries, max_retries, retry_timeout
+            )
         if parts.scheme == "memory":
             memory = MemoryStore()
             return cls(url, memory, memory, max_retries=max_retries, retry_timeout=retry_timeout)
@@ -350,7 +378,79 @@ class ObjectStore:
             return cls(
                 f"file://{path}", local, local, max_retries=max_retries, retry_timeout=retry_timeout
             )
-        raise ObjectStoreRefusedError(_public(url), f"no object store for {parts.scheme}:// URLs")
+        raise ObjectStoreRefusedError(
+            _public(url), f"no object store for {parts.scheme}:// URLs: a place is {FORMS}"
+        )
+
+    @classmethod
+    def _azure(
+        cls,
+        url: str,
+        env: Mapping[str, str],
+        endpoint_option: str | None,
+        client: ClientConfig,
+        retries: RetryConfig,
+        max_retries: int,
+        retry_timeout: float,
+    ) -> ObjectStore:
+        """An Azure Blob Storage container and prefix (store/azure.py): the account named
+        by the URL's host must be the one configured, when both are given."""
+        try:
+            where = azure.location(url)
+            given = azure.credentials(env)
+        except ValueError as exc:
+            raise ObjectStoreRefusedError(_public(url), str(exc)) from None
+        prefix = _prefix(url, where.path)
+        account = where.account or given.account
+        if where.account and given.account and where.account != given.account:
+            raise ObjectStoreRefusedError(
+                where.name(prefix),
+                f"the URL names the account {where.account!r}, the settings "
+                f"{given.account!r} (storage.account_name, {azure.ACCOUNT_NAME})",
+            )
+        if not account:
+            raise ObjectStoreRefusedError(
+                where.name(prefix),
+                f"no storage account: set {azure.ACCOUNT_NAME} (storage.account_name) or "
+                f"{azure.CONNECTION_STRING}, or name it in the URL "
+                "(abfss://container@account.dfs.core.windows.net/prefix)",
+            )
+        endpoint = given.endpoint or endpoint_option or where.endpoint
+        name = where.name(prefix) + (f" at {_public(endpoint)}" if endpoint else "")
+        if endpoint.startswith("http://"):
+            client = {**client, "allow_http": True}
+        config: AzureConfig = {"account_name": account}
+        if endpoint:
+            config["endpoint"] = endpoint
+        if given.key:
+            config["account_key"] = given.key
+        if given.sas_token:
+            config["sas_key"] = given.sas_token
+
+        def store(retry_config: RetryConfig) -> AzureStore:
+            return AzureStore(
+                where.container,
+                prefix=prefix or None,
+                config=config,
+                client_options=client,
+                retry_config=retry_config,
+            )
+
+        try:
+            reads, writes = store(retries), store({"max_retries": 0})
+        except Exception as exc:
+            failure = _Failure.of(exc)
+        else:
+            return cls(
+                name,
+                reads,
+                writes,
+                max_retries=max_retries,
+                retry_timeout=retry_timeout,
+                bucket=where.container,
+                bucket_word="container",
+            )
+        raise ObjectStoreRefusedError(name, f"cannot be configured: {failure.reason}")
 
     # -- reads and plain writes ------------------------------------------------------------
 
@@ -464,14 +564,16 @@ class ObjectStore:
     def create(self, key: str, data: bytes) -> bool:
         """Write `data` only if `key` holds nothing (If-None-Match: *). False when an object
         is already there (someone else's, or ours from an earlier call)."""
-        return self._conditional(key, data, None)
+        return self.write_if(key, data, None) is not None
 
     def replace(self, key: str, data: bytes, etag: str) -> bool:
         """Write `data` only if `key` still holds the version `etag` (If-Match). False when
         it no longer does (replaced or deleted since it was read)."""
-        return self._conditional(key, data, etag)
+        return self.write_if(key, data, etag) is not None
 
-    def _conditional(self, key: str, data: bytes, etag: str | None) -> bool:
+    def write_if(self, key: str, data: bytes, etag: str | None) -> str | None:
+        """`create` (`etag` None) or `replace`, giving the ETag of the version written, for
+        the next `replace` of it; None when the condition did not hold."""
         mode: PutMode = "create" if etag is None else {"e_tag": etag}
         operation = "create" if etag is None else "replace"
         # Counted from the first failure, not the first try: one try that timed out (30 s by
@@ -482,25 +584,25 @@ class ObjectStore:
         uncertain = False  # an earlier attempt may have landed
         for attempt in range(1, self._max_retries + 2):
             try:
-                obstore.put(self._writes, key, data, mode=mode, use_multipart=False)
+                written = obstore.put(self._writes, key, data, mode=mode, use_multipart=False)
             except Exception as exc:
                 failure = _Failure.of(exc)
             else:
-                return True
+                return written["e_tag"] or self._version_of(key, data)
             if failure.final:
                 raise self._error(operation, key, failure)
             if failure.kind == "lost" and not uncertain:
-                return False
+                return None
             # The outcome is unknown (or a 412 that may answer our own earlier write, or a
             # 409 conflict): read back before anything else.
             now = self._read_back(key)
             if not isinstance(now, _Unread):
                 if now is not None and now[0] == data:
-                    return True  # ours landed
+                    return now[1]  # ours landed
                 if etag is None and now is not None:
-                    return False  # someone else's is there
+                    return None  # someone else's is there
                 if etag is not None and (now is None or now[1] != etag):
-                    return False  # the version we meant to replace is gone
+                    return None  # the version we meant to replace is gone
                 # As it was before our write: ours did not land.
             uncertain = uncertain or failure.kind != "conflict"
             if deadline is None:
@@ -510,6 +612,13 @@ class ObjectStore:
             time.sleep(delay)
             delay = min(delay * 2, 2.0)
         raise self._error(operation, key, failure)
+
+    def _version_of(self, key: str, data: bytes) -> str:
+        """The ETag of `data` just written at `key`, for a store whose write gave none."""
+        now = self.get(key)
+        if now is None or now[0] != data:
+            raise ObjectStoreRefusedError(self.name, f"put {key!r}: the store gives no ETag")
+        return now[1]
 
     def _read_back(self, key: str) -> tuple[bytes, str] | _Unread | None:
         try:
@@ -555,8 +664,9 @@ class ObjectStore:
     def _error(self, operation: str, key: str, failure: _Failure) -> ObjectStoreError:
         what = f"{operation} {key!r}"
         if failure.kind == "no_bucket":
+            word = self.bucket_word
             return BucketMissingError(
-                self.name, f"{what}: the bucket {self.bucket!r} does not exist", self.bucket
+                self.name, f"{what}: the {word} {self.bucket!r} does not exist", self.bucket, word
             )
         if failure.kind == "region":
             expected = f" (it expects {failure.reason!r})" if failure.reason else ""
@@ -575,10 +685,11 @@ class ObjectStore:
 
 
 def _prefix(url: str, path: str) -> str:
-    """An s3:// URL's prefix, its keys' common start. S3 keeps a key's `..`, `.` and empty
-    segments as they are (it is no file system), so such a prefix would keep the run apart
-    from where the URL seems to point, and a second spelling of it elsewhere again:
-    refused (64), naming the segment. One `/` at either end is no segment."""
+    """An s3:// (or Azure) URL's prefix, its keys' common start. S3 (and Blob Storage)
+    keeps a key's `..`, `.` and empty segments as they are (it is no file system), so such
+    a prefix would keep the run apart from where the URL seems to point, and a second
+    spelling of it elsewhere again: refused (64), naming the segment. One `/` at either
+    end is no segment."""
     prefix = path.removeprefix("/").removesuffix("/")
     for segment in prefix.split("/") if prefix else ():
         if segment in ("", ".", ".."):

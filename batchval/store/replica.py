@@ -20,29 +20,39 @@ At the URL's prefix (`state/`):
 
 A generation is named `<epoch>-<sequence>-<random>`: the lease's epoch of the holder that
 began it (`store/lease`), and its count of generations, so that the newest is known by
-its name alone (what the repair of a damaged HEAD names). A generation is one holder's:
-it begins when a holder takes the run, and again when the log has grown past both
-`GENERATION_BYTES` and half its base's size (a checkpoint, a new base). A holder that
-lost the run writes on in its own generation, which HEAD no longer names: it can never
-overwrite the new holder's.
+its name alone (what the repair of a damaged HEAD names). A holder begins one when it
+takes the run with a log too long to carry on, and again when the log has grown past
+both `GENERATION_BYTES` and half its base's size (a checkpoint, a new base).
+
+**Fencing.** Every write a holder makes is conditional on what it read: HEAD by
+compare-and-swap (and a holder that takes the run writes its epoch into HEAD, even when
+it goes on in the same generation, so that a holder before it can move HEAD no more); a
+log object create-only at the offset where the log it restored ends, or, for a log that
+is one object, rewritten only if it is still the version last read or written. Two
+writers of one generation's log therefore meet on the same object and one of them fails
+(`ReplicaLostError`): the log stays one history. A holder that lost the run and begins a
+generation of its own cannot make it HEAD.
 
 **A bucket that holds what a run needs** (issue 36). A holder that takes the run does not
-write the database again when little has changed since its base: when the restored log
-is at most half the base (`_carries_on`), its generation's base is a copy of the last
-one's made on the server (S3's CopyObject: no byte of it passes through this process),
-and the restored log is written once as the new generation's first object (offset 0);
-its own commits follow. An invocation ends by folding a log past half its base into a
-new base (`fold`: the run that sent writes it, while nothing waits), and a holder that
-finds such a log (its predecessor was killed) folds it on taking the run instead; so a
-restore never reads more than one and a half bases, and a resume that sends nothing
-writes no base (until the little it adds each round passes half the base), and its
-generation holds at most three objects whatever the rounds before it did. Once HEAD
-names the new generation, every generation but it and the one before it is deleted, by
-the holder that moved HEAD, from a thread of its own: the one before stays so that a
-reader that read the old HEAD finishes its restore; a reader whose generation goes
-meanwhile reads HEAD again (`restore`). Only generations of this holder's epoch or an
-earlier one are deleted: a holder that stalled and lost the run can never delete its
-successor's.
+write the database again when little has changed since its base (`_carries_on`: the
+restored log is at most half the base). When that log is one object, or none, and small
+(`GROWING_BYTES`), it goes on in the same generation (`_carry_in_place`) and rewrites
+that object as it commits: a resume that sends nothing adds no object and no base (the
+first adds the log's one object to a generation that had none).
+When the log is many objects (a sending run was killed before it folded), its
+generation's base is copied on the server (S3's CopyObject: no byte of it passes through
+this process) into a new generation, and the log written once as that generation's
+first object, which then grows in the same way. An invocation ends by folding a log past
+half its base into a new base (`fold`: the run that sent writes it, while nothing
+waits), and a holder that finds such a log (its predecessor was killed) folds it on
+taking the run instead; so a restore never reads more than one and a half bases. Once
+HEAD is moved, every generation but the one it names and the one before it is deleted,
+by the holder that moved it, from a thread of its own: the one before stays so that a
+reader that read the old HEAD finishes its restore, and so that a HEAD naming a
+generation since lost can be repaired to it; a reader whose generation goes meanwhile
+reads HEAD again, finds it moved, and restores the new (`restore`). Only
+generations of this holder's epoch or an earlier one are deleted: a holder that stalled
+and lost the run can never delete its successor's.
 
 **A pointer that cannot strand a run.** Every object read is checked before it is
 trusted: HEAD parses as a HEAD and names a generation; the base is there and is an
@@ -97,6 +107,11 @@ REPAIR = 'docs/how-to/object-storage.md, "Repair a run\'s memory"'
 # A restore whose generation is deleted meanwhile (HEAD moved on twice) reads HEAD again,
 # this many times in all.
 RESTORE_ATTEMPTS = 3
+# A holder that takes on a generation whose log is one object this small at most rewrites
+# that object as it commits (compare-and-swap) instead of adding one per commit, until it
+# passes this size: a resume that sends nothing adds no object. Past it, each rewrite
+# would upload the whole log again (a sending run commits five times a second).
+GROWING_BYTES = 1 << 20
 
 _GENERATION = re.compile(r"(?P<epoch>\d{8})-(?:(?P<sequence>\d{6})-)?[0-9a-f]{8}")
 _SQLITE = b"SQLite format 3\x00"
@@ -112,6 +127,7 @@ class Objects(Protocol):
     def read_into(self, key: str, out: BinaryIO) -> int | None: ...
     def create(self, key: str, data: bytes) -> bool: ...
     def replace(self, key: str, data: bytes, etag: str) -> bool: ...
+    def write_if(self, key: str, data: bytes, etag: str | None) -> str | None: ...
     def copy(self, source: str, target: str) -> None: ...
     def list(self, prefix: str) -> list[str]: ...
     def delete(self, key: str) -> None: ...
@@ -168,6 +184,7 @@ class Restored:
     base_bytes: int
     log_bytes: int
     stamp: tuple[int, int, int]  # the database file's (inode, size, mtime_ns)
+    log_objects: int = 0  # the objects the log was read from
 
 
 def _segment(generation: str, offset: int) -> str:
@@ -270,7 +287,7 @@ def _restore_generation(objects: Objects, head: Head, database: Path, url: str) 
         for partial in files:
             partial.unlink(missing_ok=True)
         raise
-    return Restored(head, base_bytes, size, _stamp(database))
+    return Restored(head, base_bytes, size, _stamp(database), len(segments))
 
 
 def _check_log(path: Path, where: str, repair: Callable[[], str]) -> None:
@@ -397,6 +414,10 @@ class Replica:
         self._sequence = 0  # generations this holder began
         self._shipped = 0  # bytes of this generation's log at the URL
         self._base_bytes = 0  # this generation's base
+        # While the log is one object that grows (`_carry_in_place`): True, and the ETag
+        # of its last version (None: not written yet).
+        self._growing = False
+        self._grown: str | None = None
         self._pending: queue.Queue[tuple[str, int] | None] = queue.Queue()
         self._failure: BaseException | None = None
         self._thread: threading.Thread | None = None
@@ -419,7 +440,10 @@ class Replica:
         it (`_carries_on`); else the log is emptied into the database, written whole."""
         connection.execute("PRAGMA wal_autocheckpoint=0")
         if restored is not None and self._carries_on(restored):
-            self._carried_generation(restored)
+            if restored.log_objects <= 1 and self._log_bytes() <= GROWING_BYTES:
+                self._carry_in_place(restored)
+            else:
+                self._carried_generation(restored)
         else:
             self._new_generation(connection, None if restored is None else restored.head)
         self._thread = threading.Thread(target=self._ship, name="replica", daemon=True)
@@ -490,17 +514,62 @@ class Replica:
         log_bytes = _wal(self._database).stat().st_size if _wal(self._database).exists() else 0
         return _stamp(self._database) == restored.stamp and log_bytes <= restored.base_bytes // 2
 
+    def _log_bytes(self) -> int:
+        return _wal(self._database).stat().st_size if _wal(self._database).exists() else 0
+
+    def _carry_in_place(self, restored: Restored) -> None:
+        """Go on in the restored generation: HEAD names it with this holder's epoch (so a
+        holder before, should it wake, can move HEAD no more), and its log, one object at
+        most, grows by being rewritten (compare-and-swap on its ETag: a second writer's
+        rewrite fails). A resume with nothing to do adds no object and no base."""
+        generation = restored.head.generation
+        etag: str | None = None
+        if restored.log_objects:
+            found = self._objects.get(_segment(generation, 0))
+            with _wal(self._database).open("rb") as local:
+                restored_log = local.read(restored.log_bytes)
+            if found is None or found[0] != restored_log:
+                raise ReplicaLostError(
+                    f"the log of generation {generation} changed since it was restored: "
+                    "another holder writes it"
+                )
+            etag = found[1]
+        # The generation before this one is kept, as a new HEAD keeps the one it replaced:
+        # a reader that began there finishes, and a repair has it to name.
+        earlier = [g for g in _generations(self._objects) if _order(g) < _order(generation)]
+        self._publish(
+            restored.head,
+            generation,
+            restored.base_bytes,
+            restored.log_bytes,
+            previous=earlier[-1] if earlier else None,
+        )
+        self._growing, self._grown = True, etag
+        log.info(
+            "replica.generation",
+            generation=generation,
+            base_bytes=0,
+            carried_on=True,
+            log_bytes=restored.log_bytes,
+        )
+
     def _carried_generation(self, restored: Restored) -> None:
         """A new generation whose base is the restored one's, copied on the server, and
-        whose first object is the log as restored (and as committed since): the database
-        is never written again for a holder that has little to add."""
+        whose first object is the log as restored (and as committed since), read from
+        many objects and written as one, which grows as `_carry_in_place`'s does: the
+        database is never written again for a holder that has little to add, and the
+        holder after it goes on in place."""
         started = time.monotonic()
         generation = self._name()
         self._objects.copy(_base(restored.head.generation), _base(generation))
         log_bytes = _wal(self._database).read_bytes() if _wal(self._database).exists() else b""
-        if log_bytes and not self._objects.create(_segment(generation, 0), log_bytes):
-            raise ReplicaLostError(f"generation {generation} was begun by another holder")
+        etag: str | None = None
+        if log_bytes:
+            etag = self._objects.write_if(_segment(generation, 0), log_bytes, None)
+            if etag is None:
+                raise ReplicaLostError(f"generation {generation} was begun by another holder")
         self._publish(restored.head, generation, restored.base_bytes, len(log_bytes))
+        self._growing, self._grown = True, etag
         log.info(
             "replica.generation",
             generation=generation,
@@ -528,13 +597,25 @@ class Replica:
             seconds=round(time.monotonic() - started, 3),
         )
 
-    def _publish(self, before: Head | None, generation: str, base: int, shipped: int) -> None:
+    def _publish(
+        self,
+        before: Head | None,
+        generation: str,
+        base: int,
+        shipped: int,
+        *,
+        previous: str | None = None,
+    ) -> None:
         """HEAD moved from `before` to `generation`, now this holder's; then the
-        generations older than `before`'s deleted, in the background."""
+        generations older than the one before deleted, in the background: `before`'s,
+        or `previous` when HEAD stays in its generation (the one before that)."""
         head = Head(generation, self._epoch)
         _swap_head(self._objects, before, head, self._url)
         self._generation, self._shipped, self._base_bytes = generation, shipped, base
-        keep = {generation} | ({before.generation} if before is not None else set())
+        self._growing, self._grown = False, None
+        if previous is None and before is not None:
+            previous = before.generation
+        keep = {generation} | ({previous} if previous is not None else set())
         sweep = threading.Thread(target=self._sweep, args=(keep,), name="sweep", daemon=True)
         self._sweeps = [s for s in self._sweeps if s.is_alive()] + [sweep]
         sweep.start()
@@ -575,6 +656,10 @@ class Replica:
     def _ship_to(self, generation: str, size: int) -> None:
         if generation != self._generation or size <= self._shipped:
             return  # a generation since begun holds these bytes in its base
+        if self._growing and size <= GROWING_BYTES:
+            self._grow(generation, size)
+            return
+        self._growing = False  # the log's first object stays as it is; segments follow
         with _wal(self._database).open("rb") as log:
             log.seek(self._shipped)
             data = log.read(size - self._shipped)
@@ -583,6 +668,17 @@ class Replica:
                 f"{_segment(generation, self._shipped)} was written by another holder"
             )
         self._shipped = size
+
+    def _grow(self, generation: str, size: int) -> None:
+        """The log's one object rewritten with the log up to `size`, only if it is still
+        the version this holder wrote last (or, at first, the one it restored)."""
+        with _wal(self._database).open("rb") as log:
+            data = log.read(size)
+        key = _segment(generation, 0)
+        etag = self._objects.write_if(key, data, self._grown)
+        if etag is None:
+            raise ReplicaLostError(f"{key} was rewritten by another holder")
+        self._grown, self._shipped = etag, size
 
 
 def _swap_head(objects: Objects, before: Head | None, after: Head, url: str) -> None:

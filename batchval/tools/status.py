@@ -12,6 +12,7 @@ its price and its problems by type, exiting as the dry run did (0, or the run's 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from pathlib import Path
@@ -80,6 +81,7 @@ def _status(out_dir: Path, checkpoint: Checkpoint, holder: str | None) -> RunSum
     return RunSummary.of_run(
         checkpoint,
         invocation=checkpoint.latest_invocation(),
+        **_last_invocation(checkpoint, last),
         status=status,
         exit_code=code,
         run_id=run_id,
@@ -135,6 +137,33 @@ def _is_running(out_dir: Path) -> bool:
     except (OSError, ValueError, IndexError):
         return False
     return True
+
+
+def _last_invocation(checkpoint: Checkpoint, last: dict[str, Any] | None) -> dict[str, Any]:
+    """The latest invocation's own figures, as its summary.json gave them: its calls and
+    429s from the checkpoint's record of it, its times from that record (or, when the
+    summary is that invocation's, the summary's own `finished_at` and `seconds`). A killed
+    invocation recorded no calls (0) and no end (null)."""
+    history = checkpoint.invocation_history()
+    if not history:
+        return {}
+    latest = history[-1]
+    figures: dict[str, Any] = {
+        "calls": latest.calls or 0,
+        "rate_limited": latest.rate_limited or 0,
+        "started_at": latest.started_at,
+        "finished_at": latest.ended_at,
+        "seconds": None,
+    }
+    if last is not None and last.get("started_at") == latest.started_at:
+        figures["finished_at"] = last.get("finished_at", latest.ended_at)
+        figures["seconds"] = last.get("seconds")
+    elif latest.ended_at is not None:
+        took = dt.datetime.fromisoformat(latest.ended_at) - dt.datetime.fromisoformat(
+            latest.started_at
+        )
+        figures["seconds"] = round(took.total_seconds(), 3)
+    return figures
 
 
 def _last_stop(last: dict[str, Any] | None) -> StopInfo | None:

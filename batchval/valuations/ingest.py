@@ -13,11 +13,10 @@ by validation, and nothing is sent.
 
 from __future__ import annotations
 
-import contextlib
+import collections
+import concurrent.futures
 import dataclasses
 import functools
-import queue
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Generic, TypeVar
@@ -292,14 +291,13 @@ class ReadAhead(Generic[T]):
     """The items of `source`, made in a thread of their own up to `depth` ahead of the
     one taken: `with ReadAhead(items) as ahead: for item in ahead: ...`. What `source`
     raises is raised to the caller, at the item it could not make; leaving the block
-    stops the thread after the item it is making."""
+    stops the thread after the item it is making, and closes `source`. The thread is a
+    one-worker pool's: each `next` of `source` is a task, in order."""
 
     def __init__(self, source: Iterator[T], depth: int = 2) -> None:
-        self._made: queue.Queue[tuple[bool, T | BaseException | None]] = queue.Queue(depth)
-        self._leaving = threading.Event()
-        self._thread = threading.Thread(
-            target=self._make, args=(source,), name="batchval-read-ahead", daemon=True
-        )
+        self._source, self._depth = source, depth
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, "batchval-read-ahead")
+        self._ahead: collections.deque[concurrent.futures.Future[T | _End]] = collections.deque()
 
     def __enter__(self) -> Iterator[T]:
         return self.start()
@@ -309,47 +307,34 @@ class ReadAhead(Generic[T]):
 
     def start(self) -> Iterator[T]:
         """Start making the items; returns them, in order."""
-        self._thread.start()
+        self._fill()
         return self._items()
 
     def stop(self) -> None:
         """Stop making them, once the one being made is made."""
-        self._leaving.set()
-        while self._thread.is_alive():
-            with contextlib.suppress(queue.Empty):
-                self._made.get(timeout=0.05)  # room, should it wait to hand one over
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        close = getattr(self._source, "close", None)
+        if close is not None:
+            close()
+
+    def _fill(self) -> None:
+        while len(self._ahead) < self._depth:
+            self._ahead.append(self._pool.submit(next, self._source, _END))
 
     def _items(self) -> Iterator[T]:
         while True:
-            done, item = self._made.get()
-            if isinstance(item, BaseException):
-                raise item
-            if done:
+            item = self._ahead.popleft().result()
+            if isinstance(item, _End):
                 return
-            yield item  # type: ignore[misc]  # neither an exception nor the end: a T
+            self._fill()
+            yield item
 
-    def _make(self, source: Iterator[T]) -> None:
-        try:
-            for item in source:
-                if not self._hand(False, item):
-                    return
-            self._hand(True, None)
-        except BaseException as exc:  # handed to the caller, raised there
-            self._hand(True, exc)
-        finally:
-            close = getattr(source, "close", None)
-            if close is not None:
-                close()
 
-    def _hand(self, done: bool, item: T | BaseException | None) -> bool:
-        """Queue `item`, waiting for room; False once the caller has left."""
-        while not self._leaving.is_set():
-            try:
-                self._made.put((done, item), timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
+class _End:
+    """What `next` gives once the source is done."""
+
+
+_END = _End()
 
 
 def price_input(

@@ -31,6 +31,7 @@ import io
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -65,6 +66,10 @@ BACKFILL_ROWS = 50
 ROUND_DIR = re.compile(r"round (\d+): .* in a fresh working directory (\S+)")
 ROUND_RUN = re.compile(r"batchval exited (\d+) \(round (\d+) of at most \d+\), run (\S+)")
 Check = Callable[..., None]
+# A daily-limit stop's warning event, as the task log shows it: at Airflow's warning level.
+WARNING_EVENT = re.compile(r"(?i)\bwarn(ing)?\b.*\brun\.stopping: |\brun\.stopping \(")
+BACKFILL_OUTPUT: list[str] = []
+NIGHTLY_ROWS, NIGHTLY_BUDGET = 40, 25
 
 
 @contextlib.contextmanager
@@ -130,6 +135,38 @@ def rows(path: Path, count: int) -> Path:
     return path
 
 
+# A backfill whose wait after a stop that gives no time (a signal) is seconds, not the
+# example's 5 minutes: the SIGTERM check's own DAG, beside copies of the examples.
+SIGTERM_DAG = """
+import datetime as dt
+from airflow.sdk import DAG, Param
+from batchval.airflow import BatchvalOperator
+
+with DAG(
+    dag_id="batchval_sigterm_check",
+    schedule=None,
+    start_date=dt.datetime(2026, 1, 1, tzinfo=dt.UTC),
+    params={"input": Param("", type="string"), "out_dir": Param("", type="string")},
+    default_args={"execution_timeout": dt.timedelta(hours=1)},  # replaced, with a warning
+):
+    BatchvalOperator(
+        task_id="backfill",
+        arguments=["run", "{{ params.input }}", "--out", "{{ params.out_dir }}"],
+        out_dir="{{ params.out_dir }}",
+        conn_id="batchval_default",
+        wait_when_no_time_given=dt.timedelta(seconds=5),
+    )
+"""
+
+
+def dags_folder(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for dag in (ROOT / "examples" / "airflow").glob("batchval_*.py"):
+        (folder / dag.name).write_text(dag.read_text(encoding="utf-8"), encoding="utf-8")
+    (folder / "batchval_sigterm_check.py").write_text(SIGTERM_DAG, encoding="utf-8")
+    return folder
+
+
 class Airflow:
     def __init__(self, home: Path) -> None:
         self.env = {
@@ -141,7 +178,7 @@ class Airflow:
             },
             "AIRFLOW_HOME": str(home),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "examples" / "airflow"),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder(home.parent / "dags")),
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
             "PYTHONWARNINGS": "ignore",
         }
@@ -163,12 +200,14 @@ class Airflow:
         return done.stdout + done.stderr
 
     def installed(self) -> tuple[str, str]:
-        """Where Airflow's interpreter finds batchval, and the providers Airflow lists."""
+        """Where Airflow's interpreter finds batchval and what it was installed from (its
+        direct_url.json), and the providers Airflow lists."""
         done = subprocess.run(
             [
                 str(AIRFLOW.parent / "python"),
                 "-c",
-                "import batchval.airflow as a; print(a.__file__)",
+                "import batchval.airflow as a, importlib.metadata as m; print(a.__file__); "
+                "print(m.distribution('batchval').read_text('direct_url.json'))",
             ],
             env=self.env,
             cwd=self.cwd,
@@ -259,6 +298,7 @@ def backfill(airflow: Airflow, work: Path, check: Check, s3: S3Server | None = N
         began = time.monotonic()
         state, output = airflow.dags_test("batchval_backfill", conf, env)
         took = time.monotonic() - began
+        BACKFILL_OUTPUT.extend(output.splitlines())
         charged = ledger(served)
     stops = output.count("batchval exited 75 (round")
     if s3 is None:
@@ -319,6 +359,122 @@ def backfill(airflow: Airflow, work: Path, check: Check, s3: S3Server | None = N
         print(output[-4000:])
 
 
+def sigterm(airflow: Airflow, work: Path, check: Check) -> None:
+    """A SIGTERM to batchval in round 1 under `airflow dags test`: batchval stops (75, no
+    time given), the task defers, and round 2 runs with the run's own --run-id (the inline
+    trigger hands the task its event alone, which carries the round and the run)."""
+    source = rows(work / "sigterm.csv", 60)
+    out = work / "sigterm"
+    with sandbox("--rate", "2", "--burst", "2") as served:
+        env = {DEFAULT_CONN: connection(served, "sandbox-live", "sandbox-live-secret")}
+        conf = {"input": str(source), "out_dir": str(out)}
+        process = subprocess.Popen(
+            [str(AIRFLOW), "dags", "test", "batchval_sigterm_check", "-c", json.dumps(conf)],
+            env={**airflow.env, **env},
+            cwd=airflow.cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        signalled = _signal_batchval(str(out), process)
+        output, _ = process.communicate(timeout=900)
+        charged = ledger(served)
+    rounds = ROUND_DIR.findall(output)
+    numbers = [int(number) for number, _ in rounds]
+    second = [line for line in output.splitlines() if ROUND_DIR.search(line) and "round 2:" in line]
+    run_ids = {run for _, _, run in ROUND_RUN.findall(output)}
+    got = summary(out)
+    check(
+        "SIGTERM in round 1 under `airflow dags test`: round 2 runs with the same --run-id",
+        signalled
+        and "batchval exited 75 (round 1 " in output
+        and numbers[:2] == [1, 2]
+        and bool(second)
+        and len(run_ids) == 1
+        and any(f"--run-id {run}" in second[0] for run in run_ids)
+        and got.get("exit_code") == 0
+        and not charged.get("keys_charged_twice"),
+        f"signalled {signalled}, rounds {numbers}, run ids {sorted(run_ids)}, "
+        f"round 2: {second[0].split('round 2: ')[1][:160] if second else 'none'}",
+    )
+    replaced = "execution_timeout: the one from default_args (1:00:00) is replaced" in output
+    check("an execution_timeout from default_args is replaced, with a warning", replaced)
+    if not (numbers[:2] == [1, 2] and replaced):
+        print(output[-4000:])
+
+
+def _signal_batchval(out: str, task: subprocess.Popen[str]) -> bool:
+    """SIGTERM to the batchval process of `out`'s round 1 once it has sent for a while."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and task.poll() is None:
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                line = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if "-m batchval run" in line and out in line and (Path(out) / "batchval.log").exists():
+                time.sleep(3)  # some calls made, more to make at 2 a second
+                os.kill(int(proc.name), signal.SIGTERM)
+                return True
+        time.sleep(0.2)
+    return False
+
+
+def nightly_book(airflow: Airflow, work: Path, check: Check, s3: S3Server) -> None:
+    """The nightly-book DAG for two nights at `s3://` places on SeaweedFS: the first values
+    what its budget allows and defers the rest, the second carries the book forward; the
+    asset event's `extra` read by the DAG scheduled on it."""
+    store = ObjectStore.from_url(s3.url("books"), s3.env())
+    store.put("loans.csv", rows(work / "loans.csv", NIGHTLY_ROWS).read_bytes())
+    conf = {
+        "input": s3.url("books/loans.csv"),
+        "book": s3.url("valuations/book.parquet"),
+        "out_root": s3.url("valuations/nights"),
+        "row_id": "loan_id",
+        "max_calls": NIGHTLY_BUDGET,
+    }
+    nights = []
+    with sandbox("--no-rate-limit") as served:
+        env = {
+            DEFAULT_CONN: connection(served, "sandbox-live", "sandbox-live-secret"),
+            STORAGE_CONN: storage_connection(s3),
+        }
+        for day in ("2026-11-25", "2026-11-26"):
+            output = airflow(
+                "dags", "test", "batchval_nightly_book", day, "-c", json.dumps(conf), env=env
+            )
+            finished = [line for line in output.splitlines() if "DagRun Finished" in line]
+            state = finished[-1].split("state=")[1].split(",")[0] if finished else "unknown"
+            found = ObjectStore.from_url(s3.url(f"valuations/nights/{day}"), s3.env())
+            got = found.get("summary.json")
+            nights.append((state, json.loads(got[0]) if got else {}, found.get("report.html")))
+            if state != "success":
+                print(output[-4000:])
+        charged = ledger(served)
+        after = airflow("dags", "test", "batchval_after_the_night", env=env)
+    books = [(night.get("book") or {}).get("rows") or {} for _, night, _ in nights]
+    check(
+        "nightly-book DAG, two nights at s3:// places: the second carries the book forward",
+        all(state == "success" and night.get("exit_code") == 0 for state, night, _ in nights)
+        and all(report is not None for _, _, report in nights)
+        and (books[1].get("carried") or 0) > 0
+        and not charged.get("keys_charged_twice"),
+        f"states {[state for state, _, _ in nights]}, book rows by night {books}",
+    )
+    extra = re.search(r"the night's asset event: (\{.*\})", after)
+    read = json.loads(extra.group(1)) if extra else {}
+    check(
+        "the asset event's extra says what the night did, read by the DAG scheduled on it",
+        read.get("place") == s3.url("valuations/nights/2026-11-26")
+        and read.get("mode") == "live"
+        and isinstance(read.get("rows_valued"), int)
+        and s3.secret_access_key not in after,
+        f"extra {read or 'not found'}",
+    )
+    if not read:
+        print(after[-3000:])
+
+
 def main() -> int:
     failures = 0
 
@@ -332,13 +488,16 @@ def main() -> int:
         started = time.monotonic()
         airflow = Airflow(work / "home")
         airflow("pools", "set", "batchval_default", "1", "one batchval run per API account")
-        module, providers = airflow.installed()
+        found, providers = airflow.installed()
+        module, _, origin = found.partition("\n")
         check(
-            "batchval[airflow] is installed in Airflow's environment and listed as a provider",
+            "batchval is installed as airflow.md says (the `make dist` wheel, with its airflow "
+            "extra) in Airflow's environment and listed as a provider",
             module.startswith(str(AIRFLOW.parent.parent))
             and not module.startswith(str(ROOT / "batchval"))
+            and re.search(r"/dist/batchval-[^/]+\.whl", origin) is not None
             and any(line.startswith("batchval ") for line in providers.splitlines()),
-            f"batchval.airflow from {module or 'nowhere'}",
+            f"batchval.airflow from {module or 'nowhere'}, installed from {origin.strip()}",
         )
 
         with sandbox("--no-rate-limit") as served:
@@ -375,6 +534,18 @@ def main() -> int:
             (work / "s3").mkdir()
             with running(work / "s3", weed) as s3:
                 backfill(airflow, work, check, s3=s3)
+        warned = [line for line in BACKFILL_OUTPUT if WARNING_EVENT.search(line)]
+        check(
+            "a warning event of batchval is a warning-level task-log line, without its JSON",
+            bool(warned) and not any('"event"' in line for line in warned),
+            (warned[0].strip()[:200] if warned else "no warning-level run.stopping line"),
+        )
+
+        sigterm(airflow, work, check)
+        if weed is not None:
+            (work / "s3-book").mkdir()
+            with running(work / "s3-book", weed) as s3:
+                nightly_book(airflow, work, check, s3)
 
         if BATCHVAL_HAS_SPLIT():
             sharded(airflow, work, check)

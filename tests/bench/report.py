@@ -253,8 +253,8 @@ def _url_lines(u: UrlFigures) -> list[Line]:
                 f"{len(i.resumes)} resumes with nothing to do at a URL: objects under state/",
                 f"{i.resumes[-1].state_objects} ({i.first.state_objects} after the run, "
                 f"{i.resumes[0].state_objects} after one resume)",
-                "no more than after the run",
-                i.resumes[-1].state_objects <= i.first.state_objects,
+                "no more than after one resume",
+                i.resumes[-1].state_objects <= i.resumes[0].state_objects,
             )
         )
     return lines
@@ -718,9 +718,9 @@ def _idle_section(i: IdleResumes) -> list[str]:
         f"A {i.rows:,}-row run at a URL at a hidden {PACED_RATE}/s, then the same command",
         f"{len(i.resumes)} times, each from an empty working directory, with nothing left to",
         "send (issue 36): what the URL holds after each. A run ends by folding its log into a",
-        "base; a resume copies that base on the server and writes only its own commits, and",
-        "once HEAD names its generation every generation but it and the one before is",
-        "deleted (store/replica).",
+        "base; a resume goes on in that generation and rewrites its log's one object (the",
+        "first adds it), so it adds no base and no object; the generation before is kept, as",
+        "it is whenever HEAD moves (store/replica).",
         "",
         *_table(
             ["after", "objects under state/", "objects", "MiB under the URL", "seconds", "exit"],

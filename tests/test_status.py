@@ -1,0 +1,71 @@
+"""batchval/tools/status.py: `status DIR --json` after a run gives that run's last
+invocation's own figures (calls, credits, 429s, times), as its summary.json did."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support import env_for, portfolio, run_in_process
+
+from batchval.sandbox.server import RunningSandbox
+
+# The figures of one invocation, in summary.json and `status --json` alike.
+OWN = ("calls", "credits_charged", "rate_limited", "started_at", "finished_at", "seconds")
+
+
+def _status(out: Path, env: dict[str, str], mp: pytest.MonkeyPatch, cs: Any) -> dict[str, Any]:
+    code, stdout, _ = run_in_process(
+        "status", str(out), "--json", env=env, monkeypatch=mp, capsys=cs
+    )
+    found: dict[str, Any] = json.loads(stdout)
+    assert found["exit_code"] == code
+    return found
+
+
+def test_status_gives_the_last_invocation_s_figures_as_its_summary_did(
+    served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """Two invocations (a spend ceiling stops the first): status's figures are the second's."""
+    source = portfolio(tmp_path / "book.csv", 8)
+    out = tmp_path / "out"
+    env = env_for(served)
+    first = ("run", str(source), "--out", str(out), "--max-credits", "30")
+    code, _, err = run_in_process(*first, env=env, monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 75, err
+    stopped = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert stopped["calls"]["this_invocation"] == 3
+    assert {k: _status(out, env, monkeypatch, capsys)[k] for k in OWN} == {
+        k: stopped[k] for k in OWN
+    }
+
+    again = ("run", str(source), "--out", str(out))
+    code, _, err = run_in_process(*again, env=env, monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0, err
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    shown = _status(out, env, monkeypatch, capsys)
+    assert {k: shown[k] for k in OWN} == {k: summary[k] for k in OWN}
+    assert shown["calls"] == {"this_invocation": 5, "total": 8}
+    assert shown["credits_charged"] == {"this_invocation": 50, "total": 80}
+    assert shown["started_at"] != stopped["started_at"]
+    assert shown["invocations"] == 2
+
+
+def test_status_without_the_summary_works_the_times_out_from_the_checkpoint(
+    served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """summary.json lost: the calls, the start and the seconds still come from the record."""
+    source = portfolio(tmp_path / "book.csv", 3)
+    out = tmp_path / "out"
+    env = env_for(served)
+    run = ("run", str(source), "--out", str(out))
+    assert run_in_process(*run, env=env, monkeypatch=monkeypatch, capsys=capsys)[0] == 0
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    (out / "summary.json").unlink()
+    shown = _status(out, env, monkeypatch, capsys)
+    assert shown["calls"] == summary["calls"]
+    assert shown["started_at"] == summary["started_at"]
+    assert shown["finished_at"] is not None
+    assert shown["seconds"] == pytest.approx(summary["seconds"], abs=1.0)
