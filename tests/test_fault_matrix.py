@@ -1,7 +1,6 @@
 """The fault matrix (issue 4, section 2): every fault the sandbox can inject, one scenario
-a test, each run through `batchval run` in this process (the `batchval` fixture; a process
-of its own where the run meets a signal or another run at once) against the sandbox served
-in this process.
+a test, each run through the real `batchval run` process against the sandbox served in
+this process.
 
 Every scenario ends complete: exit 0 at once, or 75 and then 0 on re-runs of the same
 command (faults cleared first only where the scenario says "recovery"; the account fixed
@@ -47,13 +46,13 @@ from support import (
     BATCHVAL,
     LIVE,
     POOR,
-    InProcess,
     assert_accounted,
     assert_no_secrets,
     env_for,
     make_config,
     outputs,
     portfolio,
+    run_cli,
     wait_until,
 )
 
@@ -94,11 +93,9 @@ def config() -> SandboxConfig:
 
 @dataclasses.dataclass
 class Job:
-    """One scenario's command (`batchval run INPUT --out DIR ...`) and everything it said.
-    Each invocation `run` makes is in this process (`batchval`, the fixture)."""
+    """One scenario's command (`batchval run INPUT --out DIR ...`) and everything it said."""
 
     served: RunningSandbox
-    batchval: InProcess
     source: Path
     out: Path
     rows: int
@@ -127,7 +124,7 @@ class Job:
         ledger = self.served.sandbox.ledger
         before, summary = len(ledger.charges), self.out / "summary.json"
         written = summary.stat().st_mtime_ns if summary.exists() else None
-        done = self.batchval(*self.command, env=self.env)
+        done = run_cli(*self.command, env=self.env, timeout=120 * SCALE)
         code = self.record(done.returncode, done.stdout, done.stderr, started)
         mine = [c for c in ledger.charges[before:] if c.client_id == self.credentials.client_id]
         said = None  # an invocation that wrote no summary (it took no lock) said nothing
@@ -175,7 +172,6 @@ def newest_invocation(out: Path) -> int:
 
 
 def make_job(
-    batchval: InProcess,
     served: RunningSandbox,
     tmp_path: Path,
     rows: int,
@@ -185,7 +181,7 @@ def make_job(
 ) -> Job:
     """A job on a fresh portfolio of `rows` distinct homes, into tmp_path/out."""
     source = portfolio(tmp_path / "book.csv", rows)
-    return Job(served, batchval, source, tmp_path / "out", rows, credentials, args)
+    return Job(served, source, tmp_path / "out", rows, credentials, args)
 
 
 def run_config(tmp_path: Path, **run: object) -> tuple[str, str]:
@@ -295,27 +291,23 @@ TRANSIENT = {
 
 
 @pytest.mark.parametrize("name", list(TRANSIENT))
-def test_transient_fault(
-    served: RunningSandbox, tmp_path: Path, name: str, batchval: InProcess
-) -> None:
+def test_transient_fault(served: RunningSandbox, tmp_path: Path, name: str) -> None:
     """A transient fault on a share of calls: complete, paid once, nothing lost."""
     scenario = TRANSIENT[name]
     served.sandbox.set_faults(scenario.faults)
-    job = make_job(batchval, served, tmp_path, scaled(30))
+    job = make_job(served, tmp_path, scaled(30))
     job.run_until_complete()
     assert scenario.struck(served), f"the fault never struck: {statuses(served)}"
     assert_sound(served, job, unique=job.rows)
 
 
 def test_response_slower_than_client_timeout(
-    config: SandboxConfig, served: RunningSandbox, tmp_path: Path, batchval: InProcess
+    config: SandboxConfig, served: RunningSandbox, tmp_path: Path
 ) -> None:
     """The client gives up first; the retry gets 409 while the work runs, then the answer."""
     config.request_timeout_seconds = 30.0
     served.sandbox.set_faults(Faults(slow_share=0.2, slow_seconds=1.0))
-    job = make_job(
-        batchval, served, tmp_path, scaled(30), args=run_config(tmp_path, timeout_seconds=0.5)
-    )
+    job = make_job(served, tmp_path, scaled(30), args=run_config(tmp_path, timeout_seconds=0.5))
     job.run_until_complete()
     assert statuses(served).get(409, 0) > 0, statuses(served)
     assert replays(served) > 0
@@ -325,13 +317,10 @@ def test_response_slower_than_client_timeout(
 # --- a full outage -----------------------------------------------------------------------
 
 
-def test_outage_longer_than_the_run_accepts(
-    served: RunningSandbox, tmp_path: Path, batchval: InProcess
-) -> None:
+def test_outage_longer_than_the_run_accepts(served: RunningSandbox, tmp_path: Path) -> None:
     """An outage past run.outage_seconds: 75 with every row pending; after it, complete."""
     served.sandbox.set_faults(Faults(outage_seconds=60 * SCALE))
     job = make_job(
-        batchval,
         served,
         tmp_path,
         scaled(30),
@@ -353,9 +342,7 @@ def test_outage_longer_than_the_run_accepts(
     assert_sound(served, job, unique=job.rows)
 
 
-def test_outage_shorter_than_the_run_accepts(
-    served: RunningSandbox, tmp_path: Path, batchval: InProcess
-) -> None:
+def test_outage_shorter_than_the_run_accepts(served: RunningSandbox, tmp_path: Path) -> None:
     """An outage shorter than run.outage_seconds is ridden out: the first run completes."""
     # Long enough to outlast the start of a process on a loaded machine (a few seconds);
     # the run's window is the outage and a minute more, at every scale (at scale 10 an
@@ -363,7 +350,7 @@ def test_outage_shorter_than_the_run_accepts(
     outage = 8 * SCALE
     served.sandbox.set_faults(Faults(outage_seconds=outage))
     window = run_config(tmp_path, outage_seconds=outage + 60)
-    job = make_job(batchval, served, tmp_path, scaled(30), args=window)
+    job = make_job(served, tmp_path, scaled(30), args=window)
     assert job.run() == 0, job.logs[-1][-3000:]
     assert statuses(served).get(503, 0) > 0
     assert_sound(served, job, unique=job.rows)
@@ -373,12 +360,12 @@ def test_outage_shorter_than_the_run_accepts(
 
 
 def test_token_expires_every_few_seconds(
-    config: SandboxConfig, served: RunningSandbox, tmp_path: Path, batchval: InProcess
+    config: SandboxConfig, served: RunningSandbox, tmp_path: Path
 ) -> None:
     """Tokens of 2 s over a run of more than 5 s: refreshed in time, never a lost row."""
     config.token_ttl_seconds = 2
     served.sandbox.set_faults(Faults(latency_ms=300, latency_jitter_ms=100))
-    job = make_job(batchval, served, tmp_path, scaled(40), args=("--concurrency", "2"))
+    job = make_job(served, tmp_path, scaled(40), args=("--concurrency", "2"))
     job.run_until_complete()
     assert sum(job.seconds) > 5, job.seconds
     assert len(served.sandbox._tokens) >= 3, "the token never expired"
@@ -394,12 +381,10 @@ REVOKE_SEED = 706
 @pytest.mark.parametrize(
     "config", [SandboxConfig(seed=REVOKE_SEED, rate_limit=None)], ids=["20-percent"]
 )
-def test_tokens_revoked_at_random(
-    served: RunningSandbox, tmp_path: Path, batchval: InProcess
-) -> None:
+def test_tokens_revoked_at_random(served: RunningSandbox, tmp_path: Path) -> None:
     """A fifth of the calls find their token revoked: new tokens, and the run completes."""
     served.sandbox.set_faults(Faults(revoke_token_share=0.2))
-    job = make_job(batchval, served, tmp_path, scaled(30), args=("--concurrency", "1"))
+    job = make_job(served, tmp_path, scaled(30), args=("--concurrency", "1"))
     job.run_until_complete()
     assert statuses(served).get(401, 0) > 0
     assert_sound(served, job, unique=job.rows)
@@ -408,14 +393,12 @@ def test_tokens_revoked_at_random(
 # --- 409 races -----------------------------------------------------------------------------
 
 
-def test_duplicate_rows_are_valued_once(
-    served: RunningSandbox, tmp_path: Path, batchval: InProcess
-) -> None:
+def test_duplicate_rows_are_valued_once(served: RunningSandbox, tmp_path: Path) -> None:
     """Identical rows share one key: one call, one charge, every row answered."""
     served.sandbox.set_faults(Faults(latency_ms=30))
     rows, duplicates = scaled(40), scaled(10)
     source = portfolio(tmp_path / "book.csv", rows, duplicates=duplicates)
-    job = Job(served, batchval, source, tmp_path / "out", rows)
+    job = Job(served, source, tmp_path / "out", rows)
     job.run_until_complete()
     assert outputs(job.out)[0].height == rows
     # No race at all: one call per distinct request, so never a 409 against ourselves.
@@ -425,7 +408,7 @@ def test_duplicate_rows_are_valued_once(
 
 @pytest.mark.parametrize("latency_ms", [200, 0])
 def test_two_runs_with_one_run_id_at_once(
-    served: RunningSandbox, tmp_path: Path, latency_ms: int, batchval: InProcess
+    served: RunningSandbox, tmp_path: Path, latency_ms: int
 ) -> None:
     """Two DIRs, one --run-id, at the same time: the same keys, so each request paid once.
     What the two say they spent never exceeds what the account was charged, and with what
@@ -435,7 +418,7 @@ def test_two_runs_with_one_run_id_at_once(
     rows = scaled(30)
     source = portfolio(tmp_path / "book.csv", rows)
     jobs = [
-        Job(served, batchval, source, tmp_path / name, rows, args=("--run-id", "night-1"))
+        Job(served, source, tmp_path / name, rows, args=("--run-id", "night-1"))
         for name in ("a", "b")
     ]
     started = time.monotonic()
@@ -473,14 +456,12 @@ def test_two_runs_with_one_run_id_at_once(
 # --- limits ----------------------------------------------------------------------------
 
 
-def test_429_storms_with_long_retry_after(
-    served: RunningSandbox, tmp_path: Path, batchval: InProcess
-) -> None:
+def test_429_storms_with_long_retry_after(served: RunningSandbox, tmp_path: Path) -> None:
     """429s with a 3 s Retry-After whatever the rate: every worker waits them out."""
     served.sandbox.set_faults(
         Faults(rate_limit_storm_share=0.1, storm_retry_after_seconds=3, latency_ms=100)
     )
-    job = make_job(batchval, served, tmp_path, scaled(30))
+    job = make_job(served, tmp_path, scaled(30))
     job.run_until_complete()
     assert statuses(served).get(429, 0) > 0
     assert_sound(served, job, unique=job.rows)
@@ -489,21 +470,19 @@ def test_429_storms_with_long_retry_after(
 @pytest.mark.parametrize(
     "config", [SandboxConfig(rate_limit=RateLimit(10.0, 5), seed=SEED)], ids=["10-a-second"]
 )
-def test_short_term_limit(served: RunningSandbox, tmp_path: Path, batchval: InProcess) -> None:
+def test_short_term_limit(served: RunningSandbox, tmp_path: Path) -> None:
     """A plain short-term limit: found, used, never jumped."""
-    job = make_job(batchval, served, tmp_path, scaled(30))
+    job = make_job(served, tmp_path, scaled(30))
     job.run_until_complete()
     assert served.sandbox.ledger.deadlines, "the limit was never reached"
     assert_sound(served, job, unique=job.rows)
 
 
-def test_daily_limit_then_midnight(
-    served: RunningSandbox, tmp_path: Path, batchval: InProcess
-) -> None:
+def test_daily_limit_then_midnight(served: RunningSandbox, tmp_path: Path) -> None:
     """The daily limit mid-run: 75; again before midnight sends nothing; after it, complete."""
     rows = scaled(30)
     served.sandbox.account(LIVE.client_id).daily_limit = rows * 2 // 3
-    job = make_job(batchval, served, tmp_path, rows)
+    job = make_job(served, tmp_path, rows)
     assert job.run() == 75
     summary = outputs(job.out)[2]
     assert summary["stop"]["reason"] == "daily_limit"
@@ -523,13 +502,11 @@ def test_daily_limit_then_midnight(
 # --- the account -------------------------------------------------------------------------
 
 
-def test_insufficient_credits_then_top_up(
-    served: RunningSandbox, tmp_path: Path, batchval: InProcess
-) -> None:
+def test_insufficient_credits_then_top_up(served: RunningSandbox, tmp_path: Path) -> None:
     """Credits run out mid-run: 77, nothing recorded as a problem; topped up, complete."""
     rows = scaled(30)
     served.sandbox.account(POOR.client_id).balance = VALUATION_CREDITS * (rows // 2) + 5
-    job = make_job(batchval, served, tmp_path, rows, credentials=POOR)
+    job = make_job(served, tmp_path, rows, credentials=POOR)
     assert job.run() == 77
     results, problems, summary = outputs(job.out)
     assert problems.height == 0
@@ -541,13 +518,11 @@ def test_insufficient_credits_then_top_up(
     assert_sound(served, job, unique=rows)
 
 
-def test_account_blocked_mid_run_then_unblocked(
-    served: RunningSandbox, tmp_path: Path, batchval: InProcess
-) -> None:
+def test_account_blocked_mid_run_then_unblocked(served: RunningSandbox, tmp_path: Path) -> None:
     """The account is blocked mid-run: 77, no problem rows; unblocked, the run completes."""
     served.sandbox.set_faults(Faults(latency_ms=50))
     rows = scaled(40)
-    job = make_job(batchval, served, tmp_path, rows, args=("--concurrency", "4"))
+    job = make_job(served, tmp_path, rows, args=("--concurrency", "4"))
     started = time.monotonic()
     with subprocess.Popen(
         [BATCHVAL, *job.command],
@@ -595,13 +570,13 @@ def run_through_stops(job: Job, max_runs: int = MAX_RUNS) -> list[str]:
 
 
 @pytest.mark.timeout(COMBINED_TIMEOUT)
-def test_combined_faults(served: RunningSandbox, tmp_path: Path, batchval: InProcess) -> None:
+def test_combined_faults(served: RunningSandbox, tmp_path: Path) -> None:
     """503s, cut connections and 504s after commit, truncated bodies, 429 storms and
     revoked tokens all at once: complete, paid once, nothing lost, every fault met."""
     faults = combined_faults()
     served.sandbox.set_faults(faults)
     tally = FaultTally(served.sandbox)
-    job = make_job(batchval, served, tmp_path, COMBINED_ROWS)
+    job = make_job(served, tmp_path, COMBINED_ROWS)
     reasons = run_through_stops(job)
     print(f"struck: {tally.counts()}, stops: {reasons}")
     assert tally.never_struck(faults) == [], tally.counts()
@@ -610,9 +585,7 @@ def test_combined_faults(served: RunningSandbox, tmp_path: Path, batchval: InPro
 
 
 @pytest.mark.timeout(COMBINED_TIMEOUT)
-def test_combined_faults_behind_a_hostile_proxy(
-    served: RunningSandbox, tmp_path: Path, batchval: InProcess
-) -> None:
+def test_combined_faults_behind_a_hostile_proxy(served: RunningSandbox, tmp_path: Path) -> None:
     """The same faults behind a gateway answering 5% HTML 403s and rewriting 30% of the
     paid answers: complete, no row blamed, paid once, every paid figure kept, all met."""
     faults = combined_faults()
@@ -621,7 +594,7 @@ def test_combined_faults_behind_a_hostile_proxy(
     # The first calls are spared: HTML on the very first calls means a wrong address.
     rules = Rules(html_share=0.05, html_status=403, html_spare_first=10, mutate_share=0.3)
     with serve_proxy(served.auth_url, rules, seed=SEED) as proxy:
-        job = make_job(batchval, served, tmp_path, COMBINED_ROWS)
+        job = make_job(served, tmp_path, COMBINED_ROWS)
         job.extra_env.update(BATCHVAL_BASE_URL=proxy.base_url, BATCHVAL_AUTH_URL=proxy.url)
         # Each run may stop after run.unrecognised_limit (10) pages and cut answers.
         reasons = run_through_stops(job, max_runs=6 + job.rows // 25)
@@ -645,16 +618,14 @@ def test_combined_faults_behind_a_hostile_proxy(
 LONG_RETRY_AFTER = 20
 
 
-def test_retry_after_outlives_a_signal_stop(
-    served: RunningSandbox, tmp_path: Path, batchval: InProcess
-) -> None:
+def test_retry_after_outlives_a_signal_stop(served: RunningSandbox, tmp_path: Path) -> None:
     """SIGTERM during a 429 pause: 75; the same command at once sends nothing before the
     Retry-After the API gave, whichever invocation it was given to."""
     ledger = served.sandbox.ledger
     served.sandbox.set_faults(
         Faults(rate_limit_storm_share=1.0, storm_retry_after_seconds=LONG_RETRY_AFTER)
     )
-    job = make_job(batchval, served, tmp_path, 5)
+    job = make_job(served, tmp_path, 5)
     started = time.monotonic()
     with subprocess.Popen(
         [BATCHVAL, *job.command],
@@ -688,13 +659,13 @@ def test_retry_after_outlives_a_signal_stop(
 
 
 def test_outage_shorter_than_the_run_accepts_with_two_workers(
-    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+    served: RunningSandbox, tmp_path: Path
 ) -> None:
     """Two workers, 3 attempts a request, a 4 s outage against outage_seconds 60: the
     outage is ridden out and the first run completes."""
     served.sandbox.set_faults(Faults(outage_seconds=4))
     settings = run_config(tmp_path, outage_seconds=60, max_attempts=3)
-    job = make_job(batchval, served, tmp_path, 10, args=("--concurrency", "2", *settings))
+    job = make_job(served, tmp_path, 10, args=("--concurrency", "2", *settings))
     code = job.run()
     assert statuses(served).get(503, 0) > 0, "the outage never struck"
     summary = outputs(job.out)[2]
