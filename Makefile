@@ -63,11 +63,19 @@ calc:
 		&& apt-get update -qq && apt-get install -y -qq libreoffice-calc-nogui >/dev/null; } \
 		|| echo "LibreOffice is not installed: the CSV export's spreadsheet tests will fail"
 
+# pytest with bytecode written even where the environment says not to (a container's
+# PYTHONDONTWRITEBYTECODE=1): pytest rewrites the asserts of every test module and of its
+# plugins' packages (schemathesis, hypothesis, anyio: 478 modules) in each worker, and
+# keeps the result only as bytecode; without it, every worker and every `batchval` process
+# a test starts compiles them again (about 15 s of CPU a worker). The files go to
+# __pycache__ folders, which git ignores.
+PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest
+
 # Three workers on two cores: most tests wait on a sandbox's latency, a subprocess or a
-# signal, not on the CPU (12 minutes in one process, about 6 in three). Every test but the
-# docs' shell examples (marked `docs_examples`), which `make docs-check` runs; CI runs both.
+# signal, not on the CPU. Every test but the docs' shell examples (marked `docs_examples`),
+# which `make docs-check` runs; CI runs both.
 test: lint typecheck docs browser calc tmux
-	$(BIN)/pytest -q -n 3 -m "not docs_examples"
+	$(PYTEST) -q -n 3 -m "not docs_examples"
 
 # The documentation site (mkdocs.yml) into site/, strict: a broken link or anchor, a page
 # left out of the nav or any other warning fails the build, and so `make test`. The
@@ -82,7 +90,7 @@ docs: $(STAMP)
 # `make run`), their output compared with what the page shows (tests/docs_examples.py).
 # Minutes of processes, so kept out of `make test`; CI (.ci/run) runs them.
 docs-check: $(STAMP)
-	$(BIN)/pytest -q -n 3 -m docs_examples
+	$(PYTEST) -q -n 3 -m docs_examples
 
 # The site served at http://127.0.0.1:8000, rebuilt as pages change.
 docs-serve: $(STAMP)
@@ -92,7 +100,7 @@ docs-serve: $(STAMP)
 # process against the sandbox, the fault matrix, the corpus) and the docs' examples, in
 # under a minute on two cores. `make test` runs the slow ones, `make docs-check` the docs'.
 test-fast: $(STAMP)
-	$(BIN)/pytest -q -n 3 -m "not slow and not docs_examples"
+	$(PYTEST) -q -n 3 -m "not slow and not docs_examples"
 
 # tests/test_logs.py checks the terminal under tmux. As root on a machine with apt-get,
 # install tmux when it is missing; anywhere else say so and go on (those tests skip).

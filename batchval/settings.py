@@ -265,6 +265,14 @@ OTHER_VARIABLES: Mapping[str, str] = {
     "BATCHVAL_CLOCK_OFFSET_SECONDS": (
         "a test seam, not a setting: seconds added to batchval's clock for the daily limit"
     ),
+    "BATCHVAL_LEASE_SECONDS": (
+        "a test seam, not a setting: the seconds a run's lease at a URL holds (30)"
+    ),
+    "BATCHVAL_STORE_OPTIONS": (
+        "a test seam, not a setting: `timeout=3s,max_retries=1,...`, the object store's "
+        "client timeouts and retries (`connect_timeout` 5s, `timeout` 30s, `max_retries` 4, "
+        "`retry_timeout` 20 seconds)"
+    ),
     FIGURES_MONTH_VARIABLE: (
         "`YYYY-MM`: the embedded and served sandboxes' fake figures as of that month, "
         "whatever the clock, for snapshot tests (`batchval sandbox --figures-month`)"

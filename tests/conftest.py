@@ -13,8 +13,9 @@ import azure_server
 import httpx
 import objects_server
 import pytest
+import structlog
 from starlette.types import Receive, Scope, Send
-from support import LIVE, ROOT, TEST, StoreServer, client_for, make_config
+from support import LIVE, ROOT, TEST, InProcess, StoreServer, client_for, make_config
 
 from batchval import redaction
 from batchval.api import PartnerClient
@@ -44,6 +45,20 @@ def _fresh_redactor() -> Iterator[None]:
     redaction.use(redaction.Redactor())
     yield
     redaction.use(before)
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_found() -> Iterator[None]:
+    """Each test leaves structlog as it found it (unconfigured, if it was): a command run
+    by click's CliRunner or `cli.main` configures the process's logging, `init`, `check` and
+    `split` at warning level, which would drop a later test's info events unseen (the
+    replica's tests' `capture_logs` found no `replica.generation` after an `init`)."""
+    found = structlog.get_config()
+    processors, configured = list(found["processors"]), structlog.is_configured()
+    yield
+    structlog.configure(**{**found, "processors": processors})
+    if not configured:
+        structlog.reset_defaults()
 
 
 @pytest.fixture
@@ -83,6 +98,13 @@ def served(config: SandboxConfig, _loopback: tuple[_CurrentSandbox, int]) -> Run
 @pytest.fixture
 def sandbox(served: RunningSandbox) -> Sandbox:
     return served.sandbox
+
+
+@pytest.fixture
+def batchval() -> InProcess:
+    """The command line in this process (`support.InProcess`): what `run_cli`'s process
+    would exit with and print, without starting one."""
+    return InProcess()
 
 
 @pytest.fixture

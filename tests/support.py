@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import datetime as dt
+import io
 import json
 import os
 import subprocess
 import sys
+import tempfile
+import threading
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TextIO, TypeVar
 
 import anyio
 import httpx
@@ -20,6 +25,7 @@ import pytest
 import structlog
 from secrets_scan import Secret, assert_clean
 
+from batchval import redaction
 from batchval.api import Credentials, PartnerClient
 from batchval.engine.charges import Received, ServerClock
 from batchval.engine.job import Settled
@@ -84,6 +90,12 @@ def env_for(served: RunningSandbox, credentials: Any = LIVE, **extra: str) -> di
     return env
 
 
+# A run's lease at a URL held 8 s, not 30 (engine/place.LEASE_VARIABLE, a test seam): a test
+# that kills or stalls a holder waits out 8 s. Long enough that a live holder on a loaded
+# machine renews it (every third of it) well within its margin.
+SHORT_LEASE = {"BATCHVAL_LEASE_SECONDS": "8"}
+
+
 class StoreServer(Protocol):
     """A real object store the tests start on loopback: SeaweedFS's S3
     (objects_server.S3Server) or Azurite's Blob Storage (azure_server.AzureServer)."""
@@ -126,6 +138,91 @@ def run_cli(
     )
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Ran:
+    """What one in-process invocation left, in `subprocess.CompletedProcess`'s words, so
+    that a test's assertions read the same whichever way the command ran."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+# Threads an invocation started that outlived it (a pool's idle workers): the next
+# invocation's, as a process's own threads are its, never the test's.
+_LEFT: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+
+
+class _Said(io.TextIOWrapper):
+    """An invocation's stdout or stderr, as pytest's `CaptureIO` is one: what the
+    invocation's threads write (this one, and those it starts), not what the threads that
+    ran before it began write (the test's sandbox, a proxy, each in a process of its own
+    beside a real `batchval`), which goes on to `before`."""
+
+    def __init__(self, before: TextIO, foreign: frozenset[threading.Thread]) -> None:
+        super().__init__(io.BytesIO(), encoding="UTF-8", newline="", write_through=True)
+        self._before, self._foreign = before, foreign
+
+    def write(self, text: str) -> int:
+        if threading.current_thread() in self._foreign:
+            return self._before.write(text)
+        return super().write(text)
+
+    def said(self) -> str:
+        buffer = self.buffer
+        assert isinstance(buffer, io.BytesIO)
+        return buffer.getvalue().decode("UTF-8")
+
+
+def invoke(*args: str, environ: Mapping[str, str], cwd: Path | None = None) -> Ran:
+    """The command line in this process (`cli.main`), as `run_cli`'s process would see it:
+    `os.environ` is exactly `environ` while it runs (pytest's own variables aside); its
+    stdout and stderr are what its own threads print (`_Said`); and what the command
+    changes in this process is undone when it returns: the environment, the logging it
+    configures (structlog left unconfigured when it was), the redactor it makes active,
+    the temporary folder `tempfile` cached (a `TMPDIR` of `environ` is read again, as a new
+    process reads it), and the working directory (`cwd`, as `subprocess.run`'s)."""
+    from batchval import cli
+
+    here = threading.current_thread()
+    foreign = frozenset(t for t in threading.enumerate() if t is not here and t not in _LEFT)
+    out, err = _Said(sys.stdout, foreign), _Said(sys.stderr, foreign)
+    logging, configured = structlog.get_config(), structlog.is_configured()
+    redactor, temporary = redaction.active(), tempfile.tempdir
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            for name in [n for n in os.environ if n not in environ and not n.startswith("PYTEST_")]:
+                patch.delenv(name)
+            for name, value in environ.items():
+                if os.environ.get(name) != value:
+                    patch.setenv(name, value)
+            if cwd is not None:
+                patch.chdir(cwd)
+            patch.setattr(sys, "stdout", out)
+            patch.setattr(sys, "stderr", err)
+            tempfile.tempdir = None
+            with pytest.raises(SystemExit) as ended:
+                cli.main(list(args))
+    finally:
+        _LEFT.update(t for t in threading.enumerate() if t is not here and t not in foreign)
+        structlog.configure(**logging)
+        if not configured:
+            structlog.reset_defaults()
+        redaction.use(redactor)
+        tempfile.tempdir = temporary
+    code = ended.value.code
+    return Ran(code if isinstance(code, int) else 0, out.said(), err.said())
+
+
+class InProcess:
+    """`run_cli` in this process (the `batchval` fixture): `batchval("run", ..., env=env)`
+    gives the exit code, stdout and stderr the process would have, without the 0.6 s of
+    imports a process costs. `env` is the whole environment, as `run_cli`'s is."""
+
+    def __call__(self, *args: str, env: Mapping[str, str], cwd: Path | None = None) -> Ran:
+        return invoke(*args, environ=env, cwd=cwd)
+
+
 def run_in_process(
     *args: str,
     env: dict[str, str],
@@ -134,27 +231,16 @@ def run_in_process(
     cleared: tuple[str, ...] = ("BATCHVAL_",),
     taken: tuple[str, ...] = ("BATCHVAL_",),
 ) -> tuple[int, str, str]:
-    """The command line in this process (`cli.main`), with the BATCHVAL_* environment
-    `env` gives and no other: its exit code, stdout and stderr. The logging it configures
-    (onto the captured stderr, closed after the test) is undone. `cleared`: the prefixes of
-    the variables of this process left out; `taken`: those of `env`'s variables set."""
-    from batchval import cli
-
-    for name in [n for n in os.environ if n.startswith(cleared)]:
-        monkeypatch.delenv(name)
-    for name, value in env.items():
-        if name.startswith(taken):
-            monkeypatch.setenv(name, value)
-    capsys.readouterr()
-    logging = structlog.get_config()
-    try:
-        with pytest.raises(SystemExit) as ended:
-            cli.main(list(args))
-    finally:
-        structlog.configure(**logging)
-    said = capsys.readouterr()
-    code = ended.value.code
-    return (code if isinstance(code, int) else 0), said.out, said.err
+    """`invoke` with the BATCHVAL_* environment `env` gives and no other, over this
+    process's environment: its exit code, stdout and stderr. `cleared`: the prefixes of
+    the variables of this process left out; `taken`: those of `env`'s variables set.
+    (`monkeypatch` is the test's: what the test itself patched stays patched; `capsys` is
+    not needed, `invoke` keeps what the command prints apart.)"""
+    del monkeypatch, capsys  # the environment and the streams are invoke's to set and undo
+    environ = {n: v for n, v in os.environ.items() if not n.startswith(cleared)}
+    environ.update((n, v) for n, v in env.items() if n.startswith(taken))
+    ran = invoke(*args, environ=environ)
+    return ran.returncode, ran.stdout, ran.stderr
 
 
 def outputs(out: Path) -> tuple[pl.DataFrame, pl.DataFrame, dict[str, Any]]:

@@ -1,5 +1,6 @@
 """`run --book`: a book larger than a night's budget, kept fresh night after night
-(booking, valuations/book, store/book), as a subprocess against the served sandbox."""
+(booking, valuations/book, store/book), at the command line in this process (the `batchval`
+fixture; a process of its own for `kill -9`) against the served sandbox."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from support import BATCHVAL, LIVE, env_for, outputs, run_cli, wait_until
+from support import BATCHVAL, LIVE, InProcess, Ran, env_for, outputs, wait_until
 
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
@@ -59,8 +60,9 @@ class Nights:
     clock and the sandbox's moved on a day, so that the daily run id (and the keys)
     change as they would."""
 
-    def __init__(self, served: RunningSandbox, tmp_path: Path) -> None:
+    def __init__(self, served: RunningSandbox, tmp_path: Path, batchval: InProcess) -> None:
         self.served = served
+        self.batchval = batchval
         self.tmp = tmp_path
         self.source = loan_book(tmp_path / "loans.csv")
         self.book = tmp_path / "book.parquet"
@@ -91,14 +93,14 @@ class Nights:
         self.night += 1
         return self.tmp / f"night-{self.night}"
 
-    def run(self) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    def run(self) -> tuple[Path, Ran]:
         out = self.next()
-        return out, run_cli(*self.args(out), env=self.env())
+        return out, self.batchval(*self.args(out), env=self.env())
 
     def charges(self) -> int:
         return len(self.served.sandbox.ledger.valuations_created(LIVE.client_id))
 
-    def run_and_reconcile(self) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    def run_and_reconcile(self) -> tuple[Path, Ran]:
         """A night whose credits this time are what the account was charged that night,
         and whose balance is the account's."""
         ledger = self.served.sandbox.ledger
@@ -127,11 +129,13 @@ def _book_section(out: Path) -> dict[str, Any]:
     return dict(summary["book"])
 
 
-def test_four_nights_value_the_whole_book_once(served: RunningSandbox, tmp_path: Path) -> None:
+def test_four_nights_value_the_whole_book_once(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """100 valuations a night: night 1 the 100 largest balances (200 deferred, exit 0),
     nights 2 and 3 the rest, each row charged once; night 4 sends nothing and its results
     are the whole book, carried."""
-    nights = Nights(served, tmp_path)
+    nights = Nights(served, tmp_path, batchval)
     loans = pl.read_csv(nights.source)
     largest = set(loans.sort("loan_balance", descending=True).head(100)["loan_id"].to_list())
 
@@ -183,10 +187,12 @@ def test_four_nights_value_the_whole_book_once(served: RunningSandbox, tmp_path:
     assert carried["valued_at"].to_list() == book_file["valued_at"].to_list()
 
 
-def test_stale_rows_get_the_budget_first(served: RunningSandbox, tmp_path: Path) -> None:
+def test_stale_rows_get_the_budget_first(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """Once the whole book is valued, 50 entries set 40 days back are the next night's
     valuations, the highest last LTV first when the budget is short."""
-    nights = Nights(served, tmp_path)
+    nights = Nights(served, tmp_path, batchval)
     for _ in range(3):
         _, done = nights.run()
         assert done.returncode == 0, done.stderr
@@ -229,17 +235,19 @@ def test_stale_rows_get_the_budget_first(served: RunningSandbox, tmp_path: Path)
     )
     pq.write_table(table.set_column(at, table.schema.field("valued_at"), valued_at), nights.book)
     out = nights.next()
-    done = run_cli(*nights.args(out), "--max-calls", "20", env=nights.env())
+    done = batchval(*nights.args(out), "--max-calls", "20", env=nights.env())
     assert done.returncode == 0, done.stderr
     highest = sorted(stale_ids, key=lambda loan: -ltv[loan])[:20]
     assert _valued(out) == set(highest)
     assert _book_section(out)["rows"]["deferred"] == 30
 
 
-def test_a_killed_book_run_leaves_the_old_book(served: RunningSandbox, tmp_path: Path) -> None:
+def test_a_killed_book_run_leaves_the_old_book(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """SIGKILL while a night is sending: the book is the night before's, whole; the same
     command again finishes the night and no key is charged twice."""
-    nights = Nights(served, tmp_path)
+    nights = Nights(served, tmp_path, batchval)
     _, done = nights.run()
     assert done.returncode == 0, done.stderr
     before = nights.book.read_bytes()
@@ -264,7 +272,7 @@ def test_a_killed_book_run_leaves_the_old_book(served: RunningSandbox, tmp_path:
     assert pq.read_table(nights.book).num_rows == 100
     served.sandbox.set_faults(Faults())
 
-    done = run_cli(*nights.args(out), env=nights.env())
+    done = batchval(*nights.args(out), env=nights.env())
     assert done.returncode == 0, done.stderr
     assert served.sandbox.ledger.keys_charged_twice() == []
     assert nights.charges() == 200  # the night's 100, each once
@@ -275,38 +283,42 @@ def test_a_killed_book_run_leaves_the_old_book(served: RunningSandbox, tmp_path:
     assert pq.read_table(nights.book).num_rows == 200
 
 
-def test_a_loan_id_on_two_rows_is_refused(served: RunningSandbox, tmp_path: Path) -> None:
+def test_a_loan_id_on_two_rows_is_refused(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """Two rows with one --row-id value: exit 65 with both row numbers, no book written."""
     source = loan_book(tmp_path / "loans.csv", 10, repeat=3)
     book = tmp_path / "book.parquet"
     args = ["run", str(source), "--out", str(tmp_path / "out"), "--book", str(book)]
-    done = run_cli(*args, "--row-id", "loan_id", env=env_for(served))
+    done = batchval(*args, "--row-id", "loan_id", env=env_for(served))
     assert done.returncode == 65
     assert "'LN-00003' is on rows 4 and 10" in done.stderr
     assert not book.exists()
     assert served.sandbox.ledger.requests == []
 
 
-def test_a_row_without_a_loan_id_is_refused(served: RunningSandbox, tmp_path: Path) -> None:
+def test_a_row_without_a_loan_id_is_refused(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """A valid row with an empty --row-id value: exit 65 naming the row."""
     source = loan_book(tmp_path / "loans.csv", 4)
     source.write_text(source.read_text().replace("LN-00002,", ",", 1))
     book = tmp_path / "book.parquet"
     args = ["run", str(source), "--out", str(tmp_path / "out"), "--book", str(book)]
-    done = run_cli(*args, "--row-id", "loan_id", env=env_for(served))
+    done = batchval(*args, "--row-id", "loan_id", env=env_for(served))
     assert done.returncode == 65
     assert "row 3 has none" in done.stderr
     assert not book.exists()
 
 
 def test_the_request_is_the_identity_without_a_row_id(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """Without --row-id a changed request is a new identity: the next night values only
     the changed row; status shows the book's ages."""
     source = loan_book(tmp_path / "loans.csv", 6)
     book = tmp_path / "book.parquet"
-    first = run_cli(
+    first = batchval(
         "run", str(source), "--out", str(tmp_path / "n1"), "--book", str(book), env=env_for(served)
     )
     assert first.returncode == 0, first.stderr
@@ -315,20 +327,22 @@ def test_the_request_is_the_identity_without_a_row_id(
     served.sandbox.clock.advance(DAY)
     out = tmp_path / "n2"
     env = env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(DAY))
-    second = run_cli("run", str(source), "--out", str(out), "--book", str(book), env=env)
+    second = batchval("run", str(source), "--out", str(out), "--book", str(book), env=env)
     assert second.returncode == 0, second.stderr
     results, _, _ = outputs(out)
     assert results.filter(pl.col("source") == "api")["reference"].to_list() == ["CASE-00002-B"]
     assert pq.read_table(book).num_rows == 7  # the old request's entry is kept
-    status = run_cli("status", str(out), env=env_for(served))
+    status = batchval("status", str(out), env=env_for(served))
     assert status.returncode == 0
     assert "book ages: 6 within 30 days" in status.stdout
 
 
-def test_results_say_api_without_a_book(served: RunningSandbox, tmp_path: Path) -> None:
+def test_results_say_api_without_a_book(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """A run without --book marks every result `source = api`."""
     source = loan_book(tmp_path / "loans.csv", 3)
-    done = run_cli("run", str(source), "--out", str(tmp_path / "out"), env=env_for(served))
+    done = batchval("run", str(source), "--out", str(tmp_path / "out"), env=env_for(served))
     assert done.returncode == 0, done.stderr
     results, _, summary = outputs(tmp_path / "out")
     assert results["source"].to_list() == ["api"] * 3
@@ -336,13 +350,15 @@ def test_results_say_api_without_a_book(served: RunningSandbox, tmp_path: Path) 
     shutil.rmtree(tmp_path / "out")
 
 
-def test_the_daily_limit_met_early_defers_the_rest(served: RunningSandbox, tmp_path: Path) -> None:
+def test_the_daily_limit_met_early_defers_the_rest(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """The account's daily limit (40) met before the night's budget (100): the 40 are
     valued and the requests never sent are deferred; those answered 429 stay pending
     (the API does not say a 429 is free, so only their own key may finish them): exit 75
     `daily_limit`, and the same command after midnight sends only them."""
     served.sandbox.account(LIVE.client_id).daily_limit = 40
-    nights = Nights(served, tmp_path)
+    nights = Nights(served, tmp_path, batchval)
     out, done = nights.run()
     assert done.returncode == 75, done.stderr
     summary = outputs(out)[2]
@@ -356,16 +372,18 @@ def test_the_daily_limit_met_early_defers_the_rest(served: RunningSandbox, tmp_p
 
     served.sandbox.clock.advance(DAY)
     env = env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(DAY))
-    again = run_cli(*nights.args(out), env=env)
+    again = batchval(*nights.args(out), env=env)
     assert again.returncode == 0, again.stderr
     assert _book_section(out)["rows"]["valued"] == 40 + limited
     assert served.sandbox.ledger.keys_charged_twice() == []
 
 
-def test_book_options_need_a_book(served: RunningSandbox, tmp_path: Path) -> None:
+def test_book_options_need_a_book(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """--row-id without --book is a usage error (64) and sends nothing."""
     source = loan_book(tmp_path / "loans.csv", 3)
-    done = run_cli(
+    done = batchval(
         "run",
         str(source),
         "--out",
@@ -379,21 +397,23 @@ def test_book_options_need_a_book(served: RunningSandbox, tmp_path: Path) -> Non
     assert served.sandbox.ledger.requests == []
 
 
-def test_a_dry_run_prices_tonights_share(served: RunningSandbox, tmp_path: Path) -> None:
+def test_a_dry_run_prices_tonights_share(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """With a book, --dry-run prices only what tonight would send: fresh loans are
     carried, and the budget caps the rest; nothing is sent and the book is unchanged."""
     source = loan_book(tmp_path / "loans.csv", 12)
     book = tmp_path / "book.parquet"
     args = ["run", str(source), "--book", str(book), "--row-id", "loan_id"]
-    first = run_cli(*args, "--out", str(tmp_path / "n1"), "--max-calls", "5", env=env_for(served))
+    first = batchval(*args, "--out", str(tmp_path / "n1"), "--max-calls", "5", env=env_for(served))
     assert first.returncode == 0, first.stderr
     before, posts = book.read_bytes(), len(served.sandbox.ledger.requests)
-    capped = run_cli(
+    capped = batchval(
         *args, "--out", str(tmp_path / "d1"), "--max-calls", "5", "--dry-run", env=env_for(served)
     )
     assert capped.returncode == 0, capped.stderr
     assert "would make 5 calls costing 50 credits" in capped.stdout
-    whole = run_cli(*args, "--out", str(tmp_path / "d2"), "--dry-run", env=env_for(served))
+    whole = batchval(*args, "--out", str(tmp_path / "d2"), "--dry-run", env=env_for(served))
     assert "would make 7 calls costing 70 credits" in whole.stdout
     assert len(served.sandbox.ledger.requests) == posts
     assert book.read_bytes() == before

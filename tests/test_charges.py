@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from support import LIVE, env_for, outputs, portfolio, run_cli, run_in_process
+from support import LIVE, InProcess, env_for, outputs, portfolio, run_in_process
 
 from batchval.engine.charges import (
     AGREEMENT,
@@ -215,17 +215,17 @@ def charges_file(out: Path) -> pl.DataFrame:
 
 @pytest.mark.slow
 def test_a_second_dir_the_same_day_reports_no_credits(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """The same file into two DIRs the same UTC day: the second is answered free and says
     so (0 this time, every answer a replay, the account's balance); each DIR's charges
     reconcile with the API's ledger key by key."""
     source = portfolio(tmp_path / "book.csv", 40, duplicates=4)
     first, second = tmp_path / "first", tmp_path / "second"
-    assert run_cli("run", str(source), "--out", str(first), env=env_for(served)).returncode == 0
+    assert batchval("run", str(source), "--out", str(first), env=env_for(served)).returncode == 0
     charged = ledger_lines(served)
     assert len(charged) == 36
-    done = run_cli("run", str(source), "--out", str(second), env=env_for(served))
+    done = batchval("run", str(source), "--out", str(second), env=env_for(served))
     assert done.returncode == 0, done.stderr
     assert ledger_lines(served) == charged  # nothing charged the second time
     balance = served.sandbox.balances()[LIVE.client_id]
@@ -244,14 +244,14 @@ def test_a_second_dir_the_same_day_reports_no_credits(
         assert mine == charged
     assert outputs(second)[2]["charges"]["replayed_calls"] == 36
     assert "credits: 0 this time, 0 in all; 36 replay(s) answered free" in done.stdout
-    status = run_cli("status", str(second), "--json", env=env_for(served))
+    status = batchval("status", str(second), "--json", env=env_for(served))
     assert '"this_time": 0' in status.stdout
     assert outputs(second)[0]["credits_charged"].sum() == 0
 
 
 @pytest.mark.slow
 def test_retries_after_charged_504s_and_drops_count_each_charge_once(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """504s and cut connections after the charge: the retry is answered with the first
     call's charge, which is this DIR's own: counted once, fresh, and the figures equal
@@ -263,7 +263,7 @@ def test_retries_after_charged_504s_and_drops_count_each_charge_once(
     # Half the calls fail, replays too: a request may fail all six of an invocation's
     # attempts (about one run in three), and the run then stops 75, to be run again.
     for _ in range(4):
-        done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+        done = batchval("run", str(source), "--out", str(out), env=env_for(served))
         if done.returncode != 75:
             break
     assert done.returncode == 0, done.stderr

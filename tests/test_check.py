@@ -1,11 +1,10 @@
-"""`batchval check` as a subprocess: one line per check, a final line, the right exit code,
-and never a charge."""
+"""`batchval check` at the command line (in this process: the `batchval` fixture): one line
+per check, a final line, the right exit code, and never a charge."""
 
 from __future__ import annotations
 
 import datetime as dt
 import shutil
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +20,7 @@ from hostile import (
     serve_proxy,
     serve_tls,
 )
-from support import LIVE, TEST, env_for, portfolio, run_cli
+from support import LIVE, TEST, InProcess, Ran, env_for, portfolio
 
 from batchval.api import PartnerClient
 from batchval.api.auth import Credentials
@@ -32,11 +31,11 @@ from batchval.settings import ApiSettings
 from batchval.tools.check import _ask_api
 
 
-def lines(done: subprocess.CompletedProcess[str]) -> list[str]:
+def lines(done: Ran) -> list[str]:
     return done.stdout.strip().splitlines()
 
 
-def failing(done: subprocess.CompletedProcess[str], name: str) -> str:
+def failing(done: Ran, name: str) -> str:
     """The one FAIL line, which must be the check named, and the final line repeats it."""
     shown = lines(done)
     fails = [line for line in shown if line.startswith("FAIL")]
@@ -54,9 +53,9 @@ def proxy(served: RunningSandbox) -> Iterator[HostileProxy]:
 
 
 @pytest.mark.slow
-def test_good_sandbox_passes_and_costs_nothing(served: RunningSandbox) -> None:
+def test_good_sandbox_passes_and_costs_nothing(served: RunningSandbox, batchval: InProcess) -> None:
     """Against a good live-like sandbox: every check ok, exit 0, no valuation, no charge."""
-    done = run_cli("check", env=env_for(served, LIVE), timeout=60)
+    done = batchval("check", env=env_for(served, LIVE))
     assert done.returncode == 0, done.stderr
     shown = lines(done)
     assert [line.split(":")[0] for line in shown] == [
@@ -76,9 +75,9 @@ def test_good_sandbox_passes_and_costs_nothing(served: RunningSandbox) -> None:
 
 
 @pytest.mark.slow
-def test_test_credentials_say_test_mode(served: RunningSandbox) -> None:
+def test_test_credentials_say_test_mode(served: RunningSandbox, batchval: InProcess) -> None:
     """The sandbox's test credential is reported as test mode, never charged."""
-    done = run_cli("check", env=env_for(served, TEST), timeout=60)
+    done = batchval("check", env=env_for(served, TEST))
     assert done.returncode == 0, done.stderr
     shown = lines(done)
     assert shown[3].startswith("ok    mode: test: the token answer's scope is partners:test")
@@ -87,10 +86,10 @@ def test_test_credentials_say_test_mode(served: RunningSandbox) -> None:
 
 
 @pytest.mark.slow
-def test_wrong_credentials_exit_77(served: RunningSandbox) -> None:
+def test_wrong_credentials_exit_77(served: RunningSandbox, batchval: InProcess) -> None:
     """A secret the token URL refuses: exit 77, one line naming the refusal."""
     wrong = Credentials(LIVE.client_id, "not-the-secret")
-    done = run_cli("check", env=env_for(served, wrong), timeout=60)
+    done = batchval("check", env=env_for(served, wrong))
     assert done.returncode == 77, done.stdout + done.stderr
     line = failing(done, "token")
     assert "credentials refused" in line
@@ -102,10 +101,10 @@ def test_wrong_credentials_exit_77(served: RunningSandbox) -> None:
     "base", ["/partners/v2", API_PREFIX + "/valuations"], ids=["other-version", "too-deep"]
 )
 @pytest.mark.slow
-def test_wrong_base_url_exits_64(served: RunningSandbox, base: str) -> None:
+def test_wrong_base_url_exits_64(served: RunningSandbox, base: str, batchval: InProcess) -> None:
     """A base URL where the API's path is not served: exit 64 naming the URL."""
     env = env_for(served, LIVE, BATCHVAL_BASE_URL=served.auth_url + base)
-    done = run_cli("check", env=env, timeout=60)
+    done = batchval("check", env=env)
     assert done.returncode == 64, done.stdout + done.stderr
     line = failing(done, "api")
     assert "wrong address" in line
@@ -113,26 +112,28 @@ def test_wrong_base_url_exits_64(served: RunningSandbox, base: str) -> None:
 
 
 @pytest.mark.slow
-def test_wrong_token_url_exits_64(served: RunningSandbox) -> None:
+def test_wrong_token_url_exits_64(served: RunningSandbox, batchval: InProcess) -> None:
     """A token URL that answers 404: exit 64, the auth URL named."""
     env = env_for(served, LIVE, BATCHVAL_AUTH_URL=served.auth_url + "/nope")
-    done = run_cli("check", env=env, timeout=60)
+    done = batchval("check", env=env)
     assert done.returncode == 64, done.stdout + done.stderr
     assert "wrong address" in failing(done, "token")
 
 
 @pytest.mark.slow
-def test_html_site_at_the_base_url_exits_64(served: RunningSandbox, proxy: HostileProxy) -> None:
+def test_html_site_at_the_base_url_exits_64(
+    served: RunningSandbox, proxy: HostileProxy, batchval: InProcess
+) -> None:
     """A web site (an HTML page with 200) where the API should be: exit 64."""
     proxy.rules = Rules(html_share=1.0, html_status=200)
     env = env_for(served, LIVE, BATCHVAL_BASE_URL=proxy.url + API_PREFIX)
-    done = run_cli("check", env=env, timeout=60)
+    done = batchval("check", env=env)
     assert done.returncode == 64, done.stdout + done.stderr
     assert "text/html" in failing(done, "api")
 
 
 @pytest.mark.slow
-def test_unreachable_host_exits_75() -> None:
+def test_unreachable_host_exits_75(batchval: InProcess) -> None:
     """Nothing listens at the address: exit 75 (try again later), one line."""
     root = closed_port_url()
     env = {
@@ -142,7 +143,7 @@ def test_unreachable_host_exits_75() -> None:
         "BATCHVAL_CLIENT_SECRET": LIVE.client_secret,
         "PATH": "/usr/bin:/bin",
     }
-    done = run_cli("check", env=env, timeout=60)
+    done = batchval("check", env=env)
     assert done.returncode == 75, done.stdout + done.stderr
     line = failing(done, "token")
     assert "unreachable" in line
@@ -151,14 +152,16 @@ def test_unreachable_host_exits_75() -> None:
 
 @pytest.mark.parametrize("setting", ["BATCHVAL_BASE_URL", "BATCHVAL_AUTH_URL"])
 @pytest.mark.slow
-def test_a_host_name_that_does_not_exist_exits_64(served: RunningSandbox, setting: str) -> None:
+def test_a_host_name_that_does_not_exist_exits_64(
+    served: RunningSandbox, setting: str, batchval: InProcess
+) -> None:
     """A base or token URL whose host name does not resolve at all: exit 64 within
     seconds, the host named, on the line of the check that met it."""
     if not no_such_name():
         pytest.skip(f"this resolver does not say 'no such name' for {NO_SUCH_HOST}")
     url = f"https://{NO_SUCH_HOST}" + (API_PREFIX if setting == "BATCHVAL_BASE_URL" else "")
     started = time.monotonic()
-    done = run_cli("check", env=env_for(served, LIVE, **{setting: url}), timeout=60)
+    done = batchval("check", env=env_for(served, LIVE, **{setting: url}))
     assert time.monotonic() - started < 20
     assert done.returncode == 64, done.stdout + done.stderr
     line = failing(done, "api" if setting == "BATCHVAL_BASE_URL" else "token")
@@ -169,12 +172,14 @@ def test_a_host_name_that_does_not_exist_exits_64(served: RunningSandbox, settin
 
 @pytest.mark.parametrize("case", ["self-signed", "another-host", "not-tls"])
 @pytest.mark.slow
-def test_tls_failure_is_named(served: RunningSandbox, tmp_path: Path, case: str) -> None:
+def test_tls_failure_is_named(
+    served: RunningSandbox, tmp_path: Path, case: str, batchval: InProcess
+) -> None:
     """The API's address speaks TLS with a certificate nobody trusts, or one for another
     host, or does not speak TLS: exit 75, "TLS failed" and OpenSSL's reason."""
     if case == "not-tls":
         env = env_for(served, LIVE, BATCHVAL_BASE_URL=served.base_url.replace("http", "https"))
-        done, why = run_cli("check", env=env, timeout=60), "wrong version number"
+        done, why = batchval("check", env=env), "wrong version number"
     else:
         if shutil.which("openssl") is None:
             pytest.skip("no openssl command to make a certificate with")
@@ -188,7 +193,7 @@ def test_tls_failure_is_named(served: RunningSandbox, tmp_path: Path, case: str)
                     served, LIVE, BATCHVAL_BASE_URL=base, SSL_CERT_FILE=str(tls.certificate)
                 )
                 why = "Hostname mismatch, certificate is not valid for 'localhost'"
-            done = run_cli("check", env=env, timeout=60)
+            done = batchval("check", env=env)
     assert done.returncode == 75, done.stdout + done.stderr
     line = failing(done, "api")
     assert "unreachable: " in line
@@ -197,27 +202,27 @@ def test_tls_failure_is_named(served: RunningSandbox, tmp_path: Path, case: str)
 
 
 @pytest.mark.slow
-def test_partly_configured_api_exits_64(served: RunningSandbox) -> None:
+def test_partly_configured_api_exits_64(served: RunningSandbox, batchval: InProcess) -> None:
     """A client id without the rest of the API settings is a config error: 64."""
     env = env_for(served, LIVE)
     del env["BATCHVAL_CLIENT_SECRET"], env["BATCHVAL_AUTH_URL"]
-    done = run_cli("check", env=env, timeout=60)
+    done = batchval("check", env=env)
     assert done.returncode == 64, done.stdout + done.stderr
     assert "partly configured" in failing(done, "settings")
 
 
 @pytest.mark.slow
-def test_embedded_sandbox_and_input_price(tmp_path: Path) -> None:
+def test_embedded_sandbox_and_input_price(tmp_path: Path, batchval: InProcess) -> None:
     """With no API configured: says it would use the embedded sandbox in test mode, checks
     it, and prices INPUT as `run --dry-run` does."""
     source = portfolio(tmp_path / "book.csv", 12, duplicates=2)
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
-    done = run_cli("check", str(source), env=env, timeout=60)
+    done = batchval("check", str(source), env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     shown = lines(done)
     assert "embedded sandbox in TEST mode" in shown[0]
     assert shown[3].startswith("ok    mode: test: the embedded sandbox")
-    dry = run_cli("run", str(source), "--out", str(tmp_path / "dry"), "--dry-run", env=env)
+    dry = batchval("run", str(source), "--out", str(tmp_path / "dry"), "--dry-run", env=env)
     assert dry.returncode == 0, dry.stderr
     assert "would make 10 calls costing 100 credits" in dry.stdout
     assert shown[5] == (
@@ -227,11 +232,13 @@ def test_embedded_sandbox_and_input_price(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_unusable_input_exits_65(served: RunningSandbox, tmp_path: Path) -> None:
+def test_unusable_input_exits_65(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """An input that cannot be used fails the input check with 65, after the API checks."""
     empty = tmp_path / "empty.csv"
     empty.write_text("")
-    done = run_cli("check", str(empty), env=env_for(served, LIVE), timeout=60)
+    done = batchval("check", str(empty), env=env_for(served, LIVE))
     assert done.returncode == 65, done.stdout + done.stderr
     assert "empty" in failing(done, "input")
 

@@ -1,6 +1,7 @@
 """The bad-input corpus (issue 4, section 3): `batchval run` on every file in tests/corpus.
 
-Each input is run as a subprocess in live mode against the sandbox over loopback, and
+Each input is run at the command line in this process (the `batchval` fixture; a handful
+also as the installed command's process) in live mode against the sandbox over loopback, and
 must end as `tests/corpus/expected.yaml` says: exit 65 (64 when its config names what
 the file lacks) with one clear line on stderr and nothing sent, or exit 0 with exactly
 the listed problem rows, every row accounted for once and nothing paid twice. Never a
@@ -11,6 +12,7 @@ batchval bug breaks is marked `xfail` (strict) with the bug as the reason.
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,8 @@ import pyarrow as pa
 import pytest
 import yaml
 from support import (
+    InProcess,
+    Ran,
     assert_accounted,
     assert_no_secrets,
     assert_paid_once,
@@ -116,16 +120,15 @@ def _check_complete(case: dict[str, Any], out: Path, served: RunningSandbox) -> 
             assert rows[number][column] == text, (number, column)
 
 
-@pytest.mark.parametrize("case", _params())
-@pytest.mark.slow
-def test_corpus_case(case: dict[str, Any], served: RunningSandbox, tmp_path: Path) -> None:
-    """The input ends as expected.yaml says: 65 with one line (64 when the config names
-    what the file lacks), or 0 with exact problems."""
-    source = CORPUS / case["file"]
-    out = tmp_path / "out"
-    done = run_cli(
-        "run", str(source), "--out", str(out), *_config_args(case, tmp_path), env=env_for(served)
-    )
+def _check_ended(
+    case: dict[str, Any],
+    source: Path,
+    out: Path,
+    done: Ran | subprocess.CompletedProcess[str],
+    served: RunningSandbox,
+) -> None:
+    """The invocation ended as the case says: never a traceback; 65 (or 64) with one line
+    and nothing sent, or 0 with exact problems, every row once, nothing paid twice."""
     crashed = [sign for sign in CRASH_SIGNS if sign in done.stderr]
     assert not crashed, done.stderr[-3000:]
     assert done.returncode == case["exit"], done.stderr[-3000:]
@@ -136,9 +139,46 @@ def test_corpus_case(case: dict[str, Any], served: RunningSandbox, tmp_path: Pat
         assert_no_secrets(served, out, done.stdout + done.stderr)
 
 
+@pytest.mark.parametrize("case", _params())
+@pytest.mark.slow
+def test_corpus_case(
+    case: dict[str, Any], served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
+    """The input ends as expected.yaml says: 65 with one line (64 when the config names
+    what the file lacks), or 0 with exact problems."""
+    source = CORPUS / case["file"]
+    out = tmp_path / "out"
+    args = ("run", str(source), "--out", str(out), *_config_args(case, tmp_path))
+    _check_ended(case, source, out, batchval(*args, env=env_for(served)), served)
+
+
+# A handful of the cases end to end as the installed command's process, what a scheduler
+# starts: an unusable file (65), a config naming a column the file lacks (64), a gzip file
+# that reads, Parquet, and problems beside pass-through text a terminal's encoding could spoil.
+AS_A_PROCESS = (
+    "empty.csv",
+    "extra_columns.csv-missing-passthrough",
+    "latin1_byte_after_head.csv.gz-no-config",
+    "list_bedrooms.parquet",
+    "unicode_passthrough.csv",
+)
+
+
+@pytest.mark.parametrize("case", [c for c in _params() if c.id in AS_A_PROCESS])
+@pytest.mark.slow
+def test_corpus_case_as_a_process(
+    case: dict[str, Any], served: RunningSandbox, tmp_path: Path
+) -> None:
+    """A few cases as the `batchval` process: the same verdicts as in this process."""
+    source = CORPUS / case["file"]
+    out = tmp_path / "out"
+    args = ("run", str(source), "--out", str(out), *_config_args(case, tmp_path))
+    _check_ended(case, source, out, run_cli(*args, env=env_for(served)), served)
+
+
 def test_every_corpus_file_has_an_entry() -> None:
     """The corpus holds at least 40 inputs, each with an entry in expected.yaml."""
-    inputs = {p.name for p in CORPUS.iterdir()} - {SCRIPT, EXPECTED} - CONFIG_FILES
+    inputs = {p.name for p in CORPUS.iterdir()} - {SCRIPT, EXPECTED, "__pycache__"} - CONFIG_FILES
     assert len(inputs) >= 40
     assert inputs == {c["file"] for c in CASES}
     ids = [_case_id(c) for c in CASES]
@@ -170,7 +210,9 @@ def test_make_corpus_reproduces_the_corpus(tmp_path: Path, monkeypatch: pytest.M
     committed = {
         p.relative_to(CORPUS)
         for p in CORPUS.rglob("*")
-        if p.is_file() and p.name not in {SCRIPT, EXPECTED, *CONFIG_FILES}
+        if p.is_file()
+        and p.name not in {SCRIPT, EXPECTED, *CONFIG_FILES}
+        and "__pycache__" not in p.parts  # make_corpus.py's bytecode, where it is written
     }
     assert made == committed
     # Parquet footers carry the writer's version: compare those only when it is the same.

@@ -18,7 +18,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from support import env_for, run_cli
+from support import InProcess, env_for
 from test_output_types import book, write
 
 from batchval.outcome import ExitCode
@@ -29,14 +29,14 @@ NESTED = ("commentary", "rebuild_cost")
 MONEY = '"£"#,##0.00'  # the workbook's money: pounds and pence
 
 
-def valued_dir(served: RunningSandbox, tmp_path: Path, rows: int = 20) -> Path:
+def valued_dir(batchval: InProcess, served: RunningSandbox, tmp_path: Path, rows: int = 20) -> Path:
     """A finished run of `book(rows)` (typed pass-through columns; rows 3 and 5 problems)
     where a quarter of the rows ask for commentary and another quarter for rebuildCost."""
     table = book(rows)
     asked = [("commentary", "rebuildCost", None, None)[n % 4] for n in range(rows)]
     table = table.append_column("include", pa.array(asked, pa.string()))
     out = tmp_path / "out"
-    done = run_cli("run", str(write(table, tmp_path / "book.parquet")), "--out", str(out),
+    done = batchval("run", str(write(table, tmp_path / "book.parquet")), "--out", str(out),
                    env=env_for(served))  # fmt: skip
     assert done.returncode == 0, done.stderr
     return out
@@ -54,8 +54,8 @@ def as_typed(path: Path) -> io.BytesIO:
     return io.BytesIO(text.getvalue().encode("utf-8"))
 
 
-def exported(out: Path, *args: str) -> str:
-    done = run_cli("export", str(out), *args, env={})
+def exported(batchval: InProcess, out: Path, *args: str) -> str:
+    done = batchval("export", str(out), *args, env={})
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -85,13 +85,13 @@ def member(rows: list[dict[str, Any]], column: str, *path: str) -> list[Any]:
 
 @pytest.mark.slow
 def test_csv_keeps_every_row_the_types_and_flattens_the_structs(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """results.csv and problems.csv hold every row in order, the pass-through columns read
     back in their types (int, decimal as a number, date, bool, text), numbers as numbers,
     and commentary and rebuild_cost as commentary_* and rebuild_cost_* columns."""
-    out = valued_dir(served, tmp_path)
-    printed = exported(out, "--format", "csv")
+    out = valued_dir(batchval, served, tmp_path)
+    printed = exported(batchval, out, "--format", "csv")
     assert f"{out / 'results.csv'}: 18 rows" in printed
     for name in ("results", "problems"):
         parquet = pq.read_table(out / f"{name}.parquet")
@@ -125,11 +125,11 @@ def test_csv_keeps_every_row_the_types_and_flattens_the_structs(
 @pytest.mark.parametrize("fmt", ["csv", "json", "xlsx"])
 @pytest.mark.slow
 def test_nested_drop_leaves_the_structs_out(
-    served: RunningSandbox, tmp_path: Path, fmt: str
+    served: RunningSandbox, tmp_path: Path, fmt: str, batchval: InProcess
 ) -> None:
     """--nested drop writes every flat column and no commentary or rebuild_cost column."""
-    out = valued_dir(served, tmp_path)
-    exported(out, "--format", fmt, "--nested", "drop")
+    out = valued_dir(batchval, served, tmp_path)
+    exported(batchval, out, "--format", fmt, "--nested", "drop")
     parquet = pq.read_table(out / "results.parquet")
     flat = [f.name for f in parquet.schema if not pa.types.is_struct(f.type)]
     assert set(NESTED) <= set(parquet.column_names)
@@ -145,13 +145,13 @@ def test_nested_drop_leaves_the_structs_out(
 
 @pytest.mark.slow
 def test_xlsx_has_sheets_panes_formats_and_typed_cells(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """results.xlsx has a sheet per file with a header row, the header and row_number
     frozen, money in pounds and pence, coverage as a percentage, dates as UK dates (an
     instant's header saying UTC), and every cell the value and type of the Parquet file."""
-    out = valued_dir(served, tmp_path)
-    exported(out, "--format", "xlsx")
+    out = valued_dir(batchval, served, tmp_path)
+    exported(batchval, out, "--format", "xlsx")
     book_ = openpyxl.load_workbook(out / "results.xlsx")
     assert book_.sheetnames == ["results", "problems", "charges"]
     for name in ("results", "problems"):
@@ -200,12 +200,12 @@ def test_xlsx_has_sheets_panes_formats_and_typed_cells(
 
 @pytest.mark.slow
 def test_json_lines_hold_every_row_with_numbers_as_numbers(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """results.jsonl is one object a row: ints and decimals as JSON numbers, dates as ISO
     text, the structs flattened."""
-    out = valued_dir(served, tmp_path)
-    exported(out, "--format", "json")
+    out = valued_dir(batchval, served, tmp_path)
+    exported(batchval, out, "--format", "json")
     for name in ("results", "problems"):
         rows = pq.read_table(out / f"{name}.parquet").to_pylist()
         lines = [json.loads(line) for line in (out / f"{name}.jsonl").read_text().splitlines()]
@@ -221,18 +221,20 @@ def test_json_lines_hold_every_row_with_numbers_as_numbers(
 
 
 @pytest.mark.slow
-def test_empty_results_give_a_header_only(served: RunningSandbox, tmp_path: Path) -> None:
+def test_empty_results_give_a_header_only(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """A run where every row is a problem (refused as a whole, input_mostly_refused, its
     outputs written) exports a results.csv of just its header, a results sheet of just its
     header row, and an empty results.jsonl; its problems export for a person to fix."""
     source = tmp_path / "book.csv"
     source.write_text("postcode,property_type,bedrooms,loan\nEH1 1AA,flat,2,7\nG1 1AA,flat,2,8\n")
     out = tmp_path / "out"
-    done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    done = batchval("run", str(source), "--out", str(out), env=env_for(served))
     assert done.returncode == 65, done.stderr
     assert pq.read_metadata(out / "results.parquet").num_rows == 0
     for fmt in ("csv", "xlsx", "json"):
-        exported(out, "--format", fmt)
+        exported(batchval, out, "--format", fmt)
     columns = pq.read_schema(out / "results.parquet").names
     assert (out / "results.csv").read_text().splitlines() == [",".join(f'"{c}"' for c in columns)]
     sheet = openpyxl.load_workbook(out / "results.xlsx")["results"]
@@ -243,10 +245,12 @@ def test_empty_results_give_a_header_only(served: RunningSandbox, tmp_path: Path
     assert (problems["row_number"].to_list(), problems["loan"].to_list()) == ([1, 2], [7, 8])
 
 
-def test_a_dir_without_results_exits_64_and_writes_nothing(tmp_path: Path) -> None:
+def test_a_dir_without_results_exits_64_and_writes_nothing(
+    tmp_path: Path, batchval: InProcess
+) -> None:
     """DIR with no results.parquet: exit 64, one line naming the file, nothing written."""
     (tmp_path / "problems.parquet").write_bytes(b"")  # alone, it is nothing to export
-    done = run_cli("export", str(tmp_path), "--format", "csv", env={})
+    done = batchval("export", str(tmp_path), "--format", "csv", env={})
     assert done.returncode == ExitCode.USAGE
     assert done.stderr.count("\n") == 1
     assert "results.parquet" in done.stderr
@@ -254,10 +258,10 @@ def test_a_dir_without_results_exits_64_and_writes_nothing(tmp_path: Path) -> No
 
 
 @pytest.mark.slow
-def test_an_unreadable_results_file_exits_65(tmp_path: Path) -> None:
+def test_an_unreadable_results_file_exits_65(tmp_path: Path, batchval: InProcess) -> None:
     """A results.parquet that is not Parquet: exit 65, one line, no CSV left behind."""
     (tmp_path / "results.parquet").write_text("row_number\n1\n")
-    done = run_cli("export", str(tmp_path), "--format", "csv", env={})
+    done = batchval("export", str(tmp_path), "--format", "csv", env={})
     assert done.returncode == ExitCode.INPUT, done.stderr
     assert done.stderr.startswith("batchval: input_unusable:")
     assert done.stderr.count("\n") == 1
@@ -265,7 +269,9 @@ def test_an_unreadable_results_file_exits_65(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_out_writes_elsewhere_and_any_file_of_dir_comes_along(tmp_path: Path) -> None:
+def test_out_writes_elsewhere_and_any_file_of_dir_comes_along(
+    tmp_path: Path, batchval: InProcess
+) -> None:
     """--out writes there, not in DIR; columns the export does not know (a later
     version's) come out too, and street_analysis.parquet's lists become JSON text in CSV
     and stay arrays in JSON."""
@@ -285,7 +291,7 @@ def test_out_writes_elsewhere_and_any_file_of_dir_comes_along(tmp_path: Path) ->
     pq.write_table(streets, tmp_path / "street_analysis.parquet")
     elsewhere = tmp_path / "people" / "files"
     for fmt in ("csv", "json"):
-        exported(tmp_path, "--format", fmt, "--out", str(elsewhere))
+        exported(batchval, tmp_path, "--format", fmt, "--out", str(elsewhere))
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "people",
         "results.parquet",
@@ -335,7 +341,7 @@ def test_a_streets_dir_exports_a_workbook_named_after_its_main_file(tmp_path: Pa
 
 @pytest.mark.slow
 def test_lender_money_columns_get_money_formats_whatever_their_names(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """A balance column mapped in the config under a name that says nothing of money
     (`Amt Owed`) and an origination value under a lender's usual name (`Original
@@ -351,10 +357,10 @@ def test_lender_money_columns_get_money_formats_whatever_their_names(
     config = tmp_path / "config.yaml"
     config.write_text("input:\n  columns:\n    loan_balance: Amt Owed\n", encoding="utf-8")
     out = tmp_path / "out"
-    done = run_cli("run", str(source), "--config", str(config), "--out", str(out),
+    done = batchval("run", str(source), "--config", str(config), "--out", str(out),
                    env=env_for(served))  # fmt: skip
     assert done.returncode == 0, done.stderr
-    exported(out, "--format", "xlsx")
+    exported(batchval, out, "--format", "xlsx")
     sheet = openpyxl.load_workbook(out / "results.xlsx")["results"]
     column = {cell.value: cell.column for cell in sheet[1]}
     formats = {name: sheet.cell(2, column[name]).number_format for name in column}
@@ -365,13 +371,13 @@ def test_lender_money_columns_get_money_formats_whatever_their_names(
 
 @pytest.mark.slow
 def test_csv_times_are_utc_wall_times_excel_reads_as_dates(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """An instant in CSV is `YYYY-MM-DD HH:MM:SS`, its UTC wall time to the second: no
     `T`, no offset, no fraction (Excel reads it as a date and time); JSON keeps ISO 8601."""
-    out = valued_dir(served, tmp_path, rows=6)
-    exported(out, "--format", "csv")
-    exported(out, "--format", "json")
+    out = valued_dir(batchval, served, tmp_path, rows=6)
+    exported(batchval, out, "--format", "csv")
+    exported(batchval, out, "--format", "json")
     parquet = pq.read_table(out / "results.parquet")["valued_at"].to_pylist()
     written = pl.read_csv(out / "results.csv", infer_schema_length=0)["valued_at"].to_list()
     assert written == [t.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S") for t in parquet]

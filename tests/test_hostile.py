@@ -1,8 +1,9 @@
 """`batchval run` against a hostile network: wrong addresses, nothing listening, a gateway
 answering HTML, answers shaped like a later API, the daily limit and signals.
 
-Each test runs the real CLI as a subprocess against the sandbox served in this process,
-most of them through `hostile.HostileProxy`. Each one first checks that its fault really
+Each test runs the CLI in this process (the `batchval` fixture; a process of its own where
+a signal is sent) against the sandbox served in this process, most of them through
+`hostile.HostileProxy`. Each one first checks that its fault really
 struck (from the proxy's counts, the sandbox's ledger or the socket), so that a green
 test means the fault was met and survived, then checks the outcome the contract
 promises: the exit code, `summary.json`'s `stop` (reason, detail, not_before, status),
@@ -40,12 +41,13 @@ from hostile import (
 from support import (
     BATCHVAL,
     LIVE,
+    InProcess,
+    Ran,
     assert_accounted,
     assert_paid_once,
     env_for,
     outputs,
     portfolio,
-    run_cli,
     wait_until,
 )
 
@@ -93,7 +95,7 @@ def run_config(tmp_path: Path, **run: object) -> list[str]:
 
 
 def stopped(
-    done: subprocess.CompletedProcess[str], out: Path, code: int, *reasons: str
+    done: Ran | subprocess.CompletedProcess[str], out: Path, code: int, *reasons: str
 ) -> dict[str, Any]:
     """The run stopped with `code` and one of `reasons`, in summary.json and once on stderr."""
     assert done.returncode == code, f"exit {done.returncode}:\n{done.stderr[-3000:]}"
@@ -106,7 +108,7 @@ def stopped(
     return stop
 
 
-def stop_line(done: subprocess.CompletedProcess[str]) -> str:
+def stop_line(done: Ran | subprocess.CompletedProcess[str]) -> str:
     return next(line for line in done.stderr.splitlines() if line.startswith("batchval: "))
 
 
@@ -118,11 +120,11 @@ def api_problems(out: Path) -> int:
     return pl.read_parquet(path).filter(pl.col("stage") == "api").height
 
 
-def run_until_complete(args: list[str], env: dict[str, str]) -> list[int]:
+def run_until_complete(batchval: InProcess, args: list[str], env: dict[str, str]) -> list[int]:
     """Run the same command while it exits 75; the exit codes, the last one 0."""
     codes: list[int] = []
     while len(codes) < MAX_RUNS:
-        done = run_cli(*args, env=env)
+        done = batchval(*args, env=env)
         codes.append(done.returncode)
         if done.returncode != 75:
             break
@@ -167,7 +169,7 @@ MISADDRESSED = {
 
 @pytest.mark.parametrize("name", list(MISADDRESSED))
 def test_wrong_address_exits_64(
-    served: RunningSandbox, proxy: HostileProxy, tmp_path: Path, name: str
+    served: RunningSandbox, proxy: HostileProxy, tmp_path: Path, name: str, batchval: InProcess
 ) -> None:
     """A wrong base or token URL: exit 64 naming the URL, nothing charged, no row blamed."""
     case = MISADDRESSED[name]
@@ -176,7 +178,7 @@ def test_wrong_address_exits_64(
     env = via(proxy, served, case.base, case.auth)
     out = tmp_path / "out"
     source = portfolio(tmp_path / "book.csv", 5)
-    done = run_cli("run", str(source), "--out", str(out), env=env, timeout=60)
+    done = batchval("run", str(source), "--out", str(out), env=env)
     assert any(e.path == case.wrong and e.status == case.status for e in proxy.exchanges), (
         f"the wrong address was never called: {proxy.exchanges}"
     )
@@ -201,7 +203,7 @@ def needs_no_such_name() -> None:
     ids=["run-base-url", "run-auth-url", "streets-base-url"],
 )
 def test_a_host_name_that_does_not_exist_exits_64_at_once(
-    served: RunningSandbox, tmp_path: Path, command: str, setting: str
+    served: RunningSandbox, tmp_path: Path, command: str, setting: str, batchval: InProcess
 ) -> None:
     """A base or token URL whose host name does not resolve, in a DIR that never reached
     it: exit 64 within seconds naming the host, not 75 after the outage window."""
@@ -213,7 +215,7 @@ def test_a_host_name_that_does_not_exist_exits_64_at_once(
     out = tmp_path / "out"
     source = portfolio(tmp_path / "book.csv", 5)
     started = time.monotonic()
-    done = run_cli(command, str(source), "--out", str(out), env=env_for(served, **wrong))
+    done = batchval(command, str(source), "--out", str(out), env=env_for(served, **wrong))
     took = time.monotonic() - started
     stop = stopped(done, out, 64, "wrong_address")
     line = stop_line(done)
@@ -227,7 +229,7 @@ def test_a_host_name_that_does_not_exist_exits_64_at_once(
 
 
 def test_a_host_name_dir_reached_before_is_an_outage(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """The same name failing in a DIR whose checkpoint says it answered before: an outage
     of DNS (75 api_unavailable after run.outage_seconds), said as such."""
@@ -240,7 +242,7 @@ def test_a_host_name_dir_reached_before_is_an_outage(
     env = env_for(served, BATCHVAL_BASE_URL=f"https://{NO_SUCH_HOST}{API_PREFIX}")
     source = portfolio(tmp_path / "book.csv", 5)
     config = run_config(tmp_path, outage_seconds=OUTAGE_SECONDS)
-    done = run_cli("run", str(source), "--out", str(out), *config, env=env)
+    done = batchval("run", str(source), "--out", str(out), *config, env=env)
     stopped(done, out, 75, "api_unavailable")
     line = stop_line(done)
     assert f"the host name {NO_SUCH_HOST} does not resolve" in line, line
@@ -251,7 +253,9 @@ def test_a_host_name_dir_reached_before_is_an_outage(
 
 
 @pytest.mark.parametrize("where", ["both", "base"])
-def test_nothing_listening_exits_75(served: RunningSandbox, tmp_path: Path, where: str) -> None:
+def test_nothing_listening_exits_75(
+    served: RunningSandbox, tmp_path: Path, where: str, batchval: InProcess
+) -> None:
     """Every connection refused (the token URL's too, or the API's only):
     api_unavailable after run.outage_seconds, all rows pending, "connection refused"."""
     closed = closed_port_url()
@@ -264,7 +268,7 @@ def test_nothing_listening_exits_75(served: RunningSandbox, tmp_path: Path, wher
     source = portfolio(tmp_path / "book.csv", 10)
     config = run_config(tmp_path, outage_seconds=OUTAGE_SECONDS)
     started = time.monotonic()
-    done = run_cli("run", str(source), "--out", str(out), *config, env=env, timeout=120)
+    done = batchval("run", str(source), "--out", str(out), *config, env=env)
     took = time.monotonic() - started
     assert refuses(closed), "something listened at the closed port: the test proves nothing"
     stop = stopped(done, out, 75, "api_unavailable")
@@ -280,7 +284,7 @@ def test_nothing_listening_exits_75(served: RunningSandbox, tmp_path: Path, wher
 
 
 def test_tls_spoken_to_a_plain_port_exits_75_saying_so(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """An https:// base URL at a plain HTTP port: api_unavailable, "TLS failed ... wrong
     version number", never read as a refused connection or a wrong address."""
@@ -288,7 +292,7 @@ def test_tls_spoken_to_a_plain_port_exits_75_saying_so(
     out = tmp_path / "out"
     config = run_config(tmp_path, outage_seconds=OUTAGE_SECONDS)
     source = portfolio(tmp_path / "book.csv", 3)
-    done = run_cli("run", str(source), "--out", str(out), *config, env=env)
+    done = batchval("run", str(source), "--out", str(out), *config, env=env)
     stopped(done, out, 75, "api_unavailable")
     assert "TLS failed with 127.0.0.1:" in stop_line(done), stop_line(done)
     assert "wrong version number" in stop_line(done)
@@ -298,7 +302,7 @@ def test_tls_spoken_to_a_plain_port_exits_75_saying_so(
 
 
 def test_html_pages_from_a_gateway(
-    served: RunningSandbox, proxy: HostileProxy, tmp_path: Path
+    served: RunningSandbox, proxy: HostileProxy, tmp_path: Path, batchval: InProcess
 ) -> None:
     """15% HTML 403s: no row blamed; 0, or 75 unrecognised_answers; then it completes."""
     # The first calls are spared: HTML on the very first calls means a wrong address.
@@ -306,7 +310,7 @@ def test_html_pages_from_a_gateway(
     rows = 60
     out = tmp_path / "out"
     args = ["run", str(portfolio(tmp_path / "book.csv", rows)), "--out", str(out)]
-    first = run_cli(*args, env=via(proxy, served))
+    first = batchval(*args, env=via(proxy, served))
     assert proxy.counts["html"] > 0, f"no HTML page was served: {proxy.counts}"
     assert first.returncode in (0, 75), f"exit {first.returncode}:\n{first.stderr[-3000:]}"
     if first.returncode == 75:
@@ -318,7 +322,7 @@ def test_html_pages_from_a_gateway(
     assert api_problems(out) == 0
     proxy.rules.off()  # the gateway is fixed, or gone
     if first.returncode == 75:
-        run_until_complete(args, via(proxy, served))
+        run_until_complete(batchval, args, via(proxy, served))
     assert api_problems(out) == 0
     assert_accounted(out, rows)
     assert_paid_once(served, out)
@@ -331,7 +335,7 @@ def test_html_pages_from_a_gateway(
 # shape, so only a client that accepts it completes, and it must do so at the first run.
 @pytest.mark.parametrize("share", [0.2, 1.0])
 def test_answers_with_floats_and_new_fields(
-    served: RunningSandbox, proxy: HostileProxy, tmp_path: Path, share: float
+    served: RunningSandbox, proxy: HostileProxy, tmp_path: Path, share: float, batchval: InProcess
 ) -> None:
     """Paid 201s as a later API might write them: complete, integers, nothing lost."""
     proxy.rules = Rules(mutate_share=share)
@@ -346,11 +350,11 @@ def test_answers_with_floats_and_new_fields(
         str(out),
         *run_config(tmp_path, outage_seconds=OUTAGE_SECONDS),
     ]
-    first = run_cli(*args, env=via(proxy, served), timeout=60)
+    first = batchval(*args, env=via(proxy, served))
     if share == 1.0:
         assert first.returncode == 0, f"exit {first.returncode}:\n{first.stderr[-3000:]}"
     elif first.returncode != 0:
-        run_until_complete(args, via(proxy, served))
+        run_until_complete(batchval, args, via(proxy, served))
     assert proxy.counts["mutated"] > 0, f"no answer was rewritten: {proxy.counts}"
     assert api_problems(out) == 0
     assert_accounted(out, rows)
@@ -364,7 +368,7 @@ def test_answers_with_floats_and_new_fields(
 
 
 def test_the_body_sent_is_the_text_hashed_for_its_key(
-    served: RunningSandbox, proxy: HostileProxy, tmp_path: Path
+    served: RunningSandbox, proxy: HostileProxy, tmp_path: Path, batchval: InProcess
 ) -> None:
     """What reaches the wire is, byte for byte, the canonical request the key was made
     from and that the checkpoint holds: nothing re-serialises it on the way."""
@@ -377,7 +381,7 @@ def test_the_body_sent_is_the_text_hashed_for_its_key(
         encoding="utf-8",
     )
     for book, where in ((source, out), (tmp_path / "with_area.csv", tmp_path / "out2")):
-        done = run_cli("run", str(book), "--out", str(where), env=via(proxy, served))
+        done = batchval("run", str(book), "--out", str(where), env=via(proxy, served))
         assert done.returncode == 0, done.stderr[-2000:]
     stored: dict[str, bytes] = {}
     for where in (out, tmp_path / "out2"):
@@ -396,23 +400,25 @@ def test_the_body_sent_is_the_text_hashed_for_its_key(
 # --- the same command the same UTC day: answered free --------------------------------------
 
 
-def test_same_day_rerun_in_a_new_dir_is_free(served: RunningSandbox, tmp_path: Path) -> None:
+def test_same_day_rerun_in_a_new_dir_is_free(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """Same command, new DIR, same UTC day: same keys, replays, not one new credit."""
     ledger = served.sandbox.ledger
     rows = 20
     source = portfolio(tmp_path / "book.csv", rows)
     first, second = tmp_path / "first", tmp_path / "second"
-    run_until_complete(["run", str(source), "--out", str(first)], env_for(served))
+    run_until_complete(batchval, ["run", str(source), "--out", str(first)], env_for(served))
     paid = ledger.credits_charged()
     assert paid == 10 * rows
-    run_until_complete(["run", str(source), "--out", str(second)], env_for(served))
+    run_until_complete(batchval, ["run", str(source), "--out", str(second)], env_for(served))
     assert sum(r.replay for r in ledger.requests) >= rows, "the second run was never answered"
     assert ledger.credits_charged() == paid
     a, b = outputs(first)[0], outputs(second)[0]
     assert a["idempotency_key"].to_list() == b["idempotency_key"].to_list()
     assert a["valuation_id"].to_list() == b["valuation_id"].to_list()
     shutil.rmtree(first)  # the checkpoint lost too
-    run_until_complete(["run", str(source), "--out", str(first)], env_for(served))
+    run_until_complete(batchval, ["run", str(source), "--out", str(first)], env_for(served))
     assert ledger.credits_charged() == paid
     assert ledger.keys_charged_twice() == []
     for out in (first, second):
@@ -422,7 +428,9 @@ def test_same_day_rerun_in_a_new_dir_is_free(served: RunningSandbox, tmp_path: P
 # --- the daily limit: stop, say when, send nothing before midnight ---------------------
 
 
-def test_daily_limit_stop_status_and_midnight(served: RunningSandbox, tmp_path: Path) -> None:
+def test_daily_limit_stop_status_and_midnight(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """daily_limit: 75 with not_before at midnight; nothing sent before it; then complete."""
     sandbox, ledger = served.sandbox, served.sandbox.ledger
     sandbox.account(LIVE.client_id).daily_limit = 20
@@ -430,24 +438,24 @@ def test_daily_limit_stop_status_and_midnight(served: RunningSandbox, tmp_path: 
     out = tmp_path / "out"
     args = ["run", str(portfolio(tmp_path / "book.csv", rows)), "--out", str(out)]
     midnight = next_midnight(sandbox.clock.now())
-    first = run_cli(*args, env=env_for(served))
+    first = batchval(*args, env=env_for(served))
     assert daily_limit_hits(served) > 0, "the daily limit was never reached"
     stop = stopped(first, out, 75, "daily_limit")
     not_before = dt.datetime.fromisoformat(stop["not_before"])
     assert midnight <= not_before <= midnight + dt.timedelta(minutes=1), stop
     sent = len(ledger.requests)
-    again = run_cli(*args, env=env_for(served))
+    again = batchval(*args, env=env_for(served))
     stopped(again, out, 75, "daily_limit")
     assert len(ledger.requests) == sent, "a call went out before midnight"
-    assert run_cli("status", str(out), env=env_for(served)).returncode == 75
-    as_json = run_cli("status", str(out), "--json", env=env_for(served))
+    assert batchval("status", str(out), env=env_for(served)).returncode == 75
+    as_json = batchval("status", str(out), "--json", env=env_for(served))
     assert as_json.returncode == 75, as_json.stderr
     assert json.loads(as_json.stdout)["stop"]["reason"] == "daily_limit"
     # The day ends 6 s from now, for the sandbox and for batchval alike.
     shift = sandbox.clock.seconds_to_midnight() - 6
     sandbox.clock.advance(shift)
     env = env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(shift))
-    waited = run_cli(*args, "--wait-for-midnight", env=env)
+    waited = batchval(*args, "--wait-for-midnight", env=env)
     assert waited.returncode == 0, waited.stderr[-3000:]
     late = ledger.requests[sent:]
     assert late, "nothing was sent after midnight"
@@ -459,7 +467,9 @@ def test_daily_limit_stop_status_and_midnight(served: RunningSandbox, tmp_path: 
     assert_paid_once(served, out)
 
 
-def test_sigterm_while_waiting_for_midnight(served: RunningSandbox, tmp_path: Path) -> None:
+def test_sigterm_while_waiting_for_midnight(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """SIGTERM during --wait-for-midnight: exit 75 within seconds; midnight still kept."""
     served.sandbox.account(LIVE.client_id).daily_limit = 5
     ledger = served.sandbox.ledger
@@ -502,6 +512,6 @@ def test_sigterm_while_waiting_for_midnight(served: RunningSandbox, tmp_path: Pa
     assert (results.height, problems.height) == (5, 0)
     assert summary["rows"]["pending"] == 5
     sent = len(ledger.requests)
-    again = run_cli(*args, env=env_for(served))
+    again = batchval(*args, env=env_for(served))
     stopped(again, out, 75, "daily_limit")
     assert len(ledger.requests) == sent, "a call went out before midnight"

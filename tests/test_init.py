@@ -8,7 +8,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
-from support import ROOT, env_for, outputs, run_cli, run_in_process
+from support import ROOT, InProcess, env_for, outputs, run_in_process
 
 from batchval.sandbox.server import RunningSandbox
 from batchval.settings import load_settings
@@ -60,12 +60,12 @@ def test_a_column_whose_values_do_not_fit_is_not_chosen() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["lender_book.csv", "lender_book_windows.csv", "lender_book.xlsx"])
 def test_init_proposes_a_config_that_values_the_book_unchanged(
-    served: RunningSandbox, tmp_path: Path, name: str
+    served: RunningSandbox, tmp_path: Path, name: str, batchval: InProcess
 ) -> None:
     """From a lender's file to a run: init, then run with the proposal as written."""
     proposal = tmp_path / "proposal.yaml"
     source = str(SAMPLES / name)
-    done = run_cli("init", source, "--out", str(proposal), env=env_for(served))
+    done = batchval("init", source, "--out", str(proposal), env=env_for(served))
     assert done.returncode == 0, done.stderr
     assert "postcode <- 'Property Postcode'" in done.stdout
     assert "with it: 57 of 66 rows valued by 57 request(s), £5.70" in done.stdout
@@ -77,10 +77,10 @@ def test_init_proposes_a_config_that_values_the_book_unchanged(
     assert "'Park Home': ...   # 3 rows" in text  # what it could not place, counted
     assert yaml.safe_load(text)["input"]["columns"]["loan_id"] == "Loan Ref"
     load_settings(proposal, {})  # a valid config as written
-    again = run_cli("init", source, "--out", str(proposal), env=env_for(served))
+    again = batchval("init", source, "--out", str(proposal), env=env_for(served))
     assert again.returncode == 64, again.stderr  # never over a file without --force
     out = tmp_path / "out"
-    run = run_cli("run", source, "--config", str(proposal), "--out", str(out), env=env_for(served))
+    run = batchval("run", source, "--config", str(proposal), "--out", str(out), env=env_for(served))
     assert run.returncode == 0, run.stderr
     results, problems, _ = outputs(out)
     assert (results.height, problems.height) == (57, 9)
@@ -88,11 +88,13 @@ def test_init_proposes_a_config_that_values_the_book_unchanged(
 
 
 @pytest.mark.slow
-def test_init_on_a_file_it_cannot_map_says_what_is_missing(tmp_path: Path) -> None:
+def test_init_on_a_file_it_cannot_map_says_what_is_missing(
+    tmp_path: Path, batchval: InProcess
+) -> None:
     source = tmp_path / "odd.csv"
     source.write_text("a,b\n1,2\n3,4\n", encoding="utf-8")
     proposal = tmp_path / "p.yaml"
-    done = run_cli("init", str(source), "--out", str(proposal), env={"PATH": "/usr/bin"})
+    done = batchval("init", str(source), "--out", str(proposal), env={"PATH": "/usr/bin"})
     assert done.returncode == 65, done.stdout + done.stderr
     assert "postcode: no column fits" in done.stdout
     assert "required column missing" in done.stderr

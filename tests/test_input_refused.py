@@ -1,6 +1,7 @@
 """A run that values little is not a success (input/refused): the rule itself, then `run`,
-`run --dry-run`, `run --book`, `status`, `check` and `streets` as processes against the
-served sandbox, where the exit code is the behaviour."""
+`run --dry-run`, `run --book`, `status`, `check` and `streets` at the command line (in this
+process: the `batchval` fixture) against the served sandbox, where the exit code is the
+behaviour."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from support import env_for, outputs, run_cli
+from support import InProcess, env_for, outputs
 
 from batchval.input import PROBLEM_RULES
 from batchval.input.refused import (
@@ -121,13 +122,13 @@ def test_the_default_is_at_least_half() -> None:
 
 @pytest.mark.slow
 def test_every_row_refused_exits_65_and_sends_nothing(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """Every row refused: exit 65, one line naming the problem types and the fix,
     problems.parquet with every row, summary.json with the stop, no call made."""
     source = homes(tmp_path / "book.csv", (42, UNMAPPED))
     out = tmp_path / "out"
-    done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    done = batchval("run", str(source), "--out", str(out), env=env_for(served))
     assert done.returncode == 65, done.stderr
     lines = said(done.stderr)
     assert len(lines) == 1, done.stderr
@@ -145,7 +146,7 @@ def test_every_row_refused_exits_65_and_sends_nothing(
 
 @pytest.mark.slow
 def test_refused_rows_after_good_ones_are_refused_before_any_call(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """The verdict is on the whole input, read before any call, though a run stores and
     sends its first rows before it has stored the rest: good rows first, mostly refused
@@ -153,7 +154,7 @@ def test_refused_rows_after_good_ones_are_refused_before_any_call(
     source = homes(tmp_path / "book.csv", (20, GOOD), (40, UNMAPPED))
     out = tmp_path / "out"
     args = config(tmp_path / "config.yaml", "input: {batch_rows: 10}\n")
-    done = run_cli("run", str(source), "--out", str(out), *args, env=env_for(served))
+    done = batchval("run", str(source), "--out", str(out), *args, env=env_for(served))
     assert done.returncode == 65, done.stderr
     assert valuations_posted(served) == 0
     results, problems, summary = outputs(out)
@@ -163,11 +164,13 @@ def test_refused_rows_after_good_ones_are_refused_before_any_call(
 
 
 @pytest.mark.slow
-def test_a_few_bad_rows_in_a_good_file_complete(served: RunningSandbox, tmp_path: Path) -> None:
+def test_a_few_bad_rows_in_a_good_file_complete(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """2 bad rows in 1,000 are problems of a complete run: exit 0, the rest valued."""
     source = homes(tmp_path / "book.csv", (499, GOOD), (2, UNMAPPED), (499, GOOD))
     out = tmp_path / "out"
-    done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    done = batchval("run", str(source), "--out", str(out), env=env_for(served))
     assert done.returncode == 0, done.stderr
     results, problems, summary = outputs(out)
     assert (results.height, problems.height) == (998, 2)
@@ -179,24 +182,24 @@ def test_a_few_bad_rows_in_a_good_file_complete(served: RunningSandbox, tmp_path
 )
 @pytest.mark.slow
 def test_the_share_setting_is_honoured(
-    served: RunningSandbox, tmp_path: Path, share: str | None, code: int
+    served: RunningSandbox, tmp_path: Path, share: str | None, code: int, batchval: InProcess
 ) -> None:
     """`run.max_refused_share` decides the line (3 rows in 10 refused); 0 turns it off."""
     source = homes(tmp_path / "book.csv", (7, GOOD), (3, UNMAPPED))
     args = (
         [] if share is None else config(tmp_path / "c.yaml", f"run: {{max_refused_share: {share}}}")
     )
-    done = run_cli("run", str(source), "--out", str(tmp_path / "out"), *args, env=env_for(served))
+    done = batchval("run", str(source), "--out", str(tmp_path / "out"), *args, env=env_for(served))
     assert done.returncode == code, done.stderr
     assert valuations_posted(served) == (0 if code else 7)
 
 
 @pytest.mark.slow
-def test_off_values_the_rest(served: RunningSandbox, tmp_path: Path) -> None:
+def test_off_values_the_rest(served: RunningSandbox, tmp_path: Path, batchval: InProcess) -> None:
     """With the rule off, a mostly refused file is valued as far as it can be (exit 0)."""
     source = homes(tmp_path / "book.csv", (1, GOOD), (9, UNMAPPED))
     args = config(tmp_path / "c.yaml", "run: {max_refused_share: 0}")
-    done = run_cli("run", str(source), "--out", str(tmp_path / "out"), *args, env=env_for(served))
+    done = batchval("run", str(source), "--out", str(tmp_path / "out"), *args, env=env_for(served))
     assert done.returncode == 0, done.stderr
     results, problems, _ = outputs(tmp_path / "out")
     assert (results.height, problems.height) == (1, 9)
@@ -205,23 +208,25 @@ def test_off_values_the_rest(served: RunningSandbox, tmp_path: Path) -> None:
 @pytest.mark.parametrize("share", ["1.5", "-0.1", "half"])
 @pytest.mark.slow
 def test_a_share_out_of_range_is_a_config_error(
-    served: RunningSandbox, tmp_path: Path, share: str
+    served: RunningSandbox, tmp_path: Path, share: str, batchval: InProcess
 ) -> None:
     """A share that is not a number from 0 to 1 is refused as a config error (64)."""
     source = homes(tmp_path / "book.csv", (3, GOOD))
     args = config(tmp_path / "c.yaml", f"run: {{max_refused_share: {share}}}")
-    done = run_cli("run", str(source), "--out", str(tmp_path / "out"), *args, env=env_for(served))
+    done = batchval("run", str(source), "--out", str(tmp_path / "out"), *args, env=env_for(served))
     assert done.returncode == 64, done.stderr
     assert "max_refused_share" in done.stderr
 
 
 @pytest.mark.slow
-def test_homes_outside_england_and_wales_count(served: RunningSandbox, tmp_path: Path) -> None:
+def test_homes_outside_england_and_wales_count(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """Rows refused as outside England and Wales (Scottish postcodes) count like any
     other refusal."""
     source = homes(tmp_path / "book.csv", (4, GOOD), (6, SCOTTISH))
     out = tmp_path / "out"
-    done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    done = batchval("run", str(source), "--out", str(out), env=env_for(served))
     assert done.returncode == 65, done.stderr
     (line,) = said(done.stderr)
     assert "postcode outside-coverage 6" in line
@@ -231,13 +236,13 @@ def test_homes_outside_england_and_wales_count(served: RunningSandbox, tmp_path:
 
 @pytest.mark.slow
 def test_the_dry_run_says_the_same_and_exits_the_same(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """--dry-run of a mostly refused file: exit 65, the run's line, 0 calls priced,
     problems.parquet written, nothing sent."""
     source = homes(tmp_path / "book.csv", (42, UNMAPPED))
-    real = run_cli("run", str(source), "--out", str(tmp_path / "real"), env=env_for(served))
-    dry = run_cli(
+    real = batchval("run", str(source), "--out", str(tmp_path / "real"), env=env_for(served))
+    dry = batchval(
         "run", str(source), "--out", str(tmp_path / "dry"), "--dry-run", env=env_for(served)
     )
     assert dry.returncode == real.returncode == 65, dry.stderr
@@ -254,90 +259,103 @@ def test_the_dry_run_says_the_same_and_exits_the_same(
 )
 @pytest.mark.slow
 def test_status_exits_65(
-    served: RunningSandbox, tmp_path: Path, groups: list[tuple[int, tuple[str, str]]]
+    served: RunningSandbox,
+    tmp_path: Path,
+    groups: list[tuple[int, tuple[str, str]]],
+    batchval: InProcess,
 ) -> None:
     """`status DIR` of a refused run exits 65 with the stop, whether or not rows wait."""
     source = homes(tmp_path / "book.csv", *groups)
     out = tmp_path / "out"
-    assert run_cli("run", str(source), "--out", str(out), env=env_for(served)).returncode == 65
-    status = run_cli("status", str(out), "--json", env=env_for(served))
+    assert batchval("run", str(source), "--out", str(out), env=env_for(served)).returncode == 65
+    status = batchval("status", str(out), "--json", env=env_for(served))
     assert status.returncode == 65, status.stdout + status.stderr
     assert json.loads(status.stdout)["stop"]["reason"] == "input_mostly_refused"
 
 
 @pytest.mark.slow
-def test_a_corrected_config_runs_in_the_same_dir(served: RunningSandbox, tmp_path: Path) -> None:
+def test_a_corrected_config_runs_in_the_same_dir(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """Nothing was sent from a refused DIR: the same command with the corrected mapping
     values every row there, without --accept-changes; status then exits 0."""
     source = homes(tmp_path / "book.csv", (10, UNMAPPED))
     out = tmp_path / "out"
-    assert run_cli("run", str(source), "--out", str(out), env=env_for(served)).returncode == 65
+    assert batchval("run", str(source), "--out", str(out), env=env_for(served)).returncode == 65
     fixed = config(tmp_path / "c.yaml", "input: {values: {propertyType: {Q: terraced}}}")
-    done = run_cli("run", str(source), "--out", str(out), *fixed, env=env_for(served))
+    done = batchval("run", str(source), "--out", str(out), *fixed, env=env_for(served))
     assert done.returncode == 0, done.stderr
     results, problems, summary = outputs(out)
     assert (results.height, problems.height) == (10, 0)
     assert summary["invocations"] == 2
-    assert run_cli("status", str(out), env=env_for(served)).returncode == 0
+    assert batchval("status", str(out), env=env_for(served)).returncode == 0
 
 
 @pytest.mark.slow
-def test_a_dir_that_sent_still_refuses_a_change(served: RunningSandbox, tmp_path: Path) -> None:
+def test_a_dir_that_sent_still_refuses_a_change(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """A DIR from which calls were made keeps refusing changed settings (64) without
     --accept-changes, even after a later invocation was refused for its input."""
     source = homes(tmp_path / "book.csv", (10, GOOD))
     out = tmp_path / "out"
-    assert run_cli("run", str(source), "--out", str(out), env=env_for(served)).returncode == 0
+    assert batchval("run", str(source), "--out", str(out), env=env_for(served)).returncode == 0
     homes(source, (2, GOOD), (10, UNMAPPED))
-    accepted = run_cli(
+    accepted = batchval(
         "run", str(source), "--out", str(out), "--accept-changes", env=env_for(served)
     )
     assert accepted.returncode == 65, accepted.stderr
     fixed = config(tmp_path / "c.yaml", "input: {values: {propertyType: {Q: terraced}}}")
-    refused = run_cli("run", str(source), "--out", str(out), *fixed, env=env_for(served))
+    refused = batchval("run", str(source), "--out", str(out), *fixed, env=env_for(served))
     assert refused.returncode == 64, refused.stderr
     assert "--accept-changes" in refused.stderr
 
 
 @pytest.mark.slow
-def test_a_book_run_is_refused_before_its_plan(served: RunningSandbox, tmp_path: Path) -> None:
+def test_a_book_run_is_refused_before_its_plan(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """`run --book` of a mostly refused file: exit 65, nothing sent, no book written."""
     source = homes(tmp_path / "book.csv", (3, GOOD), (7, UNMAPPED))
     book = tmp_path / "book.parquet"
     args = ["--book", str(book), "--row-id", "loan_id"]
-    done = run_cli("run", str(source), "--out", str(tmp_path / "out"), *args, env=env_for(served))
+    done = batchval("run", str(source), "--out", str(tmp_path / "out"), *args, env=env_for(served))
     assert done.returncode == 65, done.stderr
     assert not book.exists()
     assert served.sandbox.ledger.requests == []
-    dry = run_cli(
+    dry = batchval(
         "run", str(source), "--out", str(tmp_path / "dry"), "--dry-run", *args, env=env_for(served)
     )
     assert dry.returncode == 65, dry.stderr
 
 
 @pytest.mark.slow
-def test_check_fails_the_input_with_65(served: RunningSandbox, tmp_path: Path) -> None:
+def test_check_fails_the_input_with_65(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """`check INPUT` says the run would refuse a mostly refused input, and exits 65."""
     source = homes(tmp_path / "book.csv", (42, UNMAPPED))
-    done = run_cli("check", str(source), env=env_for(served))
+    done = batchval("check", str(source), env=env_for(served))
     assert done.returncode == 65, done.stdout + done.stderr
     assert "input_mostly_refused" in done.stdout
 
 
 @pytest.mark.slow
-def test_streets_of_mostly_bad_postcodes_exits_65(served: RunningSandbox, tmp_path: Path) -> None:
+def test_streets_of_mostly_bad_postcodes_exits_65(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """`streets` of a file whose postcodes are mostly refused reads none: exit 65, and
     its dry run and status say the same."""
     source = homes(tmp_path / "book.csv", (2, GOOD), (8, NOT_A_POSTCODE))
     out = tmp_path / "out"
-    done = run_cli("streets", str(source), "--out", str(out), env=env_for(served))
+    done = batchval("streets", str(source), "--out", str(out), env=env_for(served))
     assert done.returncode == 65, done.stderr
     (line,) = said(done.stderr)
     assert "postcode invalid_postcode 8" in line
     assert served.sandbox.ledger.requests == []
     assert pl.read_parquet(out / "problems.parquet").height == 8
-    assert run_cli("status", str(out), env=env_for(served)).returncode == 65
-    dry = run_cli(
+    assert batchval("status", str(out), env=env_for(served)).returncode == 65
+    dry = batchval(
         "streets", str(source), "--out", str(tmp_path / "dry"), "--dry-run", env=env_for(served)
     )
     assert dry.returncode == 65, dry.stderr

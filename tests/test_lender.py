@@ -14,7 +14,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 import pytest
-from support import env_for, outputs, run_cli, run_in_process
+from support import InProcess, env_for, outputs, run_in_process
 
 from batchval.api.models import Valuation
 from batchval.contract.lender import (
@@ -311,12 +311,14 @@ def expected_band(ltv_percent_edges: Sequence[float], balance: float, estimate: 
 
 
 @pytest.mark.slow
-def test_ltv_and_portfolio_through_a_run(served: RunningSandbox, tmp_path: Path) -> None:
+def test_ltv_and_portfolio_through_a_run(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """Every valued row's indexed_ltv is balance / estimate; the summary's portfolio LTVs
     match the formulas recomputed from results.parquet; duplicates count as loans."""
     source = book(tmp_path / "book.csv", 14)
     out = tmp_path / "out"
-    done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    done = batchval("run", str(source), "--out", str(out), env=env_for(served))
     assert done.returncode == 0, done.stderr
     results, _, summary = outputs(out)
     assert results.height == 14
@@ -367,7 +369,9 @@ def test_ltv_and_portfolio_through_a_run(served: RunningSandbox, tmp_path: Path)
 
 
 @pytest.mark.slow
-def test_mapped_balance_and_configured_threshold(served: RunningSandbox, tmp_path: Path) -> None:
+def test_mapped_balance_and_configured_threshold(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """A column `balance` mapped to loan_balance in the config gives the LTVs; the config's
     wide_range threshold decides the flag; the mapped column stays a pass-through."""
     source = book(tmp_path / "book.csv", 10, balance="balance")
@@ -378,7 +382,7 @@ def test_mapped_balance_and_configured_threshold(served: RunningSandbox, tmp_pat
     )
     out = tmp_path / "out"
     args = ["run", str(source), "--out", str(out), "--config", str(config)]
-    done = run_cli(*args, env=env_for(served))
+    done = batchval(*args, env=env_for(served))
     assert done.returncode == 0, done.stderr
     results, _, summary = outputs(out)
     assert "balance" in results.columns
@@ -392,13 +396,15 @@ def test_mapped_balance_and_configured_threshold(served: RunningSandbox, tmp_pat
 
 
 @pytest.mark.slow
-def test_stale_index_uses_the_runs_date(served: RunningSandbox, tmp_path: Path) -> None:
+def test_stale_index_uses_the_runs_date(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """Run eight months after the sandbox's today, every indexedTo (two months back there)
     is more than six months old: stale on every row."""
     source = book(tmp_path / "book.csv", 4)
     out = tmp_path / "out"
     later = str(240 * 86_400)
-    done = run_cli(
+    done = batchval(
         "run",
         str(source),
         "--out",
@@ -413,7 +419,9 @@ def test_stale_index_uses_the_runs_date(served: RunningSandbox, tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_no_lender_columns_without_a_balance(served: RunningSandbox, tmp_path: Path) -> None:
+def test_no_lender_columns_without_a_balance(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """An input with a loan id but no balance or origination value has no lender columns
     and a null portfolio."""
     source = tmp_path / "book.csv"
@@ -421,7 +429,7 @@ def test_no_lender_columns_without_a_balance(served: RunningSandbox, tmp_path: P
         "loan_id,postcode,property_type,bedrooms\nLN-1,SW1A 2AA,flat,2\n", encoding="utf-8"
     )
     out = tmp_path / "out"
-    done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    done = batchval("run", str(source), "--out", str(out), env=env_for(served))
     assert done.returncode == 0, done.stderr
     results, _, summary = outputs(out)
     assert not set(LENDER_COLUMNS) & set(results.columns)
@@ -430,12 +438,12 @@ def test_no_lender_columns_without_a_balance(served: RunningSandbox, tmp_path: P
 
 
 @pytest.mark.slow
-def test_sample_mortgage_book(served: RunningSandbox, tmp_path: Path) -> None:
+def test_sample_mortgage_book(served: RunningSandbox, tmp_path: Path, batchval: InProcess) -> None:
     """sample_inputs/mortgage_book.csv values with its lender figures: every valued row
     but the two without a balance is in the portfolio."""
     source = Path(__file__).resolve().parents[1] / "sample_inputs" / "mortgage_book.csv"
     out = tmp_path / "out"
-    done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    done = batchval("run", str(source), "--out", str(out), env=env_for(served))
     assert done.returncode == 0, done.stderr
     results, _, summary = outputs(out)
     counted = results.filter(pl.col("indexed_ltv").is_not_null()).height

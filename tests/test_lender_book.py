@@ -10,7 +10,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from support import ROOT, assert_paid_once, env_for, outputs, run_cli
+from support import ROOT, InProcess, assert_paid_once, env_for, outputs
 
 from batchval.sandbox.server import RunningSandbox
 
@@ -34,12 +34,12 @@ def _expected() -> tuple[int, int]:
 
 @pytest.mark.parametrize("name", ["lender_book.csv", "lender_book.xlsx", "lender_book_windows.csv"])
 def test_a_lenders_book_values_with_only_three_columns_named(
-    served: RunningSandbox, tmp_path: Path, name: str
+    served: RunningSandbox, tmp_path: Path, name: str, batchval: InProcess
 ) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(NAMED_ONLY, encoding="utf-8")
     out = tmp_path / "out"
-    done = run_cli(
+    done = batchval(
         "run", str(SAMPLES / name), "--out", str(out), "--config", str(config),
         env=env_for(served),
     )  # fmt: skip

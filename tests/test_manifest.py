@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from support import LIVE, assert_no_secrets, env_for, outputs, portfolio, run_cli
+from support import LIVE, InProcess, assert_no_secrets, env_for, outputs, portfolio
 
 from batchval.logs import Redactor
 from batchval.sandbox.server import RunningSandbox
@@ -24,7 +24,9 @@ def manifest_of(out: Path) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-def test_manifest_says_where_the_figures_come_from(served: RunningSandbox, tmp_path: Path) -> None:
+def test_manifest_says_where_the_figures_come_from(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """manifest.json names the input's hash and how it was read, the run id, the mode, the
     settings without the secret, and every model version and indexedTo month with the rows
     they cover."""
@@ -32,7 +34,7 @@ def test_manifest_says_where_the_figures_come_from(served: RunningSandbox, tmp_p
     with source.open("a", encoding="utf-8") as stream:
         stream.write("LN-bad,SW1A 2AA,castle,3,CASE-bad\n")  # one input problem
     out = tmp_path / "out"
-    done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    done = batchval("run", str(source), "--out", str(out), env=env_for(served))
     assert done.returncode == 0, done.stderr
     results, problems, summary = outputs(out)
     assert (results.height, problems.height) == (12, 1)
@@ -66,12 +68,14 @@ def test_manifest_says_where_the_figures_come_from(served: RunningSandbox, tmp_p
 
 
 @pytest.mark.slow
-def test_manifest_is_in_both_parquet_files(served: RunningSandbox, tmp_path: Path) -> None:
+def test_manifest_is_in_both_parquet_files(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """results.parquet and problems.parquet carry the manifest under batchval.manifest,
     the same as manifest.json, readable with pyarrow alone."""
     source = portfolio(tmp_path / "book.csv", 5)
     out = tmp_path / "out"
-    done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    done = batchval("run", str(source), "--out", str(out), env=env_for(served))
     assert done.returncode == 0, done.stderr
     manifest = manifest_of(out)
     for name in ("results.parquet", "problems.parquet"):
@@ -82,7 +86,7 @@ def test_manifest_is_in_both_parquet_files(served: RunningSandbox, tmp_path: Pat
 
 
 @pytest.mark.slow
-def test_no_secret_in_any_file(served: RunningSandbox, tmp_path: Path) -> None:
+def test_no_secret_in_any_file(served: RunningSandbox, tmp_path: Path, batchval: InProcess) -> None:
     """With the API configured in a config file, the client secret is nowhere in DIR."""
     config = tmp_path / "config.yaml"
     config.write_text(
@@ -96,7 +100,7 @@ def test_no_secret_in_any_file(served: RunningSandbox, tmp_path: Path) -> None:
     source = portfolio(tmp_path / "book.csv", 4)
     out = tmp_path / "out"
     env = {k: v for k, v in env_for(served).items() if not k.startswith("BATCHVAL_")}
-    done = run_cli("run", str(source), "--out", str(out), "--config", str(config), env=env)
+    done = batchval("run", str(source), "--out", str(out), "--config", str(config), env=env)
     assert done.returncode == 0, done.stderr
     assert manifest_of(out)["settings"]["api"]["client_id"] == LIVE.client_id
     for path in out.iterdir():
@@ -125,10 +129,12 @@ def test_secret_scrubbed_wherever_it_is() -> None:
 
 
 @pytest.mark.slow
-def test_dry_run_writes_no_manifest(served: RunningSandbox, tmp_path: Path) -> None:
+def test_dry_run_writes_no_manifest(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """A dry run is not a run: no manifest.json."""
     source = portfolio(tmp_path / "book.csv", 3)
     out = tmp_path / "out"
-    done = run_cli("run", str(source), "--out", str(out), "--dry-run", env=env_for(served))
+    done = batchval("run", str(source), "--out", str(out), "--dry-run", env=env_for(served))
     assert done.returncode == 0, done.stderr
     assert not (out / MANIFEST_NAME).exists()

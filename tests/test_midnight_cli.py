@@ -1,5 +1,6 @@
-"""The daily limit near midnight with batchval's clock a minute off the API's, as
-processes against the sandbox over loopback (docs: README, "The daily limit and midnight").
+"""The daily limit near midnight with batchval's clock a minute off the API's, at the
+command line in this process (the `batchval` fixture) against the sandbox over loopback
+(docs: README, "The daily limit and midnight").
 
 The sandbox is put shortly before its midnight UTC (`sandbox.clock.advance`) and batchval
 by as much, plus or minus a minute (BATCHVAL_CLOCK_OFFSET_SECONDS): both clocks then tick
@@ -11,19 +12,18 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support import LIVE, assert_accounted, assert_paid_once, env_for, portfolio, run_cli
+from support import LIVE, InProcess, Ran, assert_accounted, assert_paid_once, env_for, portfolio
 
 from batchval.engine.midnight import next_midnight
 from batchval.sandbox.ledger import RequestRecord
 from batchval.sandbox.server import RunningSandbox
 
-# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+# End to end: the CLI in this process against the sandbox (`make test-fast` leaves it out).
 pytestmark = pytest.mark.slow
 
 DAY = 86_400
@@ -59,7 +59,7 @@ class Skewed:
         self.offset += step
 
 
-def stop_of(done: subprocess.CompletedProcess[str], out: Path) -> dict[str, Any]:
+def stop_of(done: Ran, out: Path) -> dict[str, Any]:
     assert done.returncode == 75, done.stderr[-3000:]
     assert "batchval: daily_limit: " in done.stderr
     stop: dict[str, Any] = json.loads((out / "summary.json").read_text())["stop"]
@@ -100,7 +100,7 @@ def assert_nothing_before_midnight(served: RunningSandbox, skewed: Skewed) -> No
 
 @SKEWS
 def test_a_re_run_after_the_api_s_midnight_resumes(
-    served: RunningSandbox, tmp_path: Path, skew: int
+    served: RunningSandbox, tmp_path: Path, skew: int, batchval: InProcess
 ) -> None:
     """Limit used up 30 s before the sandbox's midnight, batchval's clock a minute off:
     75 with not_before = the sandbox's midnight; a re-run before it sends nothing; one
@@ -110,12 +110,12 @@ def test_a_re_run_after_the_api_s_midnight_resumes(
     out = tmp_path / "out"
     args = ["run", str(portfolio(tmp_path / "book.csv", ROWS)), "--out", str(out)]
     args += ["--concurrency", "1"]
-    assert_the_api_s_midnight(stop_of(run_cli(*args, env=skewed.env()), out), skewed)
+    assert_the_api_s_midnight(stop_of(batchval(*args, env=skewed.env()), out), skewed)
     sent = len(served.sandbox.ledger.requests)
-    stop_of(run_cli(*args, env=skewed.env()), out)
+    stop_of(batchval(*args, env=skewed.env()), out)
     assert len(served.sandbox.ledger.requests) == sent, "a call went out before midnight"
     skewed.past_midnight()
-    done = run_cli(*args, env=skewed.env())
+    done = batchval(*args, env=skewed.env())
     assert done.returncode == 0, done.stderr[-3000:]
     assert_nothing_before_midnight(served, skewed)
     assert_accounted(out, ROWS)
@@ -125,20 +125,20 @@ def test_a_re_run_after_the_api_s_midnight_resumes(
 @SKEWS
 @pytest.mark.parametrize("how", ["one-invocation", "re-run"])
 def test_wait_for_midnight_resumes_at_the_api_s_midnight(
-    served: RunningSandbox, tmp_path: Path, skew: int, how: str
+    served: RunningSandbox, tmp_path: Path, skew: int, how: str, batchval: InProcess
 ) -> None:
     """--wait-for-midnight, batchval's clock a minute off the sandbox's, the limit used up
-    20 s before the sandbox's midnight: the run sleeps until that midnight (not the next
+    10 s before the sandbox's midnight: the run sleeps until that midnight (not the next
     one) and completes; the wait ends within seconds of it, and no call comes early. Once
     in the invocation that met the limit, once in a re-run that found it stored."""
-    skewed = Skewed(served, 20, skew)
+    skewed = Skewed(served, 10, skew)
     served.sandbox.account(LIVE.client_id).daily_limit = LIMIT
     out = tmp_path / "out"
     args = ["run", str(portfolio(tmp_path / "book.csv", ROWS)), "--out", str(out)]
     args += ["--concurrency", "1"]
     if how == "re-run":
-        assert_the_api_s_midnight(stop_of(run_cli(*args, env=skewed.env()), out), skewed)
-    done = run_cli(*args, "--wait-for-midnight", env=skewed.env(), timeout=90)
+        assert_the_api_s_midnight(stop_of(batchval(*args, env=skewed.env()), out), skewed)
+    done = batchval(*args, "--wait-for-midnight", env=skewed.env())
     finished = served.sandbox.clock.now()
     assert done.returncode == 0, done.stderr[-3000:]
     assert "run.daily_limit.sleeping" in done.stderr
@@ -148,27 +148,31 @@ def test_wait_for_midnight_resumes_at_the_api_s_midnight(
     assert_paid_once(served, out)
 
 
-def test_verify_after_the_api_s_midnight_reads(served: RunningSandbox, tmp_path: Path) -> None:
+def test_verify_after_the_api_s_midnight_reads(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """A run stopped at the limit keeps not_before; verify, on the same clock a minute
     ahead, reads nothing before the sandbox's midnight and reads 2 s after it."""
     skewed = Skewed(served, 30, 60)
     served.sandbox.account(LIVE.client_id).daily_limit = LIMIT
     out = tmp_path / "out"
     args = ["run", str(portfolio(tmp_path / "book.csv", ROWS)), "--out", str(out)]
-    assert_the_api_s_midnight(stop_of(run_cli(*args, env=skewed.env()), out), skewed)
+    assert_the_api_s_midnight(stop_of(batchval(*args, env=skewed.env()), out), skewed)
     sent = len(served.sandbox.ledger.requests)
-    held = run_cli("verify", str(out), env=skewed.env())
+    held = batchval("verify", str(out), env=skewed.env())
     assert held.returncode == 75, held.stderr[-3000:]
     assert len(served.sandbox.ledger.requests) == sent
     skewed.past_midnight()
-    read = run_cli("verify", str(out), env=skewed.env())
+    read = batchval("verify", str(out), env=skewed.env())
     assert read.returncode == 0, read.stderr[-3000:]
     reads = served.sandbox.ledger.requests[sent:]
     assert len(reads) == LIMIT
     assert all(r.method == "GET" and r.at >= skewed.midnight for r in reads)
 
 
-def test_streets_after_the_api_s_midnight_reads(served: RunningSandbox, tmp_path: Path) -> None:
+def test_streets_after_the_api_s_midnight_reads(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """streets meets the same limit with its clock a minute ahead: not_before is the
     sandbox's midnight, and a re-run 2 s after it reads the rest."""
     skewed = Skewed(served, 30, 60)
@@ -181,10 +185,10 @@ def test_streets_after_the_api_s_midnight_reads(served: RunningSandbox, tmp_path
     )
     out = tmp_path / "out"
     args = ["streets", str(source), "--out", str(out), "--concurrency", "1"]
-    assert_the_api_s_midnight(stop_of(run_cli(*args, env=skewed.env()), out), skewed)
+    assert_the_api_s_midnight(stop_of(batchval(*args, env=skewed.env()), out), skewed)
     skewed.past_midnight()
     started = time.monotonic()
-    done = run_cli(*args, env=skewed.env())
+    done = batchval(*args, env=skewed.env())
     assert done.returncode == 0, done.stderr[-3000:]
     assert time.monotonic() - started < 30
     late = after_the_limit(served)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
-from support import BATCHVAL, LIVE, env_for, portfolio, run_cli, wait_until
+from support import BATCHVAL, LIVE, InProcess, env_for, portfolio, wait_until
 
 from batchval.api.auth import Credentials
 from batchval.sandbox.config import Faults, RateLimit
@@ -90,12 +90,12 @@ def test_metrics_during_and_after_a_run(served: RunningSandbox, tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_429s_are_counted(served: RunningSandbox, tmp_path: Path) -> None:
+def test_429s_are_counted(served: RunningSandbox, tmp_path: Path, batchval: InProcess) -> None:
     """A tight short-term limit: the 429s met are in the calls by status and the 429 count."""
     served.sandbox.config.rate_limit = RateLimit(rate_per_second=5.0, burst=2)
     source = portfolio(tmp_path / "book.csv", 16)
     metrics = tmp_path / "run.prom"
-    done = run_cli(
+    done = batchval(
         "run", str(source), "--out", str(tmp_path / "out"), "--concurrency", "8",
         "--metrics-file", str(metrics), env=env_for(served, LIVE),
     )  # fmt: skip
@@ -108,19 +108,21 @@ def test_429s_are_counted(served: RunningSandbox, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_failed_run_keeps_the_last_success(served: RunningSandbox, tmp_path: Path) -> None:
+def test_a_failed_run_keeps_the_last_success(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """A run refused by the account (77) writes its exit code and keeps the time of the
     last run that exited 0, in another DIR."""
     metrics = tmp_path / "run.prom"
     source = portfolio(tmp_path / "book.csv", 3)
-    ok = run_cli(
+    ok = batchval(
         "run", str(source), "--out", str(tmp_path / "night1"), "--metrics-file", str(metrics),
         env=env_for(served, LIVE),
     )  # fmt: skip
     assert ok.returncode == 0, ok.stderr
     success = value(parse(metrics.read_text()), "last_success_timestamp_seconds")
     refused = env_for(served, Credentials(LIVE.client_id, "wrong-secret"))
-    failed = run_cli(
+    failed = batchval(
         "run", str(source), "--out", str(tmp_path / "night2"), "--metrics-file", str(metrics),
         env=refused,
     )  # fmt: skip
@@ -132,12 +134,12 @@ def test_a_failed_run_keeps_the_last_success(served: RunningSandbox, tmp_path: P
 
 
 @pytest.mark.slow
-def test_a_refused_input_writes_its_exit_code(tmp_path: Path) -> None:
+def test_a_refused_input_writes_its_exit_code(tmp_path: Path, batchval: InProcess) -> None:
     """An input that cannot be used: exit 65 in the file, no rows, no last success."""
     empty = tmp_path / "empty.csv"
     empty.write_text("")
     metrics = tmp_path / "run.prom"
-    done = run_cli(
+    done = batchval(
         "run", str(empty), "--out", str(tmp_path / "out"), "--metrics-file", str(metrics),
         env={"PATH": "/usr/bin:/bin"},
     )  # fmt: skip
@@ -150,11 +152,11 @@ def test_a_refused_input_writes_its_exit_code(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_an_unwritable_metrics_file_never_changes_the_outcome(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """A metrics file in a directory that does not exist: the run still exits 0."""
     source = portfolio(tmp_path / "book.csv", 2)
-    done = run_cli(
+    done = batchval(
         "run", str(source), "--out", str(tmp_path / "out"),
         "--metrics-file", str(tmp_path / "missing" / "run.prom"), env=env_for(served, LIVE),
     )  # fmt: skip

@@ -1,7 +1,7 @@
-"""Whole runs (the CLI as a subprocess, against the sandbox): pass-through columns keep
-their input types in results.parquet and problems.parquet, through a kill and a resume,
-an --accept-changes run and a DIR of an older checkpoint; commentary and rebuild_cost
-are columns only when asked for."""
+"""Whole runs (the CLI in this process, killed runs as processes, against the sandbox):
+pass-through columns keep their input types in results.parquet and problems.parquet, through
+a kill and a resume, an --accept-changes run and a DIR of an older checkpoint; commentary
+and rebuild_cost are columns only when asked for."""
 
 from __future__ import annotations
 
@@ -17,12 +17,12 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from support import BATCHVAL, assert_accounted, assert_paid_once, env_for, run_cli, wait_until
+from support import BATCHVAL, InProcess, assert_accounted, assert_paid_once, env_for, wait_until
 
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
 
-# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+# End to end: the CLI against the sandbox (`make test-fast` leaves it out).
 pytestmark = pytest.mark.slow
 
 POSTCODES = ["SW1A 2AA", "M1 1AE", "LS6 2AB", "CF10 1AA", "BS1 4DJ", "NE1 7RU"]
@@ -98,13 +98,15 @@ def assert_passthrough(out: Path, table: pa.Table, names: list[str] = TYPES.name
     assert rows == table.select(names).to_pylist()
 
 
-def test_parquet_passthrough_types_survive_a_run(served: RunningSandbox, tmp_path: Path) -> None:
+def test_parquet_passthrough_types_survive_a_run(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """Int64, Decimal(12,2), Date, Datetime (naive and UTC), Boolean and text pass-through
     columns come out with the same types and values in results and problems; a run
     without extras has no commentary or rebuild_cost column, and converts to CSV."""
     table = book(20)
     out = tmp_path / "out"
-    done = run_cli("run", str(write(table, tmp_path / "book.parquet")), "--out", str(out),
+    done = batchval("run", str(write(table, tmp_path / "book.parquet")), "--out", str(out),
                    env=env_for(served))  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert_passthrough(out, table)
@@ -117,7 +119,9 @@ def test_parquet_passthrough_types_survive_a_run(served: RunningSandbox, tmp_pat
     assert pl.read_csv(tmp_path / "results.csv")["loan"].to_list()[:2] == [1000, 1001]
 
 
-def test_csv_passthrough_keeps_polars_types(served: RunningSandbox, tmp_path: Path) -> None:
+def test_csv_passthrough_keeps_polars_types(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """CSV pass-through columns come out in the types polars infers for them: integers,
     floats, booleans and text."""
     source = tmp_path / "book.csv"
@@ -126,7 +130,7 @@ def test_csv_passthrough_keeps_polars_types(served: RunningSandbox, tmp_path: Pa
               for n in range(6)]  # fmt: skip
     source.write_text("\n".join(lines) + "\n")
     out = tmp_path / "out"
-    assert run_cli("run", str(source), "--out", str(out), env=env_for(served)).returncode == 0
+    assert batchval("run", str(source), "--out", str(out), env=env_for(served)).returncode == 0
     names = ["loan", "rate", "active", "note", "account"]
     rows, schema = passthrough_of(out, names)
     assert dict(zip(schema.names, schema.types, strict=True)) == {
@@ -151,7 +155,12 @@ def test_csv_passthrough_keeps_polars_types(served: RunningSandbox, tmp_path: Pa
     ],
 )
 def test_extras_columns_exist_only_when_asked(
-    served: RunningSandbox, tmp_path: Path, cells: list[str], settings: str, extras: set[str]
+    served: RunningSandbox,
+    tmp_path: Path,
+    cells: list[str],
+    settings: str,
+    extras: set[str],
+    batchval: InProcess,
 ) -> None:
     """commentary and rebuild_cost are columns when the run or any one row asks for them
     (null on the rows that did not), and absent otherwise."""
@@ -161,7 +170,7 @@ def test_extras_columns_exist_only_when_asked(
     source.write_text("\n".join(lines) + "\n")
     (tmp_path / "run.yaml").write_text(settings or "{}\n")
     out = tmp_path / "out"
-    done = run_cli("run", str(source), "--out", str(out), "--config", str(tmp_path / "run.yaml"),
+    done = batchval("run", str(source), "--out", str(out), "--config", str(tmp_path / "run.yaml"),
                    env=env_for(served))  # fmt: skip
     assert done.returncode == 0, done.stderr
     results = pl.read_parquet(out / "results.parquet")
@@ -199,7 +208,7 @@ def _ingest_complete(out: Path) -> bool:
 
 
 def test_killed_and_resumed_runs_keep_the_passthrough(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """kill -9 while the input is being read (some batches stored) and again with calls
     in flight; the resumed run completes with every pass-through value in its place."""
@@ -223,20 +232,22 @@ def test_killed_and_resumed_runs_keep_the_passthrough(
     assert 20 <= _rows_stored(out) < 300
     kill_when(lambda: len(served.sandbox.ledger.charges) >= 5, "calls answered")
     assert 5 <= len(served.sandbox.ledger.charges) < 30
-    done = run_cli("run", *command[2:], env=env_for(served))
+    done = batchval("run", *command[2:], env=env_for(served))
     assert done.returncode == 0, done.stderr
     assert_accounted(out, 300)
     assert_paid_once(served, out)
     assert_passthrough(out, table)
 
 
-def test_accept_changes_writes_the_new_passthrough(served: RunningSandbox, tmp_path: Path) -> None:
+def test_accept_changes_writes_the_new_passthrough(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """With --accept-changes the input is read again: the outputs carry the new values and
     types (a column retyped, one added), and unchanged requests are not paid again."""
     first = book(20)
     source = write(first, tmp_path / "book.parquet")
     out = tmp_path / "out"
-    assert run_cli("run", str(source), "--out", str(out), env=env_for(served)).returncode == 0
+    assert batchval("run", str(source), "--out", str(out), env=env_for(served)).returncode == 0
     charged = len(served.sandbox.ledger.charges)
     second = (
         first.set_column(3, "loan", pa.array([f"L-{n}" for n in range(20)]))
@@ -244,21 +255,21 @@ def test_accept_changes_writes_the_new_passthrough(served: RunningSandbox, tmp_p
         .append_column("rate", pa.array([n / 8 for n in range(20)], pa.float32()))
     )
     write(second, source)
-    again = run_cli("run", str(source), "--out", str(out), "--accept-changes", env=env_for(served))
+    again = batchval("run", str(source), "--out", str(out), "--accept-changes", env=env_for(served))
     assert again.returncode == 0, again.stderr
     assert_passthrough(out, second, [*TYPES.names, "rate"])
     assert len(served.sandbox.ledger.charges) == charged + 1  # only row 1's new request
 
 
 def test_a_dir_of_an_older_checkpoint_reads_its_input_again(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """A DIR whose checkpoint kept pass-through values as JSON text (schema 2) resumes:
     its input is read again, nothing is sent, and the outputs are typed."""
     table = book(20)
     source = write(table, tmp_path / "book.parquet")
     out = tmp_path / "out"
-    assert run_cli("run", str(source), "--out", str(out), env=env_for(served)).returncode == 0
+    assert batchval("run", str(source), "--out", str(out), env=env_for(served)).returncode == 0
     calls = len(served.sandbox.ledger.requests)
     db = sqlite3.connect(out / "checkpoint.sqlite")
     db.executescript(  # as batchval 0.1 and schema 2 left it
@@ -268,7 +279,7 @@ def test_a_dir_of_an_older_checkpoint_reads_its_input_again(
         "UPDATE meta SET value = '2' WHERE name = 'schema_version';"
     )
     db.close()
-    done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    done = batchval("run", str(source), "--out", str(out), env=env_for(served))
     assert done.returncode == 0, done.stderr
     assert len(served.sandbox.ledger.requests) == calls
     assert_passthrough(out, table)

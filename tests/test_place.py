@@ -4,17 +4,17 @@ process at a time, each invocation working in an empty directory of its own."""
 from __future__ import annotations
 
 import os
-import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 from memory_objects import MemoryObjects
-from support import BATCHVAL, run_cli
+from support import InProcess
 
-from batchval.engine.place import is_url, local_path, opened
+from batchval.engine.place import is_url, lease_seconds, local_path, opened
 from batchval.outcome import RunRefusedError, StopReason
 from batchval.store.checkpoint import Checkpoint
+from batchval.store.lease import DURATION
 
 
 def test_a_path_is_the_dir_itself(tmp_path: Path) -> None:
@@ -24,6 +24,18 @@ def test_a_path_is_the_dir_itself(tmp_path: Path) -> None:
         assert place.local == tmp_path
         assert place.url is None
         assert place.publish() == []
+
+
+def test_a_run_s_lease_holds_what_the_environment_says() -> None:
+    """BATCHVAL_LEASE_SECONDS (a test seam) shortens the lease; unset, DURATION; a value
+    that is not seconds above 1 is refused with 64."""
+    assert lease_seconds({}) == DURATION == 30.0
+    assert lease_seconds({"BATCHVAL_LEASE_SECONDS": " 8 "}) == 8.0
+    for wrong in ("soon", "0", "-3", "1", "nan"):
+        with pytest.raises(RunRefusedError) as caught:
+            lease_seconds({"BATCHVAL_LEASE_SECONDS": wrong})
+        assert caught.value.reason is StopReason.REFUSED
+        assert "BATCHVAL_LEASE_SECONDS must be seconds above 1" in str(caught.value)
 
 
 def test_each_invocation_restores_the_run_and_publishes_its_outputs() -> None:
@@ -86,32 +98,30 @@ def test_a_place_is_a_url_by_its_scheme_and_file_is_a_local_path(place: str, url
 
 
 @pytest.mark.slow
-def test_a_url_of_a_store_batchval_does_not_offer_is_refused_with_64(tmp_path: Path) -> None:
+def test_a_url_of_a_store_batchval_does_not_offer_is_refused_with_64(
+    tmp_path: Path, batchval: InProcess
+) -> None:
     """`run --out gs://...`: refused before anything is read, no directory `gs:` made."""
     source = tmp_path / "book.csv"
     source.write_text("postcode,property_type,bedrooms\nSW1A 2AA,flat,2\n", encoding="utf-8")
-    done = subprocess.run(
-        [BATCHVAL, "run", str(source), "--out", "gs://bucket/run"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BATCHVAL_")}
+    done = batchval("run", str(source), "--out", "gs://bucket/run", env=os.environ, cwd=tmp_path)
     assert done.returncode == 64, done.stderr
     assert "no object store for gs:// URLs" in done.stderr
     assert not (tmp_path / "gs:").exists()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BATCHVAL_")}
-    local = run_cli("run", str(source), "--out", f"file://{tmp_path / 'run'}", env=env)
+    local = batchval("run", str(source), "--out", f"file://{tmp_path / 'run'}", env=env)
     assert local.returncode == 0, local.stderr
     assert (tmp_path / "run" / "results.parquet").is_file()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("command", ["run", "streets"])
-def test_a_dry_run_at_a_url_is_refused_with_64(tmp_path: Path, command: str) -> None:
+def test_a_dry_run_at_a_url_is_refused_with_64(
+    tmp_path: Path, command: str, batchval: InProcess
+) -> None:
     """A dry run keeps nothing: at a URL it is refused before the store is asked."""
     source = tmp_path / "book.csv"
     source.write_text("postcode,property_type,bedrooms\nSW1A 2AA,flat,2\n", encoding="utf-8")
-    done = run_cli(command, str(source), "--out", "s3://bucket/run", "--dry-run", env={})
+    done = batchval(command, str(source), "--out", "s3://bucket/run", "--dry-run", env={})
     assert done.returncode == 64, done.stderr
     assert "--dry-run sends nothing and keeps nothing" in done.stderr

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import structlog
 from hostile import HostileProxy, Rules, serve_proxy
-from support import LIVE, env_for, outputs, portfolio, run_cli, settle_sent
+from support import LIVE, InProcess, env_for, outputs, portfolio, settle_sent
 
 from batchval.api.client import Answer
 from batchval.engine.job import Gate
@@ -39,11 +39,13 @@ def calls(served: RunningSandbox, method: str, path: str) -> int:
     return sum(1 for r in served.sandbox.ledger.requests if r.method == method and path in r.path)
 
 
-def first_run(proxy: HostileProxy, served: RunningSandbox, tmp_path: Path, rows: int) -> Path:
+def first_run(
+    batchval: InProcess, proxy: HostileProxy, served: RunningSandbox, tmp_path: Path, rows: int
+) -> Path:
     """A run whose every paid answer came back unreadable: each an unreadable-answer."""
     source = portfolio(tmp_path / "in.csv", rows)
     out = tmp_path / "out"
-    done = run_cli("run", str(source), "--out", str(out), env=via(proxy, served))
+    done = batchval("run", str(source), "--out", str(out), env=via(proxy, served))
     assert done.returncode == 0, done.stderr
     _, problems, _ = outputs(out)
     assert problems["type"].to_list() == ["unreadable-answer"] * rows
@@ -53,16 +55,16 @@ def first_run(proxy: HostileProxy, served: RunningSandbox, tmp_path: Path, rows:
 
 @pytest.mark.slow
 def test_an_unreadable_paid_answer_is_read_back_on_the_next_run(
-    proxy: HostileProxy, served: RunningSandbox, tmp_path: Path
+    proxy: HostileProxy, served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """The next run reads each unreadable valuation back by id (GET, no POST): its rows end
     in the results with the id the API first gave, charged once."""
-    source = first_run(proxy, served, tmp_path, rows=3)
+    source = first_run(batchval, proxy, served, tmp_path, rows=3)
     posts, charged = len(proxy.posted), served.sandbox.ledger.credits_charged(LIVE.client_id)
     assert charged == 30
     proxy.rules.off()
     out = tmp_path / "out"
-    again = run_cli("run", str(source), "--out", str(out), env=via(proxy, served))
+    again = batchval("run", str(source), "--out", str(out), env=via(proxy, served))
     assert again.returncode == 0, again.stderr
     results, problems, summary = outputs(out)
     assert problems.height == 0
@@ -74,17 +76,17 @@ def test_an_unreadable_paid_answer_is_read_back_on_the_next_run(
     assert int(results["credits_charged"].sum()) == charged  # carried, not lost
     assert summary["credits_charged"] == {"this_invocation": 0, "total": 30}
     # A third run has nothing to read back and sends nothing.
-    third = run_cli("run", str(source), "--out", str(out), env=via(proxy, served))
+    third = batchval("run", str(source), "--out", str(out), env=via(proxy, served))
     assert third.returncode == 0, third.stderr
     assert calls(served, "GET", READ) == 3
 
 
 @pytest.mark.slow
 def test_a_valuation_the_api_does_not_know_stays_a_problem(
-    proxy: HostileProxy, served: RunningSandbox, tmp_path: Path
+    proxy: HostileProxy, served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """A read answered not-found leaves the row the unreadable-answer problem it was."""
-    source = first_run(proxy, served, tmp_path, rows=1)
+    source = first_run(batchval, proxy, served, tmp_path, rows=1)
     out = tmp_path / "out"
     unknown = "val_" + "0" * 26
     with sqlite3.connect(out / "checkpoint.sqlite") as db:
@@ -93,7 +95,7 @@ def test_a_valuation_the_api_does_not_know_stays_a_problem(
         )
     proxy.rules.off()
     posts = len(proxy.posted)
-    again = run_cli("run", str(source), "--out", str(out), env=via(proxy, served))
+    again = batchval("run", str(source), "--out", str(out), env=via(proxy, served))
     assert again.returncode == 0, again.stderr
     results, problems, _ = outputs(out)
     assert results.height == 0
@@ -224,21 +226,21 @@ def test_a_readable_read_settles_the_request_with_its_first_charge(
 
 @pytest.mark.slow
 def test_a_complete_run_still_reports_refused_credentials_met_while_reading_back(
-    proxy: HostileProxy, served: RunningSandbox, tmp_path: Path
+    proxy: HostileProxy, served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """Every row has its result or problem, but the read-back met refused credentials:
     the run exits 77 with its reason, not 0, and the problems stay as they were."""
-    source = first_run(proxy, served, tmp_path, rows=2)
+    source = first_run(batchval, proxy, served, tmp_path, rows=2)
     proxy.rules.off()
     out = tmp_path / "out"
     refused = {**via(proxy, served), "BATCHVAL_CLIENT_SECRET": "not-the-secret"}
-    again = run_cli("run", str(source), "--out", str(out), env=refused)
+    again = batchval("run", str(source), "--out", str(out), env=refused)
     assert again.returncode == 77, again.stderr
     assert "credentials_refused" in again.stderr
     _, problems, summary = outputs(out)
     assert problems["type"].to_list() == ["unreadable-answer"] * 2
     assert summary["stop"]["reason"] == "credentials_refused"
-    status = run_cli("status", str(out), env=refused)
+    status = batchval("status", str(out), env=refused)
     assert status.returncode == 77, status.stdout
 
 

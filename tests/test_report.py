@@ -11,7 +11,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from support import TEST, env_for, portfolio, run_cli
+from support import TEST, InProcess, env_for, portfolio
 
 from batchval.sandbox.server import RunningSandbox
 from batchval.tools import report
@@ -34,13 +34,13 @@ CHROMIUM_FLAGS = [
 ]
 
 
-def valued_dir(served: RunningSandbox, tmp_path: Path) -> Path:
+def valued_dir(batchval: InProcess, served: RunningSandbox, tmp_path: Path) -> Path:
     """A finished test-mode run of 41 rows; the API refuses one (the floor-area trigger)."""
     source = portfolio(tmp_path / "in.csv", 40)
     with source.open("a", encoding="utf-8") as stream:
         stream.write("LN-99999,ZZ1 5AA,terraced,2,CASE-99999\n")
     out = tmp_path / "out"
-    done = run_cli("run", str(source), "--out", str(out), env=env_for(served, TEST))
+    done = batchval("run", str(source), "--out", str(out), env=env_for(served, TEST))
     assert done.returncode == 0, done.stderr
     return out
 
@@ -63,12 +63,12 @@ def console_messages(stderr: str) -> list[str]:
 
 @pytest.mark.slow
 def test_report_shows_the_runs_figures_and_loads_nothing(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """The page names the run, its counts and the refused row's number, draws its charts
     as inline SVG, and has no script and no address to load anything from."""
-    out = valued_dir(served, tmp_path)
-    done = run_cli("report", str(out), env=env_for(served))
+    out = valued_dir(batchval, served, tmp_path)
+    done = batchval("report", str(out), env=env_for(served))
     assert done.returncode == 0, done.stderr
     page = (out / "report.html").read_text(encoding="utf-8")
     summary = json.loads((out / "summary.json").read_text())
@@ -86,10 +86,10 @@ def test_report_shows_the_runs_figures_and_loads_nothing(
 
 @pytest.mark.slow
 def test_report_renders_in_chromium_without_console_messages(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """Headless Chromium lays the page out with its charts and logs no console message."""
-    out = valued_dir(served, tmp_path)
+    out = valued_dir(batchval, served, tmp_path)
     page = write_report(out)
     shown = chromium(page, tmp_path / "profile", "--dump-dom")
     assert shown.returncode == 0, shown.stderr[-2000:]
@@ -163,19 +163,19 @@ def test_text_from_the_input_is_escaped(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_dir_without_a_run_is_refused_with_64(tmp_path: Path) -> None:
+def test_a_dir_without_a_run_is_refused_with_64(tmp_path: Path, batchval: InProcess) -> None:
     """Nothing to report on: exit 64 and one line that says why."""
-    done = run_cli("report", str(tmp_path), env=dict(os.environ))
+    done = batchval("report", str(tmp_path), env=dict(os.environ))
     assert done.returncode == 64
     assert "no finished batchval run" in done.stderr
     assert not (tmp_path / "report.html").exists()
 
 
 @pytest.mark.slow
-def test_an_unreadable_summary_is_refused_with_64(tmp_path: Path) -> None:
+def test_an_unreadable_summary_is_refused_with_64(tmp_path: Path, batchval: InProcess) -> None:
     """A summary.json cut short (or not JSON) is one line and 64, not a traceback."""
     (tmp_path / "summary.json").write_text('{"run_id": "r1", "sta')
-    done = run_cli("report", str(tmp_path), env=dict(os.environ))
+    done = batchval("report", str(tmp_path), env=dict(os.environ))
     assert done.returncode == 64, done.stderr
     assert "cannot be read" in done.stderr
 

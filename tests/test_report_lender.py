@@ -12,7 +12,7 @@ from typing import Any
 
 import polars as pl
 import pytest
-from support import ROOT, env_for, run_cli
+from support import ROOT, InProcess, env_for
 from test_report import chromium, console_messages
 
 from batchval.sandbox.server import RunningSandbox
@@ -30,7 +30,7 @@ def _text(dom: str) -> str:
 
 @pytest.mark.slow
 def test_a_book_whose_balance_is_current_balance_gets_its_totals_bands_and_loans_over_100(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """issue 25's example: the mortgage book with its balance column renamed `Current
     Balance`, valued live: Chromium shows the total balance, a balance in every LTV band
@@ -40,9 +40,9 @@ def test_a_book_whose_balance_is_current_balance_gets_its_totals_bands_and_loans
     header, rest = text.split("\n", 1)
     book.write_text(header.replace("loan_balance", "Current Balance") + "\n" + rest)
     out = tmp_path / "out"
-    done = run_cli("run", str(book), "--out", str(out), env=env_for(served), timeout=300)
+    done = batchval("run", str(book), "--out", str(out), env=env_for(served))
     assert done.returncode == 0, done.stderr
-    assert run_cli("report", str(out), env=env_for(served)).returncode == 0
+    assert batchval("report", str(out), env=env_for(served)).returncode == 0
     shown = chromium(out / "report.html", tmp_path / "profile", "--dump-dom")
     assert shown.returncode == 0, shown.stderr[-2000:]
     assert console_messages(shown.stderr) == []

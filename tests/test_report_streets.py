@@ -8,7 +8,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from support import TEST, env_for, portfolio, run_cli
+from support import TEST, InProcess, env_for, portfolio
 from test_report import chromium, console_messages
 from test_report_lender import _text
 
@@ -18,15 +18,15 @@ from batchval.tools.report import write_report
 
 @pytest.mark.slow
 def test_a_streets_report_shows_the_street_figures_under_its_own_title(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """Sold prices, crime, rents, energy and the price index, each from the file's own
     figures, under "Street analysis" and with the streets' own words; in Chromium."""
     source = portfolio(tmp_path / "in.csv", 12, duplicates=2)
     out = tmp_path / "out"
-    done = run_cli("streets", str(source), "--out", str(out), env=env_for(served, TEST))
+    done = batchval("streets", str(source), "--out", str(out), env=env_for(served, TEST))
     assert done.returncode == 0, done.stderr
-    assert run_cli("report", str(out), env=env_for(served, TEST)).returncode == 0
+    assert batchval("report", str(out), env=env_for(served, TEST)).returncode == 0
     shown = chromium(out / "report.html", tmp_path / "profile", "--dump-dom")
     assert shown.returncode == 0, shown.stderr[-2000:]
     assert console_messages(shown.stderr) == []

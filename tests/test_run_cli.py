@@ -1,8 +1,9 @@
-"""`batchval run` and `batchval status` as processes, against the sandbox over loopback.
+"""`batchval run` and `batchval status` against the sandbox over loopback.
 
-The sandbox runs in this test process (a uvicorn thread); the CLI is a subprocess with
-the BATCHVAL_* environment pointing at it, so exit codes, signals and `kill -9` are the
-real process's.
+The sandbox runs in this test process (a uvicorn thread). The CLI runs in this process too
+(the `batchval` fixture: the exit code, stdout and stderr the process would give), with the
+BATCHVAL_* environment pointing at the sandbox; it is a process of its own only where the
+behaviour is the process's: a signal, `kill -9`, the lock a second run meets.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ from support import (
     LIVE,
     POOR,
     ROOT,
+    InProcess,
     assert_accounted,
     assert_paid_once,
     env_for,
     outputs,
     portfolio,
-    run_cli,
     wait_until,
 )
 
@@ -32,11 +33,11 @@ from batchval.sandbox.server import RunningSandbox
 
 
 @pytest.mark.slow
-def test_full_run_completes(served: RunningSandbox, tmp_path: Path) -> None:
+def test_full_run_completes(served: RunningSandbox, tmp_path: Path, batchval: InProcess) -> None:
     """A live run values every row; duplicates are charged once; the outputs add up."""
     source = portfolio(tmp_path / "book.csv", 60, duplicates=10)
     out = tmp_path / "out"
-    done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    done = batchval("run", str(source), "--out", str(out), env=env_for(served))
     assert done.returncode == 0, done.stderr
     assert "complete" in done.stdout
     results, problems, summary = outputs(out)
@@ -47,23 +48,25 @@ def test_full_run_completes(served: RunningSandbox, tmp_path: Path) -> None:
     assert set(results["mode"].to_list()) == {"live"}
     assert results["loan_id"].to_list() == [f"LN-{n:05d}" for n in range(60)]
     assert_paid_once(served, out)
-    again = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    again = batchval("run", str(source), "--out", str(out), env=env_for(served))
     assert again.returncode == 0
     assert served.sandbox.ledger.credits_charged() == 500
 
 
 @pytest.mark.slow
-def test_bad_rows_become_problems(served: RunningSandbox, tmp_path: Path) -> None:
+def test_bad_rows_become_problems(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """Every bad-row kind of the sample file gets its problem; good rows are valued. The
     file is mostly bad rows (11 of 15), which a run refuses as a whole unless
     `run.max_refused_share` is 0."""
     out = tmp_path / "out"
     source = ROOT / "sample_inputs" / "bad_rows.csv"
-    refused = run_cli("run", str(source), "--out", str(tmp_path / "o"), env=env_for(served))
+    refused = batchval("run", str(source), "--out", str(tmp_path / "o"), env=env_for(served))
     assert refused.returncode == 65, refused.stderr
     config = tmp_path / "config.yaml"
     config.write_text("run: {max_refused_share: 0}\n", encoding="utf-8")
-    done = run_cli(
+    done = batchval(
         "run", str(source), "--out", str(out), "--config", str(config), env=env_for(served)
     )
     assert done.returncode == 0, done.stderr
@@ -88,21 +91,23 @@ def test_bad_rows_become_problems(served: RunningSandbox, tmp_path: Path) -> Non
 )
 @pytest.mark.slow
 def test_unusable_input_exits_65(
-    served: RunningSandbox, tmp_path: Path, content: bytes, says: str
+    served: RunningSandbox, tmp_path: Path, content: bytes, says: str, batchval: InProcess
 ) -> None:
     """A file that cannot be used exits 65 with one line and sends nothing."""
     source = tmp_path / "book.csv"
     source.write_bytes(content)
-    done = run_cli("run", str(source), "--out", str(tmp_path / "out"), env=env_for(served))
+    done = batchval("run", str(source), "--out", str(tmp_path / "out"), env=env_for(served))
     assert done.returncode == 65, done.stderr
     assert says.lower() in done.stderr.lower()
     assert "Traceback" not in done.stderr
     assert served.sandbox.ledger.requests == []
 
 
-def test_missing_input_exits_65(served: RunningSandbox, tmp_path: Path) -> None:
+def test_missing_input_exits_65(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """An input path that does not exist exits 65."""
-    done = run_cli(
+    done = batchval(
         "run", str(tmp_path / "nope.csv"), "--out", str(tmp_path / "o"), env=env_for(served)
     )
     assert done.returncode == 65
@@ -112,44 +117,50 @@ def test_missing_input_exits_65(served: RunningSandbox, tmp_path: Path) -> None:
     "args",
     [["--concurrency", "0"], ["--include", "photos"], ["--bogus"], ["--max-credits", "-1"]],
 )
-def test_bad_command_line_exits_64(served: RunningSandbox, tmp_path: Path, args: list[str]) -> None:
+def test_bad_command_line_exits_64(
+    served: RunningSandbox, tmp_path: Path, args: list[str], batchval: InProcess
+) -> None:
     """Bad options exit 64 without a traceback."""
     source = portfolio(tmp_path / "book.csv", 3)
-    done = run_cli("run", str(source), "--out", str(tmp_path / "o"), *args, env=env_for(served))
+    done = batchval("run", str(source), "--out", str(tmp_path / "o"), *args, env=env_for(served))
     assert done.returncode == 64, done.stderr
     assert "Traceback" not in done.stderr
 
 
 @pytest.mark.slow
-def test_partial_api_config_exits_64(served: RunningSandbox, tmp_path: Path) -> None:
+def test_partial_api_config_exits_64(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """Some but not all API variables is a configuration error, not a test-mode run."""
     env = env_for(served)
     del env["BATCHVAL_CLIENT_SECRET"]
     source = portfolio(tmp_path / "book.csv", 3)
-    done = run_cli("run", str(source), "--out", str(tmp_path / "o"), env=env)
+    done = batchval("run", str(source), "--out", str(tmp_path / "o"), env=env)
     assert done.returncode == 64
     assert "BATCHVAL_CLIENT_SECRET" in done.stderr
 
 
 @pytest.mark.slow
-def test_daily_limit_then_midnight(served: RunningSandbox, tmp_path: Path) -> None:
+def test_daily_limit_then_midnight(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """At the daily limit: 75; again before midnight sends nothing; after midnight completes."""
     served.sandbox.account(LIVE.client_id).daily_limit = 20
     source = portfolio(tmp_path / "book.csv", 50)
     out = tmp_path / "out"
-    first = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    first = batchval("run", str(source), "--out", str(out), env=env_for(served))
     assert first.returncode == 75, first.stderr
     assert outputs(out)[2]["stop"]["reason"] == "daily_limit"
     requests_before = len(served.sandbox.ledger.requests)
-    second = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    second = batchval("run", str(source), "--out", str(out), env=env_for(served))
     assert second.returncode == 75
     assert len(served.sandbox.ledger.requests) == requests_before
-    status = run_cli("status", str(out), env=env_for(served))
+    status = batchval("status", str(out), env=env_for(served))
     assert "daily limit" in status.stdout
     to_midnight = served.sandbox.clock.seconds_to_midnight() + 5
     served.sandbox.clock.advance(to_midnight)
     served.sandbox.account(LIVE.client_id).daily_limit = 100
-    later = run_cli(
+    later = batchval(
         "run",
         str(source),
         "--out",
@@ -164,11 +175,13 @@ def test_daily_limit_then_midnight(served: RunningSandbox, tmp_path: Path) -> No
 
 @pytest.mark.parametrize("config", [SandboxConfig(rate_limit=RateLimit(15.0, 5))])
 @pytest.mark.slow
-def test_short_term_limit_is_never_jumped(served: RunningSandbox, tmp_path: Path) -> None:
+def test_short_term_limit_is_never_jumped(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """With a short-term limit, no request is sent before a Retry-After it was given."""
     source = portfolio(tmp_path / "book.csv", 80)
     out = tmp_path / "out"
-    done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    done = batchval("run", str(source), "--out", str(out), env=env_for(served))
     assert done.returncode == 0, done.stderr
     assert served.sandbox.ledger.deadlines, "the limit was never reached: the test proves nothing"
     assert served.sandbox.ledger.early_requests() == []
@@ -176,11 +189,13 @@ def test_short_term_limit_is_never_jumped(served: RunningSandbox, tmp_path: Path
 
 
 @pytest.mark.slow
-def test_insufficient_credits_then_top_up(served: RunningSandbox, tmp_path: Path) -> None:
+def test_insufficient_credits_then_top_up(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """Credits run out: 77 with the rest untouched; after a top-up the run completes."""
     source = portfolio(tmp_path / "book.csv", 10)
     out = tmp_path / "out"
-    first = run_cli(
+    first = batchval(
         "run", str(source), "--out", str(out), "--concurrency", "1", env=env_for(served, POOR)
     )
     assert first.returncode == 77, first.stderr
@@ -189,7 +204,7 @@ def test_insufficient_credits_then_top_up(served: RunningSandbox, tmp_path: Path
     assert summary["rows"]["pending"] == 8
     assert "fix the account" in summary["next_action"]
     served.sandbox.top_up(POOR.client_id, 1_000)
-    second = run_cli("run", str(source), "--out", str(out), env=env_for(served, POOR))
+    second = batchval("run", str(source), "--out", str(out), env=env_for(served, POOR))
     assert second.returncode == 0, second.stderr
     assert served.sandbox.ledger.keys_charged_twice() == []
     assert served.sandbox.ledger.credits_charged(POOR.client_id) == 100
@@ -197,23 +212,27 @@ def test_insufficient_credits_then_top_up(served: RunningSandbox, tmp_path: Path
 
 
 @pytest.mark.slow
-def test_blocked_account_exits_77(served: RunningSandbox, tmp_path: Path) -> None:
+def test_blocked_account_exits_77(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """A blocked account stops the run at once with 77, no problem rows."""
     served.sandbox.account(LIVE.client_id).blocked = True
     source = portfolio(tmp_path / "book.csv", 10)
-    done = run_cli("run", str(source), "--out", str(tmp_path / "out"), env=env_for(served))
+    done = batchval("run", str(source), "--out", str(tmp_path / "out"), env=env_for(served))
     assert done.returncode == 77
     assert outputs(tmp_path / "out")[1].height == 0
 
 
 @pytest.mark.slow
-def test_wrong_secret_exits_77_and_is_never_shown(served: RunningSandbox, tmp_path: Path) -> None:
+def test_wrong_secret_exits_77_and_is_never_shown(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """Refused credentials exit 77; the secret is in no output, log or file."""
     secret = "wrong-secret-do-not-print-0451"
     env = env_for(served, BATCHVAL_CLIENT_SECRET=secret)
     source = portfolio(tmp_path / "book.csv", 5)
     out = tmp_path / "out"
-    done = run_cli("run", str(source), "--out", str(out), env=env)
+    done = batchval("run", str(source), "--out", str(out), env=env)
     assert done.returncode == 77, done.stderr
     assert secret not in done.stdout + done.stderr
     for path in out.iterdir():
@@ -221,11 +240,13 @@ def test_wrong_secret_exits_77_and_is_never_shown(served: RunningSandbox, tmp_pa
 
 
 @pytest.mark.slow
-def test_secret_and_tokens_never_reach_outputs(served: RunningSandbox, tmp_path: Path) -> None:
+def test_secret_and_tokens_never_reach_outputs(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """After a full run, neither the secret nor a token is in the logs or any file."""
     source = portfolio(tmp_path / "book.csv", 5)
     out = tmp_path / "out"
-    done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    done = batchval("run", str(source), "--out", str(out), env=env_for(served))
     assert done.returncode == 0
     tokens = list(served.sandbox._tokens)
     assert tokens
@@ -236,11 +257,13 @@ def test_secret_and_tokens_never_reach_outputs(served: RunningSandbox, tmp_path:
 
 
 @pytest.mark.slow
-def test_dry_run_prices_without_network(served: RunningSandbox, tmp_path: Path) -> None:
+def test_dry_run_prices_without_network(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """--dry-run validates, writes problems, prints the cost and sends nothing."""
     source = portfolio(tmp_path / "book.csv", 40, duplicates=5)
     out = tmp_path / "out"
-    done = run_cli("run", str(source), "--out", str(out), "--dry-run", env=env_for(served))
+    done = batchval("run", str(source), "--out", str(out), "--dry-run", env=env_for(served))
     assert done.returncode == 0, done.stderr
     assert "35 calls" in done.stdout
     assert "350 credits" in done.stdout
@@ -250,16 +273,18 @@ def test_dry_run_prices_without_network(served: RunningSandbox, tmp_path: Path) 
 
 
 @pytest.mark.slow
-def test_changed_input_is_refused_unless_accepted(served: RunningSandbox, tmp_path: Path) -> None:
+def test_changed_input_is_refused_unless_accepted(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """Another input in the same DIR exits 64; --accept-changes keeps paid answers."""
     source = portfolio(tmp_path / "book.csv", 10)
     out = tmp_path / "out"
-    assert run_cli("run", str(source), "--out", str(out), env=env_for(served)).returncode == 0
+    assert batchval("run", str(source), "--out", str(out), env=env_for(served)).returncode == 0
     portfolio(source, 12)
-    refused = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    refused = batchval("run", str(source), "--out", str(out), env=env_for(served))
     assert refused.returncode == 64
     assert "--accept-changes" in refused.stderr
-    accepted = run_cli(
+    accepted = batchval(
         "run", str(source), "--out", str(out), "--accept-changes", env=env_for(served)
     )
     assert accepted.returncode == 0, accepted.stderr
@@ -269,16 +294,16 @@ def test_changed_input_is_refused_unless_accepted(served: RunningSandbox, tmp_pa
 
 @pytest.mark.slow
 def test_a_refusal_of_changed_settings_names_what_changed(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """The refusal says which setting changed, with its old and new values, and the
     input's sha256 when the file changed; never the secret."""
     source = portfolio(tmp_path / "book.csv", 4)
     out = tmp_path / "out"
-    assert run_cli("run", str(source), "--out", str(out), env=env_for(served)).returncode == 0
+    assert batchval("run", str(source), "--out", str(out), env=env_for(served)).returncode == 0
     config = tmp_path / "c.yaml"
     config.write_text("run: {include: [commentary]}\ninput: {delimiter: ','}\n", "utf-8")
-    refused = run_cli("run", str(source), "--out", str(out), "--config", str(config),
+    refused = batchval("run", str(source), "--out", str(out), "--config", str(config),
                       env=env_for(served))  # fmt: skip
     assert refused.returncode == 64
     assert 'include: [] -> ["commentary"]' in refused.stderr
@@ -286,34 +311,34 @@ def test_a_refusal_of_changed_settings_names_what_changed(
     assert "input sha256" not in refused.stderr  # the file did not change
     assert "encoding" not in refused.stderr  # nor did it
     portfolio(source, 5)
-    refused = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    refused = batchval("run", str(source), "--out", str(out), env=env_for(served))
     assert refused.returncode == 64
     assert "input sha256: " in refused.stderr
     assert env_for(served)["BATCHVAL_CLIENT_SECRET"] not in refused.stderr
 
 
 @pytest.mark.slow
-def test_run_id_is_kept(served: RunningSandbox, tmp_path: Path) -> None:
+def test_run_id_is_kept(served: RunningSandbox, tmp_path: Path, batchval: InProcess) -> None:
     """--run-id names the run; another id for the same DIR is refused."""
     source = portfolio(tmp_path / "book.csv", 3)
     out = tmp_path / "out"
-    first = run_cli(
+    first = batchval(
         "run", str(source), "--out", str(out), "--run-id", "night-1", env=env_for(served)
     )
     assert first.returncode == 0
     assert outputs(out)[2]["run_id"] == "night-1"
-    other = run_cli(
+    other = batchval(
         "run", str(source), "--out", str(out), "--run-id", "night-2", env=env_for(served)
     )
     assert other.returncode == 64
 
 
 @pytest.mark.slow
-def test_max_credits(served: RunningSandbox, tmp_path: Path) -> None:
+def test_max_credits(served: RunningSandbox, tmp_path: Path, batchval: InProcess) -> None:
     """--max-credits caps this invocation's spend; the rest stay pending (75)."""
     source = portfolio(tmp_path / "book.csv", 10)
     out = tmp_path / "out"
-    done = run_cli(
+    done = batchval(
         "run", str(source), "--out", str(out), "--max-credits", "40", env=env_for(served)
     )
     assert done.returncode == 75
@@ -329,12 +354,14 @@ def streamed(tmp_path: Path) -> tuple[Path, list[str]]:
 
 
 @pytest.mark.slow
-def test_a_run_sends_while_it_stores_its_input(served: RunningSandbox, tmp_path: Path) -> None:
+def test_a_run_sends_while_it_stores_its_input(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """A fresh run stores its first rows, sends, and stores the rest as the requests run
     out: every row is valued and accounted, duplicates across batches charged once."""
     source, args = streamed(tmp_path)
     out = tmp_path / "out"
-    done = run_cli("run", str(source), "--out", str(out), *args, env=env_for(served))
+    done = batchval("run", str(source), "--out", str(out), *args, env=env_for(served))
     assert done.returncode == 0, done.stderr
     assert_accounted(out, 60)
     assert_paid_once(served, out)
@@ -343,13 +370,13 @@ def test_a_run_sends_while_it_stores_its_input(served: RunningSandbox, tmp_path:
 
 @pytest.mark.slow
 def test_a_run_stopped_while_storing_counts_every_row(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """Stopped before its input is all stored, a run stores the rest before it counts:
     every row is in the summary, and the next run finishes it."""
     source, args = streamed(tmp_path)
     out = tmp_path / "out"
-    first = run_cli(
+    first = batchval(
         "run", str(source), "--out", str(out), *args, "--max-credits", "30", env=env_for(served)
     )
     assert first.returncode == 75, first.stderr
@@ -357,7 +384,7 @@ def test_a_run_stopped_while_storing_counts_every_row(
     # 3 calls value 6 rows: the first three and their repeats, stored after the stop.
     assert (summary["rows"]["total"], summary["rows"]["valued"]) == (60, 6)
     assert summary["rows"]["pending"] == 54
-    again = run_cli("run", str(source), "--out", str(out), *args, env=env_for(served))
+    again = batchval("run", str(source), "--out", str(out), *args, env=env_for(served))
     assert again.returncode == 0, again.stderr
     assert_accounted(out, 60)
     assert_paid_once(served, out)
@@ -369,7 +396,9 @@ def wait_for_calls(served: RunningSandbox, count: int, timeout: float = 30) -> N
 
 
 @pytest.mark.slow
-def test_second_run_on_the_same_dir_exits_75(served: RunningSandbox, tmp_path: Path) -> None:
+def test_second_run_on_the_same_dir_exits_75(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """While a run holds DIR, another exits 75 and sends nothing."""
     served.sandbox.set_faults(Faults(latency_ms=100))
     # About 7 s of sending: long enough for a second process to start on a loaded machine.
@@ -382,7 +411,7 @@ def test_second_run_on_the_same_dir_exits_75(served: RunningSandbox, tmp_path: P
         stderr=subprocess.DEVNULL,
     ) as first:
         wait_for_calls(served, 2)
-        second = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+        second = batchval("run", str(source), "--out", str(out), env=env_for(served))
         assert second.returncode == 75
         assert "dir_locked: another batchval run" in second.stderr
         assert first.wait(timeout=60) == 0
@@ -393,7 +422,9 @@ def test_second_run_on_the_same_dir_exits_75(served: RunningSandbox, tmp_path: P
 
 
 @pytest.mark.slow
-def test_sigterm_stops_gently_and_resumes(served: RunningSandbox, tmp_path: Path) -> None:
+def test_sigterm_stops_gently_and_resumes(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """SIGTERM: in-flight calls finish, outputs are written, exit 75; then it completes."""
     served.sandbox.set_faults(Faults(latency_ms=50))
     source = portfolio(tmp_path / "book.csv", 200)
@@ -413,14 +444,16 @@ def test_sigterm_stops_gently_and_resumes(served: RunningSandbox, tmp_path: Path
     assert summary["stop"]["reason"] == "signal"
     assert 0 < summary["rows"]["valued"] < 200
     served.sandbox.set_faults(Faults())
-    done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    done = batchval("run", str(source), "--out", str(out), env=env_for(served))
     assert done.returncode == 0, done.stderr
     assert_accounted(out, 200)
     assert_paid_once(served, out)
 
 
 @pytest.mark.slow
-def test_kill_9_then_resume_pays_once(served: RunningSandbox, tmp_path: Path) -> None:
+def test_kill_9_then_resume_pays_once(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """kill -9 mid-run, then the same command: complete, nothing paid twice or lost."""
     served.sandbox.set_faults(Faults(latency_ms=30))
     source = portfolio(tmp_path / "book.csv", 300)
@@ -436,7 +469,7 @@ def test_kill_9_then_resume_pays_once(served: RunningSandbox, tmp_path: Path) ->
         running.wait(timeout=10)
     paid = len(served.sandbox.ledger.charges)
     assert 0 < paid < 300
-    done = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    done = batchval("run", str(source), "--out", str(out), env=env_for(served))
     assert done.returncode == 0, done.stderr
     assert_accounted(out, 300)
     assert_paid_once(served, out)
@@ -444,26 +477,26 @@ def test_kill_9_then_resume_pays_once(served: RunningSandbox, tmp_path: Path) ->
 
 
 @pytest.mark.slow
-def test_status_reads_a_run(served: RunningSandbox, tmp_path: Path) -> None:
+def test_status_reads_a_run(served: RunningSandbox, tmp_path: Path, batchval: InProcess) -> None:
     """status says what is done and what to do next; a DIR with no run exits 64."""
     source = portfolio(tmp_path / "book.csv", 4)
     out = tmp_path / "out"
-    run_cli("run", str(source), "--out", str(out), env=env_for(served))
-    done = run_cli("status", str(out), env=env_for(served))
+    batchval("run", str(source), "--out", str(out), env=env_for(served))
+    done = batchval("status", str(out), env=env_for(served))
     assert done.returncode == 0
     assert "complete" in done.stdout
     assert "4 valued" in done.stdout
-    empty = run_cli("status", str(tmp_path / "nothing"), env=env_for(served))
+    empty = batchval("status", str(tmp_path / "nothing"), env=env_for(served))
     assert empty.returncode == 64
 
 
 @pytest.mark.slow
-def test_embedded_sandbox_when_nothing_is_configured(tmp_path: Path) -> None:
+def test_embedded_sandbox_when_nothing_is_configured(tmp_path: Path, batchval: InProcess) -> None:
     """With no API configured the run uses the embedded sandbox and says so."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("BATCHVAL_")}
     source = portfolio(tmp_path / "book.csv", 5)
     out = tmp_path / "out"
-    done = run_cli("run", str(source), "--out", str(out), env=env)
+    done = batchval("run", str(source), "--out", str(out), env=env)
     assert done.returncode == 0, done.stderr
     assert "TEST mode" in done.stderr
     results, _, summary = outputs(out)
@@ -472,7 +505,9 @@ def test_embedded_sandbox_when_nothing_is_configured(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_sigterm_while_reading_exits_75(served: RunningSandbox, tmp_path: Path) -> None:
+def test_sigterm_while_reading_exits_75(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """A SIGTERM during a long ingest stops between batches with 75; the rerun completes."""
     source = portfolio(tmp_path / "book.csv", 20_000)
     config = tmp_path / "config.yaml"
@@ -491,18 +526,20 @@ def test_sigterm_while_reading_exits_75(served: RunningSandbox, tmp_path: Path) 
     assert running.returncode == 75, stderr
     assert "Traceback" not in stderr
     assert served.sandbox.ledger.requests == []
-    done = run_cli(*args, env=env_for(served))
+    done = batchval(*args, env=env_for(served))
     assert done.returncode == 75  # --max-credits 0: read everything, send nothing
     assert outputs(out)[2]["rows"]["total"] == 20_000
 
 
 @pytest.mark.slow
-def test_lender_extract_with_its_mapping(served: RunningSandbox, tmp_path: Path) -> None:
+def test_lender_extract_with_its_mapping(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """The lender-style extract (other names, codes, BOM, semicolons) values with its config."""
     source = ROOT / "sample_inputs" / "lender_extract.csv"
     out = tmp_path / "out"
     config = ROOT / "configs" / "lender_extract.yaml"
-    done = run_cli(
+    done = batchval(
         "run", str(source), "--out", str(out), "--config", str(config), env=env_for(served)
     )
     assert done.returncode == 0, done.stderr
@@ -515,7 +552,9 @@ def test_lender_extract_with_its_mapping(served: RunningSandbox, tmp_path: Path)
 
 
 @pytest.mark.slow
-def test_wait_for_midnight_carries_on(served: RunningSandbox, tmp_path: Path) -> None:
+def test_wait_for_midnight_carries_on(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """With --wait-for-midnight, the run sleeps through the daily limit and completes."""
     clock = served.sandbox.clock
     shift = clock.seconds_to_midnight() - 8  # the sandbox's day ends 8 s from now
@@ -523,7 +562,7 @@ def test_wait_for_midnight_carries_on(served: RunningSandbox, tmp_path: Path) ->
     served.sandbox.account(LIVE.client_id).daily_limit = 5
     source = portfolio(tmp_path / "book.csv", 8)
     out = tmp_path / "out"
-    done = run_cli(
+    done = batchval(
         "run",
         str(source),
         "--out",

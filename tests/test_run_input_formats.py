@@ -1,6 +1,7 @@
-"""A lender's own file at the command line, as a process: an Excel workbook (--sheet) and
-a Windows CSV (cp1252, found from its bytes; --encoding), valued, priced, checked and split,
-and a cp1252 run stopped at the daily limit and resumed by the same command."""
+"""A lender's own file at the command line (in this process: the `batchval` fixture): an
+Excel workbook (--sheet) and a Windows CSV (cp1252, found from its bytes; --encoding),
+valued, priced, checked and split, and a cp1252 run stopped at the daily limit and resumed
+by the same command."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import xlsxwriter
-from support import LIVE, assert_accounted, assert_paid_once, env_for, outputs, run_cli
+from support import LIVE, InProcess, assert_accounted, assert_paid_once, env_for, outputs
 
 from batchval.sandbox.server import RunningSandbox
 
@@ -48,12 +49,14 @@ def windows_csv(path: Path, rows: int) -> Path:
 
 
 @pytest.mark.slow
-def test_a_workbook_is_valued_from_the_sheet_named(served: RunningSandbox, tmp_path: Path) -> None:
+def test_a_workbook_is_valued_from_the_sheet_named(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """run --sheet values the sheet named; pass-through cells keep their types in
     results.parquet; summary.json and manifest.json name the sheet."""
     source = lender_workbook(tmp_path / "book.xlsx", 12)
     out = tmp_path / "out"
-    done = run_cli("run", str(source), "--out", str(out), "--sheet", "Loans", env=env_for(served))
+    done = batchval("run", str(source), "--out", str(out), "--sheet", "Loans", env=env_for(served))
     assert done.returncode == 0, done.stderr
     assert "input: sheet 'Loans' of the workbook" in done.stdout
     results, problems, summary = outputs(out)
@@ -79,33 +82,35 @@ def test_a_workbook_is_valued_from_the_sheet_named(served: RunningSandbox, tmp_p
 
 
 @pytest.mark.slow
-def test_the_commands_that_read_input_take_sheet(served: RunningSandbox, tmp_path: Path) -> None:
+def test_the_commands_that_read_input_take_sheet(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """--dry-run, check, split and streets --dry-run read the sheet named; without it the
     first sheet (a cover here) is refused naming the sheet with a table, and an unknown
     sheet is refused naming the sheets."""
     source = lender_workbook(tmp_path / "book.xlsx", 6)
     env = env_for(served)
-    dry = run_cli("run", str(source), "--out", str(tmp_path / "dry"), "--dry-run",
+    dry = batchval("run", str(source), "--out", str(tmp_path / "dry"), "--dry-run",
                   "--sheet", "Loans", env=env)  # fmt: skip
     assert dry.returncode == 0, dry.stderr
     assert "dry run: 6 rows, 0 with problems" in dry.stdout
-    check = run_cli("check", str(source), "--sheet", "Loans", env=env)
+    check = batchval("check", str(source), "--sheet", "Loans", env=env)
     assert check.returncode == 0, check.stdout + check.stderr
-    split = run_cli("split", str(source), "--shards", "2", "--out", str(tmp_path / "shards"),
+    split = batchval("split", str(source), "--shards", "2", "--out", str(tmp_path / "shards"),
                     "--sheet", "Loans", env=env)  # fmt: skip
     assert split.returncode == 0, split.stderr
     shards = pl.read_parquet(tmp_path / "shards" / "*.parquet")
     assert shards.height == 6
     assert shards.schema["Completed"] == pl.Date
-    streets = run_cli("streets", str(source), "--out", str(tmp_path / "streets"), "--dry-run",
+    streets = batchval("streets", str(source), "--out", str(tmp_path / "streets"), "--dry-run",
                       "--sheet", "Loans", env=env)  # fmt: skip
     assert streets.returncode == 0, streets.stderr
-    cover = run_cli("run", str(source), "--out", str(tmp_path / "cover"), "--dry-run", env=env)
+    cover = batchval("run", str(source), "--out", str(tmp_path / "cover"), "--dry-run", env=env)
     assert cover.returncode == 65
     assert "first sheet 'Cover' holds no table (a cover sheet?); the sheets that do: 'Loans'" in (
         cover.stderr
     )
-    unknown = run_cli("run", str(source), "--out", str(tmp_path / "x"), "--sheet", "loans",
+    unknown = batchval("run", str(source), "--out", str(tmp_path / "x"), "--sheet", "loans",
                       env=env)  # fmt: skip
     assert unknown.returncode == 65
     assert "has no sheet 'loans'; its sheets: 'Cover', 'Loans' (--sheet NAME)" in unknown.stderr
@@ -113,7 +118,7 @@ def test_the_commands_that_read_input_take_sheet(served: RunningSandbox, tmp_pat
 
 @pytest.mark.slow
 def test_a_windows_csv_stopped_at_the_daily_limit_resumes(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """A cp1252 file is read as cp1252 with no setting and says so; stopped at the daily
     limit (75), the same command resumes it (never refused as a changed setting) and
@@ -121,7 +126,7 @@ def test_a_windows_csv_stopped_at_the_daily_limit_resumes(
     served.sandbox.account(LIVE.client_id).daily_limit = 10
     source = windows_csv(tmp_path / "book.csv", 25)
     out = tmp_path / "out"
-    first = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    first = batchval("run", str(source), "--out", str(out), env=env_for(served))
     assert first.returncode == 75, first.stderr
     assert "input: read as cp1252, found from its bytes" in first.stdout
     summary = outputs(out)[2]
@@ -132,7 +137,7 @@ def test_a_windows_csv_stopped_at_the_daily_limit_resumes(
     served.sandbox.clock.advance(to_midnight)
     served.sandbox.account(LIVE.client_id).daily_limit = 100
     later_env = env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(to_midnight))
-    again = run_cli("run", str(source), "--out", str(out), env=later_env)
+    again = batchval("run", str(source), "--out", str(out), env=later_env)
     assert again.returncode == 0, again.stderr
     assert "refused" not in again.stderr
     results, problems, summary = outputs(out)
@@ -146,40 +151,44 @@ def test_a_windows_csv_stopped_at_the_daily_limit_resumes(
 
 
 @pytest.mark.slow
-def test_encoding_on_the_command_line(served: RunningSandbox, tmp_path: Path) -> None:
+def test_encoding_on_the_command_line(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """--encoding reads the file so (over the config), an unknown one is a usage error
     (64), and UTF-8 named for a cp1252 file is refused (65) naming --encoding."""
     source = windows_csv(tmp_path / "book.csv", 3)
     env = env_for(served)
     config = tmp_path / "config.yaml"
     config.write_text("input: {encoding: utf-8}\n", encoding="utf-8")
-    named = run_cli("run", str(source), "--out", str(tmp_path / "a"), "--dry-run",
+    named = batchval("run", str(source), "--out", str(tmp_path / "a"), "--dry-run",
                     "--config", str(config), "--encoding", "cp1252", env=env)  # fmt: skip
     assert named.returncode == 0, named.stderr
-    unknown = run_cli("run", str(source), "--out", str(tmp_path / "b"), "--encoding", "ebcdic-x",
+    unknown = batchval("run", str(source), "--out", str(tmp_path / "b"), "--encoding", "ebcdic-x",
                       env=env)  # fmt: skip
     assert unknown.returncode == 64
     assert "unknown encoding 'ebcdic-x'" in unknown.stderr
-    wrong = run_cli("run", str(source), "--out", str(tmp_path / "c"), "--config", str(config),
+    wrong = batchval("run", str(source), "--out", str(tmp_path / "c"), "--config", str(config),
                     env=env)  # fmt: skip
     assert wrong.returncode == 65
     assert "is not utf-8 text (byte 0xa3" in wrong.stderr
     assert "--encoding cp1252" in wrong.stderr
-    check = run_cli("check", str(source), "--encoding", "nope", env=env)
+    check = batchval("check", str(source), "--encoding", "nope", env=env)
     assert check.returncode == 64
 
 
 @pytest.mark.slow
-def test_init_reads_a_workbook_and_takes_sheet_and_encoding(tmp_path: Path) -> None:
+def test_init_reads_a_workbook_and_takes_sheet_and_encoding(
+    tmp_path: Path, batchval: InProcess
+) -> None:
     """init proposes a config from a workbook's sheet (--sheet) and says to run with it;
     an unknown encoding is a usage error (64)."""
     source = lender_workbook(tmp_path / "book.xlsx", 6)
     proposal = tmp_path / "book.yaml"
     env = {k: v for k, v in os.environ.items() if not k.startswith("BATCHVAL_")}
-    done = run_cli("init", str(source), "--sheet", "Loans", "--out", str(proposal), env=env)
+    done = batchval("init", str(source), "--sheet", "Loans", "--out", str(proposal), env=env)
     assert done.returncode == 0, done.stderr
     assert f"next: batchval run {source} --sheet Loans --config {proposal}" in done.stdout
-    wrong = run_cli("init", str(source), "--encoding", "klingon", "--out", str(proposal),
+    wrong = batchval("init", str(source), "--encoding", "klingon", "--out", str(proposal),
                     "--force", env=env)  # fmt: skip
     assert wrong.returncode == 64
     assert "unknown encoding 'klingon'" in wrong.stderr

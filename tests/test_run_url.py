@@ -17,22 +17,34 @@ import polars as pl
 import pytest
 from objects_server import S3Server
 from s3_proxy import Fault, always, proxy
-from support import BATCHVAL, LIVE, StoreServer, env_for, portfolio, run_cli, wait_until
+from support import (
+    BATCHVAL,
+    LIVE,
+    SHORT_LEASE,
+    InProcess,
+    StoreServer,
+    env_for,
+    portfolio,
+    wait_until,
+)
 
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.objects import ObjectStore
 
-# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+# End to end: the CLI against the sandbox, in this process (the `batchval` fixture) but for
+# the holders killed, stalled or met by a second run (`make test-fast` leaves it out).
 pytestmark = pytest.mark.slow
 
 DAY = 86_400
 
 
 def _env(served: RunningSandbox, s3: StoreServer, offset: float = 0) -> dict[str, str]:
+    """The sandbox's, the store's, and a lease of SHORT_LEASE's seconds."""
     return {
         **env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(offset)),
         **s3.env(),
+        **SHORT_LEASE,
     }
 
 
@@ -43,7 +55,7 @@ def _read(store: ObjectStore, name: str) -> bytes:
 
 
 def test_a_backfill_across_days_on_blank_machines_pays_once(
-    served: RunningSandbox, store_server: StoreServer, tmp_path: Path
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path, batchval: InProcess
 ) -> None:
     """300 rows at a daily limit of 100: one invocation a UTC day, each from an empty
     directory of its own; every row valued, each request charged once, one run id across
@@ -59,25 +71,13 @@ def test_a_backfill_across_days_on_blank_machines_pays_once(
             served.sandbox.clock.advance(DAY)
         work = tmp_path / f"machine-{day}"
         work.mkdir()
-        done = subprocess.run(
-            [BATCHVAL, "run", str(source), "--out", url],
-            env=_env(served, store_server, day * DAY),
-            cwd=work,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
+        done = batchval(
+            "run", str(source), "--out", url, env=_env(served, store_server, day * DAY), cwd=work
         )
         codes.append(done.returncode)
         assert list(work.iterdir()) == [], "nothing is left on the machine's disk"
-        status = subprocess.run(
-            [BATCHVAL, "status", url, "--json"],
-            env=_env(served, store_server, day * DAY),
-            cwd=work,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
+        status = batchval(
+            "status", url, "--json", env=_env(served, store_server, day * DAY), cwd=work
         )
         run_ids.append(json.loads(status.stdout)["run_id"])
         if done.returncode == 0:
@@ -98,10 +98,10 @@ def test_a_backfill_across_days_on_blank_machines_pays_once(
 
 
 def test_a_store_that_does_not_answer_is_75_and_nothing_is_sent(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, batchval: InProcess
 ) -> None:
     env = {**_env(served, s3_server), "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}
-    done = run_cli(
+    done = batchval(
         "run", str(portfolio(tmp_path / "book.csv", 5)), "--out", s3_server.url("x"), env=env
     )
     assert done.returncode == 75, done.stderr
@@ -111,10 +111,10 @@ def test_a_store_that_does_not_answer_is_75_and_nothing_is_sent(
 
 
 def test_wrong_credentials_are_refused_with_64_and_never_printed(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, batchval: InProcess
 ) -> None:
     env = {**_env(served, s3_server), "AWS_SECRET_ACCESS_KEY": "not-the-secret-at-all"}
-    done = run_cli(
+    done = batchval(
         "run", str(portfolio(tmp_path / "book.csv", 5)), "--out", s3_server.url("y"), env=env
     )
     assert done.returncode == 64, done.stderr
@@ -123,7 +123,7 @@ def test_wrong_credentials_are_refused_with_64_and_never_printed(
 
 
 def test_two_runs_on_one_url_one_spends_the_other_exits_75(
-    served: RunningSandbox, store_server: StoreServer, tmp_path: Path
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path, batchval: InProcess
 ) -> None:
     """Two machines start the same run: the second finds the first's lease renewed and
     stops with dir_locked within seconds, having sent nothing; the first finishes alone.
@@ -146,10 +146,10 @@ def test_two_runs_on_one_url_one_spends_the_other_exits_75(
     )
     assert store.get("state/LEASE") is not None
     # A reader sees the run at work (its lease renewed), and does not disturb it.
-    looked = run_cli("status", url, "--json", env=env)
+    looked = batchval("status", url, "--json", env=env)
     assert looked.returncode == 75, looked.stderr
     assert json.loads(looked.stdout)["status"] == "running"
-    second = run_cli("run", str(source), "--out", url, env=env, timeout=120)
+    second = batchval("run", str(source), "--out", url, env=env)
     assert second.returncode == 75, second.stderr
     assert "dir_locked" in second.stderr
     assert "renewing its lease" in second.stderr  # seen alive, not waited out
@@ -161,7 +161,7 @@ def test_two_runs_on_one_url_one_spends_the_other_exits_75(
 
 
 def test_a_stalled_holder_wakes_to_a_taken_run_and_stops_without_writing(
-    served: RunningSandbox, store_server: StoreServer, tmp_path: Path
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path, batchval: InProcess
 ) -> None:
     """SIGSTOP past the lease, another machine takes the run and finishes it, SIGCONT: the
     first sends nothing more, publishes nothing over the new holder's outputs and exits
@@ -186,7 +186,7 @@ def test_a_stalled_holder_wakes_to_a_taken_run_and_stops_without_writing(
     )
     first.send_signal(signal.SIGSTOP)
     try:
-        second = run_cli("run", str(source), "--out", url, env=env, timeout=180)
+        second = batchval("run", str(source), "--out", url, env=env)
     finally:
         first.send_signal(signal.SIGCONT)
     assert second.returncode == 0, second.stderr  # took the run after one unchanged lease
@@ -204,7 +204,7 @@ def test_a_stalled_holder_wakes_to_a_taken_run_and_stops_without_writing(
 
 
 def test_an_input_at_a_url_is_read_by_a_blank_machine(
-    served: RunningSandbox, store_server: StoreServer, tmp_path: Path
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path, batchval: InProcess
 ) -> None:
     """INPUT as an s3:// URL, into a local DIR: read, valued, and named by its URL in the
     summary and the manifest; a missing object is input_unusable (65)."""
@@ -213,20 +213,20 @@ def test_an_input_at_a_url_is_read_by_a_blank_machine(
     store.put("book.csv", source.read_bytes())
     env = _env(served, store_server)
     out = tmp_path / "out"
-    done = run_cli("run", store_server.url("inputs/book.csv"), "--out", str(out), env=env)
+    done = batchval("run", store_server.url("inputs/book.csv"), "--out", str(out), env=env)
     assert done.returncode == 0, done.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["input"] == store_server.url("inputs/book.csv")
     assert summary["rows"]["valued"] == 12
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["input"]["path"] == store_server.url("inputs/book.csv")
-    missing = run_cli("run", store_server.url("inputs/none.csv"), "--out", str(out), env=env)
+    missing = batchval("run", store_server.url("inputs/none.csv"), "--out", str(out), env=env)
     assert missing.returncode == 65, missing.stderr
     assert "no such object" in missing.stderr
 
 
 def test_streets_check_and_split_read_an_input_at_a_url(
-    served: RunningSandbox, store_server: StoreServer, tmp_path: Path
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path, batchval: InProcess
 ) -> None:
     """Every command that reads an INPUT takes an s3:// URL for it, and names it by it."""
     source = portfolio(tmp_path / "book.csv", 12)
@@ -235,22 +235,22 @@ def test_streets_check_and_split_read_an_input_at_a_url(
         "book.csv", source.read_bytes()
     )
     env = _env(served, store_server)
-    streets = run_cli("streets", url, "--out", str(tmp_path / "streets"), env=env)
+    streets = batchval("streets", url, "--out", str(tmp_path / "streets"), env=env)
     assert streets.returncode == 0, streets.stderr
     summary = json.loads((tmp_path / "streets" / "summary.json").read_text())
     assert summary["input"] == url
-    check = run_cli("check", url, env=env)
+    check = batchval("check", url, env=env)
     assert check.returncode == 0, check.stderr + check.stdout
     assert "12 row" in check.stdout
-    split = run_cli("split", url, "--shards", "2", "--out", str(tmp_path / "shards"), env=env)
+    split = batchval("split", url, "--shards", "2", "--out", str(tmp_path / "shards"), env=env)
     assert split.returncode == 0, split.stderr
     assert json.loads((tmp_path / "shards" / "shards.json").read_text())["input"] == url
-    missing = run_cli("check", store_server.url("inputs-2/none.csv"), env=env)
+    missing = batchval("check", store_server.url("inputs-2/none.csv"), env=env)
     assert missing.returncode == 65, missing.stdout + missing.stderr
 
 
 def test_split_writes_its_shards_at_a_url_and_each_shard_runs_from_there(
-    served: RunningSandbox, store_server: StoreServer, tmp_path: Path
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path, batchval: InProcess
 ) -> None:
     """`split --out s3://...` publishes the shards and shards.json at the URL (a blank
     worker runs a shard by its URL); another split into another number is refused there,
@@ -258,7 +258,7 @@ def test_split_writes_its_shards_at_a_url_and_each_shard_runs_from_there(
     url = store_server.url("shards")
     env = _env(served, store_server)
     source = portfolio(tmp_path / "book.csv", 30)
-    done = run_cli("split", str(source), "--shards", "3", "--out", url, env=env)
+    done = batchval("split", str(source), "--shards", "3", "--out", url, env=env)
     assert done.returncode == 0, done.stderr
     store = ObjectStore.from_url(url, store_server.env())
     names = sorted(key for key in store.list("") if "/" not in key)
@@ -272,39 +272,39 @@ def test_split_writes_its_shards_at_a_url_and_each_shard_runs_from_there(
     for n in range(3):
         out = tmp_path / f"run-{n}"
         shard = f"{url}/shard-{n:05d}-of-00003.parquet"
-        ran = run_cli("run", shard, "--out", str(out), env=env)
+        ran = batchval("run", shard, "--out", str(out), env=env)
         assert ran.returncode == 0, ran.stderr
         rows += json.loads((out / "summary.json").read_text())["rows"]["valued"]
     assert rows == 30
-    other = run_cli("split", str(source), "--shards", "2", "--out", url, env=env)
+    other = batchval("split", str(source), "--shards", "2", "--out", url, env=env)
     assert other.returncode == 64, other.stderr
     assert f"{url} holds the shards of a split into 3" in other.stderr
     assert "batchval-out-" not in other.stderr
 
 
 def test_status_and_report_read_a_run_at_its_url(
-    served: RunningSandbox, store_server: StoreServer, tmp_path: Path
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path, batchval: InProcess
 ) -> None:
     """`status URL --json` says where the run stands (Airflow's XCom), and `report URL`
     publishes report.html beside the run's outputs."""
     url = store_server.url("looked-at")
     env = _env(served, store_server)
-    done = run_cli("run", str(portfolio(tmp_path / "book.csv", 8)), "--out", url, env=env)
+    done = batchval("run", str(portfolio(tmp_path / "book.csv", 8)), "--out", url, env=env)
     assert done.returncode == 0, done.stderr
-    status = run_cli("status", url, "--json", env=env)
+    status = batchval("status", url, "--json", env=env)
     assert status.returncode == 0, status.stderr
     assert json.loads(status.stdout)["rows"]["valued"] == 8
-    report = run_cli("report", url, env=env)
+    report = batchval("report", url, env=env)
     assert report.returncode == 0, report.stderr
     assert f"wrote {url}" in report.stdout
     page = _read(ObjectStore.from_url(url, store_server.env()), "report.html")
     assert b"<html" in page
-    nothing = run_cli("status", store_server.url("no-run-here"), env=env)
+    nothing = batchval("status", store_server.url("no-run-here"), env=env)
     assert nothing.returncode == 64
 
 
 def test_verify_and_export_work_on_a_run_at_its_url(
-    served: RunningSandbox, store_server: StoreServer, tmp_path: Path
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path, batchval: InProcess
 ) -> None:
     """`verify URL` reads every valuation back (taking the run, as a run does) and
     publishes verify.parquet at the URL;
@@ -312,12 +312,12 @@ def test_verify_and_export_work_on_a_run_at_its_url(
     naming the URL, never the directory it read the run into."""
     url = store_server.url("verified")
     env = _env(served, store_server)
-    done = run_cli("run", str(portfolio(tmp_path / "book.csv", 8)), "--out", url, env=env)
+    done = batchval("run", str(portfolio(tmp_path / "book.csv", 8)), "--out", url, env=env)
     assert done.returncode == 0, done.stderr
     store = ObjectStore.from_url(url, store_server.env())
     store.put("book.parquet", b"another night's book, beside the run")
     with proxy(store_server, always(Fault.FORWARD)) as (endpoint, seen):
-        verify = run_cli("verify", url, env={**env, **store_server.env(endpoint)})
+        verify = batchval("verify", url, env={**env, **store_server.env(endpoint)})
     assert verify.returncode == 0, verify.stderr
     written = {path.rpartition("/")[2] for method, path, _ in seen if method == "PUT"}
     assert "verify.parquet" in written
@@ -329,7 +329,7 @@ def test_verify_and_export_work_on_a_run_at_its_url(
     assert checked.height == 0  # its rows are the differences
     assert served.sandbox.ledger.keys_charged_twice() == []
 
-    exported = run_cli("export", url, "--format", "csv", env=env)
+    exported = batchval("export", url, "--format", "csv", env=env)
     assert exported.returncode == 0, exported.stderr
     assert f"{url}/results.csv: 8 rows" in exported.stdout
     assert "batchval-view-" not in exported.stdout
@@ -338,19 +338,19 @@ def test_verify_and_export_work_on_a_run_at_its_url(
         io.BytesIO(_read(store, "results.csv")), schema_overrides={"row_number": pl.Int64}
     )
     assert sorted(results["row_number"].to_list()) == list(range(1, 9))
-    local = run_cli("export", url, "--format", "xlsx", "--out", str(tmp_path / "x"), env=env)
+    local = batchval("export", url, "--format", "xlsx", "--out", str(tmp_path / "x"), env=env)
     assert local.returncode == 0, local.stderr
     assert (tmp_path / "x" / "results.xlsx").is_file()
     assert store.get("results.xlsx") is None
 
-    nothing = run_cli("export", store_server.url("no-run-here"), "--format", "csv", env=env)
+    nothing = batchval("export", store_server.url("no-run-here"), "--format", "csv", env=env)
     assert nothing.returncode == 64, nothing.stderr
     assert "batchval-view-" not in nothing.stderr
     assert store_server.url("no-run-here").rstrip("/") in nothing.stderr
 
 
 def test_kills_at_random_moments_then_blank_machines_resume_paying_once(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, batchval: InProcess
 ) -> None:
     """SIGKILL twice while sending (a kill loses the commits not yet shipped), each
     time resumed from an empty directory: every row valued, no key charged twice, every
@@ -368,7 +368,7 @@ def test_kills_at_random_moments_then_blank_machines_resume_paying_once(
             len(ledger.valuations_created(LIVE.client_id)) >= target or running.poll() is not None
         )
 
-    for _ in range(2):  # each resume waits out the killed holder's lease (30 s)
+    for _ in range(2):  # each resume waits out the killed holder's lease (SHORT_LEASE)
         running = subprocess.Popen(
             [BATCHVAL, "run", str(source), "--out", url, "--concurrency", "3"],
             env=env,
@@ -384,7 +384,7 @@ def test_kills_at_random_moments_then_blank_machines_resume_paying_once(
         running.kill()
         running.wait(timeout=30)
     # The last holder was killed: its lease is waited out (one lease), then the run ends.
-    done = run_cli("run", str(source), "--out", url, env=env, timeout=240)
+    done = batchval("run", str(source), "--out", url, env=env)
     assert done.returncode == 0, done.stderr
     assert ledger.keys_charged_twice() == []
     store = ObjectStore.from_url(url, s3_server.env())
@@ -396,18 +396,18 @@ def test_kills_at_random_moments_then_blank_machines_resume_paying_once(
 
 
 def test_streets_keeps_its_run_at_a_url(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, batchval: InProcess
 ) -> None:
     """`streets --out s3://...`: its reads kept at the URL, so an invocation from another
     empty directory finds every postcode read and pays nothing again."""
     url = s3_server.url("streets-1")
     source = portfolio(tmp_path / "book.csv", 12)
     env = _env(served, s3_server)
-    first = run_cli("streets", str(source), "--out", url, env=env)
+    first = batchval("streets", str(source), "--out", url, env=env)
     assert first.returncode == 0, first.stderr
     charged = served.sandbox.ledger.credits_charged(LIVE.client_id)
     assert charged > 0
-    again = run_cli("streets", str(source), "--out", url, env=env)
+    again = batchval("streets", str(source), "--out", url, env=env)
     assert again.returncode == 0, again.stderr
     assert served.sandbox.ledger.credits_charged(LIVE.client_id) == charged
     store = ObjectStore.from_url(url, s3_server.env())

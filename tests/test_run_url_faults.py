@@ -13,18 +13,22 @@ import polars as pl
 import pytest
 from objects_server import S3Server
 from s3_proxy import Fault, always, conditional, proxy
-from support import LIVE, StoreServer, env_for, portfolio, run_cli, url_env
+from support import LIVE, InProcess, StoreServer, env_for, portfolio, url_env
 
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.objects import ObjectStore
 
-# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+# End to end: the CLI in this process against the sandbox (`make test-fast` leaves it out).
 pytestmark = pytest.mark.slow
 
 
 @pytest.mark.parametrize("where", ["out", "book"])
 def test_a_store_that_ignores_conditional_writes_is_refused_with_64(
-    served: RunningSandbox, store_server: StoreServer, tmp_path: Path, where: str
+    served: RunningSandbox,
+    store_server: StoreServer,
+    tmp_path: Path,
+    where: str,
+    batchval: InProcess,
 ) -> None:
     """Behind a proxy that drops If-None-Match and If-Match, the store would let two
     machines both spend (or both write a book): refused before any call, naming it."""
@@ -33,7 +37,7 @@ def test_a_store_that_ignores_conditional_writes_is_refused_with_64(
     with proxy(store_server, always(Fault.STRIP)) as (endpoint, seen):
         place = ["--out", url] if where == "out" else ["--out", str(tmp_path / "run")]
         book = ["--book", f"{url}/book.parquet"] if where == "book" else []
-        done = run_cli(
+        done = batchval(
             "run", str(source), *place, *book, env=url_env(served, store_server, endpoint)
         )
     assert done.returncode == 64, done.stderr
@@ -44,7 +48,7 @@ def test_a_store_that_ignores_conditional_writes_is_refused_with_64(
 
 
 def test_a_book_replaced_by_another_night_meanwhile_is_75_then_merged(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, batchval: InProcess
 ) -> None:
     """Night B writes the book between night A's reading it and A's compare-and-swap: A
     stops with book_changed (75) and replaces nothing; the same command again sends
@@ -57,7 +61,7 @@ def test_a_book_replaced_by_another_night_meanwhile_is_75_then_merged(
     night_b.write_text(night_a.read_text().replace("LN-", "LB-").replace("terraced", "detached"))
     # Night B, on a book of its own, to have its book's bytes ready.
     options = ["--row-id", "loan_id"]
-    done = run_cli(
+    done = batchval(
         "run", str(night_b), "--out", str(tmp_path / "b"), "--book", f"{url}/b.parquet",
         *options, env=env,
     )  # fmt: skip
@@ -73,7 +77,7 @@ def test_a_book_replaced_by_another_night_meanwhile_is_75_then_merged(
 
     command = ["run", str(night_a), "--out", str(tmp_path / "a"), "--book", f"{url}/book.parquet"]
     with proxy(s3_server, night_b_writes_first) as (endpoint, _):
-        lost = run_cli(*command, *options, env=url_env(served, s3_server, endpoint))
+        lost = batchval(*command, *options, env=url_env(served, s3_server, endpoint))
     assert lost.returncode == 75, lost.stderr
     assert "book_changed" in lost.stderr
     calls = len(served.sandbox.ledger.valuations_created(LIVE.client_id))
@@ -81,7 +85,7 @@ def test_a_book_replaced_by_another_night_meanwhile_is_75_then_merged(
     book = pl.read_parquet(io.BytesIO(store.get("book.parquet")[0]))  # type: ignore[index]
     assert book["identity"].str.starts_with("LB-").all()  # B's, as B wrote it
 
-    again = run_cli(*command, *options, env=env)
+    again = batchval(*command, *options, env=env)
     assert again.returncode == 0, again.stderr
     assert len(served.sandbox.ledger.valuations_created(LIVE.client_id)) == calls
     assert served.sandbox.ledger.keys_charged_twice() == []
@@ -92,7 +96,7 @@ def test_a_book_replaced_by_another_night_meanwhile_is_75_then_merged(
 
 
 def test_the_store_can_be_configured_in_the_config_and_its_secret_never_shows(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, batchval: InProcess
 ) -> None:
     """No AWS_* variable set: the config's storage section gives the endpoint and the
     credentials; the secret is in no output, log line or object the run writes."""
@@ -108,7 +112,7 @@ def test_the_store_can_be_configured_in_the_config_and_its_secret_never_shows(
     url = s3_server.url("configured")
     source = portfolio(tmp_path / "book.csv", 5)
     env = {k: v for k, v in env_for(served).items() if not k.startswith("AWS_")}
-    done = run_cli("run", str(source), "--out", url, "--config", str(config), env=env)
+    done = batchval("run", str(source), "--out", url, "--config", str(config), env=env)
     assert done.returncode == 0, done.stderr
     store = ObjectStore.from_url(url, s3_server.env())
     secret = s3_server.secret_access_key.encode()
@@ -120,5 +124,5 @@ def test_the_store_can_be_configured_in_the_config_and_its_secret_never_shows(
         assert secret not in found[0], name
     assert s3_server.secret_access_key not in done.stdout + done.stderr
     # Without the config, the same URL has no credentials: refused, not sent.
-    bare = run_cli("run", str(source), "--out", s3_server.url("bare"), env=env)
+    bare = batchval("run", str(source), "--out", s3_server.url("bare"), env=env)
     assert bare.returncode in (64, 75), bare.stderr

@@ -6,48 +6,22 @@ repair the run resumes without paying again."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
-from collections.abc import Callable
 from email.message import Message
 from pathlib import Path
 
 import pytest
 from objects_server import S3Server
 from s3_proxy import Fault, proxy
-from support import LIVE, portfolio, run_in_process, url_env
+from support import LIVE, InProcess, portfolio, url_env
 
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.objects import ObjectStore
 
-# End to end: the CLI (in this process) against the sandbox and SeaweedFS (`make test-fast`
-# leaves it out).
+# End to end: the CLI (in this process: the `batchval` fixture) against the sandbox and
+# SeaweedFS (`make test-fast` leaves it out).
 pytestmark = pytest.mark.slow
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Ran:
-    returncode: int
-    stderr: str
-
-
-@pytest.fixture
-def batchval(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Runner:
-    """The command line in this process (exit codes, messages and the store's objects are
-    not the process's own), with the environment's BATCHVAL_ and AWS_ variables only."""
-
-    def ran(*args: str, env: dict[str, str]) -> Ran:
-        prefixes = ("BATCHVAL_", "AWS_")
-        code, _, err = run_in_process(
-            *args, env=env, monkeypatch=monkeypatch, capsys=capsys, cleared=prefixes, taken=prefixes
-        )
-        return Ran(code, err)
-
-    return ran
-
-
-Runner = Callable[..., Ran]
 
 
 def _held(store: ObjectStore) -> tuple[int, int]:
@@ -75,7 +49,7 @@ def _repair(message: str) -> bytes:
 
 
 def test_resumes_with_nothing_to_do_write_no_base_and_the_bucket_does_not_grow(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, batchval: Runner
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, batchval: InProcess
 ) -> None:
     """A run, then the same command five times with nothing left to send: no resume
     uploads a base (each goes on in HEAD's generation, rewriting its log's one object),
@@ -116,7 +90,7 @@ def test_resumes_with_nothing_to_do_write_no_base_and_the_bucket_does_not_grow(
 
 @pytest.mark.parametrize("damage", ["garbage", "missing"])
 def test_a_damaged_head_is_64_and_the_documented_repair_resumes_without_paying(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, damage: str, batchval: Runner
+    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, damage: str, batchval: InProcess
 ) -> None:
     """HEAD overwritten with garbage, or naming a generation that is gone: `status` and
     `run` end 64 naming the object and the repair (never 70, never a fall back); once HEAD

@@ -1,6 +1,7 @@
 """One verdict for each fault of a run's store (issue 36, part 3; the table is in
-docs/how-to/object-storage.md): each row reproduced with `run --out s3://...` as a process
-against a real SeaweedFS on loopback, through tests/s3_proxy.py where the fault is one a
+docs/how-to/object-storage.md): each row reproduced with `run --out s3://...` against a real
+SeaweedFS on loopback (in this process, the `batchval` fixture; the run met mid-way by the
+fault a process of its own), through tests/s3_proxy.py where the fault is one a
 real server will not make on demand, asserting the exit code, what the message names,
 the sandbox's ledger, and that no temporary directory outlives the invocation."""
 
@@ -14,14 +15,14 @@ from pathlib import Path
 import pytest
 from objects_server import S3Server, bucket_request
 from s3_proxy import REGION_EXPECTED, Fault, Switch, always, proxy
-from support import BATCHVAL, LIVE, env_for, portfolio, run_cli, wait_until
+from support import BATCHVAL, LIVE, SHORT_LEASE, InProcess, env_for, portfolio, wait_until
 
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
-from batchval.store.lease import DURATION, LEASE, MARGIN
+from batchval.store.lease import LEASE
 from batchval.store.objects import ObjectStore
 
-# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+# End to end: the CLI against the sandbox and SeaweedFS (`make test-fast` leaves it out).
 pytestmark = pytest.mark.slow
 
 
@@ -38,6 +39,7 @@ class Machine:
             **s3.env(),
             "TMPDIR": str(self.temp),
             "XDG_STATE_HOME": str(self.state),
+            **SHORT_LEASE,
         }
 
     def through(self, endpoint: str) -> dict[str, str]:
@@ -70,11 +72,11 @@ def _wait_for_valuations(served: RunningSandbox, running: subprocess.Popen[str],
 
 
 def _resumed_paying_once(
-    served: RunningSandbox, machine: Machine, source: Path, url: str, rows: int, timeout: float
+    batchval: InProcess, served: RunningSandbox, machine: Machine, source: Path, url: str, rows: int
 ) -> None:
     """The same command again, from a blank machine: it completes, every row valued,
     nothing charged twice, nothing left in the temporary folder."""
-    again = run_cli("run", str(source), "--out", url, env=machine.env, timeout=timeout)
+    again = batchval("run", str(source), "--out", url, env=machine.env)
     assert again.returncode == 0, again.stderr
     assert served.sandbox.ledger.keys_charged_twice() == []
     assert _valuations(served) == rows
@@ -82,10 +84,10 @@ def _resumed_paying_once(
 
 
 def test_a_bucket_missing_at_the_start_is_64_naming_the_bucket(
-    served: RunningSandbox, machine: Machine, tmp_path: Path
+    served: RunningSandbox, machine: Machine, tmp_path: Path, batchval: InProcess
 ) -> None:
     source = portfolio(tmp_path / "book.csv", 5)
-    done = run_cli("run", str(source), "--out", "s3://no-such-bucket-here/run", env=machine.env)
+    done = batchval("run", str(source), "--out", "s3://no-such-bucket-here/run", env=machine.env)
     assert done.returncode == 64, done.stderr
     assert "the bucket 'no-such-bucket-here' does not exist" in done.stderr
     assert _valuations(served) == 0
@@ -93,7 +95,11 @@ def test_a_bucket_missing_at_the_start_is_64_naming_the_bucket(
 
 
 def test_a_bucket_deleted_mid_run_is_75_naming_the_bucket_and_keeps_the_log(
-    served: RunningSandbox, s3_server: S3Server, machine: Machine, tmp_path: Path
+    served: RunningSandbox,
+    s3_server: S3Server,
+    machine: Machine,
+    tmp_path: Path,
+    batchval: InProcess,
 ) -> None:
     """The bucket deleted under a run (SeaweedFS deletes one that holds objects): 75
     `store_unavailable` naming the bucket, not a defect (70); the run's log, which the
@@ -120,18 +126,23 @@ def test_a_bucket_deleted_mid_run_is_75_naming_the_bucket_and_keeps_the_log(
     assert served.sandbox.ledger.keys_charged_twice() == []
 
     assert bucket_request(s3_server, "PUT", "verdict-deleted") == 200
-    _resumed_paying_once(served, machine, source, url, 120, timeout=180)
+    _resumed_paying_once(batchval, served, machine, source, url, 120)
 
 
 @pytest.mark.parametrize("fault", [Fault.REPLY_301, Fault.REPLY_400_REGION])
 def test_a_bucket_of_another_region_is_64_naming_the_region(
-    served: RunningSandbox, s3_server: S3Server, machine: Machine, tmp_path: Path, fault: Fault
+    served: RunningSandbox,
+    s3_server: S3Server,
+    machine: Machine,
+    tmp_path: Path,
+    fault: Fault,
+    batchval: InProcess,
 ) -> None:
     """A 301 PermanentRedirect or a 400 AuthorizationHeaderMalformed: a configuration to
     fix (64), never an outage a scheduler retries for ever (75)."""
     source = portfolio(tmp_path / "book.csv", 5)
     with proxy(s3_server, always(fault)) as (endpoint, _):
-        done = run_cli(
+        done = batchval(
             "run", str(source), "--out", s3_server.url("region"), env=machine.through(endpoint)
         )
     assert done.returncode == 64, done.stderr
@@ -153,10 +164,10 @@ def test_a_bucket_of_another_region_is_64_naming_the_region(
 )
 def test_a_prefix_with_a_dot_or_empty_segment_is_64_naming_it(
     served: RunningSandbox, s3_server: S3Server, machine: Machine, tmp_path: Path,
-    prefix: str, named: str,
+    prefix: str, named: str, batchval: InProcess,
 ) -> None:  # fmt: skip
     source = portfolio(tmp_path / "book.csv", 5)
-    done = run_cli("run", str(source), "--out", s3_server.url(prefix), env=machine.env)
+    done = batchval("run", str(source), "--out", s3_server.url(prefix), env=machine.env)
     assert done.returncode == 64, done.stderr
     assert f"the prefix '{prefix}' has {named}" in done.stderr
     assert "no HTTP status" not in done.stderr
@@ -164,12 +175,20 @@ def test_a_prefix_with_a_dot_or_empty_segment_is_64_naming_it(
     machine.left_nothing()
 
 
+# The store's client gives up on a request after 3 s, not 30 (a test seam of store/objects).
+_SHORT_TIMEOUTS = "connect_timeout=1s,timeout=3s,retry_timeout=3"
+
+
 def _puts(method: str, path: str, headers: Message) -> bool:
     return method == "PUT"
 
 
 def test_a_store_that_refuses_writes_mid_run_is_64_with_the_summary_and_the_lease_let_go(
-    served: RunningSandbox, s3_server: S3Server, machine: Machine, tmp_path: Path
+    served: RunningSandbox,
+    s3_server: S3Server,
+    machine: Machine,
+    tmp_path: Path,
+    batchval: InProcess,
 ) -> None:
     """Every PUT answered 403 from a moment on (a bucket policy turned read-only): no call
     once a commit cannot be kept, 64 naming the write refused, the summary printed, the
@@ -197,24 +216,30 @@ def test_a_store_that_refuses_writes_mid_run_is_64_with_the_summary_and_the_leas
     assert served.sandbox.ledger.keys_charged_twice() == []
     assert _valuations(served) < 120
 
-    _resumed_paying_once(served, machine, source, url, 120, timeout=180)
+    _resumed_paying_once(batchval, served, machine, source, url, 120)
 
 
 def test_a_store_that_stops_answering_is_75_and_no_call_leaves_past_the_margin(
-    served: RunningSandbox, s3_server: S3Server, machine: Machine, tmp_path: Path
+    served: RunningSandbox,
+    s3_server: S3Server,
+    machine: Machine,
+    tmp_path: Path,
+    batchval: InProcess,
 ) -> None:
     """Every request to the store left unanswered from a moment on: no valuation is sent
     once the lease's margin is reached (its last renewal, at most a third of a lease
-    before the stall, plus `DURATION - MARGIN`); 75 `store_unavailable` naming the store.
-    The store back, the same command finishes the run, paying nothing twice."""
+    before the stall, plus the lease less its margin, a third of it); 75
+    `store_unavailable` naming the store. The store back, the same command finishes the
+    run, paying nothing twice. (The lease is SHORT_LEASE's, and the client's timeouts 3 s
+    (BATCHVAL_STORE_OPTIONS), not 30 s: what is asserted holds for any lease and timeout.)"""
     served.sandbox.set_faults(Faults(latency_ms=100))
     url = s3_server.url("stalled-store")
     source = portfolio(tmp_path / "book.csv", 600)
     switch = Switch(Fault.STALL, lambda method, path, headers: True)
+    lease = float(SHORT_LEASE["BATCHVAL_LEASE_SECONDS"])
     with proxy(s3_server, switch) as (endpoint, _):
-        running = machine.start(
-            "run", str(source), "--out", url, "--concurrency", "2", env=machine.through(endpoint)
-        )
+        env = {**machine.through(endpoint), "BATCHVAL_STORE_OPTIONS": _SHORT_TIMEOUTS}
+        running = machine.start("run", str(source), "--out", url, "--concurrency", "2", env=env)
         _wait_for_valuations(served, running, 10)
         switch.on.set()
         stalled = time.monotonic()
@@ -227,16 +252,20 @@ def test_a_store_that_stops_answering_is_75_and_no_call_leaves_past_the_margin(
         for r in served.sandbox.ledger.requests
         if r.method == "POST" and r.path.endswith("/valuations")
     ]
-    assert max(sent) < stalled + DURATION - MARGIN + 1.0
+    assert max(sent) < stalled + lease - lease / 3 + 1.0  # the margin is a third
     assert len(sent) < 600
     machine.left_nothing()
     assert served.sandbox.ledger.keys_charged_twice() == []
 
-    _resumed_paying_once(served, machine, source, url, 600, timeout=300)
+    _resumed_paying_once(batchval, served, machine, source, url, 600)
 
 
 def test_a_lease_deleted_under_a_live_holder_is_75_dir_locked_naming_it(
-    served: RunningSandbox, s3_server: S3Server, machine: Machine, tmp_path: Path
+    served: RunningSandbox,
+    s3_server: S3Server,
+    machine: Machine,
+    tmp_path: Path,
+    batchval: InProcess,
 ) -> None:
     """`state/LEASE` deleted while its holder sends (HEAD written within a lease): a second
     invocation watches it as a held lease, sees the holder write it again, and stops with
@@ -248,7 +277,7 @@ def test_a_lease_deleted_under_a_live_holder_is_75_dir_locked_naming_it(
     first = machine.start("run", str(source), "--out", url, "--concurrency", "2")
     _wait_for_valuations(served, first, 10)
     store.delete(LEASE)
-    second = run_cli("run", str(source), "--out", url, env=machine.env, timeout=120)
+    second = batchval("run", str(source), "--out", url, env=machine.env)
     assert second.returncode == 75, second.stderr
     assert "dir_locked" in second.stderr
     assert f":{first.pid}:" in second.stderr  # the holder: host:pid:tag

@@ -449,6 +449,22 @@ def test_a_url_or_option_that_cannot_be_used_is_refused(
     assert isinstance(caught.value, ObjectStoreError)
 
 
+def test_the_environment_s_store_options_are_the_store_s() -> None:
+    """BATCHVAL_STORE_OPTIONS (a test seam) sets the options a config may set, checked as
+    they are: an unknown one refused naming it, a value not a number refused."""
+    variable = "BATCHVAL_STORE_OPTIONS"
+    store = ObjectStore.from_url("memory://", {variable: "timeout=3s, retry_timeout=2.5"})
+    assert store._retry_timeout == 2.5
+    assert ObjectStore.from_url("memory://", {})._retry_timeout == 20.0
+    with pytest.raises(ObjectStoreRefusedError, match=r"unknown option\(s\): colour"):
+        ObjectStore.from_url("s3://b/x", {variable: "timeout=3s,colour=blue"})
+    with pytest.raises(ObjectStoreRefusedError, match="not a number"):
+        ObjectStore.from_url("s3://b/x", {variable: "max_retries=some"})
+    # Options given by the caller are the store's, whatever the environment says.
+    given = ObjectStore.from_url("memory://", {variable: "colour=blue"}, {"retry_timeout": "1"})
+    assert given._retry_timeout == 1.0
+
+
 @pytest.mark.parametrize("url", ["s3://b", "s3://b/", "s3://b/runs/one/", "s3://b/a.b/..c"])
 def test_a_prefix_without_dot_segments_is_kept(url: str) -> None:
     """One `/` at an end is no segment; a segment that only holds dots among others is a name."""

@@ -1,4 +1,5 @@
-"""`batchval streets` as a process, against the sandbox over loopback."""
+"""`batchval streets` against the sandbox over loopback, the command line in this process (the
+`batchval` fixture); a process of its own for `kill -9` and a terminal."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from support import BATCHVAL, LIVE, POOR, TEST, env_for, run_cli, wait_until
+from support import BATCHVAL, LIVE, POOR, TEST, InProcess, env_for, wait_until
 
 from batchval.engine.sending import SendOutcome
 from batchval.outcome import ExitCode, StopInfo, StopReason
@@ -62,12 +63,12 @@ def summary(out: Path) -> dict[str, Any]:
 
 @pytest.mark.slow
 def test_each_distinct_postcode_is_charged_once_and_not_again_within_30_days(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """Spellings of one postcode are read and charged once; a second run sends nothing;
     31 days on (sandbox clock and the run's clock) each postcode is read and charged again."""
     source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
-    first = run_cli("streets", str(source), "--out", str(out), env=env_for(served))
+    first = batchval("streets", str(source), "--out", str(out), env=env_for(served))
     assert first.returncode == 0, first.stderr
     assert street_charges(served) == {"SW1A 2AA": 1, "M1 1AE": 1, "LS6 2AB": 1}
     credits = served.sandbox.ledger.credits_charged()
@@ -77,19 +78,19 @@ def test_each_distinct_postcode_is_charged_once_and_not_again_within_30_days(
     assert streets["rows"].to_list() == [1, 2, 3]
     assert int(streets["credits_charged"].sum()) == credits
     calls = len(served.sandbox.ledger.requests)
-    again = run_cli("streets", str(source), "--out", str(out), env=env_for(served))
+    again = batchval("streets", str(source), "--out", str(out), env=env_for(served))
     assert again.returncode == 0, again.stderr
     assert len(served.sandbox.ledger.requests) == calls
     assert summary(out)["calls"]["this_invocation"] == 0
     assert pl.read_parquet(out / "street_analysis.parquet").height == 3
     served.sandbox.clock.advance(31 * DAY)
     later_env = env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(31 * DAY))
-    later = run_cli("streets", str(source), "--out", str(out), env=later_env)
+    later = batchval("streets", str(source), "--out", str(out), env=later_env)
     assert later.returncode == 0, later.stderr
     assert street_charges(served) == {"SW1A 2AA": 2, "M1 1AE": 2, "LS6 2AB": 2}
     # Both reads' charges, though the second overwrote each postcode's credits.
     assert summary(out)["credits_charged"]["total"] == served.sandbox.ledger.credits_charged()
-    status = run_cli("status", str(out), "--json", env=later_env)
+    status = batchval("status", str(out), "--json", env=later_env)
     total = json.loads(status.stdout)["credits_charged"]["total"]
     assert total == served.sandbox.ledger.credits_charged() == 2 * credits
     # The charges ledger: one fresh line a charged read, the latest balance the account's.
@@ -102,13 +103,15 @@ def test_each_distinct_postcode_is_charged_once_and_not_again_within_30_days(
 
 
 @pytest.mark.slow
-def test_refresh_reads_again_free(served: RunningSandbox, tmp_path: Path) -> None:
+def test_refresh_reads_again_free(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """--refresh sends each postcode again within 30 days; the API gives it free."""
     source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
-    assert run_cli("streets", str(source), "--out", str(out), env=env_for(served)).returncode == 0
+    assert batchval("streets", str(source), "--out", str(out), env=env_for(served)).returncode == 0
     credits = served.sandbox.ledger.credits_charged()
     calls = len(served.sandbox.ledger.requests)
-    done = run_cli("streets", str(source), "--out", str(out), "--refresh", env=env_for(served))
+    done = batchval("streets", str(source), "--out", str(out), "--refresh", env=env_for(served))
     assert done.returncode == 0, done.stderr
     # Three read, one 404, and the call without a token that proves the address first.
     assert len(served.sandbox.ledger.requests) == calls + 5
@@ -117,11 +120,13 @@ def test_refresh_reads_again_free(served: RunningSandbox, tmp_path: Path) -> Non
 
 
 @pytest.mark.slow
-def test_every_section_is_a_typed_column(served: RunningSandbox, tmp_path: Path) -> None:
+def test_every_section_is_a_typed_column(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """street_analysis.parquet keeps every section as its nested Arrow type, with
     descriptions in the field metadata."""
     source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
-    assert run_cli("streets", str(source), "--out", str(out), env=env_for(served)).returncode == 0
+    assert batchval("streets", str(source), "--out", str(out), env=env_for(served)).returncode == 0
     schema = pq.read_schema(out / "street_analysis.parquet")
     expected = {
         "sold_prices": SOLD_PRICES,
@@ -146,13 +151,15 @@ def test_every_section_is_a_typed_column(served: RunningSandbox, tmp_path: Path)
 
 @pytest.mark.slow
 def test_not_found_and_bad_postcodes_are_problems_naming_their_rows(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """A 404 postcode is a problem on every input row that asked; a bad postcode is an
     input problem; a bad bedrooms value does not stop a good postcode's street."""
     source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
     assert (
-        run_cli("streets", str(source), "--out", str(out), "--join", env=env_for(served)).returncode
+        batchval(
+            "streets", str(source), "--out", str(out), "--join", env=env_for(served)
+        ).returncode
         == 0
     )
     problems = pl.read_parquet(out / "problems.parquet")
@@ -167,15 +174,17 @@ def test_not_found_and_bad_postcodes_are_problems_naming_their_rows(
     assert joined["loan_id"].to_list() == [row[0] for row in ROWS]
     has_street = joined["covered_postcodes"].is_not_null().to_list()
     assert has_street == [True, True, True, True, True, False, False, True, False]
-    status = run_cli("status", str(out), env=env_for(served))
+    status = batchval("status", str(out), env=env_for(served))
     assert status.returncode == 0, status.stdout
 
 
 @pytest.mark.slow
-def test_max_credits_stops_with_75(served: RunningSandbox, tmp_path: Path) -> None:
+def test_max_credits_stops_with_75(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """--max-credits below the price of the reads stops the run, resumable."""
     source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
-    done = run_cli(
+    done = batchval(
         "streets",
         str(source),
         "--out",
@@ -193,11 +202,13 @@ def test_max_credits_stops_with_75(served: RunningSandbox, tmp_path: Path) -> No
 
 
 @pytest.mark.slow
-def test_daily_limit_stops_with_75_and_not_before(served: RunningSandbox, tmp_path: Path) -> None:
+def test_daily_limit_stops_with_75_and_not_before(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """At the daily limit: 75 and not_before; again before midnight sends nothing."""
     served.sandbox.account(LIVE.client_id).daily_limit = 1
     source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
-    first = run_cli(
+    first = batchval(
         "streets", str(source), "--out", str(out), "--concurrency", "1", env=env_for(served)
     )
     assert first.returncode == 75, first.stderr
@@ -205,54 +216,59 @@ def test_daily_limit_stops_with_75_and_not_before(served: RunningSandbox, tmp_pa
     assert stop["reason"] == "daily_limit"
     assert stop["not_before"] is not None
     calls = len(served.sandbox.ledger.requests)
-    second = run_cli("streets", str(source), "--out", str(out), env=env_for(served))
+    second = batchval("streets", str(source), "--out", str(out), env=env_for(served))
     assert second.returncode == 75
     assert len(served.sandbox.ledger.requests) == calls
-    assert run_cli("status", str(out), env=env_for(served)).returncode == 75
+    assert batchval("status", str(out), env=env_for(served)).returncode == 75
 
 
 @pytest.mark.slow
-def test_dry_run_prices_without_the_network(served: RunningSandbox, tmp_path: Path) -> None:
+def test_dry_run_prices_without_the_network(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """--dry-run sends nothing and prices the distinct postcodes not read in 30 days."""
     source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
-    dry = run_cli(
+    dry = batchval(
         "streets", str(source), "--out", str(tmp_path / "dry"), "--dry-run", env=env_for(served)
     )
     assert dry.returncode == 0, dry.stderr
     assert "would make 4 calls costing 80 credits" in dry.stdout
     assert served.sandbox.ledger.requests == []
-    assert run_cli("streets", str(source), "--out", str(out), env=env_for(served)).returncode == 0
+    assert batchval("streets", str(source), "--out", str(out), env=env_for(served)).returncode == 0
     calls = len(served.sandbox.ledger.requests)
-    priced = run_cli("streets", str(source), "--out", str(out), "--dry-run", env=env_for(served))
+    priced = batchval("streets", str(source), "--out", str(out), "--dry-run", env=env_for(served))
     assert "would make 0 calls costing 0 credits" in priced.stdout
     later = env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(31 * DAY))
-    stale = run_cli("streets", str(source), "--out", str(out), "--dry-run", env=later)
+    stale = batchval("streets", str(source), "--out", str(out), "--dry-run", env=later)
     assert "would make 4 calls costing 80 credits" in stale.stdout
     assert len(served.sandbox.ledger.requests) == calls
 
 
 @pytest.mark.slow
 def test_a_run_dir_and_a_streets_dir_refuse_each_other(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """One DIR holds one command's outputs: each refuses the other's with 64."""
     source = homes(tmp_path / "homes.csv", [("A", "SW1A 2AA", "2")])
     streets_dir, run_dir = tmp_path / "streets", tmp_path / "run"
     assert (
-        run_cli("streets", str(source), "--out", str(streets_dir), env=env_for(served)).returncode
+        batchval("streets", str(source), "--out", str(streets_dir), env=env_for(served)).returncode
         == 0
     )
     assert (
-        run_cli("run", str(source), "--out", str(streets_dir), env=env_for(served)).returncode == 64
+        batchval("run", str(source), "--out", str(streets_dir), env=env_for(served)).returncode
+        == 64
     )
-    assert run_cli("run", str(source), "--out", str(run_dir), env=env_for(served)).returncode == 0
-    refused = run_cli("streets", str(source), "--out", str(run_dir), env=env_for(served))
+    assert batchval("run", str(source), "--out", str(run_dir), env=env_for(served)).returncode == 0
+    refused = batchval("streets", str(source), "--out", str(run_dir), env=env_for(served))
     assert refused.returncode == 64
     assert "holds a `batchval run`" in refused.stderr
 
 
 @pytest.mark.slow
-def test_kill_9_then_resume_pays_once(served: RunningSandbox, tmp_path: Path) -> None:
+def test_kill_9_then_resume_pays_once(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """kill -9 mid-run, then the same command: every postcode read, none charged twice."""
     served.sandbox.set_faults(Faults(latency_ms=40))
     letters = "ABDEFGHJLN"
@@ -276,7 +292,7 @@ def test_kill_9_then_resume_pays_once(served: RunningSandbox, tmp_path: Path) ->
         running.kill()
         running.wait(timeout=10)
     assert 0 < sum(street_charges(served).values()) < distinct
-    done = run_cli("streets", str(source), "--out", str(out), env=env_for(served))
+    done = batchval("streets", str(source), "--out", str(out), env=env_for(served))
     assert done.returncode == 0, done.stderr
     charges = street_charges(served)
     assert len(charges) == distinct
@@ -290,15 +306,15 @@ def test_kill_9_then_resume_pays_once(served: RunningSandbox, tmp_path: Path) ->
 
 @pytest.mark.slow
 def test_test_answers_are_read_again_under_live_credentials(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """A DIR of test-mode street analyses read with live credentials reads every postcode
     again, live; a DIR never mixes fake and real figures."""
     source, out = homes(tmp_path / "homes.csv", [("A", "SW1A 2AA", "2")]), tmp_path / "out"
-    test = run_cli("streets", str(source), "--out", str(out), env=env_for(served, TEST))
+    test = batchval("streets", str(source), "--out", str(out), env=env_for(served, TEST))
     assert test.returncode == 0, test.stderr
     assert pl.read_parquet(out / "street_analysis.parquet")["mode"].to_list() == ["test"]
-    live = run_cli("streets", str(source), "--out", str(out), env=env_for(served))
+    live = batchval("streets", str(source), "--out", str(out), env=env_for(served))
     assert live.returncode == 0, live.stderr
     assert pl.read_parquet(out / "street_analysis.parquet")["mode"].to_list() == ["live"]
     assert street_charges(served)["SW1A 2AA"] == 2  # one counted test read, one live
@@ -306,16 +322,16 @@ def test_test_answers_are_read_again_under_live_credentials(
 
 @pytest.mark.slow
 def test_unusable_input_exits_65_and_a_poor_account_77(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """An input without a postcode column exits 65; an account that cannot pay, 77."""
     bad = tmp_path / "bad.csv"
     bad.write_text("loan_id,property_type\nA,flat\n", encoding="utf-8")
-    refused = run_cli("streets", str(bad), "--out", str(tmp_path / "a"), env=env_for(served))
+    refused = batchval("streets", str(bad), "--out", str(tmp_path / "a"), env=env_for(served))
     assert refused.returncode == 65, refused.stderr
     assert "postcode" in refused.stderr
     source = homes(tmp_path / "homes.csv")
-    poor = run_cli(
+    poor = batchval(
         "streets",
         str(source),
         "--out",
@@ -329,29 +345,31 @@ def test_unusable_input_exits_65_and_a_poor_account_77(
 
 
 @pytest.mark.slow
-def test_a_wrong_base_url_is_64_not_not_found_rows(served: RunningSandbox, tmp_path: Path) -> None:
+def test_a_wrong_base_url_is_64_not_not_found_rows(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """A base URL that answers every path with not-found (another API version) stops the
     run with wrong_address (64) before any row is blamed; the right URL then reads all."""
     source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
     wrong = env_for(served, BATCHVAL_BASE_URL=served.base_url.replace("/v1", "/v2"))
-    done = run_cli("streets", str(source), "--out", str(out), env=wrong)
+    done = batchval("streets", str(source), "--out", str(out), env=wrong)
     assert done.returncode == 64, done.stderr
     assert "wrong_address" in done.stderr
     problems = pl.read_parquet(out / "problems.parquet")
     assert "not-found" not in problems["type"].to_list()
-    again = run_cli("streets", str(source), "--out", str(out), env=env_for(served))
+    again = batchval("streets", str(source), "--out", str(out), env=env_for(served))
     assert again.returncode == 0, again.stderr
     assert sorted(street_charges(served)) == ["LS6 2AB", "M1 1AE", "SW1A 2AA"]
 
 
 @pytest.mark.slow
 def test_reads_past_their_window_stay_in_the_outputs_while_the_api_is_down(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """31 days on with the API down, the postcodes are pending again but their paid
     answers are still written (street_analysis and --join) and still stored."""
     source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
-    first = run_cli("streets", str(source), "--out", str(out), "--join", env=env_for(served))
+    first = batchval("streets", str(source), "--out", str(out), "--join", env=env_for(served))
     assert first.returncode == 0, first.stderr
     before = pl.read_parquet(out / "street_analysis.parquet")
     joined = pl.read_parquet(out / "homes_with_street.parquet")["mode"].drop_nulls()
@@ -360,7 +378,7 @@ def test_reads_past_their_window_stay_in_the_outputs_while_the_api_is_down(
     config = tmp_path / "run.yaml"
     config.write_text("run:\n  outage_seconds: 1\n  max_attempts: 1\n", encoding="utf-8")
     later_env = env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(31 * DAY))
-    later = run_cli(
+    later = batchval(
         "streets",
         str(source),
         "--out",
@@ -386,11 +404,11 @@ def test_reads_past_their_window_stay_in_the_outputs_while_the_api_is_down(
 
 @pytest.mark.slow
 def test_a_complete_run_still_reports_a_stop_a_person_must_act_on(
-    served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, batchval: InProcess
 ) -> None:
     """Every row done, yet a defect while sending: exit 70 with its stop, not 0."""
     source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
-    assert run_cli("streets", str(source), "--out", str(out), env=env_for(served)).returncode == 0
+    assert batchval("streets", str(source), "--out", str(out), env=env_for(served)).returncode == 0
     defect = StopInfo(StopReason.INTERNAL_ERROR, "a defect met while sending")
     monkeypatch.setattr(StreetReading, "send", lambda self: SendOutcome(defect))
     settings = load_settings(None, env_for(served))
@@ -400,7 +418,7 @@ def test_a_complete_run_still_reports_a_stop_a_person_must_act_on(
     assert found.exit_code is ExitCode.INTERNAL
     assert summary(out)["exit_code"] == 70
     assert summary(out)["stop"]["reason"] == "internal_error"
-    assert run_cli("status", str(out), env=env_for(served)).returncode == 70
+    assert batchval("status", str(out), env=env_for(served)).returncode == 70
 
 
 @pytest.mark.slow

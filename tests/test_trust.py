@@ -14,35 +14,36 @@ from support import (
     LIVE,
     POOR,
     TEST,
+    InProcess,
     assert_accounted,
     assert_paid_once,
     env_for,
     outputs,
     portfolio,
-    run_cli,
 )
 
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
 
-# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+# End to end: the CLI in this process against the sandbox (`make test-fast` leaves it out).
 pytestmark = pytest.mark.slow
 
 
 def run(
-    source: Path, out: Path, served: RunningSandbox, *args: str, **env: str
+    batchval: InProcess, source: Path, out: Path, served: RunningSandbox, *args: str, **env: str
 ) -> tuple[int, str, str]:
-    done = run_cli("run", str(source), "--out", str(out), *args, env=env_for(served, **env))
+    done = batchval("run", str(source), "--out", str(out), *args, env=env_for(served, **env))
     return done.returncode, done.stdout, done.stderr
 
 
 def test_status_exits_with_the_runs_code_and_prints_json(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """status exits 77 after an account stop, and --json is the summary's stop and counts."""
     source = portfolio(tmp_path / "book.csv", 6)
     out = tmp_path / "out"
     code, _, stderr = run(
+        batchval,
         source,
         out,
         served,
@@ -50,9 +51,9 @@ def test_status_exits_with_the_runs_code_and_prints_json(
     )
     assert code == 77, stderr
     assert "batchval: insufficient_credits: " in stderr
-    status = run_cli("status", str(out), env=env_for(served))
+    status = batchval("status", str(out), env=env_for(served))
     assert status.returncode == 77
-    shown = run_cli("status", str(out), "--json", env=env_for(served))
+    shown = batchval("status", str(out), "--json", env=env_for(served))
     assert shown.returncode == 77
     found = json.loads(shown.stdout)
     assert found["stop"]["reason"] == "insufficient_credits"
@@ -62,19 +63,21 @@ def test_status_exits_with_the_runs_code_and_prints_json(
     assert summary["stop"] == found["stop"]
 
 
-def test_a_second_dir_the_same_day_charges_nothing(served: RunningSandbox, tmp_path: Path) -> None:
+def test_a_second_dir_the_same_day_charges_nothing(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """The same command into a new DIR, and again after deleting DIR, the same UTC day:
     the API answers every key from its store, so nothing is charged twice."""
     source = portfolio(tmp_path / "book.csv", 12, duplicates=2)
     first, second = tmp_path / "first", tmp_path / "second"
-    assert run(source, first, served)[0] == 0
+    assert run(batchval, source, first, served)[0] == 0
     charged = served.sandbox.ledger.credits_charged(LIVE.client_id)
     assert charged == 100  # ten distinct requests
-    assert run(source, second, served)[0] == 0
+    assert run(batchval, source, second, served)[0] == 0
     for path in first.iterdir():
         path.unlink()
     first.rmdir()
-    assert run(source, first, served)[0] == 0
+    assert run(batchval, source, first, served)[0] == 0
     assert served.sandbox.ledger.credits_charged(LIVE.client_id) == charged
     assert served.sandbox.ledger.keys_charged_twice() == []
     for out in (first, second):
@@ -86,25 +89,27 @@ def test_a_second_dir_the_same_day_charges_nothing(served: RunningSandbox, tmp_p
     assert ids[0] == ids[1]
 
 
-def test_run_id_override_keeps_keys_apart(served: RunningSandbox, tmp_path: Path) -> None:
+def test_run_id_override_keeps_keys_apart(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """--run-id names another run: the same rows get new keys and fresh valuations."""
     source = portfolio(tmp_path / "book.csv", 3)
-    assert run(source, tmp_path / "a", served)[0] == 0
-    assert run(source, tmp_path / "b", served, "--run-id", "backfill-2")[0] == 0
+    assert run(batchval, source, tmp_path / "a", served)[0] == 0
+    assert run(batchval, source, tmp_path / "b", served, "--run-id", "backfill-2")[0] == 0
     assert served.sandbox.ledger.credits_charged(LIVE.client_id) == 60
-    code, _, stderr = run(source, tmp_path / "b", served, "--run-id", "other")
+    code, _, stderr = run(batchval, source, tmp_path / "b", served, "--run-id", "other")
     assert code == 64
     assert "holds run 'backfill-2'" in stderr
 
 
 def test_max_credits_is_a_ceiling_with_dropped_connections(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """Calls whose answer was lost count as charged: the ceiling holds, drops included."""
     served.sandbox.set_faults(Faults(drop_after_commit_share=0.4))
     source = portfolio(tmp_path / "book.csv", 30)
     out = tmp_path / "out"
-    codes = [run(source, out, served, "--max-credits", "50", "--concurrency", "8")[0]]
+    codes = [run(batchval, source, out, served, "--max-credits", "50", "--concurrency", "8")[0]]
     # A dropped answer was charged but never seen: its key is charged yet missing from
     # the results, or was replayed by a later attempt. Either way the fault struck.
     ledger = served.sandbox.ledger
@@ -120,7 +125,7 @@ def test_max_credits_is_a_ceiling_with_dropped_connections(
 
 
 def test_corrupt_checkpoint_is_an_internal_error_in_one_line(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """An unexpected error (a checkpoint that is not SQLite): exit 70, one line on stderr,
     the traceback in DIR/batchval.log and not on the terminal."""
@@ -128,7 +133,7 @@ def test_corrupt_checkpoint_is_an_internal_error_in_one_line(
     out = tmp_path / "out"
     out.mkdir()
     (out / "checkpoint.sqlite").write_bytes(b"this is not a database" * 100)
-    code, stdout, stderr = run(source, out, served)
+    code, stdout, stderr = run(batchval, source, out, served)
     assert code == 70
     lines = [line for line in stderr.splitlines() if line.startswith("batchval: ")]
     assert len(lines) == 1
@@ -139,18 +144,18 @@ def test_corrupt_checkpoint_is_an_internal_error_in_one_line(
 
 
 def test_switching_from_test_to_live_credentials_revalues(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """A DIR valued with test credentials, resumed with live ones, ends with live answers
     only: test answers are valued again (credentials are not a settings change)."""
     source = portfolio(tmp_path / "book.csv", 5)
     out = tmp_path / "out"
     test_env = {"BATCHVAL_CLIENT_ID": TEST.client_id, "BATCHVAL_CLIENT_SECRET": TEST.client_secret}
-    assert run(source, out, served, **test_env)[0] == 0
+    assert run(batchval, source, out, served, **test_env)[0] == 0
     results, _, summary = outputs(out)
     assert summary["mode"] == "test"
     assert set(results["mode"].to_list()) == {"test"}
-    code, _, stderr = run(source, out, served)
+    code, _, stderr = run(batchval, source, out, served)
     assert code == 0, stderr
     results, _, summary = outputs(out)
     assert summary["mode"] == "live"
@@ -159,32 +164,34 @@ def test_switching_from_test_to_live_credentials_revalues(
     assert_paid_once(served, out)
 
 
-def test_summary_mode_comes_from_the_answers(served: RunningSandbox, tmp_path: Path) -> None:
+def test_summary_mode_comes_from_the_answers(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """Test credentials on a configured API are test mode in the summary, not live."""
     source = portfolio(tmp_path / "book.csv", 3)
     out = tmp_path / "out"
     test_env = {"BATCHVAL_CLIENT_ID": TEST.client_id, "BATCHVAL_CLIENT_SECRET": TEST.client_secret}
-    code, stdout, _ = run(source, out, served, **test_env)
+    code, stdout, _ = run(batchval, source, out, served, **test_env)
     assert code == 0
     assert "(test mode)" in stdout
     assert outputs(out)[2]["mode"] == "test"
 
 
 def test_a_paid_answer_stored_before_a_crash_is_read_not_resent(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """An answer kept raw but never read (killed in between) is read by the next run:
     it is in the results and no call is made for it."""
     source = portfolio(tmp_path / "book.csv", 4)
     out = tmp_path / "out"
-    assert run(source, out, served)[0] == 0
+    assert run(batchval, source, out, served)[0] == 0
     calls = len(served.sandbox.ledger.requests)
     # Put one request back in the state a kill between receipt and record leaves.
     db = sqlite3.connect(out / "checkpoint.sqlite")
     with db:
         db.execute("UPDATE requests SET state = 'answered', credits = NULL WHERE rowid = 2")
     db.close()
-    assert run(source, out, served)[0] == 0
+    assert run(batchval, source, out, served)[0] == 0
     assert len(served.sandbox.ledger.requests) == calls
     results, _, summary = outputs(out)
     assert results.height == 4
@@ -192,7 +199,9 @@ def test_a_paid_answer_stored_before_a_crash_is_read_not_resent(
     assert_accounted(out, 4)
 
 
-def test_problem_log_lines_and_stop_line_are_plain(served: RunningSandbox, tmp_path: Path) -> None:
+def test_problem_log_lines_and_stop_line_are_plain(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """A complete run prints no stop line; problems are counted by type."""
     source = tmp_path / "book.csv"
     pl.DataFrame(
@@ -200,7 +209,7 @@ def test_problem_log_lines_and_stop_line_are_plain(served: RunningSandbox, tmp_p
     ).write_csv(source)
     out = tmp_path / "out"
     test_env = {"BATCHVAL_CLIENT_ID": TEST.client_id, "BATCHVAL_CLIENT_SECRET": TEST.client_secret}
-    code, _, stderr = run(source, out, served, **test_env)
+    code, _, stderr = run(batchval, source, out, served, **test_env)
     assert code == 0
     assert not [line for line in stderr.splitlines() if line.startswith("batchval: ")]
     _, problems, summary = outputs(out)
@@ -209,14 +218,16 @@ def test_problem_log_lines_and_stop_line_are_plain(served: RunningSandbox, tmp_p
     assert problems["stage"].to_list() == ["api"]
 
 
-def test_live_dir_refuses_test_answers(served: RunningSandbox, tmp_path: Path) -> None:
+def test_live_dir_refuses_test_answers(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """Test credentials on a DIR of live answers: mode_mixed (64), the test answer not kept."""
     source = portfolio(tmp_path / "book.csv", 4)
     out = tmp_path / "out"
     first = portfolio(tmp_path / "first.csv", 2)
-    assert run(first, out, served)[0] == 0  # live answers
+    assert run(batchval, first, out, served)[0] == 0  # live answers
     test_env = {"BATCHVAL_CLIENT_ID": TEST.client_id, "BATCHVAL_CLIENT_SECRET": TEST.client_secret}
-    code, _, stderr = run(source, out, served, "--accept-changes", **test_env)
+    code, _, stderr = run(batchval, source, out, served, "--accept-changes", **test_env)
     assert code == 64, stderr
     assert "batchval: mode_mixed: " in stderr
     results, _, summary = outputs(out)

@@ -1,13 +1,12 @@
-"""`batchval verify DIR` as a subprocess against the served sandbox: every valuation read
-back by id (free), compared with results.parquet; exit 0 when all agree, 1 on a
-difference (written to verify.parquet), 75/64 when the API cannot answer or DIR cannot be
-verified."""
+"""`batchval verify DIR` in this process (the `batchval` fixture) against the served
+sandbox: every valuation read back by id (free), compared with results.parquet; exit 0 when
+all agree, 1 on a difference (written to verify.parquet), 75/64 when the API cannot answer
+or DIR cannot be verified."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from hostile import closed_port_url, refuses
-from support import LIVE, TEST, assert_no_secrets, env_for, portfolio, run_cli
+from support import LIVE, TEST, InProcess, Ran, assert_no_secrets, env_for, portfolio
 
 from batchval.sandbox.app import API_PREFIX
 from batchval.sandbox.config import Faults
@@ -25,23 +24,25 @@ from batchval.sandbox.server import RunningSandbox
 from batchval.store.checkpoint import Checkpoint
 from batchval.store.lock import RunLock
 
-# End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
+# End to end: the CLI in this process against the sandbox (`make test-fast` leaves it out).
 pytestmark = pytest.mark.slow
 
 READS = "/valuations/"
 
 
-def valued(served: RunningSandbox, tmp_path: Path, rows: int = 6, *extra: str) -> Path:
+def valued(
+    batchval: InProcess, served: RunningSandbox, tmp_path: Path, rows: int = 6, *extra: str
+) -> Path:
     """A complete live run of a small portfolio (two rows share a request)."""
     source = portfolio(tmp_path / "in.csv", rows, duplicates=2)
     out = tmp_path / "out"
-    done = run_cli("run", str(source), "--out", str(out), *extra, env=env_for(served))
+    done = batchval("run", str(source), "--out", str(out), *extra, env=env_for(served))
     assert done.returncode == 0, done.stderr
     return out
 
 
-def verify(out: Path, env: dict[str, str], *extra: str) -> subprocess.CompletedProcess[str]:
-    return run_cli("verify", str(out), *extra, env=env)
+def verify(batchval: InProcess, out: Path, env: dict[str, str], *extra: str) -> Ran:
+    return batchval("verify", str(out), *extra, env=env)
 
 
 def requests_since(served: RunningSandbox, start: int) -> list[tuple[str, str]]:
@@ -61,13 +62,15 @@ def edit(out: Path, column: str, row: int, change: Any) -> str:
     return str(table.column("valuation_id")[row].as_py())
 
 
-def test_an_untouched_run_agrees_and_costs_nothing(served: RunningSandbox, tmp_path: Path) -> None:
+def test_an_untouched_run_agrees_and_costs_nothing(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """Every distinct valuation is read once by GET, nothing is charged, exit 0, and
     verify.parquet is written empty."""
-    out = valued(served, tmp_path)
+    out = valued(batchval, served, tmp_path)
     results = pl.read_parquet(out / "results.parquet")
     charged, start = served.sandbox.ledger.credits_charged(), len(served.sandbox.ledger.requests)
-    done = verify(out, env_for(served))
+    done = verify(batchval, out, env_for(served))
     assert done.returncode == 0, done.stderr
     distinct = results["valuation_id"].n_unique()
     assert distinct < results.height  # the shared request: one read for two rows
@@ -84,26 +87,28 @@ def test_an_untouched_run_agrees_and_costs_nothing(served: RunningSandbox, tmp_p
 
 
 def test_a_test_mode_run_verifies_with_test_credentials(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """Test-mode valuations read back with the test credentials agree (mode `test`)."""
     source = portfolio(tmp_path / "in.csv", 3)
     out = tmp_path / "out"
-    done = run_cli("run", str(source), "--out", str(out), env=env_for(served, TEST))
+    done = batchval("run", str(source), "--out", str(out), env=env_for(served, TEST))
     assert done.returncode == 0, done.stderr
     assert set(pl.read_parquet(out / "results.parquet")["mode"]) == {"test"}
-    checked = verify(out, env_for(served, TEST))
+    checked = verify(batchval, out, env_for(served, TEST))
     assert checked.returncode == 0, checked.stderr
     assert "3 of 3 valuation(s) read back" in checked.stdout
 
 
-def test_an_edited_estimate_is_a_difference(served: RunningSandbox, tmp_path: Path) -> None:
+def test_an_edited_estimate_is_a_difference(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """One estimate changed in results.parquet: exit 1, the valuation and `estimate` named
     on the terminal, and that one row in verify.parquet with both values."""
-    out = valued(served, tmp_path)
+    out = valued(batchval, served, tmp_path)
     before = pl.read_parquet(out / "results.parquet")
     edited = edit(out, "estimate", 2, lambda estimate: estimate + 1000)
-    done = verify(out, env_for(served))
+    done = verify(batchval, out, env_for(served))
     assert done.returncode == 1, done.stderr
     assert "1 difference(s) in 1 valuation(s)" in done.stdout
     assert f"{edited} (row 3) estimate:" in done.stdout
@@ -121,12 +126,14 @@ def test_an_edited_estimate_is_a_difference(served: RunningSandbox, tmp_path: Pa
     ]
 
 
-def test_429s_are_waited_out_and_read_again(served: RunningSandbox, tmp_path: Path) -> None:
+def test_429s_are_waited_out_and_read_again(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """A storm of 429s with Retry-After: the reads pause and go on, and all agree."""
-    out = valued(served, tmp_path, 12)
+    out = valued(batchval, served, tmp_path, 12)
     start = len(served.sandbox.ledger.requests)
     served.sandbox.set_faults(Faults(rate_limit_storm_share=0.5, storm_retry_after_seconds=1))
-    done = verify(out, env_for(served))
+    done = verify(batchval, out, env_for(served))
     assert done.returncode == 0, done.stderr
     statuses = [r.status for r in served.sandbox.ledger.requests[start:]]
     assert 429 in statuses, "no storm struck: the test proves nothing"
@@ -135,13 +142,13 @@ def test_429s_are_waited_out_and_read_again(served: RunningSandbox, tmp_path: Pa
 
 
 def test_a_valuation_the_api_does_not_know_is_a_difference(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """A valuation id the API answers `not-found`: exit 1, a `valuation_id` difference."""
-    out = valued(served, tmp_path)
+    out = valued(batchval, served, tmp_path)
     unknown = "val_" + "0" * 26
     edit(out, "valuation_id", 0, lambda _: unknown)
-    done = verify(out, env_for(served))
+    done = verify(batchval, out, env_for(served))
     assert done.returncode == 1, done.stderr
     found = pl.read_parquet(out / "verify.parquet")
     assert found.select("valuation_id", "row_numbers", "field").to_dicts() == [
@@ -151,19 +158,19 @@ def test_a_valuation_the_api_does_not_know_is_a_difference(
 
 
 def test_a_commentary_run_is_compared_member_by_member(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """With commentary and rebuild cost, an untouched run agrees; an edited nested member
     is named by its dotted path."""
-    out = valued(served, tmp_path, 4, "--include", "commentary,rebuildCost")
-    agreed = verify(out, env_for(served))
+    out = valued(batchval, served, tmp_path, 4, "--include", "commentary,rebuildCost")
+    agreed = verify(batchval, out, env_for(served))
     assert agreed.returncode == 0, agreed.stderr
 
     def reword(commentary: dict[str, Any]) -> dict[str, Any]:
         return {**commentary, "summary": "A fine home."}
 
     edited = edit(out, "commentary", 1, reword)
-    done = verify(out, env_for(served))
+    done = verify(batchval, out, env_for(served))
     assert done.returncode == 1, done.stderr
     found = pl.read_parquet(out / "verify.parquet")
     assert found.select("valuation_id", "field", "our_value").to_dicts() == [
@@ -171,29 +178,33 @@ def test_a_commentary_run_is_compared_member_by_member(
     ]
 
 
-def test_an_unreachable_api_exits_75(served: RunningSandbox, tmp_path: Path) -> None:
+def test_an_unreachable_api_exits_75(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """Nothing listens: api_unavailable (75) after run.outage_seconds, and no verify.parquet
     (an incomplete comparison is not written)."""
-    out = valued(served, tmp_path, 2)
+    out = valued(batchval, served, tmp_path, 2)
     closed = closed_port_url()
     env = env_for(served, BATCHVAL_BASE_URL=closed + API_PREFIX, BATCHVAL_AUTH_URL=closed)
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump({"run": {"outage_seconds": 3}}), encoding="utf-8")
-    done = verify(out, env, "--config", str(config))
+    done = verify(batchval, out, env, "--config", str(config))
     assert refuses(closed), "something listened at the closed port: the test proves nothing"
     assert done.returncode == 75, done.stderr
     assert "batchval: api_unavailable: " in done.stderr
     assert not (out / "verify.parquet").exists()
 
 
-def test_a_dir_of_the_embedded_sandbox_is_refused(served: RunningSandbox, tmp_path: Path) -> None:
+def test_a_dir_of_the_embedded_sandbox_is_refused(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """The embedded sandbox forgot its valuations: 64, saying so, with no call made."""
     source = portfolio(tmp_path / "in.csv", 2)
     out = tmp_path / "out"
     embedded = {k: v for k, v in env_for(served).items() if not k.startswith("BATCHVAL_")}
-    assert run_cli("run", str(source), "--out", str(out), env=embedded).returncode == 0
+    assert batchval("run", str(source), "--out", str(out), env=embedded).returncode == 0
     start = len(served.sandbox.ledger.requests)
-    done = verify(out, env_for(served))
+    done = verify(batchval, out, env_for(served))
     assert done.returncode == 64, done.stderr
     assert "batchval: refused: " in done.stderr
     assert "embedded sandbox" in done.stderr
@@ -209,20 +220,20 @@ def test_a_dir_of_the_embedded_sandbox_is_refused(served: RunningSandbox, tmp_pa
     ],
 )
 def test_a_dir_that_cannot_be_verified(
-    served: RunningSandbox, tmp_path: Path, setup: str, code: int, words: str
+    served: RunningSandbox, tmp_path: Path, setup: str, code: int, words: str, batchval: InProcess
 ) -> None:
     """No results.parquet, or one that is not batchval's: 64; a run holding DIR: 75
     `dir_locked`; one line each, nothing written."""
-    out = valued(served, tmp_path, 2)
+    out = valued(batchval, served, tmp_path, 2)
     if setup == "no-results":
         (out / "results.parquet").unlink()
-        done = verify(out, env_for(served))
+        done = verify(batchval, out, env_for(served))
     elif setup == "not-results":
         pq.write_table(pa.table({"x": [1]}), out / "results.parquet")
-        done = verify(out, env_for(served))
+        done = verify(batchval, out, env_for(served))
     else:
         with RunLock(out):
-            done = verify(out, env_for(served))
+            done = verify(batchval, out, env_for(served))
     assert done.returncode == code, done.stderr
     assert words in done.stderr
     assert done.stderr.count("batchval: ") == 1
@@ -230,12 +241,12 @@ def test_a_dir_that_cannot_be_verified(
 
 
 def test_verify_uses_the_live_credentials_it_is_given(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """Another account cannot read these valuations: each one is a not-found difference,
     never an agreement."""
-    out = valued(served, tmp_path, 2)
-    done = verify(out, env_for(served, TEST))
+    out = valued(batchval, served, tmp_path, 2)
+    done = verify(batchval, out, env_for(served, TEST))
     assert done.returncode == 1, done.stderr
     found = pl.read_parquet(out / "verify.parquet")
     assert set(found["field"]) == {"valuation_id"}
@@ -244,42 +255,44 @@ def test_verify_uses_the_live_credentials_it_is_given(
 
 
 def test_a_stopped_verify_leaves_no_earlier_verify_parquet(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """An earlier verify's clean verify.parquet is removed when a verify starts: one that
     then stops (refused credentials, 77) leaves no file that reads as a clean comparison."""
-    out = valued(served, tmp_path, 2)
-    assert verify(out, env_for(served)).returncode == 0
+    out = valued(batchval, served, tmp_path, 2)
+    assert verify(batchval, out, env_for(served)).returncode == 0
     assert (out / "verify.parquet").is_file()
-    done = verify(out, env_for(served, BATCHVAL_CLIENT_SECRET="not-the-secret"))
+    done = verify(batchval, out, env_for(served, BATCHVAL_CLIENT_SECRET="not-the-secret"))
     assert done.returncode == 77, done.stderr
     assert not (out / "verify.parquet").exists()
 
 
 def test_a_run_that_rewrites_the_results_removes_verify_parquet(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """`run` again on a verified DIR rewrites results.parquet: the verify.parquet that
     compared the old file goes with it."""
-    out = valued(served, tmp_path, 2)
-    assert verify(out, env_for(served)).returncode == 0
+    out = valued(batchval, served, tmp_path, 2)
+    assert verify(batchval, out, env_for(served)).returncode == 0
     assert (out / "verify.parquet").is_file()
-    again = run_cli("run", str(tmp_path / "in.csv"), "--out", str(out), env=env_for(served))
+    again = batchval("run", str(tmp_path / "in.csv"), "--out", str(out), env=env_for(served))
     assert again.returncode == 0, again.stderr
     assert (out / "results.parquet").is_file()
     assert not (out / "verify.parquet").exists()
 
 
-def test_a_stored_daily_limit_holds_verify_back(served: RunningSandbox, tmp_path: Path) -> None:
+def test_a_stored_daily_limit_holds_verify_back(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """DIR's checkpoint holds a daily limit's not_before still to come: verify exits 75
     `daily_limit`, reads nothing and writes no verify.parquet."""
-    out = valued(served, tmp_path, 2)
+    out = valued(batchval, served, tmp_path, 2)
     later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=3)
     checkpoint = Checkpoint.open(out)
     checkpoint.set("not_before", later.isoformat())
     checkpoint.close()
     start = len(served.sandbox.ledger.requests)
-    done = verify(out, env_for(served))
+    done = verify(batchval, out, env_for(served))
     assert done.returncode == 75, done.stderr
     assert "batchval: daily_limit: " in done.stderr
     assert requests_since(served, start) == []
@@ -287,17 +300,17 @@ def test_a_stored_daily_limit_holds_verify_back(served: RunningSandbox, tmp_path
 
 
 def test_a_kept_retry_after_is_waited_out_before_the_first_read(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """A Retry-After an earlier invocation was given (pause_until in the checkpoint) is
     waited out before verify's first read, which then reads and agrees."""
-    out = valued(served, tmp_path, 2)
+    out = valued(batchval, served, tmp_path, 2)
     until = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=3)
     checkpoint = Checkpoint.open(out)
     checkpoint.set("pause_until", until.isoformat())
     checkpoint.close()
     start = len(served.sandbox.ledger.requests)
-    done = verify(out, env_for(served))
+    done = verify(batchval, out, env_for(served))
     assert done.returncode == 0, done.stderr
     reads = served.sandbox.ledger.requests[start:]
     assert len(reads) == 2
@@ -306,16 +319,18 @@ def test_a_kept_retry_after_is_waited_out_before_the_first_read(
     assert all(r.at >= until for r in reads), [r.at for r in reads]
 
 
-def test_progress_events_name_the_job(served: RunningSandbox, tmp_path: Path) -> None:
+def test_progress_events_name_the_job(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
     """`run.progress` events in batchval.log carry `job`: a verify's say `verify`, never
     to be read as a run's `valuation`."""
-    out = valued(served, tmp_path, 6)
+    out = valued(batchval, served, tmp_path, 6)
     served.sandbox.set_faults(Faults(latency_ms=150))
     config = tmp_path / "slow.yaml"
     config.write_text(yaml.safe_dump({"run": {"progress_seconds": 0.1}}), encoding="utf-8")
     log = out / "batchval.log"
     before = len(log.read_text(encoding="utf-8").splitlines())
-    done = verify(out, env_for(served), "--config", str(config), "--concurrency", "1")
+    done = verify(batchval, out, env_for(served), "--config", str(config), "--concurrency", "1")
     assert done.returncode == 0, done.stderr
     events = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()[before:]]
     progress = [e for e in events if e.get("event") == "run.progress"]

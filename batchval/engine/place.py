@@ -236,7 +236,8 @@ def place_of(
     from batchval.store.objects import ObjectStore, ObjectStoreError
 
     try:
-        with opened(place, ObjectStore.from_url(place, env), outputs=outputs) as found:
+        objects = ObjectStore.from_url(place, env)
+        with opened(place, objects, lease_seconds=lease_seconds(env), outputs=outputs) as found:
             yield found
     except ObjectStoreError as exc:
         raise refusal_of(exc) from None
@@ -315,6 +316,25 @@ def opened(
             log.warning("place.not_let_go", url=place, why=str(exc))
         finally:
             shutil.rmtree(local, ignore_errors=True)
+
+
+# A test seam, not a setting: the seconds a run's lease at a URL holds (`store/lease`), so
+# that a test of a killed or stalled holder waits out a few seconds, not DURATION.
+LEASE_VARIABLE = "BATCHVAL_LEASE_SECONDS"
+
+
+def lease_seconds(env: Mapping[str, str]) -> float:
+    """DURATION, or what `env`'s LEASE_VARIABLE says (refused, 64, unless above 1 s)."""
+    given = env.get(LEASE_VARIABLE, "").strip()
+    if not given:
+        return DURATION
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 1.0:
+        raise RunRefusedError(StopReason.REFUSED, f"{LEASE_VARIABLE} must be seconds above 1")
+    return seconds
 
 
 def refusal_of(exc: ObjectStoreError | StateObjectError) -> RunRefusedError:

@@ -100,6 +100,18 @@ DEFAULT_OPTIONS: Final[Mapping[str, str]] = {
 }
 
 
+# A test seam, not a setting: `key=value,...` over DEFAULT_OPTIONS for every store a
+# command opens (the tests shorten the 30 s timeouts of a store that stops answering).
+OPTIONS_VARIABLE: Final = "BATCHVAL_STORE_OPTIONS"
+
+
+def _env_options(env: Mapping[str, str]) -> dict[str, str]:
+    """`OPTIONS_VARIABLE`'s options (from_url refuses an unknown one, 64)."""
+    given = env.get(OPTIONS_VARIABLE, "").strip()
+    pairs = [part.partition("=") for part in given.split(",") if part.strip()]
+    return {name.strip(): value.strip() for name, _, value in pairs}
+
+
 # `read_into` writes an object in pieces of at least this many bytes (the last may be less).
 _CHUNK: Final = 8 << 20
 
@@ -293,8 +305,9 @@ class ObjectStore:
         """The store at `url`: `s3://bucket/prefix`, an Azure URL (`az://container/prefix`
         and the forms of store/azure), `file:///path`, a plain path, or `memory://`.
         `options` (a config's) may set `endpoint`, `region` and the keys of
-        DEFAULT_OPTIONS; an unknown option or URL is refused (64)."""
-        given = dict(options or {})
+        DEFAULT_OPTIONS; an unknown option or URL is refused (64). Without `options`, those
+        `env`'s BATCHVAL_STORE_OPTIONS names (a test seam)."""
+        given = dict(_env_options(env) if options is None else options)
         endpoint_option = given.pop("endpoint", None)
         region_option = given.pop("region", None)
         unknown = sorted(set(given) - set(DEFAULT_OPTIONS))
