@@ -6,13 +6,13 @@ crontab or an Airflow set-up, are shown and not run). In a block, a line that st
 command are what it prints. A line of `...` alone stands for any number of lines.
 
 All the blocks of a page run in order in one bash process, in a fresh directory holding
-copies of `sample_inputs/`, `configs/` and `examples/` and links to the project's
-`.venv`, `Makefile` and `tests/` (for `make s3-local`), with `.venv/bin` first on PATH and
-no `BATCHVAL_*` or `AWS_*` variable but one: the sandbox's figures are pinned to one month
-(`BATCHVAL_SANDBOX_FIGURES_MONTH`), so that the estimates a page shows hold next month. So
-`cd` and `export` carry on from one command to the next, as in a reader's terminal, and
-`batchval` is the project's. Each command must exit 0 (a page shows a non-zero exit with
-`; echo "exit $?"`).
+copies of `sample_inputs/`, `configs/` and `examples/` and links to the project's `.venv`
+(and, on a page that runs `make`, `Makefile` and `tests/`), with `.venv/bin` first on PATH
+and no `BATCHVAL_*` or `AWS_*` variable but one: the sandbox's figures are pinned to one
+month (`BATCHVAL_SANDBOX_FIGURES_MONTH`), so that the estimates a page shows hold next
+month. So `cd` and `export` carry on from one command to the next, as in a reader's
+terminal, and `batchval` is the project's. Each command must exit 0 (a page shows a
+non-zero exit with `; echo "exit $?"`).
 
 What a command prints is compared as a reader sees it on a pipe: its stdout, then its
 stderr without the JSON log lines (the structured log, documented on its own page). Both
@@ -39,9 +39,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 COPIED = ("sample_inputs", "configs", "examples")
-# Linked, not copied: the project's venv, and the Makefile with the tests' servers behind
-# it (`make s3-local`, the local S3 of docs/how-to/object-storage.md).
-LINKED = (".venv", "Makefile", "tests")
+# Linked, not copied: the project's venv; and, for a page that runs `make` (in a clone of
+# the repository, as docs/how-to/object-storage.md's `make s3-local` is), the Makefile with
+# the tests' servers behind it. Other pages list their folder as a reader's shows it.
+LINKED = (".venv",)
+LINKED_FOR_MAKE = ("Makefile", "tests")
 FIGURES_MONTH = "2026-11"
 # Each mask, in order: what changes from run to run, and what stands for it.
 _MASKS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
@@ -184,7 +186,8 @@ def run_page(path: Path, *, timeout: float = 600) -> Iterator[Ran]:
         work = Path(name)
         for part in COPIED:
             shutil.copytree(ROOT / part, work / part, ignore=shutil.ignore_patterns("__pycache__"))
-        for part in LINKED:
+        runs_make = any(re.search(r"(^|\s)make\s", c.text) for c in found)
+        for part in LINKED + (LINKED_FOR_MAKE if runs_make else ()):
             (work / part).symlink_to(ROOT / part)
         outs = work / ".docs-example"
         outs.mkdir()
