@@ -63,7 +63,7 @@ import datetime as dt
 import re
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, BinaryIO, Final, Literal, Protocol
 from urllib.parse import unquote, urlsplit
 
@@ -330,7 +330,6 @@ class ObjectStore:
             "retry_timeout": dt.timedelta(seconds=retry_timeout),
             "backoff": {"init_backoff": dt.timedelta(milliseconds=100), "base": 2},
         }
-        no_retries: RetryConfig = {"max_retries": 0}
         parts = urlsplit(url)
         if parts.scheme == "s3":
             bucket = parts.netloc
@@ -368,21 +367,15 @@ class ObjectStore:
                     retry_config=retry_config,
                 )
 
-            try:
-                reads, writes = s3(retries), s3(no_retries)
-            except Exception as exc:
-                failure = _Failure.of(exc)
-            else:
-                return cls(
-                    name,
-                    reads,
-                    writes,
-                    max_retries=max_retries,
-                    retry_timeout=retry_timeout,
-                    bucket=bucket,
-                    region=region,
-                )
-            raise ObjectStoreRefusedError(name, f"cannot be configured: {failure.reason}")
+            return cls._built(
+                name,
+                s3,
+                retries,
+                max_retries=max_retries,
+                retry_timeout=retry_timeout,
+                bucket=bucket,
+                region=region,
+            )
         if parts.scheme in azure.SCHEMES:
             return cls._azure(
                 url, env, endpoint_option, client, retries, max_retries, retry_timeout
@@ -454,21 +447,47 @@ class ObjectStore:
                 retry_config=retry_config,
             )
 
+        return cls._built(
+            name,
+            store,
+            retries,
+            max_retries=max_retries,
+            retry_timeout=retry_timeout,
+            bucket=where.container,
+            bucket_word="container",
+        )
+
+    @classmethod
+    def _built(
+        cls,
+        name: str,
+        make: Callable[[RetryConfig], _Store],
+        retries: RetryConfig,
+        *,
+        max_retries: int,
+        retry_timeout: float,
+        bucket: str,
+        region: str = "",
+        bucket_word: str = "bucket",
+    ) -> ObjectStore:
+        """The store `make` builds, twice: with `retries` for reads and plain writes, with
+        none for conditional writes (the module's doc); a configuration obstore refuses is
+        refused (64)."""
         try:
-            reads, writes = store(retries), store({"max_retries": 0})
+            reads, writes = make(retries), make({"max_retries": 0})
         except Exception as exc:
             failure = _Failure.of(exc)
-        else:
-            return cls(
-                name,
-                reads,
-                writes,
-                max_retries=max_retries,
-                retry_timeout=retry_timeout,
-                bucket=where.container,
-                bucket_word="container",
-            )
-        raise ObjectStoreRefusedError(name, f"cannot be configured: {failure.reason}")
+            raise ObjectStoreRefusedError(name, f"cannot be configured: {failure.reason}") from None
+        return cls(
+            name,
+            reads,
+            writes,
+            max_retries=max_retries,
+            retry_timeout=retry_timeout,
+            bucket=bucket,
+            region=region,
+            bucket_word=bucket_word,
+        )
 
     # -- reads and plain writes ------------------------------------------------------------
 
