@@ -32,6 +32,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from urllib.parse import parse_qsl, quote, urlsplit
 
+import objects_server
 from objects_server import free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -169,15 +170,9 @@ def azurite_binary() -> Path | None:
 
 
 def stop(process: subprocess.Popen[bytes], timeout: float = STOP_TIMEOUT) -> None:
-    """SIGTERM to the server's own pid, SIGKILL if it has not stopped within `timeout`."""
-    if process.poll() is not None:
-        return
-    os.kill(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        os.kill(process.pid, signal.SIGKILL)
-        process.wait(10)
+    """SIGTERM (what Node stops on) to the server's own pid, SIGKILL if it has not stopped
+    within `timeout`."""
+    objects_server.stop(process, timeout, how=signal.SIGTERM)
 
 
 def _command(binary: Path, data: Path, port: int) -> list[str]:

@@ -205,11 +205,31 @@ def _ready(store: S3Store) -> bool:
     return True
 
 
-def stop(process: subprocess.Popen[bytes], timeout: float = STOP_TIMEOUT) -> None:
-    """SIGINT to the server's own pid, SIGKILL if it has not stopped within `timeout`."""
+def ready_client(endpoint: str, access_key: str, secret_key: str, bucket: str = BUCKET) -> S3Store:
+    """`bucket` at `endpoint`, asked once with short timeouts: whether the server is up
+    (`_ready`)."""
+    return S3Store(
+        bucket,
+        endpoint=endpoint,
+        access_key_id=access_key,
+        secret_access_key=secret_key,
+        region=REGION,
+        client_options={"allow_http": True, "timeout": "5s", "connect_timeout": "1s"},
+        retry_config={"max_retries": 0},
+    )
+
+
+def stop(
+    process: subprocess.Popen[bytes],
+    timeout: float = STOP_TIMEOUT,
+    *,
+    how: signal.Signals = signal.SIGINT,
+) -> None:
+    """`how` (SIGINT: what `weed` stops on) to the server's own pid, SIGKILL if it has not
+    stopped within `timeout`."""
     if process.poll() is not None:
         return
-    os.kill(process.pid, signal.SIGINT)
+    os.kill(process.pid, how)
     try:
         process.wait(timeout)
     except subprocess.TimeoutExpired:
@@ -230,15 +250,7 @@ def running(directory: Path, weed: Path) -> Iterator[S3Server]:
         data = directory / f"data-{attempt}"
         data.mkdir()
         endpoint = f"http://127.0.0.1:{ports['s3.port']}"
-        client = S3Store(
-            BUCKET,
-            endpoint=endpoint,
-            access_key_id=access_key,
-            secret_access_key=secret_key,
-            region=REGION,
-            client_options={"allow_http": True, "timeout": "5s", "connect_timeout": "1s"},
-            retry_config={"max_retries": 0},
-        )
+        client = ready_client(endpoint, access_key, secret_key)
         started = time.monotonic()
         with (directory / f"weed-{attempt}.log").open("wb") as log:
             process = subprocess.Popen(

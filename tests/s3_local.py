@@ -21,8 +21,15 @@ import sys
 import time
 from pathlib import Path
 
-from objects_server import _PORT_FLAGS, START_TIMEOUT, _command, _ready, free_ports, weed_binary
-from obstore.store import S3Store
+from objects_server import (
+    _PORT_FLAGS,
+    START_TIMEOUT,
+    _command,
+    _ready,
+    free_ports,
+    ready_client,
+    weed_binary,
+)
 
 BUCKET = "batchval-local"
 ACCESS_KEY_ID = "batchval-local"
@@ -102,15 +109,7 @@ def start(directory: Path, port: int) -> int:
         )
     (directory / "weed.pid").write_text(str(process.pid), encoding="utf-8")
     (directory / "endpoint").write_text(endpoint, encoding="utf-8")
-    client = S3Store(
-        BUCKET,
-        endpoint=endpoint,
-        access_key_id=ACCESS_KEY_ID,
-        secret_access_key=SECRET_ACCESS_KEY,
-        region=REGION,
-        client_options={"allow_http": True, "timeout": "5s", "connect_timeout": "1s"},
-        retry_config={"max_retries": 0},
-    )
+    client = ready_client(endpoint, ACCESS_KEY_ID, SECRET_ACCESS_KEY, BUCKET)
     began = time.monotonic()
     while process.poll() is None and time.monotonic() - began < START_TIMEOUT:
         if _ready(client):
