@@ -41,6 +41,7 @@ import socket
 import ssl
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -95,6 +96,14 @@ class Exchange:
     path: str
     status: int
     rule: str  # "forwarded", "html", "mutated", "broken" or "upstream_error"
+    arrived: float = 0.0  # time.monotonic() when the request reached the proxy
+    answered: float = 0.0  # ... and when its answer had been handed on to the client
+    retry_after: float | None = None  # a 429's Retry-After, as relayed
+
+
+# Forgives a request that was on its way when the proxy handed on a 429: the client
+# cannot stop what it sent before it heard the answer.
+EARLY_GRACE_SECONDS = 0.05
 
 
 def html_page(status: int) -> bytes:
@@ -172,7 +181,24 @@ class HostileProxy:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
+    def early_requests(self) -> list[Exchange]:
+        """The API calls that reached the proxy inside a `Retry-After` the proxy had handed
+        on to the client (less the grace): the client's own timing, which the sandbox
+        behind a proxy that holds messages cannot judge."""
+        pauses = [
+            (e.answered, e.answered + e.retry_after)
+            for e in self.exchanges
+            if e.status == 429 and e.retry_after is not None
+        ]
+        return [
+            e
+            for e in self.exchanges
+            if e.path.startswith(API_PATHS)
+            and any(start + EARLY_GRACE_SECONDS < e.arrived < end for start, end in pauses)
+        ]
+
     async def _http_call(self, scope: Scope, receive: Receive, send: Send) -> None:
+        arrived = time.monotonic()
         method, path = scope["method"], scope["path"]
         body = await _read_body(receive)
         if method == "POST" and path == API_PREFIX + "/valuations":
@@ -181,7 +207,7 @@ class HostileProxy:
         if path.startswith(API_PATHS) and self._draw_html():
             status = self.rules.html_status
             await _answer(send, status, [(b"content-type", HTML_TYPE.encode())], html_page(status))
-            self._note(method, path, status, "html")
+            self._note(method, path, status, "html", arrived)
             return
         assert self._http is not None, "the proxy serves only between startup and shutdown"
         target = self.upstream + scope["raw_path"].decode("latin-1")
@@ -193,14 +219,16 @@ class HostileProxy:
             upstream = await self._http.send(request, stream=True)
         except httpx.TransportError:
             await _answer(send, 502, [(b"content-type", b"text/plain")], b"bad gateway\n")
-            self._note(method, path, 502, "upstream_error")
+            self._note(method, path, 502, "upstream_error", arrived)
             return
         try:
-            await self._relay(method, path, upstream, send)
+            await self._relay(method, path, upstream, send, arrived)
         finally:
             await upstream.aclose()
 
-    async def _relay(self, method: str, path: str, upstream: httpx.Response, send: Send) -> None:
+    async def _relay(
+        self, method: str, path: str, upstream: httpx.Response, send: Send, arrived: float
+    ) -> None:
         headers = [(k, v) for k, v in upstream.headers.raw if k.lower() not in _HOP_BY_HOP]
         paid = (
             method == "POST"
@@ -215,7 +243,7 @@ class HostileProxy:
             rewritten = self._broken(original) if broken else self._mutated(original)
             rule = "forwarded" if rewritten is None else "broken" if broken else "mutated"
             await _answer(send, 201, headers, original if rewritten is None else rewritten)
-            self._note(method, path, 201, rule)
+            self._note(method, path, 201, rule, arrived)
             return
         length = upstream.headers.get("content-length")
         if length is not None:
@@ -228,7 +256,15 @@ class HostileProxy:
         async for chunk in upstream.aiter_raw():
             await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
-        self._note(method, path, upstream.status_code, "forwarded")
+        retry_after = upstream.headers.get("retry-after")
+        self._note(
+            method,
+            path,
+            upstream.status_code,
+            "forwarded",
+            arrived,
+            retry_after=None if retry_after is None else float(retry_after),
+        )
 
     # --- rules -------------------------------------------------------------------------
 
@@ -265,9 +301,19 @@ class HostileProxy:
         self.mutated[str(body["id"])] = int(estimate)
         return json.dumps(rewritten, separators=(",", ":")).encode()
 
-    def _note(self, method: str, path: str, status: int, rule: str) -> None:
+    def _note(
+        self,
+        method: str,
+        path: str,
+        status: int,
+        rule: str,
+        arrived: float,
+        *,
+        retry_after: float | None = None,
+    ) -> None:
         self.counts[rule] += 1
-        self.exchanges.append(Exchange(method, path, status, rule))
+        answered = time.monotonic()
+        self.exchanges.append(Exchange(method, path, status, rule, arrived, answered, retry_after))
 
 
 async def _read_body(receive: Receive) -> bytes:

@@ -31,6 +31,7 @@ import pytest
 import yaml
 from hostile import (
     NO_SUCH_HOST,
+    Exchange,
     HostileProxy,
     Rules,
     closed_port_url,
@@ -515,3 +516,20 @@ def test_sigterm_while_waiting_for_midnight(
     again = batchval(*args, env=env_for(served))
     stopped(again, out, 75, "daily_limit")
     assert len(ledger.requests) == sent, "a call went out before midnight"
+
+
+def test_the_proxy_judges_earliness_by_what_the_client_heard() -> None:
+    """A call the proxy took in after handing on a 429 (past the grace, inside the
+    Retry-After) is early; one taken in before the 429 was handed on is not, however late
+    the sandbox behind would see it."""
+    proxy = HostileProxy("http://127.0.0.1:1")
+    post = API_PREFIX + "/valuations"
+    proxy.exchanges = [
+        Exchange("POST", post, 429, "forwarded", arrived=10.0, answered=10.2, retry_after=2.0),
+        Exchange("POST", post, 201, "forwarded", arrived=10.19, answered=10.5),  # on its way
+        Exchange("POST", post, 201, "forwarded", arrived=10.24, answered=10.6),  # in the grace
+        Exchange("POST", post, 201, "forwarded", arrived=11.0, answered=11.1),  # early
+        Exchange("POST", post, 201, "forwarded", arrived=12.3, answered=12.4),  # after it
+        Exchange("POST", "/oauth2/token", 200, "forwarded", arrived=11.0, answered=11.1),
+    ]
+    assert [e.arrived for e in proxy.early_requests()] == [11.0]

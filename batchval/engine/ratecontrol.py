@@ -66,9 +66,13 @@ class RateController:
         max_rate: float = 1_000.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        on_pause: Callable[[float], None] | None = None,
     ) -> None:
         self._clock = clock
         self._sleep = sleep
+        # Told the seconds left whenever a 429 makes the pause end later (the sending phase
+        # keeps it in the checkpoint at once: a kill must not lose a Retry-After).
+        self._on_pause = on_pause
         self.rate = initial_rate
         self.max_rate = max_rate
         self.ceiling: float | None = None  # the rate that last drew a 429
@@ -155,7 +159,10 @@ class RateController:
         self.rate_limited += 1
         # Retry-After is whole seconds; without one, a short pause all the same.
         pause = retry_after or 1.0
-        self.paused_until = max(self.paused_until, now + pause)
+        if now + pause > self.paused_until:
+            self.paused_until = now + pause
+            if self._on_pause is not None:
+                self._on_pause(pause)
         self._last_growth = max(now, self.paused_until)
         if sent_at <= self._last_decrease:
             return  # the same episode: the cut is already made

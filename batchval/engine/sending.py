@@ -169,11 +169,20 @@ class _Rounds:
     def __init__(self, sending: Sending, client: PartnerClient) -> None:
         self.sending = sending
         self.client = client
-        self.controller = RateController(initial_rate=start_rate(sending.run.concurrency))
+        self.controller = RateController(
+            initial_rate=start_rate(sending.run.concurrency), on_pause=self._keep_pause
+        )
         self.credits = 0
         self.balance: int | None = None
         self.round_stats = PoolStats()  # this round's figures so far
         self.before = sending.before  # sent in the first round only
+
+    def _keep_pause(self, seconds: float) -> None:
+        """A 429's `Retry-After`, committed as it is heard (the group under way with it):
+        an invocation killed inside the pause leaves it to the next, on this machine or,
+        once shipped, at a URL on another."""
+        until = self.sending.now() + dt.timedelta(seconds=seconds)
+        self.sending.checkpoint.set_now("pause_until", until.isoformat())
 
     async def send(self, not_before: dt.datetime | None) -> SendOutcome:
         sending, checkpoint = self.sending, self.sending.checkpoint

@@ -246,6 +246,17 @@ class Database(InvocationLog, ChargeLedger, DerivedFiles):
             self.sql.execute("COMMIT")
             self._committed()
 
+    def set_now(self, name: str, value: str) -> None:
+        """`set`, committed at once: with the group under way, if one is (which goes on).
+        For what a kill must not lose even for a group's fraction of a second."""
+        if self.sql.in_transaction and self.held.grouping:
+            self.set(name, value)
+            self.commit_group()
+            self.begin_group()
+            return
+        with self.transaction():
+            self.set(name, value)
+
     # --- meta ----------------------------------------------------------------------------
 
     def get(self, name: str) -> str | None:
