@@ -196,7 +196,7 @@ batchval's to choose: on asyncio's own loop, py-spy found 27 % of the samples in
 Python code (the loop's turns, the selector, the socket transport) and 4 % in `selectors`.
 Since then `engine/loops` runs the loop on uvloop where it is installed (a runtime
 dependency everywhere but Windows), with anyio, httpcore and httpx as they were; the sandbox
-keeps asyncio's loop. On a machine loaded 4 to 9.5 (1-minute load average, 2 cores), over
+keeps asyncio's loop. On a machine loaded 2 to 9.5 (1-minute load average, 2 cores), over
 10,000 valuations each, CPU per valuation:
 
 | batchval | runs | CPU per valuation | ÷ the sequential loop's, same run |
@@ -205,14 +205,17 @@ keeps asyncio's loop. On a machine loaded 4 to 9.5 (1-minute load average, 2 cor
 | on asyncio's loop, paired with the next, load 5.0-7.8 | 3 | 1.71, 1.46, 1.59 ms | |
 | on uvloop, paired with the one before, load 5.0-7.8 | 3 | 1.25, 1.29, 1.36 ms | |
 | on uvloop, `--only cost`, load 4.2-8.5 | 3 | 1.67, 1.29, 1.19 ms | 2.17, 2.02, 1.34 |
+| on uvloop, `--only cost`, load 2.1-3.1 | 2 | 0.98, 1.19 ms | 1.36, 1.65 |
+| on asyncio's loop, `--only cost`, between those two, load 2.8-3.3 | 1 | 1.18 ms | 1.76 |
 
 The paired runs (one on each loop, back to back, three times) show uvloop saving 0.17 to
 0.46 ms a valuation, about a sixth on average. The ratio itself moves by a third with the
-machine's load (the sequential loop measured 0.64 to 0.89 ms over these runs), so it is read from a
-quiet machine's `make bench`. Not done: reading the answer once for both the settling and
-the writing (the writer reads the checkpoint, so that a resumed run writes the answers of
-earlier invocations too; keeping the records instead would grow with the run), and the
-second `send` of each call (httpcore writes the headers and the body apart; joining them
-would take a network backend of batchval's own under httpcore, which is what a hand-made
-transport begins with).
+machine's load (the sequential loop measured 0.64 to 0.89 ms over these runs), so it is
+read from a quiet machine's `make bench`. Latency hiding at 128 in flight (`--only
+hiding`, single runs, load 2.4-5.4) measured 0.84 and 0.92 on uvloop, 0.90 on asyncio's
+loop. Not done: reading the answer once for both the settling and the writing (the writer
+reads the checkpoint, so that a resumed run writes the answers of earlier invocations too;
+keeping the records instead would grow with the run), and the second `send` of each call
+(httpcore writes the headers and the body apart; joining them would take a network backend
+of batchval's own under httpcore, which is what a hand-made transport begins with).
 """
