@@ -345,6 +345,7 @@ def serve_proxy(upstream: str, rules: Rules | None = None, seed: int = 0) -> Ite
         log_level="warning",
         access_log=False,
         lifespan="on",  # the proxy's own HTTP client lives from startup to shutdown
+        loop="asyncio",  # as the sandbox behind it (uvicorn would take uvloop when installed)
         timeout_keep_alive=30,
         # The upstream's Date and Server headers are relayed; uvicorn would add its own.
         server_header=False,

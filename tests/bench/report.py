@@ -12,6 +12,7 @@ from bench.cost import ClientCost
 from bench.live import HIDING_LATENCY_MS, RATE_JITTER_MS, RATE_LATENCY_MS, LiveRun
 from bench.machine import Machine
 from bench.plan import BESIDE, HIDING_SECONDS, HIDING_TIMEOUT, PACED_RATE, RATE_ROWS
+from bench.profile import ClientProfile, profile_section
 from bench.reading import ReaderRun
 from bench.resume import ResumeRun
 from bench.startup import StartupRun
@@ -79,6 +80,7 @@ class Figures:
     resume: ResumeRun | None
     startup: StartupRun | None
     url: UrlFigures | None
+    profile: ClientProfile | None  # batchval's run of the cost's book under cProfile
 
     @property
     def cpu_ratio(self) -> float:
@@ -397,6 +399,7 @@ def markdown(f: Figures) -> str:
         *_rate_section(f),
         *_hiding_section(f),
         *_cost_section(f),
+        *profile_section(f.profile),
         *_reader_section(f),
         *_resume_section(f),
         *_startup_section(f),

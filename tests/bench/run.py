@@ -10,7 +10,7 @@ served in another (a fresh one each time), and reads the sandbox's ledger:
    the 20/s run (the 5/s run, 400 s, goes on beside the rest from the start);
 2. latency hiding: no limit, 500 ms answers, --concurrency 8, 32 and 128;
 3. client cost: CPU per valuation over 10,000 rows, and a sequential loop's in the same
-   run as the baseline;
+   run as the baseline; then batchval's run again under cProfile: where its CPU goes;
 4. reader: 100 k, 1 M and 5 M rows, CSV and Parquet, seconds and peak RSS; and the
    whole ingest into a checkpoint (1 M rows);
 5. resume: a 1 M-row checkpoint 99 % done: seconds to the first new call;
@@ -64,6 +64,7 @@ from bench.plan import (  # noqa: E402
     UNLIMITED_ROWS,
 )
 from bench.plot import rate_plot  # noqa: E402
+from bench.profile import ClientProfile, client_profile  # noqa: E402
 from bench.reading import ReaderRun, book_path, read_book  # noqa: E402
 from bench.report import (  # noqa: E402
     PLOT_NAME,
@@ -136,6 +137,7 @@ class _Measured:
     hiding: list[HidingFigure] = dataclasses.field(default_factory=list)
     rate: list[RateFigure] = dataclasses.field(default_factory=list)
     url: UrlFigures | None = None
+    profile: ClientProfile | None = None
 
 
 def _measure(work: Path, only: Collection[str]) -> _Measured:
@@ -173,6 +175,9 @@ def _measure(work: Path, only: Collection[str]) -> _Measured:
             costs.append(client_cost(work, cost_book, client))
             step.done(f"{costs[-1].cpu_ms_per_valuation:.2f} ms CPU per valuation")
         found.costs = (costs[1], costs[0])
+        step = _Progress(f"where batchval's CPU goes, {COST_ROWS:,} rows under cProfile")
+        profile = found.profile = client_profile(work, cost_book)
+        step.done(f"{100 * profile.share(profile.packages[0]):.0f} % in {profile.packages[0].what}")
     if "hiding" in only:
         for concurrency in CONCURRENCIES:
             step = _Progress(f"latency hiding, --concurrency {concurrency}")
