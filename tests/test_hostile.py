@@ -527,9 +527,9 @@ def test_the_proxy_judges_earliness_by_what_the_client_heard() -> None:
     proxy.exchanges = [
         Exchange("POST", post, 429, "forwarded", arrived=10.0, answered=10.2, retry_after=2.0),
         Exchange("POST", post, 201, "forwarded", arrived=10.19, answered=10.5),  # on its way
-        Exchange("POST", post, 201, "forwarded", arrived=10.24, answered=10.6),  # in the grace
+        Exchange("POST", post, 201, "forwarded", arrived=10.44, answered=10.6),  # in the grace
         Exchange("POST", post, 201, "forwarded", arrived=11.0, answered=11.1),  # early
         Exchange("POST", post, 201, "forwarded", arrived=12.3, answered=12.4),  # after it
         Exchange("POST", "/oauth2/token", 200, "forwarded", arrived=11.0, answered=11.1),
     ]
-    assert [e.arrived for e in proxy.early_requests()] == [11.0]
+    assert [(e.arrived, into) for e, into in proxy.early_requests()] == [(11.0, 0.8)]

@@ -1,7 +1,10 @@
 """A DIR's reach (the hosts that have answered it) and what a host name that does not
 resolve means then: `run` in-process, the resolver replaced (`socket.getaddrinfo`, which
 asyncio and anyio call), since this machine's own has no temporary failures to give and
-no name that resolves once and then not.
+no name that resolves once and then not. On asyncio's own loop: uvloop's (the loop batchval
+runs on where it is installed, `engine/loops`) resolves in libuv, past any Python seam; its
+resolver errors are the same `socket.gaierror` codes, and `tests/test_hostile.py` meets
+them with the real resolver.
 
 `tests/test_hostile.py` runs the same rules as a subprocess with the real resolver:
 a `.invalid` name never reached (64), or recorded as reached (75).
@@ -18,6 +21,7 @@ import pytest
 import yaml
 from support import LIVE, portfolio
 
+from batchval.engine import loops
 from batchval.engine.summary import RunSummary
 from batchval.outcome import ExitCode, StopReason
 from batchval.sandbox.app import API_PREFIX
@@ -55,6 +59,7 @@ class Resolver:
 def resolver(monkeypatch: pytest.MonkeyPatch) -> Resolver:
     replaced = Resolver(socket.getaddrinfo)
     monkeypatch.setattr(socket, "getaddrinfo", replaced)
+    monkeypatch.setattr(loops, "LOOP_OPTIONS", {"use_uvloop": False})
     return replaced
 
 
