@@ -60,10 +60,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import re
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, BinaryIO, Final, Literal, Protocol
 from urllib.parse import unquote, urlsplit
 
@@ -86,6 +87,13 @@ if TYPE_CHECKING:
     from obstore.store import AzureConfig, ClientConfig, RetryConfig, S3Config
 
 _Store = S3Store | AzureStore | LocalStore | MemoryStore
+
+
+class _MakeStore(Protocol):
+    """A cloud store's constructor, all but its retry configuration given."""
+
+    def __call__(self, *, retry_config: RetryConfig) -> _Store: ...
+
 
 DEFAULT_REGION: Final = "us-east-1"
 
@@ -357,19 +365,11 @@ class ObjectStore:
                 config["secret_access_key"] = env["AWS_SECRET_ACCESS_KEY"]
             if env.get("AWS_SESSION_TOKEN"):
                 config["session_token"] = env["AWS_SESSION_TOKEN"]
-
-            def s3(retry_config: RetryConfig) -> S3Store:
-                return S3Store(
-                    bucket,
-                    prefix=prefix or None,
-                    config=config,
-                    client_options=client,
-                    retry_config=retry_config,
-                )
-
             return cls._built(
                 name,
-                s3,
+                functools.partial(
+                    S3Store, bucket, prefix=prefix or None, config=config, client_options=client
+                ),
                 retries,
                 max_retries=max_retries,
                 retry_timeout=retry_timeout,
@@ -437,19 +437,15 @@ class ObjectStore:
             config["account_key"] = given.key
         if given.sas_token:
             config["sas_key"] = given.sas_token
-
-        def store(retry_config: RetryConfig) -> AzureStore:
-            return AzureStore(
+        return cls._built(
+            name,
+            functools.partial(
+                AzureStore,
                 where.container,
                 prefix=prefix or None,
                 config=config,
                 client_options=client,
-                retry_config=retry_config,
-            )
-
-        return cls._built(
-            name,
-            store,
+            ),
             retries,
             max_retries=max_retries,
             retry_timeout=retry_timeout,
@@ -461,7 +457,7 @@ class ObjectStore:
     def _built(
         cls,
         name: str,
-        make: Callable[[RetryConfig], _Store],
+        make: _MakeStore,
         retries: RetryConfig,
         *,
         max_retries: int,
@@ -474,7 +470,8 @@ class ObjectStore:
         none for conditional writes (the module's doc); a configuration obstore refuses is
         refused (64)."""
         try:
-            reads, writes = make(retries), make({"max_retries": 0})
+            reads = make(retry_config=retries)
+            writes = make(retry_config={"max_retries": 0})
         except Exception as exc:
             failure = _Failure.of(exc)
             raise ObjectStoreRefusedError(name, f"cannot be configured: {failure.reason}") from None
