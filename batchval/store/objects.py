@@ -95,6 +95,17 @@ class _MakeStore(Protocol):
     def __call__(self, *, retry_config: RetryConfig) -> _Store: ...
 
 
+def _reads_and_writes(name: str, make: _MakeStore, retries: RetryConfig) -> tuple[_Store, _Store]:
+    """The store `make` builds, twice: with `retries` for reads and plain writes, with
+    none for conditional writes (the module's doc); a configuration obstore refuses is
+    refused (64)."""
+    try:
+        return make(retry_config=retries), make(retry_config={"max_retries": 0})
+    except Exception as exc:
+        failure = _Failure.of(exc)
+        raise ObjectStoreRefusedError(name, f"cannot be configured: {failure.reason}") from None
+
+
 DEFAULT_REGION: Final = "us-east-1"
 
 # The options a config may set, with their defaults: obstore's client timeouts, and how long
@@ -365,12 +376,12 @@ class ObjectStore:
                 config["secret_access_key"] = env["AWS_SECRET_ACCESS_KEY"]
             if env.get("AWS_SESSION_TOKEN"):
                 config["session_token"] = env["AWS_SESSION_TOKEN"]
-            return cls._built(
+            s3 = functools.partial(
+                S3Store, bucket, prefix=prefix or None, config=config, client_options=client
+            )
+            return cls(
                 name,
-                functools.partial(
-                    S3Store, bucket, prefix=prefix or None, config=config, client_options=client
-                ),
-                retries,
+                *_reads_and_writes(name, s3, retries),
                 max_retries=max_retries,
                 retry_timeout=retry_timeout,
                 bucket=bucket,
@@ -437,53 +448,16 @@ class ObjectStore:
             config["account_key"] = given.key
         if given.sas_token:
             config["sas_key"] = given.sas_token
-        return cls._built(
+        store = functools.partial(
+            AzureStore, where.container, prefix=prefix or None, config=config, client_options=client
+        )
+        return cls(
             name,
-            functools.partial(
-                AzureStore,
-                where.container,
-                prefix=prefix or None,
-                config=config,
-                client_options=client,
-            ),
-            retries,
+            *_reads_and_writes(name, store, retries),
             max_retries=max_retries,
             retry_timeout=retry_timeout,
             bucket=where.container,
             bucket_word="container",
-        )
-
-    @classmethod
-    def _built(
-        cls,
-        name: str,
-        make: _MakeStore,
-        retries: RetryConfig,
-        *,
-        max_retries: int,
-        retry_timeout: float,
-        bucket: str,
-        region: str = "",
-        bucket_word: str = "bucket",
-    ) -> ObjectStore:
-        """The store `make` builds, twice: with `retries` for reads and plain writes, with
-        none for conditional writes (the module's doc); a configuration obstore refuses is
-        refused (64)."""
-        try:
-            reads = make(retry_config=retries)
-            writes = make(retry_config={"max_retries": 0})
-        except Exception as exc:
-            failure = _Failure.of(exc)
-            raise ObjectStoreRefusedError(name, f"cannot be configured: {failure.reason}") from None
-        return cls(
-            name,
-            reads,
-            writes,
-            max_retries=max_retries,
-            retry_timeout=retry_timeout,
-            bucket=bucket,
-            region=region,
-            bucket_word=bucket_word,
         )
 
     # -- reads and plain writes ------------------------------------------------------------
