@@ -53,7 +53,7 @@ def _logging_as_found() -> Iterator[None]:
     """Each test leaves structlog as it found it (unconfigured, if it was): a command run
     by click's CliRunner or `cli.main` configures the process's logging, `init`, `check` and
     `split` at warning level, which would drop a later test's info events unseen (the
-    replica's tests' `capture_logs` found no `replica.generation` after an `init`)."""
+    replica's tests' `capture_logs` found no `store.replica.generation` after an `init`)."""
     found = structlog.get_config()
     processors, configured = list(found["processors"]), structlog.is_configured()
     yield

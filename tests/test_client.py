@@ -833,7 +833,7 @@ async def test_no_secret_or_token_reaches_logs_or_errors(
         "CredentialsRefusedError",
     ]
     events = {entry["event"] for entry in logs}
-    assert {"api.call", "auth.token.fetched"} <= events  # the capture saw the client's logs
+    assert {"api.call", "api.auth.token.fetched"} <= events  # the capture saw the client's logs
     tokens = list(sandbox._tokens)
     assert len(tokens) == 4  # the first, after the revoke, and two for the refused pair
     forbidden = [LIVE.client_secret, wrong_secret, *tokens]

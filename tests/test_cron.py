@@ -141,7 +141,7 @@ def test_the_crontab_command_values_the_book(served: RunningSandbox, tmp_path: P
     text = logged.read_text()
     assert f"run day-{out.name} (live mode): complete" in text
     assert f"wrote nights/{out.name}/report.html" in text
-    assert '"event": "run.ingest.batch"' in text
+    assert '"event": "valuations.ingest.batch"' in text
     assert served.sandbox.ledger.credits_charged(LIVE.client_id) == 60
 
 

@@ -490,7 +490,7 @@ def test_sigterm_while_waiting_for_midnight(
     ):
         # The calls in flight end and the run settles into its wait, which it logs.
         wait_until(
-            lambda: "run.daily_limit.sleeping" in stderr.read_text(),
+            lambda: "engine.sending.daily_limit.sleeping" in stderr.read_text(),
             60,
             "the run to sleep until midnight",
             process=running,

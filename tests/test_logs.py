@@ -114,13 +114,15 @@ def test_terminal_shows_a_bar_and_human_lines_never_json(
         assert not [line for line in screen if line.lstrip().startswith("{")], screen
         assert sum("ETA" in line for line in screen) <= 1, f"more than one bar: {screen}"
     shown = "\n".join(last)
-    assert "warning: run.answer.unrecognised" in shown
+    assert "warning: engine.pool.answer.unrecognised" in shown
     assert "EXIT=0" in last
     assert "run tty (live mode): complete" in last
     assert "rows: 30 total, 30 valued, 0 problems, 0 pending" in last
     assert "exit 0; next: nothing: every row has a result or a problem" in last
     logged = [json.loads(line) for line in (out / "batchval.log").read_text().splitlines()]
-    assert {"run.ingest.batch", "run.answer.unrecognised"} <= {e["event"] for e in logged}
+    assert {"valuations.ingest.batch", "engine.pool.answer.unrecognised"} <= {
+        e["event"] for e in logged
+    }
 
 
 @needs_tmux
@@ -152,10 +154,10 @@ def test_terminal_lines_are_warnings_and_above(capsys: pytest.CaptureFixture[str
     logs.configure(json_lines=False, redactor=logs.Redactor(["s3cret"]))
     try:
         log = structlog.get_logger()
-        log.info("run.ingest.batch", rows=5)
+        log.info("valuations.ingest.batch", rows=5)
         log.warning("run.stopping", reason="signal", detail="token s3cret")
     finally:
         structlog.configure(**before)  # other tests' logging is theirs
     err = capsys.readouterr().err
-    assert "run.ingest.batch" not in err
+    assert "valuations.ingest.batch" not in err
     assert err.strip() == "warning: run.stopping (reason=signal detail=token [redacted])"

@@ -141,7 +141,7 @@ def test_wait_for_midnight_resumes_at_the_api_s_midnight(
     done = batchval(*args, "--wait-for-midnight", env=skewed.env())
     finished = served.sandbox.clock.now()
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "run.daily_limit.sleeping" in done.stderr
+    assert "engine.sending.daily_limit.sleeping" in done.stderr
     assert finished - skewed.midnight < dt.timedelta(seconds=20), "resumed late"
     assert_nothing_before_midnight(served, skewed)
     assert_accounted(out, ROWS)

@@ -798,7 +798,7 @@ def test_an_answer_the_parser_refuses_still_gets_its_row(
     assert (first["idempotency_key"], first["credits_charged"]) == ("k1", 10)
     assert first["estimate"] is first["mode"] is first["valued_at"] is None
     assert second["estimate"] == _body(number=2)["valuation"]["estimate"]
-    warned = [e for e in logs if e["event"] == "output.answer.unreadable"]
+    warned = [e for e in logs if e["event"] == "valuations.writer.answer.unreadable"]
     assert [(e["key"], e["row_number"]) for e in warned] == [("k1", 1)]
 
 

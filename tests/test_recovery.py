@@ -202,7 +202,7 @@ def test_a_read_that_cannot_stand_for_the_answer_leaves_the_problem(
     with structlog.testing.capture_logs() as logged:
         settled = RecoveryJob(NoApi(), checkpoint, [item]).settle(item, answer(body))
     assert settled.problem is not None
-    assert [e["event"] for e in logged] == ["run.recovery.unusable"]
+    assert [e["event"] for e in logged] == ["valuations.recovery.unusable"]
     assert logged[0]["valuation_id"] == VALUATION_ID
     assert settled_states(checkpoint) == (0, 1, 0)
     assert [r.key for r in recoverable(checkpoint)] == [VALUATION_ID]

@@ -519,7 +519,7 @@ def test_sigterm_while_reading_exits_75(
     ) as running:
         assert running.stderr is not None
         for line in running.stderr:
-            if '"run.ingest.batch"' in line:
+            if '"valuations.ingest.batch"' in line:
                 running.send_signal(signal.SIGTERM)
                 break
         _, stderr = running.communicate(timeout=60)
@@ -573,7 +573,7 @@ def test_wait_for_midnight_carries_on(
         env=env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(shift)),
     )
     assert done.returncode == 0, done.stderr
-    assert "run.daily_limit.sleeping" in done.stderr
+    assert "engine.sending.daily_limit.sleeping" in done.stderr
     assert sorted(served.sandbox.ledger.calls_per_day().values()) == [3, 5]
     assert served.sandbox.ledger.early_requests() == []
     assert_accounted(out, 8)

@@ -152,7 +152,7 @@ def test_each_generation_says_its_base_size_and_time(tmp_path: Path) -> None:
     with structlog.testing.capture_logs() as logged:
         db, kept = _holder(tmp_path, objects, "first", epoch=1)
     generation = Head.of(objects.objects[HEAD]).generation
-    [event] = [e for e in logged if e["event"] == "replica.generation"]
+    [event] = [e for e in logged if e["event"] == "store.replica.generation"]
     assert event["generation"] == generation
     assert event["base_bytes"] == len(objects.objects[f"state/{generation}/base.sqlite"])
     assert event["seconds"] >= 0
@@ -385,7 +385,7 @@ def test_a_holder_with_little_to_add_copies_the_base_on_the_server(tmp_path: Pat
     objects.created.clear()
     with structlog.testing.capture_logs() as logged:
         _take(tmp_path, objects, "second", 2, 100)
-    [event] = [e for e in logged if e["event"] == "replica.generation"]
+    [event] = [e for e in logged if e["event"] == "store.replica.generation"]
     assert event["base_bytes"] == 0
     head = Head.of(objects.objects[HEAD])
     assert objects.copied == [f"state/{head.generation}/base.sqlite"]

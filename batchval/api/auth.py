@@ -154,7 +154,7 @@ class TokenCache:
             )
         redaction.hide(value)  # a page that reflects headers may echo it: masked everywhere
         expires_in = float(expires_in)
-        log.debug("auth.token.fetched", expires_in=expires_in)
+        log.debug("api.auth.token.fetched", expires_in=expires_in)
         early = min(REFRESH_EARLY_SECONDS, expires_in / 4)
         scope = body.get("scope")
         return AccessToken(

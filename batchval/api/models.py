@@ -50,6 +50,13 @@ class ValuationRequest:
 _Kind = type[Any] | tuple[type[Any], ...]
 
 
+def _answer_object(body: Any, where: str) -> Mapping[str, Any]:
+    """An answer's body, which must be a JSON object."""
+    if not isinstance(body, Mapping):
+        raise UnreadableAnswerError(f"{where}: the body is not a JSON object", 200)
+    return body
+
+
 def _get(obj: Mapping[str, Any], name: str, kind: _Kind, where: str) -> Any:
     if (type(obj) is not dict and not isinstance(obj, Mapping)) or name not in obj:
         raise UnreadableAnswerError(f"{where}: required field {name!r} is missing", 200)
@@ -135,8 +142,7 @@ class Valuation:
     @classmethod
     def from_json(cls, body: Any) -> Valuation:
         w = "valuation"
-        if not isinstance(body, Mapping):
-            raise UnreadableAnswerError("valuation: the body is not a JSON object", 200)
+        body = _answer_object(body, w)
         figures = _get(body, "valuation", Mapping, w)
         price_range = _get(figures, "range", Mapping, "valuation.valuation")
         location = _get(body, "location", Mapping, w)
@@ -199,8 +205,7 @@ class StreetAnalysis:
     @classmethod
     def from_json(cls, body: Any) -> StreetAnalysis:
         w = "street analysis"
-        if not isinstance(body, Mapping):
-            raise UnreadableAnswerError(f"{w}: the body is not a JSON object", 200)
+        body = _answer_object(body, w)
         covered = _get(body, "coveredPostcodes", list, w)
         transport = _get(body, "transport", list, w)
         charge = _opt(body, "charge", Mapping, w)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -484,18 +484,37 @@ def problems_schema(passthrough: pa.Schema, metadata: Mapping[str, str] | None =
 
 
 def type_name(kind: pa.DataType) -> str:
-    """An Arrow type as docs/outputs.md names it."""
+    """An Arrow type as docs/outputs.md names it (`list of ...` in words: a `<` in a
+    Markdown table would be read as HTML)."""
     if pa.types.is_timestamp(kind):
         return f"timestamp ({kind.unit}, {kind.tz or 'no zone'})"
     if pa.types.is_struct(kind):
         return "struct"
     if pa.types.is_list(kind):
         return f"list of {type_name(kind.value_type)}"
-    return {"double": "float64"}.get(str(kind), str(kind))
+    return {"double": "float64", "date32[day]": "date32"}.get(str(kind), str(kind))
 
 
-def markdown_table(columns: Iterable[Column[Any]]) -> str:
-    """The columns as the Markdown table docs/outputs.md shows (tests hold the two equal)."""
+def _nested(prefix: str, kind: pa.DataType) -> Iterator[tuple[str, pa.Field]]:
+    """Every field inside `kind`, with its dotted path (`[]` for a list's items)."""
+    if pa.types.is_list(kind):
+        prefix, kind = prefix + "[]", kind.value_type
+    if not pa.types.is_struct(kind):
+        return
+    for f in kind:
+        path = f"{prefix}.{f.name}"
+        yield path, f
+        yield from _nested(path, f.type)
+
+
+def markdown_table(columns: Iterable[Column[Any]], *, nested: bool = False) -> str:
+    """The columns as the Markdown table docs/outputs.md shows (tests hold the two equal);
+    `nested`: each column's nested fields too, each with the description in its metadata
+    (street_analysis.parquet's sections)."""
     lines = ["| column | type | meaning |", "|---|---|---|"]
-    lines += [f"| `{c.name}` | {type_name(c.type)} | {c.description} |" for c in columns]
+    for c in columns:
+        lines.append(f"| `{c.name}` | {type_name(c.type)} | {c.description} |")
+        for path, f in _nested(c.name, c.type) if nested else ():
+            said = (f.metadata or {}).get(b"description", b"").decode()
+            lines.append(f"| `{path}` | {type_name(f.type)} | {said} |")
     return "\n".join(lines) + "\n"

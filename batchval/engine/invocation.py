@@ -107,7 +107,7 @@ def keep_privately(source: Path, kind: str, folder: Path | None = None) -> Path 
     try:
         return _private_file(text, kind, folder)
     except OSError as error:
-        log.warning("invocation.not_kept", kind=kind, why=str(error))
+        log.warning("engine.invocation.not_kept", kind=kind, why=str(error))
         return None
 
 

@@ -76,16 +76,22 @@ def insist_on_live(api: ApiSettings | None, *, dry: bool = False) -> None:
         )
 
 
-async def token_scope(api: ApiSettings) -> str | None:
-    """The scope `api`'s token answer names (None: none named, or no token came: the run
-    meets that failure itself)."""
-    async with PartnerClient(
+def preflight_client(api: ApiSettings, timeout: float) -> PartnerClient:
+    """A client of one connection to `api`, for a token and the few calls of a preflight
+    (`--live` here, `batchval check`), with its own short `timeout`."""
+    return PartnerClient(
         base_url=api.base_url,
         auth_url=api.auth_url,
         credentials=Credentials(api.client_id, api.client_secret),
-        timeout=TOKEN_TIMEOUT_SECONDS,
+        timeout=timeout,
         max_connections=1,
-    ) as client:
+    )
+
+
+async def token_scope(api: ApiSettings) -> str | None:
+    """The scope `api`'s token answer names (None: none named, or no token came: the run
+    meets that failure itself)."""
+    async with preflight_client(api, TOKEN_TIMEOUT_SECONDS) as client:
         try:
             token = await client.tokens.token()
         except PartnerError as exc:

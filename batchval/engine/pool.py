@@ -185,7 +185,7 @@ class WorkerPool(Generic[ItemT]):
         self._breaker.release()
         await anyio.sleep(self._grace)
         if self.stats.in_flight:
-            log.warning("run.grace_over", in_flight=self.stats.in_flight)
+            log.warning("engine.pool.grace_over", in_flight=self.stats.in_flight)
         scope.cancel()
 
     async def _feed(self, send: MemoryObjectSendStream[ItemT]) -> None:
@@ -308,7 +308,7 @@ class WorkerPool(Generic[ItemT]):
         elif settled.problem:
             self.stats.problems += 1
             log.warning(
-                "run.answer.unreadable",
+                "engine.pool.answer.unreadable",
                 **self._job.describe(item),
                 job=self._job.name,
                 detail=settled.problem,
@@ -387,7 +387,7 @@ class WorkerPool(Generic[ItemT]):
 
     def _unrecognised(self, error: PartnerError) -> None:
         self.stats.unrecognised += 1
-        log.warning("run.answer.unrecognised", detail=str(error))
+        log.warning("engine.pool.answer.unrecognised", detail=str(error))
         url = error.url
         if not self._recognised and self.stats.unrecognised >= FIRST_CALLS:
             self.stop.trigger(
@@ -409,7 +409,7 @@ class WorkerPool(Generic[ItemT]):
             self.stats.problems += 1
             self._job.record_problem(item, error)
             log.info(
-                "run.request.problem",
+                "engine.pool.request.problem",
                 **self._job.describe(item),
                 job=self._job.name,
                 type=_type_name(error),

@@ -151,7 +151,7 @@ class Sending:
             stop.info = dataclasses.replace(stop.info, not_before=until)
 
     async def wait_until(
-        self, when: dt.datetime, stop: Stop, event: str = "run.daily_limit.sleeping"
+        self, when: dt.datetime, stop: Stop, event: str = "engine.sending.daily_limit.sleeping"
     ) -> None:
         """Sleep until `when` (a second after it), waking at once on a signal."""
         if when <= self.now():
@@ -231,7 +231,7 @@ class _Rounds:
         if paused is not None and not stop.is_set:
             # A Retry-After given to an earlier invocation still holds.
             until = dt.datetime.fromisoformat(paused)
-            await sending.wait_until(until, stop, "run.retry_after.waiting")
+            await sending.wait_until(until, stop, "engine.sending.retry_after.waiting")
         if not stop.is_set:
             checkpoint.unset("not_before")
             checkpoint.unset("pause_until")

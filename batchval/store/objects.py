@@ -60,10 +60,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import re
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, BinaryIO, Final, Literal, Protocol
 from urllib.parse import unquote, urlsplit
 
@@ -86,6 +87,24 @@ if TYPE_CHECKING:
     from obstore.store import AzureConfig, ClientConfig, RetryConfig, S3Config
 
 _Store = S3Store | AzureStore | LocalStore | MemoryStore
+
+
+class _MakeStore(Protocol):
+    """A cloud store's constructor, all but its retry configuration given."""
+
+    def __call__(self, *, retry_config: RetryConfig) -> _Store: ...
+
+
+def _reads_and_writes(name: str, make: _MakeStore, retries: RetryConfig) -> tuple[_Store, _Store]:
+    """The store `make` builds, twice: with `retries` for reads and plain writes, with
+    none for conditional writes (the module's doc); a configuration obstore refuses is
+    refused (64)."""
+    try:
+        return make(retry_config=retries), make(retry_config={"max_retries": 0})
+    except Exception as exc:
+        failure = _Failure.of(exc)
+        raise ObjectStoreRefusedError(name, f"cannot be configured: {failure.reason}") from None
+
 
 DEFAULT_REGION: Final = "us-east-1"
 
@@ -357,20 +376,12 @@ class ObjectStore:
                 config["secret_access_key"] = env["AWS_SECRET_ACCESS_KEY"]
             if env.get("AWS_SESSION_TOKEN"):
                 config["session_token"] = env["AWS_SESSION_TOKEN"]
-
-            def s3(retry_config: RetryConfig) -> S3Store:
-                return S3Store(
-                    bucket,
-                    prefix=prefix or None,
-                    config=config,
-                    client_options=client,
-                    retry_config=retry_config,
-                )
-
-            return cls._built(
+            s3 = functools.partial(
+                S3Store, bucket, prefix=prefix or None, config=config, client_options=client
+            )
+            return cls(
                 name,
-                s3,
-                retries,
+                *_reads_and_writes(name, s3, retries),
                 max_retries=max_retries,
                 retry_timeout=retry_timeout,
                 bucket=bucket,
@@ -437,56 +448,16 @@ class ObjectStore:
             config["account_key"] = given.key
         if given.sas_token:
             config["sas_key"] = given.sas_token
-
-        def store(retry_config: RetryConfig) -> AzureStore:
-            return AzureStore(
-                where.container,
-                prefix=prefix or None,
-                config=config,
-                client_options=client,
-                retry_config=retry_config,
-            )
-
-        return cls._built(
+        store = functools.partial(
+            AzureStore, where.container, prefix=prefix or None, config=config, client_options=client
+        )
+        return cls(
             name,
-            store,
-            retries,
+            *_reads_and_writes(name, store, retries),
             max_retries=max_retries,
             retry_timeout=retry_timeout,
             bucket=where.container,
             bucket_word="container",
-        )
-
-    @classmethod
-    def _built(
-        cls,
-        name: str,
-        make: Callable[[RetryConfig], _Store],
-        retries: RetryConfig,
-        *,
-        max_retries: int,
-        retry_timeout: float,
-        bucket: str,
-        region: str = "",
-        bucket_word: str = "bucket",
-    ) -> ObjectStore:
-        """The store `make` builds, twice: with `retries` for reads and plain writes, with
-        none for conditional writes (the module's doc); a configuration obstore refuses is
-        refused (64)."""
-        try:
-            reads, writes = make(retries), make({"max_retries": 0})
-        except Exception as exc:
-            failure = _Failure.of(exc)
-            raise ObjectStoreRefusedError(name, f"cannot be configured: {failure.reason}") from None
-        return cls(
-            name,
-            reads,
-            writes,
-            max_retries=max_retries,
-            retry_timeout=retry_timeout,
-            bucket=bucket,
-            region=region,
-            bucket_word=bucket_word,
         )
 
     # -- reads and plain writes ------------------------------------------------------------

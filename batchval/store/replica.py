@@ -471,7 +471,7 @@ class Replica:
             if size > self._base_bytes // 2:
                 self._new_generation(connection, self._head())
         except BatchvalError as exc:
-            log.warning("replica.fold_failed", error=f"{type(exc).__name__}: {exc}")
+            log.warning("store.replica.fold_failed", error=f"{type(exc).__name__}: {exc}")
 
     def drain(self) -> None:
         """Wait until every commit so far is shipped."""
@@ -536,7 +536,7 @@ class Replica:
         )
         self._growing, self._grown = True, etag
         log.info(
-            "replica.generation",
+            "store.replica.generation",
             generation=generation,
             base_bytes=0,
             carried_on=True,
@@ -561,7 +561,7 @@ class Replica:
         self._publish(restored.head, generation, restored.base_bytes, len(log_bytes))
         self._growing, self._grown = True, etag
         log.info(
-            "replica.generation",
+            "store.replica.generation",
             generation=generation,
             base_bytes=0,
             copied_base_bytes=restored.base_bytes,
@@ -581,7 +581,7 @@ class Replica:
         self._publish(before, generation, len(base), 0)
         # The base of a big run is hundreds of MiB: what a resume waits for, said.
         log.info(
-            "replica.generation",
+            "store.replica.generation",
             generation=generation,
             base_bytes=len(base),
             seconds=round(time.monotonic() - started, 3),
@@ -628,9 +628,9 @@ class Replica:
                 for key in first:
                     self._objects.delete(key)
             if doomed:
-                log.info("replica.swept", generations=sorted(doomed))
+                log.info("store.replica.swept", generations=sorted(doomed))
         except Exception as exc:  # left for the next holder's sweep; the run goes on
-            log.warning("replica.sweep_failed", error=f"{type(exc).__name__}: {exc}")
+            log.warning("store.replica.sweep_failed", error=f"{type(exc).__name__}: {exc}")
 
     def _ship(self) -> None:
         while (job := self._pending.get()) is not None:

@@ -40,7 +40,17 @@ REQUESTS = QueueTable("requests", "key", "rows", payload="request", first_sent=T
 STREETS = QueueTable("streets", "postcode", "street_rows", asked_only=True)
 QUEUES = (REQUESTS, STREETS)
 
-TABLES = """
+# A work queue's item as `store/queue` runs it, the same columns in each queue's table
+# (after its key and before what only that product keeps).
+_QUEUE_ITEM = """\
+    state TEXT NOT NULL DEFAULT 'pending',
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT,
+    answer TEXT,
+    problem TEXT,
+    credits INTEGER,"""
+
+TABLES = f"""
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS rows (
     row_number INTEGER PRIMARY KEY,
@@ -57,12 +67,7 @@ CREATE TABLE IF NOT EXISTS passthrough (
 CREATE TABLE IF NOT EXISTS requests (
     key TEXT PRIMARY KEY,
     request TEXT NOT NULL,
-    state TEXT NOT NULL DEFAULT 'pending',
-    attempts INTEGER NOT NULL DEFAULT 0,
-    last_error TEXT,
-    answer TEXT,
-    problem TEXT,
-    credits INTEGER,
+{_QUEUE_ITEM}
     row_count INTEGER NOT NULL DEFAULT 0,
     first_sent TEXT
 );
@@ -78,12 +83,7 @@ CREATE TABLE IF NOT EXISTS invocations (
 );
 CREATE TABLE IF NOT EXISTS streets (
     postcode TEXT PRIMARY KEY,
-    state TEXT NOT NULL DEFAULT 'pending',
-    attempts INTEGER NOT NULL DEFAULT 0,
-    last_error TEXT,
-    answer TEXT,
-    problem TEXT,
-    credits INTEGER,
+{_QUEUE_ITEM}
     charged INTEGER,
     read_at TEXT,
     fresh_from TEXT,

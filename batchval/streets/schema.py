@@ -15,7 +15,8 @@ structs, one per member of the object: `group` (the member's name, such as `two`
 
 Each field, nested ones included, carries its description (`description`) and the API
 member it is read from (`api`) in its Arrow metadata; `from_api` converts an answer's
-section by walking the type, and `markdown_table` documents it in docs/outputs.md.
+section by walking the type, and `contract/schemas.markdown_table` documents it (nested
+fields too) in docs/outputs.md.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -280,39 +281,3 @@ def _scalar(value: Any, kind: pa.DataType) -> Any:
 def _metadata(field: pa.Field, name: str) -> str | None:
     found = (field.metadata or {}).get(name.encode())
     return None if found is None else found.decode()
-
-
-# --- docs/outputs.md ----------------------------------------------------------------
-
-
-def _type_name(kind: pa.DataType) -> str:
-    if pa.types.is_timestamp(kind):
-        return f"timestamp ({kind.unit}, {kind.tz or 'no zone'})"
-    if pa.types.is_struct(kind):
-        return "struct"
-    if pa.types.is_list(kind):
-        return f"list<{_type_name(kind.value_type)}>"
-    return {"double": "float64", "date32[day]": "date32"}.get(str(kind), str(kind))
-
-
-def _nested(prefix: str, kind: pa.DataType) -> Iterator[tuple[str, pa.Field]]:
-    """Every field inside `kind`, with its dotted path (`[]` for a list's items)."""
-    if pa.types.is_list(kind):
-        prefix, kind = prefix + "[]", kind.value_type
-    if not pa.types.is_struct(kind):
-        return
-    for f in kind:
-        path = f"{prefix}.{f.name}"
-        yield path, f
-        yield from _nested(path, f.type)
-
-
-def markdown_table(columns: Sequence[Column[Any]]) -> str:
-    """The columns and every nested field, as docs/outputs.md shows them."""
-    lines = ["| column | type | meaning |", "|---|---|---|"]
-    for c in columns:
-        lines.append(f"| `{c.name}` | {_type_name(c.type)} | {c.description} |")
-        for path, f in _nested(c.name, c.type):
-            said = _metadata(f, "description") or ""
-            lines.append(f"| `{path}` | {_type_name(f.type)} | {said} |")
-    return "\n".join(lines) + "\n"

@@ -36,7 +36,7 @@ from pathlib import Path
 import httpx
 
 from batchval import __version__
-from batchval.api import Credentials, PartnerClient
+from batchval.api import PartnerClient
 from batchval.api.auth import AccessToken
 from batchval.api.client import PROBE_ID
 from batchval.api.errors import (
@@ -56,6 +56,7 @@ from batchval.api.errors import (
 )
 from batchval.api.network import Reach
 from batchval.api.vocabulary import LIVE_SCOPE, TEST_SCOPE, VALUATION_CREDITS
+from batchval.engine.live import preflight_client
 from batchval.engine.loops import run_async
 from batchval.engine.midnight import resume_after_daily_limit
 from batchval.input import InputError, open_input
@@ -145,13 +146,7 @@ def run_check(
 
 
 async def _probe(api: ApiSettings, embedded: bool, now: Callable[[], dt.datetime]) -> list[Finding]:
-    async with PartnerClient(
-        base_url=api.base_url,
-        auth_url=api.auth_url,
-        credentials=Credentials(api.client_id, api.client_secret),
-        timeout=PROBE_TIMEOUT_SECONDS,
-        max_connections=1,
-    ) as client:
+    async with preflight_client(api, PROBE_TIMEOUT_SECONDS) as client:
         try:
             token = await client.tokens.token()
         except PartnerError as exc:

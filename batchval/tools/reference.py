@@ -33,7 +33,6 @@ from batchval.settings import OTHER_VARIABLES, SECTIONS, Key, RunOptions
 from batchval.store.charges import MONEY_KEYS
 from batchval.store.objects import DEFAULT_REGION
 from batchval.streets.schema import STREET_TAIL
-from batchval.streets.schema import markdown_table as street_table
 from batchval.valuations.book import BOOK_KEYS
 from batchval.valuations.metrics import markdown_table as metrics_table
 from batchval.verify.compare import VERIFY_COLUMNS
@@ -139,7 +138,7 @@ TABLES: Mapping[str, Callable[[], str]] = {
     "charges": lambda: markdown_table(CHARGE_COLUMNS),
     "verify": lambda: markdown_table(VERIFY_COLUMNS),
     "metrics": metrics_table,
-    "streets": lambda: street_table(STREET_TAIL),
+    "streets": lambda: markdown_table(STREET_TAIL, nested=True),
 }
 
 

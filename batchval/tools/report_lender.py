@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import polars as pl
@@ -176,35 +176,21 @@ def loans_to_look_at(valued: pl.DataFrame, columns: LenderColumns) -> Section | 
     named = _named_headers(valued, columns)
     if LTV in valued.columns:
         over = valued.filter(pl.col(LTV) > 1).sort(LTV, descending=True)
-        body += "<h3>Loans over 100 % LTV</h3>"
-        if over.height == 0:
-            body += "<p>None: every loan's balance is within its home's estimate.</p>"
-        else:
-            shown = over.head(LOANS_LISTED)
-            body += table(
-                [
-                    *named,
-                    "local authority",
-                    "loan balance",
-                    "estimate",
-                    "LTV",
-                    "LTV on range low",
-                ],
-                [
-                    [
-                        *_named(r, columns),
-                        authority_name(r.get("local_authority")),
-                        money(r[BALANCE]),
-                        money(r["estimate"]),
-                        percent(r[LTV]),
-                        percent(r.get("ltv_low_estimate")),
-                    ]
-                    for r in shown.iter_rows(named=True)
-                ],
-            )
-            body += _more(
-                over.height - shown.height, "loans over 100 %, highest LTV first", "indexed_ltv > 1"
-            )
+        body += _loan_list(
+            "Loans over 100 % LTV",
+            over,
+            "None: every loan's balance is within its home's estimate.",
+            [*named, "local authority", "loan balance", "estimate", "LTV", "LTV on range low"],
+            lambda r: [
+                *_named(r, columns),
+                authority_name(r.get("local_authority")),
+                money(r[BALANCE]),
+                money(r["estimate"]),
+                percent(r[LTV]),
+                percent(r.get("ltv_low_estimate")),
+            ],
+            ("loans over 100 %, highest LTV first", "indexed_ltv > 1"),
+        )
     if "wide_range" in valued.columns and {"range_low", "range_high"} <= set(valued.columns):
         width = (pl.col("range_high") - pl.col("range_low")) / pl.col("estimate")
         wide = (
@@ -212,28 +198,41 @@ def loans_to_look_at(valued: pl.DataFrame, columns: LenderColumns) -> Section | 
             .with_columns(width.alias("\x00width"))
             .sort("\x00width", descending=True)
         )
-        body += "<h3>Loans whose range is wide</h3>"
-        if wide.height == 0:
-            body += "<p>None.</p>"
-        else:
-            shown = wide.head(LOANS_LISTED)
-            body += table(
-                [*named, "estimate", "range", "width", "LTV"],
-                [
-                    [
-                        *_named(r, columns),
-                        money(r["estimate"]),
-                        f"{money(r['range_low'])} to {money(r['range_high'])}",
-                        percent(r["\x00width"], 0),
-                        percent(r.get(LTV)),
-                    ]
-                    for r in shown.iter_rows(named=True)
-                ],
-            )
-            body += _more(wide.height - shown.height, "wide ranges, widest first", "wide_range")
+        body += _loan_list(
+            "Loans whose range is wide",
+            wide,
+            "None.",
+            [*named, "estimate", "range", "width", "LTV"],
+            lambda r: [
+                *_named(r, columns),
+                money(r["estimate"]),
+                f"{money(r['range_low'])} to {money(r['range_high'])}",
+                percent(r["\x00width"], 0),
+                percent(r.get(LTV)),
+            ],
+            ("wide ranges, widest first", "wide_range"),
+        )
     if not body:
         return None
     return Section("Loans to look at", body)
+
+
+def _loan_list(
+    title: str,
+    loans: pl.DataFrame,
+    none: str,
+    headers: Sequence[str],
+    cells: Callable[[Mapping[str, Any]], list[Any]],
+    more: tuple[str, str],
+) -> str:
+    """A titled table of the first `LOANS_LISTED` loans (`none` when there are none), and
+    the count of those left out (`more`: what the list shows, the column to find them by)."""
+    body = f"<h3>{title}</h3>"
+    if loans.height == 0:
+        return body + f"<p>{none}</p>"
+    shown = loans.head(LOANS_LISTED)
+    body += table(headers, [cells(r) for r in shown.iter_rows(named=True)])
+    return body + _more(loans.height - shown.height, *more)
 
 
 def _named_headers(frame: pl.DataFrame, columns: LenderColumns) -> list[str]:

@@ -212,7 +212,7 @@ class BookRun:
             planned_for,
         )
         log.info(
-            "book.planned",
+            "valuations.booking.planned",
             rows=len(rows),
             carried=len(carried),
             to_value=len(order),
@@ -267,7 +267,9 @@ class BookRun:
         if stop is None or stop.reason not in BUDGET_STOPS:
             return stop
         deferred = self._store.defer_unsent()
-        log.info("book.deferred_by_budget", reason=stop.reason.value, requests=deferred)
+        log.info(
+            "valuations.booking.deferred_by_budget", reason=stop.reason.value, requests=deferred
+        )
         return None if self._checkpoint.counts().complete else stop
 
     # --- 3. the outputs ------------------------------------------------------------------
@@ -321,9 +323,16 @@ class BookRun:
         picture = pq.read_table(results)
         profile = age_profile(picture.column("valued_at").to_pylist(), now)
         if self.lost is None:
-            log.info("book.written", path=self.file.location, entries=entries, carried=carried)
+            log.info(
+                "valuations.booking.written",
+                path=self.file.location,
+                entries=entries,
+                carried=carried,
+            )
         else:
-            log.warning("book.not_written", path=self.file.location, why=self.lost.detail)
+            log.warning(
+                "valuations.booking.not_written", path=self.file.location, why=self.lost.detail
+            )
         return {
             "path": self.file.location,
             "written": self.lost is None,

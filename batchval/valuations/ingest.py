@@ -113,7 +113,7 @@ def ingest(
             rows, requests = keyed_rows(batch, run_id)
             checkpoint.add_rows(rows, requests, batch.stored())
             total += len(rows)
-            log.info("run.ingest.batch", rows=total)
+            log.info("valuations.ingest.batch", rows=total)
 
 
 # The rows stored before the first call: few, so that it waits for little more than the
@@ -248,7 +248,7 @@ class Ingest:
             keyed, self._rest = _split(keyed, rows)
         self._checkpoint.add_rows(*keyed)
         self._stored += len(keyed[0])
-        log.info("run.ingest.batch", rows=self._stored)
+        log.info("valuations.ingest.batch", rows=self._stored)
         return True
 
     def finish(self) -> None:

@@ -9,7 +9,7 @@ and a read returns it exactly as created, so a later invocation reads it back th
 the same pool as every call (pacing, retries, breaker, stops). If the read is a
 readable valuation with that id and the DIR's mode, whose `input` echo and `reference`
 agree with the request sent with the key (a valuation of another home never settles
-it; a mismatch is logged, `run.recovery.unusable`), the request becomes `done` with the
+it; a mismatch is logged, `valuations.recovery.unusable`), the request becomes `done` with the
 answer read back and the credits of the first answer's fresh charge (already in the
 charges ledger, `store/charges`, since the pool received it), in one transaction: its
 rows move from problems.parquet to results.parquet, charged once, never counted again
@@ -22,7 +22,7 @@ Other places where an id is known but the answer is not usable were looked for: 
 answer that is not JSON carries no id (it is sent again with its key), and a truncated
 answer is retried with its key (the API replays it whole), never kept. One is left: a
 request an older batchval recorded `done` with an answer today's parser refuses (the
-writer gives its row the id and no figures, and logs `output.answer.unreadable`).
+writer gives its row the id and no figures, and logs `valuations.writer.answer.unreadable`).
 Finding those means parsing every stored answer on every run (about 20 µs a row), so it
 is not done here; `batchval verify` reports such rows as differences.
 """
@@ -74,7 +74,7 @@ def recovery_job(api: ReadApi, checkpoint: Checkpoint) -> RecoveryJob | None:
     found = recoverable(checkpoint)
     if not found:
         return None
-    log.info("run.recovery.reading", valuations=len(found))
+    log.info("valuations.recovery.reading", valuations=len(found))
     return RecoveryJob(api, checkpoint, found)
 
 
@@ -92,7 +92,10 @@ class RecoveryJob(ReadJob[Recovery]):
         why = self._unusable(item, answer)
         if why is not None:
             log.warning(
-                "run.recovery.unusable", valuation_id=item.key, key=item.request_key, detail=why
+                "valuations.recovery.unusable",
+                valuation_id=item.key,
+                key=item.request_key,
+                detail=why,
             )
             return Settled(problem=f"read back, still not usable: {why}")
         with self._checkpoint.transaction():
@@ -102,7 +105,7 @@ class RecoveryJob(ReadJob[Recovery]):
             self._checkpoint.requests.record_done(item.request_key, credits)
         self.recovered += 1
         log.info(
-            "run.recovery.recovered",
+            "valuations.recovery.recovered",
             valuation_id=item.key,
             key=item.request_key,
             credits=credits,
@@ -124,11 +127,11 @@ class RecoveryJob(ReadJob[Recovery]):
 
     def record_problem(self, item: Recovery, error: PartnerError) -> None:
         """The read was refused (`not-found`): the request stays the problem it was."""
-        log.warning("run.recovery.refused", valuation_id=item.key, detail=str(error))
+        log.warning("valuations.recovery.refused", valuation_id=item.key, detail=str(error))
 
     def record_retry(self, item: Recovery, error: PartnerError) -> None:
         """Not read in this invocation: the request stays a problem, tried again next time."""
-        log.warning("run.recovery.postponed", valuation_id=item.key, detail=str(error))
+        log.warning("valuations.recovery.postponed", valuation_id=item.key, detail=str(error))
 
     def begin_group(self) -> None:
         self._checkpoint.begin_group()

@@ -81,7 +81,7 @@ def write_results(
                     if answer.error is not None and stored.key not in unread:
                         unread.add(stored.key)
                         log.warning(
-                            "output.answer.unreadable",
+                            "valuations.writer.answer.unreadable",
                             key=stored.key,
                             row_number=stored.row_number,
                             detail=answer.error,

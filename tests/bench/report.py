@@ -756,7 +756,7 @@ def _blank_section(b: BlankResume) -> list[str]:
 def _blank_stages(b: BlankResume) -> list[str]:
     """Where the resume's time went, from its log."""
     taken = b.events.get("place.taken")
-    begun = b.events.get("replica.generation")
+    begun = b.events.get("store.replica.generation")
     if taken is None or begun is None:
         return []
     return [
@@ -771,7 +771,7 @@ def _blank_stages(b: BlankResume) -> list[str]:
                 [
                     f"{begun['at']:.1f}",
                     f"a base of its own generation written: {begun['base_bytes'] / 2**20:,.0f} "
-                    f"MiB in {begun['seconds']:.1f} s (`replica.generation`)",
+                    f"MiB in {begun['seconds']:.1f} s (`store.replica.generation`)",
                 ],
                 [
                     f"{b.first_call_seconds:.1f}",

@@ -168,7 +168,7 @@ def resume_run(work: Path, book: Path, rows: int, timeout: float = 120.0) -> Res
         child.stop(signal.SIGKILL)
         finished = child.wait()
     log = out / LOG_NAME
-    reingested = log.is_file() and "run.ingest.batch" in log.read_text(errors="replace")
+    reingested = log.is_file() and "valuations.ingest.batch" in log.read_text(errors="replace")
     return ResumeRun(
         rows=rows,
         done=done,

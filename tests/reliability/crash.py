@@ -360,7 +360,7 @@ class _Invocation:
         assert self.process.stdout is not None
         for line in self.process.stdout:
             self.lines.append(line)
-            if '"run.ingest.batch"' in line:
+            if '"valuations.ingest.batch"' in line:
                 self.ingest_batches += 1
 
     def alive(self) -> bool:
