@@ -353,13 +353,12 @@ def _start(
         streets_request = StreetsRequest(
             input_path=source,
             input_name=name,
-            out_dir=place.local,
+            place=place,
             settings=settings,
             refresh=bool(options.get("refresh", False)),
             join=bool(options.get("join", False)),
             dry_run=dry_run,
             progress_bar=progress,
-            place=place,
         )
         return Streets(streets_request, embedded_api=embedded_api).run()
     from batchval.valuations.runner import Runner, RunRequest
@@ -368,14 +367,13 @@ def _start(
     request = RunRequest(
         input_path=source,
         input_name=name,
-        out_dir=place.local,
+        place=place,
         settings=settings,
         run_id=options.get("run_id"),
         dry_run=dry_run,
         accept_changes=bool(options.get("accept_changes", False)),
         progress_bar=progress,
         metrics_file=None if metrics_file is None else Path(metrics_file),
-        place=place,
     )
     return Runner(request, embedded_api=embedded_api).run()
 
