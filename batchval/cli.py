@@ -89,6 +89,23 @@ def input_reading_options(f: F) -> F:
     )(f)
 
 
+def sending_options(directory: str) -> Callable[[F], F]:
+    """INPUT, --out (`directory` says what DIR is), --config and the input's reading options:
+    the front door of a command that reads an input into DIR and sends (`run`, `streets`)."""
+
+    def declared(f: F) -> F:
+        f = input_reading_options(f)
+        f = config_option("YAML config: api, input mapping, run settings.")(f)
+        f = out_option(
+            f"{directory}: outputs and checkpoint. Same DIR again resumes. Or an "
+            "s3:// or az:// URL that keeps the run, for machines that come and go.",
+            url=True,
+        )(f)
+        return click.argument("input_path", metavar="INPUT")(f)
+
+    return declared
+
+
 MAX_CREDITS = click.option(
     "--max-credits", type=click.IntRange(0), metavar="N", help="Spend at most N credits this call."
 )
@@ -274,14 +291,7 @@ def sandbox(
 
 
 @cli.command(short_help="Value every row of INPUT into DIR; the same command resumes.")
-@click.argument("input_path", metavar="INPUT")
-@out_option(
-    "The run's directory: outputs and checkpoint. Same DIR again resumes. Or an "
-    "s3:// or az:// URL that keeps the run, for machines that come and go.",
-    url=True,
-)
-@config_option("YAML config: api, input mapping, run settings.")
-@input_reading_options
+@sending_options("The run's directory")
 @click.option(
     "--run-id",
     metavar="ID",
@@ -318,53 +328,28 @@ def sandbox(
 @book_options
 @live_option
 def run(
-    input_path: str,
-    out_dir: str,
-    config_file: Path | None,
-    sheet: str | None,
-    encoding: str | None,
-    header_row: int | None,
-    run_id: str | None,
-    concurrency: int | None,
-    include: str | None,
-    max_credits: int | None,
-    dry_run: bool,
-    accept_changes: bool,
-    wait_for_midnight: bool,
-    metrics_file: Path | None,
-    log_json: bool,
-    live: bool,
-    **book: Any,
+    input_path: str, out_dir: str, config_file: Path | None, log_json: bool, **options: Any
 ) -> None:
     """Value every row of INPUT (CSV, Parquet or an Excel workbook; a path or an s3:// or az:// URL)
     into DIR; exit 0, 75, 77, 65, 64 or 70."""
+    given = _given(out_dir, config_file, log_json, options)
+    _sent(lambda: batchval.run(input_path, **given))
+
+
+def _given(
+    out_dir: str, config_file: Path | None, log_json: bool, options: dict[str, Any]
+) -> dict[str, Any]:
+    """The keywords of a command that sends (`run`, `streets`) for its public function,
+    once logging is configured: the place, the config, the bar unless log lines are JSON,
+    and the options given, by their names in the Python API (click's own names for them):
+    one left out (None) or a flag not set takes the config's value."""
     json_lines = _logging(log_json)
-    given = _given(
-        sheet=sheet,
-        encoding=encoding,
-        header_row=header_row,
-        run_id=run_id,
-        concurrency=concurrency,
-        include=include,
-        max_credits=max_credits,
-        dry_run=dry_run,
-        accept_changes=accept_changes,
-        wait_for_midnight=wait_for_midnight,
-        metrics_file=metrics_file,
-        live=live,
-        **book,
-    )
-    _sent(
-        lambda: batchval.run(
-            input_path, out=out_dir, config=config_file, progress=not json_lines, **given
-        )
-    )
-
-
-def _given(**options: Any) -> dict[str, Any]:
-    """The options given, by their names in the Python API: one left out (None) or a flag
-    not set takes the config's value."""
-    return {k: v for k, v in options.items() if v is not None and v is not False}
+    return {
+        "out": out_dir,
+        "config": config_file,
+        "progress": not json_lines,
+        **{k: v for k, v in options.items() if v is not None and v is not False},
+    }
 
 
 @cli.command(short_help="Say where the run in DIR stands and what to do next.")
@@ -557,53 +542,18 @@ def _export(local: Path, fmt: str, nested: str, to_dir: Path | None) -> Export:
 
 
 @cli.command(short_help="Street analysis of every distinct postcode of INPUT, into DIR.")
-@click.argument("input_path", metavar="INPUT")
-@out_option(
-    "The directory: outputs and checkpoint. Same DIR again resumes. Or an "
-    "s3:// or az:// URL that keeps the run, for machines that come and go.",
-    url=True,
-)
-@config_option("YAML config: api, input mapping, run settings.")
-@input_reading_options
+@sending_options("The directory")
 @click.option("--refresh", is_flag=True, help="Read again postcodes read in the last 30 days.")
 @click.option("--join", is_flag=True, help="Also write homes_with_street.parquet.")
 @MAX_CREDITS
 @DRY_RUN
 @concurrency_option("requests")
 @live_option
-def streets(
-    input_path: str,
-    out_dir: str,
-    config_file: Path | None,
-    sheet: str | None,
-    encoding: str | None,
-    header_row: int | None,
-    refresh: bool,
-    join: bool,
-    max_credits: int | None,
-    dry_run: bool,
-    concurrency: int | None,
-    live: bool,
-) -> None:
+def streets(input_path: str, out_dir: str, config_file: Path | None, **options: Any) -> None:
     """Street analysis of every distinct postcode of INPUT (a path, s3:// or az:// URL) into DIR
     (30 days free repeat)."""
-    json_lines = _logging()
-    given = _given(
-        sheet=sheet,
-        encoding=encoding,
-        header_row=header_row,
-        refresh=refresh,
-        join=join,
-        max_credits=max_credits,
-        dry_run=dry_run,
-        concurrency=concurrency,
-        live=live,
-    )
-    _sent(
-        lambda: batchval.analyse_streets(
-            input_path, out=out_dir, config=config_file, progress=not json_lines, **given
-        )
-    )
+    given = _given(out_dir, config_file, False, options)
+    _sent(lambda: batchval.analyse_streets(input_path, **given))
 
 
 @cli.command(short_help="Read DIR's valuations back from the API (free) and compare.")
