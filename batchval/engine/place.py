@@ -184,8 +184,7 @@ def viewed(place: str, env: Mapping[str, str]) -> Iterator[Place]:
         return
     from batchval.store.objects import ObjectStore, ObjectStoreError
 
-    local = Path(tempfile.mkdtemp(prefix="batchval-view-"))
-    try:
+    with _scratch("batchval-view-") as local:
         try:
             objects = ObjectStore.from_url(place, env)
             restore(objects, local / CHECKPOINT_NAME, url=place.rstrip("/"))
@@ -196,8 +195,6 @@ def viewed(place: str, env: Mapping[str, str]) -> Iterator[Place]:
             yield Place(local, place.rstrip("/"), objects, given=place)
         except StateObjectError as exc:  # the lease, read by `status`
             raise refusal_of(exc) from None
-    finally:
-        shutil.rmtree(local, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -211,8 +208,7 @@ def written(place: str, env: Mapping[str, str]) -> Iterator[Place]:
         return
     from batchval.store.objects import ObjectStore, ObjectStoreError
 
-    local = Path(tempfile.mkdtemp(prefix="batchval-out-"))
-    try:
+    with _scratch("batchval-out-") as local:
         try:
             objects = ObjectStore.from_url(place, env)
             held = tuple(key for key in objects.list("") if "/" not in key)
@@ -224,6 +220,15 @@ def written(place: str, env: Mapping[str, str]) -> Iterator[Place]:
             found.publish()
         except ObjectStoreError as exc:
             raise refusal_of(exc) from None
+
+
+@contextlib.contextmanager
+def _scratch(prefix: str) -> Iterator[Path]:
+    """A directory of this invocation's own, removed whatever ends it: it may hold the
+    run's results, and the shared temporary folder is no place to leave them."""
+    local = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield local
     finally:
         shutil.rmtree(local, ignore_errors=True)
 
@@ -252,8 +257,7 @@ def input_of(source: str, env: Mapping[str, str]) -> Iterator[Path]:
     from batchval.store.objects import ObjectStore, ObjectStoreError
 
     parent, _, name = source.rstrip("/").rpartition("/")
-    local = Path(tempfile.mkdtemp(prefix="batchval-input-"))
-    try:
+    with _scratch("batchval-input-") as local:
         found = None
         if name:  # streamed to disk, never held whole (an input may be a large file)
             try:
@@ -264,8 +268,6 @@ def input_of(source: str, env: Mapping[str, str]) -> Iterator[Path]:
         if found is None:
             raise RunRefusedError(StopReason.INPUT_UNUSABLE, f"{source}: no such object")
         yield local / name
-    finally:
-        shutil.rmtree(local, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -331,42 +333,39 @@ def opened(
         refused=(ObjectStoreRefusedError,),
         store=place,
     )
-    # Made after the lease is taken, removed whatever ends the invocation: it holds the
-    # run's results, and the shared temporary folder is no place to leave them.
-    local = Path(tempfile.mkdtemp(prefix="batchval-place-"))
-    try:
+    # Made after the lease is taken, removed (`_scratch`) once the run is let go.
+    with _scratch("batchval-place-") as local:
         try:
-            restored = restore(objects, local / CHECKPOINT_NAME, url=place.rstrip("/"))
-        except StateObjectError as exc:
-            raise refusal_of(exc) from None
-        copied = _copy_outputs(objects, local) if outputs else {}
-        log.info("place.taken", url=place, epoch=lease.epoch, restored=restored is not None)
-        found = Place(local, place.rstrip("/"), objects, keeper, restored, copied, given=place)
-        try:
-            yield found
-        except RunRefusedError as exc:  # its log, which its line may name, is not at the URL
-            kept = keep_privately(local / LOG_NAME, "log")
-            if kept is None or str(local) not in exc.detail:
-                raise
-            detail = exc.detail.replace(str(local / LOG_NAME), str(kept))
-            raise RunRefusedError(exc.reason, detail) from None
-        if keeper.holds():  # surely still this run's: never over a new holder's outputs
             try:
-                found.publish()
-            except ObjectStoreError as exc:
-                found.unpublished = refusal_of(exc)
-        else:
-            log.warning("place.not_published", url=place, why="the run's lease lapsed")
-        if found.unpublished is not None or not keeper.holds():
-            # The log, which names where a defect's traceback is, is not at the URL.
-            found.log_kept = keep_privately(local / LOG_NAME, "log")
-    finally:
-        try:
-            keeper.close()
-        except ObjectStoreError as exc:  # not let go: the next taker waits one lease
-            log.warning("place.not_let_go", url=place, why=str(exc))
+                restored = restore(objects, local / CHECKPOINT_NAME, url=place.rstrip("/"))
+            except StateObjectError as exc:
+                raise refusal_of(exc) from None
+            copied = _copy_outputs(objects, local) if outputs else {}
+            log.info("place.taken", url=place, epoch=lease.epoch, restored=restored is not None)
+            found = Place(local, place.rstrip("/"), objects, keeper, restored, copied, given=place)
+            try:
+                yield found
+            except RunRefusedError as exc:  # its log, which its line may name, is not at the URL
+                kept = keep_privately(local / LOG_NAME, "log")
+                if kept is None or str(local) not in exc.detail:
+                    raise
+                detail = exc.detail.replace(str(local / LOG_NAME), str(kept))
+                raise RunRefusedError(exc.reason, detail) from None
+            if keeper.holds():  # surely still this run's: never over a new holder's outputs
+                try:
+                    found.publish()
+                except ObjectStoreError as exc:
+                    found.unpublished = refusal_of(exc)
+            else:
+                log.warning("place.not_published", url=place, why="the run's lease lapsed")
+            if found.unpublished is not None or not keeper.holds():
+                # The log, which names where a defect's traceback is, is not at the URL.
+                found.log_kept = keep_privately(local / LOG_NAME, "log")
         finally:
-            shutil.rmtree(local, ignore_errors=True)
+            try:
+                keeper.close()
+            except ObjectStoreError as exc:  # not let go: the next taker waits one lease
+                log.warning("place.not_let_go", url=place, why=str(exc))
 
 
 # A test seam, not a setting: the seconds a run's lease at a URL holds (`store/lease`), so
