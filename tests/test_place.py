@@ -149,7 +149,8 @@ def test_a_local_place_is_the_dir_itself_however_it_is_opened(
     tmp_path: Path, opening: str, shown: str
 ) -> None:
     """A DIR (a path, with a final `/`, or a `file://` URL) is worked in as it is, named
-    as its user gave it, and neither published nor removed."""
+    as its user gave it, its path left as it is in messages, and neither published nor
+    removed."""
     given = shown.format(dir=tmp_path)
     opener = {"taken": taken, "viewed": viewed, "written": written}[opening]
     with opener(given, {}) as place:
@@ -158,8 +159,8 @@ def test_a_local_place_is_the_dir_itself_however_it_is_opened(
         assert place.publish() == []
     assert place.name == given.rstrip("/")
     assert place.where(tmp_path / "results.csv") == str(tmp_path / "results.csv")
-    said = f"{tmp_path} holds no finished batchval run"
-    assert place.named(said) == f"{given.rstrip('/')} holds no finished batchval run"
+    said = f"{tmp_path} holds no finished batchval run, without a summary"
+    assert place.named(said) == said  # a local DIR's path is its own name
     assert (tmp_path / "results.csv").is_file()
 
 

@@ -105,14 +105,16 @@ class Place:
         return self.given.rstrip("/") or self.given or self.url or str(self.local)
 
     def named(self, text: str) -> str:
-        """`text` (a message about the place's local directory) naming the place instead."""
-        here = str(self.local)
-        return text if here == self.name else text.replace(here, self.name)
+        """`text` (a message about the place's local directory) naming the run's URL
+        instead of the directory of this invocation's own it was copied into. A local
+        DIR's path is its own name, left as it is (a path given as `./out` is said as
+        `out`: rewriting `out` inside every word of a message would be worse)."""
+        return text.replace(str(self.local), self.url) if self.url else text
 
     @contextlib.contextmanager
     def naming(self) -> Iterator[None]:
-        """A refusal (or a settings error) met within names the place, not the directory
-        a URL's run was read into or written in."""
+        """A refusal (or a settings error) met within names the place (`named`), not the
+        directory a URL's run was read into or written in."""
         try:
             yield
         except RunRefusedError as exc:
