@@ -89,6 +89,23 @@ def input_reading_options(f: F) -> F:
     )(f)
 
 
+def sending_options(directory: str) -> Callable[[F], F]:
+    """INPUT, --out (`directory` says what DIR is), --config and the input's reading options:
+    the front door of a command that reads an input into DIR and sends (`run`, `streets`)."""
+
+    def declared(f: F) -> F:
+        f = input_reading_options(f)
+        f = config_option("YAML config: api, input mapping, run settings.")(f)
+        f = out_option(
+            f"{directory}: outputs and checkpoint. Same DIR again resumes. Or an "
+            "s3:// or az:// URL that keeps the run, for machines that come and go.",
+            url=True,
+        )(f)
+        return click.argument("input_path", metavar="INPUT")(f)
+
+    return declared
+
+
 MAX_CREDITS = click.option(
     "--max-credits", type=click.IntRange(0), metavar="N", help="Spend at most N credits this call."
 )
@@ -154,22 +171,6 @@ def _refusals() -> Iterator[None]:
     except RunRefusedError as exc:
         click.echo(f"batchval: {exc}", err=True)
         raise SystemExit(int(exc.exit_code)) from None
-
-
-@contextlib.contextmanager
-def _named(local: Path, place: str) -> Iterator[None]:
-    """A refusal (or a settings error) about a place at a URL names the URL, not the
-    directory it was read into or written in."""
-    if str(local) == place:
-        yield
-        return
-    try:
-        yield
-    except RunRefusedError as exc:
-        detail = exc.detail.replace(str(local), place.rstrip("/"))
-        raise RunRefusedError(exc.reason, detail) from None
-    except SettingsError as exc:
-        raise SettingsError(str(exc).replace(str(local), place.rstrip("/"))) from None
 
 
 # --- help a newcomer reads (issue 33) ---------------------------------------------------
@@ -290,14 +291,7 @@ def sandbox(
 
 
 @cli.command(short_help="Value every row of INPUT into DIR; the same command resumes.")
-@click.argument("input_path", metavar="INPUT")
-@out_option(
-    "The run's directory: outputs and checkpoint. Same DIR again resumes. Or an "
-    "s3:// or az:// URL that keeps the run, for machines that come and go.",
-    url=True,
-)
-@config_option("YAML config: api, input mapping, run settings.")
-@input_reading_options
+@sending_options("The run's directory")
 @click.option(
     "--run-id",
     metavar="ID",
@@ -334,53 +328,28 @@ def sandbox(
 @book_options
 @live_option
 def run(
-    input_path: str,
-    out_dir: str,
-    config_file: Path | None,
-    sheet: str | None,
-    encoding: str | None,
-    header_row: int | None,
-    run_id: str | None,
-    concurrency: int | None,
-    include: str | None,
-    max_credits: int | None,
-    dry_run: bool,
-    accept_changes: bool,
-    wait_for_midnight: bool,
-    metrics_file: Path | None,
-    log_json: bool,
-    live: bool,
-    **book: Any,
+    input_path: str, out_dir: str, config_file: Path | None, log_json: bool, **options: Any
 ) -> None:
     """Value every row of INPUT (CSV, Parquet or an Excel workbook; a path or an s3:// or az:// URL)
     into DIR; exit 0, 75, 77, 65, 64 or 70."""
+    given = _given(out_dir, config_file, log_json, options)
+    _sent(lambda: batchval.run(input_path, **given))
+
+
+def _given(
+    out_dir: str, config_file: Path | None, log_json: bool, options: dict[str, Any]
+) -> dict[str, Any]:
+    """The keywords of a command that sends (`run`, `streets`) for its public function,
+    once logging is configured: the place, the config, the bar unless log lines are JSON,
+    and the options given, by their names in the Python API (click's own names for them):
+    one left out (None) or a flag not set takes the config's value."""
     json_lines = _logging(log_json)
-    given = _given(
-        sheet=sheet,
-        encoding=encoding,
-        header_row=header_row,
-        run_id=run_id,
-        concurrency=concurrency,
-        include=include,
-        max_credits=max_credits,
-        dry_run=dry_run,
-        accept_changes=accept_changes,
-        wait_for_midnight=wait_for_midnight,
-        metrics_file=metrics_file,
-        live=live,
-        **book,
-    )
-    _sent(
-        lambda: batchval.run(
-            input_path, out=out_dir, config=config_file, progress=not json_lines, **given
-        )
-    )
-
-
-def _given(**options: Any) -> dict[str, Any]:
-    """The options given, by their names in the Python API: one left out (None) or a flag
-    not set takes the config's value."""
-    return {k: v for k, v in options.items() if v is not None and v is not False}
+    return {
+        "out": out_dir,
+        "config": config_file,
+        "progress": not json_lines,
+        **{k: v for k, v in options.items() if v is not None and v is not False},
+    }
 
 
 @cli.command(short_help="Say where the run in DIR stands and what to do next.")
@@ -394,9 +363,9 @@ def status(out_dir: str, as_json: bool) -> None:
     from batchval.tools.status import read_dry_run, read_status, status_text
 
     found: RunSummary | DryRunSummary | None
-    with _refusals(), viewed(out_dir, os.environ) as (local, objects):
-        found = read_status(local, objects=objects)
-        dry = read_dry_run(local)  # alone, or priced beside a run
+    with _refusals(), viewed(out_dir, os.environ) as place:
+        found = read_status(place.local, objects=place.objects)
+        dry = read_dry_run(place.local)  # alone, or priced beside a run
         if found is None:
             found = dry
     if found is None:
@@ -474,7 +443,7 @@ def split(
 ) -> None:
     """Cut INPUT (a path or an s3:// or az:// URL) into N Parquet shards by a stable hash of each
     row, into DIR (a path or an s3:// or az:// URL); exit 0, 64, 65 or 75."""
-    from batchval.engine.place import input_of, output_dir
+    from batchval.engine.place import input_of, written
     from batchval.input import InputError
     from batchval.settings import load_settings
     from batchval.tools.split import split_input
@@ -490,11 +459,17 @@ def split(
         with (
             _refusals(),
             input_of(input_path, env) as source,
-            output_dir(out_dir, env) as (local, held),
-            _named(local, out_dir),
+            written(out_dir, env) as place,
+            place.naming(),
         ):
             summary = split_input(
-                source, local, shards, settings.input, row_id, input_name=input_path, held=held
+                source,
+                place.local,
+                shards,
+                settings.input,
+                row_id,
+                input_name=input_path,
+                held=place.held,
             )
     except SettingsError as exc:
         raise click.UsageError(str(exc)) from None
@@ -510,19 +485,19 @@ def report(out_dir: str) -> None:
     """Write DIR/report.html: one self-contained page about the run in DIR (a path, or an
     s3:// URL, where the page is published beside the run's outputs)."""
     from batchval.engine.derived import remember
-    from batchval.engine.place import place_of
+    from batchval.engine.place import taken
     from batchval.tools.report import ReportError, write_report
 
     # At a URL the run is taken while the page is written and listed (published at the end).
-    with _refusals(), place_of(out_dir, os.environ, outputs=True) as place:
+    with _refusals(), taken(out_dir, os.environ, outputs=True) as place:
         try:
             path = write_report(place.local)
         except ReportError as exc:
-            raise click.UsageError(str(exc).replace(str(place.local), out_dir)) from None
+            raise click.UsageError(place.named(str(exc))) from None
         unlisted = remember(place, [path], "report")
     if unlisted:
         click.echo(f"batchval: {unlisted}", err=True)
-    click.echo(f"wrote {out_dir.rstrip('/')}/{path.name}" if place.url else f"wrote {path}")
+    click.echo(f"wrote {place.where(path)}")
 
 
 @cli.command(
@@ -542,19 +517,19 @@ def export_command(out_dir: str, fmt: str, nested: str, to_dir: Path | None) -> 
     """Write DIR's results and problems (DIR a path or an s3:// or az:// URL) as CSV, XLSX or JSON
     Lines; exit 0, 64 or 65."""
     from batchval.engine.derived import remember
-    from batchval.engine.place import place_of, viewed
+    from batchval.engine.place import taken, viewed
 
     if to_dir is not None:  # elsewhere: the run's place is only read
-        with _refusals(), viewed(out_dir, os.environ) as (local, _), _named(local, out_dir):
-            click.echo(_export(local, fmt, nested, to_dir).render())
+        with _refusals(), viewed(out_dir, os.environ) as place, place.naming():
+            click.echo(_export(place.local, fmt, nested, to_dir).render())
         raise SystemExit(int(ExitCode.COMPLETE))
     # In the run's place, listed in its memory (at a URL the run is taken meanwhile, and
     # the files published at the end), so that a run that changes the outputs removes them.
-    with _refusals(), place_of(out_dir, os.environ, outputs=True) as place:
-        with _named(place.local, out_dir):
+    with _refusals(), taken(out_dir, os.environ, outputs=True) as place:
+        with place.naming():
             done = _export(place.local, fmt, nested, None)
         unlisted = remember(place, [file.path for file in done.files], "export")
-    click.echo(done.render().replace(str(place.local), out_dir.rstrip("/")))
+    click.echo(place.named(done.render()))
     if unlisted:
         click.echo(f"batchval: {unlisted}", err=True)
     raise SystemExit(int(ExitCode.COMPLETE))
@@ -567,53 +542,18 @@ def _export(local: Path, fmt: str, nested: str, to_dir: Path | None) -> Export:
 
 
 @cli.command(short_help="Street analysis of every distinct postcode of INPUT, into DIR.")
-@click.argument("input_path", metavar="INPUT")
-@out_option(
-    "The directory: outputs and checkpoint. Same DIR again resumes. Or an "
-    "s3:// or az:// URL that keeps the run, for machines that come and go.",
-    url=True,
-)
-@config_option("YAML config: api, input mapping, run settings.")
-@input_reading_options
+@sending_options("The directory")
 @click.option("--refresh", is_flag=True, help="Read again postcodes read in the last 30 days.")
 @click.option("--join", is_flag=True, help="Also write homes_with_street.parquet.")
 @MAX_CREDITS
 @DRY_RUN
 @concurrency_option("requests")
 @live_option
-def streets(
-    input_path: str,
-    out_dir: str,
-    config_file: Path | None,
-    sheet: str | None,
-    encoding: str | None,
-    header_row: int | None,
-    refresh: bool,
-    join: bool,
-    max_credits: int | None,
-    dry_run: bool,
-    concurrency: int | None,
-    live: bool,
-) -> None:
+def streets(input_path: str, out_dir: str, config_file: Path | None, **options: Any) -> None:
     """Street analysis of every distinct postcode of INPUT (a path, s3:// or az:// URL) into DIR
     (30 days free repeat)."""
-    json_lines = _logging()
-    given = _given(
-        sheet=sheet,
-        encoding=encoding,
-        header_row=header_row,
-        refresh=refresh,
-        join=join,
-        max_credits=max_credits,
-        dry_run=dry_run,
-        concurrency=concurrency,
-        live=live,
-    )
-    _sent(
-        lambda: batchval.analyse_streets(
-            input_path, out=out_dir, config=config_file, progress=not json_lines, **given
-        )
-    )
+    given = _given(out_dir, config_file, False, options)
+    _sent(lambda: batchval.analyse_streets(input_path, **given))
 
 
 @cli.command(short_help="Read DIR's valuations back from the API (free) and compare.")
@@ -625,16 +565,16 @@ def verify(out_dir: str, config_file: Path | None, concurrency: int | None, live
     """Read back every valuation of DIR's results (DIR a path or an s3:// or az:// URL) by id (free)
     and compare; exit 0 when all agree, 1 on a difference (DIR/verify.parquet), 75, 77 or
     64 as run does."""
-    from batchval.engine.place import place_of
+    from batchval.engine.place import taken
     from batchval.verify.runner import verify_dir
 
     settings, json_lines = _configured(config_file, concurrency=concurrency, live=live)
     with (
         _refusals(),
-        place_of(out_dir, settings.storage.env(os.environ), outputs=True) as place,
-        _named(place.local, out_dir),
+        taken(out_dir, settings.storage.env(os.environ), outputs=True) as place,
+        place.naming(),
     ):
-        summary = verify_dir(place.local, settings, progress_bar=not json_lines, place=place)
+        summary = verify_dir(place, settings, progress_bar=not json_lines)
     click.echo(summary.render())
     if summary.stop is not None:
         click.echo(f"batchval: {summary.stop.line()}", err=True)
@@ -642,7 +582,7 @@ def verify(out_dir: str, config_file: Path | None, concurrency: int | None, live
         click.echo(
             f"batchval: differences: {len(summary.differences)} between the API and "
             f"results.parquet (first: {summary.differences[0].valuation_id} "
-            f"{summary.differences[0].field}); see {out_dir.rstrip('/')}/verify.parquet",
+            f"{summary.differences[0].field}); see {place.name}/verify.parquet",
             err=True,
         )
     raise SystemExit(int(summary.exit_code))

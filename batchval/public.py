@@ -170,16 +170,16 @@ class Run:
     def report(self) -> str:
         """Write report.html beside the run's outputs (published at a URL); its place."""
         from batchval.engine.derived import remember
-        from batchval.engine.place import place_of
+        from batchval.engine.place import taken
         from batchval.tools.report import ReportError, write_report
 
-        with _errors(), place_of(self.place, os.environ, outputs=True) as place:
+        with _errors(), taken(self.place, os.environ, outputs=True) as place:
             try:
                 path = write_report(place.local)
             except ReportError as exc:
-                raise RunError(ExitCode.USAGE, _named(str(exc), place), self) from None
+                raise RunError(ExitCode.USAGE, place.named(str(exc)), self) from None
             remember(place, [path], "report")
-        return _there(path, place)
+        return place.where(path)
 
     def export(
         self, format: Literal["csv", "xlsx", "json"], *, nested: str = "flatten"
@@ -187,14 +187,14 @@ class Run:
         """Write the results and problems as CSV, an Excel workbook or JSON Lines beside
         them (as `batchval export DIR --format`); the places of the files written."""
         from batchval.engine.derived import remember
-        from batchval.engine.place import place_of
+        from batchval.engine.place import taken
         from batchval.tools.export import Format, Nested, export_dir
 
-        with _errors(), place_of(self.place, os.environ, outputs=True) as place:
+        with _errors(), taken(self.place, os.environ, outputs=True) as place:
             done = export_dir(place.local, Format(format), nested=Nested(nested))
             written = [file.path for file in done.files]
             remember(place, written, "export")
-        return [_there(path, place) for path in written]
+        return [place.where(path) for path in written]
 
     def _frame(self, name: str) -> pl.DataFrame:
         with _viewed(self.place) as local:
@@ -295,13 +295,13 @@ def _invoke(
     """One invocation of `command`, as the command line's: a Run, a RunError, or a defect
     raised as it was (carrying its kept run, `Run.of`)."""
     from batchval.engine.invocation import last_defect
-    from batchval.engine.place import input_of, is_url, place_of
+    from batchval.engine.place import input_of, is_url, taken
 
-    taken = _OPTIONS[command]
-    options = {k: v for k, v in given.items() if k in taken}
-    run_settings = {k: v for k, v in given.items() if k not in taken}
+    own = _OPTIONS[command]
+    options = {k: v for k, v in given.items() if k in own}
+    run_settings = {k: v for k, v in given.items() if k not in own}
     logs.configure_library()
-    settings = _settings(config, options, run_settings, taken)
+    settings = _settings(config, options, run_settings, own)
     dry_run = bool(options.get("dry_run", False))
     if dry_run and is_url(out):
         raise RunError(
@@ -311,7 +311,7 @@ def _invoke(
     name = str(options.get("input_name") or input_path)
     last_defect.set(None)
     try:
-        with input_of(input_path, env) as source, place_of(out, env, summarised=True) as place:
+        with input_of(input_path, env) as source, taken(out, env, summarised=True) as place:
             summary = _start(command, source, name, place, settings, options, progress)
     except RunRefusedError as exc:
         line = redaction.scrub(str(exc))
@@ -353,13 +353,12 @@ def _start(
         streets_request = StreetsRequest(
             input_path=source,
             input_name=name,
-            out_dir=place.local,
+            place=place,
             settings=settings,
             refresh=bool(options.get("refresh", False)),
             join=bool(options.get("join", False)),
             dry_run=dry_run,
             progress_bar=progress,
-            place=place,
         )
         return Streets(streets_request, embedded_api=embedded_api).run()
     from batchval.valuations.runner import Runner, RunRequest
@@ -368,14 +367,13 @@ def _start(
     request = RunRequest(
         input_path=source,
         input_name=name,
-        out_dir=place.local,
+        place=place,
         settings=settings,
         run_id=options.get("run_id"),
         dry_run=dry_run,
         accept_changes=bool(options.get("accept_changes", False)),
         progress_bar=progress,
         metrics_file=None if metrics_file is None else Path(metrics_file),
-        place=place,
     )
     return Runner(request, embedded_api=embedded_api).run()
 
@@ -461,14 +459,5 @@ def _viewed(place: str) -> Iterator[Path]:
     """The run's files, read only: the DIR itself, or a copy of what is at its URL."""
     from batchval.engine.place import viewed
 
-    with _errors(), viewed(place, os.environ) as (local, _objects):
-        yield local
-
-
-def _there(path: Path, place: Place) -> str:
-    """Where a file written in the place's local directory is for its user."""
-    return f"{place.url.rstrip('/')}/{path.name}" if place.url else str(path)
-
-
-def _named(text: str, place: Place) -> str:
-    return text.replace(str(place.local), place.url) if place.url else text
+    with _errors(), viewed(place, os.environ) as found:
+        yield found.local

@@ -15,6 +15,7 @@ import pytest
 import structlog
 
 from batchval.engine.command import Lines, invoke
+from batchval.engine.place import Place
 from batchval.engine.sending import SendOutcome
 from batchval.engine.summary import DryRunSummary, RunSummary
 from batchval.input import InputOptions, InputSource, open_input
@@ -58,6 +59,10 @@ class Toy:
 
     def now(self) -> dt.datetime:
         return NOW
+
+    @property
+    def place(self) -> Place:
+        return Place(self.out_dir)
 
     @property
     def input_name(self) -> str:

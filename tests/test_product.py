@@ -19,6 +19,7 @@ from batchval.api.errors import PartnerError
 from batchval.engine.command import Lines, invoke
 from batchval.engine.invocation import NotedSignals
 from batchval.engine.job import Gate, Settled
+from batchval.engine.place import Place
 from batchval.engine.sending import Sending, SendOutcome
 from batchval.engine.summary import DryRunSummary, RunSummary
 from batchval.input import InputOptions, InputSource, open_input
@@ -50,6 +51,10 @@ class BookRead:
 
     def now(self) -> dt.datetime:
         return NOW
+
+    @property
+    def place(self) -> Place:
+        return Place(self.out_dir)
 
     @property
     def input_name(self) -> str:

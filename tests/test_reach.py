@@ -22,6 +22,7 @@ import yaml
 from support import LIVE, portfolio
 
 from batchval.engine import loops
+from batchval.engine.place import Place
 from batchval.engine.summary import RunSummary
 from batchval.outcome import ExitCode, StopReason
 from batchval.sandbox.app import API_PREFIX
@@ -78,7 +79,7 @@ def run(served: RunningSandbox, tmp_path: Path, rows: int) -> RunSummary:
     }
     request = RunRequest(
         input_path=portfolio(tmp_path / "book.csv", rows),
-        out_dir=tmp_path / "out",
+        place=Place(tmp_path / "out"),
         settings=load_settings(config, env),
         accept_changes=True,
     )

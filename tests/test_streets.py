@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from support import BATCHVAL, LIVE, POOR, TEST, InProcess, env_for, wait_until
 
+from batchval.engine.place import Place
 from batchval.engine.sending import SendOutcome
 from batchval.outcome import ExitCode, StopInfo, StopReason
 from batchval.sandbox.config import Faults
@@ -412,7 +413,7 @@ def test_a_complete_run_still_reports_a_stop_a_person_must_act_on(
     defect = StopInfo(StopReason.INTERNAL_ERROR, "a defect met while sending")
     monkeypatch.setattr(StreetReading, "send", lambda self: SendOutcome(defect))
     settings = load_settings(None, env_for(served))
-    found = Streets(StreetsRequest(input_path=source, out_dir=out, settings=settings)).run()
+    found = Streets(StreetsRequest(input_path=source, place=Place(out), settings=settings)).run()
     assert isinstance(found, StreetsSummary)
     assert found.run.counts.complete
     assert found.exit_code is ExitCode.INTERNAL
@@ -457,7 +458,7 @@ def test_the_api_identity_is_the_settings_one(
     source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
     monkeypatch.setattr("batchval.streets.runner.api_identity", lambda api: f"who:{api.client_id}")
     settings = load_settings(None, env_for(served))
-    found = Streets(StreetsRequest(input_path=source, out_dir=out, settings=settings)).run()
+    found = Streets(StreetsRequest(input_path=source, place=Place(out), settings=settings)).run()
     assert found.exit_code is ExitCode.COMPLETE
     checkpoint = Checkpoint.open(out)
     try:

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from support import LIVE, portfolio
 
+from batchval.engine.place import Place
 from batchval.engine.summary import SUMMARY_KEYS as DOCUMENTED
 from batchval.engine.summary import DryRunSummary, RunSummary, Tally
 from batchval.outcome import ExitCode, StopInfo, StopReason
@@ -171,7 +172,7 @@ def test_runner_runs_in_process(served: RunningSandbox, tmp_path: Path) -> None:
     }
     request = RunRequest(
         input_path=portfolio(tmp_path / "book.csv", 5, duplicates=1),
-        out_dir=tmp_path / "out",
+        place=Place(tmp_path / "out"),
         settings=load_settings(None, env),
     )
     result = Runner(request).run()

@@ -15,6 +15,12 @@ plan, send, settle, count, write and wrap the summary. Once the outputs are writ
 exports and report.html made from older ones are removed (`engine/derived`). The
 skeleton names no product: each hands in its own pieces.
 
+A product's front door is one shape: its request is an `Invocation` (the input, the
+place, taken once by the caller (`engine/place.taken`), the settings, a dry run asked)
+with the product's own options beside, and the product a `FrontDoor` over it, which
+answers the `Product` members every product answers alike and enters an invocation
+(`--live` insisted on before the DIR is taken, signals noted).
+
 `verify`, which reads back ids and has no input, plan or summary.json, takes only the
 pieces that fit it: `invocation.locked_dir`, and `engine/sending.Sending`, whose phase holds
 the gates every command shares (a noted signal, a kept daily limit).
@@ -29,20 +35,21 @@ import hashlib
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import structlog
 
 from batchval.engine.derived import remove_stale
 from batchval.engine.files import write_json_atomic
-from batchval.engine.invocation import last_defect, locked_dir
+from batchval.engine.invocation import NotedSignals, last_defect, locked_dir
+from batchval.engine.live import insist_on_live
 from batchval.engine.names import DRY_RUN_NAME, LOG_NAME
 from batchval.engine.place import Place
 from batchval.engine.sending import SendOutcome
 from batchval.engine.summary import SUMMARY_NAME, DryRunSummary, RunSummary
-from batchval.input import InputError, InputSource
+from batchval.input import InputError, InputSource, open_input
 from batchval.outcome import ExitCode, RunRefusedError, SettingsError, StopInfo, StopReason
-from batchval.settings import ApiSettings
+from batchval.settings import ApiSettings, Settings
 from batchval.store.counts import Counts
 from batchval.store.database import CheckpointVersionError, Database
 
@@ -143,7 +150,10 @@ class Product(Protocol[SummaryT_co, DatabaseT]):
         ...
 
     @property
-    def out_dir(self) -> Path: ...
+    def place(self) -> Place:
+        """Where the run lives, taken for this invocation (`engine/place`): the skeleton
+        works in `place.local` and keeps the run's database at its URL, if it has one."""
+        ...
 
     @property
     def dry(self) -> bool:
@@ -167,15 +177,15 @@ class Product(Protocol[SummaryT_co, DatabaseT]):
         ...
 
 
-def invoke(
-    product: Product[SummaryT, DatabaseT], place: Place | None = None
-) -> SummaryT | DryRunSummary:
+def invoke(product: Product[SummaryT, DatabaseT]) -> SummaryT | DryRunSummary:
     """One invocation of `product`; returns its summary (also written to DIR/summary.json).
-    Raises RunRefusedError when it ends before sending. At a URL (`place`, whose local
-    directory is `product.out_dir`), the run's database is kept there as it commits."""
+    Raises RunRefusedError when it ends before sending. At a URL (`product.place`), the
+    run's database is kept there as it commits."""
+    place = product.place
+    out_dir = place.local
     # A dry run takes no lock: it reads DIR's checkpoint read-only and writes only its
     # own files (`names.DRY_RUN_NAME`), so a run in progress there goes on undisturbed.
-    with locked_dir(product.out_dir, LOG_NAME, product.name, lock=not product.dry):
+    with locked_dir(out_dir, LOG_NAME, product.name, lock=not product.dry):
         started, started_mono = product.now(), time.monotonic()
         try:
             source = product.read_input()
@@ -190,19 +200,17 @@ def invoke(
                 input=product.input_name,
                 priced_at=started.isoformat(),
             )
-            write_json_atomic(product.out_dir / DRY_RUN_NAME, priced.to_json())
+            write_json_atomic(out_dir / DRY_RUN_NAME, priced.to_json())
             return priced
-        for leftover in product.out_dir.glob(".*.tmp-*"):
+        for leftover in out_dir.glob(".*.tmp-*"):
             if not leftover.name.startswith(".dry_run"):  # a dry run's, maybe writing now
                 leftover.unlink(missing_ok=True)  # an output write cut short by a kill
-        database = open_database(product.database, product.out_dir)
+        database = open_database(product.database, out_dir)
         try:
-            if place is not None:
-                place.keep(database)
+            place.keep(database)
             steps = product.admit(database, started)
             try:
-                here = place if place is not None else Place(product.out_dir)
-                return _run(product, steps, database, source, here, started, started_mono)
+                return _run(product, steps, database, source, started, started_mono)
             finally:
                 steps.close()
         finally:
@@ -223,7 +231,6 @@ def _run(
     steps: Steps[SummaryT],
     database: Database,
     source: InputSource,
-    place: Place,
     started: dt.datetime,
     started_mono: float,
 ) -> SummaryT:
@@ -243,7 +250,7 @@ def _run(
     stop = final_stop(counts, sent.stop, product.pending)
     code = ExitCode.COMPLETE if stop is None else stop.reason.exit_code
     lines = steps.write_outputs()
-    removed = remove_stale(database, place)  # the exports and report made from the old
+    removed = remove_stale(database, product.place)  # the exports and report made from the old
     if stop is None and lines.stop is not None:
         stop = lines.stop
         code = stop.reason.exit_code
@@ -279,8 +286,75 @@ def _run(
         removed=tuple(removed),
     )
     summary = steps.summary(run)
-    write_json_atomic(product.out_dir / SUMMARY_NAME, summary.to_json())
+    write_json_atomic(product.place.local / SUMMARY_NAME, summary.to_json())
     return summary
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Invocation:
+    """What one invocation of a product is asked, whatever the product (its front door's
+    record); a product's request adds its own options to it."""
+
+    input_path: Path
+    place: Place  # where the run lives, taken by the caller (`engine/place.taken`)
+    settings: Settings
+    dry_run: bool = False
+    progress_bar: bool = False
+    input_name: str | None = None  # the URL `input_path` was read from, if it was
+
+
+RequestT = TypeVar("RequestT", bound=Invocation)
+
+
+class FrontDoor(Generic[RequestT]):
+    """A product's front door: the `Product` members every product answers alike from its
+    request, and the way into an invocation (`entered`). A product subclasses it and
+    adds its database, name, dry run, `admit` and a `run` that calls `invoke`."""
+
+    # The input is read for its postcodes alone (`open_input`'s `postcode_only`).
+    postcode_only = False
+
+    def __init__(self, request: RequestT, *, embedded_api: EmbeddedApi | None = None) -> None:
+        self.request = request
+        self.settings: Settings = request.settings
+        self.embedded_api = embedded_api
+        self.signals = NotedSignals()  # a signal received outside the sending phase
+
+    @property
+    def input_name(self) -> str:
+        return self.request.input_name or str(self.request.input_path)
+
+    @property
+    def place(self) -> Place:
+        return self.request.place
+
+    @property
+    def dry(self) -> bool:
+        return self.request.dry_run
+
+    def now(self) -> dt.datetime:
+        return self.settings.run.now()  # with the test seam
+
+    def input_fingerprint(self) -> str:
+        """The input's sha256: the run knows an input by its bytes, so the same object
+        read on another machine is the same input."""
+        return file_fingerprint(self.request.input_path)
+
+    def read_input(self) -> InputSource:
+        source = open_input(
+            self.request.input_path, self.settings.input, postcode_only=self.postcode_only
+        )
+        self.settings = self.settings.read_at(None if source.header is None else source.header.line)
+        return source
+
+    @contextlib.contextmanager
+    def entered(self) -> Iterator[None]:
+        """An invocation's way in: `--live` insisted on before the DIR is taken (nothing
+        sent or written when it is refused), then signals noted until it ends."""
+        if self.settings.run.live:
+            insist_on_live(self.settings.api, dry=self.request.dry_run)
+        with self.signals:
+            yield
 
 
 @contextlib.contextmanager

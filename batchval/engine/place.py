@@ -1,7 +1,21 @@
 """Where a run lives: a local DIR, or a URL (`s3://bucket/prefix`) that keeps the run's
 memory and outputs, so that any machine with an empty disk carries the run on (issue 23).
 
-A run whose place is a URL works in a local directory of its own, made empty for each
+Every command that opens a DIR or a URL holds it as one `Place`, opened one of three
+ways, each removing its temporary directory whatever ends the command:
+
+- `taken` (`run`, `streets`, `verify`, `report`, `export`): the run is the command's
+  while it works; at a URL its lease is taken, its memory restored and kept as it
+  commits, and its outputs published at the end;
+- `viewed` (`status`, `export --out`, `batchval.open_run`): read only; at a URL a copy of
+  the run's memory and outputs, the lease never taken;
+- `written` (`split`): a directory whose files are published at the URL once the
+  command has ended well.
+
+The place says itself in messages (`name`, `named`, `where`, `naming`): a command never
+names the directory a URL's run was copied into.
+
+A run taken at a URL works in a local directory of its own, made empty for each
 invocation, as a moved Airflow task finds its disk:
 
 1. the store is probed for create-only and compare-and-swap writes (one that does not
@@ -9,10 +23,10 @@ invocation, as a moved Airflow task finds its disk:
 2. the run is taken (`store/lease`): another live holder stops this one (`dir_locked`,
    75) within seconds, and sends nothing;
 3. the run's memory is restored from the URL (`store/replica.restore`) and, once the
-   command opens it, kept there as it commits (`keep`);
+   command opens it, kept there as it commits (`Place.keep`);
 4. the command runs as on a local DIR, sending only while the lease surely holds;
-5. its outputs are published at the URL (`publish`), each object written whole, so a
-   reader never sees half of one; then the run is let go.
+5. its outputs are published at the URL (`Place.publish`), each object written whole, so
+   a reader never sees half of one; then the run is let go.
 """
 
 from __future__ import annotations
@@ -32,7 +46,7 @@ import structlog
 
 from batchval.engine.invocation import keep_privately
 from batchval.engine.names import LOG_NAME
-from batchval.outcome import ExitCode, RunRefusedError, StopReason
+from batchval.outcome import ExitCode, RunRefusedError, SettingsError, StopReason
 from batchval.store.database import CHECKPOINT_NAME, Database
 from batchval.store.lease import DURATION, Lease, LeaseHeldError, LeaseKeeper
 from batchval.store.lock import LOCK_NAME
@@ -63,8 +77,9 @@ def local_path(place: str) -> Path:
 
 @dataclasses.dataclass
 class Place:
-    """A run's place: `local` is where it works; `url`, where it is kept (None: `local`
-    is the DIR itself)."""
+    """A run's place for one invocation: `local` is where the command works; `url`, where
+    the run is kept (None: `local` is the DIR itself). Opened by `taken`, `viewed` or
+    `written`, never made by a command."""
 
     local: Path
     url: str | None = None
@@ -74,13 +89,45 @@ class Place:
     # The sha256 of each object copied in from the URL: published again only if changed
     # (an object beside the run's outputs, such as a --book, is never written back stale).
     copied: Mapping[str, bytes] = dataclasses.field(default_factory=dict)
+    # The names the URL held when a `written` place was opened (a local DIR's: none).
+    held: tuple[str, ...] = ()
     # Why the outputs could not be published at the URL (the command's refusal), and where
     # the run's log was kept instead (the user's state folder), once the place is left.
     unpublished: RunRefusedError | None = None
     log_kept: Path | None = None
+    # The place as its user named it ("": the URL, or else the local directory's path).
+    given: str = ""
+
+    @property
+    def name(self) -> str:
+        """The place in a message: as its user named it (a final `/` dropped), the URL of
+        a run kept at one, never the directory it was copied into."""
+        return self.given.rstrip("/") or self.given or self.url or str(self.local)
+
+    def named(self, text: str) -> str:
+        """`text` (a message about the place's local directory) naming the run's URL
+        instead of the directory of this invocation's own it was copied into. A local
+        DIR's path is its own name, left as it is (a path given as `./out` is said as
+        `out`: rewriting `out` inside every word of a message would be worse)."""
+        return text.replace(str(self.local), self.url) if self.url else text
+
+    @contextlib.contextmanager
+    def naming(self) -> Iterator[None]:
+        """A refusal (or a settings error) met within names the place (`named`), not the
+        directory a URL's run was read into or written in."""
+        try:
+            yield
+        except RunRefusedError as exc:
+            raise RunRefusedError(exc.reason, self.named(exc.detail)) from None
+        except SettingsError as exc:
+            raise SettingsError(self.named(str(exc))) from None
+
+    def where(self, path: Path) -> str:
+        """Where a file written in the local directory is for the place's user."""
+        return f"{self.url}/{path.name}" if self.url else str(path)
 
     def left(self, code: int) -> tuple[int, list[str]]:
-        """The exit code of a command that sent, once the place is left (`place_of` with
+        """The exit code of a command that sent, once the place is left (`taken` with
         `summarised`), and the lines to say: outputs its URL could not take (never 0),
         and where the run's log was kept when not at the URL (a stop may name it)."""
         said = []
@@ -92,7 +139,8 @@ class Place:
         return code, said
 
     def keep(self, database: Database) -> None:
-        """Ship every commit of the run's database to the URL from now on."""
+        """Ship every commit of the run's database to the URL from now on (a place
+        taken at a URL; elsewhere nothing)."""
         if self.objects is None or self.keeper is None:
             return
         replica = Replica(
@@ -121,20 +169,24 @@ class Place:
         return names
 
 
+def _here(place: str) -> Place:
+    """A place that is not a URL: the DIR itself."""
+    return Place(local_path(place), given=place)
+
+
 @contextlib.contextmanager
-def viewed(place: str, env: Mapping[str, str]) -> Iterator[tuple[Path, Objects | None]]:
-    """A run's place as a reader sees it (`status`, `report`, `export`): a local DIR as it
-    is, or a URL's run copied into a directory of this invocation's own (its memory
-    restored, its published outputs beside it), with the store, to publish what the reader
-    writes (and for `status` to read the lease). The run's lease is never taken: a run at
-    work there goes on undisturbed."""
+def viewed(place: str, env: Mapping[str, str]) -> Iterator[Place]:
+    """A run's place as a reader sees it (`status`, `export --out`, `batchval.open_run`):
+    a local DIR as it is, or a URL's run copied into a directory of this invocation's own
+    (its memory restored, its published outputs beside it), with the store (for `status`
+    to read the lease). Nothing is published and the run's lease is never taken: a run
+    at work there goes on undisturbed."""
     if not is_url(place):
-        yield local_path(place), None
+        yield _here(place)
         return
     from batchval.store.objects import ObjectStore, ObjectStoreError
 
-    local = Path(tempfile.mkdtemp(prefix="batchval-view-"))
-    try:
+    with _scratch("batchval-view-") as local:
         try:
             objects = ObjectStore.from_url(place, env)
             restore(objects, local / CHECKPOINT_NAME, url=place.rstrip("/"))
@@ -142,38 +194,43 @@ def viewed(place: str, env: Mapping[str, str]) -> Iterator[tuple[Path, Objects |
         except (ObjectStoreError, StateObjectError) as exc:
             raise refusal_of(exc) from None
         try:
-            yield local, objects
+            yield Place(local, place.rstrip("/"), objects, given=place)
         except StateObjectError as exc:  # the lease, read by `status`
             raise refusal_of(exc) from None
-    finally:
-        shutil.rmtree(local, ignore_errors=True)
 
 
 @contextlib.contextmanager
-def output_dir(place: str, env: Mapping[str, str]) -> Iterator[tuple[Path, list[str]]]:
+def written(place: str, env: Mapping[str, str]) -> Iterator[Place]:
     """Where a command that only writes files (`split`) writes them: a local DIR as it
     is, or, for a URL, an empty directory of the invocation's own whose files are
     published at the URL, each object whole, once the command has ended well (a command
-    that fails publishes nothing). Yields the directory and the names the URL holds."""
+    that fails publishes nothing); `Place.held` names what the URL held."""
     if not is_url(place):
-        yield local_path(place), []
+        yield _here(place)
         return
     from batchval.store.objects import ObjectStore, ObjectStoreError
 
-    local = Path(tempfile.mkdtemp(prefix="batchval-out-"))
-    try:
+    with _scratch("batchval-out-") as local:
         try:
             objects = ObjectStore.from_url(place, env)
-            held = [key for key in objects.list("") if "/" not in key]
+            held = tuple(key for key in objects.list("") if "/" not in key)
         except ObjectStoreError as exc:
             raise refusal_of(exc) from None
-        yield local, held
+        found = Place(local, place.rstrip("/"), objects, held=held, given=place)
+        yield found
         try:
-            for path in sorted(local.iterdir()):
-                if path.is_file() and ".tmp-" not in path.name:
-                    objects.put(path.name, path.read_bytes())
+            found.publish()
         except ObjectStoreError as exc:
             raise refusal_of(exc) from None
+
+
+@contextlib.contextmanager
+def _scratch(prefix: str) -> Iterator[Path]:
+    """A directory of this invocation's own, removed whatever ends it: it may hold the
+    run's results, and the shared temporary folder is no place to leave them."""
+    local = Path(tempfile.mkdtemp(prefix=prefix))
+    try:
+        yield local
     finally:
         shutil.rmtree(local, ignore_errors=True)
 
@@ -202,8 +259,7 @@ def input_of(source: str, env: Mapping[str, str]) -> Iterator[Path]:
     from batchval.store.objects import ObjectStore, ObjectStoreError
 
     parent, _, name = source.rstrip("/").rpartition("/")
-    local = Path(tempfile.mkdtemp(prefix="batchval-input-"))
-    try:
+    with _scratch("batchval-input-") as local:
         found = None
         if name:  # streamed to disk, never held whole (an input may be a large file)
             try:
@@ -214,24 +270,23 @@ def input_of(source: str, env: Mapping[str, str]) -> Iterator[Path]:
         if found is None:
             raise RunRefusedError(StopReason.INPUT_UNUSABLE, f"{source}: no such object")
         yield local / name
-    finally:
-        shutil.rmtree(local, ignore_errors=True)
 
 
 @contextlib.contextmanager
-def place_of(
+def taken(
     place: str, env: Mapping[str, str], *, outputs: bool = False, summarised: bool = False
 ) -> Iterator[Place]:
-    """The place `--out` names: a URL's store read from `env` the way AWS's own tools
-    read it (`store/objects`), its failures the command's refusals: a store that will not
-    do what a run needs (credentials, no bucket, no conditional writes) is `refused`
-    (64), one that does not answer `store_unavailable` (75). With `outputs`, the outputs
-    published at the URL are copied beside the restored memory (`verify` reads them).
+    """The run's place, taken by a command that works on the run (`run`, `streets`,
+    `verify`, `report`, `export`): a local DIR as it is, or a URL's store read from `env`
+    the way AWS's own tools read it (`store/objects`), its failures the command's
+    refusals: a store that will not do what a run needs (credentials, no bucket, no
+    conditional writes) is `refused` (64), one that does not answer `store_unavailable`
+    (75). With `outputs`, the outputs published at the URL are copied beside the
+    restored memory (`verify`, `report` and `export` read them).
     With `summarised`, outputs that could not be published are the caller's to say (in
     `Place.unpublished`, after its summary); else they are the refusal raised."""
     if not is_url(place):
-        with opened(place) as local:
-            yield local
+        yield _here(place)
         return
     from batchval.store.objects import ObjectStore, ObjectStoreError
 
@@ -257,7 +312,7 @@ def opened(
     `objects` (probed, taken, restored into a directory of this invocation's own; the
     outputs published and the run let go at the end)."""
     if objects is None:
-        yield Place(local_path(place))
+        yield _here(place)
         return
     from batchval.store.objects import ObjectStoreError, ObjectStoreRefusedError
 
@@ -280,42 +335,39 @@ def opened(
         refused=(ObjectStoreRefusedError,),
         store=place,
     )
-    # Made after the lease is taken, removed whatever ends the invocation: it holds the
-    # run's results, and the shared temporary folder is no place to leave them.
-    local = Path(tempfile.mkdtemp(prefix="batchval-place-"))
-    try:
+    # Made after the lease is taken, removed (`_scratch`) once the run is let go.
+    with _scratch("batchval-place-") as local:
         try:
-            restored = restore(objects, local / CHECKPOINT_NAME, url=place.rstrip("/"))
-        except StateObjectError as exc:
-            raise refusal_of(exc) from None
-        copied = _copy_outputs(objects, local) if outputs else {}
-        log.info("place.taken", url=place, epoch=lease.epoch, restored=restored is not None)
-        found = Place(local, place.rstrip("/"), objects, keeper, restored, copied)
-        try:
-            yield found
-        except RunRefusedError as exc:  # its log, which its line may name, is not at the URL
-            kept = keep_privately(local / LOG_NAME, "log")
-            if kept is None or str(local) not in exc.detail:
-                raise
-            detail = exc.detail.replace(str(local / LOG_NAME), str(kept))
-            raise RunRefusedError(exc.reason, detail) from None
-        if keeper.holds():  # surely still this run's: never over a new holder's outputs
             try:
-                found.publish()
-            except ObjectStoreError as exc:
-                found.unpublished = refusal_of(exc)
-        else:
-            log.warning("place.not_published", url=place, why="the run's lease lapsed")
-        if found.unpublished is not None or not keeper.holds():
-            # The log, which names where a defect's traceback is, is not at the URL.
-            found.log_kept = keep_privately(local / LOG_NAME, "log")
-    finally:
-        try:
-            keeper.close()
-        except ObjectStoreError as exc:  # not let go: the next taker waits one lease
-            log.warning("place.not_let_go", url=place, why=str(exc))
+                restored = restore(objects, local / CHECKPOINT_NAME, url=place.rstrip("/"))
+            except StateObjectError as exc:
+                raise refusal_of(exc) from None
+            copied = _copy_outputs(objects, local) if outputs else {}
+            log.info("place.taken", url=place, epoch=lease.epoch, restored=restored is not None)
+            found = Place(local, place.rstrip("/"), objects, keeper, restored, copied, given=place)
+            try:
+                yield found
+            except RunRefusedError as exc:  # its log, which its line may name, is not at the URL
+                kept = keep_privately(local / LOG_NAME, "log")
+                if kept is None or str(local) not in exc.detail:
+                    raise
+                detail = exc.detail.replace(str(local / LOG_NAME), str(kept))
+                raise RunRefusedError(exc.reason, detail) from None
+            if keeper.holds():  # surely still this run's: never over a new holder's outputs
+                try:
+                    found.publish()
+                except ObjectStoreError as exc:
+                    found.unpublished = refusal_of(exc)
+            else:
+                log.warning("place.not_published", url=place, why="the run's lease lapsed")
+            if found.unpublished is not None or not keeper.holds():
+                # The log, which names where a defect's traceback is, is not at the URL.
+                found.log_kept = keep_privately(local / LOG_NAME, "log")
         finally:
-            shutil.rmtree(local, ignore_errors=True)
+            try:
+                keeper.close()
+            except ObjectStoreError as exc:  # not let go: the next taker waits one lease
+                log.warning("place.not_let_go", url=place, why=str(exc))
 
 
 # A test seam, not a setting: the seconds a run's lease at a URL holds (`store/lease`), so

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import structlog
@@ -25,24 +24,15 @@ import structlog
 from batchval.api.vocabulary import DAILY_PAID_CALLS
 from batchval.engine.batches import read_batches, refusal
 from batchval.engine.charges_file import write_charges
-from batchval.engine.command import (
-    EmbeddedApi,
-    Lines,
-    chosen_api,
-    file_fingerprint,
-    invoke,
-)
+from batchval.engine.command import FrontDoor, Invocation, Lines, chosen_api, invoke
 from batchval.engine.derived import removed_line
-from batchval.engine.invocation import NotedSignals
-from batchval.engine.live import insist_on_live
 from batchval.engine.names import CHARGES_NAME, PROBLEMS_NAME
-from batchval.engine.place import Place
 from batchval.engine.sending import Sending, SendOutcome
 from batchval.engine.summary import DryRunSummary, RunSummary
-from batchval.input import InputSource, open_input
+from batchval.input import InputSource
 from batchval.input.validate import check_postcodes
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
-from batchval.settings import Settings, api_identity
+from batchval.settings import api_identity
 from batchval.store.counts import Counts
 from batchval.store.database import CHECKPOINT_NAME, CheckpointVersionError, Database
 from batchval.store.streets import COMMAND, StreetStore
@@ -59,17 +49,11 @@ log = structlog.get_logger()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class StreetsRequest:
-    input_path: Path
-    out_dir: Path
-    settings: Settings
+class StreetsRequest(Invocation):
+    """An invocation of `streets`: what every product is asked, and streets' own options."""
+
     refresh: bool = False
     join: bool = False
-    dry_run: bool = False
-    progress_bar: bool = False
-    # Where the run lives (`engine/place`); `out_dir` is its local directory.
-    place: Place | None = None
-    input_name: str | None = None  # the URL `input_path` was read from, if it was
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -132,7 +116,7 @@ class StreetsSummary:
         return "\n".join(lines)
 
 
-class Streets:
+class Streets(FrontDoor[StreetsRequest]):
     """`streets` on the command skeleton (`command.Product`): the input read for its
     postcodes only, a dry run priced at the assumed price, and a DIR admitted when it
     holds no `run`; the reading itself is `StreetReading`'s."""
@@ -140,47 +124,15 @@ class Streets:
     name = COMMAND
     pending = "postcode"
     database = Database  # its street store is a view of it (`store/streets`)
-
-    def __init__(
-        self,
-        request: StreetsRequest,
-        *,
-        embedded_api: EmbeddedApi | None = None,
-    ) -> None:
-        self.request = request
-        self.settings = request.settings
-        self.embedded_api = embedded_api
-        self.signals = NotedSignals()  # a signal received outside the sending phase
+    postcode_only = True  # the input read for its postcodes alone
 
     def run(self) -> StreetsSummary | DryRunSummary:
         """One invocation; returns its summary (also written to DIR/summary.json).
         Raises RunRefusedError when it ends before sending."""
-        if self.settings.run.live:  # before DIR is taken: nothing sent or written
-            insist_on_live(self.settings.api, dry=self.request.dry_run)
-        with self.signals:
-            return invoke(self, self.request.place)
+        with self.entered():
+            return invoke(self)
 
     # --- the product's steps before its checkpoint (`command.Product`) ------------------
-
-    @property
-    def input_name(self) -> str:
-        return self.request.input_name or str(self.request.input_path)
-
-    @property
-    def out_dir(self) -> Path:
-        return self.request.out_dir
-
-    @property
-    def dry(self) -> bool:
-        return self.request.dry_run
-
-    def now(self) -> dt.datetime:
-        return self.settings.run.now()  # with the test seam
-
-    def read_input(self) -> InputSource:
-        source = open_input(self.request.input_path, self.settings.input, postcode_only=True)
-        self.settings = self.settings.read_at(None if source.header is None else source.header.line)
-        return source
 
     def admit(self, database: Database, started: dt.datetime) -> StreetReading:
         return StreetReading(self, self._store(database), started)
@@ -189,7 +141,7 @@ class Streets:
         if database.get("run_id") is not None:
             raise RunRefusedError(
                 StopReason.REFUSED,
-                f"{self.request.out_dir} holds a `batchval run` (its problems.parquet and "
+                f"{self.request.place.local} holds a `batchval run` (its problems.parquet and "
                 "summary.json would be overwritten): give streets a --out DIR of its own",
             )
         return StreetStore(database)
@@ -228,14 +180,14 @@ class Streets:
         """Price without the network: the distinct postcodes with no read in the last 30
         days (all of them with --refresh, whose repeats are free but sent) at the assumed
         price. Writes problems.parquet only in a DIR that holds no checkpoint."""
-        held = (self.request.out_dir / CHECKPOINT_NAME).is_file()
+        held = (self.request.place.local / CHECKPOINT_NAME).is_file()
         with Database.scratch() as scratch:
             store = StreetStore(scratch)
             store.restart_ingest()
             self.ingest(store, source)
             store.finish_ingest()
             if not held:
-                write_street_problems(store, self.request.out_dir / PROBLEMS_NAME)
+                write_street_problems(store, self.request.place.local / PROBLEMS_NAME)
             counts, problems = store.counts(), store.problem_types()
             stop = self.refusal(store, source)
             postcodes = [] if stop else store.asked_postcodes()
@@ -243,7 +195,7 @@ class Streets:
         if held:
             # Read-only and unlocked, as `run --dry-run`: a read in progress goes on.
             try:
-                database = Database.open_read_only(self.request.out_dir)
+                database = Database.open_read_only(self.request.place.local)
             except CheckpointVersionError as exc:
                 raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
             try:
@@ -288,7 +240,7 @@ class StreetReading:
         killed run stored, and make pending what must be read again. Counts the
         postcodes made pending again."""
         store, started = self.store, self.started
-        input_fp = file_fingerprint(self.request.input_path)
+        input_fp = self._streets.input_fingerprint()
         settings_fp = self.settings.fingerprint()
         same = store.get("input_fingerprint") == input_fp
         if not (
@@ -360,7 +312,7 @@ class StreetReading:
     # --- the end -------------------------------------------------------------------------
 
     def write_outputs(self) -> Lines:
-        out, store = self.request.out_dir, self.store
+        out, store = self.request.place.local, self.store
         write_streets(store, out / STREETS_NAME)
         write_street_problems(store, out / PROBLEMS_NAME)
         write_charges(store.database.charge_lines(), out / CHARGES_NAME)

@@ -27,11 +27,9 @@ from batchval import redaction
 from batchval.contract.lender import Lending
 from batchval.engine.charges import Received, ServerClock, place_charges
 from batchval.engine.charges_file import write_charges
-from batchval.engine.command import EmbeddedApi, Lines, chosen_api, file_fingerprint, invoke
+from batchval.engine.command import EmbeddedApi, FrontDoor, Invocation, Lines, chosen_api, invoke
 from batchval.engine.files import write_json_atomic
-from batchval.engine.invocation import NotedSignals
 from batchval.engine.keys import daily_run_id
-from batchval.engine.live import insist_on_live
 from batchval.engine.names import (
     CHARGES_NAME,
     DRY_RUN_PROBLEMS_NAME,
@@ -39,10 +37,9 @@ from batchval.engine.names import (
     RESULTS_NAME,
     VERIFY_NAME,
 )
-from batchval.engine.place import Place
 from batchval.engine.sending import Sending, SendOutcome
 from batchval.engine.summary import DryRunSummary, RunSummary
-from batchval.input import InputSource, open_input
+from batchval.input import InputSource
 from batchval.outcome import RunRefusedError, StopInfo, StopReason
 from batchval.settings import Settings, api_identity, changed_settings
 from batchval.store.checkpoint import (
@@ -64,21 +61,16 @@ log = structlog.get_logger()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class RunRequest:
-    input_path: Path
-    out_dir: Path
-    settings: Settings
+class RunRequest(Invocation):
+    """An invocation of `run`: what every product is asked (`engine/command.Invocation`),
+    with the options only `run` takes."""
+
     run_id: str | None = None
-    dry_run: bool = False
     accept_changes: bool = False
-    progress_bar: bool = False
     metrics_file: Path | None = None  # Prometheus text, during the run and at its end
-    # Where the run lives (`engine/place`); `out_dir` is its local directory.
-    place: Place | None = None
-    input_name: str | None = None  # the URL `input_path` was read from, if it was
 
 
-class Runner:
+class Runner(FrontDoor[RunRequest]):
     """`run` on the command skeleton (`command.Product`): it reads the input with every
     column, prices it in a dry run, and admits a DIR that holds no street analyses; the
     valuing itself is `Valuing`'s. Also --metrics-file, which only `run` writes."""
@@ -87,16 +79,8 @@ class Runner:
     pending = "request"
     database = Checkpoint  # DIR's database as run keeps it: rows, and requests to send
 
-    def __init__(
-        self,
-        request: RunRequest,
-        *,
-        embedded_api: EmbeddedApi | None = None,
-    ) -> None:
-        self.request = request
-        self.settings = request.settings
-        self.embedded_api = embedded_api
-        self.signals = NotedSignals()  # a signal received outside the sending phase
+    def __init__(self, request: RunRequest, *, embedded_api: EmbeddedApi | None = None) -> None:
+        super().__init__(request, embedded_api=embedded_api)
         self._started = time.monotonic()
         self.statuses: Mapping[str, int] = {}  # this invocation's calls by status
 
@@ -106,25 +90,23 @@ class Runner:
         """One invocation; returns its summary (also written to DIR/summary.json).
         Raises RunRefusedError when it ends before sending."""
         self._started = time.monotonic()
-        with self.signals:
-            try:
-                if self.settings.run.live:  # before DIR is taken: nothing sent or written
-                    insist_on_live(self.settings.api, dry=self.request.dry_run)
-                summary = invoke(self, self.request.place)
-            except RunRefusedError as exc:
-                # dir_locked: the file is the holder's to write.
-                if exc.reason is not StopReason.DIR_LOCKED:
-                    self.metrics(None, {}, 0, 0, int(exc.exit_code))
-                raise
-            if isinstance(summary, RunSummary):
-                self.metrics(
-                    summary.counts,
-                    self.statuses,
-                    summary.rate_limited.this_invocation,
-                    summary.credits.this_invocation,
-                    int(summary.exit_code),
-                )
-            return summary
+        try:
+            with self.entered():
+                summary = invoke(self)
+        except RunRefusedError as exc:
+            # dir_locked: the file is the holder's to write.
+            if exc.reason is not StopReason.DIR_LOCKED:
+                self.metrics(None, {}, 0, 0, int(exc.exit_code))
+            raise
+        if isinstance(summary, RunSummary):
+            self.metrics(
+                summary.counts,
+                self.statuses,
+                summary.rate_limited.this_invocation,
+                summary.credits.this_invocation,
+                int(summary.exit_code),
+            )
+        return summary
 
     def metrics(
         self,
@@ -155,31 +137,11 @@ class Runner:
 
     # --- the product's steps before its checkpoint (`command.Product`) ------------------
 
-    @property
-    def input_name(self) -> str:
-        return self.request.input_name or str(self.request.input_path)
-
-    @property
-    def out_dir(self) -> Path:
-        return self.request.out_dir
-
-    @property
-    def dry(self) -> bool:
-        return self.request.dry_run
-
-    def now(self) -> dt.datetime:
-        return self.settings.run.now()  # with the test seam
-
-    def read_input(self) -> InputSource:
-        source = open_input(self.request.input_path, self.settings.input)
-        self.settings = self.settings.read_at(None if source.header is None else source.header.line)
-        return source
-
     def admit(self, checkpoint: Checkpoint, started: dt.datetime) -> Valuing:
         if checkpoint.get("command") == "streets":  # store/streets: one command a DIR
             raise RunRefusedError(
                 StopReason.REFUSED,
-                f"{self.request.out_dir} holds `batchval streets` outputs: give run a "
+                f"{self.request.place.local} holds `batchval streets` outputs: give run a "
                 "--out DIR of its own",
             )
         return Valuing(self, checkpoint, started)
@@ -189,7 +151,7 @@ class Runner:
         that holds a run, only what that run still has to send is priced (its checkpoint
         read-only, never locked: a run in progress goes on undisturbed), and the problems
         are written beside the run's (`DRY_RUN_PROBLEMS_NAME`), never over them."""
-        out = self.request.out_dir
+        out = self.request.place.local
         try:
             held = Checkpoint.open_read_only(out)
         except CheckpointVersionError as exc:
@@ -211,7 +173,7 @@ class Runner:
         priced = price_input(
             source,
             run_id=run_id,
-            problems_path=self.request.out_dir / problems_name,
+            problems_path=self.request.place.local / problems_name,
             interrupted=lambda: self.signals.received,
             plan=lambda checkpoint: BookRun.start(self.settings, checkpoint, self.now),
             max_refused_share=self.settings.run.max_refused_share,
@@ -222,7 +184,7 @@ class Runner:
     def _price_the_rest(self, source: InputSource, held: Checkpoint) -> DryRunSummary:
         """What a resume of DIR's run would send: this input keyed with the run's id, less
         the requests the run holds an answer for. Refused as the run would refuse it."""
-        out = self.request.out_dir
+        out = self.request.place.local
         if held.get("command") == "streets":
             raise RunRefusedError(
                 StopReason.REFUSED,
@@ -230,7 +192,7 @@ class Runner:
             )
         run_id, wanted = held.get("run_id"), self.request.run_id
         refuse_another_run_id(out, run_id, wanted)
-        changed = changes(held, file_fingerprint(self.request.input_path), self.settings)
+        changed = changes(held, self.input_fingerprint(), self.settings)
         if changed and not self.request.accept_changes and not held.never_sent():
             raise RunRefusedError(
                 StopReason.REFUSED,
@@ -294,7 +256,7 @@ class Valuing:
         killed run stored."""
         checkpoint = self.checkpoint
         self.input_read = source.read_as.to_json()
-        input_fp = file_fingerprint(self.request.input_path)
+        input_fp = self._runner.input_fingerprint()
         settings_fp = self.settings.fingerprint()
         api_fp = self._api_identity()
         stored_input = checkpoint.get("input_fingerprint")
@@ -308,14 +270,14 @@ class Valuing:
         elif changed and not self.request.accept_changes:
             raise RunRefusedError(
                 StopReason.REFUSED,
-                f"{self.request.out_dir} holds a run with a different {' and '.join(changed)}"
+                f"{self.request.place.local} holds a run with a different {' and '.join(changed)}"
                 f"{self._what_changed(stored_input, input_fp, settings_fp)}; "
                 "use a new --out DIR for a new run, or --accept-changes to carry on this run "
                 "with the change (answers already paid for are kept)",
             )
         run_id = checkpoint.get("run_id")
         wanted = self.request.run_id
-        refuse_another_run_id(self.request.out_dir, run_id, wanted)
+        refuse_another_run_id(self.request.place.local, run_id, wanted)
         if run_id is None:
             run_id = wanted or daily_run_id(self._now())
             checkpoint.set("run_id", run_id)  # durable (synchronous=FULL) before any call
@@ -439,7 +401,7 @@ class Valuing:
 
     def write_outputs(self) -> Lines:
         portfolio, balance_at = self._write(self.started)
-        results = self.request.out_dir / RESULTS_NAME
+        results = self.request.place.local / RESULTS_NAME
         book = None if self.booked is None else self.booked.write(results, self.run_id)
         if balance_at is not None:  # after the book's carried rows joined the results
             unvalued = not_valued(self.checkpoint, results, balance_at)
@@ -463,7 +425,7 @@ class Valuing:
         """results.parquet, problems.parquet and manifest.json, the manifest also in both
         files' metadata; returns the portfolio's totals when the input has balances, and
         the balance's place among the pass-through columns."""
-        out, checkpoint, run_id = self.request.out_dir, self.checkpoint, self.run_id
+        out, checkpoint, run_id = self.request.place.local, self.checkpoint, self.run_id
         answered = checkpoint.answer_values(*ANSWER_PATHS)
         manifest = Manifest.of_answers(
             answered,

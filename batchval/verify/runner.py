@@ -140,12 +140,11 @@ class VerifyJob(ReadJob[Read]):
         log.warning("verify.unread", valuation_id=item.key, detail=str(error))
 
 
-def verify_dir(
-    out_dir: Path, settings: Settings, *, progress_bar: bool = False, place: Place | None = None
-) -> VerifySummary:
-    """Verify DIR; raises RunRefusedError when it ends before reading (64, 75, 70). At a
-    URL (`place`, whose local directory is `out_dir`), the run's database is kept there as
-    it commits (the stops verify keeps), and verify reads only while it holds the run."""
+def verify_dir(place: Place, settings: Settings, *, progress_bar: bool = False) -> VerifySummary:
+    """Verify the run in `place` (taken: `engine/place.taken`); raises RunRefusedError
+    when it ends before reading (64, 75, 70). At a URL, the run's database is kept there
+    as it commits (the stops verify keeps), and verify reads only while it holds the run."""
+    out_dir = place.local
     if settings.run.live:  # before DIR is taken: nothing read
         insist_on_live(settings.api)
     if not (out_dir / RESULTS_NAME).is_file():
@@ -166,7 +165,7 @@ def verify_dir(
 
 
 @contextlib.contextmanager
-def _checkpoint(out_dir: Path, place: Place | None) -> Iterator[Checkpoint]:
+def _checkpoint(out_dir: Path, place: Place) -> Iterator[Checkpoint]:
     """DIR's checkpoint, where the daily limit's `not_before` and a `Retry-After` that
     outlives an invocation are kept (`engine/sending` waits them out and keeps them), and
     kept at the run's URL when it has one. A DIR whose results.parquet came without its
@@ -180,8 +179,7 @@ def _checkpoint(out_dir: Path, place: Place | None) -> Iterator[Checkpoint]:
             yield scratch
         return
     try:
-        if place is not None:
-            place.keep(found)
+        place.keep(found)
         yield found
     finally:
         found.close()
