@@ -7,6 +7,7 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -15,7 +16,7 @@ from support import LIVE, POOR, client_for
 from batchval.api import Answer, Credentials, DataUnavailableError, RateLimitedError
 from batchval.api.errors import UnauthorizedError
 from batchval.engine.keys import idempotency_key
-from batchval.engine.pool import PoolStats, WorkerPool
+from batchval.engine.pool import PoolSettings, PoolStats, WorkerPool
 from batchval.engine.ratecontrol import RateController
 from batchval.engine.retry import RetryPolicy
 from batchval.engine.stop import Stop
@@ -60,18 +61,19 @@ async def run_pool(
     concurrency: int = 4,
     policy: RetryPolicy = FAST,
     grace: float = 2,
-    **kwargs: object,
+    max_credits: int | None = None,
+    **settings: Any,
 ) -> tuple[PoolStats, Stop]:
     stop = Stop()
     async with client_for(served, credentials) as api:
         pool = WorkerPool(
             job=ValuationJob(api, checkpoint),
+            settings=PoolSettings(
+                concurrency=concurrency, policy=policy, shutdown_grace_seconds=grace, **settings
+            ),
             controller=RateController(initial_rate=50),
-            policy=policy,
             stop=stop,
-            concurrency=concurrency,
-            shutdown_grace_seconds=grace,
-            **kwargs,  # type: ignore[arg-type]
+            max_credits=max_credits,
         )
         stats = await pool.run()
     return stats, stop
@@ -232,10 +234,9 @@ async def test_a_request_failing_among_successes_spends_its_attempts(tmp_path: P
     stop = Stop()
     pool = WorkerPool(
         job=ValuationJob(api, checkpoint),
+        settings=PoolSettings(concurrency=2, policy=FAST),
         controller=RateController(initial_rate=500),
-        policy=FAST,
         stop=stop,
-        concurrency=2,
     )
     stats = await pool.run()
     assert stats.left_pending == 1
@@ -266,10 +267,9 @@ async def test_a_process_that_no_longer_holds_the_run_sends_nothing_more(tmp_pat
     stop = Stop()
     pool = WorkerPool(
         job=ValuationJob(api, checkpoint),
+        settings=PoolSettings(concurrency=2, policy=FAST),
         controller=RateController(initial_rate=500),
-        policy=FAST,
         stop=stop,
-        concurrency=2,
         hold_lost=hold_lost,
     )
     stats = await pool.run()
@@ -353,11 +353,9 @@ async def test_one_fresh_token_refused_for_many_calls_is_one_refusal(
     async with client_for(served, LIVE) as api:
         pool = WorkerPool(
             job=ValuationJob(_OneTokenRevokedInFlight(api, refused=8), checkpoint),
+            settings=PoolSettings(concurrency=8, policy=FAST, shutdown_grace_seconds=2),
             controller=RateController(initial_rate=50),
-            policy=FAST,
             stop=stop,
-            concurrency=8,
-            shutdown_grace_seconds=2,
         )
         await pool.run()
     assert stop.reason is None
@@ -390,10 +388,9 @@ async def test_daily_limit_without_retry_after_waits_for_midnight(tmp_path: Path
     stop = Stop()
     pool = WorkerPool(
         job=ValuationJob(_DailyLimitWithoutRetryAfter(), checkpoint),
+        settings=PoolSettings(concurrency=1, policy=FAST),
         controller=RateController(initial_rate=50),
-        policy=FAST,
         stop=stop,
-        concurrency=1,
         now=lambda: dt.datetime(2026, 11, 22, 15, 30, tzinfo=dt.UTC),
     )
     await pool.run()
@@ -438,10 +435,9 @@ async def test_no_call_leaves_during_a_pause_after_a_token_wait(tmp_path: Path) 
     api = _TokenWaitApi()
     pool = WorkerPool(
         job=ValuationJob(api, checkpoint),
+        settings=PoolSettings(concurrency=2, policy=FAST),
         controller=RateController(initial_rate=50),
-        policy=FAST,
         stop=Stop(),
-        concurrency=2,
     )
     await pool.run()
     assert api.left_at, "the second call never went out"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import LIVE, POOR, TEST, client_for
@@ -12,7 +13,7 @@ from support import LIVE, POOR, TEST, client_for
 from batchval.api import Credentials
 from batchval.api.client import Answer
 from batchval.engine.job import Gate
-from batchval.engine.pool import PoolStats, WorkerPool
+from batchval.engine.pool import PoolSettings, PoolStats, WorkerPool
 from batchval.engine.ratecontrol import RateController
 from batchval.engine.retry import RetryPolicy
 from batchval.engine.stop import Stop
@@ -46,7 +47,8 @@ async def read_all(
     store: StreetStore,
     credentials: Credentials = LIVE,
     answering: dict[str, str] | None = None,
-    **kwargs: object,
+    max_credits: int | None = None,
+    **settings: Any,
 ) -> tuple[PoolStats, Stop]:
     """Read every pending postcode; `answering` sends some postcodes' reads for others."""
     stop = Stop()
@@ -55,13 +57,11 @@ async def read_all(
         api: StreetApi = client if answering is None else Misrouted(client, answering)
         pool = WorkerPool(
             job=StreetJob(api, store, now=clock.now),
+            settings=PoolSettings(concurrency=3, policy=FAST, shutdown_grace_seconds=2, **settings),
             controller=RateController(initial_rate=50),
-            policy=FAST,
             stop=stop,
-            concurrency=3,
-            shutdown_grace_seconds=2,
+            max_credits=max_credits,
             now=clock.now,
-            **kwargs,  # type: ignore[arg-type]
         )
         stats = await pool.run()
     return stats, stop

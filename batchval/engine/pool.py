@@ -57,6 +57,7 @@ from batchval.engine.ratecontrol import RateController
 from batchval.engine.retry import RetryPolicy
 from batchval.engine.stop import Stop
 from batchval.outcome import StopInfo, StopReason
+from batchval.settings import RunOptions
 
 log = structlog.get_logger()
 
@@ -101,45 +102,66 @@ class _StoppingError(Exception):
     """The run is stopping: the request is left pending, untouched or to be resent."""
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class PoolSettings:
+    """How a pool sends, whatever its job: the run's settings as the pool reads them
+    (`of`), one record however many rounds and jobs use it; tests build one with near-zero
+    waits."""
+
+    concurrency: int  # workers, each with at most one call in flight
+    policy: RetryPolicy = dataclasses.field(default_factory=RetryPolicy)
+    outage_seconds: float = 120.0  # every call failing this long stops the run (the breaker)
+    probe_interval: float = 5.0  # in an outage, how often one call probes the API
+    unrecognised_limit: int = 10  # answers the API does not give, before the run stops
+    shutdown_grace_seconds: float = 5.0  # once stopping, how long in-flight calls may finish
+
+    @classmethod
+    def of(cls, run: RunOptions) -> PoolSettings:
+        """The settings of a pool for `run`: every job is paced, retried and stopped alike
+        (valuations, street analyses, read-backs)."""
+        return cls(
+            concurrency=run.concurrency,
+            policy=RetryPolicy(max_attempts=run.max_attempts),
+            outage_seconds=run.outage_seconds,
+            # A few probes within the outage window, never more than 5 s apart.
+            probe_interval=min(5.0, run.outage_seconds / 4),
+            unrecognised_limit=run.unrecognised_limit,
+            shutdown_grace_seconds=run.shutdown_grace_seconds,
+        )
+
+
 class WorkerPool(Generic[ItemT]):
     def __init__(
         self,
         *,
         job: Job[ItemT],
+        settings: PoolSettings,
         controller: RateController,
-        policy: RetryPolicy,
         stop: Stop,
-        concurrency: int,
         max_credits: int | None = None,
-        outage_seconds: float = 120.0,
-        probe_interval: float = 5.0,
-        unrecognised_limit: int = 10,
-        shutdown_grace_seconds: float = 5.0,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
         monotonic: Callable[[], float] = time.monotonic,
         on_progress: Callable[[PoolStats], None] | None = None,
         hold_lost: Callable[[], StopInfo | None] = lambda: None,
     ) -> None:
         self._job = job
+        self._settings = settings
         self._hold_lost = hold_lost
         self._controller = controller
-        self._policy = policy
         self.stop = stop
-        self._concurrency = concurrency
         self._max_credits = max_credits
         # Keys sent in this invocation whose charge is not known yet: in flight, or last
         # ended without an answer (a drop, a 504). Each may have cost one valuation; a
         # resend of the same key cannot cost more.
         self._exposed: set[str] = set()
         self._breaker = CircuitBreaker(
-            threshold=max(20, 4 * concurrency),  # 20 straight failures: 1e-6 at a 50% fault rate
-            outage_seconds=outage_seconds,
-            probe_interval=probe_interval,
+            # 20 straight failures: 1e-6 at a 50% fault rate
+            threshold=max(20, 4 * settings.concurrency),
+            outage_seconds=settings.outage_seconds,
+            probe_interval=settings.probe_interval,
             monotonic=monotonic,
         )
-        self._unrecognised_limit = unrecognised_limit
         self._recognised = False  # some answer of this invocation was the API's own
-        self._grace = shutdown_grace_seconds
         # The run's clock (`RunOptions.now`): a daily limit's not_before is taken on it,
         # and the runner and `engine/sending` check it on the same one.
         self._now = now
@@ -151,7 +173,7 @@ class WorkerPool(Generic[ItemT]):
 
     async def run(self) -> PoolStats:
         """Send every pending request once the pool can; returns when done or stopped."""
-        send, receive = anyio.create_memory_object_stream[ItemT](self._concurrency)
+        send, receive = anyio.create_memory_object_stream[ItemT](self._settings.concurrency)
         self._job.begin_group()
         try:
             async with anyio.create_task_group() as outer:
@@ -159,7 +181,7 @@ class WorkerPool(Generic[ItemT]):
                 outer.start_soon(self._commit_groups)
                 async with anyio.create_task_group() as workers, receive:
                     workers.start_soon(self._feed, send)
-                    for _ in range(self._concurrency):
+                    for _ in range(self._settings.concurrency):
                         workers.start_soon(self._work, receive.clone())
                 outer.cancel_scope.cancel()
         finally:
@@ -168,7 +190,7 @@ class WorkerPool(Generic[ItemT]):
             self.stop.trigger(
                 StopReason.API_UNAVAILABLE,
                 f"{self.stats.left_pending} request(s) still failing after "
-                f"{self._policy.max_attempts} attempts each (last: {self._exhausted})",
+                f"{self._settings.policy.max_attempts} attempts each (last: {self._exhausted})",
                 status=self._exhausted.status,
             )
         return self.stats
@@ -183,7 +205,7 @@ class WorkerPool(Generic[ItemT]):
     async def _cut_off_after_grace(self, scope: anyio.CancelScope) -> None:
         await self.stop.event.wait()
         self._breaker.release()
-        await anyio.sleep(self._grace)
+        await anyio.sleep(self._settings.shutdown_grace_seconds)
         if self.stats.in_flight:
             log.warning("engine.pool.grace_over", in_flight=self.stats.in_flight)
         scope.cancel()
@@ -235,7 +257,7 @@ class WorkerPool(Generic[ItemT]):
             await self._sleep(remaining)
 
     async def _value(self, item: ItemT) -> None:
-        attempts = _Attempts()
+        attempts, policy = _Attempts(), self._settings.policy
         try:
             try:
                 # The first attempt, outside tenacity: nearly every request needs only one,
@@ -245,11 +267,11 @@ class WorkerPool(Generic[ItemT]):
             except PartnerError as error:
                 if not self._retried(error) or self._given_up(attempts):
                     raise
-            await self._sleep(self._policy.wait_after(attempts.last, attempts.failures))
+            await self._sleep(policy.wait_after(attempts.last, attempts.failures))
             retrying = tenacity.AsyncRetrying(
                 retry=tenacity.retry_if_exception(self._retried),
                 stop=lambda _: self._given_up(attempts),
-                wait=lambda _: self._policy.wait_after(attempts.last, attempts.failures),
+                wait=lambda _: policy.wait_after(attempts.last, attempts.failures),
                 sleep=self._sleep,
                 reraise=True,
             )
@@ -266,7 +288,7 @@ class WorkerPool(Generic[ItemT]):
         return isinstance(error, PartnerError) and error.action in _RETRIED
 
     def _given_up(self, attempts: _Attempts) -> bool:
-        return self.stop.is_set or attempts.failures >= self._policy.max_attempts
+        return self.stop.is_set or attempts.failures >= self._settings.policy.max_attempts
 
     async def _send_once(self, item: ItemT, attempts: _Attempts) -> None:
         probe = await self._breaker.admit()
@@ -396,7 +418,7 @@ class WorkerPool(Generic[ItemT]):
                 f"check the base and auth URLs ({url})",
                 status=error.status,
             )
-        elif self.stats.unrecognised >= self._unrecognised_limit:
+        elif self.stats.unrecognised >= self._settings.unrecognised_limit:
             self.stop.trigger(
                 StopReason.UNRECOGNISED_ANSWERS,
                 f"{self.stats.unrecognised} answers the API does not give (last: {error})",

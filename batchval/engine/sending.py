@@ -28,10 +28,9 @@ from batchval.api import Credentials, PartnerClient, Reach, host_of
 from batchval.engine.invocation import NotedSignals
 from batchval.engine.job import ItemT, Job
 from batchval.engine.loops import run_async
-from batchval.engine.pool import PoolStats, WorkerPool
+from batchval.engine.pool import PoolSettings, PoolStats, WorkerPool
 from batchval.engine.progress import Progress
 from batchval.engine.ratecontrol import RateController, start_rate
-from batchval.engine.retry import RetryPolicy
 from batchval.engine.stop import Stop
 from batchval.outcome import StopInfo, StopReason
 from batchval.settings import ApiSettings, RunOptions
@@ -265,9 +264,12 @@ class _Rounds:
         max_credits: int | None = None,
         on_progress: Callable[[PoolStats], None] | None = None,
     ) -> WorkerPool[ItemT]:
-        return pool_for(
-            job,
-            self.sending.run,
+        """A pool for `job` with the run's settings (`PoolSettings.of`), which asks the
+        database before every call whether the run is still held (`Database.hold_lost`: a
+        run kept at a URL sends only while its lease holds)."""
+        return WorkerPool(
+            job=job,
+            settings=PoolSettings.of(self.sending.run),
             controller=self.controller,
             stop=stop,
             now=self.sending.now,
@@ -298,38 +300,6 @@ def stored_not_before(checkpoint: Database, now: Callable[[], dt.datetime]) -> d
     if not_before is None or now() >= not_before:
         return None
     return not_before
-
-
-def pool_for(
-    job: Job[ItemT],
-    run: RunOptions,
-    *,
-    controller: RateController,
-    stop: Stop,
-    now: Callable[[], dt.datetime],
-    max_credits: int | None = None,
-    on_progress: Callable[[PoolStats], None] | None = None,
-    hold_lost: Callable[[], StopInfo | None] = lambda: None,
-) -> WorkerPool[ItemT]:
-    """A pool for `job` with the run's settings: every job is paced, retried and stopped
-    alike (valuations, street analyses, read-backs). `hold_lost` is asked before every
-    call (`Database.hold_lost`: a run kept at a URL sends only while its lease holds)."""
-    return WorkerPool(
-        job=job,
-        controller=controller,
-        policy=RetryPolicy(max_attempts=run.max_attempts),
-        stop=stop,
-        concurrency=run.concurrency,
-        max_credits=max_credits,
-        outage_seconds=run.outage_seconds,
-        # A few probes within the outage window, never more than 5 s apart.
-        probe_interval=min(5.0, run.outage_seconds / 4),
-        unrecognised_limit=run.unrecognised_limit,
-        shutdown_grace_seconds=run.shutdown_grace_seconds,
-        now=now,
-        on_progress=on_progress,
-        hold_lost=hold_lost,
-    )
 
 
 async def _stop_on_noted(signals: NotedSignals, stop: Stop) -> None:
