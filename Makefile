@@ -72,10 +72,11 @@ calc:
 PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest
 
 # Three workers on two cores: most tests wait on a sandbox's latency, a subprocess or a
-# signal, not on the CPU. Every test but the docs' shell examples (marked `docs_examples`),
+# signal, not on the CPU. The slow cases go first (tests/conftest.py) and a worker that
+# comes free takes queued cases from another (worksteal): no long case left to the end. Every test but the docs' shell examples (marked `docs_examples`),
 # which `make docs-check` runs; CI runs both.
 test: lint typecheck docs browser calc tmux
-	$(PYTEST) -q -n 3 -m "not docs_examples"
+	$(PYTEST) -q -n 3 --dist worksteal -m "not docs_examples"
 
 # The documentation site (mkdocs.yml) into site/, strict: a broken link or anchor, a page
 # left out of the nav or any other warning fails the build, and so `make test`. The
@@ -90,7 +91,7 @@ docs: $(STAMP)
 # `make run`), their output compared with what the page shows (tests/docs_examples.py).
 # Minutes of processes, so kept out of `make test`; CI (.ci/run) runs them.
 docs-check: $(STAMP)
-	$(PYTEST) -q -n 3 -m docs_examples
+	$(PYTEST) -q -n 3 --dist worksteal -m docs_examples
 
 # The site served at http://127.0.0.1:8000, rebuilt as pages change.
 docs-serve: $(STAMP)
@@ -100,7 +101,7 @@ docs-serve: $(STAMP)
 # process against the sandbox, the fault matrix, the corpus) and the docs' examples, in
 # under a minute on two cores. `make test` runs the slow ones, `make docs-check` the docs'.
 test-fast: $(STAMP)
-	$(PYTEST) -q -n 3 -m "not slow and not docs_examples"
+	$(PYTEST) -q -n 3 --dist worksteal -m "not slow and not docs_examples"
 
 # tests/test_logs.py checks the terminal under tmux. As root on a machine with apt-get,
 # install tmux when it is missing; anywhere else say so and go on (those tests skip).

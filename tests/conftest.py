@@ -25,6 +25,13 @@ from batchval.sandbox.config import SandboxConfig
 from batchval.sandbox.server import RunningSandbox, serve_app_in_thread
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow cases first (a stable sort, the same in every worker): the workers then
+    share out the quick ones as they come free, and no long case starts last to keep the
+    whole run waiting on one worker."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _state_folder(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """A defect's traceback goes to the user's state folder: in tests, one of the
