@@ -3,6 +3,7 @@ S3-compatible server (SeaweedFS) and an Azure Blob Storage emulator (Azurite) on
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import sys
@@ -55,18 +56,34 @@ def _fresh_redactor() -> Iterator[None]:
     redaction.use(before)
 
 
-@pytest.fixture(autouse=True)
-def _logging_as_found() -> Iterator[None]:
-    """Each test leaves structlog as it found it (unconfigured, if it was): a command run
-    by click's CliRunner or `cli.main` configures the process's logging, `init`, `check` and
-    `split` at warning level, which would drop a later test's info events unseen (the
-    replica's tests' `capture_logs` found no `store.replica.generation` after an `init`)."""
+@contextlib.contextmanager
+def _structlog_kept() -> Iterator[None]:
+    """structlog left as it was found (unconfigured, if it was)."""
     found = structlog.get_config()
     processors, configured = list(found["processors"]), structlog.is_configured()
     yield
     structlog.configure(**{**found, "processors": processors})
     if not configured:
         structlog.reset_defaults()
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_found() -> Iterator[None]:
+    """Each test leaves structlog as it found it: a command run by click's CliRunner or
+    `cli.main` configures the process's logging, `init`, `check` and `split` at warning
+    level, which would drop a later test's info events unseen (the replica's tests'
+    `capture_logs` found no `store.replica.generation` after an `init`)."""
+    with _structlog_kept():
+        yield
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_logging_as_found() -> Iterator[None]:
+    """The same for a module's fixtures, which run a command once for all its tests (set
+    up before any test's own fixture, torn down after them): without it, the client's
+    debug events were dropped unseen in whichever test a worker ran after such a module."""
+    with _structlog_kept():
+        yield
 
 
 @pytest.fixture
