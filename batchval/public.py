@@ -311,7 +311,12 @@ def _invoke(
     name = str(options.get("input_name") or input_path)
     last_defect.set(None)
     try:
-        with input_of(input_path, env) as source, taken(out, env, summarised=True) as place:
+        # A refusal names the URL, not the directory this invocation copied the run into.
+        with (
+            input_of(input_path, env) as source,
+            taken(out, env, summarised=True) as place,
+            place.naming(),
+        ):
             summary = _start(command, source, name, place, settings, options, progress)
     except RunRefusedError as exc:
         line = redaction.scrub(str(exc))

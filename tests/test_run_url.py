@@ -412,3 +412,19 @@ def test_streets_keeps_its_run_at_a_url(
     assert served.sandbox.ledger.credits_charged(LIVE.client_id) == charged
     store = ObjectStore.from_url(url, s3_server.env())
     assert json.loads(_read(store, "summary.json"))["postcodes"]["read_this_invocation"] == 0
+
+
+def test_a_refusal_at_a_url_names_the_url_not_the_copy(
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path, batchval: InProcess
+) -> None:
+    """A run refused at a URL (another run id than the one kept there) says the URL, never
+    the temporary directory this invocation copied the run into."""
+    url = store_server.url("refused")
+    source = portfolio(tmp_path / "book.csv", 3)
+    env = _env(served, store_server)
+    first = batchval("run", str(source), "--out", url, "--run-id", "first", env=env)
+    assert first.returncode == 0, first.stderr
+    again = batchval("run", str(source), "--out", url, "--run-id", "second", env=env)
+    assert again.returncode == 64, again.stderr
+    assert f"{url} holds run 'first'" in again.stderr
+    assert "batchval-place-" not in again.stderr
