@@ -165,7 +165,7 @@ class Place:
             if self.copied.get(name) != hashlib.sha256(data).digest():
                 self.objects.put(name, data)
                 published.append(name)
-        log.info("place.published", url=self.url, files=published)
+        log.info("engine.place.published", url=self.url, files=published)
         return names
 
 
@@ -343,7 +343,9 @@ def opened(
             except StateObjectError as exc:
                 raise refusal_of(exc) from None
             copied = _copy_outputs(objects, local) if outputs else {}
-            log.info("place.taken", url=place, epoch=lease.epoch, restored=restored is not None)
+            log.info(
+                "engine.place.taken", url=place, epoch=lease.epoch, restored=restored is not None
+            )
             found = Place(local, place.rstrip("/"), objects, keeper, restored, copied, given=place)
             try:
                 yield found
@@ -359,7 +361,7 @@ def opened(
                 except ObjectStoreError as exc:
                     found.unpublished = refusal_of(exc)
             else:
-                log.warning("place.not_published", url=place, why="the run's lease lapsed")
+                log.warning("engine.place.not_published", url=place, why="the run's lease lapsed")
             if found.unpublished is not None or not keeper.holds():
                 # The log, which names where a defect's traceback is, is not at the URL.
                 found.log_kept = keep_privately(local / LOG_NAME, "log")
@@ -367,7 +369,7 @@ def opened(
             try:
                 keeper.close()
             except ObjectStoreError as exc:  # not let go: the next taker waits one lease
-                log.warning("place.not_let_go", url=place, why=str(exc))
+                log.warning("engine.place.not_let_go", url=place, why=str(exc))
 
 
 # A test seam, not a setting: the seconds a run's lease at a URL holds (`store/lease`), so

@@ -755,7 +755,7 @@ def _blank_section(b: BlankResume) -> list[str]:
 
 def _blank_stages(b: BlankResume) -> list[str]:
     """Where the resume's time went, from its log."""
-    taken = b.events.get("place.taken")
+    taken = b.events.get("engine.place.taken")
     begun = b.events.get("store.replica.generation")
     if taken is None or begun is None:
         return []
