@@ -139,13 +139,12 @@ class Sending:
         )
 
     def keep_pause(self, controller: RateController, stop: Stop) -> None:
-        """A `Retry-After` the API gave outlives this invocation: kept in the checkpoint
-        (the next one waits it out before its first call) and in the stop's not_before."""
+        """A `Retry-After` the API gave outlives this invocation: in the stop's not_before
+        (the checkpoint has it since the 429 was heard, `_Rounds._keep_pause`)."""
         remaining = controller.pause_remaining()
         if remaining <= 0:
             return
         until = self.now() + dt.timedelta(seconds=remaining)
-        self.checkpoint.set("pause_until", until.isoformat())
         if stop.info is not None and (stop.not_before is None or stop.not_before < until):
             stop.info = dataclasses.replace(stop.info, not_before=until)
 
