@@ -137,6 +137,30 @@ def test_precision_is_the_last_digit_that_is_not_0() -> None:
     assert precision(SENT + dt.timedelta(microseconds=7)) == dt.timedelta(microseconds=1)
 
 
+@pytest.mark.parametrize("valued", [0.1, 0.0, 0.25])  # .100, .000, .250 (a key of DIR A)
+def test_a_stamp_is_read_to_the_finest_digits_the_api_has_shown(valued: float) -> None:
+    """One stamp in ten of an API that writes milliseconds ends in 0, one in a thousand is
+    `.000`. Alone, such a stamp may have been cut coarser; once the API has written
+    `12:00:00.123`, its stamps are to the millisecond, and a charge 55 ms before a second
+    DIR's send is a replay. An API seen writing only whole seconds stays read to seconds."""
+    at = SENT + valued * S
+    sent = stamp(at + 0.055 * S)
+    seen = ServerClock()
+    assert seen.precision(at) == precision(at) > dt.timedelta(milliseconds=1)
+    assert classify(at, sent, seen)[0] == UNCERTAIN
+    seen.observe_stamp(SENT + 0.3 * S)  # tenths: finer than a second, not yet milliseconds
+    seen.observe_stamp(SENT)
+    assert seen.precision(SENT) == 0.1 * S
+    seen.observe_stamp(SENT - 2.123 * S)
+    assert seen.precision(at) == dt.timedelta(milliseconds=1)
+    assert classify(at, sent, seen)[0] == REPLAY
+    whole = ServerClock()
+    for earlier in range(5):
+        whole.observe_stamp(SENT - earlier * S)
+    assert whole.precision(at) == precision(at)
+    assert classify(at, sent, whole)[0] == UNCERTAIN
+
+
 def test_the_clocks_are_taken_to_agree_until_the_answers_show_them_apart() -> None:
     """No answer says otherwise: the clocks agree within AGREEMENT, the API's not ahead.
     A Date header bounds the API's clock from above (the API answered after the send, less
@@ -339,11 +363,23 @@ def test_a_second_dir_at_once_after_the_first_never_counts_a_replay_as_spent(
         summary = outputs(second)[2]
         assert summary["credits_charged"] == {"this_invocation": 0, "total": 0}, pair
         money = summary["charges"]
-        assert (money["replayed_calls"], money["uncertain_calls"]) == (20, 0), (pair, money)
+        assert (money["replayed_calls"], money["uncertain_calls"]) == (20, 0), (
+            pair,
+            money,
+            unplaced(first, second),
+        )
         assert money["replayed_credits"] == 200, money
         assert summary["last_known_balance"] == balance == money["balance"]
         assert "credits: 0 this time, 0 in all" in said
         assert f"API credits left {balance}" in said
+
+
+def unplaced(first: Path, second: Path) -> list[dict[str, Any]]:
+    """DIR B's charges that are not replays, beside DIR A's line of the same key: what a
+    failure needs to say why."""
+    a, b = charges_file(first), charges_file(second)
+    lines = b.filter(pl.col("kind") != "replay").join(a, on="item", how="left", suffix="_a")
+    return lines.select("item", "at", "kind", "why", "received_at", "received_at_a").to_dicts()
 
 
 class FakeLedger:
@@ -408,6 +444,21 @@ def test_a_balance_above_one_received_before_the_send_is_a_replay(
     ledger = FakeLedger([line], received)
     place_charges(ledger, ServerClock(), 1, SENT)
     assert ledger.kind(line) == kind
+
+
+def test_the_end_of_an_invocation_reads_every_stamp_to_the_finest_digits_shown() -> None:
+    """A second DIR's first answer, a replay of the first DIR's last charge stamped `.400`
+    60 ms before its send, was uncertain when it came; a later answer stamped `.123` shows
+    the API writes milliseconds, and the end of the invocation places it as a replay,
+    though its balance, the lowest, cannot."""
+    last = Doubtful(
+        1, "key-1", stamp(SENT + 0.4 * S), 980, 1, UNCERTAIN, "", stamp(SENT + 0.46 * S)
+    )
+    other = Doubtful(2, "key-2", stamp(SENT + 0.123 * S), 990, 1, REPLAY, "", stamp(SENT + S))
+    assert classify(api_time(last.at), last.first_sent, ServerClock())[0] == UNCERTAIN
+    ledger = FakeLedger([last, other], [(0.5, 980), (1.1, 990)])
+    place_charges(ledger, ServerClock(), 1, SENT + 0.45 * S)
+    assert (ledger.kind(last), ledger.kind(other)) == (REPLAY, REPLAY)
 
 
 def test_a_later_answer_shows_the_clocks_apart_for_an_earlier_one() -> None:

@@ -45,6 +45,7 @@ from batchval.store.charges import (
     FRESH,
     REPLAY,
     UNCERTAIN,
+    WHOLE_SECOND,
     Doubtful,
     precision,
 )
@@ -97,6 +98,7 @@ class ServerClock:
     def __init__(self) -> None:
         self._lower: dt.timedelta | None = None
         self._upper: dt.timedelta | None = None
+        self._finest = WHOLE_SECOND  # the finest precision a stamp of the API's has shown
         self._date: tuple[str, dt.datetime | None] = ("", None)  # the last header read
 
     @property
@@ -114,6 +116,18 @@ class ServerClock:
         bound = server_time - received_at
         if self._lower is None or bound > self._lower:
             self._lower = bound
+
+    def observe_stamp(self, at: dt.datetime) -> None:
+        """A stamp the API wrote: its digits show how precise the API's stamps are."""
+        self._finest = min(self._finest, precision(at))
+
+    def precision(self, at: dt.datetime) -> dt.timedelta:
+        """How much later than the stamp `at` the API's instant may have been. Alone, a
+        stamp shows its precision by its last digit that is not 0 (`precision`); once a
+        stamp of the API's has shown finer digits, its stamps are read to those:
+        `12:00:01.100` from an API seen writing `12:00:00.123` is to the millisecond, a
+        tenth of its stamps end in 0."""
+        return min(precision(at), self._finest)
 
     def observe_date(
         self, date: str | None, received_at: dt.datetime, sent_at: dt.datetime | None = None
@@ -176,13 +190,13 @@ def classify(at: dt.datetime | None, first_sent: str | None, clock: ServerClock)
     if sent is None:
         return UNCERTAIN, "this DIR kept no time of its first send of the key"
     offset = clock.offset()
-    if at + precision(at) <= sent + offset.replay_before:
+    if at + clock.precision(at) <= sent + offset.replay_before:
         before = (sent + offset.replay_before - at).total_seconds()
         return REPLAY, (
             f"valued at least {before:.3f} s before this DIR first sent the key, by the API's "
             "clock: the API answered from its idempotency store"
         )
-    if at + min(precision(at), FRESH_SLACK) > sent + offset.fresh_from:
+    if at + min(clock.precision(at), FRESH_SLACK) > sent + offset.fresh_from:
         return FRESH, "valued after this DIR first sent the key, by the API's clock"
     return UNCERTAIN, (
         f"valued {(at - sent).total_seconds():+.3f} s from this DIR's first send of the key by "
@@ -234,6 +248,10 @@ def place_charges(
     if not lines:
         return 0
     offset = clock.offset()
+    for line in lines:  # the digits of every stamp the ledger holds
+        at = api_time(line.at)
+        if at is not None:
+            clock.observe_stamp(at)
     kinds: dict[int, tuple[str, str]] = {}
     for line in lines:
         kind, why = line.kind, line.why
@@ -242,7 +260,7 @@ def place_charges(
         kinds[line.line_id] = (kind, why)
     _by_balance(ledger, lines, kinds)
     since = None if started is None else started + offset.replay_before
-    if since is not None and _another_caller(lines, kinds, invocation, since):
+    if since is not None and _another_caller(lines, kinds, invocation, since, clock):
         for line in lines:
             at = api_time(line.at)
             mine = line.invocation == invocation and at is not None and at >= since
@@ -286,6 +304,7 @@ def _another_caller(
     kinds: dict[int, tuple[str, str]],
     invocation: int | None,
     since: dt.datetime,
+    clock: ServerClock,
 ) -> bool:
     """Whether this invocation met another caller valuing its homes while it ran."""
     for line in lines:
@@ -295,6 +314,6 @@ def _another_caller(
         if why == CONTESTED:
             return True
         at = api_time(line.at)
-        if kind == REPLAY and at is not None and at + precision(at) > since:
+        if kind == REPLAY and at is not None and at + clock.precision(at) > since:
             return True
     return False

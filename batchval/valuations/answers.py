@@ -56,6 +56,7 @@ def valuation_charge(
     clock.observe_date(received.date, received.at, received.sent)
     if at is not None:
         clock.observe(at, received.at)
+        clock.observe_stamp(at)
     kind, why = classify(at, first_sent, clock)
     if kind == FRESH and contested:
         kind, why = UNCERTAIN, CONTESTED
