@@ -50,107 +50,96 @@ def _f(api: str, kind: pa.DataType, description: str, shape: str | None = None) 
     return pa.field(snake_case(api), kind, metadata=metadata)
 
 
-BY_YEAR = pa.struct(
-    [
-        _f("year", _I64, "Calendar year."),
-        _f("average", _I64, "Average sale price that year, pounds."),
-        _f("median", _I64, "Median sale price that year, pounds."),
-        _f("sales", _I64, "Sales that year."),
-    ]
+# A nested field as a row of its struct's table: (API member, type, description), and the
+# shape after them where it has one (`_f`).
+_Member = tuple[str, pa.DataType, str] | tuple[str, pa.DataType, str, str]
+
+
+def _struct(*fields: _Member | pa.Field) -> pa.StructType:
+    """A struct read from the API: a row (`_Member`) for each member, in order; a field of
+    batchval's own making, which no member is read into, as the field itself."""
+    return pa.struct([field if isinstance(field, pa.Field) else _f(*field) for field in fields])
+
+
+BY_YEAR = _struct(
+    ("year", _I64, "Calendar year."),
+    ("average", _I64, "Average sale price that year, pounds."),
+    ("median", _I64, "Median sale price that year, pounds."),
+    ("sales", _I64, "Sales that year."),
 )
-SOLD_PRICES = pa.struct(
-    [
-        _f("totalSold", _I64, "Sales in the covered postcodes."),
-        _f("firstSale", _DATE, "Date of the first sale."),
-        _f("lastSale", _DATE, "Date of the last sale."),
-        _f("overallMedian", _I64, "Median of every sale, pounds."),
-        _f("overallAverage", _I64, "Average of every sale, pounds."),
-        _f("recentMedian", _I64, "Median over the last recent_median_years years, pounds."),
-        _f("recentMedianYears", _I64, "Years the recent median looks back."),
-        _f("highestSale", _I64, "Highest sale, pounds."),
-        _f("lowestSale", _I64, "Lowest sale, pounds."),
-        _f("byYear", pa.list_(pa.field("item", BY_YEAR)), "Per year, oldest first."),
-    ]
+SOLD_PRICES = _struct(
+    ("totalSold", _I64, "Sales in the covered postcodes."),
+    ("firstSale", _DATE, "Date of the first sale."),
+    ("lastSale", _DATE, "Date of the last sale."),
+    ("overallMedian", _I64, "Median of every sale, pounds."),
+    ("overallAverage", _I64, "Average of every sale, pounds."),
+    ("recentMedian", _I64, "Median over the last recent_median_years years, pounds."),
+    ("recentMedianYears", _I64, "Years the recent median looks back."),
+    ("highestSale", _I64, "Highest sale, pounds."),
+    ("lowestSale", _I64, "Lowest sale, pounds."),
+    ("byYear", pa.list_(pa.field("item", BY_YEAR)), "Per year, oldest first."),
 )
-CRIME_BY_TYPE = pa.struct(
-    [
-        _f("crimeType", _S, "Police-reported crime type."),
-        _f("crimeCount", _I64, "Crimes of that type in the month."),
-    ]
+CRIME_BY_TYPE = _struct(
+    ("crimeType", _S, "Police-reported crime type."),
+    ("crimeCount", _I64, "Crimes of that type in the month."),
 )
-CRIME = pa.struct(
-    [
-        _f("month", _S, "Month (YYYY-MM) the figures are for."),
-        _f("byType", pa.list_(pa.field("item", CRIME_BY_TYPE)), "Crimes by type."),
-    ]
+CRIME = _struct(
+    ("month", _S, "Month (YYYY-MM) the figures are for."),
+    ("byType", pa.list_(pa.field("item", CRIME_BY_TYPE)), "Crimes by type."),
 )
-STOP = pa.struct(
-    [
-        _f("name", _S, "Name of the stop."),
-        _f("mode", _S, "rail, metro, bus, air, ferry or other."),
-        _f("distanceBand", _S, "under 500 m, 500 m to 1 km, 1 to 2 km or over 2 km."),
-    ]
+STOP = _struct(
+    ("name", _S, "Name of the stop."),
+    ("mode", _S, "rail, metro, bus, air, ferry or other."),
+    ("distanceBand", _S, "under 500 m, 500 m to 1 km, 1 to 2 km or over 2 km."),
 )
-RENT_GROUP = pa.struct(
-    [
-        pa.field("group", _S, metadata={"description": "The member's name (two, flat, ...)."}),
-        _f("averageRent", _F64, "Monthly rent, pounds, when the API names it averageRent."),
-        _f("annualChangePct", _F64, "Annual change, percent, when named annualChangePct."),
-        pa.field(
-            "fields_json",
-            _S,
-            metadata={"description": "The member's whole JSON object (fields not shown)."},
-        ),
-    ]
+RENT_GROUP = _struct(
+    pa.field("group", _S, metadata={"description": "The member's name (two, flat, ...)."}),
+    ("averageRent", _F64, "Monthly rent, pounds, when the API names it averageRent."),
+    ("annualChangePct", _F64, "Annual change, percent, when named annualChangePct."),
+    pa.field(
+        "fields_json",
+        _S,
+        metadata={"description": "The member's whole JSON object (fields not shown)."},
+    ),
 )
 _GROUPS = pa.list_(pa.field("item", RENT_GROUP))
-RENTAL = pa.struct(
-    [
-        _f("averageRent", _F64, "Average monthly rent, pounds."),
-        _f("grossYield", _F64, "Gross yield, percent."),
-        _f("netYield", _F64, "Net yield, percent."),
-        _f("rentGrowth", _F64, "Annual rent change, percent."),
-        _f("rentToIncome", _F64, "Rent as a share of income, percent."),
-        _f("basis", _S, "The geography the yield is measured over."),
-        _f("byBedroom", _GROUPS, "Rent by bedrooms, one item a published group.", _ENTRIES),
-        _f("byPropertyType", _GROUPS, "Rent by property type, one item a group.", _ENTRIES),
-    ]
+RENTAL = _struct(
+    ("averageRent", _F64, "Average monthly rent, pounds."),
+    ("grossYield", _F64, "Gross yield, percent."),
+    ("netYield", _F64, "Net yield, percent."),
+    ("rentGrowth", _F64, "Annual rent change, percent."),
+    ("rentToIncome", _F64, "Rent as a share of income, percent."),
+    ("basis", _S, "The geography the yield is measured over."),
+    ("byBedroom", _GROUPS, "Rent by bedrooms, one item a published group.", _ENTRIES),
+    ("byPropertyType", _GROUPS, "Rent by property type, one item a group.", _ENTRIES),
 )
-FUEL_USE = pa.struct(
-    [
-        _f("medianKwh", _F64, "Median use a meter, kWh a year."),
-        _f("meanKwh", _F64, "Mean use a meter, kWh a year."),
-        _f("meters", _I64, "Meters counted."),
-    ]
+FUEL_USE = _struct(
+    ("medianKwh", _F64, "Median use a meter, kWh a year."),
+    ("meanKwh", _F64, "Mean use a meter, kWh a year."),
+    ("meters", _I64, "Meters counted."),
 )
-ENERGY = pa.struct(
-    [
-        _f("year", _I64, "Year of use."),
-        _f("granularity", _S, "Geography of the figures (postcode, lsoa)."),
-        _f("electricity", FUEL_USE, "Electricity (FuelUse)."),
-        _f("electricityEconomy7", FUEL_USE, "Economy 7 electricity (FuelUse)."),
-        _f("gas", FUEL_USE, "Gas (FuelUse)."),
-        _f("gasPenetration", _F64, "Share of homes on gas."),
-        _f("vsElectricityPct", _F64, "Electricity against the national median, percent."),
-        _f("vsGasPct", _F64, "Gas against the national median, percent."),
-        _f("englandWalesElectricityMedianKwh", _F64, "National electricity median, kWh."),
-        _f("englandWalesGasMedianKwh", _F64, "National gas median, kWh."),
-    ]
+ENERGY = _struct(
+    ("year", _I64, "Year of use."),
+    ("granularity", _S, "Geography of the figures (postcode, lsoa)."),
+    ("electricity", FUEL_USE, "Electricity (FuelUse)."),
+    ("electricityEconomy7", FUEL_USE, "Economy 7 electricity (FuelUse)."),
+    ("gas", FUEL_USE, "Gas (FuelUse)."),
+    ("gasPenetration", _F64, "Share of homes on gas."),
+    ("vsElectricityPct", _F64, "Electricity against the national median, percent."),
+    ("vsGasPct", _F64, "Gas against the national median, percent."),
+    ("englandWalesElectricityMedianKwh", _F64, "National electricity median, kWh."),
+    ("englandWalesGasMedianKwh", _F64, "National gas median, kWh."),
 )
-INDEX_MONTH = pa.struct(
-    [
-        _f("month", _S, "Month (YYYY-MM)."),
-        _f("averagePrice", _I64, "Average price, pounds."),
-        _f("index", _F64, "Index value."),
-        _f("twelveMonthChangePct", _F64, "Change over twelve months, percent."),
-        _f("salesVolume", _I64, "Sales in the month."),
-    ]
+INDEX_MONTH = _struct(
+    ("month", _S, "Month (YYYY-MM)."),
+    ("averagePrice", _I64, "Average price, pounds."),
+    ("index", _F64, "Index value."),
+    ("twelveMonthChangePct", _F64, "Change over twelve months, percent."),
+    ("salesVolume", _I64, "Sales in the month."),
 )
-PRICE_INDEX = pa.struct(
-    [
-        _f("localAuthority", _S, "Local authority code."),
-        _f("months", pa.list_(pa.field("item", INDEX_MONTH)), "Up to 24 months, newest first."),
-    ]
+PRICE_INDEX = _struct(
+    ("localAuthority", _S, "Local authority code."),
+    ("months", pa.list_(pa.field("item", INDEX_MONTH)), "Up to 24 months, newest first."),
 )
 
 
