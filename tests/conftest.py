@@ -25,11 +25,21 @@ from batchval.sandbox.app import Sandbox
 from batchval.sandbox.config import SandboxConfig
 from batchval.sandbox.server import RunningSandbox, serve_app_in_thread
 
+# The fixtures that start a real object store (SeaweedFS, Azurite: a second or two of CPU
+# each, in every worker that asks): a test that takes one is slow, so `make test-fast`
+# starts none.
+STORE_SERVERS = frozenset({"s3_server", "azurite", "store_server"})
 
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slow cases first (a stable sort, the same in every worker): the workers then
-    share out the quick ones as they come free, and no long case starts last to keep the
-    whole run waiting on one worker."""
+    """A test of a real object store is slow (`STORE_SERVERS`). The slow cases first (a
+    stable sort, the same in every worker): the workers then share out the quick ones as
+    they come free, and no long case starts last to keep the whole run waiting on one
+    worker."""
+    for item in items:
+        if STORE_SERVERS & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 

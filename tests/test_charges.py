@@ -330,6 +330,7 @@ def test_the_balance_is_the_lowest_since_the_last_top_up(tmp_path: Path) -> None
 AT_ONCE_PAIRS = 8
 
 
+@pytest.mark.slow  # sixteen runs end to end: make test, not test-fast
 def test_a_second_dir_at_once_after_the_first_never_counts_a_replay_as_spent(
     served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:

@@ -1,8 +1,10 @@
-"""`batchval sandbox` as a user runs it: a child process, its ready line, its options, its exits."""
+"""`batchval sandbox` as a user runs it: a child process, its ready line, its options, its
+exits; the refusals, which end before it serves, in this process (`support.invoke`)."""
 
 from __future__ import annotations
 
 import json
+import os
 import queue
 import shutil
 import signal
@@ -17,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+from support import invoke
 
 # The console script installed beside this interpreter: what `batchval` on PATH runs.
 BATCHVAL = shutil.which("batchval", path=str(Path(sys.executable).parent))
@@ -116,32 +119,18 @@ def _value(served: Served, client_id: str, client_secret: str) -> httpx.Response
 
 @dataclass(frozen=True, slots=True)
 class Refusal:
-    """How a command that should not start ended: its exit code (None: it served)."""
+    """How a command that should not start ended: its exit code and what it printed."""
 
-    returncode: int | None
+    returncode: int
     stdout: str
     stderr: str
 
 
 def _refused(*args: str) -> Refusal:
-    """Runs a command expected to stop before serving; one that serves is killed at once."""
-    process = subprocess.Popen(
-        _command("--host", "127.0.0.1", "--port", "0", *args),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        # Ends at the ready line (it serves) or at end of output (it exited).
-        first = _first_line_or_eof(process, READY_TIMEOUT)
-        served = process.poll() is None and bool(first)
-        if served:
-            process.kill()
-        out, err = process.communicate(timeout=EXIT_TIMEOUT)
-        return Refusal(None if served else process.returncode, first + out, err)
-    finally:
-        _stop(process)
+    """A command expected to stop before serving, run in this process: one that serves
+    instead never returns, and the test's timeout (pyproject.toml) fails it."""
+    done = invoke("sandbox", "--host", "127.0.0.1", "--port", "0", *args, environ=os.environ)
+    return Refusal(done.returncode, done.stdout, done.stderr)
 
 
 def test_ready_line_names_urls_and_builtin_clients() -> None:

@@ -25,6 +25,7 @@ def invoke(*args: str) -> Result:
     return CliRunner().invoke(cli, list(args), env=CLEAN_ENV, catch_exceptions=False)
 
 
+@pytest.mark.slow  # init, then a run end to end, of each sample extract
 @pytest.mark.parametrize("name", ["mi_extract.xlsx", "mi_extract_windows.csv", "mi_pack.xlsx"])
 def test_an_mi_extract_runs_from_init_to_run_with_the_proposal_unchanged(
     tmp_path: Path, samples: ModuleType, name: str

@@ -292,6 +292,7 @@ print(stopped.complete, stopped.exit_code, stopped.stop.reason, stopped.stop.not
 """
 
 
+@pytest.mark.slow  # a Jupyter kernel of its own: seconds of a process's start
 def test_the_docs_example_runs_in_a_jupyter_kernel(served: RunningSandbox, tmp_path: Path) -> None:
     """docs/how-to/python.md's example, each block a cell, in a real Jupyter kernel (whose
     event loop runs while a cell does): every cell runs; what it prints is what the page

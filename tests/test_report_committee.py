@@ -93,6 +93,7 @@ def short(amount: float) -> str:
     return f"£{amount / 1_000_000:,.2f} m" if amount >= 1_000_000 else f"£{amount:,.0f}"
 
 
+@pytest.mark.slow  # a browser: make test, not test-fast
 def test_the_first_screen_answers_the_committees_first_questions(
     reported: Path, tmp_path: Path, samples: ModuleType
 ) -> None:
@@ -154,6 +155,7 @@ def test_loans_and_places_are_named_for_a_reader(reported: Path, samples: Module
     assert page.index("API credits left") > operation
 
 
+@pytest.mark.slow  # a browser: make test, not test-fast
 def test_the_page_prints_on_a4_with_no_table_cut(reported: Path, tmp_path: Path) -> None:
     """Printed as a browser's "Save as PDF" does, the page is A4 portrait; laid out at A4's
     printed width with the print rules, no table, set of cards or chart is wider than the
@@ -176,6 +178,7 @@ def test_the_page_prints_on_a4_with_no_table_cut(reported: Path, tmp_path: Path)
     assert found["page"] <= PRINTED_WIDTH_PX
 
 
+@pytest.mark.slow  # a browser: make test, not test-fast
 def test_the_width_check_sees_a_table_too_wide(tmp_path: Path) -> None:
     """The check above can fail: a table of long unbreakable cells at a fixed width is
     wider than its column."""
