@@ -35,7 +35,7 @@ import hashlib
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 import structlog
 
@@ -218,10 +218,19 @@ def invoke(product: Product[SummaryT, DatabaseT]) -> SummaryT | DryRunSummary:
 
 
 def open_database(kind: type[DatabaseT], out_dir: Path) -> DatabaseT:
-    """DIR's database as `kind` views it, created if need be; one of a schema this version
-    cannot migrate is the command's refusal (64)."""
+    """DIR's database as `kind` views it, created if need be (`opened`)."""
+    return opened(kind.open, out_dir)
+
+
+_P = ParamSpec("_P")
+_Opened = TypeVar("_Opened")
+
+
+def opened(open_: Callable[_P, _Opened], *args: _P.args, **kwargs: _P.kwargs) -> _Opened:
+    """DIR's database as `open_` opens it (to write, read-only, if it exists): one of a
+    schema this version cannot migrate is the command's refusal (64)."""
     try:
-        return kind.open(out_dir)
+        return open_(*args, **kwargs)
     except CheckpointVersionError as exc:
         raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
 

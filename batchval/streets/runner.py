@@ -24,7 +24,7 @@ import structlog
 from batchval.api.vocabulary import DAILY_PAID_CALLS
 from batchval.engine.batches import read_batches, refusal
 from batchval.engine.charges_file import write_charges
-from batchval.engine.command import FrontDoor, Invocation, Lines, chosen_api, invoke
+from batchval.engine.command import FrontDoor, Invocation, Lines, chosen_api, invoke, opened
 from batchval.engine.derived import removed_line
 from batchval.engine.names import CHARGES_NAME, PROBLEMS_NAME
 from batchval.engine.sending import Sending, SendOutcome
@@ -34,7 +34,7 @@ from batchval.input.validate import check_postcodes
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
 from batchval.settings import api_identity
 from batchval.store.counts import Counts
-from batchval.store.database import CHECKPOINT_NAME, CheckpointVersionError, Database
+from batchval.store.database import CHECKPOINT_NAME, Database
 from batchval.store.streets import COMMAND, StreetStore
 from batchval.streets.files import (
     HOMES_NAME,
@@ -194,10 +194,7 @@ class Streets(FrontDoor[StreetsRequest]):
         unread, assumed = len(postcodes), self.settings.run.street_credits
         if held:
             # Read-only and unlocked, as `run --dry-run`: a read in progress goes on.
-            try:
-                database = Database.open_read_only(self.request.place.local)
-            except CheckpointVersionError as exc:
-                raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
+            database = opened(Database.open_read_only, self.request.place.local)
             try:
                 if database is not None:
                     real = self._store(database)

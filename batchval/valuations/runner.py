@@ -27,7 +27,15 @@ from batchval import redaction
 from batchval.contract.lender import Lending
 from batchval.engine.charges import Received, ServerClock, place_charges
 from batchval.engine.charges_file import write_charges
-from batchval.engine.command import EmbeddedApi, FrontDoor, Invocation, Lines, chosen_api, invoke
+from batchval.engine.command import (
+    EmbeddedApi,
+    FrontDoor,
+    Invocation,
+    Lines,
+    chosen_api,
+    invoke,
+    opened,
+)
 from batchval.engine.files import write_json_atomic
 from batchval.engine.keys import daily_run_id
 from batchval.engine.names import (
@@ -44,7 +52,6 @@ from batchval.outcome import RunRefusedError, StopInfo, StopReason
 from batchval.settings import Settings, api_identity, changed_settings
 from batchval.store.checkpoint import (
     Checkpoint,
-    CheckpointVersionError,
     Counts,
 )
 from batchval.valuations import answers
@@ -138,12 +145,7 @@ class Runner(FrontDoor[RunRequest]):
     # --- the product's steps before its checkpoint (`command.Product`) ------------------
 
     def admit(self, checkpoint: Checkpoint, started: dt.datetime) -> Valuing:
-        if checkpoint.get("command") == "streets":  # store/streets: one command a DIR
-            raise RunRefusedError(
-                StopReason.REFUSED,
-                f"{self.request.place.local} holds `batchval streets` outputs: give run a "
-                "--out DIR of its own",
-            )
+        _refuse_streets_outputs(checkpoint, self.request.place.local)
         return Valuing(self, checkpoint, started)
 
     def dry_run(self, source: InputSource) -> DryRunSummary:
@@ -152,10 +154,7 @@ class Runner(FrontDoor[RunRequest]):
         read-only, never locked: a run in progress goes on undisturbed), and the problems
         are written beside the run's (`DRY_RUN_PROBLEMS_NAME`), never over them."""
         out = self.request.place.local
-        try:
-            held = Checkpoint.open_read_only(out)
-        except CheckpointVersionError as exc:
-            raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
+        held = opened(Checkpoint.open_read_only, out)
         if held is None:
             return self._price(source, self.request.run_id or "dry-run", PROBLEMS_NAME)
         try:
@@ -185,11 +184,7 @@ class Runner(FrontDoor[RunRequest]):
         """What a resume of DIR's run would send: this input keyed with the run's id, less
         the requests the run holds an answer for. Refused as the run would refuse it."""
         out = self.request.place.local
-        if held.get("command") == "streets":
-            raise RunRefusedError(
-                StopReason.REFUSED,
-                f"{out} holds `batchval streets` outputs: give run a --out DIR of its own",
-            )
+        _refuse_streets_outputs(held, out)
         run_id, wanted = held.get("run_id"), self.request.run_id
         refuse_another_run_id(out, run_id, wanted)
         changed = changes(held, self.input_fingerprint(), self.settings)
@@ -218,6 +213,15 @@ def changes(held: Checkpoint, input_fp: str, settings: Settings) -> list[str]:
         )
         if stored is not None and stored != now
     ]
+
+
+def _refuse_streets_outputs(held: Checkpoint, out: Path) -> None:
+    """One command a DIR (store/streets): a DIR of `batchval streets` is not run's."""
+    if held.get("command") == "streets":
+        raise RunRefusedError(
+            StopReason.REFUSED,
+            f"{out} holds `batchval streets` outputs: give run a --out DIR of its own",
+        )
 
 
 def refuse_another_run_id(out: Path, run_id: str | None, wanted: str | None) -> None:

@@ -35,6 +35,7 @@ from batchval.api import PartnerClient
 from batchval.api.client import Answer
 from batchval.api.errors import PartnerError, UnreadableAnswerError
 from batchval.api.models import Valuation
+from batchval.engine.command import opened
 from batchval.engine.files import write_table_atomic
 from batchval.engine.invocation import NotedSignals, locked_dir
 from batchval.engine.job import Settled, charge_of
@@ -45,7 +46,7 @@ from batchval.engine.reading import ReadApi, ReadJob
 from batchval.engine.sending import Sending
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
 from batchval.settings import ApiSettings, Settings, api_identity
-from batchval.store.checkpoint import Checkpoint, CheckpointVersionError, Counts
+from batchval.store.checkpoint import Checkpoint, Counts
 from batchval.verify.compare import (
     Comparer,
     Difference,
@@ -170,10 +171,7 @@ def _checkpoint(out_dir: Path, place: Place) -> Iterator[Checkpoint]:
     outlives an invocation are kept (`engine/sending` waits them out and keeps them), and
     kept at the run's URL when it has one. A DIR whose results.parquet came without its
     checkpoint gets one for this invocation only."""
-    try:
-        found = Checkpoint.open_existing(out_dir)
-    except CheckpointVersionError as exc:
-        raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
+    found = opened(Checkpoint.open_existing, out_dir)
     if found is None:
         with Checkpoint.scratch() as scratch:
             yield scratch
