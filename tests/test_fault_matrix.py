@@ -2,7 +2,7 @@
 a test, each run through `batchval run` in this process (`support.invoke`: the exit code,
 stdout and stderr a process would have) against the sandbox served on loopback; a real
 process only where the scenario is the process's own (two at once on one DIR, a signal,
-`kill -9`).
+`kill -9`) or a judge in this process times the client (the hostile proxy).
 
 Every scenario ends complete: exit 0 at once, or 75 and then 0 on re-runs of the same
 command (faults cleared first only where the scenario says "recovery"; the account fixed
@@ -49,6 +49,7 @@ from support import (
     BATCHVAL,
     LIVE,
     POOR,
+    Ran,
     assert_accounted,
     assert_no_secrets,
     env_for,
@@ -56,6 +57,7 @@ from support import (
     make_config,
     outputs,
     portfolio,
+    run_cli,
     wait_until,
 )
 
@@ -105,6 +107,10 @@ class Job:
     credentials: Credentials = LIVE
     args: tuple[str, ...] = ()
     extra_env: dict[str, str] = dataclasses.field(default_factory=dict)
+    # Each invocation in this process (`support.invoke`), or as a process of its own where
+    # a judge in this process times the client's calls (`HostileProxy.early_requests`):
+    # sharing the interpreter, the proxy would read a call sent in time late.
+    in_process: bool = True
     logs: list[str] = dataclasses.field(default_factory=list)
     codes: list[int] = dataclasses.field(default_factory=list)
     seconds: list[float] = dataclasses.field(default_factory=list)
@@ -127,7 +133,10 @@ class Job:
         ledger = self.served.sandbox.ledger
         before, summary = len(ledger.charges), self.out / "summary.json"
         written = summary.stat().st_mtime_ns if summary.exists() else None
-        done = invoke(*self.command, environ=self.env)
+        if self.in_process:
+            done: Ran | subprocess.CompletedProcess[str] = invoke(*self.command, environ=self.env)
+        else:
+            done = run_cli(*self.command, env=self.env, timeout=120 * SCALE)
         code = self.record(done.returncode, done.stdout, done.stderr, started)
         mine = [c for c in ledger.charges[before:] if c.client_id == self.credentials.client_id]
         said = None  # an invocation that wrote no summary (it took no lock) said nothing
@@ -605,6 +614,7 @@ def test_combined_faults_behind_a_hostile_proxy(served: RunningSandbox, tmp_path
     rules = Rules(html_share=0.05, html_status=403, html_spare_first=10, mutate_share=0.3)
     with serve_proxy(served.auth_url, rules, seed=SEED) as proxy:
         job = make_job(served, tmp_path, COMBINED_ROWS)
+        job.in_process = False  # the proxy judges the client's timing: apart from it
         job.extra_env.update(BATCHVAL_BASE_URL=proxy.base_url, BATCHVAL_AUTH_URL=proxy.url)
         # Each run may stop after run.unrecognised_limit (10) pages and cut answers.
         reasons = run_through_stops(job, max_runs=6 + job.rows // 25)
