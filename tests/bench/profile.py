@@ -207,6 +207,7 @@ keeps asyncio's loop. On a machine loaded 2 to 9.5 (1-minute load average, 2 cor
 | on uvloop, `--only cost`, load 4.2-8.5 | 3 | 1.67, 1.29, 1.19 ms | 2.17, 2.02, 1.34 |
 | on uvloop, `--only cost`, load 2.1-3.1 | 2 | 0.98, 1.19 ms | 1.36, 1.65 |
 | on asyncio's loop, `--only cost`, between those two, load 2.8-3.3 | 1 | 1.18 ms | 1.76 |
+| on uvloop, `--only cost`, quiet, load 0.5-1.0 | 3 | 1.00, 0.91, 1.01 ms | 1.67, 1.61, 1.50 |
 
 The paired runs (one on each loop, back to back, three times) show uvloop saving 0.17 to
 0.46 ms a valuation, about a sixth on average. The ratio itself moves by a third with the
