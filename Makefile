@@ -101,7 +101,8 @@ docs-serve: $(STAMP)
 
 # The fast loop: every test but the slow end-to-end cases (marked `slow`: the CLI as a
 # process against the sandbox, the fault matrix, the corpus, a browser, a real object
-# store) and the docs' examples, in under a minute on two cores. `make test` runs the slow ones, `make docs-check` the docs'.
+# store) and the docs' examples, in under a minute on two cores. `make test` runs the
+# slow ones, `make docs-check` the docs'.
 test-fast: $(STAMP)
 	$(PYTEST) -q -n 3 --dist worksteal -m "not slow and not docs_examples"
 

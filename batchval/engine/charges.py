@@ -248,21 +248,21 @@ def place_charges(
     if not lines:
         return 0
     offset = clock.offset()
-    for line in lines:  # the digits of every stamp the ledger holds
-        at = api_time(line.at)
+    stamps = {line.line_id: api_time(line.at) for line in lines}
+    for at in stamps.values():  # the digits of every stamp the ledger holds
         if at is not None:
             clock.observe_stamp(at)
     kinds: dict[int, tuple[str, str]] = {}
     for line in lines:
         kind, why = line.kind, line.why
         if line.invocation == invocation and why != CONTESTED:
-            kind, why = classify(api_time(line.at), line.first_sent, clock)
+            kind, why = classify(stamps[line.line_id], line.first_sent, clock)
         kinds[line.line_id] = (kind, why)
     _by_balance(ledger, lines, kinds)
     since = None if started is None else started + offset.replay_before
     if since is not None and _another_caller(lines, kinds, invocation, since, clock):
         for line in lines:
-            at = api_time(line.at)
+            at = stamps[line.line_id]
             mine = line.invocation == invocation and at is not None and at >= since
             if mine and kinds[line.line_id][0] == FRESH:
                 kinds[line.line_id] = (UNCERTAIN, CONCURRENT)
