@@ -38,6 +38,7 @@ from batchval.store.charges import (
     precision,
 )
 from batchval.store.checkpoint import Checkpoint
+from batchval.store.database import Database
 from batchval.valuations.answers import valuation_charge
 
 SENT = dt.datetime(2026, 11, 25, 12, 0, tzinfo=dt.UTC)
@@ -308,7 +309,7 @@ def test_the_balance_is_the_lowest_since_the_last_top_up(tmp_path: Path) -> None
     """Two calls served at once: the later valuedAt may carry the earlier, higher balance;
     the balance shown is the lowest the answers gave, a replay's too (the balance after a
     real charge), never one from before a top-up."""
-    db = Checkpoint.open(tmp_path)
+    db = Checkpoint(Database.open(tmp_path))
 
     def line(key: str, seconds: float, balance: int, kind: str = FRESH) -> ChargeLine:
         at = stamp(SENT + dt.timedelta(seconds=seconds))
@@ -320,10 +321,10 @@ def test_the_balance_is_the_lowest_since_the_last_top_up(tmp_path: Path) -> None
         line("c", 0.2, 990),  # stamped last, charged before b
         line("d", 1.0, 970, REPLAY),  # a replay of a charge made after b
     ):
-        db.record_charge(charge)
-    money = db.money(1)
+        db.database.charges.record(charge)
+    money = db.database.charges.money(1)
     assert (money.balance, money.in_all, money.replayed_calls) == (970, 30, 1)
-    db.close()
+    db.database.close()
 
 
 # Pairs of DIRs in one test: each a new file, so each first DIR charges afresh.
@@ -559,18 +560,18 @@ def test_a_charge_an_earlier_invocation_paid_for_is_not_this_time(tmp_path: Path
     """A resume hears the answer to a call the invocation before it paid for (a 504, a
     cut connection): fresh, counted in all, but not this time, which is what the account
     was charged while this invocation ran."""
-    db = Checkpoint.open(tmp_path)
+    db = Checkpoint(Database.open(tmp_path))
     started = SENT + 10.3 * S
-    invocation = db.start_invocation(started.isoformat())
+    invocation = db.database.invocations.record_start(started.isoformat())
 
     def line(key: str, made: dt.datetime) -> ChargeLine:
         at = stamp(made)
         return ChargeLine("valuation", key, None, at, 10, 90, FRESH, "", invocation, at)
 
-    db.record_charge(line("earlier", SENT))  # made before this invocation started
-    db.record_charge(line("whole", SENT + 10 * S))  # cut to a second: may be after
-    db.record_charge(line("edge", started - dt.timedelta(milliseconds=1)))  # to the ms
-    db.record_charge(line("now", started + 0.2 * S))
-    money = db.money(invocation)
+    db.database.charges.record(line("earlier", SENT))  # made before this invocation started
+    db.database.charges.record(line("whole", SENT + 10 * S))  # cut to a second: may be after
+    db.database.charges.record(line("edge", started - dt.timedelta(milliseconds=1)))  # to the ms
+    db.database.charges.record(line("now", started + 0.2 * S))
+    money = db.database.charges.money(invocation)
     assert (money.this_time, money.in_all) == (20, 40)
-    db.close()
+    db.database.close()

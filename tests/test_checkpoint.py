@@ -17,13 +17,14 @@ from batchval.store.checkpoint import (
     Checkpoint,
     CheckpointVersionError,
 )
+from batchval.store.database import Database
 from batchval.store.lock import DirLockedError, RunLock
 
 
 def filled(tmp_path: Path) -> Checkpoint:
     """Five rows: one input problem, two sharing request k1, and k2, k3."""
-    checkpoint = Checkpoint.open(tmp_path)
-    checkpoint.add_rows(
+    checkpoint = Checkpoint(Database.open(tmp_path))
+    checkpoint.rows.add(
         [
             (1, "k1", None, None, None),
             (2, None, "bedrooms", "out_of_range", "bedrooms 25 is above 20"),
@@ -34,7 +35,7 @@ def filled(tmp_path: Path) -> Checkpoint:
         [("k1", '{"r":1}'), ("k2", '{"r":2}'), ("k3", '{"r":3}')],
         pa.record_batch({"loan": list("abcde")}),
     )
-    checkpoint.finish_ingest()
+    checkpoint.rows.finish()
     return checkpoint
 
 
@@ -81,10 +82,10 @@ def test_reingest_keeps_answers(tmp_path: Path) -> None:
     checkpoint = filled(tmp_path)
     checkpoint.requests.record_answer("k3", b'{"id":"val_y"}')
     checkpoint.requests.record_done("k3", 10)
-    checkpoint.restart_ingest()
-    assert not checkpoint.ingest_complete
-    checkpoint.add_rows([(1, "k1", None, None, None)], [("k1", '{"r":1}')])
-    checkpoint.finish_ingest()
+    checkpoint.rows.restart()
+    assert not checkpoint.rows.complete
+    checkpoint.rows.add([(1, "k1", None, None, None)], [("k1", '{"r":1}')])
+    checkpoint.rows.finish()
     keys = {p.key for p in checkpoint.requests.pending()}
     assert keys == {"k1"}
     assert checkpoint.counts().credits == 10
@@ -107,10 +108,10 @@ def test_meta_round_trips_and_survives_reopening(tmp_path: Path) -> None:
     """Meta values persist across processes (a reopened file)."""
     checkpoint = filled(tmp_path)
     checkpoint.set("run_id", "night-1")
-    checkpoint.close()
-    again = Checkpoint.open(tmp_path)
+    checkpoint.database.close()
+    again = Checkpoint(Database.open(tmp_path))
     assert again.get("run_id") == "night-1"
-    assert again.ingest_complete
+    assert again.rows.complete
     assert again.counts().rows == 5
 
 
@@ -118,15 +119,15 @@ def test_newer_schema_version_is_refused(tmp_path: Path) -> None:
     """A checkpoint written by a newer batchval is not read, and the message says why."""
     filled(tmp_path).set("schema_version", "999")
     with pytest.raises(CheckpointVersionError, match=r"schema 999.*new --out DIR"):
-        Checkpoint.open(tmp_path)
+        Checkpoint(Database.open(tmp_path))
 
 
 def test_version_1_checkpoint_is_migrated(tmp_path: Path) -> None:
     """A checkpoint of batchval 0.1 (schema 1) is brought up to date and read."""
     old = filled(tmp_path)
     old.set("schema_version", "1")
-    old.close()
-    checkpoint = Checkpoint.open(tmp_path)
+    old.database.close()
+    checkpoint = Checkpoint(Database.open(tmp_path))
     assert checkpoint.get("schema_version") == SCHEMA_VERSION
     assert checkpoint.counts().rows == 5
 
@@ -144,12 +145,12 @@ def test_stored_answer_is_read_after_a_crash(tmp_path: Path) -> None:
 def test_checkpoint_is_durable_on_every_commit(tmp_path: Path) -> None:
     """synchronous=FULL: a committed answer survives a power cut, not only a kill."""
     checkpoint = filled(tmp_path)
-    assert checkpoint.sql.execute("PRAGMA synchronous").fetchone() == (2,)
+    assert checkpoint.database.sql.execute("PRAGMA synchronous").fetchone() == (2,)
 
 
 def test_integrity(tmp_path: Path) -> None:
     """The file passes SQLite's integrity check."""
-    filled(tmp_path).close()
+    filled(tmp_path).database.close()
     db = sqlite3.connect(tmp_path / "checkpoint.sqlite")
     assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
@@ -194,9 +195,9 @@ def test_a_sent_request_outlives_an_accepted_change(tmp_path: Path) -> None:
     and kept (to be replayed for its possibly paid answer) if it was."""
     checkpoint = filled(tmp_path)
     checkpoint.requests.mark_sent("k2")
-    checkpoint.restart_ingest()
-    checkpoint.add_rows([(1, "k1", None, None, None)], [("k1", '{"r":1}')])
-    checkpoint.finish_ingest()
+    checkpoint.rows.restart()
+    checkpoint.rows.add([(1, "k1", None, None, None)], [("k1", '{"r":1}')])
+    checkpoint.rows.finish()
     pending = {p.key for p in checkpoint.requests.pending()}
     assert pending == {"k1", "k2"}
 
@@ -232,29 +233,29 @@ def test_problem_rows_carry_the_rule_or_the_problem(tmp_path: Path) -> None:
 def test_asked_extras_are_those_of_requests_rows_ask_for(tmp_path: Path) -> None:
     """The include items of the requests rows ask for; a request no row asks for (kept
     after an accepted change) does not count."""
-    checkpoint = Checkpoint.open(tmp_path)
+    checkpoint = Checkpoint(Database.open(tmp_path))
     assert checkpoint.asked_extras() == frozenset()
-    checkpoint.add_rows(
+    checkpoint.rows.add(
         [(1, "k1", None, None, None), (2, "k2", None, None, None)],
         [("k1", '{"include":["commentary"],"r":1}'), ("k2", '{"r":2}')],
     )
     checkpoint.requests.mark_sent("k1")
     assert checkpoint.asked_extras() == {"commentary"}
-    checkpoint.restart_ingest()
+    checkpoint.rows.restart()
     asks = [("k3", '{"include":["rebuildCost"]}')]
-    checkpoint.add_rows([(1, "k3", None, None, None)], asks)
-    checkpoint.finish_ingest()
+    checkpoint.rows.add([(1, "k3", None, None, None)], asks)
+    checkpoint.rows.finish()
     assert checkpoint.asked_extras() == {"rebuildCost"}
 
 
 def test_passthrough_values_come_back_typed_in_row_order(tmp_path: Path) -> None:
     """Each batch's pass-through values are kept typed, with their schema, and read back
     batch by batch in row order (whatever order the batches were added in)."""
-    checkpoint = Checkpoint.open(tmp_path)
+    checkpoint = Checkpoint(Database.open(tmp_path))
     schema = pa.schema([("loan", pa.int64()), ("balance", pa.decimal128(12, 2))])
     for first in (3, 1):
         numbers = [first, first + 1]
-        checkpoint.add_rows(
+        checkpoint.rows.add(
             [(n, None, "f", "r", "d") for n in numbers],
             [],
             pa.record_batch([pa.array(numbers), pa.array([None, None], schema[1].type)], schema),
@@ -268,15 +269,15 @@ def test_passthrough_values_come_back_typed_in_row_order(tmp_path: Path) -> None
 def test_a_batch_of_passthrough_values_must_fit_its_rows(tmp_path: Path) -> None:
     """Values must come one a row for consecutive rows, and keep the ingest's schema; a
     refused batch leaves nothing behind (one transaction)."""
-    checkpoint = Checkpoint.open(tmp_path)
+    checkpoint = Checkpoint(Database.open(tmp_path))
     rows = [(1, None, "f", "r", "d"), (3, None, "f", "r", "d")]
     with pytest.raises(ValueError, match="consecutive"):
-        checkpoint.add_rows(rows, [], pa.record_batch({"loan": [1, 3]}))
+        checkpoint.rows.add(rows, [], pa.record_batch({"loan": [1, 3]}))
     assert checkpoint.counts().rows == 0
     assert checkpoint.passthrough_schema() is None
-    checkpoint.add_rows(rows[:1], [], pa.record_batch({"loan": [1]}))
+    checkpoint.rows.add(rows[:1], [], pa.record_batch({"loan": [1]}))
     with pytest.raises(ValueError, match="schema changed"):
-        checkpoint.add_rows([(2, None, "f", "r", "d")], [], pa.record_batch({"loan": ["2"]}))
+        checkpoint.rows.add([(2, None, "f", "r", "d")], [], pa.record_batch({"loan": ["2"]}))
     assert checkpoint.counts().rows == 1
 
 
@@ -284,10 +285,10 @@ def test_reading_again_forgets_the_passthrough_values(tmp_path: Path) -> None:
     """restart_ingest and forget_requests drop the values and their schema with the rows:
     the input read again may have other columns or types."""
     checkpoint = filled(tmp_path)
-    checkpoint.restart_ingest()
+    checkpoint.rows.restart()
     assert checkpoint.passthrough_schema() is None
     assert list(checkpoint.passthrough_batches()) == []
-    checkpoint.add_rows([(1, "k1", None, None, None)], [], pa.record_batch({"loan": [1.5]}))
+    checkpoint.rows.add([(1, "k1", None, None, None)], [], pa.record_batch({"loan": [1.5]}))
     assert checkpoint.passthrough_schema() == pa.schema([("loan", pa.float64())])
     checkpoint.forget_requests()
     assert checkpoint.passthrough_schema() is None
@@ -307,12 +308,12 @@ def test_version_2_checkpoint_is_read_and_its_input_read_again(tmp_path: Path) -
     )
     db.commit()
     db.close()
-    checkpoint = Checkpoint.open(tmp_path)
+    checkpoint = Checkpoint(Database.open(tmp_path))
     assert checkpoint.get("schema_version") == SCHEMA_VERSION
-    assert (checkpoint.counts().rows, checkpoint.ingest_complete) == (1, True)
+    assert (checkpoint.counts().rows, checkpoint.rows.complete) == (1, True)
     assert checkpoint.passthrough_schema() is None
-    checkpoint.restart_ingest()
-    checkpoint.add_rows([(1, "k1", None, None, None)], [], pa.record_batch({"loan": ["a"]}))
+    checkpoint.rows.restart()
+    checkpoint.rows.add([(1, "k1", None, None, None)], [], pa.record_batch({"loan": ["a"]}))
     assert checkpoint.counts().rows == 1
 
 
@@ -348,11 +349,11 @@ def test_counts_agree_with_a_join_through_batches_states_and_reingests(tmp_path:
     rows sharing a request within and across batches, a batch naming no request of its
     own, every state, an ingest begun again and a request kept that no row asks for."""
     checkpoint = filled(tmp_path)
-    checkpoint.add_rows(
+    checkpoint.rows.add(
         [(6, "k1", None, None, None), (7, "k4", None, None, None), (8, "k4", None, None, None)],
         [("k4", '{"r":4}')],
     )
-    checkpoint.add_rows([(9, "k2", None, None, None)], [])
+    checkpoint.rows.add([(9, "k2", None, None, None)], [])
     assert _row_figures(checkpoint) == _joined_counts(tmp_path) == (9, 1, 0, 0, 8, 4)
     checkpoint.requests.mark_sent("k1")
     checkpoint.requests.record_answer("k1", b'{"id":"val_x"}')
@@ -362,13 +363,13 @@ def test_counts_agree_with_a_join_through_batches_states_and_reingests(tmp_path:
     checkpoint.requests.record_answer("k4", b'{"id":"val_y"}')
     assert _row_figures(checkpoint) == _joined_counts(tmp_path) == (9, 1, 3, 2, 3, 4)
     checkpoint.requests.mark_sent("k3")
-    checkpoint.restart_ingest()  # k3 was sent: kept when no row asks for it any more
+    checkpoint.rows.restart()  # k3 was sent: kept when no row asks for it any more
     assert _row_figures(checkpoint) == _joined_counts(tmp_path) == (0, 0, 0, 0, 0, 0)
-    checkpoint.add_rows(
+    checkpoint.rows.add(
         [(1, "k1", None, None, None), (2, "k4", None, None, None), (3, "k5", None, None, None)],
         [("k1", '{"r":1}'), ("k4", '{"r":4}'), ("k5", '{"r":5}')],
     )
-    checkpoint.finish_ingest()
+    checkpoint.rows.finish()
     assert _row_figures(checkpoint) == _joined_counts(tmp_path) == (3, 0, 1, 0, 2, 0)
     counts = checkpoint.counts()
     # k1 done; k2 (problem) and k3 (sent) kept with no row; k4 answered, k5 pending.
@@ -379,9 +380,9 @@ def test_counts_agree_with_a_join_through_batches_states_and_reingests(tmp_path:
 def test_pending_pages_merge_sent_and_pending_in_rowid_order(tmp_path: Path) -> None:
     """Sent and pending requests come in one rowid order, a page at a time, whatever the
     mix of states; done ones never."""
-    checkpoint = Checkpoint.open(tmp_path)
+    checkpoint = Checkpoint(Database.open(tmp_path))
     keys = [f"k{n}" for n in range(10)]
-    checkpoint.add_rows(
+    checkpoint.rows.add(
         [(n, key, None, None, None) for n, key in enumerate(keys, 1)],
         [(key, "{}") for key in keys],
     )
@@ -424,18 +425,18 @@ def test_version_3_checkpoint_gets_its_row_counts(tmp_path: Path) -> None:
     )
     db.commit()
     db.close()
-    checkpoint = Checkpoint.open(tmp_path)
+    checkpoint = Checkpoint(Database.open(tmp_path))
     assert checkpoint.get("schema_version") == SCHEMA_VERSION == "7"
     assert _row_figures(checkpoint) == _joined_counts(tmp_path) == (4, 1, 2, 0, 1, 1)
     counts = checkpoint.counts()
     assert (counts.requests, counts.requests_pending) == (3, 2)
     # Its charge is kept, as uncertain: schema 3 kept no evidence of fresh or replay.
-    money = checkpoint.money(None)
+    money = checkpoint.database.charges.money(None)
     assert (counts.credits, money.in_all, money.uncertain_credits) == (0, 0, 10)
-    indexes = {row[1] for row in checkpoint.sql.execute("PRAGMA index_list(requests)")}
+    indexes = {row[1] for row in checkpoint.database.sql.execute("PRAGMA index_list(requests)")}
     assert "requests_tally" in indexes
-    checkpoint.close()
-    assert _row_figures(Checkpoint.open(tmp_path)) == (4, 1, 2, 0, 1, 1)  # opened again
+    checkpoint.database.close()
+    assert _row_figures(Checkpoint(Database.open(tmp_path))) == (4, 1, 2, 0, 1, 1)  # opened again
 
 
 def test_counts_read_indexes_only(tmp_path: Path) -> None:
@@ -443,14 +444,14 @@ def test_counts_read_indexes_only(tmp_path: Path) -> None:
     took seconds a million rows, before a resumed run's first call)."""
     checkpoint = filled(tmp_path)
     statements: list[str] = []
-    checkpoint.sql.set_trace_callback(statements.append)
+    checkpoint.database.sql.set_trace_callback(statements.append)
     checkpoint.counts()
     checkpoint.requests.any_pending()
-    checkpoint.sql.set_trace_callback(None)
+    checkpoint.database.sql.set_trace_callback(None)
     assert statements
     for statement in statements:
         assert "JOIN" not in statement.upper()
-        for row in checkpoint.sql.execute(f"EXPLAIN QUERY PLAN {statement}"):
+        for row in checkpoint.database.sql.execute(f"EXPLAIN QUERY PLAN {statement}"):
             detail = str(row[3])
             scans = detail.startswith("SCAN") and detail != "SCAN CONSTANT ROW"
             assert not scans or "COVERING INDEX" in detail, statement
@@ -459,9 +460,9 @@ def test_counts_read_indexes_only(tmp_path: Path) -> None:
 def _updates(checkpoint: Checkpoint, work: Callable[[], object]) -> list[str]:
     """The UPDATE statements `work` makes the checkpoint run."""
     statements: list[str] = []
-    checkpoint._connection.set_trace_callback(statements.append)
+    checkpoint.database._connection.set_trace_callback(statements.append)
     work()
-    checkpoint._connection.set_trace_callback(None)
+    checkpoint.database._connection.set_trace_callback(None)
     return [s for s in statements if s.lstrip().upper().startswith("UPDATE")]
 
 
@@ -476,13 +477,13 @@ def test_a_request_sent_answered_and_valued_in_a_group_is_one_update(tmp_path: P
         checkpoint.requests.record_done(key, 10)
 
     def value_in_a_group(key: str) -> None:
-        checkpoint.begin_group()
+        checkpoint.database.begin_group()
         value(key)
-        checkpoint.commit_group()
+        checkpoint.database.commit_group()
 
     assert len(_updates(checkpoint, lambda: value_in_a_group("k1"))) == 1
     assert len(_updates(checkpoint, lambda: value("k2"))) == 3
-    stored = checkpoint.sql.execute(
+    stored = checkpoint.database.sql.execute(
         "SELECT key, state, attempts, answer, credits FROM requests ORDER BY key"
     ).fetchall()
     assert stored[:2] == [
@@ -495,7 +496,7 @@ def test_held_writes_are_seen_by_every_read_in_the_group(tmp_path: Path) -> None
     """A read inside the group sees the writes held so far, in the order they were made:
     a request sent twice and answered is counted valued, with both attempts."""
     checkpoint = filled(tmp_path)
-    checkpoint.begin_group()
+    checkpoint.database.begin_group()
     checkpoint.requests.mark_sent("k1")
     checkpoint.requests.record_retry("k1", "503")  # not held: the held send is applied first
     checkpoint.requests.mark_sent("k1")
@@ -504,8 +505,8 @@ def test_held_writes_are_seen_by_every_read_in_the_group(tmp_path: Path) -> None
     checkpoint.requests.record_done("k1", 10)
     assert checkpoint.counts().valued_rows == 2
     assert [p.key for p in checkpoint.requests.pending()] == ["k2", "k3"]
-    checkpoint.commit_group()
-    found = checkpoint.sql.execute(
+    checkpoint.database.commit_group()
+    found = checkpoint.database.sql.execute(
         "SELECT state, attempts, last_error FROM requests WHERE key = 'k1'"
     ).fetchone()
     assert found == ("done", 2, None)
@@ -515,18 +516,18 @@ def test_an_uncommitted_group_loses_the_answer_and_its_reading_together(tmp_path
     """A kill before the group's commit loses the answer with its reading (the request is
     sent again with its key, answered free); after the commit both are on disk."""
     checkpoint = filled(tmp_path)
-    checkpoint.begin_group()
+    checkpoint.database.begin_group()
     checkpoint.requests.mark_sent("k1")
     checkpoint.requests.record_answer("k1", b'{"id":"val_1"}')
     checkpoint.requests.record_done("k1", 10)
-    checkpoint.commit_group()
-    checkpoint.begin_group()
+    checkpoint.database.commit_group()
+    checkpoint.database.begin_group()
     checkpoint.requests.mark_sent("k2")
     checkpoint.requests.record_answer("k2", b'{"id":"val_2"}')
     checkpoint.requests.record_done("k2", 10)
-    checkpoint.close()  # killed before this group's commit
-    reopened = Checkpoint.open(tmp_path)
-    states = dict(reopened.sql.execute("SELECT key, state FROM requests").fetchall())
+    checkpoint.database.close()  # killed before this group's commit
+    reopened = Checkpoint(Database.open(tmp_path))
+    states = dict(reopened.database.sql.execute("SELECT key, state FROM requests").fetchall())
     assert states == {"k1": "done", "k2": "pending", "k3": "pending"}
     assert reopened.requests.answered() == []
 
@@ -537,13 +538,13 @@ def test_the_mode_is_read_from_the_database_once(tmp_path: Path) -> None:
     checkpoint = filled(tmp_path)
     checkpoint.set("mode", "live")
     statements: list[str] = []
-    checkpoint._connection.set_trace_callback(statements.append)
+    checkpoint.database._connection.set_trace_callback(statements.append)
     assert checkpoint.get("mode") == "live"
-    checkpoint._connection.set_trace_callback(None)
+    checkpoint.database._connection.set_trace_callback(None)
     assert statements == []
 
     def switch_then_fail() -> None:
-        with checkpoint.transaction():
+        with checkpoint.database.transaction():
             checkpoint.set("mode", "test")
             raise RuntimeError
 
@@ -574,40 +575,40 @@ def test_version_4_checkpoint_gains_the_street_tables(tmp_path: Path) -> None:
     """A checkpoint of schema 4 opens as 6 with its run untouched and the (empty) street
     tables beside it; a batchval that reads only 4 would refuse it."""
     old = filled(tmp_path)
-    old.sql.executescript(
+    old.database.sql.executescript(
         "DROP TABLE streets; DROP TABLE street_rows; DROP TABLE street_passthrough;"
     )
     old.set("schema_version", "4")
     before = _row_figures(old)
-    old.close()
-    checkpoint = Checkpoint.open(tmp_path)
+    old.database.close()
+    checkpoint = Checkpoint(Database.open(tmp_path))
     assert checkpoint.get("schema_version") == SCHEMA_VERSION == "7"
     assert _row_figures(checkpoint) == before
-    tables = {row[0] for row in checkpoint.sql.execute("SELECT name FROM sqlite_master")}
+    tables = {row[0] for row in checkpoint.database.sql.execute("SELECT name FROM sqlite_master")}
     assert {"streets", "street_rows", "street_passthrough", "streets_by_state"} <= tables
-    assert checkpoint.sql.execute("SELECT COUNT(*) FROM streets").fetchone() == (0,)
+    assert checkpoint.database.sql.execute("SELECT COUNT(*) FROM streets").fetchone() == (0,)
 
 
 def test_version_5_checkpoint_gains_the_book_plan(tmp_path: Path) -> None:
     """A checkpoint of schema 5 opens as 6 with its run untouched and an empty
     `book_rows` beside it (the `--book` plan); a batchval that reads only 5 refuses it."""
     old = filled(tmp_path)
-    old.sql.executescript("DROP TABLE book_rows;")
+    old.database.sql.executescript("DROP TABLE book_rows;")
     old.set("schema_version", "5")
     before = _row_figures(old)
-    old.close()
-    checkpoint = Checkpoint.open(tmp_path)
+    old.database.close()
+    checkpoint = Checkpoint(Database.open(tmp_path))
     assert checkpoint.get("schema_version") == SCHEMA_VERSION == "7"
     assert _row_figures(checkpoint) == before
-    assert checkpoint.sql.execute("SELECT COUNT(*) FROM book_rows").fetchone() == (0,)
-    version = checkpoint.sql.execute("PRAGMA table_info(book_rows)").fetchall()
+    assert checkpoint.database.sql.execute("SELECT COUNT(*) FROM book_rows").fetchone() == (0,)
+    version = checkpoint.database.sql.execute("PRAGMA table_info(book_rows)").fetchall()
     assert [column[1] for column in version] == ["row_number", "identity", "fingerprint", "plan"]
 
 
 def test_refused_kinds_most_rows_first_with_the_first_detail(tmp_path: Path) -> None:
     """The refused rows by field and rule, most first, each with its first row's detail."""
-    checkpoint = Checkpoint.open(tmp_path)
-    checkpoint.add_rows(
+    checkpoint = Checkpoint(Database.open(tmp_path))
+    checkpoint.rows.add(
         [
             (1, None, "bedrooms", "out_of_range", "bedrooms 25"),
             (2, None, "propertyType", "not_in_list", "propertyType 'D'"),
@@ -625,9 +626,9 @@ def test_refused_kinds_most_rows_first_with_the_first_detail(tmp_path: Path) -> 
 
 def _invocation(checkpoint: Checkpoint, calls: int | None) -> None:
     """An invocation that counted `calls`, or (None) one that never ended: killed."""
-    started = checkpoint.start_invocation("2026-11-23T00:00:00+00:00")
+    started = checkpoint.database.invocations.record_start("2026-11-23T00:00:00+00:00")
     if calls is not None:
-        checkpoint.end_invocation(
+        checkpoint.database.invocations.record_end(
             started, ended_at="t", exit_code=0, calls=calls, rate_limited=0, credits=0, balance=None
         )
 
@@ -636,28 +637,31 @@ def test_never_sent_until_a_call_may_have_been_made(tmp_path: Path) -> None:
     """A DIR has never sent until a request is marked sent, an invocation counts a call,
     or an invocation did not end (a kill may lose the marks of its last group)."""
     checkpoint = filled(tmp_path)
-    assert checkpoint.never_sent()
+    assert checkpoint.database.invocations.never_sent()
     _invocation(checkpoint, 0)
-    assert checkpoint.never_sent()
+    assert checkpoint.database.invocations.never_sent()
     checkpoint.requests.mark_sent("k2")
-    assert not checkpoint.never_sent()
+    assert not checkpoint.database.invocations.never_sent()
     for calls in (None, 1):
         (tmp_path / str(calls)).mkdir()
         other = filled(tmp_path / str(calls))
         _invocation(other, calls)
-        assert not other.never_sent()
+        assert not other.database.invocations.never_sent()
 
 
 def test_hosts_that_answered_are_kept(tmp_path: Path) -> None:
     """A host that answered is kept once, with when, across openings."""
     checkpoint = filled(tmp_path)
-    assert checkpoint.reached_hosts(["api.example"]) == frozenset()
-    checkpoint.note_reached("api.example", "2026-11-25T00:00:00+00:00")
-    checkpoint.note_reached("api.example", "2026-11-26T00:00:00+00:00")
-    checkpoint.note_reached("auth.example", "2026-11-26T00:00:00+00:00")
-    checkpoint.close()
-    reopened = Checkpoint.open(tmp_path)
-    assert reopened.reached_hosts(["other.example"]) == {"api.example", "auth.example"}
+    assert checkpoint.database.invocations.reached_hosts(["api.example"]) == frozenset()
+    checkpoint.database.invocations.note_reached("api.example", "2026-11-25T00:00:00+00:00")
+    checkpoint.database.invocations.note_reached("api.example", "2026-11-26T00:00:00+00:00")
+    checkpoint.database.invocations.note_reached("auth.example", "2026-11-26T00:00:00+00:00")
+    checkpoint.database.close()
+    reopened = Checkpoint(Database.open(tmp_path))
+    assert reopened.database.invocations.reached_hosts(["other.example"]) == {
+        "api.example",
+        "auth.example",
+    }
     assert reopened.get("reached.api.example") == "2026-11-25T00:00:00+00:00"
 
 
@@ -669,13 +673,13 @@ def test_a_dir_with_answers_and_no_hosts_kept_reached_its_configured_hosts(
     configured with as reached; one without answers reached nothing."""
     checkpoint = filled(tmp_path)
     checkpoint.requests.mark_sent("k1")
-    assert checkpoint.reached_hosts(["api.example"]) == frozenset()
+    assert checkpoint.database.invocations.reached_hosts(["api.example"]) == frozenset()
     checkpoint.requests.record_answer("k1", b'{"id":"val_x"}')
     if state == "done":
         checkpoint.requests.record_done("k1", 10)
     elif state == "problem":
         checkpoint.requests.record_problem("k1", {"type": "outside-coverage", "status": 422})
-    assert checkpoint.reached_hosts(["api.example", "auth.example"]) == {
+    assert checkpoint.database.invocations.reached_hosts(["api.example", "auth.example"]) == {
         "api.example",
         "auth.example",
     }
@@ -684,15 +688,16 @@ def test_a_dir_with_answers_and_no_hosts_kept_reached_its_configured_hosts(
 def test_a_read_only_checkpoint_reads_beside_its_writer_and_never_writes(tmp_path: Path) -> None:
     """`open_read_only` (a dry run's): None without a checkpoint; with one, it sees what the
     writer committed (`settled`: answered, done or problem keys), and refuses any write."""
-    assert Checkpoint.open_read_only(tmp_path) is None
+    assert Database.open_read_only(tmp_path) is None
     writer = filled(tmp_path)
     writer.requests.mark_sent("k1")
     writer.requests.record_answer("k1", b'{"id":"val_x"}')
     writer.requests.record_done("k1", 10)
     writer.requests.record_problem("k2", {"type": "outside-coverage", "status": 422})
     writer.requests.mark_sent("k3")
-    reader = Checkpoint.open_read_only(tmp_path)
-    assert reader is not None
+    read_only = Database.open_read_only(tmp_path)
+    assert read_only is not None
+    reader = Checkpoint(read_only)
     try:
         assert reader.requests.settled(["k1", "k2", "k3", "unknown"]) == {"k1", "k2"}
         assert reader.requests.settled(f"k{n}" for n in range(1, 1200)) == {"k1", "k2"}
@@ -700,5 +705,5 @@ def test_a_read_only_checkpoint_reads_beside_its_writer_and_never_writes(tmp_pat
             reader.set("run_id", "other")
         assert reader.get("run_id") is None
     finally:
-        reader.close()
-        writer.close()
+        reader.database.close()
+        writer.database.close()

@@ -20,7 +20,8 @@ from batchval.engine.sending import SendOutcome
 from batchval.engine.summary import DryRunSummary, RunSummary
 from batchval.input import InputOptions, InputSource, open_input
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
-from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint, Counts
+from batchval.store.checkpoint import CHECKPOINT_NAME, Counts
+from batchval.store.database import Database
 
 NOW = dt.datetime(2026, 3, 2, 9, 30, tzinfo=dt.UTC)
 LIMIT = StopInfo(StopReason.DAILY_LIMIT, "the daily limit was reached", NOW)
@@ -55,7 +56,6 @@ class Toy:
     steps: list[str] = dataclasses.field(default_factory=list)
     name: str = "toy"
     pending: str = "item"
-    database: type[Checkpoint] = Checkpoint
 
     def now(self) -> dt.datetime:
         return NOW
@@ -77,7 +77,7 @@ class Toy:
             rows=2, rows_with_problems=0, problems_by_type={}, calls=2, credits=2, daily_limit=5
         )
 
-    def admit(self, checkpoint: Checkpoint, started: dt.datetime) -> ToySteps:
+    def admit(self, database: Database, started: dt.datetime) -> ToySteps:
         assert started == NOW
         return ToySteps(self)
 

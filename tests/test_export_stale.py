@@ -78,7 +78,7 @@ def test_a_run_that_adds_results_removes_the_exports_and_report_made_before(
     ]
     database = Database.open(out)
     try:
-        assert database.derived() == []  # forgotten, the kept one too: it is the person's
+        assert database.derived.listed() == []  # forgotten, the kept one too: it is the person's
     finally:
         database.close()
 

@@ -16,6 +16,7 @@ import pytest
 from batchval.input import InputOptions, InputSource, open_input
 from batchval.outcome import RunRefusedError, StopReason
 from batchval.store.checkpoint import Checkpoint
+from batchval.store.database import Database
 from batchval.store.rows import Row
 from batchval.valuations import ingest as ingest_module
 from batchval.valuations.ingest import (
@@ -58,7 +59,7 @@ def test_refusals_count_what_a_full_ingest_stores(tmp_path: Path) -> None:
     """Counted without storing, validation's refusals are those the checkpoint holds
     after a full ingest: rows, refused rows, and the kinds in the same order."""
     path = book(tmp_path / "book.csv", MIXED)
-    checkpoint = Checkpoint.open(tmp_path)
+    checkpoint = Checkpoint(Database.open(tmp_path))
     ingest(checkpoint, source(path), "run-1")
     refusals = Refusals()
     for batch in read_batches(source(path), interrupted=lambda: None):
@@ -80,7 +81,7 @@ def test_a_fresh_run_stores_its_first_rows_then_the_rest(
     path = book(tmp_path / "book.csv", MIXED, duplicates=2)
     (tmp_path / "streamed").mkdir()
     (tmp_path / "whole").mkdir()
-    checkpoint = Checkpoint.open(tmp_path / "streamed")
+    checkpoint = Checkpoint(Database.open(tmp_path / "streamed"))
     reading = Ingest.begin(checkpoint, source(path), "run-1")
     try:
         assert checkpoint.counts().rows == 3
@@ -92,11 +93,11 @@ def test_a_fresh_run_stores_its_first_rows_then_the_rest(
         reading.finish()
     finally:
         reading.close()
-    assert checkpoint.ingest_complete
+    assert checkpoint.rows.complete
     assert not reading.more()
-    whole = Checkpoint.open(tmp_path / "whole")
+    whole = Checkpoint(Database.open(tmp_path / "whole"))
     ingest(whole, source(path), "run-1")
-    whole.finish_ingest()
+    whole.rows.finish()
     assert checkpoint.counts() == whole.counts() == reading.counts()
     assert checkpoint.counts().duplicate_rows == 1
     assert [p.key for p in checkpoint.requests.pending()] == [
@@ -115,9 +116,9 @@ def test_a_batch_cut_in_two_counts_the_rows_of_a_request_on_both_sides(tmp_path:
     first, rest = _split((rows, requests, pa.record_batch({"loan": ["a", "b", "c"]})), 1)
     assert rest is not None
     assert (first[1], rest[1]) == ([("k1", '{"r":1}')], [("k2", '{"r":2}')])
-    checkpoint = Checkpoint.open(tmp_path)
-    checkpoint.add_rows(*first)
-    checkpoint.add_rows(*rest)
+    checkpoint = Checkpoint(Database.open(tmp_path))
+    checkpoint.rows.add(*first)
+    checkpoint.rows.add(*rest)
     counts = checkpoint.counts()
     assert (counts.rows, counts.requests, counts.duplicate_rows) == (3, 2, 1)
     assert [first for first, _ in checkpoint.passthrough_batches()] == [1, 2]
@@ -127,7 +128,7 @@ def test_a_mostly_refused_input_is_refused_before_its_rows_are_stored(tmp_path: 
     """The verdict is on the whole input, whatever its first rows: good rows first and
     refused rows after are still refused, before a call could be made."""
     path = book(tmp_path / "book.csv", [GOOD] * 4 + [BAD_TYPE] * 8)
-    checkpoint = Checkpoint.open(tmp_path)
+    checkpoint = Checkpoint(Database.open(tmp_path))
     reading = Ingest.begin(checkpoint, source(path), "run-1")
     try:
         assert checkpoint.counts().rows < 12
@@ -145,11 +146,11 @@ def test_a_checkpoint_holding_requests_is_read_in_full(tmp_path: Path) -> None:
     """After an accepted input change the stored requests may be orphans, never to be
     sent: such an input is read in full before any call."""
     path = book(tmp_path / "book.csv", [GOOD] * 10)
-    checkpoint = Checkpoint.open(tmp_path)
-    checkpoint.add_rows([(1, "old", None, None, None)], [("old", '{"r":1}')])
-    checkpoint.restart_ingest()
+    checkpoint = Checkpoint(Database.open(tmp_path))
+    checkpoint.rows.add([(1, "old", None, None, None)], [("old", '{"r":1}')])
+    checkpoint.rows.restart()
     reading = Ingest.begin(checkpoint, source(path), "run-1")
-    assert checkpoint.ingest_complete
+    assert checkpoint.rows.complete
     assert checkpoint.counts().rows == 10
     assert "old" not in {p.key for p in checkpoint.requests.pending()}
     assert not reading.more()
@@ -158,9 +159,9 @@ def test_a_checkpoint_holding_requests_is_read_in_full(tmp_path: Path) -> None:
 def test_a_book_run_reads_in_full(tmp_path: Path) -> None:
     """Without `stream` (a book run, whose plan needs every row) the input is all stored."""
     path = book(tmp_path / "book.csv", [GOOD] * 10)
-    checkpoint = Checkpoint.open(tmp_path)
+    checkpoint = Checkpoint(Database.open(tmp_path))
     Ingest.begin(checkpoint, source(path), "run-1", stream=False)
-    assert checkpoint.ingest_complete
+    assert checkpoint.rows.complete
     assert checkpoint.counts().rows == 10
 
 
@@ -170,7 +171,7 @@ def test_a_fault_of_the_input_is_found_before_any_row_is_stored(tmp_path: Path) 
     path = book(tmp_path / "book.csv", [GOOD] * 10)
     broken = b'LN-9,"SW1A 2AA,terraced,3,CASE\n'
     path.write_bytes(path.read_bytes() + broken + b"LN-10,SW1A 2AA,terraced,3,CASE\n")
-    checkpoint = Checkpoint.open(tmp_path)
+    checkpoint = Checkpoint(Database.open(tmp_path))
     with pytest.raises(RunRefusedError) as refused:
         Ingest.begin(checkpoint, source(path), "run-1")
     assert refused.value.reason is StopReason.INPUT_UNUSABLE
@@ -193,14 +194,14 @@ def test_a_reading_that_fails_while_sending_leaves_the_ingest_incomplete(
         raise RunRefusedError(StopReason.INPUT_UNUSABLE, "changed")
 
     monkeypatch.setattr(ingest_module, "keyed_batches", failing)
-    checkpoint = Checkpoint.open(tmp_path)
+    checkpoint = Checkpoint(Database.open(tmp_path))
     reading = Ingest.begin(checkpoint, source(path), "run-1")
     assert checkpoint.counts().rows == 4
     with pytest.raises(RunRefusedError, match="changed"):
         reading.more()
     with pytest.raises(RunRefusedError, match="changed"):
         reading.finish()
-    assert not checkpoint.ingest_complete
+    assert not checkpoint.rows.complete
 
 
 def test_read_ahead_hands_over_the_items_and_what_went_wrong() -> None:

@@ -140,7 +140,7 @@ STORE_GROUPS: dict[str, tuple[int, tuple[str, ...]]] = {
     "generic": (
         1,
         (
-            *("database", "schema", "queue", "held", "counts"),
+            *("database", "schema", "queue", "held", "counts", "connected"),
             *("invocations", "charges", "derived", "records", "lock"),
         ),
     ),
@@ -331,8 +331,8 @@ def _calls(path: Path, name: str) -> bool:
     ("name", "callers"),
     [
         # The invocation's record and its summary: the skeleton's (status shows a DIR's).
-        ("start_invocation", ["batchval.engine.command"]),
-        ("end_invocation", ["batchval.engine.command"]),
+        ("record_start", ["batchval.engine.command"]),
+        ("record_end", ["batchval.engine.command"]),
         ("of_run", ["batchval.engine.command", "batchval.tools.status"]),
         ("final_stop", ["batchval.engine.command"]),
         ("locked_dir", ["batchval.engine.command", "batchval.verify.runner"]),

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from batchval.sandbox.streets import street_analysis_body
-from batchval.store.checkpoint import Checkpoint
+from batchval.store.database import Database
 from batchval.store.streets import StreetStore
 from batchval.streets.files import write_homes, write_street_problems, write_streets
 from batchval.streets.schema import (
@@ -35,7 +35,7 @@ def answer(postcode: str, **changes: Any) -> bytes:
 def stored(tmp_path: Path) -> StreetStore:
     """Rows 1-4: SW1A 2AA (read), a refused postcode, M1 1AE (404), SW1A 2AA again; plus
     LS6 2AB read with every optional section null."""
-    store = StreetStore(Checkpoint.open(tmp_path))
+    store = StreetStore(Database.open(tmp_path))
     store.restart_ingest()
     store.add_rows(
         [

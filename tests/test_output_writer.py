@@ -34,6 +34,7 @@ from batchval.engine import arrow, files
 from batchval.input.layout import SOURCE_ROW
 from batchval.sandbox.data import valuation_parts
 from batchval.store.checkpoint import Checkpoint
+from batchval.store.database import Database
 from batchval.valuations import writer
 from batchval.valuations.writer import write_problems, write_results
 
@@ -146,9 +147,9 @@ PROBLEM_TAIL = [
 
 @pytest.fixture
 def checkpoint(tmp_path: Path) -> Iterator[Checkpoint]:
-    opened = Checkpoint.open(tmp_path)
+    opened = Checkpoint(Database.open(tmp_path))
     yield opened
-    opened.close()
+    opened.database.close()
 
 
 def _body(
@@ -215,8 +216,8 @@ def _ingest(
     batch = None
     if passthrough is not None or any(values):
         batch = pa.RecordBatch.from_pylist(values, schema=passthrough)
-    checkpoint.add_rows([given.row for given in rows], requests, batch)
-    checkpoint.finish_ingest()
+    checkpoint.rows.add([given.row for given in rows], requests, batch)
+    checkpoint.rows.finish()
 
 
 def _value(checkpoint: Checkpoint, key: str, body: dict[str, Any]) -> None:
@@ -686,7 +687,7 @@ def test_passthrough_values_keep_their_types(
     valued = {1, 2, 4, 6, 7}
     rows = [_row(n, f"k{n}", values) for n, values in enumerate(TYPED_ROWS, start=1)]
     _ingest(checkpoint, rows[:3], passthrough=TYPED)
-    checkpoint.add_rows(
+    checkpoint.rows.add(
         [given.row for given in rows[3:]],
         [(f"k{n}", "{}") for n in range(4, 8)],
         pa.RecordBatch.from_pylist([given.passthrough for given in rows[3:]], schema=TYPED),
@@ -712,8 +713,8 @@ def test_rows_without_stored_values_read_null(checkpoint: Checkpoint, tmp_path: 
     rows after it still get their own."""
     for n in range(1, 5):
         values = pa.record_batch({"loan": [n]}) if n % 2 else None
-        checkpoint.add_rows([(n, f"k{n}", None, None, None)], [(f"k{n}", "{}")], values)
-    checkpoint.finish_ingest()
+        checkpoint.rows.add([(n, f"k{n}", None, None, None)], [(f"k{n}", "{}")], values)
+    checkpoint.rows.finish()
     for n in range(1, 5):
         _value(checkpoint, f"k{n}", _body(number=n))
     table = _results(checkpoint, tmp_path / "results.parquet")
@@ -727,9 +728,9 @@ def test_rows_are_in_row_order(
     """Both files list rows by input position, each row in exactly one of them."""
     monkeypatch.setattr(writer, "BATCH_ROWS", 3)
     order = [7, 2, 9, 4, 1, 10, 5, 3, 8, 6]
-    checkpoint.add_rows([_row(n, f"k{n}").row for n in order[:5]], [(f"k{n}", "{}") for n in order])
-    checkpoint.add_rows([_row(n, f"k{n}").row for n in order[5:]], [])
-    checkpoint.finish_ingest()
+    checkpoint.rows.add([_row(n, f"k{n}").row for n in order[:5]], [(f"k{n}", "{}") for n in order])
+    checkpoint.rows.add([_row(n, f"k{n}").row for n in order[5:]], [])
+    checkpoint.rows.finish()
     for n in order:
         if n % 3:
             _value(checkpoint, f"k{n}", _body(number=n))

@@ -25,7 +25,7 @@ from batchval.engine.place import (
     written,
 )
 from batchval.outcome import RunRefusedError, SettingsError, StopReason
-from batchval.store.checkpoint import Checkpoint
+from batchval.store.database import Database
 from batchval.store.lease import DURATION
 from batchval.store.objects import ObjectStore
 
@@ -55,17 +55,17 @@ def test_each_invocation_restores_the_run_and_publishes_its_outputs() -> None:
     objects = MemoryObjects()
     with opened("s3://b/run", objects, lease_seconds=0.6) as place:
         assert list(place.local.iterdir()) == []  # an empty disk, as a moved task finds
-        checkpoint = Checkpoint.open(place.local)
-        place.keep(checkpoint)
-        checkpoint.set("run_id", "backfill-1")
-        checkpoint.close()
+        database = Database.open(place.local)
+        place.keep(database)
+        database.set("run_id", "backfill-1")
+        database.close()
         (place.local / "results.parquet").write_bytes(b"PAR1 fake")
         first = place.local
     assert not first.exists()  # nothing left behind on the machine
     assert objects.objects["results.parquet"] == b"PAR1 fake"
     assert "checkpoint.sqlite" not in objects.objects  # the memory is kept as its log
     with opened("s3://b/run", objects, lease_seconds=0.6) as place:
-        again = Checkpoint.open(place.local)
+        again = Database.open(place.local)
         assert again.get("run_id") == "backfill-1"
         again.close()
 
@@ -209,10 +209,10 @@ def test_a_place_at_an_s3_url_opens_publishes_and_cleans_up(s3_server: S3Server)
     assert _held(store, "shards.json") == b"{}"
     with taken(url, env, outputs=True) as place:
         assert (place.local / "shards.json").read_bytes() == b"{}"  # the outputs copied in
-        checkpoint = Checkpoint.open(place.local)
-        place.keep(checkpoint)
-        checkpoint.set("run_id", "night-1")
-        checkpoint.close()
+        database = Database.open(place.local)
+        place.keep(database)
+        database.set("run_id", "night-1")
+        database.close()
         (place.local / "report.html").write_bytes(b"<html>")
         assert place.where(place.local / "report.html") == f"{url}/report.html"
         assert place.named(f"wrote {place.local}/report.html") == f"wrote {url}/report.html"
@@ -223,7 +223,7 @@ def test_a_place_at_an_s3_url_opens_publishes_and_cleans_up(s3_server: S3Server)
         assert place.objects is not None
         assert place.keeper is None  # the run never taken
         assert (place.local / "report.html").read_bytes() == b"<html>"
-        held = Checkpoint.open_existing(place.local)
+        held = Database.open_existing(place.local)
         assert held is not None
         assert held.get("run_id") == "night-1"
         held.close()

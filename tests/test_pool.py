@@ -24,6 +24,7 @@ from batchval.outcome import StopInfo, StopReason
 from batchval.sandbox.config import Faults, RateLimit, SandboxConfig
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.checkpoint import Checkpoint
+from batchval.store.database import Database
 from batchval.valuations.valuing import ValuationJob
 
 pytestmark = pytest.mark.anyio
@@ -43,13 +44,13 @@ def request(n: int, postcode: str = "SW1A 2AA") -> str:
 
 def checkpoint_with(tmp_path: Path, bodies: list[str]) -> Checkpoint:
     """One row per body; identical bodies share a key, as the ingest makes them."""
-    checkpoint = Checkpoint.open(tmp_path)
+    checkpoint = Checkpoint(Database.open(tmp_path))
     keys = [idempotency_key("test-run", body) for body in bodies]
-    checkpoint.add_rows(
+    checkpoint.rows.add(
         [(i + 1, key, None, None, None) for i, key in enumerate(keys)],
         list(dict(zip(keys, bodies, strict=True)).items()),
     )
-    checkpoint.finish_ingest()
+    checkpoint.rows.finish()
     return checkpoint
 
 

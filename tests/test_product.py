@@ -26,6 +26,7 @@ from batchval.input import InputOptions, InputSource, open_input
 from batchval.outcome import ExitCode, StopInfo
 from batchval.settings import ApiSettings, RunOptions
 from batchval.store.checkpoint import Checkpoint, Counts
+from batchval.store.database import Database
 from batchval.store.queue import QueueItem
 from batchval.valuations.ingest import ingest
 
@@ -45,7 +46,6 @@ class BookRead:
     book: Mapping[str, int]
     name: str = "book_read"
     pending: str = "request"
-    database: type[Checkpoint] = Checkpoint  # its rows and requests, as run keeps them
     dry: bool = False
     sends: int = 0  # items the job was handed, in every invocation
 
@@ -66,8 +66,8 @@ class BookRead:
     def dry_run(self, source: InputSource) -> DryRunSummary:
         raise NotImplementedError  # not asked of this product
 
-    def admit(self, checkpoint: Checkpoint, started: dt.datetime) -> BookReadSteps:
-        return BookReadSteps(self, checkpoint)
+    def admit(self, database: Database, started: dt.datetime) -> BookReadSteps:
+        return BookReadSteps(self, Checkpoint(database))  # its rows and requests, as run's
 
 
 @dataclasses.dataclass
@@ -78,16 +78,16 @@ class BookReadSteps:
     checkpoint: Checkpoint
 
     def prepare(self, source: InputSource) -> None:
-        if not self.checkpoint.ingest_complete:
+        if not self.checkpoint.rows.complete:
             ingest(self.checkpoint, source, "book-read")
-            self.checkpoint.finish_ingest()
+            self.checkpoint.rows.finish()
 
     def plan(self, source: InputSource) -> StopInfo | None:
         return None
 
     def send(self) -> SendOutcome:
         return Sending(
-            checkpoint=self.checkpoint,
+            database=self.checkpoint.database,
             api=lambda: contextlib.nullcontext(NOWHERE),
             run=RunOptions(),
             now=self.product.now,
@@ -153,10 +153,10 @@ class BookReadJob:
         return {"rows": self.checkpoint.requests.row_numbers(item.key)}
 
     def begin_group(self) -> None:
-        self.checkpoint.begin_group()
+        self.checkpoint.database.begin_group()
 
     def commit_group(self) -> None:
-        self.checkpoint.commit_group()
+        self.checkpoint.database.commit_group()
 
 
 # --- what the engine promises it -------------------------------------------------------

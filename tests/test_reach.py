@@ -29,6 +29,7 @@ from batchval.sandbox.app import API_PREFIX
 from batchval.sandbox.server import RunningSandbox
 from batchval.settings import load_settings
 from batchval.store.checkpoint import Checkpoint
+from batchval.store.database import Database
 from batchval.valuations.runner import Runner, RunRequest
 
 # End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
@@ -109,9 +110,9 @@ def test_a_host_that_answered_this_dir_stays_an_outage_when_its_name_goes(
     call it a wrong address (64)."""
     first = run(served, tmp_path, 3)
     assert first.exit_code is ExitCode.COMPLETE
-    checkpoint = Checkpoint.open(tmp_path / "out")
-    assert checkpoint.reached_hosts(()) == {HOST}
-    checkpoint.close()
+    checkpoint = Checkpoint(Database.open(tmp_path / "out"))
+    assert checkpoint.database.invocations.reached_hosts(()) == {HOST}
+    checkpoint.database.close()
 
     resolver.failure = socket.EAI_NONAME
     second = run(served, tmp_path, 6)  # three more rows to send

@@ -19,6 +19,7 @@ from batchval.api.client import Answer
 from batchval.engine.job import Gate
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.checkpoint import Checkpoint
+from batchval.store.database import Database
 from batchval.valuations.recovery import RecoveryJob, recoverable
 
 READ = "/valuations/"
@@ -157,13 +158,13 @@ class NoApi:
 @pytest.fixture
 def checkpoint(tmp_path: Path) -> Iterator[Checkpoint]:
     """A checkpoint with one request whose paid answer (10 credits) was unreadable."""
-    held = Checkpoint.open(tmp_path)
-    held.add_rows([(1, "key-1", None, None, None)], [("key-1", REQUEST)])
+    held = Checkpoint(Database.open(tmp_path))
+    held.rows.add([(1, "key-1", None, None, None)], [("key-1", REQUEST)])
     paid = valuation(valuation={"estimate": "a lot"}, charge={"credits": 10, "balanceAfter": 90})
     held.requests.record_answer("key-1", json.dumps(paid).encode())
     assert settle_sent(held, "key-1", paid).problem is not None
     yield held
-    held.close()
+    held.database.close()
 
 
 def settled_states(checkpoint: Checkpoint) -> Sequence[int]:

@@ -19,7 +19,7 @@ from batchval.engine.retry import RetryPolicy
 from batchval.engine.stop import Stop
 from batchval.outcome import StopReason
 from batchval.sandbox.server import RunningSandbox
-from batchval.store.checkpoint import Checkpoint
+from batchval.store.database import Database
 from batchval.store.streets import StreetStore
 from batchval.streets.job import StreetApi, StreetJob
 
@@ -31,7 +31,7 @@ FAST = RetryPolicy(max_attempts=6, backoff_initial=0.01, backoff_max=0.05, in_pr
 def store_with(tmp_path: Path, postcodes: list[str | None]) -> StreetStore:
     """One row per postcode (None: a refused one)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
-    store = StreetStore(Checkpoint.open(tmp_path))
+    store = StreetStore(Database.open(tmp_path))
     store.restart_ingest()
     rows = [
         (n, p, None if p else "postcode", None if p else "required", None if p else "missing")

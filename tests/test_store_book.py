@@ -8,12 +8,13 @@ import pyarrow as pa
 
 from batchval.store.book import CARRY, SEND, BookStore
 from batchval.store.checkpoint import Checkpoint
+from batchval.store.database import Database
 
 
 def _planned(tmp_path: Path) -> tuple[Checkpoint, BookStore]:
     """Four rows: k1 carried, k2 to send, k3 deferred, row 4 refused by validation."""
-    checkpoint = Checkpoint.open(tmp_path)
-    checkpoint.add_rows(
+    checkpoint = Checkpoint(Database.open(tmp_path))
+    checkpoint.rows.add(
         [
             (1, "k1", None, None, None),
             (2, "k2", None, None, None),
@@ -23,7 +24,7 @@ def _planned(tmp_path: Path) -> tuple[Checkpoint, BookStore]:
         [("k1", '{"r":1}'), ("k2", '{"r":2}'), ("k3", '{"r":3}')],
         pa.record_batch({"loan": ["a", "b", "c", "d"]}),
     )
-    checkpoint.finish_ingest()
+    checkpoint.rows.finish()
     store = BookStore(checkpoint)
     store.save_plan(
         [(1, "a", "f1", CARRY), (2, "b", "f2", SEND), (3, "c", "f3", SEND)],

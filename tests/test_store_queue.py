@@ -8,18 +8,19 @@ from pathlib import Path
 import pytest
 
 from batchval.store.checkpoint import Checkpoint
+from batchval.store.database import Database
 from batchval.store.queue import Queue, WorkQueue
 from batchval.store.streets import StreetStore
 
 
 def _queues(tmp_path: Path) -> tuple[Checkpoint, WorkQueue, WorkQueue]:
     """A database with two requests (rows 1-3, row 3 sharing row 1's) and two postcodes."""
-    checkpoint = Checkpoint.open(tmp_path)
-    checkpoint.add_rows(
+    checkpoint = Checkpoint(Database.open(tmp_path))
+    checkpoint.rows.add(
         [(1, "k1", None, None, None), (2, "k2", None, None, None), (3, "k1", None, None, None)],
         [("k1", '{"postcode":"A1 1AA"}'), ("k2", '{"postcode":"B2 2BB"}')],
     )
-    streets = StreetStore(checkpoint)
+    streets = StreetStore(checkpoint.database)
     streets.add_rows([(1, "A1 1AA", None, None, None), (2, "B2 2BB", None, None, None)], None)
     return checkpoint, checkpoint.requests, streets.queue
 
@@ -46,10 +47,10 @@ def test_both_products_run_one_item_life(tmp_path: Path, grouped: bool) -> None:
     assert [i.payload for i in streets.pending()] == ["A1 1AA", "B2 2BB"]  # the key is sent
     for queue, (first, second) in ((requests, ("k1", "k2")), (streets, ("A1 1AA", "B2 2BB"))):
         if grouped:
-            checkpoint.begin_group()
+            checkpoint.database.begin_group()
         _life(queue, first, second)
         if grouped:
-            checkpoint.commit_group()
+            checkpoint.database.commit_group()
         assert queue.pending() == []
         assert not queue.any_pending()
         tally = queue.tally()
@@ -59,21 +60,21 @@ def test_both_products_run_one_item_life(tmp_path: Path, grouped: bool) -> None:
     assert requests.tally()["done"].rows == 2  # rows 1 and 3 share k1
     assert requests.row_numbers("k1") == [1, 3]
     tallies = requests.tally(), streets.tally()
-    checkpoint.close()
-    again = Checkpoint.open(tmp_path)  # every write durable, whichever way it was made
-    assert (again.requests.tally(), StreetStore(again).queue.tally()) == tallies
-    again.close()
+    checkpoint.database.close()
+    again = Checkpoint(Database.open(tmp_path))  # every write durable, whichever way it was made
+    assert (again.requests.tally(), StreetStore(again.database).queue.tally()) == tallies
+    again.database.close()
 
 
 def test_a_group_never_held_is_lost_on_close(tmp_path: Path) -> None:
     """Writes held in a group that is never committed are dropped with it, as a kill
     drops them: the item is sent again with its key."""
     checkpoint, requests, _ = _queues(tmp_path)
-    checkpoint.begin_group()
+    checkpoint.database.begin_group()
     requests.mark_sent("k1")
     requests.record_answer("k1", b"{}")
-    checkpoint.close()
-    reopened = Checkpoint.open(tmp_path)
+    checkpoint.database.close()
+    reopened = Checkpoint(Database.open(tmp_path))
     assert [i.key for i in reopened.requests.pending()] == ["k1", "k2"]
     assert reopened.requests.pending()[0].attempts == 0
 

@@ -21,6 +21,7 @@ from support import wait_until
 from batchval.outcome import StopReason
 from batchval.store import replica as replica_module
 from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint
+from batchval.store.database import Database
 from batchval.store.lease import LeaseState
 from batchval.store.objects import ObjectStoreUnavailableError
 from batchval.store.replica import (
@@ -261,37 +262,37 @@ def test_a_checkpoint_kept_at_a_url_resumes_on_a_blank_machine(tmp_path: Path) -
     objects = MemoryObjects()
     first = tmp_path / "first"
     first.mkdir()
-    checkpoint = Checkpoint.open(first)
-    checkpoint.keep_at(Replica(objects, first / CHECKPOINT_NAME, epoch=1), None)
+    checkpoint = Checkpoint(Database.open(first))
+    checkpoint.database.keep_at(Replica(objects, first / CHECKPOINT_NAME, epoch=1), None)
     checkpoint.set("run_id", "day-2026-11-25")
-    with checkpoint.bulk_ingest():
-        checkpoint.add_rows(
+    with checkpoint.rows.bulk():
+        checkpoint.rows.add(
             [(n, f"k{n % 50}", None, None, None) for n in range(1, 201)],
             [(f"k{n}", f'{{"n":{n}}}') for n in range(50)],
         )
-    checkpoint.finish_ingest()
+    checkpoint.rows.finish()
     for start in range(0, 40, 10):  # the pool's groups: sent, answered, done
-        checkpoint.begin_group()
+        checkpoint.database.begin_group()
         for n in range(start, start + 10):
             checkpoint.requests.mark_sent(f"k{n}", "2026-11-25T10:00:00+00:00")
             checkpoint.requests.record_answer(f"k{n}", b'{"valuationId":"v"}')
             checkpoint.requests.record_done(f"k{n}", 10)
-        checkpoint.commit_group()
+        checkpoint.database.commit_group()
     counts = checkpoint.counts()
-    checkpoint.close()  # ships what is left
+    checkpoint.database.close()  # ships what is left
 
     blank = tmp_path / "blank"
     blank.mkdir()
     head = restore(objects, blank / CHECKPOINT_NAME)
-    again = Checkpoint.open(blank)
+    again = Checkpoint(Database.open(blank))
     assert again.get("run_id") == "day-2026-11-25"
     assert again.counts() == counts
     assert counts.requests_done == 40
     assert [i.key for i in again.requests.pending()] == [f"k{n}" for n in range(40, 50)]
     # The blank machine takes the run on: a generation of its own, HEAD moved from `head`.
-    again.keep_at(Replica(objects, blank / CHECKPOINT_NAME, epoch=2), head)
+    again.database.keep_at(Replica(objects, blank / CHECKPOINT_NAME, epoch=2), head)
     assert Head.of(objects.objects[HEAD]).epoch == 2
-    again.close()
+    again.database.close()
 
 
 class _Outage(MemoryObjects):
@@ -309,22 +310,22 @@ def test_a_store_that_stops_answering_stops_the_sending_as_an_outage(tmp_path: P
     """Commits that can no longer be kept at the URL: the next call is not sent, and the
     stop is the store's outage (75), not another holder."""
     objects = _Outage()
-    checkpoint = Checkpoint.open(tmp_path)
-    checkpoint.keep_at(Replica(objects, tmp_path / CHECKPOINT_NAME, epoch=1), None)
-    assert checkpoint.hold_lost() is None
+    checkpoint = Checkpoint(Database.open(tmp_path))
+    checkpoint.database.keep_at(Replica(objects, tmp_path / CHECKPOINT_NAME, epoch=1), None)
+    assert checkpoint.database.hold_lost() is None
     objects.down = True
-    checkpoint.begin_group()
+    checkpoint.database.begin_group()
     checkpoint.set("pause_until", "x")
-    checkpoint.commit_group()  # shipped from the replica's thread, which meets the outage
-    lost = wait_until(checkpoint.hold_lost, 5, "the replica's thread to meet the outage")
+    checkpoint.database.commit_group()  # shipped from the replica's thread, which meets the outage
+    lost = wait_until(checkpoint.database.hold_lost, 5, "the replica's thread to meet the outage")
     assert lost.reason is StopReason.STORE_UNAVAILABLE
     assert "can no longer be kept at its URL" in lost.detail
     # The commits go on locally (what was answered is kept until the outputs are written),
     # never raising into the sending as a defect (70); no call leaves meanwhile.
-    checkpoint.begin_group()
+    checkpoint.database.begin_group()
     checkpoint.set("pause_until", "y")
-    checkpoint.commit_group()
-    assert checkpoint.hold_lost() == lost
+    checkpoint.database.commit_group()
+    assert checkpoint.database.hold_lost() == lost
 
 
 class _Counted(MemoryObjects):
@@ -409,12 +410,12 @@ def test_an_invocation_ends_by_folding_a_long_log_so_the_next_writes_no_base(
     objects = _Counted()
     first = tmp_path / "first"
     first.mkdir()
-    checkpoint = Checkpoint.open(first)
-    checkpoint.keep_at(Replica(objects, first / CHECKPOINT_NAME, epoch=1), None)
+    checkpoint = Checkpoint(Database.open(first))
+    checkpoint.database.keep_at(Replica(objects, first / CHECKPOINT_NAME, epoch=1), None)
     for n in range(50):
-        with checkpoint.transaction():
+        with checkpoint.database.transaction():
             checkpoint.set(f"answer.{n}", "x" * 1_000)
-    checkpoint.close()
+    checkpoint.database.close()
     head = Head.of(objects.objects[HEAD])
     assert head.generation.startswith("00000001-000002-")  # the fold's generation
     assert not [k for k in objects.objects if f"/{head.generation}/" in k and ".wal" in k]
@@ -422,10 +423,10 @@ def test_an_invocation_ends_by_folding_a_long_log_so_the_next_writes_no_base(
     blank = tmp_path / "blank"
     blank.mkdir()
     restored = restore(objects, blank / CHECKPOINT_NAME)
-    again = Checkpoint.open(blank)
-    again.keep_at(Replica(objects, blank / CHECKPOINT_NAME, epoch=2), restored)
+    again = Checkpoint(Database.open(blank))
+    again.database.keep_at(Replica(objects, blank / CHECKPOINT_NAME, epoch=2), restored)
     assert again.get("answer.49") == "x" * 1_000
-    again.close()
+    again.database.close()
     assert Head.of(objects.objects[HEAD]) == Head(head.generation, 2)
     assert objects.copied == []
     assert not [k for k in objects.created if k.endswith("base.sqlite")]
@@ -687,21 +688,21 @@ def test_a_head_damaged_under_a_running_holder_stops_it_with_the_repair(
     generation to write there; no UnicodeDecodeError reaches the run."""
     monkeypatch.setattr(replica_module, "GENERATION_BYTES", 16_384)
     objects = MemoryObjects()
-    checkpoint = Checkpoint.open(tmp_path)
-    checkpoint.keep_at(
+    checkpoint = Checkpoint(Database.open(tmp_path))
+    checkpoint.database.keep_at(
         Replica(objects, tmp_path / CHECKPOINT_NAME, epoch=1, url="s3://b/run"), None
     )
     mine = Head.of(objects.objects[HEAD])
     objects.objects[HEAD] = b"\xff\xfe garbage"
     for n in range(200):  # past the generation's size: a new one, and a swap
-        with checkpoint.transaction():
+        with checkpoint.database.transaction():
             checkpoint.set(f"pad.{n}", "x" * 500)
-    lost = checkpoint.hold_lost()
+    lost = checkpoint.database.hold_lost()
     assert lost is not None
     assert lost.reason is StopReason.REFUSED
     assert "s3://b/run/state/HEAD was overwritten while this run held it" in lost.detail
     assert Head.of(_repair_in(lost.detail)) == mine
-    checkpoint.close()
+    checkpoint.database.close()
 
 
 @pytest.mark.parametrize("damaged", [b"\xff garbage", b"{}", b'{"holder": "h", "epoch": "x"}'])

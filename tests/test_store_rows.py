@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 from batchval.store.checkpoint import Checkpoint
+from batchval.store.database import Database
 from batchval.store.schema import INGEST_INDEXES
 
 ROWS = [
@@ -21,20 +22,20 @@ REQUESTS = [("k1", '{"r":1}'), ("k2", '{"r":2}')]
 
 
 def indexes(checkpoint: Checkpoint) -> set[str]:
-    found = checkpoint.sql.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
+    found = checkpoint.database.sql.execute("SELECT name FROM sqlite_master WHERE type = 'index'")
     return {str(name) for (name,) in found} & set(INGEST_INDEXES)
 
 
 def test_a_bulk_ingest_builds_its_indexes_once_at_its_end(tmp_path: Path) -> None:
     """Inside the ingest the indexes an ingest grows are gone; after it they are back,
     and the rows read as they would have batch by batch."""
-    checkpoint = Checkpoint.open(tmp_path)
+    checkpoint = Checkpoint(Database.open(tmp_path))
     assert indexes(checkpoint) == set(INGEST_INDEXES)
-    with checkpoint.bulk_ingest():
+    with checkpoint.rows.bulk():
         assert indexes(checkpoint) == set()
-        checkpoint.add_rows(ROWS[:2], REQUESTS[:1], pa.record_batch({"loan": ["a", "b"]}))
-        checkpoint.add_rows(ROWS[2:], REQUESTS, pa.record_batch({"loan": ["c", "d"]}))
-    checkpoint.finish_ingest()
+        checkpoint.rows.add(ROWS[:2], REQUESTS[:1], pa.record_batch({"loan": ["a", "b"]}))
+        checkpoint.rows.add(ROWS[2:], REQUESTS, pa.record_batch({"loan": ["c", "d"]}))
+    checkpoint.rows.finish()
     assert indexes(checkpoint) == set(INGEST_INDEXES)
     counts = checkpoint.counts()
     assert (counts.rows, counts.input_problems, counts.requests, counts.pending_rows) == (
@@ -50,32 +51,32 @@ def test_a_bulk_ingest_builds_its_indexes_once_at_its_end(tmp_path: Path) -> Non
 def test_a_bulk_ingest_cut_short_leaves_nothing(tmp_path: Path) -> None:
     """An ingest that fails (a signal, a fault of the input) rolls back whole: no row, no
     request, the indexes as they were, and the next run reads the input again."""
-    checkpoint = Checkpoint.open(tmp_path)
-    checkpoint.restart_ingest()
+    checkpoint = Checkpoint(Database.open(tmp_path))
+    checkpoint.rows.restart()
 
     def cut_short() -> None:
-        with checkpoint.bulk_ingest():
-            checkpoint.add_rows(ROWS, REQUESTS)
+        with checkpoint.rows.bulk():
+            checkpoint.rows.add(ROWS, REQUESTS)
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
         cut_short()
     assert checkpoint.counts().rows == 0
-    assert not checkpoint.holds_requests()
+    assert not checkpoint.rows.holds_requests()
     assert indexes(checkpoint) == set(INGEST_INDEXES)
-    assert not checkpoint.ingest_complete
-    checkpoint.close()
-    assert indexes(Checkpoint.open(tmp_path)) == set(INGEST_INDEXES)
+    assert not checkpoint.rows.complete
+    checkpoint.database.close()
+    assert indexes(Checkpoint(Database.open(tmp_path))) == set(INGEST_INDEXES)
 
 
 def test_a_bulk_ingest_in_a_group_keeps_the_indexes(tmp_path: Path) -> None:
     """While sending (a group is open) the indexes are in use: rows are added beside them,
     in the group's transaction."""
-    checkpoint = Checkpoint.open(tmp_path)
-    checkpoint.begin_group()
-    with checkpoint.bulk_ingest():
+    checkpoint = Checkpoint(Database.open(tmp_path))
+    checkpoint.database.begin_group()
+    with checkpoint.rows.bulk():
         assert indexes(checkpoint) == set(INGEST_INDEXES)
-        checkpoint.add_rows(ROWS, REQUESTS)
-    checkpoint.commit_group()
-    assert checkpoint.holds_requests()
+        checkpoint.rows.add(ROWS, REQUESTS)
+    checkpoint.database.commit_group()
+    assert checkpoint.rows.holds_requests()
     assert checkpoint.counts().rows == 4

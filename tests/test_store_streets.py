@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from batchval.store.checkpoint import Checkpoint
+from batchval.store.database import Database
 from batchval.store.streets import REPEAT_WINDOW, StreetStore
 
 T0 = dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC)
@@ -15,7 +15,7 @@ T0 = dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC)
 
 def filled(tmp_path: Path) -> StreetStore:
     """Five rows: SW1A 2AA twice, M1 1AE, a refused postcode, and LS6 2AB."""
-    store = StreetStore(Checkpoint.open(tmp_path))
+    store = StreetStore(Database.open(tmp_path))
     store.restart_ingest()
     store.add_rows(
         [

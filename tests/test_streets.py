@@ -26,6 +26,7 @@ from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
 from batchval.settings import load_settings
 from batchval.store.checkpoint import Checkpoint
+from batchval.store.database import Database
 from batchval.streets.runner import StreetReading, Streets, StreetsRequest, StreetsSummary
 from batchval.streets.schema import CRIME, ENERGY, PRICE_INDEX, RENTAL, SOLD_PRICES, STOP
 
@@ -460,8 +461,8 @@ def test_the_api_identity_is_the_settings_one(
     settings = load_settings(None, env_for(served))
     found = Streets(StreetsRequest(input_path=source, place=Place(out), settings=settings)).run()
     assert found.exit_code is ExitCode.COMPLETE
-    checkpoint = Checkpoint.open(out)
+    checkpoint = Checkpoint(Database.open(out))
     try:
         assert checkpoint.get("streets.api_identity") == f"who:{LIVE.client_id}"
     finally:
-        checkpoint.close()
+        checkpoint.database.close()

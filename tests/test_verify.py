@@ -22,6 +22,7 @@ from batchval.sandbox.app import API_PREFIX
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.checkpoint import Checkpoint
+from batchval.store.database import Database
 from batchval.store.lock import RunLock
 
 # End to end: the CLI in this process against the sandbox (`make test-fast` leaves it out).
@@ -288,9 +289,9 @@ def test_a_stored_daily_limit_holds_verify_back(
     `daily_limit`, reads nothing and writes no verify.parquet."""
     out = valued(batchval, served, tmp_path, 2)
     later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=3)
-    checkpoint = Checkpoint.open(out)
+    checkpoint = Checkpoint(Database.open(out))
     checkpoint.set("not_before", later.isoformat())
-    checkpoint.close()
+    checkpoint.database.close()
     start = len(served.sandbox.ledger.requests)
     done = verify(batchval, out, env_for(served))
     assert done.returncode == 75, done.stderr
@@ -306,9 +307,9 @@ def test_a_kept_retry_after_is_waited_out_before_the_first_read(
     waited out before verify's first read, which then reads and agrees."""
     out = valued(batchval, served, tmp_path, 2)
     until = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=3)
-    checkpoint = Checkpoint.open(out)
+    checkpoint = Checkpoint(Database.open(out))
     checkpoint.set("pause_until", until.isoformat())
-    checkpoint.close()
+    checkpoint.database.close()
     start = len(served.sandbox.ledger.requests)
     done = verify(batchval, out, env_for(served))
     assert done.returncode == 0, done.stderr

@@ -66,8 +66,6 @@ class Summary(Protocol):
 
 SummaryT = TypeVar("SummaryT", bound=Summary)
 SummaryT_co = TypeVar("SummaryT_co", bound=Summary, covariant=True)
-# What a product keeps in DIR's database: `Database` itself, or its own view of it.
-DatabaseT = TypeVar("DatabaseT", bound=Database)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -124,15 +122,9 @@ class Steps(Protocol[SummaryT_co]):
     def close(self) -> None: ...
 
 
-class Product(Protocol[SummaryT_co, DatabaseT]):
-    """A command on the skeleton: what it keeps in DIR's database, what it reads, how it
-    prices without the network, and which DIR it admits."""
-
-    @property
-    def database(self) -> type[DatabaseT]:
-        """The product's view of DIR's database (`Database`, or a class of the product's
-        own on it): the skeleton opens it and hands it to `admit`."""
-        ...
+class Product(Protocol[SummaryT_co]):
+    """A command on the skeleton: what it reads, how it prices without the network, and
+    which DIR it admits, with its own tables on DIR's database."""
 
     @property
     def name(self) -> str:
@@ -170,14 +162,14 @@ class Product(Protocol[SummaryT_co, DatabaseT]):
 
     def dry_run(self, source: InputSource) -> DryRunSummary: ...
 
-    def admit(self, database: DatabaseT, started: dt.datetime) -> Steps[SummaryT_co]:
-        """This invocation's steps on DIR's open database (`started`: the invocation's
-        start, on the run's clock), or a `RunRefusedError` for a DIR that holds another
-        command's outputs."""
+    def admit(self, database: Database, started: dt.datetime) -> Steps[SummaryT_co]:
+        """This invocation's steps on DIR's open database, viewed through the product's
+        own tables (`started`: the invocation's start, on the run's clock), or a
+        `RunRefusedError` for a DIR that holds another command's outputs."""
         ...
 
 
-def invoke(product: Product[SummaryT, DatabaseT]) -> SummaryT | DryRunSummary:
+def invoke(product: Product[SummaryT]) -> SummaryT | DryRunSummary:
     """One invocation of `product`; returns its summary (also written to DIR/summary.json).
     Raises RunRefusedError when it ends before sending. At a URL (`product.place`), the
     run's database is kept there as it commits."""
@@ -205,7 +197,7 @@ def invoke(product: Product[SummaryT, DatabaseT]) -> SummaryT | DryRunSummary:
         for leftover in out_dir.glob(".*.tmp-*"):
             if not leftover.name.startswith(".dry_run"):  # a dry run's, maybe writing now
                 leftover.unlink(missing_ok=True)  # an output write cut short by a kill
-        database = open_database(product.database, out_dir)
+        database = open_database(out_dir)
         try:
             place.keep(database)
             steps = product.admit(database, started)
@@ -217,9 +209,9 @@ def invoke(product: Product[SummaryT, DatabaseT]) -> SummaryT | DryRunSummary:
             database.close()
 
 
-def open_database(kind: type[DatabaseT], out_dir: Path) -> DatabaseT:
-    """DIR's database as `kind` views it, created if need be (`opened`)."""
-    return opened(kind.open, out_dir)
+def open_database(out_dir: Path) -> Database:
+    """DIR's database, created if need be (`opened`)."""
+    return opened(Database.open, out_dir)
 
 
 _P = ParamSpec("_P")
@@ -236,7 +228,7 @@ def opened(open_: Callable[_P, _Opened], *args: _P.args, **kwargs: _P.kwargs) ->
 
 
 def _run(
-    product: Product[SummaryT, DatabaseT],
+    product: Product[SummaryT],
     steps: Steps[SummaryT],
     database: Database,
     source: InputSource,
@@ -246,7 +238,7 @@ def _run(
     steps.prepare(source)
     # Most rows refused: no call; the outputs and summary say why (65).
     refused = steps.plan(source)
-    invocation = database.start_invocation(started.isoformat())
+    invocation = database.invocations.record_start(started.isoformat())
     try:
         sent = SendOutcome(refused) if refused else steps.send()
     except Exception as exc:  # a defect: keep what was done, say so, exit 70
@@ -263,13 +255,13 @@ def _run(
     if stop is None and lines.stop is not None:
         stop = lines.stop
         code = stop.reason.exit_code
-    database.end_invocation(
+    database.invocations.record_end(
         invocation,
         ended_at=product.now().isoformat(),
         exit_code=int(code),
         calls=sent.calls,
         rate_limited=sent.rate_limited,
-        **database.money(invocation).invocation_figures(),
+        **database.charges.money(invocation).invocation_figures(),
     )
     run = RunSummary.of_run(
         database,

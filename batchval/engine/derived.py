@@ -116,7 +116,7 @@ def remember(place: Place, paths: Iterable[Path], command: str) -> str | None:
                 try:
                     place.keep(database)
                     with database.transaction():
-                        database.record_derived(files)
+                        database.derived.record(files)
                 finally:
                     database.close()
         except BatchvalError as exc:
@@ -137,7 +137,7 @@ def remove_stale(database: Database, place: Place) -> list[str]:
     directory = place.local
     _adopt_dry_run_list(database, directory)
     now = made_from(directory)
-    stale = [f for f in database.derived() if dict(f.made_from) != now]
+    stale = [f for f in database.derived.listed() if dict(f.made_from) != now]
     if not stale:
         return []
     removed, kept = [], []
@@ -157,7 +157,7 @@ def remove_stale(database: Database, place: Place) -> list[str]:
         local.unlink(missing_ok=True)
         removed.append(listed.name)
     with database.transaction():
-        database.forget_derived(f.name for f in stale)
+        database.derived.forget(f.name for f in stale)
     # A line of the log, as the terminal's (`removed_line`); a file saved over one is kept.
     log.info("engine.derived.removed", files=", ".join(removed), changed_by_hand=", ".join(kept))
     return removed
@@ -179,9 +179,9 @@ def _adopt_dry_run_list(database: Database, directory: Path) -> None:
     listed = priced.pop(DRY_RUN_KEY, None)
     if not listed:
         return
-    known = {f.name for f in database.derived()}
+    known = {f.name for f in database.derived.listed()}
     with database.transaction():
-        database.record_derived(
+        database.derived.record(
             DerivedFile.from_json(f) for f in listed if f.get("name") not in known
         )
     write_json_atomic(path, priced)

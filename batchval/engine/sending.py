@@ -3,11 +3,11 @@ whichever product hands in its job (valuations, street analyses, read-backs): it
 none of them.
 
 `Sending.phase` is the phase behind its gates (a signal noted before it, a daily limit's
-`not_before` kept in the checkpoint). `send` opens one `PartnerClient`; each round
+`not_before` kept in DIR's database). `send` opens one `PartnerClient`; each round
 (`_Rounds`) waits out a daily limit's `not_before` and a `Retry-After` an earlier
 invocation was given (both wake at once on SIGTERM or SIGINT), sends the product's
 `before` job once if it has one, runs the pool on the round's job, and keeps a
-`Retry-After` that outlives the invocation in the checkpoint. With `wait_for_midnight`
+`Retry-After` that outlives the invocation in DIR's database. With `wait_for_midnight`
 it goes round again after a daily-limit stop. The command decides what the outcome
 means for the exit code.
 """
@@ -59,7 +59,7 @@ class SendOutcome:
 class Sending:
     """One invocation's sending phase, for whichever product hands in its job."""
 
-    checkpoint: Database
+    database: Database
     # Where the calls go, opened only once the gates let the phase send (`command`:
     # the configured API, or the embedded sandbox, which is started for it).
     api: Callable[[], contextlib.AbstractContextManager[ApiSettings]]
@@ -92,7 +92,7 @@ class Sending:
             )
             detail = f"received {self.signals.received} before sending"
             return SendOutcome(StopInfo(StopReason.SIGNAL, detail))
-        not_before = stored_not_before(self.checkpoint, self.now)
+        not_before = stored_not_before(self.database, self.now)
         if not_before is not None and not self.run.wait_for_midnight:
             log.warning("engine.sending.daily_limit.waiting", not_before=not_before.isoformat())
             detail = (
@@ -119,13 +119,13 @@ class Sending:
             return await _Rounds(self, client).send(not_before)
 
     def _reach(self, api: ApiSettings) -> Reach:
-        """The hosts that have answered this DIR, kept in its checkpoint as they answer: a
+        """The hosts that have answered this DIR, kept in its database as they answer: a
         host name that does not resolve is a wrong address (64) only if it never has."""
-        checkpoint = self.checkpoint
+        database = self.database
         configured = (host_of(api.base_url), host_of(api.auth_url))
         return Reach(
-            checkpoint.reached_hosts(configured),
-            on_new=lambda host: checkpoint.note_reached(host, self.now().isoformat()),
+            database.invocations.reached_hosts(configured),
+            on_new=lambda host: database.invocations.note_reached(host, self.now().isoformat()),
         )
 
     def progress(self, job: str) -> Progress:
@@ -140,7 +140,7 @@ class Sending:
 
     def keep_pause(self, controller: RateController, stop: Stop) -> None:
         """A `Retry-After` the API gave outlives this invocation: in the stop's not_before
-        (the checkpoint has it since the 429 was heard, `_Rounds._keep_pause`)."""
+        (the database has it since the 429 was heard, `_Rounds._keep_pause`)."""
         remaining = controller.pause_remaining()
         if remaining <= 0:
             return
@@ -180,17 +180,17 @@ class _Rounds:
         an invocation killed inside the pause leaves it to the next, on this machine or,
         once shipped, at a URL on another."""
         until = self.sending.now() + dt.timedelta(seconds=seconds)
-        self.sending.checkpoint.set_now("pause_until", until.isoformat())
+        self.sending.database.set_now("pause_until", until.isoformat())
 
     async def send(self, not_before: dt.datetime | None) -> SendOutcome:
-        sending, checkpoint = self.sending, self.sending.checkpoint
+        sending, database = self.sending, self.sending.database
         while True:
             stop = await self.round(not_before)
             sending.keep_pause(self.controller, stop)
             not_before = stop.not_before
             if stop.reason is not StopReason.DAILY_LIMIT or not_before is None:
                 break
-            checkpoint.set("not_before", not_before.isoformat())
+            database.set("not_before", not_before.isoformat())
             if not sending.run.wait_for_midnight:
                 break
         return SendOutcome(
@@ -222,17 +222,17 @@ class _Rounds:
         return stop
 
     async def _wait(self, not_before: dt.datetime | None, stop: Stop) -> None:
-        sending, checkpoint = self.sending, self.sending.checkpoint
+        sending, database = self.sending, self.sending.database
         if not_before is not None:
             await sending.wait_until(not_before, stop)
-        paused = checkpoint.get("pause_until")
+        paused = database.get("pause_until")
         if paused is not None and not stop.is_set:
             # A Retry-After given to an earlier invocation still holds.
             until = dt.datetime.fromisoformat(paused)
             await sending.wait_until(until, stop, "engine.sending.retry_after.waiting")
         if not stop.is_set:
-            checkpoint.unset("not_before")
-            checkpoint.unset("pause_until")
+            database.unset("not_before")
+            database.unset("pause_until")
 
     async def _main(self, stop: Stop) -> None:
         job = self.sending.job_for(self.client)
@@ -274,7 +274,7 @@ class _Rounds:
             now=self.sending.now,
             max_credits=max_credits,
             on_progress=on_progress,
-            hold_lost=self.sending.checkpoint.hold_lost,
+            hold_lost=self.sending.database.hold_lost,
         )
 
     def spent(self) -> int:
@@ -289,12 +289,12 @@ class _Rounds:
             write(dict(self.client.statuses), self.controller.rate_limited, self.spent())
 
 
-def stored_not_before(checkpoint: Database, now: Callable[[], dt.datetime]) -> dt.datetime | None:
-    """The daily limit's `not_before` kept in the checkpoint (by any command that met it:
+def stored_not_before(database: Database, now: Callable[[], dt.datetime]) -> dt.datetime | None:
+    """The daily limit's `not_before` kept in the database (by any command that met it:
     the limit is the account's), while it is still to come on the run's clock `now`, the
     clock the pool took it on; None once it has passed. The gate of run, streets and
     verify: before it, no call."""
-    stored = checkpoint.get("not_before")
+    stored = database.get("not_before")
     not_before = dt.datetime.fromisoformat(stored) if stored else None
     if not_before is None or now() >= not_before:
         return None

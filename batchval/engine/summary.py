@@ -187,9 +187,9 @@ class RunSummary:
         """The summary of the run `db` holds, built once for `run`, `streets` and
         `status`: the money from its charges ledger as `invocation` sees it, the calls and
         429s of `invocation` (given) and of every invocation (from `db`), and `fields`."""
-        totals = db.totals()
+        totals = db.invocations.totals()
         return cls(
-            money=db.money(invocation),
+            money=db.charges.money(invocation),
             calls=Tally(calls, totals["calls"]),
             rate_limited=Tally(rate_limited, totals["rate_limited"]),
             invocations=totals["invocations"],

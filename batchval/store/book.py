@@ -40,7 +40,7 @@ class BookStore:
     def _db(self) -> sqlite3.Connection:
         """The connection, asked for each time: the database applies the writes its open
         group holds before handing it out (`store/held`)."""
-        return self._checkpoint.sql
+        return self._checkpoint.database.sql
 
     def planned_for(self) -> str | None:
         return self._checkpoint.get(PLANNED)
@@ -65,7 +65,7 @@ class BookStore:
         """The plan in one transaction: each row's (row number, identity, fingerprint,
         plan), and the requests carried or deferred. A plan made before (for another
         input) is undone first; only requests never sent change state."""
-        with self._checkpoint.transaction():
+        with self._checkpoint.database.transaction():
             self._db.execute("DELETE FROM book_rows")
             self._db.executemany(
                 "INSERT INTO book_rows (row_number, identity, fingerprint, plan)"
@@ -78,7 +78,7 @@ class BookStore:
     def defer_unsent(self) -> int:
         """After the budget stopped the sending: requests still pending that were never
         sent are deferred; returns how many. One that was sent stays pending."""
-        with self._checkpoint.transaction():
+        with self._checkpoint.database.transaction():
             return self._checkpoint.requests.hold_unsent(DEFERRED)
 
     def row_sources(self) -> dict[str, int]:

@@ -5,20 +5,21 @@ Each line says whether the charge was fresh (this DIR's call charged the account
 replay (the API answered from its idempotency store a charge made by an earlier call, in
 another DIR, on a lost DIR or by another worker: free this time) or uncertain (the
 evidence cannot tell; `engine/charges` decides which). Only fresh charges are money this
-DIR spent. `Database` has these methods; streets and valuations write the same table.
+DIR spent. The database holds one `ChargeLedger` (`Database.charges`); streets and
+valuations write the same table.
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
 import datetime as dt
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from batchval.store.held import CHARGE_INSERT, HeldWrites
+from batchval.store.connected import Connected
+from batchval.store.held import CHARGE_INSERT
 
 FRESH, REPLAY, UNCERTAIN = "fresh", "replay", "uncertain"
 # How far apart a valuation's stamp and its charge can be: one call (the API stops a
@@ -146,28 +147,30 @@ class Doubtful:
 
 
 class ChargeLedger:
-    held: HeldWrites
-    if TYPE_CHECKING:  # Database's own
+    """The `charges` table, on the DIR's database."""
 
-        @property
-        def sql(self) -> sqlite3.Connection: ...
+    def __init__(self, database: Connected) -> None:
+        self._database = database
 
-        def transaction(self) -> contextlib.AbstractContextManager[None]: ...
+    @property
+    def _sql(self) -> sqlite3.Connection:
+        return self._database.sql
 
-    def record_charge(self, line: ChargeLine) -> None:
+    def record(self, line: ChargeLine) -> None:
         """A line of the ledger: held with the group's writes, so it is committed with the
         answer it came from (never one without the other)."""
-        if self.held.grouping:
-            self.held.charges.append(line.row())
+        held = self._database.held
+        if held.grouping:
+            held.charges.append(line.row())
             return
-        self.sql.execute(CHARGE_INSERT, line.row())
+        self._sql.execute(CHARGE_INSERT, line.row())
 
     def valuation_lines(self, invocation: int | None) -> list[Doubtful]:
         """The valuation charges `invocation` received and every uncertain one, with their
         key's first send, in the order recorded."""
         return [
             Doubtful(*row)
-            for row in self.sql.execute(
+            for row in self._sql.execute(
                 "SELECT c.id, c.item, c.at, c.balance_after, c.invocation, c.kind, c.why,"
                 " r.first_sent FROM charges c LEFT JOIN requests r ON r.key = c.item"
                 " WHERE c.product = 'valuation' AND (c.invocation IS ? OR c.kind = ?)"
@@ -180,7 +183,7 @@ class ChargeLedger:
         """(received_at, balance_after) of every line that has both, in received order."""
         return [
             (str(received), int(balance))
-            for received, balance in self.sql.execute(
+            for received, balance in self._sql.execute(
                 "SELECT received_at, balance_after FROM charges"
                 " WHERE received_at IS NOT NULL AND balance_after IS NOT NULL"
                 " ORDER BY received_at"
@@ -190,18 +193,18 @@ class ChargeLedger:
     def place(self, line: Doubtful, kind: str, why: str) -> None:
         """A line's kind decided again after it was recorded
         (`engine/charges.place_charges`), and what its request says it cost with it."""
-        with self.transaction():
-            self.sql.execute(
+        with self._database.transaction():
+            self._sql.execute(
                 "UPDATE charges SET kind = ?, why = ? WHERE id = ?", (kind, why, line.line_id)
             )
-            self.sql.execute(
+            self._sql.execute(
                 "UPDATE requests SET credits = ? WHERE key = ?",
                 (self.fresh_credits(line.item), line.item),
             )
 
     def fresh_credits(self, item: str) -> int:
         """The credits of `item`'s fresh charges (what results.parquet says it cost)."""
-        found = self.sql.execute(
+        found = self._sql.execute(
             "SELECT COALESCE(SUM(credits), 0) FROM charges WHERE item = ? AND kind = ?",
             (item, FRESH),
         ).fetchone()
@@ -211,7 +214,7 @@ class ChargeLedger:
         """The figures, `this_time` those of `invocation` (0 for None), and the balance
         (`_balance`)."""
         this_time = in_all = replayed = replayed_credits = uncertain = uncertain_credits = 0
-        for kind, received_by, calls, credits in self.sql.execute(
+        for kind, received_by, calls, credits in self._sql.execute(
             "SELECT kind, invocation, COUNT(*), SUM(credits) FROM charges GROUP BY 1, 2"
         ):
             if kind == FRESH:
@@ -242,7 +245,7 @@ class ChargeLedger:
         504, a cut connection, a kill), so they are this DIR's, but not this time's. Made
         before means even read at its latest (`precision`) the stamp is before the start
         by batchval's clock, which a charge of this invocation's own call never is."""
-        found = self.sql.execute(
+        found = self._sql.execute(
             "SELECT started_at FROM invocations WHERE id = ?", (invocation,)
         ).fetchone()
         if found is None or found[0] is None:
@@ -253,12 +256,12 @@ class ChargeLedger:
             when.isoformat(timespec="microseconds") for when in (started, started - WHOLE_SECOND)
         )
         where = "kind = ? AND invocation = ? AND at IS NOT NULL"
-        before = self.sql.execute(
+        before = self._sql.execute(
             f"SELECT COALESCE(SUM(credits), 0) FROM charges WHERE {where} AND at < ?",
             (FRESH, invocation, surely),
         ).fetchone()
         credits = int(before[0])
-        for at, paid in self.sql.execute(  # within a second of the start: to its precision
+        for at, paid in self._sql.execute(  # within a second of the start: to its precision
             f"SELECT at, credits FROM charges WHERE {where} AND at >= ? AND at < ?",
             (FRESH, invocation, surely, start),
         ):
@@ -272,15 +275,15 @@ class ChargeLedger:
         top-up seen, whatever their kind (a replay's is the balance after a real charge
         too), and when the API made that charge (`lowest_since_top_up`)."""
         return lowest_since_top_up(
-            self.sql.execute(
+            self._sql.execute(
                 "SELECT at, balance_after FROM charges WHERE balance_after IS NOT NULL"
                 " ORDER BY at IS NULL, at, id"
             )
         )
 
-    def charge_lines(self, batch: int = 20_000) -> Iterator[list[ChargeLine]]:
+    def lines(self, batch: int = 20_000) -> Iterator[list[ChargeLine]]:
         """Every line, in the order received, in batches."""
-        cursor = self.sql.execute(
+        cursor = self._sql.execute(
             "SELECT product, item, ref, at, credits, balance_after, kind, why, invocation,"
             " received_at FROM charges ORDER BY id"
         )

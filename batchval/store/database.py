@@ -1,11 +1,11 @@
 """The DIR's database: an SQLite file beside the outputs (`DIR/checkpoint.sqlite`), the
 run's memory. `Database` is what every command shares, whatever its product: the one
-connection, the `meta` table, transactions and group commits, the invocations
-(`store/invocations`), the charges ledger (`store/charges`) and the files `export` and
-`report` wrote (`store/derived`). Each product keeps its rows and its work queue
-(`store/queue`) on it: valuations (`store/checkpoint`), street reads (`store/streets`),
-the book's plan (`store/book`). Nothing outside `store/` holds
-the connection or writes SQL.
+connection, the `meta` table, transactions and group commits, and the tables made of it:
+the invocations (`invocations`, `store/invocations`), the charges ledger (`charges`,
+`store/charges`) and the files `export` and `report` wrote (`derived`, `store/derived`).
+Each product wraps it in its own tables and work queue (`store/queue`): valuations
+(`store/checkpoint`), street reads (`store/streets`), the book's plan (`store/book`).
+Nothing outside `store/` holds the connection or writes SQL.
 
 Outside the sending phase writes are committed one by one in WAL mode with
 synchronous=FULL, so that the run id is on disk before the run acts on it; while
@@ -48,14 +48,15 @@ class CheckpointVersionError(BatchvalError):
     """The checkpoint was written by a batchval this one cannot read."""
 
 
-class Database(InvocationLog, ChargeLedger, DerivedFiles):
+class Database:
     def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
         self._connection = connection
         self.path = path
         self.held = HeldWrites()
         self._meta: dict[str, str | None] = {}
-        self.invocation: int | None = None  # this process's, once `start_invocation`
-        self.sent_floor: str | None = None  # see `InvocationLog.start_invocation`
+        self.invocations = InvocationLog(self)
+        self.charges = ChargeLedger(self)
+        self.derived = DerivedFiles(self)
         # The run's memory kept at a URL as it commits (`store/replica`), when it is there.
         self._replica: Replica | None = None
         self._lease: LeaseKeeper | None = None  # this process's hold on that URL's run

@@ -1,7 +1,8 @@
 """The files `export` and `report` wrote beside the run's outputs (results.csv,
 results.xlsx, report.html, ...), listed in the run's memory so that the invocation that
 changes the outputs they were made from removes exactly those, and nothing a person put
-there (`engine/derived` decides; this is its table). `Database` has these methods.
+there (`engine/derived` decides; this is its table). The database holds one `DerivedFiles`
+(`Database.derived`).
 
 The table (`derived_files`) came without a new schema version: a batchval that does not
 know it leaves it alone and only leaves the files it lists in place, as it always did.
@@ -14,9 +15,10 @@ import dataclasses
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from batchval.outcome import BatchvalError
+from batchval.store.connected import Connected
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -44,31 +46,31 @@ class DerivedFile:
 
 
 class DerivedFiles:
-    """The `derived_files` table, on the DIR's `Database`."""
+    """The `derived_files` table, on the DIR's database."""
 
-    if TYPE_CHECKING:  # Database's own
+    def __init__(self, database: Connected) -> None:
+        self._database = database
 
-        @property
-        def sql(self) -> sqlite3.Connection: ...
-
-    def record_derived(self, files: Iterable[DerivedFile]) -> None:
+    def record(self, files: Iterable[DerivedFile]) -> None:
         """List `files` (one of the same name is replaced: the newer write is the file)."""
-        self.sql.executemany(
+        self._database.sql.executemany(
             "INSERT INTO derived_files (name, command, sha256, made_from) VALUES (?, ?, ?, ?)"
             " ON CONFLICT (name) DO UPDATE SET command = excluded.command,"
             " sha256 = excluded.sha256, made_from = excluded.made_from",
             [(f.name, f.command, f.sha256, json.dumps(dict(f.made_from))) for f in files],
         )
 
-    def derived(self) -> list[DerivedFile]:
+    def listed(self) -> list[DerivedFile]:
         """Every listed file, by name."""
-        found = self.sql.execute(
+        found = self._database.sql.execute(
             "SELECT name, command, sha256, made_from FROM derived_files ORDER BY name"
         ).fetchall()
         return [DerivedFile(n, c, s, json.loads(m)) for n, c, s, m in found]
 
-    def forget_derived(self, names: Iterable[str]) -> None:
-        self.sql.executemany("DELETE FROM derived_files WHERE name = ?", [(n,) for n in names])
+    def forget(self, names: Iterable[str]) -> None:
+        self._database.sql.executemany(
+            "DELETE FROM derived_files WHERE name = ?", [(n,) for n in names]
+        )
 
 
 class ListNotKeptError(BatchvalError):

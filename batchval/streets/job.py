@@ -167,12 +167,12 @@ class StreetJob:
         return Settled(credits, balance)
 
     def _record_charge(self, postcode: str, data: Mapping[str, Any]) -> None:
-        checkpoint = self._store.database
+        database = self._store.database
         line = street_charge(
-            postcode, data, received=Received(self._now()), invocation=checkpoint.invocation
+            postcode, data, received=Received(self._now()), invocation=database.invocations.current
         )
         if line is not None:
-            checkpoint.record_charge(line)
+            database.charges.record(line)
 
     def record_problem(self, item: QueueItem, error: PartnerError) -> None:
         self._store.record_problem(

@@ -123,7 +123,6 @@ class Streets(FrontDoor[StreetsRequest]):
 
     name = COMMAND
     pending = "postcode"
-    database = Database  # its street store is a view of it (`store/streets`)
     postcode_only = True  # the input read for its postcodes alone
 
     def run(self) -> StreetsSummary | DryRunSummary:
@@ -281,7 +280,7 @@ class StreetReading:
             return SendOutcome()
         run = self.settings.run
         sending = Sending(
-            checkpoint=store.database,
+            database=store.database,
             api=lambda: chosen_api(
                 self.settings.api,
                 streets.embedded_api,
@@ -312,7 +311,7 @@ class StreetReading:
         out, store = self.request.place.local, self.store
         write_streets(store, out / STREETS_NAME)
         write_street_problems(store, out / PROBLEMS_NAME)
-        write_charges(store.database.charge_lines(), out / CHARGES_NAME)
+        write_charges(store.database.charges.lines(), out / CHARGES_NAME)
         names = [STREETS_NAME, PROBLEMS_NAME, CHARGES_NAME]
         if self.request.join or self.settings.run.street_join:
             write_homes(store, out / HOMES_NAME)

@@ -25,7 +25,7 @@ from batchval.contract.lender import REVALUATION_FIELDS, amounts
 from batchval.engine.files import write_text_atomic
 from batchval.engine.names import DRY_RUN_NAME, LOG_NAME, PROBLEMS_NAME, RESULTS_NAME
 from batchval.engine.summary import SUMMARY_NAME
-from batchval.store.checkpoint import Checkpoint
+from batchval.store.database import Database
 from batchval.store.records import Invocation
 from batchval.streets.files import STREETS_NAME
 from batchval.tools import charts, report_headline, report_lender, report_streets
@@ -412,13 +412,13 @@ def _activity(out_dir: Path, summary: dict[str, Any]) -> Section:
         body += charts.over_time(seconds, series, title="The last invocation, as it went")
     else:
         body += "<p class='note'>The last invocation was too short to log its pace.</p>"
-    checkpoint = Checkpoint.open_existing(out_dir)
+    database = Database.open_existing(out_dir)
     history: list[Invocation] = []
-    if checkpoint is not None:
+    if database is not None:
         try:
-            history = checkpoint.invocation_history()
+            history = database.invocations.history()
         finally:
-            checkpoint.close()
+            database.close()
     if history:
         body += table(
             ["started", "ended", "exit", "calls", "429s", "credits"],

@@ -22,6 +22,7 @@ from batchval.engine.names import DRY_RUN_NAME
 from batchval.engine.summary import SUMMARY_NAME, DryRunSummary, RunSummary
 from batchval.outcome import ExitCode, StopInfo, StopReason
 from batchval.store.checkpoint import Checkpoint
+from batchval.store.database import Database
 from batchval.store.lease import live_holder
 from batchval.store.lock import LOCK_NAME
 from batchval.store.streets import COMMAND, StreetStore
@@ -35,14 +36,14 @@ def read_status(out_dir: Path, *, objects: Objects | None = None) -> RunSummary 
     """Where the run in `out_dir` stands. For a run kept at a URL (`out_dir` its copy),
     `objects` is its store, whose lease says whether a process is at work on it now
     (`store/lease.live_holder`: a few seconds' watch while a lease is not let go)."""
-    checkpoint = Checkpoint.open_existing(out_dir)
-    if checkpoint is None:
+    database = Database.open_existing(out_dir)
+    if database is None:
         return None
     try:
         holder = None if objects is None else live_holder(objects)
-        return _status(out_dir, checkpoint, holder)
+        return _status(out_dir, Checkpoint(database), holder)
     finally:
-        checkpoint.close()
+        database.close()
 
 
 def _status(out_dir: Path, checkpoint: Checkpoint, holder: str | None) -> RunSummary:
@@ -50,13 +51,13 @@ def _status(out_dir: Path, checkpoint: Checkpoint, holder: str | None) -> RunSum
     run_id = checkpoint.get("run_id") or "?"
     mode = checkpoint.get("mode") or "unknown"
     problems = checkpoint.problem_types()
-    complete = checkpoint.ingest_complete and counts.complete
+    complete = checkpoint.rows.complete and counts.complete
     if checkpoint.get("command") == COMMAND:  # a DIR of `batchval streets`
-        streets = StreetStore(checkpoint)
+        streets = StreetStore(checkpoint.database)
         counts, run_id, problems = streets.counts(), COMMAND, streets.problem_types()
         mode = streets.get("mode") or "unknown"
         complete = streets.ingest_complete and counts.complete
-    ended = checkpoint.last_invocation_ended()
+    ended = checkpoint.database.invocations.last_ended()
     last = _last_summary(out_dir)
     action = ""
     stop: StopInfo | None = None
@@ -86,8 +87,8 @@ def _status(out_dir: Path, checkpoint: Checkpoint, holder: str | None) -> RunSum
     if not action and code is ExitCode.COMPLETE:
         action = complete_action(book)  # a book night that left rows for a later one
     return RunSummary.of_run(
-        checkpoint,
-        invocation=checkpoint.latest_invocation(),
+        checkpoint.database,
+        invocation=checkpoint.database.invocations.latest(),
         **_last_invocation(checkpoint, last),
         status=status,
         exit_code=code,
@@ -152,7 +153,7 @@ def _last_invocation(checkpoint: Checkpoint, last: dict[str, Any] | None) -> dic
     429s from the checkpoint's record of it, its times from that record (or, when the
     summary is that invocation's, the summary's own `finished_at` and `seconds`). A killed
     invocation recorded no calls (0) and no end (null)."""
-    history = checkpoint.invocation_history()
+    history = checkpoint.database.invocations.history()
     if not history:
         return {}
     latest = history[-1]

@@ -94,12 +94,12 @@ def settle(
         first_sent=first_sent,
         clock=clock,
         received=received,
-        invocation=checkpoint.invocation,
+        invocation=checkpoint.database.invocations.current,
         contested=contested,
     )
     credits, balance = 0, None
     if line is not None:
-        checkpoint.record_charge(line)
+        checkpoint.database.charges.record(line)
         if line.kind == FRESH:
             credits, balance = line.credits, line.balance_after
     detail = mixed_mode(checkpoint, data, "answers")

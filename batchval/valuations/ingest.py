@@ -34,6 +34,7 @@ from batchval.input import InputBatch, InputSource
 from batchval.input.validate import Checker, check_batch
 from batchval.outcome import StopInfo
 from batchval.store.checkpoint import Checkpoint, Counts
+from batchval.store.database import Database
 from batchval.store.queue import QueueItem
 from batchval.store.rows import Row
 from batchval.valuations.writer import write_problems
@@ -108,10 +109,10 @@ def ingest(
     """Read, validate and key every row of `source` into `checkpoint`, in one transaction;
     a signal noted by `interrupted` ends it between two batches, and stores none."""
     total = 0
-    with checkpoint.bulk_ingest():
+    with checkpoint.rows.bulk():
         for batch in read_batches(source, interrupted=interrupted):
             rows, requests = keyed_rows(batch, run_id)
-            checkpoint.add_rows(rows, requests, batch.stored())
+            checkpoint.rows.add(rows, requests, batch.stored())
             total += len(rows)
             log.info("valuations.ingest.batch", rows=total)
 
@@ -205,9 +206,9 @@ class Ingest:
     ) -> Ingest:
         """Read `source` into `checkpoint` (see the class): in full, or, with `stream`
         into a checkpoint that holds no request yet, up to its first request."""
-        if not stream or checkpoint.holds_requests():
+        if not stream or checkpoint.rows.holds_requests():
             ingest(checkpoint, source, run_id, interrupted=interrupted)
-            checkpoint.finish_ingest()
+            checkpoint.rows.finish()
             return cls(checkpoint)
         refusals = Refusals()
         read = cls(checkpoint, refusals)
@@ -246,7 +247,7 @@ class Ingest:
             return False
         if rows is not None:
             keyed, self._rest = _split(keyed, rows)
-        self._checkpoint.add_rows(*keyed)
+        self._checkpoint.rows.add(*keyed)
         self._stored += len(keyed[0])
         log.info("valuations.ingest.batch", rows=self._stored)
         return True
@@ -261,10 +262,10 @@ class Ingest:
         left = self._read.rows - self._stored
         # Indexes built again over every row pay only when most rows are still to come.
         whole = left > self._stored
-        with self._checkpoint.bulk_ingest() if whole else self._checkpoint.transaction():
+        with self._checkpoint.rows.bulk() if whole else self._checkpoint.database.transaction():
             while self.more():
                 pass
-        self._checkpoint.finish_ingest()
+        self._checkpoint.rows.finish()
         self._read = None
 
     def close(self) -> None:
@@ -376,9 +377,10 @@ def price_input(
     carries and defers) leaves pending only what tonight would send. `settled` (a DIR's
     run, resumed) picks the keys that run holds an answer for: they cost nothing. An input
     the run would refuse (`refusal`) costs nothing: the summary carries the run's stop."""
-    with Checkpoint.scratch() as checkpoint:
+    with Database.scratch() as scratch:
+        checkpoint = Checkpoint(scratch)
         ingest(checkpoint, source, run_id, interrupted=interrupted)
-        checkpoint.finish_ingest()
+        checkpoint.rows.finish()
         stop = refusal(checkpoint, source, max_refused_share)
         if plan is not None and stop is None:
             plan(checkpoint)

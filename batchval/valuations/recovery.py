@@ -98,10 +98,10 @@ class RecoveryJob(ReadJob[Recovery]):
                 detail=why,
             )
             return Settled(problem=f"read back, still not usable: {why}")
-        with self._checkpoint.transaction():
+        with self._checkpoint.database.transaction():
             self._checkpoint.requests.record_answer(item.request_key, answer.body)
             # The first answer's charge is in the ledger already, fresh or not.
-            credits = self._checkpoint.fresh_credits(item.request_key)
+            credits = self._checkpoint.database.charges.fresh_credits(item.request_key)
             self._checkpoint.requests.record_done(item.request_key, credits)
         self.recovered += 1
         log.info(
@@ -134,10 +134,10 @@ class RecoveryJob(ReadJob[Recovery]):
         log.warning("valuations.recovery.postponed", valuation_id=item.key, detail=str(error))
 
     def begin_group(self) -> None:
-        self._checkpoint.begin_group()
+        self._checkpoint.database.begin_group()
 
     def commit_group(self) -> None:
-        self._checkpoint.commit_group()
+        self._checkpoint.database.commit_group()
 
 
 # Request fields the answer echoes in `input` (docs/api.md, 4): `include` is not echoed,

@@ -50,10 +50,8 @@ from batchval.engine.summary import DryRunSummary, RunSummary
 from batchval.input import InputSource
 from batchval.outcome import RunRefusedError, StopInfo, StopReason
 from batchval.settings import Settings, api_identity, changed_settings
-from batchval.store.checkpoint import (
-    Checkpoint,
-    Counts,
-)
+from batchval.store.checkpoint import Checkpoint, Counts
+from batchval.store.database import Database
 from batchval.valuations import answers
 from batchval.valuations.booking import BookRun
 from batchval.valuations.ingest import Ingest, price_input, refusal
@@ -84,7 +82,6 @@ class Runner(FrontDoor[RunRequest]):
 
     name = "run"
     pending = "request"
-    database = Checkpoint  # DIR's database as run keeps it: rows, and requests to send
 
     def __init__(self, request: RunRequest, *, embedded_api: EmbeddedApi | None = None) -> None:
         super().__init__(request, embedded_api=embedded_api)
@@ -144,7 +141,9 @@ class Runner(FrontDoor[RunRequest]):
 
     # --- the product's steps before its checkpoint (`command.Product`) ------------------
 
-    def admit(self, checkpoint: Checkpoint, started: dt.datetime) -> Valuing:
+    def admit(self, database: Database, started: dt.datetime) -> Valuing:
+        """DIR's database as run keeps it (`Checkpoint`: its rows, and requests to send)."""
+        checkpoint = Checkpoint(database)
         _refuse_streets_outputs(checkpoint, self.request.place.local)
         return Valuing(self, checkpoint, started)
 
@@ -154,13 +153,13 @@ class Runner(FrontDoor[RunRequest]):
         read-only, never locked: a run in progress goes on undisturbed), and the problems
         are written beside the run's (`DRY_RUN_PROBLEMS_NAME`), never over them."""
         out = self.request.place.local
-        held = opened(Checkpoint.open_read_only, out)
-        if held is None:
+        database = opened(Database.open_read_only, out)
+        if database is None:
             return self._price(source, self.request.run_id or "dry-run", PROBLEMS_NAME)
         try:
-            return self._price_the_rest(source, held)
+            return self._price_the_rest(source, Checkpoint(database))
         finally:
-            held.close()
+            database.close()
 
     def _price(
         self,
@@ -188,7 +187,11 @@ class Runner(FrontDoor[RunRequest]):
         run_id, wanted = held.get("run_id"), self.request.run_id
         refuse_another_run_id(out, run_id, wanted)
         changed = changes(held, self.input_fingerprint(), self.settings)
-        if changed and not self.request.accept_changes and not held.never_sent():
+        if (
+            changed
+            and not self.request.accept_changes
+            and not held.database.invocations.never_sent()
+        ):
             raise RunRefusedError(
                 StopReason.REFUSED,
                 f"{out} holds a run with a different {' and '.join(changed)}: the run would "
@@ -267,7 +270,11 @@ class Valuing:
         if checkpoint.get("settings_fingerprint") == self.settings.fingerprint_0_1():
             checkpoint.set("settings_fingerprint", settings_fp)  # 0.1's, of these settings
         changed = changes(checkpoint, input_fp, self.settings)
-        if changed and not self.request.accept_changes and checkpoint.never_sent():
+        if (
+            changed
+            and not self.request.accept_changes
+            and checkpoint.database.invocations.never_sent()
+        ):
             # Nothing to keep apart: no call was ever made from DIR (its input refused,
             # say), so the change is taken as --accept-changes takes it (the run id stays).
             log.info("run.changes_taken", changed=changed, because="nothing was ever sent")
@@ -302,8 +309,8 @@ class Valuing:
         # A DIR begun before pass-through values were typed has none stored: read again.
         untyped = checkpoint.passthrough_schema() is None
         reading = Ingest.complete(checkpoint)
-        if changed or not checkpoint.ingest_complete or untyped:
-            checkpoint.restart_ingest()
+        if changed or not checkpoint.rows.complete or untyped:
+            checkpoint.rows.restart()
             # Before any call: the calls of this DIR are this input's (the ingest may go on
             # while sending, `Ingest`).
             checkpoint.set("input_fingerprint", input_fp)
@@ -368,7 +375,7 @@ class Valuing:
         if not checkpoint.requests.any_pending() and not recover:
             return SendOutcome()
         sending = Sending(
-            checkpoint=checkpoint,
+            database=checkpoint.database,
             api=lambda: chosen_api(
                 self.settings.api, runner.embedded_api, event="run.embedded_sandbox", what="valuing"
             ),
@@ -393,7 +400,8 @@ class Valuing:
         self.reading.finish()  # the rows not stored while sending: every row is counted
         # Before any figure is read: this invocation's charges looked at again, with all its
         # answers' evidence of the API's clock, and the uncertain ones with the balances.
-        place_charges(self.checkpoint, self.clock, self.checkpoint.invocation, self.started)
+        database = self.checkpoint.database
+        place_charges(database.charges, self.clock, database.invocations.current, self.started)
         if self.booked is not None:  # the budget's own stop leaves rows for a later night
             sent = dataclasses.replace(sent, stop=self.booked.settle(sent.stop))
         return sent
@@ -430,6 +438,7 @@ class Valuing:
         files' metadata; returns the portfolio's totals when the input has balances, and
         the balance's place among the pass-through columns."""
         out, checkpoint, run_id = self.request.place.local, self.checkpoint, self.run_id
+        database = checkpoint.database
         answered = checkpoint.answer_values(*ANSWER_PATHS)
         manifest = Manifest.of_answers(
             answered,
@@ -439,7 +448,7 @@ class Valuing:
             input_sha256=checkpoint.get("input_fingerprint"),
             settings=self.settings.to_json(),
             written_at=started.isoformat(),
-            charges=checkpoint.money(checkpoint.invocation).to_json(),
+            charges=database.charges.money(database.invocations.current).to_json(),
             input_read=self.input_read,
         )
         redactor = redaction.active()  # the client secret, every token, the store's keys
@@ -457,7 +466,7 @@ class Valuing:
             checkpoint, out / RESULTS_NAME, include=include, lending=lending, metadata=metadata
         )
         write_problems(checkpoint, out / PROBLEMS_NAME, metadata=metadata)
-        write_charges(checkpoint.charge_lines(), out / CHARGES_NAME)
+        write_charges(database.charges.lines(), out / CHARGES_NAME)
         write_json_atomic(out / MANIFEST_NAME, manifest.scrubbed(redactor))
         portfolio = None if lending is None else lending.portfolio
         return (

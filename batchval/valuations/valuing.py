@@ -70,9 +70,9 @@ class ValuationJob:
         first = item.first_sent or self._first_sent.get(item.key)
         if first is None:
             first = self._first_sent[item.key] = first_send(
-                self._checkpoint.sent_floor, self._now()
+                self._checkpoint.database.invocations.sent_floor, self._now()
             )
-            if self._checkpoint.sent_floor is None:
+            if self._checkpoint.database.invocations.sent_floor is None:
                 self._never_sent_before.add(item.key)
         self._checkpoint.requests.mark_sent(item.key, first)
 
@@ -116,7 +116,7 @@ class ValuationJob:
         return {"key": item.key, "row_number": numbers[0] if numbers else 0, "rows": len(numbers)}
 
     def begin_group(self) -> None:
-        self._checkpoint.begin_group()
+        self._checkpoint.database.begin_group()
 
     def commit_group(self) -> None:
-        self._checkpoint.commit_group()
+        self._checkpoint.database.commit_group()

@@ -47,6 +47,7 @@ from batchval.engine.sending import Sending
 from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
 from batchval.settings import ApiSettings, Settings, api_identity
 from batchval.store.checkpoint import Checkpoint, Counts
+from batchval.store.database import Database
 from batchval.verify.compare import (
     Comparer,
     Difference,
@@ -171,14 +172,14 @@ def _checkpoint(out_dir: Path, place: Place) -> Iterator[Checkpoint]:
     outlives an invocation are kept (`engine/sending` waits them out and keeps them), and
     kept at the run's URL when it has one. A DIR whose results.parquet came without its
     checkpoint gets one for this invocation only."""
-    found = opened(Checkpoint.open_existing, out_dir)
+    found = opened(Database.open_existing, out_dir)
     if found is None:
-        with Checkpoint.scratch() as scratch:
-            yield scratch
+        with Database.scratch() as scratch:
+            yield Checkpoint(scratch)
         return
     try:
         place.keep(found)
-        yield found
+        yield Checkpoint(found)
     finally:
         found.close()
 
@@ -238,7 +239,7 @@ def _verify(
         return jobs[-1]
 
     sending = Sending(
-        checkpoint=checkpoint,
+        database=checkpoint.database,
         api=lambda: contextlib.nullcontext(api),
         run=settings.run,
         now=settings.run.now,

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from batchval.input import InputOptions, open_input
 from batchval.store.checkpoint import Checkpoint
+from batchval.store.database import Database
 from batchval.valuations.ingest import ingest, keyed_rows
 
 
@@ -26,11 +27,11 @@ def main(source: Path, into: Path | None) -> None:
     started = time.perf_counter()
     batches = open_input(source, InputOptions())
     if into is not None:
-        checkpoint = Checkpoint.open(into)
+        checkpoint = Checkpoint(Database.open(into))
         ingest(checkpoint, batches, "bench")
-        checkpoint.finish_ingest()
+        checkpoint.rows.finish()
         counts = checkpoint.counts()
-        checkpoint.close()
+        checkpoint.database.close()
         rows, keyed = counts.rows, counts.requests
     else:
         rows = keyed = 0

@@ -28,6 +28,7 @@ from batchval.input import open_input
 from batchval.settings import load_settings
 from batchval.store import records
 from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint
+from batchval.store.database import Database
 from bench.processes import BATCHVAL, Child
 from bench.served import NO_DAILY_LIMIT, ServedSandbox
 
@@ -85,13 +86,13 @@ def build_checkpoint(
     settings = load_settings(None, env)
     assert settings.api is not None
     source = open_input(book, settings.input)
-    Checkpoint.open(out).close()  # the schema, as batchval writes it
+    Checkpoint(Database.open(out)).database.close()  # the schema, as batchval writes it
     last_done = int(rows * done_share)
     db = sqlite3.connect(out / CHECKPOINT_NAME, isolation_level=None)
     db.execute("PRAGMA journal_mode=DELETE")  # one write of the pages, not WAL then copy
     db.execute("PRAGMA synchronous=OFF")
     db.execute("PRAGMA cache_size=-1048576")  # 1 GiB
-    # Indexes built once at the end (Checkpoint.open creates them) rather than grown.
+    # Indexes built once at the end (Database.open creates them) rather than grown.
     db.execute("DROP INDEX rows_by_key")
     db.execute("DROP INDEX requests_by_state")
     db.execute("DROP INDEX requests_tally")
@@ -125,9 +126,9 @@ def build_checkpoint(
         )
     db.execute("COMMIT")
     db.close()
-    checkpoint = Checkpoint.open(out)  # WAL again, and the indexes
+    checkpoint = Checkpoint(Database.open(out))  # WAL again, and the indexes
     try:
-        checkpoint.finish_ingest()
+        checkpoint.rows.finish()
         checkpoint.set("run_id", RUN_ID)
         checkpoint.set("input_fingerprint", file_fingerprint(book))
         checkpoint.set("settings_fingerprint", settings.fingerprint())
@@ -136,9 +137,9 @@ def build_checkpoint(
         checkpoint.set("api_identity", hashlib.sha256(identity.encode()).hexdigest())
         checkpoint.set("mode", "live")
         now = dt.datetime.now(dt.UTC).isoformat()
-        invocation = checkpoint.start_invocation(now)
+        invocation = checkpoint.database.invocations.record_start(now)
         done = checkpoint.counts().requests_done
-        checkpoint.end_invocation(
+        checkpoint.database.invocations.record_end(
             invocation,
             ended_at=now,
             exit_code=75,
@@ -148,7 +149,7 @@ def build_checkpoint(
             balance=1_000_000 - 10 * done,
         )
     finally:
-        checkpoint.close()
+        checkpoint.database.close()
     return done
 
 
