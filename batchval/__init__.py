@@ -8,8 +8,7 @@ notice.
 
 from batchval.outcome import BatchvalError
 from batchval.public import Run, RunError, Stop, analyse_streets, open_run, run, value
-
-__version__ = "0.1.0"
+from batchval.version import __version__
 
 __all__ = [
     "BatchvalError",

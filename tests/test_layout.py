@@ -66,7 +66,7 @@ FLOORS = (
     "batchval.engine",
     "batchval.contract",
 )
-FOUNDATIONS = ("outcome", "settings", "logs", "redaction", "postcodes")
+FOUNDATIONS = ("outcome", "settings", "logs", "redaction", "postcodes", "version")
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda path: _name(path))
@@ -193,6 +193,30 @@ def test_the_store_has_no_import_cycle() -> None:
     `TYPE_CHECKING` imports: a type both sides need lives in the module below both."""
     graph = {_name(path): _store_imports(path) for path in STORE.glob("*.py")}
     assert graph["batchval.store.queue"]  # the check can see
+    assert _circles(graph) == []
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Each batchval module and the modules it imports, at any depth, `TYPE_CHECKING`
+    imports included: `from batchval import redaction` is an arrow to the module
+    `batchval.redaction`, `from batchval import __version__` one to the package's face."""
+    names = {_name(path) for path in MODULES}
+    graph: dict[str, set[str]] = {}
+    for path in MODULES:
+        found: set[str] = set()
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names if alias.name in names)
+            elif isinstance(node, ast.ImportFrom) and node.module in names and not node.level:
+                for alias in node.names:
+                    inner = f"{node.module}.{alias.name}"
+                    found.add(inner if inner in names else node.module)
+        graph[_name(path)] = found - {_name(path)}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[tuple[str, ...]]:
+    """One circle through each node that closes one (none: the graph has no cycle)."""
     done: set[str] = set()
 
     def circle(name: str, path: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -200,13 +224,37 @@ def test_the_store_has_no_import_cycle() -> None:
             return (*path[path.index(name) :], name)
         if name in done:
             return None
-        for imported in sorted(graph[name]):
+        for imported in sorted(graph.get(name, ())):
             if found := circle(imported, (*path, name)):
                 return found
         done.add(name)
         return None
 
-    assert [found for name in sorted(graph) if (found := circle(name, ()))] == []
+    return [found for name in sorted(graph) if (found := circle(name, ()))]
+
+
+def _room(name: str) -> str:
+    """The room of the house a module stands in: its folder under batchval/, or itself at
+    the top (`batchval` is the package's face)."""
+    parts = name.split(".")
+    if len(parts) > 2 or (PACKAGE / parts[-1]).is_dir():
+        return ".".join(parts[:2])
+    return name
+
+
+def test_the_house_has_no_circle_and_no_arrow_back_up() -> None:
+    """No module imports its way back to itself, and no room (a folder, or a module at the
+    top) does: so each room stands on a floor above all it imports, and no import runs
+    back up. The store's own check below says the same of its groups."""
+    graph = _module_graph()
+    assert graph["batchval.sandbox.app"]  # the check can see
+    assert _circles(graph) == []
+    rooms: dict[str, set[str]] = {}
+    for name, imported in graph.items():
+        rooms.setdefault(_room(name), set()).update(_room(other) for other in imported)
+    rooms = {room: inside - {room} for room, inside in rooms.items()}
+    assert "batchval" in rooms["batchval.cli"]  # the face, imported from the top only
+    assert _circles(rooms) == []
 
 
 @pytest.mark.parametrize("product", PRODUCTS)

@@ -35,7 +35,6 @@ import anyio
 import httpx
 import structlog
 
-from batchval import __version__
 from batchval.api.auth import AccessToken, Credentials, TokenCache
 from batchval.api.errors import (
     MalformedResponseError,
@@ -50,6 +49,7 @@ from batchval.api.errors import (
 )
 from batchval.api.models import StreetAnalysis, Valuation, ValuationRequest
 from batchval.api.network import Reach, host_of
+from batchval.version import __version__
 
 log = structlog.get_logger()
 

@@ -1,28 +1,50 @@
 """The test controls served beside the API, under /_sandbox (docs/how-to/sandbox-in-tests.md).
 
 They are not part of the partner's API: no token, no ledger record, no faults. Each one
-does over HTTP what the `Sandbox` methods do in-process.
+does over HTTP what the `Sandbox` methods do in-process (`sandbox/app`), on the
+`Controlled` this module states, so that the app imports its controls and never the other
+way round.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from batchval.sandbox.answers import rfc3339
-from batchval.sandbox.config import Faults
+from batchval.sandbox.clock import SandboxClock
+from batchval.sandbox.config import Account, Faults, SandboxConfig
+from batchval.sandbox.ledger import Ledger
 
-if TYPE_CHECKING:
-    from batchval.sandbox.app import Sandbox
+
+class Controlled(Protocol):
+    """What the controls change and read of the sandbox (`sandbox/app.Sandbox`)."""
+
+    @property
+    def config(self) -> SandboxConfig: ...
+
+    @property
+    def clock(self) -> SandboxClock: ...
+
+    @property
+    def ledger(self) -> Ledger: ...
+
+    def balances(self) -> dict[str, int]: ...
+
+    def set_faults(self, faults: Faults) -> None: ...
+
+    def account(self, client_id: str) -> Account: ...
+
+    def revoke_tokens(self) -> int: ...
 
 
 class Controls:
-    def __init__(self, sandbox: Sandbox) -> None:
+    def __init__(self, sandbox: Controlled) -> None:
         self._sandbox = sandbox
 
     def routes(self) -> list[Route]:

@@ -35,7 +35,6 @@ from pathlib import Path
 
 import httpx
 
-from batchval import __version__
 from batchval.api import PartnerClient
 from batchval.api.auth import AccessToken
 from batchval.api.client import PROBE_ID
@@ -64,6 +63,7 @@ from batchval.input.personal import left_out_line
 from batchval.outcome import ExitCode, RunRefusedError, SettingsError
 from batchval.settings import ApiSettings, Settings
 from batchval.valuations.ingest import price_input
+from batchval.version import __version__
 
 # Well-formed (`^val_[0-9a-z]{26}$`) and never issued: real ids are random, and this one
 # spells out what it is for anyone who finds it in the API's access logs.

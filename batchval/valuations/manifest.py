@@ -22,9 +22,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from batchval import __version__
 from batchval.contract.schemas import SCHEMA_VERSION
 from batchval.logs import Redactor
+from batchval.version import __version__
 
 MANIFEST_NAME = "manifest.json"
 METADATA_KEY = "batchval.manifest"
