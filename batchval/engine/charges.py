@@ -260,7 +260,7 @@ def place_charges(
         kinds[line.line_id] = (kind, why)
     _by_balance(ledger, lines, kinds)
     since = None if started is None else started + offset.replay_before
-    if since is not None and _another_caller(lines, kinds, invocation, since, clock):
+    if since is not None and _another_caller(lines, stamps, kinds, invocation, since, clock):
         for line in lines:
             at = stamps[line.line_id]
             mine = line.invocation == invocation and at is not None and at >= since
@@ -301,6 +301,7 @@ def _by_balance(ledger: Ledger, lines: list[Doubtful], kinds: dict[int, tuple[st
 
 def _another_caller(
     lines: list[Doubtful],
+    stamps: dict[int, dt.datetime | None],
     kinds: dict[int, tuple[str, str]],
     invocation: int | None,
     since: dt.datetime,
@@ -313,7 +314,7 @@ def _another_caller(
         kind, why = kinds[line.line_id]
         if why == CONTESTED:
             return True
-        at = api_time(line.at)
+        at = stamps[line.line_id]
         if kind == REPLAY and at is not None and at + clock.precision(at) > since:
             return True
     return False
