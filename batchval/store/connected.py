@@ -1,8 +1,9 @@
 """What a table's code needs of the DIR's database (`store/database.Database`): its
 connection, a transaction, the writes held in a group, and its `meta` values. The tables
-every command shares (`store/invocations`, `store/charges`, `store/derived`) and run's
-input rows (`store/rows`) are parts the database is made of, each holding the database
-through this Protocol: the module below both, so that neither imports the other."""
+every command shares (`store/invocations`, `store/charges`, `store/derived`) are parts the
+database is made of, and a product's tables (run's input rows, `store/rows`; every work
+queue, `store/queue`) are made on it: each holds the database through this Protocol, the
+module below both, so that neither imports the other."""
 
 from __future__ import annotations
 

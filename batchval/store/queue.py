@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from batchval import redaction
 
 if TYPE_CHECKING:
-    from batchval.store.database import Database
+    from batchval.store.connected import Connected
     from batchval.store.schema import QueueTable
 
 PENDING_STATES = ("pending", "sent", "answered")
@@ -70,7 +70,7 @@ class Queue(Protocol):
 class WorkQueue:
     """A `Queue` in one table of the DIR's SQLite database."""
 
-    def __init__(self, database: Database, table: QueueTable) -> None:
+    def __init__(self, database: Connected, table: QueueTable) -> None:
         self._database = database
         self.table = table
 
