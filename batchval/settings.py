@@ -58,6 +58,15 @@ class Key:
     # In words, where what is found or derived stands in for a value (`found from the
     # header`); otherwise the reference shows the code's own default (tools/reference).
     default: str = ""
+    # Its value is masked wherever batchval writes (the redactor knows it from the start),
+    # and the reference says so.
+    secret: bool = False
+
+    @property
+    def described(self) -> str:
+        """What the reference says of the key: its meaning, and for a secret, that it is
+        never shown."""
+        return f"{self.meaning}: never printed, logged or written" if self.secret else self.meaning
 
 
 API_KEYS: tuple[Key, ...] = (
@@ -66,8 +75,9 @@ API_KEYS: tuple[Key, ...] = (
     Key("client_id", "the OAuth client id", "BATCHVAL_CLIENT_ID"),
     Key(
         "client_secret",
-        "the OAuth client secret: keep it in the environment; never printed, logged or written",
+        "the OAuth client secret, best kept in the environment",
         "BATCHVAL_CLIENT_SECRET",
+        secret=True,
     ),
 )
 
@@ -221,28 +231,21 @@ STORAGE: tuple[Key, ...] = (
     ),
     Key("region", "the bucket's region", "AWS_REGION"),
     Key("access_key_id", "the access key id", "AWS_ACCESS_KEY_ID"),
+    Key("secret_access_key", "the secret access key", "AWS_SECRET_ACCESS_KEY", secret=True),
     Key(
-        "secret_access_key",
-        "the secret access key: never printed, logged or written",
-        "AWS_SECRET_ACCESS_KEY",
+        "session_token",
+        "a session token, for temporary credentials",
+        "AWS_SESSION_TOKEN",
+        secret=True,
     ),
-    Key("session_token", "a session token, for temporary credentials", "AWS_SESSION_TOKEN"),
     Key("account_name", "the Azure storage account", azure.ACCOUNT_NAME),
-    Key(
-        "account_key",
-        "the Azure storage account's key: never printed, logged or written",
-        azure.ACCOUNT_KEY,
-    ),
-    Key(
-        "sas_token",
-        "an Azure SAS token (its query string): never printed, logged or written",
-        azure.SAS_TOKEN,
-    ),
+    Key("account_key", "the Azure storage account's key", azure.ACCOUNT_KEY, secret=True),
+    Key("sas_token", "an Azure SAS token (its query string)", azure.SAS_TOKEN, secret=True),
     Key(
         "connection_string",
-        "an Azure connection string, alone (not beside the account, key, SAS token or "
-        "endpoint): never printed, logged or written",
+        "an Azure connection string, alone (not beside the account, key, SAS token or endpoint)",
         azure.CONNECTION_STRING,
+        secret=True,
     ),
 )
 STORAGE_KEYS: Mapping[str, str] = {key.name: str(key.variable) for key in STORAGE}
@@ -285,7 +288,6 @@ OTHER_VARIABLES: Mapping[str, str] = {
     "HTTPS_PROXY": "a proxy for https URLs (also `HTTP_PROXY`, `ALL_PROXY`), as Python reads it",
     "NO_PROXY": "hosts reached without the proxy",
 }
-STORAGE_SECRETS = ("secret_access_key", "session_token")
 # Azure's own variables that hold a secret beside the storage section's (store/azure.secrets
 # reads those, and the secrets inside a connection string): masked whenever they are set.
 AZURE_SECRETS = ("AZURE_CLIENT_SECRET",)
@@ -306,8 +308,9 @@ class StorageSettings:
 
     def secrets(self, env: Mapping[str, str]) -> list[str]:
         found = self.env(env)
-        named = [STORAGE_KEYS[n] for n in STORAGE_SECRETS] + list(AZURE_SECRETS)
-        return [found[name] for name in named if found.get(name)] + azure.secrets(found)
+        named = [str(key.variable) for key in STORAGE if key.secret] + list(AZURE_SECRETS)
+        texts = [found[name] for name in named if found.get(name)] + azure.secrets(found)
+        return list(dict.fromkeys(texts))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from batchval.outcome import SettingsError
-from batchval.settings import load_settings
+from batchval.settings import API_KEYS, STORAGE, StorageSettings, load_settings
 
 API_ENV = {
     "BATCHVAL_BASE_URL": "https://api.example/partners/v1",
@@ -79,6 +79,22 @@ def test_command_line_overrides_the_run_section(tmp_path: Path) -> None:
     from_file = load_settings(config, {})
     assert from_file.input.include == ("commentary",)
     assert from_file.run.max_credits == 50
+
+
+def test_every_key_marked_secret_is_masked_and_the_reference_says_so() -> None:
+    """A storage key marked `secret` is among what the redactor masks, from the config or
+    the environment, and the configuration reference says it is never shown; a key not
+    marked is neither."""
+    marked = [key for key in STORAGE if key.secret]
+    assert {key.name for key in marked} >= {"secret_access_key", "session_token", "account_key"}
+    for key in STORAGE:
+        value = f"value-of-{key.name}"
+        for given, env in (({str(key.variable): value}, {}), ({}, {str(key.variable): value})):
+            masked = value in StorageSettings(given).secrets(env)
+            assert masked == key.secret, key.name
+        assert ("never printed, logged or written" in key.described) == key.secret, key.name
+    client_secret = next(key for key in API_KEYS if key.name == "client_secret")
+    assert client_secret.secret
 
 
 @pytest.mark.parametrize(

@@ -90,7 +90,7 @@ def _keys(section: str) -> str:
         return key.default or _shown(code.get(key.name))
 
     rows = [
-        (f"`{section}.{k.name}`", default(k), f"`{k.variable}`" if k.variable else "", k.meaning)
+        (f"`{section}.{k.name}`", default(k), f"`{k.variable}`" if k.variable else "", k.described)
         for k in SECTIONS[section]
     ]
     return _table(("key", "default", "variable", "meaning"), rows)
@@ -98,7 +98,7 @@ def _keys(section: str) -> str:
 
 def _environment() -> str:
     rows = [
-        (f"`{k.variable}`", f"`{section}.{k.name}`", k.meaning)
+        (f"`{k.variable}`", f"`{section}.{k.name}`", k.described)
         for section, keys in SECTIONS.items()
         for k in keys
         if k.variable
