@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from bench.cost import ClientCost
 from bench.live import HIDING_LATENCY_MS, RATE_JITTER_MS, RATE_LATENCY_MS, LiveRun
@@ -591,7 +592,7 @@ def _reader_section(f: Figures) -> list[str]:
         "the runner does (tests/bench/reader_child.py); seconds from opening the file to",
         "the last batch, peak RSS of the whole process. The last line is the whole",
         "ingest of a run: the same, with every batch written to a checkpoint",
-        "(`Checkpoint.add_rows`). The Excel book is one full sheet (xlsxwriter's inline",
+        "(`Checkpoint.rows.add`). The Excel book is one full sheet (xlsxwriter's inline",
         "strings), parsed whole by calamine when it is opened, then streamed from a",
         "temporary Parquet file (input/excel).",
         "",
@@ -768,11 +769,7 @@ def _blank_stages(b: BlankResume) -> list[str]:
                     "interpreter and imports, the store probed, the lease taken, the run's "
                     "memory restored (streamed to disk)",
                 ],
-                [
-                    f"{begun['at']:.1f}",
-                    f"a base of its own generation written: {begun['base_bytes'] / 2**20:,.0f} "
-                    f"MiB in {begun['seconds']:.1f} s (`store.replica.generation`)",
-                ],
+                [f"{begun['at']:.1f}", _generation_begun(begun)],
                 [
                     f"{b.first_call_seconds:.1f}",
                     "the input's fingerprint checked, the token, the first call",
@@ -781,6 +778,27 @@ def _blank_stages(b: BlankResume) -> list[str]:
         ),
         "",
     ]
+
+
+def _generation_begun(event: Mapping[str, Any]) -> str:
+    """What the resume did to keep its commits at the URL, as its log says
+    (`store.replica.generation`, store/replica): went on in the restored generation, began
+    one on a copy of the base the store made itself, or wrote a base of its own."""
+    mib = 2**20
+    if event.get("carried_on"):
+        done = "went on in the restored generation, its log rewritten in place"
+    elif "copied_base_bytes" in event:
+        done = (
+            f"a generation of its own begun on the store's copy of the base "
+            f"({event['copied_base_bytes'] / mib:,.0f} MiB, never sent again) and its log "
+            f"({event['log_bytes'] / mib:,.1f} MiB) in {event['seconds']:.1f} s"
+        )
+    else:
+        done = (
+            f"a base of its own generation written: {event['base_bytes'] / mib:,.0f} MiB in "
+            f"{event['seconds']:.1f} s"
+        )
+    return f"{done} (`store.replica.generation`)"
 
 
 RATE_CONTROLLER_DESIGN = """\

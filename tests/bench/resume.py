@@ -79,7 +79,7 @@ def build_checkpoint(
     request); returns the requests done.
 
     The rows go in through a connection of the bench's own: one transaction, a large
-    cache, no fsync. `Checkpoint.add_rows` (a transaction per batch, synchronous=FULL)
+    cache, no fsync. `Checkpoint.rows.add` (a transaction per batch, synchronous=FULL)
     would spend most of a minute here, which the ingest figure measures already.
     """
     out.mkdir(parents=True, exist_ok=True)
@@ -118,7 +118,7 @@ def build_checkpoint(
                 "INSERT INTO passthrough (first_row, rows, batch) VALUES (?, ?, ?)",
                 (items[0][0], len(items), records.batch_bytes([r[0] for r in items], passthrough)),
             )
-        db.executemany(  # as Checkpoint.add_rows: each request counts the rows asking
+        db.executemany(  # as Checkpoint.rows.add: each request counts the rows asking
             "INSERT INTO requests (key, request, state, answer, credits, attempts, row_count)"
             " VALUES (?, ?, ?, ?, ?, 1, 1)"
             " ON CONFLICT (key) DO UPDATE SET row_count = row_count + 1",
