@@ -149,6 +149,22 @@ class ReadAs:
         }
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Asked:
+    """What a reading asks of a table: every data row, in order, about `rows` at a time,
+    the `fields` columns as text (the include column, when it is a list of text, as it
+    is) and the `passthrough` columns typed; a CSV's or a sheet's rows with their lines
+    (`layout.LINE`) and, when `labelled`, their first values (`layout.LABEL`,
+    `layout.ONLY_FIRST`: what the search for the lines below the table reads, which costs
+    a third of a CSV's reading)."""
+
+    fields: Sequence[str]
+    rows: int
+    passthrough: Sequence[str] = ()
+    include: str | None = None
+    labelled: bool = False
+
+
 class _Table(Protocol):
     """A file format's reader: its header, and its rows in batches."""
 
@@ -158,22 +174,7 @@ class _Table(Protocol):
     @property
     def read_as(self) -> ReadAs: ...
 
-    def raw_batches(
-        self,
-        fields: Sequence[str],
-        passthrough: Sequence[str],
-        include: str | None,
-        rows: int,
-        *,
-        labelled: bool = False,
-    ) -> Iterator[_Raw]:
-        """Every data row, in order, about `rows` at a time: the `fields` columns as text
-        (the include column, when it is a list of text, as it is), and the `passthrough`
-        columns typed; a CSV's or a sheet's rows with their lines (`layout.LINE`) and, when
-        `labelled`, their first values (`layout.LABEL`, `layout.ONLY_FIRST`: what the
-        search for the lines below the table reads, which costs a third of a CSV's
-        reading)."""
-        ...
+    def raw_batches(self, asked: _Asked) -> Iterator[_Raw]: ...
 
 
 def _delimiter_name(delimiter: str) -> str:
@@ -196,34 +197,19 @@ class _CsvTable:
     def read_as(self) -> ReadAs:
         return ReadAs("csv", self.codec, self.detected, header=self.header)
 
-    def raw_batches(
-        self,
-        fields: Sequence[str],
-        passthrough: Sequence[str],
-        include: str | None,
-        rows: int,
-        *,
-        labelled: bool = False,
-    ) -> Iterator[_Raw]:
+    def raw_batches(self, asked: _Asked) -> Iterator[_Raw]:
         if self.codec == "utf-8":
-            yield from self._read(self.path, fields, passthrough, rows, labelled)
+            yield from self._read(self.path, asked)
             return
         with tempfile.TemporaryDirectory(prefix="batchval-input-") as tmp:
             utf8 = Path(tmp) / "input.csv"
             self._transcode(utf8)
-            yield from self._read(utf8, fields, passthrough, rows, labelled)
+            yield from self._read(utf8, asked)
 
-    def _read(
-        self,
-        source: Path,
-        fields: Sequence[str],
-        passthrough: Sequence[str],
-        rows: int,
-        labelled: bool,
-    ) -> Iterator[_Raw]:
-        types = self._types(source, passthrough)
-        wanted = list(dict.fromkeys([*fields, *passthrough]))
-        frames = self._scan(source, wanted, rows, labelled)
+    def _read(self, source: Path, asked: _Asked) -> Iterator[_Raw]:
+        types = self._types(source, asked.passthrough)
+        wanted = list(dict.fromkeys([*asked.fields, *asked.passthrough]))
+        frames = self._scan(source, wanted, asked.rows, asked.labelled)
         pairs = ((frame, given.from_text(self.path, frame, types)) for frame in frames)
         return _guarded(self.path, pairs)
 
@@ -401,17 +387,11 @@ class _ParquetTable:
     file: Path | None = None
     scratch: _Scratch | None = None
 
-    def raw_batches(
-        self,
-        fields: Sequence[str],
-        passthrough: Sequence[str],
-        include: str | None,
-        rows: int,
-        *,
-        labelled: bool = False,
-    ) -> Iterator[_Raw]:
+    def raw_batches(self, asked: _Asked) -> Iterator[_Raw]:
         # A sheet's hidden columns, as input/excel wrote them.
-        hidden = [] if self.file is None else list(layout.HIDDEN if labelled else [layout.LINE])
+        hidden = (
+            [] if self.file is None else list(layout.HIDDEN if asked.labelled else [layout.LINE])
+        )
         try:
             # No pre-buffering: with it (pyarrow's default) the column chunks read stay
             # cached until the reader closes, so the Arrow memory held grew with the
@@ -422,13 +402,13 @@ class _ParquetTable:
             )
         except READ_ERRORS as exc:
             raise InputError(self.path, f"cannot be read: {first_line(exc)}") from exc
-        wanted = list(dict.fromkeys([*fields, *passthrough, *hidden]))
+        wanted = list(dict.fromkeys([*asked.fields, *asked.passthrough, *hidden]))
         with parquet:
-            batches = parquet.iter_batches(batch_size=rows, columns=wanted)
+            batches = parquet.iter_batches(batch_size=asked.rows, columns=wanted)
             pairs = (
                 (
-                    _as_text(self.path, batch, fields, hidden),
-                    given.from_arrow(self.path, batch, passthrough, include),
+                    _as_text(self.path, batch, asked.fields, hidden),
+                    given.from_arrow(self.path, batch, asked.passthrough, asked.include),
                 )
                 for batch in batches
             )
@@ -666,9 +646,8 @@ class InputSource:
         if lender and riding and not every_column:
             kinds = lender_kinds(self.passthrough, self._options.columns)
         done = 0
-        for raw, typed in self._table.raw_batches(
-            fields, typed_names, include, self._options.batch_rows
-        ):
+        asked = _Asked(fields, self._options.batch_rows, typed_names, include)
+        for raw, typed in self._table.raw_batches(asked):
             raw, typed, lines = self._loans(raw, typed, done)
             if raw.height == 0:
                 continue
@@ -719,7 +698,7 @@ def _not_loans(table: _Table, mapped: ColumnMap, options: InputOptions) -> list[
     wanted = [c for c in dict.fromkeys((postcode, loan_id)) if c is not None]
     if isinstance(table, _CsvTable) and table.ends_with_loan(wanted):
         return []
-    batches = table.raw_batches(wanted, [], None, options.batch_rows, labelled=True)
+    batches = table.raw_batches(_Asked(wanted, options.batch_rows, labelled=True))
     return layout.below_the_table((raw for raw, _ in batches), postcode, loan_id)
 
 
@@ -770,7 +749,7 @@ def _sample(table: _Table) -> pl.DataFrame | None:
         names = [n for n in names if _is_text(table.schema.field(n).type)]
     if not names:
         return None
-    batches = table.raw_batches(names, [], None, SAMPLE_ROWS)
+    batches = table.raw_batches(_Asked(names, SAMPLE_ROWS))
     try:
         return next(iter(batches), (None, None))[0]
     except InputError:
@@ -792,7 +771,7 @@ def read_as_text(
     columns = list(table.columns)
 
     def frames() -> Iterator[pl.DataFrame]:
-        for raw, _ in table.raw_batches(columns, [], None, options.batch_rows):
+        for raw, _ in table.raw_batches(_Asked(columns, options.batch_rows)):
             yield raw.drop(layout.HIDDEN, strict=False)
 
     return columns, frames(), table.read_as
