@@ -1,8 +1,11 @@
 """The fault matrix (issue 4, section 2): every fault the sandbox can inject, one scenario
-a test, each run through `batchval run` in this process (`support.invoke`: the exit code,
-stdout and stderr a process would have) against the sandbox served on loopback; a real
-process only where the scenario is the process's own (two at once on one DIR, a signal,
-`kill -9`) or a judge in this process times the client (the hostile proxy).
+a test, each run through `batchval run` as a process of its own against the sandbox
+served on loopback in this process. The sandbox judges the client's timing (no call
+before a Retry-After, less 50 ms for a call already on the wire when the 429 went out),
+and so does the hostile proxy: a client sharing their interpreter waits on it, and a call
+sent in time can reach them late (one `make test` counted two such calls early). Only a
+scenario whose sandbox gives no Retry-After runs in this process (`support.invoke`: the
+exit code, stdout and stderr a process would have).
 
 Every scenario ends complete: exit 0 at once, or 75 and then 0 on re-runs of the same
 command (faults cleared first only where the scenario says "recovery"; the account fixed
@@ -107,10 +110,9 @@ class Job:
     credentials: Credentials = LIVE
     args: tuple[str, ...] = ()
     extra_env: dict[str, str] = dataclasses.field(default_factory=dict)
-    # Each invocation in this process (`support.invoke`), or as a process of its own where
-    # a judge in this process times the client's calls (`HostileProxy.early_requests`):
-    # sharing the interpreter, the proxy would read a call sent in time late.
-    in_process: bool = True
+    # Each invocation as a process of its own (the module's doc: the judges of its timing
+    # are in this process), or in this process where nothing judges it (`support.invoke`).
+    in_process: bool = False
     logs: list[str] = dataclasses.field(default_factory=list)
     codes: list[int] = dataclasses.field(default_factory=list)
     seconds: list[float] = dataclasses.field(default_factory=list)
@@ -404,6 +406,7 @@ def test_tokens_revoked_at_random(served: RunningSandbox, tmp_path: Path) -> Non
     """A fifth of the calls find their token revoked: new tokens, and the run completes."""
     served.sandbox.set_faults(Faults(revoke_token_share=0.2))
     job = make_job(served, tmp_path, scaled(30), args=("--concurrency", "1"))
+    job.in_process = True  # no rate limit, no storm: no Retry-After to be judged by
     job.run_until_complete()
     assert statuses(served).get(401, 0) > 0
     assert_sound(served, job, unique=job.rows)
@@ -614,7 +617,6 @@ def test_combined_faults_behind_a_hostile_proxy(served: RunningSandbox, tmp_path
     rules = Rules(html_share=0.05, html_status=403, html_spare_first=10, mutate_share=0.3)
     with serve_proxy(served.auth_url, rules, seed=SEED) as proxy:
         job = make_job(served, tmp_path, COMBINED_ROWS)
-        job.in_process = False  # the proxy judges the client's timing: apart from it
         job.extra_env.update(BATCHVAL_BASE_URL=proxy.base_url, BATCHVAL_AUTH_URL=proxy.url)
         # Each run may stop after run.unrecognised_limit (10) pages and cut answers.
         reasons = run_through_stops(job, max_runs=6 + job.rows // 25)
