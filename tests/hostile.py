@@ -99,6 +99,10 @@ class Exchange:
     arrived: float = 0.0  # time.monotonic() when the request reached the proxy
     answered: float = 0.0  # ... and when its answer had been handed on to the client
     retry_after: float | None = None  # a 429's Retry-After, as relayed
+    # When the proxy began handing its answer on: the earliest the client can have heard
+    # it. Its pause starts then at the earliest; `answered`, stamped once the proxy's own
+    # thread runs again, can come after the client read the answer (2 ms, in one run).
+    answering: float = 0.0
 
 
 # Forgives a request that was on its way when the proxy handed on a 429: the client
@@ -190,7 +194,7 @@ class HostileProxy:
         client's own timing, which the sandbox behind a proxy that holds messages cannot
         judge."""
         pauses = [
-            (e.answered, e.answered + e.retry_after)
+            (e.answering, e.answering + e.retry_after)
             for e in self.exchanges
             if e.status == 429 and e.retry_after is not None
         ]
@@ -253,6 +257,7 @@ class HostileProxy:
         length = upstream.headers.get("content-length")
         if length is not None:
             headers.append((b"content-length", length.encode()))
+        answering = time.monotonic()
         await send(
             {"type": "http.response.start", "status": upstream.status_code, "headers": headers}
         )
@@ -269,6 +274,7 @@ class HostileProxy:
             "forwarded",
             arrived,
             retry_after=None if retry_after is None else float(retry_after),
+            answering=answering,
         )
 
     # --- rules -------------------------------------------------------------------------
@@ -315,10 +321,14 @@ class HostileProxy:
         arrived: float,
         *,
         retry_after: float | None = None,
+        answering: float | None = None,
     ) -> None:
         self.counts[rule] += 1
         answered = time.monotonic()
-        self.exchanges.append(Exchange(method, path, status, rule, arrived, answered, retry_after))
+        begun = answered if answering is None else answering
+        self.exchanges.append(
+            Exchange(method, path, status, rule, arrived, answered, retry_after, begun)
+        )
 
 
 async def _read_body(receive: Receive) -> bytes:

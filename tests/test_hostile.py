@@ -524,14 +524,19 @@ def test_sigterm_while_waiting_for_midnight(
 def test_the_proxy_judges_earliness_by_what_the_client_heard() -> None:
     """A call the proxy took in after handing on a 429 (past the grace, inside the
     Retry-After) is early; one taken in before the 429 was handed on is not, however late
-    the sandbox behind would see it."""
+    the sandbox behind would see it. The pause counts from when the proxy began to hand
+    the 429 on, the earliest the client can have heard it, not from when the proxy's
+    thread noted it done."""
     proxy = HostileProxy("http://127.0.0.1:1")
     post = API_PREFIX + "/valuations"
     proxy.exchanges = [
-        Exchange("POST", post, 429, "forwarded", arrived=10.0, answered=10.2, retry_after=2.0),
+        Exchange(
+            "POST", post, 429, "forwarded", 10.0, answered=10.21, retry_after=2.0, answering=10.2
+        ),
         Exchange("POST", post, 201, "forwarded", arrived=10.19, answered=10.5),  # on its way
         Exchange("POST", post, 201, "forwarded", arrived=10.44, answered=10.6),  # in the grace
         Exchange("POST", post, 201, "forwarded", arrived=11.0, answered=11.1),  # early
+        Exchange("POST", post, 201, "forwarded", arrived=12.205, answered=12.3),  # after it
         Exchange("POST", post, 201, "forwarded", arrived=12.3, answered=12.4),  # after it
         Exchange("POST", "/oauth2/token", 200, "forwarded", arrived=11.0, answered=11.1),
     ]
