@@ -7,9 +7,11 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from batchval.outcome import SettingsError
-from batchval.settings import API_KEYS, STORAGE, StorageSettings, load_settings
+from batchval.redaction import Redactor
+from batchval.settings import API_KEYS, STORAGE, env_redactor, load_settings
 
 API_ENV = {
     "BATCHVAL_BASE_URL": "https://api.example/partners/v1",
@@ -81,20 +83,45 @@ def test_command_line_overrides_the_run_section(tmp_path: Path) -> None:
     assert from_file.run.max_credits == 50
 
 
-def test_every_key_marked_secret_is_masked_and_the_reference_says_so() -> None:
-    """A storage key marked `secret` is among what the redactor masks, from the config or
-    the environment, and the configuration reference says it is never shown; a key not
-    marked is neither."""
-    marked = [key for key in STORAGE if key.secret]
-    assert {key.name for key in marked} >= {"secret_access_key", "session_token", "account_key"}
-    for key in STORAGE:
-        value = f"value-of-{key.name}"
-        for given, env in (({str(key.variable): value}, {}), ({}, {str(key.variable): value})):
-            masked = value in StorageSettings(given).secrets(env)
-            assert masked == key.secret, key.name
+@pytest.mark.parametrize("where", ["config", "environment"])
+def test_a_key_is_masked_exactly_when_it_is_marked_secret(tmp_path: Path, where: str) -> None:
+    """Every API and storage key marked `secret=True` (the reference's `never printed,
+    logged or written` is drawn from the mark) has its value masked by the redactor, given
+    in the config file or the environment, and no other key has: mark and masking agree."""
+    tables = {"api": API_KEYS, "storage": STORAGE}
+    keys = [(section, key) for section, table in tables.items() for key in table]
+    value = {(s, k.name): f"https://value-of-{k.name.replace('_', '-')}.example" for s, k in keys}
+    env: dict[str, str] = {}
+    if where == "config":
+        sections = {s: {k.name: value[s, k.name] for k in table} for s, table in tables.items()}
+        settings = load_settings(write(tmp_path, yaml.safe_dump(sections)), env)
+    else:
+        env = {str(k.variable): value[s, k.name] for s, k in keys}
+        settings = load_settings(None, env)
+    redactor = Redactor()
+    for secret, user in settings.secrets(env):  # as the command line hides them
+        redactor.add(secret, user=user)
+    redactors = [redactor] + ([env_redactor(env)] if where == "environment" else [])
+    marked = {(s, k.name) for s, k in keys if k.secret}
+    # Unmarking a key unmasks it: the list of secrets is held here too.
+    assert sorted(name for _, name in marked) == [
+        "account_key",
+        "client_secret",
+        "connection_string",
+        "sas_token",
+        "secret_access_key",
+        "session_token",
+    ]
+    for each in redactors:
+        masked = {at for at, text in value.items() if text not in each.scrub(f"<{text}>")}
+        assert masked == marked
+
+
+def test_the_reference_says_a_key_is_never_shown_exactly_when_it_is_marked_secret() -> None:
+    """The configuration reference's words for a key (`Key.described`) say it is never
+    shown for a key marked `secret`, and for no other."""
+    for key in (*API_KEYS, *STORAGE):
         assert ("never printed, logged or written" in key.described) == key.secret, key.name
-    client_secret = next(key for key in API_KEYS if key.name == "client_secret")
-    assert client_secret.secret
 
 
 @pytest.mark.parametrize(
