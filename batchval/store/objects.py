@@ -205,15 +205,13 @@ class _Failure:
 
     @classmethod
     def of(cls, exc: Exception) -> _Failure:
-        failure = cls._of(exc)
         found = _STATUS.search(str(exc))
-        return dataclasses.replace(failure, status=int(found.group(1)) if found else None)
+        status = int(found.group(1)) if found else None
+        return dataclasses.replace(cls._of(exc, status), status=status)
 
     @classmethod
-    def _of(cls, exc: Exception) -> _Failure:
+    def _of(cls, exc: Exception, status: int | None) -> _Failure:
         text = str(exc)
-        found = _STATUS.search(text)
-        status = int(found.group(1)) if found else None
         code = _CODE.search(text)
         said = f"HTTP {status}" if status else type(exc).__name__
         said += f" {code.group(1)}" if code else ""
