@@ -69,10 +69,9 @@ class ValuationJob:
     def mark_sent(self, item: QueueItem) -> None:
         first = item.first_sent or self._first_sent.get(item.key)
         if first is None:
-            first = self._first_sent[item.key] = first_send(
-                self._checkpoint.database.invocations.sent_floor, self._now()
-            )
-            if self._checkpoint.database.invocations.sent_floor is None:
+            floor = self._checkpoint.database.invocations.sent_floor
+            first = self._first_sent[item.key] = first_send(floor, self._now())
+            if floor is None:
                 self._never_sent_before.add(item.key)
         self._checkpoint.requests.mark_sent(item.key, first)
 
