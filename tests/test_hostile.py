@@ -55,7 +55,6 @@ from support import (
 from batchval.engine.keys import idempotency_key
 from batchval.sandbox.app import API_PREFIX
 from batchval.sandbox.server import RunningSandbox
-from batchval.store.checkpoint import Checkpoint
 from batchval.store.database import Database
 
 # End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
@@ -238,11 +237,9 @@ def test_a_host_name_dir_reached_before_is_an_outage(
     needs_no_such_name()
     out = tmp_path / "out"
     out.mkdir()
-    checkpoint = Checkpoint(Database.open(out))
-    checkpoint.database.invocations.note_reached(
-        NO_SUCH_HOST, "2026-01-01T00:00:00+00:00"
-    )  # as a run notes it
-    checkpoint.database.close()
+    database = Database.open(out)
+    database.invocations.note_reached(NO_SUCH_HOST, "2026-01-01T00:00:00+00:00")  # as a run does
+    database.close()
     env = env_for(served, BATCHVAL_BASE_URL=f"https://{NO_SUCH_HOST}{API_PREFIX}")
     source = portfolio(tmp_path / "book.csv", 5)
     config = run_config(tmp_path, outage_seconds=OUTAGE_SECONDS)

@@ -86,7 +86,7 @@ def build_checkpoint(
     settings = load_settings(None, env)
     assert settings.api is not None
     source = open_input(book, settings.input)
-    Checkpoint(Database.open(out)).database.close()  # the schema, as batchval writes it
+    Database.open(out).close()  # the schema, as batchval writes it
     last_done = int(rows * done_share)
     db = sqlite3.connect(out / CHECKPOINT_NAME, isolation_level=None)
     db.execute("PRAGMA journal_mode=DELETE")  # one write of the pages, not WAL then copy
