@@ -14,6 +14,7 @@ from types import ModuleType
 import azure_server
 import httpx
 import objects_server
+import programs
 import pytest
 import structlog
 from starlette.types import Receive, Scope, Send
@@ -33,14 +34,27 @@ STORE_SERVERS = frozenset({"s3_server", "azurite", "store_server"})
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test of a real object store is slow (`STORE_SERVERS`). The slow cases first (a
+    """A test of a real object store is slow (`STORE_SERVERS`), and so is one that opens a
+    desktop program (`programs.FIXTURES`), which only `make test` installs. The slow cases first (a
     stable sort, the same in every worker): the workers then share out the quick ones as
     they come free, and no long case starts last to keep the whole run waiting on one
     worker."""
     for item in items:
-        if STORE_SERVERS & set(getattr(item, "fixturenames", ())):
+        if (STORE_SERVERS | programs.FIXTURES) & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.fixture
+def chromium() -> programs.Chromium:
+    """Headless Chromium, to open a page in (the test is marked slow)."""
+    return programs.open_in_chromium
+
+
+@pytest.fixture
+def calc() -> programs.Calc:
+    """LibreOffice Calc, to import a CSV as a person would (the test is marked slow)."""
+    return programs.open_in_calc
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -552,7 +552,8 @@ async def test_timeout_retry_with_same_key_returns_the_stored_valuation(
 ) -> None:
     """After a 504 the work commits; the same key then gets it, charged once."""
     sandbox.config.request_timeout_seconds = 0.3
-    sandbox.set_faults(Faults(slow_share=1.0, slow_seconds=1.0))
+    # The work is held until the test ends it, so no machine outruns the 409.
+    sandbox.set_faults(Faults(slow_share=1.0, slow_seconds=3600))
     key = new_key()
     with pytest.raises(ApiTimeoutError) as caught:
         await api.create_valuation(HOME, idempotency_key=key)
@@ -560,6 +561,7 @@ async def test_timeout_retry_with_same_key_returns_the_stored_valuation(
     # Still running: the same key is told to wait (idempotency rule 2).
     with pytest.raises(RequestInProgressError):
         await api.create_valuation(HOME, idempotency_key=key)
+    sandbox.finish_slow_work()
     # The sandbox charges and stores the answer in one step: charged is committed.
     await wait_until_async(lambda: sandbox.ledger.charges_by_key(), 10, "the work to commit")
     valuation = await api.create_valuation(HOME, idempotency_key=key)

@@ -10,16 +10,14 @@ import csv
 import io
 import json
 import os
-import shutil
-import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-import openpyxl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner, Result
+from programs import Calc
 
 from batchval.cli import cli
 from batchval.tools.export import FORMULA_START
@@ -42,7 +40,6 @@ ARREARS = [-5, -1, 0, 3, -120, None, -7, 9]  # an integer column: numbers, never
 RATES = [-0.5, 1.25, -3.0, None, 0.0, -0.001, 2.0, -12.0]
 # A text column: `-12` and `+3` are text here, so prefixed; the others are not formulas.
 TEXT_NUMBERS = ["-12", "12", "+3", "a-b", "", None, "'=x", "x=1"]
-SOFFICE = shutil.which("soffice")
 
 
 def invoke(*args: str) -> Result:
@@ -118,35 +115,12 @@ def test_json_lines_keep_the_text_as_it_is(exported: Path) -> None:
     assert first["text_number"] == "-12"
 
 
-def calc(csv_file: Path, out: Path) -> openpyxl.Workbook:
-    """`csv_file` as LibreOffice Calc imports it (its defaults, as a person opening the
-    file gets), saved as xlsx by Calc itself and read with openpyxl."""
-    if SOFFICE is None:  # never a skip: the promise is what a spreadsheet does
-        pytest.fail("LibreOffice is missing: `make calc` (run by `make test`) installs it")
-    home = out / "home"  # a profile of its own, so that runs share nothing
-    home.mkdir(parents=True)
-    done = subprocess.run(
-        [SOFFICE, "--headless", "--calc", "--convert-to", "xlsx", "--outdir", str(out),
-         csv_file.name],
-        cwd=csv_file.parent,
-        env={**os.environ, "HOME": str(home)},
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )  # fmt: skip
-    converted = out / csv_file.with_suffix(".xlsx").name
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert converted.is_file(), done.stdout + done.stderr
-    return openpyxl.load_workbook(converted)
-
-
 # LibreOffice as a process, two seconds a file: with the other slow cases, where `make
 # test` installs it (`make calc`) and `make test-fast` needs none.
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["results", "problems"])
 def test_calc_opens_no_formula_and_keeps_numbers_numbers(
-    exported: Path, tmp_path: Path, name: str
+    exported: Path, tmp_path: Path, name: str, calc: Calc
 ) -> None:
     """Opened as LibreOffice Calc imports a CSV: no cell is a formula (before this, `=1+1`
     and `=HYPERLINK(...)` were), every formula header and cell is text, the negative

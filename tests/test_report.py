@@ -5,33 +5,16 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import polars as pl
 import pytest
+from programs import Chromium, console_messages
 from support import TEST, InProcess, env_for, portfolio
 
 from batchval.sandbox.server import RunningSandbox
 from batchval.tools import report
 from batchval.tools.report import write_report
-
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-# As the machine notes advise: no first-run work and no background connections, which
-# a closed network refuses by the dozen.
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--enable-logging=stderr",
-    "--v=0",
-]
 
 
 def valued_dir(batchval: InProcess, served: RunningSandbox, tmp_path: Path) -> Path:
@@ -43,22 +26,6 @@ def valued_dir(batchval: InProcess, served: RunningSandbox, tmp_path: Path) -> P
     done = batchval("run", str(source), "--out", str(out), env=env_for(served, TEST))
     assert done.returncode == 0, done.stderr
     return out
-
-
-def chromium(page: Path, profile: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    if CHROMIUM is None:  # never a skip: the report's promise is what a browser shows
-        pytest.fail("chromium is missing: `make browser` (run by `make test`) installs it")
-    return subprocess.run(
-        [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *extra, page.as_uri()],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-
-
-def console_messages(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if ":CONSOLE" in line]
 
 
 @pytest.mark.slow
@@ -86,7 +53,7 @@ def test_report_shows_the_runs_figures_and_loads_nothing(
 
 @pytest.mark.slow
 def test_report_renders_in_chromium_without_console_messages(
-    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess, chromium: Chromium
 ) -> None:
     """Headless Chromium lays the page out with its charts and logs no console message."""
     out = valued_dir(batchval, served, tmp_path)
@@ -104,7 +71,7 @@ def test_report_renders_in_chromium_without_console_messages(
     assert picture.stat().st_size > 20_000
 
 
-def test_the_console_check_sees_a_script_error(tmp_path: Path) -> None:
+def test_the_console_check_sees_a_script_error(tmp_path: Path, chromium: Chromium) -> None:
     """The check above can fail: a page with a script error is caught by it."""
     page = tmp_path / "broken.html"
     page.write_text("<html><body><script>notDefined();</script></body></html>")

@@ -14,8 +14,8 @@ from typing import Any
 
 import polars as pl
 import pytest
+from programs import Chromium, console_messages
 from test_mi_extract import SAMPLES, invoke
-from test_report import chromium, console_messages
 
 from batchval.contract.lender import amounts
 from batchval.contract.places import authority_name
@@ -73,7 +73,9 @@ def reported(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def probed(out: Path, tmp_path: Path, *, width: int, height: int, print_rules: bool) -> Any:
+def probed(
+    chromium: Chromium, out: Path, tmp_path: Path, *, width: int, height: int, print_rules: bool
+) -> Any:
     page = out / "report.html"
     probe = tmp_path / f"probe-{width}.html"
     text = page.read_text(encoding="utf-8")
@@ -95,12 +97,14 @@ def short(amount: float) -> str:
 
 @pytest.mark.slow  # a browser: make test, not test-fast
 def test_the_first_screen_answers_the_committees_first_questions(
-    reported: Path, tmp_path: Path, samples: ModuleType
+    reported: Path, tmp_path: Path, samples: ModuleType, chromium: Chromium
 ) -> None:
     """On a laptop's first screen: the book's name, the valuation date and the index
     month, test mode, loans in the book and valued, the balance valued and not valued,
     the weighted LTV and the loans over 100 %, each figure the files' own."""
-    seen = " | ".join(probed(reported, tmp_path, width=1280, height=800, print_rules=False)["seen"])
+    seen = " | ".join(
+        probed(chromium, reported, tmp_path, width=1280, height=800, print_rules=False)["seen"]
+    )
     results = pl.read_parquet(reported / "results.parquet")
     problems = pl.read_parquet(reported / "problems.parquet")
     summary = json.loads((reported / "summary.json").read_text())
@@ -156,7 +160,9 @@ def test_loans_and_places_are_named_for_a_reader(reported: Path, samples: Module
 
 
 @pytest.mark.slow  # a browser: make test, not test-fast
-def test_the_page_prints_on_a4_with_no_table_cut(reported: Path, tmp_path: Path) -> None:
+def test_the_page_prints_on_a4_with_no_table_cut(
+    reported: Path, tmp_path: Path, chromium: Chromium
+) -> None:
     """Printed as a browser's "Save as PDF" does, the page is A4 portrait; laid out at A4's
     printed width with the print rules, no table, set of cards or chart is wider than the
     column that holds it."""
@@ -173,13 +179,15 @@ def test_the_page_prints_on_a4_with_no_table_cut(reported: Path, tmp_path: Path)
     for width, height in boxes:
         assert float(width) == pytest.approx(A4_POINTS, abs=2)
         assert float(height) > float(width)  # portrait
-    found = probed(reported, tmp_path, width=PRINTED_WIDTH_PX, height=1100, print_rules=True)
+    found = probed(
+        chromium, reported, tmp_path, width=PRINTED_WIDTH_PX, height=1100, print_rules=True
+    )
     assert found["overflowing"] == []
     assert found["page"] <= PRINTED_WIDTH_PX
 
 
 @pytest.mark.slow  # a browser: make test, not test-fast
-def test_the_width_check_sees_a_table_too_wide(tmp_path: Path) -> None:
+def test_the_width_check_sees_a_table_too_wide(tmp_path: Path, chromium: Chromium) -> None:
     """The check above can fail: a table of long unbreakable cells at a fixed width is
     wider than its column."""
     out = tmp_path / "wide"
@@ -188,5 +196,5 @@ def test_the_width_check_sees_a_table_too_wide(tmp_path: Path) -> None:
     (out / "report.html").write_text(
         f"<html><body><section><table><tr>{cells}</tr></table></section></body></html>"
     )
-    found = probed(out, tmp_path, width=PRINTED_WIDTH_PX, height=600, print_rules=True)
+    found = probed(chromium, out, tmp_path, width=PRINTED_WIDTH_PX, height=600, print_rules=True)
     assert found["overflowing"]

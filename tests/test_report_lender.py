@@ -12,8 +12,8 @@ from typing import Any
 
 import polars as pl
 import pytest
+from programs import Chromium, console_messages
 from support import ROOT, InProcess, env_for
-from test_report import chromium, console_messages
 
 from batchval.sandbox.server import RunningSandbox
 from batchval.tools.report import write_report
@@ -30,7 +30,7 @@ def _text(dom: str) -> str:
 
 @pytest.mark.slow
 def test_a_book_whose_balance_is_current_balance_gets_its_totals_bands_and_loans_over_100(
-    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess, chromium: Chromium
 ) -> None:
     """issue 25's example: the mortgage book with its balance column renamed `Current
     Balance`, valued live: Chromium shows the total balance, a balance in every LTV band

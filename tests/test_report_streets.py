@@ -8,8 +8,8 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from programs import Chromium, console_messages
 from support import TEST, InProcess, env_for, portfolio
-from test_report import chromium, console_messages
 from test_report_lender import _text
 
 from batchval.sandbox.server import RunningSandbox
@@ -18,7 +18,7 @@ from batchval.tools.report import write_report
 
 @pytest.mark.slow
 def test_a_streets_report_shows_the_street_figures_under_its_own_title(
-    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess, chromium: Chromium
 ) -> None:
     """Sold prices, crime, rents, energy and the price index, each from the file's own
     figures, under "Street analysis" and with the streets' own words; in Chromium."""

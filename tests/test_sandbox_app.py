@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import time
 from typing import Any
 
 import anyio
@@ -368,18 +369,20 @@ async def test_include_order_and_repeats_are_the_same_request(raw: httpx.AsyncCl
 
 
 async def test_concurrent_same_key_gets_409(raw: httpx.AsyncClient, sandbox: Sandbox) -> None:
-    """While the first call with a key runs, a second one gets request-in-progress."""
-    sandbox.set_faults(Faults(latency_ms=400))
+    """While the first call with a key runs, a second one gets request-in-progress. The
+    first to arrive is held until the other has its answer, so no machine outruns it."""
+    sandbox.set_faults(Faults(slow_share=1.0, slow_seconds=3600))
     headers = await bearer(raw)
     answers: list[httpx.Response] = []
 
-    async def send(delay: float) -> None:
-        await anyio.sleep(delay)  # the behaviour: the second call starts while the first runs
+    async def send() -> None:
         answers.append(await post(raw, GOOD, headers, "race-key-0001"))
 
     async with anyio.create_task_group() as tg:
-        tg.start_soon(send, 0)
-        tg.start_soon(send, 0.1)
+        tg.start_soon(send)
+        tg.start_soon(send)
+        await wait_until_async(lambda: answers, 10, "the second call's answer")
+        sandbox.finish_slow_work()
     assert sorted(a.status_code for a in answers) == [201, 409]
     conflict = next(a for a in answers if a.status_code == 409)
     assert problem_name(conflict) == "request-in-progress"
@@ -545,9 +548,11 @@ async def test_503_share_is_never_charged(raw: httpx.AsyncClient, sandbox: Sandb
 async def test_outage_then_recovery(raw: httpx.AsyncClient) -> None:
     """An outage set over HTTP answers 503 to everything until it ends."""
     headers = await bearer(raw)
-    await raw.post("/_sandbox/faults", json={"outage_seconds": 0.3})
+    began = time.monotonic()
+    await raw.post("/_sandbox/faults", json={"outage_seconds": 2})
     assert (await post(raw, GOOD, headers)).status_code == 503
-    await anyio.sleep(0.35)  # the behaviour: an outage that lasts 0.3 s of real time
+    # The behaviour: an outage that lasts 2 s of real time (the 503 above came well inside it).
+    await anyio.sleep(2.05 - (time.monotonic() - began))
     assert (await post(raw, GOOD, headers)).status_code == 201
 
 
@@ -567,12 +572,15 @@ async def test_504_after_commit_then_replay(raw: httpx.AsyncClient, sandbox: San
 async def test_slow_call_is_cut_at_the_request_timeout(
     config: SandboxConfig, raw: httpx.AsyncClient, sandbox: Sandbox
 ) -> None:
-    """Past the request timeout: 504, then 409 while the work runs, then the replay."""
+    """Past the request timeout: 504, then 409 while the work runs, then the replay. The
+    work is held until the test ends it (an hour's slowness), so no machine outruns it."""
     sandbox.config.request_timeout_seconds = 0.2
-    sandbox.set_faults(Faults(slow_share=1.0, slow_seconds=0.6))
+    sandbox.set_faults(Faults(slow_share=1.0, slow_seconds=3600))
     headers = await bearer(raw)
     assert (await post(raw, GOOD, headers, "slow-key-0001")).status_code == 504
     assert (await post(raw, GOOD, headers, "slow-key-0001")).status_code == 409
+    assert sandbox.ledger.charges_by_key() == {}
+    sandbox.finish_slow_work()
     # The sandbox charges and stores the answer in one step: charged is committed.
     await wait_until_async(sandbox.ledger.charges_by_key, 10, "the work to commit")
     sandbox.set_faults(Faults())
@@ -618,25 +626,45 @@ async def test_rate_limit_storm(raw: httpx.AsyncClient, sandbox: Sandbox) -> Non
     assert len(sandbox.ledger.deadlines) == 1
 
 
-async def _estimate(month: str | None, now: dt.datetime) -> int:
-    """The estimate a fresh sandbox whose clock reads `now` gives GOOD, its figures' month
-    pinned or not."""
+async def _figures(month: str | None, now: dt.datetime) -> dict[str, Any]:
+    """The `valuation` object a fresh sandbox whose clock reads `now` gives GOOD, its
+    figures' month pinned or not."""
     sandbox = Sandbox(SandboxConfig(figures_month=month), SandboxClock(now))
     transport = httpx.ASGITransport(app=sandbox.app)
     async with httpx.AsyncClient(transport=transport, base_url="http://sandbox") as http:
         response = await post(http, GOOD, await bearer(http, TEST), key="k-figures")
     assert response.status_code == 201, response.text
-    estimate: int = response.json()["valuation"]["estimate"]
-    return estimate
+    figures: dict[str, Any] = response.json()["valuation"]
+    return figures
 
 
-async def test_a_pinned_figures_month_keeps_the_figures_whatever_the_clock() -> None:
+# Clocks of their own, never today's: a month's figures are compared by what the month
+# promises (its index month), not by whether one property's estimate happens to round alike.
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (dt.datetime(2026, 12, 6, 4, tzinfo=dt.UTC), dt.datetime(2027, 3, 11, tzinfo=dt.UTC)),
+        (
+            dt.datetime(2026, 12, 31, 23, 59, 59, tzinfo=dt.UTC),
+            dt.datetime(2028, 2, 29, tzinfo=dt.UTC),
+        ),
+    ],
+)
+async def test_a_pinned_figures_month_keeps_the_figures_whatever_the_clock(
+    first: dt.datetime, second: dt.datetime
+) -> None:
     """config.figures_month (BATCHVAL_SANDBOX_FIGURES_MONTH) fixes the figures for snapshot
-    tests: two clocks months apart give one estimate; unpinned, they differ."""
-    now = dt.datetime.now(dt.UTC)
-    later = now + dt.timedelta(days=95)
-    assert await _estimate("2026-11", now) == await _estimate("2026-11", later)
-    assert await _estimate(None, now) != await _estimate(None, later)
+    tests: under any two clocks they are the figures an unpinned sandbox gives in that month,
+    indexed to two months before it; unpinned, each clock's figures are indexed to two months
+    before its own month."""
+    in_the_month = await _figures(None, dt.datetime(2026, 11, 3, tzinfo=dt.UTC))
+    assert in_the_month["indexedTo"] == "2026-09"
+    assert await _figures("2026-11", first) == in_the_month
+    assert await _figures("2026-11", second) == in_the_month
+    for clock in (first, second):
+        month = clock.year * 12 + clock.month - 1 - 2
+        expected = f"{month // 12:04d}-{month % 12 + 1:02d}"
+        assert (await _figures(None, clock))["indexedTo"] == expected
 
 
 @pytest.mark.parametrize("month", ["2026-13", "November", "2026-11-01"])

@@ -133,6 +133,10 @@ class Sandbox:
         """Replace the faults; an outage starts now and lasts `outage_seconds`."""
         self._faults.apply(faults)
 
+    def finish_slow_work(self) -> None:
+        """End every slow call's wait now (`Faults.slow_share`): the call commits."""
+        self._faults.finish_slow_work()
+
     def account(self, client_id: str) -> Account:
         account = self.config.account(client_id)
         if account is None:

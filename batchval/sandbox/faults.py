@@ -14,6 +14,7 @@ nothing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 
 from starlette.responses import Response
@@ -51,6 +52,9 @@ class FaultInjector:
     def __init__(self, config: SandboxConfig, clock: SandboxClock, rng: random.Random) -> None:
         self._config, self._clock, self._rng = config, clock, rng
         self._outage_until = 0.0
+        # Set to end the slow calls' waits at once (`finish_slow_work`), on their loop.
+        self._finish_slow = asyncio.Event()
+        self._slow_loop: asyncio.AbstractEventLoop | None = None
         self.apply(config.faults)
 
     @property
@@ -91,7 +95,19 @@ class FaultInjector:
     async def slow_work(self, faults: Faults) -> None:
         """Work that may outlast the request's time limit (a 504, then 409s until done)."""
         if self._chance(faults.slow_share):
-            await asyncio.sleep(faults.slow_seconds)
+            self._slow_loop = asyncio.get_running_loop()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._finish_slow.wait(), faults.slow_seconds)
+
+    def finish_slow_work(self) -> None:
+        """End the wait of every slow call under way now, as if `slow_seconds` had passed: a
+        test holds a call in progress for as long as it needs, whatever the machine's speed,
+        then lets it commit. Safe from any thread (a sandbox served in one, a test in another)."""
+        finish, self._finish_slow = self._finish_slow, asyncio.Event()
+        if self._slow_loop is None:
+            finish.set()
+        else:
+            self._slow_loop.call_soon_threadsafe(finish.set)
 
     def after_commit(self, payload: bytes, faults: Faults) -> Response:
         """The 201, or one of the faults that strike after the valuation is made."""
