@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast docs docs-check docs-serve lint typecheck browser calc tmux reliability bench airflow-check dist s3-local s3-local-stop clean
+.PHONY: run test test-fast test-dates docs docs-check docs-serve lint typecheck browser calc tmux faketime reliability bench airflow-check dist s3-local s3-local-stop clean
 
 RUNTIME := $(VENV)/.runtime
 AZURITE_DIR := $(VENV)/azurite
@@ -63,6 +63,14 @@ calc:
 		&& apt-get update -qq && apt-get install -y -qq libreoffice-calc-nogui >/dev/null; } \
 		|| echo "LibreOffice is not installed: the CSV export's spreadsheet tests will fail"
 
+# libfaketime moves a process's clock (tests/clocks.py): the calendar's tests start batchval
+# at the year's end, on a leap day, on the nights the UK clocks go back. Debian's faketime,
+# installed as chromium is; those tests fail without it (they never skip).
+faketime:
+	@ls /usr/lib/*/faketime/libfaketime.so.1 >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+		&& apt-get update -qq && apt-get install -y -qq faketime >/dev/null; } \
+		|| echo "libfaketime is not installed: the calendar's tests will fail"
+
 # pytest with bytecode written even where the environment says not to (a container's
 # PYTHONDONTWRITEBYTECODE=1): pytest rewrites the asserts of every test module and of its
 # plugins' packages (schemathesis, hypothesis, anyio: 478 modules) in each worker, and
@@ -77,7 +85,7 @@ PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest
 # worker that comes free takes queued cases from another (worksteal): no long case left to
 # the end. Every test but the docs' shell examples (marked `docs_examples`), which `make
 # docs-check` runs; CI runs both. `make test-fast`, mostly CPU, is quickest with three.
-test: lint typecheck docs browser calc tmux
+test: lint typecheck docs browser calc tmux faketime
 	$(PYTEST) -q -n 6 --dist worksteal -m "not docs_examples"
 
 # The documentation site (mkdocs.yml) into site/, strict: a broken link or anchor, a page
@@ -105,6 +113,14 @@ docs-serve: $(STAMP)
 # slow ones, `make docs-check` the docs'.
 test-fast: $(STAMP)
 	$(PYTEST) -q -n 3 --dist worksteal -m "not slow and not docs_examples"
+
+# The tests that touch the calendar (marked `dates`) with the clock of pytest and of every
+# process it starts at each hard instant of tests/clocks.py: the year's end across midnight,
+# New Year's Day, the nights the UK clocks go back (00:30 and 01:30 UTC), 28 and 29 February
+# 2028, the last day of a 30-day month; one instant after another (tests/dates.py). CI runs
+# it. `make test` runs tests/test_calendar.py, which starts batchval at each instant itself.
+test-dates: $(STAMP) faketime
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python tests/dates.py
 
 # tests/test_logs.py checks the terminal under tmux. As root on a machine with apt-get,
 # install tmux when it is missing; anywhere else say so and go on (those tests skip).

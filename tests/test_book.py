@@ -24,7 +24,7 @@ from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
 
 # End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.dates]
 
 DAY = 86_400
 ROWS = 300

@@ -12,6 +12,9 @@ from batchval.settings import RunOptions, Settings
 from batchval.valuations.book import BookEntry
 from batchval.valuations.booking import _rank, night_budget, request_fingerprint
 
+# Touches the calendar: `make test-dates` runs it at each hard instant (tests/clocks.py).
+pytestmark = pytest.mark.dates
+
 NOW = dt.datetime(2026, 11, 23, 2, 0, tzinfo=dt.UTC)
 FRESH_FOR = dt.timedelta(days=30)
 

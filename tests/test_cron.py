@@ -16,6 +16,9 @@ from support import BATCHVAL, LIVE, ROOT, portfolio, wait_until
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
 
+# Touches the calendar: `make test-dates` runs it at each hard instant (tests/clocks.py).
+pytestmark = pytest.mark.dates
+
 PAGE = ROOT / "docs" / "how-to" / "cron.md"
 PROJECT = "/opt/batchval"
 PROJECT_BATCHVAL = PROJECT + "/.venv/bin/batchval"

@@ -11,6 +11,9 @@ from hypothesis import strategies as st
 
 from batchval.engine.keys import daily_run_id, idempotency_key, idempotency_keys
 
+# Touches the calendar: `make test-dates` runs it at each hard instant (tests/clocks.py).
+pytestmark = pytest.mark.dates
+
 requests = st.fixed_dictionaries(
     {
         "postcode": st.sampled_from(["SW1A 2AA", "M1 1AE", "CF10 1AA"]),

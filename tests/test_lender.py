@@ -30,6 +30,9 @@ from batchval.contract.lender import (
 from batchval.input.lender import LenderOptions
 from batchval.sandbox.server import RunningSandbox
 
+# Touches the calendar: `make test-dates` runs it at each hard instant (tests/clocks.py).
+pytestmark = pytest.mark.dates
+
 LENDER_COLUMNS = [
     "indexed_ltv",
     "ltv_low_estimate",

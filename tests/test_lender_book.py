@@ -14,7 +14,7 @@ from support import ROOT, InProcess, assert_paid_once, env_for, outputs
 
 from batchval.sandbox.server import RunningSandbox
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.dates]
 
 SAMPLES = ROOT / "sample_inputs"
 AMBIGUOUS = {"Bungalow", "Park Home", "O"}  # Bungalow with no built form

@@ -17,6 +17,9 @@ from batchval.logs import Redactor
 from batchval.sandbox.server import RunningSandbox
 from batchval.valuations.manifest import MANIFEST_NAME, METADATA_KEY, Manifest, read_metadata
 
+# Touches the calendar: `make test-dates` runs it at each hard instant (tests/clocks.py).
+pytestmark = pytest.mark.dates
+
 
 def manifest_of(out: Path) -> dict[str, Any]:
     found: dict[str, Any] = json.loads((out / MANIFEST_NAME).read_text(encoding="utf-8"))

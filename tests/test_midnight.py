@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -16,6 +17,9 @@ from batchval.engine.midnight import (
     next_midnight,
     resume_after_daily_limit,
 )
+
+# Touches the calendar: `make test-dates` runs it at each hard instant (tests/clocks.py).
+pytestmark = pytest.mark.dates
 
 UTC = dt.UTC
 DAY = dt.timedelta(days=1)

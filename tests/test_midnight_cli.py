@@ -24,7 +24,7 @@ from batchval.sandbox.ledger import RequestRecord
 from batchval.sandbox.server import RunningSandbox
 
 # End to end: the CLI in this process against the sandbox (`make test-fast` leaves it out).
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.dates]
 
 DAY = 86_400
 # batchval's clock a minute ahead of the sandbox's, and a minute behind.

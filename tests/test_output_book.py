@@ -23,6 +23,9 @@ from batchval.valuations.book import (
     write_book,
 )
 
+# Touches the calendar: `make test-dates` runs it at each hard instant (tests/clocks.py).
+pytestmark = pytest.mark.dates
+
 NOW = dt.datetime(2026, 11, 23, 2, 0, tzinfo=dt.UTC)
 PASSTHROUGH = pa.schema([("loan_id", pa.string())])
 

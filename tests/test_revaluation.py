@@ -20,6 +20,9 @@ from batchval.input.lender import RevaluationPolicy, find_lender_columns
 from batchval.outcome import SettingsError
 from batchval.settings import load_settings
 
+# Touches the calendar: `make test-dates` runs it at each hard instant (tests/clocks.py).
+pytestmark = pytest.mark.dates
+
 RULE = RevaluationPolicy()
 AS_OF = dt.date(2026, 11, 27)
 FIVE_YEARS_AGO = dt.date(2021, 11, 27)
@@ -240,7 +243,9 @@ def test_a_books_carried_loans_are_flagged_as_of_tonight(tmp_path: Path) -> None
     results = pl.read_parquet(second / "results.parquet")
     carried = results.filter(pl.col("source") == "book")
     assert carried.height == 50
-    as_of = dt.datetime.now(dt.UTC).date()
+    # The run's own date (the UTC day it started on), not the test's clock after it.
+    started = json.loads((second / "summary.json").read_text())["started_at"]
+    as_of = dt.datetime.fromisoformat(started).astimezone(dt.UTC).date()
     want = expected(carried, RevaluationPolicy(max_age_years=1), as_of)
     assert carried.get_column("trigger_age").to_list() == want.get_column("trigger_age").to_list()
     before = pl.read_parquet(first / "results.parquet").filter(pl.col("source") == "api")

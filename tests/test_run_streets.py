@@ -23,7 +23,7 @@ from batchval.store.database import Database
 from batchval.store.streets import StreetStore
 from batchval.streets.job import StreetApi, StreetJob
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.dates]
 
 FAST = RetryPolicy(max_attempts=6, backoff_initial=0.01, backoff_max=0.05, in_progress_wait=0.05)
 

@@ -25,6 +25,9 @@ from batchval.sandbox.data import (
     valuation_parts,
 )
 
+# Touches the calendar: `make test-dates` runs it at each hard instant (tests/clocks.py).
+pytestmark = pytest.mark.dates
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 

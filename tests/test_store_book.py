@@ -5,10 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from batchval.store.book import CARRY, SEND, BookStore
 from batchval.store.checkpoint import Checkpoint
 from batchval.store.database import Database
+
+# Touches the calendar: `make test-dates` runs it at each hard instant (tests/clocks.py).
+pytestmark = pytest.mark.dates
 
 
 def _planned(tmp_path: Path) -> tuple[Checkpoint, BookStore]:

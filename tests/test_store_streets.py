@@ -6,9 +6,13 @@ import datetime as dt
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
 from batchval.store.database import Database
 from batchval.store.streets import REPEAT_WINDOW, StreetStore
+
+# Touches the calendar: `make test-dates` runs it at each hard instant (tests/clocks.py).
+pytestmark = pytest.mark.dates
 
 T0 = dt.datetime(2026, 3, 1, 12, tzinfo=dt.UTC)
 

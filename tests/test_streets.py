@@ -30,6 +30,9 @@ from batchval.store.database import Database
 from batchval.streets.runner import StreetReading, Streets, StreetsRequest, StreetsSummary
 from batchval.streets.schema import CRIME, ENERGY, PRICE_INDEX, RENTAL, SOLD_PRICES, STOP
 
+# Touches the calendar: `make test-dates` runs it at each hard instant (tests/clocks.py).
+pytestmark = pytest.mark.dates
+
 DAY = 86_400
 # Rows 1-3 spell one postcode three ways; row 5 has a bad bedrooms value but a good
 # postcode; row 6's postcode is not one; the sandbox holds nothing for unit ZZ (row 7, 9).

@@ -26,7 +26,7 @@ from batchval.store.database import Database
 from batchval.store.lock import RunLock
 
 # End to end: the CLI in this process against the sandbox (`make test-fast` leaves it out).
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.dates]
 
 READS = "/valuations/"
 

@@ -55,6 +55,7 @@ from batchval.sandbox.clock import SandboxClock
 from batchval.sandbox.config import Account, Faults, SandboxConfig, figures_moment
 from batchval.sandbox.controls import Controls
 from batchval.sandbox.faults import FaultInjector
+from batchval.sandbox.lag import LoopLag
 from batchval.sandbox.ledger import Ledger, RequestRecord
 from batchval.sandbox.limits import Limits
 from batchval.sandbox.state import (
@@ -110,7 +111,8 @@ class Sandbox:
         self._rng = random.Random(self.config.seed)
         self._faults = FaultInjector(self.config, self.clock, self._rng)
         self._auth = TokenAuth(self.config, self.clock, self._faults)
-        self._limits = Limits(self.config, self.clock, self.ledger)
+        self._lag = LoopLag(self.clock.monotonic)
+        self._limits = Limits(self.config, self.clock, self.ledger, self._lag)
         self._state = SandboxState()
         self.app = Starlette(
             routes=[
@@ -163,6 +165,11 @@ class Sandbox:
     def early_grace_seconds(self, seconds: float) -> None:
         self._limits.early_grace_seconds = seconds
 
+    def early_allowance_seconds(self) -> float:
+        """How long after a 429 a call arriving now still counts as sent before it: the
+        grace, plus how late this sandbox's own loop has lately been (`lag.LoopLag`)."""
+        return self._limits.early_allowance()
+
     @property
     def _tokens(self) -> dict[str, Token]:
         # Every token issued, by its value: tests check that none reaches a log or a file.
@@ -173,6 +180,7 @@ class Sandbox:
     async def _serve(self, request: Request, call: _Call, handler: _Handler) -> Response:
         """Authenticate, pace, answer, and write the call in the ledger whatever happens."""
         at, mono = self.clock.now(), self.clock.monotonic()
+        self._lag.watch()
         call.key = request.headers.get("Idempotency-Key")
         response: Response
         try:

@@ -4,7 +4,8 @@ docs/api.md, section 6. The short-term limit is a token bucket per account (its 
 setting, since the API does not publish its own); the daily limit counts calls that create
 a valuation or a charged street analysis, per UTC day of the sandbox clock. Every
 `Retry-After` given is a deadline in the ledger, and a call that arrives before one (less
-a grace) is marked early there. Charges are written in the ledger as they are taken.
+a grace, and less the lateness of the sandbox's own loop: `lag.LoopLag`) is marked early
+there. Charges are written in the ledger as they are taken.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import NoReturn
 from batchval.sandbox.answers import ProblemAnswer
 from batchval.sandbox.clock import SandboxClock
 from batchval.sandbox.config import Account, SandboxConfig
+from batchval.sandbox.lag import LoopLag
 from batchval.sandbox.ledger import ChargeRecord, Deadline, Ledger
 
 
@@ -28,8 +30,10 @@ class _Bucket:
 
 
 class Limits:
-    def __init__(self, config: SandboxConfig, clock: SandboxClock, ledger: Ledger) -> None:
-        self._config, self._clock, self._ledger = config, clock, ledger
+    def __init__(
+        self, config: SandboxConfig, clock: SandboxClock, ledger: Ledger, lag: LoopLag
+    ) -> None:
+        self._config, self._clock, self._ledger, self._lag = config, clock, ledger, lag
         # Forgives calls already on the wire when the 429 went out: a client cannot stop a
         # request it sent before it heard the answer.
         self.early_grace_seconds = 0.05
@@ -38,14 +42,22 @@ class Limits:
         self._active_deadlines: dict[str, list[Deadline]] = {}
 
     def is_early(self, client_id: str, at: dt.datetime, mono: float) -> bool:
-        """True when a call arrives before a deadline given to the account (less the grace)."""
+        """True when a call arrives before a deadline given to the account, later after it
+        was given than the grace plus the loop's recent lateness (a call seen late may have
+        been sent before its sender could hear the 429)."""
         active = [
             d
             for d in self._active_deadlines.get(client_id, [])
             if (at < d.until_at if d.code == "daily_limit" else mono < d.until_monotonic)
         ]
         self._active_deadlines[client_id] = active
-        return any(mono > d.issued_monotonic + self.early_grace_seconds for d in active)
+        if not active:
+            return False
+        grace = self.early_allowance()
+        return any(mono > d.issued_monotonic + grace for d in active)
+
+    def early_allowance(self) -> float:
+        return self.early_grace_seconds + self._lag.recent()
 
     def _give_deadline(self, client_id: str, code: str | None, retry_after: int) -> None:
         now, mono = self._clock.now(), self._clock.monotonic()
