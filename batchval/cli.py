@@ -239,6 +239,7 @@ def sandbox(
     storm_retry_after: int | None,
     seed: int | None,
     figures_month: str | None,
+    stamp_precision: str | None,
 ) -> None:
     """Serve a local fake of the Partner API (prints one JSON line once listening)."""
     # Imported here: the sandbox's server libraries are not needed by the other commands.
@@ -272,6 +273,8 @@ def sandbox(
         except ConfigError as exc:
             raise click.UsageError(f"--figures-month: {exc}") from None
         config.figures_month = figures_month
+    if stamp_precision is not None:
+        config.stamp_precision = stamp_precision
     overrides: dict[str, Any] = {
         "latency_ms": latency_ms,
         "latency_jitter_ms": jitter_ms,

@@ -55,7 +55,7 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"\d{4}-\d\d-\d\d", "<date>"),
         (r"\d{8}T\d{6}Z?", "<time>"),
         # Durations and rates, in words and in JSON.
-        (r'("[a-z_]*seconds[a-z_]*": )\d+(\.\d+)?', r"\1<n>"),
+        (r'("[a-z_]*seconds[a-z_]*": )-?\d+(\.\d+)?', r"\1<n>"),
         (r"\b\d+(\.\d+)?\s?(ms|s|min|h)\b", "<duration>"),
         (r"\b\d+(\.\d+)?/s\b", "<rate>"),
         (r"\b\d+m\d+(\.\d+)?s\b", "<duration>"),

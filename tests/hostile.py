@@ -53,6 +53,7 @@ from starlette.types import Message, Receive, Scope, Send
 from support import wait_until
 
 from batchval.sandbox.app import API_PREFIX
+from batchval.sandbox.lag import LoopLag
 
 API_PATHS = "/partners/"
 # Headers that belong to one connection, not to the message (RFC 9110 section 7.6.1);
@@ -103,6 +104,9 @@ class Exchange:
     # it. Its pause starts then at the earliest; `answered`, stamped once the proxy's own
     # thread runs again, can come after the client read the answer (2 ms, in one run).
     answering: float = 0.0
+    # How late the proxy's own loop had lately been when the request reached it
+    # (`LoopLag`): a request seen that late may have been sent before the 429 was heard.
+    lag: float = 0.0
 
 
 # Forgives a request that was on its way when the proxy handed on a 429: the client
@@ -150,6 +154,7 @@ class HostileProxy:
         self.port = 0
         self.counts: collections.Counter[str] = collections.Counter()
         self.exchanges: list[Exchange] = []
+        self._lag = LoopLag()
         self.mutated: dict[str, int] = {}  # valuation id -> the estimate as the API sent it
         # Every POST /valuations as it arrived: its Idempotency-Key and its body's bytes.
         self.posted: list[tuple[str | None, bytes]] = []
@@ -203,11 +208,13 @@ class HostileProxy:
             for e in self.exchanges
             if e.path.startswith(API_PATHS)
             for start, end in pauses
-            if start + EARLY_GRACE_SECONDS < e.arrived < end
+            if start + EARLY_GRACE_SECONDS + e.lag < e.arrived < end
         ]
 
     async def _http_call(self, scope: Scope, receive: Receive, send: Send) -> None:
         arrived = time.monotonic()
+        self._lag.watch()
+        lag = self._lag.recent()
         method, path = scope["method"], scope["path"]
         body = await _read_body(receive)
         if method == "POST" and path == API_PREFIX + "/valuations":
@@ -216,7 +223,7 @@ class HostileProxy:
         if path.startswith(API_PATHS) and self._draw_html():
             status = self.rules.html_status
             await _answer(send, status, [(b"content-type", HTML_TYPE.encode())], html_page(status))
-            self._note(method, path, status, "html", arrived)
+            self._note(method, path, status, "html", arrived, lag=lag)
             return
         assert self._http is not None, "the proxy serves only between startup and shutdown"
         target = self.upstream + scope["raw_path"].decode("latin-1")
@@ -228,15 +235,21 @@ class HostileProxy:
             upstream = await self._http.send(request, stream=True)
         except httpx.TransportError:
             await _answer(send, 502, [(b"content-type", b"text/plain")], b"bad gateway\n")
-            self._note(method, path, 502, "upstream_error", arrived)
+            self._note(method, path, 502, "upstream_error", arrived, lag=lag)
             return
         try:
-            await self._relay(method, path, upstream, send, arrived)
+            await self._relay(method, path, upstream, send, arrived, lag)
         finally:
             await upstream.aclose()
 
     async def _relay(
-        self, method: str, path: str, upstream: httpx.Response, send: Send, arrived: float
+        self,
+        method: str,
+        path: str,
+        upstream: httpx.Response,
+        send: Send,
+        arrived: float,
+        lag: float,
     ) -> None:
         headers = [(k, v) for k, v in upstream.headers.raw if k.lower() not in _HOP_BY_HOP]
         paid = (
@@ -252,7 +265,7 @@ class HostileProxy:
             rewritten = self._broken(original) if broken else self._mutated(original)
             rule = "forwarded" if rewritten is None else "broken" if broken else "mutated"
             await _answer(send, 201, headers, original if rewritten is None else rewritten)
-            self._note(method, path, 201, rule, arrived)
+            self._note(method, path, 201, rule, arrived, lag=lag)
             return
         length = upstream.headers.get("content-length")
         if length is not None:
@@ -275,6 +288,7 @@ class HostileProxy:
             arrived,
             retry_after=None if retry_after is None else float(retry_after),
             answering=answering,
+            lag=lag,
         )
 
     # --- rules -------------------------------------------------------------------------
@@ -322,12 +336,13 @@ class HostileProxy:
         *,
         retry_after: float | None = None,
         answering: float | None = None,
+        lag: float = 0.0,
     ) -> None:
         self.counts[rule] += 1
         answered = time.monotonic()
         begun = answered if answering is None else answering
         self.exchanges.append(
-            Exchange(method, path, status, rule, arrived, answered, retry_after, begun)
+            Exchange(method, path, status, rule, arrived, answered, retry_after, begun, lag)
         )
 
 

@@ -27,7 +27,7 @@ from secrets_scan import Secret, assert_clean
 
 from batchval import redaction
 from batchval.api import Credentials, PartnerClient
-from batchval.engine.charges import Received, ServerClock
+from batchval.engine.charges import Evidence, Received
 from batchval.engine.job import Settled
 from batchval.sandbox.config import Account, SandboxConfig
 from batchval.sandbox.server import RunningSandbox
@@ -290,7 +290,7 @@ def settle_sent(checkpoint: Checkpoint, key: str, data: dict[str, Any]) -> Settl
         key,
         data,
         first_sent="2000-01-01T00:00:00+00:00",
-        clock=ServerClock(),
+        evidence=Evidence(),
         received=Received(dt.datetime.now(dt.UTC)),
     )
 

@@ -426,7 +426,7 @@ def test_version_3_checkpoint_gets_its_row_counts(tmp_path: Path) -> None:
     db.commit()
     db.close()
     checkpoint = Checkpoint(Database.open(tmp_path))
-    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "7"
+    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "8"
     assert _row_figures(checkpoint) == _joined_counts(tmp_path) == (4, 1, 2, 0, 1, 1)
     counts = checkpoint.counts()
     assert (counts.requests, counts.requests_pending) == (3, 2)
@@ -582,7 +582,7 @@ def test_version_4_checkpoint_gains_the_street_tables(tmp_path: Path) -> None:
     before = _row_figures(old)
     old.database.close()
     checkpoint = Checkpoint(Database.open(tmp_path))
-    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "7"
+    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "8"
     assert _row_figures(checkpoint) == before
     tables = {row[0] for row in checkpoint.database.sql.execute("SELECT name FROM sqlite_master")}
     assert {"streets", "street_rows", "street_passthrough", "streets_by_state"} <= tables
@@ -598,7 +598,7 @@ def test_version_5_checkpoint_gains_the_book_plan(tmp_path: Path) -> None:
     before = _row_figures(old)
     old.database.close()
     checkpoint = Checkpoint(Database.open(tmp_path))
-    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "7"
+    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "8"
     assert _row_figures(checkpoint) == before
     assert checkpoint.database.sql.execute("SELECT COUNT(*) FROM book_rows").fetchone() == (0,)
     version = checkpoint.database.sql.execute("PRAGMA table_info(book_rows)").fetchall()

@@ -369,7 +369,7 @@ def test_outage_shorter_than_the_run_accepts(served: RunningSandbox, tmp_path: P
     # the run's window is the outage and a minute more, at every scale (at scale 10 an
     # 80 s outage against a fixed 60 s window was, rightly, an api_unavailable stop).
     outage = 8 * SCALE
-    served.sandbox.set_faults(Faults(outage_seconds=outage))
+    served.sandbox.set_faults(Faults(outage_seconds=outage, outage_from_first_call=True))
     window = run_config(tmp_path, outage_seconds=outage + 60)
     job = make_job(served, tmp_path, scaled(30), args=window)
     assert job.run() == 0, job.logs[-1][-3000:]
@@ -728,7 +728,8 @@ def test_outage_shorter_than_the_run_accepts_with_two_workers(
 ) -> None:
     """Two workers, 3 attempts a request, a 4 s outage against outage_seconds 60: the
     outage is ridden out and the first run completes."""
-    served.sandbox.set_faults(Faults(outage_seconds=4))
+    # From the first call: however long the process takes to start, the outage strikes.
+    served.sandbox.set_faults(Faults(outage_seconds=4, outage_from_first_call=True))
     settings = run_config(tmp_path, outage_seconds=60, max_attempts=3)
     job = make_job(served, tmp_path, 10, args=("--concurrency", "2", *settings))
     code = job.run()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 import time
 from typing import Any
 
@@ -675,3 +676,47 @@ async def test_a_pinned_figures_month_keeps_the_figures_whatever_the_clock(
 def test_a_figures_month_that_is_no_month_is_refused(month: str) -> None:
     with pytest.raises(ConfigError, match="YYYY-MM"):
         config_from_mapping({"figures_month": month})
+
+
+@pytest.mark.parametrize(
+    ("precision", "pattern"),
+    [
+        ("second", r"T\d\d:\d\d:\d\dZ$"),
+        ("milli", r"T\d\d:\d\d:\d\d\.\d{3}Z$"),
+        ("micro", r"T\d\d:\d\d:\d\d\.\d{6}Z$"),
+    ],
+)
+async def test_valued_at_is_stamped_to_the_configured_precision(
+    precision: str, pattern: str
+) -> None:
+    """stamp_precision cuts valuedAt to whole seconds, milliseconds or microseconds, never
+    later than the instant it stands for."""
+    config = config_from_mapping({"stamp_precision": precision})
+    before = dt.datetime.now(dt.UTC)
+    sandbox = Sandbox(config, SandboxClock())
+    transport = httpx.ASGITransport(app=sandbox.app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://sandbox") as http:
+        response = await post(http, GOOD, await bearer(http, TEST), key="k-precision")
+    assert response.status_code == 201, response.text
+    stamped = response.json()["valuedAt"]
+    assert re.search(pattern, stamped), stamped
+    when = dt.datetime.fromisoformat(stamped.replace("Z", "+00:00"))
+    assert before.replace(microsecond=0) <= when <= dt.datetime.now(dt.UTC)
+
+
+def test_a_stamp_precision_that_is_none_of_the_three_is_refused() -> None:
+    with pytest.raises(ConfigError, match="stamp_precision"):
+        config_from_mapping({"stamp_precision": "nano"})
+
+
+async def test_an_outage_from_the_first_call_strikes_however_late_it_comes(
+    raw: httpx.AsyncClient, sandbox: Sandbox
+) -> None:
+    """outage_from_first_call: the outage's clock starts at the first call, not when the
+    faults were set (a client slow to start still meets it)."""
+    sandbox.set_faults(Faults(outage_seconds=1, outage_from_first_call=True))
+    headers = await bearer(raw)
+    await anyio.sleep(1.2)  # the behaviour: longer than the outage, before the first call
+    assert (await post(raw, GOOD, headers)).status_code == 503
+    sandbox.set_faults(Faults())
+    assert (await post(raw, GOOD, headers)).status_code == 201

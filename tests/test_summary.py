@@ -45,6 +45,7 @@ SUMMARY_KEYS = {
     "finished_at",
     "seconds",
     "portfolio",
+    "api_clock",
 }
 
 COUNTS = Counts(

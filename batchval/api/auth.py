@@ -10,6 +10,7 @@ without a second fetch.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import time
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,7 @@ import httpx
 import structlog
 
 from batchval import redaction
+from batchval.api.apiclock import ApiClock
 from batchval.api.errors import (
     CredentialsRefusedError,
     TransportError,
@@ -60,8 +62,11 @@ class TokenCache:
         *,
         clock: Callable[[], float] = time.monotonic,
         reach: Reach | None = None,
+        api_clock: ApiClock | None = None,
     ) -> None:
+        """`api_clock`: hears each answer's `Date`, when the token URL is the API's host."""
         self._http = http
+        self._api_clock = api_clock
         self._token_url = token_url
         self._token_host = host_of(token_url)
         self._reach = Reach() if reach is None else reach  # the client's, shared
@@ -106,6 +111,7 @@ class TokenCache:
             "client_id": self._credentials.client_id,
             "client_secret": self._credentials.client_secret,
         }
+        sent = dt.datetime.now(dt.UTC)
         try:
             response = await self._http.post(self._token_url, data=form)
         except httpx.TransportError as exc:
@@ -117,6 +123,8 @@ class TokenCache:
                 reach=self._reach,
             ) from None
         self._reach.note(self._token_host)
+        if self._api_clock is not None:
+            self._api_clock.heard(response.headers.get("Date"), sent)
         self.fetches += 1
         status = response.status_code
         oauth_error = _oauth_error(response)

@@ -20,7 +20,6 @@ import collections
 import contextlib
 import dataclasses
 import datetime as dt
-import email.utils
 import json
 import math
 import ssl
@@ -35,6 +34,7 @@ import anyio
 import httpx
 import structlog
 
+from batchval.api.apiclock import ApiClock, http_date
 from batchval.api.auth import AccessToken, Credentials, TokenCache
 from batchval.api.errors import (
     MalformedResponseError,
@@ -48,7 +48,7 @@ from batchval.api.errors import (
     read_no_answer,
 )
 from batchval.api.models import StreetAnalysis, Valuation, ValuationRequest
-from batchval.api.network import Reach, host_of
+from batchval.api.network import Reach, host_of, port_of
 from batchval.version import __version__
 
 log = structlog.get_logger()
@@ -89,10 +89,12 @@ class PartnerClient:
         timeout: float = DEFAULT_TIMEOUT_SECONDS,
         max_connections: int = 32,
         reach: Reach | None = None,
+        api_clock: ApiClock | None = None,
     ) -> None:
         """`reach`: the hosts that have answered before (a DIR's memory of them), which
         decides whether a host name that does not resolve is a wrong address or an outage
-        (`read_no_answer`); every host that answers is noted in it."""
+        (`read_no_answer`); every host that answers is noted in it. `api_clock` hears the
+        `Date` of every answer of the API's host (`apiclock`)."""
         self._owns_http = http is None
         self._closers: list[Callable[[], Awaitable[None]]] = []
         self._timeouts = {"timeout": _timeout(timeout).as_dict()}
@@ -123,8 +125,15 @@ class PartnerClient:
         self._valuations_url = httpx.URL(self._base_url + "/valuations")
         self._base_host = host_of(self._valuations_url)
         self.reach = Reach() if reach is None else reach
+        self.api_clock = ApiClock() if api_clock is None else api_clock
+        token_url = auth_url.rstrip("/") + "/oauth2/token"
         self.tokens = TokenCache(
-            http, auth_url.rstrip("/") + "/oauth2/token", credentials, reach=self.reach
+            http,
+            token_url,
+            credentials,
+            reach=self.reach,
+            # The token URL's `Date` is the API's clock only on the API's own host and port.
+            api_clock=self.api_clock if port_of(token_url) == port_of(base_url) else None,
         )
         self.calls = 0  # requests sent to the API (not the token URL)
         # Those calls by the status answered, "no_answer" when none came back (metrics).
@@ -281,6 +290,7 @@ class PartnerClient:
             "GET", url, headers={"User-Agent": _USER_AGENT}, extensions=self._timeouts
         )
         self.calls += 1
+        sent = dt.datetime.now(dt.UTC)
         try:
             async with self._lend() as send:
                 response = await send(request)
@@ -295,6 +305,7 @@ class PartnerClient:
         status = response.status_code
         self.statuses[str(status)] += 1
         self.reach.note(self._base_host)
+        self.api_clock.heard(response.headers.get("Date"), sent)
         if status in (401, 429):
             self._address_proven = True
             return
@@ -324,7 +335,7 @@ class PartnerClient:
             **(headers or {}),
         }
         url = self._valuations_url if path == "/valuations" else self._base_url + path
-        started = time.monotonic()
+        started, sent = time.monotonic(), dt.datetime.now(dt.UTC)
         self.calls += 1
         answered = "no_answer"
         try:
@@ -358,6 +369,7 @@ class PartnerClient:
         finally:
             self.statuses[answered] += 1
         self.reach.note(self._base_host)
+        self.api_clock.heard(response.headers.get("Date"), sent)
         log.debug(
             "api.call",
             method=method,
@@ -454,12 +466,3 @@ def _retry_after(response: httpx.Response) -> int | None:
         return None
     sent = http_date(response.headers.get("Date", "")) or dt.datetime.now(dt.UTC)
     return max(0, math.ceil((when - sent).total_seconds()))
-
-
-def http_date(value: str) -> dt.datetime | None:
-    """An HTTP-date as an aware datetime, or None."""
-    try:
-        when = email.utils.parsedate_to_datetime(value.strip())
-    except (TypeError, ValueError):
-        return None
-    return when if when.tzinfo is not None else None

@@ -43,6 +43,7 @@ class Settled:
     balance: int | None = None
     problem: str | None = None  # the answer was kept as the item's problem (unreadable)
     stop: tuple[StopReason, str] | None = None  # the answer stops the run (a mixed mode)
+    uncertain: int = 0  # credits of a charge that may be this call's (`engine/charges`)
 
 
 class Job(Protocol[ItemT]):

@@ -85,6 +85,7 @@ class PoolStats:
     problems: int = 0
     left_pending: int = 0
     credits: int = 0
+    uncertain: int = 0  # credits of charges that may be this invocation's (never counted spent)
     balance: int | None = None
     in_flight: int = 0
     unrecognised: int = 0
@@ -323,6 +324,7 @@ class WorkerPool(Generic[ItemT]):
         self._controller.on_success()
         settled = self._job.settle(item, answer)
         self.stats.credits += settled.credits
+        self.stats.uncertain += settled.uncertain
         if settled.balance is not None:
             self.stats.balance = settled.balance
         if settled.stop is not None:
@@ -340,11 +342,13 @@ class WorkerPool(Generic[ItemT]):
 
     def _reserve(self, key: str) -> bool:
         """Whether one more send of `key` keeps the spend under --max-credits, counting
-        every call whose charge is not known yet as charged."""
+        every call whose charge may be this invocation's as charged: fresh, uncertain, and
+        not known yet (in flight, or its answer lost)."""
         cost = self._job.call_credits
         if self._max_credits is None or cost == 0 or key in self._exposed:
             return True
-        exposure = self.stats.credits + cost * (len(self._exposed) + 1)
+        spent = self.stats.credits + self.stats.uncertain
+        exposure = spent + cost * (len(self._exposed) + 1)
         if exposure > self._max_credits:
             return False
         self._exposed.add(key)

@@ -25,6 +25,7 @@ import anyio
 import structlog
 
 from batchval.api import Credentials, PartnerClient, Reach, host_of
+from batchval.api.apiclock import ApiClock
 from batchval.engine.invocation import NotedSignals
 from batchval.engine.job import ItemT, Job
 from batchval.engine.loops import run_async
@@ -81,6 +82,9 @@ class Sending:
     on_metrics: Callable[[Mapping[str, int], int, int], None] | None = None
     # What `wait_for_midnight` is called where a person sets it (the refusal line).
     wait_option: str = "--wait-for-midnight"
+    # What the answers show of the API's clock, heard by the client (a product that classes
+    # its charges on it hands in its own, `engine/charges.Evidence`).
+    api_clock: ApiClock | None = None
 
     def phase(self) -> SendOutcome:
         """The phase from the command's (synchronous) code, behind its two gates: a signal
@@ -115,6 +119,7 @@ class Sending:
             timeout=self.run.timeout_seconds,
             max_connections=self.run.concurrency,
             reach=self._reach(api),
+            api_clock=self.api_clock,
         ) as client:
             return await _Rounds(self, client).send(not_before)
 
@@ -171,6 +176,7 @@ class _Rounds:
             initial_rate=start_rate(sending.run.concurrency), on_pause=self._keep_pause
         )
         self.credits = 0
+        self.uncertain = 0  # credits that may be spent: counted against --max-credits
         self.balance: int | None = None
         self.round_stats = PoolStats()  # this round's figures so far
         self.before = sending.before  # sent in the first round only
@@ -246,12 +252,13 @@ class _Rounds:
         pool = self._pool(
             job,
             stop,
-            max_credits=None if limit is None else limit - self.credits,
+            max_credits=None if limit is None else limit - self.credits - self.uncertain,
             on_progress=on_progress,
         )
         with progress:
             stats = await pool.run()
         self.credits += stats.credits
+        self.uncertain += stats.uncertain
         self.balance = stats.balance if stats.balance is not None else self.balance
         self.round_stats = PoolStats()  # counted in `credits` now
 

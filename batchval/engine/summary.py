@@ -62,6 +62,12 @@ SUMMARY_KEYS: Mapping[str, str] = {
     "finished_at": "when it finished (UTC)",
     "seconds": "how long it took",
     "portfolio": "the loan-to-value totals when the input has loan balances; else null",
+    "api_clock": (
+        "how far the API's clock was from this machine's as this invocation's answers "
+        "measured it (their `Date` headers): `seconds` (the API's minus this machine's), "
+        "`at_least_seconds` and `at_most_seconds`; null when no answer gave one. Reported "
+        "only: money is read on the API's clock, never on this machine's"
+    ),
     "book": (
         "with `--book` only: rows valued, carried and deferred, the ages of the book's "
         "valuations, and when the whole book will be fresh"
@@ -169,6 +175,8 @@ class RunSummary:
     own_lines: tuple[str, ...] = ()
     # What an earlier export or report wrote from outputs this invocation changed, removed.
     removed: tuple[str, ...] = ()
+    # The API's clock against this machine's (`api/apiclock.Offset.to_json`), when measured.
+    api_clock: Mapping[str, float] | None = None
 
     def __post_init__(self) -> None:
         if not self.next_action:
@@ -227,6 +235,7 @@ class RunSummary:
             "finished_at": self.finished_at,
             "seconds": self.seconds,
             "portfolio": None if self.portfolio is None else dict(self.portfolio),
+            "api_clock": None if self.api_clock is None else dict(self.api_clock),
             **({} if self.book is None else {"book": dict(self.book)}),
         }
 

@@ -49,8 +49,15 @@ def dumps(body: Any) -> bytes:
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-def rfc3339(when: dt.datetime) -> str:
-    return when.astimezone(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+# A stamp's precision (`SandboxConfig.stamp_precision`): the API's description says only
+# "date-time", and APIs cut their stamps to seconds, milliseconds or microseconds.
+STAMP_PRECISIONS = {"second": "seconds", "milli": "milliseconds", "micro": "microseconds"}
+
+
+def rfc3339(when: dt.datetime, precision: str = "milli") -> str:
+    """`when` in UTC with a `Z`, cut (never rounded) to `precision` (`STAMP_PRECISIONS`)."""
+    spec = STAMP_PRECISIONS[precision]
+    return when.astimezone(dt.UTC).isoformat(timespec=spec).replace("+00:00", "Z")
 
 
 class ProblemAnswer(Exception):  # noqa: N818 (an answer, not an error)

@@ -336,7 +336,7 @@ class Sandbox:
             valuation["mode"] = "test"
         if "reference" in body:
             valuation["reference"] = body["reference"]
-        valuation["valuedAt"] = rfc3339(self.clock.now())
+        valuation["valuedAt"] = rfc3339(self.clock.now(), self.config.stamp_precision)
         valuation.update(parts)
         self._state.keep_valuation(valuation_id, account.client_id, dumps(valuation))
         if charge is not None:

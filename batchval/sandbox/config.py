@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import yaml
 
 from batchval import settings
+from batchval.sandbox.answers import STAMP_PRECISIONS
 
 _T = TypeVar("_T")
 
@@ -69,6 +70,9 @@ class Faults:
     rate_limit_storm_share: float = 0.0  # answered 429 with a long Retry-After, whatever the rate
     storm_retry_after_seconds: int = 5
     outage_seconds: float = 0.0  # from the moment these faults are applied: every call 503
+    # The outage starts at the first call after these faults are applied, not at once: a
+    # test's outage then strikes however long the client takes to start.
+    outage_from_first_call: bool = False
 
 
 @dataclasses.dataclass(slots=True)
@@ -87,6 +91,9 @@ class SandboxConfig:
     # costs, crime), whatever the clock says; None: the clock's month. Snapshot tests pin
     # it so that their figures do not move each month (BATCHVAL_SANDBOX_FIGURES_MONTH).
     figures_month: str | None = None
+    # How finely valuedAt is stamped: "second", "milli" (the default) or "micro". An API
+    # that cuts its stamps to whole seconds is what a client's money must survive.
+    stamp_precision: str = "milli"
     docs_base: str = "https://developer.partner-valuations.example"
 
     def account(self, client_id: str) -> Account | None:
@@ -166,6 +173,9 @@ def config_from_mapping(data: Mapping[str, Any]) -> SandboxConfig:
     faults = _build(Faults, data.pop("faults", None) or {}, "faults")
     config = _build(SandboxConfig, data, "sandbox config")
     figures_moment(config.figures_month)
+    if config.stamp_precision not in STAMP_PRECISIONS:
+        choices = ", ".join(STAMP_PRECISIONS)
+        raise ConfigError(f"stamp_precision: one of {choices}, not {config.stamp_precision!r}")
     config.accounts, config.rate_limit, config.faults = accounts, rate, faults
     return config
 

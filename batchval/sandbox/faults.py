@@ -52,6 +52,7 @@ class FaultInjector:
     def __init__(self, config: SandboxConfig, clock: SandboxClock, rng: random.Random) -> None:
         self._config, self._clock, self._rng = config, clock, rng
         self._outage_until = 0.0
+        self._outage_waits = False
         # Set to end the slow calls' waits at once (`finish_slow_work`), on their loop.
         self._finish_slow = asyncio.Event()
         self._slow_loop: asyncio.AbstractEventLoop | None = None
@@ -65,6 +66,8 @@ class FaultInjector:
         """Replace the faults; an outage starts now and lasts `outage_seconds`."""
         self._config.faults = faults
         self._outage_until = self._clock.monotonic() + faults.outage_seconds
+        # Started by the first call (`check_outage`) when the faults say so.
+        self._outage_waits = faults.outage_from_first_call and faults.outage_seconds > 0
 
     def _chance(self, share: float) -> bool:
         return share > 0 and self._rng.random() < share
@@ -82,6 +85,9 @@ class FaultInjector:
 
     def check_outage(self, faults: Faults) -> None:
         """503 data-unavailable before any work: never charged (docs/api.md, section 5)."""
+        if self._outage_waits:
+            self._outage_waits = False
+            self._outage_until = self._clock.monotonic() + faults.outage_seconds
         if self._clock.monotonic() < self._outage_until or self._chance(faults.error_503_share):
             raise ProblemAnswer(
                 "data-unavailable", "Market data is unavailable just now; retry shortly."

@@ -94,6 +94,11 @@ _OPTIONS = (
         help="Fake figures as of this month, whatever the clock [the clock's]; "
         "also BATCHVAL_SANDBOX_FIGURES_MONTH.",
     ),
+    click.option(
+        "--stamp-precision",
+        type=click.Choice(["second", "milli", "micro"]),
+        help="How finely valuedAt is stamped [milli]; `second` as an API that cuts to seconds.",
+    ),
     _fault("--latency-ms", "Added to every valuation.", share=False, type=float, metavar="MS"),
     _fault("--jitter-ms", "Plus a random extra up to this.", share=False, type=float, metavar="MS"),
     _fault("--fail-503", "Share of calls (0 to 1) answered 503."),

@@ -143,7 +143,7 @@ class Doubtful:
     invocation: int | None
     kind: str
     why: str
-    first_sent: str | None  # when this DIR first sent the key (batchval's clock)
+    first_sent: str | None  # when this DIR first sent the key (the API's clock, earliest)
 
 
 class ChargeLedger:
@@ -176,17 +176,6 @@ class ChargeLedger:
                 " WHERE c.product = 'valuation' AND (c.invocation IS ? OR c.kind = ?)"
                 " ORDER BY c.id",
                 (invocation, UNCERTAIN),
-            )
-        ]
-
-    def received_balances(self) -> list[tuple[str, int]]:
-        """(received_at, balance_after) of every line that has both, in received order."""
-        return [
-            (str(received), int(balance))
-            for received, balance in self._sql.execute(
-                "SELECT received_at, balance_after FROM charges"
-                " WHERE received_at IS NOT NULL AND balance_after IS NOT NULL"
-                " ORDER BY received_at"
             )
         ]
 
@@ -243,27 +232,20 @@ class ChargeLedger:
         """The credits of the fresh charges `invocation` received that were made before it
         started: an earlier invocation's call paid for them and never heard the answer (a
         504, a cut connection, a kill), so they are this DIR's, but not this time's. Made
-        before means even read at its latest (`precision`) the stamp is before the start
-        by batchval's clock, which a charge of this invocation's own call never is."""
+        before means even read at its latest (`precision`) the stamp is before the
+        invocation's start on the API's clock (`api_started`, at its earliest), which a
+        charge of this invocation's own call never is. Without that start, none."""
         found = self._sql.execute(
-            "SELECT started_at FROM invocations WHERE id = ?", (invocation,)
+            "SELECT api_started FROM invocations WHERE id = ?", (invocation,)
         ).fetchone()
         if found is None or found[0] is None:
             return 0
-        started = dt.datetime.fromisoformat(str(found[0]))
-        started = (started if started.tzinfo else started.replace(tzinfo=dt.UTC)).astimezone(dt.UTC)
-        start, surely = (
-            when.isoformat(timespec="microseconds") for when in (started, started - WHOLE_SECOND)
-        )
-        where = "kind = ? AND invocation = ? AND at IS NOT NULL"
-        before = self._sql.execute(
-            f"SELECT COALESCE(SUM(credits), 0) FROM charges WHERE {where} AND at < ?",
-            (FRESH, invocation, surely),
-        ).fetchone()
-        credits = int(before[0])
-        for at, paid in self._sql.execute(  # within a second of the start: to its precision
-            f"SELECT at, credits FROM charges WHERE {where} AND at >= ? AND at < ?",
-            (FRESH, invocation, surely, start),
+        started = dt.datetime.fromisoformat(str(found[0])).astimezone(dt.UTC)
+        credits = 0
+        for at, paid in self._sql.execute(
+            "SELECT at, credits FROM charges WHERE kind = ? AND invocation = ?"
+            " AND at IS NOT NULL AND at < ?",
+            (FRESH, invocation, started.isoformat(timespec="microseconds")),
         ):
             when = dt.datetime.fromisoformat(str(at))
             if when + precision(when) <= started:

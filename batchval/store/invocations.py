@@ -46,6 +46,14 @@ class InvocationLog:
         self.current = int(cursor.lastrowid or 0)
         return self.current
 
+    def note_api_started(self, started: str | None) -> None:
+        """When this invocation started on the API's clock, at the earliest (what the
+        charges ledger reads "made before it" against); None: not known."""
+        if self.current is not None and started is not None:
+            self._sql.execute(
+                "UPDATE invocations SET api_started = ? WHERE id = ?", (started, self.current)
+            )
+
     def record_end(
         self,
         invocation: int,

@@ -40,7 +40,7 @@ class QueueItem:
     key: str
     attempts: int
     payload: str  # what is sent: the canonical request JSON, or the key itself
-    first_sent: str | None = None  # when this DIR first sent it (batchval's clock)
+    first_sent: str | None = None  # when this DIR first sent it (the API's clock, earliest)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

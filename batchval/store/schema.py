@@ -13,7 +13,7 @@ import dataclasses
 import sqlite3
 from collections.abc import Callable
 
-SCHEMA_VERSION = "7"
+SCHEMA_VERSION = "8"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -79,7 +79,8 @@ CREATE TABLE IF NOT EXISTS invocations (
     calls INTEGER,
     rate_limited INTEGER,
     credits INTEGER,
-    balance INTEGER
+    balance INTEGER,
+    api_started TEXT
 );
 CREATE TABLE IF NOT EXISTS streets (
     postcode TEXT PRIMARY KEY,
@@ -210,6 +211,17 @@ def _to_7(db: sqlite3.Connection) -> None:
     db.execute("UPDATE requests SET credits = 0 WHERE credits > 0")
 
 
+def _to_8(db: sqlite3.Connection) -> None:
+    """8 reads a charge against this DIR's first send of its key on the API's own clock
+    (`engine/charges`), and each invocation's start on it (`invocations.api_started`). A
+    version-7 DIR kept its first sends on this machine's clock, which may be off the API's:
+    they become unknown, so no replay is proven against them (a charge then counts as
+    spent, never as free)."""
+    if not any(c[1] == "api_started" for c in db.execute("PRAGMA table_info(invocations)")):
+        db.execute("ALTER TABLE invocations ADD COLUMN api_started TEXT")
+    db.execute("UPDATE requests SET first_sent = 'unknown' WHERE first_sent IS NOT NULL")
+
+
 # Each version this one reads, with the step that brings it to a later one.
 MIGRATIONS: dict[str, tuple[str, Callable[[sqlite3.Connection], None]]] = {
     "1": ("3", _to_3),
@@ -218,4 +230,5 @@ MIGRATIONS: dict[str, tuple[str, Callable[[sqlite3.Connection], None]]] = {
     "4": ("5", _to_5),
     "5": ("6", _to_6),
     "6": ("7", _to_7),
+    "7": ("8", _to_8),
 }

@@ -25,7 +25,7 @@ from typing import Any
 
 from batchval.api.errors import UnreadableAnswerError
 from batchval.api.models import Valuation
-from batchval.engine.charges import CONTESTED, Received, ServerClock, api_time, classify, stamp
+from batchval.engine.charges import Evidence, Received, api_time, stamp
 from batchval.engine.job import Settled
 from batchval.engine.modes import UNREADABLE, answer_mode, mixed_mode
 from batchval.outcome import StopReason
@@ -39,27 +39,19 @@ def valuation_charge(
     data: Mapping[str, Any],
     *,
     first_sent: str | None,
-    clock: ServerClock,
+    evidence: Evidence,
     received: Received,
     invocation: int | None,
-    contested: bool = False,
 ) -> ChargeLine | None:
-    """The ledger line of a valuation answer that carried a charge, or None. `contested`:
-    this DIR had never sent the key before, and its first send was answered 409
-    `request-in-progress`, so another DIR's call was valuing it then: a charge made after
-    the send is that call's (unless it failed uncharged and this DIR's retry was charged,
-    which nothing in the answer tells), so it is uncertain, never fresh."""
+    """The ledger line of a valuation answer that carried a charge, or None, classed by
+    `Evidence.classify` against this DIR's first send of the key (`first_sent`)."""
     charge = data.get("charge")
     if not isinstance(charge, Mapping):
         return None
     at = api_time(data.get("valuedAt"))
-    clock.observe_date(received.date, received.at, received.sent)
     if at is not None:
-        clock.observe(at, received.at)
-        clock.observe_stamp(at)
-    kind, why = classify(at, first_sent, clock)
-    if kind == FRESH and contested:
-        kind, why = UNCERTAIN, CONTESTED
+        evidence.observe_stamp(at)
+    kind, why = evidence.classify(at, first_sent)
     ref = data.get("id")
     return ChargeLine(
         product="valuation",
@@ -81,34 +73,34 @@ def settle(
     data: Mapping[str, Any],
     *,
     first_sent: str | None,
-    clock: ServerClock,
+    evidence: Evidence,
     received: Received,
-    contested: bool = False,
 ) -> Settled:
     """Record the answer already stored raw under `key` as a valuation or a problem, and
-    its charge in the ledger. `Settled.credits` is what this invocation spent on it;
-    `contested` when this DIR's first send of the key was answered 409 (`valuation_charge`)."""
+    its charge in the ledger. `Settled.credits` is what this invocation spent on it,
+    `Settled.uncertain` what it may have spent (`valuation_charge`)."""
     line = valuation_charge(
         key,
         data,
         first_sent=first_sent,
-        clock=clock,
+        evidence=evidence,
         received=received,
         invocation=checkpoint.database.invocations.current,
-        contested=contested,
     )
-    credits, balance = 0, None
+    credits, balance, uncertain = 0, None, 0
     if line is not None:
         checkpoint.database.charges.record(line)
         if line.kind == FRESH:
             credits, balance = line.credits, line.balance_after
+        elif line.kind == UNCERTAIN:
+            uncertain = line.credits
     detail = mixed_mode(checkpoint, data, "answers")
     if detail is not None:
         if answer_mode(data) == "test":
             checkpoint.requests.record_retry(key, detail)  # free and fake: not kept
             return Settled(stop=(StopReason.MODE_MIXED, detail))
         checkpoint.requests.record_done(key, credits)  # paid: kept, whatever else happens
-        return Settled(credits, balance, stop=(StopReason.MODE_MIXED, detail))
+        return Settled(credits, balance, stop=(StopReason.MODE_MIXED, detail), uncertain=uncertain)
     try:
         Valuation.from_json(data)
     except UnreadableAnswerError as error:
@@ -119,12 +111,12 @@ def settle(
         )
         problem = StoredProblem(UNREADABLE, None, detail, valuation_id=valuation_id)
         checkpoint.requests.record_problem(key, problem.to_json())
-        return Settled(credits, balance, problem=detail)
+        return Settled(credits, balance, problem=detail, uncertain=uncertain)
     checkpoint.requests.record_done(key, credits)
-    return Settled(credits, balance)
+    return Settled(credits, balance, uncertain=uncertain)
 
 
-def settle_stored(checkpoint: Checkpoint, clock: ServerClock, received: Received) -> int:
+def settle_stored(checkpoint: Checkpoint, evidence: Evidence, received: Received) -> int:
     """Settle the answers a crashed run stored and never settled; their credits summed."""
     credits = 0
     for key, body, first_sent in checkpoint.requests.answered():
@@ -136,7 +128,7 @@ def settle_stored(checkpoint: Checkpoint, clock: ServerClock, received: Received
             checkpoint.requests.record_retry(key, "a stored answer that is not JSON: sent again")
             continue
         settled = settle(
-            checkpoint, key, data, first_sent=first_sent, clock=clock, received=received
+            checkpoint, key, data, first_sent=first_sent, evidence=evidence, received=received
         )
         credits += settled.credits
     return credits

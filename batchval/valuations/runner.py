@@ -24,8 +24,9 @@ from typing import Any
 import structlog
 
 from batchval import redaction
+from batchval.api.apiclock import WARN_OFFSET
 from batchval.contract.lender import Lending
-from batchval.engine.charges import Received, ServerClock, place_charges
+from batchval.engine.charges import OTHER_HOLDER, Evidence, Received, place_charges
 from batchval.engine.charges_file import write_charges
 from batchval.engine.command import (
     EmbeddedApi,
@@ -252,8 +253,12 @@ class Valuing:
         self.run_id = ""  # the DIR's, once prepared
         self.booked: BookRun | None = None
         self.input_read: Mapping[str, Any] | None = None  # how the input was read
-        # What this invocation has seen of the API's clock, for every answer it reads.
-        self.clock = ServerClock()
+        # What this invocation holds to class its charges: the API's clock as the answers
+        # show it, and whether the run has met another holder of its keys (kept).
+        self.evidence = Evidence(
+            other_holder=checkpoint.get(OTHER_HOLDER),
+            keep=lambda why: checkpoint.set(OTHER_HOLDER, why),
+        )
 
     # --- before sending: fingerprints, run id, ingest -------------------------------
 
@@ -318,7 +323,7 @@ class Valuing:
             checkpoint.set("settings_shaping", json.dumps(self.settings.shaping()))
             reading = self._ingest(checkpoint, source, run_id)
         # Answers a killed run stored but never read: read now, never asked again.
-        answers.settle_stored(checkpoint, self.clock, Received(self._now()))
+        answers.settle_stored(checkpoint, self.evidence, Received(self._now()))
         self.run_id, self.reading = run_id, reading
 
     def _what_changed(self, stored_input: str | None, input_fp: str, settings_fp: str) -> str:
@@ -384,13 +389,14 @@ class Valuing:
             progress_bar=self.request.progress_bar,
             signals=runner.signals,
             job_for=lambda client: ValuationJob(
-                client, checkpoint, now=self._now, more=reading.more, clock=self.clock
+                client, checkpoint, now=self._now, more=reading.more, evidence=self.evidence
             ),
             counts=reading.counts,
             before=(lambda client: recovery_job(client, checkpoint)) if recover else None,
             on_metrics=lambda statuses, limited, credits: runner.metrics(
                 reading.counts(), statuses, limited, credits, None
             ),
+            api_clock=self.evidence.api_clock,
         )
         sent = sending.phase()
         runner.statuses = sent.statuses
@@ -398,10 +404,21 @@ class Valuing:
 
     def settle(self, sent: SendOutcome) -> SendOutcome:
         self.reading.finish()  # the rows not stored while sending: every row is counted
-        # Before any figure is read: this invocation's charges looked at again, with all its
-        # answers' evidence of the API's clock, and the uncertain ones with the balances.
+        # Before any figure is read: this invocation's fresh charges looked at again, with
+        # the evidence of another holder met since, and where it started on the API's clock.
         database = self.checkpoint.database
-        place_charges(database.charges, self.clock, database.invocations.current, self.started)
+        place_charges(database.charges, self.evidence, database.invocations.current)
+        database.invocations.note_api_started(self.evidence.started())
+        offset = self.evidence.api_clock.offset()
+        if offset is not None and abs(offset.seconds) > WARN_OFFSET.total_seconds():
+            # Said, never acted on: money is read on the API's clock (`engine/charges`).
+            log.warning(
+                "valuations.clock.offset",
+                seconds=round(offset.seconds, 1),
+                detail=f"this machine's clock is {abs(offset.seconds):.0f} s "
+                f"{'behind' if offset.seconds > 0 else 'ahead of'} the API's (its Date "
+                "headers): keep it on NTP; the money figures do not depend on it",
+            )
         if self.booked is not None:  # the budget's own stop leaves rows for a later night
             sent = dataclasses.replace(sent, stop=self.booked.settle(sent.stop))
         return sent
@@ -475,7 +492,8 @@ class Valuing:
         )
 
     def summary(self, run: RunSummary) -> RunSummary:
-        return run
+        offset = self.evidence.api_clock.offset()
+        return run if offset is None else dataclasses.replace(run, api_clock=offset.to_json())
 
     def close(self) -> None:
         self.reading.close()

@@ -11,7 +11,7 @@ from typing import Protocol
 from batchval.api.client import Answer
 from batchval.api.errors import PartnerError, RequestInProgressError
 from batchval.api.vocabulary import VALUATION_CREDITS
-from batchval.engine.charges import Received, ServerClock, first_send
+from batchval.engine.charges import CONTESTED, SENT_UNKNOWN, Evidence, Received
 from batchval.engine.job import Gate, Settled, problem_record
 from batchval.store.checkpoint import Checkpoint
 from batchval.store.queue import QueueItem
@@ -38,7 +38,7 @@ class ValuationJob:
         *,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
         more: Callable[[], bool] = lambda: False,
-        clock: ServerClock | None = None,
+        evidence: Evidence | None = None,
     ) -> None:
         self._api = api
         self._checkpoint = checkpoint
@@ -46,17 +46,16 @@ class ValuationJob:
         # Stores the next batch of an input still being read (`ingest.Ingest.more`, beside
         # this module); False once every row is stored.
         self._more = more
-        self.clock = clock or ServerClock()  # the invocation's, shared with its end
-        # When this invocation first sent the requests the checkpoint held no send of.
+        self.evidence = evidence or Evidence()  # the invocation's, shared with its end
+        # This invocation's first send of each request the checkpoint held no send of, on
+        # the API's clock (`Evidence.sent_now`); for a key whose first send met another
+        # caller's (a 409), its next send, the first that could be charged.
         self._first_sent: dict[str, str] = {}
         # Keys this DIR certainly never sent before the attempt now in flight (no send
         # recorded, no killed invocation just before): a 409 to that attempt means another
-        # DIR's call was valuing the key, so the charge then answered is not this DIR's.
+        # caller was valuing the key (`CONTESTED`).
         self._never_sent_before: set[str] = set()
         self._contested: set[str] = set()
-        # When each request now in flight was handed to the client (its send, or a moment
-        # before: a rate-limit wait): the `Date` of its answer bounds the API's clock.
-        self._sending: dict[str, dt.datetime] = {}
 
     def pending(self, after_rowid: int) -> Sequence[QueueItem]:
         """The next page of stored requests; when none is left, those of the rows read
@@ -67,24 +66,30 @@ class ValuationJob:
         return page
 
     def mark_sent(self, item: QueueItem) -> None:
-        first = item.first_sent or self._first_sent.get(item.key)
+        key = item.key
+        if key in self._contested:  # the first send that may be charged is this one
+            self._contested.discard(key)
+            self._first_sent[key] = self.evidence.sent_now()
+        first = item.first_sent or self._first_sent.get(key)
         if first is None:
-            floor = self._checkpoint.database.invocations.sent_floor
-            first = self._first_sent[item.key] = first_send(floor, self._now())
-            if floor is None:
-                self._never_sent_before.add(item.key)
-        self._checkpoint.requests.mark_sent(item.key, first)
+            # A killed invocation just before may have sent it and lost the record.
+            lost = self._checkpoint.database.invocations.sent_floor is not None
+            first = SENT_UNKNOWN if lost else self.evidence.sent_now()
+            self._first_sent[key] = first
+            if not lost:
+                self._never_sent_before.add(key)
+        self._checkpoint.requests.mark_sent(key, first)
 
     async def send(self, item: QueueItem, gate: Gate) -> Answer:
         first = item.key in self._never_sent_before
         self._never_sent_before.discard(item.key)  # only the first attempt tells
-        self._sending[item.key] = self._now()
         try:
             return await self._api.post_valuation(
                 item.payload.encode(), idempotency_key=item.key, gate=gate
             )
         except RequestInProgressError:
             if first:
+                self.evidence.note_other_holder(CONTESTED)
                 self._contested.add(item.key)
             raise
 
@@ -96,10 +101,9 @@ class ValuationJob:
             self._checkpoint,
             item.key,
             answer.data,
-            first_sent=item.first_sent or self._first_sent.pop(item.key, None),
-            clock=self.clock,
-            received=Received(self._now(), answer.date, self._sending.pop(item.key, None)),
-            contested=item.key in self._contested,
+            first_sent=self._first_sent.pop(item.key, None) or item.first_sent,
+            evidence=self.evidence,
+            received=Received(self._now()),
         )
 
     def record_problem(self, item: QueueItem, error: PartnerError) -> None:
