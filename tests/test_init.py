@@ -43,6 +43,7 @@ def test_columns_are_chosen_by_their_values_and_names() -> None:
         "floorAreaSqm": "Floor Area",
         "reference": "Case Ref",
         "loan_balance": "Outstanding Balance",
+        "loan_id": "Acct",  # an MI pack's short form of "account"
     }
 
 

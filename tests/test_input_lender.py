@@ -216,3 +216,38 @@ def test_every_lender_field_has_one_kind() -> None:
     valuation) is read and exported as what it is, never left out of both."""
     kinds = [*lender.MONEY_FIELDS, *lender.DATE_FIELDS, *lender.ID_FIELDS]
     assert sorted(kinds) == sorted(lender.LENDER_FIELDS)
+
+
+@pytest.mark.parametrize(
+    ("heading", "field"),
+    [
+        ("Acc No", "loan_id"),
+        ("A/C No", "loan_id"),
+        ("ACCT", "loan_id"),
+        ("Acct. Num", "loan_id"),
+        ("Mtg Acc Nbr", "loan_id"),
+        ("Loan Ref.", "loan_id"),
+        ("Curr Bal", "loan_balance"),
+        ("CUR_BAL", "loan_balance"),
+        ("O/S Bal", "loan_balance"),
+        ("o/s balance", "loan_balance"),
+        ("Prin O/S", "loan_balance"),
+        ("Orig Val", "origination_value"),
+        ("Orig. Valuation", "origination_value"),
+        ("Orig Val Date", "origination_date"),
+        ("orig_val_dt", "origination_date"),
+        ("Last Val", "last_valuation"),
+        ("Lst Valn", "last_valuation"),
+        ("Val Dt", "last_valuation_date"),
+        ("Last Val Dt", "last_valuation_date"),
+    ],
+)
+def test_the_short_forms_of_an_mi_pack_are_read_as_their_words(heading: str, field: str) -> None:
+    """A heading's short forms are read word by word (`Acc`, `A/C`, `Curr`, `O/S`, `Orig`,
+    `Val`, `Dt`, ...), whatever the case and the separators: the column is the field's."""
+    assert find_lender_columns(["Postcode", heading], {}) == {field: heading}
+
+
+def test_a_heading_that_only_looks_short_is_no_lender_field() -> None:
+    """`Prop Val` (a property's value, not named as any field) and `Valid` are left alone."""
+    assert find_lender_columns(["Prop Val", "Valid", "Notes"], {}) == {}

@@ -122,17 +122,24 @@ def test_the_spending_cap_holds_whatever_the_machine_clock(
     assert money(out)[:2] == (charged(served) - before, charged(served))
 
 
-@PRECISIONS
+@pytest.mark.parametrize(
+    ("to", "skew"),
+    [("second", 0), ("milli", 0), ("micro", 0), ("second", -600), ("second", 180)],
+    ids=["second", "milli", "micro", "second-600s", "second+180s"],
+)
 def test_a_dir_through_kills_reports_what_the_ledger_charged(
-    served: RunningSandbox, tmp_path: Path, to: str
+    served: RunningSandbox, tmp_path: Path, to: str, skew: int
 ) -> None:
-    """A DIR of 60 rows killed (SIGKILL) three times while sending, then run to the end:
-    in all equals what the ledger charged, none uncertain, no key charged twice."""
+    """A DIR of 60 rows killed (SIGKILL) three times while sending, then run to the end,
+    its machine's clock on the API's or minutes off it: in all equals what the ledger
+    charged, none uncertain, no key charged twice."""
     served.sandbox.config.stamp_precision = to
     served.sandbox.config.faults.latency_ms = 30
     source = portfolio(tmp_path / "book.csv", 60)
     out = tmp_path / "out"
     env = env_for(served)
+    if skew:
+        env = clocks.at(clocks.true_now() + dt.timedelta(seconds=skew), env)
     for kill in range(3):
         with subprocess.Popen(
             [BATCHVAL, "run", str(source), "--out", str(out), "--concurrency", "4"],
@@ -148,7 +155,7 @@ def test_a_dir_through_kills_reports_what_the_ledger_charged(
                 process=process,
             )
             process.send_signal(signal.SIGKILL)
-    done = run(served, source, out)
+    done = run(served, source, out, skew=skew)
     assert done.returncode == 0, done.stderr
     assert served.sandbox.ledger.keys_charged_twice() == []
     assert charged(served) == 600

@@ -8,7 +8,9 @@ found by the name `input.columns` maps it to in the config (`loan_balance: Balan
 exactly as request fields are; else by its own name (in any case, with `_`, `-`, spaces
 or none between the words: `Loan Balance`, `loanBalance`); else by the names lenders
 usually give it (`USUAL_NAMES`: `Current Balance`, `Outstanding Balance`, `Original
-Valuation`, `Completion Date`, `Loan Ref`, ...), the first of those the file has.
+Valuation`, `Completion Date`, `Loan Ref`, ...), the first of those the file has, a
+heading's short forms read as the words MI packs shorten (`ABBREVIATIONS`: `Acc No` is
+`account number`, `O/S Bal` `outstanding balance`, `Orig Val Dt` `original valuation date`).
 
 `LenderOptions` (the config's `lender` section) holds the loan-to-value bands, the
 thresholds of two flags, and the revaluation policy (`RevaluationPolicy`: when a loan's
@@ -63,6 +65,7 @@ USUAL_NAMES: Mapping[str, tuple[str, ...]] = {
         "start date",
         "drawdown date",
         "advance date",
+        "original valuation date",
         "completion",
     ),
     "last_valuation": (
@@ -98,6 +101,7 @@ USUAL_NAMES: Mapping[str, tuple[str, ...]] = {
         "mortgage number",
         "mortgage account number",
         "loan account number",
+        "account",
     ),
 }
 
@@ -114,12 +118,53 @@ ID_FIELDS: tuple[str, ...] = ("loan_id",)
 # Upper edges of the loan-to-value bands, in percent: 0-60, 60-75, ..., 95-100, over 100.
 DEFAULT_LTV_BANDS: tuple[float, ...] = (60, 75, 80, 85, 90, 95, 100)
 _SEPARATORS = re.compile(r"[\s_\-]+")
+# The short forms of UK MI extracts' headings, a word at a time (and `A/C`, `O/S`, two
+# letters split by a slash), read as the words they shorten before a heading is compared
+# with the usual names.
+ABBREVIATIONS: Mapping[str, str] = {
+    "acc": "account",
+    "acct": "account",
+    "ac": "account",
+    "no": "number",
+    "num": "number",
+    "nbr": "number",
+    "cur": "current",
+    "curr": "current",
+    "bal": "balance",
+    "os": "outstanding",
+    "orig": "original",
+    "val": "valuation",
+    "valn": "valuation",
+    "dt": "date",
+    "ref": "reference",
+    "amt": "amount",
+    "prin": "principal",
+    "prop": "property",
+    "mtg": "mortgage",
+    "lst": "last",
+}
+_WORDS = re.compile(r"[A-Za-z0-9]+")
+# A letter, a slash, a letter (`A/C`, `O/S`): one short form, not two words.
+_SPLIT_SHORT = re.compile(r"\b([A-Za-z])/([A-Za-z])\b")
 
 
 def lender_key(name: str) -> str:
     """How a column is matched to a lender field: `Loan Balance` and `loanBalance` are
     `loanbalance`, like `loan_balance`."""
     return _SEPARATORS.sub("", name).lower()
+
+
+def expanded_key(name: str) -> str:
+    """`lender_key` of the heading with its short forms read out (`ABBREVIATIONS`):
+    `Curr Bal`, `Cur. Bal.` and `curr_bal` are `currentbalance`."""
+    words = _WORDS.findall(_SPLIT_SHORT.sub(r"\1\2", name))
+    return "".join(ABBREVIATIONS.get(word.lower(), word.lower()) for word in words)
+
+
+def _named(name: str, usual: str) -> bool:
+    """Whether the heading `name` is the usual name `usual`, as written or read out."""
+    key = lender_key(usual)
+    return lender_key(name) == key or expanded_key(name) == key
 
 
 class LenderColumnError(ValueError):
@@ -152,7 +197,7 @@ def find_lender_columns(names: Sequence[str], configured: Mapping[str, str]) -> 
         else:
             near = [n for n in names if lender_key(n) == lender_key(field)]
             for usual in () if near else USUAL_NAMES[field]:
-                near = [n for n in names if lender_key(n) == lender_key(usual)]
+                near = [n for n in names if _named(n, usual)]
                 if near:
                     break
             if len(near) > 1 and field not in FIGURE_FIELDS:
