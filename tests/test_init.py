@@ -12,7 +12,7 @@ from support import ROOT, InProcess, env_for, outputs, run_in_process
 
 from batchval.sandbox.server import RunningSandbox
 from batchval.settings import load_settings
-from batchval.tools.init import propose, render, survey
+from batchval.tools.init import LOST_WITHOUT, propose, render, survey
 
 SAMPLES = ROOT / "sample_inputs"
 
@@ -171,3 +171,31 @@ def test_init_then_run_with_the_proposal_copies_nothing_personal(
         data = file.read_bytes()
         for needle in (b"Smith", b"01/02/1970", b"jane@example.com", b"High St"):
             assert needle not in data, f"{needle!r} in {file.name}"
+
+
+@pytest.mark.parametrize(
+    ("headings", "unfound"),
+    [
+        (["Post Code", "Type", "Beds"], list(LOST_WITHOUT)),
+        (["Post Code", "Type", "Beds", "Curr Bal", "Acc No"],
+         ["origination_value", "origination_date", "last_valuation", "last_valuation_date"]),
+        (["Post Code", "Type", "Beds", "O/S Bal", "Orig Val", "Orig Val Dt", "Last Val",
+          "Val Dt", "A/C No"], []),
+    ],
+)  # fmt: skip
+def test_init_says_which_lender_fields_it_found_no_column_for(
+    headings: list[str], unfound: list[str]
+) -> None:
+    """Each lender field without a column is named in the proposal with what is lost
+    without it; a field found (by an MI pack's short heading too) is not."""
+    values = {"Post Code": "SW1A 2AA", "Type": "Flat", "Beds": "2"}
+    frame = pl.DataFrame({h: [values.get(h, "1000")] * 3 for h in headings})
+    surveyed, rows = survey(frame.columns, [frame])
+    text = " ".join(
+        line.strip().lstrip("# ")
+        for line in render(propose(frame.columns, surveyed, rows), "f.csv").splitlines()
+        if line.strip().startswith("#")
+    )
+    said = text.split("no column found for ", 1)[1].split(": name yours", 1)[0] if unfound else ""
+    for field in LOST_WITHOUT:
+        assert (f"{field} ({LOST_WITHOUT[field]})" in said) is (field in unfound), field

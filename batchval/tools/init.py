@@ -313,6 +313,18 @@ def _unplaced(
     return {f: v for f, v in found.items() if v}
 
 
+# What the figures lose without each lender field: `init` says so for each one it found no
+# column for (the run goes on without it).
+LOST_WITHOUT: Mapping[str, str] = {
+    "loan_balance": "no loan-to-value figures, no balance totals, no large-loan trigger",
+    "origination_value": "no loan-to-value at origination; triggers need a last valuation",
+    "origination_date": "no loan ages; the age trigger needs a last valuation date",
+    "last_valuation": "the fall trigger is measured from the origination value, if any",
+    "last_valuation_date": "the age triggers are measured from the origination date, if any",
+    "loan_id": "problems and the report name a loan by its line only",
+}
+
+
 def render(
     proposal: Proposal,
     source: str,
@@ -352,6 +364,11 @@ def render(
             lines.append(f"  # {field}: {column!r} is found by its name (nothing to map)")
     for field in proposal.missing:
         lines.append(f"  # {field}: no column fits; name yours under columns")
+    unfound = [f"{f} ({lost})" for f, lost in LOST_WITHOUT.items() if f not in proposal.lender]
+    if unfound:
+        said = f"no column found for {'; '.join(unfound)}: name yours under columns."
+        wrapped = textwrap.wrap(said, 84, break_long_words=False, break_on_hyphens=False)
+        lines.extend(f"  # {line}" for line in wrapped)
     lines.append("  # The columns results.parquet, problems.parquet and exports copy from each row")
     lines.append("  # (the lender columns are read for the figures whether listed or not).")
     if proposal.personal:
