@@ -30,7 +30,8 @@ DATA_FILE = "local_authorities.csv"
 # Said wherever the names are shown (the report): their source and licence.
 NAMES_SOURCE = (
     "Local authority names: Office for National Statistics, local authority district "
-    "names and codes (2025); an unknown code is shown as it came. Contains public sector "
+    "names and codes (2025); a code not in that list is shown as it came, marked "
+    '"(name unknown)". Contains public sector '
     "information licensed under the Open Government Licence v3.0."
 )
 
@@ -43,9 +44,16 @@ def authority_names() -> Mapping[str, str]:
     return MappingProxyType({row["code"]: row["name"] for row in rows})
 
 
+UNKNOWN_NAME = "{code} (name unknown)"
+
+
 def authority_name(code: str | None) -> str | None:
-    """The local authority's name, else the code as it came (an unknown code is still the
-    most a reader can be told); None for None."""
+    """The local authority's name; a code not in the list as it came, marked
+    `(name unknown)` (the code is still the most a reader can be told, and the mark says
+    it is not a name); a blank code as it is; None for None."""
     if code is None:
         return None
-    return authority_names().get(code, code)
+    name = authority_names().get(code)
+    if name is not None or not code.strip():
+        return name or code
+    return UNKNOWN_NAME.format(code=code)
