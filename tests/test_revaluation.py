@@ -19,6 +19,7 @@ from batchval.contract.lender import Revaluation, anniversary
 from batchval.input.lender import RevaluationPolicy, find_lender_columns
 from batchval.outcome import SettingsError
 from batchval.settings import load_settings
+from batchval.tools.report_lender import LOANS_LISTED
 
 # Touches the calendar: `make test-dates` runs it at each hard instant (tests/clocks.py).
 pytestmark = pytest.mark.dates
@@ -215,6 +216,19 @@ def test_the_sample_book_is_flagged_counted_listed_and_exported(
     for loan in want.filter(pl.col("trigger_large_loan_age")).get_column("Loan Ref"):
         assert f"<td>{loan}</td>" in section
     assert "not a qualifying valuation" in section
+    # The estimate against the last valuation is a change, signed: a rise reads as a rise.
+    assert "<th>change since</th>" in section
+    assert "fall since" not in section
+    listed = (
+        want.filter(pl.col("trigger_age"))
+        .sort("valuation_age_years", descending=True, nulls_last=True)
+        .head(LOANS_LISTED)
+        .get_column("fall_since_last_valuation")
+        .to_list()
+    )
+    for fall in listed:
+        shown = "–" if fall is None else f"{-fall * 100:+,.1f} %".replace("+0.0 ", "0.0 ")
+        assert f"<td>{shown}</td>" in section, fall
     assert invoke("export", str(out), "--format", "xlsx").exit_code == 0
     sheet = openpyxl.load_workbook(out / "results.xlsx").active
     assert sheet is not None

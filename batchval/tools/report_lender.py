@@ -485,13 +485,13 @@ def revaluation_triggers(
         order = "fall_since_last_valuation" if name == "trigger_fall" else "valuation_age_years"
         shown = chosen.sort(order, descending=True, nulls_last=True).head(LOANS_LISTED)
         body += table(
-            [*named, "loan balance", "estimate", "fall since", "years since", "measured from"],
+            [*named, "loan balance", "estimate", "change since", "years since", "measured from"],
             [
                 [
                     *_named(r, columns),
                     money(r.get(BALANCE)),
                     money(r["estimate"]),
-                    percent(r.get("fall_since_last_valuation")),
+                    _change(r.get("fall_since_last_valuation")),
                     _years(r.get("valuation_age_years")),
                     _BASES.get(r.get("revaluation_basis") or "", "–"),
                 ]
@@ -503,6 +503,15 @@ def revaluation_triggers(
 
 
 _BASES = {"last_valuation": "last valuation", "origination": "origination"}
+
+
+def _change(fall: Any) -> str:
+    """The estimate against the last valuation, signed as a reader reads a change: a fall
+    of 0.12 is `-12.0 %`, a rise (a fall of -0.05) `+5.0 %`, none `0.0 %`."""
+    if fall is None:
+        return "–"
+    change = -float(fall)
+    return ("+" if change > 0 else "") + percent(change + 0.0)
 
 
 def _years(value: Any) -> str:
