@@ -43,3 +43,19 @@ def test_counts_are_ticked_in_whole_numbers(svg: str, ylabel: str) -> None:
     ticks = _y_ticks(svg, ylabel)
     assert len(ticks) >= 2
     assert [t for t in ticks if "." in t] == []
+
+
+def test_bars_on_two_axes_have_a_legend_naming_both() -> None:
+    """Loans and their balance side by side: a legend says which bars are which (the two
+    labels appear twice, once on each axis and once in the legend); one axis, no legend."""
+    both = charts.bars(
+        ["0-60", "over 100"], [1, 2], title="t", ylabel="loans", second=[5e5, 1e6],
+        second_label="loan balance",
+    )  # fmt: skip
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", both)
+    assert texts.count("loans") == 2
+    assert texts.count("loan balance") == 2
+    alone = re.findall(
+        r"<text[^>]*>([^<]*)</text>", charts.bars(["a"], [1], title="t", ylabel="loans")
+    )
+    assert alone.count("loans") == 1

@@ -88,7 +88,8 @@ def bars(
     second: Sequence[float] | None = None,
     second_label: str = "",
 ) -> str:
-    """Counts by category; `second` (e.g. balances) on its own axis beside them."""
+    """Counts by category; `second` (e.g. balances) on its own axis beside them, then with
+    a legend that says which colour is which."""
     with plt.rc_context(_STYLE):
         figure, axes = plt.subplots(figsize=(7, 3))
         positions = list(range(len(labels)))
@@ -115,6 +116,9 @@ def bars(
             other.yaxis.set_major_formatter(FuncFormatter(_pounds))
             other.set_ylabel(second_label)
             other.grid(False)
+            handles, names = axes.get_legend_handles_labels()
+            more, more_names = other.get_legend_handles_labels()
+            other.legend(handles + more, names + more_names, loc="upper right", frameon=False)
         return _svg(figure)
 
 
