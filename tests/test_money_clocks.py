@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import signal
+import sqlite3
 import subprocess
 import threading
 from pathlib import Path
@@ -73,6 +74,14 @@ def test_one_calm_dir_and_a_second_after_it_report_what_the_ledger_charged(
     assert charged(served) == 400
     assert money(tmp_path / "a")[:3] == (400, 400, 0)
     assert "credits: 400 this time, 400 in all" in first.stdout
+    # Every first send is placed on the API's clock, the very first too (the token's Date,
+    # heard before it: the token URL is the API's host).
+    with sqlite3.connect(tmp_path / "a" / "checkpoint.sqlite") as db:
+        unplaced = db.execute(
+            "SELECT COUNT(*) FROM requests WHERE first_sent IS NULL OR first_sent = 'unknown'"
+        ).fetchone()[0]
+    db.close()
+    assert unplaced == 0
     second = run(served, source, tmp_path / "b")
     assert second.returncode == 0, second.stderr
     assert charged(served) == 400

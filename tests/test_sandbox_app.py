@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import email.utils
 import re
 import time
 from typing import Any
@@ -720,3 +721,19 @@ async def test_an_outage_from_the_first_call_strikes_however_late_it_comes(
     assert (await post(raw, GOOD, headers)).status_code == 503
     sandbox.set_faults(Faults())
     assert (await post(raw, GOOD, headers)).status_code == 201
+
+
+async def test_the_token_url_answers_with_the_sandbox_s_date(
+    raw: httpx.AsyncClient, sandbox: Sandbox
+) -> None:
+    """The token answer carries a `Date` on the sandbox's clock, as every API answer does
+    (a client reads the API's clock from it before its first call)."""
+    sandbox.clock.advance(86_400 * 400)
+    response = await raw.post(
+        "/oauth2/token",
+        data={"grant_type": "client_credentials", "client_id": LIVE.client_id,
+              "client_secret": LIVE.client_secret},
+    )  # fmt: skip
+    assert response.status_code == 200
+    dated = email.utils.parsedate_to_datetime(response.headers["Date"])
+    assert abs((dated - sandbox.clock.now()).total_seconds()) < 5

@@ -116,7 +116,7 @@ class Sandbox:
         self._state = SandboxState()
         self.app = Starlette(
             routes=[
-                Route("/oauth2/token", self._auth.token_endpoint, methods=["POST"]),
+                Route("/oauth2/token", self._token, methods=["POST"]),
                 Route(f"{API_PREFIX}/valuations", self._create_valuation, methods=["POST"]),
                 Route(f"{API_PREFIX}/valuations/{{id}}", self._get_valuation, methods=["GET"]),
                 Route(
@@ -128,6 +128,14 @@ class Sandbox:
             ],
             exception_handlers={404: self._no_route, 405: self._no_route},
         )
+
+    async def _token(self, request: Request) -> Response:
+        """The token URL's answer, with the `Date` an origin server with a clock sends (RFC
+        9110), as every API answer has: the sandbox's clock when the request came."""
+        at = self.clock.now()
+        response = await self._auth.token_endpoint(request)
+        response.headers["Date"] = email.utils.format_datetime(at, usegmt=True)
+        return response
 
     # --- in-process controls (also served under /_sandbox) ----------------------------
 

@@ -389,7 +389,12 @@ class Valuing:
             progress_bar=self.request.progress_bar,
             signals=runner.signals,
             job_for=lambda client: ValuationJob(
-                client, checkpoint, now=self._now, more=reading.more, evidence=self.evidence
+                client,
+                checkpoint,
+                now=self._now,
+                more=reading.more,
+                evidence=self.evidence,
+                warm=client.tokens.token,
             ),
             counts=reading.counts,
             before=(lambda client: recovery_job(client, checkpoint)) if recover else None,

@@ -5,7 +5,7 @@ that were hashed for the key, each success kept raw before it is read (`valuatio
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
 from batchval.api.client import Answer
@@ -39,7 +39,11 @@ class ValuationJob:
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
         more: Callable[[], bool] = lambda: False,
         evidence: Evidence | None = None,
+        warm: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
+        """`warm`: what the client does before its first call (fetch its token), done
+        before a key is first sent while no answer has shown the API's clock yet, so that
+        the token's `Date` bounds that send too."""
         self._api = api
         self._checkpoint = checkpoint
         self._now = now
@@ -56,6 +60,9 @@ class ValuationJob:
         # caller was valuing the key (`CONTESTED`).
         self._never_sent_before: set[str] = set()
         self._contested: set[str] = set()
+        self._warm = warm
+        # Keys whose first send waits for the API's clock (`warm`): marked sent in `send`.
+        self._waiting: set[str] = set()
 
     def pending(self, after_rowid: int) -> Sequence[QueueItem]:
         """The next page of stored requests; when none is left, those of the rows read
@@ -66,6 +73,17 @@ class ValuationJob:
         return page
 
     def mark_sent(self, item: QueueItem) -> None:
+        key = item.key
+        new = item.first_sent is None and key not in self._first_sent
+        if new and self._warm is not None and self.evidence.api_clock.earliest_now() is None:
+            # Marked in `send` once the token's answer has shown the API's clock. Until
+            # then nothing has gone out: a kill meanwhile leaves it pending, and the next
+            # invocation, after a killed one, takes its first send as unknown.
+            self._waiting.add(key)
+            return
+        self._mark(item)
+
+    def _mark(self, item: QueueItem) -> None:
         key = item.key
         if key in self._contested:  # the first send that may be charged is this one
             self._contested.discard(key)
@@ -81,6 +99,10 @@ class ValuationJob:
         self._checkpoint.requests.mark_sent(key, first)
 
     async def send(self, item: QueueItem, gate: Gate) -> Answer:
+        if item.key in self._waiting and self._warm is not None:
+            self._waiting.discard(item.key)
+            await self._warm()
+            self._mark(item)
         first = item.key in self._never_sent_before
         self._never_sent_before.discard(item.key)  # only the first attempt tells
         try:
