@@ -20,23 +20,21 @@ import clocks
 import polars as pl
 import pytest
 import yaml
-from support import BATCHVAL, LIVE, ROOT, make_config, portfolio
+from support import BATCHVAL, LIVE, ROOT, env_for, make_config, portfolio
 
 from batchval.sandbox.app import Sandbox
 from batchval.sandbox.clock import SandboxClock
-from batchval.sandbox.server import RunningSandbox, serve_in_thread
+from batchval.sandbox.server import serve_in_thread
 
 pytestmark = pytest.mark.slow
 
 DAY = dt.timedelta(days=1)
 
 
-def no_api(tmp_path: Path) -> dict[str, str]:
+def no_api() -> dict[str, str]:
     """This process's environment without an API: batchval values against its embedded
     sandbox (in the same process, so on the same faked clock)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("BATCHVAL_")}
-    env["XDG_CONFIG_HOME"] = str(tmp_path / "no-config")
-    return env
+    return {k: v for k, v in os.environ.items() if not k.startswith("BATCHVAL_")}
 
 
 def night(
@@ -70,7 +68,7 @@ def test_two_nights_of_a_book_each_name_the_utc_day_they_started_on(
     first = clocks.INSTANTS[name]
     loans = portfolio(tmp_path / "loans.csv", 12)
     book = tmp_path / "book.parquet"
-    env = no_api(tmp_path)
+    env = no_api()
     for when, source in ((first, "api"), (first + DAY, "book")):
         out = tmp_path / "nights" / f"{when:%Y-%m-%d}"
         args = [BATCHVAL, "run", str(loans), "--out", str(out), "--book", str(book)]
@@ -99,7 +97,7 @@ def test_a_night_that_meets_the_daily_limit_before_midnight_finishes_after_it(
     loans = portfolio(tmp_path / "loans.csv", 10)
     out = tmp_path / "out"
     with serve_in_thread(sandbox) as served:
-        env = api_env(tmp_path, served)
+        env = env_for(served)
         args = [BATCHVAL, "run", str(loans), "--out", str(out), "--wait-for-midnight"]
         done = night([*args, "--concurrency", "2"], start, env)
     assert done.returncode == 0, done.stderr
@@ -117,17 +115,6 @@ def test_a_night_that_meets_the_daily_limit_before_midnight_finishes_after_it(
     posts = [r for r in sandbox.ledger.requests if r.method == "POST" and r.at >= limited[0].at]
     assert all(r.at >= midnight for r in posts[len(limited) :])
     assert pl.read_parquet(out / "results.parquet").height == 10
-
-
-def api_env(tmp_path: Path, served: RunningSandbox) -> dict[str, str]:
-    env = no_api(tmp_path)
-    env.update(
-        BATCHVAL_BASE_URL=served.base_url,
-        BATCHVAL_AUTH_URL=served.auth_url,
-        BATCHVAL_CLIENT_ID=LIVE.client_id,
-        BATCHVAL_CLIENT_SECRET=LIVE.client_secret,
-    )
-    return env
 
 
 @pytest.mark.parametrize("year", [2026, 2027])
@@ -159,7 +146,7 @@ def test_a_local_0130_job_that_fires_twice_as_the_clocks_go_back_calls_once(
                 }
             )
         )
-        env = {**no_api(tmp_path), "TZ": "Europe/London", "BATCHVAL": BATCHVAL}
+        env = {**no_api(), "TZ": "Europe/London", "BATCHVAL": BATCHVAL}
         calls: list[int] = []
         for when in (first, first + dt.timedelta(hours=1)):
             sandbox.clock.set(when)
@@ -230,7 +217,7 @@ def test_valuations_on_and_around_leap_days_reach_their_anniversaries_by_the_pag
         lines.append(f"{loan},{postcode},terraced,3,{balance},400000,{valued:%d/%m/%Y}")
     source.write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = tmp_path / "out"
-    done = night([BATCHVAL, "run", str(source), "--out", str(out)], when, no_api(tmp_path))
+    done = night([BATCHVAL, "run", str(source), "--out", str(out)], when, no_api())
     assert done.returncode == 0, done.stderr
     results = pl.read_parquet(out / "results.parquet").sort("Loan Ref")
     assert results.height == len(LEAP_LOANS)

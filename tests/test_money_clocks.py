@@ -16,7 +16,7 @@ from pathlib import Path
 
 import clocks
 import pytest
-from support import BATCHVAL, LIVE, env_for, outputs, portfolio, wait_until
+from support import BATCHVAL, LIVE, InProcess, Ran, env_for, outputs, portfolio, wait_until
 
 from batchval.sandbox.server import RunningSandbox
 
@@ -33,12 +33,19 @@ def charged(served: RunningSandbox) -> int:
 
 
 def run(
-    served: RunningSandbox, source: Path, out: Path, *extra: str, skew: int = 0
-) -> subprocess.CompletedProcess[str]:
-    """`batchval run` as a process, its wall clock `skew` seconds off the API's."""
+    batchval: InProcess,
+    served: RunningSandbox,
+    source: Path,
+    out: Path,
+    *extra: str,
+    skew: int = 0,
+) -> Ran | subprocess.CompletedProcess[str]:
+    """`batchval run` in this process; as a process of its own, its wall clock `skew`
+    seconds off the API's, when `skew` (a clock is a process's)."""
     env = env_for(served)
-    if skew:
-        env = clocks.at(clocks.true_now() + dt.timedelta(seconds=skew), env)
+    if not skew:
+        return batchval("run", str(source), "--out", str(out), *extra, env=env)
+    env = clocks.at(clocks.true_now() + dt.timedelta(seconds=skew), env)
     return subprocess.run(
         [BATCHVAL, "run", str(source), "--out", str(out), *extra],
         env=env,
@@ -62,14 +69,14 @@ def money(out: Path) -> tuple[int, int, int, int]:
 
 @PRECISIONS
 def test_one_calm_dir_and_a_second_after_it_report_what_the_ledger_charged(
-    served: RunningSandbox, tmp_path: Path, to: str
+    served: RunningSandbox, tmp_path: Path, to: str, batchval: InProcess
 ) -> None:
     """One DIR of 40 rows, nobody else on the account: this time and in all equal what the
     ledger charged, none uncertain. The same file into a second DIR after it: nothing
     charged, nothing counted spent."""
     served.sandbox.config.stamp_precision = to
     source = portfolio(tmp_path / "book.csv", 40)
-    first = run(served, source, tmp_path / "a")
+    first = run(batchval, served, source, tmp_path / "a")
     assert first.returncode == 0, first.stderr
     assert charged(served) == 400
     assert money(tmp_path / "a")[:3] == (400, 400, 0)
@@ -82,7 +89,7 @@ def test_one_calm_dir_and_a_second_after_it_report_what_the_ledger_charged(
         ).fetchone()[0]
     db.close()
     assert unplaced == 0
-    second = run(served, source, tmp_path / "b")
+    second = run(batchval, served, source, tmp_path / "b")
     assert second.returncode == 0, second.stderr
     assert charged(served) == 400
     this_time, in_all, uncertain, replayed = money(tmp_path / "b")
@@ -93,14 +100,14 @@ def test_one_calm_dir_and_a_second_after_it_report_what_the_ledger_charged(
 @SKEWS
 @pytest.mark.parametrize("to", ["second", "milli"])
 def test_a_skewed_machine_clock_counts_what_the_ledger_charged(
-    served: RunningSandbox, tmp_path: Path, skew: int, to: str
+    served: RunningSandbox, tmp_path: Path, skew: int, to: str, batchval: InProcess
 ) -> None:
     """This machine's clock ten minutes behind, two seconds, three minutes or ten minutes
     ahead of the API's: a calm DIR's fresh credits equal the ledger's, and the summary
     says how far off the clock is (a warning beyond a minute)."""
     served.sandbox.config.stamp_precision = to
     source = portfolio(tmp_path / "book.csv", 30)
-    done = run(served, source, tmp_path / "out", skew=skew)
+    done = run(batchval, served, source, tmp_path / "out", skew=skew)
     assert done.returncode == 0, done.stderr
     assert charged(served) == 300
     assert money(tmp_path / "out")[:3] == (300, 300, 0)
@@ -111,7 +118,7 @@ def test_a_skewed_machine_clock_counts_what_the_ledger_charged(
 
 @SKEWS
 def test_the_spending_cap_holds_whatever_the_machine_clock(
-    served: RunningSandbox, tmp_path: Path, skew: int
+    served: RunningSandbox, tmp_path: Path, skew: int, batchval: InProcess
 ) -> None:
     """`--max-credits 300` on 60 rows, whole-second stamps, the machine's clock off the
     API's: the ledger charges at most 300, the run stops 75 `max_credits`, and what it
@@ -119,13 +126,13 @@ def test_the_spending_cap_holds_whatever_the_machine_clock(
     served.sandbox.config.stamp_precision = "second"
     source = portfolio(tmp_path / "book.csv", 60)
     out = tmp_path / "out"
-    done = run(served, source, out, "--max-credits", "300", skew=skew)
+    done = run(batchval, served, source, out, "--max-credits", "300", skew=skew)
     assert done.returncode == 75, done.stderr
     assert outputs(out)[2]["stop"]["reason"] == "max_credits"
     assert 0 < charged(served) <= 300
     assert money(out)[:2] == (charged(served), charged(served))
     before = charged(served)
-    again = run(served, source, out, "--max-credits", "300", skew=skew)
+    again = run(batchval, served, source, out, "--max-credits", "300", skew=skew)
     assert again.returncode in (0, 75), again.stderr
     assert charged(served) - before <= 300
     assert money(out)[:2] == (charged(served) - before, charged(served))
@@ -137,7 +144,7 @@ def test_the_spending_cap_holds_whatever_the_machine_clock(
     ids=["second", "milli", "micro", "second-600s", "second+180s"],
 )
 def test_a_dir_through_kills_reports_what_the_ledger_charged(
-    served: RunningSandbox, tmp_path: Path, to: str, skew: int
+    served: RunningSandbox, tmp_path: Path, to: str, skew: int, batchval: InProcess
 ) -> None:
     """A DIR of 60 rows killed (SIGKILL) three times while sending, then run to the end,
     its machine's clock on the API's or minutes off it: in all equals what the ledger
@@ -164,7 +171,7 @@ def test_a_dir_through_kills_reports_what_the_ledger_charged(
                 process=process,
             )
             process.send_signal(signal.SIGKILL)
-    done = run(served, source, out, skew=skew)
+    done = run(batchval, served, source, out, skew=skew)
     assert done.returncode == 0, done.stderr
     assert served.sandbox.ledger.keys_charged_twice() == []
     assert charged(served) == 600
@@ -174,7 +181,7 @@ def test_a_dir_through_kills_reports_what_the_ledger_charged(
 
 
 def test_the_api_clock_moved_mid_run_counts_no_charge_twice_and_loses_none(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """The API's clock (its Date headers and stamps) jumps an hour ahead while a DIR of 60
     rows is sending, whole-second stamps: what the DIR reports equals the ledger."""
@@ -188,7 +195,7 @@ def test_the_api_clock_moved_mid_run_counts_no_charge_twice_and_loses_none(
 
     jumper = threading.Thread(target=jump)
     jumper.start()
-    done = run(served, source, tmp_path / "out", "--concurrency", "4")
+    done = run(batchval, served, source, tmp_path / "out", "--concurrency", "4")
     jumper.join()
     assert done.returncode == 0, done.stderr
     assert served.sandbox.ledger.keys_charged_twice() == []
