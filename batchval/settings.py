@@ -24,7 +24,7 @@ import yaml
 
 from batchval.api.vocabulary import INCLUDE_ITEMS, STREET_CREDITS_ASSUMED
 from batchval.input.lender import LENDER_FIELDS, LenderOptions, RevaluationPolicy
-from batchval.input.options import InputOptions
+from batchval.input.options import Corrections, InputOptions
 from batchval.input.refused import DEFAULT_MAX_REFUSED_SHARE
 from batchval.outcome import SettingsError
 from batchval.redaction import Redactor, without_password
@@ -201,6 +201,13 @@ INPUT_KEYS: tuple[Key, ...] = (
         "birth dates, e-mail, telephone and NI numbers, address lines)",
     ),
     Key("batch_rows", "rows read and validated at a time"),
+    Key(
+        "not_loans",
+        "`{set_aside: [...], keep: [...]}`: lines (numbers, which move each month) or "
+        "patterns (regular expressions found in a row's label, any case) of the table set "
+        "aside as not loans, or kept as loans, whatever batchval's rules say",
+        default="the rules: subtotals, totals, headings and notes are set aside",
+    ),
 )
 
 # The config's `lender` section (input/lender.LenderOptions holds the defaults).
@@ -366,6 +373,8 @@ class Settings:
             # A header on the first line (where every DIR begun before it could be found
             # had it) is left out, so that no earlier DIR's fingerprint changes.
             **({} if self.input.header_row in (None, 1) else {"header_row": self.input.header_row}),
+            # Which rows are loans: absent when not corrected, as in every earlier DIR.
+            **({"not_loans": self.input.not_loans.to_json()} if self.input.not_loans else {}),
         }
 
     def fingerprint_0_1(self) -> str:
@@ -409,6 +418,7 @@ class Settings:
                 "values": {k: dict(v) for k, v in options.values.items()},
                 "passthrough": None if options.passthrough is None else list(options.passthrough),
                 "batch_rows": options.batch_rows,
+                "not_loans": options.not_loans.to_json(),
             },
             "run": {**run, "include": list(options.include)},
             "lender": self.lender.to_json(),
@@ -594,7 +604,27 @@ def _input_options(
         passthrough=None if passthrough is None else tuple(passthrough),
         include=include,
         batch_rows=int(section.get("batch_rows", 50_000)),
+        not_loans=_corrections(section.get("not_loans")),
     )
+
+
+def _corrections(section: Any) -> Corrections:
+    """`input.not_loans`: `{set_aside: [...], keep: [...]}`, each a list of lines and
+    patterns."""
+    if section is None:
+        return Corrections()
+    if not isinstance(section, Mapping):
+        raise SettingsError("input.not_loans must be {set_aside: [...], keep: [...]}")
+    _reject_unknown(section, {"set_aside", "keep"}, "input.not_loans")
+    lists = {}
+    for which in ("set_aside", "keep"):
+        items = section.get(which) or []
+        if not isinstance(items, list):
+            raise SettingsError(
+                f"input.not_loans.{which} must be a list of line numbers and patterns"
+            )
+        lists[which] = tuple(items)
+    return Corrections(**lists)
 
 
 def _lender(config: Mapping[str, Any]) -> LenderOptions:

@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from batchval.input import InputOptions, InputSource, open_input
+from batchval.input import InputError, InputOptions, InputSource, open_input
 from batchval.outcome import RunRefusedError, StopReason
 from batchval.store.checkpoint import Checkpoint
 from batchval.store.database import Database
@@ -166,14 +166,18 @@ def test_a_book_run_reads_in_full(tmp_path: Path) -> None:
 
 
 def test_a_fault_of_the_input_is_found_before_any_row_is_stored(tmp_path: Path) -> None:
-    """A file that cannot be read to its end is refused by the validation of the whole
-    input, before a call could be made, with nothing stored and no thread left."""
+    """A file that cannot be read to its end is refused when it is opened (its whole
+    table is read once); one damaged after it was opened, by the validation of the whole
+    input: before a call could be made, with nothing stored and no thread left."""
     path = book(tmp_path / "book.csv", [GOOD] * 10)
+    opened = source(path)
     broken = b'LN-9,"SW1A 2AA,terraced,3,CASE\n'
     path.write_bytes(path.read_bytes() + broken + b"LN-10,SW1A 2AA,terraced,3,CASE\n")
+    with pytest.raises(InputError, match="quote mark"):
+        source(path)
     checkpoint = Checkpoint(Database.open(tmp_path))
     with pytest.raises(RunRefusedError) as refused:
-        Ingest.begin(checkpoint, source(path), "run-1")
+        Ingest.begin(checkpoint, opened, "run-1")
     assert refused.value.reason is StopReason.INPUT_UNUSABLE
     assert checkpoint.counts().rows == 0
     assert not [t for t in threading.enumerate() if t.name == "batchval-read-ahead"]

@@ -1,5 +1,6 @@
-"""input/layout: the header below a banner, and the lines below the table that are not
-loans, in CSV files and sheets as lenders' systems write them."""
+"""input/layout: the header below a banner, and the lines of the table that are not loans,
+in CSV files and sheets as lenders' systems write them (the rules at length:
+test_not_loans)."""
 
 from __future__ import annotations
 
@@ -127,8 +128,8 @@ def test_totals_and_footers_below_the_table_are_not_loans(tmp_path: Path) -> Non
     path = written(tmp_path / "book.csv", [*BANNER, COLUMNS, *LOANS, *FOOTERS])
     source = open_input(path, InputOptions(columns=MAPPED))
     assert source.read_as.not_loans == (
-        NotLoan(7, "Total"),
-        NotLoan(9, "Source: MI warehouse. CONFIDENTIAL"),
+        NotLoan(7, "label", "Total"),
+        NotLoan(9, "label", "Source: MI warehouse. CONFIDENTIAL"),
     )
     rows = read_all(source)
     assert len(rows) == 3
@@ -138,18 +139,22 @@ def test_totals_and_footers_below_the_table_are_not_loans(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("below", "kept"),
     [
-        ([["", "", "", "", "5"]], 1),  # a figure with no label: a row with no postcode
+        ([["", "", "", "", "5"]], 0),  # only an amount, no postcode or loan id
         ([["Grand Total", "", "", "", "5"], ["Sub-total", "", "", "", "5"]], 0),
         ([["Prepared by Credit Risk", "", "", "", ""]], 0),
-        ([["anything at all", "", "", "", ""]], 1),  # in the loan-id column: a loan
-        ([["", "", "flat", "", ""]], 1),
+        ([["anything at all", "", "", "", ""]], 0),  # words, no id: a note
+        ([["", "", "flat", "", ""]], 0),  # a single value: a heading
+        ([["A4", "", "", "", ""]], 1),  # a loan id: a loan (a problem)
+        ([["A5", "", "flat", "2", "5"]], 1),
+        ([["", "", "flat", "2", "123"]], 1),  # a loan with neither postcode nor id
+        ([["", "XX1", "flat", "2", "123"]], 1),  # a postcode that is not one
     ],
 )
-def test_only_labelled_or_first_cell_lines_below_the_table_are_not_loans(
+def test_only_rows_that_read_as_no_loan_below_the_table_are_set_aside(
     tmp_path: Path, below: list[list[str]], kept: int
 ) -> None:
-    """Below the table, a row is left out only when it reads as a total or footer or has
-    only its first cell; any other stays a row (a problem)."""
+    """Below the table, a row is left out when it reads as a total or note, or holds only
+    amounts, or a single value that is no loan id; any other stays a row (a problem)."""
     path = written(tmp_path / "book.csv", [COLUMNS, *LOANS, *below])
     source = open_input(path, InputOptions(columns=MAPPED))
     assert len(read_all(source)) == 3 + kept
@@ -163,17 +168,17 @@ def test_a_line_with_only_its_first_cell_below_the_table_is_not_a_loan(tmp_path:
     path = written(tmp_path / "book.csv", [header, *rows, ["Extracted 30/11/2026", *[""] * 5]])
     source = open_input(path, InputOptions(columns=MAPPED))
     assert len(read_all(source)) == 3
-    assert source.read_as.not_loans == (NotLoan(5, "Extracted 30/11/2026"),)
+    assert source.read_as.not_loans == (NotLoan(5, "one_value", "Extracted 30/11/2026"),)
 
 
-def test_a_subtotal_in_the_middle_of_the_table_is_still_a_row(tmp_path: Path) -> None:
-    """Only what follows the last loan can be below the table."""
-    middle = ["Sub-total", "", "", "", "300000"]
+def test_a_subtotal_in_the_middle_of_the_table_is_set_aside(tmp_path: Path) -> None:
+    """A subtotal between loans is no loan, wherever it stands."""
+    middle = ["Sub-total", "", "", "", "100000"]
     path = written(tmp_path / "book.csv", [COLUMNS, LOANS[0], middle, *LOANS[1:]])
     source = open_input(path, InputOptions(columns=MAPPED))
     rows = read_all(source)
-    assert len(rows) == 4
-    assert source.read_as.not_loans == ()
+    assert len(rows) == 3
+    assert source.read_as.not_loans == (NotLoan(3, "label", "Sub-total"),)
 
 
 def test_a_loan_with_only_its_id_last_is_a_loan(tmp_path: Path) -> None:
@@ -200,7 +205,7 @@ def test_a_sheet_header_below_a_merged_title_and_its_total(tmp_path: Path) -> No
     source = open_input(path, InputOptions(columns=MAPPED))
     assert source.columns == COLUMNS
     assert source.read_as.to_json()["header_line"] == 4
-    assert source.read_as.not_loans == (NotLoan(8, "Total"),)
+    assert source.read_as.not_loans == (NotLoan(8, "label", "Total"),)
     assert [
         line for b in source.batches() if b.lines is not None for line in b.lines.to_pylist()
     ] == [5, 6, 7]

@@ -334,20 +334,20 @@ def test_unusable_file_is_one_line_input_error(
     assert expected in fault(make(tmp_path), options)
 
 
-def test_open_reads_only_the_head_and_tail(tmp_path: Path) -> None:
-    """With its encoding given, open_input accepts a CSV file whose damage lies between its
-    head and its last line (a loan: nothing below the table); batches then raise. A gzip
-    file, whose end cannot be read alone, is read whole at once for the lines below its
-    table, and so is refused when it is damaged, as it is when the encoding is found."""
+def test_open_reads_the_whole_table_once_so_damage_is_refused_before_a_call(
+    tmp_path: Path,
+) -> None:
+    """open_input reads every row once (the search for rows that are not loans), so a CSV
+    file damaged in its middle, plain or gzip, with its encoding given or found, is refused
+    when it is opened, before anything is sent."""
     rows = [[f"L{i}", "SW1A 1AA", "flat", "2", "", "x" * 80] for i in range(5000)]
     rows[2500][5] = "caf\udce9"  # a byte that is not UTF-8, written as it is
     path = tmp_path / "homes.csv"
     text = ",".join(HEADER) + "\n" + "".join(",".join(row) + "\n" for row in rows)
     path.write_bytes(text.encode("utf-8", "surrogateescape"))
     given = InputOptions(batch_rows=500, encoding="utf-8")
-    source = open_input(path, given)
-    assert source.columns == HEADER
-    assert "cannot be read after data row" in fault(path, given)
+    with pytest.raises(InputError, match="cannot be read after data row"):
+        open_input(path, given)
     rng = random.Random(1)
     rows = [[f"L{i}", "SW1A 1AA", "flat", "2", "", rng.randbytes(40).hex()] for i in range(5000)]
     gzipped = write_csv(tmp_path / "homes.csv.gz", rows, compress=True)

@@ -44,8 +44,13 @@ def test_an_mi_extract_runs_from_init_to_run_with_the_proposal_unchanged(
     assert summary["rows"]["total"] == samples.MI_LOANS
     assert summary["input_read"]["header_line"] == samples.MI_HEADER_LINE
     assert summary["input_read"]["not_loans"] == [
-        {"line": samples.MI_TOTAL_LINE, "text": "Total"},
-        {"line": samples.MI_FOOTER_LINE, "text": samples.MI_FOOTER},
+        {"line": samples.MI_TOTAL_LINE, "reason": "label", "label": "Total", "text": "Total"},
+        {
+            "line": samples.MI_FOOTER_LINE,
+            "reason": "label",
+            "label": samples.MI_FOOTER,
+            "text": samples.MI_FOOTER,
+        },
     ]
     problems = pl.read_parquet(out / "problems.parquet")
     blank = problems.filter(pl.col("source_row") == samples.MI_BLANK_LINE)
@@ -57,7 +62,7 @@ def test_an_mi_extract_runs_from_init_to_run_with_the_proposal_unchanged(
     assert (results["source_row"] - results["row_number"]).unique().to_list() == [
         samples.MI_HEADER_LINE
     ]
-    assert "lines below the table are not loans" in ran.output
+    assert "2 lines set aside, not loans: 'Total' (line" in ran.output
     reported = invoke("report", str(out))
     assert reported.exit_code == 0, reported.output
     page = (out / "report.html").read_text()

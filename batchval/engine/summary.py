@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchval.engine.derived import removed_line
-from batchval.input.layout import skipped_words
+from batchval.input.layout import SHORT_REASONS, skipped_words
 from batchval.input.personal import left_out_line
 from batchval.outcome import ExitCode, StopInfo
 from batchval.store.charges import Money
@@ -35,8 +35,10 @@ SUMMARY_KEYS: Mapping[str, str] = {
         "how INPUT was read: `format` (csv, parquet or excel), a CSV's `encoding` and "
         "whether it was found (`encoding_detected`), a workbook's `sheet`, the line of a CSV "
         "or sheet that holds the header (`header_line`) and how many lines above it were "
-        "not read (`lines_above_header`), the lines below the table that are not loans "
-        "(`not_loans`, each `{line, text}`), and the columns the default pass-through left "
+        "not read (`lines_above_header`), the table's lines that are not loans, set aside "
+        "(`not_loans`, each `{line, reason, label, text}`: `reason` one of `label`, "
+        "`subtotal`, `total`, `only_amounts`, `one_value`, `set_aside`; `text` the label, "
+        "as before `reason` came), and the columns the default pass-through left "
         "out as a person's data, each with why (`personal_left_out`: `{column: why}`)"
     ),
     "rows": (
@@ -127,14 +129,14 @@ def read_line(input_read: Mapping[str, Any] | None) -> list[str]:
         said.append(f"input: {skipped_words(line, line - above)}")
     not_loans = input_read.get("not_loans") or []
     if not_loans:
-        listed = ", ".join(f"{_quoted(n['text'])} (line {n['line']})" for n in not_loans[:5])
-        more = f" and {len(not_loans) - 5} more" if len(not_loans) > 5 else ""
-        were = (
-            "line below the table is not a loan"
-            if len(not_loans) == 1
-            else ("lines below the table are not loans")
+        listed = ", ".join(
+            f"{_quoted(n.get('label', n.get('text', '')))} (line {n['line']}: "
+            f"{SHORT_REASONS.get(n.get('reason', 'label'), 'set aside')})"
+            for n in not_loans[:5]
         )
-        said.append(f"input: {len(not_loans)} {were}: {listed}{more}")
+        more = f" and {len(not_loans) - 5} more" if len(not_loans) > 5 else ""
+        lines = "line" if len(not_loans) == 1 else "lines"
+        said.append(f"input: {len(not_loans)} {lines} set aside, not loans: {listed}{more}")
     left_out = left_out_line(input_read.get("personal_left_out") or {})
     if left_out:
         said.append(f"input: {left_out}")

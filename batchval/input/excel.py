@@ -54,15 +54,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from batchval.input.layout import (
-    HEADER_SEARCH_LINES,
-    LABEL,
-    LINE,
-    ONLY_FIRST,
-    Header,
-    find_header,
-    label_columns,
-)
+from batchval.input.layout import HEADER_SEARCH_LINES, LINE, Header, find_header
 from batchval.input.options import InputError
 from batchval.input.sniff import first_line
 
@@ -86,7 +78,7 @@ def sheet_to_parquet(
 ) -> tuple[str, str, Header]:
     """Write the sheet (the first when `sheet` is None) of the workbook at `path` to a
     Parquet file at `target`, typed and without blank rows, each row with its sheet line
-    and first value (`layout.HIDDEN`); returns the sheet's name, when the first was read by
+    (`layout.LINE`); returns the sheet's name, when the first was read by
     default the workbook's other sheets as a hint to add to a fault in it (else ""), and
     where its header is: the line `header_row` states, else the line found
     (`layout.find_header`, knowing the columns the config maps, `configured`), else the
@@ -279,27 +271,23 @@ def _kept(column: pa.ChunkedArray) -> pa.ChunkedArray:
 
 
 def _without_blank_rows(table: pa.Table, first: int) -> pa.Table:
-    """The rows that hold a value, each with its sheet line (the first row's is `first`)
-    and first value (`layout.HIDDEN`): a row whose every cell is empty or spaces goes."""
-    lines = pa.array(range(first, first + table.num_rows), pa.int64())
-    table = _with_hidden(table, lines)
-    kept = pc.is_valid(table.column(LABEL))
-    return table if pc.all(kept).as_py() else table.filter(kept)
-
-
-def _with_hidden(table: pa.Table, lines: Sequence[int] | pa.Array) -> pa.Table:
-    """The table with each row's line (`lines`), first value and whether it is alone in
-    the first column (`layout.HIDDEN`)."""
-    frame = pl.from_arrow(table)
+    """The rows that hold a value, each with its sheet line (`layout.LINE`; the first
+    row's is `first`): a row whose every cell is empty or spaces goes."""
+    table = _with_line(table, pa.array(range(first, first + table.num_rows), pa.int64()))
+    frame = pl.from_arrow(table.drop_columns([LINE]))
     assert isinstance(frame, pl.DataFrame)
-    text = [
-        pl.col(name) if frame.schema[name] == pl.String else pl.col(name).cast(pl.String)
-        for name in frame.columns
-    ]
-    hidden = frame.select(label_columns(frame.columns, text))
-    table = table.append_column(LINE, pa.array(lines, pa.int64()))
-    table = table.append_column(LABEL, hidden.get_column(LABEL).to_arrow().cast(pa.string()))
-    return table.append_column(ONLY_FIRST, hidden.get_column(ONLY_FIRST).to_arrow())
+    held = frame.select(
+        pl.any_horizontal(
+            pl.col(name).cast(pl.String).str.strip_chars().fill_null("") != ""
+            for name in frame.columns
+        )
+    ).to_series()
+    return table if held.all() else table.filter(held.to_arrow())
+
+
+def _with_line(table: pa.Table, lines: Sequence[int] | pa.Array) -> pa.Table:
+    """The table with each row's sheet line (`layout.LINE`)."""
+    return table.append_column(LINE, pa.array(lines, pa.int64()))
 
 
 # --- a wide sheet: streamed -----------------------------------------------------------------
@@ -479,9 +467,7 @@ def _stream_to_parquet(
         else:
             types.append(pa.string())
     schema = pa.schema(list(zip(names, types, strict=True)))
-    hidden = pa.schema(
-        [*schema, (LINE, pa.int64()), (LABEL, pa.string()), (ONLY_FIRST, pa.bool_())]
-    )
+    hidden = pa.schema([*schema, (LINE, pa.int64())])
     with pq.ParquetWriter(target, hidden) as writer:
         chunk: list[list[Any]] = []
         lines: list[int] = []
@@ -491,10 +477,10 @@ def _stream_to_parquet(
             chunk.append([*row[:width], *([None] * (width - len(row)))])
             lines.append(line)
             if len(chunk) == ROW_GROUP_ROWS:
-                writer.write_table(_with_hidden(_chunk_table(chunk, schema, kinds), lines))
+                writer.write_table(_with_line(_chunk_table(chunk, schema, kinds), lines))
                 chunk, lines = [], []
         if chunk:
-            writer.write_table(_with_hidden(_chunk_table(chunk, schema, kinds), lines))
+            writer.write_table(_with_line(_chunk_table(chunk, schema, kinds), lines))
 
 
 def _chunk_table(rows: list[list[Any]], schema: pa.Schema, kinds: list[str]) -> pa.Table:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import codecs
 import dataclasses
+import re
 import types
 import unicodedata
 from collections.abc import Mapping
@@ -46,6 +47,37 @@ DETECTED_DELIMITERS: tuple[str, ...] = (",", ";", "\t", "|")
 # The text every CSV encoding must write as ASCII does: the reader finds the header's
 # line break, quotes and delimiter in the bytes (UTF-16 and UTF-32 are refused).
 _ASCII_PROBE = "\t\n\r ,;|\"'0Az~"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Corrections:
+    """`input.not_loans`: lines or patterns (regular expressions, searched in a row's label
+    or first value whatever its case) that are set aside, or kept as loans, whatever the
+    rules say. `keep` wins over `set_aside`."""
+
+    set_aside: tuple[int | str, ...] = ()
+    keep: tuple[int | str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for which in ("set_aside", "keep"):
+            for item in getattr(self, which):
+                if isinstance(item, bool) or not isinstance(item, int | str):
+                    raise ValueError(f"not_loans.{which}: {item!r} is not a line or a pattern")
+                if isinstance(item, int) and item < 1:
+                    raise ValueError(f"not_loans.{which}: {item} is not a line number")
+                if isinstance(item, str):
+                    try:
+                        re.compile(item)
+                    except re.error as exc:
+                        raise ValueError(
+                            f"not_loans.{which}: {item!r} is not a regular expression: {exc}"
+                        ) from None
+
+    def __bool__(self) -> bool:
+        return bool(self.set_aside or self.keep)
+
+    def to_json(self) -> dict[str, list[int | str]]:
+        return {"set_aside": list(self.set_aside), "keep": list(self.keep)}
 
 
 class InputError(BatchvalError):
@@ -103,6 +135,8 @@ class InputOptions:
     passthrough: tuple[str, ...] | None = None
     include: tuple[str, ...] = ()
     batch_rows: int = 50_000
+    # Rows set aside as not loans, or kept as loans, whatever the rules say (input/layout).
+    not_loans: Corrections = Corrections()
 
     def __post_init__(self) -> None:
         if self.delimiter is not None and (len(self.delimiter) != 1 or self.delimiter in '"\r\n'):

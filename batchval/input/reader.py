@@ -34,8 +34,9 @@ polars' inference over the whole CSV file, block by block, which costs one more 
 it, cut short once every pass-through column is text).
 
 Where the table is (`input/layout`): a CSV's or a sheet's header may stand below banner
-lines (found, or `header_row`), and the lines below the table that are not loans (a total,
-a footer) are found when the file is opened (`_not_loans`) and left out of the batches.
+lines (found, or `header_row`), and the rows of the table that are not loans (subtotals,
+headings, totals, notes) are found when the file is opened (`_not_loans`) and left out
+of the batches.
 Each row keeps its line (`InputBatch.lines`: what a run stores and writes as
 `source_row`).
 
@@ -77,7 +78,6 @@ from batchval.input.options import InputError, InputOptions
 from batchval.input.personal import SAMPLE_ROWS
 from batchval.input.sniff import (
     GZIP_MAGIC,
-    HEAD_BYTES,
     READ_ERRORS,
     detect_delimiter,
     first_line,
@@ -130,7 +130,7 @@ class ReadAs:
     encoding_detected: bool = False  # found from the file's bytes, not given
     sheet: str | None = None  # a workbook's: the sheet read
     header: Header | None = None  # a CSV's or a sheet's: where its header is
-    not_loans: tuple[NotLoan, ...] = ()  # the lines below the table that are not loans
+    not_loans: tuple[NotLoan, ...] = ()  # the table's rows that are not loans
     # Columns the default pass-through left out as a person's data -> why (input/personal).
     personal_left_out: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
@@ -154,15 +154,12 @@ class _Asked:
     """What a reading asks of a table: every data row, in order, about `rows` at a time,
     the `fields` columns as text (the include column, when it is a list of text, as it
     is) and the `passthrough` columns typed; a CSV's or a sheet's rows with their lines
-    (`layout.LINE`) and, when `labelled`, their first values (`layout.LABEL`,
-    `layout.ONLY_FIRST`: what the search for the lines below the table reads, which costs
-    a third of a CSV's reading)."""
+    (`layout.LINE`)."""
 
     fields: Sequence[str]
     rows: int
     passthrough: Sequence[str] = ()
     include: str | None = None
-    labelled: bool = False
 
 
 class _Table(Protocol):
@@ -209,7 +206,7 @@ class _CsvTable:
     def _read(self, source: Path, asked: _Asked) -> Iterator[_Raw]:
         types = self._types(source, asked.passthrough)
         wanted = list(dict.fromkeys([*asked.fields, *asked.passthrough]))
-        frames = self._scan(source, wanted, asked.rows, asked.labelled)
+        frames = self._scan(source, wanted, asked.rows)
         pairs = ((frame, given.from_text(self.path, frame, types)) for frame in frames)
         return _guarded(self.path, pairs)
 
@@ -275,23 +272,6 @@ class _CsvTable:
             **({"infer_schema_length": None} if infer else {"infer_schema": False}),
         )
 
-    def ends_with_loan(self, wanted: Sequence[str]) -> bool:
-        """Whether the file's last line that holds a value, read from its last 64 KiB,
-        has a postcode or a loan id (`wanted`, their columns) and so no line below the
-        table; False when that cannot be told (a gzip file, a line the tail cannot parse)."""
-        if self.compressed or self.bare_cr:
-            return False
-        try:
-            with open(self.path, "rb") as file:
-                size = file.seek(0, io.SEEK_END)
-                file.seek(max(0, size - HEAD_BYTES))
-                tail = file.read()
-        except OSError:
-            return False
-        lines = tail.decode(self.codec, errors="replace").splitlines()[1:]  # a whole line
-        places = [self.columns.index(name) for name in wanted]
-        return layout.last_line_holds_loan(lines, len(self.columns), self.delimiter, places)
-
     def _transcode(self, target: Path) -> None:
         try:
             with (
@@ -306,20 +286,16 @@ class _CsvTable:
                 self.path, f"cannot be read as {self.codec}: {first_line(exc)}"
             ) from exc
 
-    def _scan(
-        self, source: Path, wanted: Sequence[str], batch_rows: int, labelled: bool
-    ) -> Iterator[pl.DataFrame]:
+    def _scan(self, source: Path, wanted: Sequence[str], batch_rows: int) -> Iterator[pl.DataFrame]:
         # Every column is text: validation decides what a field is. By position, not
         # name: a column may be called "*" or "^a$" (polars patterns). Each record also
         # gets its line (`layout.LINE`: the header's, plus its place among the records
-        # after it) and, when `labelled`, its first value (`layout.label_columns`), for
-        # the rows below the table (`_not_loans`).
+        # after it).
         each = [pl.nth(i) for i in range(len(self.columns))]
         blank = pl.all_horizontal([c.is_null() | c.str.contains(r"^\s*$") for c in each])
         keep = [
             *(pl.nth(self.columns.index(name)).alias(name) for name in wanted),
             (pl.col(layout.LINE) + self.header.line + 1).alias(layout.LINE),
-            *(layout.label_columns(self.columns, each) if labelled else ()),
         ]
         done = 0
         if not self.bare_cr:
@@ -389,9 +365,7 @@ class _ParquetTable:
 
     def raw_batches(self, asked: _Asked) -> Iterator[_Raw]:
         # A sheet's hidden columns, as input/excel wrote them.
-        hidden = (
-            [] if self.file is None else list(layout.HIDDEN if asked.labelled else [layout.LINE])
-        )
+        hidden = [] if self.file is None else list(layout.HIDDEN)
         try:
             # No pre-buffering: with it (pyarrow's default) the column chunks read stay
             # cached until the reader closes, so the Arrow memory held grew with the
@@ -629,7 +603,7 @@ class InputSource:
         `lender`, a lender's money and dates among them read (what LTVs need: its caller
         says); with `every_column` (`split`), every column in order, a CSV's request fields
         as the text read; without `riding`, no pass-through column (what validation makes
-        of the rows, and no more). The lines below the table that are not loans
+        of the rows, and no more). The rows of the table that are not loans
         (`read_as.not_loans`) are left out.
 
         Raises InputError when the file turns out unreadable part way (truncated,
@@ -684,22 +658,21 @@ class InputSource:
 
 
 def _not_loans(table: _Table, mapped: ColumnMap, options: InputOptions) -> list[NotLoan]:
-    """The lines below a CSV's or a sheet's table that are not loans (`layout`), read in
-    one pass over its postcode and loan-id columns (about a second a million rows); none
-    for Parquet, and none, without the pass, for an uncompressed CSV file whose last line
-    holds a loan (`_CsvTable.ends_with_loan`)."""
+    """The rows of a CSV's or a sheet's table that are not loans (`layout.find_not_loans`),
+    read in one pass over every column as text (about a second a million rows of a CSV
+    file); none for Parquet."""
     if table.read_as.header is None:
         return []
     postcode = mapped.fields.get("postcode")
     try:
-        loan_id = find_lender_columns(table.columns, options.columns).get("loan_id")
+        lender = find_lender_columns(table.columns, options.columns)
     except LenderColumnError:
-        loan_id = None
-    wanted = [c for c in dict.fromkeys((postcode, loan_id)) if c is not None]
-    if isinstance(table, _CsvTable) and table.ends_with_loan(wanted):
-        return []
-    batches = table.raw_batches(_Asked(wanted, options.batch_rows, labelled=True))
-    return layout.below_the_table((raw for raw, _ in batches), postcode, loan_id)
+        lender = {}
+    loan_id, balance = lender.get("loan_id"), lender.get("loan_balance")
+    batches = table.raw_batches(_Asked(table.columns, options.batch_rows))
+    return layout.find_not_loans(
+        (raw for raw, _ in batches), table.columns, postcode, loan_id, balance, options.not_loans
+    )
 
 
 def _open_table(path: Path, options: InputOptions) -> tuple[_Table, str]:
