@@ -649,7 +649,7 @@ def init(
         if chosen is None and read_as.sheet is not None:
             chosen = Chosen(read_as.sheet, "the sheet read (--sheet NAME reads another)")
         header = read_as.header
-        proposal = propose(columns, surveyed, rows)
+        proposal = propose(columns, surveyed, rows, hidden=read_as.hidden_columns)
         target.write_text(render(proposal, input_path, sheet=chosen, header=header), "utf-8")
         try:
             settings = load_settings(target, os.environ, encoding=encoding)
@@ -658,10 +658,12 @@ def init(
             _proposed(target, input_path, proposal, chosen, sheet)
             click.echo(f"batchval: input_unusable: with {target}: {exc}", err=True)
             raise SystemExit(int(ExitCode.INPUT)) from None
-        if tried.read_as is not None and tried.read_as.not_loans:  # not data rows after all
-            rows -= len(tried.read_as.not_loans)
+        read = tried.read_as
+        if read is not None and (read.not_loans or read.hidden_rows):  # said in the proposal
+            rows -= len(read.not_loans)  # not data rows after all
             proposal = dataclasses.replace(proposal, rows=rows)
-            target.write_text(render(proposal, input_path, sheet=chosen, header=header), "utf-8")
+            rendered = render(proposal, input_path, sheet=chosen, header=header, read_as=read)
+            target.write_text(rendered, "utf-8")
     _proposed(target, input_path, proposal, chosen, sheet)
     for line in tried.lines():
         click.echo(line)

@@ -12,7 +12,7 @@ from support import ROOT, InProcess, env_for, outputs, run_in_process
 
 from batchval.sandbox.server import RunningSandbox
 from batchval.settings import load_settings
-from batchval.tools.init import LOST_WITHOUT, propose, render, survey
+from batchval.tools.init import LOST_WITHOUT, propose, render, summary_lines, survey
 
 SAMPLES = ROOT / "sample_inputs"
 
@@ -132,7 +132,10 @@ def test_the_proposal_lists_the_passthrough_without_personal_columns() -> None:
     text = render(proposal, "book.csv")
     assert yaml.safe_load(text)["input"]["passthrough"] == list(proposal.passthrough)
     said = " ".join(line.strip(" #") for line in text.splitlines() if line.lstrip().startswith("#"))
-    assert "left out as personal data: Borrower Surname (by name)," in said
+    assert (
+        "left out as personal data: Borrower Surname, Date of Birth, Security Address 1 (by name);"
+        in said
+    )
     assert "Contact (holds e-mail addresses)" in said
 
 
@@ -199,3 +202,34 @@ def test_init_says_which_lender_fields_it_found_no_column_for(
     said = text.split("no column found for ", 1)[1].split(": name yours", 1)[0] if unfound else ""
     for field in LOST_WITHOUT:
         assert (f"{field} ({LOST_WITHOUT[field]})" in said) is (field in unfound), field
+
+
+@pytest.mark.parametrize(
+    ("headings", "field", "took", "left"),
+    [
+        (["Orig Val", "Prop Val"], "origination_value", "Orig Val", ["Prop Val"]),
+        (["Prop Val", "Original Valuation", "Orig Val"], "origination_value",
+         "Original Valuation", ["Orig Val", "Prop Val"]),
+        (["Balance", "Curr Bal"], "loan_balance", "Curr Bal", ["Balance"]),
+        (["Curr Bal", "Arrears Bal"], "loan_balance", "Curr Bal", ["Arrears Bal"]),
+        (["Cur Bal", "Curr Bal"], "loan_balance", "Cur Bal", ["Curr Bal"]),
+    ],
+)  # fmt: skip
+def test_init_says_which_of_two_matching_columns_it_took_and_which_it_left(
+    headings: list[str], field: str, took: str, left: list[str]
+) -> None:
+    """The rule's order decides (the usual names in turn, then the file's order) and the
+    proposal and the terminal say what was left; two that tie are still proposed (the
+    first, written under columns so a run takes it)."""
+    values = {"Post Code": "SW1A 2AA", "Type": "Flat", "Beds": "2"}
+    columns = ["Post Code", "Type", "Beds", *headings]
+    frame = pl.DataFrame({h: [values.get(h, "100000")] * 3 for h in columns})
+    surveyed, rows = survey(frame.columns, [frame])
+    proposal = propose(frame.columns, surveyed, rows)
+    assert proposal.lender[field] == took
+    assert list(proposal.left[field]) == left
+    listed = ", ".join(repr(c) for c in left)
+    assert f"left {listed}, which also name" in render(proposal, "f.csv")
+    assert any(f"left {listed}" in line for line in summary_lines(proposal))
+    if "Cur Bal" in headings:  # a tie: written, so the run takes the same column
+        assert proposal.config_columns()[field] == took

@@ -14,6 +14,9 @@ from batchval.input import InputOptions, open_input
 from batchval.input.personal import (
     BY_NAME,
     EMAILS,
+    HIDDEN,
+    INTERNAL,
+    LONG_TEXT,
     NI_NUMBERS,
     PHONES,
     by_name,
@@ -68,6 +71,11 @@ from batchval.sandbox.server import RunningSandbox
         "Correspondence Address",
         "Street",
         "House Number",
+        "Cust_Nm",
+        "Cust Nm",
+        "CustNm",
+        "Brwr Fnm",
+        "Ph No",
     ],
 )
 def test_headers_naming_a_persons_data_are_found(header: str) -> None:
@@ -98,6 +106,8 @@ def test_headers_naming_a_persons_data_are_found(header: str) -> None:
         "Current Balance",
         "Completion Date",
         "Notes",
+        "Cust No",
+        "Product Nm",
         "",
     ],
 )
@@ -327,3 +337,61 @@ def test_a_passthrough_naming_a_missing_column_exits_64_naming_it(
     )
     assert code == 64, stdout + stderr
     assert "passes through 'Loan Id', which is not a column" in stdout + stderr
+
+
+@pytest.mark.parametrize(
+    ("header", "values", "why"),
+    [
+        ("Internal Score", ["7", "3"], INTERNAL),
+        ("Risk Grade (Confidential)", ["A", "B"], INTERNAL),
+        ("grade_not_for_distribution", ["A", "B"], INTERNAL),
+        ("RESTRICTED flag", ["Y", "N"], INTERNAL),
+        ("Officer Notes", ["x" * 41, "y" * 60, ""], LONG_TEXT),
+        (
+            "Comments",
+            ["Spoke to the borrower about arrears on the phone, agreed a plan"],
+            LONG_TEXT,
+        ),
+        ("Branch", ["Leeds", "A short note on the file"], None),
+        ("Short notes", ["ok", "call back", "x" * 100], None),  # its median is short
+        ("Internals", ["7"], None),  # a word of its own, not `internal`
+    ],
+)
+def test_internal_and_long_text_columns_are_left_out(
+    header: str, values: list[str], why: str | None
+) -> None:
+    """A heading marked internal, confidential, restricted or not for distribution, or a
+    column whose median value is over 40 characters, is left out like a person's data."""
+    sample = pl.DataFrame({header: values})
+    assert personal_columns([header], sample).get(header) == why
+
+
+def test_a_workbooks_hidden_column_is_left_out_unless_listed(tmp_path: Path) -> None:
+    """A column the workbook hides is left out of the default pass-through and said so; a
+    pass-through that lists it copies it; a lender column hidden is read all the same."""
+    import xlsxwriter
+
+    path = tmp_path / "book.xlsx"
+    with xlsxwriter.Workbook(str(path)) as book:
+        sheet = book.add_worksheet("Loans")
+        sheet.write_row(
+            0, 0, ["Acc No", "Score", "Postcode", "Property Type", "Bedrooms", "Curr Bal"]
+        )
+        sheet.write_row(1, 0, ["00000001", 7, "SW1A 1AA", "flat", 2, 100000.5])
+        sheet.set_column(1, 1, None, None, {"hidden": True})
+        sheet.set_column(5, 5, None, None, {"hidden": True})
+    source = open_input(path, InputOptions())
+    assert source.read_as.hidden_columns == ("Score", "Curr Bal")
+    assert source.read_as.personal_left_out == {"Score": HIDDEN}
+    assert source.passthrough == ["Acc No", "Curr Bal"]
+    listed = open_input(path, InputOptions(passthrough=("Score",)))
+    assert listed.passthrough[0] == "Score"
+    assert listed.read_as.personal_left_out == {}
+
+
+def test_the_left_out_line_says_personal_and_internal_apart() -> None:
+    line = left_out_line({"Cust Nm": BY_NAME, "Score": HIDDEN, "Notes": LONG_TEXT})
+    assert line == (
+        "left out as personal data: Cust Nm (by name); left out as internal: Score "
+        f"({HIDDEN}); Notes ({LONG_TEXT}); input.passthrough lists a column to keep it"
+    )

@@ -55,6 +55,8 @@ def test_manifest_says_where_the_figures_come_from(
         "lines_above_header": 0,
         "not_loans": [],
         "personal_left_out": {},
+        "hidden_rows": 0,
+        "hidden_columns": [],
     }
     assert manifest["settings"]["api"] == {
         "base_url": served.base_url,

@@ -75,6 +75,8 @@ def test_a_workbook_is_valued_from_the_sheet_named(
         "lines_above_header": 0,
         "not_loans": [],
         "personal_left_out": {},
+        "hidden_rows": 0,
+        "hidden_columns": [],
     }
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["input"]["sheet"] == "Loans"

@@ -38,8 +38,11 @@ SUMMARY_KEYS: Mapping[str, str] = {
         "not read (`lines_above_header`), the table's lines that are not loans, set aside "
         "(`not_loans`, each `{line, reason, label, text}`: `reason` one of `label`, "
         "`subtotal`, `total`, `only_amounts`, `one_value`, `set_aside`; `text` the label, "
-        "as before `reason` came), and the columns the default pass-through left "
-        "out as a person's data, each with why (`personal_left_out`: `{column: why}`)"
+        "as before `reason` came), the columns the default pass-through left "
+        "out as a person's or the lender's internal data, each with why "
+        "(`personal_left_out`: `{column: why}`), and a workbook's hidden columns "
+        "(`hidden_columns`) and how many of its rows it hides or filters out (`hidden_rows`: "
+        "read as loans)"
     ),
     "rows": (
         "input rows: `total`, `valued`, `problems`, `pending`, and `duplicates` (rows whose "
@@ -137,6 +140,10 @@ def read_line(input_read: Mapping[str, Any] | None) -> list[str]:
         more = f" and {len(not_loans) - 5} more" if len(not_loans) > 5 else ""
         lines = "line" if len(not_loans) == 1 else "lines"
         said.append(f"input: {len(not_loans)} {lines} set aside, not loans: {listed}{more}")
+    hidden = input_read.get("hidden_rows") or 0
+    if hidden:
+        rows = "row" if hidden == 1 else "rows"
+        said.append(f"input: the workbook hides (or filters out) {hidden} {rows}: read as loans")
     left_out = left_out_line(input_read.get("personal_left_out") or {})
     if left_out:
         said.append(f"input: {left_out}")

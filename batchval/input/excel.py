@@ -38,6 +38,7 @@ Only `.xlsx` and `.xlsm` are streamed (openpyxl's formats).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import itertools
 import logging
@@ -346,6 +347,58 @@ def _sheet_part(archive: zipfile.ZipFile, name: str) -> str | None:
     if rel is None or target is None:
         return None
     return target.lstrip("/") if target.startswith("/") else f"xl/{target}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Hidden:
+    """What a sheet hides: its rows' lines (hidden, or filtered out: Excel writes both as
+    hidden), and its columns' positions (1 for column A)."""
+
+    lines: tuple[int, ...] = ()
+    columns: tuple[int, ...] = ()
+    first_column: int = 1  # the sheet's used range begins there (its `<dimension>`)
+
+
+_TAG = re.compile(rb"<(?:\w+:)?(row|col|dimension)\b([^>]*)>")
+_ATTRIBUTE = re.compile(rb'\b(r|min|max|hidden|ref)="([^"]*)"')
+_SCAN_BYTES = 1 << 20
+
+
+def hidden_parts(path: Path, name: str) -> Hidden:
+    """The rows and columns an .xlsx or .xlsm sheet hides, read from its XML as a stream
+    of bytes (a tag at a time, never the sheet whole); none for the other formats, whose
+    files do not say."""
+    if path.suffix.lower() not in _STREAMED:
+        return Hidden()
+    lines: list[int] = []
+    columns: list[int] = []
+    first_column = 1
+    try:
+        with zipfile.ZipFile(path) as archive:
+            part = _sheet_part(archive, name)
+            if part is None:
+                return Hidden()
+            with archive.open(part) as xml:
+                tail = b""
+                while chunk := xml.read(_SCAN_BYTES):
+                    text = tail + chunk
+                    cut = text.rfind(b"<")
+                    text, tail = text[:cut], text[cut:]
+                    for tag, attributes in _TAG.findall(text):
+                        said = dict(_ATTRIBUTE.findall(attributes))
+                        if tag == b"dimension":
+                            found = re.match(rb"([A-Z]+)", said.get(b"ref", b""))
+                            if found:
+                                first_column = _column_number(found.group(1).decode())
+                        elif said.get(b"hidden") in (b"1", b"true"):
+                            if tag == b"row" and said.get(b"r", b"").isdigit():
+                                lines.append(int(said[b"r"]))
+                            elif tag == b"col":
+                                low, high = int(said.get(b"min", 0)), int(said.get(b"max", 0))
+                                columns.extend(range(low, min(high, low + 16_384) + 1))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile, ElementTree.ParseError):
+        return Hidden()  # fastexcel has read it: what it hides is not known
+    return Hidden(tuple(lines), tuple(sorted(set(columns))), first_column)
 
 
 def _column_number(letters: str) -> int:

@@ -167,6 +167,20 @@ def _named(name: str, usual: str) -> bool:
     return lender_key(name) == key or expanded_key(name) == key
 
 
+def lender_matches(names: Sequence[str]) -> dict[str, list[str]]:
+    """Lender field -> every column of `names` named like it, in the rule's order: those
+    with the field's own name, then those with each of its usual names in turn
+    (`find_lender_columns` takes the first), each in the file's order."""
+    found: dict[str, list[str]] = {}
+    for field in LENDER_FIELDS:
+        ordered = [n for n in names if lender_key(n) == lender_key(field)]
+        for usual in USUAL_NAMES[field]:
+            ordered += [n for n in names if _named(n, usual) and n not in ordered]
+        if ordered:
+            found[field] = ordered
+    return found
+
+
 class LenderColumnError(ValueError):
     """A lender field's column cannot be told: mapped to no column, or matched by two."""
 

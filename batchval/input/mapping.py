@@ -129,6 +129,7 @@ def resolve_columns(
     hint: str = "",
     postcode_only: bool = False,
     sample: pl.DataFrame | None = None,
+    hidden: Sequence[str] = (),
 ) -> ColumnMap:
     """Map the header to request fields and choose the pass-through columns, or say why
     the file cannot be used.
@@ -139,12 +140,12 @@ def resolve_columns(
     required; the other fields are still mapped, so they never ride along as pass-through.
 
     The pass-through columns are, with no `passthrough` in the config, every column that
-    feeds no request field, in the file's order, less those that hold a person's data
-    (`input/personal`: by name, and by the values of `sample`, the file's first rows as
-    text); with one, the columns it lists, in its order, then the lender columns found
-    (`input/lender`) that it does not list, in the file's order: a loan's figures are
-    read whatever the list says. A listed column the file does not have is a
-    SettingsError (exit 64).
+    feeds no request field, in the file's order, less those that hold a person's data or
+    the lender's internal data (`input/personal`: by name, `hidden` in the workbook, and
+    by the values of `sample`, the file's first rows as text); with one, the columns it
+    lists, in its order, then the lender columns found (`input/lender`) that it does not
+    list, in the file's order: a loan's figures are read whatever the list says. A
+    listed column the file does not have is a SettingsError (exit 64).
     """
     fields: dict[str, str] = {}
     for field in ROW_FIELDS:
@@ -184,7 +185,7 @@ def resolve_columns(
         raise InputError(path, str(exc)) from None
     personal: dict[str, str] = {}
     if options.passthrough is None:
-        personal = personal_columns(others, sample, kept=lender)
+        personal = personal_columns(others, sample, kept=lender, hidden=hidden)
         passthrough = [c for c in others if c not in personal]
     else:
         passthrough = []

@@ -1,4 +1,5 @@
-"""Columns that hold a person's data, which batchval never needs and does not copy.
+"""Columns that hold a person's data, or the lender's own internal data, which batchval
+never needs and does not copy.
 
 A lender's extract carries, beside each home and loan, the borrower: a name, a birth date,
 an e-mail address, a telephone number, an NI number, the lines of an address. Nothing a
@@ -12,7 +13,8 @@ choice, stated.
 A column is recognised:
 
 - **by its name** (`by_name`), compared on its words, whatever the case and whether
-  spaces, `_`, `-` or a change of case (`firstName`) separate them:
+  spaces, `_`, `-` or a change of case (`firstName`) separate them, short forms read out
+  (`Cust_Nm`, `Brwr Fnm`: `SHORT_FORMS`):
   - a person's name: `Surname`, `Forename(s)`, `First Name`, `Last Name`, `Full Name`,
     `Given Name`, `Middle Name`, `Maiden Name`, `Initials`; `Name` alone; a name of a
     person's role (`Borrower Name`, `Customer Name`, `Applicant 2 Name`, `Account Holder
@@ -38,6 +40,14 @@ A column is recognised:
   the leading 0) or NI numbers (`QQ 12 34 56 C`). A column of 11-digit codes that all
   begin with a 0 reads as telephone numbers: list it under `input.passthrough` to keep it.
 
+By the same rule, a column the lender did not mean to pass on (`internal_columns`):
+
+- **hidden in the workbook** (its column hidden in the sheet; `input/excel.hidden_parts`);
+- **marked internal** by its name: `internal`, `confidential`, `not for distribution`,
+  `restricted` among its words (`Internal Score`, `Risk Grade (Confidential)`);
+- **long free text**: a column whose median non-empty value in the first rows is over
+  40 characters (notes, comments, call logs), where names, addresses and reasons hide.
+
 The columns a run uses are never left out: the request fields (the postcode among them)
 and the lender columns (the loan id, balances, valuations, dates), passed as `kept`.
 """
@@ -59,6 +69,15 @@ BY_NAME = "by name"
 EMAILS = "holds e-mail addresses"
 PHONES = "holds UK telephone numbers"
 NI_NUMBERS = "holds NI numbers"
+HIDDEN = "hidden in the workbook"
+INTERNAL = "marked internal by its name"
+LONG_TEXT = "long free text"
+PERSONAL_REASONS = frozenset({BY_NAME, EMAILS, PHONES, NI_NUMBERS})
+# A median non-empty value longer than this is free text (`LONG_TEXT`).
+LONG_TEXT_CHARS = 40
+_INTERNAL = re.compile(
+    r"\b(?:internal|confidential|restricted|not[\s_\-]+for[\s_\-]+distribution)\b", re.IGNORECASE
+)
 
 # Words that name a person's name by themselves (`Surname`, `firstname` written as one).
 _NAME_WORDS = frozenset(
@@ -143,12 +162,35 @@ _PHONE_PUNCTUATION = r"[\s\-.()]"
 _NI_NUMBER = r"^[A-Z]{2}\d{6}[A-D]$"
 
 
+# The short forms of MI packs' headings for a person's data, read as the words they
+# shorten (`Cust_Nm` is `customer name`, `Brwr Fnm` `borrower forename`).
+SHORT_FORMS: Mapping[str, str] = {
+    "nm": "name",
+    "nme": "name",
+    "cust": "customer",
+    "cus": "customer",
+    "brwr": "borrower",
+    "bwr": "borrower",
+    "appl": "applicant",
+    "fnm": "forename",
+    "fname": "forename",
+    "snm": "surname",
+    "sname": "surname",
+    "lname": "lastname",
+    "eml": "email",
+    "mob": "mobile",
+    "ph": "phone",
+}
+
+
 def header_words(name: str) -> tuple[str, ...]:
-    """A header's words in lower case: `Security Address 1`, `security_address1` and
-    `securityAddress1` are all (`security`, `address`, `1`)."""
+    """A header's words in lower case, short forms read out (`SHORT_FORMS`): `Security
+    Address 1`, `security_address1` and `securityAddress1` are all (`security`,
+    `address`, `1`), and `Cust_Nm` is (`customer`, `name`)."""
     spaced = re.sub(r"(?<=[a-z])(?=[A-Z])", " ", name)
     spaced = re.sub(r"(?<=[A-Za-z])(?=\d)|(?<=\d)(?=[A-Za-z])", " ", spaced)
-    return tuple(w for w in re.split(r"[^0-9a-z]+", spaced.lower()) if w)
+    words = (w for w in re.split(r"[^0-9a-z]+", spaced.lower()) if w)
+    return tuple(SHORT_FORMS.get(w, w) for w in words)
 
 
 def _is_postcode(words: Sequence[str]) -> bool:
@@ -240,26 +282,71 @@ def by_values(sample: pl.DataFrame, names: Sequence[str] | None = None) -> dict[
 
 
 def personal_columns(
-    columns: Sequence[str], sample: pl.DataFrame | None, kept: Collection[str] = ()
+    columns: Sequence[str],
+    sample: pl.DataFrame | None,
+    kept: Collection[str] = (),
+    hidden: Collection[str] = (),
 ) -> dict[str, str]:
-    """Column -> why it holds a person's data, in the order of `columns`, for the columns
-    not `kept` (the request fields and lender columns): by name first, then by the
-    values of `sample` (the file's first rows as text; None: by name only)."""
-    named = {c for c in columns if c not in kept and by_name(c)}
-    looked = [c for c in columns if c not in kept and c not in named]
-    valued: Mapping[str, str] = {}
+    """Column -> why it is left out, in the order of `columns`, for the columns not
+    `kept` (the request fields and lender columns): a person's data by name, marked
+    internal by its name, `hidden` in the workbook, then by the values of `sample` (the
+    file's first rows as text; None: by name only): a person's data, or long free text."""
+    found: dict[str, str] = {}
+    for column in columns:
+        why = None if column in kept else by_heading(column, hidden)
+        if why is not None:
+            found[column] = why
+    looked = [c for c in columns if c not in kept and c not in found]
     if sample is not None:
-        valued = by_values(sample, [c for c in looked if c in sample.columns])
-    return {c: BY_NAME if c in named else valued[c] for c in columns if c in named or c in valued}
+        present = [c for c in looked if c in sample.columns]
+        found.update(by_values(sample, present))
+        found.update(long_text(sample, [c for c in present if c not in found]))
+    return {c: found[c] for c in columns if c in found}
+
+
+def by_heading(column: str, hidden: Collection[str] = ()) -> str | None:
+    """Why a column is left out by its heading alone (a person's data by name, marked
+    internal) or by being `hidden` in the workbook; None when neither says so."""
+    if by_name(column):
+        return BY_NAME
+    if _INTERNAL.search(column.replace("_", " ")):
+        return INTERNAL
+    if column in hidden:
+        return HIDDEN
+    return None
+
+
+def long_text(sample: pl.DataFrame, names: Sequence[str]) -> dict[str, str]:
+    """Column -> `LONG_TEXT` for those of `names` whose median non-empty value in `sample`
+    is longer than `LONG_TEXT_CHARS` characters."""
+    found: dict[str, str] = {}
+    for name in names:
+        text = sample.get_column(name).alias("value").cast(pl.String).str.strip_chars()
+        lengths = text.filter(text.is_not_null() & (text != "")).str.len_chars()
+        median = lengths.median() if lengths.len() else None
+        if isinstance(median, int | float) and median > LONG_TEXT_CHARS:
+            found[name] = LONG_TEXT
+    return found
 
 
 def left_out_line(left_out: Mapping[str, str]) -> str:
-    """`left out as personal data: A, B (by its name); C (holds e-mail addresses)`: the
-    columns grouped by why, for the terminal and the docs; empty for none."""
+    """`left out as personal data: A, B (by name); C (holds e-mail addresses); left out
+    as internal: D (hidden in the workbook); input.passthrough ...`: the columns grouped
+    by why (`left_out_words`), for the terminal and the docs; empty for none."""
     if not left_out:
         return ""
-    grouped: dict[str, list[str]] = {}
-    for column, why in left_out.items():
-        grouped.setdefault(why, []).append(column)
-    said = "; ".join(f"{', '.join(names)} ({why})" for why, names in grouped.items())
-    return f"left out as personal data: {said}; input.passthrough lists a column to keep it"
+    return f"{left_out_words(left_out)}; input.passthrough lists a column to keep it"
+
+
+def left_out_words(left_out: Mapping[str, str]) -> str:
+    """The columns left out, grouped: a person's data, then the lender's internal data."""
+    said = []
+    for kind, reasons in (("personal data", True), ("internal", False)):
+        grouped: dict[str, list[str]] = {}
+        for column, why in left_out.items():
+            if (why in PERSONAL_REASONS) is reasons:
+                grouped.setdefault(why, []).append(column)
+        if grouped:
+            listed = "; ".join(f"{', '.join(names)} ({why})" for why, names in grouped.items())
+            said.append(f"left out as {kind}: {listed}")
+    return "; ".join(said)

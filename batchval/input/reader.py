@@ -69,7 +69,7 @@ import pyarrow.parquet as pq
 
 from batchval.input import layout, stream
 from batchval.input import passthrough as given
-from batchval.input.excel import sheet_to_parquet
+from batchval.input.excel import hidden_parts, sheet_to_parquet
 from batchval.input.layout import SOURCE_ROW, Header, NotLoan, locate_csv_header
 from batchval.input.lender import LenderColumnError, find_lender_columns
 from batchval.input.lender_values import lender_kinds, read_lender_values
@@ -131,8 +131,12 @@ class ReadAs:
     sheet: str | None = None  # a workbook's: the sheet read
     header: Header | None = None  # a CSV's or a sheet's: where its header is
     not_loans: tuple[NotLoan, ...] = ()  # the table's rows that are not loans
-    # Columns the default pass-through left out as a person's data -> why (input/personal).
+    # Columns the default pass-through left out as a person's data or the lender's
+    # internal data -> why (input/personal).
     personal_left_out: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # A workbook's: the data rows' lines it hides (or filters out), and its hidden columns.
+    hidden_rows: tuple[int, ...] = ()
+    hidden_columns: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -146,6 +150,8 @@ class ReadAs:
             else self.header.line - self.header.first_line,
             "not_loans": [line.to_json() for line in self.not_loans],
             "personal_left_out": dict(self.personal_left_out),
+            "hidden_rows": len(self.hidden_rows),
+            "hidden_columns": list(self.hidden_columns),
         }
 
 
@@ -458,7 +464,16 @@ def _open_workbook(path: Path, options: InputOptions) -> tuple[_ParquetTable, st
         path, options.sheet, file, header_row=options.header_row, configured=options.columns
     )
     table = _open_parquet(path, file)
-    read_as = ReadAs("excel", sheet=name, header=header)
+    hidden = hidden_parts(path, name)
+    # The table's columns begin at the sheet's used range (calamine's), as hidden_parts says.
+    at = [p - hidden.first_column for p in hidden.columns]
+    read_as = ReadAs(
+        "excel",
+        sheet=name,
+        header=header,
+        hidden_rows=tuple(line for line in hidden.lines if line > header.line),
+        hidden_columns=tuple(table.columns[i] for i in at if 0 <= i < len(table.columns)),
+    )
     if hint:
         hint = f"; sheet {name!r} was read{hint}"
     return dataclasses.replace(table, read_as=read_as, scratch=scratch), hint
@@ -704,7 +719,13 @@ def open_input(path: Path, options: InputOptions, *, postcode_only: bool = False
     table, hint = _open_table(path, options)
     sample = _sample(table) if options.passthrough is None else None
     mapped = resolve_columns(
-        path, table.columns, options, hint=hint, postcode_only=postcode_only, sample=sample
+        path,
+        table.columns,
+        options,
+        hint=hint,
+        postcode_only=postcode_only,
+        sample=sample,
+        hidden=table.read_as.hidden_columns,
     )
     if isinstance(table, _ParquetTable):  # a workbook's sheet too
         include = mapped.fields.get("include")

@@ -40,10 +40,22 @@ from batchval.api.vocabulary import VALUATION_CREDITS
 from batchval.engine.summary import read_line
 from batchval.input import InputOptions, ReadAs, open_input
 from batchval.input.layout import Header
-from batchval.input.lender import LENDER_FIELDS, LenderColumnError, find_lender_columns
+from batchval.input.lender import (
+    LENDER_FIELDS,
+    LenderColumnError,
+    expanded_key,
+    find_lender_columns,
+    lender_matches,
+)
 from batchval.input.mapping import default_code, field_name_key
 from batchval.input.options import ENUM_VALUES, ROW_FIELDS
-from batchval.input.personal import SAMPLE_ROWS, left_out_line, personal_columns
+from batchval.input.personal import (
+    SAMPLE_ROWS,
+    by_heading,
+    left_out_line,
+    left_out_words,
+    personal_columns,
+)
 from batchval.input.wordings import (
     BUILT_FORM_WORDINGS,
     NEEDS_BUILT_FORM,
@@ -110,6 +122,8 @@ class Proposal:
     # columns among them), in the file's order, less `personal`.
     passthrough: tuple[str, ...] = ()
     personal: Mapping[str, str] = dataclasses.field(default_factory=dict)  # column -> why
+    # Lender field -> the other columns that name it, or name its kind, left by the rule.
+    left: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     def config_columns(self) -> dict[str, str]:
         """What the config must say: every chosen column the reader would not find."""
@@ -188,8 +202,14 @@ def _coded_share(column: _Column, fits: Callable[[str], bool]) -> float:
     return column.share(sum(n for value, n in column.distinct.items() if fits(value)))
 
 
-def propose(columns: Sequence[str], surveyed: Mapping[str, _Column], rows: int) -> Proposal:
-    """The mapping the values and names suggest (see the module's doc)."""
+def propose(
+    columns: Sequence[str],
+    surveyed: Mapping[str, _Column],
+    rows: int,
+    hidden: Sequence[str] = (),
+) -> Proposal:
+    """The mapping the values and names suggest (see the module's doc); `hidden`, the
+    columns a workbook hides, are left out of the pass-through (`input/personal`)."""
     chosen: dict[str, str] = {}
     why: dict[str, str] = {}
     taken: set[str] = set()
@@ -233,16 +253,22 @@ def propose(columns: Sequence[str], surveyed: Mapping[str, _Column], rows: int) 
         {c.name: _coded_share(c, _walls) for c in info if named("wallsEnergyEfficiency", c.name)},
         "named like wall efficiency, and {share} of its values are its codes",
     )
-    references = [c.name for c in info if named("reference", c.name) and c.name not in taken]
+    # A reference is sent with each request: never a column held back (`input/personal`).
+    references = [
+        c.name
+        for c in info
+        if named("reference", c.name) and c.name not in taken and by_heading(c.name, hidden) is None
+    ]
     if references:
         chosen["reference"] = references[0]
         why["reference"] = "named like a reference (sent with each request, and echoed back)"
+    free = [c for c in columns if c not in taken or c == chosen.get("reference")]
+    matches = lender_matches(free)
     try:
-        lender = find_lender_columns(
-            [c for c in columns if c not in taken or c == chosen.get("reference")], {}
-        )
-    except LenderColumnError:
-        lender = {}
+        lender = found = find_lender_columns(free, {})
+    except LenderColumnError:  # two columns tie: the first (the rule's order), written
+        found = {}
+        lender = {f: names[0] for f, names in matches.items()}
     for field, column in lender.items():
         chosen[field] = column
         why[field] = "a lender column"
@@ -251,7 +277,7 @@ def propose(columns: Sequence[str], surveyed: Mapping[str, _Column], rows: int) 
         for field, column in chosen.items()
         if field in ROW_FIELDS and field_name_key(column) == field.lower()
     }
-    automatic.update({f: c for f, c in lender.items() if chosen.get("reference") != c})
+    automatic.update({f: c for f, c in found.items() if chosen.get("reference") != c})
     missing = [f for f in ("postcode", "propertyType") if f not in chosen]
     if "bedrooms" not in chosen and "floorAreaSqm" not in chosen:
         missing.append("bedrooms or floorAreaSqm")
@@ -259,7 +285,7 @@ def propose(columns: Sequence[str], surveyed: Mapping[str, _Column], rows: int) 
     others = [c for c in columns if c not in sent]
     heads = {c: surveyed[c].head for c in others}
     sample = pl.DataFrame(heads, schema=dict.fromkeys(others, pl.String)) if others else None
-    personal = personal_columns(others, sample, kept=set(lender.values()))
+    personal = personal_columns(others, sample, kept=set(lender.values()), hidden=hidden)
     return Proposal(
         rows=rows,
         columns=chosen,
@@ -270,7 +296,44 @@ def propose(columns: Sequence[str], surveyed: Mapping[str, _Column], rows: int) 
         missing=tuple(missing),
         passthrough=tuple(c for c in others if c not in personal),
         personal=personal,
+        left=_left(lender, matches, set(chosen.values()), free),
     )
+
+
+# Lender fields and the word (of a heading read out, `expanded_key`) that names their kind:
+# a column with it that no field takes may be the one meant.
+_KINDS: Mapping[str, str] = {
+    "loan_balance": "balance",
+    "origination_value": "valu",
+    "last_valuation": "valu",
+}
+
+
+def _left(
+    lender: Mapping[str, str],
+    matches: Mapping[str, list[str]],
+    taken: set[str],
+    columns: Sequence[str],
+) -> dict[str, tuple[str, ...]]:
+    """Lender field -> the columns the rule left: others named like the field, and
+    columns no field takes whose heading names the field's kind (`Prop Val` beside `Orig
+    Val`, a value)."""
+    left: dict[str, tuple[str, ...]] = {}
+    for field, column in lender.items():
+        others = [c for c in matches.get(field, []) if c != column]
+        kind = _KINDS.get(field)
+        if kind is not None:
+            others += [
+                c
+                for c in columns
+                if c not in taken
+                and c not in others
+                and kind in expanded_key(c)
+                and "date" not in expanded_key(c)
+            ]
+        if others:
+            left[field] = tuple(others)
+    return left
 
 
 def _by_count(counts: collections.Counter[str]) -> list[tuple[str, int]]:
@@ -332,10 +395,12 @@ def render(
     encoding: str | None = None,
     sheet: Chosen | None = None,
     header: Header | None = None,
+    read_as: ReadAs | None = None,
 ) -> str:
     """The proposal as a commented YAML config: with the workbook's sheet read (`sheet`,
     and why) and the header's line (`header`, when it is not the first), so that a run
-    reads the file as `init` did."""
+    reads the file as `init` did; and, once the file has been read through it
+    (`read_as`), the lines it sets aside as not loans and the rows a workbook hides."""
     lines = [
         f"# batchval config proposed by `batchval init` for {source}",
         f"# ({proposal.rows} data rows). Check each mapping; then price it with",
@@ -351,17 +416,22 @@ def render(
         said = header.said() or f"the header is on line {header.line}"
         lines.append(f"  # {said} ({'as stated' if header.stated else 'found'})")
         lines.append(f"  header_row: {header.line}")
+    lines.extend(_not_loans_lines(read_as))
     columns = proposal.config_columns()
     if columns:
         lines.append("  columns:")
         for field, column in columns.items():
             lines.append(f"    # {proposal.why[field]}")
+            if field in proposal.left:
+                lines.append(f"    # {_left_words(proposal.left[field])}")
             lines.append(f"    {field}: {_yaml_text(column)}")
     else:
         lines.append("  columns: {}")
     for field, column in proposal.automatic.items():
         if field not in columns:
             lines.append(f"  # {field}: {column!r} is found by its name (nothing to map)")
+            if field in proposal.left:
+                lines.append(f"  #   {_left_words(proposal.left[field])}")
     for field in proposal.missing:
         lines.append(f"  # {field}: no column fits; name yours under columns")
     unfound = [f"{f} ({lost})" for f, lost in LOST_WITHOUT.items() if f not in proposal.lender]
@@ -372,10 +442,8 @@ def render(
     lines.append("  # The columns results.parquet, problems.parquet and exports copy from each row")
     lines.append("  # (the lender columns are read for the figures whether listed or not).")
     if proposal.personal:
-        left_out = ", ".join(f"{c} ({why})" for c, why in proposal.personal.items())
         said = (
-            f"left out as personal data: {left_out}; "
-            "list one here only if the outputs must carry it."
+            f"{left_out_words(proposal.personal)}; list one here only if the outputs must carry it."
         )
         lines.extend(f"  # {line}" for line in textwrap.wrap(said, 84, break_long_words=False))
     listed = "".join(f"\n    - {_yaml_text(c)}" for c in proposal.passthrough)
@@ -392,6 +460,44 @@ def render(
                     f"  #     {_yaml_text(value.value)}: ...   # {value.rows} rows: {value.why}"
                 )
     return "\n".join(lines) + "\n"
+
+
+# The lines set aside that a proposal lists one by one (the rest are counted).
+_LISTED_NOT_LOANS = 30
+
+
+def _not_loans_lines(read_as: ReadAs | None) -> list[str]:
+    """The proposal's comments on the lines set aside as not loans (each with why) and on
+    the rows a workbook hides, with the `not_loans` setting that corrects them."""
+    if read_as is None:
+        return []
+    lines = []
+    if read_as.not_loans:
+        count = len(read_as.not_loans)
+        lines.append(
+            f"  # {count} line{'s' if count > 1 else ''} of the table set aside as not loans:"
+        )
+        for not_loan in read_as.not_loans[:_LISTED_NOT_LOANS]:
+            lines.append(f"  #   {not_loan.said()}")
+        if count > _LISTED_NOT_LOANS:
+            lines.append(
+                f"  #   and {count - _LISTED_NOT_LOANS} more (a run lists them all in "
+                "summary.json, input_read.not_loans)"
+            )
+        lines.append("  # To correct it: keep reads lines as loans after all, set_aside sets")
+        lines.append("  # more aside; by line number (lines move each month) or by pattern.")
+        lines.append("  # not_loans:")
+        lines.append("  #   keep: []")
+        lines.append("  #   set_aside: []")
+    if read_as.hidden_rows:
+        shown = ", ".join(str(line) for line in read_as.hidden_rows[:10])
+        more = f" and {len(read_as.hidden_rows) - 10} more" if len(read_as.hidden_rows) > 10 else ""
+        count = len(read_as.hidden_rows)
+        lines.append(
+            f"  # The workbook hides (or filters out) {count} row{'s' if count > 1 else ''} "
+            f"(line {shown}{more}): read as loans, as every row."
+        )
+    return lines
 
 
 def _yaml_text(text: str) -> str:
@@ -445,12 +551,22 @@ def trial(path: Path, options: InputOptions) -> Trial:
     return Trial(rows, len(requests), dict(refused), source.read_as)
 
 
+def _left_words(left: Sequence[str]) -> str:
+    listed = ", ".join(repr(c) for c in left)
+    return (
+        f"left {listed}, which also {'names' if len(left) == 1 else 'name'} it: "
+        "map the one meant under input.columns"
+    )
+
+
 def summary_lines(proposal: Proposal) -> list[str]:
     """What the proposal maps, one line a field, for the terminal."""
     found = []
     for field, column in proposal.columns.items():
         how = ", found by its name" if proposal.automatic.get(field) == column else ""
         found.append(f"  {field} <- {column!r} ({proposal.why[field]}{how})")
+        if field in proposal.left:
+            found.append(f"    {_left_words(proposal.left[field])}")
     for field in proposal.missing:
         found.append(f"  {field}: no column fits (name yours under input.columns)")
     if proposal.personal:
