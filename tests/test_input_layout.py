@@ -4,6 +4,7 @@ test_not_loans)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import xlsxwriter
 from test_input_reader import read_all
 
 from batchval.input import InputError, InputOptions, open_input
-from batchval.input.layout import NotLoan, find_header
+from batchval.input.layout import NotLoan, find_header, reporting_date
 from batchval.outcome import SettingsError
 from batchval.settings import load_settings
 
@@ -230,3 +231,47 @@ def test_the_header_line_found_is_the_line_stated() -> None:
     assert found.fingerprint() == stated.fingerprint()
     assert load_settings(None, {}, header_row=6).fingerprint() != found.fingerprint()
     assert load_settings(None, {}).read_at(1).fingerprint() == load_settings(None, {}).fingerprint()
+
+
+@pytest.mark.parametrize(
+    ("banner", "expected"),
+    [
+        ([["Reporting date: 31/10/2026"]], (dt.date(2026, 10, 31), 1)),
+        ([["Collateral report"], ["Reporting date:", "31/10/2026"]], (dt.date(2026, 10, 31), 2)),
+        ([["Book as at 30 November 2026"]], (dt.date(2026, 11, 30), 1)),
+        ([["AS AT 1st Feb 2028"]], (dt.date(2028, 2, 1), 1)),
+        ([["Balances as at close of business 29.02.2028"]], (dt.date(2028, 2, 29), 1)),
+        ([["Month end: 2026-12-31"]], (dt.date(2026, 12, 31), 1)),
+        ([["Position at 31-12-26"]], (dt.date(2026, 12, 31), 1)),
+        # a title's one date; a production stamp says when the file was made, not its date
+        ([["Mortgage book extract - 30/11/2026"], ["Produced 02/12/2026 06:15"]],
+         (dt.date(2026, 11, 30), 1)),
+        ([["Produced by MI, 02/12/2026 06:15"]], None),
+        ([["Report of 01/11/2026 to 30/11/2026"]], None),  # two dates: which is unsaid
+        ([["Reporting date: 31/02/2026"]], None),  # no such day
+        ([["Mortgage book"]], None),
+    ],
+)  # fmt: skip
+def test_the_reporting_date_is_read_day_first_from_the_banner(
+    banner: list[list[str]], expected: tuple[dt.date, int] | None
+) -> None:
+    found = reporting_date(list(enumerate(banner, start=1)))
+    assert (None if found is None else (found.date, found.line)) == expected
+
+
+@pytest.mark.parametrize("form", ["csv", "xlsx", "xlsx stated"])
+def test_a_files_reporting_date_is_in_what_was_read(tmp_path: Path, form: str) -> None:
+    """A CSV's and a sheet's banner, the header found or stated: `reporting_date` and
+    its line in `input_read`."""
+    lines = [["Harbour BS"], ["Reporting date: 31/12/2026"], [], COLUMNS, *LOANS]
+    if form == "csv":
+        path = written(tmp_path / "book.csv", lines)
+    else:
+        path = tmp_path / "book.xlsx"
+        with xlsxwriter.Workbook(str(path)) as book:
+            sheet = book.add_worksheet("Loans")
+            for r, cells in enumerate(lines):
+                sheet.write_row(r, 0, cells)
+    stated = 4 if form.endswith("stated") else None
+    read = open_input(path, InputOptions(columns=MAPPED, header_row=stated)).read_as.to_json()
+    assert (read["reporting_date"], read["reporting_date_line"]) == ("2026-12-31", 2)

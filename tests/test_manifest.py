@@ -143,3 +143,30 @@ def test_dry_run_writes_no_manifest(
     done = batchval("run", str(source), "--out", str(out), "--dry-run", env=env_for(served))
     assert done.returncode == 0, done.stderr
     assert not (out / MANIFEST_NAME).exists()
+
+
+def test_the_manifest_dates_the_local_authority_list_the_report_names_councils_from() -> None:
+    """`reference_data.local_authority_names`: the list's vintage, how many codes, and
+    the hash of the bundled file (what a reader checks a name against)."""
+    import hashlib
+    from importlib import resources
+
+    from batchval.contract.places import NAMES_VINTAGE, authority_names
+    from batchval.valuations.manifest import Manifest
+
+    manifest = Manifest(
+        run_id="r",
+        mode="test",
+        input_path="x.csv",
+        input_sha256=None,
+        settings={},
+        model_versions={},
+        indexed_to={},
+        written_at="2026-12-06T00:00:00Z",
+    ).to_json()
+    facts = manifest["reference_data"]["local_authority_names"]
+    data = resources.files("batchval.contract").joinpath("local_authorities.csv").read_bytes()
+    assert facts["vintage"] == NAMES_VINTAGE
+    assert "2025" in facts["vintage"]
+    assert facts["codes"] == len(authority_names()) > 300
+    assert facts["sha256"] == hashlib.sha256(data).hexdigest()

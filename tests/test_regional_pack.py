@@ -5,6 +5,7 @@ balance the sum of its own loan rows, and the columns it holds back in no output
 
 from __future__ import annotations
 
+import html
 import json
 import os
 from pathlib import Path
@@ -13,7 +14,14 @@ from types import ModuleType
 import polars as pl
 import pytest
 from click.testing import CliRunner, Result
-from regional_pack import HEADER_LINE, HIDDEN_COLUMN, KEPT_OUT, make_pack, write_windows_csv
+from regional_pack import (
+    HEADER_LINE,
+    HIDDEN_COLUMN,
+    KEPT_OUT,
+    REPORTING_DATE,
+    make_pack,
+    write_windows_csv,
+)
 from regional_pack import write_xlsx as write_pack_xlsx
 from secrets_scan import assert_clean
 
@@ -79,6 +87,18 @@ def test_a_regional_pack_runs_from_init_to_report_with_the_proposal_unchanged(
     assert reported.exit_code == 0, reported.output
     page = (out / "report.html").read_text()
     assert f"the book's balance is £{pack.balance:,.0f}" in page
+    read = summary["input_read"]
+    assert read["header_line"] == HEADER_LINE
+    assert read["reporting_date"] == REPORTING_DATE.isoformat()
+    first_page = page.split("<h2", 1)[0]  # the page's top, before its first section
+    assert f"header on line {HEADER_LINE}" in first_page
+    assert f"balances at <b>{REPORTING_DATE.day} {REPORTING_DATE:%b %Y}</b>" in first_page
+    assert f"{len(pack.not_loans)} lines of the table set aside as not loans" in first_page
+    if kind == "xlsx":
+        assert read["sheet"] == "Collateral"
+        assert "sheet <b>Collateral</b>" in first_page
+    for label in pack.not_loans.values():  # each listed, with why, under What was read
+        assert f"<td>{html.escape(label)}</td>" in page
 
     # A CSV hides nothing: its Risk Grade is a column like any other.
     held_back = [c for c in KEPT_OUT if kind == "xlsx" or c != HIDDEN_COLUMN]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import hashlib
 import io
 from collections.abc import Mapping
 from importlib import resources
@@ -42,6 +43,21 @@ def authority_names() -> Mapping[str, str]:
     text = resources.files("batchval.contract").joinpath(DATA_FILE).read_text(encoding="utf-8")
     rows = csv.DictReader(io.StringIO(text))
     return MappingProxyType({row["code"]: row["name"] for row in rows})
+
+
+# The list's date: ONS's 2025 vintage (LAD25), drawn in June 2026 (see the module).
+NAMES_VINTAGE = "LAD25 (ONS, 2025; drawn 2026-06)"
+
+
+def names_facts() -> dict[str, object]:
+    """What the manifest says of the list the names came from: its vintage, codes, hash."""
+    data = resources.files("batchval.contract").joinpath(DATA_FILE).read_bytes()
+    return {
+        "source": "Office for National Statistics, local authority district names and codes",
+        "vintage": NAMES_VINTAGE,
+        "codes": len(authority_names()),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
 
 
 UNKNOWN_NAME = "{code} (name unknown)"

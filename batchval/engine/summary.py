@@ -9,6 +9,7 @@ action last.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,7 +43,9 @@ SUMMARY_KEYS: Mapping[str, str] = {
         "out as a person's or the lender's internal data, each with why "
         "(`personal_left_out`: `{column: why}`), and a workbook's hidden columns "
         "(`hidden_columns`) and how many of its rows it hides or filters out (`hidden_rows`: "
-        "read as loans)"
+        "read as loans), and the reporting date a line above the header gives "
+        "(`reporting_date`, ISO, read day first from `Reporting date: 31/10/2026`, `As at "
+        "...`, or a title's one date; and its line, `reporting_date_line`), else null"
     ),
     "rows": (
         "input rows: `total`, `valued`, `problems`, `pending`, and `duplicates` (rows whose "
@@ -130,6 +133,13 @@ def read_line(input_read: Mapping[str, Any] | None) -> list[str]:
     above, line = input_read.get("lines_above_header") or 0, input_read.get("header_line")
     if above and isinstance(line, int):
         said.append(f"input: {skipped_words(line, line - above)}")
+    reporting = input_read.get("reporting_date")
+    if isinstance(reporting, str):
+        day = dt.date.fromisoformat(reporting)
+        said.append(
+            f"input: the extract's reporting date is {day:%d/%m/%Y} (line "
+            f"{input_read.get('reporting_date_line')}): its balances are at that date"
+        )
     not_loans = input_read.get("not_loans") or []
     if not_loans:
         listed = ", ".join(

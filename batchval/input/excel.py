@@ -55,7 +55,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from batchval.input.layout import HEADER_SEARCH_LINES, LINE, Header, find_header
+from batchval.input.layout import (
+    HEADER_SEARCH_LINES,
+    LINE,
+    Header,
+    find_header,
+    reporting_date,
+)
 from batchval.input.options import InputError
 from batchval.input.sniff import first_line
 
@@ -129,14 +135,29 @@ def sheet_to_parquet(
                     f"sheet {name!r}: header row {header_row} is above the sheet's first "
                     f"line that holds a value (line {first_line})",
                 )
-            header = Header(header_row, stated=True, first_line=first_line)
+            above = header_row - first_line
+            banner: list[list[str | None]] = []
+            if above:
+                head = workbook.load_sheet(name, header_row=0, n_rows=above - 1, **_LOAD)
+                banner = _head_rows(head)[:above]
+            reporting = reporting_date(list(enumerate(banner, start=first_line)))
+            header = Header(header_row, stated=True, first_line=first_line, reporting=reporting)
             loaded = workbook.load_sheet(name, header_row=header_row - first_line, **_LOAD)
         else:
             loaded = workbook.load_sheet(name, header_row=0, **_LOAD)
             found = _found_header(loaded, configured)
             if found is None and sheet is None and len(names) > 1:
                 _refuse_cover(path, workbook, name, names, configured)
-            header = Header(first_line + (found or 0), found=bool(found), first_line=first_line)
+            reporting = None
+            if found:
+                banner = _head_rows(loaded)[:found]
+                reporting = reporting_date(list(enumerate(banner, start=first_line)))
+            header = Header(
+                first_line + (found or 0),
+                found=bool(found),
+                first_line=first_line,
+                reporting=reporting,
+            )
             if found:  # below the first line: read again, typed from the rows below it
                 loaded = workbook.load_sheet(name, header_row=found, **_LOAD)
         if not loaded.available_columns():
@@ -439,15 +460,21 @@ def _streamed_header(
     if not head:
         raise InputError(path, f"sheet {name!r}{hint} is empty")
     first = head[0][0]
-    if header_row is not None:
-        for line, cells in head:
-            if line == header_row:
-                return Header(line, stated=True, first_line=first), cells, True, head
-        raise InputError(path, f"sheet {name!r}: line {header_row} holds no header")
     texts = [[_text(c) for c in cells] for _, cells in head]
+    if header_row is not None:
+        for at, (line, cells) in enumerate(head):
+            if line == header_row:
+                banner = [(n, t) for (n, _), t in zip(head[:at], texts, strict=False)]
+                header = Header(
+                    line, stated=True, first_line=first, reporting=reporting_date(banner)
+                )
+                return header, cells, True, head
+        raise InputError(path, f"sheet {name!r}: line {header_row} holds no header")
     found = find_header(texts, configured)
     line, cells = head[found or 0]
-    return Header(line, found=bool(found), first_line=first), cells, found is not None, head
+    banner = [(n, t) for (n, _), t in zip(head[: found or 0], texts, strict=False)]
+    header = Header(line, found=bool(found), first_line=first, reporting=reporting_date(banner))
+    return header, cells, found is not None, head
 
 
 _BELOW_READ = 20  # the lines read below the last a header is looked for on

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import datetime as dt
 import io
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -88,16 +89,89 @@ SOURCE_ROW = "batchval.source_row"
 @dataclasses.dataclass(frozen=True, slots=True)
 class Header:
     """Where a CSV's or a sheet's header is: its 1-based line (of the file, or of the
-    sheet as Excel numbers it), and how it was known."""
+    sheet as Excel numbers it), and how it was known; and the extract's reporting date
+    when a line above it gives one (`reporting_date`)."""
 
     line: int
     found: bool = False  # found below the first line by its evidence (`find_header`)
     stated: bool = False  # stated (`--header-row`, `input.header_row`)
     first_line: int = 1  # a sheet's first line that holds a value (calamine starts there)
+    reporting: ReportingDate | None = None
 
     def said(self) -> str:
         """What the lines above the header are, in words ("" when there are none)."""
         return skipped_words(self.line, self.first_line) if self.line > self.first_line else ""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReportingDate:
+    """The date an extract's banner says its figures are at, and the line that says so."""
+
+    date: dt.date
+    line: int
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"date": self.date.isoformat(), "line": self.line, "text": self.text}
+
+
+# Words before the date the figures are at (`Reporting date: 31/10/2026`, `As at ...`).
+_AT = re.compile(
+    r"(?i)\b(?:reporting|report|extract|data|position|balances?|figures)\s+(?:date|as\s+at|at|as\s+of)"
+    r"|\bas\s+(?:at|of)\b|\b(?:period|month|quarter|year)[\s\-]+end(?:ing)?\b"
+)
+# A line that says when the file was made, not what its figures are at.
+_MADE = re.compile(r"(?i)^\W*(?:prepared|produced|generated|printed|extracted|run|created)\b")
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1
+    )
+}
+_DATES = re.compile(
+    r"(?P<iso>\b(?P<y1>\d{4})-(?P<m1>\d{1,2})-(?P<d1>\d{1,2}))"
+    r"|(?P<uk>\b(?P<d2>\d{1,2})[/.\-](?P<m2>\d{1,2})[/.\-](?P<y2>\d{4}|\d{2})\b)"
+    r"|(?P<words>\b(?P<d3>\d{1,2})(?:st|nd|rd|th)?\s+(?P<m3>[A-Za-z]{3,9})\.?,?\s+(?P<y3>\d{4})\b)"
+)
+
+
+def _dates_in(text: str) -> list[dt.date]:
+    """The dates a text holds, day first (`31/10/2026`, `31.10.26`, `31 October 2026`,
+    `2026-10-31`)."""
+    found = []
+    for match in _DATES.finditer(text):
+        try:
+            if match.group("iso"):
+                day, month, year = match.group("d1", "m1", "y1")
+            elif match.group("uk"):
+                day, month, year = match.group("d2", "m2", "y2")
+                year = f"20{year}" if len(year) == 2 else year
+            else:
+                day, name, year = match.group("d3", "m3", "y3")
+                month = str(_MONTHS.get(name[:3].lower(), 0))
+            found.append(dt.date(int(year), int(month), int(day)))
+        except ValueError:
+            continue  # not a date after all (31/02, a month that is none)
+    return found
+
+
+def reporting_date(lines: Sequence[tuple[int, Sequence[str | None]]]) -> ReportingDate | None:
+    """The reporting date the banner's `lines` (each with its line number) give: after
+    words that say so (`Reporting date:`, `As at`, `Balances at`, `Month end`), else the
+    one date of the first line that holds exactly one and does not say when the file was
+    made (a title: `Mortgage book extract - 30/11/2026`); None when none does."""
+    texts = [(n, " ".join(c.strip() for c in cells if c and c.strip())) for n, cells in lines]
+    texts = [(n, t) for n, t in texts if t]
+    for n, text in texts:
+        said = _AT.search(text)
+        dates = _dates_in(text[said.end() :]) if said else []
+        if dates:
+            return ReportingDate(dates[0], n, text)
+    for n, text in texts:
+        dates = _dates_in(text)
+        if len(dates) == 1 and not _MADE.match(text):
+            return ReportingDate(dates[0], n, text)
+    return None
 
 
 def _names(configured: Mapping[str, str]) -> frozenset[str]:
@@ -172,7 +246,13 @@ def locate_csv_header(path: Path, text: str, options: InputOptions) -> Located |
         delimiter = options.delimiter or detect_delimiter(line)
         lines = _records(text, delimiter)
         skip = lines[at - 1][1] if at else 0
-        return delimiter, skip, _chars(text, lines, at), Header(at + 1, stated=True)
+        reporting = reporting_date(_banner(lines, at))
+        return (
+            delimiter,
+            skip,
+            _chars(text, lines, at),
+            Header(at + 1, stated=True, reporting=reporting),
+        )
     best: tuple[int, int, str, list[tuple[list[str], int]]] | None = None
     for delimiter in delimiters:
         lines = _records(text, delimiter)
@@ -186,7 +266,15 @@ def locate_csv_header(path: Path, text: str, options: InputOptions) -> Located |
         return None
     _, at, delimiter, lines = best
     skip = lines[at - 1][1] if at else 0
-    return delimiter, skip, _chars(text, lines, at), Header(at + 1, found=at > 0)
+    header = Header(at + 1, found=at > 0, reporting=reporting_date(_banner(lines, at)))
+    return delimiter, skip, _chars(text, lines, at), header
+
+
+def _banner(
+    records: list[tuple[list[str], int]], at: int
+) -> list[tuple[int, Sequence[str | None]]]:
+    """The records above record `at`, each with the file's line it starts on."""
+    return [(records[i - 1][1] + 1 if i else 1, cells) for i, (cells, _) in enumerate(records[:at])]
 
 
 def _records(text: str, delimiter: str) -> list[tuple[list[str], int]]:

@@ -139,6 +139,7 @@ class ReadAs:
     hidden_columns: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
+        reporting = None if self.header is None else self.header.reporting
         return {
             "format": self.format,
             "encoding": self.encoding,
@@ -152,6 +153,8 @@ class ReadAs:
             "personal_left_out": dict(self.personal_left_out),
             "hidden_rows": len(self.hidden_rows),
             "hidden_columns": list(self.hidden_columns),
+            "reporting_date": None if reporting is None else reporting.date.isoformat(),
+            "reporting_date_line": None if reporting is None else reporting.line,
         }
 
 

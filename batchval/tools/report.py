@@ -25,6 +25,8 @@ from batchval.contract.lender import REVALUATION_FIELDS, amounts
 from batchval.engine.files import write_text_atomic
 from batchval.engine.names import DRY_RUN_NAME, LOG_NAME, PROBLEMS_NAME, RESULTS_NAME
 from batchval.engine.summary import SUMMARY_NAME
+from batchval.input.layout import REASONS
+from batchval.input.personal import left_out_line
 from batchval.store.database import Database
 from batchval.store.records import Invocation
 from batchval.streets.files import STREETS_NAME
@@ -139,6 +141,7 @@ def _run_page(
     if valued is not None:
         sections += [report_lender.authorities(valued), *_figures(valued, now)]
         sections.append(report_lender.night(summary, valued))
+    sections.append(_what_was_read(summary))
     sections.append(_operation(out_dir, summary, now))
     heading = report_headline.heading(summary)
     return page(
@@ -388,6 +391,35 @@ def _ages(valued: pl.DataFrame, now: dt.datetime) -> Section:
         for source, count in valued.group_by("source").len().sort("source").iter_rows():
             rows.append([f"source = {source}", f"{count:,}"])
     return Section("Age of the valuations", table(["valued", "homes"], rows))
+
+
+def _what_was_read(summary: Mapping[str, Any]) -> Section | None:
+    """The input's lines set aside as not loans, each with why, and the columns left out
+    of every output; None when there is neither."""
+    input_read = summary.get("input_read")
+    if not isinstance(input_read, Mapping):
+        return None
+    set_aside = input_read.get("not_loans") or []
+    left_out = input_read.get("personal_left_out") or {}
+    if not set_aside and not left_out:
+        return None
+    body = ""
+    if set_aside:
+        body += (
+            f"<p>{len(set_aside):,} line(s) of the table are not loans and were set aside: "
+            "their balances are in no figure of this report (input.not_loans in the config "
+            "corrects it, by line or by pattern).</p>"
+        )
+        body += table(
+            ["line", "what it says", "why it is not a loan"],
+            [
+                [n.get("line"), n.get("label", n.get("text")), REASONS.get(n.get("reason"), "")]
+                for n in set_aside
+            ],
+        )
+    if left_out:
+        body += f"<p>{e(left_out_line(left_out))}.</p>"
+    return Section("What was read", body)
 
 
 def _operation(out_dir: Path, summary: dict[str, Any], now: dt.datetime) -> Section:

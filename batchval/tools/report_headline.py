@@ -63,6 +63,9 @@ def as_of(summary: Mapping[str, Any], valued: pl.DataFrame | None) -> str:
     if month is not None:
         facts.append(f"estimates indexed to <b>{e(month)}</b>")
     said = f"<p class='asof'>{'; '.join(facts)}.</p>"
+    read = read_from(summary.get("input_read"))
+    if read:
+        said += f"<p class='asof'>{read}</p>"
     kind, mode = _MODES.get(
         str(summary.get("mode")), ("", f"Mode: {e(summary.get('mode') or 'not recorded')}.")
     )
@@ -76,6 +79,35 @@ def as_of(summary: Mapping[str, Any], valued: pl.DataFrame | None) -> str:
             "(at the end of the page) says why the run stopped and what to do.</p>"
         )
     return said
+
+
+def read_from(input_read: Any) -> str:
+    """What was read of the input, in a line of HTML: its sheet and header line, the
+    extract's reporting date, and the lines set aside as not loans; "" for a plain file."""
+    if not isinstance(input_read, Mapping):
+        return ""
+    where = []
+    if input_read.get("sheet"):
+        where.append(f"sheet <b>{e(input_read['sheet'])}</b>")
+    line = input_read.get("header_line")
+    if isinstance(line, int) and (line > 1 or where):
+        where.append(f"header on line {line}")
+    facts = [f"Read from {', '.join(where)}"] if where else []
+    reporting = input_read.get("reporting_date")
+    if isinstance(reporting, str):
+        day = dt.date.fromisoformat(reporting)
+        facts.append(
+            f"balances at <b>{e(_day(day))}</b>, the extract's reporting date (line "
+            f"{e(input_read.get('reporting_date_line'))})"
+        )
+    set_aside = input_read.get("not_loans") or []
+    if set_aside:
+        count = len(set_aside)
+        facts.append(
+            f"{count:,} line{'s' if count > 1 else ''} of the table set aside as not loans "
+            "(subtotals, headings, totals, notes: listed under <i>What was read</i>)"
+        )
+    return f"{'; '.join(facts)}." if facts else ""
 
 
 def headline(

@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from batchval.contract.places import names_facts
 from batchval.contract.schemas import SCHEMA_VERSION
 from batchval.logs import Redactor
 from batchval.version import __version__
@@ -81,6 +82,8 @@ class Manifest:
                 for month, rows in sorted(self.indexed_to.items(), key=_by_value)
             ],
             "charges": None if self.charges is None else dict(self.charges),
+            # The data bundled with batchval that the outputs' words come from.
+            "reference_data": {"local_authority_names": names_facts()},
         }
 
     def text(self, redactor: Redactor) -> str:
