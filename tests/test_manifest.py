@@ -57,6 +57,8 @@ def test_manifest_says_where_the_figures_come_from(
         "personal_left_out": {},
         "hidden_rows": 0,
         "hidden_columns": [],
+        "reporting_date": None,
+        "reporting_date_line": None,
     }
     assert manifest["settings"]["api"] == {
         "base_url": served.base_url,

@@ -77,6 +77,8 @@ def test_a_workbook_is_valued_from_the_sheet_named(
         "personal_left_out": {},
         "hidden_rows": 0,
         "hidden_columns": [],
+        "reporting_date": None,
+        "reporting_date_line": None,
     }
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["input"]["sheet"] == "Loans"
