@@ -10,12 +10,12 @@ and pass-through types follow Parquet's rules from there.
 
 Its memory grows with the sheet's cells, about 95 MiB of peak RSS a million (a full
 sheet, 1,048,575 rows: 770 MiB for 7 columns, 1.4 GiB for 14; make bench). So a sheet of
-more than `CELL_LIMIT` cells (8 million, by the sheet's own dimension: 7 columns at full
-length) is streamed instead, by openpyxl's read-only reader, twice (once for its header
-and types, once to write it), in memory that does not grow with the sheet but far more
-slowly: 200,000 rows of 14 columns took 52 s at a 222 MiB peak streamed, 1.8 s at 351
-MiB whole (2 loaded cores). It gives the same table (tested: every behaviour below,
-both ways).
+more than `CELL_LIMIT` cells (8 million, by the sheet's own dimension bounded by its
+XML's size, `_cells`: 7 columns at full length) is streamed instead, by openpyxl's
+read-only reader, twice (once for its header and types, once to write it), in memory
+that does not grow with the sheet but far more slowly: 200,000 rows of 14 columns took
+52 s at a 222 MiB peak streamed, 1.8 s at 351 MiB whole (2 loaded cores). It gives the
+same table (tested: every behaviour below, both ways).
 Only `.xlsx` and `.xlsm` are streamed (openpyxl's formats).
 
 - **Cell types**: fastexcel's, guessed over every row of the column; a column that mixes
@@ -34,12 +34,17 @@ Only `.xlsx` and `.xlsm` are streamed (openpyxl's formats).
   suffix by the reader (`Balance`, `Balance_1`), where a CSV is refused.
 - An empty sheet, or a sheet with a header but no data row, is refused (exit 65), and so
   is a sheet the workbook does not have, naming the sheets it has.
+- **Bounds** (`_Bounds`): before calamine opens an .xlsx or .xlsm workbook (it reads
+  every shared string then), its shared strings and the sheet's XML are checked from the
+  archive's directory and streamed, never inflated whole: over `SHARED_STRINGS_LIMIT` or
+  `SHEET_LIMIT` unpacked, or a text over `TEXT_LIMIT` characters, is refused (65).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import html
 import itertools
 import logging
 import re
@@ -50,6 +55,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 import fastexcel
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -93,6 +99,8 @@ def sheet_to_parquet(
     be used, and NoTableError when the first sheet, read by default, holds no table and
     others do (a cover sheet)."""
     configured = configured or {}
+    bounds = _Bounds(path)
+    bounds.check_strings()  # calamine reads every shared string when it opens the book
     try:
         workbook = fastexcel.read_excel(path)
     except fastexcel.FastExcelError as exc:
@@ -112,6 +120,7 @@ def sheet_to_parquet(
     if sheet is None and len(names) > 1:
         others = ", ".join(repr(n) for n in names[1:])
         hint = f" (the first sheet; the others: {others}; --sheet NAME reads another)"
+    bounds.check_sheet(name)
     cells = _cells(path, name)
     if cells is not None and cells > CELL_LIMIT:  # streamed: see CELL_LIMIT
         values = _values(path, name)  # read on for the types, past the header's search
@@ -220,6 +229,7 @@ def _refuse_cover(
     first sheet is read as it is, and a missing column is said of it)."""
     tables = []
     for other in names[1:]:
+        _Bounds(path).check_sheet(other)
         try:
             loaded = workbook.load_sheet(other, header_row=0, **_LOAD)
         except fastexcel.FastExcelError:
@@ -312,6 +322,163 @@ def _with_line(table: pa.Table, lines: Sequence[int] | pa.Array) -> pa.Table:
     return table.append_column(LINE, pa.array(lines, pa.int64()))
 
 
+# --- bounds: what a small file may not make batchval read ------------------------------------
+
+TEXT_LIMIT = 32_767  # Excel's own limit on a cell's characters
+SHARED_STRINGS_LIMIT = 256 * 1024 * 1024  # unpacked: the most a workbook's strings may take
+SHEET_LIMIT = 2 * 1024 * 1024 * 1024  # unpacked: a sheet's XML (a full Excel sheet is less)
+_SCAN_CHUNK = 1 << 20
+_MOST_BYTES = 10 * (TEXT_LIMIT + 1)  # a character takes at most 10 bytes (`&#x10FFFF;`)
+_ROW_AT = re.compile(rb'<(?:\w+:)?row\b[^>]*?\br="(\d+)"')
+
+
+class _Bounds:
+    """A workbook (`.xlsx`, `.xlsm`: a zip holding `xl/workbook.xml`) checked before
+    calamine reads it, from the archive's directory and its parts streamed a MiB at a
+    time, never inflated whole: its shared strings and a sheet's XML no larger unpacked
+    than `SHARED_STRINGS_LIMIT` and `SHEET_LIMIT`, and no text in them over `TEXT_LIMIT`
+    characters (a 1 MB file can hold a string of a GiB). Each refusal is an InputError
+    (65) naming what is too large and, for a text, its line. Other formats pass."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def _archive(self) -> zipfile.ZipFile | None:
+        try:
+            archive = zipfile.ZipFile(self.path)
+        except (OSError, zipfile.BadZipFile):
+            return None  # an .xls, or no zip: fastexcel says what it is
+        if "xl/workbook.xml" not in archive.namelist():
+            archive.close()
+            return None
+        return archive
+
+    def check_strings(self) -> None:
+        archive = self._archive()
+        if archive is None:
+            return
+        with archive:
+            part = "xl/sharedStrings.xml"
+            if part not in archive.namelist():
+                return
+            self._size(archive, part, SHARED_STRINGS_LIMIT, "its shared strings take")
+            found = self._long_text(archive, part)
+            if found is None:
+                return
+            where = self._used_at(archive, _sheet_parts(archive), found.items - 1)
+        raise InputError(
+            self.path,
+            f"holds a text of {found.length:,} characters or more{where}, more than "
+            f"Excel's {TEXT_LIMIT:,} a cell: not a workbook Excel wrote",
+        )
+
+    def check_sheet(self, name: str) -> None:
+        archive = self._archive()
+        if archive is None:
+            return
+        with archive:
+            try:
+                part = _sheet_part(archive, name)
+            except (KeyError, ElementTree.ParseError):
+                return
+            if part is None or part not in archive.namelist():
+                return
+            self._size(archive, part, SHEET_LIMIT, f"sheet {name!r} takes")
+            found = self._long_text(archive, part)
+        if found is not None:
+            line = f" on line {found.row}" if found.row else ""
+            raise InputError(
+                self.path,
+                f"sheet {name!r} holds a text of {found.length:,} characters or more{line}, "
+                f"more than Excel's {TEXT_LIMIT:,} a cell: not a workbook Excel wrote",
+            )
+
+    def _size(self, archive: zipfile.ZipFile, part: str, most: int, what: str) -> None:
+        size = archive.getinfo(part).file_size
+        if size > most:
+            raise InputError(
+                self.path,
+                f"{what} {size / 2**20:,.0f} MiB unpacked, more than the "
+                f"{most / 2**20:,.0f} MiB batchval reads of a workbook; save the sheet as CSV",
+            )
+
+    def _long_text(self, archive: zipfile.ZipFile, part: str) -> _Long | None:
+        """The first text of `part` over TEXT_LIMIT characters, or None."""
+        long = _Long()
+        tail = b""  # an unfinished run: from the last `<` read
+        try:
+            with archive.open(part) as stream:
+                while chunk := stream.read(_SCAN_CHUNK):
+                    data = tail + chunk
+                    for start, end in _long_runs(data):  # each after a `<`
+                        length = _characters(data[start : min(end, start + _MOST_BYTES)])
+                        if length > TEXT_LIMIT or end - start > _MOST_BYTES:
+                            return long.after(data[:start], max(length, TEXT_LIMIT + 1))
+                    cut = data.rfind(b"<")
+                    tail = data[cut:] if cut >= 0 else data
+                    done = data[: len(data) - len(tail)]
+                    if len(tail) > _MOST_BYTES:  # a run with no tag in it: too long
+                        return long.after(done, TEXT_LIMIT + 1)
+                    long = long.after(done, 0)
+        except (OSError, zipfile.BadZipFile, EOFError) as exc:
+            raise InputError(self.path, f"is a damaged workbook ({part}): {exc}") from exc
+        return None
+
+    def _used_at(self, archive: zipfile.ZipFile, sheets: Mapping[str, str], index: int) -> str:
+        """` (on line L of sheet 'S')`: where a shared string is first used (`sheets`: each
+        sheet's part -> its name), or ` (shared string N)`."""
+        cell = re.compile(
+            rb'<(?:\w+:)?c\b[^>]*?\br="[A-Z]+(\d+)"[^>]*?\bt="s"[^>]*>\s*<(?:\w+:)?v>%d<' % index
+        )
+        for part, name in sheets.items():
+            tail = b""
+            with archive.open(part) as stream:
+                while chunk := stream.read(_SCAN_CHUNK):
+                    data = tail + chunk
+                    found = cell.search(data)
+                    if found:
+                        return f" (on line {int(found.group(1))} of sheet {name!r})"
+                    tail = data[-4096:]
+        return f" (shared string {index + 1})"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Long:
+    """Where a part's scan is: the shared-string items and the last row begun so far, and
+    (once found) the length of the text over the limit."""
+
+    items: int = 0
+    row: int | None = None
+    length: int = 0
+
+    def after(self, read: bytes, length: int) -> _Long:
+        """Past `read` (whole tags), and `length` once found."""
+        row = self.row
+        begun = max(read.rfind(b"<row "), read.rfind(b":row "))
+        if begun >= 0:
+            found = _ROW_AT.match(read, read.rfind(b"<", 0, begun + 1))
+            row = int(found.group(1)) if found else row
+        items = read.count(b"<si>") + read.count(b"<si ")
+        return _Long(self.items + items, row, length)
+
+
+def _long_runs(data: bytes) -> Iterator[tuple[int, int]]:
+    """Where `data` holds more than TEXT_LIMIT bytes between a `<` and the next (or its
+    end): each run's start (after the `<`) and end, found by numpy over the bytes."""
+    tags = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("<"))
+    if len(tags) == 0:
+        return
+    ends = np.append(tags[1:], len(data))
+    for at in np.flatnonzero(ends - tags - 1 > TEXT_LIMIT):
+        yield int(tags[at]) + 1, int(ends[at])
+
+
+def _characters(run: bytes) -> int:
+    """The characters of an XML text run (its tag's end cut off, entities read)."""
+    text = run.split(b">", 1)[1] if b">" in run[:64] else run
+    return len(html.unescape(text.decode("utf-8", "replace")))
+
+
 # --- a wide sheet: streamed -----------------------------------------------------------------
 
 # Cells (rows x columns, as the sheet's own dimension says) that fastexcel reads at once:
@@ -319,6 +486,7 @@ def _with_line(table: pa.Table, lines: Sequence[int] | pa.Array) -> pa.Table:
 # not grow with the sheet (about 95 MiB a million cells would pass the reader's 1 GB).
 CELL_LIMIT = 8_000_000
 _HEAD_BYTES = 64 * 1024  # a sheet's <dimension> comes before its rows
+_CELL_BYTES = 12  # the least XML a cell that holds a value takes: `<c r="A1"><v>1</v></c>`
 _DIMENSION = re.compile(r'<(?:\w+:)?dimension ref="([A-Z]+)(\d+)(?::([A-Z]+)(\d+))?"')
 _MAIN = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
 _RELATIONSHIPS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
@@ -327,9 +495,11 @@ _STREAMED = (".xlsx", ".xlsm")
 
 
 def _cells(path: Path, name: str) -> int | None:
-    """The sheet's cells by its own dimension (rows x columns, the `<dimension ref>` that
-    openpyxl's read-only `max_row` and `max_column` read too), or None when it does not
-    say, or the workbook is not one openpyxl streams. Read from the sheet's XML head
+    """The sheet's cells: by its own dimension (rows x columns, the `<dimension ref>` that
+    openpyxl's read-only `max_row` and `max_column` read too), but never more than its
+    XML's size can hold (`_CELL_BYTES` a cell: a dimension may claim A1:XFD1048576 over
+    three rows); by that size alone when it has no dimension; None when the workbook is
+    not one openpyxl streams. Read from the sheet's XML head and the archive's directory
     alone: opening the workbook with openpyxl first loads every shared string (5 s for
     300,000 rows), at every invocation."""
     if path.suffix.lower() not in _STREAMED:
@@ -339,17 +509,18 @@ def _cells(path: Path, name: str) -> int | None:
             part = _sheet_part(archive, name)
             if part is None:
                 return None
+            held = archive.getinfo(part).file_size // _CELL_BYTES
             with archive.open(part) as xml:
                 head = xml.read(_HEAD_BYTES).decode("utf-8", "replace")
     except (OSError, KeyError, zipfile.BadZipFile, ElementTree.ParseError):
         return None  # fastexcel has read it: a refusal here would be the wrong one
     found = _DIMENSION.search(head)
     if found is None:
-        return None
+        return held
     first_column, first_row, last_column, last_row = found.groups()
     rows = int(last_row or first_row) - int(first_row) + 1
     columns = _column_number(last_column or first_column) - _column_number(first_column) + 1
-    return rows * columns
+    return min(rows * columns, held)
 
 
 def _sheet_part(archive: zipfile.ZipFile, name: str) -> str | None:
@@ -422,6 +593,17 @@ def hidden_parts(path: Path, name: str) -> Hidden:
     return Hidden(tuple(lines), tuple(sorted(set(columns))), first_column)
 
 
+def _sheet_parts(archive: zipfile.ZipFile) -> dict[str, str]:
+    """Each sheet's part in the archive -> the sheet's name, in the workbook's order."""
+    try:
+        book = ElementTree.fromstring(archive.read("xl/workbook.xml"))
+        names = [s.get("name") or "" for s in book.iter(f"{{{_MAIN}}}sheet")]
+        parts = {_sheet_part(archive, name): name for name in names}
+    except (KeyError, ElementTree.ParseError):
+        return {}  # calamine will say what is wrong with the workbook
+    return {part: name for part, name in parts.items() if part in archive.namelist()}
+
+
 def _column_number(letters: str) -> int:
     """`A` is 1, `Z` 26, `AA` 27."""
     number = 0
@@ -437,7 +619,10 @@ def _values(path: Path, name: str) -> Generator[tuple[int, list[Any]], None, Non
 
     book = openpyxl.load_workbook(path, read_only=True, data_only=True)
     try:
-        for line, row in enumerate(book[name].iter_rows(values_only=True), start=1):
+        sheet = book[name]
+        # Its rows as they are, not padded to the dimension it declares (see `_cells`).
+        sheet.reset_dimensions()
+        for line, row in enumerate(sheet.iter_rows(values_only=True), start=1):
             cells = [None if isinstance(c, str) and c in _ERRORS else c for c in row]
             if any(c is not None and not (isinstance(c, str) and not c.strip()) for c in cells):
                 yield line, cells
