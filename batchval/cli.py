@@ -219,6 +219,7 @@ def cli() -> None:
 @sandbox_options
 def sandbox(
     host: str,
+    allow_remote: bool,
     port: int,
     config_file: Path | None,
     token_ttl: int | None,
@@ -244,6 +245,14 @@ def sandbox(
     """Serve a local fake of the Partner API (prints one JSON line once listening)."""
     # Imported here: the sandbox's server libraries are not needed by the other commands.
     from batchval.sandbox.app import Sandbox
+    from batchval.sandbox.server import is_loopback
+
+    if not allow_remote and not is_loopback(host):
+        raise click.UsageError(
+            f"--host {host} is not a loopback address: anyone who reaches it could use the "
+            "sandbox's /_sandbox controls (its clock, faults, accounts), which take no "
+            "credentials; give --allow-remote to mean it"
+        )
     from batchval.sandbox.config import ConfigError, SandboxConfig, figures_moment, load_config
     from batchval.sandbox.server import serve_forever
 

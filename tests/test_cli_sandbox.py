@@ -21,6 +21,8 @@ import httpx
 import pytest
 from support import invoke
 
+from batchval.sandbox.server import is_loopback
+
 # The console script installed beside this interpreter: what `batchval` on PATH runs.
 BATCHVAL = shutil.which("batchval", path=str(Path(sys.executable).parent))
 READY_TIMEOUT = 15.0
@@ -134,7 +136,8 @@ def _refused(*args: str) -> Refusal:
 
 
 def test_ready_line_names_urls_and_builtin_clients() -> None:
-    """Once listening it prints one JSON line: base URL, auth URL, the built-in clients."""
+    """Once listening it prints one JSON line: base URL, auth URL, the built-in clients'
+    ids and scopes (their secrets are documented, never printed)."""
     with sandbox() as served:
         ready = served.ready
         assert ready["base_url"].startswith("http://127.0.0.1:")
@@ -143,16 +146,9 @@ def test_ready_line_names_urls_and_builtin_clients() -> None:
         port = int(ready["auth_url"].rsplit(":", 1)[1])
         assert port > 0  # --port 0 became a real port
         clients = {c["client_id"]: c for c in ready["clients"]}
-        assert clients["sandbox-test"] == {
-            "client_id": "sandbox-test",
-            "client_secret": "sandbox-test-secret",
-            "scope": "partners:test",
-        }
-        assert clients["sandbox-live"] == {
-            "client_id": "sandbox-live",
-            "client_secret": "sandbox-live-secret",
-            "scope": "partners:read",
-        }
+        assert clients["sandbox-test"] == {"client_id": "sandbox-test", "scope": "partners:test"}
+        assert clients["sandbox-live"] == {"client_id": "sandbox-live", "scope": "partners:read"}
+        assert "secret" not in json.dumps(ready)  # ids, never secrets
 
 
 @pytest.mark.slow
@@ -251,3 +247,18 @@ def test_bad_values_in_the_config_file_exit_64(tmp_path: Path, config_text: str)
     done = _refused("--config", str(config))
     assert done.returncode == EXIT_USAGE, done.stdout
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.10", "sandbox.example"])
+def test_a_host_that_is_not_loopback_needs_allow_remote(host: str) -> None:
+    """The /_sandbox controls take no credentials: listening beyond loopback is refused
+    (64) unless --allow-remote says it is meant."""
+    done = invoke("sandbox", "--host", host, "--port", "0", environ=os.environ)
+    assert done.returncode == 64, done.stderr
+    assert "not a loopback address" in done.stderr
+    assert "--allow-remote" in done.stderr
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1", "localhost", "127.0.0.2"])
+def test_loopback_hosts_are_loopback(host: str) -> None:
+    assert is_loopback(host)

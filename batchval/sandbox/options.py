@@ -52,6 +52,12 @@ _OPTIONS = (
         "--host", metavar="ADDRESS", default="127.0.0.1", show_default=True, help="Listen here."
     ),
     click.option(
+        "--allow-remote",
+        is_flag=True,
+        help="Let --host be an address other than loopback: anyone who reaches it can "
+        "use the /_sandbox controls, which take no credentials.",
+    ),
+    click.option(
         "--port",
         type=int,
         metavar="N",

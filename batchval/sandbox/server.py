@@ -3,6 +3,7 @@ default of `batchval run`) or in the foreground (`batchval sandbox`)."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import threading
@@ -46,16 +47,25 @@ def _uvicorn_config(app: ASGIApp, host: str, port: int, log_level: str) -> uvico
 
 
 def ready_line(sandbox: Sandbox, host: str, port: int) -> dict[str, Any]:
-    """The JSON line printed once the sandbox listens (docs/how-to/sandbox-in-tests.md)."""
+    """The JSON line printed once the sandbox listens (docs/how-to/sandbox-in-tests.md):
+    its URLs and its clients' ids and scopes, never their secrets (a log that keeps the
+    line keeps no secret; the built-in ones are documented, a config's are its author's)."""
     root = f"http://{host}:{port}"
     return {
         "base_url": root + API_PREFIX,
         "auth_url": root,
-        "clients": [
-            {"client_id": a.client_id, "client_secret": a.client_secret, "scope": a.scope}
-            for a in sandbox.config.accounts
-        ],
+        "clients": [{"client_id": a.client_id, "scope": a.scope} for a in sandbox.config.accounts],
     }
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` is a loopback address (`127.0.0.1`, `::1`, `localhost`)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve anywhere
 
 
 class RunningSandbox:
