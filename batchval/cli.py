@@ -241,6 +241,7 @@ def sandbox(
     seed: int | None,
     figures_month: str | None,
     stamp_precision: str | None,
+    rehearsal: bool,
 ) -> None:
     """Serve a local fake of the Partner API (prints one JSON line once listening)."""
     # Imported here: the sandbox's server libraries are not needed by the other commands.
@@ -284,6 +285,8 @@ def sandbox(
         config.figures_month = figures_month
     if stamp_precision is not None:
         config.stamp_precision = stamp_precision
+    if rehearsal:
+        config.rehearsal = True
     overrides: dict[str, Any] = {
         "latency_ms": latency_ms,
         "latency_jitter_ms": jitter_ms,

@@ -129,6 +129,9 @@ class RunOptions:
     # Refuse (64) before anything is sent unless a live API is configured: no embedded
     # sandbox, no token of the test scope (engine/live).
     live: bool = False
+    # Set by `--live` (not a setting) when the API's token says it is batchval's sandbox
+    # started with `--rehearsal`: the run's mode is then `rehearsal` (engine/live).
+    rehearsal: bool = False
     # Test seam: added to the wall clock (`now`) when deciding whether midnight UTC has
     # passed, as BATCHVAL_CLOCK_OFFSET_SECONDS.
     clock_offset_seconds: float = 0.0

@@ -60,7 +60,10 @@ def nightly_command() -> tuple[dict[str, str], str]:
 
 
 def as_cron_runs_it(tmp_path: Path, served: RunningSandbox, **run: object) -> list[str]:
-    """/bin/sh -c and the command with the page's paths swapped for this test's."""
+    """/bin/sh -c and the command with the page's paths swapped for this test's; the
+    test's own sandbox made a rehearsal's (the recipe runs --live, which takes batchval's
+    sandbox only so)."""
+    served.sandbox.config.rehearsal = True
     _, command = nightly_command()
     assert command.split(" && ")[1].startswith(PROJECT + SCRIPT + " loans.parquet "), command
     work = tmp_path / "srv"
@@ -142,7 +145,7 @@ def test_the_crontab_command_values_the_book(served: RunningSandbox, tmp_path: P
     (logged,) = (tmp_path / "srv" / "log").iterdir()
     assert logged.name == f"nightly-{out.name}.log"
     text = logged.read_text()
-    assert f"run day-{out.name} (live mode): complete" in text
+    assert f"run day-{out.name} (rehearsal mode): complete" in text
     assert f"wrote nights/{out.name}/report.html" in text
     assert '"event": "valuations.ingest.batch"' in text
     assert served.sandbox.ledger.credits_charged(LIVE.client_id) == 60

@@ -5,6 +5,7 @@ where credentials are needed."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import yaml
 from support import LIVE, TEST, env_for, portfolio, run_in_process
 
 from batchval.api import Credentials
+from batchval.api.auth import AccessToken
 from batchval.engine import live
 from batchval.outcome import ExitCode, RunRefusedError
 from batchval.sandbox.server import RunningSandbox
@@ -130,21 +132,66 @@ def test_live_with_test_credentials_refuses_64_and_sends_nothing(
     assert (sorted(p.name for p in out.iterdir()) if out.exists() else []) == before
 
 
-def test_live_with_live_credentials_runs(cli: Any, served: RunningSandbox, tmp_path: Path) -> None:
-    """Live credentials: run values and is charged (live mode), streets reads, verify
-    reads back; each exits 0."""
+@pytest.mark.parametrize("command", ["run", "streets", "verify"])
+def test_live_against_batchvals_sandbox_refuses_64_and_sends_nothing(
+    cli: Any, served: RunningSandbox, tmp_path: Path, command: str
+) -> None:
+    """The sandbox's token says it is batchval's sandbox: its figures are fake whatever
+    the scope, so even its live-scope login is refused, one token fetched, nothing sent."""
+    book = portfolio(tmp_path / "book.csv", 3)
+    out = _valued(cli, served, tmp_path, LIVE) if command == "verify" else tmp_path / "out"
+    code, stdout, stderr = cli(*_args(command, book, out), "--live", env=env_for(served, LIVE))
+    assert code == ExitCode.USAGE, stdout + stderr
+    assert "is batchval's sandbox (its token says so): fake figures, never live" in stderr
+    assert "--rehearsal" in stderr
+    assert len(served.sandbox._tokens) == 1
+    assert served.sandbox.ledger.requests == []
+
+
+@pytest.fixture
+def rehearsal(served: RunningSandbox) -> Iterator[RunningSandbox]:
+    """The served sandbox as `batchval sandbox --rehearsal` serves it, for one test."""
+    served.sandbox.config.rehearsal = True
+    try:
+        yield served
+    finally:
+        served.sandbox.config.rehearsal = False
+
+
+def test_live_against_a_rehearsal_runs_in_rehearsal_mode(
+    cli: Any, rehearsal: RunningSandbox, tmp_path: Path
+) -> None:
+    """Started with --rehearsal: run values and is charged (the sandbox's fake credits),
+    streets reads, verify reads back, each exits 0, and what they write says `rehearsal`,
+    never `live`."""
+    served = rehearsal
     book, out = portfolio(tmp_path / "book.csv", 3), tmp_path / "out"
     env = env_for(served, LIVE)
     code, stdout, stderr = cli("run", str(book), "--out", str(out), "--live", env=env)
     assert code == ExitCode.COMPLETE, stdout + stderr
-    assert json.loads((out / "summary.json").read_text())["mode"] == "live"
+    assert "(rehearsal mode)" in stdout
+    assert json.loads((out / "summary.json").read_text())["mode"] == "rehearsal"
+    assert json.loads((out / "manifest.json").read_text())["mode"] == "rehearsal"
     assert served.sandbox.ledger.credits_charged(LIVE.client_id) == 30
     code, stdout, stderr = cli("verify", str(out), "--live", env=env)
     assert code == ExitCode.COMPLETE, stdout + stderr
     streets = tmp_path / "streets"
     code, stdout, stderr = cli("streets", str(book), "--out", str(streets), "--live", env=env)
     assert code == ExitCode.COMPLETE, stdout + stderr
-    assert json.loads((streets / "summary.json").read_text())["mode"] == "live"
+    assert json.loads((streets / "summary.json").read_text())["mode"] == "rehearsal"
+    code, stdout, stderr = cli("report", str(out), env=env)
+    assert "<b>Rehearsal</b>" in (out / "report.html").read_text()
+
+
+def test_a_rehearsal_with_test_credentials_is_still_refused(
+    cli: Any, rehearsal: RunningSandbox, tmp_path: Path
+) -> None:
+    book, out = portfolio(tmp_path / "book.csv", 3), tmp_path / "out"
+    code, _, stderr = cli(
+        "run", str(book), "--out", str(out), "--live", env=env_for(rehearsal, TEST)
+    )
+    assert code == ExitCode.USAGE
+    assert "has test credentials" in stderr
 
 
 def test_a_token_url_that_refuses_is_the_run_s_own_stop(
@@ -167,11 +214,11 @@ def test_a_token_answer_without_a_scope_is_let_through(monkeypatch: pytest.Monke
     refusal (the answers' mode then says test or live)."""
     api = ApiSettings("https://api.example/partners/v1", "https://auth.example", "id", "secret")
 
-    async def no_scope(_: ApiSettings) -> None:
-        return None
+    async def no_scope(_: ApiSettings) -> AccessToken:
+        return AccessToken("t", 0.0)  # another API's answer: no scope, no sandbox's mark
 
-    monkeypatch.setattr(live, "token_scope", no_scope)
-    live.insist_on_live(api)
+    monkeypatch.setattr(live, "live_token", no_scope)
+    assert live.insist_on_live(api) == "live"
     with pytest.raises(RunRefusedError, match="no API is configured"):
         live.insist_on_live(None)
 
@@ -184,10 +231,10 @@ def test_a_test_answer_under_live_stops_the_run_unkept(
     test mode, stops the run (64, mode_mixed) and is not kept: a --live night never ends 0
     on fake figures."""
 
-    async def no_scope(_: ApiSettings) -> None:
-        return None
+    async def no_scope(_: ApiSettings) -> AccessToken:
+        return AccessToken("t", 0.0)  # another API's answer: no scope, no sandbox's mark
 
-    monkeypatch.setattr(live, "token_scope", no_scope)
+    monkeypatch.setattr(live, "live_token", no_scope)
     book, out = portfolio(tmp_path / "book.csv", 3), tmp_path / "out"
     code, stdout, stderr = cli(
         command, str(book), "--out", str(out), "--live", env=env_for(served, TEST)

@@ -29,6 +29,7 @@ from batchval.api.errors import (
     read_no_answer,
 )
 from batchval.api.network import Reach, host_of
+from batchval.api.vocabulary import SANDBOX_CLAIM
 
 log = structlog.get_logger()
 
@@ -48,6 +49,9 @@ class AccessToken:
     # The token answer's `scope`, if it has one: beyond the API's description (which
     # shows access_token, token_type and expires_in), so only ever a hint (`check`).
     scope: str | None = None
+    # batchval's sandbox says it is one (`SANDBOX_CLAIM`: `fake` or `rehearsal`); None
+    # from any other API.
+    sandbox: str | None = None
 
     def fresh(self, now: float) -> bool:
         return now < self.refresh_at
@@ -164,9 +168,12 @@ class TokenCache:
         expires_in = float(expires_in)
         log.debug("api.auth.token.fetched", expires_in=expires_in)
         early = min(REFRESH_EARLY_SECONDS, expires_in / 4)
-        scope = body.get("scope")
+        scope, sandbox = body.get("scope"), body.get(SANDBOX_CLAIM)
         return AccessToken(
-            value, started + expires_in - early, scope if isinstance(scope, str) else None
+            value,
+            started + expires_in - early,
+            scope if isinstance(scope, str) else None,
+            sandbox if isinstance(sandbox, str) else None,
         )
 
 

@@ -65,6 +65,9 @@ AREA_INSIGHTS_MEMBERS: tuple[str, ...] = (
 # The token scopes (section 5): live calls, charged; test mode, fake figures, never charged.
 LIVE_SCOPE = "partners:read"
 TEST_SCOPE = "partners:test"
+# Not the API's: the member of a token answer by which batchval's own sandbox says it is
+# one (`fake`, or `rehearsal` when started with --rehearsal); `--live` refuses `fake`.
+SANDBOX_CLAIM = "batchval_sandbox"
 
 # What the API charges and allows (docs/api.md, sections 2 and 6).
 VALUATION_CREDITS = 10  # a valuation, with or without extras; 1 credit = 1p

@@ -353,7 +353,10 @@ class FrontDoor(Generic[RequestT]):
         """An invocation's way in: `--live` insisted on before the DIR is taken (nothing
         sent or written when it is refused), then signals noted until it ends."""
         if self.settings.run.live:
-            insist_on_live(self.settings.api, dry=self.request.dry_run)
+            verdict = insist_on_live(self.settings.api, dry=self.request.dry_run)
+            if verdict == "rehearsal":  # the mode the run keeps (engine/live)
+                run = dataclasses.replace(self.settings.run, rehearsal=True)
+                self.settings = dataclasses.replace(self.settings, run=run)
         with self.signals:
             yield
 

@@ -13,6 +13,11 @@ through, and the answers' `mode` is then the only word on it (summary.json's `mo
 token URL that fails (refused credentials, an outage) refuses nothing either: the run
 meets the same failure and stops with its own reason and code, as without `--live`.
 
+batchval's own sandbox says in its token answer that it is one (`SANDBOX_CLAIM`): its
+figures are fake whatever the scope, so `--live` refuses it, unless it was started with
+`--rehearsal` (the docs' walk-throughs of a live night): the run goes on and its mode is
+`rehearsal`, never `live`.
+
 A dry run sends nothing and promises no network, so under `--live` it refuses only the
 missing API; `batchval check` says what the token's scope is.
 
@@ -28,7 +33,7 @@ from typing import Any, TypeVar
 import click
 import structlog
 
-from batchval.api.auth import Credentials
+from batchval.api.auth import AccessToken, Credentials
 from batchval.api.client import PartnerClient
 from batchval.api.errors import PartnerError
 from batchval.api.vocabulary import TEST_SCOPE
@@ -58,15 +63,19 @@ def live_option(command: _Command) -> _Command:
     )(command)
 
 
-def insist_on_live(api: ApiSettings | None, *, dry: bool = False) -> None:
-    """Under `--live`: a `RunRefusedError` (64) unless `api` is a live API. `dry`: a dry run,
-    which fetches no token (it promises no network) and so refuses only a missing API."""
+def insist_on_live(api: ApiSettings | None, *, dry: bool = False) -> str:
+    """Under `--live`: a `RunRefusedError` (64) unless `api` is a live API; else `live`,
+    or `rehearsal` for batchval's sandbox started with --rehearsal (its token says so).
+    `dry`: a dry run, which fetches no token (it promises no network) and so refuses only
+    a missing API."""
     if api is None:
         raise RunRefusedError(StopReason.REFUSED, NO_API)
     if dry:
-        return
-    scope = run_async(token_scope, api)
-    log.debug("engine.live.token", scope=scope)
+        return "live"
+    token = run_async(live_token, api)
+    scope = None if token is None else token.scope
+    sandbox = None if token is None else token.sandbox
+    log.debug("engine.live.token", scope=scope, sandbox=sandbox)
     if scope == TEST_SCOPE:
         raise RunRefusedError(
             StopReason.REFUSED,
@@ -74,6 +83,14 @@ def insist_on_live(api: ApiSettings | None, *, dry: bool = False) -> None:
             f"token's scope is {TEST_SCOPE}: test mode, fake figures); give the live client "
             "id and secret, or leave out --live for a trial. Nothing was sent",
         )
+    if sandbox is not None and sandbox != "rehearsal":
+        raise RunRefusedError(
+            StopReason.REFUSED,
+            f"--live (run.live): the API at {api.base_url} is batchval's sandbox (its token "
+            "says so): fake figures, never live. Start it with --rehearsal to rehearse a "
+            "live night, or leave out --live for a trial. Nothing was sent",
+        )
+    return "rehearsal" if sandbox == "rehearsal" else "live"
 
 
 def preflight_client(api: ApiSettings, timeout: float) -> PartnerClient:
@@ -88,13 +105,17 @@ def preflight_client(api: ApiSettings, timeout: float) -> PartnerClient:
     )
 
 
-async def token_scope(api: ApiSettings) -> str | None:
-    """The scope `api`'s token answer names (None: none named, or no token came: the run
-    meets that failure itself)."""
+async def live_token(api: ApiSettings) -> AccessToken | None:
+    """`api`'s token answer (None: no token came: the run meets that failure itself)."""
     async with preflight_client(api, TOKEN_TIMEOUT_SECONDS) as client:
         try:
-            token = await client.tokens.token()
+            return await client.tokens.token()
         except PartnerError as exc:
             log.info("engine.live.token_failed", error=str(exc))
             return None
-    return token.scope
+
+
+async def token_scope(api: ApiSettings) -> str | None:
+    """The scope `api`'s token answer names (None: none named, or no token came)."""
+    token = await live_token(api)
+    return None if token is None else token.scope

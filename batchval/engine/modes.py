@@ -1,7 +1,9 @@
 """The mode of a DIR's answers (test or live), which every product keeps the same way:
 the first answer sets it, and an answer of the other mode stops the run (`mode_mixed`),
-since one DIR never mixes fake and real figures. And `UNREADABLE`, the problem type of an
-answer that was received (and may have been paid for) but cannot be read."""
+since one DIR never mixes fake and real figures. A `--live` run against batchval's sandbox
+started with --rehearsal holds `rehearsal` (engine/live), whose answers look live. And
+`UNREADABLE`, the problem type of an answer that was received (and may have been paid
+for) but cannot be read."""
 
 from __future__ import annotations
 
@@ -14,6 +16,12 @@ UNREADABLE = "unreadable-answer"
 def answer_mode(data: Mapping[str, Any]) -> str:
     """`test` when the answer says so (test mode only), else `live`."""
     return "test" if data.get("mode") == "test" else "live"
+
+
+def mixed_with(kept: str, mode: str) -> bool:
+    """Whether an answer of `mode` mixes with a DIR holding `kept` (a rehearsal's answers
+    look live: they agree)."""
+    return kept != mode and (kept, mode) != ("rehearsal", "live")
 
 
 class ModeHolder(Protocol):
@@ -32,7 +40,7 @@ def mixed_mode(held: ModeHolder, data: Mapping[str, Any], what: str) -> str | No
     if kept is None:
         held.set("mode", mode)
         return None
-    if kept == mode:
+    if not mixed_with(kept, mode):
         return None
     if kept == "live" and mode == "test":
         return (

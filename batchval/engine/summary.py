@@ -30,7 +30,11 @@ SUMMARY_KEYS: Mapping[str, str] = {
     "exit_code": "the invocation's exit code",
     "next_action": "what a person or a scheduler does next, in words",
     "run_id": "the run's name: `--run-id`, or the UTC day it began (`day-YYYY-MM-DD`)",
-    "mode": "`test` or `live`, read from the API's answers; `unknown` before the first",
+    "mode": (
+        "`test` or `live`, read from the API's answers; `rehearsal` for a `--live` run "
+        "against batchval's sandbox started with --rehearsal (fake figures); `unknown` "
+        "before the first"
+    ),
     "input": "INPUT as the command named it",
     "input_read": (
         "how INPUT was read: `format` (csv, parquet or excel), a CSV's `encoding` and "

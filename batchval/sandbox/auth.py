@@ -12,6 +12,7 @@ import urllib.parse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from batchval.api.vocabulary import SANDBOX_CLAIM
 from batchval.sandbox.answers import UnauthorizedAnswer
 from batchval.sandbox.clock import SandboxClock
 from batchval.sandbox.config import Account, SandboxConfig
@@ -59,6 +60,7 @@ class TokenAuth:
                 "token_type": "Bearer",
                 "expires_in": ttl,
                 "scope": account.scope,
+                SANDBOX_CLAIM: "rehearsal" if self._config.rehearsal else "fake",
             }
         )
 

@@ -94,6 +94,10 @@ class SandboxConfig:
     # How finely valuedAt is stamped: "second", "milli" (the default) or "micro". An API
     # that cuts its stamps to whole seconds is what a client's money must survive.
     stamp_precision: str = "milli"
+    # Every token answer says it is this sandbox's (`SANDBOX_CLAIM`): `fake`, which
+    # `--live` refuses, or with `rehearsal` (`batchval sandbox --rehearsal`) `rehearsal`,
+    # which `--live` takes for the docs' walk-throughs, the run's mode then `rehearsal`.
+    rehearsal: bool = False
     docs_base: str = "https://developer.partner-valuations.example"
 
     def account(self, client_id: str) -> Account | None:

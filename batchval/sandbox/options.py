@@ -105,6 +105,12 @@ _OPTIONS = (
         type=click.Choice(["second", "milli", "micro"]),
         help="How finely valuedAt is stamped [milli]; `second` as an API that cuts to seconds.",
     ),
+    click.option(
+        "--rehearsal",
+        is_flag=True,
+        help="Mark its tokens a rehearsal's: `--live` runs against it (the docs' "
+        "walk-throughs of a live night), and their mode is `rehearsal`.",
+    ),
     _fault("--latency-ms", "Added to every valuation.", share=False, type=float, metavar="MS"),
     _fault("--jitter-ms", "Plus a random extra up to this.", share=False, type=float, metavar="MS"),
     _fault("--fail-503", "Share of calls (0 to 1) answered 503."),

@@ -256,7 +256,8 @@ class StreetReading:
             log.warning("streets.test_answers_forgotten", postcodes=store.forget_reads())
         store.set("api_identity", identity)
         if self.settings.run.live and store.get("mode") is None:
-            store.set("mode", "live")  # --live: a test-mode answer stops (engine/modes)
+            # --live: a test-mode answer stops (engine/modes)
+            store.set("mode", "rehearsal" if self.settings.run.rehearsal else "live")
         again = store.expire(self._now())
         if self.request.refresh:
             again += store.refresh(started)

@@ -35,6 +35,11 @@ _MODES = {
         "fake and nothing was charged.",
     ),
     "live": ("live", "<b>Live</b>: the estimates come from the valuation API."),
+    "rehearsal": (
+        "test",
+        "<b>Rehearsal</b>: a live night rehearsed against batchval's sandbox (started with "
+        "--rehearsal); the figures are fake and nothing real was charged.",
+    ),
 }
 
 

@@ -41,7 +41,7 @@ from batchval.api.errors import PartnerError, UnreadableAnswerError
 from batchval.api.models import Valuation
 from batchval.api.vocabulary import REQUEST_FIELDS
 from batchval.engine.job import Settled
-from batchval.engine.modes import UNREADABLE, answer_mode
+from batchval.engine.modes import UNREADABLE, answer_mode, mixed_with
 from batchval.engine.reading import ReadApi, ReadJob
 from batchval.store.checkpoint import Checkpoint
 from batchval.store.records import StoredProblem
@@ -121,7 +121,7 @@ class RecoveryJob(ReadJob[Recovery]):
         if valuation.id != item.key:
             return f"the API answered valuation {valuation.id} for {item.key}"
         held = self._checkpoint.get("mode")
-        if held is not None and held != answer_mode(answer.data):
+        if held is not None and mixed_with(held, answer_mode(answer.data)):
             return f"a {answer_mode(answer.data)}-mode answer in a DIR of {held}-mode answers"
         return _echo_mismatch(self._checkpoint.request_of(item.request_key), answer.data)
 

@@ -310,7 +310,7 @@ class Valuing:
         if self.settings.run.live and checkpoint.get("mode") is None:
             # --live: a test-mode answer (test credentials whose token named no scope)
             # stops the run as another mode's would (engine/modes), and is not kept.
-            checkpoint.set("mode", "live")
+            checkpoint.set("mode", "rehearsal" if self.settings.run.rehearsal else "live")
         # A DIR begun before pass-through values were typed has none stored: read again.
         untyped = checkpoint.passthrough_schema() is None
         reading = Ingest.complete(checkpoint)

@@ -529,7 +529,8 @@ def nightly_book(airflow: Airflow, work: Path, check: Check, s3: S3Server) -> No
         "max_calls": NIGHTLY_BUDGET,
     }
     nights = []
-    with sandbox("--no-rate-limit") as served:
+    # The DAG runs with --live, which takes batchval's sandbox only when it rehearses.
+    with sandbox("--no-rate-limit", "--rehearsal") as served:
         env = {
             DEFAULT_CONN: connection(served, "sandbox-live", "sandbox-live-secret"),
             STORAGE_CONN: storage_connection(s3),
@@ -561,7 +562,7 @@ def nightly_book(airflow: Airflow, work: Path, check: Check, s3: S3Server) -> No
     check(
         "the asset event's extra says what the night did, read by the DAG scheduled on it",
         read.get("place") == s3.url("valuations/nights/2026-11-26")
-        and read.get("mode") == "live"
+        and read.get("mode") == "rehearsal"
         and isinstance(read.get("rows_valued"), int)
         and s3.secret_access_key not in after,
         f"extra {read or 'not found'}",
