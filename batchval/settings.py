@@ -129,8 +129,7 @@ class RunOptions:
     # Refuse (64) before anything is sent unless a live API is configured: no embedded
     # sandbox, no token of the test scope (engine/live).
     live: bool = False
-    # Set by `--live` (not a setting) when the API's token says it is batchval's sandbox
-    # started with `--rehearsal`: the run's mode is then `rehearsal` (engine/live).
+    # Not a setting: --live's verdict on a sandbox started with --rehearsal (engine/live).
     rehearsal: bool = False
     # Test seam: added to the wall clock (`now`) when deciding whether midnight UTC has
     # passed, as BATCHVAL_CLOCK_OFFSET_SECONDS.
@@ -487,9 +486,7 @@ def _bounded_yaml(path: Path) -> Any:
     with path.open("rb") as file:
         data = file.read(CONFIG_MOST_BYTES + 1)
     if len(data) > CONFIG_MOST_BYTES:
-        raise SettingsError(
-            f"config {path} is over {CONFIG_MOST_BYTES // 1024:,} KiB: not a config file?"
-        )
+        raise SettingsError(f"config {path} is over {CONFIG_MOST_BYTES // 1024:,} KiB")
     text = data.decode("utf-8")
     aliases = sum(isinstance(t, yaml.AliasToken) for t in yaml.scan(text, Loader=yaml.SafeLoader))
     if aliases > CONFIG_MOST_ALIASES:
@@ -657,27 +654,8 @@ def _input_options(
         passthrough=None if passthrough is None else tuple(passthrough),
         include=include,
         batch_rows=int(section.get("batch_rows", 50_000)),
-        not_loans=_corrections(section.get("not_loans")),
+        not_loans=Corrections.of(section.get("not_loans")),
     )
-
-
-def _corrections(section: Any) -> Corrections:
-    """`input.not_loans`: `{set_aside: [...], keep: [...]}`, each a list of lines and
-    patterns."""
-    if section is None:
-        return Corrections()
-    if not isinstance(section, Mapping):
-        raise SettingsError("input.not_loans must be {set_aside: [...], keep: [...]}")
-    _reject_unknown(section, {"set_aside", "keep"}, "input.not_loans")
-    lists = {}
-    for which in ("set_aside", "keep"):
-        items = section.get(which) or []
-        if not isinstance(items, list):
-            raise SettingsError(
-                f"input.not_loans.{which} must be a list of line numbers and patterns"
-            )
-        lists[which] = tuple(items)
-    return Corrections(**lists)
 
 
 def _lender(config: Mapping[str, Any]) -> LenderOptions:

@@ -127,9 +127,9 @@ def test_a_local_0130_job_that_fires_twice_as_the_clocks_go_back_calls_once(
     and exits 0 (docs/how-to/cron.md)."""
     first = clocks.INSTANTS[f"clocks-back-{year}-0030"]
     assert dt.datetime(year, 10, 25 if year == 2026 else 31).weekday() == calendar.SUNDAY
-    config = make_config()
-    config.rehearsal = True  # the recipe runs --live: batchval's sandbox only as a rehearsal
-    sandbox = Sandbox(config, SandboxClock(first))
+    rehearsing = make_config()
+    rehearsing.rehearsal = True  # the recipe runs --live: batchval's sandbox only so
+    sandbox = Sandbox(rehearsing, SandboxClock(first))
     work = tmp_path / "srv"
     work.mkdir()
     pl.read_csv(portfolio(tmp_path / "loans.csv", 6)).write_parquet(work / "loans.parquet")

@@ -280,6 +280,7 @@ def test_corrections_keep_a_line_and_set_aside_a_pattern(tmp_path: Path) -> None
     ("section", "said"),
     [
         ({"set_aside": "Total"}, "a list"),
+        ("Total", r"\{set_aside"),
         ({"keep": [0]}, "not a line number"),
         ({"keep": ["("]}, "not a regular expression"),
         ({"sideline": [3]}, "keep, set_aside"),

@@ -76,6 +76,23 @@ class Corrections:
     def __bool__(self) -> bool:
         return bool(self.set_aside or self.keep)
 
+    @classmethod
+    def of(cls, section: object) -> Corrections:
+        """From the config's `input.not_loans` (None: none); ValueError when it is not
+        `{set_aside: [...], keep: [...]}`, each a list of lines and patterns."""
+        if section is None:
+            return cls()
+        if not isinstance(section, Mapping):
+            raise ValueError("not_loans must be {set_aside: [...], keep: [...]}")
+        unknown = sorted(set(map(str, section)) - {"set_aside", "keep"})
+        if unknown:
+            raise ValueError(f"not_loans takes keep, set_aside, not {', '.join(unknown)}")
+        lists = {which: section.get(which) or [] for which in ("set_aside", "keep")}
+        for which, items in lists.items():
+            if not isinstance(items, list):
+                raise ValueError(f"not_loans.{which} must be a list of lines and patterns")
+        return cls(tuple(lists["set_aside"]), tuple(lists["keep"]))
+
     def to_json(self) -> dict[str, list[int | str]]:
         return {"set_aside": list(self.set_aside), "keep": list(self.keep)}
 
