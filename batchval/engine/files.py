@@ -1,7 +1,9 @@
 """Files that are replaced whole: every file batchval writes into a DIR (or beside it).
 
-Atomic: each file is written to a hidden temporary beside it (`.results.parquet.tmp-PID`,
-hidden so that dataset readers of DIR skip it), flushed and fsynced, then moved onto its
+Atomic: each file is written to a hidden temporary beside it
+(`.results.parquet.tmp-PID-RANDOM`, hidden so that dataset readers of DIR skip it, made
+by `O_EXCL` and `O_NOFOLLOW` under a name no one can guess, so that a symlink planted in
+a DIR others can write never catches the write), flushed and fsynced, then moved onto its
 name with `os.replace` and the directory fsynced. A reader sees the old file or the new
 one, never half of one; a crash or `kill -9` mid-write leaves the old file as it was (and
 at worst a stale temporary, which a later write of the same file never reads).
@@ -19,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -74,12 +77,24 @@ def write_parquet(path: Path, schema: pa.Schema, tables: Iterable[pa.Table]) -> 
     return rows
 
 
+def exclusive(path: Path, mode: int = 0o666) -> int:
+    """A descriptor of a new file at `path`, made by this call alone: never one that was
+    there, nor through a symlink planted at its name (O_EXCL, O_NOFOLLOW)."""
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+
+
+def temporary_beside(path: Path) -> Path:
+    """A hidden name beside `path` that no one can guess ahead (`.NAME.tmp-PID-RANDOM`):
+    a symlink planted at a predictable name cannot catch the write."""
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}-{secrets.token_hex(8)}")
+
+
 @contextlib.contextmanager
 def _replacing(path: Path) -> Iterator[IO[bytes]]:
     """A new file that takes the place of `path` only if the block ends without error."""
-    temporary = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    temporary = temporary_beside(path)
     try:
-        with open(temporary, "wb") as file:
+        with os.fdopen(exclusive(temporary), "wb") as file:
             yield file
             file.flush()
             os.fsync(file.fileno())

@@ -32,8 +32,9 @@ from typing import Any
 import structlog
 
 from batchval import logs, redaction
+from batchval.engine.names import RUN_MARKS, WRITTEN_NAMES
 from batchval.outcome import RunRefusedError, StopReason
-from batchval.store.lock import DirLockedError, RunLock
+from batchval.store.lock import DirLockedError, LockFileError, RunLock
 
 log = structlog.get_logger()
 
@@ -50,7 +51,9 @@ last_defect: contextvars.ContextVar[BaseException | None] = contextvars.ContextV
 def locked_dir(out: Path, log_name: str, command: str, *, lock: bool = True) -> Iterator[None]:
     """DIR created, locked and logging to `log_name`; `command` names the log events.
     Without `lock` (a dry run, which writes only files of its own, each atomically),
-    DIR is not locked: a run in progress there is neither turned away nor disturbed."""
+    DIR is not locked: a run in progress there is neither turned away nor disturbed. A
+    DIR of someone else's files is refused first (`refuse_foreign_files`)."""
+    refuse_foreign_files(out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -71,6 +74,24 @@ def locked_dir(out: Path, log_name: str, command: str, *, lock: bool = True) -> 
     except DirLockedError as exc:
         # Nothing is written: the outputs belong to the run that holds DIR.
         raise RunRefusedError(StopReason.DIR_LOCKED, str(exc)) from None
+    except LockFileError as exc:
+        raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
+
+
+def refuse_foreign_files(out: Path) -> None:
+    """A `RunRefusedError` (64) when DIR holds no run of batchval's (none of
+    `names.RUN_MARKS`) but a file at a name batchval writes (`names.WRITTEN_NAMES`):
+    another program's `summary.json` is never overwritten. Other files (a `.gitkeep`, a
+    README) are no matter."""
+    if not out.is_dir() or any((out / mark).exists() for mark in RUN_MARKS):
+        return
+    taken = [name for name in WRITTEN_NAMES if (out / name).exists() or (out / name).is_symlink()]
+    if taken:
+        raise RunRefusedError(
+            StopReason.REFUSED,
+            f"{out} holds no batchval run but holds {', '.join(taken)}, which a run would "
+            "overwrite: give --out a directory of its own (new or empty). Nothing was sent",
+        )
 
 
 def state_folder(env: Mapping[str, str] | None = None) -> Path:
@@ -118,7 +139,7 @@ def _private_file(text: str, suffix: str, folder: Path | None) -> Path:
     folder = state_folder() if folder is None else folder
     path = folder / f"batchval-{stamp}-{os.getpid()}.{suffix}"
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as file:
         file.write(redaction.scrub(text))
     return path

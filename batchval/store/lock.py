@@ -4,6 +4,7 @@ holder's pid while it runs (`batchval status` reads it), and nothing once it is 
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 from pathlib import Path
@@ -17,6 +18,10 @@ class DirLockedError(BatchvalError):
     """Another batchval process holds the output directory."""
 
 
+class LockFileError(BatchvalError):
+    """The lock file's name holds something else (a symlink): a person removes it."""
+
+
 class RunLock:
     """An exclusive, non-blocking lock on an output directory."""
 
@@ -25,7 +30,15 @@ class RunLock:
         self._fd: int | None = None
 
     def __enter__(self) -> RunLock:
-        fd = os.open(self._path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:  # never through a symlink planted at the name (it would empty its target)
+            fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            raise LockFileError(
+                f"{self._path} is a symlink, not batchval's lock file: it is never followed; "
+                "remove it"
+            ) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

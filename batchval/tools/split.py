@@ -30,12 +30,13 @@ import os
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import IO
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from batchval.engine.files import write_json_atomic
+from batchval.engine.files import exclusive, temporary_beside, write_json_atomic
 from batchval.input import InputBatch, InputOptions, InputSource, open_input
 from batchval.outcome import SettingsError
 
@@ -161,27 +162,40 @@ class _ShardWriters:
         self._dir, self._shards = out_dir, shards
         self._schema: pa.Schema | None = None
         self._writers: dict[int, pq.ParquetWriter] = {}
+        self._temporaries: dict[int, Path] = {}
+        self._sinks: list[IO[bytes]] = []
 
     def __enter__(self) -> _ShardWriters:
         return self
 
     def _temporary(self, index: int) -> Path:
-        return self._dir / f".{shard_name(index, self._shards)}.tmp-{os.getpid()}"
+        if index not in self._temporaries:  # unguessable
+            self._temporaries[index] = temporary_beside(self._dir / shard_name(index, self._shards))
+        return self._temporaries[index]
+
+    def _writer(self, index: int) -> pq.ParquetWriter:
+        """The shard's writer, into a file made by this process alone (`exclusive`)."""
+        assert self._schema is not None
+        sink = os.fdopen(exclusive(self._temporary(index)), "wb")
+        self._sinks.append(sink)
+        return pq.ParquetWriter(sink, self._schema)
 
     def write(self, index: int, rows: pa.RecordBatch) -> None:
         if self._schema is None:
             self._schema = rows.schema
         if index not in self._writers:
-            self._writers[index] = pq.ParquetWriter(self._temporary(index), self._schema)
+            self._writers[index] = self._writer(index)
         self._writers[index].write_batch(rows)
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is None and self._schema is not None:
             for index in range(self._shards):  # an empty shard still has the header
                 if index not in self._writers:
-                    self._writers[index] = pq.ParquetWriter(self._temporary(index), self._schema)
+                    self._writers[index] = self._writer(index)
         for writer in self._writers.values():
             writer.close()
+        for sink in self._sinks:
+            sink.close()
         if exc_type is not None:
             for index in self._writers:
                 self._temporary(index).unlink(missing_ok=True)
