@@ -141,8 +141,8 @@ class LocalPlace:
         return path if path.exists() else None
 
     def temporaries(self, pid: int | None = None) -> list[Path]:
-        """The writer's temporary Parquet files (`.NAME.parquet.tmp-PID`), of one process."""
-        return sorted(self.out.glob(f".*.parquet.tmp-{'*' if pid is None else pid}"))
+        """The writer's temporary Parquet files (`.NAME.parquet.tmp-PID-RANDOM`), of one process."""
+        return sorted(self.out.glob(f".*.parquet.tmp-{'*' if pid is None else f'{pid}-*'}"))
 
     def read(self, name: str) -> bytes | None:
         path = self.out / name
@@ -222,7 +222,7 @@ class UrlPlace:
     def temporaries(self, pid: int | None = None) -> list[Path]:
         """The writer's temporary Parquet files on the current machine's disk (in the
         run's working copy under its TMPDIR), of one process."""
-        pattern = f"machine-*/batchval-place-*/.*.parquet.tmp-{'*' if pid is None else pid}"
+        pattern = f"machine-*/batchval-place-*/.*.parquet.tmp-{'*' if pid is None else f'{pid}-*'}"
         return sorted(self.root.glob(pattern))
 
     def read(self, name: str) -> bytes | None:
