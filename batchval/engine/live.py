@@ -113,9 +113,3 @@ async def live_token(api: ApiSettings) -> AccessToken | None:
         except PartnerError as exc:
             log.info("engine.live.token_failed", error=str(exc))
             return None
-
-
-async def token_scope(api: ApiSettings) -> str | None:
-    """The scope `api`'s token answer names (None: none named, or no token came)."""
-    token = await live_token(api)
-    return None if token is None else token.scope

@@ -367,7 +367,7 @@ def _quoted(text: str, most: int = 40) -> str:
 
 
 def _hits(corrections: Corrections, which: str) -> pl.Expr:
-    """Whether each row (a raw batch with the `HIDDEN` columns) is named in `corrections`'
+    """Whether each row (with its `LINE`, `LABEL` and `MARK`) is named in `corrections`'
     `which` (`set_aside` or `keep`): by its line, or a pattern found in its label."""
     items: tuple[int | str, ...] = getattr(corrections, which)
     lines = [item for item in items if isinstance(item, int)]
