@@ -22,6 +22,7 @@ the writes are durable.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import tempfile
 from collections.abc import Iterator
@@ -42,6 +43,15 @@ CHECKPOINT_NAME = "checkpoint.sqlite"
 # Meta values read on every answer and written only through this connection while the
 # DIR's lock is held, so kept in memory as well.
 _CACHED_META = frozenset({"mode", "streets.mode"})
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The file at `path` (device, inode), or None when there is none."""
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 class CheckpointVersionError(BatchvalError):
@@ -65,6 +75,10 @@ class Database:
         self._unkept: BaseException | None = None
         self._lease_lost: StopInfo | None = None  # why the lease no longer holds, once known
         self._grouped = False  # a group began in this process (see `begin_group`)
+        # The file this connection opened (device, inode), and why it is gone once known:
+        # a checkpoint deleted or replaced under the run is the run's memory lost.
+        self._identity = _identity(path)
+        self._gone: StopInfo | None = None
 
     @property
     def sql(self) -> sqlite3.Connection:
@@ -155,6 +169,9 @@ class Database:
         """Why this process may not send a call now (None: it may). A local DIR is held
         until the process ends (its `RunLock`); a run at a URL only while its lease surely
         holds and its commits are being kept there."""
+        gone = self._memory_gone()
+        if gone is not None:
+            return gone
         if self._replica is not None and (self._replica.failure or self._unkept) is not None:
             why = self._replica.failure or self._unkept
             return _lost(why, "its commits can no longer be kept at its URL")
@@ -173,6 +190,23 @@ class Database:
                 self._lease_lost = _lost(why, "its lease at the run's URL lapsed or was taken")
             return self._lease_lost
         return None
+
+    def _memory_gone(self) -> StopInfo | None:
+        """A stop (64) when the checkpoint this connection opened is no longer at its
+        path: deleted, or replaced by another file, while the run held it. What the run
+        knew of its calls is gone, so no further call may leave; a stat a call."""
+        if self._gone is None and self._identity is not None:
+            now = _identity(self.path)
+            if now != self._identity:
+                what = "deleted" if now is None else "replaced by another file"
+                self._gone = StopInfo(
+                    StopReason.REFUSED,
+                    f"the run's memory, {self.path}, was {what} while this invocation held "
+                    "it: what the run knew of its calls is gone, so nothing more is sent. A "
+                    "run begun again there starts from nothing (the same UTC day, the API "
+                    "replays the keys it has answered: nothing is charged twice)",
+                )
+        return self._gone
 
     def _committed(self) -> None:
         """A commit, kept at the URL (when the run is there) while the replica can: once it

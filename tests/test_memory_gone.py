@@ -1,0 +1,70 @@
+"""A run's memory that vanishes under it (issue 54, part 5): the checkpoint deleted, or
+replaced by another file, while an invocation holds DIR. No further call leaves, the stop
+is 64 saying what is gone, never "resumes once it is back"; a run begun again there the
+same UTC day pays for nothing twice (the API replays its keys)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from support import BATCHVAL, LIVE, env_for, portfolio, wait_until
+
+from batchval.outcome import StopReason
+from batchval.sandbox.config import Faults
+from batchval.sandbox.server import RunningSandbox
+from batchval.store.database import CHECKPOINT_NAME, Database
+
+
+def test_a_checkpoint_deleted_or_replaced_is_the_runs_memory_gone(tmp_path: Path) -> None:
+    database = Database.open(tmp_path)
+    try:
+        assert database.hold_lost() is None
+        (tmp_path / CHECKPOINT_NAME).unlink()
+        stop = database.hold_lost()
+        assert stop is not None
+        assert stop.reason is StopReason.REFUSED
+        assert f"{tmp_path / CHECKPOINT_NAME}, was deleted while this invocation held" in (
+            stop.detail
+        )
+        assert database.hold_lost() is stop  # decided once
+    finally:
+        database.close()
+    other = tmp_path / "other"
+    other.mkdir()
+    database = Database.open(other)
+    try:
+        (other / "copy").write_bytes((other / CHECKPOINT_NAME).read_bytes())
+        os.replace(other / "copy", other / CHECKPOINT_NAME)
+        stop = database.hold_lost()
+        assert stop is not None
+        assert "was replaced by another file" in stop.detail
+    finally:
+        database.close()
+
+
+@pytest.mark.slow  # a run of its own process, its checkpoint deleted mid-run
+def test_a_run_whose_checkpoint_is_deleted_stops_64_and_a_new_one_pays_nothing_twice(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    served.sandbox.set_faults(Faults(latency_ms=100))
+    source = portfolio(tmp_path / "book.csv", 120)
+    out = tmp_path / "out"
+    argv = [BATCHVAL, "run", str(source), "--out", str(out), "--concurrency", "2"]
+    with subprocess.Popen(argv, env=env_for(served, LIVE), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as running:  # fmt: skip
+        ledger = served.sandbox.ledger
+        wait_until(lambda: len(ledger.charges) >= 10, 60, "10 charges", process=running)
+        (out / CHECKPOINT_NAME).unlink()
+        _, err = running.communicate(timeout=120)
+    assert running.returncode == 64, err
+    assert "was deleted while this invocation held it" in err
+    assert "once it is back" not in err
+    paid = len(ledger.charges)
+    assert paid < 120
+    again = subprocess.run(argv, env=env_for(served, LIVE), capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert ledger.keys_charged_twice() == []
+    assert len({c.idempotency_key for c in ledger.charges}) == 120
