@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from batchval.engine.derived import removed_line
-from batchval.input.layout import SHORT_REASONS, skipped_words
+from batchval.input.layout import SHORT_REASONS, quoted, skipped_words
 from batchval.input.personal import left_out_line
 from batchval.outcome import ExitCode, StopInfo
 from batchval.store.charges import Money
@@ -147,7 +147,7 @@ def read_line(input_read: Mapping[str, Any] | None) -> list[str]:
     not_loans = input_read.get("not_loans") or []
     if not_loans:
         listed = ", ".join(
-            f"{_quoted(n.get('label', n.get('text', '')))} (line {n['line']}: "
+            f"{quoted(n.get('label', n.get('text', '')))} (line {n['line']}: "
             f"{SHORT_REASONS.get(n.get('reason', 'label'), 'set aside')})"
             for n in not_loans[:5]
         )
@@ -162,10 +162,6 @@ def read_line(input_read: Mapping[str, Any] | None) -> list[str]:
     if left_out:
         said.append(f"input: {left_out}")
     return said
-
-
-def _quoted(text: str, most: int = 40) -> str:
-    return repr(text if len(text) <= most else text[: most - 3] + "...")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

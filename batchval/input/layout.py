@@ -359,10 +359,11 @@ class NotLoan:
 
     def said(self) -> str:
         """`line 12 'Subtotal North West': a cell reads as a total or a note`."""
-        return f"line {self.line} {_quoted(self.label)}: {REASONS[self.reason]}"
+        return f"line {self.line} {quoted(self.label)}: {REASONS[self.reason]}"
 
 
-def _quoted(text: str, most: int = 40) -> str:
+def quoted(text: str, most: int = 40) -> str:
+    """`text` in quotes, cut to `most` characters (`'Source: MI warehouse...'`)."""
     return repr(text if len(text) <= most else text[: most - 3] + "...")
 
 
