@@ -6,11 +6,11 @@ same UTC day pays for nothing twice (the API replays its keys)."""
 from __future__ import annotations
 
 import os
-import subprocess
+import threading
 from pathlib import Path
 
 import pytest
-from support import BATCHVAL, LIVE, env_for, portfolio, wait_until
+from support import LIVE, InProcess, env_for, portfolio, wait_until
 
 from batchval.outcome import StopReason
 from batchval.sandbox.config import Faults
@@ -45,26 +45,31 @@ def test_a_checkpoint_deleted_or_replaced_is_the_runs_memory_gone(tmp_path: Path
         database.close()
 
 
-@pytest.mark.slow  # a run of its own process, its checkpoint deleted mid-run
+@pytest.mark.slow  # a run of 120 valuations, its checkpoint deleted part way
 def test_a_run_whose_checkpoint_is_deleted_stops_64_and_a_new_one_pays_nothing_twice(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
+    """In this process: the run in this thread, the deletion from another once the API
+    has charged ten valuations."""
     served.sandbox.set_faults(Faults(latency_ms=100))
     source = portfolio(tmp_path / "book.csv", 120)
     out = tmp_path / "out"
-    argv = [BATCHVAL, "run", str(source), "--out", str(out), "--concurrency", "2"]
-    with subprocess.Popen(argv, env=env_for(served, LIVE), stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True) as running:  # fmt: skip
-        ledger = served.sandbox.ledger
-        wait_until(lambda: len(ledger.charges) >= 10, 60, "10 charges", process=running)
+    ledger = served.sandbox.ledger
+
+    def delete() -> None:
+        wait_until(lambda: len(ledger.charges) >= 10, 60, "10 charges")
         (out / CHECKPOINT_NAME).unlink()
-        _, err = running.communicate(timeout=120)
-    assert running.returncode == 64, err
-    assert "was deleted while this invocation held it" in err
-    assert "once it is back" not in err
-    paid = len(ledger.charges)
-    assert paid < 120
-    again = subprocess.run(argv, env=env_for(served, LIVE), capture_output=True, text=True)
+
+    deleting = threading.Thread(target=delete)
+    deleting.start()
+    args = ("run", str(source), "--out", str(out), "--concurrency", "2")
+    ran = batchval(*args, env=env_for(served, LIVE))
+    deleting.join(timeout=60)
+    assert ran.returncode == 64, ran.stderr
+    assert "was deleted while this invocation held it" in ran.stderr
+    assert "once it is back" not in ran.stderr
+    assert len(ledger.charges) < 120
+    again = batchval(*args, env=env_for(served, LIVE))
     assert again.returncode == 0, again.stderr
     assert ledger.keys_charged_twice() == []
     assert len({c.idempotency_key for c in ledger.charges}) == 120
