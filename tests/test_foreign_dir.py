@@ -13,7 +13,8 @@ from click.testing import CliRunner, Result
 from support import portfolio
 
 from batchval.cli import cli
-from batchval.engine.names import RUN_MARKS, WRITTEN_NAMES
+from batchval.engine.invocation import RUN_MARKS
+from batchval.engine.names import WRITTEN_NAMES
 from batchval.engine.summary import SUMMARY_NAME
 from batchval.outcome import ExitCode
 from batchval.streets.files import HOMES_NAME, STREETS_NAME

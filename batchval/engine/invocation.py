@@ -32,9 +32,10 @@ from typing import Any
 import structlog
 
 from batchval import logs, redaction
-from batchval.engine.names import RUN_MARKS, WRITTEN_NAMES
+from batchval.engine.names import DRY_RUN_NAME, LOG_NAME, WRITTEN_NAMES
 from batchval.outcome import RunRefusedError, StopReason
-from batchval.store.lock import DirLockedError, LockFileError, RunLock
+from batchval.store.database import CHECKPOINT_NAME
+from batchval.store.lock import LOCK_NAME, DirLockedError, LockFileError, RunLock
 
 log = structlog.get_logger()
 
@@ -78,9 +79,14 @@ def locked_dir(out: Path, log_name: str, command: str, *, lock: bool = True) -> 
         raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
 
 
+# What says a DIR is a batchval run's: its checkpoint, its lock, its log (a dry run that
+# failed leaves only that), a dry run's price.
+RUN_MARKS: tuple[str, ...] = (CHECKPOINT_NAME, LOCK_NAME, LOG_NAME, DRY_RUN_NAME)
+
+
 def refuse_foreign_files(out: Path) -> None:
     """A `RunRefusedError` (64) when DIR holds no run of batchval's (none of
-    `names.RUN_MARKS`) but a file at a name batchval writes (`names.WRITTEN_NAMES`):
+    `RUN_MARKS`) but a file at a name batchval writes (`names.WRITTEN_NAMES`):
     another program's `summary.json` is never overwritten. Other files (a `.gitkeep`, a
     README) are no matter."""
     if not out.is_dir() or any((out / mark).exists() for mark in RUN_MARKS):

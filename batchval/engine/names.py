@@ -18,8 +18,8 @@ DRY_RUN_PROBLEMS_NAME = "dry_run_problems.parquet"
 
 # Every name a command writes into DIR (each named here or beside its writer: a test holds
 # them equal). A DIR that holds none of a run's own marks (its checkpoint, its lock file, a
-# dry run's price, its log) but a file of one of these names is someone else's: refused, not
-# overwritten (`engine/invocation.refuse_foreign_files`).
+# dry run's price, its log: `engine/invocation.RUN_MARKS`) but a file of one of these names is
+# someone else's: refused, not overwritten (`engine/invocation.refuse_foreign_files`).
 WRITTEN_NAMES: tuple[str, ...] = (
     "summary.json",
     "manifest.json",
@@ -32,6 +32,3 @@ WRITTEN_NAMES: tuple[str, ...] = (
     "homes_with_street.parquet",
     "report.html",
 )
-# What says a DIR is a batchval run's: its checkpoint, its lock, its log (a dry run that
-# failed leaves only that), a dry run's price.
-RUN_MARKS: tuple[str, ...] = ("checkpoint.sqlite", ".batchval.lock", LOG_NAME, DRY_RUN_NAME)

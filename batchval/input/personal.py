@@ -255,6 +255,13 @@ def by_name(header: str) -> bool:
     )
 
 
+def _filled(sample: pl.DataFrame, name: str) -> pl.Series:
+    """A column's values that hold something, as text, stripped (by name: a column may be
+    called "*" or "^a$", polars patterns, so it is renamed before any expression)."""
+    text = sample.get_column(name).alias("value").cast(pl.String).str.strip_chars()
+    return text.filter(text.is_not_null() & (text != ""))
+
+
 def by_values(sample: pl.DataFrame, names: Sequence[str] | None = None) -> dict[str, str]:
     """Column -> why, for the columns of `sample` (the first rows, as text; only `names`,
     when given) more than half of whose non-empty values are e-mail addresses, UK
@@ -262,8 +269,7 @@ def by_values(sample: pl.DataFrame, names: Sequence[str] | None = None) -> dict[
     found: dict[str, str] = {}
     # By name, one at a time: a column may be called "*" or "^a$" (polars patterns).
     for name in sample.columns if names is None else names:
-        text = sample.get_column(name).alias("value").cast(pl.String).str.strip_chars()
-        text = text.filter(text.is_not_null() & (text != ""))
+        text = _filled(sample, name)
         if text.len() == 0:
             continue
         shapes = (
@@ -321,8 +327,7 @@ def long_text(sample: pl.DataFrame, names: Sequence[str]) -> dict[str, str]:
     is longer than `LONG_TEXT_CHARS` characters."""
     found: dict[str, str] = {}
     for name in names:
-        text = sample.get_column(name).alias("value").cast(pl.String).str.strip_chars()
-        lengths = text.filter(text.is_not_null() & (text != "")).str.len_chars()
+        lengths = _filled(sample, name).str.len_chars()
         median = lengths.median() if lengths.len() else None
         if isinstance(median, int | float) and median > LONG_TEXT_CHARS:
             found[name] = LONG_TEXT
