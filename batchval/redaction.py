@@ -5,13 +5,28 @@ A `Redactor` knows the invocation's secrets (the client secret, every bearer tok
 token URL gave, the object store's secret key and session token) and masks each in
 every form it travels in:
 
-- raw;
-- URL-encoded, by `quote` or `quote_plus` or any mix (`%2B` or `+`, `%2f` or `%2F`);
-- JSON-escaped (`\\"`, `\\/`, `\\\\`, `\\u00e9`);
-- as base64 of `id:secret` (HTTP Basic), when the secret's id is given;
+- raw, in any letter case, and split by up to two white spaces (a tab, a line break);
+- URL-encoded, by `quote` or `quote_plus` or any mix (`%2B` or `+`, `%2f` or `%2F`), once
+  or more (`%252B`);
+- JSON-escaped (`\\"`, `\\/`, `\\\\`, `\\u00e9`, or every character as `\\u0041`);
+- as HTML character references (`&#43;`, `&#x2b;`, `&plus;`);
+- as hex of its UTF-8 bytes, and as base64 (standard or URL-safe) at each of the three
+  alignments it can have inside a longer text (`Bearer <token>` base64'd, the HTTP Basic
+  `id:secret`): the characters that hold only the secret's bits are masked;
 
 and, known or not, any `Bearer <token>` and the password of a URL
 (`https://user:pw@proxy` -> `https://user:[redacted]@proxy`).
+
+Matching every form of every secret costs a regular expression far slower than the
+texts it reads, so a text is first looked at in one canonical form (its percent, HTML
+and JSON escapes decoded, lower case, without white space, `+` or `-`): only a text
+whose canonical form holds a secret's is matched (`holds`). A text that still holds one
+after the masking (a form none of the above) is masked whole.
+
+For the text of an answer that is not understood (a problem's `title` and `detail`, a
+page's excerpt), `scrub_parts` masks a secret split across two fields, `holds_part`
+finds any 12 characters of one, and `mask_random` masks long runs that look random: a
+token no one told the redactor of.
 
 There is one active redactor in a process (`active`): the command line's entry point
 sets it (`logs.configure`), the token cache adds each token it fetches (`hide`), and the
@@ -23,54 +38,176 @@ imports nothing of batchval: any floor may use it.
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
-import json
+import html
+import html.entities
+import math
 import re
 import sys
-from collections.abc import Iterable, Iterator, MutableMapping
+import urllib.parse
+from collections.abc import Iterable, Iterator, MutableMapping, Sequence
 from typing import IO, Any
 
 REDACTED = "[redacted]"
 # A "secret" shorter than this is not one (a test's token "t"): masking it would mangle
 # every output it touches. Real client secrets and tokens are tens of characters long.
 MIN_SECRET_CHARS = 4
+# Hex and base64 of a secret are masked only from this many bytes: the core of a shorter
+# one could be any few letters of a legitimate text.
+MIN_ENCODED_BYTES = 12
+# How many characters of a secret, in a row, `holds_part` takes for the secret.
+PART_CHARS = 12
 
 _SENSITIVE_KEYS = re.compile(r"secret|token|authorization|password", re.IGNORECASE)
 # `Bearer x`, `Bearer%20x`, `Bearer+x`: whatever follows is a token, known or not.
 _BEARER = re.compile(r"(?i)\bbearer(?:\s|%20|\+)+[A-Za-z0-9._~+/=%-]+")
 # The password of a URL's user information: up to the `@` before the host.
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s/?#@:\"'<>]*):[^\s/?#@\"'<>]+@")
+# Joins the parts of one answer for `scrub_parts`: never in a part, allowed in a gap.
+_SEPARATOR = "\x1f"
+# What may stand between two characters of a secret: up to two white spaces, each raw,
+# JSON-escaped or percent-encoded, or the separator of parts.
+_GAP = r"(?:\s|\x1f|\\[tnr]|%(?:25)*(?:09|0a|0d|20)){0,2}"
+# The canonical form deletes these (white space, and `+`/`-`, which stand for a space or
+# differ between base64's alphabets) and reads `_` as base64's `/`.
+_CANONICAL = str.maketrans({c: None for c in " \t\n\r\x0b\x0c\x1f+-"} | {"_": "/"})
+_JSON_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)")
+_JSON_CHARS = {"t": "\t", "n": "\n", "r": "\r", "b": "\b", "f": "\f"}
+# A run of the characters tokens are written in (base64, URL-safe, hex, percent).
+_RUN = re.compile(r"[A-Za-z0-9+/=_.~%-]{20,}")
+RANDOM_BITS = 3.5  # Shannon entropy a character, from which a run looks random
 
 
 def without_password(url: str) -> str:
     """`url` with the password of its user information masked (`user:[redacted]@`)."""
+    if "@" not in url or "://" not in url:  # the expression's own search costs 25 µs a KB
+        return url
     return _URL_PASSWORD.sub(rf"\1:{REDACTED}@", url)
 
 
+def _named_references() -> dict[str, list[str]]:
+    """Each character's named HTML references (`+` -> `&plus;`)."""
+    named: dict[str, list[str]] = collections.defaultdict(list)
+    for name, value in html.entities.html5.items():
+        if len(value) == 1 and name.endswith(";"):
+            named[value].append("&" + name)
+    return named
+
+
+_NAMED = _named_references()
+
+
 def _char_forms(char: str) -> list[str]:
-    """Every way one character of a secret is written, as regular expressions: JSON's
-    escapes first (so that a match never stops inside one), then percent-encoding of
-    its UTF-8 bytes (hex in either case), `+` for a space, and the character itself."""
+    """Every way one character of a secret is written, as regular expressions (matched
+    without regard to case): JSON's escapes first (so that a match never stops inside
+    one), percent-encoding of its UTF-8 bytes (once or more), `+` for a space, its HTML
+    references, and the character itself."""
     forms: list[str] = []
-    for escaped in (json.dumps(char)[1:-1], json.dumps(char, ensure_ascii=False)[1:-1]):
-        if escaped != char:
+    for escaped in (
+        *(f"\\{c}" for c, v in _JSON_CHARS.items() if v == char),
+        f"\\{char}" if char in '"\\/' else "",
+        f"\\u{ord(char):04x}" if ord(char) < 0x10000 else "",
+    ):
+        if escaped:
             forms.append(re.escape(escaped))
-    if char == "/":
-        forms.append(re.escape("\\/"))
-    percent = "".join(
-        "%" + "".join(f"[{h.lower()}{h}]" if h.isalpha() else h for h in f"{byte:02X}")
-        for byte in char.encode()
-    )
-    forms.append(percent)
+    forms.append("".join(f"%(?:25)*{byte:02x}" for byte in char.encode()))
     if char == " ":
         forms.append(r"\+")
+    forms += [f"&#0*{ord(char)};?", f"&#x0*{ord(char):x};?"]
+    forms += [re.escape(name) for name in _NAMED.get(char, ())]
     forms.append(re.escape(char))
     return list(dict.fromkeys(forms))
 
 
+def _encoded(secret: str) -> list[str]:
+    """The hex of `secret`'s bytes, and the characters of its base64 that hold only its
+    bits at each of the three alignments it can have inside a longer text."""
+    data = secret.encode()
+    if len(data) < MIN_ENCODED_BYTES:
+        return []
+    found = [data.hex()]
+    for shift, skip in ((0, 0), (1, 2), (2, 3)):
+        encoded = base64.b64encode(bytes(shift) + data).decode().rstrip("=")
+        found.append(encoded[skip : len(encoded) - (1 if (shift + len(data)) % 3 else 0)])
+    return found
+
+
+def _base64_char(char: str) -> str:
+    if char == "+":
+        return r"(?:[+-]|%(?:25)*2b)"
+    if char == "/":
+        return r"(?:[/_]|%(?:25)*2f|\\/)"
+    return re.escape(char)
+
+
 def _pattern_of(secret: str) -> str:
     """A regular expression that matches `secret` in every form of this module's list."""
-    return "".join(f"(?:{'|'.join(_char_forms(char))})" for char in secret)
+    forms = [_GAP.join(f"(?:{'|'.join(_char_forms(char))})" for char in secret)]
+    forms += [_GAP.join(map(_base64_char, encoded)) for encoded in _encoded(secret)]
+    return "|".join(forms)
+
+
+def _decoded(text: str) -> str:
+    """`text` with its percent, HTML and JSON escapes decoded, layer by layer."""
+    for _ in range(6):
+        before = text
+        if "%" in text:
+            text = urllib.parse.unquote(text)
+        if "&" in text:
+            text = html.unescape(text)
+        if "\\" in text:
+            text = _JSON_ESCAPE.sub(_unescape, text)
+        if text == before:
+            break
+    return text
+
+
+def _unescape(match: re.Match[str]) -> str:
+    escaped = match.group(1)
+    if len(escaped) == 5:
+        return chr(int(escaped[1:], 16))
+    return _JSON_CHARS.get(escaped, escaped)
+
+
+def canonical(text: str) -> str:
+    """The form every form of a text comes to: escapes decoded, lower case, without white
+    space, `+` or `-`, `_` read as `/`."""
+    return _decoded(text).lower().translate(_CANONICAL)
+
+
+def _canonical_forms(secret: str) -> list[str]:
+    """`secret`'s canonical form and that of its hex and base64 cores."""
+    return [
+        canonical(secret),
+        *(encoded.lower().translate(_CANONICAL) for encoded in _encoded(secret)),
+    ]
+
+
+def mask_random(text: str) -> str:
+    """`text` with each run of 20 or more token characters that looks random (a letter and
+    a digit in it, `RANDOM_BITS` of entropy a character) masked: for the words of an
+    answer not understood, never for ids, keys or model versions."""
+
+    def masked(match: re.Match[str]) -> str:
+        run = match.group(0)
+        if not (any(c.isdigit() for c in run) and any(c.isalpha() for c in run)):
+            return run
+        counts = collections.Counter(run)
+        bits = -sum(n / len(run) * math.log2(n / len(run)) for n in counts.values())
+        return REDACTED if bits >= RANDOM_BITS else run
+
+    return _RUN.sub(masked, text)
+
+
+def cut(text: str, limit: int) -> str:
+    """`text` on one line, cut to `limit` characters at most, never inside a word: a word
+    the cut would break (a secret's first half) is left out whole."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    kept = text[: limit + 1]
+    return kept[: kept.rfind(" ")] if " " in kept else ""
 
 
 class Redactor:
@@ -80,6 +217,8 @@ class Redactor:
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._known: list[str] = []
         self._pattern: re.Pattern[str] | None = None
+        self._needles: list[str] = []  # the middle of each canonical form
+        self._parts: set[str] = set()  # every PART_CHARS run of each canonical form
         for secret in secrets:
             self.add(secret)
 
@@ -93,26 +232,84 @@ class Redactor:
             if len(text) >= MIN_SECRET_CHARS and text not in self._known:
                 self._known.append(text)
                 self._pattern = None
+                for form in _canonical_forms(text):
+                    # Its middle: a neighbour's escape decoded with its first character
+                    # (`%4` + `1...`) cannot hide it.
+                    self._needles.append(form[2:-2] if len(form) >= 8 else form)
+                    self._parts.update(
+                        form[i : i + PART_CHARS] for i in range(len(form) - PART_CHARS + 1)
+                    )
 
     @property
     def secrets(self) -> tuple[str, ...]:
         """The texts masked (each in all its forms)."""
         return tuple(self._known)
 
+    @property
+    def needles(self) -> tuple[str, ...]:
+        """What `holds` looks for in a text's canonical form (`canonical`)."""
+        return tuple(self._needles)
+
     def _compiled(self) -> re.Pattern[str] | None:
         if self._pattern is None and self._known:
             # The longest first: a secret that holds another is masked whole.
             ordered = sorted(self._known, key=len, reverse=True)
-            self._pattern = re.compile("|".join(_pattern_of(s) for s in ordered))
+            self._pattern = re.compile("|".join(_pattern_of(s) for s in ordered), re.IGNORECASE)
         return self._pattern
+
+    def holds(self, text: str) -> bool:
+        """Whether `text` holds a known secret whole, in any form (its canonical form)."""
+        if not self._needles:
+            return False
+        seen = canonical(text)
+        return any(needle in seen for needle in self._needles)
+
+    def holds_part(self, text: str) -> bool:
+        """Whether `text` holds `PART_CHARS` characters in a row of a known secret, or of
+        its hex or base64, in any form: a secret cut short, by the sender or a limit."""
+        seen = canonical(text)
+        return any(
+            seen[i : i + PART_CHARS] in self._parts for i in range(len(seen) - PART_CHARS + 1)
+        )
+
+    def _masked(self, text: str) -> str:
+        """`text` with every known secret masked; whole if one stays in a form unmatched."""
+        pattern = self._compiled()
+        if pattern is None or not self.holds(text):
+            return text
+        text = pattern.sub(REDACTED, text)
+        return REDACTED if self.holds(text) else text
 
     def scrub(self, text: str) -> str:
         """`text` with every secret, bearer token and URL password masked."""
-        pattern = self._compiled()
-        if pattern is not None:
-            text = pattern.sub(REDACTED, text)
-        text = without_password(text)
+        text = without_password(self._masked(text))
+        if "bearer" not in text.lower():
+            return text
         return _BEARER.sub(f"Bearer {REDACTED}", text)
+
+    def scrub_parts(self, parts: Sequence[str]) -> list[str]:
+        """Each of `parts` (the fields of one answer) scrubbed, a secret split across two
+        of them (`title` ends with its start, `detail` begins with the rest) masked in
+        each."""
+        parts = [part.replace(_SEPARATOR, " ") for part in parts]
+        joined = _SEPARATOR.join(parts)
+        pattern = self._compiled()
+        spans = (
+            [m.span() for m in pattern.finditer(joined)] if pattern and self.holds(joined) else []
+        )
+        scrubbed: list[str] = []
+        start = 0
+        for part in parts:
+            end, pieces, at = start + len(part), [], start
+            for first, last in spans:
+                first, last = max(first, start), min(last, end)
+                if first < last:
+                    pieces += [joined[at:first], REDACTED]
+                    at = last
+            pieces.append(joined[at:end])
+            scrubbed.append(self.scrub("".join(pieces)))
+            start = end + 1
+        return scrubbed
 
     def scrub_data(self, value: Any) -> Any:
         """JSON-like `value` with every string in it (keys too) scrubbed."""
@@ -165,6 +362,16 @@ def scrub(text: str) -> str:
 def scrub_data(value: Any) -> Any:
     """JSON-like `value` scrubbed by the process's redactor."""
     return _ACTIVE.scrub_data(value)
+
+
+def scrub_parts(parts: Sequence[str]) -> list[str]:
+    """The fields of one answer scrubbed by the process's redactor (`Redactor.scrub_parts`)."""
+    return _ACTIVE.scrub_parts(parts)
+
+
+def holds_part(text: str) -> bool:
+    """Whether `text` holds a run of a secret the process's redactor knows."""
+    return _ACTIVE.holds_part(text)
 
 
 class _ScrubbingStream:

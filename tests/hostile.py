@@ -17,6 +17,13 @@ one of its `Rules` says otherwise:
   tolerantly: the estimate written in words (`"about 250k"`), the id and the charge
   kept. Paid answers too: batchval keeps each as an `unreadable-answer` problem.
 
+- `token_echoes`, `api_echoes`: answers the proxy gives itself, each once, in turn, to the
+  next token requests or POST /valuations calls, made from what it has seen (`Echo`: the
+  client secret the last token request posted and the token the last API call carried):
+  a gateway or an API that echoes the request back in any encoding.
+- `paid_echo`: fields added to every paid answer of POST /valuations, made the same way
+  (an API that puts the caller's token in a field of its answer).
+
 A wrong address needs no rule of its own: `/partners/v2/...` is forwarded and the
 sandbox answers its own 404. `closed_port_url()` gives an address where nothing listens,
 `NO_SUCH_HOST` a host name that does not exist, and `serve_tls(dir)` a TLS server whose
@@ -42,7 +49,8 @@ import ssl
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+import urllib.parse
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -74,6 +82,11 @@ _HOP_BY_HOP = frozenset(
 HTML_TYPE = "text/html; charset=utf-8"
 
 
+# (the client secret, the bearer token) -> (status, content type, body): an answer the
+# proxy makes of what it has seen.
+Echo = Callable[[str, str], tuple[int, str, bytes]]
+
+
 @dataclasses.dataclass
 class Rules:
     """What the proxy does instead of forwarding faithfully; change freely while it runs."""
@@ -83,10 +96,15 @@ class Rules:
     html_spare_first: int = 0  # the first N API calls are never answered with HTML
     mutate_share: float = 0.0  # share of POST /valuations 201s rewritten (floats, new fields)
     break_share: float = 0.0  # share of those 201s made unreadable (the estimate in words)
+    token_echoes: list[Echo] = dataclasses.field(default_factory=list)  # each used once
+    api_echoes: list[Echo] = dataclasses.field(default_factory=list)  # each used once
+    # (the client secret, the token) -> fields added to each paid answer
+    paid_echo: Callable[[str, str], dict[str, Any]] | None = None
 
     def off(self) -> None:
         """Forward everything faithfully from now on."""
         self.html_share = self.mutate_share = self.break_share = 0.0
+        self.token_echoes, self.api_echoes, self.paid_echo = [], [], None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -163,6 +181,8 @@ class HostileProxy:
         self._break_draws = random.Random(seed + 2)
         self.broken: list[str] = []  # ids of the valuations whose answers were made unreadable
         self._http: httpx.AsyncClient | None = None
+        self.seen_secret = ""  # the client secret the last token request posted
+        self.seen_token = ""  # the bearer token the last API call carried
 
     @property
     def url(self) -> str:
@@ -220,6 +240,12 @@ class HostileProxy:
         if method == "POST" and path == API_PREFIX + "/valuations":
             key = dict(scope["headers"]).get(b"idempotency-key")
             self.posted.append((None if key is None else key.decode("latin-1"), body))
+        echo = self._echo(scope, method, path, body)
+        if echo is not None:
+            status, content_type, echoed = echo
+            await _answer(send, status, [(b"content-type", content_type.encode())], echoed)
+            self._note(method, path, status, "echo", arrived, lag=lag)
+            return
         if path.startswith(API_PATHS) and self._draw_html():
             status = self.rules.html_status
             await _answer(send, status, [(b"content-type", HTML_TYPE.encode())], html_page(status))
@@ -260,10 +286,16 @@ class HostileProxy:
         )
         # Both drawn for every paid answer, so that each rule's draws line up on a replay.
         broken, mutated = paid and self._draw_break(), paid and self._draw_mutate()
-        if broken or mutated:
+        echoed = paid and self.rules.paid_echo is not None
+        if broken or mutated or echoed:
             original = await upstream.aread()
-            rewritten = self._broken(original) if broken else self._mutated(original)
-            rule = "forwarded" if rewritten is None else "broken" if broken else "mutated"
+            if broken:
+                rewritten, rule = self._broken(original), "broken"
+            elif mutated:
+                rewritten, rule = self._mutated(original), "mutated"
+            else:
+                rewritten, rule = self._paid_echo(original), "echo"
+            rule = "forwarded" if rewritten is None else rule
             await _answer(send, 201, headers, original if rewritten is None else rewritten)
             self._note(method, path, 201, rule, arrived, lag=lag)
             return
@@ -292,6 +324,33 @@ class HostileProxy:
         )
 
     # --- rules -------------------------------------------------------------------------
+
+    def _echo(
+        self, scope: Scope, method: str, path: str, body: bytes
+    ) -> tuple[int, str, bytes] | None:
+        """What the proxy answers itself from its echoes, or None to go on."""
+        if method == "POST" and path.endswith("/oauth2/token"):
+            form = urllib.parse.parse_qs(body.decode("utf-8", "replace"))
+            self.seen_secret = form.get("client_secret", [""])[0]
+            if self.rules.token_echoes:
+                return self.rules.token_echoes.pop(0)(self.seen_secret, self.seen_token)
+        if path.startswith(API_PATHS):
+            said = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1")
+            if said.lower().startswith("bearer "):
+                self.seen_token = said[len("bearer ") :]
+            if method == "POST" and path.endswith("/valuations") and self.rules.api_echoes:
+                return self.rules.api_echoes.pop(0)(self.seen_secret, self.seen_token)
+        return None
+
+    def _paid_echo(self, original: bytes) -> bytes | None:
+        """The paid answer with the echo's fields added, or None when it is not JSON."""
+        assert self.rules.paid_echo is not None
+        try:
+            body = json.loads(original)
+        except ValueError:
+            return None
+        body.update(self.rules.paid_echo(self.seen_secret, self.seen_token))
+        return json.dumps(body, separators=(",", ":")).encode()
 
     def _draw_html(self) -> bool:
         self.counts["api_calls_seen"] += 1

@@ -4,15 +4,19 @@
 paths (binary too: SQLite and its WAL byte for byte; Parquet decoded, its key-value
 metadata and every value; a zip such as an .xlsx member by member), every printed text
 and every object at each given `s3://` URL, for each secret in every form
-`batchval.redaction` masks: raw, URL-encoded (`quote`, `quote_plus`, either hex case),
-JSON-escaped, and base64 of `id:secret` (HTTP Basic) when the id is given. It returns
-the hits, each with where it was; `assert_clean` fails on any, naming them all.
+`batchval.redaction` masks: raw, lower and upper case, URL-encoded (`quote`,
+`quote_plus`, either hex case, twice), JSON-escaped, HTML character references, hex,
+base64 and URL-safe base64, and base64 of `id:secret` (HTTP Basic) when the id is given.
+With `runs=True`, also any `RUN_CHARS` characters in a row of a secret, raw (in any case),
+as hex or as base64 at any of its three alignments: nothing of a secret left half masked.
+It returns the hits, each with where it was; `assert_clean` fails on any, naming them all.
 """
 
 from __future__ import annotations
 
 import base64
 import dataclasses
+import html
 import io
 import json
 import re
@@ -47,6 +51,19 @@ def forms(secret: str, user: str | None = None) -> dict[str, bytes]:
         "json, not ascii": json.dumps(secret, ensure_ascii=False)[1:-1],
         "json, slash escaped": json.dumps(secret)[1:-1].replace("/", "\\/"),
     }
+    data = secret.encode()
+    found |= {
+        "lower case": secret.lower(),
+        "upper case": secret.upper(),
+        "quote twice": urllib.parse.quote(quoted, safe=""),
+        "html escape": html.escape(secret),
+        "html decimal references": "".join(f"&#{ord(c)};" for c in secret),
+        "html hex references": "".join(f"&#x{ord(c):X};" for c in secret),
+        "hex": data.hex(),
+        "upper hex": data.hex().upper(),
+        "base64": base64.b64encode(data).decode().rstrip("="),
+        "url-safe base64": base64.urlsafe_b64encode(data).decode().rstrip("="),
+    }
     if user is not None:
         found["basic"] = base64.b64encode(f"{user}:{secret}".encode()).decode()
     unique: dict[str, bytes] = {}
@@ -54,6 +71,31 @@ def forms(secret: str, user: str | None = None) -> dict[str, bytes]:
         if text.encode() not in unique.values():
             unique[name] = text.encode()
     return unique
+
+
+RUN_CHARS = 12  # a run of a secret this long, found anywhere, is a leak (`runs`)
+
+
+def runs(secret: str) -> dict[str, bytes]:
+    """Every `RUN_CHARS`-character run of `secret`, by name: raw (looked for in lower case,
+    in a blob in lower case), hex (the same) and base64 at each alignment, standard and
+    URL-safe (only the characters that hold the run's bits alone)."""
+    found: dict[str, bytes] = {}
+    for at in range(len(secret) - RUN_CHARS + 1):
+        run = secret[at : at + RUN_CHARS].encode()
+        found[f"run {at} (any case)"] = run.lower()
+        found[f"run {at}, hex (any case)"] = run.hex().encode()
+        for shift, skip in ((0, 0), (1, 2), (2, 3)):
+            encoded = base64.b64encode(bytes(shift) + run).rstrip(b"=")
+            core = encoded[skip : len(encoded) - (1 if (shift + len(run)) % 3 else 0)]
+            found[f"run {at}, base64 shifted {shift}"] = core
+            found[f"run {at}, url-safe base64 shifted {shift}"] = core.translate(_URL_SAFE)
+    return found
+
+
+_URL_SAFE = bytes.maketrans(b"+/", b"-_")
+# The runs looked for in a blob in lower case (`runs`).
+_ANY_CASE = "(any case)"
 
 
 def _blobs_of_file(path: Path) -> Iterator[tuple[str, bytes]]:
@@ -89,15 +131,18 @@ def scan(
     texts: Iterable[str] = (),
     objects: Iterable[str] = (),
     env: Mapping[str, str] | None = None,
+    with_runs: bool = False,
 ) -> list[Hit]:
     """Every place any of `secrets`, in any form, is found: files under `paths` (each a
     file or a folder, walked), `texts` (printed lines), objects under each URL of
-    `objects` (read with `env`'s store settings)."""
+    `objects` (read with `env`'s store settings); with `with_runs`, every run (`runs`)."""
     needles: list[tuple[str, str, bytes]] = []
     for secret in secrets:
         text, user = (secret, None) if isinstance(secret, str) else secret
         if text:
             needles += [(text, name, form) for name, form in forms(text, user).items()]
+            if with_runs:
+                needles += [(text, name, form) for name, form in runs(text).items()]
     blobs: list[tuple[str, bytes]] = []
     for root in paths:
         files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
@@ -106,12 +151,15 @@ def scan(
     blobs += [(f"printed #{n}", text.encode()) for n, text in enumerate(texts)]
     for url in objects:
         blobs += _blobs_of_objects(url, {} if env is None else env)
-    return [
-        Hit(where, secret[:4] + "…", name)
-        for where, blob in blobs
-        for secret, name, form in needles
-        if form in blob
-    ]
+    hits: list[Hit] = []
+    for where, blob in blobs:
+        lower = blob.lower()
+        hits += [
+            Hit(where, secret[:4] + "…", name)
+            for secret, name, form in needles
+            if form in (lower if name.endswith(_ANY_CASE) else blob)
+        ]
+    return hits
 
 
 def assert_clean(secrets: Iterable[Secret], **where: object) -> None:

@@ -3,6 +3,7 @@ successes and of the token URL: every cell, each with the action the pool takes.
 
 from __future__ import annotations
 
+import base64
 import errno
 import itertools
 import json
@@ -13,10 +14,12 @@ from collections.abc import Callable
 import httpx
 import pytest
 
+from batchval import redaction
 from batchval.api import (
     Action,
     Credentials,
     GatewayError,
+    InvalidRequestError,
     PartnerClient,
     PartnerError,
     RateLimitedError,
@@ -219,11 +222,13 @@ def test_unrecognised_html_page_is_named_never_quoted() -> None:
 
 @pytest.mark.parametrize("content_type", ["text/plain; charset=utf-8", PROBLEM])
 def test_unrecognised_text_keeps_its_first_characters(content_type: str) -> None:
-    """A text/plain or problem+json body keeps at most EXCERPT_CHARS characters."""
+    """A text/plain or problem+json body keeps at most EXCERPT_CHARS characters, cut
+    between words (a word the cut would break, such as a secret's first half, is left out)."""
     error = read(POST, 418, content_type, b"I am a teapot. " * 100)
     assert isinstance(error, UnrecognisedAnswerError)
     assert error.excerpt.startswith("I am a teapot.")
-    assert len(error.excerpt) == EXCERPT_CHARS
+    assert EXCERPT_CHARS - len("teapot. ") <= len(error.excerpt) <= EXCERPT_CHARS
+    assert error.excerpt.endswith(("I", "am", "a", "teapot."))
     assert repr(error.excerpt) in str(error)
 
 
@@ -352,6 +357,97 @@ async def test_token_url_answers(
             await api.post_valuation(b"{}", idempotency_key="key-12345678")
     assert caught.value.action is action
     assert "secret" not in str(caught.value)
+
+
+# --- only what is understood is kept (issue 54, part 1) ------------------------------
+
+RANDOM_RUN = "Zx8kQ2vN7pLm4RtY9wBc3Hd6"  # 24 characters of a token no one told the redactor of
+
+
+def test_a_problem_keeps_only_what_is_understood() -> None:
+    """Of a problem: its status and type as they are, a `code` only when it is a short
+    word, and title and detail with any run that looks random masked and cut between
+    words; nothing else of the body (an `echo` field) is kept anywhere."""
+    body = {
+        "type": DOCS + "invalid-request",
+        "status": 400,
+        "title": f"Bad token {RANDOM_RUN}",
+        "detail": "word " * 39 + "straddling-the-cut-here and more",
+        "code": "not a code: it has spaces",
+        "echo": RANDOM_RUN,
+    }
+    error = read(POST, 400, PROBLEM, json.dumps(body).encode())
+    assert isinstance(error, InvalidRequestError)
+    assert (error.status, error.type, error.code) == (400, DOCS + "invalid-request", None)
+    assert error.title == "Bad token [redacted]"
+    assert error.detail == ("word " * 39).strip()  # the word the cut would break left out
+    assert RANDOM_RUN not in str(vars(error))
+    kept = read(POST, 429, PROBLEM, problem("rate-limited", 429, code="daily_limit"))
+    assert isinstance(kept, RateLimitedError)
+    assert kept.code == "daily_limit"
+
+
+def test_random_runs_are_masked_in_words_only() -> None:
+    """Words keep their ids, versions and dates: only long random-looking runs go."""
+    kept = "valuation val_123 model avm-2025.11.1 at 2026-12-06T10:00:00Z for SW1A 2AA"
+    assert redaction.mask_random(kept) == kept
+    assert redaction.mask_random(f"token {RANDOM_RUN}.") == "token [redacted]"
+    assert redaction.mask_random("a" * 40 + "1") == "a" * 40 + "1"  # long, not random
+
+
+@pytest.mark.anyio
+async def test_a_paid_answer_keeps_its_ids_and_loses_known_tokens() -> None:
+    """A 2xx is kept whole: its ids and a random-looking field as they are (never guessed
+    at), every token the process knows masked, in any encoding, and any `Bearer` token."""
+    redactor = redaction.Redactor()
+    redactor.add("t0k3n-of-the-api-1234567890")
+    body = {
+        "id": "val_" + RANDOM_RUN,
+        "modelVersion": RANDOM_RUN,
+        "note": "t0k3n-of-the-api-1234567890",
+        "trace": base64.b64encode(b"Bearer t0k3n-of-the-api-1234567890").decode(),
+        "auth": "Bearer abc.def",
+    }
+    before = redaction.active()
+    redaction.use(redactor)
+    try:
+        async with client_with(
+            api_answer(201, "application/json", json.dumps(body).encode())
+        ) as api:
+            answer = await api.post_valuation(b"{}", idempotency_key="key-12345678")
+    finally:
+        redaction.use(before)
+    assert answer.data["id"] == "val_" + RANDOM_RUN
+    assert answer.data["modelVersion"] == RANDOM_RUN
+    assert answer.data["note"] == redaction.REDACTED
+    assert "[redacted]" in answer.data["trace"]
+    assert answer.data["auth"] == "Bearer [redacted]"
+    assert json.loads(answer.body) == answer.data  # the bytes kept are the masked answer
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        (b'{"error": "invalid_client", "error_description": "s3cret"}', "(401 invalid_client)"),
+        (b'{"error": "s3cret-echoed"}', "(401 an error code of its own)"),
+        (b'{"error": ["s3cret"]}', "(401 an error code of its own)"),
+    ],
+)
+async def test_the_token_url_s_words_are_never_quoted(body: bytes, said: str) -> None:
+    """Nothing free-form from the token URL: a standard RFC 6749 code is named, any other
+    `error` is "an error code of its own", a description is never kept; a page it answers
+    is named by type and length (even text, which the API's own pages may have quoted)."""
+    async with client_with(token_answer(401, "application/json", body)) as api:
+        with pytest.raises(PartnerError) as caught:
+            await api.post_valuation(b"{}", idempotency_key="key-12345678")
+    assert said in str(caught.value)
+    assert "s3cret" not in str(caught.value)
+    async with client_with(token_answer(500, "text/plain", b"form: s3cret")) as api:
+        with pytest.raises(UnrecognisedAnswerError) as unknown:
+            await api.post_valuation(b"{}", idempotency_key="key-12345678")
+    assert unknown.value.excerpt == ""
+    assert "a body (text/plain) of 12 bytes, not kept" in str(unknown.value)
 
 
 @pytest.mark.anyio

@@ -163,6 +163,7 @@ class TokenCache:
                 content_type=response.headers.get("Content-Type", ""),
                 body=response.content,
                 url=self._token_url,
+                quotable=False,  # nothing free-form from the token URL: named, never quoted
             )
         redaction.hide(value)  # a page that reflects headers may echo it: masked everywhere
         expires_in = float(expires_in)
@@ -185,9 +186,25 @@ def _json_object(response: httpx.Response) -> dict[str, Any] | None:
     return body if isinstance(body, dict) else None
 
 
+# The error codes of RFC 6749 (section 5.2): the only words of the token URL's kept.
+OAUTH_ERRORS = frozenset(
+    {
+        "invalid_request",
+        "invalid_client",
+        "invalid_grant",
+        "unauthorized_client",
+        "unsupported_grant_type",
+        "invalid_scope",
+    }
+)
+
+
 def _oauth_error(response: httpx.Response) -> str | None:
-    """The RFC 6749 `error` code of a JSON answer, if it has one."""
+    """The RFC 6749 `error` code of a JSON answer, if it has one: one of the standard's
+    codes as it is, any other `error` as "an error code of its own" (never quoted: the
+    token URL's free words may echo the posted secret)."""
     body = _json_object(response)
     error = body.get("error") if body is not None else None
-    # An RFC 6749 code is a short word: a longer one is cut, whatever it echoes.
-    return error[:40] if isinstance(error, str) and error else None
+    if not error:
+        return None
+    return error if isinstance(error, str) and error in OAUTH_ERRORS else "an error code of its own"

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from typing import Any, ClassVar
 
 from batchval import redaction
@@ -44,6 +45,9 @@ from batchval.api.network import NoAnswer, Reach, diagnose, host_of, port_of
 from batchval.outcome import BatchvalError
 
 EXCERPT_CHARS = 200  # of an unrecognised body, quoted in the stop's detail
+# Of a body or a problem's field, what is read to find the secrets in it before the cut to
+# `EXCERPT_CHARS`: a secret that straddles the cut is masked whole, never left half.
+EXCERPT_READ_CHARS = 16_384
 
 
 class Action(enum.Enum):
@@ -158,11 +162,14 @@ class UnrecognisedAnswerError(PartnerError):
 
     default_action = Action.UNRECOGNISED
 
-    def __init__(self, *, status: int, content_type: str, body: bytes, url: str) -> None:
+    def __init__(
+        self, *, status: int, content_type: str, body: bytes, url: str, quotable: bool = True
+    ) -> None:
         self.status = status
         self.content_type = content_type
-        # Text may echo too: masked with every secret and token the process knows.
-        self.excerpt = redaction.scrub(excerpt(body, content_type))
+        # Text may echo too (`excerpt` masks it); the token URL's never quoted (`quotable`):
+        # whatever it says beside a token is free-form and may hold the posted secret.
+        self.excerpt = excerpt(body, content_type) if quotable else ""
         self.url = url
         said = repr(self.excerpt) if self.excerpt else described(body, content_type)
         super().__init__(
@@ -333,11 +340,48 @@ def media_type(content_type: str) -> str:
 
 def excerpt(body: bytes, content_type: str) -> str:
     """The first `EXCERPT_CHARS` characters of a `text/plain` or problem+json body, on one
-    line, for a person to recognise it; empty for any other body (never quoted)."""
+    line, for a person to recognise it; empty for any other body (never quoted). Masked
+    (`understood_text`) before it is cut."""
     if media_type(content_type) not in _QUOTABLE:
         return ""
-    text = body[: EXCERPT_CHARS * 4].decode("utf-8", "replace")
-    return " ".join(text.split())[:EXCERPT_CHARS]
+    return understood_text(body[: EXCERPT_READ_CHARS * 4].decode("utf-8", "replace"))
+
+
+def understood_text(text: str) -> str:
+    """Words an answer not understood gave, as kept: read up to `EXCERPT_READ_CHARS` (a
+    last word the read cut is left out), every secret the process knows masked in every
+    form (`redaction.scrub`) and any long run that looks random (a token it does not
+    know), then cut to `EXCERPT_CHARS` between words. Nothing is kept that still holds a
+    run of a known secret (`redaction.holds_part`)."""
+    if len(text) > EXCERPT_READ_CHARS:
+        text = text[:EXCERPT_READ_CHARS].rsplit(None, 1)[0] if " " in text else ""
+    return understood_fields(text)[0]
+
+
+def understood_fields(*texts: str) -> list[str]:
+    """`understood_text` of each of the fields of one answer (a problem's `title` and
+    `detail`): a secret split across two of them is masked in each."""
+    kept = []
+    for text in redaction.scrub_parts([t[:EXCERPT_READ_CHARS] for t in texts]):
+        text = redaction.cut(redaction.mask_random(text), EXCERPT_CHARS)
+        kept.append(redaction.REDACTED if redaction.holds_part(text) else text)
+    return kept
+
+
+# A problem's `code` is kept only as a short word (`daily_limit`): anything else is not one.
+_CODE_WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,39}")
+
+
+def _understood_code(code: object) -> str | None:
+    if not isinstance(code, str) or not _CODE_WORD.fullmatch(code):
+        return None
+    return None if redaction.holds_part(code) else code
+
+
+def _understood_type(uri: str) -> str:
+    """A problem's type URI as kept: masked, and cut to `EXCERPT_CHARS`."""
+    uri = redaction.scrub(uri[:EXCERPT_READ_CHARS])[:EXCERPT_CHARS]
+    return redaction.REDACTED if redaction.holds_part(uri) else uri
 
 
 def described(body: bytes, content_type: str) -> str:
@@ -382,13 +426,18 @@ def read_failure(
     problem = _problem_document(content_type, body)
     name = problem["type"].rstrip("/").rsplit("/", 1)[-1] if problem else None
     known = PROBLEM_TYPES.get(name or "")
+    # Only what is understood is kept (the allow-list): the status, the type, a code that
+    # is a word, and the title and detail masked and cut as an excerpt is.
+    title, detail = understood_fields(
+        str(problem.get("title", "")) if problem else "",
+        str(problem.get("detail", "")) if problem else "",
+    )
     fields: dict[str, Any] = {
         "status": status,
-        "type": problem["type"] if problem else f"about:blank#http-{status}",
-        # Cut as an excerpt is: a problem's words are kept, not all it might echo.
-        "title": str(problem.get("title", ""))[:EXCERPT_CHARS] if problem else "",
-        "detail": str(problem.get("detail", ""))[:EXCERPT_CHARS] if problem else "",
-        "code": problem.get("code") if problem and isinstance(problem.get("code"), str) else None,
+        "type": _understood_type(problem["type"]) if problem else f"about:blank#http-{status}",
+        "title": title,
+        "detail": detail,
+        "code": _understood_code(problem.get("code")) if problem else None,
         "retry_after": retry_after,
     }
     if known is not None and known.expected_status == status:

@@ -8,6 +8,9 @@ Nested columns are flattened (a struct's members become columns named
 map column left out). Lists and maps have no fixed set of columns: they become their
 JSON text (`["a", "b"]`), or stay as they are for JSON Lines. Names are unique ignoring
 case: a name already taken gets `_2`, `_3`, ...
+
+Every text is scrubbed as the log is (`batchval.redaction`): a column is looked at in
+Arrow's own code for anything that may hold a secret, and only such values are scrubbed.
 """
 
 from __future__ import annotations
@@ -17,12 +20,16 @@ import datetime as dt
 import decimal
 import enum
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+from batchval import redaction
 
 # Rows read at a time, so memory stays flat however long the file.
 BATCH_ROWS = 65_536
@@ -115,11 +122,41 @@ def _flat(
         if nested is Nested.DROP:
             return
         if lists_as_text:
-            yield field.with_type(pa.string()), _json_text(column)
+            yield field.with_type(pa.string()), _scrubbed(_json_text(column))
         else:
             yield field, column
+    elif pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        yield field, _scrubbed(column)
     else:
         yield field, column
+
+
+# What a text holding a secret in a form `redaction.canonical` decodes, a `Bearer` token
+# or a URL's password shows, whatever its secret.
+_ESCAPED = r"[%&\\@]|bearer"
+# What the canonical form leaves out between two characters, and `/` as it reads `_`.
+_CANONICAL_GAP = r"[\s+\-\x1f]*"
+
+
+def _scrubbed(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A text column with every secret the process knows masked, in every form: the
+    values that may hold one (an escape, `Bearer`, a URL's password, or a secret's
+    canonical form, `redaction.needles`) found by one expression in Arrow's own code
+    (0.1 s a million rows), then each of those scrubbed; a column none of whose values
+    may hold one is returned as it is."""
+    if column.null_count == len(column):
+        return column
+    needles = [
+        _CANONICAL_GAP.join("[/_]" if c == "/" else re.escape(c) for c in needle)
+        for needle in redaction.active().needles
+    ]
+    suspect = pc.match_substring_regex(column, "|".join([_ESCAPED, *needles]), ignore_case=True)
+    if not pc.any(suspect).as_py():
+        return column
+    values = column.to_pylist()
+    for i in pc.indices_nonzero(pc.fill_null(suspect, False)).to_pylist():
+        values[i] = redaction.scrub(values[i])
+    return pa.chunked_array([pa.array(values, column.type)], column.type)
 
 
 def _unique(name: str, taken: set[str]) -> str:
