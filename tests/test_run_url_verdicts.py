@@ -94,17 +94,19 @@ def test_a_bucket_missing_at_the_start_is_64_naming_the_bucket(
     machine.left_nothing()
 
 
-def test_a_bucket_deleted_mid_run_is_75_naming_the_bucket_and_keeps_the_log(
+def test_a_bucket_deleted_mid_run_is_64_saying_the_runs_memory_is_gone_and_keeps_the_log(
     served: RunningSandbox,
     s3_server: S3Server,
     machine: Machine,
     tmp_path: Path,
     batchval: InProcess,
 ) -> None:
-    """The bucket deleted under a run (SeaweedFS deletes one that holds objects): 75
-    `store_unavailable` naming the bucket, not a defect (70); the run's log, which the
-    bucket cannot take, kept where the line says; once the bucket is back, the same
-    command finishes the run and nothing is paid twice (the same UTC day: replays)."""
+    """The bucket deleted under a run (SeaweedFS deletes one that holds objects) takes the
+    run's memory with it: 64 `refused` naming the bucket and saying that the same command
+    would start a new run, never that it resumes once the bucket is back (a bucket made
+    again is empty), nor a defect (70); the run's log, which the bucket cannot take, kept
+    where the line says. The bucket made again, the same command begins a new run (its
+    first line says so) and pays nothing twice (the same UTC day: replays)."""
     served.sandbox.set_faults(Faults(latency_ms=100))
     assert bucket_request(s3_server, "PUT", "verdict-deleted") == 200
     url = "s3://verdict-deleted/run"
@@ -113,8 +115,11 @@ def test_a_bucket_deleted_mid_run_is_75_naming_the_bucket_and_keeps_the_log(
     _wait_for_valuations(served, running, 10)
     assert bucket_request(s3_server, "DELETE", "verdict-deleted") == 204
     out, err = running.communicate(timeout=180)
-    assert running.returncode == 75, err
-    assert "store_unavailable: the bucket 'verdict-deleted' was deleted" in err
+    assert running.returncode == 64, err
+    assert "refused: the run's memory is gone: the bucket 'verdict-deleted' was deleted" in err
+    assert "The same command would start a new run there, from nothing" in err
+    assert "once it is back" not in err
+    assert "resumes" not in err
     assert "internal_error" not in err + out
     kept = [line for line in err.splitlines() if "the run's log is kept in" in line]
     assert len(kept) == 1, err

@@ -42,8 +42,8 @@ Errors, beside Python's ValueError for a key that is no key:
             │                       an unknown option, or a store that ignores conditional
             │                       writes: 64
             └── BucketMissingError  no such bucket (or Azure container): 64 at the start; one
-                                    deleted under a run that held it is that run's outage
-                                    (75, `engine/place`)
+                                    deleted under a run that held it took the run's memory
+                                    with it (64 too, `store/database`)
 
 A conditional write whose outcome is unknown (a timeout, a 5xx, a cut connection, a 409
 ConditionalRequestConflict) may have landed. It is never simply retried: the object is read
