@@ -134,27 +134,58 @@ def test_a_bucket_deleted_mid_run_is_64_saying_the_runs_memory_is_gone_and_keeps
     _resumed_paying_once(batchval, served, machine, source, url, 120)
 
 
-@pytest.mark.parametrize("fault", [Fault.REPLY_301, Fault.REPLY_400_REGION])
 def test_a_bucket_of_another_region_is_64_naming_the_region(
     served: RunningSandbox,
     s3_server: S3Server,
     machine: Machine,
     tmp_path: Path,
-    fault: Fault,
     batchval: InProcess,
 ) -> None:
-    """A 301 PermanentRedirect or a 400 AuthorizationHeaderMalformed: a configuration to
-    fix (64), never an outage a scheduler retries for ever (75)."""
+    """A 400 AuthorizationHeaderMalformed: a configuration to fix (64), never an outage a
+    scheduler retries for ever (75)."""
     source = portfolio(tmp_path / "book.csv", 5)
-    with proxy(s3_server, always(fault)) as (endpoint, _):
+    with proxy(s3_server, always(Fault.REPLY_400_REGION)) as (endpoint, _):
         done = batchval(
             "run", str(source), "--out", s3_server.url("region"), env=machine.through(endpoint)
         )
     assert done.returncode == 64, done.stderr
-    assert "another region than 'us-east-1'" in done.stderr
-    if fault is Fault.REPLY_400_REGION:
-        assert f"(it expects '{REGION_EXPECTED}')" in done.stderr
+    assert f"another region than 'us-east-1' (it expects '{REGION_EXPECTED}')" in done.stderr
     assert "AWS_REGION" in done.stderr
+    assert _valuations(served) == 0
+    machine.left_nothing()
+
+
+@pytest.mark.parametrize(
+    ("fault", "named"),
+    [
+        (Fault.REPLY_301, f"(HTTP 301 PermanentRedirect to s3.{REGION_EXPECTED}.amazonaws.com)"),
+        (Fault.REPLY_307, "(HTTP 307 TemporaryRedirect to http://127.0.0.1:"),
+    ],
+)
+def test_a_redirect_from_the_store_is_64_named_as_a_redirect(
+    served: RunningSandbox,
+    s3_server: S3Server,
+    machine: Machine,
+    tmp_path: Path,
+    fault: Fault,
+    named: str,
+    batchval: InProcess,
+) -> None:
+    """A 301 PermanentRedirect (no Location) or a 307 TemporaryRedirect (a Location, which
+    the store's client follows for a read and is refused there, without credentials): 64
+    named as the redirect, with where it leads, never "credentials refused" (77's words)
+    nor an outage (75); for `run`, which writes first, and `status`, which only reads."""
+    source = portfolio(tmp_path / "book.csv", 5)
+    url = s3_server.url("redirected")
+    with proxy(s3_server, always(fault)) as (endpoint, _):
+        done = batchval("run", str(source), "--out", url, env=machine.through(endpoint))
+        read = batchval("status", url, env=machine.through(endpoint))
+    for ended in (done, read):
+        assert ended.returncode == 64, ended.stderr
+        assert f"refused: {url} at {endpoint}: " in ended.stderr
+        assert f"the store answered a redirect {named}" in ended.stderr
+        assert "the endpoint or region is wrong (the region set is 'us-east-1')" in ended.stderr
+        assert "credentials refused" not in ended.stderr
     assert _valuations(served) == 0
     machine.left_nothing()
 
