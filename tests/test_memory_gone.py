@@ -78,8 +78,13 @@ def test_a_run_whose_checkpoint_is_deleted_stops_64_and_a_new_one_pays_nothing_t
     assert "was deleted while this invocation held it" in ran.stderr
     assert "once it is back" not in ran.stderr
     assert len(ledger.charges) < 120
+    assert ran.stdout.splitlines()[0].endswith("(live mode, new run): incomplete")
     again = batchval(*args, env=env_for(served, LIVE))
     assert again.returncode == 0, again.stderr
+    # Its memory gone, the run begun again there says so: a new run, not a resume.
+    assert again.stdout.splitlines()[0].endswith("(live mode, new run): complete")
+    once_more = batchval(*args, env=env_for(served, LIVE))
+    assert once_more.stdout.splitlines()[0].endswith("(live mode, resumed): complete")
     assert ledger.keys_charged_twice() == []
     assert len({c.idempotency_key for c in ledger.charges}) == 120
 

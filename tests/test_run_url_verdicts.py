@@ -73,14 +73,15 @@ def _wait_for_valuations(served: RunningSandbox, running: subprocess.Popen[str],
 
 def _resumed_paying_once(
     batchval: InProcess, served: RunningSandbox, machine: Machine, source: Path, url: str, rows: int
-) -> None:
+) -> str:
     """The same command again, from a blank machine: it completes, every row valued,
-    nothing charged twice, nothing left in the temporary folder."""
+    nothing charged twice, nothing left in the temporary folder; what it printed."""
     again = batchval("run", str(source), "--out", url, env=machine.env)
     assert again.returncode == 0, again.stderr
     assert served.sandbox.ledger.keys_charged_twice() == []
     assert _valuations(served) == rows
     machine.left_nothing()
+    return again.stdout
 
 
 def test_a_bucket_missing_at_the_start_is_64_naming_the_bucket(
@@ -131,7 +132,8 @@ def test_a_bucket_deleted_mid_run_is_64_saying_the_runs_memory_is_gone_and_keeps
     assert served.sandbox.ledger.keys_charged_twice() == []
 
     assert bucket_request(s3_server, "PUT", "verdict-deleted") == 200
-    _resumed_paying_once(batchval, served, machine, source, url, 120)
+    again = _resumed_paying_once(batchval, served, machine, source, url, 120)
+    assert again.splitlines()[0].endswith("(live mode, new run): complete")  # from nothing
 
 
 def test_a_bucket_of_another_region_is_64_naming_the_region(
@@ -252,7 +254,8 @@ def test_a_store_that_refuses_writes_mid_run_is_64_with_the_summary_and_the_leas
     assert served.sandbox.ledger.keys_charged_twice() == []
     assert _valuations(served) < 120
 
-    _resumed_paying_once(batchval, served, machine, source, url, 120)
+    again = _resumed_paying_once(batchval, served, machine, source, url, 120)
+    assert again.splitlines()[0].endswith("(live mode, resumed): complete")
 
 
 def test_a_store_that_stops_answering_is_75_and_no_call_leaves_past_the_margin(
@@ -293,7 +296,8 @@ def test_a_store_that_stops_answering_is_75_and_no_call_leaves_past_the_margin(
     machine.left_nothing()
     assert served.sandbox.ledger.keys_charged_twice() == []
 
-    _resumed_paying_once(batchval, served, machine, source, url, 600)
+    again = _resumed_paying_once(batchval, served, machine, source, url, 600)
+    assert again.splitlines()[0].endswith("(live mode, resumed): complete")
 
 
 def test_a_lease_deleted_under_a_live_holder_is_75_dir_locked_naming_it(
