@@ -132,9 +132,8 @@ _WHEN: Mapping[StopReason, str] = {
         "URL, another process holds the run's lease, or this one no longer surely holds it"
     ),
     StopReason.STORE_UNAVAILABLE: (
-        "the object store at the run's URL does not answer, or its bucket was deleted while "
-        "the run held it; nothing more is sent, and the same command later resumes from what "
-        "the URL keeps"
+        "the object store at the run's URL does not answer; nothing more is sent, and the "
+        "same command later resumes from what the URL keeps"
     ),
     StopReason.BOOK_CHANGED: (
         "another run replaced the `--book` kept at a URL between this run's reading and "
@@ -164,7 +163,10 @@ _WHEN: Mapping[StopReason, str] = {
         "lists a column the input does not have; or `--live` (`run.live`) with no API "
         "configured or with test credentials (nothing is sent); or the run's store will not "
         "do what the run needs (no such bucket, another region, a prefix with `..`, `.` or "
-        "an empty segment, refused credentials or writes, no conditional writes)"
+        "an empty segment, refused credentials or writes, a redirect, no conditional "
+        "writes); or the run's memory vanished while an invocation held it (DIR's "
+        "checkpoint deleted or replaced; at a URL, its bucket, its HEAD or its log "
+        "deleted): nothing more is sent, and the same command would start a new run"
     ),
     StopReason.INTERNAL_ERROR: (
         "a defect of batchval's (a checkpoint that cannot be read, a key the API says was "

@@ -37,6 +37,10 @@ class Fault(enum.Enum):
     # region it expects (`REGION_EXPECTED`).
     REPLY_301 = "reply_301"
     REPLY_400_REGION = "reply_400_region"
+    # Not forwarded: a 307 TemporaryRedirect whose Location is the server itself, on
+    # another port (AWS's answer to a request for a new bucket at the global endpoint). A
+    # client that follows it there sends no credentials, and is refused (403).
+    REPLY_307 = "reply_307"
     REPLY_403 = "reply_403"  # not forwarded: 403 AccessDenied (a bucket policy's refusal)
 
 
@@ -122,6 +126,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if fault is Fault.REPLY_301:
             said = [("Content-Type", "application/xml"), ("x-amz-bucket-region", REGION_EXPECTED)]
             self._reply(301, said, _REDIRECT.encode())
+            return
+        if fault is Fault.REPLY_307:
+            there = f"http://127.0.0.1:{self.server.upstream.port}{self.path}"
+            said = [("Content-Type", "application/xml"), ("Location", there)]
+            self._reply(307, said, _ERROR.format(code="TemporaryRedirect").encode())
             return
         if fault is Fault.REPLY_400_REGION:
             self._reply(400, [("Content-Type", "application/xml")], _WRONG_REGION.encode())

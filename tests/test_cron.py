@@ -145,7 +145,7 @@ def test_the_crontab_command_values_the_book(served: RunningSandbox, tmp_path: P
     (logged,) = (tmp_path / "srv" / "log").iterdir()
     assert logged.name == f"nightly-{out.name}.log"
     text = logged.read_text()
-    assert f"run day-{out.name} (rehearsal mode): complete" in text
+    assert f"run day-{out.name} (rehearsal mode, new run): complete" in text
     assert f"wrote nights/{out.name}/report.html" in text
     assert '"event": "valuations.ingest.batch"' in text
     assert served.sandbox.ledger.credits_charged(LIVE.client_id) == 60

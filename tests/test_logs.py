@@ -116,7 +116,7 @@ def test_terminal_shows_a_bar_and_human_lines_never_json(
     shown = "\n".join(last)
     assert "warning: engine.pool.answer.unrecognised" in shown
     assert "EXIT=0" in last
-    assert "run tty (live mode): complete" in last
+    assert "run tty (live mode, new run): complete" in last
     assert "rows: 30 total, 30 valued, 0 problems, 0 pending" in last
     assert "exit 0; next: nothing: every row has a result or a problem" in last
     logged = [json.loads(line) for line in (out / "batchval.log").read_text().splitlines()]

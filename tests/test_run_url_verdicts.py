@@ -73,14 +73,15 @@ def _wait_for_valuations(served: RunningSandbox, running: subprocess.Popen[str],
 
 def _resumed_paying_once(
     batchval: InProcess, served: RunningSandbox, machine: Machine, source: Path, url: str, rows: int
-) -> None:
+) -> str:
     """The same command again, from a blank machine: it completes, every row valued,
-    nothing charged twice, nothing left in the temporary folder."""
+    nothing charged twice, nothing left in the temporary folder; what it printed."""
     again = batchval("run", str(source), "--out", url, env=machine.env)
     assert again.returncode == 0, again.stderr
     assert served.sandbox.ledger.keys_charged_twice() == []
     assert _valuations(served) == rows
     machine.left_nothing()
+    return again.stdout
 
 
 def test_a_bucket_missing_at_the_start_is_64_naming_the_bucket(
@@ -94,17 +95,19 @@ def test_a_bucket_missing_at_the_start_is_64_naming_the_bucket(
     machine.left_nothing()
 
 
-def test_a_bucket_deleted_mid_run_is_75_naming_the_bucket_and_keeps_the_log(
+def test_a_bucket_deleted_mid_run_is_64_saying_the_runs_memory_is_gone_and_keeps_the_log(
     served: RunningSandbox,
     s3_server: S3Server,
     machine: Machine,
     tmp_path: Path,
     batchval: InProcess,
 ) -> None:
-    """The bucket deleted under a run (SeaweedFS deletes one that holds objects): 75
-    `store_unavailable` naming the bucket, not a defect (70); the run's log, which the
-    bucket cannot take, kept where the line says; once the bucket is back, the same
-    command finishes the run and nothing is paid twice (the same UTC day: replays)."""
+    """The bucket deleted under a run (SeaweedFS deletes one that holds objects) takes the
+    run's memory with it: 64 `refused` naming the bucket and saying that the same command
+    would start a new run, never that it resumes once the bucket is back (a bucket made
+    again is empty), nor a defect (70); the run's log, which the bucket cannot take, kept
+    where the line says. The bucket made again, the same command begins a new run (its
+    first line says so) and pays nothing twice (the same UTC day: replays)."""
     served.sandbox.set_faults(Faults(latency_ms=100))
     assert bucket_request(s3_server, "PUT", "verdict-deleted") == 200
     url = "s3://verdict-deleted/run"
@@ -113,8 +116,11 @@ def test_a_bucket_deleted_mid_run_is_75_naming_the_bucket_and_keeps_the_log(
     _wait_for_valuations(served, running, 10)
     assert bucket_request(s3_server, "DELETE", "verdict-deleted") == 204
     out, err = running.communicate(timeout=180)
-    assert running.returncode == 75, err
-    assert "store_unavailable: the bucket 'verdict-deleted' was deleted" in err
+    assert running.returncode == 64, err
+    assert "refused: the run's memory is gone: the bucket 'verdict-deleted' was deleted" in err
+    assert "The same command would start a new run there, from nothing" in err
+    assert "once it is back" not in err
+    assert "resumes" not in err
     assert "internal_error" not in err + out
     kept = [line for line in err.splitlines() if "the run's log is kept in" in line]
     assert len(kept) == 1, err
@@ -126,30 +132,62 @@ def test_a_bucket_deleted_mid_run_is_75_naming_the_bucket_and_keeps_the_log(
     assert served.sandbox.ledger.keys_charged_twice() == []
 
     assert bucket_request(s3_server, "PUT", "verdict-deleted") == 200
-    _resumed_paying_once(batchval, served, machine, source, url, 120)
+    again = _resumed_paying_once(batchval, served, machine, source, url, 120)
+    assert again.splitlines()[0].endswith("(live mode, new run): complete")  # from nothing
 
 
-@pytest.mark.parametrize("fault", [Fault.REPLY_301, Fault.REPLY_400_REGION])
 def test_a_bucket_of_another_region_is_64_naming_the_region(
     served: RunningSandbox,
     s3_server: S3Server,
     machine: Machine,
     tmp_path: Path,
-    fault: Fault,
     batchval: InProcess,
 ) -> None:
-    """A 301 PermanentRedirect or a 400 AuthorizationHeaderMalformed: a configuration to
-    fix (64), never an outage a scheduler retries for ever (75)."""
+    """A 400 AuthorizationHeaderMalformed: a configuration to fix (64), never an outage a
+    scheduler retries for ever (75)."""
     source = portfolio(tmp_path / "book.csv", 5)
-    with proxy(s3_server, always(fault)) as (endpoint, _):
+    with proxy(s3_server, always(Fault.REPLY_400_REGION)) as (endpoint, _):
         done = batchval(
             "run", str(source), "--out", s3_server.url("region"), env=machine.through(endpoint)
         )
     assert done.returncode == 64, done.stderr
-    assert "another region than 'us-east-1'" in done.stderr
-    if fault is Fault.REPLY_400_REGION:
-        assert f"(it expects '{REGION_EXPECTED}')" in done.stderr
+    assert f"another region than 'us-east-1' (it expects '{REGION_EXPECTED}')" in done.stderr
     assert "AWS_REGION" in done.stderr
+    assert _valuations(served) == 0
+    machine.left_nothing()
+
+
+@pytest.mark.parametrize(
+    ("fault", "named"),
+    [
+        (Fault.REPLY_301, f"(HTTP 301 PermanentRedirect to s3.{REGION_EXPECTED}.amazonaws.com)"),
+        (Fault.REPLY_307, "(HTTP 307 TemporaryRedirect to http://127.0.0.1:"),
+    ],
+)
+def test_a_redirect_from_the_store_is_64_named_as_a_redirect(
+    served: RunningSandbox,
+    s3_server: S3Server,
+    machine: Machine,
+    tmp_path: Path,
+    fault: Fault,
+    named: str,
+    batchval: InProcess,
+) -> None:
+    """A 301 PermanentRedirect (no Location) or a 307 TemporaryRedirect (a Location, which
+    the store's client follows for a read and is refused there, without credentials): 64
+    named as the redirect, with where it leads, never "credentials refused" (77's words)
+    nor an outage (75); for `run`, which writes first, and `status`, which only reads."""
+    source = portfolio(tmp_path / "book.csv", 5)
+    url = s3_server.url("redirected")
+    with proxy(s3_server, always(fault)) as (endpoint, _):
+        done = batchval("run", str(source), "--out", url, env=machine.through(endpoint))
+        read = batchval("status", url, env=machine.through(endpoint))
+    for ended in (done, read):
+        assert ended.returncode == 64, ended.stderr
+        assert f"refused: {url} at {endpoint}: " in ended.stderr
+        assert f"the store answered a redirect {named}" in ended.stderr
+        assert "the endpoint or region is wrong (the region set is 'us-east-1')" in ended.stderr
+        assert "credentials refused" not in ended.stderr
     assert _valuations(served) == 0
     machine.left_nothing()
 
@@ -216,7 +254,8 @@ def test_a_store_that_refuses_writes_mid_run_is_64_with_the_summary_and_the_leas
     assert served.sandbox.ledger.keys_charged_twice() == []
     assert _valuations(served) < 120
 
-    _resumed_paying_once(batchval, served, machine, source, url, 120)
+    again = _resumed_paying_once(batchval, served, machine, source, url, 120)
+    assert again.splitlines()[0].endswith("(live mode, resumed): complete")
 
 
 def test_a_store_that_stops_answering_is_75_and_no_call_leaves_past_the_margin(
@@ -257,7 +296,8 @@ def test_a_store_that_stops_answering_is_75_and_no_call_leaves_past_the_margin(
     machine.left_nothing()
     assert served.sandbox.ledger.keys_charged_twice() == []
 
-    _resumed_paying_once(batchval, served, machine, source, url, 600)
+    again = _resumed_paying_once(batchval, served, machine, source, url, 600)
+    assert again.splitlines()[0].endswith("(live mode, resumed): complete")
 
 
 def test_a_lease_deleted_under_a_live_holder_is_75_dir_locked_naming_it(

@@ -23,6 +23,7 @@ from batchval.store.objects import (
     ObjectStoreError,
     ObjectStoreRefusedError,
     ObjectStoreUnavailableError,
+    _Failure,
 )
 
 # A real S3-compatible server started for the worker (about 4 s with its stop) and
@@ -202,28 +203,82 @@ def test_a_bucket_deleted_under_a_store_is_missing_not_an_outage(s3_server: S3Se
     assert time.monotonic() - started < 2
 
 
-@pytest.mark.parametrize(
-    ("fault", "expects"),
-    [(Fault.REPLY_301, ""), (Fault.REPLY_400_REGION, f" (it expects '{REGION_EXPECTED}')")],
-)
 def test_a_bucket_of_another_region_is_refused_naming_the_region(
-    s3_server: S3Server, prefix: str, fault: Fault, expects: str
+    s3_server: S3Server, prefix: str
 ) -> None:
-    """A bare 301 PermanentRedirect (obstore gives no status) or a 400
-    AuthorizationHeaderMalformed: refused (64) at once, never an outage (75) retried for
-    ever, naming the region configured and the one the store expects when it says it."""
-    with proxy(s3_server, always(fault)) as (endpoint, seen):
+    """A 400 AuthorizationHeaderMalformed: refused (64) at once, never an outage (75)
+    retried for ever, naming the region configured and the one the store expects."""
+    with proxy(s3_server, always(Fault.REPLY_400_REGION)) as (endpoint, seen):
         store = _through(s3_server, endpoint, prefix)
         calls: list[Callable[[], object]] = [store.probe, lambda: store.get("k")]
         for call in calls:
             with pytest.raises(ObjectStoreRefusedError) as caught:
                 call()
-            assert f"another region than 'us-east-1'{expects}" in str(caught.value)
+            assert f"another region than 'us-east-1' (it expects '{REGION_EXPECTED}')" in str(
+                caught.value
+            )
             assert "AWS_REGION" in str(caught.value)
             assert caught.value.exit_code == ExitCode.USAGE
     # Neither read back nor retried: the probe's one PUT (and its clean-up), one GET.
     methods = [method for method, _, _ in seen]
     assert (methods.count("PUT"), methods.count("GET")) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    ("fault", "named"),
+    [
+        (Fault.REPLY_301, f"(HTTP 301 PermanentRedirect to s3.{REGION_EXPECTED}.amazonaws.com)"),
+        (Fault.REPLY_307, "(HTTP 307 TemporaryRedirect to http://127.0.0.1:"),
+    ],
+)
+def test_a_redirect_is_refused_naming_the_redirect_and_where_it_leads(
+    s3_server: S3Server, prefix: str, fault: Fault, named: str
+) -> None:
+    """A 301 PermanentRedirect without a Location (obstore gives no status) or a 307 with
+    one (obstore follows it for a read, without credentials, and the store there refuses
+    it: 403): named as the redirect it is, with where it leads, refused (64) at once, never
+    credentials refused nor an outage (75) retried for ever. Each costs one GET more,
+    signed and not followed, to read the redirect."""
+    with proxy(s3_server, always(fault)) as (endpoint, seen):
+        store = _through(s3_server, endpoint, prefix)
+        calls: list[Callable[[], object]] = [
+            store.probe,
+            lambda: store.get("k"),
+            lambda: store.list("a"),
+            lambda: store.put("k", b"1"),
+        ]
+        for call in calls:
+            with pytest.raises(ObjectStoreRefusedError) as caught:
+                call()
+            said = str(caught.value)
+            assert f"the store answered a redirect {named}" in said
+            assert "the endpoint or region is wrong (the region set is 'us-east-1')" in said
+            assert "AWS_REGION" in said
+            assert "credentials refused" not in said
+            assert "X-Amz-Signature" not in said
+            assert caught.value.exit_code == ExitCode.USAGE
+    # Neither read back nor retried: the probe's PUT and its clean-up, the GET, the list
+    # and the put, each once, each call with one signed GET more, not followed (and the
+    # clean-up's, whose failure the probe leaves unsaid, when its redirect is bare).
+    methods = [method for method, path, _ in seen if "X-Amz-Signature" not in path]
+    assert methods == ["PUT", "POST", "GET", "GET", "PUT"]
+    assert sum("X-Amz-Signature" in path for _, path, _ in seen) in (4, 5)
+
+
+def test_a_redirect_is_named_from_its_status_alone() -> None:
+    """Any 3xx obstore reports (a write's, which it does not follow), S3's or Azure's: a
+    redirect, final (no read-back, no retry), never credentials refused nor an outage."""
+    for text in (
+        "Error performing PUT http://h/b/k - Server returned non-2xx status code: 307 "
+        "Temporary Redirect: ",
+        "Error performing PUT http://h/c/k - Server returned non-2xx status code: 301 "
+        "Moved Permanently: ",
+        "Received redirect without LOCATION, this normally indicates an incorrectly "
+        "configured region",
+    ):
+        failure = _Failure.of(Exception(text))
+        assert failure.kind == "redirect"
+        assert failure.final
 
 
 def test_a_write_the_store_refuses_is_named_as_refused(s3_server: S3Server, prefix: str) -> None:

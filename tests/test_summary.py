@@ -125,6 +125,22 @@ def test_stop_round_trips_through_json(reason: StopReason) -> None:
     assert StopInfo.from_json(stop.to_json()) == stop
 
 
+@pytest.mark.parametrize(
+    ("began", "first"),
+    [
+        (True, "run day-2026-11-23 (live mode, new run): incomplete"),
+        (False, "run day-2026-11-23 (live mode, resumed): incomplete"),
+        (None, "run day-2026-11-23 (live mode): incomplete"),
+    ],
+)
+def test_the_first_line_says_whether_the_invocation_began_the_run(
+    began: bool | None, first: str
+) -> None:
+    """An invocation that began the run says `new run`, one that found it `resumed`;
+    `status`, which reports no invocation, says neither."""
+    assert dataclasses.replace(summary(), began=began).render().splitlines()[0] == first
+
+
 def test_render_says_why_and_what_next() -> None:
     """The words for a person end with the exit code and the next action."""
     lines = summary().render().splitlines()

@@ -51,7 +51,7 @@ from batchval.input import InputError, InputSource, open_input
 from batchval.outcome import ExitCode, RunRefusedError, SettingsError, StopInfo, StopReason
 from batchval.settings import ApiSettings, Settings
 from batchval.store.counts import Counts
-from batchval.store.database import CheckpointVersionError, Database
+from batchval.store.database import CHECKPOINT_NAME, CheckpointVersionError, Database
 
 log = structlog.get_logger()
 
@@ -197,12 +197,14 @@ def invoke(product: Product[SummaryT]) -> SummaryT | DryRunSummary:
         for leftover in out_dir.glob(".*.tmp-*"):
             if not leftover.name.startswith(".dry_run"):  # a dry run's, maybe writing now
                 leftover.unlink(missing_ok=True)  # an output write cut short by a kill
+        # No memory here (at a URL: none restored): this invocation begins the run.
+        began = not (out_dir / CHECKPOINT_NAME).exists()
         database = open_database(out_dir)
         try:
             place.keep(database)
             steps = product.admit(database, started)
             try:
-                return _run(product, steps, database, source, started, started_mono)
+                return _run(product, steps, database, source, started, started_mono, began)
             finally:
                 steps.close()
         finally:
@@ -234,6 +236,7 @@ def _run(
     source: InputSource,
     started: dt.datetime,
     started_mono: float,
+    began: bool,
 ) -> SummaryT:
     steps.prepare(source)
     # Most rows refused: no call; the outputs and summary say why (65).
@@ -285,6 +288,7 @@ def _run(
         own_lines=lines.own_lines,
         next_action=lines.complete_action if code is ExitCode.COMPLETE else "",
         removed=tuple(removed),
+        began=began,
     )
     summary = steps.summary(run)
     write_json_atomic(product.place.local / SUMMARY_NAME, summary.to_json())

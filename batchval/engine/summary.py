@@ -196,6 +196,9 @@ class RunSummary:
     removed: tuple[str, ...] = ()
     # The API's clock against this machine's (`api/apiclock.Offset.to_json`), when measured.
     api_clock: Mapping[str, float] | None = None
+    # Whether this invocation began the run (its memory was not there: a new run) or went
+    # on with it (resumed); None when no invocation of the run is reported (`status`).
+    began: bool | None = None
 
     def __post_init__(self) -> None:
         if not self.next_action:
@@ -258,10 +261,18 @@ class RunSummary:
             **({} if self.book is None else {"book": dict(self.book)}),
         }
 
+    @property
+    def heading(self) -> str:
+        """The first line's parenthesis: the mode, and for an invocation whether it began
+        the run or resumed it, so that a run begun anew (its memory lost, another DIR) is
+        never mistaken for a resume."""
+        began = {True: ", new run", False: ", resumed", None: ""}[self.began]
+        return f"({self.mode} mode{began})"
+
     def render(self) -> str:
         c = self.counts
         lines = [
-            f"run {self.run_id} ({self.mode} mode): {self.status}",
+            f"run {self.run_id} {self.heading}: {self.status}",
             f"rows: {c.rows} total, {c.valued_rows} valued, "
             f"{c.input_problems + c.api_problem_rows} problems, {c.pending_rows} pending"
             + (

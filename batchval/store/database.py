@@ -35,7 +35,13 @@ from batchval.store.derived import DerivedFiles
 from batchval.store.held import HeldWrites
 from batchval.store.invocations import InvocationLog
 from batchval.store.lease import LeaseKeeper, LeaseLostError
-from batchval.store.replica import Replica, ReplicaLostError, Restored, StateObjectError
+from batchval.store.replica import (
+    MemoryGoneError,
+    Replica,
+    ReplicaLostError,
+    Restored,
+    StateObjectError,
+)
 from batchval.store.schema import INDEXES, MIGRATIONS, SCHEMA_VERSION, TABLES
 
 CHECKPOINT_NAME = "checkpoint.sqlite"
@@ -172,6 +178,16 @@ class Database:
         gone = self._memory_gone()
         if gone is not None:
             return gone
+        if (
+            self._replica is not None
+            and self._unkept is None
+            and self._lease is not None
+            and self._lease.lease.found_missing
+        ):
+            # The lease was found missing (and written again): asked once whether the
+            # run's memory beside it went too, a prefix emptied under the run.
+            self._lease.lease.found_missing = False
+            self._unkept = self._replica.memory_gone()
         if self._replica is not None and (self._replica.failure or self._unkept) is not None:
             why = self._replica.failure or self._unkept
             return _lost(why, "its commits can no longer be kept at its URL")
@@ -317,15 +333,23 @@ class Database:
         self._meta.pop(name, None)
 
 
+# What a run whose memory at its URL is gone says after what is gone.
+_ANEW = (
+    ": what the run knew of its calls is gone, so nothing more is sent. The same command "
+    "would start a new run there, from nothing (the same UTC day, the API replays the keys "
+    "it has answered: nothing is charged twice)"
+)
+
+
 class _UnansweredError(BatchvalError):
     """The store has not answered the lease's renewal within the lease's margin."""
 
 
 def _lost(why: BaseException | None, what: str) -> StopInfo:
     """The stop of a process that may no longer send (docs/how-to/object-storage.md, "One
-    verdict for each fault"): the store refuses its writes (64), its bucket was deleted or
-    it stopped answering (75, `store_unavailable`), or another holder has the run (75,
-    `dir_locked`)."""
+    verdict for each fault"): the store refuses its writes (64), its bucket or the run's
+    memory under its prefix was deleted (64: a new run would begin), it stopped answering
+    (75, `store_unavailable`), or another holder has the run (75, `dir_locked`)."""
     # Only a run at a URL gets here, where the store's module is loaded already.
     from batchval.store.objects import (
         BucketMissingError,
@@ -335,13 +359,17 @@ def _lost(why: BaseException | None, what: str) -> StopInfo:
 
     if isinstance(why, StateObjectError):  # a person repairs it, as its message says
         return StopInfo(StopReason.REFUSED, f"{why}; nothing more is sent")
-    resumes = "; nothing more is sent, and the same command resumes it"
+    # The run's memory gone (64, as a local DIR's checkpoint deleted: `_memory_gone`):
+    # what is gone is said, and that the same command would begin the run anew.
     if isinstance(why, BucketMissingError):
-        detail = f"the {why.word} {why.bucket!r} was deleted while this run held it ({why})"
         return StopInfo(
-            StopReason.STORE_UNAVAILABLE,
-            f"{detail}; nothing more is sent, and the same command resumes once it is back",
+            StopReason.REFUSED,
+            f"the run's memory is gone: the {why.word} {why.bucket!r} was deleted while this "
+            f"invocation held the run, and the run's memory with it ({why}){_ANEW}",
         )
+    if isinstance(why, MemoryGoneError):
+        return StopInfo(StopReason.REFUSED, f"{why}{_ANEW}")
+    resumes = "; nothing more is sent, and the same command resumes it"
     if isinstance(why, ObjectStoreRefusedError):
         return StopInfo(
             StopReason.REFUSED,

@@ -116,6 +116,9 @@ class Lease:
         self._state: LeaseState | None = None
         self._etag = ""
         self._renewed_at = float("-inf")  # before the last renewal was asked
+        # A renewal found the lease missing and wrote it again: the run's memory beside it
+        # may be gone too, which the database asks the URL once (`Database.hold_lost`).
+        self.found_missing = False
 
     @property
     def duration(self) -> float:
@@ -201,15 +204,17 @@ class Lease:
             raise LeaseLostError("the run's lease is not held")
         asked = self._clock()
         state = dataclasses.replace(self._state, renewal=self._state.renewal + 1)
-        if not self._objects.replace(LEASE, state.to_bytes(), self._etag) and not (
+        if not self._objects.replace(LEASE, state.to_bytes(), self._etag):
             # Gone (deleted by hand) while the run is surely still ours: no taker may have
             # taken it before our margin ran out, so it is written again, create-only.
-            self.may_send()
-            and self._objects.get(LEASE) is None
-            and self._objects.create(LEASE, state.to_bytes())
-        ):
-            self._state = None
-            raise LeaseLostError("another process has taken this run's lease")
+            if not (
+                self.may_send()
+                and self._objects.get(LEASE) is None
+                and self._objects.create(LEASE, state.to_bytes())
+            ):
+                self._state = None
+                raise LeaseLostError("another process has taken this run's lease")
+            self.found_missing = True
         found = self._objects.get(LEASE)
         if found is None or LeaseState.of(found[0]) != state:
             self._state = None

@@ -42,8 +42,8 @@ Errors, beside Python's ValueError for a key that is no key:
             │                       an unknown option, or a store that ignores conditional
             │                       writes: 64
             └── BucketMissingError  no such bucket (or Azure container): 64 at the start; one
-                                    deleted under a run that held it is that run's outage
-                                    (75, `engine/place`)
+                                    deleted under a run that held it took the run's memory
+                                    with it (64 too, `store/database`)
 
 A conditional write whose outcome is unknown (a timeout, a 5xx, a cut connection, a 409
 ConditionalRequestConflict) may have landed. It is never simply retried: the object is read
@@ -68,6 +68,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, BinaryIO, Final, Literal, Protocol
 from urllib.parse import unquote, urlsplit
 
+import httpx
 import obstore
 from obstore.exceptions import (
     AlreadyExistsError,
@@ -169,7 +170,9 @@ class BucketMissingError(ObjectStoreRefusedError):
         self.word = word
 
 
-_Kind = Literal["lost", "conflict", "missing", "refused", "unknown", "no_bucket", "region"]
+_Kind = Literal[
+    "lost", "conflict", "missing", "refused", "unknown", "no_bucket", "region", "redirect"
+]
 _STATUS = re.compile(r"status(?: code)?: (\d{3})")
 _CODE = re.compile(r"<Code>([A-Za-z]{1,64})</Code>")
 # The region an AuthorizationHeaderMalformed answer expects (S3 names it in `<Region>`): a
@@ -178,6 +181,12 @@ _REGION = re.compile(r"<Region>([a-z0-9-]{1,32})</Region>")
 # obstore's words for a 301 without a Location (S3's PermanentRedirect to another region's
 # endpoint): its error has no status to read.
 _REDIRECT = ("BareRedirect", "redirect without LOCATION")
+# Where a redirect's body says to go (S3's PermanentRedirect names the endpoint): a host's
+# characters only, before it is shown.
+_ENDPOINT = re.compile(r"<Endpoint>([A-Za-z0-9.:-]{1,255})</Endpoint>")
+# The reads obstore's client follows a redirect for (it sends no credentials to where it
+# leads, so a redirect read says 403 there): a read refused is asked again unfollowed.
+_FOLLOWED = ("get", "head", "list")
 _WRITES = ("put", "create", "replace", "delete")
 # The error codes that say the other writer won (S3 answers a lost create with 412, Azure
 # with 409 BlobAlreadyExists; a lost replace is 412 for both): not a conflict to retry.
@@ -201,7 +210,7 @@ class _Failure:
     @property
     def final(self) -> bool:
         """The store will not do this however often it is asked: no read-back, no retry."""
-        return self.kind in ("refused", "no_bucket", "region")
+        return self.kind in ("refused", "no_bucket", "region", "redirect")
 
     @classmethod
     def of(cls, exc: Exception) -> _Failure:
@@ -225,8 +234,10 @@ class _Failure:
         if code and code.group(1) == "AuthorizationHeaderMalformed":
             region = _REGION.search(text)
             return cls("region", region.group(1) if region else "")
-        if any(words in text for words in _REDIRECT) or (code and "Redirect" in code.group(1)):
-            return cls("region", "")  # where it redirects to is in no error obstore gives
+        if any(words in text for words in _REDIRECT):
+            return cls("redirect", "no Location")  # obstore gives no status for it
+        if (status is not None and 300 <= status < 400) or (code and "Redirect" in code.group(1)):
+            return cls("redirect", said)  # a write's, which obstore does not follow
         if isinstance(exc, FileNotFoundError):
             return cls("missing", said)
         if isinstance(exc, PermissionDeniedError | UnauthenticatedError):
@@ -674,6 +685,14 @@ class ObjectStore:
             return BucketMissingError(
                 self.name, f"{what}: the {word} {self.bucket!r} does not exist", self.bucket, word
             )
+        if failure.kind == "redirect" or (
+            failure.kind == "refused" and failure.status == 403 and operation in _FOLLOWED
+        ):
+            redirect = self._redirect(key)
+            if redirect is not None or failure.kind == "redirect":
+                return ObjectStoreRefusedError(
+                    self.name, f"{what}: {self._redirected(redirect or failure.reason)}"
+                )
         if failure.kind == "region":
             expected = f" (it expects {failure.reason!r})" if failure.reason else ""
             return ObjectStoreRefusedError(
@@ -688,6 +707,43 @@ class ObjectStore:
         if failure.kind == "refused":
             return ObjectStoreRefusedError(self.name, f"{what}: {failure.reason}")
         return ObjectStoreUnavailableError(self.name, f"{what}: {failure.reason}")
+
+    def _redirect(self, key: str) -> str | None:
+        """The redirect the store answers a read of `key` with, unfollowed ("HTTP 307 to
+        https://..."), or None when it answers none or cannot be asked: one GET, signed
+        by obstore (`sign`), sent by httpx, asked only once the store has refused or
+        redirected (obstore's own client follows a read's redirect, and says nothing of
+        where it went, nor the Location of a write's). Where it leads is said without its
+        query or user part (a signature could be there)."""
+        if not isinstance(self._reads, S3Store | AzureStore):
+            return None  # a local folder or memory: no redirect
+        try:
+            url = obstore.sign(
+                self._reads, "GET", key or ".batchval-probe", dt.timedelta(seconds=60)
+            )
+            answer = httpx.get(url, follow_redirects=False, timeout=10.0)
+        except Exception:  # no signing for this store or credentials, no answer
+            return None
+        if not 300 <= answer.status_code < 400:
+            return None
+        code = _CODE.search(answer.text)
+        said = f"HTTP {answer.status_code}" + (f" {code.group(1)}" if code else "")
+        endpoint = _ENDPOINT.search(answer.text)
+        location = answer.headers.get("location")
+        if location:
+            return f"{said} to {_public(location)}"
+        return f"{said} to {endpoint.group(1)}" if endpoint else f"{said}, no Location"
+
+    def _redirected(self, said: str) -> str:
+        """What a redirect from the store means, and the settings that fix it."""
+        head = f"the store answered a redirect ({said}): the endpoint or region is wrong"
+        if self.bucket_word == "container":
+            return f"{head}: set {azure.ENDPOINT} (storage.endpoint) to the account's Blob endpoint"
+        return (
+            f"{head} (the region set is {self.region!r}): set AWS_REGION (or the config's "
+            "storage.region) to the bucket's region, or AWS_ENDPOINT_URL (storage.endpoint) "
+            "to the store's endpoint"
+        )
 
 
 def _prefix(url: str, path: str) -> str:

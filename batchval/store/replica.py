@@ -127,6 +127,20 @@ class ReplicaLostError(BatchvalError):
     """Another holder's generation is HEAD now: this one must stop writing."""
 
 
+class MemoryGoneError(ReplicaLostError):
+    """The run's memory at its URL vanished under the holder: HEAD, or the log object it
+    rewrites, is missing where it must be (deleted by hand, a lifecycle rule, a prefix
+    emptied). What the run knew of its calls is gone there: a run begun again at the URL
+    starts from nothing, so this is no outage to wait out but a stop (64) that says so."""
+
+    def __init__(self, key: str, url: str) -> None:
+        super().__init__(
+            f"the run's memory at {url} is gone: {url}/{key} was deleted while this "
+            "invocation held the run"
+        )
+        self.key = key
+
+
 class StateObjectError(BatchvalError):
     """An object of the run's memory at its URL (`state/...`) cannot be trusted: HEAD does
     not parse or names a generation that is not there, a base is no SQLite file, the log
@@ -667,8 +681,37 @@ class Replica:
         key = _segment(generation, 0)
         etag = self._objects.write_if(key, data, self._grown)
         if etag is None:
+            if self._grown is not None and self._vanished(key):
+                raise MemoryGoneError(key, self._url)
             raise ReplicaLostError(f"{key} was rewritten by another holder")
         self._grown, self._shipped = etag, size
+
+    def _vanished(self, key: str) -> bool:
+        """After a rewrite of `key` failed (two reads, never on a call's path): whether the
+        run's memory is gone rather than taken, `key` missing while HEAD is missing too or
+        still names this holder's generation (a later holder may sweep this generation,
+        and then HEAD names its own)."""
+        if self._objects.get(key) is not None:
+            return False
+        found = self._objects.get(HEAD)
+        if found is None:
+            return True
+        try:
+            return Head.of(found[0]).generation == self._generation
+        except ValueError:
+            return False
+
+    def memory_gone(self) -> MemoryGoneError | None:
+        """Whether the run's memory at the URL is gone (HEAD missing after this holder
+        wrote it): one read, asked when there is cause (the lease found missing), never
+        on every call. A store that does not answer says nothing here."""
+        if not self._generation:
+            return None
+        try:
+            found = self._objects.get(HEAD)
+        except BatchvalError:
+            return None
+        return MemoryGoneError(HEAD, self._url) if found is None else None
 
 
 def _swap_head(objects: Objects, before: Head | None, after: Head, url: str) -> None:
@@ -678,6 +721,8 @@ def _swap_head(objects: Objects, before: Head | None, after: Head, url: str) -> 
     found = objects.get(HEAD)
     if before is None:
         swapped = found is None and objects.create(HEAD, after.to_bytes())
+    elif found is None:  # no holder deletes HEAD: the run's memory was deleted under this one
+        raise MemoryGoneError(HEAD, url)
     else:
         current: Head | None = None
         if found is not None:

@@ -96,7 +96,7 @@ class StreetsSummary:
         s, c = self.run, self.run.counts
         balance = s.last_known_balance
         lines = [
-            f"streets ({s.mode} mode): {s.status}",
+            f"streets {s.heading}: {s.status}",
             f"rows: {c.rows} total, {c.valued_rows} with their street, "
             f"{c.input_problems + c.api_problem_rows} problems, {c.pending_rows} pending",
             f"postcodes: {c.requests} distinct, {c.requests_done} read, "
