@@ -433,9 +433,12 @@ def test_two_runs_with_one_run_id_at_once(
     served: RunningSandbox, tmp_path: Path, latency_ms: int
 ) -> None:
     """Two DIRs, one --run-id, at the same time: the same keys, so each request paid once.
-    What the two say they spent never exceeds what the account was charged, and with what
-    they say is uncertain it covers it. Slow calls race as 409s; quick ones as replays of
-    a charge made while the other's request was on its way."""
+    What the two say they spent, with what they say is uncertain, covers what the account
+    was charged (a figure may overstate, never understate: docs/explanation/keys-and-charges.md),
+    and once either has met the other (a 409, a proven replay) it never exceeds it. Slow
+    calls race as 409s, always; quick ones may meet as replays of a charge made while the
+    other's request was on its way, or, both inside one second of the API's whole-second
+    `Date`, not meet at all: then each counts its calls fresh, as the rule says."""
     served.sandbox.set_faults(Faults(latency_ms=latency_ms, latency_jitter_ms=latency_ms // 2))
     rows = scaled(30)
     source = portfolio(tmp_path / "book.csv", rows)
@@ -465,11 +468,13 @@ def test_two_runs_with_one_run_id_at_once(
         assert_sound(served, job, unique=rows, alone=False)
     said = [outputs(job.out)[2]["charges"] for job in jobs]
     print("two DIRs at once, the ledger charged", ledger_credits(served), "they said", said)
-    replayed = sum(money["replayed_calls"] for money in said)
-    assert statuses(served).get(409, 0) + replayed > 0, "the runs never raced"
+    met = statuses(served).get(409, 0) + sum(money["replayed_calls"] for money in said) > 0
+    assert met or latency_ms == 0, "slow calls never raced"
     spent = sum(money["in_all"] for money in said)
     uncertain = sum(money["uncertain_credits"] for money in said)
-    assert spent <= ledger_credits(served) <= spent + uncertain, said
+    assert ledger_credits(served) <= spent + uncertain, said
+    if met:
+        assert spent <= ledger_credits(served), said
     a, b = (outputs(job.out)[0] for job in jobs)
     assert a["idempotency_key"].to_list() == b["idempotency_key"].to_list()
     assert a["valuation_id"].to_list() == b["valuation_id"].to_list()

@@ -169,7 +169,7 @@ def test_live_against_a_rehearsal_runs_in_rehearsal_mode(
     env = env_for(served, LIVE)
     code, stdout, stderr = cli("run", str(book), "--out", str(out), "--live", env=env)
     assert code == ExitCode.COMPLETE, stdout + stderr
-    assert "(rehearsal mode)" in stdout
+    assert "(rehearsal mode, new run)" in stdout
     assert json.loads((out / "summary.json").read_text())["mode"] == "rehearsal"
     assert json.loads((out / "manifest.json").read_text())["mode"] == "rehearsal"
     assert served.sandbox.ledger.credits_charged(LIVE.client_id) == 30

@@ -173,7 +173,7 @@ def test_summary_mode_comes_from_the_answers(
     test_env = {"BATCHVAL_CLIENT_ID": TEST.client_id, "BATCHVAL_CLIENT_SECRET": TEST.client_secret}
     code, stdout, _ = run(batchval, source, out, served, **test_env)
     assert code == 0
-    assert "(test mode)" in stdout
+    assert "(test mode, new run)" in stdout
     assert outputs(out)[2]["mode"] == "test"
 
 
