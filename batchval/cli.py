@@ -205,12 +205,19 @@ def cli() -> None:
 
     INPUT is a CSV, Parquet or Excel file; DIR is a run's folder. Either may be a URL (s3://, az://).
     """
-    from batchval.settings import env_redactor
+    from batchval.engine.files import modes
+    from batchval.settings import env_output_mode, env_redactor
 
     # Every command, whatever it reads: the environment's secrets known, every line it
-    # prints scrubbed (issue 35).
+    # prints scrubbed (issue 35), every file and folder it makes at the environment's
+    # `BATCHVAL_OUTPUT_MODE` (a command with a config takes the config's too).
     redaction.use(env_redactor(os.environ))
-    click.get_current_context().with_resource(redaction.scrubbed_output())
+    context = click.get_current_context()
+    context.with_resource(redaction.scrubbed_output())
+    try:
+        context.with_resource(modes(env_output_mode(os.environ)))
+    except SettingsError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 @cli.command(

@@ -54,10 +54,11 @@ _SINK = _FileSink()
 
 
 @contextlib.contextmanager
-def to_file(path: Path) -> Iterator[None]:
+def to_file(path: Path, mode: int = 0o600) -> Iterator[None]:
     """Also write every event to `path` (appended, JSON lines) while the block runs. A
-    new log is its owner's only (mode 0600): a defect's traceback is written into it."""
-    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    new log is made with `mode` (its owner's only by default: a defect's traceback is
+    written into it), never through a symlink planted at its name."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, mode)
     with os.fdopen(descriptor, "a", encoding="utf-8") as file:
         previous, _SINK.file = _SINK.file, file
         try:

@@ -294,6 +294,7 @@ def _invoke(
 ) -> Run:
     """One invocation of `command`, as the command line's: a Run, a RunError, or a defect
     raised as it was (carrying its kept run, `Run.of`)."""
+    from batchval.engine.files import modes
     from batchval.engine.invocation import last_defect
     from batchval.engine.place import input_of, is_url, taken
 
@@ -313,6 +314,7 @@ def _invoke(
     try:
         # A refusal names the URL, not the directory this invocation copied the run into.
         with (
+            modes(settings.output_mode),  # who may read what the run writes
             input_of(input_path, env) as source,
             taken(out, env, summarised=True) as place,
             place.naming(),

@@ -24,7 +24,7 @@ import yaml
 
 from batchval.api.vocabulary import INCLUDE_ITEMS, STREET_CREDITS_ASSUMED
 from batchval.input.lender import LENDER_FIELDS, LenderOptions, RevaluationPolicy
-from batchval.input.options import Corrections, InputOptions
+from batchval.input.options import InputOptions
 from batchval.input.refused import DEFAULT_MAX_REFUSED_SHARE
 from batchval.outcome import SettingsError
 from batchval.redaction import Redactor, without_password
@@ -259,6 +259,18 @@ STORAGE: tuple[Key, ...] = (
 )
 STORAGE_KEYS: Mapping[str, str] = {key.name: str(key.variable) for key in STORAGE}
 
+# The config's `output` section: who may read what batchval writes (engine/files.MODES).
+OUTPUT_KEYS: tuple[Key, ...] = (
+    Key(
+        "mode",
+        "who may read the files batchval writes (results, checkpoint, exports, report, book): "
+        "`private`, the account that runs batchval alone (files 0600, folders 0700), or "
+        "`group`, its group too (0640, 0750), for a reader under another account",
+        "BATCHVAL_OUTPUT_MODE",
+    ),
+)
+OUTPUT_MODES = ("private", "group")  # the first is the default
+
 # The config file's sections: `sandbox` is `batchval sandbox --config`'s (configs/sandbox.yaml),
 # which one file may hold beside batchval's own.
 SECTIONS: Mapping[str, tuple[Key, ...]] = {
@@ -267,6 +279,7 @@ SECTIONS: Mapping[str, tuple[Key, ...]] = {
     "run": RUN_KEYS,
     "lender": LENDER_KEYS,
     "storage": STORAGE,
+    "output": OUTPUT_KEYS,
     "sandbox": (),
 }
 
@@ -329,6 +342,7 @@ class Settings:
     run: RunOptions
     lender: LenderOptions = dataclasses.field(default_factory=LenderOptions)
     storage: StorageSettings = dataclasses.field(default_factory=StorageSettings)
+    output_mode: str = OUTPUT_MODES[0]  # `output.mode`: who may read what batchval writes
 
     def read_at(self, header_line: int | None) -> Settings:
         """These settings with the header on the line the input was read at, as if it had
@@ -411,19 +425,10 @@ class Settings:
                 "auth_url": without_password(api.auth_url),
                 "client_id": api.client_id,
             },
-            "input": {
-                "delimiter": options.delimiter,
-                "encoding": options.encoding,
-                "sheet": options.sheet,
-                "header_row": options.header_row,
-                "columns": dict(options.columns),
-                "values": {k: dict(v) for k, v in options.values.items()},
-                "passthrough": None if options.passthrough is None else list(options.passthrough),
-                "batch_rows": options.batch_rows,
-                "not_loans": options.not_loans.to_json(),
-            },
+            "input": options.to_json(),
             "run": {**run, "include": list(options.include)},
             "lender": self.lender.to_json(),
+            "output": {"mode": self.output_mode},
         }
 
     def _request_shaping(self) -> dict[str, Any]:
@@ -607,55 +612,28 @@ def _input(
     --header-row) over the config's own."""
     section = _section(config, "input")
     _reject_unknown(section, {key.name for key in INPUT_KEYS}, "input")
-    columns = section.get("columns") or {}
-    values = section.get("values") or {}
-    if not isinstance(columns, Mapping) or not all(isinstance(v, str) for v in columns.values()):
-        raise SettingsError("input.columns must map API field names to column names")
-    if not isinstance(values, Mapping) or not all(isinstance(v, Mapping) for v in values.values()):
-        raise SettingsError("input.values must map API field names to {your value: API value}")
-    passthrough = section.get("passthrough")
-    if passthrough is not None and (
-        not isinstance(passthrough, list) or not all(isinstance(c, str) for c in passthrough)
-    ):
-        raise SettingsError("input.passthrough must be a list of column names")
-    delimiter = section.get("delimiter")
-    if delimiter is not None and (not isinstance(delimiter, str) or len(delimiter) != 1):
-        raise SettingsError("input.delimiter must be a single character")
-    for name in ("encoding", "sheet"):
-        if section.get(name) is not None and not isinstance(section[name], str):
-            raise SettingsError(f"input.{name} must be a name")
-    header_row = section.get("header_row")
-    if header_row is not None and (
-        isinstance(header_row, bool) or not isinstance(header_row, int) or header_row < 1
-    ):
-        raise SettingsError("input.header_row must be a line number, 1 or more")
-    section.update({name: value for name, value in reading.items() if value is not None})
-    try:
-        return _input_options(section, delimiter, columns, values, passthrough, include)
-    except (ValueError, TypeError) as exc:
-        raise SettingsError(f"input: {exc}") from None
+    return InputOptions.of(section, include, reading)
 
 
-def _input_options(
-    section: Mapping[str, Any],
-    delimiter: str | None,
-    columns: Mapping[str, str],
-    values: Mapping[str, Mapping[str, Any]],
-    passthrough: list[str] | None,
-    include: tuple[str, ...],
-) -> InputOptions:
-    return InputOptions(
-        delimiter=delimiter,
-        encoding=section.get("encoding"),
-        sheet=section.get("sheet"),
-        header_row=section.get("header_row"),
-        columns={str(k): v for k, v in columns.items()},
-        values={str(f): {str(k): str(v) for k, v in m.items()} for f, m in values.items()},
-        passthrough=None if passthrough is None else tuple(passthrough),
-        include=include,
-        batch_rows=int(section.get("batch_rows", 50_000)),
-        not_loans=Corrections.of(section.get("not_loans")),
-    )
+def _output_mode(config: Mapping[str, Any], env: Mapping[str, str]) -> str:
+    """`output.mode`, the environment's `BATCHVAL_OUTPUT_MODE` over the config's."""
+    section = _section(config, "output")
+    _reject_unknown(section, {key.name for key in OUTPUT_KEYS}, "output")
+    return _mode(env.get(str(OUTPUT_KEYS[0].variable)) or section.get("mode"))
+
+
+def env_output_mode(env: Mapping[str, str]) -> str:
+    """`BATCHVAL_OUTPUT_MODE` alone, for the commands that read no config (`export`)."""
+    return _mode(env.get(str(OUTPUT_KEYS[0].variable)) or None)
+
+
+def _mode(given: object) -> str:
+    """A mode of `OUTPUT_MODES` (None: `private`); SettingsError (64) for anything else."""
+    if given is None:
+        return OUTPUT_MODES[0]
+    if given not in OUTPUT_MODES:
+        raise SettingsError(f"output.mode must be {' or '.join(OUTPUT_MODES)}, not {given!r}")
+    return str(given)
 
 
 def _lender(config: Mapping[str, Any]) -> LenderOptions:
@@ -797,4 +775,5 @@ def load_settings(
         run=options,
         lender=_lender(config),
         storage=_storage(config),
+        output_mode=_output_mode(config, env),
     )

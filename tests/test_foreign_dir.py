@@ -87,7 +87,7 @@ def test_symlinks_planted_at_batchvals_names_catch_no_write(tmp_path: Path) -> N
     book = portfolio(tmp_path / "book.csv", 3)
     done = invoke("run", str(book), "--out", str(out))
     assert done.exit_code == ExitCode.USAGE, done.output
-    assert "is a symlink, not batchval's lock file" in done.output
+    assert ".batchval.lock is a symlink, not batchval's file" in done.output
     assert victim.read_text(encoding="utf-8") == "not batchval's\n"
     (out / ".batchval.lock").unlink()
     done = invoke("run", str(book), "--out", str(out))

@@ -40,7 +40,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 import structlog
 
 from batchval.engine.derived import remove_stale
-from batchval.engine.files import write_json_atomic
+from batchval.engine.files import file_mode, write_json_atomic
 from batchval.engine.invocation import NotedSignals, last_defect, locked_dir
 from batchval.engine.live import insist_on_live
 from batchval.engine.names import DRY_RUN_NAME, LOG_NAME
@@ -52,6 +52,7 @@ from batchval.outcome import ExitCode, RunRefusedError, SettingsError, StopInfo,
 from batchval.settings import ApiSettings, Settings
 from batchval.store.counts import Counts
 from batchval.store.database import CHECKPOINT_NAME, CheckpointVersionError, Database
+from batchval.store.lock import LockFileError
 
 log = structlog.get_logger()
 
@@ -212,8 +213,8 @@ def invoke(product: Product[SummaryT]) -> SummaryT | DryRunSummary:
 
 
 def open_database(out_dir: Path) -> Database:
-    """DIR's database, created if need be (`opened`)."""
-    return opened(Database.open, out_dir)
+    """DIR's database, created if need be with the context's file mode (`opened`)."""
+    return opened(Database.open, out_dir, mode=file_mode())
 
 
 _P = ParamSpec("_P")
@@ -225,7 +226,7 @@ def opened(open_: Callable[_P, _Opened], *args: _P.args, **kwargs: _P.kwargs) ->
     schema this version cannot migrate is the command's refusal (64)."""
     try:
         return open_(*args, **kwargs)
-    except CheckpointVersionError as exc:
+    except (CheckpointVersionError, LockFileError) as exc:
         raise RunRefusedError(StopReason.REFUSED, str(exc)) from None
 
 

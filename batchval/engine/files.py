@@ -14,11 +14,17 @@ however many tables come. JSON and text are scrubbed by the process's redactor o
 way (`batchval.redaction`): no file written here can hold a secret the process knows.
 This module knows no file by name and imports nothing of batchval but that redaction:
 any floor may use it.
+
+Who may read them (`output.mode`, `modes`): a file is made 0600 and a folder 0700 by
+default, or 0640 and 0750 for a reader in the account's group, exactly, whatever the
+umask: results, checkpoint and exports hold borrowers' data.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import dataclasses
 import json
 import os
 import secrets
@@ -77,10 +83,62 @@ def write_parquet(path: Path, schema: pa.Schema, tables: Iterable[pa.Table]) -> 
     return rows
 
 
-def exclusive(path: Path, mode: int = 0o666) -> int:
+@dataclasses.dataclass(frozen=True, slots=True)
+class Modes:
+    """The permissions of the files and folders batchval makes."""
+
+    file: int
+    folder: int
+
+
+# `output.mode` (settings.OUTPUT_MODES): the account alone, or its group too.
+MODES: Mapping[str, Modes] = {"private": Modes(0o600, 0o700), "group": Modes(0o640, 0o750)}
+_MODES: contextvars.ContextVar[Modes] = contextvars.ContextVar("modes", default=MODES["private"])
+
+
+@contextlib.contextmanager
+def modes(name: str) -> Iterator[None]:
+    """While the block runs (in this context: a thread, a task), files and folders are
+    made with the modes of `name` (`private` or `group`)."""
+    token = _MODES.set(MODES[name])
+    try:
+        yield
+    finally:
+        _MODES.reset(token)
+
+
+def file_mode() -> int:
+    """The mode a new file is made with, in this context."""
+    return _MODES.get().file
+
+
+def exclusive(path: Path) -> int:
     """A descriptor of a new file at `path`, made by this call alone: never one that was
-    there, nor through a symlink planted at its name (O_EXCL, O_NOFOLLOW)."""
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    there, nor through a symlink planted at its name (O_EXCL, O_NOFOLLOW); its mode the
+    context's (`modes`), exactly, whatever the umask."""
+    mode = file_mode()
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    os.fchmod(descriptor, mode)
+    return descriptor
+
+
+def make_folder(path: Path) -> None:
+    """`path` as a folder, with any parent it lacks: each folder made here gets the
+    context's mode (`modes`), exactly; a folder that was there is left as it is."""
+    missing: list[Path] = []
+    at = path
+    while not os.path.lexists(at) and at != at.parent:
+        missing.append(at)
+        at = at.parent
+    mode = _MODES.get().folder
+    for folder in reversed(missing):
+        try:
+            folder.mkdir(mode)
+        except FileExistsError:
+            continue  # made meanwhile by another: theirs
+        os.chmod(folder, mode)
+    if not path.is_dir():
+        path.mkdir()  # raises as mkdir does: a file there, a symlink to nothing
 
 
 def temporary_beside(path: Path) -> Path:

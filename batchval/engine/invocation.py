@@ -32,10 +32,11 @@ from typing import Any
 import structlog
 
 from batchval import logs, redaction
+from batchval.engine.files import file_mode, make_folder
 from batchval.engine.names import DRY_RUN_NAME, LOG_NAME, WRITTEN_NAMES
 from batchval.outcome import RunRefusedError, StopReason
 from batchval.store.database import CHECKPOINT_NAME
-from batchval.store.lock import LOCK_NAME, DirLockedError, LockFileError, RunLock
+from batchval.store.lock import LOCK_NAME, DirLockedError, LockFileError, RunLock, refuse_link
 
 log = structlog.get_logger()
 
@@ -56,14 +57,18 @@ def locked_dir(out: Path, log_name: str, command: str, *, lock: bool = True) -> 
     DIR of someone else's files is refused first (`refuse_foreign_files`)."""
     refuse_foreign_files(out)
     try:
-        out.mkdir(parents=True, exist_ok=True)
+        make_folder(out)
     except OSError as exc:
         raise RunRefusedError(StopReason.REFUSED, f"cannot create {out}: {exc}") from None
     try:
-        with RunLock(out) if lock else contextlib.nullcontext(), logs.to_file(out / log_name):
+        refuse_link(out / log_name)  # the log is appended to: never through a planted link
+        with (
+            RunLock(out, file_mode()) if lock else contextlib.nullcontext(),
+            logs.to_file(out / log_name, file_mode()),
+        ):
             try:
                 yield
-            except RunRefusedError:
+            except (RunRefusedError, LockFileError):
                 raise
             except Exception as exc:  # a defect: say so in one line, the rest in the log
                 last_defect.set(exc)

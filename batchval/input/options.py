@@ -16,6 +16,7 @@ import types
 import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from batchval.api.vocabulary import (
     BUILT_FORMS,
@@ -25,7 +26,7 @@ from batchval.api.vocabulary import (
     WALLS_ENERGY_EFFICIENCY,
 )
 from batchval.input.lender import LENDER_FIELDS
-from batchval.outcome import BatchvalError
+from batchval.outcome import BatchvalError, SettingsError
 
 # The fields a row of the input may give: every request field, and `include`, the
 # extras that row asks for in place of the run's. A row's problems are reported in
@@ -198,6 +199,73 @@ class InputOptions:
         object.__setattr__(self, "include", tuple(self.include))
         if self.passthrough is not None:
             object.__setattr__(self, "passthrough", tuple(self.passthrough))
+
+    @classmethod
+    def of(
+        cls,
+        section: Mapping[str, Any],
+        include: tuple[str, ...],
+        reading: Mapping[str, str | int | None],
+    ) -> InputOptions:
+        """The options of the config's `input` section (its keys checked by the settings),
+        with `reading` (the command line's --encoding, --sheet and --header-row) over its
+        own; SettingsError (64) for a value of the wrong kind."""
+        columns = section.get("columns") or {}
+        values = section.get("values") or {}
+        if not isinstance(columns, Mapping) or not all(
+            isinstance(v, str) for v in columns.values()
+        ):
+            raise SettingsError("input.columns must map API field names to column names")
+        if not isinstance(values, Mapping) or not all(
+            isinstance(v, Mapping) for v in values.values()
+        ):
+            raise SettingsError("input.values must map API field names to {your value: API value}")
+        passthrough = section.get("passthrough")
+        if passthrough is not None and (
+            not isinstance(passthrough, list) or not all(isinstance(c, str) for c in passthrough)
+        ):
+            raise SettingsError("input.passthrough must be a list of column names")
+        delimiter = section.get("delimiter")
+        if delimiter is not None and (not isinstance(delimiter, str) or len(delimiter) != 1):
+            raise SettingsError("input.delimiter must be a single character")
+        for name in ("encoding", "sheet"):
+            if section.get(name) is not None and not isinstance(section[name], str):
+                raise SettingsError(f"input.{name} must be a name")
+        header_row = section.get("header_row")
+        if header_row is not None and (
+            isinstance(header_row, bool) or not isinstance(header_row, int) or header_row < 1
+        ):
+            raise SettingsError("input.header_row must be a line number, 1 or more")
+        given = {**section, **{name: value for name, value in reading.items() if value is not None}}
+        try:
+            return cls(
+                delimiter=delimiter,
+                encoding=given.get("encoding"),
+                sheet=given.get("sheet"),
+                header_row=given.get("header_row"),
+                columns={str(k): v for k, v in columns.items()},
+                values={str(f): {str(k): str(v) for k, v in m.items()} for f, m in values.items()},
+                passthrough=None if passthrough is None else tuple(passthrough),
+                include=include,
+                batch_rows=int(given.get("batch_rows", 50_000)),
+                not_loans=Corrections.of(given.get("not_loans")),
+            )
+        except (ValueError, TypeError) as exc:
+            raise SettingsError(f"input: {exc}") from None
+
+    def to_json(self) -> dict[str, Any]:
+        """The options as plain JSON, for the run's manifest."""
+        return {
+            "delimiter": self.delimiter,
+            "encoding": self.encoding,
+            "sheet": self.sheet,
+            "header_row": self.header_row,
+            "columns": dict(self.columns),
+            "values": {k: dict(v) for k, v in self.values.items()},
+            "passthrough": None if self.passthrough is None else list(self.passthrough),
+            "batch_rows": self.batch_rows,
+            "not_loans": self.not_loans.to_json(),
+        }
 
     @property
     def codec(self) -> str | None:

@@ -35,6 +35,7 @@ from batchval.store.derived import DerivedFiles
 from batchval.store.held import HeldWrites
 from batchval.store.invocations import InvocationLog
 from batchval.store.lease import LeaseKeeper, LeaseLostError
+from batchval.store.lock import refuse_link
 from batchval.store.replica import (
     MemoryGoneError,
     Replica,
@@ -95,8 +96,17 @@ class Database:
         return self._connection
 
     @classmethod
-    def open(cls, directory: Path) -> Self:
+    def open(cls, directory: Path, *, mode: int = 0o600) -> Self:
+        """DIR's database, made with `mode` when it is new (exactly, whatever the umask;
+        SQLite gives its WAL and shared-memory files the same). Never through a symlink
+        planted at its name or its WAL's (LockFileError, 64)."""
         path = directory / CHECKPOINT_NAME
+        for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            refuse_link(name)
+        with contextlib.suppress(FileExistsError):
+            made = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+            os.fchmod(made, mode)
+            os.close(made)
         db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")
@@ -133,6 +143,8 @@ class Database:
         or waits for a run in progress (WAL lets a reader in beside its writer). Raises
         `CheckpointVersionError` for a schema newer than this batchval reads."""
         path = directory / CHECKPOINT_NAME
+        for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+            refuse_link(name)
         if not path.is_file():
             return None
         db = sqlite3.connect(

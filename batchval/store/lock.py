@@ -19,26 +19,35 @@ class DirLockedError(BatchvalError):
 
 
 class LockFileError(BatchvalError):
-    """The lock file's name holds something else (a symlink): a person removes it."""
+    """A name batchval writes in DIR (the lock, the checkpoint and its WAL) holds a
+    symlink, which is never followed: a person removes it."""
+
+
+def refuse_link(path: Path) -> None:
+    """LockFileError when `path` is a symlink: nothing is ever written through one planted
+    at a name batchval writes (it would change the file it points to, outside DIR)."""
+    if path.is_symlink():
+        raise LockFileError(
+            f"{path} is a symlink, not batchval's file: it is never followed; remove it"
+        )
 
 
 class RunLock:
     """An exclusive, non-blocking lock on an output directory."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, mode: int = 0o600) -> None:
         self._path = directory / LOCK_NAME
+        self._mode = mode  # a new lock file's (it holds nothing)
         self._fd: int | None = None
 
     def __enter__(self) -> RunLock:
         try:  # never through a symlink planted at the name (it would empty its target)
-            fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, self._mode)
         except OSError as exc:
             if exc.errno != errno.ELOOP:
                 raise
-            raise LockFileError(
-                f"{self._path} is a symlink, not batchval's lock file: it is never followed; "
-                "remove it"
-            ) from None
+            refuse_link(self._path)
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -46,7 +46,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from batchval.engine.files import atomic_file
+from batchval.engine.files import atomic_file, make_folder
 from batchval.engine.names import DRY_RUN_NAME
 from batchval.input.lender import MONEY_FIELDS, LenderColumnError, find_lender_columns
 from batchval.outcome import RunRefusedError, StopReason
@@ -144,7 +144,7 @@ def export_dir(
     target = directory if out_dir is None else out_dir
     if target.exists() and not target.is_dir():
         raise RunRefusedError(StopReason.REFUSED, f"--out {target} is a file, not a directory")
-    target.mkdir(parents=True, exist_ok=True)
+    make_folder(target)
     try:
         if fmt is Format.XLSX:
             # Named after the DIR's main file (results, or street_analysis for a streets

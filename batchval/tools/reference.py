@@ -29,7 +29,7 @@ from batchval.input import PROBLEM_RULES
 from batchval.input.lender import LenderOptions
 from batchval.input.options import InputOptions
 from batchval.outcome import ExitCode, StopReason
-from batchval.settings import OTHER_VARIABLES, SECTIONS, Key, RunOptions
+from batchval.settings import OTHER_VARIABLES, OUTPUT_MODES, SECTIONS, Key, RunOptions
 from batchval.store.charges import MONEY_KEYS
 from batchval.store.objects import DEFAULT_REGION
 from batchval.streets.schema import STREET_TAIL
@@ -74,6 +74,8 @@ def _code_defaults(section: str) -> Mapping[str, Any]:
     them rather than a copy that could drift."""
     if section == "storage":
         return {"region": DEFAULT_REGION}
+    if section == "output":
+        return {"mode": OUTPUT_MODES[0]}
     made = {"run": RunOptions, "input": InputOptions, "lender": LenderOptions}.get(section)
     if made is None:
         return {}

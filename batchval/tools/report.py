@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from batchval.contract.lender import REVALUATION_FIELDS, amounts
+from batchval.engine.command import opened
 from batchval.engine.files import write_text_atomic
 from batchval.engine.names import DRY_RUN_NAME, LOG_NAME, PROBLEMS_NAME, RESULTS_NAME
 from batchval.engine.summary import SUMMARY_NAME
@@ -444,7 +445,7 @@ def _activity(out_dir: Path, summary: dict[str, Any]) -> Section:
         body += charts.over_time(seconds, series, title="The last invocation, as it went")
     else:
         body += "<p class='note'>The last invocation was too short to log its pace.</p>"
-    database = Database.open_existing(out_dir)
+    database = opened(Database.open_existing, out_dir)
     history: list[Invocation] = []
     if database is not None:
         try:

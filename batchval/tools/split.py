@@ -36,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from batchval.engine.files import exclusive, temporary_beside, write_json_atomic
+from batchval.engine.files import exclusive, make_folder, temporary_beside, write_json_atomic
 from batchval.input import InputBatch, InputOptions, InputSource, open_input
 from batchval.outcome import SettingsError
 
@@ -102,7 +102,7 @@ def split_input(
             f"--row-id {row_id!r}: {input_path} has no such column "
             f"(its columns: {', '.join(source.columns)})"
         )
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_folder(out_dir)
     names = [*(p.name for p in out_dir.iterdir()), *held]  # held: at the --out URL
     others = sorted({int(m[1]) for name in names if (m := _SHARD_FILE.match(name))} - {shards})
     if others:

@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from batchval.engine.command import opened
 from batchval.engine.names import DRY_RUN_NAME
 from batchval.engine.summary import SUMMARY_NAME, DryRunSummary, RunSummary
 from batchval.outcome import ExitCode, StopInfo, StopReason
@@ -36,7 +37,7 @@ def read_status(out_dir: Path, *, objects: Objects | None = None) -> RunSummary 
     """Where the run in `out_dir` stands. For a run kept at a URL (`out_dir` its copy),
     `objects` is its store, whose lease says whether a process is at work on it now
     (`store/lease.live_holder`: a few seconds' watch while a lease is not let go)."""
-    database = Database.open_existing(out_dir)
+    database = opened(Database.open_existing, out_dir)
     if database is None:
         return None
     try:
