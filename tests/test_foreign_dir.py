@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
+from objects_server import S3Server
 from support import portfolio
 
 from batchval.cli import cli
@@ -17,6 +18,7 @@ from batchval.engine.invocation import RUN_MARKS
 from batchval.engine.names import WRITTEN_NAMES
 from batchval.engine.summary import SUMMARY_NAME
 from batchval.outcome import ExitCode
+from batchval.store.objects import ObjectStore
 from batchval.streets.files import HOMES_NAME, STREETS_NAME
 from batchval.tools.report import REPORT_NAME
 from batchval.valuations.manifest import MANIFEST_NAME
@@ -104,3 +106,30 @@ def test_symlinks_planted_at_batchvals_names_catch_no_write(tmp_path: Path) -> N
         assert done.exit_code == 0, done.output
     assert victim.read_text(encoding="utf-8") == "not batchval's\n"
     assert all((out / name).is_file() and not (out / name).is_symlink() for name in written)
+
+
+def test_a_prefix_of_someone_elses_objects_is_refused_untouched(
+    s3_server: S3Server, tmp_path: Path
+) -> None:
+    """The same rule at a URL: a prefix holding another program's `summary.json` and no
+    run of batchval's is refused (64) naming it, its objects as they were and no lease
+    taken; once a run is there (its `state/`), the prefix is the run's."""
+    url = s3_server.url(f"theirs-{tmp_path.name}")
+    store = ObjectStore.from_url(url, s3_server.env())
+    store.put("summary.json", b"their own file")
+    store.put("notes.txt", b"theirs too")
+    env = {**{k: v for k, v in CLEAN_ENV.items() if v is not None}, **s3_server.env()}
+    book = str(portfolio(tmp_path / "book.csv", 3))
+    done = CliRunner().invoke(cli, ["run", book, "--out", url], env=env, catch_exceptions=False)
+    assert done.exit_code == ExitCode.USAGE, done.output
+    assert f"{url} holds no batchval run but holds summary.json" in done.output
+    assert "give --out a prefix of its own" in done.output
+    assert sorted(store.list("")) == ["notes.txt", "summary.json"]
+    kept = store.get("summary.json")
+    assert kept is not None
+    assert kept[0] == b"their own file"
+    ours = s3_server.url(f"ours-{tmp_path.name}")
+    first = CliRunner().invoke(cli, ["run", book, "--out", ours], env=env, catch_exceptions=False)
+    assert first.exit_code == 0, first.output
+    again = CliRunner().invoke(cli, ["run", book, "--out", ours], env=env, catch_exceptions=False)
+    assert again.exit_code == 0, again.output

@@ -25,7 +25,7 @@ import os
 import signal
 import threading
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ from batchval.engine.names import DRY_RUN_NAME, LOG_NAME, WRITTEN_NAMES
 from batchval.outcome import RunRefusedError, StopReason
 from batchval.store.database import CHECKPOINT_NAME
 from batchval.store.lock import LOCK_NAME, DirLockedError, LockFileError, RunLock, refuse_link
+from batchval.store.replica import STATE
 
 log = structlog.get_logger()
 
@@ -94,14 +95,28 @@ def refuse_foreign_files(out: Path) -> None:
     `RUN_MARKS`) but a file at a name batchval writes (`names.WRITTEN_NAMES`):
     another program's `summary.json` is never overwritten. Other files (a `.gitkeep`, a
     README) are no matter."""
-    if not out.is_dir() or any((out / mark).exists() for mark in RUN_MARKS):
+    if out.is_dir():
+        _refuse_foreign(str(out), {path.name for path in out.iterdir()}, "a directory")
+
+
+def refuse_foreign_objects(place: str, keys: Iterable[str]) -> None:
+    """The same rule for a URL prefix, from its keys: a run's memory (`state/...`) or one
+    of `RUN_MARKS` makes it a run's; objects at the names batchval writes, without, are
+    another program's (64)."""
+    found = set(keys)
+    if not any(key.startswith(STATE) for key in found):
+        _refuse_foreign(place, {key for key in found if "/" not in key}, "a prefix")
+
+
+def _refuse_foreign(where: str, names: set[str], kind: str) -> None:
+    if any(mark in names for mark in RUN_MARKS):
         return
-    taken = [name for name in WRITTEN_NAMES if (out / name).exists() or (out / name).is_symlink()]
+    taken = [name for name in WRITTEN_NAMES if name in names]
     if taken:
         raise RunRefusedError(
             StopReason.REFUSED,
-            f"{out} holds no batchval run but holds {', '.join(taken)}, which a run would "
-            "overwrite: give --out a directory of its own (new or empty). Nothing was sent",
+            f"{where} holds no batchval run but holds {', '.join(taken)}, which a run would "
+            f"overwrite: give --out {kind} of its own (new or empty). Nothing was sent",
         )
 
 

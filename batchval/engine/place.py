@@ -44,7 +44,7 @@ from urllib.parse import unquote, urlsplit
 
 import structlog
 
-from batchval.engine.invocation import keep_privately
+from batchval.engine.invocation import keep_privately, refuse_foreign_objects
 from batchval.engine.names import LOG_NAME
 from batchval.outcome import ExitCode, RunRefusedError, SettingsError, StopReason
 from batchval.store.database import CHECKPOINT_NAME, Database
@@ -317,6 +317,7 @@ def opened(
     from batchval.store.objects import ObjectStoreError, ObjectStoreRefusedError
 
     objects.probe()
+    refuse_foreign_objects(place, objects.list(""))  # another program's objects, never a run's
     lease = Lease(
         objects,
         duration=lease_seconds,
