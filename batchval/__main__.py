@@ -2,6 +2,6 @@
 that knows only `sys.executable` (the Airflow operator, a venv not on PATH) runs the batchval
 installed beside it."""
 
-from batchval.cli import main
+from batchval.cli import console
 
-main()
+console()

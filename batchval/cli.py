@@ -732,5 +732,22 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
+def console() -> None:
+    """The console script (`batchval`, `python -m batchval`): `main`, then, when a read a
+    signal stopped is still at work in its thread (`engine/batches.watched`), the process
+    ends at once with the code `main` gave, its streams flushed: the interpreter cannot be
+    shut down under a thread inside native code, and the read is nothing to keep."""
+    try:
+        main()
+    except SystemExit as done:
+        from batchval.engine.batches import left_behind
+
+        if left_behind():
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(done.code if isinstance(done.code, int) else 0)
+        raise
+
+
 if __name__ == "__main__":
-    main()
+    console()

@@ -8,8 +8,10 @@ behaviour is the process's: a signal, `kill -9`, the lock a second run meets.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
+import sqlite3
 import subprocess
 from pathlib import Path
 
@@ -531,6 +533,37 @@ def test_sigterm_while_reading_exits_75(
     done = batchval(*args, env=env_for(served))
     assert done.returncode == 75  # --max-credits 0: read everything, send nothing
     assert outputs(out)[2]["rows"]["total"] == 20_000
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("during", [".batchval.lock", "checkpoint.sqlite"])
+def test_sigterm_within_one_long_read_is_honoured_at_once(
+    served: RunningSandbox, tmp_path: Path, during: str
+) -> None:
+    """SIGTERM while the input is being opened (once DIR's lock is there), or while its
+    one batch of 600,000 rows is being read (once the checkpoint is there): seconds of
+    work either way, and 75 at once, the read left behind, not after it: no row stored,
+    no batch logged, the process ended cleanly (issue 54, part 3)."""
+    source = portfolio(tmp_path / "book.csv", 600_000)
+    config = tmp_path / "config.yaml"
+    config.write_text("input: {batch_rows: 1000000}\n", encoding="utf-8")
+    out = tmp_path / "out"
+    args = ["run", str(source), "--out", str(out), "--config", str(config), "--max-credits", "0"]
+    with subprocess.Popen(
+        [BATCHVAL, *args], env=env_for(served), stderr=subprocess.PIPE, text=True
+    ) as running:
+        wait_until(lambda: (out / during).exists(), 60, f"the run to make {during}")
+        running.send_signal(signal.SIGTERM)
+        _, stderr = running.communicate(timeout=120)
+    assert running.returncode == 75, stderr
+    assert "interrupted by SIGTERM while reading the input" in stderr
+    assert '"valuations.ingest.batch"' not in stderr
+    assert "Traceback" not in stderr
+    assert "Fatal Python error" not in stderr
+    if during == "checkpoint.sqlite":  # the run's memory made, and no row in it
+        with contextlib.closing(sqlite3.connect(out / during)) as db:
+            assert db.execute("SELECT COUNT(*) FROM rows").fetchone() == (0,)
+    assert served.sandbox.ledger.requests == []
 
 
 @pytest.mark.slow

@@ -39,6 +39,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 import structlog
 
+from batchval.engine.batches import watched
 from batchval.engine.derived import remove_stale
 from batchval.engine.files import file_mode, write_json_atomic
 from batchval.engine.invocation import NotedSignals, last_defect, locked_dir
@@ -319,6 +320,7 @@ class FrontDoor(Generic[RequestT]):
 
     # The input is read for its postcodes alone (`open_input`'s `postcode_only`).
     postcode_only = False
+    name: str  # the command's (its log events' names), the product's to set
 
     def __init__(self, request: RequestT, *, embedded_api: EmbeddedApi | None = None) -> None:
         self.request = request
@@ -347,8 +349,14 @@ class FrontDoor(Generic[RequestT]):
         return file_fingerprint(self.request.input_path)
 
     def read_input(self) -> InputSource:
-        source = open_input(
-            self.request.input_path, self.settings.input, postcode_only=self.postcode_only
+        """The input opened (its layout found: a workbook may take minutes), a noted
+        signal honoured at once meanwhile (`watched`)."""
+        source = watched(
+            lambda: open_input(
+                self.request.input_path, self.settings.input, postcode_only=self.postcode_only
+            ),
+            lambda: self.signals.received,
+            self.name,
         )
         self.settings = self.settings.read_at(None if source.header is None else source.header.line)
         return source

@@ -173,9 +173,9 @@ def _private_file(text: str, suffix: str, folder: Path | None) -> Path:
 
 class NotedSignals:
     """A SIGTERM or SIGINT is only noted (`received`), and the command acts on it at its
-    next safe point: between two input batches, before sending, and while sending within
-    `engine/sending.NOTED_POLL_SECONDS`. Writing the outputs, which is short, always
-    finishes. The previous handlers come back at the end.
+    next safe point: at once while the input is read (`engine/batches.watched`), before
+    sending, and while sending within `engine/sending.NOTED_POLL_SECONDS`. Writing the
+    outputs, which is short, always finishes. The previous handlers come back at the end.
 
     Only the main thread can take signals: in another (Airflow's, Dagster's and Prefect's
     task threads) no handler is set, and the host stops the run its own way. The Python

@@ -7,7 +7,7 @@ stored, and the rest stored while the first are sent. `price_input` does the sam
 `ingest` into a throwaway checkpoint and counts, so that `run --dry-run` and `check`
 price an input alike. `read_batches` is run's reading on the engine's
 (`engine/batches`): every request rule, a lender's money and dates read beside the rows,
-a signal ending it between two batches, a fault of the input the run's refusal.
+a signal ending it at once (`engine/batches.watched`), a fault of the input the run's refusal.
 `refusal` is the verdict once the input is read (`input/refused`): most rows refused by
 validation, and nothing is sent.
 """
@@ -107,7 +107,7 @@ def ingest(
     interrupted: Callable[[], str | None] = lambda: None,
 ) -> None:
     """Read, validate and key every row of `source` into `checkpoint`, in one transaction;
-    a signal noted by `interrupted` ends it between two batches, and stores none."""
+    a signal noted by `interrupted` ends it at once, and stores none."""
     total = 0
     with checkpoint.rows.bulk():
         for batch in read_batches(source, interrupted=interrupted):
