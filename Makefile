@@ -194,18 +194,22 @@ dist: $(RUNTIME)
 # wheel `make dist` builds, with its `airflow` extra, not editable: a task moved to another
 # worker has no checkout, so the DAGs must run on the installed package alone (its provider
 # entry point, its data files), and they do: reinstalled whenever the package's files change.
+# Every package of that environment is pinned by examples/airflow/constraints.txt (its
+# header says why it stands in for Airflow's own constraints file, and how to refresh it).
 AIRFLOW_VENV ?= .airflow-venv
 AIRFLOW_VERSION ?= 3.3.2
-$(AIRFLOW_VENV)/.installed:
+AIRFLOW_CONSTRAINTS := examples/airflow/constraints.txt
+$(AIRFLOW_VENV)/.installed: $(AIRFLOW_CONSTRAINTS)
 	test -x $(AIRFLOW_VENV)/bin/python || $(PYTHON) -m venv $(AIRFLOW_VENV)
-	$(AIRFLOW_VENV)/bin/python -m pip install --quiet "apache-airflow==$(AIRFLOW_VERSION)"
+	$(AIRFLOW_VENV)/bin/python -m pip install --quiet -c $(AIRFLOW_CONSTRAINTS) \
+		"apache-airflow==$(AIRFLOW_VERSION)"
 	touch $@
 
 $(AIRFLOW_VENV)/.batchval: $(AIRFLOW_VENV)/.installed pyproject.toml $(shell find batchval -type f -not -path '*/__pycache__/*' 2>/dev/null)
 	$(MAKE) dist
 	$(AIRFLOW_VENV)/bin/python -m pip uninstall --quiet --yes batchval
-	$(AIRFLOW_VENV)/bin/pip install --quiet "$$(ls dist/batchval-*.whl)[airflow]" \
-		"apache-airflow==$(AIRFLOW_VERSION)"
+	$(AIRFLOW_VENV)/bin/pip install --quiet -c $(AIRFLOW_CONSTRAINTS) \
+		"$$(ls dist/batchval-*.whl)[airflow]" "apache-airflow==$(AIRFLOW_VERSION)"
 	touch $@
 
 airflow-check: $(STAMP) $(AIRFLOW_VENV)/.batchval
