@@ -1,0 +1,136 @@
+"""Every loan rolled forward by the UK House Price Index (`input/hpi`): monitoring of the
+whole book between valuations, never a valuation.
+
+A loan's base is its newest figure by the month it was made: the API's estimate (its
+month is its `indexedTo`; an estimate without one is no base), the lender's last valuation
+(the month of `last_valuation_date`) or the origination value (the month of
+`origination_date`); on a tie, in that order. Its value is moved by its local
+authority's index from the base's month to the index's latest month for that authority:
+
+    hpi_value = base x I(latest) / I(base month),    hpi_change = I(latest) / I(base month) - 1
+
+A base made in or after the latest month is its own value (`hpi_change` 0). A loan
+without a base, an authority, an authority in the index, the index of its base's month
+(a base before the authority's series began: authorities merged since 2019 have no old
+months) or of the latest month is not rolled (`basis` none, with its reason).
+
+The market-fall trigger (`market_fall`) compares the index, never an estimate: the fall
+of the loan's authority's index since the lender's own last valuation (else its
+origination), decided exactly in the decimals the file gives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from fractions import Fraction
+
+from batchval.input.hpi import HousePriceIndex, month_text
+
+BASES: tuple[str, ...] = ("avm", "last_valuation", "origination")
+# Why a loan is not rolled forward (`Rolled.reason`).
+NO_BASE = "no_base"
+NO_AUTHORITY = "no_authority"
+AUTHORITY_NOT_IN_INDEX = "authority_not_in_index"
+BASE_BEFORE_INDEX = "base_before_index"
+MONTH_MISSING = "month_missing"
+REASONS: tuple[str, ...] = (
+    NO_BASE,
+    NO_AUTHORITY,
+    AUTHORITY_NOT_IN_INDEX,
+    BASE_BEFORE_INDEX,
+    MONTH_MISSING,
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Base:
+    """The figure a loan is rolled forward from: which, how much, and its month
+    (`input/hpi.month_number`)."""
+
+    kind: str  # one of BASES
+    value: float
+    month: int
+
+
+def newest_base(
+    avm: tuple[float | None, int | None],
+    last_valuation: tuple[float | None, int | None],
+    origination: tuple[float | None, int | None],
+) -> Base | None:
+    """The newest of a loan's figures (each a value and its month, either None when it
+    has none) that has both a value above zero and a month; on a tie, the API's estimate,
+    then the last valuation, then the origination value."""
+    found = [
+        Base(kind, value, month)
+        for kind, (value, month) in zip(BASES, (avm, last_valuation, origination), strict=True)
+        if value is not None and value > 0 and month is not None
+    ]
+    if not found:
+        return None
+    newest = max(base.month for base in found)
+    return next(base for base in found if base.month == newest)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Rolled:
+    """One loan rolled forward, or why not (`reason`, with `basis` none)."""
+
+    value: float | None  # to the penny
+    basis: str  # one of BASES, or `none`
+    from_month: int | None
+    to_month: int | None
+    change: float | None  # I(to) / I(from) - 1: a rise is positive
+    reason: str | None = None
+
+    @property
+    def from_text(self) -> str | None:
+        return None if self.from_month is None else month_text(self.from_month)
+
+    @property
+    def to_text(self) -> str | None:
+        return None if self.to_month is None else month_text(self.to_month)
+
+
+def _not_rolled(reason: str) -> Rolled:
+    return Rolled(None, "none", None, None, None, reason)
+
+
+def roll_forward(index: HousePriceIndex, area: str | None, base: Base | None) -> Rolled:
+    """`base` moved by `area`'s index to its latest month (the module's rule)."""
+    if base is None:
+        return _not_rolled(NO_BASE)
+    if not area:
+        return _not_rolled(NO_AUTHORITY)
+    latest, first = index.latest_for(area), index.first_for(area)
+    if latest is None or first is None:
+        return _not_rolled(AUTHORITY_NOT_IN_INDEX)
+    if base.month >= latest:  # made in or after the index's latest month: as it is
+        return Rolled(round(base.value, 2), base.kind, base.month, base.month, 0.0)
+    if base.month < first:
+        return _not_rolled(BASE_BEFORE_INDEX)
+    start, end = index.level(area, base.month), index.level(area, latest)
+    if start is None or end is None:
+        return _not_rolled(MONTH_MISSING)
+    return Rolled(
+        round(base.value * end / start, 2), base.kind, base.month, latest, end / start - 1
+    )
+
+
+def market_fall(
+    index: HousePriceIndex, area: str | None, month: int | None, fall_share: float
+) -> bool | None:
+    """Whether `area`'s index fell by more than `fall_share` from `month` (the lender's
+    last valuation's, else the origination's) to its latest month: I(latest) / I(month)
+    < 1 - fall_share, exactly (a fall of exactly 10.0 % does not trigger at 0.10). None
+    when the index cannot say (no authority, no month, a month it has not)."""
+    if not area or month is None:
+        return None
+    latest = index.latest_for(area)
+    if latest is None:
+        return None
+    if month >= latest:
+        return False
+    start, end = index.level(area, month), index.level(area, latest)
+    if start is None or end is None:
+        return None
+    return Fraction(str(end)) / Fraction(str(start)) < 1 - Fraction(str(fall_share))

@@ -1,0 +1,193 @@
+"""The UK House Price Index read, and a loan rolled forward by it (issue 55, parts 1 to 4,
+the arithmetic): every figure checked against a hand computation from the file's own
+text, in decimals, by code that shares nothing with batchval's."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+from decimal import Decimal
+from pathlib import Path
+
+import polars as pl
+import pytest
+import ukhpi
+from support import ROOT
+
+from batchval.contract.indexation import (
+    AUTHORITY_NOT_IN_INDEX,
+    BASE_BEFORE_INDEX,
+    MONTH_MISSING,
+    NO_AUTHORITY,
+    NO_BASE,
+    Base,
+    market_fall,
+    newest_base,
+    roll_forward,
+)
+from batchval.input.hpi import (
+    month_number,
+    month_text,
+    parse_month,
+    read_postcode_directory,
+    read_ukhpi,
+)
+from batchval.input.options import InputError
+
+SAMPLE = ROOT / "sample_inputs" / "ukhpi_sample.csv"
+
+
+def test_the_sample_file_is_the_generators() -> None:
+    assert SAMPLE.read_text(encoding="utf-8") == ukhpi.sample_text()
+
+
+def by_hand() -> dict[tuple[str, str], Decimal]:
+    """(area, YYYY-MM) -> the index, as the file writes it."""
+    with SAMPLE.open(encoding="utf-8", newline="") as file:
+        rows = list(csv.DictReader(file))
+    found = {}
+    for row in rows:
+        _day, month, year = row["Date"].split("/")
+        found[(row["AreaCode"], f"{year}-{month}")] = Decimal(row["Index"])
+    return found
+
+
+def test_the_file_is_read_as_published() -> None:
+    index = read_ukhpi(SAMPLE)
+    written = by_hand()
+    assert index.latest == month_number(*ukhpi.LATEST)
+    assert set(index.levels) == set(ukhpi.AREAS)
+    assert index.names["W06000015"] == "Cardiff"
+    assert len(written) == sum(len(months) for months in index.levels.values())
+    for (area, month), level in written.items():
+        assert Decimal(str(index.level(area, parse_month(month) or 0))) == level
+    assert index.level(ukhpi.GAP_AREA, month_number(*ukhpi.GAP_MONTH)) is None
+    assert index.first_for(ukhpi.LATE_AREA) == month_number(*ukhpi.LATE_START)
+    assert index.to_json()["latest_month"] == "2026-09"
+
+
+@pytest.mark.parametrize(
+    ("text", "month"),
+    [("01/03/2024", "2024-03"), ("2024-03-01", "2024-03"), ("2024-03", "2024-03"),
+     (" 1/12/1995 ", "1995-12"), ("31/02/2024", None), ("March 2024", None), ("", None)],
+)  # fmt: skip
+def test_a_date_is_day_first_or_iso(text: str, month: str | None) -> None:
+    found = parse_month(text)
+    assert (None if found is None else month_text(found)) == month
+
+
+# Bases of every kind and age, in every authority: from 1 to 11 years before the latest
+# month, a base in the latest month and one after it.
+LATEST = month_number(*ukhpi.LATEST)
+AGES = [1, 7, 12, 30, 61, 119, 131, 0, -2]
+
+
+@pytest.mark.parametrize(("area", "age"), list(itertools.product(ukhpi.AREAS, AGES)))
+def test_every_loan_rolls_forward_to_the_penny(area: str, age: int) -> None:
+    index, written = read_ukhpi(SAMPLE), by_hand()
+    month = LATEST - age
+    value = 187_350.55
+    rolled = roll_forward(index, area, Base("last_valuation", value, month))
+    start = written.get((area, month_text(month)))
+    end = written[(area, month_text(LATEST))]
+    if age <= 0:  # made in or after the latest month: its own value, no change
+        assert (rolled.value, rolled.change, rolled.basis) == (value, 0.0, "last_valuation")
+        return
+    if start is None:
+        first = min(m for a, m in written if a == area)
+        reason = BASE_BEFORE_INDEX if month_text(month) < first else MONTH_MISSING
+        assert (rolled.value, rolled.basis, rolled.reason) == (None, "none", reason)
+        return
+    expected = Decimal(str(value)) * end / start
+    assert rolled.value is not None
+    assert abs(Decimal(str(rolled.value)) - expected) <= Decimal("0.005"), (rolled, expected)
+    assert rolled.change is not None
+    assert abs(Decimal(str(rolled.change)) - (end / start - 1)) < Decimal("1e-12")
+    assert (rolled.from_text, rolled.to_text) == (month_text(month), "2026-09")
+
+
+def test_a_gap_and_a_late_series_are_reasons_not_figures() -> None:
+    index = read_ukhpi(SAMPLE)
+    gap = roll_forward(index, ukhpi.GAP_AREA, Base("avm", 1.0, month_number(*ukhpi.GAP_MONTH)))
+    assert gap.reason == MONTH_MISSING
+    early = roll_forward(index, ukhpi.LATE_AREA, Base("origination", 1.0, month_number(2019, 1)))
+    assert early.reason == BASE_BEFORE_INDEX
+    assert roll_forward(index, "E07000999", Base("avm", 1.0, 1)).reason == AUTHORITY_NOT_IN_INDEX
+    assert roll_forward(index, None, Base("avm", 1.0, 1)).reason == NO_AUTHORITY
+    assert roll_forward(index, "E09000033", None).reason == NO_BASE
+
+
+def test_the_newest_figure_is_the_base() -> None:
+    assert newest_base((250_000, 300), (240_000, 310), (200_000, 250)) == Base(
+        "last_valuation", 240_000, 310
+    )
+    assert newest_base((250_000, 310), (240_000, 310), (None, None)) == Base("avm", 250_000, 310)
+    assert newest_base((250_000, None), (None, 300), (200_000, 250)) == Base(
+        "origination", 200_000, 250
+    )  # an estimate without its month, a valuation without its value: no base
+    assert newest_base((0, 300), (None, None), (None, None)) is None
+
+
+def index_of(tmp_path: Path, rows: list[tuple[str, str, str]]) -> Path:
+    path = tmp_path / "ukhpi.csv"
+    lines = ["Date,RegionName,AreaCode,Index"] + [f"{d},Somewhere,{a},{i}" for d, a, i in rows]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_the_market_fall_is_decided_exactly(tmp_path: Path) -> None:
+    """From 100 to exactly 90.00 is a fall of 10.0 %: no trigger at 0.10; to 88.00 it is."""
+    path = index_of(
+        tmp_path,
+        [("2020-01-01", "E1", "100.00"), ("2026-09-01", "E1", "90.00"),
+         ("2020-01-01", "E2", "100.00"), ("2026-09-01", "E2", "88.00"),
+         ("2020-01-01", "E3", "73.30"), ("2026-09-01", "E3", "65.97")],
+    )  # fmt: skip
+    index = read_ukhpi(path)
+    start = month_number(2020, 1)
+    assert market_fall(index, "E1", start, 0.10) is False
+    assert market_fall(index, "E2", start, 0.10) is True
+    assert market_fall(index, "E3", start, 0.10) is False  # 65.97 / 73.30 is 0.9 exactly
+    assert market_fall(index, "E2", month_number(2026, 9), 0.10) is False
+    assert market_fall(index, "E2", month_number(2021, 1), 0.10) is None  # a month it has not
+    assert market_fall(index, None, start, 0.10) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("Date,AreaCode,Index\n01/01/2020,E1,100\n", "it has no column 'RegionName'"),
+        ("Date,RegionName,AreaCode,Index\n01/01/2020,X,E1,100\nJan 2020,X,E1,101\n",
+         "line 3: Date 'Jan 2020' is not a day of a month"),
+        ("Date,RegionName,AreaCode,Index\n01/01/2020,X,E1,0\n",
+         "line 2: Index '0' is not a number above 0"),
+        ("Date,RegionName,AreaCode,Index\n01/01/2020,X,E1,100\n2020-01-01,X,E1,101\n",
+         "line 3: E1 2020-01 is given twice, with two figures"),
+        ("Date,RegionName,AreaCode,Index\n01/01/2020,X,,100\n", "line 2: no AreaCode"),
+    ],
+)  # fmt: skip
+def test_a_file_that_cannot_be_used_names_its_line(tmp_path: Path, text: str, said: str) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(InputError) as refused:
+        read_ukhpi(path)
+    assert said in str(refused.value)
+
+
+def test_the_postcode_directory_first_wins_and_repeats_are_counted(tmp_path: Path) -> None:
+    path = tmp_path / "onspd.csv"
+    path.write_text(
+        "pcd,pcds,oslaua,lat\n"
+        "SW1A2AA,SW1A 2AA,E09000033,51.5\n"
+        "M11AE,m1  1ae,E08000003,53.4\n"
+        "SW1A2AA,SW1A2AA,E09000099,51.5\n"  # repeated: the first is kept
+        "XX,not a postcode,E1,0\n"
+        "LS62AB,LS6 2AB,,53.8\n",  # no authority: left out
+        encoding="utf-8",
+    )
+    directory = read_postcode_directory(path)
+    assert directory.repeated == 1
+    asked = pl.Series(["M1 1AE", "SW1A 2AA", "LS6 2AB", "CF10 1AA"])
+    assert directory.authorities(asked).to_list() == ["E08000003", "E09000033", None, None]
+    with pytest.raises(InputError, match="it has no column 'pcds_x'"):
+        read_postcode_directory(path, postcode_column="pcds_x")

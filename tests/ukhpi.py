@@ -1,0 +1,74 @@
+"""A small UK House Price Index full file with known figures, as HM Land Registry lays it
+out (day-first dates, the index beside columns batchval does not read), for the tests of
+the roll-forward (issue 55). `sample_inputs/ukhpi_sample.csv` is `sample_text()` as
+committed (a test holds the two together): every authority from January 2015 to
+September 2026, but `GAP_AREA`, which lacks `GAP_MONTH`, and `LATE_AREA`, whose series
+begins in `LATE_START` (an authority made in 2020 has no older months).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import random
+
+# ONS codes and names of real authorities (the figures are made up).
+AREAS: dict[str, str] = {
+    "E09000033": "Westminster",
+    "E08000003": "Manchester",
+    "E08000035": "Leeds",
+    "W06000015": "Cardiff",
+    "E06000023": "Bristol, City of",
+    "E08000021": "Newcastle upon Tyne",
+    "E07000178": "Oxford",
+    "E06000060": "Buckinghamshire",
+}
+FIRST = (2015, 1)
+LATEST = (2026, 9)
+GAP_AREA, GAP_MONTH = "E08000021", (2021, 6)
+LATE_AREA, LATE_START = "E06000060", (2020, 4)
+HEADER = (
+    "Date",
+    "RegionName",
+    "AreaCode",
+    "AveragePrice",
+    "Index",
+    "IndexSA",
+    "1m%Change",
+    "12m%Change",
+    "SalesVolume",
+)
+
+
+def months() -> list[tuple[int, int]]:
+    found, (year, month) = [], FIRST
+    while (year, month) <= LATEST:
+        found.append((year, month))
+        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+    return found
+
+
+def sample_text() -> str:
+    """The file's text: each authority's index a seeded walk, to two decimals."""
+    draws = random.Random(55)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(HEADER)
+    for code, name in AREAS.items():
+        level = draws.uniform(62.0, 80.0)
+        for year, month in months():
+            level *= 1 + draws.gauss(0.0035, 0.008)
+            if (code, (year, month)) == (GAP_AREA, GAP_MONTH):
+                continue
+            if code == LATE_AREA and (year, month) < LATE_START:
+                continue
+            price = round(level * 2_900)
+            writer.writerow(
+                (f"01/{month:02d}/{year}", name, code, price, f"{level:.2f}", f"{level:.2f}",
+                 "0.4", "3.1", draws.randint(40, 900))
+            )  # fmt: skip
+    return out.getvalue()
+
+
+if __name__ == "__main__":
+    print(sample_text(), end="")
