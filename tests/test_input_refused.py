@@ -144,6 +144,28 @@ def test_every_row_refused_exits_65_and_sends_nothing(
     assert served.sandbox.ledger.requests == []
 
 
+def test_a_lender_column_s_refusals_count_in_the_first_invocation_too(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
+    """4 of 10 rows refused by a request rule and 2 more by a loan balance that is no
+    amount: 6 of 10, over the half, on the first invocation as on the next (the first
+    once counted 4, sent, and the next refused the same file)."""
+    source = tmp_path / "book.csv"
+    with source.open("w", newline="", encoding="utf-8") as file:
+        out = csv.writer(file)
+        out.writerow(["loan_id", "postcode", "property_type", "bedrooms", "loan_balance"])
+        for n in range(10):
+            kind = "castle" if n < 4 else "flat"
+            balance = "about 400k" if n in (4, 5) else "150000"
+            out.writerow([f"L{n}", "SW1A 2AA", kind, 2, balance])
+    out_dir = tmp_path / "out"
+    for _ in range(2):
+        done = batchval("run", str(source), "--out", str(out_dir), env=env_for(served))
+        assert done.returncode == 65, done.stderr
+        assert "refused 6 of 10 rows" in done.stderr
+    assert valuations_posted(served) == 0
+
+
 @pytest.mark.slow
 def test_refused_rows_after_good_ones_are_refused_before_any_call(
     served: RunningSandbox, tmp_path: Path, batchval: InProcess

@@ -620,8 +620,8 @@ class InputSource:
         validate.OUTPUT_SCHEMA), their pass-through columns, typed, and their lines; with
         `lender`, a lender's money and dates among them read (what LTVs need: its caller
         says); with `every_column` (`split`), every column in order, a CSV's request fields
-        as the text read; without `riding`, no pass-through column (what validation makes
-        of the rows, and no more). The rows of the table that are not loans
+        as the text read; without `riding`, no pass-through column but a lender's (what
+        validation makes of the rows, and no more). The rows of the table that are not loans
         (`read_as.not_loans`) are left out.
 
         Raises InputError when the file turns out unreadable part way (truncated,
@@ -633,10 +633,14 @@ class InputSource:
         if every_column:  # a shard read again must make the same requests
             as_text = fields if isinstance(self._table, _CsvTable) else []
             typed_names = [c for c in self.columns if c not in as_text]
-        # A lender's money and dates, read when asked (a shard keeps its values as read).
+        # A lender's money and dates, read when asked (a shard keeps its values as read);
+        # without `riding` (a pass that counts refusals), those columns alone: a value
+        # that cannot be read is a refusal there as it is when the rows are stored.
         kinds = {}
-        if lender and riding and not every_column:
+        if lender and not every_column:
             kinds = lender_kinds(self.passthrough, self._options.columns)
+            if not riding:
+                typed_names = [name for name in self.passthrough if name in kinds]
         done = 0
         asked = _Asked(fields, self._options.batch_rows, typed_names, include)
         for raw, typed in self._table.raw_batches(asked):
