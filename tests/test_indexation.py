@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import itertools
+import random
 from decimal import Decimal
 from pathlib import Path
 
@@ -17,6 +18,8 @@ from support import ROOT
 from batchval.contract.indexation import (
     AUTHORITY_NOT_IN_INDEX,
     BASE_BEFORE_INDEX,
+    BASES,
+    LOAN_COLUMNS,
     MONTH_MISSING,
     NO_AUTHORITY,
     NO_BASE,
@@ -24,6 +27,7 @@ from batchval.contract.indexation import (
     market_fall,
     newest_base,
     roll_forward,
+    roll_forward_frame,
 )
 from batchval.input.hpi import (
     month_number,
@@ -191,3 +195,44 @@ def test_the_postcode_directory_first_wins_and_repeats_are_counted(tmp_path: Pat
     assert directory.authorities(asked).to_list() == ["E08000003", "E09000033", None, None]
     with pytest.raises(InputError, match="it has no column 'pcds_x'"):
         read_postcode_directory(path, postcode_column="pcds_x")
+
+
+LOANS_SCHEMA = {
+    name: pl.String if name == "authority" else pl.Float64 if name.endswith("value") else pl.Int32
+    for name in LOAN_COLUMNS
+}
+
+
+def test_the_whole_book_at_once_agrees_with_one_loan_at_a_time() -> None:
+    """`roll_forward_frame` over loans of every kind (no base, no authority, one the index
+    has not, a base in a gap, before a late series, after the latest month, ties between
+    bases) gives, loan by loan, what `roll_forward` gives."""
+    index = read_ukhpi(SAMPLE)
+    draws = random.Random(7)
+    areas = [*ukhpi.AREAS, "E07000999", None, ""]
+    rows: list[dict[str, object]] = []
+    for _ in range(3_000):
+        row: dict[str, object] = {"authority": draws.choice(areas)}
+        for kind in BASES:
+            has = draws.random() < 0.6
+            row[f"{kind}_value"] = (
+                draws.choice([0.0, 125_000.0, 99_999.99, 310_500.5]) if has else None
+            )
+            row[f"{kind}_month"] = LATEST - draws.randint(-3, 140) if draws.random() < 0.8 else None
+        rows.append(row)
+    gap = {"authority": ukhpi.GAP_AREA, "avm_value": 1e5}
+    rows.append({**gap, "avm_month": month_number(*ukhpi.GAP_MONTH)})
+    loans = pl.DataFrame(rows, schema=LOANS_SCHEMA)
+    frame = roll_forward_frame(index, loans)
+    assert frame.height == loans.height
+    for row, got in zip(rows, frame.iter_rows(named=True), strict=True):
+        base = newest_base(*((row.get(f"{k}_value"), row.get(f"{k}_month")) for k in BASES))  # type: ignore[arg-type]
+        one = roll_forward(index, row["authority"] or None, base)  # type: ignore[arg-type]
+        assert (got["hpi_basis"], got["hpi_reason"]) == (one.basis, one.reason), (row, got, one)
+        assert (got["hpi_from"], got["hpi_to"]) == (one.from_month, one.to_month)
+        if one.value is None:
+            assert got["hpi_value"] is None
+        else:
+            assert abs(got["hpi_value"] - one.value) <= 0.01
+            assert one.change is not None
+            assert abs(got["hpi_change"] - one.change) < 1e-12

@@ -24,6 +24,8 @@ from __future__ import annotations
 import dataclasses
 from fractions import Fraction
 
+import polars as pl
+
 from batchval.input.hpi import HousePriceIndex, month_text
 
 BASES: tuple[str, ...] = ("avm", "last_valuation", "origination")
@@ -134,3 +136,93 @@ def market_fall(
     if start is None or end is None:
         return None
     return Fraction(str(end)) / Fraction(str(start)) < 1 - Fraction(str(fall_share))
+
+
+# The columns `roll_forward_frame` reads: each base's value and month (`month_number`;
+# null where the loan has none), and the loan's authority.
+LOAN_COLUMNS: tuple[str, ...] = (
+    "authority",
+    *(f"{kind}_{part}" for kind in BASES for part in ("value", "month")),
+)
+
+
+def roll_forward_frame(index: HousePriceIndex, loans: pl.DataFrame) -> pl.DataFrame:
+    """`roll_forward` of every loan of `loans` (`LOAN_COLUMNS`) at once, in its order:
+    `hpi_value`, `hpi_basis`, `hpi_from`, `hpi_to` (`month_number`s), `hpi_change`,
+    `hpi_reason`. Two joins with the index's table, never a loop a loan: a million loans
+    in about a second."""
+    table = index.frame()
+    valid = [
+        pl.col(f"{kind}_value").is_not_null()
+        & (pl.col(f"{kind}_value") > 0)
+        & pl.col(f"{kind}_month").is_not_null()
+        for kind in BASES
+    ]
+    months = [
+        pl.when(ok).then(pl.col(f"{kind}_month")) for ok, kind in zip(valid, BASES, strict=True)
+    ]
+    newest = pl.max_horizontal(months)
+    # The first kind, in BASES's order, whose month is the newest: the base.
+    chosen = pl.coalesce(
+        [
+            pl.when(ok & (pl.col(f"{kind}_month") == newest)).then(pl.lit(kind))
+            for ok, kind in zip(valid, BASES, strict=True)
+        ]
+    )
+    based = (
+        loans.select(LOAN_COLUMNS)
+        .with_row_index("_at")
+        .with_columns(_kind=chosen, _month=newest.cast(pl.Int32))
+    )
+    based = based.with_columns(
+        _value=pl.coalesce(
+            [pl.when(pl.col("_kind") == kind).then(pl.col(f"{kind}_value")) for kind in BASES]
+        ).cast(pl.Float64)
+    )
+    ends = table.select("area", "first", "latest", "latest_level").unique("area")
+    starts = table.select(pl.col("area"), pl.col("month").alias("_month"), pl.col("level"))
+    joined = based.join(
+        ends, left_on="authority", right_on="area", how="left", maintain_order="left"
+    ).join(
+        starts,
+        left_on=["authority", "_month"],
+        right_on=["area", "_month"],
+        how="left",
+        maintain_order="left",
+    )
+    reason = (
+        pl.when(pl.col("_kind").is_null())
+        .then(pl.lit(NO_BASE))
+        .when(pl.col("authority").is_null() | (pl.col("authority") == ""))
+        .then(pl.lit(NO_AUTHORITY))
+        .when(pl.col("latest").is_null())
+        .then(pl.lit(AUTHORITY_NOT_IN_INDEX))
+        .when(pl.col("_month") >= pl.col("latest"))
+        .then(pl.lit(None, pl.String))
+        .when(pl.col("_month") < pl.col("first"))
+        .then(pl.lit(BASE_BEFORE_INDEX))
+        .when(pl.col("level").is_null())
+        .then(pl.lit(MONTH_MISSING))
+    )
+    kept = pl.col("_month") >= pl.col("latest")  # in or after the latest month: as it is
+    ratio = pl.col("latest_level") / pl.col("level")
+    return joined.with_columns(hpi_reason=reason).select(
+        hpi_value=pl.when(pl.col("hpi_reason").is_not_null())
+        .then(None)
+        .when(kept)
+        .then(pl.col("_value").round(2))
+        .otherwise((pl.col("_value") * ratio).round(2)),
+        hpi_basis=pl.when(pl.col("hpi_reason").is_null())
+        .then(pl.col("_kind"))
+        .otherwise(pl.lit("none")),
+        hpi_from=pl.when(pl.col("hpi_reason").is_null()).then(pl.col("_month")),
+        hpi_to=pl.when(pl.col("hpi_reason").is_null()).then(
+            pl.when(kept).then(pl.col("_month")).otherwise(pl.col("latest"))
+        ),
+        hpi_change=pl.when(pl.col("hpi_reason").is_not_null())
+        .then(None)
+        .when(kept)
+        .then(pl.lit(0.0))
+        .otherwise(ratio - 1),
+        hpi_reason=pl.col("hpi_reason"),
+    )

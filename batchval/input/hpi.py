@@ -99,6 +99,25 @@ class HousePriceIndex:
     def level(self, area: str, month: int) -> float | None:
         return self.levels.get(area, {}).get(month)
 
+    def frame(self) -> pl.DataFrame:
+        """The index as a table: `area`, `month` (`month_number`), `level`; with each
+        area's `first` and `latest` month and its `latest_level` on every line."""
+        areas, months, levels = [], [], []
+        for area, by_month in self.levels.items():
+            areas += [area] * len(by_month)
+            months += list(by_month)
+            levels += list(by_month.values())
+        table = pl.DataFrame(
+            {"area": areas, "month": months, "level": levels},
+            schema={"area": pl.String, "month": pl.Int32, "level": pl.Float64},
+        )
+        ends = table.group_by("area").agg(
+            first=pl.col("month").min(),
+            latest=pl.col("month").max(),
+            latest_level=pl.col("level").sort_by("month").last(),
+        )
+        return table.join(ends, on="area")
+
     def to_json(self) -> dict[str, object]:
         """What the manifest says of the file: its hash, size and newest month."""
         latest = self.latest
