@@ -24,6 +24,7 @@ from batchval.contract.indexation import (
     NO_AUTHORITY,
     NO_BASE,
     Base,
+    authorities,
     market_fall,
     newest_base,
     roll_forward,
@@ -236,3 +237,30 @@ def test_the_whole_book_at_once_agrees_with_one_loan_at_a_time() -> None:
             assert abs(got["hpi_value"] - one.value) <= 0.01
             assert one.change is not None
             assert abs(got["hpi_change"] - one.change) < 1e-12
+
+
+def test_a_loan_s_authority_is_its_own_then_the_directory_s_then_its_sector_s(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "onspd.csv"
+    path.write_text("pcds,oslaua\nSW1A 2AA,E09000033\nM1 1AE,E08000099\n", encoding="utf-8")
+    directory = read_postcode_directory(path)
+    postcode = pl.Series(
+        ["M1 1AE", "SW1A 2AA", "LS6 2AB", "LS6 2XY", "LS6 2ZZ", "LS6 2QQ", "CF10 1AA", None]
+    )
+    own = pl.Series(
+        ["E08000003", None, "E08000035", "E08000035", "E08000036", None, None, None],
+        dtype=pl.String,
+    )
+    found = authorities(postcode, own, directory).to_list()
+    assert found == [
+        "E08000003",  # its own valuation's, over the directory's
+        "E09000033",  # the directory's
+        "E08000035",
+        "E08000035",
+        "E08000036",
+        "E08000035",  # LS6 2: two loans of E08000035, one of E08000036
+        None,  # nothing knows CF10 1
+        None,
+    ]
+    assert authorities(postcode, own).to_list()[1] is None  # no directory, no neighbour

@@ -14,6 +14,9 @@ without a base, an authority, an authority in the index, the index of its base's
 (a base before the authority's series began: authorities merged since 2019 have no old
 months) or of the latest month is not rolled (`basis` none, with its reason).
 
+A loan's authority (`authorities`) is its own valuation's, else the postcode directory's,
+else the one most loans of its postcode sector were given by their own valuations.
+
 The market-fall trigger (`market_fall`) compares the index, never an estimate: the fall
 of the loan's authority's index since the lender's own last valuation (else its
 origination), decided exactly in the decimals the file gives.
@@ -26,7 +29,7 @@ from fractions import Fraction
 
 import polars as pl
 
-from batchval.input.hpi import HousePriceIndex, month_text
+from batchval.input.hpi import HousePriceIndex, PostcodeAuthorities, month_text
 
 BASES: tuple[str, ...] = ("avm", "last_valuation", "origination")
 # Why a loan is not rolled forward (`Rolled.reason`).
@@ -226,3 +229,31 @@ def roll_forward_frame(index: HousePriceIndex, loans: pl.DataFrame) -> pl.DataFr
         .otherwise(ratio - 1),
         hpi_reason=pl.col("hpi_reason"),
     )
+
+
+def authorities(
+    postcode: pl.Series, own: pl.Series, directory: PostcodeAuthorities | None = None
+) -> pl.Series:
+    """Each loan's local authority, in order: its own valuation's (`location.localAuthority`,
+    `own`), else the postcode directory's for its postcode (normal form), else the one
+    most of the other loans of its postcode sector have of their own (on a tie, the lowest
+    code), else null."""
+    loans = pl.DataFrame({"postcode": postcode.cast(pl.String), "own": own.cast(pl.String)})
+    loans = loans.with_columns(
+        own=pl.when(pl.col("own").str.len_chars() > 0).then(pl.col("own")),
+        sector=pl.col("postcode").str.head(-2),
+    )
+    found = pl.col("own")
+    if directory is not None:
+        loans = loans.with_columns(listed=directory.authorities(loans["postcode"]))
+        found = pl.coalesce(found, pl.col("listed"))
+    neighbours = (
+        loans.filter(pl.col("own").is_not_null() & pl.col("sector").is_not_null())
+        .group_by("sector", "own")
+        .len()
+        .sort(["sector", "len", "own"], descending=[False, True, False])
+        .unique("sector", keep="first", maintain_order=True)
+        .select("sector", neighbour=pl.col("own"))
+    )
+    loans = loans.join(neighbours, on="sector", how="left", maintain_order="left")
+    return loans.select(authority=pl.coalesce(found, pl.col("neighbour")))["authority"]
