@@ -5,12 +5,14 @@ text, in decimals, by code that shares nothing with batchval's."""
 from __future__ import annotations
 
 import csv
+import datetime as dt
 import itertools
 import random
 from decimal import Decimal
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
 import pytest
 import ukhpi
 from support import ROOT
@@ -19,12 +21,14 @@ from batchval.contract.indexation import (
     AUTHORITY_NOT_IN_INDEX,
     BASE_BEFORE_INDEX,
     BASES,
+    INDEX_COLUMNS,
     LOAN_COLUMNS,
     MONTH_MISSING,
     NO_AUTHORITY,
     NO_BASE,
     Base,
     authorities,
+    indexed_results,
     market_fall,
     newest_base,
     roll_forward,
@@ -264,3 +268,71 @@ def test_a_loan_s_authority_is_its_own_then_the_directory_s_then_its_sector_s(
         None,
     ]
     assert authorities(postcode, own).to_list()[1] is None  # no directory, no neighbour
+
+
+def results_table(rows: list[dict[str, object]]) -> pa.Table:
+    """Rows as results.parquet types them (a lender's money as numbers, dates as dates)."""
+    return pa.table(
+        {
+            "source": pa.array([r["source"] for r in rows], pa.string()),
+            "estimate": pa.array([r.get("estimate") for r in rows], pa.int64()),
+            "indexed_to": pa.array([r.get("indexed_to") for r in rows], pa.string()),
+            "local_authority": pa.array([r.get("authority") for r in rows], pa.string()),
+            "input_postcode": pa.array([r.get("postcode") for r in rows], pa.string()),
+            "Curr Bal": pa.array([r.get("balance") for r in rows], pa.float64()),
+            "Last Val": pa.array([r.get("last") for r in rows], pa.float64()),
+            "Last Val Date": pa.array([r.get("last_day") for r in rows], pa.date32()),
+            "Orig Val": pa.array([r.get("origination") for r in rows], pa.float64()),
+            "Orig Date": pa.array([r.get("origination_day") for r in rows], pa.date32()),
+        }
+    )
+
+
+LENDER = {
+    "loan_balance": "Curr Bal",
+    "last_valuation": "Last Val",
+    "last_valuation_date": "Last Val Date",
+    "origination_value": "Orig Val",
+    "origination_date": "Orig Date",
+}
+
+
+def test_results_gain_the_index_columns_by_the_rules() -> None:
+    """Tonight's valuation is `avm`; a carried one rolled forward `avm_indexed`; a loan
+    with only the lender's figures `indexed`; none of them `none` with a reason; the
+    LTV on the rolled value and the market fall since the lender's own valuation."""
+    index, written = read_ukhpi(SAMPLE), by_hand()
+    latest = written[("E08000003", "2026-09")]
+    rows: list[dict[str, object]] = [
+        {"source": "api", "estimate": 250_000, "indexed_to": "2026-09", "authority": "E08000003",
+         "postcode": "M1 1AE", "balance": 125_000.0},
+        {"source": "book", "estimate": 200_000, "indexed_to": "2021-03", "authority": "E08000003",
+         "postcode": "M1 1AE", "balance": 100_000.0, "last": 180_000.0,
+         "last_day": dt.date(2019, 5, 20)},
+        {"source": "none", "postcode": "M1 1AE", "balance": 90_000.0, "origination": 150_000.0,
+         "origination_day": dt.date(2018, 2, 1)},
+        {"source": "none", "postcode": "CF10 1AA", "balance": 90_000.0, "origination": 1e5,
+         "origination_day": dt.date(2018, 2, 1)},
+        {"source": "none", "postcode": "M1 1AE", "balance": 90_000.0},
+    ]  # fmt: skip
+    table = indexed_results(results_table(rows), index, lender=LENDER, fall_share=0.10)
+    assert table.column_names[-len(INDEX_COLUMNS) :] == list(INDEX_COLUMNS)
+    got = table.select(list(INDEX_COLUMNS)).to_pylist()
+    methods = ["avm", "avm_indexed", "indexed", "none", "none"]
+    assert [g["value_method"] for g in got] == methods
+    assert [g["hpi_basis"] for g in got] == ["avm", "avm", "origination", "none", "none"]
+    assert got[0]["hpi_value"] == 250_000
+    assert got[0]["hpi_change"] == 0.0
+    carried = Decimal(200_000) * latest / written[("E08000003", "2021-03")]
+    assert abs(Decimal(str(got[1]["hpi_value"])) - carried) <= Decimal("0.005")
+    assert (got[1]["hpi_from"], got[1]["hpi_to"]) == ("2021-03", "2026-09")
+    assert got[1]["hpi_ltv"] == pytest.approx(100_000 / float(carried))
+    # The third loan's authority is its sector's (two loans of M1 1 were given E08000003).
+    lent = Decimal(150_000) * latest / written[("E08000003", "2018-02")]
+    assert abs(Decimal(str(got[2]["hpi_value"])) - lent) <= Decimal("0.005")
+    assert (got[3]["hpi_reason"], got[3]["hpi_value"]) == ("no_authority", None)
+    assert (got[4]["hpi_reason"], got[4]["hpi_value"]) == ("no_base", None)
+    fell = latest / written[("E08000003", "2019-05")] < Decimal("0.9")
+    assert got[1]["trigger_market_fall"] is fell
+    assert got[0]["trigger_market_fall"] is None  # no lender date to measure from
+    assert got[3]["trigger_market_fall"] is None

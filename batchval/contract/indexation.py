@@ -25,9 +25,11 @@ origination), decided exactly in the decimals the file gives.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from fractions import Fraction
 
 import polars as pl
+import pyarrow as pa
 
 from batchval.input.hpi import HousePriceIndex, PostcodeAuthorities, month_text
 
@@ -257,3 +259,131 @@ def authorities(
     )
     loans = loans.join(neighbours, on="sector", how="left", maintain_order="left")
     return loans.select(authority=pl.coalesce(found, pl.col("neighbour")))["authority"]
+
+
+# The columns `indexed_results` adds to results.parquet, in order.
+INDEX_COLUMNS: tuple[str, ...] = (
+    "hpi_value",
+    "hpi_ltv",
+    "hpi_basis",
+    "hpi_from",
+    "hpi_to",
+    "hpi_change",
+    "hpi_reason",
+    "value_method",
+    "trigger_market_fall",
+)
+# `value_method`: valued tonight; carried from the book and rolled forward; rolled forward
+# from the lender's own figures; neither.
+VALUE_METHODS: tuple[str, ...] = ("avm", "avm_indexed", "indexed", "none")
+
+
+def indexed_results(
+    rows: pa.Table,
+    index: HousePriceIndex,
+    *,
+    lender: Mapping[str, str],
+    fall_share: float,
+    directory: PostcodeAuthorities | None = None,
+    postcode_column: str = "input_postcode",
+) -> pa.Table:
+    """`rows` of results.parquet (valued tonight, `source` api; carried from the book,
+    `source` book; or a loan with no valuation, its estimate null) with `INDEX_COLUMNS`
+    added: each loan's authority (`authorities`), its newest base among its estimate (at
+    its `indexed_to`) and the lender's figures (`lender`: field -> column), rolled forward
+    (`roll_forward_frame`), its LTV on that value, its `value_method`, and the market-fall
+    trigger since its last valuation (else its origination). Dates and amounts are read
+    as results.parquet types them, or from text (a DIR of an older batchval)."""
+    frame = pl.from_arrow(rows)
+    assert isinstance(frame, pl.DataFrame)  # a Table always gives a DataFrame
+
+    def given(field: str) -> str | None:
+        name = lender.get(field)
+        return name if name is not None and name in frame.columns else None
+
+    def amount(field: str) -> pl.Expr:
+        name = given(field)
+        if name is None:
+            return pl.lit(None, pl.Float64)
+        if frame.schema[name].is_numeric():
+            return pl.col(name).cast(pl.Float64)
+        text = pl.col(name).cast(pl.String).str.replace_all(r"[£,\s]", "")
+        return text.cast(pl.Float64, strict=False)
+
+    def month(field: str) -> pl.Expr:
+        name = given(field)
+        if name is None:
+            return pl.lit(None, pl.Int32)
+        day = pl.col(name)
+        if not frame.schema[name].is_temporal():
+            day = day.cast(pl.String).str.slice(0, 10).str.to_date("%Y-%m-%d", strict=False)
+        return (day.dt.year() * 12 + day.dt.month() - 1).cast(pl.Int32)
+
+    indexed_to = (pl.col("indexed_to") + "-01").str.to_date("%Y-%m-%d", strict=False)
+    no_text = pl.Series([None] * frame.height, dtype=pl.String)
+    own = frame["local_authority"] if "local_authority" in frame.columns else no_text
+    postcode = frame[postcode_column] if postcode_column in frame.columns else no_text
+    loans = frame.select(
+        authority=authorities(postcode, own, directory),
+        avm_value=pl.col("estimate").cast(pl.Float64),
+        avm_month=(indexed_to.dt.year() * 12 + indexed_to.dt.month() - 1).cast(pl.Int32),
+        last_valuation_value=amount("last_valuation"),
+        last_valuation_month=month("last_valuation_date"),
+        origination_value=amount("origination_value"),
+        origination_month=month("origination_date"),
+        balance=amount("loan_balance"),
+        fall_from=pl.coalesce(month("last_valuation_date"), month("origination_date")),
+        source=pl.col("source") if "source" in frame.columns else pl.lit("api"),
+    )
+    rolled = roll_forward_frame(index, loans)
+    falls = _market_falls(index, loans.select("authority", "fall_from"), fall_share)
+    added = pl.concat(
+        [loans.select("balance", "source", "avm_value"), rolled, falls], how="horizontal"
+    )
+    added = added.select(
+        hpi_value=pl.col("hpi_value"),
+        hpi_ltv=pl.col("balance") / pl.col("hpi_value"),
+        hpi_basis=pl.col("hpi_basis"),
+        hpi_from=_month_text(pl.col("hpi_from")),
+        hpi_to=_month_text(pl.col("hpi_to")),
+        hpi_change=pl.col("hpi_change"),
+        hpi_reason=pl.col("hpi_reason"),
+        value_method=pl.when((pl.col("source") == "api") & pl.col("avm_value").is_not_null())
+        .then(pl.lit("avm"))
+        .when(pl.col("hpi_basis") == "avm")
+        .then(pl.lit("avm_indexed"))
+        .when(pl.col("hpi_basis").is_in(["last_valuation", "origination"]))
+        .then(pl.lit("indexed"))
+        .otherwise(pl.lit("none")),
+        trigger_market_fall=pl.col("trigger_market_fall"),
+    )
+    table = rows
+    for name in INDEX_COLUMNS:
+        table = table.append_column(name, added[name].to_arrow())
+    return table
+
+
+def _month_text(months: pl.Expr) -> pl.Expr:
+    """`YYYY-MM` of `month_number`s."""
+    return pl.format(
+        "{}-{}",
+        (months // 12).cast(pl.String).str.zfill(4),
+        (months % 12 + 1).cast(pl.String).str.zfill(2),
+    )
+
+
+def _market_falls(index: HousePriceIndex, loans: pl.DataFrame, fall_share: float) -> pl.DataFrame:
+    """`trigger_market_fall` of each loan (`authority`, `fall_from`), in order: decided once
+    for each authority and month (`market_fall`, exact), never a loan at a time."""
+    pairs = loans.unique(maintain_order=True).rows()
+    decided = pl.DataFrame(
+        {
+            "authority": [a for a, _ in pairs],
+            "fall_from": [m for _, m in pairs],
+            "trigger_market_fall": [market_fall(index, a, m, fall_share) for a, m in pairs],
+        },
+        schema={"authority": pl.String, "fall_from": pl.Int32, "trigger_market_fall": pl.Boolean},
+    )
+    return loans.join(
+        decided, on=["authority", "fall_from"], how="left", nulls_equal=True, maintain_order="left"
+    ).select("trigger_market_fall")
