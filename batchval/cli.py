@@ -348,6 +348,17 @@ def sandbox(
     help="Prometheus text for node_exporter's textfile collector (every run.metrics_seconds).",
 )
 @book_options
+@click.option(
+    "--index-source",
+    type=click.Choice(["none", "ukhpi"]),
+    help="Roll every loan forward by a house price index [config index.source].",
+)
+@click.option("--index-file", metavar="FILE|URL", help="The UK HPI full file (CSV) [index.file].")
+@click.option(
+    "--index-postcodes",
+    metavar="FILE|URL",
+    help="A postcode directory giving each postcode's local authority [index.postcodes].",
+)
 @live_option
 def run(
     input_path: str, out_dir: str, config_file: Path | None, log_json: bool, **options: Any

@@ -67,6 +67,9 @@ _OPTIONS = {
 # The run settings of `run --book` (`--book`, `--row-id`, `--fresh-for`, `--max-calls`),
 # which go together (`load_settings` refuses the last three without a book).
 _BOOK = frozenset({"book", "row_id", "fresh_for_days", "max_calls"})
+# The index settings by keyword (`index_source="ukhpi"`, `index_file=...`): the config's
+# `index` section, each key with `index_` before it.
+_INDEX = frozenset({"index_source", "index_file", "index_postcodes"})
 # The attribute a defect `run`, `value` or `analyse_streets` raised carries its kept run in
 # (`Run.of`): an exception takes no weak reference, and is raised as its own type.
 _KEPT = "_batchval_run"
@@ -409,9 +412,9 @@ def _settings(
     before anything can print it; a bad setting is a RunError (64) with no reason."""
     from batchval.settings import RUN_KEYS, load_settings
 
-    unknown = sorted(set(run_settings) - {key.name for key in RUN_KEYS})
+    unknown = sorted(set(run_settings) - {key.name for key in RUN_KEYS} - _INDEX)
     if unknown:
-        known = sorted({key.name for key in RUN_KEYS} | taken)
+        known = sorted({key.name for key in RUN_KEYS} | taken | _INDEX)
         raise RunError(
             ExitCode.USAGE,
             f"unknown setting(s): {', '.join(unknown)}; batchval takes {', '.join(known)}",
@@ -424,7 +427,8 @@ def _settings(
             sheet=options.get("sheet"),
             header_row=options.get("header_row"),
             book={k: v for k, v in run_settings.items() if k in _BOOK},
-            run_settings={k: v for k, v in run_settings.items() if k not in _BOOK},
+            run_settings={k: v for k, v in run_settings.items() if k not in _BOOK | _INDEX},
+            index={k.removeprefix("index_"): v for k, v in run_settings.items() if k in _INDEX},
         )
     except SettingsError as exc:
         raise RunError(ExitCode.USAGE, str(exc)) from None

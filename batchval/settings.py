@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from batchval.api.vocabulary import INCLUDE_ITEMS, STREET_CREDITS_ASSUMED
+from batchval.input.hpi import IndexOptions
 from batchval.input.lender import LENDER_FIELDS, LenderOptions, RevaluationPolicy
 from batchval.input.options import InputOptions
 from batchval.input.refused import DEFAULT_MAX_REFUSED_SHARE
@@ -259,6 +260,23 @@ STORAGE: tuple[Key, ...] = (
 )
 STORAGE_KEYS: Mapping[str, str] = {key.name: str(key.variable) for key in STORAGE}
 
+# The config's `index` section (input/hpi.IndexOptions holds the defaults).
+INDEX_KEYS: tuple[Key, ...] = (
+    Key(
+        "source",
+        "`ukhpi`: every loan rolled forward by HM Land Registry's UK House Price Index "
+        "(monitoring between valuations, never a valuation); `none`: no index columns",
+    ),
+    Key("file", "the UK HPI full file (CSV): a path, or an `s3://` or `az://` URL"),
+    Key(
+        "postcodes",
+        "a postcode directory (the ONS Postcode Directory's shape) giving each postcode's "
+        "local authority, for loans without a valuation of their own",
+    ),
+    Key("postcode_column", "the postcode directory's postcode column"),
+    Key("authority_column", "the postcode directory's local authority column"),
+)
+
 # The config's `output` section: who may read what batchval writes (engine/files.MODES).
 OUTPUT_KEYS: tuple[Key, ...] = (
     Key(
@@ -279,37 +297,11 @@ SECTIONS: Mapping[str, tuple[Key, ...]] = {
     "run": RUN_KEYS,
     "lender": LENDER_KEYS,
     "storage": STORAGE,
+    "index": INDEX_KEYS,
     "output": OUTPUT_KEYS,
     "sandbox": (),
 }
 
-# Every other variable batchval reads, for the reference (a test holds it to the code).
-OTHER_VARIABLES: Mapping[str, str] = {
-    "BATCHVAL_LOG_JSON": "`1`: JSON log lines on stderr even on a terminal (`--log-json`)",
-    "BATCHVAL_BIN": "the Airflow operator: the batchval to run (default: beside its Python)",
-    "BATCHVAL_CLOCK_OFFSET_SECONDS": (
-        "a test seam, not a setting: seconds added to batchval's clock for the daily limit"
-    ),
-    "BATCHVAL_LEASE_SECONDS": (
-        "a test seam, not a setting: the seconds a run's lease at a URL holds (30)"
-    ),
-    "BATCHVAL_STORE_OPTIONS": (
-        "a test seam, not a setting: `timeout=3s,max_retries=1,...`, the object store's "
-        "client timeouts and retries (`connect_timeout` 5s, `timeout` 30s, `max_retries` 4, "
-        "`retry_timeout` 20 seconds)"
-    ),
-    FIGURES_MONTH_VARIABLE: (
-        "`YYYY-MM`: the embedded and served sandboxes' fake figures as of that month, "
-        "whatever the clock, for snapshot tests (`batchval sandbox --figures-month`)"
-    ),
-    "AWS_DEFAULT_REGION": "read when `AWS_REGION` is not set",
-    "AWS_ENDPOINT_URL_S3": "wins over `AWS_ENDPOINT_URL` for S3",
-    azure.ENDPOINT: "an Azure Blob endpoint: wins over `storage.endpoint` for an Azure URL",
-    azure.CLI_ACCOUNT_NAME: f"the Azure CLI's name, read when `{azure.ACCOUNT_NAME}` is not set",
-    azure.CLI_ACCOUNT_KEY: f"the Azure CLI's name, read when `{azure.ACCOUNT_KEY}` is not set",
-    "HTTPS_PROXY": "a proxy for https URLs (also `HTTP_PROXY`, `ALL_PROXY`), as Python reads it",
-    "NO_PROXY": "hosts reached without the proxy",
-}
 # Azure's own variables that hold a secret beside the storage section's (store/azure.secrets
 # reads those, and the secrets inside a connection string): masked whenever they are set.
 AZURE_SECRETS = ("AZURE_CLIENT_SECRET",)
@@ -343,6 +335,7 @@ class Settings:
     lender: LenderOptions = dataclasses.field(default_factory=LenderOptions)
     storage: StorageSettings = dataclasses.field(default_factory=StorageSettings)
     output_mode: str = OUTPUT_MODES[0]  # `output.mode`: who may read what batchval writes
+    index: IndexOptions = dataclasses.field(default_factory=IndexOptions)
 
     def read_at(self, header_line: int | None) -> Settings:
         """These settings with the header on the line the input was read at, as if it had
@@ -429,6 +422,7 @@ class Settings:
             "run": {**run, "include": list(options.include)},
             "lender": self.lender.to_json(),
             "output": {"mode": self.output_mode},
+            "index": self.index.to_json(),
         }
 
     def _request_shaping(self) -> dict[str, Any]:
@@ -615,6 +609,13 @@ def _input(
     return InputOptions.of(section, include, reading)
 
 
+def _index(config: Mapping[str, Any], given: Mapping[str, Any]) -> IndexOptions:
+    """`index`, the command line's (or the Python API's) keys over the config's."""
+    section = _section(config, "index")
+    _reject_unknown(section, {key.name for key in INDEX_KEYS}, "index")
+    return IndexOptions.of({**section, **{k: v for k, v in given.items() if v is not None}})
+
+
 def _output_mode(config: Mapping[str, Any], env: Mapping[str, str]) -> str:
     """`output.mode`, the environment's `BATCHVAL_OUTPUT_MODE` over the config's."""
     section = _section(config, "output")
@@ -704,12 +705,13 @@ def load_settings(
     header_row: int | None = None,
     live: bool = False,
     run_settings: Mapping[str, Any] | None = None,
+    index: Mapping[str, Any] | None = None,
 ) -> Settings:
     """Settings for `run`, `streets`, `check`, `split` and `--dry-run`; raises
     SettingsError (exit 64). `encoding`, `sheet` and `header_row` (--encoding, --sheet,
     --header-row) win over the config's input section; `live` (--live) can only turn
     `run.live` on. `run_settings` (the Python API's keywords) win over the config's run
-    section, by the same names."""
+    section, by the same names, and `index` (--index-file, ...) over its index section."""
     config = _read_config(config_file)
     run = _section(config, "run")
     run.update(run_settings or {})
@@ -776,4 +778,5 @@ def load_settings(
         lender=_lender(config),
         storage=_storage(config),
         output_mode=_output_mode(config, env),
+        index=_index(config, index or {}),
     )

@@ -25,13 +25,12 @@ from batchval.outcome import ExitCode, SettingsError, StopReason
 from batchval.settings import (
     INPUT_KEYS,
     LENDER_KEYS,
-    OTHER_VARIABLES,
     RUN_KEYS,
     SECTIONS,
     RunOptions,
     load_settings,
 )
-from batchval.tools.reference import TABLES, expand
+from batchval.tools.reference import OTHER_VARIABLES, TABLES, expand
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")

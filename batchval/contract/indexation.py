@@ -31,6 +31,7 @@ from fractions import Fraction
 import polars as pl
 import pyarrow as pa
 
+from batchval.contract.schemas import INDEX_DESCRIPTIONS, index_fields
 from batchval.input.hpi import HousePriceIndex, PostcodeAuthorities, month_text
 
 BASES: tuple[str, ...] = ("avm", "last_valuation", "origination")
@@ -262,17 +263,7 @@ def authorities(
 
 
 # The columns `indexed_results` adds to results.parquet, in order.
-INDEX_COLUMNS: tuple[str, ...] = (
-    "hpi_value",
-    "hpi_ltv",
-    "hpi_basis",
-    "hpi_from",
-    "hpi_to",
-    "hpi_change",
-    "hpi_reason",
-    "value_method",
-    "trigger_market_fall",
-)
+INDEX_COLUMNS: tuple[str, ...] = tuple(INDEX_DESCRIPTIONS)
 # `value_method`: valued tonight; carried from the book and rolled forward; rolled forward
 # from the lender's own figures; neither.
 VALUE_METHODS: tuple[str, ...] = ("avm", "avm_indexed", "indexed", "none")
@@ -358,8 +349,8 @@ def indexed_results(
         trigger_market_fall=pl.col("trigger_market_fall"),
     )
     table = rows
-    for name in INDEX_COLUMNS:
-        table = table.append_column(name, added[name].to_arrow())
+    for field in index_fields():
+        table = table.append_column(field, added[field.name].to_arrow().cast(field.type))
     return table
 
 

@@ -50,6 +50,9 @@ from batchval.contract.records import ProblemRow, ValuedRow
 from batchval.engine.arrow import Column
 from batchval.input import layout
 
+# 9: with `index.source` (`ukhpi`), the index columns last (`INDEX_DESCRIPTIONS`): each
+#    loan rolled forward by the UK House Price Index, its value method and the
+#    market-fall trigger.
 # 8: the revaluation columns (revaluation_basis, fall_since_last_valuation,
 #    valuation_age_years, trigger_fall, trigger_age, trigger_large_loan_age) after
 #    model_changed, last, when the input has a last valuation or an origination
@@ -64,7 +67,7 @@ from batchval.input import layout
 #    manifest in the file metadata. 3: pass-through columns keep their input types;
 #    commentary and rebuild_cost only when asked for. 2: problems gained valuation_id
 #    and answer.
-SCHEMA_VERSION = "8"
+SCHEMA_VERSION = "9"
 PASSTHROUGH_SUFFIX = "_input"
 
 _TIMESTAMP = pa.timestamp("ms", tz="UTC")
@@ -399,6 +402,56 @@ PROBLEM_TAIL: tuple[Column[ProblemRow], ...] = (
     ),
 )
 
+# The columns `index.source` adds after every other (valuations/indexing), in order, with
+# their types: `contract/indexation.INDEX_COLUMNS`.
+INDEX_DESCRIPTIONS: dict[str, tuple[pa.DataType, str]] = {
+    "hpi_value": (
+        _F64,
+        "The loan's base (hpi_basis) rolled forward by its local authority's UK House Price "
+        "Index to the index's latest month: base x I(hpi_to) / I(hpi_from), to the penny. "
+        "Monitoring, never a valuation; null with hpi_reason.",
+    ),
+    "hpi_ltv": (_F64, "The loan balance / hpi_value; null without either."),
+    "hpi_basis": (
+        _S,
+        "What hpi_value is rolled from, the newest by its month: `avm` (the estimate, at its "
+        "indexed_to), `last_valuation` (the lender's, at its date's month), `origination`; "
+        "`none`.",
+    ),
+    "hpi_from": (_S, "The base's month (YYYY-MM)."),
+    "hpi_to": (
+        _S,
+        "The index month the value is rolled to: the latest for the authority (YYYY-MM); the "
+        "base's own when it is not older.",
+    ),
+    "hpi_change": (_F64, "I(hpi_to) / I(hpi_from) - 1: a rise is positive."),
+    "hpi_reason": (
+        _S,
+        "Why a loan is not rolled forward: `no_base`, `no_authority`, "
+        "`authority_not_in_index`, `base_before_index`, `month_missing`; null when it is.",
+    ),
+    "value_method": (
+        _S,
+        "`avm` (valued tonight), `avm_indexed` (a valuation carried from the book, rolled "
+        "forward), `indexed` (rolled from the lender's own figures), `none`.",
+    ),
+    "trigger_market_fall": (
+        pa.bool_(),
+        "The authority's index fell by more than lender.revaluation.fall_share (0.10) from "
+        "the month of the lender's last valuation (else the origination) to its latest: "
+        "exact, never from an estimate; null when the index cannot say.",
+    ),
+}
+
+
+def index_fields() -> list[pa.Field]:
+    """The index columns' fields, each with its description, as results.parquet has them."""
+    return [
+        pa.field(name, kind, metadata={"description": description})
+        for name, (kind, description) in INDEX_DESCRIPTIONS.items()
+    ]
+
+
 RESULT_COLUMNS: dict[str, str] = {
     c.name: c.description for c in (ROW_NUMBER, SOURCE_ROW, *RESULT_TAIL)
 }
@@ -456,7 +509,7 @@ def _schema(
 ) -> pa.Schema:
     # Renamed against both files' columns, so that a pass-through column has one name in
     # results.parquet and problems.parquet alike (a join on it needs no mapping).
-    given = given_fields(passthrough, [*RESULT_COLUMNS, *PROBLEM_COLUMNS])
+    given = given_fields(passthrough, [*RESULT_COLUMNS, *PROBLEM_COLUMNS, *INDEX_DESCRIPTIONS])
     return pa.schema(
         [ROW_NUMBER.field(), *given, *(c.field() for c in tail)],
         metadata={

@@ -27,6 +27,7 @@ import polars as pl
 
 from batchval import postcodes
 from batchval.input.options import InputError
+from batchval.outcome import SettingsError
 
 UKHPI_COLUMNS: tuple[str, ...] = ("Date", "RegionName", "AreaCode", "Index")
 # The attribution the Open Government Licence asks of a user of the index (the report's).
@@ -41,6 +42,48 @@ ONSPD_ATTRIBUTION = (
 )
 _DAY_FIRST = re.compile(r"(\d{1,2})/(\d{1,2})/(\d{4})")
 _ISO = re.compile(r"(\d{4})-(\d{2})(?:-(\d{2}))?")
+
+
+# `index.source`: none (the default) or HM Land Registry's UK HPI file.
+INDEX_SOURCES: tuple[str, ...] = ("none", "ukhpi")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class IndexOptions:
+    """The config's `index` section: whether every loan is rolled forward by a house
+    price index (`source`), from which file, and where postcodes find their authority."""
+
+    source: str = "none"
+    file: str | None = None  # a path, or an s3:// or az:// URL
+    postcodes: str | None = None  # a postcode directory (ONS Postcode Directory shape)
+    postcode_column: str = "pcds"
+    authority_column: str = "oslaua"
+
+    @property
+    def on(self) -> bool:
+        return self.source != "none"
+
+    @classmethod
+    def of(cls, section: Mapping[str, object]) -> IndexOptions:
+        """The section's options (its keys checked by the settings); SettingsError (64)
+        for a value of the wrong kind, or a source without its file."""
+        given = {k: v for k, v in section.items() if v is not None}
+        for name, value in given.items():
+            if not isinstance(value, str) or not value.strip():
+                raise SettingsError(f"index.{name} must be a text, not {value!r}")
+        source = str(given.get("source", "none"))
+        if source not in INDEX_SOURCES:
+            raise SettingsError(
+                f"index.source must be {' or '.join(INDEX_SOURCES)}, not {source!r}"
+            )
+        if source != "none" and "file" not in given:
+            raise SettingsError(f"index.source {source} needs index.file: the index's file")
+        if "file" in given and source == "none":
+            raise SettingsError("index.file is given but index.source is none: say ukhpi")
+        return cls(**{k: str(v) for k, v in given.items()})
+
+    def to_json(self) -> dict[str, str | None]:
+        return dataclasses.asdict(self)
 
 
 def month_number(year: int, month: int) -> int:

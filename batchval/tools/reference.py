@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from batchval.contract.schemas import (
+    INDEX_DESCRIPTIONS,
     PROBLEM_TAIL,
     RESULT_TAIL,
     ROW_NUMBER,
@@ -29,7 +30,8 @@ from batchval.input import PROBLEM_RULES
 from batchval.input.lender import LenderOptions
 from batchval.input.options import InputOptions
 from batchval.outcome import ExitCode, StopReason
-from batchval.settings import OTHER_VARIABLES, OUTPUT_MODES, SECTIONS, Key, RunOptions
+from batchval.settings import FIGURES_MONTH_VARIABLE, OUTPUT_MODES, SECTIONS, Key, RunOptions
+from batchval.store import azure
 from batchval.store.charges import MONEY_KEYS
 from batchval.store.objects import DEFAULT_REGION
 from batchval.streets.schema import STREET_TAIL
@@ -55,6 +57,35 @@ def _exit_codes() -> str:
 def _stop_reasons() -> str:
     rows = [(f"`{r.value}`", str(int(r.exit_code)), r.when) for r in StopReason]
     return _table(("reason", "exit", "when"), rows)
+
+
+# Every other variable batchval reads, for the reference (a test holds it to the code).
+OTHER_VARIABLES: Mapping[str, str] = {
+    "BATCHVAL_LOG_JSON": "`1`: JSON log lines on stderr even on a terminal (`--log-json`)",
+    "BATCHVAL_BIN": "the Airflow operator: the batchval to run (default: beside its Python)",
+    "BATCHVAL_CLOCK_OFFSET_SECONDS": (
+        "a test seam, not a setting: seconds added to batchval's clock for the daily limit"
+    ),
+    "BATCHVAL_LEASE_SECONDS": (
+        "a test seam, not a setting: the seconds a run's lease at a URL holds (30)"
+    ),
+    "BATCHVAL_STORE_OPTIONS": (
+        "a test seam, not a setting: `timeout=3s,max_retries=1,...`, the object store's "
+        "client timeouts and retries (`connect_timeout` 5s, `timeout` 30s, `max_retries` 4, "
+        "`retry_timeout` 20 seconds)"
+    ),
+    FIGURES_MONTH_VARIABLE: (
+        "`YYYY-MM`: the embedded and served sandboxes' fake figures as of that month, "
+        "whatever the clock, for snapshot tests (`batchval sandbox --figures-month`)"
+    ),
+    "AWS_DEFAULT_REGION": "read when `AWS_REGION` is not set",
+    "AWS_ENDPOINT_URL_S3": "wins over `AWS_ENDPOINT_URL` for S3",
+    azure.ENDPOINT: "an Azure Blob endpoint: wins over `storage.endpoint` for an Azure URL",
+    azure.CLI_ACCOUNT_NAME: f"the Azure CLI's name, read when `{azure.ACCOUNT_NAME}` is not set",
+    azure.CLI_ACCOUNT_KEY: f"the Azure CLI's name, read when `{azure.ACCOUNT_KEY}` is not set",
+    "HTTPS_PROXY": "a proxy for https URLs (also `HTTP_PROXY`, `ALL_PROXY`), as Python reads it",
+    "NO_PROXY": "hosts reached without the proxy",
+}
 
 
 def _shown(value: Any) -> str:
@@ -135,6 +166,10 @@ TABLES: Mapping[str, Callable[[], str]] = {
     "summary": _summary,
     "summary-charges": _money,
     "results": lambda: markdown_table([ROW_NUMBER, SOURCE_ROW, *RESULT_TAIL]),
+    "results-index": lambda: _table(
+        ("column", "type", "meaning"),
+        [(f"`{name}`", str(kind), text) for name, (kind, text) in INDEX_DESCRIPTIONS.items()],
+    ),
     "problems": lambda: markdown_table([ROW_NUMBER, SOURCE_ROW, *PROBLEM_TAIL]),
     "book": lambda: markdown_table(BOOK_KEYS),
     "charges": lambda: markdown_table(CHARGE_COLUMNS),

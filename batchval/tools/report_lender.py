@@ -24,7 +24,7 @@ import polars as pl
 
 from batchval.contract.lender import TRIGGERS, amounts
 from batchval.contract.places import NAMES_SOURCE, authority_name
-from batchval.contract.schemas import PROBLEM_COLUMNS, RESULT_COLUMNS
+from batchval.contract.schemas import INDEX_DESCRIPTIONS, PROBLEM_COLUMNS, RESULT_COLUMNS
 from batchval.input.lender import LenderColumnError, RevaluationPolicy, find_lender_columns
 from batchval.tools import charts
 from batchval.tools.report_page import Section, cards, e, money, percent, table, when
@@ -50,7 +50,7 @@ class LenderColumns:
 def find_columns(names: Sequence[str], configured: Mapping[str, str]) -> LenderColumns:
     """The balance and identity columns among results.parquet's `names`, as the run
     found them with its config's `input.columns` (`configured`)."""
-    fixed = {*RESULT_COLUMNS, *PROBLEM_COLUMNS}
+    fixed = {*RESULT_COLUMNS, *PROBLEM_COLUMNS, *INDEX_DESCRIPTIONS}
     passthrough = [n for n in names if n not in fixed]
     note = None
     try:

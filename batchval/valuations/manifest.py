@@ -49,6 +49,8 @@ class Manifest:
     # How the input was read (`input.ReadAs.to_json()`: format, encoding and whether it
     # was found from the bytes, sheet), beside its path and hash.
     input_read: Mapping[str, Any] | None = None
+    # The house price index the loans were rolled forward by (`valuations/indexing`).
+    index: Mapping[str, Any] | None = None
 
     @classmethod
     def of_answers(cls, answers: Iterable[tuple[Any, ...]], **given: Any) -> Manifest:
@@ -83,7 +85,10 @@ class Manifest:
             ],
             "charges": None if self.charges is None else dict(self.charges),
             # The data bundled with batchval that the outputs' words come from.
-            "reference_data": {"local_authority_names": names_facts()},
+            "reference_data": {
+                "local_authority_names": names_facts(),
+                **({} if self.index is None else {"index": dict(self.index)}),
+            },
         }
 
     def text(self, redactor: Redactor) -> str:

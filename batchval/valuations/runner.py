@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import os
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -55,6 +56,8 @@ from batchval.store.checkpoint import Checkpoint, Counts
 from batchval.store.database import Database
 from batchval.valuations import answers
 from batchval.valuations.booking import BookRun
+from batchval.valuations.indexing import Indexing, result_lender_columns
+from batchval.valuations.indexing import load as load_index
 from batchval.valuations.ingest import Ingest, price_input, refusal
 from batchval.valuations.lines import complete_action, own_lines
 from batchval.valuations.manifest import ANSWER_PATHS, MANIFEST_NAME, Manifest
@@ -253,6 +256,7 @@ class Valuing:
         self.run_id = ""  # the DIR's, once prepared
         self.booked: BookRun | None = None
         self.input_read: Mapping[str, Any] | None = None  # how the input was read
+        self.indexing: Indexing | None = None  # `index`: read before anything is sent
         # What this invocation holds to class its charges: the API's clock as the answers
         # show it, and whether the run has met another holder of its keys (kept).
         self.evidence = Evidence(
@@ -268,6 +272,7 @@ class Valuing:
         killed run stored."""
         checkpoint = self.checkpoint
         self.input_read = source.read_as.to_json()
+        self.indexing = load_index(self.settings.index, self.settings.storage.env(os.environ))
         input_fp = self._runner.input_fingerprint()
         settings_fp = self.settings.fingerprint()
         api_fp = self._api_identity()
@@ -437,6 +442,12 @@ class Valuing:
         portfolio, balance_at = self._write(self.started)
         results = self.request.place.local / RESULTS_NAME
         book = None if self.booked is None else self.booked.write(results, self.run_id)
+        if self.indexing is not None:  # every loan in results, the book's carried ones too
+            self.indexing.add_columns(
+                results,
+                result_lender_columns(results, self.settings.input.columns),
+                self.settings.lender.revaluation.fall_share,
+            )
         if balance_at is not None:  # after the book's carried rows joined the results
             unvalued = not_valued(self.checkpoint, results, balance_at)
             if portfolio is not None:
@@ -472,6 +483,7 @@ class Valuing:
             written_at=started.isoformat(),
             charges=database.charges.money(database.invocations.current).to_json(),
             input_read=self.input_read,
+            index=None if self.indexing is None else self.indexing.facts(),
         )
         redactor = redaction.active()  # the client secret, every token, the store's keys
         metadata = manifest.metadata(redactor)

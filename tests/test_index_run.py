@@ -1,0 +1,137 @@
+"""`run` with `index.source: ukhpi` (issue 55, in part): results.parquet gains the index
+columns, each loan's value computed here again by hand from the index file's own text;
+a file that cannot be used stops the run before any call (65); without the section the
+results are as before."""
+
+from __future__ import annotations
+
+import csv
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import polars as pl
+import pytest
+from support import InProcess, env_for, make_config
+
+from batchval.contract.indexation import INDEX_COLUMNS
+from batchval.sandbox.config import SandboxConfig
+from batchval.sandbox.market import local_authority
+from batchval.sandbox.server import RunningSandbox
+
+POSTCODES = ["SW1A 2AA", "M1 1AE", "LS6 2AB", "CF10 1AA", "BS1 4DJ", "NE1 7RU"]
+
+
+@pytest.fixture
+def config() -> SandboxConfig:
+    """The tests' sandbox, its figures as of June 2026 whatever the day: every estimate
+    is indexed to a month before the index file's latest."""
+    config = make_config()
+    config.figures_month = "2026-06"
+    return config
+
+
+def book(path: Path) -> Path:
+    """Loans with a balance and an origination value and date, one postcode not indexed."""
+    with path.open("w", newline="", encoding="utf-8") as file:
+        out = csv.writer(file)
+        out.writerow(["loan_id", "postcode", "property_type", "bedrooms", "loan_balance",
+                      "origination_value", "origination_date"])  # fmt: skip
+        for n, postcode in enumerate(POSTCODES * 3):
+            out.writerow([f"L{n}", postcode, "semi_detached", 2 + n % 3, 100_000 + n,
+                          150_000 + 1000 * n, f"{2015 + n % 8}-0{1 + n % 9}-15"])  # fmt: skip
+    return path
+
+
+def index_file(path: Path) -> Path:
+    """An index for every authority of the book but Cardiff's, 2015-01 to 2026-09, each
+    month a known figure: 60 + area number + 0.37 a month, to two decimals."""
+    areas = sorted({local_authority(p) for p in POSTCODES if not p.startswith("CF")})
+    lines = ["Date,RegionName,AreaCode,Index,AveragePrice"]
+    for number, area in enumerate(areas):
+        for month in range(12 * 11 + 9):
+            year, moy = 2015 + month // 12, month % 12 + 1
+            lines.append(
+                f"01/{moy:02d}/{year},Area {number},{area},{60 + number + 0.37 * month:.2f},1"
+            )
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def levels(path: Path) -> dict[tuple[str, str], Decimal]:
+    with path.open(encoding="utf-8", newline="") as file:
+        rows = list(csv.DictReader(file))
+    return {(r["AreaCode"], f"{r['Date'][6:]}-{r['Date'][3:5]}"): Decimal(r["Index"]) for r in rows}
+
+
+def index_config(tmp_path: Path, index: Path) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(f"index:\n  source: ukhpi\n  file: {index}\n", encoding="utf-8")
+    return path
+
+
+def test_every_valued_loan_is_rolled_forward_by_hand(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
+    index = index_file(tmp_path / "ukhpi.csv")
+    out = tmp_path / "out"
+    done = batchval(
+        "run", str(book(tmp_path / "book.csv")), "--out", str(out),
+        "--config", str(index_config(tmp_path, index)), env=env_for(served),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    results = pl.read_parquet(out / "results.parquet")
+    assert results.columns[-len(INDEX_COLUMNS) :] == list(INDEX_COLUMNS)
+    written = levels(index)
+    indexed = 0
+    for row in results.iter_rows(named=True):
+        assert row["value_method"] == "avm"  # valued tonight
+        assert row["indexed_to"] < "2026-09"
+        area, base_month = row["local_authority"], row["indexed_to"]
+        if area == local_authority("CF10 1AA"):
+            assert (row["hpi_reason"], row["hpi_value"]) == ("authority_not_in_index", None)
+            continue
+        # The estimate (indexed to 2026's spring) is newer than every origination.
+        assert (row["hpi_basis"], row["hpi_from"], row["hpi_to"]) == ("avm", base_month, "2026-09")
+        expected = (
+            Decimal(row["estimate"]) * written[(area, "2026-09")] / written[(area, base_month)]
+        )
+        assert abs(Decimal(str(row["hpi_value"])) - expected) <= Decimal("0.005")
+        assert row["hpi_ltv"] == float(row["loan_balance"]) / row["hpi_value"]
+        fell = (
+            written[(area, "2026-09")] / written[(area, row["origination_date"].strftime("%Y-%m"))]
+        )
+        assert row["trigger_market_fall"] is (fell < Decimal("0.9"))
+        indexed += 1
+    assert indexed == 15
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    facts = manifest["reference_data"]["index"]
+    assert facts["file"]["latest_month"] == "2026-09"
+    assert "Open Government Licence v3.0" in facts["attribution"][0]
+
+
+def test_an_index_file_that_cannot_be_used_stops_before_any_call(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
+    bad = tmp_path / "ukhpi.csv"
+    bad.write_text("Date,RegionName,AreaCode,Index\n01/01/2020,X,E1,100\nJan 2020,X,E1,1\n")
+    done = batchval(
+        "run", str(book(tmp_path / "book.csv")), "--out", str(tmp_path / "out"),
+        "--index-source", "ukhpi", "--index-file", str(bad), env=env_for(served),
+    )  # fmt: skip
+    assert done.returncode == 65, done.stderr
+    assert "line 3: Date 'Jan 2020' is not a day of a month" in done.stderr
+    assert served.sandbox.ledger.requests == []
+
+
+def test_without_the_section_the_results_have_no_index_column(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
+    out = tmp_path / "out"
+    done = batchval("run", str(book(tmp_path / "book.csv")), "--out", str(out), env=env_for(served))
+    assert done.returncode == 0, done.stderr
+    names = pl.read_parquet_schema(out / "results.parquet")
+    assert not set(INDEX_COLUMNS) & set(names)
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
+    assert "index" not in manifest["reference_data"]
+    assert manifest["settings"]["index"]["source"] == "none"
