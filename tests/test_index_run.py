@@ -38,7 +38,7 @@ def book(path: Path) -> Path:
         out.writerow(["loan_id", "postcode", "property_type", "bedrooms", "loan_balance",
                       "origination_value", "origination_date"])  # fmt: skip
         for n, postcode in enumerate(POSTCODES * 3):
-            out.writerow([f"L{n}", postcode, "semi_detached", 2 + n % 3, 100_000 + n,
+            out.writerow([f"L{n}", postcode, "semi_detached", 1 + n % 5, 100_000 + n,
                           150_000 + 1000 * n, f"{2015 + n % 8}-0{1 + n % 9}-15"])  # fmt: skip
     return path
 
@@ -104,6 +104,17 @@ def test_every_valued_loan_is_rolled_forward_by_hand(
         assert row["trigger_market_fall"] is (fell < Decimal("0.9"))
         indexed += 1
     assert indexed == 15
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    covered = summary["portfolio"]["index"]
+    assert covered["index_month"] == "2026-09"
+    balances = results["loan_balance"].cast(pl.Float64)
+    assert covered["coverage"]["avm"] == {"loans": 18, "balance": round(float(balances.sum()), 2)}
+    assert covered["coverage"]["indexed"] == {"loans": 0, "balance": 0.0}
+    rolled = results.filter(pl.col("hpi_ltv").is_not_null())
+    weight = float(rolled["loan_balance"].sum())
+    weighted = float((rolled["loan_balance"] * rolled["hpi_ltv"]).sum()) / weight
+    assert covered["hpi_weighted_ltv"] == pytest.approx(weighted)
+    assert "by UK HPI to 2026-09: avm 18 (£" in done.stdout
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     facts = manifest["reference_data"]["index"]
     assert facts["file"]["latest_month"] == "2026-09"
@@ -135,3 +146,30 @@ def test_without_the_section_the_results_have_no_index_column(
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert "index" not in manifest["reference_data"]
     assert manifest["settings"]["index"]["source"] == "none"
+
+
+def test_a_book_night_rolls_its_carried_valuations_forward(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
+    """Night 2 of a book with a budget of 6: tonight's 6 are `avm`, night 1's 6, carried
+    from the book, `avm_indexed` from their own estimate's month; the book's portfolio
+    counts them by method."""
+    index = index_file(tmp_path / "ukhpi.csv")
+    source = book(tmp_path / "book.csv")
+    args = ["--book", str(tmp_path / "book.parquet"), "--row-id", "loan_id", "--max-calls", "6",
+            "--config", str(index_config(tmp_path, index))]  # fmt: skip
+    for night in ("1", "2"):
+        done = batchval("run", str(source), "--out", str(tmp_path / night), *args,
+                        env=env_for(served))  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    results = pl.read_parquet(tmp_path / "2" / "results.parquet")
+    cardiff = local_authority("CF10 1AA")  # not in the index: a carried one is not rolled
+    for row in results.iter_rows(named=True):
+        carried = "none" if row["local_authority"] == cardiff else "avm_indexed"
+        assert row["value_method"] == ("avm" if row["source"] == "api" else carried), row
+    assert results["source"].value_counts().sort("source").rows() == [("api", 6), ("book", 6)]
+    summary = json.loads((tmp_path / "2" / "summary.json").read_text(encoding="utf-8"))
+    covered = summary["book"]["portfolio"]["index"]["coverage"]
+    methods = results["value_method"].value_counts()
+    assert {m: covered[m]["loans"] for m in methods["value_method"]} == dict(methods.rows())
+    assert "index" not in (summary["portfolio"] or {})

@@ -10,10 +10,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import pyarrow.parquet as pq
 import structlog
 
-from batchval.contract.indexation import indexed_results
+from batchval.contract.indexation import VALUE_METHODS, indexed_results
 from batchval.contract.schemas import INDEX_DESCRIPTIONS, RESULT_COLUMNS
 from batchval.engine.files import write_table_atomic
 from batchval.engine.place import input_of
@@ -23,6 +24,7 @@ from batchval.input.hpi import (
     HousePriceIndex,
     IndexOptions,
     PostcodeAuthorities,
+    month_text,
     read_postcode_directory,
     read_ukhpi,
 )
@@ -41,6 +43,12 @@ class Indexing:
     options: IndexOptions
     index: HousePriceIndex
     directory: PostcodeAuthorities | None
+
+    @property
+    def latest_month(self) -> str | None:
+        """The index's newest month (`YYYY-MM`)."""
+        latest = self.index.latest
+        return None if latest is None else month_text(latest)
 
     def facts(self) -> dict[str, Any]:
         """What the manifest says of the files read, and the attributions their licence
@@ -69,7 +77,32 @@ class Indexing:
             table, self.index, lender=lender, fall_share=fall_share, directory=self.directory
         )
         write_table_atomic(results, indexed.replace_schema_metadata(table.schema.metadata))
-        log.info("run.indexed", rows=indexed.num_rows, latest=self.index.to_json()["latest_month"])
+        log.info("run.indexed", rows=indexed.num_rows, latest=self.latest_month)
+
+
+def coverage(results: Path, balance: str | None, latest: str | None) -> dict[str, Any]:
+    """The loans of results.parquet by `value_method`, each with their loan balance (the
+    `balance` column's; 0 without one), and the balance-weighted LTV on the indexed values:
+    sum(balance x hpi_ltv) / sum(balance) over the loans with both. summary.json's
+    `portfolio.index` (`book.portfolio.index` on a book night)."""
+    names = ["value_method", "hpi_ltv", *([balance] if balance else [])]
+    frame = pl.read_parquet(results, columns=names)
+    amount = pl.col(balance).cast(pl.Float64, strict=False) if balance else pl.lit(0.0)
+    frame = frame.with_columns(amount=amount.fill_null(0.0))
+    sums = {
+        method: {"loans": int(loans), "balance": round(float(total), 2)}
+        for method, loans, total in frame.group_by("value_method")
+        .agg(pl.len(), pl.col("amount").sum())
+        .iter_rows()
+    }
+    rolled = frame.filter(pl.col("hpi_ltv").is_not_null() & (pl.col("amount") > 0))
+    weight = float(rolled["amount"].sum())
+    weighted = float((rolled["amount"] * rolled["hpi_ltv"]).sum()) / weight if weight else None
+    return {
+        "index_month": latest,
+        "coverage": {m: sums.get(m, {"loans": 0, "balance": 0.0}) for m in VALUE_METHODS},
+        "hpi_weighted_ltv": weighted,
+    }
 
 
 def load(options: IndexOptions, env: Mapping[str, str]) -> Indexing | None:

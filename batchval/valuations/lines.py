@@ -19,9 +19,29 @@ def own_lines(
     if portfolio is not None:
         lines.append(_portfolio_line(portfolio))
         lines += _revaluation_line(portfolio)
+        lines += _index_line(portfolio)
     if book is not None:
         lines += _book_lines(book)
+        lines += _index_line(book.get("portfolio") or {})
     return tuple(lines)
+
+
+def _index_line(portfolio: Mapping[str, Any]) -> list[str]:
+    """The loans by how their value was made (`valuations/indexing.coverage`)."""
+    found = portfolio.get("index")
+    if not isinstance(found, Mapping):
+        return []
+    covered = found.get("coverage") or {}
+    parts = [
+        f"{method} {sums.get('loans', 0)} ({pounds(sums.get('balance'))})"
+        for method, sums in covered.items()
+    ]
+    ratio = found.get("hpi_weighted_ltv")
+    weighted = f"{ratio:.1%}" if isinstance(ratio, int | float) else "n/a"
+    return [
+        f"by UK HPI to {found.get('index_month')}: {', '.join(parts)}; weighted LTV on "
+        f"indexed values {weighted} (monitoring, not valuations)"
+    ]
 
 
 def complete_action(book: Mapping[str, Any] | None) -> str:

@@ -56,7 +56,7 @@ from batchval.store.checkpoint import Checkpoint, Counts
 from batchval.store.database import Database
 from batchval.valuations import answers
 from batchval.valuations.booking import BookRun
-from batchval.valuations.indexing import Indexing, result_lender_columns
+from batchval.valuations.indexing import Indexing, coverage, result_lender_columns
 from batchval.valuations.indexing import load as load_index
 from batchval.valuations.ingest import Ingest, price_input, refusal
 from batchval.valuations.lines import complete_action, own_lines
@@ -443,11 +443,13 @@ class Valuing:
         results = self.request.place.local / RESULTS_NAME
         book = None if self.booked is None else self.booked.write(results, self.run_id)
         if self.indexing is not None:  # every loan in results, the book's carried ones too
-            self.indexing.add_columns(
-                results,
-                result_lender_columns(results, self.settings.input.columns),
-                self.settings.lender.revaluation.fall_share,
-            )
+            lender = result_lender_columns(results, self.settings.input.columns)
+            self.indexing.add_columns(results, lender, self.settings.lender.revaluation.fall_share)
+            covered = coverage(results, lender.get("loan_balance"), self.indexing.latest_month)
+            if book is not None and book.get("portfolio"):
+                book = {**book, "portfolio": {**book["portfolio"], "index": covered}}
+            elif portfolio is not None:
+                portfolio = {**portfolio, "index": covered}
         if balance_at is not None:  # after the book's carried rows joined the results
             unvalued = not_valued(self.checkpoint, results, balance_at)
             if portfolio is not None:
