@@ -148,12 +148,14 @@ def test_without_the_section_the_results_have_no_index_column(
     assert manifest["settings"]["index"]["source"] == "none"
 
 
-def test_a_book_night_rolls_its_carried_valuations_forward(
+def test_a_book_night_rolls_every_loan_forward(
     served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
-    """Night 2 of a book with a budget of 6: tonight's 6 are `avm`, night 1's 6, carried
-    from the book, `avm_indexed` from their own estimate's month; the book's portfolio
-    counts them by method."""
+    """Night 2 of a book of 18 loans with a budget of 6: tonight's 6 are `avm`; night 1's
+    6, carried from the book, `avm_indexed` from their own estimate's month; the 6 left for
+    a later night, never valued, `indexed` from their origination (source `index`); the
+    Cardiff loans, not in the index, `none`. The book's portfolio counts them by method,
+    and "not valued" still counts every loan without a valuation."""
     index = index_file(tmp_path / "ukhpi.csv")
     source = book(tmp_path / "book.csv")
     args = ["--book", str(tmp_path / "book.parquet"), "--row-id", "loan_id", "--max-calls", "6",
@@ -163,13 +165,36 @@ def test_a_book_night_rolls_its_carried_valuations_forward(
                         env=env_for(served))  # fmt: skip
         assert done.returncode == 0, done.stderr
     results = pl.read_parquet(tmp_path / "2" / "results.parquet")
-    cardiff = local_authority("CF10 1AA")  # not in the index: a carried one is not rolled
+    assert results["row_number"].to_list() == list(range(1, 19))  # every loan, in order
+    cardiff = local_authority("CF10 1AA")
+    written = levels(index)
     for row in results.iter_rows(named=True):
-        carried = "none" if row["local_authority"] == cardiff else "avm_indexed"
-        assert row["value_method"] == ("avm" if row["source"] == "api" else carried), row
-    assert results["source"].value_counts().sort("source").rows() == [("api", 6), ("book", 6)]
+        if row["source"] == "api":
+            assert row["value_method"] == "avm", row
+            continue
+        if row["source"] == "book":
+            assert row["value_method"] == (
+                "none" if row["local_authority"] == cardiff else "avm_indexed"
+            )
+            continue
+        assert row["source"] == "index"
+        assert row["estimate"] is None
+        area = local_authority(POSTCODES[(row["row_number"] - 1) % 6])
+        if area == cardiff:  # its authority (a valued neighbour's) is not in the index
+            assert (row["value_method"], row["hpi_reason"]) == ("none", "authority_not_in_index")
+            continue
+        assert row["value_method"] == "indexed", row
+        start = written[(area, row["origination_date"].strftime("%Y-%m"))]
+        expected = Decimal(row["origination_value"]) * written[(area, "2026-09")] / start
+        assert abs(Decimal(str(row["hpi_value"])) - expected) <= Decimal("0.005")
+    counts = dict(results["source"].value_counts().rows())
+    assert counts == {"api": 6, "book": 6, "index": 6}
     summary = json.loads((tmp_path / "2" / "summary.json").read_text(encoding="utf-8"))
     covered = summary["book"]["portfolio"]["index"]["coverage"]
     methods = results["value_method"].value_counts()
     assert {m: covered[m]["loans"] for m in methods["value_method"]} == dict(methods.rows())
-    assert "index" not in (summary["portfolio"] or {})
+    assert summary["portfolio"]["loans_not_valued"] == 6  # the indexed 6: never valued
+    # verify reads back the valued rows alone: an `index` row has nothing to read back
+    checked = batchval("verify", str(tmp_path / "2"), env=env_for(served))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "without a valuation id" not in checked.stdout + checked.stderr

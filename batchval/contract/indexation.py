@@ -277,6 +277,7 @@ def indexed_results(
     fall_share: float,
     directory: PostcodeAuthorities | None = None,
     postcode_column: str = "input_postcode",
+    postcodes: Mapping[int, str | None] | None = None,
 ) -> pa.Table:
     """`rows` of results.parquet (valued tonight, `source` api; carried from the book,
     `source` book; or a loan with no valuation, its estimate null) with `INDEX_COLUMNS`
@@ -284,7 +285,9 @@ def indexed_results(
     its `indexed_to`) and the lender's figures (`lender`: field -> column), rolled forward
     (`roll_forward_frame`), its LTV on that value, its `value_method`, and the market-fall
     trigger since its last valuation (else its origination). Dates and amounts are read
-    as results.parquet types them, or from text (a DIR of an older batchval)."""
+    as results.parquet types them, or from text (a DIR of an older batchval).
+    `postcodes` (row number -> postcode) stands in for the valued postcode of a row that
+    has none."""
     frame = pl.from_arrow(rows)
     assert isinstance(frame, pl.DataFrame)  # a Table always gives a DataFrame
 
@@ -314,6 +317,9 @@ def indexed_results(
     no_text = pl.Series([None] * frame.height, dtype=pl.String)
     own = frame["local_authority"] if "local_authority" in frame.columns else no_text
     postcode = frame[postcode_column] if postcode_column in frame.columns else no_text
+    if postcodes:  # the rows with no valuation: the postcode their request asks for
+        asked = frame["row_number"].replace_strict(postcodes, default=None, return_dtype=pl.String)
+        postcode = frame.select(pl.coalesce(postcode, asked))[postcode.name or "postcode"]
     loans = frame.select(
         authority=authorities(postcode, own, directory),
         avm_value=pl.col("estimate").cast(pl.Float64),

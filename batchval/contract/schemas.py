@@ -172,7 +172,8 @@ RESULT_TAIL: tuple[Column[ValuedRow], ...] = (
     Column(
         "source",
         _S,
-        "`api`: valued by this run; `book`: carried from the --book, with its own valued_at.",
+        "`api`: valued by this run; `book`: carried from the --book, with its own "
+        "valued_at; `index`: not valued, there for its index columns (index.source).",
         operator.attrgetter("source"),
     ),
     Column("valuation_id", _S, "The API's valuation id (val_...).", lambda r: r.valuation_id),

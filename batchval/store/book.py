@@ -111,6 +111,16 @@ class BookStore:
         ).fetchall()
         return [(int(n), str(i)) for n, i in found]
 
+    def unsent_postcodes(self) -> Sequence[tuple[int, str | None]]:
+        """(row number, the postcode its request asks for) of the rows whose request was
+        not valued tonight, in row order: an index rolls them forward (`valuations/indexing`)."""
+        found = self._db.execute(
+            "SELECT b.row_number, json_extract(q.request, '$.postcode') FROM book_rows b"
+            " JOIN rows r ON r.row_number = b.row_number JOIN requests q ON q.key = r.key"
+            " WHERE q.state IN ('carried', 'deferred') ORDER BY b.row_number"
+        ).fetchall()
+        return [(int(n), None if p is None else str(p)) for n, p in found]
+
     def valued_rows(self) -> Sequence[tuple[int, str, str]]:
         """(row number, identity, fingerprint) of the rows valued tonight: their book
         entries are replaced."""

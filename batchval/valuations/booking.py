@@ -274,6 +274,10 @@ class BookRun:
 
     # --- 3. the outputs ------------------------------------------------------------------
 
+    def unsent_postcodes(self) -> Sequence[tuple[int, str | None]]:
+        """(row number, postcode) of the rows not valued tonight (`store/book`)."""
+        return self._store.unsent_postcodes()
+
     def write(self, results: Path, run_id: str) -> dict[str, Any]:
         """Carry the unsent rows' entries into results.parquet and replace the book;
         returns the summary's `book` section. A swap lost to another run sets `lost`."""

@@ -6,11 +6,13 @@ that a file that cannot be used stops the run (65) without a call."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import structlog
 
@@ -69,12 +71,24 @@ class Indexing:
             found["attribution"].append(ONSPD_ATTRIBUTION)
         return found
 
-    def add_columns(self, results: Path, lender: Mapping[str, str], fall_share: float) -> None:
+    def add_columns(
+        self,
+        results: Path,
+        lender: Mapping[str, str],
+        fall_share: float,
+        postcodes: Mapping[int, str | None] | None = None,
+    ) -> None:
         """results.parquet with the index columns added (`indexed_results`), replaced
-        atomically, its schema's metadata kept."""
+        atomically, its schema's metadata kept. `postcodes`: row number -> postcode of the
+        rows with no valuation (`add_unvalued_rows`)."""
         table = pq.read_table(results)
         indexed = indexed_results(
-            table, self.index, lender=lender, fall_share=fall_share, directory=self.directory
+            table,
+            self.index,
+            lender=lender,
+            fall_share=fall_share,
+            directory=self.directory,
+            postcodes=postcodes,
         )
         write_table_atomic(results, indexed.replace_schema_metadata(table.schema.metadata))
         log.info("run.indexed", rows=indexed.num_rows, latest=self.latest_month)
@@ -133,3 +147,38 @@ def result_lender_columns(results: Path, configured: Mapping[str, str]) -> dict[
         return find_lender_columns(names, configured)
     except LenderColumnError:
         return {}
+
+
+def add_unvalued_rows(
+    results: Path, unsent: Sequence[tuple[int, str | None]], passthrough: pa.Table
+) -> dict[int, str | None]:
+    """A --book night's results.parquet with a row for each loan of `unsent` (row
+    number, its request's postcode) that has none yet (left for a later night with no
+    book entry to carry): its pass-through values, `source` `index`, no valuation; the
+    index columns give it its value. Rewritten atomically, in row order; returns the
+    rows added (row number -> postcode). `passthrough` is the checkpoint's, `row_number`
+    first, as `booking.passthrough_table` gives it."""
+    table = pq.read_table(results)
+    have = set(table.column("row_number").to_pylist())
+    wanted = [(n, postcode) for n, postcode in unsent if n not in have]
+    if not wanted:
+        return {}
+    numbers = pa.array([n for n, _ in wanted], pa.int64())
+    given = passthrough.take(pc.index_in(numbers, passthrough.column("row_number")))
+    columns: list[Any] = []
+    for i, field in enumerate(table.schema):
+        if field.name == "row_number":
+            values: Any = numbers
+        elif 1 <= i < passthrough.num_columns:  # the pass-through columns, by position
+            values = given.column(i).combine_chunks().cast(field.type)
+        elif field.name == "source":
+            values = pa.array(["index"] * len(wanted), field.type)
+        elif field.name == "credits_charged":
+            values = pa.array([0] * len(wanted), field.type)
+        else:
+            values = pa.nulls(len(wanted), field.type)
+        columns.append(values)
+    added = pa.Table.from_arrays(columns, schema=table.schema)
+    whole = pa.concat_tables([table, added]).sort_by("row_number")
+    write_table_atomic(results, whole.replace_schema_metadata(table.schema.metadata))
+    return dict(wanted)

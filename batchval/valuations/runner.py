@@ -55,8 +55,13 @@ from batchval.settings import Settings, api_identity, changed_settings
 from batchval.store.checkpoint import Checkpoint, Counts
 from batchval.store.database import Database
 from batchval.valuations import answers
-from batchval.valuations.booking import BookRun
-from batchval.valuations.indexing import Indexing, coverage, result_lender_columns
+from batchval.valuations.booking import BookRun, passthrough_table
+from batchval.valuations.indexing import (
+    Indexing,
+    add_unvalued_rows,
+    coverage,
+    result_lender_columns,
+)
 from batchval.valuations.indexing import load as load_index
 from batchval.valuations.ingest import Ingest, price_input, refusal
 from batchval.valuations.lines import complete_action, own_lines
@@ -443,8 +448,15 @@ class Valuing:
         results = self.request.place.local / RESULTS_NAME
         book = None if self.booked is None else self.booked.write(results, self.run_id)
         if self.indexing is not None:  # every loan in results, the book's carried ones too
+            added: dict[int, str | None] = {}
+            if self.booked is not None:  # and a night's loans with no valuation of their own
+                added = add_unvalued_rows(
+                    results, self.booked.unsent_postcodes(), passthrough_table(self.checkpoint)
+                )
             lender = result_lender_columns(results, self.settings.input.columns)
-            self.indexing.add_columns(results, lender, self.settings.lender.revaluation.fall_share)
+            self.indexing.add_columns(
+                results, lender, self.settings.lender.revaluation.fall_share, added
+            )
             covered = coverage(results, lender.get("loan_balance"), self.indexing.latest_month)
             if book is not None and book.get("portfolio"):
                 book = {**book, "portfolio": {**book["portfolio"], "index": covered}}

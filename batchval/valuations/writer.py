@@ -129,7 +129,10 @@ def not_valued(checkpoint: Checkpoint, results: Path, balance_at: int) -> dict[s
     left for a later night) and their balance: summary.json's `loans_not_valued` and
     `balance_not_valued`. `balance_at` is the balance's place among the pass-through
     columns; a loan whose balance cannot be read counts with none."""
-    valued = pl.read_parquet(results, columns=["row_number"]) if results.is_file() else None
+    valued = None
+    if results.is_file():  # a row there only for its index columns was not valued
+        valued = pl.read_parquet(results, columns=["row_number", "source"])
+        valued = valued.filter(pl.col("source") != "index").select("row_number")
     loans, balance = 0, 0.0
     for first, batch in checkpoint.passthrough_batches():
         frame = pl.DataFrame(

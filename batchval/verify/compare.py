@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from batchval.api.models import Valuation
@@ -129,9 +130,14 @@ class HeldResults:
 
     @classmethod
     def read(cls, path: Path) -> HeldResults:
+        """The file's valued rows: a row there for its index columns alone (`source`
+        `index`, no valuation) has nothing to read back."""
         names = pq.read_schema(path).names
         wanted = ["row_number", *(name for name in COMPARED if name in names)]
-        return cls(pq.read_table(path, columns=wanted))
+        table = pq.read_table(path, columns=[*wanted, *(["source"] if "source" in names else [])])
+        if "source" in names:
+            table = table.filter(pc.not_equal(table.column("source"), "index")).select(wanted)
+        return cls(table)
 
     @property
     def rows(self) -> int:
