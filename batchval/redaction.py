@@ -210,14 +210,28 @@ def cut(text: str, limit: int) -> str:
     return kept[: kept.rfind(" ")] if " " in kept else ""
 
 
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """`spans` in order, those that overlap or touch made one."""
+    merged: list[tuple[int, int]] = []
+    for first, last in sorted(spans):
+        if merged and first <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], last))
+        else:
+            merged.append((first, last))
+    return merged
+
+
 class Redactor:
     """Masks known secrets in every form they travel in, any bearer token and a URL's
     password; as a structlog processor, also the values of sensitive-looking keys."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         self._known: list[str] = []
-        self._pattern: re.Pattern[str] | None = None
-        self._needles: list[str] = []  # the middle of each canonical form
+        # Each secret's expression, made the first time a text holds it: one takes 50 to
+        # 100 ms to compile, too long to make for every token fetched (the log's next line
+        # would wait for it, and the event loop with it).
+        self._patterns: dict[str, re.Pattern[str]] = {}
+        self._needles: list[tuple[str, str]] = []  # (the middle of a canonical form, secret)
         self._parts: set[str] = set()  # every PART_CHARS run of each canonical form
         for secret in secrets:
             self.add(secret)
@@ -231,11 +245,10 @@ class Redactor:
         for text in found:
             if len(text) >= MIN_SECRET_CHARS and text not in self._known:
                 self._known.append(text)
-                self._pattern = None
                 for form in _canonical_forms(text):
                     # Its middle: a neighbour's escape decoded with its first character
                     # (`%4` + `1...`) cannot hide it.
-                    self._needles.append(form[2:-2] if len(form) >= 8 else form)
+                    self._needles.append((form[2:-2] if len(form) >= 8 else form, text))
                     self._parts.update(
                         form[i : i + PART_CHARS] for i in range(len(form) - PART_CHARS + 1)
                     )
@@ -248,21 +261,27 @@ class Redactor:
     @property
     def needles(self) -> tuple[str, ...]:
         """What `holds` looks for in a text's canonical form (`canonical`)."""
-        return tuple(self._needles)
+        return tuple(needle for needle, _ in self._needles)
 
-    def _compiled(self) -> re.Pattern[str] | None:
-        if self._pattern is None and self._known:
-            # The longest first: a secret that holds another is masked whole.
-            ordered = sorted(self._known, key=len, reverse=True)
-            self._pattern = re.compile("|".join(_pattern_of(s) for s in ordered), re.IGNORECASE)
-        return self._pattern
+    def _held(self, text: str) -> list[str]:
+        """The known secrets `text` holds whole, in any form, the longest first (a secret
+        that holds another is masked whole)."""
+        if not self._needles:
+            return []
+        seen = canonical(text)
+        found = {secret for needle, secret in self._needles if needle in seen}
+        return sorted(found, key=len, reverse=True)
+
+    def _pattern(self, secret: str) -> re.Pattern[str]:
+        """`secret`'s expression, every form of it (`_pattern_of`), made once."""
+        pattern = self._patterns.get(secret)
+        if pattern is None:
+            pattern = self._patterns[secret] = re.compile(_pattern_of(secret), re.IGNORECASE)
+        return pattern
 
     def holds(self, text: str) -> bool:
         """Whether `text` holds a known secret whole, in any form (its canonical form)."""
-        if not self._needles:
-            return False
-        seen = canonical(text)
-        return any(needle in seen for needle in self._needles)
+        return bool(self._held(text))
 
     def holds_part(self, text: str) -> bool:
         """Whether `text` holds `PART_CHARS` characters in a row of a known secret, or of
@@ -274,10 +293,11 @@ class Redactor:
 
     def _masked(self, text: str) -> str:
         """`text` with every known secret masked; whole if one stays in a form unmatched."""
-        pattern = self._compiled()
-        if pattern is None or not self.holds(text):
+        held = self._held(text)
+        if not held:
             return text
-        text = pattern.sub(REDACTED, text)
+        for secret in held:
+            text = self._pattern(secret).sub(REDACTED, text)
         return REDACTED if self.holds(text) else text
 
     def scrub(self, text: str) -> str:
@@ -293,9 +313,12 @@ class Redactor:
         each."""
         parts = [part.replace(_SEPARATOR, " ") for part in parts]
         joined = _SEPARATOR.join(parts)
-        pattern = self._compiled()
-        spans = (
-            [m.span() for m in pattern.finditer(joined)] if pattern and self.holds(joined) else []
+        spans = _merged(
+            [
+                m.span()
+                for secret in self._held(joined)
+                for m in self._pattern(secret).finditer(joined)
+            ]
         )
         scrubbed: list[str] = []
         start = 0
