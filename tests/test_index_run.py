@@ -198,3 +198,12 @@ def test_a_book_night_rolls_every_loan_forward(
     checked = batchval("verify", str(tmp_path / "2"), env=env_for(served))
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "without a valuation id" not in checked.stdout + checked.stderr
+    # the report's first page: the loans by how their value was made, and the licence's words
+    assert batchval("report", str(tmp_path / "2"), env=env_for(served)).returncode == 0
+    page = (tmp_path / "2" / "report.html").read_text(encoding="utf-8")
+    assert "Every loan by the index" in page
+    assert "UK House Price Index to 2026-09" in page
+    assert "never a valuation" in page
+    assert "an earlier valuation, rolled forward</td><td>" in page
+    assert "Open Government Licence v3.0" in page
+    assert page.index("Every loan by the index") < page.index("<h2>Loan-to-value")

@@ -39,6 +39,7 @@ from batchval.tools.report_page import (
     e,
     money,
     page,
+    percent,
     provenance,
     spent,
     table,
@@ -130,7 +131,10 @@ def _run_page(
     loans to look at, the problems; the operation last, under a heading of its own."""
     columns, results = _read(out_dir / RESULTS_NAME, RESULT_COLUMNS, configured)
     valued = _valued(results, columns)
-    sections: list[Section | None] = [report_headline.headline(summary, valued, problems, columns)]
+    sections: list[Section | None] = [
+        report_headline.headline(summary, valued, problems, columns),
+        _indexed(out_dir, summary),
+    ]
     if valued is not None:
         sections += [
             report_lender.ltv_bands(valued, summary),
@@ -392,6 +396,49 @@ def _ages(valued: pl.DataFrame, now: dt.datetime) -> Section:
         for source, count in valued.group_by("source").len().sort("source").iter_rows():
             rows.append([f"source = {source}", f"{count:,}"])
     return Section("Age of the valuations", table(["valued", "homes"], rows))
+
+
+# What an indexed value is and is not, said wherever one is shown.
+INDEXED_WORDS = (
+    "An indexed value is a loan's last figure moved by its local authority's house price "
+    "index: monitoring between valuations, never a valuation, and no ground for a lending "
+    "decision on its own."
+)
+METHOD_WORDS = {
+    "avm": "valued tonight",
+    "avm_indexed": "an earlier valuation, rolled forward",
+    "indexed": "the lender's own figures, rolled forward",
+    "none": "no value",
+}
+
+
+def _indexed(out_dir: Path, summary: Mapping[str, Any]) -> Section | None:
+    """The loans by how their value was made, with the index month, the weighted LTV on
+    indexed values and the index's attribution (summary.json's `index`, the manifest's
+    `reference_data.index`); None without an index."""
+    book = summary.get("book") or {}
+    found = (book.get("portfolio") or {}).get("index") or (summary.get("portfolio") or {}).get(
+        "index"
+    )
+    if not isinstance(found, Mapping):
+        return None
+    covered = found.get("coverage") or {}
+    rows = [
+        [METHOD_WORDS.get(method, method), sums.get("loans"), money(sums.get("balance"))]
+        for method, sums in covered.items()
+    ]
+    body = (
+        f"<p>UK House Price Index to {e(found.get('index_month'))}. {e(INDEXED_WORDS)}</p>"
+        + table(["the loan's value", "loans", "loan balance"], rows)
+        + f"<p>Weighted LTV on indexed values: {e(percent(found.get('hpi_weighted_ltv')))}.</p>"
+    )
+    try:
+        manifest = json.loads((out_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
+        credits = manifest["reference_data"]["index"]["attribution"]
+    except (OSError, ValueError, KeyError, TypeError):
+        credits = []
+    body += "".join(f"<p class='note'>{e(line)}</p>" for line in credits)
+    return Section("Every loan by the index", body)
 
 
 def _what_was_read(summary: Mapping[str, Any]) -> Section | None:
