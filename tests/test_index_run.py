@@ -133,6 +133,12 @@ def test_an_index_file_that_cannot_be_used_stops_before_any_call(
     assert done.returncode == 65, done.stderr
     assert "line 3: Date 'Jan 2020' is not a day of a month" in done.stderr
     assert served.sandbox.ledger.requests == []
+    priced = batchval(
+        "run", str(book(tmp_path / "book.csv")), "--out", str(tmp_path / "dry"), "--dry-run",
+        "--index-source", "ukhpi", "--index-file", str(bad), env=env_for(served),
+    )  # fmt: skip
+    assert priced.returncode == 65, priced.stderr  # a dry run reads the files as a night would
+    assert "line 3: Date 'Jan 2020' is not a day of a month" in priced.stderr
 
 
 def test_without_the_section_the_results_have_no_index_column(

@@ -160,7 +160,9 @@ class Runner(FrontDoor[RunRequest]):
         """Validate and price without the network, in a throwaway checkpoint. In a DIR
         that holds a run, only what that run still has to send is priced (its checkpoint
         read-only, never locked: a run in progress goes on undisturbed), and the problems
-        are written beside the run's (`DRY_RUN_PROBLEMS_NAME`), never over them."""
+        are written beside the run's (`DRY_RUN_PROBLEMS_NAME`), never over them. The
+        index's files are read as the night would read them (65 for one it cannot use)."""
+        load_index(self.settings.index, self.settings.storage.env(os.environ))
         out = self.request.place.local
         database = opened(Database.open_read_only, out)
         if database is None:
