@@ -197,7 +197,20 @@ def _carried(
     numbers, at = numbers.filter(found), at.filter(found)
     if not len(numbers):
         return None
-    entries = book.take(at)
+    return rows_of(schema, numbers, passthrough, "book", book.take(at))
+
+
+def rows_of(
+    schema: pa.Schema,
+    numbers: pa.Array,
+    passthrough: pa.Table,
+    source: str,
+    entries: pa.Table | None = None,
+) -> pa.Table:
+    """Rows of results.parquet's `schema` that tonight did not value, one a row number of
+    `numbers`: their pass-through values (`passthrough`, `row_number` first, by position),
+    `source`, no credit charged, each other column from `entries` (the book's, in the same
+    order) where it has it, else null."""
     given = passthrough.take(pc.index_in(numbers, passthrough.column("row_number")))
     columns: list[pa.Array] = []
     for i, field in enumerate(schema):
@@ -206,10 +219,10 @@ def _carried(
         elif 1 <= i < passthrough.num_columns:  # the pass-through columns, by position
             values = given.column(i).combine_chunks()
         elif field.name == "source":
-            values = pa.array(["book"] * len(numbers), field.type)
+            values = pa.array([source] * len(numbers), field.type)
         elif field.name == "credits_charged":
             values = pa.array([0] * len(numbers), field.type)
-        elif field.name in entries.column_names:
+        elif entries is not None and field.name in entries.column_names:
             values = entries.column(field.name).combine_chunks().cast(field.type)
         else:  # a column tonight has and the entry's night had not (an extra asked now)
             values = pa.nulls(len(numbers), field.type)

@@ -12,7 +12,6 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import structlog
 
@@ -33,6 +32,7 @@ from batchval.input.hpi import (
 from batchval.input.lender import LenderColumnError, find_lender_columns
 from batchval.input.options import InputError
 from batchval.outcome import RunRefusedError, StopReason
+from batchval.valuations.book import rows_of
 
 log = structlog.get_logger()
 
@@ -76,12 +76,17 @@ class Indexing:
         results: Path,
         lender: Mapping[str, str],
         fall_share: float,
-        postcodes: Mapping[int, str | None] | None = None,
+        unvalued: tuple[Sequence[tuple[int, str | None]], pa.Table] | None = None,
     ) -> None:
-        """results.parquet with the index columns added (`indexed_results`), replaced
-        atomically, its schema's metadata kept. `postcodes`: row number -> postcode of the
-        rows with no valuation (`add_unvalued_rows`)."""
+        """results.parquet with the index columns added (`indexed_results`), read and
+        replaced atomically once, its schema's metadata kept. With `unvalued` (a --book
+        night's unsent rows, each a row number and its request's postcode, and the
+        checkpoint's pass-through table), a row first for each loan the file has none for
+        (`with_unvalued_rows`)."""
         table = pq.read_table(results)
+        postcodes: dict[int, str | None] = {}
+        if unvalued is not None:
+            table, postcodes = with_unvalued_rows(table, *unvalued)
         indexed = indexed_results(
             table,
             self.index,
@@ -149,36 +154,20 @@ def result_lender_columns(results: Path, configured: Mapping[str, str]) -> dict[
         return {}
 
 
-def add_unvalued_rows(
-    results: Path, unsent: Sequence[tuple[int, str | None]], passthrough: pa.Table
-) -> dict[int, str | None]:
-    """A --book night's results.parquet with a row for each loan of `unsent` (row
-    number, its request's postcode) that has none yet (left for a later night with no
-    book entry to carry): its pass-through values, `source` `index`, no valuation; the
-    index columns give it its value. Rewritten atomically, in row order; returns the
+def with_unvalued_rows(
+    table: pa.Table, unsent: Sequence[tuple[int, str | None]], passthrough: pa.Table
+) -> tuple[pa.Table, dict[int, str | None]]:
+    """A --book night's results with a row for each loan of `unsent` (row number, its
+    request's postcode) that has none yet (left for a later night with no book entry to
+    carry): its pass-through values, `source` `index`, no valuation (`book.rows_of`); the
+    index columns give it its value. In row order, the schema's metadata kept; with the
     rows added (row number -> postcode). `passthrough` is the checkpoint's, `row_number`
     first, as `booking.passthrough_table` gives it."""
-    table = pq.read_table(results)
     have = set(table.column("row_number").to_pylist())
     wanted = [(n, postcode) for n, postcode in unsent if n not in have]
     if not wanted:
-        return {}
+        return table, {}
     numbers = pa.array([n for n, _ in wanted], pa.int64())
-    given = passthrough.take(pc.index_in(numbers, passthrough.column("row_number")))
-    columns: list[Any] = []
-    for i, field in enumerate(table.schema):
-        if field.name == "row_number":
-            values: Any = numbers
-        elif 1 <= i < passthrough.num_columns:  # the pass-through columns, by position
-            values = given.column(i).combine_chunks().cast(field.type)
-        elif field.name == "source":
-            values = pa.array(["index"] * len(wanted), field.type)
-        elif field.name == "credits_charged":
-            values = pa.array([0] * len(wanted), field.type)
-        else:
-            values = pa.nulls(len(wanted), field.type)
-        columns.append(values)
-    added = pa.Table.from_arrays(columns, schema=table.schema)
+    added = rows_of(table.schema, numbers, passthrough, "index")
     whole = pa.concat_tables([table, added]).sort_by("row_number")
-    write_table_atomic(results, whole.replace_schema_metadata(table.schema.metadata))
-    return dict(wanted)
+    return whole.replace_schema_metadata(table.schema.metadata), dict(wanted)

@@ -58,7 +58,6 @@ from batchval.valuations import answers
 from batchval.valuations.booking import BookRun, passthrough_table
 from batchval.valuations.indexing import (
     Indexing,
-    add_unvalued_rows,
     coverage,
     result_lender_columns,
 )
@@ -450,14 +449,12 @@ class Valuing:
         results = self.request.place.local / RESULTS_NAME
         book = None if self.booked is None else self.booked.write(results, self.run_id)
         if self.indexing is not None:  # every loan in results, the book's carried ones too
-            added: dict[int, str | None] = {}
+            left = None
             if self.booked is not None:  # and a night's loans with no valuation of their own
-                added = add_unvalued_rows(
-                    results, self.booked.unsent_postcodes(), passthrough_table(self.checkpoint)
-                )
+                left = (self.booked.unsent_postcodes(), passthrough_table(self.checkpoint))
             lender = result_lender_columns(results, self.settings.input.columns)
             self.indexing.add_columns(
-                results, lender, self.settings.lender.revaluation.fall_share, added
+                results, lender, self.settings.lender.revaluation.fall_share, left
             )
             covered = coverage(results, lender.get("loan_balance"), self.indexing.latest_month)
             if book is not None and book.get("portfolio"):
