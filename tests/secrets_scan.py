@@ -24,8 +24,10 @@ import urllib.parse
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
+import pytest
 
 # A secret is a text, or a text and the id it goes with in HTTP Basic.
 Secret = str | tuple[str, str | None]
@@ -167,4 +169,21 @@ def assert_clean(secrets: Iterable[Secret], **where: object) -> None:
     hits = scan(secrets, **where)  # type: ignore[arg-type]
     assert not hits, "secrets found:\n" + "\n".join(
         f"  {hit.where}: {hit.secret} ({hit.form})" for hit in hits
+    )
+
+
+def in_process(
+    *args: str, env: dict[str, str], monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> tuple[int, str, str]:
+    """`support.run_in_process`, the store's variables too: no AWS_ variable of this
+    process, and `env`'s AWS_ and XDG_ ones set."""
+    from support import run_in_process  # support imports this module: here, not above
+
+    return run_in_process(
+        *args,
+        env=env,
+        monkeypatch=monkeypatch,
+        capsys=capsys,
+        cleared=("BATCHVAL_", "AWS_"),
+        taken=("BATCHVAL_", "AWS_", "XDG_"),
     )

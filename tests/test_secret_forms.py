@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from hostile import Echo, Rules, serve_proxy
 from objects_server import S3Server
-from secrets_scan import Secret, assert_clean
-from support import make_config, portfolio, run_in_process
+from secrets_scan import Secret, assert_clean, in_process
+from support import make_config, portfolio
 
 from batchval.sandbox.config import Account, SandboxConfig
 from batchval.sandbox.server import RunningSandbox
@@ -153,13 +153,8 @@ def test_secrets_echoed_in_every_form_are_nowhere(
         }
 
         def command(*args: str) -> int:
-            code, stdout, stderr = run_in_process(
-                *args,
-                env=env,
-                monkeypatch=monkeypatch,
-                capsys=capsys,
-                cleared=("BATCHVAL_", "AWS_"),
-                taken=("BATCHVAL_", "AWS_", "XDG_"),
+            code, stdout, stderr = in_process(
+                *args, env=env, monkeypatch=monkeypatch, capsys=capsys
             )
             assert code != 70, stderr
             printed.extend([stdout, stderr])

@@ -16,8 +16,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from objects_server import S3Server
-from secrets_scan import Secret, assert_clean, forms, scan
-from support import LIVE, StoreServer, env_for, portfolio, run_in_process
+from secrets_scan import Secret, assert_clean, forms, in_process, scan
+from support import LIVE, StoreServer, env_for, portfolio
 
 from batchval import redaction
 from batchval.sandbox.server import RunningSandbox
@@ -71,21 +71,6 @@ def echoing(content_type: str) -> Iterator[tuple[str, list[str]]]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-def in_process(
-    *args: str, env: dict[str, str], monkeypatch: pytest.MonkeyPatch, capsys: Any
-) -> tuple[int, str, str]:
-    """`support.run_in_process`, the store's variables too: no AWS_ variable of this
-    process, and `env`'s AWS_ and XDG_ ones set."""
-    return run_in_process(
-        *args,
-        env=env,
-        monkeypatch=monkeypatch,
-        capsys=capsys,
-        cleared=("BATCHVAL_", "AWS_"),
-        taken=("BATCHVAL_", "AWS_", "XDG_"),
-    )
 
 
 def every_command(
