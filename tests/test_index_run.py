@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import json
+import statistics
 from decimal import Decimal
 from pathlib import Path
 
@@ -83,7 +84,7 @@ def test_every_valued_loan_is_rolled_forward_by_hand(
     results = pl.read_parquet(out / "results.parquet")
     assert results.columns[-len(INDEX_COLUMNS) :] == list(INDEX_COLUMNS)
     written = levels(index)
-    indexed = 0
+    indexed, gaps = 0, []
     for row in results.iter_rows(named=True):
         assert row["value_method"] == "avm"  # valued tonight
         assert row["indexed_to"] < "2026-09"
@@ -102,6 +103,9 @@ def test_every_valued_loan_is_rolled_forward_by_hand(
             written[(area, "2026-09")] / written[(area, row["origination_date"].strftime("%Y-%m"))]
         )
         assert row["trigger_market_fall"] is (fell < Decimal("0.9"))
+        start = written[(area, row["origination_date"].strftime("%Y-%m"))]
+        tracked = Decimal(row["origination_value"]) * written[(area, base_month)] / start
+        gaps.append(Decimal(row["estimate"]) / tracked - 1)
         indexed += 1
     assert indexed == 15
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
@@ -114,6 +118,11 @@ def test_every_valued_loan_is_rolled_forward_by_hand(
     weight = float(rolled["loan_balance"].sum())
     weighted = float((rolled["loan_balance"] * rolled["hpi_ltv"]).sum()) / weight
     assert covered["hpi_weighted_ltv"] == pytest.approx(weighted)
+    # how the index tracked the model: each estimate over its origination value rolled
+    # forward to the estimate's month
+    tracked = covered["estimate_vs_index"]
+    assert tracked["loans"] == len(gaps) == 15
+    assert abs(Decimal(str(tracked["median"])) - statistics.median(gaps)) < Decimal("1e-6")
     assert "by UK HPI to 2026-09: avm 18 (£" in done.stdout
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     facts = manifest["reference_data"]["index"]
@@ -210,6 +219,7 @@ def test_a_book_night_rolls_every_loan_forward(
     assert "Every loan by the index" in page
     assert "UK House Price Index to 2026-09" in page
     assert "never a valuation" in page
+    assert "How the index tracked the model: over " in page
     assert "an earlier valuation, rolled forward</td><td>" in page
     assert "Open Government Licence v3.0" in page
     assert page.index("Every loan by the index") < page.index("<h2>Loan-to-value")

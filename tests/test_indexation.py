@@ -8,6 +8,7 @@ import csv
 import datetime as dt
 import itertools
 import random
+import statistics
 from decimal import Decimal
 from pathlib import Path
 
@@ -315,7 +316,7 @@ def test_results_gain_the_index_columns_by_the_rules() -> None:
          "origination_day": dt.date(2018, 2, 1)},
         {"source": "none", "postcode": "M1 1AE", "balance": 90_000.0},
     ]  # fmt: skip
-    table = indexed_results(results_table(rows), index, lender=LENDER, fall_share=0.10)
+    table = indexed_results(results_table(rows), index, lender=LENDER, fall_share=0.10).table
     assert table.column_names[-len(INDEX_COLUMNS) :] == list(INDEX_COLUMNS)
     got = table.select(list(INDEX_COLUMNS)).to_pylist()
     methods = ["avm", "avm_indexed", "indexed", "none", "none"]
@@ -336,3 +337,51 @@ def test_results_gain_the_index_columns_by_the_rules() -> None:
     assert got[1]["trigger_market_fall"] is fell
     assert got[0]["trigger_market_fall"] is None  # no lender date to measure from
     assert got[3]["trigger_market_fall"] is None
+
+
+def test_how_the_index_tracked_tonight_s_estimates() -> None:
+    """Over the loans valued tonight with an older lender figure: estimate / (that figure
+    moved by the index to the estimate's own month) - 1, its median and quartiles, each
+    computed here by hand; a carried loan, a figure as new as the estimate, an estimate
+    with no month and a base in a gap take no part."""
+    index, written = read_ukhpi(SAMPLE), by_hand()
+    draws = random.Random(11)
+    rows: list[dict[str, object]] = []
+    expected: list[Decimal] = []
+    areas = [a for a in ukhpi.AREAS if a != ukhpi.LATE_AREA]
+    for n in range(400):
+        area = draws.choice(areas)
+        month = LATEST - draws.randint(0, 5)  # the estimate's month: up to the latest
+        base = month - draws.randint(1, 100)
+        if base < month_number(*ukhpi.FIRST):
+            continue
+        value = float(draws.randint(100_000, 600_000))
+        estimate = draws.randint(100, 700) * 1000
+        kind = "last" if n % 2 else "origination"
+        day = dt.date(base // 12, base % 12 + 1, 15)
+        valued = {"source": "api", "estimate": estimate, "indexed_to": month_text(month)}
+        rows.append({**valued, "authority": area, kind: value, f"{kind}_day": day})
+        start, end = written.get((area, month_text(base))), written.get((area, month_text(month)))
+        if start is None or end is None:  # the gap: no figure
+            continue
+        expected.append(Decimal(estimate) / (Decimal(str(value)) * end / start) - 1)
+    same = dt.date(2026, 9, 2)
+    rows += [
+        {"source": "book", "estimate": 300_000, "indexed_to": "2026-06", "authority": "E08000003",
+         "balance": 1.0, "last": 200_000.0, "last_day": dt.date(2019, 5, 20)},
+        {"source": "api", "estimate": 300_000, "indexed_to": "2026-09", "authority": "E08000003",
+         "balance": 1.0, "last": 200_000.0, "last_day": same},
+        {"source": "api", "estimate": 300_000, "indexed_to": None, "authority": "E08000003",
+         "balance": 1.0, "last": 200_000.0, "last_day": dt.date(2019, 5, 20)},
+    ]  # fmt: skip
+    tracked = indexed_results(results_table(rows), index, lender=LENDER, fall_share=0.1).tracking
+    assert tracked["loans"] == len(expected) > 300
+    lower, median, upper = statistics.quantiles(expected, n=4, method="inclusive")
+    for name, figure in (("lower_quartile", lower), ("median", median), ("upper_quartile", upper)):
+        got = tracked[name]
+        assert got is not None
+        assert abs(Decimal(str(got)) - figure) < Decimal("1e-6"), name
+    nothing = indexed_results(results_table(rows[-3:]), index, lender=LENDER, fall_share=0.1)
+    assert nothing.tracking == {
+        "loans": 0, "median": None, "lower_quartile": None, "upper_quartile": None
+    }  # fmt: skip

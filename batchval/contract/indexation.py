@@ -152,11 +152,14 @@ LOAN_COLUMNS: tuple[str, ...] = (
 )
 
 
-def roll_forward_frame(index: HousePriceIndex, loans: pl.DataFrame) -> pl.DataFrame:
+def roll_forward_frame(
+    index: HousePriceIndex, loans: pl.DataFrame, until: str | None = None
+) -> pl.DataFrame:
     """`roll_forward` of every loan of `loans` (`LOAN_COLUMNS`) at once, in its order:
     `hpi_value`, `hpi_basis`, `hpi_from`, `hpi_to` (`month_number`s), `hpi_change`,
     `hpi_reason`. Two joins with the index's table, never a loop a loan: a million loans
-    in about a second."""
+    in about a second. With `until` (a column of `loans`: a month each, or null), each
+    loan is rolled to that month where it is before the authority's latest."""
     table = index.frame()
     valid = [
         pl.col(f"{kind}_value").is_not_null()
@@ -176,7 +179,7 @@ def roll_forward_frame(index: HousePriceIndex, loans: pl.DataFrame) -> pl.DataFr
         ]
     )
     based = (
-        loans.select(LOAN_COLUMNS)
+        loans.select(*LOAN_COLUMNS, _until=pl.col(until) if until else pl.lit(None, pl.Int32))
         .with_row_index("_at")
         .with_columns(_kind=chosen, _month=newest.cast(pl.Int32))
     )
@@ -196,6 +199,17 @@ def roll_forward_frame(index: HousePriceIndex, loans: pl.DataFrame) -> pl.DataFr
         how="left",
         maintain_order="left",
     )
+    if until is not None:  # the level of the month rolled to, where it is before the latest
+        joined = joined.with_columns(latest=pl.min_horizontal("latest", "_until")).drop(
+            "latest_level"
+        )
+        joined = joined.join(
+            starts.rename({"_month": "latest", "level": "latest_level"}),
+            left_on=["authority", "latest"],
+            right_on=["area", "latest"],
+            how="left",
+            maintain_order="left",
+        )
     reason = (
         pl.when(pl.col("_kind").is_null())
         .then(pl.lit(NO_BASE))
@@ -207,7 +221,7 @@ def roll_forward_frame(index: HousePriceIndex, loans: pl.DataFrame) -> pl.DataFr
         .then(pl.lit(None, pl.String))
         .when(pl.col("_month") < pl.col("first"))
         .then(pl.lit(BASE_BEFORE_INDEX))
-        .when(pl.col("level").is_null())
+        .when(pl.col("level").is_null() | pl.col("latest_level").is_null())
         .then(pl.lit(MONTH_MISSING))
     )
     kept = pl.col("_month") >= pl.col("latest")  # in or after the latest month: as it is
@@ -269,6 +283,15 @@ INDEX_COLUMNS: tuple[str, ...] = tuple(INDEX_DESCRIPTIONS)
 VALUE_METHODS: tuple[str, ...] = ("avm", "avm_indexed", "indexed", "none")
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Indexed:
+    """results.parquet's rows with the index columns, and how the index tracked the model
+    (`tracking`)."""
+
+    table: pa.Table
+    tracking: dict[str, float | int | None]
+
+
 def indexed_results(
     rows: pa.Table,
     index: HousePriceIndex,
@@ -278,7 +301,7 @@ def indexed_results(
     directory: PostcodeAuthorities | None = None,
     postcode_column: str = "input_postcode",
     postcodes: Mapping[int, str | None] | None = None,
-) -> pa.Table:
+) -> Indexed:
     """`rows` of results.parquet (valued tonight, `source` api; carried from the book,
     `source` book; or a loan with no valuation, its estimate null) with `INDEX_COLUMNS`
     added: each loan's authority (`authorities`), its newest base among its estimate (at
@@ -287,7 +310,8 @@ def indexed_results(
     trigger since its last valuation (else its origination). Dates and amounts are read
     as results.parquet types them, or from text (a DIR of an older batchval).
     `postcodes` (row number -> postcode) stands in for the valued postcode of a row that
-    has none."""
+    has none. With the table, how tonight's estimates compare with the lender's older
+    figures rolled forward to the same month (`tracking`)."""
     frame = pl.from_arrow(rows)
     assert isinstance(frame, pl.DataFrame)  # a Table always gives a DataFrame
 
@@ -357,7 +381,41 @@ def indexed_results(
     table = rows
     for field in index_fields():
         table = table.append_column(field, added[field.name].to_arrow().cast(field.type))
-    return table
+    valued = added.select(pl.col("value_method") == "avm").to_series()
+    return Indexed(table, tracking(index, loans.filter(valued)))
+
+
+def tracking(index: HousePriceIndex, loans: pl.DataFrame) -> dict[str, float | int | None]:
+    """How well the index tracked the model, for a model-risk reviewer: over the loans
+    valued tonight (`loans`, `LOAN_COLUMNS`) whose lender's own last valuation or
+    origination value is older than the estimate and can be rolled forward to the
+    estimate's month (`indexed_to`, or the index's latest month where the estimate is
+    newer), `estimate / rolled - 1`: its median and quartiles (linear interpolation) and
+    the loans (`loans`). A positive figure: the model values above the index's path."""
+    loans = loans.filter(pl.col("avm_month").is_not_null())  # the estimate's own month
+    older = loans.with_columns(avm_value=pl.lit(None, pl.Float64), _until=pl.col("avm_month"))
+    rolled = roll_forward_frame(index, older, until="_until")
+    gaps = (
+        pl.concat([loans.select("avm_value"), rolled], how="horizontal")
+        .filter(
+            pl.col("hpi_value").is_not_null()
+            & (pl.col("hpi_value") > 0)
+            & (pl.col("hpi_from") < pl.col("hpi_to"))  # an older figure, moved by the index
+        )
+        .select(gap=pl.col("avm_value") / pl.col("hpi_value") - 1)["gap"]
+    )
+    if gaps.is_empty():
+        return {"loans": 0, "median": None, "lower_quartile": None, "upper_quartile": None}
+    return {
+        "loans": gaps.len(),
+        "median": _figure(gaps.median()),
+        "lower_quartile": _figure(gaps.quantile(0.25, "linear")),
+        "upper_quartile": _figure(gaps.quantile(0.75, "linear")),
+    }
+
+
+def _figure(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
 
 
 def _month_text(months: pl.Expr) -> pl.Expr:

@@ -431,6 +431,7 @@ def _indexed(out_dir: Path, summary: Mapping[str, Any]) -> Section | None:
         f"<p>UK House Price Index to {e(found.get('index_month'))}. {e(INDEXED_WORDS)}</p>"
         + table(["the loan's value", "loans", "loan balance"], rows)
         + f"<p>Weighted LTV on indexed values: {e(percent(found.get('hpi_weighted_ltv')))}.</p>"
+        + _tracking(found.get("estimate_vs_index"))
     )
     try:
         manifest = json.loads((out_dir / MANIFEST_NAME).read_text(encoding="utf-8"))
@@ -439,6 +440,22 @@ def _indexed(out_dir: Path, summary: Mapping[str, Any]) -> Section | None:
         credits = []
     body += "".join(f"<p class='note'>{e(line)}</p>" for line in credits)
     return Section("Every loan by the index", body)
+
+
+def _tracking(found: object) -> str:
+    """How the index tracked tonight's estimates (summary.json's `estimate_vs_index`), in
+    words for a model-risk reviewer; nothing where no loan had an older figure."""
+    if not isinstance(found, Mapping) or not found.get("loans"):
+        return ""
+    return (
+        f"<p>How the index tracked the model: over {found['loans']:,} loan(s) valued tonight "
+        "with an earlier figure of the lender's, that figure rolled forward by the index to "
+        "the estimate's month; the estimate over it, less one, has a median of "
+        f"{e(percent(found.get('median')))} (interquartile range "
+        f"{e(percent(found.get('lower_quartile')))} to "
+        f"{e(percent(found.get('upper_quartile')))}). Above zero, the model values homes "
+        "above the index's path.</p>"
+    )
 
 
 def _what_was_read(summary: Mapping[str, Any]) -> Section | None:

@@ -77,12 +77,13 @@ class Indexing:
         lender: Mapping[str, str],
         fall_share: float,
         unvalued: tuple[Sequence[tuple[int, str | None]], pa.Table] | None = None,
-    ) -> None:
+    ) -> dict[str, float | int | None]:
         """results.parquet with the index columns added (`indexed_results`), read and
         replaced atomically once, its schema's metadata kept. With `unvalued` (a --book
         night's unsent rows, each a row number and its request's postcode, and the
         checkpoint's pass-through table), a row first for each loan the file has none for
-        (`with_unvalued_rows`)."""
+        (`with_unvalued_rows`). How the index tracked tonight's estimates
+        (`indexation.tracking`) is returned."""
         table = pq.read_table(results)
         postcodes: dict[int, str | None] = {}
         if unvalued is not None:
@@ -95,14 +96,21 @@ class Indexing:
             directory=self.directory,
             postcodes=postcodes,
         )
-        write_table_atomic(results, indexed.replace_schema_metadata(table.schema.metadata))
-        log.info("run.indexed", rows=indexed.num_rows, latest=self.latest_month)
+        write_table_atomic(results, indexed.table.replace_schema_metadata(table.schema.metadata))
+        log.info("run.indexed", rows=indexed.table.num_rows, latest=self.latest_month)
+        return indexed.tracking
 
 
-def coverage(results: Path, balance: str | None, latest: str | None) -> dict[str, Any]:
+def coverage(
+    results: Path,
+    balance: str | None,
+    latest: str | None,
+    tracked: Mapping[str, float | int | None] | None = None,
+) -> dict[str, Any]:
     """The loans of results.parquet by `value_method`, each with their loan balance (the
     `balance` column's; 0 without one), and the balance-weighted LTV on the indexed values:
-    sum(balance x hpi_ltv) / sum(balance) over the loans with both. summary.json's
+    sum(balance x hpi_ltv) / sum(balance) over the loans with both; with how the index
+    tracked tonight's estimates (`tracked`, as `estimate_vs_index`). summary.json's
     `portfolio.index` (`book.portfolio.index` on a book night)."""
     names = ["value_method", "hpi_ltv", *([balance] if balance else [])]
     frame = pl.read_parquet(results, columns=names)
@@ -121,6 +129,7 @@ def coverage(results: Path, balance: str | None, latest: str | None) -> dict[str
         "index_month": latest,
         "coverage": {m: sums.get(m, {"loans": 0, "balance": 0.0}) for m in VALUE_METHODS},
         "hpi_weighted_ltv": weighted,
+        "estimate_vs_index": dict(tracked or {}),
     }
 
 

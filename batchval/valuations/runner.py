@@ -453,10 +453,12 @@ class Valuing:
             if self.booked is not None:  # and a night's loans with no valuation of their own
                 left = (self.booked.unsent_postcodes(), passthrough_table(self.checkpoint))
             lender = result_lender_columns(results, self.settings.input.columns)
-            self.indexing.add_columns(
+            tracked = self.indexing.add_columns(
                 results, lender, self.settings.lender.revaluation.fall_share, left
             )
-            covered = coverage(results, lender.get("loan_balance"), self.indexing.latest_month)
+            covered = coverage(
+                results, lender.get("loan_balance"), self.indexing.latest_month, tracked
+            )
             if book is not None and book.get("portfolio"):
                 book = {**book, "portfolio": {**book["portfolio"], "index": covered}}
             elif portfolio is not None:
