@@ -21,9 +21,11 @@ import pytest
 from support import InProcess, env_for
 from test_output_types import book, write
 
+from batchval.contract.schemas import index_fields
 from batchval.outcome import ExitCode
 from batchval.sandbox.server import RunningSandbox
 from batchval.tools.export import Format, export_dir
+from batchval.tools.workbook import SHARE, number_format
 
 NESTED = ("commentary", "rebuild_cost")
 MONEY = '"£"#,##0.00'  # the workbook's money: pounds and pence
@@ -384,3 +386,20 @@ def test_csv_times_are_utc_wall_times_excel_reads_as_dates(
     assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", text) for text in written)
     lines = (out / "results.jsonl").read_text().splitlines()
     assert "T" in json.loads(lines[0])["valued_at"]
+
+
+def test_the_index_columns_get_their_formats() -> None:
+    """A workbook shows an indexed value in pounds and the index's LTV and change as
+    percentages, whatever words their descriptions hold."""
+    formats = {f.name: number_format(f) for f in index_fields()}
+    assert formats == {
+        "hpi_value": MONEY,
+        "hpi_ltv": SHARE,
+        "hpi_basis": None,
+        "hpi_from": None,
+        "hpi_to": None,
+        "hpi_change": SHARE,
+        "hpi_reason": None,
+        "value_method": None,
+        "trigger_market_fall": None,
+    }
