@@ -13,13 +13,15 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from support import InProcess, env_for, make_config
+import ukhpi
+from support import ROOT, InProcess, env_for, make_config
 
 from batchval.contract.indexation import INDEX_COLUMNS
 from batchval.sandbox.config import SandboxConfig
 from batchval.sandbox.market import local_authority
 from batchval.sandbox.server import RunningSandbox
 
+SAMPLES = ROOT / "sample_inputs"
 POSTCODES = ["SW1A 2AA", "M1 1AE", "LS6 2AB", "CF10 1AA", "BS1 4DJ", "NE1 7RU"]
 
 
@@ -223,3 +225,33 @@ def test_a_book_night_rolls_every_loan_forward(
     assert "an earlier valuation, rolled forward</td><td>" in page
     assert "Open Government Licence v3.0" in page
     assert page.index("Every loan by the index") < page.index("<h2>Loan-to-value")
+
+
+def test_with_the_postcode_file_night_1_indexes_every_loan(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
+    """The tutorial's book and index (`sample_inputs`, tests/ukhpi.py): night 1 values 20
+    loans of 200, and every other loan, never valued, finds its authority in the postcode
+    file and is rolled forward from its origination; none is left without a value but the
+    ones the API refused (in problems.parquet, not results)."""
+    out = tmp_path / "1"
+    done = batchval(
+        "run", str(SAMPLES / ukhpi.BOOK), "--out", str(out), "--book", str(tmp_path / "b.parquet"),
+        "--row-id", "loan_id", "--max-calls", "20", "--index-source", "ukhpi",
+        "--index-file", str(SAMPLES / "ukhpi_book.csv"),
+        "--index-postcodes", str(SAMPLES / "postcodes_book.csv"), env=env_for(served),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    results = pl.read_parquet(out / "results.parquet")
+    refused = pl.read_parquet(out / "problems.parquet").height
+    assert results.height + refused == 200
+    methods = dict(results["value_method"].value_counts().rows())
+    assert methods == {"avm": 20 - refused, "indexed": 180}
+    written = levels(SAMPLES / "ukhpi_book.csv")
+    with (SAMPLES / ukhpi.BOOK).open(encoding="utf-8", newline="") as file:
+        postcodes = {row["loan_id"]: row["postcode"] for row in csv.DictReader(file)}
+    for row in results.filter(pl.col("value_method") == "indexed").iter_rows(named=True):
+        area = local_authority(postcodes[row["loan_id"]])
+        start = written[(area, row["origination_date"].strftime("%Y-%m"))]
+        expected = Decimal(row["origination_value"]) * written[(area, "2026-09")] / start
+        assert abs(Decimal(str(row["hpi_value"])) - expected) <= Decimal("0.005")

@@ -47,8 +47,13 @@ from batchval.input.options import InputError
 SAMPLE = ROOT / "sample_inputs" / "ukhpi_sample.csv"
 
 
-def test_the_sample_file_is_the_generators() -> None:
+def test_the_sample_files_are_the_generators() -> None:
     assert SAMPLE.read_text(encoding="utf-8") == ukhpi.sample_text()
+    book = ROOT / "sample_inputs" / ukhpi.BOOK
+    index = ROOT / "sample_inputs" / "ukhpi_book.csv"
+    assert index.read_text(encoding="utf-8") == ukhpi.book_index_text(book)
+    postcodes = ROOT / "sample_inputs" / "postcodes_book.csv"
+    assert postcodes.read_text(encoding="utf-8") == ukhpi.book_postcodes_text(book)
 
 
 def by_hand() -> dict[tuple[str, str], Decimal]:

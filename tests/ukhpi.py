@@ -11,6 +11,10 @@ from __future__ import annotations
 import csv
 import io
 import random
+import sys
+from pathlib import Path
+
+from batchval.sandbox.market import local_authority
 
 # ONS codes and names of real authorities (the figures are made up).
 AREAS: dict[str, str] = {
@@ -40,8 +44,8 @@ HEADER = (
 )
 
 
-def months() -> list[tuple[int, int]]:
-    found, (year, month) = [], FIRST
+def months(first: tuple[int, int] = FIRST) -> list[tuple[int, int]]:
+    found, (year, month) = [], first
     while (year, month) <= LATEST:
         found.append((year, month))
         year, month = (year + 1, 1) if month == 12 else (year, month + 1)
@@ -70,5 +74,44 @@ def sample_text() -> str:
     return out.getvalue()
 
 
-if __name__ == "__main__":
-    print(sample_text(), end="")
+# The index and postcode directory of the nightly-book tutorial: the sandbox's own
+# authorities (`sandbox.market.local_authority`, made-up codes) of every postcode of
+# `sample_inputs/mortgage_book.csv`, each a seeded walk from January 2008 (before the
+# book's first origination) to `LATEST`, in the four columns batchval reads.
+BOOK = "mortgage_book.csv"
+BOOK_FIRST = (2008, 1)
+
+
+def book_postcodes(book: Path) -> list[str]:
+    with book.open(encoding="utf-8", newline="") as file:
+        return sorted({row["postcode"] for row in csv.DictReader(file)})
+
+
+def book_index_text(book: Path) -> str:
+    draws = random.Random(56)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(("Date", "RegionName", "AreaCode", "Index"))
+    for code in sorted({local_authority(p) for p in book_postcodes(book)}):
+        level = draws.uniform(45.0, 60.0)
+        for year, month in months(BOOK_FIRST):
+            level *= 1 + draws.gauss(0.003, 0.008)
+            writer.writerow((f"01/{month:02d}/{year}", code, code, f"{level:.2f}"))
+    return out.getvalue()
+
+
+def book_postcodes_text(book: Path) -> str:
+    """An ONS Postcode Directory's two columns batchval reads, for the book's postcodes."""
+    lines = ["pcds,oslaua", *(f"{p},{local_authority(p)}" for p in book_postcodes(book))]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":  # python tests/ukhpi.py [book-index|book-postcodes]
+    samples = Path(__file__).resolve().parents[1] / "sample_inputs"
+    which = sys.argv[1] if len(sys.argv) > 1 else ""
+    if which == "book-index":
+        print(book_index_text(samples / BOOK), end="")
+    elif which == "book-postcodes":
+        print(book_postcodes_text(samples / BOOK), end="")
+    else:
+        print(sample_text(), end="")

@@ -39,8 +39,8 @@ def _index_line(portfolio: Mapping[str, Any]) -> list[str]:
     ratio = found.get("hpi_weighted_ltv")
     weighted = f"{ratio:.1%}" if isinstance(ratio, int | float) else "n/a"
     return [
-        f"by UK HPI to {found.get('index_month')}: {', '.join(parts)}; weighted LTV on "
-        f"indexed values {weighted} (monitoring, not valuations)"
+        f"by UK HPI to {found.get('index_month')}: {', '.join(parts)}; weighted LTV "
+        f"{weighted} on indexed values (monitoring, not valuations)"
     ]
 
 
