@@ -355,9 +355,19 @@ def sandbox(
 )
 @click.option("--index-file", metavar="FILE|URL", help="The UK HPI full file (CSV) [index.file].")
 @click.option(
+    "--index-sha256",
+    metavar="HEX",
+    help="The index file's sha256, checked; needed for an https:// URL [index.sha256].",
+)
+@click.option(
     "--index-postcodes",
     metavar="FILE|URL",
     help="A postcode directory giving each postcode's local authority [index.postcodes].",
+)
+@click.option(
+    "--index-postcodes-sha256",
+    metavar="HEX",
+    help="The postcode directory's sha256, as --index-sha256 [index.postcodes_sha256].",
 )
 @live_option
 def run(

@@ -133,7 +133,9 @@ _WHEN: Mapping[StopReason, str] = {
     ),
     StopReason.STORE_UNAVAILABLE: (
         "the object store at the run's URL does not answer; nothing more is sent, and the "
-        "same command later resumes from what the URL keeps"
+        "same command later resumes from what the URL keeps; or an index file at an "
+        "`https://` URL could not be downloaded (no answer, an HTTP error status), before "
+        "any call"
     ),
     StopReason.BOOK_CHANGED: (
         "another run replaced the `--book` kept at a URL between this run's reading and "
@@ -151,7 +153,10 @@ _WHEN: Mapping[StopReason, str] = {
         "has never reached; `detail` names the URL or host"
     ),
     StopReason.MODE_MIXED: "an answer of the other mode (test or live) than DIR's",
-    StopReason.INPUT_UNUSABLE: "the input file cannot be read",
+    StopReason.INPUT_UNUSABLE: (
+        "the input file cannot be read, or an index file cannot be used or is not the one "
+        "its sha256 (`index.sha256`) names"
+    ),
     StopReason.INPUT_MOSTLY_REFUSED: (
         "validation refused more than `run.max_refused_share` of the rows (0.5 by default), "
         "decided before any call, so nothing is sent; `detail` names the commonest problems "

@@ -267,12 +267,23 @@ INDEX_KEYS: tuple[Key, ...] = (
         "`ukhpi`: every loan rolled forward by HM Land Registry's UK House Price Index "
         "(monitoring between valuations, never a valuation); `none`: no index columns",
     ),
-    Key("file", "the UK HPI full file (CSV): a path, or an `s3://` or `az://` URL"),
+    Key(
+        "file",
+        "the UK HPI full file (CSV): a path, an `s3://` or `az://` URL, or an `https://` "
+        "(or `http://`) URL with its `index.sha256`, downloaded once into the cache",
+    ),
+    Key(
+        "sha256",
+        "`index.file`'s sha256 (as `sha256sum FILE` prints it): the file is checked against "
+        "it wherever it is (65 when it differs); needed for an `https://` or `http://` URL",
+    ),
     Key(
         "postcodes",
         "a postcode directory (the ONS Postcode Directory's shape) giving each postcode's "
-        "local authority, for loans without a valuation of their own",
+        "local authority, for loans without a valuation of their own (a path or a URL, as "
+        "`index.file`)",
     ),
+    Key("postcodes_sha256", "`index.postcodes`'s sha256, as `index.sha256` is the file's"),
     Key("postcode_column", "the postcode directory's postcode column"),
     Key("authority_column", "the postcode directory's local authority column"),
 )

@@ -12,6 +12,12 @@ The postcode directory is the ONS Postcode Directory's shape: one line a postcod
 authority in a column of its own (`pcds` and `oslaua` by default). Postcodes are read in
 their normal form (`postcodes.normalise`); one given twice keeps its first authority, and
 the repeats are counted.
+
+Either file is a local path, an `s3://` or `az://` URL, or an `https://` (or `http://`)
+URL given with its sha256 (`index.sha256`, `index.postcodes_sha256`): what a server sends
+is trusted for its hash alone, never for its address or its TLS, so a file fetched over
+the web without one is refused (64). A file of any kind given with its sha256 is checked
+against it (65 when it differs).
 """
 
 from __future__ import annotations
@@ -22,12 +28,14 @@ import hashlib
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import polars as pl
 
 from batchval import postcodes
 from batchval.input.options import InputError
 from batchval.outcome import SettingsError
+from batchval.redaction import REDACTED, without_password
 
 UKHPI_COLUMNS: tuple[str, ...] = ("Date", "RegionName", "AreaCode", "Index")
 # The attribution the Open Government Licence asks of a user of the index (the report's).
@@ -42,6 +50,11 @@ ONSPD_ATTRIBUTION = (
 )
 _DAY_FIRST = re.compile(r"(\d{1,2})/(\d{1,2})/(\d{4})")
 _ISO = re.compile(r"(\d{4})-(\d{2})(?:-(\d{2}))?")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+# The schemes of a file fetched over the web, kept by its hash (`valuations/indexing`).
+WEB_SCHEMES = ("https://", "http://")
+# Each file's key, and the key of its sha256.
+HASHED = {"file": "sha256", "postcodes": "postcodes_sha256"}
 
 
 # `index.source`: none (the default) or HM Land Registry's UK HPI file.
@@ -51,13 +64,16 @@ INDEX_SOURCES: tuple[str, ...] = ("none", "ukhpi")
 @dataclasses.dataclass(frozen=True, slots=True)
 class IndexOptions:
     """The config's `index` section: whether every loan is rolled forward by a house
-    price index (`source`), from which file, and where postcodes find their authority."""
+    price index (`source`), from which file, and where postcodes find their authority;
+    each file's sha256, when given (lower-case hex)."""
 
     source: str = "none"
-    file: str | None = None  # a path, or an s3:// or az:// URL
+    file: str | None = None  # a path, an s3:// or az:// URL, or an https:// URL with its hash
     postcodes: str | None = None  # a postcode directory (ONS Postcode Directory shape)
     postcode_column: str = "pcds"
     authority_column: str = "oslaua"
+    sha256: str | None = None  # the file's
+    postcodes_sha256: str | None = None  # the postcode directory's
 
     @property
     def on(self) -> bool:
@@ -66,7 +82,8 @@ class IndexOptions:
     @classmethod
     def of(cls, section: Mapping[str, object]) -> IndexOptions:
         """The section's options (its keys checked by the settings); SettingsError (64)
-        for a value of the wrong kind, or a source without its file."""
+        for a value of the wrong kind, a source without its file, a hash that is not 64
+        hex digits or without its file, or a file at an http(s) URL without its hash."""
         given = {k: v for k, v in section.items() if v is not None}
         for name, value in given.items():
             if not isinstance(value, str) or not value.strip():
@@ -80,10 +97,59 @@ class IndexOptions:
             raise SettingsError(f"index.source {source} needs index.file: the index's file")
         if "file" in given and source == "none":
             raise SettingsError("index.file is given but index.source is none: say ukhpi")
+        for name, hashed in HASHED.items():
+            given = _hash_checked(given, name, hashed)
         return cls(**{k: str(v) for k, v in given.items()})
 
     def to_json(self) -> dict[str, str | None]:
-        return dataclasses.asdict(self)
+        """The options for the manifest: a URL's password and query (a token) masked."""
+        found = dataclasses.asdict(self)
+        for name in HASHED:
+            if found[name] is not None:
+                found[name] = shown(found[name])
+        return found
+
+
+def _hash_checked(given: dict[str, object], name: str, hashed: str) -> dict[str, object]:
+    """`given` with the hash of its file `name` in lower case; SettingsError (64) for a
+    hash that is not one, a hash without its file, or a file at an http(s) URL without
+    its hash (what the server sends is only trusted for it)."""
+    digest = given.get(hashed)
+    if digest is not None:
+        digest = str(digest).strip().lower()
+        if not _SHA256.fullmatch(digest):
+            raise SettingsError(
+                f"index.{hashed} must be a sha256 (64 hex digits, as `sha256sum FILE` "
+                f"prints it), not {given[hashed]!r}"
+            )
+        if name not in given:
+            raise SettingsError(f"index.{hashed} is given but index.{name} is not")
+    place = str(given.get(name, ""))
+    if digest is None and is_web(place):
+        raise SettingsError(
+            f"index.{name} {shown(place)} is at an http(s) URL, read only with its hash: "
+            f"give index.{hashed} (--index-{hashed.replace('_', '-')}), the file's sha256 "
+            "as `sha256sum FILE` prints it for a copy you trust"
+        )
+    return given if digest is None else {**given, hashed: digest}
+
+
+def is_web(place: str) -> bool:
+    """A file named by an https:// or http:// URL."""
+    return place.lower().startswith(WEB_SCHEMES)
+
+
+def shown(place: str) -> str:
+    """A file's place as messages and the manifest say it: a URL's password and query
+    string (which may hold a token, an Azure SAS's signature) masked."""
+    if "://" not in place:
+        return place
+    try:
+        scheme, netloc, path, query, _ = urlsplit(place)
+    except ValueError:  # not a URL (`http://[oops`): all but its query, as given
+        head, mark, _ = place.partition("?")
+        return without_password(head + (mark and REDACTED))
+    return without_password(urlunsplit((scheme, netloc, path, REDACTED if query else "", "")))
 
 
 def month_number(year: int, month: int) -> int:
@@ -172,9 +238,10 @@ class HousePriceIndex:
         }
 
 
-def read_ukhpi(path: Path) -> HousePriceIndex:
-    """The UK HPI full file at `path` (InputError, 65, for a file that cannot be used)."""
-    sha256, size = _digest(path)
+def read_ukhpi(path: Path, digest: tuple[str, int] | None = None) -> HousePriceIndex:
+    """The UK HPI full file at `path` (InputError, 65, for a file that cannot be used);
+    `digest`, its sha256 and size when the caller has them (else read here)."""
+    sha256, size = digest or file_digest(path)
     try:
         header = pl.read_csv(path, infer_schema=False, n_rows=0).columns
         missing = [name for name in UKHPI_COLUMNS if name not in header]
@@ -235,11 +302,15 @@ class PostcodeAuthorities:
 
 
 def read_postcode_directory(
-    path: Path, postcode_column: str = "pcds", authority_column: str = "oslaua"
+    path: Path,
+    postcode_column: str = "pcds",
+    authority_column: str = "oslaua",
+    digest: tuple[str, int] | None = None,
 ) -> PostcodeAuthorities:
     """The postcode directory at `path`, its two columns only (InputError, 65, without
-    them), read as a stream: a directory's other fifty columns never reach memory."""
-    sha256, size = _digest(path)
+    them), read as a stream: a directory's other fifty columns never reach memory.
+    `digest`, its sha256 and size when the caller has them (else read here)."""
+    sha256, size = digest or file_digest(path)
     try:
         header = pl.read_csv(path, infer_schema=False, n_rows=0).columns
     except (pl.exceptions.PolarsError, OSError) as exc:
@@ -265,7 +336,7 @@ def read_postcode_directory(
     return PostcodeAuthorities(kept, frame.height - kept.height, sha256, size)
 
 
-def _digest(path: Path) -> tuple[str, int]:
+def file_digest(path: Path) -> tuple[str, int]:
     """The sha256 and size of the file at `path`, read in chunks."""
     digest, size = hashlib.sha256(), 0
     try:

@@ -63,6 +63,10 @@ def _stop_reasons() -> str:
 OTHER_VARIABLES: Mapping[str, str] = {
     "BATCHVAL_LOG_JSON": "`1`: JSON log lines on stderr even on a terminal (`--log-json`)",
     "BATCHVAL_BIN": "the Airflow operator: the batchval to run (default: beside its Python)",
+    "BATCHVAL_CACHE_DIR": (
+        "where an index file at an `https://` URL is kept, by its sha256, under `index/` "
+        "(default `$XDG_CACHE_HOME/batchval`, else `~/.cache/batchval`)"
+    ),
     "BATCHVAL_CLOCK_OFFSET_SECONDS": (
         "a test seam, not a setting: seconds added to batchval's clock for the daily limit"
     ),

@@ -1,20 +1,36 @@
 """`index.source: ukhpi`: every loan of results.parquet rolled forward by the UK House
 Price Index (`contract/indexation`), after the night's valuations and the book's carried
 rows are in it. The index and the postcode directory are read before anything is sent, so
-that a file that cannot be used stops the run (65) without a call."""
+that a file that cannot be used stops the run (65) without a call.
+
+A file at an `https://` or `http://` URL comes with its sha256 (the settings refuse one
+without, 64) and is downloaded once: streamed to a temporary file in the cache folder
+(`cache_folder`), hashed as it comes, and kept under `index/<sha256>` (the URL's suffix
+after it) only when its hash is the one given; a later run with the same hash reads that
+copy and asks nothing. A download whose hash differs is discarded (65, naming the URL and
+both hashes); one that fails (no connection, an HTTP error status) is 75, to be tried
+again. A file anywhere else given with its sha256 is checked against it (65)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path, PurePosixPath
+from typing import Any, BinaryIO
+from urllib.parse import urlsplit
 
+import httpx
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import structlog
 
+from batchval.api.network import diagnose
 from batchval.contract.indexation import VALUE_METHODS, indexed_results
 from batchval.contract.schemas import INDEX_DESCRIPTIONS, RESULT_COLUMNS
 from batchval.engine.files import write_table_atomic
@@ -25,16 +41,47 @@ from batchval.input.hpi import (
     HousePriceIndex,
     IndexOptions,
     PostcodeAuthorities,
+    file_digest,
+    is_web,
     month_text,
     read_postcode_directory,
     read_ukhpi,
+    shown,
 )
 from batchval.input.lender import LenderColumnError, find_lender_columns
 from batchval.input.options import InputError
 from batchval.outcome import RunRefusedError, StopReason
 from batchval.valuations.book import rows_of
+from batchval.version import __version__
 
 log = structlog.get_logger()
+
+# The folder a file fetched over the web is kept in: this variable's, else
+# `$XDG_CACHE_HOME/batchval`, else `~/.cache/batchval` (`cache_folder`).
+CACHE_VARIABLE = "BATCHVAL_CACHE_DIR"
+# A download's patience: a connection within 15 s, then no minute without a byte (a file
+# of a gigabyte takes what it takes).
+_TIMEOUT = httpx.Timeout(60.0, connect=15.0)
+_CHUNK = 1 << 20
+_SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,8}")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Read:
+    """Where one file of the index was read from: its place as the settings give it
+    (`hpi.shown`), its sha256 and size, and for a URL of the web whether it was
+    `downloaded` or read from the `cache`, and the copy read."""
+
+    given: str
+    digest: tuple[str, int]
+    fetched: str | None = None
+    copy: Path | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        found: dict[str, Any] = {"path": self.given}
+        if self.fetched is not None:
+            found.update(url=self.given, fetched=self.fetched, cached_copy=str(self.copy))
+        return found
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -45,6 +92,9 @@ class Indexing:
     options: IndexOptions
     index: HousePriceIndex
     directory: PostcodeAuthorities | None
+    # Where each file was read from (None: as the options name it, read as it is).
+    file_read: Read | None = None
+    postcodes_read: Read | None = None
 
     @property
     def latest_month(self) -> str | None:
@@ -57,12 +107,12 @@ class Indexing:
         asks for."""
         found: dict[str, Any] = {
             "source": self.options.source,
-            "file": {"path": self.options.file, **self.index.to_json()},
+            "file": {**self._read(self.file_read, self.options.file), **self.index.to_json()},
             "attribution": [UKHPI_ATTRIBUTION],
         }
         if self.directory is not None:
             found["postcodes"] = {
-                "path": self.options.postcodes,
+                **self._read(self.postcodes_read, self.options.postcodes),
                 "sha256": self.directory.sha256,
                 "bytes": self.directory.size,
                 "postcodes": self.directory.frame.height,
@@ -70,6 +120,10 @@ class Indexing:
             }
             found["attribution"].append(ONSPD_ATTRIBUTION)
         return found
+
+    @staticmethod
+    def _read(read: Read | None, given: str | None) -> dict[str, Any]:
+        return {"path": None if given is None else shown(given)} if read is None else read.to_json()
 
     def add_columns(
         self,
@@ -135,21 +189,141 @@ def coverage(
 
 def load(options: IndexOptions, env: Mapping[str, str]) -> Indexing | None:
     """The index the settings name, or None (`index.source: none`); a file that cannot be
-    used is the run's refusal (`input_unusable`, 65), before any call."""
+    used, or whose sha256 is not the one given, is the run's refusal (`input_unusable`,
+    65), and a download that fails `store_unavailable` (75), before any call."""
     if not options.on or options.file is None:
         return None
     try:
-        with input_of(options.file, env) as path:
-            index = read_ukhpi(path)
-        directory = None
+        with local_copy(options.file, options.sha256, env, "index.sha256") as (path, read):
+            index = read_ukhpi(path, read.digest)
+        directory, found = None, None
         if options.postcodes is not None:
-            with input_of(options.postcodes, env) as path:
+            with local_copy(
+                options.postcodes, options.postcodes_sha256, env, "index.postcodes_sha256"
+            ) as (path, found):
                 directory = read_postcode_directory(
-                    path, options.postcode_column, options.authority_column
+                    path, options.postcode_column, options.authority_column, found.digest
                 )
     except InputError as exc:
         raise RunRefusedError(StopReason.INPUT_UNUSABLE, f"index: {exc}") from None
-    return Indexing(options, index, directory)
+    return Indexing(options, index, directory, read, found)
+
+
+@contextlib.contextmanager
+def local_copy(
+    source: str, sha256: str | None, env: Mapping[str, str], setting: str
+) -> Iterator[tuple[Path, Read]]:
+    """The file `source` names on this machine, and where it was read from: an http(s)
+    URL's copy in the cache (`cached`), else the path or the object store's copy
+    (`place.input_of`), checked against `sha256` when given (`setting` names it in the
+    refusal, 65)."""
+    if is_web(source):
+        if sha256 is None:  # the settings refuse it (64): never read unhashed
+            raise RunRefusedError(StopReason.REFUSED, f"index: {shown(source)} needs {setting}")
+        path, digest, fetched = cached(source, sha256, env, setting)
+        yield path, Read(shown(source), digest, fetched, path)
+        return
+    with input_of(source, env) as path:
+        digest = file_digest(path)
+        if sha256 is not None and digest[0] != sha256:
+            raise RunRefusedError(
+                StopReason.INPUT_UNUSABLE,
+                f"index: {shown(source)}: its sha256 is {digest[0]}, not {sha256} as "
+                f"{setting} says",
+            )
+        yield path, Read(shown(source), digest)
+
+
+def cache_folder(env: Mapping[str, str]) -> Path:
+    """batchval's cache: `$BATCHVAL_CACHE_DIR`, else `$XDG_CACHE_HOME/batchval`, else
+    `~/.cache/batchval`."""
+    if given := env.get(CACHE_VARIABLE):
+        return Path(given)
+    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "batchval"
+
+
+def cached(
+    url: str, sha256: str, env: Mapping[str, str], setting: str
+) -> tuple[Path, tuple[str, int], str]:
+    """The copy of the file at `url` kept in the cache by its `sha256` (its digest, and
+    `cache` or `downloaded`): read without a request when the cache holds it whole, else
+    downloaded (`_download`). A kept copy whose bytes are no longer its hash's is
+    downloaded again."""
+    folder = cache_folder(env) / "index"
+    suffix = PurePosixPath(urlsplit(url).path).suffix
+    kept = folder / (sha256 + (suffix if _SUFFIX.fullmatch(suffix) else ""))
+    if kept.is_file():
+        digest = file_digest(kept)
+        if digest[0] == sha256:
+            log.info("run.index.cached", url=shown(url), copy=str(kept))
+            return kept, digest, "cache"
+        log.warning("run.index.cache_damaged", copy=str(kept), sha256=digest[0])
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(dir=folder, prefix=".download-")
+    except OSError as exc:
+        raise _unwritable(folder, exc) from None
+    partial = Path(name)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            digest = _download(url, sha256, out, setting)
+        os.replace(partial, kept)
+    except OSError as exc:
+        raise _unwritable(folder, exc) from None
+    finally:
+        partial.unlink(missing_ok=True)
+    log.info("run.index.downloaded", url=shown(url), bytes=digest[1], copy=str(kept))
+    return kept, digest, "downloaded"
+
+
+def _download(url: str, sha256: str, out: BinaryIO, setting: str) -> tuple[str, int]:
+    """The file at `url` streamed into `out`, hashed as it comes (never held whole); its
+    digest, when its sha256 is `sha256`. No answer, or an HTTP error status, is
+    `store_unavailable` (75); another hash `input_unusable` (65)."""
+    where = shown(url)
+    digest, size = hashlib.sha256(), 0
+    headers = {"User-Agent": f"batchval/{__version__}"}
+    try:
+        with (
+            httpx.Client(timeout=_TIMEOUT, follow_redirects=True, headers=headers) as http,
+            http.stream("GET", url) as answer,
+        ):
+            if not answer.is_success:
+                status = f"HTTP {answer.status_code} {answer.reason_phrase}".strip()
+                raise RunRefusedError(
+                    StopReason.STORE_UNAVAILABLE,
+                    f"index: {where}: {status}, nothing kept (the same command tries again)",
+                )
+            for chunk in answer.iter_bytes(_CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+                out.write(chunk)
+    except httpx.InvalidURL as exc:
+        raise RunRefusedError(StopReason.REFUSED, f"index: {where} is not a URL: {exc}") from None
+    except httpx.HTTPError as exc:
+        found = diagnose(exc)
+        said = found.kind.value + (f" ({found.detail})" if found.detail else "")
+        raise RunRefusedError(
+            StopReason.STORE_UNAVAILABLE,
+            f"index: {where}: {said.replace(url, where)}, nothing kept (the same command "
+            "tries again)",
+        ) from None
+    if digest.hexdigest() != sha256:
+        raise RunRefusedError(
+            StopReason.INPUT_UNUSABLE,
+            f"index: {where}: the download's sha256 is {digest.hexdigest()}, not {sha256} as "
+            f"{setting} says: it is discarded (is the hash the file's, or has the file at the "
+            "URL changed?)",
+        )
+    return sha256, size
+
+
+def _unwritable(folder: Path, exc: OSError) -> RunRefusedError:
+    return RunRefusedError(
+        StopReason.REFUSED,
+        f"index: the cache folder {folder} cannot be written ({exc.strerror or exc}): set "
+        f"{CACHE_VARIABLE} to a folder batchval may write",
+    )
 
 
 def result_lender_columns(results: Path, configured: Mapping[str, str]) -> dict[str, str]:
