@@ -70,7 +70,15 @@ _BOOK = frozenset({"book", "row_id", "fresh_for_days", "max_calls"})
 # The index settings by keyword (`index_source="ukhpi"`, `index_file=...`): the config's
 # `index` section, each key with `index_` before it.
 _INDEX = frozenset(
-    {"index_source", "index_file", "index_sha256", "index_postcodes", "index_postcodes_sha256"}
+    {
+        "index_source",
+        "index_file",
+        "index_sha256",
+        "index_postcodes",
+        "index_postcodes_sha256",
+        "index_postcode_column",
+        "index_authority_column",
+    }
 )
 # The attribute a defect `run`, `value` or `analyse_streets` raised carries its kept run in
 # (`Run.of`): an exception takes no weak reference, and is raised as its own type.

@@ -16,6 +16,7 @@ import pytest
 import ukhpi
 from support import ROOT, InProcess, env_for, make_config
 
+import batchval
 from batchval.contract.indexation import INDEX_COLUMNS
 from batchval.sandbox.config import SandboxConfig
 from batchval.sandbox.market import local_authority
@@ -255,3 +256,29 @@ def test_with_the_postcode_file_night_1_indexes_every_loan(
         start = written[(area, row["origination_date"].strftime("%Y-%m"))]
         expected = Decimal(row["origination_value"]) * written[(area, "2026-09")] / start
         assert abs(Decimal(str(row["hpi_value"])) - expected) <= Decimal("0.005")
+
+
+def test_the_python_api_names_the_directory_s_columns(
+    served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`index_postcode_column=` and `index_authority_column=` reach the index section:
+    a directory with other column names is refused without them, read with them."""
+    for name, value in env_for(served).items():
+        monkeypatch.setenv(name, value)
+    directory = tmp_path / "directory.csv"
+    directory.write_text("pc,la\nM1 1AE,E08000003\n", encoding="utf-8")
+    given = {
+        "index_source": "ukhpi",
+        "index_file": str(index_file(tmp_path / "ukhpi.csv")),
+        "index_postcodes": str(directory),
+    }
+    source = book(tmp_path / "book.csv")
+    with pytest.raises(batchval.RunError) as refused:
+        batchval.run(source, out=tmp_path / "a", progress=False, dry_run=True, **given)
+    assert refused.value.exit_code == 65
+    assert "no column 'pcds'" in str(refused.value)
+    done = batchval.run(
+        source, out=tmp_path / "b", progress=False, dry_run=True,
+        index_postcode_column="pc", index_authority_column="la", **given,
+    )  # fmt: skip
+    assert done.exit_code == 0

@@ -27,6 +27,7 @@ from batchval.contract.schemas import (
 from batchval.engine.charges_file import CHARGE_COLUMNS
 from batchval.engine.summary import SUMMARY_KEYS
 from batchval.input import PROBLEM_RULES
+from batchval.input.hpi import IndexOptions
 from batchval.input.lender import LenderOptions
 from batchval.input.options import InputOptions
 from batchval.outcome import ExitCode, StopReason
@@ -111,7 +112,12 @@ def _code_defaults(section: str) -> Mapping[str, Any]:
         return {"region": DEFAULT_REGION}
     if section == "output":
         return {"mode": OUTPUT_MODES[0]}
-    made = {"run": RunOptions, "input": InputOptions, "lender": LenderOptions}.get(section)
+    made = {
+        "run": RunOptions,
+        "input": InputOptions,
+        "lender": LenderOptions,
+        "index": IndexOptions,
+    }.get(section)
     if made is None:
         return {}
     defaults = made()
