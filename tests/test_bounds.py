@@ -16,8 +16,9 @@ import pytest
 import xlsxwriter
 
 from batchval.input import InputError, InputOptions, excel, open_input
+from batchval.input.config_file import CONFIG_MOST_ALIASES
 from batchval.outcome import SettingsError
-from batchval.settings import CONFIG_MOST_ALIASES, load_settings
+from batchval.settings import load_settings
 
 ROWS: list[list[object]] = [
     ["postcode", "property_type", "bedrooms"],
