@@ -349,6 +349,11 @@ def sandbox(
 )
 @book_options
 @click.option(
+    "--book-order",
+    type=click.Choice(["risk", "staleness"]),
+    help="The order a --book night values its loans in [config book.order].",
+)
+@click.option(
     "--index-source",
     type=click.Choice(["none", "ukhpi"]),
     help="Roll every loan forward by a house price index [config index.source].",

@@ -80,6 +80,9 @@ _INDEX = frozenset(
         "index_authority_column",
     }
 )
+# The book's order by keyword (`book_order="staleness"`, `book_ltv_watch=[0.85]`): the
+# config's `book` section, each key with `book_` before it.
+_ORDER = frozenset({"book_order", "book_ltv_watch"})
 # The attribute a defect `run`, `value` or `analyse_streets` raised carries its kept run in
 # (`Run.of`): an exception takes no weak reference, and is raised as its own type.
 _KEPT = "_batchval_run"
@@ -422,9 +425,9 @@ def _settings(
     before anything can print it; a bad setting is a RunError (64) with no reason."""
     from batchval.settings import RUN_KEYS, load_settings
 
-    unknown = sorted(set(run_settings) - {key.name for key in RUN_KEYS} - _INDEX)
+    unknown = sorted(set(run_settings) - {key.name for key in RUN_KEYS} - _INDEX - _ORDER)
     if unknown:
-        known = sorted({key.name for key in RUN_KEYS} | taken | _INDEX)
+        known = sorted({key.name for key in RUN_KEYS} | taken | _INDEX | _ORDER)
         raise RunError(
             ExitCode.USAGE,
             f"unknown setting(s): {', '.join(unknown)}; batchval takes {', '.join(known)}",
@@ -437,8 +440,11 @@ def _settings(
             sheet=options.get("sheet"),
             header_row=options.get("header_row"),
             book={k: v for k, v in run_settings.items() if k in _BOOK},
-            run_settings={k: v for k, v in run_settings.items() if k not in _BOOK | _INDEX},
+            run_settings={
+                k: v for k, v in run_settings.items() if k not in _BOOK | _INDEX | _ORDER
+            },
             index={k.removeprefix("index_"): v for k, v in run_settings.items() if k in _INDEX},
+            book_order={k.removeprefix("book_"): v for k, v in run_settings.items() if k in _ORDER},
         )
     except SettingsError as exc:
         raise RunError(ExitCode.USAGE, str(exc)) from None

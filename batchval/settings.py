@@ -287,6 +287,41 @@ INDEX_KEYS: tuple[Key, ...] = (
     Key("authority_column", "the postcode directory's local authority column"),
 )
 
+# The config's `book` section: how a `--book` night orders the loans it may value.
+BOOK_ORDERS = ("risk", "staleness")  # the first is the default
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BookOptions:
+    """`book.order`: `risk` (never valued, changed, a trigger, an LTV above `ltv_watch`,
+    then balance x staleness) or `staleness` (batchval 0.x's: never valued, changed, then
+    stale by their last LTV); `book.ltv_watch`, the LTVs watched (`valuations/booking`)."""
+
+    order: str = BOOK_ORDERS[0]
+    ltv_watch: tuple[float, ...] = (0.8, 0.9)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"order": self.order, "ltv_watch": list(self.ltv_watch)}
+
+
+BOOK_KEYS: tuple[Key, ...] = (
+    Key(
+        "order",
+        "the order a `--book` night values its loans in, within its budget: `risk` (never "
+        "valued by the API, largest balance first; then changed records; then stale loans "
+        "with a revaluation trigger, the market fall by the index among them; then stale "
+        "loans whose LTV is above a `ltv_watch` figure, highest first; then the rest by "
+        "balance x days since their valuation) or `staleness` (never valued, changed, then "
+        "stale loans by their last `indexed_ltv`, highest first) (`--book-order`)",
+    ),
+    Key(
+        "ltv_watch",
+        "the loan-to-value ratios watched by the `risk` order (a list of shares): a stale "
+        "loan above the lowest comes before those below it; its LTV is `hpi_ltv` with an "
+        "`index`, else the balance over its last estimate",
+    ),
+)
+
 # The config's `output` section: who may read what batchval writes (engine/files.MODES).
 OUTPUT_KEYS: tuple[Key, ...] = (
     Key(
@@ -308,6 +343,7 @@ SECTIONS: Mapping[str, tuple[Key, ...]] = {
     "lender": LENDER_KEYS,
     "storage": STORAGE,
     "index": INDEX_KEYS,
+    "book": BOOK_KEYS,
     "output": OUTPUT_KEYS,
     "sandbox": (),
 }
@@ -346,6 +382,7 @@ class Settings:
     storage: StorageSettings = dataclasses.field(default_factory=StorageSettings)
     output_mode: str = OUTPUT_MODES[0]  # `output.mode`: who may read what batchval writes
     index: IndexOptions = dataclasses.field(default_factory=IndexOptions)
+    book: BookOptions = dataclasses.field(default_factory=BookOptions)
 
     def read_at(self, header_line: int | None) -> Settings:
         """These settings with the header on the line the input was read at, as if it had
@@ -433,6 +470,7 @@ class Settings:
             "lender": self.lender.to_json(),
             "output": {"mode": self.output_mode},
             "index": self.index.to_json(),
+            "book": self.book.to_json(),
         }
 
     def _request_shaping(self) -> dict[str, Any]:
@@ -567,6 +605,21 @@ def _index(config: Mapping[str, Any], given: Mapping[str, Any]) -> IndexOptions:
     return IndexOptions.of({**section, **{k: v for k, v in given.items() if v is not None}})
 
 
+def _book(config: Mapping[str, Any], given: Mapping[str, Any]) -> BookOptions:
+    """`book`, the command line's (or the Python API's) keys over the config's."""
+    section = {**_section(config, "book"), **{k: v for k, v in given.items() if v is not None}}
+    _reject_unknown(section, {key.name for key in BOOK_KEYS}, "book")
+    order = section.get("order", BOOK_ORDERS[0])
+    if order not in BOOK_ORDERS:
+        raise SettingsError(f"book.order must be {' or '.join(BOOK_ORDERS)}, not {order!r}")
+    watch = section.get("ltv_watch", BookOptions().ltv_watch)
+    if not isinstance(watch, list | tuple) or not all(
+        isinstance(x, int | float) and not isinstance(x, bool) and x > 0 for x in watch
+    ):
+        raise SettingsError("book.ltv_watch must be a list of LTVs above 0, such as [0.8, 0.9]")
+    return BookOptions(order=str(order), ltv_watch=tuple(sorted(float(x) for x in watch)))
+
+
 def _output_mode(config: Mapping[str, Any], env: Mapping[str, str]) -> str:
     """`output.mode`, the environment's `BATCHVAL_OUTPUT_MODE` over the config's."""
     section = _section(config, "output")
@@ -657,12 +710,14 @@ def load_settings(
     live: bool = False,
     run_settings: Mapping[str, Any] | None = None,
     index: Mapping[str, Any] | None = None,
+    book_order: Mapping[str, Any] | None = None,
 ) -> Settings:
     """Settings for `run`, `streets`, `check`, `split` and `--dry-run`; raises
     SettingsError (exit 64). `encoding`, `sheet` and `header_row` (--encoding, --sheet,
     --header-row) win over the config's input section; `live` (--live) can only turn
     `run.live` on. `run_settings` (the Python API's keywords) win over the config's run
-    section, by the same names, and `index` (--index-file, ...) over its index section."""
+    section, by the same names, `index` (--index-file, ...) over its index section and
+    `book_order` (--book-order) over its book section."""
     config = _read_config(config_file)
     run = _section(config, "run")
     run.update(run_settings or {})
@@ -730,4 +785,5 @@ def load_settings(
         storage=_storage(config),
         output_mode=_output_mode(config, env),
         index=_index(config, index or {}),
+        book=_book(config, book_order or {}),
     )

@@ -69,6 +69,9 @@ _MASKS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         # The loans revaluation triggers flag: they move with the sandbox's month and
         # the run's date (a valuation turns five years old on its anniversary).
         (r"\b(fall|age|any) \d[\d,]* \(£[\d,.]+\)", r"\1 <n>"),
+        # Which stale loans a `risk` book night values follows them too (a trigger first):
+        # the balance of tonight's valuations, on the line that counts them alone.
+        (r"^(portfolio: \d+ loans valued, loan balance )£[\d,.]+", r"\1<n>"),
         # Balances: what the account has left.
         (r"(balance|left)(:?\s+)[\d,]+", r"\1\2<n>"),
         # Ports a server chose (port 0).

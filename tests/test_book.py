@@ -224,8 +224,8 @@ def test_stale_rows_get_the_budget_first(
             assert row["previous_estimate"] is None
     assert results.schema["previous_estimate"] == pl.Int64
 
-    # A budget of 20 takes the 20 highest LTVs of the 50 (they are stale again: the book
-    # is rewritten from the night before's).
+    # In the `staleness` order, a budget of 20 takes the 20 highest LTVs of the 50 (they
+    # are stale again: the book is rewritten from the night before's).
     ltv = dict(
         zip(
             table.column("identity").to_pylist(),
@@ -235,7 +235,9 @@ def test_stale_rows_get_the_budget_first(
     )
     pq.write_table(table.set_column(at, table.schema.field("valued_at"), valued_at), nights.book)
     out = nights.next()
-    done = batchval(*nights.args(out), "--max-calls", "20", env=nights.env())
+    done = batchval(
+        *nights.args(out), "--max-calls", "20", "--book-order", "staleness", env=nights.env()
+    )
     assert done.returncode == 0, done.stderr
     highest = sorted(stale_ids, key=lambda loan: -ltv[loan])[:20]
     assert _valued(out) == set(highest)

@@ -324,7 +324,7 @@ def test_settings_json_leaves_the_secret_out() -> None:
         "client_id": "lender",
     }
     assert "s3cret-from-env" not in repr(found)
-    assert set(found) == {"api", "input", "run", "lender", "output", "index"}
+    assert set(found) == {"api", "input", "run", "lender", "output", "index", "book"}
 
 
 def test_street_settings_default_and_configured(tmp_path: Path) -> None:

@@ -15,6 +15,10 @@ VERIFY_NAME = "verify.parquet"
 # problems.parquet, as the run would write them).
 DRY_RUN_NAME = "dry_run.json"
 DRY_RUN_PROBLEMS_NAME = "dry_run_problems.parquet"
+# A `--book` night's order (`valuations/booking`): the loans it planned to value, in order,
+# each with why; a dry run's beside a run's, as its problems.
+PICKS_NAME = "picks.parquet"
+DRY_RUN_PICKS_NAME = "dry_run_picks.parquet"
 
 # Every name a command writes into DIR (each named here or beside its writer: a test holds
 # them equal). A DIR that holds none of a run's own marks (its checkpoint, its lock file, a
@@ -28,6 +32,8 @@ WRITTEN_NAMES: tuple[str, ...] = (
     CHARGES_NAME,
     VERIFY_NAME,
     DRY_RUN_PROBLEMS_NAME,
+    PICKS_NAME,
+    DRY_RUN_PICKS_NAME,
     "street_analysis.parquet",
     "homes_with_street.parquet",
     "report.html",

@@ -318,6 +318,9 @@ class DryRunSummary:
     run_id: str = "dry-run"  # the run id its keys were made with (DIR's run's, if any)
     input: str | None = None
     priced_at: str | None = None  # when, on the run's clock
+    # A `--book` night's plan: the picks within its budget by reason, and the file that
+    # lists them in order (`valuations/booking`).
+    book: Mapping[str, Any] | None = None
 
     @property
     def exit_code(self) -> ExitCode:
@@ -365,6 +368,7 @@ class DryRunSummary:
                 "days_at_daily_limit": self.days_at_daily_limit,
                 "daily_limit": self.daily_limit,
             },
+            **({} if self.book is None else {"book": dict(self.book)}),
         }
 
     @classmethod
@@ -386,6 +390,7 @@ class DryRunSummary:
             run_id=str(data.get("run_id") or "dry-run"),
             input=data.get("input"),
             priced_at=data.get("started_at"),
+            book=data.get("book") if isinstance(data.get("book"), dict) else None,
         )
 
     def status_lines(self) -> str:

@@ -91,6 +91,9 @@ class BookEntry:
     fingerprint: str
     valued_at: dt.datetime | None
     indexed_ltv: float | None
+    estimate: float | None = None
+    indexed_to: str | None = None  # `YYYY-MM`
+    local_authority: str | None = None
 
 
 def read_book(file: VersionedFile, identity: str, api: str) -> tuple[pa.Table | None, str | None]:
@@ -132,18 +135,22 @@ def book_index(table: pa.Table | None) -> dict[str, BookEntry]:
     """Identity -> entry, for the plan."""
     if table is None:
         return {}
-    ltv = (
-        table.column("indexed_ltv").to_pylist()
-        if "indexed_ltv" in table.column_names
-        else [None] * table.num_rows
-    )
+
+    def column(name: str) -> list[Any]:
+        if name not in table.column_names:
+            return [None] * table.num_rows
+        return list(table.column(name).to_pylist())
+
     return {
-        identity: BookEntry(fingerprint, valued_at, figure)
-        for identity, fingerprint, valued_at, figure in zip(
-            table.column("identity").to_pylist(),
-            table.column("request_fingerprint").to_pylist(),
-            table.column("valued_at").to_pylist(),
-            ltv,
+        identity: BookEntry(fingerprint, valued_at, figure, estimate, month, authority)
+        for identity, fingerprint, valued_at, figure, estimate, month, authority in zip(
+            column("identity"),
+            column("request_fingerprint"),
+            column("valued_at"),
+            column("indexed_ltv"),
+            column("estimate"),
+            column("indexed_to"),
+            column("local_authority"),
             strict=True,
         )
     }

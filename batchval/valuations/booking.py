@@ -5,12 +5,19 @@ The runner calls three steps (beside `valuations/runner`):
 1. `plan`, once per DIR, after the ingest: each valid row's identity (the `--row-id`
    column's value, else the request's fingerprint) is looked up in the book. A row whose
    entry is younger than `--fresh-for DAYS` and whose request fingerprint is unchanged is
-   carried; the others are ranked (never valued, largest `loan_balance` first; then
-   changed requests; then stale rows, highest last `indexed_ltv` first, then oldest
-   valuation first), and the night's budget (`--max-calls`, `--max-credits` at the
-   valuation's price, the daily limit) takes the requests from the top. The rest are
-   deferred. The plan is kept in the checkpoint (`store/book`), so that a resumed run
-   sends what the first invocation planned, with the same keys.
+   carried; the others are ranked by `book.order` and the night's budget (`--max-calls`,
+   `--max-credits` at the valuation's price, the daily limit) takes the requests from the
+   top. The rest are deferred. `risk` (the default): never valued, largest `loan_balance`
+   first; then changed requests, likewise; then stale loans with a revaluation trigger
+   tonight (`valuations/picking`: the fall, age and large-loan age triggers, and with an
+   `index` the market fall), largest balance first; then stale loans whose LTV is above
+   the lowest of `book.ltv_watch`, highest LTV first; then the other stale loans by
+   balance x days since their valuation, largest first. `staleness`: never valued, then
+   changed (each largest balance first), then stale rows, highest last `indexed_ltv`
+   first, then oldest valuation first. The order, each row with its reason, is written
+   to `picks.parquet` (a dry run's beside a run's: `dry_run_picks.parquet`). The plan
+   is kept in the checkpoint (`store/book`), so that a resumed run sends what the first
+   invocation planned, with the same keys.
 2. `settle`, after sending: a stop of the budget's own (`max_credits`, `daily_limit`)
    defers the requests never sent, and the run is complete (exit 0). A request that was
    sent stays pending: it may have been charged, so only a replay with its key may
@@ -28,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import hashlib
 import json
 import math
@@ -43,8 +51,10 @@ import structlog
 
 from batchval.api.vocabulary import DAILY_PAID_CALLS, VALUATION_CREDITS
 from batchval.contract.lender import TRIGGERS, Revaluation, refresh_revaluation
+from batchval.engine.files import write_table_atomic
 from batchval.engine.place import refusal_of
 from batchval.engine.versioned import VersionedFile, versioned_file
+from batchval.input.hpi import HousePriceIndex
 from batchval.input.lender import LenderColumnError, find_lender_columns
 from batchval.outcome import RunRefusedError, StopInfo, StopReason
 from batchval.settings import Settings
@@ -61,6 +71,7 @@ from batchval.valuations.book import (
     read_book,
     write_book,
 )
+from batchval.valuations.picking import REASONS, Risk, Risks
 
 log = structlog.get_logger()
 
@@ -68,8 +79,10 @@ log = structlog.get_logger()
 BUDGET_STOPS = frozenset({StopReason.MAX_CREDITS, StopReason.DAILY_LIMIT})
 _LAST = math.inf  # ranks a missing balance or LTV after every known one
 
-# The order in which rows that need a valuation are sent (lower first).
-NEVER_VALUED, CHANGED, STALE = 0, 1, 2
+# The order in which rows that need a valuation are sent (lower first), and each tier's
+# reason in picks.parquet.
+NEVER_VALUED, CHANGED, TRIGGERED, WATCHED, STALE = 0, 1, 2, 3, 4
+TIER_REASONS: tuple[str, ...] = REASONS  # by tier
 
 
 def request_fingerprint(request_json: str) -> str:
@@ -107,8 +120,13 @@ class BookRun:
         settings: Settings,
         checkpoint: Checkpoint,
         now: Callable[[], dt.datetime],
+        index: HousePriceIndex | None = None,
+        picks_to: Path | None = None,
     ) -> None:
         self.file = file
+        self._index = index  # the `index`'s, for the `risk` order
+        self._picks_to = picks_to  # where the plan's order is written
+        self.picked: dict[str, int] = {}  # the plan's picks within the budget, by reason
         self.lost: StopInfo | None = None  # the book's swap lost to another run's
         self.settings = settings
         self._checkpoint = checkpoint
@@ -127,10 +145,14 @@ class BookRun:
         checkpoint: Checkpoint,
         now: Callable[[], dt.datetime],
         env: Mapping[str, str] | None = None,
+        *,
+        index: HousePriceIndex | None = None,
+        picks_to: Path | None = None,
     ) -> BookRun | None:
         """With a --book (`run.book`: a path, or an s3:// URL whose store the settings and
         `env`, os.environ by default, give), this DIR's book run, planned (once: for its
-        input and settings); None without one."""
+        input and settings; its order written to `picks_to`); None without one. `index`,
+        the `index`'s, tells the `risk` order each stale loan's market fall and LTV."""
         if settings.run.book is None:
             return None
         from batchval.store.objects import ObjectStoreError
@@ -141,7 +163,7 @@ class BookRun:
             )
         except ObjectStoreError as exc:
             raise refusal_of(exc) from None
-        booked = cls(file, settings, checkpoint, now)
+        booked = cls(file, settings, checkpoint, now, index, picks_to)
         booked.plan(
             f"{checkpoint.get('input_fingerprint')}:{checkpoint.get('settings_fingerprint')}"
         )
@@ -153,8 +175,10 @@ class BookRun:
         """Decide each row's night, unless this DIR's plan was made for the same input
         and settings. Raises RunRefusedError (65) for a book that cannot be used or an
         identity on two rows."""
+        order = self.settings.book
         planned_for = json.dumps(
             [planned_for, self.file.location, self.identity, self.settings.run.fresh_for_days]
+            + ([] if order.order == "staleness" else [order.order, list(order.ltv_watch)])
         )
         if self._store.planned_for() == planned_for:
             return
@@ -170,6 +194,14 @@ class BookRun:
         balances = self._balances(passthrough)
         fresh_for = dt.timedelta(days=self.settings.run.fresh_for_days)
         now = self._now()
+        risks = Risks(
+            passthrough,
+            self.settings.input.columns,
+            self.settings.lender.revaluation,
+            now.date(),
+            self._index,
+        )
+        watch = order.ltv_watch[0] if order.ltv_watch else math.inf
         seen: dict[str, int] = {}
         rows: list[_Row] = []
         for batch in self._store.keyed_requests():
@@ -190,7 +222,18 @@ class BookRun:
                         "row needs its own",
                     )
                 seen[identity] = number
-                rank = _rank(index.get(identity), fingerprint, balances.get(number), now, fresh_for)
+                entry = index.get(identity)
+                if order.order == "staleness":
+                    rank = _rank(entry, fingerprint, balances.get(number), now, fresh_for)
+                else:
+                    rank = _risk_rank(
+                        entry,
+                        fingerprint,
+                        balances.get(number),
+                        (now, fresh_for),
+                        functools.partial(risks.of, number),
+                        watch,
+                    )
                 rows.append(_Row(number, key, identity, fingerprint, rank))
         self._save(rows, planned_for)
 
@@ -201,6 +244,7 @@ class BookRun:
                 ranks[row.key] = row.rank
         order = sorted(ranks, key=lambda key: (ranks[key], key))
         deferred = order[self.budget :]
+        self._write_picks(rows, order)
         carried = {row.key for row in rows} - set(ranks)
         self._store.save_plan(
             [
@@ -219,6 +263,36 @@ class BookRun:
             budget=self.budget,
             deferred=len(deferred),
         )
+
+    def _write_picks(self, rows: Sequence[_Row], order: Sequence[str]) -> None:
+        """The plan's order, row by row (`picks_to`): its place in the night's queue (a
+        request's rows share it), row number, identity, why it is there (`REASONS`) and
+        whether the budget takes it tonight; the picks within it counted by reason."""
+        place = {key: at for at, key in enumerate(order, start=1)}
+        sent = sorted(
+            (place[r.key], r.number, r.identity, TIER_REASONS[int(r.rank[0])])
+            for r in rows
+            if r.rank is not None
+        )
+        picked = [at <= self.budget for at, *_ in sent]
+        self.picked = {
+            reason: sum(
+                1 for (_, _, _, why), p in zip(sent, picked, strict=True) if p and why == reason
+            )
+            for reason in REASONS
+        }
+        if self._picks_to is None:
+            return
+        table = pa.table(
+            {
+                "position": pa.array([s[0] for s in sent], pa.int64()),
+                "row_number": pa.array([s[1] for s in sent], pa.int64()),
+                "identity": pa.array([s[2] for s in sent], pa.string()),
+                "reason": pa.array([s[3] for s in sent], pa.string()),
+                "picked": pa.array(picked, pa.bool_()),
+            }
+        )
+        write_table_atomic(self._picks_to, table)
 
     def _read(self) -> tuple[pa.Table | None, str | None]:
         from batchval.store.objects import ObjectStoreError
@@ -434,6 +508,36 @@ def _rank(
         return None
     ltv = -entry.indexed_ltv if entry.indexed_ltv is not None else _LAST
     return (STALE, ltv, valued_at.timestamp() if valued_at is not None else -_LAST)
+
+
+def _risk_rank(
+    entry: BookEntry | None,
+    fingerprint: str,
+    balance: float | None,
+    clock: tuple[dt.datetime, dt.timedelta],
+    risk: Callable[[BookEntry], Risk],
+    watch: float,
+) -> tuple[float, float, float] | None:
+    """Where a row stands in a `risk` night's queue (lower first); None when it is
+    carried. `clock` is now and `--fresh-for`; `risk` tells a stale loan's trigger and
+    LTV; `watch` is the lowest LTV watched."""
+    now, fresh_for = clock
+    largest_first = -balance if balance is not None else _LAST
+    if entry is None:
+        return (NEVER_VALUED, largest_first, 0.0)
+    if entry.fingerprint != fingerprint:
+        return (CHANGED, largest_first, 0.0)
+    valued_at = entry.valued_at
+    if valued_at is not None and now - valued_at < fresh_for:
+        return None
+    found = risk(entry)
+    if found.trigger:
+        return (TRIGGERED, largest_first, 0.0)
+    if found.ltv is not None and found.ltv > watch:
+        return (WATCHED, -found.ltv, largest_first)
+    days = math.inf if valued_at is None else (now - valued_at).total_seconds() / 86_400
+    weight = -(balance * days) if balance is not None and balance > 0 else _LAST
+    return (STALE, weight, largest_first)
 
 
 def _is_number(value: object) -> bool:

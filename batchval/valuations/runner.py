@@ -42,7 +42,9 @@ from batchval.engine.files import write_json_atomic
 from batchval.engine.keys import daily_run_id
 from batchval.engine.names import (
     CHARGES_NAME,
+    DRY_RUN_PICKS_NAME,
     DRY_RUN_PROBLEMS_NAME,
+    PICKS_NAME,
     PROBLEMS_NAME,
     RESULTS_NAME,
     VERIFY_NAME,
@@ -50,6 +52,7 @@ from batchval.engine.names import (
 from batchval.engine.sending import Sending, SendOutcome
 from batchval.engine.summary import DryRunSummary, RunSummary
 from batchval.input import InputSource
+from batchval.input.hpi import HousePriceIndex
 from batchval.outcome import RunRefusedError, StopInfo, StopReason
 from batchval.settings import Settings, api_identity, changed_settings
 from batchval.store.checkpoint import Checkpoint, Counts
@@ -95,6 +98,7 @@ class Runner(FrontDoor[RunRequest]):
         super().__init__(request, embedded_api=embedded_api)
         self._started = time.monotonic()
         self.statuses: Mapping[str, int] = {}  # this invocation's calls by status
+        self._dry_index: HousePriceIndex | None = None  # a dry run's `index`, for its plan
 
     # --- the whole invocation ----------------------------------------------------------
 
@@ -161,7 +165,8 @@ class Runner(FrontDoor[RunRequest]):
         read-only, never locked: a run in progress goes on undisturbed), and the problems
         are written beside the run's (`DRY_RUN_PROBLEMS_NAME`), never over them. The
         index's files are read as the night would read them (65 for one it cannot use)."""
-        load_index(self.settings.index, self.settings.storage.env(os.environ))
+        indexing = load_index(self.settings.index, self.settings.storage.env(os.environ))
+        self._dry_index = None if indexing is None else indexing.index
         out = self.request.place.local
         database = opened(Database.open_read_only, out)
         if database is None:
@@ -178,16 +183,30 @@ class Runner(FrontDoor[RunRequest]):
         problems_name: str,
         settled: Callable[[list[str]], set[str]] | None = None,
     ) -> DryRunSummary:
+        picks = PICKS_NAME if problems_name == PROBLEMS_NAME else DRY_RUN_PICKS_NAME
+        planned: list[BookRun] = []
+
+        def plan(checkpoint: Checkpoint) -> None:
+            booked = BookRun.start(
+                self.settings,
+                checkpoint,
+                self.now,
+                index=self._dry_index,
+                picks_to=self.request.place.local / picks,
+            )
+            planned.extend([] if booked is None else [booked])
+
         priced = price_input(
             source,
             run_id=run_id,
             problems_path=self.request.place.local / problems_name,
             interrupted=lambda: self.signals.received,
-            plan=lambda checkpoint: BookRun.start(self.settings, checkpoint, self.now),
+            plan=plan,
             max_refused_share=self.settings.run.max_refused_share,
             settled=settled,
         )
-        return dataclasses.replace(priced, problems_file=problems_name)
+        book = {"picks": planned[0].picked, "picks_file": picks} if planned else None
+        return dataclasses.replace(priced, problems_file=problems_name, book=book)
 
     def _price_the_rest(self, source: InputSource, held: Checkpoint) -> DryRunSummary:
         """What a resume of DIR's run would send: this input keyed with the run's id, less
@@ -377,7 +396,13 @@ class Valuing:
         """Most rows refused: no plan, no call. Else a book run's plan (`booking`)."""
         refused = refusal(self.reading, source, self.settings.run.max_refused_share)
         if refused is None:
-            self.booked = BookRun.start(self.settings, self.checkpoint, self._now)
+            self.booked = BookRun.start(
+                self.settings,
+                self.checkpoint,
+                self._now,
+                index=None if self.indexing is None else self.indexing.index,
+                picks_to=self.request.place.local / PICKS_NAME,
+            )
         return refused
 
     # --- sending -------------------------------------------------------------------------
