@@ -68,12 +68,18 @@ class Risks:
         self._revaluation = Revaluation(policy, today)
         self._fall_share = policy.fall_share
         self._index = index
+        self._passthrough, self._columns = passthrough, columns
+
+    @functools.cached_property
+    def _lent(self) -> dict[int, _Lent]:
+        """Row number -> its lender figures, read at the first stale loan: a night with
+        none (a new book, the `staleness` order) reads nothing."""
+        passthrough = self._passthrough
         try:
-            found = find_lender_columns(passthrough.column_names[1:], columns)
+            found = find_lender_columns(passthrough.column_names[1:], self._columns)
         except LenderColumnError:
             found = {}
-        count = passthrough.num_rows
-        nothing: list[None] = [None] * count
+        nothing: list[None] = [None] * passthrough.num_rows
 
         def read(field: str, how: Callable[[pa.Array], list[Any]]) -> list[Any]:
             name = found.get(field)
@@ -85,16 +91,12 @@ class Risks:
         balances = read("loan_balance", amounts)
         lasts, last_days = read("last_valuation", amounts), read("last_valuation_date", dates)
         origins, began = read("origination_value", amounts), read("origination_date", dates)
-        self._lent: dict[int, _Lent] = {
+        return {
             n: _Lent(b, (lv, ld), (ov, od))
             for n, b, lv, ld, ov, od in zip(
                 numbers, balances, lasts, last_days, origins, began, strict=True
             )
         }
-
-    def balance(self, number: int) -> float | None:
-        lent = self._lent.get(number)
-        return None if lent is None else lent.balance
 
     def of(self, number: int, entry: BookEntry) -> Risk:
         """Row `number`'s risk tonight, its book entry `entry`."""
