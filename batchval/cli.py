@@ -762,7 +762,11 @@ def console() -> None:
     """The console script (`batchval`, `python -m batchval`): `main`, then, when a read a
     signal stopped is still at work in its thread (`engine/batches.watched`), the process
     ends at once with the code `main` gave, its streams flushed: the interpreter cannot be
-    shut down under a thread inside native code, and the read is nothing to keep."""
+    shut down under a thread inside native code, and the read is nothing to keep. The
+    process dies with its parent (`engine/parent`)."""
+    from batchval.engine.parent import watch_parent
+
+    watch_parent(os.environ)
     try:
         main()
     except SystemExit as done:

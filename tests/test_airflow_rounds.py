@@ -130,6 +130,7 @@ def test_the_round_s_environment_carries_the_secrets_and_a_fresh_temp() -> None:
 
 def test_without_a_storage_connection_the_worker_s_aws_variables_stay() -> None:
     env = rounds.round_environment({"AWS_PROFILE": "worker"}, "/tmp/r")
+    assert env["BATCHVAL_OUTLIVE_PARENT"] == "0"  # a round dies with its task
     assert env["AWS_PROFILE"] == "worker"
     assert "BATCHVAL_CLIENT_SECRET" not in env
 

@@ -251,7 +251,8 @@ def round_environment(
 ) -> dict[str, str]:
     """The whole environment of one round's process, the only way secrets reach it (never
     its arguments, never the log). Its temporary files go to the round's own working
-    directory, removed after the round. A storage connection with a credential (keys, a
+    directory, removed after the round, and it dies with the task's process whatever
+    kills it (`BATCHVAL_OUTLIVE_PARENT=0`). A storage connection with a credential (keys, a
     SAS token, a connection string, a client secret) replaces the worker's own variables
     of its cloud (`AWS_*`, or `AZURE_*` for a `wasb` one), so that a profile, role,
     endpoint or connection string of the worker's never mixes with the connection's; one
@@ -260,6 +261,8 @@ def round_environment(
     StorageConnectionError for a storage connection that cannot be used."""
     env = dict(inherited)
     env.update(TMPDIR=workdir, TMP=workdir, TEMP=workdir)
+    # A round runs in a session of its own, yet dies with the task (`engine/parent`).
+    env["BATCHVAL_OUTLIVE_PARENT"] = "0"
     if api is not None:
         env.update(api_environment(api))
     if storage is not None:
