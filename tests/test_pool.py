@@ -14,9 +14,9 @@ import pytest
 from support import LIVE, POOR, client_for
 
 from batchval.api import Answer, Credentials, DataUnavailableError, RateLimitedError
-from batchval.api.errors import UnauthorizedError
+from batchval.api.errors import ApiTimeoutError, UnauthorizedError
 from batchval.engine.keys import idempotency_key
-from batchval.engine.pool import PoolSettings, PoolStats, WorkerPool
+from batchval.engine.pool import Declines, PoolSettings, PoolStats, WorkerPool
 from batchval.engine.ratecontrol import RateController
 from batchval.engine.retry import RetryPolicy
 from batchval.engine.stop import Stop
@@ -443,3 +443,30 @@ async def test_no_call_leaves_during_a_pause_after_a_token_wait(tmp_path: Path) 
     await pool.run()
     assert api.left_at, "the second call never went out"
     assert min(api.left_at) >= api.limited_at + 1.0
+
+
+def _refusal(code: str | None = "daily_limit") -> RateLimitedError:
+    return RateLimitedError(
+        status=429, type="x/errors/rate-limited", title="Rate limited", detail="", code=code
+    )
+
+
+def test_declines_are_the_keys_every_send_of_which_was_refused() -> None:
+    """A key is declined when each of its sends was answered with a refusal that values
+    nothing; one with a send of unknown outcome (cut, a 504, in flight at the stop) never
+    is, whatever came after; one answered is done, not declined."""
+    declines = Declines()
+    for key in ("refused", "cut-then-refused", "in-flight", "answered", "refused-twice"):
+        declines.sent(key)
+    declines.answered("refused", _refusal())
+    declines.answered("cut-then-refused", ApiTimeoutError(status=504, type="x/timeout",
+                                                          title="Timeout", detail=""))  # fmt: skip
+    declines.sent("cut-then-refused")
+    declines.answered("cut-then-refused", _refusal())
+    declines.answered("answered", _refusal(None))
+    declines.sent("answered")
+    declines.answered("answered", None)
+    declines.answered("refused-twice", _refusal(None))
+    declines.sent("refused-twice")
+    declines.answered("refused-twice", _refusal())
+    assert declines.declined() == {"refused": 1, "refused-twice": 2}

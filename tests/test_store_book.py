@@ -77,3 +77,17 @@ def test_a_new_plan_undoes_the_old_one(tmp_path: Path) -> None:
     assert sorted(p.key for p in checkpoint.requests.pending()) == ["k1", "k3"]
     assert store.deferred_requests() == 1
     assert store.planned_for() == "other"
+
+
+def test_a_request_the_api_refused_is_deferred_only_with_its_own_sends(tmp_path: Path) -> None:
+    """After the budget's stop, a request whose every send of this invocation was refused
+    (a 429: nothing valued) is deferred with those never sent; one also sent before, by an
+    invocation whose outcome is unknown, stays pending for its own key to settle."""
+    checkpoint, store = _planned(tmp_path)
+    checkpoint.requests.mark_sent("k2")
+    checkpoint.requests.record_retry("k2", "429 rate-limited daily_limit")
+    assert store.defer_unsent({"k2": 2}) == 0  # two sends said, one kept: another's was first
+    assert [p.key for p in checkpoint.requests.pending()] == ["k2"]
+    assert store.defer_unsent({"k2": 1}) == 1
+    assert checkpoint.requests.pending() == []
+    assert checkpoint.counts().complete

@@ -29,6 +29,7 @@ read, so a paid answer is never lost to a parser or a crash).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime as dt
 import time
@@ -92,6 +93,45 @@ class PoolStats:
 
 
 @dataclasses.dataclass
+class Declines:
+    """The keys an invocation sent whose every send the API answered without valuing:
+    a 429 (`rate-limited`, a `daily_limit` among them; docs/api.md, section 7, says why
+    this is read as not valued) or an answer its table says is never charged. A `--book`
+    night defers them as it defers requests never sent (`valuations/booking`). A key one
+    of whose sends has no known outcome (in flight at a stop, a drop, a 504, an answer not
+    understood) is never one: only its own key may settle it."""
+
+    sends: collections.Counter[str] = dataclasses.field(default_factory=collections.Counter)
+    _open: set[str] = dataclasses.field(default_factory=set)  # a send without an outcome
+    _doubt: set[str] = dataclasses.field(default_factory=set)  # sent again while open
+    _declined: set[str] = dataclasses.field(default_factory=set)
+
+    def sent(self, key: str) -> None:
+        self.sends[key] += 1
+        if key in self._open:
+            self._doubt.add(key)
+        self._open.add(key)
+
+    def answered(self, key: str, error: PartnerError | None) -> None:
+        """The send of `key` was answered: a valuation or a problem (`error` None, or one
+        that is not a refusal: the outcome stays unknown), or a refusal that values nothing."""
+        if error is None:
+            self._open.discard(key)
+            self._declined.discard(key)
+        elif isinstance(error, RateLimitedError) or (
+            isinstance(error, ProblemError) and error.never_charged
+        ):
+            self._open.discard(key)
+            self._declined.add(key)
+
+    def declined(self) -> dict[str, int]:
+        """Key -> this invocation's sends of it, for each key whose every send was
+        refused."""
+        settled = self._declined - self._open - self._doubt
+        return {key: self.sends[key] for key in sorted(settled)}
+
+
+@dataclasses.dataclass
 class _Attempts:
     """One request's failures in this invocation; the retry policy reads it."""
 
@@ -144,8 +184,10 @@ class WorkerPool(Generic[ItemT]):
         monotonic: Callable[[], float] = time.monotonic,
         on_progress: Callable[[PoolStats], None] | None = None,
         hold_lost: Callable[[], StopInfo | None] = lambda: None,
+        declines: Declines | None = None,
     ) -> None:
         self._job = job
+        self.declines = Declines() if declines is None else declines
         self._settings = settings
         self._hold_lost = hold_lost
         self._controller = controller
@@ -308,16 +350,19 @@ class WorkerPool(Generic[ItemT]):
             )
             raise _StoppingError
         self._job.mark_sent(item)
+        self.declines.sent(item.key)
         self.stats.calls += 1
         self.stats.in_flight += 1
         try:
             answer = await self._job.send(item, self.gate)
         except PartnerError as error:
             attempts.last = error
+            self.declines.answered(item.key, error)
             self._observe_failure(item.key, error, sent_at, attempts)
             raise
         finally:
             self.stats.in_flight -= 1
+        self.declines.answered(item.key, None)
         self._exposed.discard(item.key)  # the answer says what it cost
         self._recognise()
         self._breaker.success()

@@ -29,7 +29,7 @@ from batchval.api.apiclock import ApiClock
 from batchval.engine.invocation import NotedSignals
 from batchval.engine.job import ItemT, Job
 from batchval.engine.loops import run_async
-from batchval.engine.pool import PoolSettings, PoolStats, WorkerPool
+from batchval.engine.pool import Declines, PoolSettings, PoolStats, WorkerPool
 from batchval.engine.progress import Progress
 from batchval.engine.ratecontrol import RateController, start_rate
 from batchval.engine.stop import Stop
@@ -54,6 +54,9 @@ class SendOutcome:
     credits: int = 0
     balance: int | None = None
     statuses: Mapping[str, int] = dataclasses.field(default_factory=dict)  # calls by status
+    # Key -> sends, of the keys whose every send this invocation was refused, valuing
+    # nothing (`pool.Declines`): a `--book` night defers them.
+    declined: Mapping[str, int] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -177,6 +180,7 @@ class _Rounds:
         )
         self.credits = 0
         self.uncertain = 0  # credits that may be spent: counted against --max-credits
+        self.declines = Declines()  # every round's sends the API refused
         self.balance: int | None = None
         self.round_stats = PoolStats()  # this round's figures so far
         self.before = sending.before  # sent in the first round only
@@ -206,6 +210,7 @@ class _Rounds:
             self.credits,
             self.balance,
             dict(self.client.statuses),
+            self.declines.declined(),
         )
 
     async def round(self, not_before: dt.datetime | None) -> Stop:
@@ -282,6 +287,7 @@ class _Rounds:
             max_credits=max_credits,
             on_progress=on_progress,
             hold_lost=self.sending.database.hold_lost,
+            declines=self.declines,
         )
 
     def spent(self) -> int:

@@ -16,7 +16,7 @@ Neither state is pending, so that a book run whose budget ran out is complete (e
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from batchval.store.checkpoint import Checkpoint
 
@@ -75,11 +75,21 @@ class BookStore:
             self._checkpoint.requests.hold_back({CARRIED: carried, DEFERRED: deferred})
             self._checkpoint.set(PLANNED, planned_for)
 
-    def defer_unsent(self) -> int:
+    def defer_unsent(self, refused: Mapping[str, int] | None = None) -> int:
         """After the budget stopped the sending: requests still pending that were never
-        sent are deferred; returns how many. One that was sent stays pending."""
+        sent are deferred, and those of `refused` (key -> sends) whose every send was
+        refused by the API in this invocation (their attempts are those sends: none of an
+        earlier invocation's, whose outcome may be unknown); returns how many. Any other
+        request that was sent stays pending, for its own key to settle."""
         with self._checkpoint.database.transaction():
-            return self._checkpoint.requests.hold_unsent(DEFERRED)
+            deferred = self._checkpoint.requests.hold_unsent(DEFERRED)
+            for key, sends in (refused or {}).items():
+                deferred += self._db.execute(
+                    "UPDATE requests SET state = ? WHERE key = ? AND state = 'pending'"
+                    " AND attempts = ?",
+                    (DEFERRED, key, sends),
+                ).rowcount
+            return deferred
 
     def row_sources(self) -> dict[str, int]:
         """Rows by what they get tonight: `valued` (answered tonight), `carried` (a book

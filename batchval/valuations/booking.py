@@ -336,11 +336,16 @@ class BookRun:
 
     # --- 2. after sending ----------------------------------------------------------------
 
-    def settle(self, stop: StopInfo | None) -> StopInfo | None:
-        """The run's stop once the budget's own stop has deferred what was never sent."""
+    def settle(
+        self, stop: StopInfo | None, refused: Mapping[str, int] | None = None
+    ) -> StopInfo | None:
+        """The run's stop once the budget's own stop has deferred what was never sent and
+        what the API refused without valuing (`refused`: key -> this invocation's sends,
+        `engine/pool.Declines`): a 429 `daily_limit` values nothing, so a later night may
+        ask again under its own key. A request whose outcome is unknown stays pending."""
         if stop is None or stop.reason not in BUDGET_STOPS:
             return stop
-        deferred = self._store.defer_unsent()
+        deferred = self._store.defer_unsent(refused)
         log.info(
             "valuations.booking.deferred_by_budget", reason=stop.reason.value, requests=deferred
         )

@@ -461,7 +461,7 @@ class Valuing:
                 "headers): keep it on NTP; the money figures do not depend on it",
             )
         if self.booked is not None:  # the budget's own stop leaves rows for a later night
-            sent = dataclasses.replace(sent, stop=self.booked.settle(sent.stop))
+            sent = dataclasses.replace(sent, stop=self.booked.settle(sent.stop, sent.declined))
         return sent
 
     def counts(self) -> Counts:
