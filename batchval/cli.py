@@ -416,12 +416,15 @@ def status(out_dir: str, as_json: bool) -> None:
         dry = read_dry_run(place.local)  # alone, or priced beside a run
         if found is None:
             found = dry
+        logs = [] if place.objects is None or as_json else place.objects.list("logs")
     if found is None:
         raise click.UsageError(
             f"{out_dir} holds no batchval run (no checkpoint.sqlite) and no dry run "
             "(no dry_run.json)"
         )
     click.echo(status_text(found, dry, as_json=as_json))
+    if logs:  # each invocation's events, kept at the URL (`store/shipped_log`)
+        click.echo(f"logs: {len(logs)} invocation(s) under {out_dir.rstrip('/')}/logs/")
     raise SystemExit(int(found.exit_code))
 
 

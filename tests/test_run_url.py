@@ -428,3 +428,37 @@ def test_a_refusal_at_a_url_names_the_url_not_the_copy(
     assert again.returncode == 64, again.stderr
     assert f"{url} holds run 'first'" in again.stderr
     assert "batchval-place-" not in again.stderr
+
+
+def test_every_invocation_keeps_its_events_at_the_url(
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path, batchval: InProcess
+) -> None:
+    """Two invocations at one URL, the first killed with kill -9 once its log is at the
+    URL: each keeps its events in an object of its own under `logs/`, the killed one's
+    up to its last upload, the second's to its end; neither writes over the other."""
+    served.sandbox.set_faults(Faults(latency_ms=200))
+    url = store_server.url("logged")
+    source = portfolio(tmp_path / "book.csv", 60)
+    env = _env(served, store_server)
+    store = ObjectStore.from_url(url, store_server.env())
+    with subprocess.Popen(
+        [BATCHVAL, "run", str(source), "--out", url, "--concurrency", "1"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    ) as running:
+        wait_until(lambda: store.list("logs"), 60, "the log at the URL while it runs",
+                   process=running)  # fmt: skip
+        wait_until(lambda: len(served.sandbox.ledger.charges) >= 3, 60, "three valuations")
+        running.kill()
+    done = batchval("run", str(source), "--out", url, env=env)
+    assert done.returncode == 0, done.stderr
+    first, second = store.list("logs")
+    killed = [json.loads(line) for line in _read(store, first).splitlines()]
+    finished = [json.loads(line) for line in _read(store, second).splitlines()]
+    # Each its own invocation's, in order, the killed one's read from the URL alone.
+    assert max(e["timestamp"] for e in killed) < min(e["timestamp"] for e in finished)
+    for events in (killed, finished):
+        assert "valuations.ingest.batch" in {e["event"] for e in events}
+    said = batchval("status", url, env=env)
+    assert f"logs: 2 invocation(s) under {url.rstrip('/')}/logs/" in said.stdout

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import datetime as dt
 import hashlib
 import re
 import shutil
@@ -315,7 +316,9 @@ def opened(
         yield _here(place)
         return
     from batchval.store.objects import ObjectStoreError, ObjectStoreRefusedError
+    from batchval.store.shipped_log import ShippedLog, log_key
 
+    started = dt.datetime.now(dt.UTC)
     objects.probe()
     refuse_foreign_objects(place, objects.list(""))  # another program's objects, never a run's
     lease = Lease(
@@ -348,24 +351,30 @@ def opened(
                 "engine.place.taken", url=place, epoch=lease.epoch, restored=restored is not None
             )
             found = Place(local, place.rstrip("/"), objects, keeper, restored, copied, given=place)
-            try:
-                yield found
-            except RunRefusedError as exc:  # its log, which its line may name, is not at the URL
-                kept = keep_privately(local / LOG_NAME, "log")
-                if kept is None or str(local) not in exc.detail:
-                    raise
-                detail = exc.detail.replace(str(local / LOG_NAME), str(kept))
-                raise RunRefusedError(exc.reason, detail) from None
-            if keeper.holds():  # surely still this run's: never over a new holder's outputs
+            # This invocation's events, kept at the URL as they come (`store/shipped_log`).
+            with ShippedLog(objects, local / LOG_NAME, log_key(started, lease.epoch)):
                 try:
-                    found.publish()
-                except ObjectStoreError as exc:
-                    found.unpublished = refusal_of(exc)
-            else:
-                log.warning("engine.place.not_published", url=place, why="the run's lease lapsed")
-            if found.unpublished is not None or not keeper.holds():
-                # The log, which names where a defect's traceback is, is not at the URL.
-                found.log_kept = keep_privately(local / LOG_NAME, "log")
+                    yield found
+                except (
+                    RunRefusedError
+                ) as exc:  # its log, which its line may name, is not at the URL
+                    kept = keep_privately(local / LOG_NAME, "log")
+                    if kept is None or str(local) not in exc.detail:
+                        raise
+                    detail = exc.detail.replace(str(local / LOG_NAME), str(kept))
+                    raise RunRefusedError(exc.reason, detail) from None
+                if keeper.holds():  # surely still this run's: never over a new holder's outputs
+                    try:
+                        found.publish()
+                    except ObjectStoreError as exc:
+                        found.unpublished = refusal_of(exc)
+                else:
+                    log.warning(
+                        "engine.place.not_published", url=place, why="the run's lease lapsed"
+                    )
+                if found.unpublished is not None or not keeper.holds():
+                    # The log, which names where a defect's traceback is, is not at the URL.
+                    found.log_kept = keep_privately(local / LOG_NAME, "log")
         finally:
             try:
                 keeper.close()
