@@ -90,6 +90,9 @@ class StopReason(enum.Enum):
     MAX_CREDITS = "max_credits"
     DIR_LOCKED = "dir_locked"
     STORE_UNAVAILABLE = "store_unavailable"
+    STORE_MISSING = "store_missing"
+    STORE_CREDENTIALS = "store_credentials"
+    STORE_KEY_MALFORMED = "store_key_malformed"
     BOOK_CHANGED = "book_changed"
     INSUFFICIENT_CREDITS = "insufficient_credits"
     ACCOUNT_BLOCKED = "account_blocked"
@@ -136,6 +139,18 @@ _WHEN: Mapping[StopReason, str] = {
         "same command later resumes from what the URL keeps; or an index file at an "
         "`https://` URL could not be downloaded (no answer, an HTTP error status), before "
         "any call"
+    ),
+    StopReason.STORE_MISSING: (
+        "the bucket or container of the run's URL (or of an input, a book or an index file "
+        "there) does not exist; `detail` names it. Before anything is sent"
+    ),
+    StopReason.STORE_CREDENTIALS: (
+        "the object store refuses the credentials it was given (or refuses them a write); "
+        "`detail` names the store and its answer. Before anything is sent, or mid-run"
+    ),
+    StopReason.STORE_KEY_MALFORMED: (
+        "the Azure storage account key cannot be one (not base64, or not its 64 bytes: cut "
+        "short when copied?); `detail` names the setting that holds it, never the key"
     ),
     StopReason.BOOK_CHANGED: (
         "another run replaced the `--book` kept at a URL between this run's reading and "
@@ -189,6 +204,9 @@ _EXIT_CODES = {
     StopReason.INPUT_UNUSABLE: ExitCode.INPUT,
     StopReason.INPUT_MOSTLY_REFUSED: ExitCode.INPUT,
     StopReason.REFUSED: ExitCode.USAGE,
+    StopReason.STORE_MISSING: ExitCode.USAGE,
+    StopReason.STORE_CREDENTIALS: ExitCode.USAGE,
+    StopReason.STORE_KEY_MALFORMED: ExitCode.USAGE,
     StopReason.INTERNAL_ERROR: ExitCode.INTERNAL,
 }
 

@@ -559,9 +559,11 @@ def _verdict(code: int, line: str | None, *, url: bool = True, read: bool = Fals
 
 
 def test_a_refused_store_credential_is_named_as_one_and_no_file_is_pointed_at() -> None:
-    """A wrong S3 key (batchval's `refused`, 64) names the storage connection, not the
-    command line; nothing was read at the place, so no file of it is named."""
-    line = "batchval: refused: s3://b/r: credentials refused (HTTP 403 InvalidAccessKeyId)"
+    """A wrong S3 key (batchval's `store_credentials`, 64) names the storage connection,
+    not the command line; nothing was read at the place, so no file of it is named."""
+    line = (
+        "batchval: store_credentials: s3://b/r: credentials refused (HTTP 403 InvalidAccessKeyId)"
+    )
     said = _verdict(64, line)
     assert said.startswith(
         "batchval exited 64 (the object store refused its credentials "
@@ -572,6 +574,31 @@ def test_a_refused_store_credential_is_named_as_one_and_no_file_is_pointed_at() 
     assert "summary.json" not in said
     assert "batchval.log" not in said
     assert "no run could be read at s3://b/r" in said
+
+
+@pytest.mark.parametrize(
+    ("line", "cause"),
+    [
+        (
+            "batchval: store_missing: az://nightly/r: get 'state/HEAD': the container "
+            "'nightly' does not exist",
+            "the object store has no such bucket or container",
+        ),
+        (
+            "batchval: store_key_malformed: az://nightly/r: the storage account key "
+            "(AZURE_STORAGE_ACCOUNT_KEY) is not base64 (87 characters; a key is 88)",
+            "the object store's account key is malformed",
+        ),
+        (  # the words alone never decide: a `refused` that says "credentials refused"
+            "batchval: refused: s3://b/r: unknown option(s): credentials refused",
+            "command line or config",
+        ),
+    ],
+)
+def test_a_store_s_refusal_is_told_by_its_reason_code(line: str, cause: str) -> None:
+    said = _verdict(64, line)
+    assert said.startswith(f"batchval exited 64 ({cause}")
+    assert line.removeprefix("batchval: ") in said  # the store and bucket, as batchval named them
 
 
 def test_a_refused_api_credential_names_the_api_s_connection() -> None:

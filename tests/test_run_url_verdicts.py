@@ -103,7 +103,7 @@ def test_a_bucket_deleted_mid_run_is_64_saying_the_runs_memory_is_gone_and_keeps
     batchval: InProcess,
 ) -> None:
     """The bucket deleted under a run (SeaweedFS deletes one that holds objects) takes the
-    run's memory with it: 64 `refused` naming the bucket and saying that the same command
+    run's memory with it: 64 `store_missing` naming the bucket and saying that the same command
     would start a new run, never that it resumes once the bucket is back (a bucket made
     again is empty), nor a defect (70); the run's log, which the bucket cannot take, kept
     where the line says. The bucket made again, the same command begins a new run (its
@@ -117,7 +117,9 @@ def test_a_bucket_deleted_mid_run_is_64_saying_the_runs_memory_is_gone_and_keeps
     assert bucket_request(s3_server, "DELETE", "verdict-deleted") == 204
     out, err = running.communicate(timeout=180)
     assert running.returncode == 64, err
-    assert "refused: the run's memory is gone: the bucket 'verdict-deleted' was deleted" in err
+    assert (
+        "store_missing: the run's memory is gone: the bucket 'verdict-deleted' was deleted" in err
+    )
     assert "The same command would start a new run there, from nothing" in err
     assert "once it is back" not in err
     assert "resumes" not in err
@@ -245,9 +247,9 @@ def test_a_store_that_refuses_writes_mid_run_is_64_with_the_summary_and_the_leas
         switch.on.set()
         out, err = running.communicate(timeout=180)
     assert running.returncode == 64, err
-    assert "refused: the store refuses what the run must write" in err
+    assert "store_credentials: the store refuses what the run must write" in err
     assert "refuses this write (credentials refused (HTTP 403 AccessDenied))" in err
-    assert "stopped: refused" in out  # the summary, printed
+    assert "stopped: store_credentials" in out  # the summary, printed
     assert "exit 64" in out
     assert store.get(LEASE) is None  # let go
     machine.left_nothing()

@@ -4,6 +4,7 @@ connection strings and secrets."""
 
 from __future__ import annotations
 
+import base64
 import io
 import re
 import threading
@@ -20,6 +21,8 @@ from batchval.settings import StorageSettings
 from batchval.store import azure
 from batchval.store.objects import (
     BucketMissingError,
+    CredentialsRefusedError,
+    KeyMalformedError,
     ObjectStore,
     ObjectStoreRefusedError,
 )
@@ -135,15 +138,42 @@ def test_a_connection_string_and_a_sas_token_each_reach_the_store(
 
 @pytest.mark.slow
 def test_wrong_key_is_refused_and_never_shown(azurite: AzureServer, prefix: str) -> None:
-    wrong = "V3JvbmdLZXlXcm9uZ0tleVdyb25nS2V5V3JvbmdLZXk="
+    wrong = base64.b64encode(b"WrongKey" * 8).decode()  # 64 bytes: not the account's
     env = {**azurite.env(), azure.ACCOUNT_KEY: wrong}
     store = ObjectStore.from_url(azurite.url(prefix), env, FAST)
-    with pytest.raises(ObjectStoreRefusedError) as caught:
+    with pytest.raises(CredentialsRefusedError) as caught:
         store.probe()
     assert caught.value.exit_code == ExitCode.USAGE
     assert "403" in str(caught.value)
     assert wrong not in str(caught.value)
     assert azurite.key not in str(caught.value)
+
+
+@pytest.mark.parametrize("cut", [1, 4, 10])
+def test_a_key_cut_short_is_named_malformed_before_any_request(
+    azurite: AzureServer, prefix: str, cut: int
+) -> None:
+    """A key copied short (by a character, or by a whole base64 group, which still
+    decodes) is named malformed by the setting that holds it, never shown, before any
+    request (the store would only say `GenericError`)."""
+    short = azurite.key[:-cut]
+    for name, env in (
+        (azure.ACCOUNT_KEY, {**azurite.env(), azure.ACCOUNT_KEY: short}),
+        (
+            azure.CLI_ACCOUNT_KEY,
+            {
+                **{k: v for k, v in azurite.env().items() if k != azure.ACCOUNT_KEY},
+                azure.CLI_ACCOUNT_KEY: short,
+            },
+        ),
+    ):
+        with pytest.raises(KeyMalformedError) as caught:
+            ObjectStore.from_url(azurite.url(prefix), env, FAST)
+        said = str(caught.value)
+        assert caught.value.exit_code == ExitCode.USAGE
+        assert f"the storage account key ({name})" in said
+        assert short not in said
+        assert azurite.key not in said
 
 
 @pytest.mark.slow

@@ -423,6 +423,15 @@ def stop_parts(stop_line: str | None) -> tuple[str, str]:
     return reason, detail
 
 
+# The object store's refusals, by batchval's reason code (docs/reference/exit-codes.md):
+# what the headline says in place of "command line or config".
+STORE_CAUSES: Mapping[str, str] = {
+    "store_missing": "the object store has no such bucket or container",
+    "store_credentials": "the object store refused its credentials",
+    "store_key_malformed": "the object store's account key is malformed",
+}
+
+
 def person_verdict(
     code: int,
     stop_line: str | None,
@@ -433,17 +442,18 @@ def person_verdict(
     conn_id: str | None,
     storage_conn_id: str | None,
 ) -> str:
-    """Why a person must act, in words they act on: a refused credential named as the API's
-    or the object store's (by its connection), batchval's own stop line, and where the
-    run stands. It names no file: a run refused before it started wrote none."""
-    reason, detail = stop_parts(stop_line)
+    """Why a person must act, in words they act on: a refused credential named as the API's,
+    an object store's refusal by its cause (`STORE_CAUSES`, by batchval's reason code) and
+    connection, batchval's own stop line (which names the bucket or container), and where
+    the run stands. It names no file: a run refused before it started wrote none."""
+    reason, _ = stop_parts(stop_line)
     what = PERSON_MUST_ACT.get(code, "")
     if code == ExitCode.ACCOUNT and reason == "credentials_refused":
         what = "the API refused its credentials" + (
             f" (connection {conn_id!r})" if conn_id else " (the worker's BATCHVAL_* settings)"
         )
-    elif code == ExitCode.USAGE and url and "credentials refused" in detail:
-        what = "the object store refused its credentials" + (
+    elif reason in STORE_CAUSES:  # by batchval's reason code, never by its words
+        what = STORE_CAUSES[reason] + (
             f" (connection {storage_conn_id!r})"
             if storage_conn_id
             else " (the worker's own AWS_* or AZURE_* identity)"

@@ -403,9 +403,25 @@ def lease_seconds(env: Mapping[str, str]) -> float:
 
 def refusal_of(exc: ObjectStoreError | StateObjectError) -> RunRefusedError:
     """A store's failure as the command's refusal: one that does not answer is
-    `store_unavailable` (75); one that will not do what a run needs (credentials, no
-    bucket, no conditional writes), or whose run's memory cannot be trusted as it is (a
-    damaged HEAD: the message says the repair), is `refused` (64)."""
+    `store_unavailable` (75); a missing bucket or container `store_missing`, refused
+    credentials `store_credentials` and an account key that cannot be one
+    `store_key_malformed` (64 each: reason codes a scheduler tells apart without reading
+    words); any other that will not do what a run needs (no conditional writes, a bad
+    option), or whose run's memory cannot be trusted as it is (a damaged HEAD: the
+    message says the repair), is `refused` (64)."""
+    from batchval.store.objects import (
+        BucketMissingError,
+        CredentialsRefusedError,
+        KeyMalformedError,
+    )
+
     if exc.exit_code == ExitCode.RESUMABLE:
         return RunRefusedError(StopReason.STORE_UNAVAILABLE, str(exc))
+    for kind, reason in (
+        (BucketMissingError, StopReason.STORE_MISSING),
+        (CredentialsRefusedError, StopReason.STORE_CREDENTIALS),
+        (KeyMalformedError, StopReason.STORE_KEY_MALFORMED),
+    ):
+        if isinstance(exc, kind):
+            return RunRefusedError(reason, str(exc))
     return RunRefusedError(StopReason.REFUSED, str(exc))

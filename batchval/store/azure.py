@@ -26,6 +26,8 @@ chain applies (a service principal's or workload identity's variables, a managed
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
 from collections.abc import Mapping
 from typing import Final
@@ -158,6 +160,29 @@ def credentials(env: Mapping[str, str]) -> Credentials:
         sas_token=fields.get("sharedaccesssignature", "").removeprefix("?"),
         endpoint=endpoint,
     )
+
+
+# An account key is 64 bytes, written in base64 (88 characters).
+KEY_BYTES = 64
+
+
+def key_fault(key: str) -> str | None:
+    """What is wrong with an account key, in words that never show it, or None: not
+    base64, or not an account key's 64 bytes (a key cut short when it was copied)."""
+    try:
+        decoded = base64.b64decode(key, validate=True)
+    except (binascii.Error, ValueError):
+        return f"is not base64 ({len(key)} characters; a key is {KEY_BYTES * 4 // 3 + 2})"
+    if len(decoded) != KEY_BYTES:
+        return f"is {len(decoded)} bytes, not a key's {KEY_BYTES}: cut short when copied?"
+    return None
+
+
+def key_setting(env: Mapping[str, str]) -> str:
+    """Where `credentials` read the account key from, to name it."""
+    if env.get(CONNECTION_STRING):
+        return f"the connection string's AccountKey ({CONNECTION_STRING})"
+    return ACCOUNT_KEY if env.get(ACCOUNT_KEY) else CLI_ACCOUNT_KEY
 
 
 def secrets(env: Mapping[str, str]) -> list[str]:

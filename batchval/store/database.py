@@ -365,6 +365,7 @@ def _lost(why: BaseException | None, what: str) -> StopInfo:
     # Only a run at a URL gets here, where the store's module is loaded already.
     from batchval.store.objects import (
         BucketMissingError,
+        CredentialsRefusedError,
         ObjectStoreRefusedError,
         ObjectStoreUnavailableError,
     )
@@ -375,7 +376,7 @@ def _lost(why: BaseException | None, what: str) -> StopInfo:
     # what is gone is said, and that the same command would begin the run anew.
     if isinstance(why, BucketMissingError):
         return StopInfo(
-            StopReason.REFUSED,
+            StopReason.STORE_MISSING,
             f"the run's memory is gone: the {why.word} {why.bucket!r} was deleted while this "
             f"invocation held the run, and the run's memory with it ({why}){_ANEW}",
         )
@@ -384,7 +385,9 @@ def _lost(why: BaseException | None, what: str) -> StopInfo:
     resumes = "; nothing more is sent, and the same command resumes it"
     if isinstance(why, ObjectStoreRefusedError):
         return StopInfo(
-            StopReason.REFUSED,
+            StopReason.STORE_CREDENTIALS
+            if isinstance(why, CredentialsRefusedError)
+            else StopReason.REFUSED,
             f"the store refuses what the run must write ({why}); nothing more is sent: "
             "once it takes the run's writes again, the same command resumes",
         )

@@ -170,8 +170,25 @@ class BucketMissingError(ObjectStoreRefusedError):
         self.word = word
 
 
+class CredentialsRefusedError(ObjectStoreRefusedError):
+    """The store refuses the credentials it was given (401, 403 on a read)."""
+
+
+class KeyMalformedError(ObjectStoreRefusedError):
+    """An account key that cannot be one (not base64, or not the key's length), named by
+    the setting that holds it, never shown."""
+
+
 _Kind = Literal[
-    "lost", "conflict", "missing", "refused", "unknown", "no_bucket", "region", "redirect"
+    "lost",
+    "conflict",
+    "missing",
+    "refused",
+    "credentials",
+    "unknown",
+    "no_bucket",
+    "region",
+    "redirect",
 ]
 _STATUS = re.compile(r"status(?: code)?: (\d{3})")
 _CODE = re.compile(r"<Code>([A-Za-z]{1,64})</Code>")
@@ -210,7 +227,7 @@ class _Failure:
     @property
     def final(self) -> bool:
         """The store will not do this however often it is asked: no read-back, no retry."""
-        return self.kind in ("refused", "no_bucket", "region", "redirect")
+        return self.kind in ("refused", "credentials", "no_bucket", "region", "redirect")
 
     @classmethod
     def of(cls, exc: Exception) -> _Failure:
@@ -241,7 +258,7 @@ class _Failure:
         if isinstance(exc, FileNotFoundError):
             return cls("missing", said)
         if isinstance(exc, PermissionDeniedError | UnauthenticatedError):
-            return cls("refused", f"credentials refused ({said})")
+            return cls("credentials", f"credentials refused ({said})")
         if isinstance(exc, NotSupportedError | NotImplementedError):
             return cls("refused", f"the store does not support this ({type(exc).__name__})")
         if isinstance(exc, UnknownConfigurationKeyError):
@@ -454,6 +471,11 @@ class ObjectStore:
         if endpoint:
             config["endpoint"] = endpoint
         if given.key:
+            fault = azure.key_fault(given.key)
+            if fault is not None:
+                raise KeyMalformedError(
+                    name, f"the storage account key ({azure.key_setting(env)}) {fault}"
+                )
             config["account_key"] = given.key
         if given.sas_token:
             config["sas_key"] = given.sas_token
@@ -685,8 +707,9 @@ class ObjectStore:
             return BucketMissingError(
                 self.name, f"{what}: the {word} {self.bucket!r} does not exist", self.bucket, word
             )
+        refused = failure.kind in ("refused", "credentials")
         if failure.kind == "redirect" or (
-            failure.kind == "refused" and failure.status == 403 and operation in _FOLLOWED
+            refused and failure.status == 403 and operation in _FOLLOWED
         ):
             redirect = self._redirect(key)
             if redirect is not None or failure.kind == "redirect":
@@ -700,12 +723,11 @@ class ObjectStore:
                 f"{what}: the store answers for another region than {self.region!r}{expected}: "
                 "set AWS_REGION (or the config's storage.region) to the bucket's region",
             )
-        if failure.kind == "refused" and failure.status == 403 and operation in _WRITES:
-            return ObjectStoreRefusedError(
-                self.name, f"{what}: the store refuses this write ({failure.reason})"
-            )
-        if failure.kind == "refused":
-            return ObjectStoreRefusedError(self.name, f"{what}: {failure.reason}")
+        kind = CredentialsRefusedError if failure.kind == "credentials" else ObjectStoreRefusedError
+        if refused and failure.status == 403 and operation in _WRITES:
+            return kind(self.name, f"{what}: the store refuses this write ({failure.reason})")
+        if refused:
+            return kind(self.name, f"{what}: {failure.reason}")
         return ObjectStoreUnavailableError(self.name, f"{what}: {failure.reason}")
 
     def _redirect(self, key: str) -> str | None:
