@@ -7,6 +7,7 @@ the sandbox's ledger, and that no temporary directory outlives the invocation.""
 
 from __future__ import annotations
 
+import base64
 import subprocess
 import time
 from email.message import Message
@@ -15,8 +16,18 @@ from pathlib import Path
 import pytest
 from objects_server import S3Server, bucket_request
 from s3_proxy import REGION_EXPECTED, Fault, Switch, always, proxy
-from support import BATCHVAL, LIVE, SHORT_LEASE, InProcess, env_for, portfolio, wait_until
+from support import (
+    BATCHVAL,
+    LIVE,
+    SHORT_LEASE,
+    InProcess,
+    StoreServer,
+    env_for,
+    portfolio,
+    wait_until,
+)
 
+from batchval.airflow import rounds
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
 from batchval.store.lease import LEASE
@@ -329,3 +340,53 @@ def test_a_lease_deleted_under_a_live_holder_is_75_dir_locked_naming_it(
     assert served.sandbox.ledger.keys_charged_twice() == []
     assert _valuations(served) == 300
     machine.left_nothing()
+
+
+def _faults(server: StoreServer) -> list[tuple[str, str, dict[str, str], str]]:
+    """(what, URL, the store's variables, the reason code) of each fault a person fixes:
+    a bucket or container that does not exist, a wrong key, and, on Azure, a key cut
+    short when copied (on S3 a secret cut short is only a wrong one)."""
+    url, env = server.url("fault"), server.env()
+    scheme, rest = url.split("://", 1)
+    missing = f"{scheme}://no-such-bucket/{rest.split('/', 1)[1]}"
+    if "AZURE_STORAGE_ACCOUNT_KEY" in env:
+        key = env["AZURE_STORAGE_ACCOUNT_KEY"]
+        wrong = {**env, "AZURE_STORAGE_ACCOUNT_KEY": base64.b64encode(b"WrongKey" * 8).decode()}
+        cut = {**env, "AZURE_STORAGE_ACCOUNT_KEY": key[:-3]}
+        return [
+            ("missing", missing, env, "store_missing"),
+            ("wrong key", url, wrong, "store_credentials"),
+            ("cut key", url, cut, "store_key_malformed"),
+        ]
+    wrong = {**env, "AWS_SECRET_ACCESS_KEY": env["AWS_SECRET_ACCESS_KEY"][:-3] + "xyz"}
+    return [
+        ("missing", missing, env, "store_missing"),
+        ("wrong key", url, wrong, "store_credentials"),
+    ]
+
+
+def test_each_store_fault_is_told_by_its_reason_and_named_in_the_headline(
+    served: RunningSandbox, store_server: StoreServer, tmp_path: Path, batchval: InProcess
+) -> None:
+    """A run at a missing bucket or container, with a wrong key, with a key cut short:
+    64, its reason code first on the stop line, and the Airflow operator's headline made
+    from that line names the cause, the storage connection and the bucket, never "command
+    line or config". Nothing is sent."""
+    source = portfolio(tmp_path / "loans.csv", 3)
+    for what, url, store_env, reason in _faults(store_server):
+        done = batchval("run", str(source), "--out", url, env={**env_for(served), **store_env})
+        assert done.returncode == 64, (what, done.stderr)
+        line = next(x for x in done.stderr.splitlines() if x.startswith("batchval: "))
+        assert line.startswith(f"batchval: {reason}: "), (what, line)
+        headline = rounds.person_verdict(
+            64, line, out_dir=url, url=True, status_read=False, conn_id="api",
+            storage_conn_id="batchval_storage",
+        )  # fmt: skip
+        assert rounds.STORE_CAUSES[reason] in headline, headline
+        assert "(connection 'batchval_storage')" in headline
+        assert "command line or config" not in headline
+        bucket = url.split("://", 1)[1].split("/", 1)[0]
+        assert bucket in headline, headline
+        for secret in store_server.secrets:
+            assert secret not in done.stderr
+    assert served.sandbox.ledger.requests == []
