@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
+import structlog
 
 import batchval
 from batchval import logs, redaction
@@ -136,10 +137,12 @@ def _configured(config_file: Path | None, **options: Any) -> tuple[Settings, boo
     return settings, json_lines
 
 
-def _sent(call: Callable[[], batchval.Run]) -> NoReturn:
+def _sent(call: Callable[[], batchval.Run], json_lines: bool = False) -> NoReturn:
     """A command that sends (`run`, `streets`), as a client of the Python API: the run's
     summary on stdout, its lines on stderr, its exit code. A call wrong in itself (a
-    setting) is a usage error (64); a defect a run kept is said as its line (70)."""
+    setting) is a usage error (64); a defect a run kept is said as its line (70). With JSON
+    log lines (a scheduler reading them), a refusal before any run is also the event
+    `run.refused`, its `reason` a code of the reference's table."""
     found: batchval.Run | None
     try:
         found = call()
@@ -149,6 +152,9 @@ def _sent(call: Callable[[], batchval.Run]) -> NoReturn:
             raise click.UsageError(exc.message) from None
         found, code = exc.run, exc.exit_code
         if found is None:  # ended before its run: one line
+            if json_lines:
+                detail = exc.message.removeprefix(f"{exc.reason}: ")
+                structlog.get_logger().error("run.refused", reason=exc.reason, detail=detail)
             click.echo(f"batchval: {exc.message}", err=True)
     except Exception as exc:
         found = batchval.Run.of(exc)
@@ -381,7 +387,7 @@ def run(
     """Value every row of INPUT (CSV, Parquet or an Excel workbook; a path or an s3:// or az:// URL)
     into DIR; exit 0, 75, 77, 65, 64 or 70."""
     given = _given(out_dir, config_file, log_json, options)
-    _sent(lambda: batchval.run(input_path, **given))
+    _sent(lambda: batchval.run(input_path, **given), json_lines=not given["progress"])
 
 
 def _given(
@@ -604,7 +610,7 @@ def streets(input_path: str, out_dir: str, config_file: Path | None, **options: 
     """Street analysis of every distinct postcode of INPUT (a path, s3:// or az:// URL) into DIR
     (30 days free repeat)."""
     given = _given(out_dir, config_file, False, options)
-    _sent(lambda: batchval.analyse_streets(input_path, **given))
+    _sent(lambda: batchval.analyse_streets(input_path, **given), json_lines=not given["progress"])
 
 
 @cli.command(short_help="Read DIR's valuations back from the API (free) and compare.")
