@@ -26,7 +26,7 @@ from support import (
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
 
-ROWS = 30  # each its own request: half a second each, one at a time
+ROWS = 16  # each its own request: half a second each, one at a time
 # The parent: starts the command it is given, says the child's pid, and waits to be killed.
 PARENT = (
     "import subprocess, sys, time\n"
@@ -77,7 +77,7 @@ def test_a_run_whose_parent_is_killed_stops_at_once_and_resumes(
     served: RunningSandbox, tmp_path: Path, batchval: InProcess, how: str, said: dict[str, str]
 ) -> None:
     child, command, died = orphaned(served, tmp_path, {**env_for(served), **said}, how)
-    # A run left alone goes on for about 13 s more; this one stops within the watch's
+    # A run left alone goes on for about 6 s more; this one stops within the watch's
     # bound (0.2 s to see the parent gone, 1.5 s to stop), with room for a loaded machine.
     wait_until(lambda: not running(child), 6, "batchval to stop with its parent")
     stopped = time.monotonic() - died

@@ -297,14 +297,17 @@ async def test_failures_with_nothing_else_answered_are_the_apis(
 
 
 async def test_max_credits_is_never_exceeded(served: RunningSandbox, tmp_path: Path) -> None:
-    """A budget of 35 credits pays for three valuations, however many workers."""
+    """A budget of 35 credits pays for at most three valuations, however many workers.
+    Three are reserved; a reserved call not yet on the wire when the fourth's reservation
+    stops the pool (waiting for the first token, on a loaded machine) is never sent, so
+    fewer may be paid, and each paid one is in the checkpoint."""
     checkpoint = checkpoint_with(tmp_path, [request(n) for n in range(10)])
-    # The calls in flight when the budget stops the pool are let finish: on a loaded
-    # machine they take longer than the other tests' 2 s of grace (0 charged, once).
+    # The calls in flight when the budget stops the pool are let finish.
     _, stop = await run_pool(served, checkpoint, concurrency=8, max_credits=35, grace=60)
     assert stop.reason is StopReason.MAX_CREDITS
-    assert served.sandbox.ledger.credits_charged() == 30
-    assert checkpoint.counts().valued_rows == 3
+    charged = served.sandbox.ledger.credits_charged()
+    assert charged <= 30
+    assert charged == 10 * checkpoint.counts().valued_rows
 
 
 async def test_tokens_refused_again_and_again_stop_the_run(
