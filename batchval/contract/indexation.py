@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from fractions import Fraction
+from decimal import Context, Decimal
 
 import polars as pl
 import pyarrow as pa
@@ -35,6 +35,8 @@ from batchval.contract.schemas import INDEX_DESCRIPTIONS, index_fields
 from batchval.input.hpi import HousePriceIndex, PostcodeAuthorities, month_text
 
 BASES: tuple[str, ...] = ("avm", "last_valuation", "origination")
+# Decimal arithmetic wide enough that a product of two of the file's figures is exact.
+_EXACT = Context(prec=60)
 # Why a loan is not rolled forward (`Rolled.reason`).
 NO_BASE = "no_base"
 NO_AUTHORITY = "no_authority"
@@ -141,7 +143,10 @@ def market_fall(
     start, end = index.level(area, month), index.level(area, latest)
     if start is None or end is None:
         return None
-    return Fraction(str(end)) / Fraction(str(start)) < 1 - Fraction(str(fall_share))
+    # end / start < 1 - share, as end < start x (1 - share): each figure the decimal the
+    # file (or the config) wrote, the product exact at 60 digits.
+    kept = _EXACT.subtract(Decimal(1), Decimal(str(fall_share)))
+    return Decimal(str(end)) < _EXACT.multiply(Decimal(str(start)), kept)
 
 
 # The columns `roll_forward_frame` reads: each base's value and month (`month_number`;
