@@ -34,7 +34,8 @@ def log_key(started: dt.datetime, epoch: int) -> str:
 
 
 class ShippedLog:
-    """One invocation's log file, uploaded to `key` every `every` seconds and at `close`."""
+    """One invocation's log file, uploaded to `key` every `every` seconds and once more
+    as the `with` block ends."""
 
     def __init__(self, objects: _Puts, path: Path, key: str, every: float = EVERY_SECONDS):
         self._objects, self._path, self.key, self._every = objects, path, key, every
