@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
-import structlog
 
 import batchval
 from batchval import logs, redaction
@@ -137,12 +136,10 @@ def _configured(config_file: Path | None, **options: Any) -> tuple[Settings, boo
     return settings, json_lines
 
 
-def _sent(call: Callable[[], batchval.Run], json_lines: bool = False) -> NoReturn:
+def _sent(call: Callable[[], batchval.Run]) -> NoReturn:
     """A command that sends (`run`, `streets`), as a client of the Python API: the run's
     summary on stdout, its lines on stderr, its exit code. A call wrong in itself (a
-    setting) is a usage error (64); a defect a run kept is said as its line (70). With JSON
-    log lines (a scheduler reading them), a refusal before any run is also the event
-    `run.refused`, its `reason` a code of the reference's table."""
+    setting) is a usage error (64); a defect a run kept is said as its line (70)."""
     found: batchval.Run | None
     try:
         found = call()
@@ -152,9 +149,6 @@ def _sent(call: Callable[[], batchval.Run], json_lines: bool = False) -> NoRetur
             raise click.UsageError(exc.message) from None
         found, code = exc.run, exc.exit_code
         if found is None:  # ended before its run: one line
-            if json_lines:
-                detail = exc.message.removeprefix(f"{exc.reason}: ")
-                structlog.get_logger().error("run.refused", reason=exc.reason, detail=detail)
             click.echo(f"batchval: {exc.message}", err=True)
     except Exception as exc:
         found = batchval.Run.of(exc)
@@ -387,7 +381,7 @@ def run(
     """Value every row of INPUT (CSV, Parquet or an Excel workbook; a path or an s3:// or az:// URL)
     into DIR; exit 0, 75, 77, 65, 64 or 70."""
     given = _given(out_dir, config_file, log_json, options)
-    _sent(lambda: batchval.run(input_path, **given), json_lines=not given["progress"])
+    _sent(lambda: batchval.run(input_path, **given))
 
 
 def _given(
@@ -610,7 +604,7 @@ def streets(input_path: str, out_dir: str, config_file: Path | None, **options: 
     """Street analysis of every distinct postcode of INPUT (a path, s3:// or az:// URL) into DIR
     (30 days free repeat)."""
     given = _given(out_dir, config_file, False, options)
-    _sent(lambda: batchval.analyse_streets(input_path, **given), json_lines=not given["progress"])
+    _sent(lambda: batchval.analyse_streets(input_path, **given))
 
 
 @cli.command(short_help="Read DIR's valuations back from the API (free) and compare.")
