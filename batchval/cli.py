@@ -761,15 +761,22 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(code if isinstance(code, int) else 0)
 
 
+# The commands that send calls (and may spend): each dies with its parent.
+SENDING_COMMANDS = frozenset({"run", "streets", "verify"})
+
+
 def console() -> None:
     """The console script (`batchval`, `python -m batchval`): `main`, then, when a read a
     signal stopped is still at work in its thread (`engine/batches.watched`), the process
     ends at once with the code `main` gave, its streams flushed: the interpreter cannot be
-    shut down under a thread inside native code, and the read is nothing to keep. The
-    process dies with its parent (`engine/parent`)."""
-    from batchval.engine.parent import watch_parent
+    shut down under a thread inside native code, and the read is nothing to keep. A
+    command that sends (`run`, `streets`, `verify`) dies with its parent
+    (`engine/parent`); the others, `sandbox` (a server a script may leave behind) among
+    them, do not."""
+    if len(sys.argv) > 1 and sys.argv[1] in SENDING_COMMANDS:
+        from batchval.engine.parent import watch_parent
 
-    watch_parent(os.environ)
+        watch_parent(os.environ)
     try:
         main()
     except SystemExit as done:

@@ -98,3 +98,22 @@ def test_a_run_told_to_outlive_its_parent_finishes(served: RunningSandbox, tmp_p
     summary = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
     assert (summary["status"], summary["exit_code"]) == ("complete", 0)
     assert len(served.sandbox.ledger.charges) == ROWS
+
+
+def test_a_sandbox_left_in_the_background_outlives_its_parent(tmp_path: Path) -> None:
+    """Only the commands that send are watched: `batchval sandbox`, a server a script may
+    start and leave behind, goes on when that script is gone."""
+    with subprocess.Popen(
+        [sys.executable, "-c", PARENT, "plain", BATCHVAL, "sandbox", "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as parent:
+        assert parent.stdout is not None
+        child = int(parent.stdout.readline())
+        parent.kill()
+        parent.wait(timeout=10)
+    try:
+        time.sleep(1.0)  # five times the watch's look: a watched process would be stopping
+        assert running(child)
+    finally:
+        subprocess.run(["kill", str(child)], check=False)

@@ -1,4 +1,5 @@
-"""The console script dies with its parent, whatever kills the parent: an Airflow task
+"""A command that sends (`run`, `streets`, `verify`: `cli.SENDING_COMMANDS`) dies with its
+parent, whatever kills the parent: an Airflow task
 killed with `kill -9` while its batchval round goes on, a cron wrapper's shell, any
 script that started batchval and is gone. No orphan goes on valuing unwatched.
 
@@ -13,8 +14,9 @@ Not watched: a process whose parent is init already (a daemon, a container's mai
 process); with `BATCHVAL_OUTLIVE_PARENT=1`; and, unless `BATCHVAL_OUTLIVE_PARENT=0` says
 to watch, one that asked to outlive its terminal: started with SIGHUP ignored (`nohup`)
 or as the leader of a session of its own (`setsid`). The Airflow operator, which starts
-each round in a session of its own, says `0`. Only the stdlib here: the console script
-starts it before anything else is imported.
+each round in a session of its own, says `0`. The other commands are never watched: a
+`batchval sandbox` a script starts in the background outlives it, as servers do. Only
+the stdlib here: the console script starts it before anything else is imported.
 """
 
 from __future__ import annotations

@@ -65,10 +65,10 @@ OTHER_VARIABLES: Mapping[str, str] = {
     "BATCHVAL_LOG_JSON": "`1`: JSON log lines on stderr even on a terminal (`--log-json`)",
     "BATCHVAL_BIN": "the Airflow operator: the batchval to run (default: beside its Python)",
     "BATCHVAL_OUTLIVE_PARENT": (
-        "`1`: the process goes on when its parent ends; `0`: it stops with it, as SIGTERM "
-        "would, within two seconds, even started under `nohup` or `setsid` (as the Airflow "
-        "operator's rounds are); unset: it stops with its parent unless started under "
-        "`nohup` or `setsid`"
+        "`run`, `streets` and `verify`: `1`, the process goes on when its parent ends; `0`, "
+        "it stops with it, as SIGTERM would, within two seconds, even started under `nohup` "
+        "or `setsid` (as the Airflow operator's rounds are); unset, it stops with its parent "
+        "unless started under `nohup` or `setsid`"
     ),
     "BATCHVAL_CACHE_DIR": (
         "where an index file at an `https://` URL is kept, by its sha256, under `index/` "
