@@ -113,8 +113,10 @@ class Declines:
         self._open.add(key)
 
     def answered(self, key: str, error: PartnerError | None) -> None:
-        """The send of `key` was answered: a valuation or a problem (`error` None, or one
-        that is not a refusal: the outcome stays unknown), or a refusal that values nothing."""
+        """A send of `key` ended: with an answer read (`error` None: settled), with a
+        refusal that values nothing (a 429, an answer the contract never charges:
+        declined), or otherwise (a 504, a cut connection, an answer not understood: its
+        outcome stays unknown)."""
         if error is None:
             self._open.discard(key)
             self._declined.discard(key)
