@@ -222,18 +222,12 @@ class BookRun:
                         "row needs its own",
                     )
                 seen[identity] = number
-                entry = index.get(identity)
-                if order.order == "staleness":
-                    rank = _rank(entry, fingerprint, balances.get(number), now, fresh_for)
-                else:
-                    rank = _risk_rank(
-                        entry,
-                        fingerprint,
-                        balances.get(number),
-                        (now, fresh_for),
-                        functools.partial(risks.of, number),
-                        watch,
-                    )
+                entry, balance = index.get(identity), balances.get(number)
+                at_risk = None
+                if order.order != "staleness":
+                    risk = functools.partial(risks.of, number)
+                    at_risk = functools.partial(_at_risk, risk, watch, balance, now)
+                rank = _rank(entry, fingerprint, balance, now, fresh_for, at_risk)
                 rows.append(_Row(number, key, identity, fingerprint, rank))
         self._save(rows, planned_for)
 
@@ -495,14 +489,20 @@ def _portfolio(picture: pa.Table) -> dict[str, Any] | None:
     return totals if triggers is None else {**totals, "revaluation": triggers}
 
 
+_Rank = tuple[float, float, float]
+
+
 def _rank(
     entry: BookEntry | None,
     fingerprint: str,
     balance: float | None,
     now: dt.datetime,
     fresh_for: dt.timedelta,
-) -> tuple[float, float, float] | None:
-    """Where a row stands in the night's queue (lower first); None when it is carried."""
+    at_risk: Callable[[BookEntry, float], _Rank] | None = None,
+) -> _Rank | None:
+    """Where a row stands in the night's queue (lower first); None when it is carried. A
+    stale loan stands by `at_risk` (the `risk` order's, given its entry and the row's
+    largest-balance-first rank) when given, else by its last LTV, then its age."""
     largest_first = -balance if balance is not None else _LAST
     if entry is None:
         return (NEVER_VALUED, largest_first, 0.0)
@@ -511,35 +511,29 @@ def _rank(
     valued_at = entry.valued_at
     if valued_at is not None and now - valued_at < fresh_for:
         return None
+    if at_risk is not None:
+        return at_risk(entry, largest_first)
     ltv = -entry.indexed_ltv if entry.indexed_ltv is not None else _LAST
     return (STALE, ltv, valued_at.timestamp() if valued_at is not None else -_LAST)
 
 
-def _risk_rank(
-    entry: BookEntry | None,
-    fingerprint: str,
-    balance: float | None,
-    clock: tuple[dt.datetime, dt.timedelta],
+def _at_risk(
     risk: Callable[[BookEntry], Risk],
     watch: float,
-) -> tuple[float, float, float] | None:
-    """Where a row stands in a `risk` night's queue (lower first); None when it is
-    carried. `clock` is now and `--fresh-for`; `risk` tells a stale loan's trigger and
-    LTV; `watch` is the lowest LTV watched."""
-    now, fresh_for = clock
-    largest_first = -balance if balance is not None else _LAST
-    if entry is None:
-        return (NEVER_VALUED, largest_first, 0.0)
-    if entry.fingerprint != fingerprint:
-        return (CHANGED, largest_first, 0.0)
-    valued_at = entry.valued_at
-    if valued_at is not None and now - valued_at < fresh_for:
-        return None
+    balance: float | None,
+    now: dt.datetime,
+    entry: BookEntry,
+    largest_first: float,
+) -> _Rank:
+    """A stale loan's place in a `risk` night: a trigger tonight first, largest balance
+    first; then an LTV above `watch` (the lowest watched), highest first; then balance x
+    days since its valuation, largest first. `risk` tells its trigger and LTV."""
     found = risk(entry)
     if found.trigger:
         return (TRIGGERED, largest_first, 0.0)
     if found.ltv is not None and found.ltv > watch:
         return (WATCHED, -found.ltv, largest_first)
+    valued_at = entry.valued_at
     days = math.inf if valued_at is None else (now - valued_at).total_seconds() / 86_400
     weight = -(balance * days) if balance is not None and balance > 0 else _LAST
     return (STALE, weight, largest_first)
