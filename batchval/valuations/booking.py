@@ -83,6 +83,8 @@ _LAST = math.inf  # ranks a missing balance or LTV after every known one
 # reason in picks.parquet.
 NEVER_VALUED, CHANGED, TRIGGERED, WATCHED, STALE = 0, 1, 2, 3, 4
 TIER_REASONS: tuple[str, ...] = REASONS  # by tier
+# A row's place in the queue: its tier, then two figures within it (lower first).
+_Rank = tuple[float, float, float]
 
 
 def request_fingerprint(request_json: str) -> str:
@@ -108,7 +110,7 @@ class _Row:
     key: str
     identity: str
     fingerprint: str
-    rank: tuple[float, float, float] | None  # None: carried
+    rank: _Rank | None  # None: carried
 
 
 class BookRun:
@@ -232,7 +234,7 @@ class BookRun:
         self._save(rows, planned_for)
 
     def _save(self, rows: list[_Row], planned_for: str) -> None:
-        ranks: dict[str, tuple[float, float, float]] = {}  # a request takes its most urgent row
+        ranks: dict[str, _Rank] = {}  # a request takes its most urgent row
         for row in rows:
             if row.rank is not None and (row.key not in ranks or row.rank < ranks[row.key]):
                 ranks[row.key] = row.rank
@@ -487,9 +489,6 @@ def _portfolio(picture: pa.Table) -> dict[str, Any] | None:
     }
     triggers = _triggers(picture)
     return totals if triggers is None else {**totals, "revaluation": triggers}
-
-
-_Rank = tuple[float, float, float]
 
 
 def _rank(
