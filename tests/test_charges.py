@@ -61,11 +61,12 @@ PRECISIONS = pytest.mark.parametrize("to", ["second", "milli", "micro"])
         (-3 * 3600 * S, False, REPLAY),  # another DIR, hours ago
         (-2 * S, False, REPLAY),  # cut to a second, it still reads before the send
         (-2 * S, True, REPLAY),
-        # After the send: fresh, whoever else holds the keys.
+        # Not before the send: fresh unless the run has met another holder, then uncertain,
+        # however late the stamp (a replay's stamp is before the request's arrival, which
+        # may come any time after it left).
         (3 * S, False, FRESH),
-        (3 * S, True, FRESH),
-        # Within the second after the send's bound (a `Date` has whole seconds): fresh
-        # unless the run has met another holder, then uncertain.
+        (3 * S, True, UNCERTAIN),
+        (3600 * S, True, UNCERTAIN),
         (0.2 * S, False, FRESH),
         (0.2 * S, True, UNCERTAIN),
     ],
@@ -74,8 +75,8 @@ def test_a_charge_is_a_replay_only_on_proof_on_the_api_s_clock(
     to: str, valued: dt.timedelta, other: bool, kind: str
 ) -> None:
     """A charge stamped (read at its latest, at every precision) before the earliest the
-    send can have reached the API is a replay; one that may be after it is fresh, or
-    uncertain where the run has met another holder of its keys."""
+    send can have reached the API is a replay; any other is fresh, or uncertain where the
+    run has met another holder of its keys."""
     evidence = Evidence(other_holder="a 409" if other else None)
     at = cut(SENT + valued, to)
     assert evidence.classify(at, stamp(SENT))[0] == kind
@@ -106,13 +107,13 @@ def test_an_unknown_send_or_stamp_proves_nothing(
 
 def test_a_proven_replay_is_evidence_of_another_holder_and_is_kept() -> None:
     """A replay proves another caller paid for a key before this DIR sent it: from then on
-    a charge near its send is uncertain, and the evidence is handed to be kept."""
+    a charge not proven a replay is uncertain, and the evidence is handed to be kept."""
     kept: list[str] = []
     evidence = Evidence(keep=kept.append)
-    near = SENT + 0.3 * S
-    assert evidence.classify(near, stamp(SENT))[0] == FRESH
+    after = SENT + 0.3 * S
+    assert evidence.classify(after, stamp(SENT))[0] == FRESH
     assert evidence.classify(SENT - 5 * S, stamp(SENT))[0] == REPLAY
-    assert evidence.classify(near, stamp(SENT))[0] == UNCERTAIN
+    assert evidence.classify(after, stamp(SENT))[0] == UNCERTAIN
     assert len(kept) == 1
     evidence.note_other_holder(CONTESTED)
     assert len(kept) == 1  # the first word of it only
@@ -164,10 +165,10 @@ def doubtful(line_id: int, valued: dt.timedelta, kind: str, invocation: int = 1)
     return Doubtful(line_id, f"key-{line_id}", at, 90, invocation, kind, "", stamp(SENT))
 
 
-def test_another_holder_met_later_leaves_the_fresh_charges_near_their_send_uncertain() -> None:
+def test_another_holder_met_later_leaves_the_invocation_s_fresh_charges_uncertain() -> None:
     """At the end of an invocation that met another holder after some charges were classed
-    fresh: those stamped within the second of their send become uncertain; one stamped
-    later stays fresh; a replay stays a replay; another invocation's lines are left."""
+    fresh: each becomes uncertain, however long after its send it was stamped; a replay
+    stays a replay; another invocation's lines are left."""
     lines = [
         doubtful(1, 0.3 * S, FRESH),
         doubtful(2, 4 * S, FRESH),
@@ -177,8 +178,11 @@ def test_another_holder_met_later_leaves_the_fresh_charges_near_their_send_uncer
     alone = FakeLedger(lines)
     assert place_charges(alone, Evidence(), 1) == 0
     met = FakeLedger(lines)
-    assert place_charges(met, Evidence(other_holder=CONTESTED), 1) == 1
-    assert met.placed[1][0] == UNCERTAIN
+    assert place_charges(met, Evidence(other_holder=CONTESTED), 1) == 2
+    assert [(line_id, kind) for line_id, (kind, _) in met.placed.items()] == [
+        (1, UNCERTAIN),
+        (2, UNCERTAIN),
+    ]
     assert CONTESTED in met.placed[1][1]
 
 

@@ -12,12 +12,14 @@ import signal
 import sqlite3
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import clocks
 import pytest
 from support import BATCHVAL, LIVE, InProcess, Ran, env_for, outputs, portfolio, wait_until
 
+from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
 
 pytestmark = pytest.mark.slow
@@ -232,3 +234,57 @@ def test_two_dirs_at_once_never_report_more_than_the_ledger_charged(
     a, b = money(tmp_path / "a"), money(tmp_path / "b")
     assert a[1] + b[1] <= spent
     assert a[1] + b[1] + a[2] + b[2] >= spent
+
+
+def test_a_charge_met_after_two_409s_is_never_counted_fresh_however_late_its_stamp(
+    served: RunningSandbox, tmp_path: Path
+) -> None:
+    """DIR a's call holds the key (the API's work held by the test, a killed at its 504);
+    DIR b's first send and its retry are both answered 409, then a's valuation is stamped
+    seconds after b's retry went out. The answer b then gets is a's charge replayed: b,
+    having met another holder, counts it uncertain, never fresh, however late the stamp,
+    and a and b together report at most what the ledger charged."""
+    served.sandbox.config.request_timeout_seconds = 0.3
+    served.sandbox.set_faults(Faults(slow_share=1.0, slow_seconds=3600))
+    source = portfolio(tmp_path / "book.csv", 1)
+    env = env_for(served)
+
+    def start(name: str) -> subprocess.Popen[str]:
+        command = [BATCHVAL, "run", str(source), "--out", str(tmp_path / name)]
+        return subprocess.Popen(
+            [*command, "--run-id", "night-1"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def status(code: int) -> int:
+        return served.sandbox.ledger.requests_by_status().get(code, 0)
+
+    a = start("a")
+    wait_until(lambda: status(504) > 0, 60, "a's 504", process=a)
+    a.send_signal(signal.SIGKILL)
+    a.communicate(timeout=30)
+    held = status(409)  # a's own retries, if any went out before the kill
+    b = start("b")
+    wait_until(lambda: status(409) >= held + 2, 60, "b's two 409s", process=b)
+    late = dt.timedelta(seconds=2)
+    time.sleep(late.total_seconds())  # a's stamp comes this long after b's retry
+    served.sandbox.finish_slow_work()
+    _, stderr = b.communicate(timeout=120)
+    assert b.returncode == 0, stderr
+    assert charged(served) == 10
+    this_time, in_all, uncertain, replayed = money(tmp_path / "b")
+    assert (this_time, in_all) == (0, 0), money(tmp_path / "b")
+    assert uncertain + replayed == 10
+    again = subprocess.run(
+        [BATCHVAL, "run", str(source), "--out", str(tmp_path / "a"), "--run-id", "night-1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert again.returncode == 0, again.stderr
+    assert money(tmp_path / "a")[1] + in_all <= charged(served)

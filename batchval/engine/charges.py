@@ -13,13 +13,15 @@ carrying the first call's charge, and the account is charged nothing. The rule
   received plus the time elapsed since on the monotonic clock (`api/apiclock`). The
   machine's wall clock is never compared with the API's. A send the DIR may have lost with
   a killed invocation is `SENT_UNKNOWN`: no replay can be proven against it.
-- **uncertain** when the stamp may stand for an instant before the send (it is earlier than
-  the send's bound plus the second that bound may lag the API's clock by, `SEND_SLACK`;
-  or the send is unknown) *and* the run has met another holder of its keys: its first
-  send of a key answered 409 `request-in-progress`, or a charge proven a replay (another
-  caller paid for the key before this DIR ever sent it). That evidence is kept in the
-  run's database and holds from then on (`Evidence.other_holder`).
-- **fresh** otherwise.
+- **uncertain** when not proven a replay *and* the run has met another holder of its
+  keys: a send of a key answered 409 `request-in-progress` while every earlier send of it
+  by this DIR was answered 409 too, or a charge proven a replay (another caller paid for
+  the key before this DIR ever sent it). That evidence is kept in the run's database and
+  holds from then on (`Evidence.other_holder`). A stamp later than the send proves
+  nothing then: a replay's stamp is earlier than the request's *arrival*, which may come
+  any time after it left (a queue, a slow network, a loaded API), so the other caller's
+  valuation may be stamped seconds after this DIR's send and still be answered to it.
+- **fresh** otherwise: nobody else is known to hold the run's keys.
 
 So every rounding counts against "replay": a figure may overstate what this DIR spent
 (two DIRs started on the same rows within one stamp's precision, with no sign of each
@@ -41,10 +43,6 @@ from batchval.store.charges import FRESH, REPLAY, UNCERTAIN, WHOLE_SECOND, Doubt
 # A first send that may have been lost with a killed invocation (its last writes are): its
 # instant is unknown, so nothing can be proven made before it.
 SENT_UNKNOWN = "unknown"
-# How far the API's clock may be past the bound `Evidence.sent_now` gives: the `Date` it
-# is taken from has whole seconds, rounded down. A stamp earlier than the bound plus this
-# may stand for an instant before the send.
-SEND_SLACK = dt.timedelta(seconds=1)
 # The database's key for the evidence of another holder of the run's keys (its words).
 OTHER_HOLDER = "other_holder"
 
@@ -53,9 +51,9 @@ CONTESTED = (
     "was valuing it"
 )
 ANOTHER = (
-    "stamped too near this DIR's first send of the key to say before or after it, and this "
-    "run has met another holder of its keys ({evidence}): a replay of that caller's charge "
-    "or this call's, which nothing tells apart"
+    "not proven made before this DIR's first send of the key can have reached the API, and "
+    "this run has met another holder of its keys ({evidence}): a replay of that caller's "
+    "charge or this call's, which nothing tells apart"
 )
 
 
@@ -119,8 +117,7 @@ class Evidence:
                 f"valued at least {before:.3f} s before this DIR's first send of the key can "
                 "have reached the API, on the API's clock: another call paid for it"
             )
-        near = at is None or sent is None or at < sent + SEND_SLACK
-        if near and self.other_holder is not None:
+        if self.other_holder is not None:
             return UNCERTAIN, ANOTHER.format(evidence=self.other_holder)
         if at is None:
             return FRESH, "the answer's valuedAt cannot be read: no replay can be proven"
@@ -167,8 +164,8 @@ class Ledger(Protocol):
 def place_charges(ledger: Ledger, evidence: Evidence, invocation: int | None) -> int:
     """Look again, at the end of an invocation, at the fresh valuation charges it received:
     evidence of another holder met after a charge was classed (a 409 or a proven replay
-    answered later) leaves each one stamped within one unit of its send uncertain. A
-    replay stays one (its proof holds) and nothing is made fresh. How many changed."""
+    answered later) leaves each one uncertain. A replay stays one (its proof holds) and
+    nothing is made fresh. How many changed."""
     changed = 0
     for line in ledger.valuation_lines(invocation):
         if line.invocation != invocation or line.kind != FRESH:

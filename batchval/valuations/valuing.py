@@ -55,9 +55,10 @@ class ValuationJob:
         # the API's clock (`Evidence.sent_now`); for a key whose first send met another
         # caller's (a 409), its next send, the first that could be charged.
         self._first_sent: dict[str, str] = {}
-        # Keys this DIR certainly never sent before the attempt now in flight (no send
-        # recorded, no killed invocation just before): a 409 to that attempt means another
-        # caller was valuing the key (`CONTESTED`).
+        # Keys none of whose sends by this DIR can be running at the API (no send recorded
+        # before this invocation, no killed invocation just before, and every send since
+        # answered 409): a 409 to the attempt now in flight means another caller is valuing
+        # the key (`CONTESTED`), and the next send is the first that could be charged.
         self._never_sent_before: set[str] = set()
         self._contested: set[str] = set()
         self._warm = warm
@@ -104,16 +105,22 @@ class ValuationJob:
             await self._warm()
             self._mark(item)
         first = item.key in self._never_sent_before
-        self._never_sent_before.discard(item.key)  # only the first attempt tells
         try:
-            return await self._api.post_valuation(
+            answer = await self._api.post_valuation(
                 item.payload.encode(), idempotency_key=item.key, gate=gate
             )
         except RequestInProgressError:
-            if first:
+            if first:  # nothing of this DIR's is running: another caller's call is
                 self.evidence.note_other_holder(CONTESTED)
                 self._contested.add(item.key)
             raise
+        except BaseException:
+            # A send that may be running at the API (a 504, a cut connection, a cancel):
+            # a later 409 may be this DIR's own call.
+            self._never_sent_before.discard(item.key)
+            raise
+        self._never_sent_before.discard(item.key)
+        return answer
 
     def settle(self, item: QueueItem, answer: Answer) -> Settled:
         self._checkpoint.requests.record_answer(
