@@ -30,6 +30,7 @@ from batchval.contract.indexation import (
     authorities,
     indexed_results,
     market_fall,
+    market_falls,
     newest_base,
     roll_forward,
     roll_forward_frame,
@@ -160,6 +161,30 @@ def test_the_market_fall_is_decided_exactly(tmp_path: Path) -> None:
     assert market_fall(index, "E2", month_number(2026, 9), 0.10) is False
     assert market_fall(index, "E2", month_number(2021, 1), 0.10) is None  # a month it has not
     assert market_fall(index, None, start, 0.10) is None
+
+
+def test_the_whole_book_s_market_falls_agree_with_one_loan_at_a_time(tmp_path: Path) -> None:
+    """`market_falls` decides every loan at once by its float ratio, and a ratio at the
+    threshold exactly: it gives, loan by loan, what `market_fall` gives, the exact ties of
+    the test above and every authority and month of the sample too, at several shares."""
+    ties = index_of(
+        tmp_path,
+        [("2020-01-01", "E1", "100.00"), ("2026-09-01", "E1", "90.00"),
+         ("2020-01-01", "E3", "73.30"), ("2026-09-01", "E3", "65.97"),
+         ("2020-01-01", "E4", "10.14"), ("2026-09-01", "E4", "9.126")],  # 0.8999... as floats
+    )  # fmt: skip
+    for index in (read_ukhpi(ties), read_ukhpi(SAMPLE)):
+        areas = [*index.levels, "E07000999", "", None]
+        months = [*range(month_number(2014, 11), LATEST + 3), None]
+        pairs = [(area, month) for area in areas for month in months]
+        random.Random(5).shuffle(pairs)
+        loans = pl.DataFrame(
+            {"authority": [a for a, _ in pairs], "fall_from": [m for _, m in pairs]},
+            schema={"authority": pl.String, "fall_from": pl.Int32},
+        )
+        for share in (0.10, 0.05, 0.0, 1.0, 1 / 3):
+            found = market_falls(index, loans, share, index.frame())["trigger_market_fall"]
+            assert found.to_list() == [market_fall(index, a, m, share) for a, m in pairs]
 
 
 @pytest.mark.parametrize(
