@@ -13,6 +13,7 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import ukhpi
 from support import ROOT
@@ -36,6 +37,7 @@ from batchval.contract.indexation import (
     roll_forward_frame,
 )
 from batchval.input.hpi import (
+    IndexOptions,
     month_number,
     month_text,
     parse_month,
@@ -43,6 +45,8 @@ from batchval.input.hpi import (
     read_ukhpi,
 )
 from batchval.input.options import InputError
+from batchval.valuations import indexing
+from batchval.valuations.book import rows_of
 
 SAMPLE = ROOT / "sample_inputs" / "ukhpi_sample.csv"
 
@@ -361,3 +365,59 @@ def test_results_gain_the_index_columns_by_the_rules() -> None:
     assert got[1]["trigger_market_fall"] is fell
     assert got[0]["trigger_market_fall"] is None  # no lender date to measure from
     assert got[3]["trigger_market_fall"] is None
+
+
+@pytest.mark.parametrize("in_order", [True, False])
+def test_a_night_s_results_are_indexed_a_chunk_at_a_time_as_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_order: bool
+) -> None:
+    """`Indexing.add_columns` streams results.parquet into its new self a few rows at a
+    time, the unvalued loans made as they come: the file is the table `indexed_results`
+    makes of the whole at once (the unvalued rows added first, in row order), its schema's
+    metadata kept, whether the file is in row order or not."""
+    monkeypatch.setattr(indexing, "CHUNK_ROWS", 3)
+    draws = random.Random(3)
+    postcodes = ["M1 1AE", "M1 1ZZ", "SW1A 2AA", "CF10 1AA", None]
+    passthrough = pa.table(
+        {
+            "row_number": pa.array(range(1, 21), pa.int64()),
+            "Curr Bal": pa.array([90_000.0 + n for n in range(20)], pa.float64()),
+            "Orig Val": pa.array([150_000.0 + 10 * n for n in range(20)], pa.float64()),
+            "Orig Date": pa.array(
+                [dt.date(2016 + n % 9, 1 + n % 12, 3) for n in range(20)], pa.date32()
+            ),
+        }
+    )
+    valued = [2, 5, 6, 11, 17]
+    given = results_table(
+        [
+            {"source": draws.choice(["api", "book"]), "estimate": 200_000 + n,
+             "indexed_to": f"202{n % 6}-0{1 + n % 9}", "authority": "E08000003",
+             "postcode": "M1 1AE"}
+            for n in valued
+        ]
+    ).select(["source", "estimate", "indexed_to", "local_authority", "input_postcode"])  # fmt: skip
+    chosen = passthrough.take([n - 1 for n in valued])
+    table = pa.Table.from_arrays(
+        [*chosen.columns, *given.columns], names=[*chosen.column_names, *given.column_names]
+    )
+    table = table.replace_schema_metadata({"batchval": "kept"})
+    unsent = [(n, postcodes[n % len(postcodes)]) for n in range(1, 21) if n not in {2, 6, 11}]
+    lender = {k: v for k, v in LENDER.items() if v in table.column_names}
+    missing = [(n, p) for n, p in unsent if n not in valued]
+    added = rows_of(
+        table.schema, pa.array([n for n, _ in missing], pa.int64()), passthrough, "index"
+    )
+    whole = pa.concat_tables([table, added]).sort_by("row_number")
+    expected = indexed_results(
+        whole, read_ukhpi(SAMPLE), lender=lender, fall_share=0.10, postcodes=dict(missing)
+    )
+    path = tmp_path / "results.parquet"
+    written = table if in_order else table.take([3, 0, 4, 2, 1])
+    pq.write_table(written, path)
+    found = indexing.Indexing(IndexOptions("ukhpi", "x"), read_ukhpi(SAMPLE), None)
+    assert found.add_columns(path, lender, 0.10, (unsent, passthrough)) == 20
+    done = pq.read_table(path)
+    assert done.schema.equals(expected.schema, check_metadata=True)
+    assert done.equals(expected)
+    assert done.column("source").to_pylist().count("index") == 15
