@@ -55,7 +55,7 @@ from batchval.settings import Settings, api_identity, changed_settings
 from batchval.store.checkpoint import Checkpoint, Counts
 from batchval.store.database import Database
 from batchval.valuations import answers
-from batchval.valuations.booking import BookRun, passthrough_table
+from batchval.valuations.booking import BookRun
 from batchval.valuations.indexing import (
     Indexing,
     coverage,
@@ -452,7 +452,7 @@ class Valuing:
             indexing, began = self.indexing, time.monotonic()
             left = None
             if self.booked is not None:  # and a night's loans with no valuation of their own
-                left = (self.booked.unsent_postcodes(), passthrough_table(self.checkpoint))
+                left = self.booked.for_index()
             lender = result_lender_columns(results, self.settings.input.columns)
             rows = indexing.add_columns(
                 results, lender, self.settings.lender.revaluation.fall_share, left
