@@ -102,6 +102,13 @@ class IndexFigures:
         return self.mean(WITH, "cpu_seconds") - self.mean(WITHOUT, "cpu_seconds")
 
     @property
+    def added(self) -> float:
+        """The seconds the index adds, as judged against the target: the whole nights'
+        difference, but never less than the index step's own (on a busy machine the
+        nights' difference is noise, and can be below zero)."""
+        return max(self.seconds_added, self.step_seconds)
+
+    @property
     def step_seconds(self) -> float:
         found = [n.step_seconds for n in self._of(WITH) if n.step_seconds is not None]
         return sum(found) / len(found) if found else float("nan")
@@ -123,7 +130,7 @@ class IndexFigures:
 
     @property
     def met(self) -> bool:
-        return self.seconds_added <= INDEX_SECONDS_TARGET and self.growth <= INDEX_GROWTH_TARGET
+        return self.added <= INDEX_SECONDS_TARGET and self.growth <= INDEX_GROWTH_TARGET
 
 
 def write_loans(path: Path, rows: int, seed: int = 1) -> Path:
@@ -257,10 +264,10 @@ def index_measured(f: IndexFigures) -> tuple[str, str]:
     """The two figures against their targets, as the report's table gives them."""
     low, high = min(f.loads), max(f.loads)
     seconds = (
+        f"{f.added:.1f} s: the index step itself {f.step_seconds:.1f} s; the whole nights "
         f"{f.seconds_added:+.1f} s wall ({f.mean(WITH, 'seconds'):.1f} s against "
         f"{f.mean(WITHOUT, 'seconds'):.1f} s, means of without, with, with, without), "
-        f"{f.cpu_added:+.1f} s CPU; the index step itself {f.step_seconds:.1f} s "
-        f"(load {low:.2f}–{high:.2f})"
+        f"{f.cpu_added:+.1f} s CPU (load {low:.2f}–{high:.2f})"
     )
     memory = (
         f"{100 * (f.growth - 1):+.0f} % ({f.peak(WITH):,.0f} MiB against "
@@ -304,7 +311,9 @@ def index_section(f: IndexFigures | None) -> list[str]:
         "(`run.indexed` in its log: results.parquet rewritten with a row for every unvalued",
         "loan and the index columns, its coverage read back; the unvalued loans' postcodes",
         "are read with the book's own read of them, outside the step). Other work on the",
-        "machine moves the wall times: the load is each night's.",
+        "machine moves the wall times, and a whole night's by more than the step: the load",
+        "is each night's, and the seconds judged against the target are the nights'",
+        "difference but never less than the step's own.",
         "",
         *_table(header, rows),
         "",

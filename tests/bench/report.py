@@ -225,7 +225,7 @@ def _index_lines(i: IndexFigures) -> list[Line]:
             f"{what}: seconds added",
             seconds,
             f"<= {INDEX_SECONDS_TARGET:g} s",
-            i.seconds_added <= INDEX_SECONDS_TARGET,
+            i.added <= INDEX_SECONDS_TARGET,
         ),
         Line(
             f"{what}: peak RSS",

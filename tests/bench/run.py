@@ -205,7 +205,7 @@ def _measure(work: Path, only: Collection[str]) -> _Measured:
         step = _Progress(f"the index on a night, {INDEX_ROWS:,} loans, with and without")
         index = found.index = index_run(work, INDEX_ROWS)
         _, memory = index_measured(index)
-        step.done(f"{index.seconds_added:+.1f} s, peak RSS {memory}")
+        step.done(f"{index.added:.1f} s, peak RSS {memory}")
     return found
 
 
