@@ -273,9 +273,21 @@ VALUE_METHODS: tuple[str, ...] = ("avm", "avm_indexed", "indexed", "none")
 
 def index_inputs(names: Sequence[str], lender: Mapping[str, str]) -> list[str]:
     """The columns of results.parquet (`names`) that `index_table` reads: the valuation's,
-    the lender's (`lender`: field -> column) and `row_number`, those it has."""
-    wanted = ["row_number", *_VALUATION_INPUTS, *lender.values()]
+    the lender's figures and dates (`lender`: field -> column) and `row_number`, those it
+    has."""
+    figures = [column for field, column in lender.items() if field in _LENDER_INPUTS]
+    wanted = ["row_number", *_VALUATION_INPUTS, *figures]
     return [name for name in dict.fromkeys(wanted) if name in names]
+
+
+# The lender's fields `index_table` reads.
+_LENDER_INPUTS: tuple[str, ...] = (
+    "loan_balance",
+    "last_valuation",
+    "last_valuation_date",
+    "origination_value",
+    "origination_date",
+)
 
 
 # The valuation's columns `index_table` reads, where results.parquet has them.

@@ -117,7 +117,8 @@ class _Unvalued:
 
     numbers: pa.Array
     postcodes: pa.Array
-    passthrough: pa.Table  # `row_number` first
+    passthrough: pa.Table  # every row's, `row_number` first
+    at: pa.Array  # each loan's place in `passthrough`
     schema: pa.Schema  # results.parquet's
 
     @classmethod
@@ -138,8 +139,8 @@ class _Unvalued:
             return None
         order = pc.sort_indices(numbers)
         numbers, postcodes = numbers.take(order), postcodes.take(order)
-        given = passthrough.take(pc.index_in(numbers, passthrough.column("row_number")))
-        return cls(numbers, postcodes, given, schema)
+        at = pc.index_in(numbers, passthrough.column("row_number"))
+        return cls(numbers, postcodes, passthrough, at, schema)
 
     def inputs(self, like: pa.Schema) -> pa.Table:
         """Their columns of `like` (the index's inputs of results.parquet): the
@@ -152,7 +153,7 @@ class _Unvalued:
             if field.name == "row_number":
                 arrays.append(self.numbers)
             elif 1 <= at < self.passthrough.num_columns:
-                arrays.append(self.passthrough.column(at).cast(field.type))
+                arrays.append(self.passthrough.column(at).take(self.at).cast(field.type))
             elif field.name == "input_postcode":
                 arrays.append(self.postcodes.cast(field.type))
             elif field.name == "source":
@@ -163,12 +164,8 @@ class _Unvalued:
 
     def rows(self, start: int, count: int) -> pa.Table:
         """The whole rows of results.parquet's schema of `count` of them from `start`."""
-        return rows_of(
-            self.schema,
-            self.numbers.slice(start, count),
-            self.passthrough.slice(start, count),
-            "index",
-        )
+        given = self.passthrough.take(self.at.slice(start, count))
+        return rows_of(self.schema, self.numbers.slice(start, count), given, "index")
 
 
 def _loans(read: pa.Table, added: _Unvalued | None, in_order: bool) -> pl.DataFrame:
