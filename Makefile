@@ -154,10 +154,11 @@ tmux:
 
 # Speed, pacing and memory figures against issues 13 and 23's targets, printed, never
 # asserted; rewrites docs/performance.md. Every figure at the target's own size, in about
-# 13 minutes (a run at a URL on a local S3 server is 6 of them).
+# 20 minutes (a run at a URL on a local S3 server is 6 of them, the index on four 1 M-loan
+# nights about 7).
 # BENCH_ARGS="--keep DIR" keeps the books, logs and run DIRs; BENCH_ARGS="--only url" (or
-# reader, ingest, resume, startup, cost, hiding, rate: comma-separated) measures only those
-# and leaves docs/ as it is.
+# reader, ingest, resume, startup, cost, hiding, rate, index: comma-separated) measures only
+# those and leaves docs/ as it is.
 BENCH_ARGS ?=
 bench: $(STAMP)
 	$(BIN)/python tests/bench/run.py $(BENCH_ARGS)

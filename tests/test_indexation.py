@@ -14,6 +14,7 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import ukhpi
 from support import ROOT
@@ -31,11 +32,13 @@ from batchval.contract.indexation import (
     authorities,
     indexed_results,
     market_fall,
+    market_falls,
     newest_base,
     roll_forward,
     roll_forward_frame,
 )
 from batchval.input.hpi import (
+    IndexOptions,
     month_number,
     month_text,
     parse_month,
@@ -43,6 +46,8 @@ from batchval.input.hpi import (
     read_ukhpi,
 )
 from batchval.input.options import InputError
+from batchval.valuations import indexing
+from batchval.valuations.book import rows_of
 
 SAMPLE = ROOT / "sample_inputs" / "ukhpi_sample.csv"
 
@@ -166,6 +171,30 @@ def test_the_market_fall_is_decided_exactly(tmp_path: Path) -> None:
     assert market_fall(index, "E2", month_number(2026, 9), 0.10) is False
     assert market_fall(index, "E2", month_number(2021, 1), 0.10) is None  # a month it has not
     assert market_fall(index, None, start, 0.10) is None
+
+
+def test_the_whole_book_s_market_falls_agree_with_one_loan_at_a_time(tmp_path: Path) -> None:
+    """`market_falls` decides every loan at once by its float ratio, and a ratio at the
+    threshold exactly: it gives, loan by loan, what `market_fall` gives, the exact ties of
+    the test above and every authority and month of the sample too, at several shares."""
+    ties = index_of(
+        tmp_path,
+        [("2020-01-01", "E1", "100.00"), ("2026-09-01", "E1", "90.00"),
+         ("2020-01-01", "E3", "73.30"), ("2026-09-01", "E3", "65.97"),
+         ("2020-01-01", "E4", "10.14"), ("2026-09-01", "E4", "9.126")],  # 0.8999... as floats
+    )  # fmt: skip
+    for index in (read_ukhpi(ties), read_ukhpi(SAMPLE)):
+        areas = [*index.levels, "E07000999", "", None]
+        months = [*range(month_number(2014, 11), LATEST + 3), None]
+        pairs = [(area, month) for area in areas for month in months]
+        random.Random(5).shuffle(pairs)
+        loans = pl.DataFrame(
+            {"authority": [a for a, _ in pairs], "fall_from": [m for _, m in pairs]},
+            schema={"authority": pl.String, "fall_from": pl.Int32},
+        )
+        for share in (0.10, 0.05, 0.0, 1.0, 1 / 3):
+            found = market_falls(index, loans, share, index.frame())["trigger_market_fall"]
+            assert found.to_list() == [market_fall(index, a, m, share) for a, m in pairs]
 
 
 @pytest.mark.parametrize(
@@ -390,3 +419,61 @@ def test_how_the_index_tracked_tonight_s_estimates() -> None:
     assert nothing.tracking == {
         "loans": 0, "median": None, "lower_quartile": None, "upper_quartile": None
     }  # fmt: skip
+
+
+@pytest.mark.parametrize("in_order", [True, False])
+def test_a_night_s_results_are_indexed_a_chunk_at_a_time_as_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_order: bool
+) -> None:
+    """`Indexing.add_columns` streams results.parquet into its new self a few rows at a
+    time, the unvalued loans made as they come: the file is the table `indexed_results`
+    makes of the whole at once (the unvalued rows added first, in row order), its schema's
+    metadata kept, whether the file is in row order or not."""
+    monkeypatch.setattr(indexing, "CHUNK_ROWS", 3)
+    draws = random.Random(3)
+    postcodes = ["M1 1AE", "M1 1ZZ", "SW1A 2AA", "CF10 1AA", None]
+    passthrough = pa.table(
+        {
+            "row_number": pa.array(range(1, 21), pa.int64()),
+            "Curr Bal": pa.array([90_000.0 + n for n in range(20)], pa.float64()),
+            "Orig Val": pa.array([150_000.0 + 10 * n for n in range(20)], pa.float64()),
+            "Orig Date": pa.array(
+                [dt.date(2016 + n % 9, 1 + n % 12, 3) for n in range(20)], pa.date32()
+            ),
+        }
+    )
+    valued = [2, 5, 6, 11, 17]
+    given = results_table(
+        [
+            {"source": draws.choice(["api", "book"]), "estimate": 200_000 + n,
+             "indexed_to": f"202{n % 6}-0{1 + n % 9}", "authority": "E08000003",
+             "postcode": "M1 1AE"}
+            for n in valued
+        ]
+    ).select(["source", "estimate", "indexed_to", "local_authority", "input_postcode"])  # fmt: skip
+    chosen = passthrough.take([n - 1 for n in valued])
+    table = pa.Table.from_arrays(
+        [*chosen.columns, *given.columns], names=[*chosen.column_names, *given.column_names]
+    )
+    table = table.replace_schema_metadata({"batchval": "kept"})
+    unsent = [(n, postcodes[n % len(postcodes)]) for n in range(1, 21) if n not in {2, 6, 11}]
+    lender = {k: v for k, v in LENDER.items() if v in table.column_names}
+    missing = [(n, p) for n, p in unsent if n not in valued]
+    added = rows_of(
+        table.schema, pa.array([n for n, _ in missing], pa.int64()), passthrough, "index"
+    )
+    whole = pa.concat_tables([table, added]).sort_by("row_number")
+    expected = indexed_results(
+        whole, read_ukhpi(SAMPLE), lender=lender, fall_share=0.10, postcodes=dict(missing)
+    )
+    path = tmp_path / "results.parquet"
+    written = table if in_order else table.take([3, 0, 4, 2, 1])
+    pq.write_table(written, path)
+    found = indexing.Indexing(IndexOptions("ukhpi", "x"), read_ukhpi(SAMPLE), None)
+    rows, tracked = found.add_columns(path, lender, 0.10, (unsent, passthrough))
+    assert rows == 20
+    assert tracked == expected.tracking
+    done = pq.read_table(path)
+    assert done.schema.equals(expected.table.schema, check_metadata=True)
+    assert done.equals(expected.table)
+    assert done.column("source").to_pylist().count("index") == 15

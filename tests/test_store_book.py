@@ -55,6 +55,8 @@ def test_carried_and_deferred_requests_are_not_pending(tmp_path: Path) -> None:
         "pending": 0,
     }
     assert store.unsent_rows() == [(1, "a"), (3, "c")]
+    assert store.unsent_postcodes() == [(1, None), (3, None)]  # no postcode asked
+    assert store.unsent_rows_and_postcodes() == [(1, "a", None), (3, "c", None)]
     assert store.valued_rows() == [(2, "b", "f2")]
 
 

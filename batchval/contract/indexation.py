@@ -25,7 +25,7 @@ origination), decided exactly in the decimals the file gives.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Context, Decimal
 
 import polars as pl
@@ -158,14 +158,17 @@ LOAN_COLUMNS: tuple[str, ...] = (
 
 
 def roll_forward_frame(
-    index: HousePriceIndex, loans: pl.DataFrame, until: str | None = None
+    index: HousePriceIndex,
+    loans: pl.DataFrame,
+    until: str | None = None,
+    levels: pl.DataFrame | None = None,
 ) -> pl.DataFrame:
     """`roll_forward` of every loan of `loans` (`LOAN_COLUMNS`) at once, in its order:
     `hpi_value`, `hpi_basis`, `hpi_from`, `hpi_to` (`month_number`s), `hpi_change`,
-    `hpi_reason`. Two joins with the index's table, never a loop a loan: a million loans
-    in about a second. With `until` (a column of `loans`: a month each, or null), each
-    loan is rolled to that month where it is before the authority's latest."""
-    table = index.frame()
+    `hpi_reason`. Two joins with the index's table (`levels`, `index.frame()` unless
+    given), never a loop a loan. With `until` (a column of `loans`: a month each, or
+    null), each loan is rolled to that month where it is before the authority's latest."""
+    table = index.frame() if levels is None else levels
     valid = [
         pl.col(f"{kind}_value").is_not_null()
         & (pl.col(f"{kind}_value") > 0)
@@ -297,6 +300,35 @@ class Indexed:
     tracking: dict[str, float | int | None]
 
 
+def index_inputs(names: Sequence[str], lender: Mapping[str, str]) -> list[str]:
+    """The columns of results.parquet (`names`) that `index_table` reads: the valuation's,
+    the lender's figures and dates (`lender`: field -> column) and `row_number`, those it
+    has."""
+    figures = [column for field, column in lender.items() if field in _LENDER_INPUTS]
+    wanted = ["row_number", *_VALUATION_INPUTS, *figures]
+    return [name for name in dict.fromkeys(wanted) if name in names]
+
+
+# The lender's fields `index_table` reads.
+_LENDER_INPUTS: tuple[str, ...] = (
+    "loan_balance",
+    "last_valuation",
+    "last_valuation_date",
+    "origination_value",
+    "origination_date",
+)
+
+
+# The valuation's columns `index_table` reads, where results.parquet has them.
+_VALUATION_INPUTS: tuple[str, ...] = (
+    "source",
+    "estimate",
+    "indexed_to",
+    "local_authority",
+    "input_postcode",
+)
+
+
 def indexed_results(
     rows: pa.Table,
     index: HousePriceIndex,
@@ -307,18 +339,49 @@ def indexed_results(
     postcode_column: str = "input_postcode",
     postcodes: Mapping[int, str | None] | None = None,
 ) -> Indexed:
-    """`rows` of results.parquet (valued tonight, `source` api; carried from the book,
-    `source` book; or a loan with no valuation, its estimate null) with `INDEX_COLUMNS`
-    added: each loan's authority (`authorities`), its newest base among its estimate (at
-    its `indexed_to`) and the lender's figures (`lender`: field -> column), rolled forward
+    """`rows` of results.parquet with `INDEX_COLUMNS` added (`index_table`, from the
+    columns it reads alone), and how tonight's estimates compare with the lender's older
+    figures rolled forward to the same month (`tracking`). `postcodes` (row number ->
+    postcode) stands in for the valued postcode of a row that has none."""
+    frame = pl.from_arrow(rows.select(index_inputs([*rows.column_names], lender)))
+    assert isinstance(frame, pl.DataFrame)  # a Table always gives a DataFrame
+    if postcodes:  # the rows with no valuation: the postcode their request asks for
+        asked = pl.col("row_number").replace_strict(postcodes, default=None, return_dtype=pl.String)
+        given = pl.col(postcode_column) if postcode_column in frame.columns else pl.lit(None)
+        frame = frame.with_columns(pl.coalesce(given.cast(pl.String), asked).alias(postcode_column))
+    added, valued = index_table(
+        frame,
+        index,
+        lender=lender,
+        fall_share=fall_share,
+        directory=directory,
+        postcode_column=postcode_column,
+    )
+    table = rows
+    for field in added.schema:
+        table = table.append_column(field, added.column(field.name))
+    return Indexed(table, tracking(index, valued))
+
+
+def index_table(
+    frame: pl.DataFrame,
+    index: HousePriceIndex,
+    *,
+    lender: Mapping[str, str],
+    fall_share: float,
+    directory: PostcodeAuthorities | None = None,
+    postcode_column: str = "input_postcode",
+) -> tuple[pa.Table, pl.DataFrame]:
+    """The `INDEX_COLUMNS` of the loans of `frame` (results.parquet's rows, valued tonight,
+    `source` api; carried from the book, `source` book; or a loan with no valuation, its
+    estimate null), in its order, typed as results.parquet has them (`index_fields`): each
+    loan's authority (`authorities`), its newest base among its estimate (at its
+    `indexed_to`) and the lender's figures (`lender`: field -> column), rolled forward
     (`roll_forward_frame`), its LTV on that value, its `value_method`, and the market-fall
     trigger since its last valuation (else its origination). Dates and amounts are read
-    as results.parquet types them, or from text (a DIR of an older batchval).
-    `postcodes` (row number -> postcode) stands in for the valued postcode of a row that
-    has none. With the table, how tonight's estimates compare with the lender's older
-    figures rolled forward to the same month (`tracking`)."""
-    frame = pl.from_arrow(rows)
-    assert isinstance(frame, pl.DataFrame)  # a Table always gives a DataFrame
+    as results.parquet types them, or from text (a DIR of an older batchval). Only the
+    columns `index_inputs` names are read. With them, the loans valued tonight
+    (`LOAN_COLUMNS`), which `tracking` reads."""
 
     def given(field: str) -> str | None:
         name = lender.get(field)
@@ -346,9 +409,6 @@ def indexed_results(
     no_text = pl.Series([None] * frame.height, dtype=pl.String)
     own = frame["local_authority"] if "local_authority" in frame.columns else no_text
     postcode = frame[postcode_column] if postcode_column in frame.columns else no_text
-    if postcodes:  # the rows with no valuation: the postcode their request asks for
-        asked = frame["row_number"].replace_strict(postcodes, default=None, return_dtype=pl.String)
-        postcode = frame.select(pl.coalesce(postcode, asked))[postcode.name or "postcode"]
     loans = frame.select(
         authority=authorities(postcode, own, directory),
         avm_value=pl.col("estimate").cast(pl.Float64),
@@ -361,8 +421,9 @@ def indexed_results(
         fall_from=pl.coalesce(month("last_valuation_date"), month("origination_date")),
         source=pl.col("source") if "source" in frame.columns else pl.lit("api"),
     )
-    rolled = roll_forward_frame(index, loans)
-    falls = _market_falls(index, loans.select("authority", "fall_from"), fall_share)
+    levels = index.frame()
+    rolled = roll_forward_frame(index, loans, levels=levels)
+    falls = market_falls(index, loans.select("authority", "fall_from"), fall_share, levels)
     added = pl.concat(
         [loans.select("balance", "source", "avm_value"), rolled, falls], how="horizontal"
     )
@@ -383,14 +444,17 @@ def indexed_results(
         .otherwise(pl.lit("none")),
         trigger_market_fall=pl.col("trigger_market_fall"),
     )
-    table = rows
-    for field in index_fields():
-        table = table.append_column(field, added[field.name].to_arrow().cast(field.type))
-    valued = added.select(pl.col("value_method") == "avm").to_series()
-    return Indexed(table, tracking(index, loans.filter(valued)))
+    fields = index_fields()
+    table = pa.Table.from_arrays(
+        [added[field.name].to_arrow().cast(field.type) for field in fields],
+        schema=pa.schema(fields),
+    )
+    return table, loans.filter(added["value_method"] == "avm")
 
 
-def tracking(index: HousePriceIndex, loans: pl.DataFrame) -> dict[str, float | int | None]:
+def tracking(
+    index: HousePriceIndex, loans: pl.DataFrame, levels: pl.DataFrame | None = None
+) -> dict[str, float | int | None]:
     """How well the index tracked the model, for a model-risk reviewer: over the loans
     valued tonight (`loans`, `LOAN_COLUMNS`) whose lender's own last valuation or
     origination value is older than the estimate and can be rolled forward to the
@@ -399,7 +463,7 @@ def tracking(index: HousePriceIndex, loans: pl.DataFrame) -> dict[str, float | i
     the loans (`loans`). A positive figure: the model values above the index's path."""
     loans = loans.filter(pl.col("avm_month").is_not_null())  # the estimate's own month
     older = loans.with_columns(avm_value=pl.lit(None, pl.Float64), _until=pl.col("avm_month"))
-    rolled = roll_forward_frame(index, older, until="_until")
+    rolled = roll_forward_frame(index, older, until="_until", levels=levels)
     gaps = (
         pl.concat([loans.select("avm_value"), rolled], how="horizontal")
         .filter(
@@ -432,18 +496,66 @@ def _month_text(months: pl.Expr) -> pl.Expr:
     )
 
 
-def _market_falls(index: HousePriceIndex, loans: pl.DataFrame, fall_share: float) -> pl.DataFrame:
+# Index ratios this close to the fall's threshold (relatively) are decided exactly, in the
+# decimals the file gives (`market_fall`); the others by their float ratio, whose error
+# (a few parts in 10^16) is far inside this.
+_NEAR = 1e-9
+
+
+def market_falls(
+    index: HousePriceIndex, loans: pl.DataFrame, fall_share: float, levels: pl.DataFrame
+) -> pl.DataFrame:
     """`trigger_market_fall` of each loan (`authority`, `fall_from`), in order: decided once
-    for each authority and month (`market_fall`, exact), never a loan at a time."""
-    pairs = loans.unique(maintain_order=True).rows()
-    decided = pl.DataFrame(
-        {
-            "authority": [a for a, _ in pairs],
-            "fall_from": [m for _, m in pairs],
-            "trigger_market_fall": [market_fall(index, a, m, fall_share) for a, m in pairs],
-        },
-        schema={"authority": pl.String, "fall_from": pl.Int32, "trigger_market_fall": pl.Boolean},
+    for each authority and month by joins with the index's table (`levels`,
+    `HousePriceIndex.frame`), as `market_fall` decides; a ratio within `_NEAR` of the
+    threshold by `market_fall` itself, exactly. Never a loan at a time."""
+    ends = levels.select("area", "latest", "latest_level").unique("area")
+    starts = levels.select("area", fall_from=pl.col("month"), level=pl.col("level"))
+    pairs = (
+        loans.unique()
+        .join(ends, left_on="authority", right_on="area", how="left")
+        .join(
+            starts, left_on=["authority", "fall_from"], right_on=["area", "fall_from"], how="left"
+        )
     )
+    ratio = pl.col("latest_level") / pl.col("level")
+    threshold = 1.0 - fall_share
+    pairs = pairs.with_columns(
+        trigger_market_fall=pl.when(
+            pl.col("authority").is_null()
+            | (pl.col("authority") == "")
+            | pl.col("fall_from").is_null()
+            | pl.col("latest").is_null()
+        )
+        .then(pl.lit(None, pl.Boolean))
+        .when(pl.col("fall_from") >= pl.col("latest"))
+        .then(pl.lit(False))
+        .when(pl.col("level").is_null())
+        .then(pl.lit(None, pl.Boolean))
+        .when(ratio < threshold - _NEAR * abs(threshold))
+        .then(pl.lit(True))
+        .when(ratio > threshold + _NEAR * abs(threshold))
+        .then(pl.lit(False)),
+        near=pl.col("level").is_not_null()
+        & (pl.col("fall_from") < pl.col("latest"))
+        & ((ratio - threshold).abs() <= _NEAR * abs(threshold)),
+    )
+    near = pairs.filter(pl.col("near")).select("authority", "fall_from").rows()
+    if near:
+        exact = pl.DataFrame(
+            {
+                "authority": [a for a, _ in near],
+                "fall_from": [m for _, m in near],
+                "exact": [market_fall(index, a, m, fall_share) for a, m in near],
+            },
+            schema={"authority": pl.String, "fall_from": pl.Int32, "exact": pl.Boolean},
+        )
+        pairs = pairs.join(exact, on=["authority", "fall_from"], how="left").with_columns(
+            trigger_market_fall=pl.when(pl.col("near"))
+            .then(pl.col("exact"))
+            .otherwise(pl.col("trigger_market_fall"))
+        )
+    decided = pairs.select("authority", "fall_from", "trigger_market_fall")
     return loans.join(
         decided, on=["authority", "fall_from"], how="left", nulls_equal=True, maintain_order="left"
     ).select("trigger_market_fall")

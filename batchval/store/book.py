@@ -121,6 +121,16 @@ class BookStore:
         ).fetchall()
         return [(int(n), str(i)) for n, i in found]
 
+    def unsent_rows_and_postcodes(self) -> Sequence[tuple[int, str, str | None]]:
+        """`unsent_rows` with each row's `unsent_postcodes` postcode, in one read."""
+        found = self._db.execute(
+            "SELECT b.row_number, b.identity, json_extract(q.request, '$.postcode')"
+            " FROM book_rows b JOIN rows r ON r.row_number = b.row_number"
+            " JOIN requests q ON q.key = r.key"
+            " WHERE q.state IN ('carried', 'deferred') ORDER BY b.row_number"
+        ).fetchall()
+        return [(int(n), str(i), None if p is None else str(p)) for n, i, p in found]
+
     def unsent_postcodes(self) -> Sequence[tuple[int, str | None]]:
         """(row number, the postcode its request asks for) of the rows whose request was
         not valued tonight, in row order: an index rolls them forward (`valuations/indexing`)."""

@@ -133,6 +133,8 @@ class BookRun:
         self.settings = settings
         self._checkpoint = checkpoint
         self._store = BookStore(checkpoint)
+        # The rows not valued tonight as `write` found them, for the index (`for_index`).
+        self._left: tuple[Sequence[tuple[int, str | None]], pa.Table] | None = None
         self._now = now
         self.identity = settings.run.row_id or REQUEST_IDENTITY
         api = settings.api
@@ -349,9 +351,15 @@ class BookRun:
 
     # --- 3. the outputs ------------------------------------------------------------------
 
-    def unsent_postcodes(self) -> Sequence[tuple[int, str | None]]:
-        """(row number, postcode) of the rows not valued tonight (`store/book`)."""
-        return self._store.unsent_postcodes()
+    def for_index(self) -> tuple[Sequence[tuple[int, str | None]], pa.Table]:
+        """What an index needs of the rows not valued tonight: (row number, postcode) of
+        each (`store/book`), and every row's pass-through values. Found once by `write`
+        when the settings have an index (a second read of a million rows' requests took
+        seconds), else read now."""
+        left, self._left = self._left, None
+        if left is not None:
+            return left
+        return self._store.unsent_postcodes(), passthrough_table(self._checkpoint)
 
     def write(self, results: Path, run_id: str) -> dict[str, Any]:
         """Carry the unsent rows' entries into results.parquet and replace the book;
@@ -366,10 +374,17 @@ class BookRun:
         valued = self._store.valued_rows()
         # Before the book is replaced: what each loan revalued tonight had before, too.
         passthrough = passthrough_table(self._checkpoint)
+        if self.settings.index.on:  # the index's rows too, from the same read
+            found = self._store.unsent_rows_and_postcodes()
+            unsent: Sequence[tuple[int, str]] = [(n, identity) for n, identity, _ in found]
+            self._left = ([(n, postcode) for n, _, postcode in found], passthrough)
+            del found
+        else:
+            unsent = self._store.unsent_rows()
         carried = carry_into_results(
             results,
             old,
-            self._store.unsent_rows(),
+            unsent,
             passthrough,
             valued=valued,
             refresh=self._refresh(passthrough.column_names[1:]),

@@ -27,13 +27,14 @@ from urllib.parse import urlsplit
 import httpx
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import structlog
 
 from batchval.api.network import diagnose
-from batchval.contract.indexation import VALUE_METHODS, indexed_results
+from batchval.contract.indexation import VALUE_METHODS, index_inputs, index_table, tracking
 from batchval.contract.schemas import INDEX_DESCRIPTIONS, RESULT_COLUMNS
-from batchval.engine.files import write_table_atomic
+from batchval.engine.files import write_parquet
 from batchval.engine.place import input_of
 from batchval.input.hpi import (
     ONSPD_ATTRIBUTION,
@@ -131,28 +132,170 @@ class Indexing:
         lender: Mapping[str, str],
         fall_share: float,
         unvalued: tuple[Sequence[tuple[int, str | None]], pa.Table] | None = None,
-    ) -> dict[str, float | int | None]:
-        """results.parquet with the index columns added (`indexed_results`), read and
-        replaced atomically once, its schema's metadata kept. With `unvalued` (a --book
-        night's unsent rows, each a row number and its request's postcode, and the
-        checkpoint's pass-through table), a row first for each loan the file has none for
-        (`with_unvalued_rows`). How the index tracked tonight's estimates
-        (`indexation.tracking`) is returned."""
-        table = pq.read_table(results)
-        postcodes: dict[int, str | None] = {}
-        if unvalued is not None:
-            table, postcodes = with_unvalued_rows(table, *unvalued)
-        indexed = indexed_results(
-            table,
-            self.index,
-            lender=lender,
-            fall_share=fall_share,
-            directory=self.directory,
-            postcodes=postcodes,
-        )
-        write_table_atomic(results, indexed.table.replace_schema_metadata(table.schema.metadata))
-        log.info("run.indexed", rows=indexed.table.num_rows, latest=self.latest_month)
-        return indexed.tracking
+    ) -> tuple[int, dict[str, float | int | None]]:
+        """results.parquet with the index columns added (`index_table`), replaced
+        atomically once, its schema's metadata kept; returns its rows and how the index
+        tracked tonight's estimates (`indexation.tracking`). With `unvalued` (a
+        --book night's unsent rows, each a row number and its request's postcode, and the
+        checkpoint's pass-through table), a row first for each loan the file has none
+        for (`book.rows_of`, `source` index), in row order.
+
+        The index is worked out from the columns it reads alone (`index_inputs`); the
+        file is then streamed into its new self `CHUNK_ROWS` rows at a time, the
+        unvalued rows made as they come, so that no whole copy of the results is held."""
+        source = pq.ParquetFile(results)
+        try:
+            schema = source.schema_arrow
+            read = source.read(columns=index_inputs(schema.names, lender))
+            added = _Unvalued.of(read.column("row_number"), unvalued, schema)
+            in_order = _in_row_order(read.column("row_number"))
+            loans = _loans(read, added, in_order)
+            columns, valued = index_table(
+                loans.drop("_file"),
+                self.index,
+                lender=lender,
+                fall_share=fall_share,
+                directory=self.directory,
+            )
+            chunks = _merged(source, schema, in_order, added, loans["_file"], columns)
+            out = pa.schema([*schema, *columns.schema], metadata=schema.metadata)
+            return write_parquet(results, out, chunks), tracking(self.index, valued)
+        finally:
+            source.close()
+
+
+# The rows results.parquet is rewritten by, a chunk at a time.
+CHUNK_ROWS = 65_536
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Unvalued:
+    """A --book night's loans that results.parquet has no row for: their row numbers and
+    postcodes, in row order, and their pass-through values, in the same order."""
+
+    numbers: pa.Array
+    postcodes: pa.Array
+    passthrough: pa.Table  # every row's, `row_number` first
+    at: pa.Array  # each loan's place in `passthrough`
+    schema: pa.Schema  # results.parquet's
+
+    @classmethod
+    def of(
+        cls,
+        have: pa.ChunkedArray,
+        unvalued: tuple[Sequence[tuple[int, str | None]], pa.Table] | None,
+        schema: pa.Schema,
+    ) -> _Unvalued | None:
+        if unvalued is None:
+            return None
+        unsent, passthrough = unvalued
+        numbers = pa.array([n for n, _ in unsent], pa.int64())
+        postcodes = pa.array([p for _, p in unsent], pa.string())
+        wanted = pc.invert(pc.is_in(numbers, have))
+        numbers, postcodes = numbers.filter(wanted), postcodes.filter(wanted)
+        if not len(numbers):
+            return None
+        order = pc.sort_indices(numbers)
+        numbers, postcodes = numbers.take(order), postcodes.take(order)
+        at = pc.index_in(numbers, passthrough.column("row_number"))
+        return cls(numbers, postcodes, passthrough, at, schema)
+
+    def inputs(self, like: pa.Schema) -> pa.Table:
+        """Their columns of `like` (the index's inputs of results.parquet): the
+        pass-through ones from `passthrough` (by position, as `book.rows_of` places them),
+        the postcode their request asks for, `source` index, the rest null."""
+        count = len(self.numbers)
+        arrays: list[pa.Array | pa.ChunkedArray] = []
+        for field in like:
+            at = self.schema.get_field_index(field.name)
+            if field.name == "row_number":
+                arrays.append(self.numbers)
+            elif 1 <= at < self.passthrough.num_columns:
+                arrays.append(self.passthrough.column(at).take(self.at).cast(field.type))
+            elif field.name == "input_postcode":
+                arrays.append(self.postcodes.cast(field.type))
+            elif field.name == "source":
+                arrays.append(pa.repeat("index", count).cast(field.type))
+            else:
+                arrays.append(pa.nulls(count, field.type))
+        return pa.Table.from_arrays(arrays, schema=like)
+
+    def rows(self, start: int, count: int) -> pa.Table:
+        """The whole rows of results.parquet's schema of `count` of them from `start`."""
+        given = self.passthrough.take(self.at.slice(start, count))
+        return rows_of(self.schema, self.numbers.slice(start, count), given, "index")
+
+
+def _loans(read: pa.Table, added: _Unvalued | None, in_order: bool) -> pl.DataFrame:
+    """The index's inputs of every loan, results.parquet's (`read`, `in_order` when its
+    row numbers rise) and the unvalued ones, in row order, with `_file`: whether the row
+    is the file's. Two runs in row order are merged, not sorted again."""
+    mine = _frame(read.append_column("_file", pa.repeat(True, read.num_rows)))
+    if not in_order:
+        mine = mine.sort("row_number", maintain_order=True)
+    if added is None:
+        return mine
+    extra = added.inputs(read.schema)
+    return mine.merge_sorted(
+        _frame(extra.append_column("_file", pa.repeat(False, extra.num_rows))), "row_number"
+    )
+
+
+def _frame(table: pa.Table) -> pl.DataFrame:
+    frame = pl.from_arrow(table.replace_schema_metadata(None))
+    assert isinstance(frame, pl.DataFrame)  # a Table always gives a DataFrame
+    return frame
+
+
+def _in_row_order(numbers: pa.ChunkedArray) -> bool:
+    """Whether the row numbers rise from first to last (results.parquet is written so)."""
+    whole = numbers.combine_chunks()
+    if len(whole) < 2:
+        return True
+    rising = pc.greater(whole.slice(1), whole.slice(0, len(whole) - 1))
+    return bool(pc.all(rising).as_py())
+
+
+def _merged(
+    source: pq.ParquetFile,
+    schema: pa.Schema,
+    in_order: bool,
+    added: _Unvalued | None,
+    from_file: pl.Series,
+    columns: pa.Table,
+) -> Iterator[pa.Table]:
+    """results.parquet's rows and the unvalued ones, merged in row order (`from_file`
+    says whose each row is), `CHUNK_ROWS` at a time, each chunk with its index
+    `columns`. A file not in row order (never written so) is read whole and sorted."""
+    plain = schema.remove_metadata()
+    batches: Iterator[pa.Table]
+    if in_order:
+        batches = (pa.Table.from_batches([b]) for b in source.iter_batches(batch_size=CHUNK_ROWS))
+    else:
+        batches = iter([source.read().sort_by("row_number")])
+    held: list[pa.Table] = []  # the file's rows read but not yet written
+    held_rows = unvalued_at = 0
+    for start in range(0, len(from_file), CHUNK_ROWS):
+        mine = int(from_file.slice(start, CHUNK_ROWS).sum())
+        count = min(CHUNK_ROWS, len(from_file) - start)
+        while held_rows < mine:
+            batch = next(batches)
+            held.append(batch)
+            held_rows += batch.num_rows
+        whole = pa.concat_tables(held) if held else plain.empty_table()
+        parts = [whole.slice(0, mine).replace_schema_metadata(None)]
+        rest = whole.slice(mine)
+        held, held_rows = [rest], rest.num_rows
+        if count > mine:
+            assert added is not None
+            parts.append(added.rows(unvalued_at, count - mine).replace_schema_metadata(None))
+            unvalued_at += count - mine
+        chunk = pa.concat_tables(parts)
+        if mine and count > mine:
+            chunk = chunk.sort_by("row_number")
+        for field in columns.schema:
+            chunk = chunk.append_column(field, columns.column(field.name).slice(start, count))
+        yield chunk
 
 
 def coverage(
@@ -335,22 +478,3 @@ def result_lender_columns(results: Path, configured: Mapping[str, str]) -> dict[
         return find_lender_columns(names, configured)
     except LenderColumnError:
         return {}
-
-
-def with_unvalued_rows(
-    table: pa.Table, unsent: Sequence[tuple[int, str | None]], passthrough: pa.Table
-) -> tuple[pa.Table, dict[int, str | None]]:
-    """A --book night's results with a row for each loan of `unsent` (row number, its
-    request's postcode) that has none yet (left for a later night with no book entry to
-    carry): its pass-through values, `source` `index`, no valuation (`book.rows_of`); the
-    index columns give it its value. In row order, the schema's metadata kept; with the
-    rows added (row number -> postcode). `passthrough` is the checkpoint's, `row_number`
-    first, as `booking.passthrough_table` gives it."""
-    have = set(table.column("row_number").to_pylist())
-    wanted = [(n, postcode) for n, postcode in unsent if n not in have]
-    if not wanted:
-        return table, {}
-    numbers = pa.array([n for n, _ in wanted], pa.int64())
-    added = rows_of(table.schema, numbers, passthrough, "index")
-    whole = pa.concat_tables([table, added]).sort_by("row_number")
-    return whole.replace_schema_metadata(table.schema.metadata), dict(wanted)

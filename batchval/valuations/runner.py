@@ -58,7 +58,7 @@ from batchval.settings import Settings, api_identity, changed_settings
 from batchval.store.checkpoint import Checkpoint, Counts
 from batchval.store.database import Database
 from batchval.valuations import answers
-from batchval.valuations.booking import BookRun, passthrough_table
+from batchval.valuations.booking import BookRun
 from batchval.valuations.indexing import (
     Indexing,
     coverage,
@@ -474,16 +474,18 @@ class Valuing:
         results = self.request.place.local / RESULTS_NAME
         book = None if self.booked is None else self.booked.write(results, self.run_id)
         if self.indexing is not None:  # every loan in results, the book's carried ones too
+            indexing, began = self.indexing, time.monotonic()
             left = None
             if self.booked is not None:  # and a night's loans with no valuation of their own
-                left = (self.booked.unsent_postcodes(), passthrough_table(self.checkpoint))
+                left = self.booked.for_index()
             lender = result_lender_columns(results, self.settings.input.columns)
-            tracked = self.indexing.add_columns(
+            rows, tracked = indexing.add_columns(
                 results, lender, self.settings.lender.revaluation.fall_share, left
             )
-            covered = coverage(
-                results, lender.get("loan_balance"), self.indexing.latest_month, tracked
-            )
+            covered = coverage(results, lender.get("loan_balance"), indexing.latest_month, tracked)
+            # The step's own time: tests/bench/indexed.py reads it from the log.
+            seconds = round(time.monotonic() - began, 3)
+            log.info("run.indexed", rows=rows, latest=indexing.latest_month, seconds=seconds)
             if book is not None and book.get("portfolio"):
                 book = {**book, "portfolio": {**book["portfolio"], "index": covered}}
             elif portfolio is not None:

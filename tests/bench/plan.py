@@ -29,3 +29,6 @@ BLANK_FIRST_DAY = 1_000  # the daily limit that stops its first invocation
 # Resumes with nothing to do (issue 36): the URL after each of IDLE_RESUMES, against the first.
 IDLE_ROWS = 1_000  # at PACED_RATE: about 50 s
 IDLE_RESUMES = 10
+# The index on a night (issue 55, tests/bench/indexed.py): a book of this many loans, its
+# first night with --max-calls 1,000, with the index and without.
+INDEX_ROWS = 1_000_000

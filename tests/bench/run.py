@@ -18,11 +18,14 @@ served in another (a fresh one each time), and reads the sandbox's ledger:
 7. a run at a URL (`--out s3://...` on a local S3 server, tests/bench/url.py): its wall
    time at 20/s and its calls a second with no limit, each against the same run in a
    local DIR back to back; a blank machine resuming a 1 M-row run from the store; and
-   what the URL holds after ten resumes with nothing to do, against after one.
+   what the URL holds after ten resumes with nothing to do, against after one;
+8. the index on a night (issue 55, tests/bench/indexed.py): the first night of a
+   1 M-loan --book with --max-calls 1000, with `--index-source ukhpi` rolling every loan
+   forward and without, two of each: the seconds and the peak RSS the index adds.
 
 `--only` measures some of them (`--only url`, `--only resume,startup`) and prints them,
 leaving docs/ as it is: a quick loop while working on one figure. The whole bench takes
-about 12 minutes on 2 cores.
+about 20 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from bench.cost import ClientCost, client_cost  # noqa: E402
+from bench.indexed import IndexFigures, index_measured, index_run  # noqa: E402
 from bench.live import hiding_run, rate_run  # noqa: E402
 from bench.machine import Machine, load_average  # noqa: E402
 from bench.plan import (  # noqa: E402
@@ -53,6 +57,7 @@ from bench.plan import (  # noqa: E402
     HIDING_TIMEOUT,
     IDLE_RESUMES,
     IDLE_ROWS,
+    INDEX_ROWS,
     INGEST_ROWS,
     PACED_RATE,
     PACED_ROWS,
@@ -98,7 +103,7 @@ class _Progress:
 
 
 # The measurements, in the order they run; `--only` picks some of them.
-CASES = ("reader", "ingest", "resume", "startup", "cost", "hiding", "rate", "url")
+CASES = ("reader", "ingest", "resume", "startup", "cost", "hiding", "rate", "url", "index")
 
 
 def bench(work: Path, command: str, only: Collection[str] = CASES) -> Figures:
@@ -138,6 +143,7 @@ class _Measured:
     rate: list[RateFigure] = dataclasses.field(default_factory=list)
     url: UrlFigures | None = None
     profile: ClientProfile | None = None
+    index: IndexFigures | None = None
 
 
 def _measure(work: Path, only: Collection[str]) -> _Measured:
@@ -195,6 +201,11 @@ def _measure(work: Path, only: Collection[str]) -> _Measured:
             )
     if "url" in only:
         found.url = _measure_url(work)
+    if "index" in only:
+        step = _Progress(f"the index on a night, {INDEX_ROWS:,} loans, with and without")
+        index = found.index = index_run(work, INDEX_ROWS)
+        _, memory = index_measured(index)
+        step.done(f"{index.added:.1f} s, peak RSS {memory}")
     return found
 
 
