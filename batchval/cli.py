@@ -355,8 +355,9 @@ def sandbox(
 )
 @click.option(
     "--index-source",
-    type=click.Choice(["none", "ukhpi"]),
-    help="Roll every loan forward by a house price index [config index.source].",
+    type=click.Choice(["none", "ukhpi", "api"]),
+    help="Roll every loan forward by a house price index: ukhpi (a file) or api (read "
+    "from street analyses, held in the --book) [config index.source].",
 )
 @click.option("--index-file", metavar="FILE|URL", help="The UK HPI full file (CSV) [index.file].")
 @click.option(

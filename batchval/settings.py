@@ -598,11 +598,15 @@ def _input(
     return InputOptions.of(section, include, reading)
 
 
-def _index(config: Mapping[str, Any], given: Mapping[str, Any]) -> IndexOptions:
-    """`index`, the command line's (or the Python API's) keys over the config's."""
+def _index(config: Mapping[str, Any], given: Mapping[str, Any], book: str | None) -> IndexOptions:
+    """`index`, the command line's (or the Python API's) keys over the config's; `api`
+    only with a `book`, which holds its months."""
     section = _section(config, "index")
     _reject_unknown(section, {key.name for key in INDEX_KEYS}, "index")
-    return IndexOptions.of({**section, **{k: v for k, v in given.items() if v is not None}})
+    found = IndexOptions.of({**section, **{k: v for k, v in given.items() if v is not None}})
+    if found.source == "api" and book is None:
+        raise SettingsError("index.source api holds the index in the book: give --book PATH")
+    return found
 
 
 def _book(config: Mapping[str, Any], given: Mapping[str, Any]) -> BookOptions:
@@ -784,6 +788,6 @@ def load_settings(
         lender=_lender(config),
         storage=_storage(config),
         output_mode=_output_mode(config, env),
-        index=_index(config, index or {}),
+        index=_index(config, index or {}, options.book),
         book=_book(config, book_order or {}),
     )

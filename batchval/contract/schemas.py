@@ -408,8 +408,9 @@ PROBLEM_TAIL: tuple[Column[ProblemRow], ...] = (
 INDEX_DESCRIPTIONS: dict[str, tuple[pa.DataType, str]] = {
     "hpi_value": (
         _F64,
-        "The loan's base (hpi_basis) rolled forward by its local authority's UK House Price "
-        "Index to the index's latest month: base x I(hpi_to) / I(hpi_from), to the penny. "
+        "The loan's base (hpi_basis) rolled forward by its local authority's index (the UK "
+        "House Price Index, or the API's own with index.source api) to the index's latest "
+        "month: base x I(hpi_to) / I(hpi_from), to the penny. "
         "Monitoring, never a valuation; null with hpi_reason.",
     ),
     "hpi_ltv": (_F64, "The loan balance / hpi_value; null without either."),

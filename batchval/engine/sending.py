@@ -18,7 +18,7 @@ import contextlib
 import dataclasses
 import datetime as dt
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -77,9 +77,11 @@ class Sending:
     # and where the work stands, for the progress bar.
     job_for: Callable[[PartnerClient], Job[Any]]
     counts: Callable[[], Counts]
-    # A job sent once, before the first round, when it has work (run: reading back the
-    # paid answers that could not be read, `valuations/recovery`).
-    before: Callable[[PartnerClient], Job[Any] | None] | None = None
+    # Jobs sent once, in order, before the first round, those that have work (run:
+    # reading back the paid answers that could not be read, `valuations/recovery`; a
+    # book night's reads of the API's index, `valuations/index_reads`). Their credits
+    # count against `run.max_credits` as the round's do.
+    before: Callable[[PartnerClient], Sequence[Job[Any] | None]] | None = None
     # Called every `run.metrics_seconds` while sending, with the calls by status, the
     # 429s and the credits so far (the runner rewrites --metrics-file).
     on_metrics: Callable[[Mapping[str, int], int, int], None] | None = None
@@ -224,9 +226,10 @@ class _Rounds:
                 watchers.start_soon(self._tick_metrics, self.sending.on_metrics)
             await self._wait(not_before, stop)
             if not stop.is_set and self.before is not None:
-                before, self.before = self.before(self.client), None
-                if before is not None:
-                    await self._pool(before, stop).run()
+                jobs, self.before = self.before(self.client), None
+                for job in jobs:
+                    if job is not None and not stop.is_set:
+                        await self._counted(job, stop)
             if not stop.is_set:
                 await self._main(stop)
             watchers.cancel_scope.cancel()
@@ -253,6 +256,16 @@ class _Rounds:
             self.round_stats = stats
             progress.update(stats)
 
+        with progress:
+            await self._counted(job, stop, on_progress)
+
+    async def _counted(
+        self,
+        job: Job[ItemT],
+        stop: Stop,
+        on_progress: Callable[[PoolStats], None] | None = None,
+    ) -> None:
+        """Run `job`'s pool within what --max-credits leaves, its credits counted."""
         limit = self.sending.run.max_credits
         pool = self._pool(
             job,
@@ -260,8 +273,7 @@ class _Rounds:
             max_credits=None if limit is None else limit - self.credits - self.uncertain,
             on_progress=on_progress,
         )
-        with progress:
-            stats = await pool.run()
+        stats = await pool.run()
         self.credits += stats.credits
         self.uncertain += stats.uncertain
         self.balance = stats.balance if stats.balance is not None else self.balance

@@ -57,8 +57,9 @@ WEB_SCHEMES = ("https://", "http://")
 HASHED = {"file": "sha256", "postcodes": "postcodes_sha256"}
 
 
-# `index.source`: none (the default) or HM Land Registry's UK HPI file.
-INDEX_SOURCES: tuple[str, ...] = ("none", "ukhpi")
+# `index.source`: none (the default), HM Land Registry's UK HPI file, or the API's own
+# index, read from street analyses and held in the book (`valuations/api_index`).
+INDEX_SOURCES: tuple[str, ...] = ("none", "ukhpi", "api")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -93,10 +94,17 @@ class IndexOptions:
             raise SettingsError(
                 f"index.source must be {' or '.join(INDEX_SOURCES)}, not {source!r}"
             )
-        if source != "none" and "file" not in given:
+        if source == "ukhpi" and "file" not in given:
             raise SettingsError(f"index.source {source} needs index.file: the index's file")
-        if "file" in given and source == "none":
-            raise SettingsError("index.file is given but index.source is none: say ukhpi")
+        if "file" in given and source != "ukhpi":
+            raise SettingsError(
+                f"index.file is given but index.source is {source}: say ukhpi for a file"
+                + (
+                    " (api reads the index from the API's street analyses)"
+                    if source == "api"
+                    else ""
+                )
+            )
         for name, hashed in HASHED.items():
             given = _hash_checked(given, name, hashed)
         return cls(**{k: str(v) for k, v in given.items()})

@@ -217,6 +217,32 @@ class StreetStore:
             fresh += int(found[0])
         return len(postcodes) - fresh
 
+    def ask_for_index(self, postcodes: Sequence[str], now: dt.datetime) -> None:
+        """A `--book` night's reads of the API's index (`valuations/index_reads`): each
+        postcode a queue item some row asks for (`row_count` at least 1: the book's index
+        asks), pending unless it holds a read whose free window still runs at `now`."""
+        since = (now - REPEAT_WINDOW).isoformat()
+        with self.database.transaction():
+            self._db.executemany(
+                "INSERT INTO streets (postcode, row_count) VALUES (?, 1)"
+                " ON CONFLICT (postcode) DO UPDATE SET row_count = MAX(row_count, 1),"
+                " attempts = CASE WHEN state IN ('done', 'problem') AND (fresh_from IS NULL"
+                " OR fresh_from <= ?) THEN 0 ELSE attempts END,"
+                " state = CASE WHEN state IN ('done', 'problem') AND (fresh_from IS NULL"
+                " OR fresh_from <= ?) THEN 'pending' ELSE state END",
+                [(p, since, since) for p in postcodes],
+            )
+
+    def outcome(self, postcode: str) -> tuple[str, str | None, bool | None, str | None] | None:
+        """(state, answer, charged, problem) of `postcode`'s item, or None without one."""
+        found = self._db.execute(
+            "SELECT state, answer, charged, problem FROM streets WHERE postcode = ?", (postcode,)
+        ).fetchone()
+        if found is None:
+            return None
+        state, answer, charged, problem = found
+        return str(state), answer, None if charged is None else bool(charged), problem
+
     def asked_postcodes(self) -> list[str]:
         """Every postcode some input row asks for."""
         found = self._db.execute("SELECT postcode FROM streets WHERE row_count > 0 ORDER BY rowid")

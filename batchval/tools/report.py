@@ -404,6 +404,12 @@ INDEXED_WORDS = (
     "index: monitoring between valuations, never a valuation, and no ground for a lending "
     "decision on its own."
 )
+# `index.source: api`, as the contract describes it (docs/api.md, 2.5): the estimate-
+# against-index figure below shows how it and the model differ.
+API_INDEX_NAME = (
+    "The API's own index (the national house price index for each local authority, from "
+    "its street analyses)"
+)
 METHOD_WORDS = {
     "avm": "valued tonight",
     "avm_indexed": "an earlier valuation, rolled forward",
@@ -427,8 +433,9 @@ def _indexed(out_dir: Path, summary: Mapping[str, Any]) -> Section | None:
         [METHOD_WORDS.get(method, method), sums.get("loans"), money(sums.get("balance"))]
         for method, sums in covered.items()
     ]
+    name = API_INDEX_NAME if found.get("source") == "api" else "UK House Price Index"
     body = (
-        f"<p>UK House Price Index to {e(found.get('index_month'))}. {e(INDEXED_WORDS)}</p>"
+        f"<p>{e(name)} to {e(found.get('index_month'))}. {e(INDEXED_WORDS)}</p>"
         + table(["the loan's value", "loans", "loan balance"], rows)
         + f"<p>Weighted LTV on indexed values: {e(percent(found.get('hpi_weighted_ltv')))}.</p>"
         + _tracking(found.get("estimate_vs_index"))

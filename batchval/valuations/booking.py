@@ -54,12 +54,13 @@ from batchval.contract.lender import TRIGGERS, Revaluation, refresh_revaluation
 from batchval.engine.files import write_table_atomic
 from batchval.engine.place import refusal_of
 from batchval.engine.versioned import VersionedFile, versioned_file
-from batchval.input.hpi import HousePriceIndex
+from batchval.input.hpi import HousePriceIndex, PostcodeAuthorities, month_number
 from batchval.input.lender import LenderColumnError, find_lender_columns
 from batchval.outcome import RunRefusedError, StopInfo, StopReason
 from batchval.settings import Settings
 from batchval.store.book import CARRY, SEND, BookStore
 from batchval.store.checkpoint import Checkpoint
+from batchval.valuations.api_index import BOOK_META, HeldIndex
 from batchval.valuations.book import (
     REQUEST_IDENTITY,
     BookEntry,
@@ -71,6 +72,7 @@ from batchval.valuations.book import (
     read_book,
     write_book,
 )
+from batchval.valuations.index_reads import IndexReads, loans_frame
 from batchval.valuations.picking import REASONS, Risk, Risks
 
 log = structlog.get_logger()
@@ -93,15 +95,28 @@ def request_fingerprint(request_json: str) -> str:
     return hashlib.sha256(request_json.encode()).hexdigest()
 
 
-def night_budget(settings: Settings) -> int:
-    """The most valuations one night may ask for."""
+def night_budget(settings: Settings, reads: int = 0) -> int:
+    """The most valuations one night may ask for, after `reads` street analyses of the
+    index (each a call, at `run.street_credits`: `night_reads`)."""
     run = settings.run
-    limits = [DAILY_PAID_CALLS]
+    limits = [DAILY_PAID_CALLS - reads]
+    if run.max_calls is not None:
+        limits.append(run.max_calls - reads)
+    if run.max_credits is not None:
+        limits.append((run.max_credits - reads * run.street_credits) // VALUATION_CREDITS)
+    return max(0, min(limits))
+
+
+def night_reads(settings: Settings, wanted: int) -> int:
+    """How many of `wanted` reads of the index a night's budget takes: they come first,
+    as far as the calls (`--max-calls`, the daily limit) and `--max-credits` reach."""
+    run = settings.run
+    limits = [wanted, DAILY_PAID_CALLS]
     if run.max_calls is not None:
         limits.append(run.max_calls)
-    if run.max_credits is not None:
-        limits.append(run.max_credits // VALUATION_CREDITS)
-    return min(limits)
+    if run.max_credits is not None and run.street_credits:
+        limits.append(run.max_credits // run.street_credits)
+    return max(0, min(limits))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -124,9 +139,15 @@ class BookRun:
         now: Callable[[], dt.datetime],
         index: HousePriceIndex | None = None,
         picks_to: Path | None = None,
+        directory: PostcodeAuthorities | None = None,
     ) -> None:
         self.file = file
         self._index = index  # the `index`'s, for the `risk` order
+        self._directory = directory  # `index.postcodes`: where a loan finds its authority
+        # `index.source: api`: the index the book holds and the night's reads of it, and
+        # what their answers gave once kept.
+        self.index_reads: IndexReads | None = None
+        self._kept: dict[str, int] = {}
         self._picks_to = picks_to  # where the plan's order is written
         self.picked: dict[str, int] = {}  # the plan's picks within the budget, by reason
         self.lost: StopInfo | None = None  # the book's swap lost to another run's
@@ -152,6 +173,7 @@ class BookRun:
         *,
         index: HousePriceIndex | None = None,
         picks_to: Path | None = None,
+        directory: PostcodeAuthorities | None = None,
     ) -> BookRun | None:
         """With a --book (`run.book`: a path, or an s3:// URL whose store the settings and
         `env`, os.environ by default, give), this DIR's book run, planned (once: for its
@@ -167,7 +189,7 @@ class BookRun:
             )
         except ObjectStoreError as exc:
             raise refusal_of(exc) from None
-        booked = cls(file, settings, checkpoint, now, index, picks_to)
+        booked = cls(file, settings, checkpoint, now, index, picks_to, directory)
         booked.plan(
             f"{checkpoint.get('input_fingerprint')}:{checkpoint.get('settings_fingerprint')}"
         )
@@ -185,9 +207,17 @@ class BookRun:
             + ([] if order.order == "staleness" else [order.order, list(order.ltv_watch)])
         )
         if self._store.planned_for() == planned_for:
+            self.index_reads = IndexReads.load(self._checkpoint.database)
+            if self.index_reads is not None:
+                self.budget = night_budget(self.settings, len(self.index_reads.reads))
             return
         book, _ = self._read()
         index = book_index(book)
+        api = self.settings.index.source == "api"
+        held = held_index(book) if api else None
+        if held is not None:  # the index the book holds tells the risk order
+            self._index = held.house_price_index()
+        loans: tuple[list[str | None], list[str | None], list[int | None]] = ([], [], [])
         modes = [] if book is None else book.column("mode").drop_null().unique().to_pylist()
         if len(modes) == 1 and self._checkpoint.get("mode") is None:
             # A night that only carries gets no answer to learn its mode from: the book's
@@ -233,7 +263,26 @@ class BookRun:
                     at_risk = functools.partial(_at_risk, risk, watch, balance, now)
                 rank = _rank(entry, fingerprint, balance, now, fresh_for, at_risk)
                 rows.append(_Row(number, key, identity, fingerprint, rank))
+                if api:
+                    _add_loan(loans, request, entry)
+        if held is not None:
+            self._plan_reads(held, loans_frame(*loans), now.date())
         self._save(rows, planned_for)
+
+    def _plan_reads(self, held: HeldIndex, loans: pl.DataFrame, today: dt.date) -> None:
+        """The night's reads of the API's index (`index_reads`), first in the budget:
+        the valuations get what they leave."""
+        reads = IndexReads.plan(
+            held,
+            loans,
+            self._directory,
+            today,
+            credits=self.settings.run.street_credits,
+            room=functools.partial(night_reads, self.settings),
+        )
+        reads.save(self._checkpoint.database)
+        self.index_reads = reads
+        self.budget = night_budget(self.settings, len(reads.reads))
 
     def _save(self, rows: list[_Row], planned_for: str) -> None:
         ranks: dict[str, _Rank] = {}  # a request takes its most urgent row
@@ -390,6 +439,7 @@ class BookRun:
             refresh=self._refresh(passthrough.column_names[1:]),
         )
         try:
+            held = self._held_text(old)
             entries = write_book(
                 self.file,
                 old,
@@ -399,6 +449,7 @@ class BookRun:
                 run_id=run_id,
                 identity=self.identity,
                 api=self.api,
+                metadata=None if held is None else {BOOK_META: held},
             )
         except ObjectStoreError as exc:
             refusal = refusal_of(exc)
@@ -433,11 +484,42 @@ class BookRun:
             "identity": self.identity,
             "fresh_for_days": self.settings.run.fresh_for_days,
             "budget_calls": self.budget,
+            **({} if self.index_reads is None else {"index_reads": self._reads_said()}),
             "rows": sources,
             "entries": entries,
             "age_profile": profile,
             **self._forecast(now, sum(sources.values())),
             "portfolio": _portfolio(picture),
+        }
+
+    def kept_index(self) -> HousePriceIndex | None:
+        """`index.source: api`: the index the book holds with tonight's reads kept in it
+        (each read's answer, `IndexReads.absorb`); None for another source."""
+        if self.index_reads is None:
+            return None
+        self._kept = self.index_reads.absorb(self._checkpoint.database, self._now().date())
+        return self.index_reads.held.house_price_index()
+
+    def _held_text(self, old: pa.Table | None) -> str | None:
+        """The API's index the book keeps: tonight's reads kept in the one the night was
+        planned with (`index.source: api`), else the book's as it was."""
+        if self.kept_index() is not None:
+            assert self.index_reads is not None
+            return self.index_reads.held.text()
+        text = None if old is None else (old.schema.metadata or {}).get(BOOK_META.encode())
+        return None if text is None else text.decode()
+
+    def _reads_said(self) -> dict[str, Any]:
+        """The summary's `book.index_reads`: the reads due, those the budget took first
+        and the credits they were counted at, and what their answers gave."""
+        assert self.index_reads is not None
+        reads = self.index_reads
+        return {
+            "due": reads.wanted,
+            "read": len(reads.reads),
+            "credits_counted": reads.cost,
+            "outcomes": self._kept,
+            "authorities_held": len(reads.held.house_price_index().levels),
         }
 
     def _refresh(self, names: Sequence[str]) -> Callable[[pa.Table], pa.Table] | None:
@@ -465,6 +547,32 @@ class BookRun:
             "calls_a_night_to_stay_fresh": needed,
             "budget_keeps_up": self.budget >= needed,
         }
+
+
+def held_index(book: pa.Table | None) -> HeldIndex:
+    """The API's index the book holds (`api_index.BOOK_META`; none yet: empty). Raises
+    RunRefusedError (65) for a book whose held index cannot be read."""
+    text = None if book is None else (book.schema.metadata or {}).get(BOOK_META.encode())
+    try:
+        return HeldIndex.from_text(text)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RunRefusedError(
+            StopReason.INPUT_UNUSABLE, f"the book's index (index.source api) cannot be read: {exc}"
+        ) from None
+
+
+def _add_loan(
+    loans: tuple[list[str | None], list[str | None], list[int | None]],
+    request: str,
+    entry: BookEntry | None,
+) -> None:
+    """A loan for the index's reads: its request's postcode, its book entry's authority
+    and `indexedTo` (as a `month_number`)."""
+    postcode = json.loads(request).get("postcode")
+    loans[0].append(postcode if isinstance(postcode, str) else None)
+    loans[1].append(None if entry is None else entry.local_authority)
+    month = None if entry is None else entry.indexed_to
+    loans[2].append(None if not month else month_number(int(month[:4]), int(month[5:7])))
 
 
 def passthrough_table(checkpoint: Checkpoint) -> pa.Table:

@@ -52,6 +52,7 @@ from batchval.input.hpi import (
 from batchval.input.lender import LenderColumnError, find_lender_columns
 from batchval.input.options import InputError
 from batchval.outcome import RunRefusedError, StopReason
+from batchval.valuations.api_index import HeldIndex
 from batchval.valuations.book import rows_of
 from batchval.version import __version__
 
@@ -85,6 +86,14 @@ class Read:
         return found
 
 
+# What `index.source: api` is, in the contract's words (docs/api.md, 2.5): not the UK HPI.
+API_INDEX_WORDS = (
+    "the national house price index for each local authority, as the API's street "
+    "analyses give it (priceIndex), read through one postcode of the authority and held "
+    "in the book month by month"
+)
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Indexing:
     """The index a run rolls its loans forward by, and where postcodes find their
@@ -109,8 +118,10 @@ class Indexing:
         found: dict[str, Any] = {
             "source": self.options.source,
             "file": {**self._read(self.file_read, self.options.file), **self.index.to_json()},
-            "attribution": [UKHPI_ATTRIBUTION],
+            "attribution": [UKHPI_ATTRIBUTION] if self.options.source == "ukhpi" else [],
         }
+        if self.options.source == "api":
+            found["description"] = API_INDEX_WORDS
         if self.directory is not None:
             found["postcodes"] = {
                 **self._read(self.postcodes_read, self.options.postcodes),
@@ -334,11 +345,13 @@ def load(options: IndexOptions, env: Mapping[str, str]) -> Indexing | None:
     """The index the settings name, or None (`index.source: none`); a file that cannot be
     used, or whose sha256 is not the one given, is the run's refusal (`input_unusable`,
     65), and a download that fails `store_unavailable` (75), before any call."""
-    if not options.on or options.file is None:
+    if not options.on:
         return None
     try:
-        with local_copy(options.file, options.sha256, env, "index.sha256") as (path, read):
-            index = read_ukhpi(path, read.digest)
+        index, read = HeldIndex().house_price_index(), None  # api: the book's, once read
+        if options.file is not None:
+            with local_copy(options.file, options.sha256, env, "index.sha256") as (path, read):
+                index = read_ukhpi(path, read.digest)
         directory, found = None, None
         if options.postcodes is not None:
             with local_copy(

@@ -38,8 +38,9 @@ def _index_line(portfolio: Mapping[str, Any]) -> list[str]:
     ]
     ratio = found.get("hpi_weighted_ltv")
     weighted = f"{ratio:.1%}" if isinstance(ratio, int | float) else "n/a"
+    name = "the API's index" if found.get("source") == "api" else "UK HPI"
     return [
-        f"by UK HPI to {found.get('index_month')}: {', '.join(parts)}; weighted LTV "
+        f"by {name} to {found.get('index_month')}: {', '.join(parts)}; weighted LTV "
         f"{weighted} on indexed values (monitoring, not valuations)"
     ]
 
@@ -121,4 +122,19 @@ def _book_lines(book: Mapping[str, Any]) -> list[str]:
             if book.get("portfolio")
             else []
         ),
+        *_reads_line(book.get("index_reads"), book.get("budget_calls")),
+    ]
+
+
+def _reads_line(reads: Any, valuations: Any) -> list[str]:
+    """How a night's budget was split between the API's index and valuations."""
+    if not isinstance(reads, Mapping):
+        return []
+    said = reads.get("outcomes") or {}
+    return [
+        f"index reads first: {reads.get('read', 0)} of {reads.get('due', 0)} due "
+        f"({reads.get('credits_counted', 0)} credits counted), then up to {valuations} "
+        f"valuations; {said.get('read', 0)} read, {said.get('unpublished', 0)} unpublished, "
+        f"{said.get('not_found', 0)} not found, {said.get('unanswered', 0)} left for a later "
+        "night"
     ]

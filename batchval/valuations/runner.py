@@ -26,6 +26,7 @@ import structlog
 
 from batchval import redaction
 from batchval.api.apiclock import WARN_OFFSET
+from batchval.api.client import PartnerClient
 from batchval.contract.lender import Lending
 from batchval.engine.charges import OTHER_HOLDER, Evidence, Received, place_charges
 from batchval.engine.charges_file import write_charges
@@ -39,6 +40,7 @@ from batchval.engine.command import (
     opened,
 )
 from batchval.engine.files import write_json_atomic
+from batchval.engine.job import Job
 from batchval.engine.keys import daily_run_id
 from batchval.engine.names import (
     CHARGES_NAME,
@@ -52,7 +54,6 @@ from batchval.engine.names import (
 from batchval.engine.sending import Sending, SendOutcome
 from batchval.engine.summary import DryRunSummary, RunSummary
 from batchval.input import InputSource
-from batchval.input.hpi import HousePriceIndex
 from batchval.outcome import RunRefusedError, StopInfo, StopReason
 from batchval.settings import Settings, api_identity, changed_settings
 from batchval.store.checkpoint import Checkpoint, Counts
@@ -98,7 +99,7 @@ class Runner(FrontDoor[RunRequest]):
         super().__init__(request, embedded_api=embedded_api)
         self._started = time.monotonic()
         self.statuses: Mapping[str, int] = {}  # this invocation's calls by status
-        self._dry_index: HousePriceIndex | None = None  # a dry run's `index`, for its plan
+        self._dry_index: Indexing | None = None  # a dry run's `index`, for its plan
 
     # --- the whole invocation ----------------------------------------------------------
 
@@ -166,7 +167,7 @@ class Runner(FrontDoor[RunRequest]):
         are written beside the run's (`DRY_RUN_PROBLEMS_NAME`), never over them. The
         index's files are read as the night would read them (65 for one it cannot use)."""
         indexing = load_index(self.settings.index, self.settings.storage.env(os.environ))
-        self._dry_index = None if indexing is None else indexing.index
+        self._dry_index = indexing
         out = self.request.place.local
         database = opened(Database.open_read_only, out)
         if database is None:
@@ -191,8 +192,9 @@ class Runner(FrontDoor[RunRequest]):
                 self.settings,
                 checkpoint,
                 self.now,
-                index=self._dry_index,
+                index=None if self._dry_index is None else self._dry_index.index,
                 picks_to=self.request.place.local / picks,
+                directory=None if self._dry_index is None else self._dry_index.directory,
             )
             planned.extend([] if booked is None else [booked])
 
@@ -206,6 +208,13 @@ class Runner(FrontDoor[RunRequest]):
             settled=settled,
         )
         book = {"picks": planned[0].picked, "picks_file": picks} if planned else None
+        reads = planned[0].index_reads if planned else None
+        if book is not None and reads is not None:  # index.source api: read first
+            book["index_reads"] = {
+                "due": reads.wanted,
+                "read": len(reads.reads),
+                "credits_counted": reads.cost,
+            }
         return dataclasses.replace(priced, problems_file=problems_name, book=book)
 
     def _price_the_rest(self, source: InputSource, held: Checkpoint) -> DryRunSummary:
@@ -402,6 +411,7 @@ class Valuing:
                 self._now,
                 index=None if self.indexing is None else self.indexing.index,
                 picks_to=self.request.place.local / PICKS_NAME,
+                directory=None if self.indexing is None else self.indexing.directory,
             )
         return refused
 
@@ -413,8 +423,16 @@ class Valuing:
         knows no earlier valuation."""
         checkpoint, reading, runner = self.checkpoint, self.reading, self._runner
         recover = self.settings.api is not None and bool(recoverable(checkpoint))
-        if not checkpoint.requests.any_pending() and not recover:
+        reads = None if self.booked is None else self.booked.index_reads
+        if not checkpoint.requests.any_pending() and not recover and not (reads and reads.reads):
             return SendOutcome()
+
+        def before(client: PartnerClient) -> list[Job[Any] | None]:
+            return [
+                recovery_job(client, checkpoint) if recover else None,
+                None if reads is None else reads.job(client, checkpoint.database, self._now),
+            ]
+
         sending = Sending(
             database=checkpoint.database,
             api=lambda: chosen_api(
@@ -433,7 +451,7 @@ class Valuing:
                 warm=client.tokens.token,
             ),
             counts=reading.counts,
-            before=(lambda client: recovery_job(client, checkpoint)) if recover else None,
+            before=before,
             on_metrics=lambda statuses, limited, credits: runner.metrics(
                 reading.counts(), statuses, limited, credits, None
             ),
@@ -470,6 +488,9 @@ class Valuing:
     # --- the end -------------------------------------------------------------------------
 
     def write_outputs(self) -> Lines:
+        kept = None if self.booked is None else self.booked.kept_index()
+        if kept is not None and self.indexing is not None:  # index.source api: the book's
+            self.indexing = dataclasses.replace(self.indexing, index=kept)
         portfolio, balance_at = self._write(self.started)
         results = self.request.place.local / RESULTS_NAME
         book = None if self.booked is None else self.booked.write(results, self.run_id)
@@ -483,6 +504,7 @@ class Valuing:
                 results, lender, self.settings.lender.revaluation.fall_share, left
             )
             covered = coverage(results, lender.get("loan_balance"), indexing.latest_month, tracked)
+            covered["source"] = indexing.options.source
             # The step's own time: tests/bench/indexed.py reads it from the log.
             seconds = round(time.monotonic() - began, 3)
             log.info("run.indexed", rows=rows, latest=indexing.latest_month, seconds=seconds)
