@@ -262,7 +262,23 @@ class StopInfo:
 
 
 class BatchvalError(Exception):
-    """The root of every error batchval raises on purpose."""
+    """The root of every error batchval raises on purpose. Each one pickles (to a process
+    pool's parent, joblib, Dask) and comes back its own type with its attributes, however
+    its constructor is shaped."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuilt, (type(self), self.args, self.__dict__))
+
+
+def _rebuilt(
+    kind: type[BatchvalError], args: tuple[Any, ...], state: dict[str, Any]
+) -> BatchvalError:
+    """An unpickled error: its type, its message (`args`) and its attributes, without
+    calling its constructor again (whose parameters are not its `args`)."""
+    error = kind.__new__(kind)
+    BaseException.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
 
 
 class SettingsError(BatchvalError, ValueError):

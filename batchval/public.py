@@ -90,8 +90,8 @@ _KEPT = "_batchval_run"
 
 class RunError(BatchvalError):
     """A run a person must act on: `exit_code` is the one `batchval run` would end with (64,
-    65 or 77; a defect is raised as it was, never as a RunError), and the message its lines
-    on stderr (joined by "; "). `reason` is the stop reason the message begins with
+    65, 75 or 77; a defect is raised as it was, never as a RunError), and the message its
+    lines on stderr (joined by "; "). `reason` is the stop reason the message begins with
     (`refused`, `input_unusable`, `credentials_refused`, ...), None for a call wrong in
     itself (a setting, a keyword), which the command line reports as a usage error. `run`
     is the run as it stands, when DIR holds one (its problems say which rows, for an input
@@ -105,6 +105,12 @@ class RunError(BatchvalError):
         self.message = message
         self.run = run
         self.reason = reason
+
+
+class FolderInUse(RunError):  # noqa: N818 - the name the docs and users catch it by
+    """Another call, thread or process holds the folder (`out`) now: nothing was done, and
+    the same call later carries on (exit code 75, reason `dir_locked`). Catch it to wait and
+    try again, or give each concurrent call a folder of its own."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -158,8 +164,21 @@ class Run:
 
     @property
     def complete(self) -> bool:
-        """Every row valued or refused, nothing left to do (exit 0)."""
-        return self.exit_code == ExitCode.COMPLETE
+        """Every row valued or refused, nothing left to do (exit 0); never a dry run's,
+        which values nothing (its exit code is 0 all the same)."""
+        return self.exit_code == ExitCode.COMPLETE and not self.dry_run
+
+    @property
+    def dry_run(self) -> bool:
+        """Whether this is a dry run's price (`dry_run=True`): nothing was sent."""
+        return bool(self.summary.get("dry_run"))
+
+    @property
+    def price(self) -> Mapping[str, Any] | None:
+        """A dry run's price (dry_run.json's `price`: `calls`, `credits`, `cost_gbp`,
+        `days_at_daily_limit`, `daily_limit`, `answered`); None for a run."""
+        found = self.summary.get("price") if self.dry_run else None
+        return found if isinstance(found, Mapping) else None
 
     @property
     def stop(self) -> Stop | None:
@@ -213,6 +232,15 @@ class Run:
         return [place.where(path) for path in written]
 
     def _frame(self, name: str) -> pl.DataFrame:
+        if self.dry_run and name != "problems.parquet":
+            raise RunError(
+                ExitCode.USAGE,
+                f"a dry run values nothing: {self.place} holds its price (`price`) and its "
+                "problems; call again without dry_run=True for results",
+                self,
+            )
+        if self.dry_run:  # its problems are in their own file
+            name = str(self.summary.get("problems_file") or name)
         with _viewed(self.place) as local:
             path = local / name
             if not path.exists():
@@ -256,7 +284,7 @@ def value(
             return _invoke("run", str(path), str(out), config, progress, given)
         except RunError as exc:  # the frame by its name, never the file it was written to
             said = exc.message.replace(str(path), name)
-            raise RunError(exc.exit_code, said, exc.run, exc.reason) from None
+            raise type(exc)(exc.exit_code, said, exc.run, exc.reason) from None
 
 
 def analyse_streets(
@@ -341,8 +369,8 @@ def _invoke(
         if (defect := last_defect.get()) is not None:  # no summary: the line names the log
             kept = Run(out, _stopped(exc), messages=(line,))
             raise _keeping(_leaf(defect), kept) from None
-        if exc.exit_code == ExitCode.RESUMABLE:  # nothing sent: the same call resumes
-            return Run(out, _stopped(exc), messages=(line,))
+        if exc.reason is StopReason.DIR_LOCKED:  # nothing done: the same call later resumes
+            raise FolderInUse(exc.exit_code, line, reason=exc.reason.value) from None
         raise RunError(exc.exit_code, line, reason=exc.reason.value) from None
     code, said = place.left(int(summary.exit_code))
     stop = summary.stop

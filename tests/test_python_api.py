@@ -69,6 +69,7 @@ def test_all_is_pinned() -> None:
     """The public names; one leaves only with a minor release and a changelog line."""
     assert batchval.__all__ == [
         "BatchvalError",
+        "FolderInUse",
         "Run",
         "RunError",
         "Stop",

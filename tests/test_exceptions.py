@@ -1,0 +1,165 @@
+"""`batchval.exceptions` (issue 58): its names are its `__all__`, the tree its docstring
+draws is the classes' own, and every error pickles to a process pool's parent as its own
+type with its attributes, `FolderInUse` from a folder another process holds included."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import pickle
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+from support import env_for, wait_until
+
+import batchval
+from batchval import exceptions
+from batchval.api import Credentials, PartnerClient
+from batchval.sandbox.server import RunningSandbox
+
+
+def test_the_module_s_public_names_are_its_all() -> None:
+    found = {
+        name
+        for name, value in vars(exceptions).items()
+        if not name.startswith("_") and isinstance(value, type)
+    }
+    assert found == set(exceptions.__all__)
+    assert all(issubclass(getattr(exceptions, n), exceptions.BatchvalError) for n in found)
+
+
+def _drawn() -> dict[str, str | None]:
+    """Each class of the docstring's tree and the class it hangs from (None: the root)."""
+    assert exceptions.__doc__ is not None
+    parents: dict[str, str | None] = {}
+    stack: list[tuple[int, str]] = []
+    for line in exceptions.__doc__.splitlines():
+        found = re.match(r"^(\s*(?:[│ ]\s*)*(?:├── |└── )?)([A-Z]\w+)\s{2,}", line)
+        if found is None:
+            continue
+        depth, name = len(found.group(1)), found.group(2)
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        parents[name] = stack[-1][1] if stack else None
+        stack.append((depth, name))
+    return parents
+
+
+def test_the_tree_drawn_is_the_classes_own() -> None:
+    """Every public class is drawn once, under the public class it derives from."""
+    drawn = _drawn()
+    assert set(drawn) == set(exceptions.__all__)
+    for name, parent in drawn.items():
+        kind = getattr(exceptions, name)
+        bases = [b.__name__ for b in kind.__mro__[1:] if b.__name__ in drawn]
+        assert (bases[0] if bases else None) == parent, name
+
+
+def _value_into(folder: str) -> batchval.Run:  # pragma: no cover - a pool worker's
+    frame = pl.DataFrame({"postcode": ["M1 1AE"], "property_type": ["flat"], "bedrooms": [2]})
+    return batchval.value(frame, out=folder, progress=False)
+
+
+def test_a_folder_in_use_reaches_a_process_pool_s_parent_as_folder_in_use(
+    served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process holds the folder: the worker's call raises `FolderInUse` (75,
+    `dir_locked`, still a `RunError`), and the parent gets it as such, nothing sent."""
+    for name, value in env_for(served).items():
+        monkeypatch.setenv(name, value)
+    folder, ready = tmp_path / "out", tmp_path / "ready"
+    folder.mkdir()
+    code = (
+        "import sys; from pathlib import Path; from batchval.store.lock import RunLock\n"
+        "with RunLock(Path(sys.argv[1])):\n"
+        "    Path(sys.argv[2]).write_text('held')\n"
+        "    sys.stdin.read()\n"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", code, str(folder), str(ready)], stdin=subprocess.PIPE
+    )
+    try:
+        wait_until(ready.exists, 60, "the holder's lock", process=holder)
+        context = multiprocessing.get_context("spawn")
+        with (
+            concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as pool,
+            pytest.raises(batchval.FolderInUse) as caught,
+        ):
+            pool.submit(_value_into, str(folder)).result(timeout=120)
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    error = caught.value
+    assert isinstance(error, batchval.RunError)
+    assert (error.exit_code, error.reason, error.run) == (75, "dir_locked", None)
+    assert "dir_locked" in str(error)
+    assert served.sandbox.ledger.requests == []
+
+
+def test_an_error_with_its_run_pickles_whole(served: RunningSandbox, tmp_path: Path) -> None:
+    """A RunError carrying its run (an input refused into a folder) comes back from pickle
+    with its code, reason, message and run."""
+    with pytest.raises(batchval.RunError) as caught:
+        batchval.value(
+            pl.DataFrame({"postcode": ["not a postcode"] * 3}),
+            out=tmp_path / "out",
+            progress=False,
+        )
+    again = pickle.loads(pickle.dumps(caught.value))
+    assert type(again) is type(caught.value)
+    assert (again.exit_code, again.reason, again.message) == (
+        caught.value.exit_code,
+        caught.value.reason,
+        caught.value.message,
+    )
+    assert str(again) == str(caught.value)
+    if caught.value.run is not None:
+        assert again.run is not None
+        assert again.run.place == caught.value.run.place
+
+
+@pytest.mark.anyio
+async def test_an_error_of_the_api_pickles_as_its_own_type(served: RunningSandbox) -> None:
+    """A 404 the client raised for a valuation id no one made: the same type, status and
+    message after pickling."""
+    async with PartnerClient(
+        base_url=served.base_url,
+        auth_url=served.auth_url,
+        credentials=Credentials("sandbox-test", "sandbox-test-secret"),
+    ) as client:
+        with pytest.raises(exceptions.NotFoundError) as caught:
+            await client.read_valuation("val_" + "0" * 26)
+    again = pickle.loads(pickle.dumps(caught.value))
+    assert type(again) is exceptions.NotFoundError
+    assert (again.status, str(again)) == (caught.value.status, str(caught.value))
+
+
+def test_a_dry_run_is_not_complete_and_says_its_price(
+    served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Exit 0 all the same, but nothing valued: `complete` is False, `price` holds what a
+    run would cost, `results()` says why there are none, `problems()` the rows refused."""
+    for name, value in env_for(served).items():
+        monkeypatch.setenv(name, value)
+    frame = pl.DataFrame(
+        {
+            "postcode": ["M1 1AE", "SW1A 2AA", "not a postcode"],
+            "property_type": ["flat", "terraced", "flat"],
+            "bedrooms": [2, 3, 1],
+        }
+    )
+    priced = batchval.value(frame, out=tmp_path / "out", progress=False, dry_run=True)
+    assert (priced.exit_code, priced.complete, priced.dry_run) == (0, False, True)
+    assert priced.price is not None
+    assert (priced.price["calls"], priced.price["credits"]) == (2, 20)
+    with pytest.raises(batchval.RunError, match="a dry run values nothing"):
+        priced.results()
+    assert priced.problems().height == 1
+    assert served.sandbox.ledger.requests == []
+    done = batchval.value(frame, out=tmp_path / "out", progress=False)
+    assert (done.complete, done.dry_run, done.price) == (True, False, None)
