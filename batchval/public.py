@@ -141,9 +141,46 @@ class Run:
         self.summary: Mapping[str, Any] = summary
         self.text = text
         self.messages = messages
+        self._frames: dict[str, pl.DataFrame] = {}  # results() and problems(), read once
 
     def __repr__(self) -> str:
         return f"Run({self.place!r}, exit_code={self.exit_code})"
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Forget the frames read (`results()`, `problems()`); the run's files stay."""
+        self._frames.clear()
+
+    def __getstate__(self) -> dict[str, Any]:  # pickled without the frames it read
+        return {**self.__dict__, "_frames": {}}
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: where the run is, whether it completed, why it stopped, and
+        its summary as the command line prints it."""
+        from html import escape
+
+        stop = self.stop
+        state = (
+            "a dry run's price"
+            if self.dry_run
+            else "complete"
+            if self.complete
+            else f"stopped: {stop.reason}"
+            if stop is not None
+            else f"exit {self.exit_code}"
+        )
+        shown = self.text or "\n".join(self.messages)
+        return (
+            f"<div><strong>batchval run</strong> in <code>{escape(self.place)}</code>: "
+            f"{escape(state)} (exit {self.exit_code})"
+            + (f"<pre>{escape(shown)}</pre>" if shown else "")
+            + "</div>"
+        )
 
     def __str__(self) -> str:
         return self.text or "\n".join(self.messages) or repr(self)
@@ -232,6 +269,12 @@ class Run:
         return [place.where(path) for path in written]
 
     def _frame(self, name: str) -> pl.DataFrame:
+        """The file `name` of the run as a frame, read once (`close` forgets it)."""
+        if name not in self._frames:
+            self._frames[name] = self._read(name)
+        return self._frames[name]
+
+    def _read(self, name: str) -> pl.DataFrame:
         if self.dry_run and name != "problems.parquet":
             raise RunError(
                 ExitCode.USAGE,

@@ -163,3 +163,21 @@ def test_a_dry_run_is_not_complete_and_says_its_price(
     assert served.sandbox.ledger.requests == []
     done = batchval.value(frame, out=tmp_path / "out", progress=False)
     assert (done.complete, done.dry_run, done.price) == (True, False, None)
+
+
+def test_a_run_reads_its_frames_once_renders_in_a_notebook_and_closes(
+    served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in env_for(served).items():
+        monkeypatch.setenv(name, value)
+    frame = pl.DataFrame({"postcode": ["M1 1AE"], "property_type": ["flat"], "bedrooms": [2]})
+    with batchval.value(frame, out=tmp_path / "a <b>", progress=False) as run:
+        first = run.results()
+        assert run.results() is first  # read once
+        shown = run._repr_html_()
+        assert "complete (exit 0)" in shown
+        assert "a &lt;b&gt;" in shown  # the place escaped
+        assert "<pre>" in shown
+        again = pickle.loads(pickle.dumps(run))
+        assert again.results().equals(first)
+    assert run.results() is not first  # closed: read again when asked
