@@ -1,5 +1,10 @@
 """Logging, configured once at the entry point (library code only calls get_logger()).
 
+batchval's events go through batchval's own chain of structlog processors (`get_logger`,
+`configure`), never through structlog's global configuration, which stays the host's:
+a program that uses batchval keeps its own structlog and logging as it set them (or as
+structlog's defaults have them), and batchval never configures either.
+
 Off a terminal (cron, Airflow), or when asked (`--log-json`, `BATCHVAL_LOG_JSON=1`):
 one JSON object per line on stderr, for machines. On a terminal: only warnings and
 errors, as short human lines, printed through one rich `Console` (`console()`), the one
@@ -29,7 +34,109 @@ from rich.console import Console
 from batchval import redaction
 from batchval.redaction import Redactor
 
-__all__ = ["Redactor", "configure", "console", "json_wanted", "scrub", "to_file"]
+__all__ = [
+    "Redactor",
+    "capture",
+    "configure",
+    "console",
+    "get_logger",
+    "json_wanted",
+    "kept",
+    "scrub",
+    "to_file",
+]
+
+
+class _Chain:
+    """Where batchval's events go now: its processors (the last renders) and the logger
+    that takes what they render. The command line's `configure` sets it; until then (the
+    Python API's host), `_library`'s."""
+
+    def __init__(self) -> None:
+        self.processors: list[Any] = []
+        self.out: Any = None
+        self.entry_point = False  # set by `configure`: the command line's own
+
+
+_CHAIN = _Chain()
+
+
+def _run_chain(logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
+    """The one processor every batchval logger has: the chain as it is now."""
+    found: Any = event
+    for processor in _CHAIN.processors:
+        found = processor(logger, method, found)
+    return found
+
+
+class _Out:
+    """The logger every batchval logger wraps: what the chain renders goes to its `out`."""
+
+    def msg(self, *args: Any, **kwargs: Any) -> None:
+        if _CHAIN.out is not None:
+            _CHAIN.out.msg(*args, **kwargs)
+
+    log = debug = info = warn = warning = err = error = critical = exception = fatal = msg
+
+
+_BOUND = structlog.make_filtering_bound_logger(logging.DEBUG)  # levels: `_at_least`
+
+
+def get_logger(**initial: Any) -> Any:
+    """A logger of batchval's own, as `structlog.get_logger()` gives one: bound values,
+    `info`, `warning`, ...; its events go through batchval's chain, never the host's."""
+    return structlog.wrap_logger(
+        _Out(),
+        processors=[_run_chain],
+        wrapper_class=_BOUND,
+        context_class=dict,
+        cache_logger_on_first_use=True,
+        **initial,
+    )
+
+
+def _redact(logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
+    """The process's redactor as it is now (`batchval.redaction`)."""
+    return redaction.active()(logger, method, event)
+
+
+def _at_least(level: int) -> Any:
+    """A processor that drops an event below `level`."""
+
+    def drop_below(_logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
+        found = logging.getLevelName(method.upper())
+        if isinstance(found, int) and found < level:
+            raise structlog.DropEvent
+        return event
+
+    return drop_below
+
+
+@contextlib.contextmanager
+def kept() -> Iterator[None]:
+    """batchval's logging put back as it was after the block (tests: a command run in
+    the process configures it for the rest of the process)."""
+    before = (list(_CHAIN.processors), _CHAIN.out, _CHAIN.entry_point)
+    try:
+        yield
+    finally:
+        _CHAIN.processors, _CHAIN.out, _CHAIN.entry_point = before
+
+
+@contextlib.contextmanager
+def capture() -> Iterator[list[MutableMapping[str, Any]]]:
+    """Every batchval event while the block runs, as a dict with its `log_level` (what
+    `structlog.testing.capture_logs` gives for structlog's own configuration)."""
+    found: list[MutableMapping[str, Any]] = []
+
+    def keep(_logger: Any, method: str, event: MutableMapping[str, Any]) -> Any:
+        event["log_level"] = method
+        found.append(event)
+        raise structlog.DropEvent
+
+    with kept():
+        _CHAIN.processors = [structlog.contextvars.merge_contextvars, keep]
+        yield found
 
 
 class _FileSink:
@@ -126,72 +233,73 @@ def configure(
         redactor = redaction.active()
     redaction.use(redactor)
     common: list[Any] = [
+        _at_least(level),
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.processors.format_exc_info,
-        redactor,
+        _redact,
         _SINK,
     ]
     if json_lines:
-        processors = [*common, structlog.processors.JSONRenderer()]
-        factory: Any = structlog.PrintLoggerFactory(file=sys.stderr)
+        _CHAIN.processors = [*common, structlog.processors.JSONRenderer()]
+        _CHAIN.out = structlog.PrintLogger(file=sys.stderr)
     else:
-        processors = [*common, _for_people, _human]
-        factory = lambda *_args: _ConsoleLogger()  # noqa: E731 - structlog's factory shape
-    structlog.configure(
-        processors=processors,
-        wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=factory,
-        cache_logger_on_first_use=False,
-    )
+        _CHAIN.processors = [*common, _for_people, _human]
+        _CHAIN.out = _ConsoleLogger()
+    _CHAIN.entry_point = True
 
 
 class _StdlibLogger:
-    """structlog's logger shape over the standard library's `batchval` logger: the host's
-    logging decides where batchval's events go (with no handler, warnings reach stderr)."""
-
-    def __init__(self) -> None:
-        self._logger = logging.getLogger("batchval")
+    """The standard library's `batchval` logger, in structlog's logger shape."""
 
     def msg(self, message: str, *, level: int = logging.INFO) -> None:
-        self._logger.log(level, message)
+        logging.getLogger("batchval").log(level, message)
 
     debug = info = warning = error = critical = exception = msg
 
 
-def _to_stdlib(_logger: Any, method: str, event: MutableMapping[str, Any]) -> dict[str, Any]:
-    """The event as one line, at its own level, for `_StdlibLogger`."""
+def _to_host(_logger: Any, method: str, event: MutableMapping[str, Any]) -> dict[str, Any]:
+    """The event as one line, at its own level, for the standard library's `batchval`
+    logger, where the host's logging has a handler for it; else no further than the run's
+    log: a host that configured nothing is shown nothing."""
     level = logging.getLevelName(method.upper())
-    return {
-        "message": _human(_logger, method, event),
-        "level": level if isinstance(level, int) else logging.INFO,
-    }
+    level = level if isinstance(level, int) else logging.INFO
+    found = logging.getLogger("batchval")
+    if not found.hasHandlers() or not found.isEnabledFor(level):
+        raise structlog.DropEvent
+    return {"message": _human(_logger, method, event), "level": level}
+
+
+def _library() -> None:
+    """The chain of the Python API's host: the redactor, the run's log file, then the
+    standard library's `batchval` logger where the host's logging handles it."""
+    _CHAIN.processors = [
+        _at_least(logging.INFO),
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.format_exc_info,
+        _redact,
+        _SINK,
+        _to_host,
+    ]
+    _CHAIN.out = _StdlibLogger()
 
 
 def configure_library() -> bool:
-    """For the Python API (`batchval.public`), which never configures a host's logging:
-    when nothing has configured structlog yet, batchval's events go through the redactor
-    to a DIR's log file and to the standard library's `batchval` logger. A host that
-    configured structlog keeps its configuration, and gets batchval's events through it.
-    Returns whether it configured structlog."""
-    if structlog.is_configured():
+    """For the Python API (`batchval.public`), which never configures a host's logging
+    (structlog's nor the standard library's): unless the command line configured batchval's
+    logging, its events go through the redactor to the run's log file, and to the standard
+    library's `batchval` logger only where the host's logging has a handler for it.
+    Returns whether it set that chain."""
+    if _CHAIN.entry_point:
         return False
-    structlog.configure(
-        processors=[
-            structlog.contextvars.merge_contextvars,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.format_exc_info,
-            redaction.active(),
-            _SINK,
-            _to_stdlib,
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        logger_factory=lambda *_args: _StdlibLogger(),
-        cache_logger_on_first_use=False,
-    )
+    _library()
     return True
+
+
+_library()
 
 
 def scrub(text: str) -> str:

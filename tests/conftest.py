@@ -20,7 +20,7 @@ import structlog
 from starlette.types import Receive, Scope, Send
 from support import LIVE, ROOT, TEST, InProcess, StoreServer, client_for, make_config
 
-from batchval import redaction
+from batchval import logs, redaction
 from batchval.api import PartnerClient
 from batchval.sandbox.app import Sandbox
 from batchval.sandbox.config import SandboxConfig
@@ -82,10 +82,12 @@ def _fresh_redactor() -> Iterator[None]:
 
 @contextlib.contextmanager
 def _structlog_kept() -> Iterator[None]:
-    """structlog left as it was found (unconfigured, if it was)."""
+    """structlog left as it was found (unconfigured, if it was), and batchval's own
+    logging (`logs.kept`)."""
     found = structlog.get_config()
     processors, configured = list(found["processors"]), structlog.is_configured()
-    yield
+    with logs.kept():
+        yield
     structlog.configure(**{**found, "processors": processors})
     if not configured:
         structlog.reset_defaults()

@@ -25,7 +25,7 @@ import pytest
 import structlog
 from secrets_scan import Secret, assert_clean
 
-from batchval import redaction
+from batchval import logs, redaction
 from batchval.api import Credentials, PartnerClient
 from batchval.engine.charges import Evidence, Received
 from batchval.engine.job import Settled
@@ -189,6 +189,8 @@ def invoke(*args: str, environ: Mapping[str, str], cwd: Path | None = None) -> R
     out, err = _Said(sys.stdout, foreign), _Said(sys.stderr, foreign)
     logging, configured = structlog.get_config(), structlog.is_configured()
     redactor, temporary = redaction.active(), tempfile.tempdir
+    chain = logs.kept()
+    chain.__enter__()
     try:
         with pytest.MonkeyPatch.context() as patch:
             for name in [n for n in os.environ if n not in environ and not n.startswith("PYTEST_")]:
@@ -208,6 +210,7 @@ def invoke(*args: str, environ: Mapping[str, str], cwd: Path | None = None) -> R
         structlog.configure(**logging)
         if not configured:
             structlog.reset_defaults()
+        chain.__exit__(None, None, None)
         redaction.use(redactor)
         tempfile.tempdir = temporary
     code = ended.value.code

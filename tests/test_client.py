@@ -21,10 +21,10 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-import structlog.testing
 from openapi_check import validate_response
 from support import LIVE, POOR, TEST, client_for, token_for, wait_until_async
 
+from batchval import logs
 from batchval.api import (
     AccountBlockedError,
     Action,
@@ -811,7 +811,7 @@ async def test_no_secret_or_token_reaches_logs_or_errors(
         except PartnerError as exc:
             raised.append(exc)
 
-    with structlog.testing.capture_logs() as logs:
+    with logs.capture() as captured:
         async with recorded_client(served, LIVE, seen) as api:
             created = await api.create_valuation(home(include=EXTRAS), idempotency_key=new_key())
             await api.get_street_analysis("SW1A 1AA")
@@ -834,12 +834,12 @@ async def test_no_secret_or_token_reaches_logs_or_errors(
         "DataUnavailableError",
         "CredentialsRefusedError",
     ]
-    events = {entry["event"] for entry in logs}
-    assert {"api.call", "api.auth.token.fetched"} <= events  # the capture saw the client's logs
+    events = {entry["event"] for entry in captured}
+    assert {"api.call", "api.auth.token.fetched"} <= events  # the capture saw the client's events
     tokens = list(sandbox._tokens)
     assert len(tokens) == 4  # the first, after the revoke, and two for the refused pair
     forbidden = [LIVE.client_secret, wrong_secret, *tokens]
-    texts = [repr(logs), repr(LIVE), token_repr]
+    texts = [repr(captured), repr(LIVE), token_repr]
     for exc in raised:
         texts += [str(exc), repr(exc), repr(exc.args), repr(vars(exc))]
         if exc.__context__ is not None:

@@ -12,8 +12,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-import structlog
 
+from batchval import logs
 from batchval.engine.command import Lines, invoke
 from batchval.engine.place import Place
 from batchval.engine.sending import SendOutcome
@@ -166,7 +166,7 @@ def test_a_defect_while_sending_is_internal_error_and_the_outputs_are_still_writ
 ) -> None:
     """A send that raises: 70, logged as `<product>.internal_error`, outputs written."""
     toy.sent, toy.pending_after = RuntimeError("boom"), 1
-    with structlog.testing.capture_logs() as logged:
+    with logs.capture() as logged:
         summary = invoke(toy)
     assert summary.exit_code is ExitCode.INTERNAL
     assert summary.stop is not None

@@ -181,3 +181,54 @@ def test_a_run_reads_its_frames_once_renders_in_a_notebook_and_closes(
         again = pickle.loads(pickle.dumps(run))
         assert again.results().equals(first)
     assert run.results() is not first  # closed: read again when asked
+
+
+def test_the_host_s_logging_is_left_as_the_host_set_it(
+    served: RunningSandbox,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A host with the standard library's logging configured and structlog not: after a
+    batchval call, structlog is still unconfigured and the host's own structlog events
+    print as structlog's defaults print them (never into logging); batchval's events
+    are in the run's log, and reach the host's logging only through its `batchval`
+    logger, where the host gave it a handler."""
+    import logging
+
+    import structlog
+
+    for name, value in env_for(served).items():
+        monkeypatch.setenv(name, value)
+    structlog.reset_defaults()
+    seen: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record)
+
+    root = logging.getLogger()
+    keep, level = Keep(logging.INFO), root.level
+    root.addHandler(keep)
+    root.setLevel(logging.INFO)  # as logging.basicConfig(level=logging.INFO) sets it
+    try:
+        frame = pl.DataFrame({"postcode": ["M1 1AE"], "property_type": ["flat"], "bedrooms": [2]})
+        done = batchval.value(frame, out=tmp_path / "out", progress=False)
+        assert done.complete
+        assert structlog.is_configured() is False
+        structlog.get_logger().info("host.own_event", n=1)
+    finally:
+        root.removeHandler(keep)
+        root.setLevel(level)
+    printed = capsys.readouterr().out
+    assert "host.own_event" in printed
+    assert not any("host.own_event" in r.getMessage() for r in seen)
+    assert any("valuations.ingest.batch" in r.getMessage() for r in seen if r.name == "batchval")
+    events = (tmp_path / "out" / "batchval.log").read_text(encoding="utf-8")
+    assert '"event": "valuations.ingest.batch"' in events
+    # With no handler anywhere, batchval's events go no further than the run's log.
+    seen.clear()
+    again = batchval.value(frame, out=tmp_path / "out", progress=False)
+    assert again.complete
+    assert seen == []
+    assert capsys.readouterr().err == ""

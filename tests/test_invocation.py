@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from batchval import cli, logs
 from batchval.engine.invocation import NotedSignals, defect_line, state_folder
@@ -25,9 +24,8 @@ SECRET = "s3cr3t-value-never-shown"
 def _logging_restored() -> Iterator[None]:
     """These tests configure logging as a command does (on the test's captured stderr,
     closed after it): other tests' logging is theirs."""
-    before = structlog.get_config()
-    yield
-    structlog.configure(**before)
+    with logs.kept():
+        yield
 
 
 def _fail() -> None:
@@ -122,7 +120,7 @@ def test_a_signal_outside_sending_is_only_noted_then_the_handler_comes_back() ->
 
     previous = signal.signal(signal.SIGTERM, before)
     try:
-        with structlog.testing.capture_logs() as logged, NotedSignals() as noted:
+        with logs.capture() as logged, NotedSignals() as noted:
             os.kill(os.getpid(), signal.SIGTERM)
             assert noted.received == "SIGTERM"
         assert logged == []

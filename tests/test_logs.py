@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 from hostile import HostileProxy, Rules, serve_proxy
 from support import BATCHVAL, LIVE, env_for, portfolio, run_cli, wait_until
 
@@ -150,14 +149,11 @@ def test_json_lines_off_a_terminal(served: RunningSandbox, tmp_path: Path) -> No
 
 def test_terminal_lines_are_warnings_and_above(capsys: pytest.CaptureFixture[str]) -> None:
     """Terminal mode prints a warning as one human line and drops info events."""
-    before = structlog.get_config()
-    logs.configure(json_lines=False, redactor=logs.Redactor(["s3cret"]))
-    try:
-        log = structlog.get_logger()
+    with logs.kept():  # other tests' logging is theirs
+        logs.configure(json_lines=False, redactor=logs.Redactor(["s3cret"]))
+        log = logs.get_logger()
         log.info("valuations.ingest.batch", rows=5)
         log.warning("run.stopping", reason="signal", detail="token s3cret")
-    finally:
-        structlog.configure(**before)  # other tests' logging is theirs
     err = capsys.readouterr().err
     assert "valuations.ingest.batch" not in err
     assert err.strip() == "warning: run.stopping (reason=signal detail=token [redacted])"

@@ -16,9 +16,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from structlog.testing import capture_logs
 from support import settle_sent
 
+from batchval import logs
 from batchval.api.vocabulary import INCLUDE_ITEMS
 from batchval.contract import schemas
 from batchval.contract.lender import LENDER_GROUPS
@@ -792,14 +792,14 @@ def test_an_answer_the_parser_refuses_still_gets_its_row(
     checkpoint.requests.record_answer("k1", json.dumps(answer).encode())
     checkpoint.requests.record_done("k1", 10)
     _value(checkpoint, "k2", _body(number=2))
-    with capture_logs() as logs:
+    with logs.capture() as events:
         table = _results(checkpoint, tmp_path / "results.parquet")
     first, second = table.to_pylist()
     assert first["valuation_id"] == (_body()["id"] if isinstance(answer, dict) else None)
     assert (first["idempotency_key"], first["credits_charged"]) == ("k1", 10)
     assert first["estimate"] is first["mode"] is first["valued_at"] is None
     assert second["estimate"] == _body(number=2)["valuation"]["estimate"]
-    warned = [e for e in logs if e["event"] == "valuations.writer.answer.unreadable"]
+    warned = [e for e in events if e["event"] == "valuations.writer.answer.unreadable"]
     assert [(e["key"], e["row_number"]) for e in warned] == [("k1", 1)]
 
 

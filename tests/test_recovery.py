@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 from hostile import HostileProxy, Rules, serve_proxy
 from support import LIVE, InProcess, env_for, outputs, portfolio, settle_sent
 
+from batchval import logs
 from batchval.api.client import Answer
 from batchval.engine.job import Gate
 from batchval.sandbox.server import RunningSandbox
@@ -200,7 +200,7 @@ def test_a_read_that_cannot_stand_for_the_answer_leaves_the_problem(
     reference) other than the request sent: the request stays a problem, and it is logged."""
     checkpoint.set("mode", "live")
     [item] = recoverable(checkpoint)
-    with structlog.testing.capture_logs() as logged:
+    with logs.capture() as logged:
         settled = RecoveryJob(NoApi(), checkpoint, [item]).settle(item, answer(body))
     assert settled.problem is not None
     assert [e["event"] for e in logged] == ["valuations.recovery.unusable"]

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import BinaryIO
 
 import pytest
-import structlog
 from memory_objects import MemoryObjects
 from support import wait_until
 
+from batchval import logs
 from batchval.outcome import StopReason
 from batchval.store import replica as replica_module
 from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint
@@ -150,7 +150,7 @@ def test_each_generation_says_its_base_size_and_time(tmp_path: Path) -> None:
     """A new generation is logged with its base's size and the seconds it took to write
     (the wait a resume of a big run has before its first call)."""
     objects = MemoryObjects()
-    with structlog.testing.capture_logs() as logged:
+    with logs.capture() as logged:
         db, kept = _holder(tmp_path, objects, "first", epoch=1)
     generation = Head.of(objects.objects[HEAD]).generation
     [event] = [e for e in logged if e["event"] == "store.replica.generation"]
@@ -384,7 +384,7 @@ def test_a_holder_with_little_to_add_copies_the_base_on_the_server(tmp_path: Pat
     objects = _Counted()
     _padded_run(tmp_path, objects, *range(30))  # three commits, three objects of log
     objects.created.clear()
-    with structlog.testing.capture_logs() as logged:
+    with logs.capture() as logged:
         _take(tmp_path, objects, "second", 2, 100)
     [event] = [e for e in logged if e["event"] == "store.replica.generation"]
     assert event["base_bytes"] == 0

@@ -17,9 +17,8 @@ from typing import Any
 
 import anyio
 import httpx
-import structlog
 
-from batchval import redaction
+from batchval import logs, redaction
 from batchval.api.apiclock import ApiClock
 from batchval.api.errors import (
     CredentialsRefusedError,
@@ -31,7 +30,7 @@ from batchval.api.errors import (
 from batchval.api.network import Reach, host_of
 from batchval.api.vocabulary import SANDBOX_CLAIM
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 REFRESH_EARLY_SECONDS = 60.0  # advised by the API; short-lived test tokens use a quarter
 

@@ -32,9 +32,8 @@ from typing import Any, Protocol
 
 import anyio
 import httpx
-import structlog
 
-from batchval import redaction
+from batchval import logs, redaction
 from batchval.api.apiclock import ApiClock, http_date
 from batchval.api.auth import AccessToken, Credentials, TokenCache
 from batchval.api.errors import (
@@ -52,7 +51,7 @@ from batchval.api.models import StreetAnalysis, Valuation, ValuationRequest
 from batchval.api.network import Reach, host_of, port_of
 from batchval.version import __version__
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 # The API stops a request at 30 s and answers 504; we wait a little longer for that 504.
 DEFAULT_TIMEOUT_SECONDS = 35.0

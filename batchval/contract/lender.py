@@ -25,8 +25,8 @@ from fractions import Fraction
 from typing import Any
 
 import pyarrow as pa
-import structlog
 
+from batchval import logs
 from batchval.api.models import Valuation
 from batchval.input.lender import (
     LenderColumnError,
@@ -35,7 +35,7 @@ from batchval.input.lender import (
     find_lender_columns,
 )
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 # What asks for each group of result columns (`schemas.Column.asked_by`): a balance asks
 # for the LTV columns, an origination value for the change since, either for the flags.

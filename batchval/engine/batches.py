@@ -12,15 +12,14 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Protocol, TypeVar
 
-import structlog
-
+from batchval import logs
 from batchval.input import InputBatch, InputError, InputSource
 from batchval.input.refused import RefusedKind, mostly_refused
 from batchval.input.validate import Checker
 from batchval.outcome import RunRefusedError, StopInfo, StopReason
 from batchval.store.counts import Counts
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 
 def read_batches(

@@ -37,8 +37,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
-import structlog
-
+from batchval import logs
 from batchval.engine.batches import watched
 from batchval.engine.derived import remove_stale
 from batchval.engine.files import file_mode, write_json_atomic
@@ -55,7 +54,7 @@ from batchval.store.counts import Counts
 from batchval.store.database import CHECKPOINT_NAME, CheckpointVersionError, Database
 from batchval.store.lock import LockFileError
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 EmbeddedApi = Callable[[], contextlib.AbstractContextManager[ApiSettings]]
 

@@ -28,8 +28,8 @@ from typing import Any, BinaryIO
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import structlog
 
+from batchval import logs
 from batchval.engine.files import write_json_atomic
 from batchval.engine.names import CHARGES_NAME, DRY_RUN_NAME, VERIFY_NAME
 from batchval.engine.place import Place
@@ -37,7 +37,7 @@ from batchval.outcome import BatchvalError
 from batchval.store.database import CHECKPOINT_NAME, Database
 from batchval.store.derived import DerivedFile, listing
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 # Outputs that follow the results rather than make them: charges grow only with new
 # answers, and a run that replaces results.parquet removes verify's differences.

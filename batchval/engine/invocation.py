@@ -29,8 +29,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 from batchval import logs, redaction
 from batchval.engine.files import file_mode, make_folder
 from batchval.engine.names import DRY_RUN_NAME, LOG_NAME, WRITTEN_NAMES
@@ -39,7 +37,7 @@ from batchval.store.database import CHECKPOINT_NAME
 from batchval.store.lock import LOCK_NAME, DirLockedError, LockFileError, RunLock, refuse_link
 from batchval.store.replica import STATE
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 
 # The defect (exit 70) the invocation in this context met, as it was raised: the command

@@ -31,8 +31,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
-import structlog
 
+from batchval import logs
 from batchval.api.auth import AccessToken, Credentials
 from batchval.api.client import PartnerClient
 from batchval.api.errors import PartnerError
@@ -41,7 +41,7 @@ from batchval.engine.loops import run_async
 from batchval.outcome import RunRefusedError, StopReason
 from batchval.settings import ApiSettings
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 TOKEN_TIMEOUT_SECONDS = 10.0  # one token request: a preflight, not a run's patience
 

@@ -43,8 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
-import structlog
-
+from batchval import logs
 from batchval.engine.invocation import keep_privately, refuse_foreign_objects
 from batchval.engine.names import LOG_NAME
 from batchval.outcome import ExitCode, RunRefusedError, SettingsError, StopReason
@@ -56,7 +55,7 @@ from batchval.store.replica import HEAD, Replica, Restored, StateObjectError, re
 if TYPE_CHECKING:
     from batchval.store.objects import Objects, ObjectStoreError
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 # Never published: the run's memory (kept at the URL as it commits) and the local lock.

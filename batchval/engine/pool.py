@@ -37,10 +37,10 @@ from collections.abc import Callable
 from typing import Generic
 
 import anyio
-import structlog
 import tenacity
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
+from batchval import logs
 from batchval.api.errors import (
     PROBLEM_TYPES,
     AccountBlockedError,
@@ -60,7 +60,7 @@ from batchval.engine.stop import Stop
 from batchval.outcome import StopInfo, StopReason
 from batchval.settings import RunOptions
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 # Fresh tokens the API refused (each once, however many calls bore it), with no answer
 # between that it gave as it does, before the credentials count as refused.

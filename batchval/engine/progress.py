@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from types import TracebackType
 
-import structlog
 from rich.progress import BarColumn, TextColumn
 from rich.progress import Progress as RichProgress
 from rich.table import Column
@@ -13,7 +12,7 @@ from rich.table import Column
 from batchval import logs
 from batchval.engine.pool import PoolStats
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 # What the bar says a job is doing, by the job's name; `run.progress` events carry the
 # name itself (`job`), so that a verify's progress in batchval.log is not read as a run's.

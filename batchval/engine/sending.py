@@ -22,8 +22,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
-import structlog
 
+from batchval import logs
 from batchval.api import Credentials, PartnerClient, Reach, host_of
 from batchval.api.apiclock import ApiClock
 from batchval.engine.invocation import NotedSignals
@@ -38,7 +38,7 @@ from batchval.settings import ApiSettings, RunOptions
 from batchval.store.counts import Counts
 from batchval.store.database import Database
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 # How often the sending looks for a signal noted (a handler only notes it).
 NOTED_POLL_SECONDS = 0.05

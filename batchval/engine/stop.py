@@ -7,11 +7,11 @@ from __future__ import annotations
 import datetime as dt
 
 import anyio
-import structlog
 
+from batchval import logs
 from batchval.outcome import StopInfo, StopReason
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 
 class Stop:

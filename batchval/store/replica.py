@@ -86,14 +86,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import structlog
-
+from batchval import logs
 from batchval.outcome import BatchvalError, ExitCode
 
 if TYPE_CHECKING:
     from batchval.store.objects import Objects
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 # A new generation (a checkpoint and a new base) once the log passes this size and half
 # its base's: a restore reads the base and the log, and a log of hundreds of MiB (a

@@ -14,11 +14,10 @@ import threading
 from pathlib import Path
 from typing import Protocol
 
-import structlog
-
+from batchval import logs
 from batchval.store.objects import ObjectStoreError
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 PREFIX = "logs/"
 EVERY_SECONDS = 5.0

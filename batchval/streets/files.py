@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import structlog
 
+from batchval import logs
 from batchval.contract.records import ProblemRow
 from batchval.contract.schemas import PROBLEM_TAIL, ROW_NUMBER, given_fields, problems_schema
 from batchval.engine.arrow import PassthroughValues, column_table, column_values
@@ -33,7 +33,7 @@ from batchval.streets.schema import (
     street_schema,
 )
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 STREETS_NAME = "street_analysis.parquet"
 HOMES_NAME = "homes_with_street.parquet"

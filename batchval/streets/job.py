@@ -20,8 +20,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-import structlog
-
+from batchval import logs
 from batchval.api.client import Answer
 from batchval.api.errors import (
     PartnerError,
@@ -40,7 +39,7 @@ from batchval.store.queue import QueueItem
 from batchval.store.records import StoredProblem, whole_number
 from batchval.store.streets import StreetStore
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 
 class StreetApi(Protocol):

@@ -19,8 +19,7 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
-import structlog
-
+from batchval import logs
 from batchval.api.vocabulary import DAILY_PAID_CALLS
 from batchval.engine.batches import read_batches, refusal
 from batchval.engine.charges_file import write_charges
@@ -45,7 +44,7 @@ from batchval.streets.files import (
 )
 from batchval.streets.job import StreetJob, call_credits
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -47,8 +47,8 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
-import structlog
 
+from batchval import logs
 from batchval.api.vocabulary import DAILY_PAID_CALLS, VALUATION_CREDITS
 from batchval.contract.lender import TRIGGERS, Revaluation, refresh_revaluation
 from batchval.engine.files import write_table_atomic
@@ -75,7 +75,7 @@ from batchval.valuations.book import (
 from batchval.valuations.index_reads import IndexReads, loans_frame
 from batchval.valuations.picking import REASONS, Risk, Risks
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 # Stops that mean "tonight's budget is spent", not "the run could not do its work".
 BUDGET_STOPS = frozenset({StopReason.MAX_CREDITS, StopReason.DAILY_LIMIT})

@@ -26,8 +26,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import polars as pl
-import structlog
 
+from batchval import logs
 from batchval.api.client import PartnerClient
 from batchval.contract.indexation import authorities
 from batchval.input.hpi import PostcodeAuthorities
@@ -36,7 +36,7 @@ from batchval.store.streets import StreetStore
 from batchval.streets.job import StreetJob
 from batchval.valuations.api_index import HeldIndex, Read
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 PLANNED_META = "book.index_reads"  # the database's meta: the plan (`IndexReads.text`)
 

@@ -29,8 +29,8 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-import structlog
 
+from batchval import logs
 from batchval.api.network import diagnose
 from batchval.contract.indexation import VALUE_METHODS, index_inputs, index_table, tracking
 from batchval.contract.schemas import INDEX_DESCRIPTIONS, RESULT_COLUMNS
@@ -56,7 +56,7 @@ from batchval.valuations.api_index import HeldIndex
 from batchval.valuations.book import rows_of
 from batchval.version import __version__
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 # The folder a file fetched over the web is kept in: this variable's, else
 # `$XDG_CACHE_HOME/batchval`, else `~/.cache/batchval` (`cache_folder`).

@@ -24,8 +24,8 @@ from typing import Generic, TypeVar
 
 import polars as pl
 import pyarrow as pa
-import structlog
 
+from batchval import logs
 from batchval.api.vocabulary import DAILY_PAID_CALLS, VALUATION_CREDITS
 from batchval.engine import batches
 from batchval.engine.keys import idempotency_keys
@@ -39,7 +39,7 @@ from batchval.store.queue import QueueItem
 from batchval.store.rows import Row
 from batchval.valuations.writer import write_problems
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 COMMAND = "run"  # names the log events of run's reading
 

@@ -34,8 +34,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import structlog
-
+from batchval import logs
 from batchval.api.client import Answer
 from batchval.api.errors import PartnerError, UnreadableAnswerError
 from batchval.api.models import Valuation
@@ -46,7 +45,7 @@ from batchval.engine.reading import ReadApi, ReadJob
 from batchval.store.checkpoint import Checkpoint
 from batchval.store.records import StoredProblem
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -22,9 +22,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import structlog
-
-from batchval import redaction
+from batchval import logs, redaction
 from batchval.api.apiclock import WARN_OFFSET
 from batchval.api.client import PartnerClient
 from batchval.contract.lender import Lending
@@ -74,7 +72,7 @@ from batchval.valuations.recovery import recoverable, recovery_job
 from batchval.valuations.valuing import ValuationJob
 from batchval.valuations.writer import not_valued, write_problems, write_results
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -26,8 +26,8 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
-import structlog
 
+from batchval import logs
 from batchval.contract.lender import LenderFigures, Lending, amounts
 from batchval.contract.records import Answer, ProblemRow, ValuedRow
 from batchval.contract.schemas import (
@@ -40,7 +40,7 @@ from batchval.engine.arrow import PassthroughValues, column_table
 from batchval.engine.files import write_parquet
 from batchval.store.checkpoint import Checkpoint
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 # Memory, not speed, sets this: rows are turned from JSON into Arrow a batch at a time
 # (parsed JSON takes about 10 kB a row with commentary); `write_parquet` gathers the

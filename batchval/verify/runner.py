@@ -29,8 +29,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
-import structlog
 
+from batchval import logs
 from batchval.api import PartnerClient
 from batchval.api.client import Answer
 from batchval.api.errors import PartnerError, UnreadableAnswerError
@@ -55,7 +55,7 @@ from batchval.verify.compare import (
     differences_table,
 )
 
-log = structlog.get_logger()
+log = logs.get_logger()
 
 SHOWN = 5  # differences printed; verify.parquet holds them all
 WIDTH = 160  # a printed difference is cut here (a commentary member runs long)
