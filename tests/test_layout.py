@@ -82,11 +82,11 @@ def test_no_module_past_800_lines(path: Path) -> None:
 
 def test_every_module_sits_in_a_room_of_the_house() -> None:
     """At the top only the foundations, the cli and the package's face (`__init__` and the
-    Python API it exports, `public`, its errors, `exceptions`, and `__main__` for `python
-    -m batchval`): every other module is in a folder that says what it is
-    (docs/explanation/architecture.md's picture)."""
+    Python API it exports, `public`, its errors, `exceptions`, the sandbox for users' tests,
+    `testing`, and `__main__` for `python -m batchval`): every other module is in a folder
+    that says what it is (docs/explanation/architecture.md's picture)."""
     top = {path.stem for path in PACKAGE.glob("*.py")}
-    assert top == {"__init__", "__main__", "cli", "public", "exceptions", *FOUNDATIONS}
+    assert top == {"__init__", "__main__", "cli", "public", "exceptions", "testing", *FOUNDATIONS}
     folders = {path.name for path in PACKAGE.iterdir() if (path / "__init__.py").is_file()}
     assert folders == {
         *(name.rpartition(".")[2] for name in (*FLOORS, *PRODUCTS)),
@@ -99,7 +99,14 @@ def test_every_module_sits_in_a_room_of_the_house() -> None:
 @pytest.mark.parametrize("floor", [*FLOORS, *(f"batchval.{name}" for name in FOUNDATIONS)])
 def test_the_floors_know_no_product(floor: str) -> None:
     """The engine, the store and everything below them import no product and no tool."""
-    above = [*PRODUCTS, "batchval.tools", "batchval.cli", "batchval.public", "batchval.exceptions"]
+    above = [
+        *PRODUCTS,
+        "batchval.tools",
+        "batchval.cli",
+        "batchval.public",
+        "batchval.exceptions",
+        "batchval.testing",
+    ]
     assert [m for prefix in above for m in _importers_of(prefix, floor)] == []
 
 
