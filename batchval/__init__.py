@@ -9,7 +9,7 @@ notice.
 
 from batchval import exceptions as exceptions  # the public module, `batchval.exceptions`
 from batchval.exceptions import BatchvalError, FolderInUse, RunError
-from batchval.public import Run, Stop, analyse_streets, open_run, run, value
+from batchval.public import Run, Stop, analyse_streets, arun, avalue, open_run, run, value
 from batchval.version import __version__
 
 __all__ = [
@@ -20,6 +20,8 @@ __all__ = [
     "Stop",
     "__version__",
     "analyse_streets",
+    "arun",
+    "avalue",
     "open_run",
     "run",
     "value",

@@ -30,13 +30,16 @@ logging (`logs.configure_library`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import contextvars
 import dataclasses
 import datetime as dt
+import functools
 import json
 import os
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -328,6 +331,59 @@ def value(
         except RunError as exc:  # the frame by its name, never the file it was written to
             said = exc.message.replace(str(path), name)
             raise type(exc)(exc.exit_code, said, exc.run, exc.reason) from None
+
+
+async def arun(
+    input: str | os.PathLike[str],
+    *,
+    out: str | os.PathLike[str],
+    config: str | os.PathLike[str] | None = None,
+    progress: bool = False,
+    **settings: Any,
+) -> Run:
+    """`run` from async code: the run works in a thread of its own while the caller's
+    event loop goes on. A cancel of the awaiting task stops the run as a SIGINT would
+    (every answer kept, nothing paid twice: the same call again resumes), waits for it to
+    stop, and raises `CancelledError`."""
+    return await _off_the_loop(
+        functools.partial(run, input, out=out, config=config, progress=progress, **settings)
+    )
+
+
+async def avalue(
+    frame: Any,
+    *,
+    out: str | os.PathLike[str],
+    config: str | os.PathLike[str] | None = None,
+    progress: bool = False,
+    **settings: Any,
+) -> Run:
+    """`value` from async code, as `arun` is `run`'s."""
+    return await _off_the_loop(
+        functools.partial(value, frame, out=out, config=config, progress=progress, **settings)
+    )
+
+
+async def _off_the_loop(call: Callable[[], Run]) -> Run:
+    """`call` in a worker thread; a cancel meanwhile noted on its invocation as a signal
+    (`engine/invocation.STOP_REQUESTS`), waited for, then raised."""
+    from batchval.engine.invocation import STOP_REQUESTS
+
+    waiting: list[Any] = []
+    context = contextvars.copy_context()
+    context.run(STOP_REQUESTS.set, waiting)
+    done = asyncio.get_running_loop().run_in_executor(None, context.run, call)
+    try:
+        return await asyncio.shield(done)
+    except asyncio.CancelledError:
+        for invocation in waiting:
+            invocation.note("a cancel of its task")
+        while not done.done():  # the run stops at its next safe point
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait([done])
+        if not done.cancelled():
+            done.exception()  # seen: the cancel is what the caller gets
+        raise
 
 
 def analyse_streets(

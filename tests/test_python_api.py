@@ -75,6 +75,8 @@ def test_all_is_pinned() -> None:
         "Stop",
         "__version__",
         "analyse_streets",
+        "arun",
+        "avalue",
         "open_run",
         "run",
         "value",

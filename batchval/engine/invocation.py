@@ -169,6 +169,13 @@ def _private_file(text: str, suffix: str, folder: Path | None) -> Path:
     return path
 
 
+# The invocations an async caller waits on (`batchval.arun`, `avalue`): a task's cancel
+# is noted on each as a signal would be. Set in the context the invocation's thread runs.
+STOP_REQUESTS: contextvars.ContextVar[list[NotedSignals] | None] = contextvars.ContextVar(
+    "stop_requests", default=None
+)
+
+
 class NotedSignals:
     """A SIGTERM or SIGINT is only noted (`received`), and the command acts on it at its
     next safe point: at once while the input is read (`engine/batches.watched`), before
@@ -182,6 +189,9 @@ class NotedSignals:
     def __init__(self) -> None:
         self.received: str | None = None
         self._previous: dict[signal.Signals, Any] = {}
+        waiting = STOP_REQUESTS.get()  # an async caller that may cancel (`public.arun`)
+        if waiting is not None:
+            waiting.append(self)
 
     def note(self, name: str) -> None:
         """A stop asked for by `name` (a signal's), from any thread; the first one counts."""
