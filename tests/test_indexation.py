@@ -14,6 +14,7 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import ukhpi
@@ -470,10 +471,25 @@ def test_a_night_s_results_are_indexed_a_chunk_at_a_time_as_whole(
     written = table if in_order else table.take([3, 0, 4, 2, 1])
     pq.write_table(written, path)
     found = indexing.Indexing(IndexOptions("ukhpi", "x"), read_ukhpi(SAMPLE), None)
-    rows, tracked = found.add_columns(path, lender, 0.10, (unsent, passthrough))
+    numbers = pa.array([n for n, _ in unsent], pa.int64())
+    asked = pa.array([p for _, p in unsent], pa.string())
+    rows, tracked = found.add_columns(path, lender, 0.10, (numbers, asked, passthrough))
     assert rows == 20
     assert tracked == expected.tracking
     done = pq.read_table(path)
     assert done.schema.equals(expected.table.schema, check_metadata=True)
     assert done.equals(expected.table)
     assert done.column("source").to_pylist().count("index") == 15
+
+
+@pytest.mark.parametrize(
+    "among",
+    [[1, 2, 3, 4, 5], [3, 4, 5, 6], [1, 2, 4, 5, 6], [5, 4, 3, 2, 1], [2, 2, 3], []],
+)
+def test_a_row_s_place_among_the_pass_through_rows_is_its_look_up_s(among: list[int]) -> None:
+    """`_places`: the place of each row number among the pass-through rows' (null where
+    it is not there), the same by subtraction (rows numbered one by one) as by a look-up."""
+    numbers = pa.array([0, 1, 2, 3, 5, 6, 7, None], pa.int64())
+    rows = pa.chunked_array([pa.array(among[:2], pa.int64()), pa.array(among[2:], pa.int64())])
+    found = indexing._places(numbers, rows)
+    assert found.to_pylist() == pc.index_in(numbers, rows).to_pylist()

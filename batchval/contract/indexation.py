@@ -431,8 +431,8 @@ def index_table(
         hpi_value=pl.col("hpi_value"),
         hpi_ltv=pl.col("balance") / pl.col("hpi_value"),
         hpi_basis=pl.col("hpi_basis"),
-        hpi_from=_month_text(pl.col("hpi_from")),
-        hpi_to=_month_text(pl.col("hpi_to")),
+        hpi_from=_month_texts(rolled["hpi_from"]),
+        hpi_to=_month_texts(rolled["hpi_to"]),
         hpi_change=pl.col("hpi_change"),
         hpi_reason=pl.col("hpi_reason"),
         value_method=pl.when((pl.col("source") == "api") & pl.col("avm_value").is_not_null())
@@ -485,6 +485,14 @@ def tracking(
 
 def _figure(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) else None
+
+
+def _month_texts(months: pl.Series) -> pl.Series:
+    """`_month_text` of each month, each distinct month formatted once (a million loans
+    have a few hundred)."""
+    distinct = months.unique().drop_nulls()
+    texts = pl.DataFrame({"month": distinct}).select(_month_text(pl.col("month"))).to_series()
+    return months.replace_strict(distinct, texts, default=None, return_dtype=pl.String)
 
 
 def _month_text(months: pl.Expr) -> pl.Expr:
