@@ -19,7 +19,8 @@ import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
@@ -32,8 +33,14 @@ import pyarrow.parquet as pq
 import structlog
 
 from batchval.api.network import diagnose
-from batchval.contract.indexation import VALUE_METHODS, index_inputs, index_table, tracking
-from batchval.contract.schemas import INDEX_DESCRIPTIONS, RESULT_COLUMNS
+from batchval.contract.indexation import (
+    VALUE_METHODS,
+    index_inputs,
+    index_table,
+    loan_authorities,
+    tracking,
+)
+from batchval.contract.schemas import INDEX_DESCRIPTIONS, RESULT_COLUMNS, index_fields
 from batchval.engine.files import write_parquet
 from batchval.engine.place import input_of
 from batchval.input.hpi import (
@@ -143,7 +150,9 @@ class Indexing:
 
         The index is worked out from the columns it reads alone (`index_inputs`); the
         file is then streamed into its new self `CHUNK_ROWS` rows at a time, the
-        unvalued rows made as they come, so that no whole copy of the results is held."""
+        unvalued rows made as they come, so that no whole copy of the results is held.
+        The index's columns are worked out a piece at a time (`_pieces`), each while the
+        rows before it are written."""
         source = pq.ParquetFile(results)
         try:
             schema = source.schema_arrow
@@ -151,23 +160,56 @@ class Indexing:
             added = _Unvalued.of(read.column("row_number"), unvalued, schema)
             in_order = _in_row_order(read.column("row_number"))
             loans = _loans(read, added, in_order)
-            columns, valued = index_table(
-                loans.drop("_file"),
-                self.index,
-                lender=lender,
-                fall_share=fall_share,
-                directory=self.directory,
-            )
-            chunks = _merged(source, schema, in_order, added, loans["_file"], columns)
-            out = pa.schema([*schema, *columns.schema], metadata=schema.metadata)
+            frame = loans.drop("_file")
+            found = loan_authorities(frame, self.directory), self.index.frame()
+
+            def piece(part: pl.DataFrame, at: int) -> tuple[pa.Table, pl.DataFrame]:
+                return index_table(
+                    part,
+                    self.index,
+                    lender=lender,
+                    fall_share=fall_share,
+                    found=(found[0].slice(at, part.height), found[1]),
+                )
+
+            valued: list[pl.DataFrame] = []
+            pieces = _pieces(frame, piece, valued)
+            chunks = _merged(source, schema, in_order, added, loans["_file"], pieces)
+            out = pa.schema([*schema, *index_fields()], metadata=schema.metadata)
             rows = write_parquet(results, out, chunks, dictionary=_text_columns(out), ahead=True)
-            return rows, tracking(self.index, valued)
+            for _ in pieces:  # the last of them, whose rows were none
+                pass
+            return rows, tracking(self.index, pl.concat(valued))
         finally:
             source.close()
 
 
-# The rows results.parquet is rewritten by, a chunk at a time.
+# The rows results.parquet is rewritten by, a chunk at a time; the index's columns are
+# worked out this many chunks at a time.
 CHUNK_ROWS = 65_536
+PIECE_CHUNKS = 4
+
+
+def _pieces(
+    frame: pl.DataFrame,
+    work: Callable[[pl.DataFrame, int], tuple[pa.Table, pl.DataFrame]],
+    valued: list[pl.DataFrame],
+) -> Iterator[pa.Table]:
+    """The index's columns of the loans of `frame` (`work` of each piece and where it
+    starts), `PIECE_CHUNKS` chunks at a time, in order (an empty `frame` is one piece);
+    each piece's loans valued tonight put in `valued`. The next piece is worked out by a
+    thread of its own while this one's rows are made and written (polars lets go of the
+    interpreter's lock): on two cores, the index's seconds hide behind the write's."""
+    size = PIECE_CHUNKS * CHUNK_ROWS
+    starts = range(0, max(frame.height, 1), size)
+    with ThreadPoolExecutor(1) as worker:
+        coming = worker.submit(work, frame.slice(0, size), 0)
+        for start in starts:
+            columns, tonight = coming.result()
+            if start + size < frame.height:
+                coming = worker.submit(work, frame.slice(start + size, size), start + size)
+            valued.append(tonight)
+            yield columns
 
 
 def _text_columns(schema: pa.Schema) -> list[str]:
@@ -284,11 +326,12 @@ def _merged(
     in_order: bool,
     added: _Unvalued | None,
     from_file: pl.Series,
-    columns: pa.Table,
+    pieces: Iterator[pa.Table],
 ) -> Iterator[pa.Table]:
     """results.parquet's rows and the unvalued ones, merged in row order (`from_file`
-    says whose each row is), `CHUNK_ROWS` at a time, each chunk with its index
-    `columns`. A file not in row order (never written so) is read whole and sorted."""
+    says whose each row is), `CHUNK_ROWS` at a time, each chunk with its index columns
+    (`pieces`, of `PIECE_CHUNKS` chunks each). A file not in row order (never written so)
+    is read whole and sorted."""
     plain = schema.remove_metadata()
     batches: Iterator[pa.Table]
     if in_order:
@@ -297,7 +340,10 @@ def _merged(
         batches = iter([source.read().sort_by("row_number")])
     held: list[pa.Table] = []  # the file's rows read but not yet written
     held_rows = unvalued_at = 0
+    columns = pa.table({})
     for start in range(0, len(from_file), CHUNK_ROWS):
+        if start % (PIECE_CHUNKS * CHUNK_ROWS) == 0:
+            columns = next(pieces)
         mine = int(from_file.slice(start, CHUNK_ROWS).sum())
         count = min(CHUNK_ROWS, len(from_file) - start)
         while held_rows < mine:
@@ -315,8 +361,9 @@ def _merged(
         chunk = pa.concat_tables(parts)
         if mine and count > mine:
             chunk = chunk.sort_by("row_number")
+        at = start % (PIECE_CHUNKS * CHUNK_ROWS)
         for field in columns.schema:
-            chunk = chunk.append_column(field, columns.column(field.name).slice(start, count))
+            chunk = chunk.append_column(field, columns.column(field.name).slice(at, count))
         yield chunk
 
 
