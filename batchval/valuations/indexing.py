@@ -177,7 +177,7 @@ class Indexing:
             chunks = _merged(source, schema, in_order, added, loans["_file"], pieces)
             out = pa.schema([*schema, *index_fields()], metadata=schema.metadata)
             rows = write_parquet(results, out, chunks, dictionary=_text_columns(out), ahead=True)
-            for _ in pieces:  # the last of them, whose rows were none
+            for _ in pieces:  # an empty file's one piece, which no chunk asked for
                 pass
             return rows, tracking(self.index, pl.concat(valued))
         finally:
