@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -62,21 +63,53 @@ def test_a_block_that_fails_leaves_the_old_file(tmp_path: Path) -> None:
     assert path.read_bytes() == b"new"
 
 
+@pytest.mark.parametrize("ahead", [False, True])
 @pytest.mark.parametrize(("group_bytes", "groups"), [(1, 3), (32 << 20, 1)])
 def test_parquet_tables_are_gathered_into_row_groups(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, group_bytes: int, groups: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, group_bytes: int, groups: int, ahead: bool
 ) -> None:
     """The tables handed over become row groups of about ROW_GROUP_BYTES, in order,
-    compressed with zstd; the rows written are counted."""
+    compressed with zstd, whether each is written while the next is made or not; the rows
+    written are counted."""
     monkeypatch.setattr(files, "ROW_GROUP_BYTES", group_bytes)
     schema = pa.schema([("n", pa.int64())])
     tables = [pa.table({"n": [n, n + 1]}, schema=schema) for n in (1, 3, 5)]
     path = tmp_path / "out.parquet"
-    assert write_parquet(path, schema, iter(tables)) == 6
+    assert write_parquet(path, schema, iter(tables), ahead=ahead) == 6
     meta = pq.ParquetFile(path).metadata
     assert meta.num_row_groups == groups
     assert meta.row_group(0).column(0).compression == "ZSTD"
     assert pq.read_table(path)["n"].to_pylist() == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_parquet_file_dictionary_encodes_the_columns_it_is_asked_to(tmp_path: Path) -> None:
+    """`dictionary` names the columns given a dictionary; the table read back is the same."""
+    table = pa.table({"n": [1, 2, 1], "s": ["a", "b", "a"]})
+    path = tmp_path / "out.parquet"
+    assert write_parquet(path, table.schema, [table], dictionary=["s"]) == 3
+    group = pq.ParquetFile(path).metadata.row_group(0)
+    assert [group.column(i).dictionary_page_offset is not None for i in (0, 1)] == [False, True]
+    assert pq.read_table(path).equals(table)
+
+
+def test_a_parquet_file_whose_tables_fail_while_written_ahead_is_not_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A table that cannot be made, while the group before it is being written: the old
+    file stays as it was, and no temporary is left."""
+    monkeypatch.setattr(files, "ROW_GROUP_BYTES", 1)
+    schema = pa.schema([("n", pa.int64())])
+    path = tmp_path / "out.parquet"
+    path.write_bytes(b"old")
+
+    def tables() -> Iterator[pa.Table]:
+        yield pa.table({"n": [1]}, schema=schema)
+        raise RuntimeError("killed")
+
+    with pytest.raises(RuntimeError, match="killed"):
+        write_parquet(path, schema, tables(), ahead=True)
+    assert path.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.parquet"]
 
 
 def test_no_tables_still_make_a_file_with_the_schema(tmp_path: Path) -> None:

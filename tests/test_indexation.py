@@ -14,6 +14,7 @@ from pathlib import Path
 
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 import ukhpi
@@ -421,15 +422,19 @@ def test_how_the_index_tracked_tonight_s_estimates() -> None:
     }  # fmt: skip
 
 
+@pytest.mark.parametrize("piece_chunks", [1, 2, 100])
 @pytest.mark.parametrize("in_order", [True, False])
 def test_a_night_s_results_are_indexed_a_chunk_at_a_time_as_whole(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_order: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_order: bool, piece_chunks: int
 ) -> None:
     """`Indexing.add_columns` streams results.parquet into its new self a few rows at a
-    time, the unvalued loans made as they come: the file is the table `indexed_results`
-    makes of the whole at once (the unvalued rows added first, in row order), its schema's
-    metadata kept, whether the file is in row order or not."""
+    time, the unvalued loans made as they come, and works out the index's columns a few
+    chunks at a time (a loan's authority by its sector's neighbours in other pieces too):
+    the file is the table `indexed_results` makes of the whole at once (the unvalued rows
+    added first, in row order), its schema's metadata kept, whether the file is in row
+    order or not."""
     monkeypatch.setattr(indexing, "CHUNK_ROWS", 3)
+    monkeypatch.setattr(indexing, "PIECE_CHUNKS", piece_chunks)
     draws = random.Random(3)
     postcodes = ["M1 1AE", "M1 1ZZ", "SW1A 2AA", "CF10 1AA", None]
     passthrough = pa.table(
@@ -470,10 +475,25 @@ def test_a_night_s_results_are_indexed_a_chunk_at_a_time_as_whole(
     written = table if in_order else table.take([3, 0, 4, 2, 1])
     pq.write_table(written, path)
     found = indexing.Indexing(IndexOptions("ukhpi", "x"), read_ukhpi(SAMPLE), None)
-    rows, tracked = found.add_columns(path, lender, 0.10, (unsent, passthrough))
+    numbers = pa.array([n for n, _ in unsent], pa.int64())
+    asked = pa.array([p for _, p in unsent], pa.string())
+    rows, tracked = found.add_columns(path, lender, 0.10, (numbers, asked, passthrough))
     assert rows == 20
     assert tracked == expected.tracking
     done = pq.read_table(path)
     assert done.schema.equals(expected.table.schema, check_metadata=True)
     assert done.equals(expected.table)
     assert done.column("source").to_pylist().count("index") == 15
+
+
+@pytest.mark.parametrize(
+    "among",
+    [[1, 2, 3, 4, 5], [3, 4, 5, 6], [1, 2, 4, 5, 6], [5, 4, 3, 2, 1], [2, 2, 3], []],
+)
+def test_a_row_s_place_among_the_pass_through_rows_is_its_look_up_s(among: list[int]) -> None:
+    """`_places`: the place of each row number among the pass-through rows' (null where
+    it is not there), the same by subtraction (rows numbered one by one) as by a look-up."""
+    numbers = pa.array([0, 1, 2, 3, 5, 6, 7, None], pa.int64())
+    rows = pa.chunked_array([pa.array(among[:2], pa.int64()), pa.array(among[2:], pa.int64())])
+    found = indexing._places(numbers, rows)
+    assert found.to_pylist() == pc.index_in(numbers, rows).to_pylist()

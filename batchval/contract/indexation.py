@@ -371,6 +371,7 @@ def index_table(
     fall_share: float,
     directory: PostcodeAuthorities | None = None,
     postcode_column: str = "input_postcode",
+    found: tuple[pl.Series, pl.DataFrame] | None = None,
 ) -> tuple[pa.Table, pl.DataFrame]:
     """The `INDEX_COLUMNS` of the loans of `frame` (results.parquet's rows, valued tonight,
     `source` api; carried from the book, `source` book; or a loan with no valuation, its
@@ -381,7 +382,9 @@ def index_table(
     trigger since its last valuation (else its origination). Dates and amounts are read
     as results.parquet types them, or from text (a DIR of an older batchval). Only the
     columns `index_inputs` names are read. With them, the loans valued tonight
-    (`LOAN_COLUMNS`), which `tracking` reads."""
+    (`LOAN_COLUMNS`), which `tracking` reads. `found`: the loans' authorities and the
+    index's table (`loan_authorities`, `HousePriceIndex.frame`), worked out beforehand for
+    a whole of which `frame` is a part."""
 
     def given(field: str) -> str | None:
         name = lender.get(field)
@@ -406,11 +409,12 @@ def index_table(
         return (day.dt.year() * 12 + day.dt.month() - 1).cast(pl.Int32)
 
     indexed_to = (pl.col("indexed_to") + "-01").str.to_date("%Y-%m-%d", strict=False)
-    no_text = pl.Series([None] * frame.height, dtype=pl.String)
-    own = frame["local_authority"] if "local_authority" in frame.columns else no_text
-    postcode = frame[postcode_column] if postcode_column in frame.columns else no_text
+    authority, levels = found or (
+        loan_authorities(frame, directory, postcode_column),
+        index.frame(),
+    )
     loans = frame.select(
-        authority=authorities(postcode, own, directory),
+        authority=authority,
         avm_value=pl.col("estimate").cast(pl.Float64),
         avm_month=(indexed_to.dt.year() * 12 + indexed_to.dt.month() - 1).cast(pl.Int32),
         last_valuation_value=amount("last_valuation"),
@@ -421,7 +425,6 @@ def index_table(
         fall_from=pl.coalesce(month("last_valuation_date"), month("origination_date")),
         source=pl.col("source") if "source" in frame.columns else pl.lit("api"),
     )
-    levels = index.frame()
     rolled = roll_forward_frame(index, loans, levels=levels)
     falls = market_falls(index, loans.select("authority", "fall_from"), fall_share, levels)
     added = pl.concat(
@@ -431,8 +434,8 @@ def index_table(
         hpi_value=pl.col("hpi_value"),
         hpi_ltv=pl.col("balance") / pl.col("hpi_value"),
         hpi_basis=pl.col("hpi_basis"),
-        hpi_from=_month_text(pl.col("hpi_from")),
-        hpi_to=_month_text(pl.col("hpi_to")),
+        hpi_from=_month_texts(rolled["hpi_from"]),
+        hpi_to=_month_texts(rolled["hpi_to"]),
         hpi_change=pl.col("hpi_change"),
         hpi_reason=pl.col("hpi_reason"),
         value_method=pl.when((pl.col("source") == "api") & pl.col("avm_value").is_not_null())
@@ -450,6 +453,19 @@ def index_table(
         schema=pa.schema(fields),
     )
     return table, loans.filter(added["value_method"] == "avm")
+
+
+def loan_authorities(
+    frame: pl.DataFrame,
+    directory: PostcodeAuthorities | None = None,
+    postcode_column: str = "input_postcode",
+) -> pl.Series:
+    """`authorities` of the loans of `frame` (results.parquet's rows, `index_table`'s):
+    their own valuation's (`local_authority`), else their postcode's."""
+    no_text = pl.Series([None] * frame.height, dtype=pl.String)
+    own = frame["local_authority"] if "local_authority" in frame.columns else no_text
+    postcode = frame[postcode_column] if postcode_column in frame.columns else no_text
+    return authorities(postcode, own, directory)
 
 
 def tracking(
@@ -485,6 +501,14 @@ def tracking(
 
 def _figure(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) else None
+
+
+def _month_texts(months: pl.Series) -> pl.Series:
+    """`_month_text` of each month, each distinct month formatted once (a million loans
+    have a few hundred)."""
+    distinct = months.unique().drop_nulls()
+    texts = pl.DataFrame({"month": distinct}).select(_month_text(pl.col("month"))).to_series()
+    return months.replace_strict(distinct, texts, default=None, return_dtype=pl.String)
 
 
 def _month_text(months: pl.Expr) -> pl.Expr:

@@ -219,16 +219,28 @@ def rows_of(
     `source`, no credit charged, each other column from `entries` (the book's, in the same
     order) where it has it, else null."""
     given = passthrough.take(pc.index_in(numbers, passthrough.column("row_number")))
+    return rows_with(schema, numbers, given, source, entries)
+
+
+def rows_with(
+    schema: pa.Schema,
+    numbers: pa.Array,
+    given: pa.Table,
+    source: str,
+    entries: pa.Table | None = None,
+) -> pa.Table:
+    """`rows_of` with the rows' pass-through values already `given`, one a row number of
+    `numbers`, in the same order."""
     columns: list[pa.Array] = []
     for i, field in enumerate(schema):
         if field.name == "row_number":
             values: Any = numbers
-        elif 1 <= i < passthrough.num_columns:  # the pass-through columns, by position
+        elif 1 <= i < given.num_columns:  # the pass-through columns, by position
             values = given.column(i).combine_chunks()
         elif field.name == "source":
-            values = pa.array([source] * len(numbers), field.type)
+            values = pa.repeat(pa.scalar(source, field.type), len(numbers))
         elif field.name == "credits_charged":
-            values = pa.array([0] * len(numbers), field.type)
+            values = pa.repeat(pa.scalar(0, field.type), len(numbers))
         elif entries is not None and field.name in entries.column_names:
             values = entries.column(field.name).combine_chunks().cast(field.type)
         else:  # a column tonight has and the entry's night had not (an extra asked now)

@@ -155,7 +155,7 @@ class BookRun:
         self._checkpoint = checkpoint
         self._store = BookStore(checkpoint)
         # The rows not valued tonight as `write` found them, for the index (`for_index`).
-        self._left: tuple[Sequence[tuple[int, str | None]], pa.Table] | None = None
+        self._left: Unvalued | None = None
         self._now = now
         self.identity = settings.run.row_id or REQUEST_IDENTITY
         api = settings.api
@@ -400,15 +400,16 @@ class BookRun:
 
     # --- 3. the outputs ------------------------------------------------------------------
 
-    def for_index(self) -> tuple[Sequence[tuple[int, str | None]], pa.Table]:
-        """What an index needs of the rows not valued tonight: (row number, postcode) of
-        each (`store/book`), and every row's pass-through values. Found once by `write`
-        when the settings have an index (a second read of a million rows' requests took
-        seconds), else read now."""
+    def for_index(self) -> Unvalued:
+        """What an index needs of the rows not valued tonight (`Unvalued`). Found once by
+        `write` when the settings have an index (a second read of a million rows' requests
+        took seconds), else read now."""
         left, self._left = self._left, None
         if left is not None:
             return left
-        return self._store.unsent_postcodes(), passthrough_table(self._checkpoint)
+        found = self._store.unsent_postcodes()
+        numbers, postcodes = [n for n, _ in found], [p for _, p in found]
+        return _unvalued(numbers, postcodes, passthrough_table(self._checkpoint))
 
     def write(self, results: Path, run_id: str) -> dict[str, Any]:
         """Carry the unsent rows' entries into results.parquet and replace the book;
@@ -426,8 +427,9 @@ class BookRun:
         if self.settings.index.on:  # the index's rows too, from the same read
             found = self._store.unsent_rows_and_postcodes()
             unsent: Sequence[tuple[int, str]] = [(n, identity) for n, identity, _ in found]
-            self._left = ([(n, postcode) for n, _, postcode in found], passthrough)
-            del found
+            postcodes = [postcode for _, _, postcode in found]
+            self._left = _unvalued([n for n, _ in unsent], postcodes, passthrough)
+            del found, postcodes
         else:
             unsent = self._store.unsent_rows()
         carried = carry_into_results(
@@ -573,6 +575,19 @@ def _add_loan(
     loans[1].append(None if entry is None else entry.local_authority)
     month = None if entry is None else entry.indexed_to
     loans[2].append(None if not month else month_number(int(month[:4]), int(month[5:7])))
+
+
+# What an index needs of a night's rows not valued tonight (`BookRun.for_index`): their row
+# numbers (`int64`) and the postcodes their requests ask for (`string`, `store/book`), in
+# row order, and every row's pass-through values (`passthrough_table`).
+Unvalued = tuple[pa.Array, pa.Array, pa.Table]
+
+
+def _unvalued(
+    numbers: Sequence[int], postcodes: Sequence[str | None], passthrough: pa.Table
+) -> Unvalued:
+    """Arrays, not a million tuples: what the index reads, held compactly until it does."""
+    return pa.array(numbers, pa.int64()), pa.array(postcodes, pa.string()), passthrough
 
 
 def passthrough_table(checkpoint: Checkpoint) -> pa.Table:

@@ -19,7 +19,8 @@ import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 from urllib.parse import urlsplit
@@ -32,8 +33,14 @@ import pyarrow.parquet as pq
 
 from batchval import logs
 from batchval.api.network import diagnose
-from batchval.contract.indexation import VALUE_METHODS, index_inputs, index_table, tracking
-from batchval.contract.schemas import INDEX_DESCRIPTIONS, RESULT_COLUMNS
+from batchval.contract.indexation import (
+    VALUE_METHODS,
+    index_inputs,
+    index_table,
+    loan_authorities,
+    tracking,
+)
+from batchval.contract.schemas import INDEX_DESCRIPTIONS, RESULT_COLUMNS, index_fields
 from batchval.engine.files import write_parquet
 from batchval.engine.place import input_of
 from batchval.input.hpi import (
@@ -53,7 +60,8 @@ from batchval.input.lender import LenderColumnError, find_lender_columns
 from batchval.input.options import InputError
 from batchval.outcome import RunRefusedError, StopReason
 from batchval.valuations.api_index import HeldIndex
-from batchval.valuations.book import rows_of
+from batchval.valuations.book import rows_with
+from batchval.valuations.booking import Unvalued
 from batchval.version import __version__
 
 log = logs.get_logger()
@@ -142,18 +150,20 @@ class Indexing:
         results: Path,
         lender: Mapping[str, str],
         fall_share: float,
-        unvalued: tuple[Sequence[tuple[int, str | None]], pa.Table] | None = None,
+        unvalued: Unvalued | None = None,
     ) -> tuple[int, dict[str, float | int | None]]:
         """results.parquet with the index columns added (`index_table`), replaced
         atomically once, its schema's metadata kept; returns its rows and how the index
         tracked tonight's estimates (`indexation.tracking`). With `unvalued` (a
-        --book night's unsent rows, each a row number and its request's postcode, and the
-        checkpoint's pass-through table), a row first for each loan the file has none
-        for (`book.rows_of`, `source` index), in row order.
+        --book night's unsent rows, their row numbers and their requests' postcodes, and
+        the checkpoint's pass-through table: `booking.Unvalued`), a row first for each loan
+        the file has none for (`book.rows_of`, `source` index), in row order.
 
         The index is worked out from the columns it reads alone (`index_inputs`); the
         file is then streamed into its new self `CHUNK_ROWS` rows at a time, the
-        unvalued rows made as they come, so that no whole copy of the results is held."""
+        unvalued rows made as they come, so that no whole copy of the results is held.
+        The index's columns are worked out a piece at a time (`_pieces`), each while the
+        rows before it are written."""
         source = pq.ParquetFile(results)
         try:
             schema = source.schema_arrow
@@ -161,22 +171,63 @@ class Indexing:
             added = _Unvalued.of(read.column("row_number"), unvalued, schema)
             in_order = _in_row_order(read.column("row_number"))
             loans = _loans(read, added, in_order)
-            columns, valued = index_table(
-                loans.drop("_file"),
-                self.index,
-                lender=lender,
-                fall_share=fall_share,
-                directory=self.directory,
-            )
-            chunks = _merged(source, schema, in_order, added, loans["_file"], columns)
-            out = pa.schema([*schema, *columns.schema], metadata=schema.metadata)
-            return write_parquet(results, out, chunks), tracking(self.index, valued)
+            frame = loans.drop("_file")
+            found = loan_authorities(frame, self.directory), self.index.frame()
+
+            def piece(part: pl.DataFrame, at: int) -> tuple[pa.Table, pl.DataFrame]:
+                return index_table(
+                    part,
+                    self.index,
+                    lender=lender,
+                    fall_share=fall_share,
+                    found=(found[0].slice(at, part.height), found[1]),
+                )
+
+            valued: list[pl.DataFrame] = []
+            pieces = _pieces(frame, piece, valued)
+            chunks = _merged(source, schema, in_order, added, loans["_file"], pieces)
+            out = pa.schema([*schema, *index_fields()], metadata=schema.metadata)
+            rows = write_parquet(results, out, chunks, dictionary=_text_columns(out), ahead=True)
+            for _ in pieces:  # an empty file's one piece, which no chunk asked for
+                pass
+            return rows, tracking(self.index, pl.concat(valued))
         finally:
             source.close()
 
 
-# The rows results.parquet is rewritten by, a chunk at a time.
+# The rows results.parquet is rewritten by, a chunk at a time; the index's columns are
+# worked out this many chunks at a time.
 CHUNK_ROWS = 65_536
+PIECE_CHUNKS = 4
+
+
+def _pieces(
+    frame: pl.DataFrame,
+    work: Callable[[pl.DataFrame, int], tuple[pa.Table, pl.DataFrame]],
+    valued: list[pl.DataFrame],
+) -> Iterator[pa.Table]:
+    """The index's columns of the loans of `frame` (`work` of each piece and where it
+    starts), `PIECE_CHUNKS` chunks at a time, in order (an empty `frame` is one piece);
+    each piece's loans valued tonight put in `valued`. The next piece is worked out by a
+    thread of its own while this one's rows are made and written (polars lets go of the
+    interpreter's lock): on two cores, the index's seconds hide behind the write's."""
+    size = PIECE_CHUNKS * CHUNK_ROWS
+    starts = range(0, max(frame.height, 1), size)
+    with ThreadPoolExecutor(1) as worker:
+        coming = worker.submit(work, frame.slice(0, size), 0)
+        for start in starts:
+            columns, tonight = coming.result()
+            if start + size < frame.height:
+                coming = worker.submit(work, frame.slice(start + size, size), start + size)
+            valued.append(tonight)
+            yield columns
+
+
+def _text_columns(schema: pa.Schema) -> list[str]:
+    """The columns of text, the ones the rewrite dictionary-encodes: a dictionary of the
+    numbers (a million distinct amounts, dates, ratios) is dropped by the writer once it
+    outgrows its page, after the work of making it (the write took a third longer)."""
+    return [field.name for field in schema if pa.types.is_string(field.type)]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -186,43 +237,41 @@ class _Unvalued:
 
     numbers: pa.Array
     postcodes: pa.Array
-    passthrough: pa.Table  # every row's, `row_number` first
-    at: pa.Array  # each loan's place in `passthrough`
+    given: pa.Table  # their pass-through values (`row_number` first), taken once
     schema: pa.Schema  # results.parquet's
 
     @classmethod
     def of(
         cls,
         have: pa.ChunkedArray,
-        unvalued: tuple[Sequence[tuple[int, str | None]], pa.Table] | None,
+        unvalued: Unvalued | None,
         schema: pa.Schema,
     ) -> _Unvalued | None:
         if unvalued is None:
             return None
-        unsent, passthrough = unvalued
-        numbers = pa.array([n for n, _ in unsent], pa.int64())
-        postcodes = pa.array([p for _, p in unsent], pa.string())
+        numbers, postcodes, passthrough = unvalued
         wanted = pc.invert(pc.is_in(numbers, have))
         numbers, postcodes = numbers.filter(wanted), postcodes.filter(wanted)
         if not len(numbers):
             return None
-        order = pc.sort_indices(numbers)
-        numbers, postcodes = numbers.take(order), postcodes.take(order)
-        at = pc.index_in(numbers, passthrough.column("row_number"))
-        return cls(numbers, postcodes, passthrough, at, schema)
+        if not _rising(numbers):
+            order = pc.sort_indices(numbers)
+            numbers, postcodes = numbers.take(order), postcodes.take(order)
+        at = _places(numbers, passthrough.column("row_number"))
+        return cls(numbers, postcodes, passthrough.take(at).combine_chunks(), schema)
 
     def inputs(self, like: pa.Schema) -> pa.Table:
         """Their columns of `like` (the index's inputs of results.parquet): the
-        pass-through ones from `passthrough` (by position, as `book.rows_of` places them),
-        the postcode their request asks for, `source` index, the rest null."""
+        pass-through ones from `given` (by position, as `book.rows_of` places them), the
+        postcode their request asks for, `source` index, the rest null."""
         count = len(self.numbers)
         arrays: list[pa.Array | pa.ChunkedArray] = []
         for field in like:
             at = self.schema.get_field_index(field.name)
             if field.name == "row_number":
                 arrays.append(self.numbers)
-            elif 1 <= at < self.passthrough.num_columns:
-                arrays.append(self.passthrough.column(at).take(self.at).cast(field.type))
+            elif 1 <= at < self.given.num_columns:
+                arrays.append(self.given.column(at).cast(field.type))
             elif field.name == "input_postcode":
                 arrays.append(self.postcodes.cast(field.type))
             elif field.name == "source":
@@ -233,8 +282,8 @@ class _Unvalued:
 
     def rows(self, start: int, count: int) -> pa.Table:
         """The whole rows of results.parquet's schema of `count` of them from `start`."""
-        given = self.passthrough.take(self.at.slice(start, count))
-        return rows_of(self.schema, self.numbers.slice(start, count), given, "index")
+        given = self.given.slice(start, count)
+        return rows_with(self.schema, self.numbers.slice(start, count), given, "index")
 
 
 def _loans(read: pa.Table, added: _Unvalued | None, in_order: bool) -> pl.DataFrame:
@@ -260,10 +309,25 @@ def _frame(table: pa.Table) -> pl.DataFrame:
 
 def _in_row_order(numbers: pa.ChunkedArray) -> bool:
     """Whether the row numbers rise from first to last (results.parquet is written so)."""
-    whole = numbers.combine_chunks()
-    if len(whole) < 2:
+    return _rising(numbers.combine_chunks())
+
+
+def _places(numbers: pa.Array, among: pa.ChunkedArray) -> pa.Array:
+    """Each number's place in `among` (null where it is not there). The checkpoint numbers
+    its pass-through rows one by one from the first: then a subtraction, not a look-up
+    in a table of a million (a tenth of a second)."""
+    whole = among.combine_chunks()
+    if len(whole) and whole[-1].as_py() - whole[0].as_py() == len(whole) - 1 and _rising(whole):
+        places = pc.subtract(numbers, whole[0])
+        inside = pc.and_(pc.greater_equal(places, 0), pc.less(places, len(whole)))
+        return pc.if_else(inside, places, None)
+    return pc.index_in(numbers, whole)
+
+
+def _rising(numbers: pa.Array) -> bool:
+    if len(numbers) < 2:
         return True
-    rising = pc.greater(whole.slice(1), whole.slice(0, len(whole) - 1))
+    rising = pc.greater(numbers.slice(1), numbers.slice(0, len(numbers) - 1))
     return bool(pc.all(rising).as_py())
 
 
@@ -273,11 +337,12 @@ def _merged(
     in_order: bool,
     added: _Unvalued | None,
     from_file: pl.Series,
-    columns: pa.Table,
+    pieces: Iterator[pa.Table],
 ) -> Iterator[pa.Table]:
     """results.parquet's rows and the unvalued ones, merged in row order (`from_file`
-    says whose each row is), `CHUNK_ROWS` at a time, each chunk with its index
-    `columns`. A file not in row order (never written so) is read whole and sorted."""
+    says whose each row is), `CHUNK_ROWS` at a time, each chunk with its index columns
+    (`pieces`, of `PIECE_CHUNKS` chunks each). A file not in row order (never written so)
+    is read whole and sorted."""
     plain = schema.remove_metadata()
     batches: Iterator[pa.Table]
     if in_order:
@@ -286,7 +351,10 @@ def _merged(
         batches = iter([source.read().sort_by("row_number")])
     held: list[pa.Table] = []  # the file's rows read but not yet written
     held_rows = unvalued_at = 0
+    columns = pa.table({})
     for start in range(0, len(from_file), CHUNK_ROWS):
+        if start % (PIECE_CHUNKS * CHUNK_ROWS) == 0:
+            columns = next(pieces)
         mine = int(from_file.slice(start, CHUNK_ROWS).sum())
         count = min(CHUNK_ROWS, len(from_file) - start)
         while held_rows < mine:
@@ -304,8 +372,9 @@ def _merged(
         chunk = pa.concat_tables(parts)
         if mine and count > mine:
             chunk = chunk.sort_by("row_number")
+        at = start % (PIECE_CHUNKS * CHUNK_ROWS)
         for field in columns.schema:
-            chunk = chunk.append_column(field, columns.column(field.name).slice(start, count))
+            chunk = chunk.append_column(field, columns.column(field.name).slice(at, count))
         yield chunk
 
 

@@ -340,8 +340,30 @@ its new self 65,536 rows at a time, the index worked out from the columns it rea
 Of those, writing a million rows of 60 columns is 1.1 s (as one row group 0.9 s, but the
 files' writer keeps row groups to 32 MB for memory) and making its chunks 0.5 s, the
 index's polars work 0.8 s, the unvalued loans' own columns 0.6 s; beyond the step, a night
-reads the index file and the directory before it sends (0.6 s). The 2 s target is not
-met: this night's floor is the million rows its results gain, written once."""
+reads the index file and the directory before it sends (0.6 s).
+
+Then (the step alone, in-process on this night's inputs, best of six, load about 1: 2.7 s
+at da204a8, 1.5 s now; the same file, tests/test_indexation.py): results.parquet's rewrite
+gives a dictionary to its text columns only (a dictionary of a million distinct numbers
+was made, then dropped by the writer: the write 0.9 s to 0.7 s, the file 42 MB to 34 MB),
+and writes each row group by a thread of its own while the next is made; the unvalued
+loans' pass-through values are taken once for all of them, not twice a chunk (0.24 s to
+0.03 s), their row numbers and postcodes come as arrays, not a million tuples, and are
+placed among the pass-through rows by a subtraction, not a look-up (0.11 s); each month's
+text is made once; and the index's columns are worked out four chunks at a time, each
+piece by a thread of its own while the rows before it are made and written (the loans'
+authorities are found once for all first, and the index's table made once: in pieces of
+one chunk each, building the directory's table again for each, the polars work was 1.8 to
+2.0 s against 0.65 to 0.85 s whole; with those found once, 1.0 s, and in pieces of two
+chunks 0.9 s, hidden behind the write).
+Tried and left: the mixed chunks made of slices, not a sorted take (a writer handed
+hundreds of small chunks a column is slower); zstd at level -1, lz4, no statistics, larger
+or version-2 pages (a larger file, or readers' statistics lost, for at most 0.1 s); a first
+piece of one chunk; the postcodes by `->>` or `instr` rather than `json_extract` (no
+faster: the join of the book's read of its rows, 3 to 4 s on both nights, is the cost);
+the summary's coverage from the frame in memory (reading its three columns back is
+0.05 s). Still in the night beyond the step: that read's postcodes (about 0.7 s) and
+the index's files read before anything is sent (0.3 s)."""
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
