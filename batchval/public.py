@@ -367,17 +367,16 @@ async def avalue(
 async def _off_the_loop(call: Callable[[], Run]) -> Run:
     """`call` in a worker thread; a cancel meanwhile noted on its invocation as a signal
     (`engine/invocation.STOP_REQUESTS`), waited for, then raised."""
-    from batchval.engine.invocation import STOP_REQUESTS
+    from batchval.engine.invocation import STOP_REQUESTS, StopRequests
 
-    waiting: list[Any] = []
+    waiting = StopRequests()
     context = contextvars.copy_context()
     context.run(STOP_REQUESTS.set, waiting)
     done = asyncio.get_running_loop().run_in_executor(None, context.run, call)
     try:
         return await asyncio.shield(done)
     except asyncio.CancelledError:
-        for invocation in waiting:
-            invocation.note("a cancel of its task")
+        waiting.stop("a cancel of its task")  # however far the invocation has got
         while not done.done():  # the run stops at its next safe point
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.wait([done])

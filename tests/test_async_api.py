@@ -83,3 +83,28 @@ def test_a_cancelled_run_keeps_its_answers_and_pays_nothing_twice(
     assert done.complete
     assert ledger.keys_charged_twice() == []
     assert len(ledger.charges) == 30
+
+
+def test_a_run_cancelled_before_it_began_stops_at_once(
+    sandbox_env: RunningSandbox, tmp_path: Path
+) -> None:
+    """A cancel that comes before the run's thread has begun its invocation is noted on
+    it when it does: the call ends with CancelledError at the run's first safe point,
+    and the same call again completes, every request charged once."""
+    sandbox_env.sandbox.set_faults(Faults(latency_ms=100))
+    ledger = sandbox_env.sandbox.ledger
+    source = portfolio(tmp_path / "book.csv", 30)
+
+    async def main() -> None:
+        task = asyncio.create_task(batchval.arun(source, out=tmp_path / "out", concurrency=2))
+        await asyncio.sleep(0)  # the task has started its thread, not yet its run
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert len(ledger.charges) < 30
+    done = batchval.run(source, out=tmp_path / "out", progress=False)
+    assert done.complete
+    assert ledger.keys_charged_twice() == []
+    assert len(ledger.charges) == 30

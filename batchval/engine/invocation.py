@@ -169,9 +169,30 @@ def _private_file(text: str, suffix: str, folder: Path | None) -> Path:
     return path
 
 
-# The invocations an async caller waits on (`batchval.arun`, `avalue`): a task's cancel
-# is noted on each as a signal would be. Set in the context the invocation's thread runs.
-STOP_REQUESTS: contextvars.ContextVar[list[NotedSignals] | None] = contextvars.ContextVar(
+class StopRequests:
+    """The invocations an async caller waits on (`batchval.arun`, `avalue`): a stop it asks
+    for (a cancel of its task) is noted on each as a signal would be, on one begun after
+    it too. Set in the context the invocations' thread runs (`STOP_REQUESTS`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._noted: list[NotedSignals] = []
+        self._asked: str | None = None
+
+    def add(self, signals: NotedSignals) -> None:
+        with self._lock:
+            self._noted.append(signals)
+            if self._asked is not None:
+                signals.note(self._asked)
+
+    def stop(self, why: str) -> None:
+        with self._lock:
+            self._asked = self._asked or why
+            for signals in self._noted:
+                signals.note(why)
+
+
+STOP_REQUESTS: contextvars.ContextVar[StopRequests | None] = contextvars.ContextVar(
     "stop_requests", default=None
 )
 
@@ -191,7 +212,7 @@ class NotedSignals:
         self._previous: dict[signal.Signals, Any] = {}
         waiting = STOP_REQUESTS.get()  # an async caller that may cancel (`public.arun`)
         if waiting is not None:
-            waiting.append(self)
+            waiting.add(self)
 
     def note(self, name: str) -> None:
         """A stop asked for by `name` (a signal's), from any thread; the first one counts."""
