@@ -529,7 +529,7 @@ def valid_rows(draw: st.DrawFn) -> tuple[dict[str, str], dict[str, Any]]:
     return row, want
 
 
-@settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=100, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(valid_rows(), min_size=1, max_size=8))
 @pytest.mark.slow
 def test_valid_rows_become_the_request_the_server_accepts(
@@ -561,7 +561,7 @@ LIKELY = {
 MESSY_ROWS = st.fixed_dictionaries({f: LIKELY[f] | ANY_TEXT for f in [*REQUEST_FIELDS, "include"]})
 
 
-@settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=100, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(MESSY_ROWS, min_size=1, max_size=8))
 @pytest.mark.slow
 def test_every_row_gets_a_request_or_a_rule_never_both(rows: list[dict[str, str | None]]) -> None:
