@@ -38,6 +38,7 @@ import datetime as dt
 import functools
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -145,6 +146,7 @@ class Run:
         self.text = text
         self.messages = messages
         self._frames: dict[str, pl.DataFrame] = {}  # results() and problems(), read once
+        self.scratch: Path | None = None  # `value`'s own folder (no `out`), removed on close
 
     def __repr__(self) -> str:
         return f"Run({self.place!r}, exit_code={self.exit_code})"
@@ -156,11 +158,17 @@ class Run:
         self.close()
 
     def close(self) -> None:
-        """Forget the frames read (`results()`, `problems()`); the run's files stay."""
+        """Forget the frames read (`results()`, `problems()`); the run's files stay, but
+        for a run `value` kept in a scratch folder (no `out`), which is removed."""
         self._frames.clear()
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
+            self.scratch = None
 
-    def __getstate__(self) -> dict[str, Any]:  # pickled without the frames it read
-        return {**self.__dict__, "_frames": {}}
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without the frames it read, and owning no scratch folder (this one
+        removes it on close, never a copy)."""
+        return {**self.__dict__, "_frames": {}, "scratch": None}
 
     def _repr_html_(self) -> str:
         """A notebook's view: where the run is, whether it completed, why it stopped, and
@@ -311,7 +319,7 @@ def run(
 def value(
     frame: Any,
     *,
-    out: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
     config: str | os.PathLike[str] | None = None,
     progress: bool = True,
     **settings: Any,
@@ -319,18 +327,31 @@ def value(
     """Value every row of `frame` (a polars DataFrame, or a pandas one when pandas is
     installed) as a file with the same columns would be. Its content is the input's
     fingerprint: the same frame again resumes, a changed one is refused as a changed file
-    is. summary.json and the manifest name it `<frame>` unless `input_name=` says."""
+    is. summary.json and the manifest name it `<frame>` unless `input_name=` says.
+
+    Without `out` (one property, or a few), the run is kept in a scratch folder of its
+    own (its owner's only), its `Run.place`, removed when the `Run` is closed (`close()`,
+    or the end of `with batchval.value(...) as run:`); nothing resumes it then."""
     data = _polars(frame)
     name = str(settings.pop("input_name", FRAME_NAME))
+    scratch = None if out is not None else tempfile.mkdtemp(prefix="batchval-value-")
     with tempfile.TemporaryDirectory(prefix="batchval-frame-") as folder:
         path = Path(folder) / "frame.parquet"
         data.write_parquet(path, statistics=False)
         try:
             given = {**settings, "input_name": name}
-            return _invoke("run", str(path), str(out), config, progress, given)
+            found = _invoke("run", str(path), str(out or scratch), config, progress, given)
         except RunError as exc:  # the frame by its name, never the file it was written to
             said = exc.message.replace(str(path), name)
+            if scratch is not None:  # the run's folder goes with its run, or now
+                if exc.run is None:
+                    shutil.rmtree(scratch, ignore_errors=True)
+                else:
+                    exc.run.scratch = Path(scratch)
             raise type(exc)(exc.exit_code, said, exc.run, exc.reason) from None
+    if scratch is not None:
+        found.scratch = Path(scratch)
+    return found
 
 
 async def arun(
@@ -353,7 +374,7 @@ async def arun(
 async def avalue(
     frame: Any,
     *,
-    out: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
     config: str | os.PathLike[str] | None = None,
     progress: bool = False,
     **settings: Any,

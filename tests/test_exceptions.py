@@ -232,3 +232,34 @@ def test_the_host_s_logging_is_left_as_the_host_set_it(
     assert again.complete
     assert seen == []
     assert capsys.readouterr().err == ""
+
+
+def test_one_property_needs_no_folder(
+    served: RunningSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`value` without `out`: the run is kept in a scratch folder of its own (its owner's
+    only), said as its place, and removed when the Run is closed; a refused frame leaves
+    no folder behind."""
+    import stat
+
+    for name, value in env_for(served).items():
+        monkeypatch.setenv(name, value)
+    frame = pl.DataFrame({"postcode": ["M1 1AE"], "property_type": ["flat"], "bedrooms": [2]})
+    with batchval.value(frame, progress=False) as run:
+        place = Path(run.place)
+        assert run.complete
+        assert run.results().height == 1
+        assert stat.S_IMODE(place.stat().st_mode) == 0o700
+        assert (place / "summary.json").is_file()
+    assert not place.exists()
+    again = batchval.value(frame, progress=False)
+    assert Path(again.place) != place
+    again.close()
+    assert not Path(again.place).exists()
+    with pytest.raises(batchval.RunError) as refused:
+        batchval.value(pl.DataFrame({"postcode": ["no"] * 3}), progress=False)
+    assert refused.value.run is None or refused.value.run.scratch is not None
+    if refused.value.run is not None:
+        kept = Path(refused.value.run.place)
+        refused.value.run.close()
+        assert not kept.exists()
