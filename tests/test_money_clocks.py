@@ -99,8 +99,13 @@ def test_one_calm_dir_and_a_second_after_it_report_what_the_ledger_charged(
     assert uncertain + replayed == 400
 
 
-@SKEWS
-@pytest.mark.parametrize("to", ["second", "milli"])
+@pytest.mark.parametrize(
+    ("to", "skew"),
+    # Every skew with whole-second stamps (the coarsest: the most rounding), and
+    # milliseconds at the two skews nearest and furthest from the API's clock.
+    [("second", s) for s in (-600, 2, 180, 600)] + [("milli", 2), ("milli", -600)],
+    ids=lambda value: f"{value:+d}s" if isinstance(value, int) else str(value),
+)
 def test_a_skewed_machine_clock_counts_what_the_ledger_charged(
     served: RunningSandbox, tmp_path: Path, skew: int, to: str, batchval: InProcess
 ) -> None:
