@@ -264,7 +264,9 @@ INDEX_KEYS: tuple[Key, ...] = (
     Key(
         "source",
         "`ukhpi`: every loan rolled forward by HM Land Registry's UK House Price Index "
-        "(monitoring between valuations, never a valuation); `none`: no index columns",
+        "(monitoring between valuations, never a valuation); `api`: by the API's own index "
+        "for each local authority, read from street analyses and held in the `--book`; "
+        "`none`: no index columns",
     ),
     Key(
         "file",
