@@ -222,6 +222,20 @@ def _human(_logger: Any, _method: str, event: MutableMapping[str, Any]) -> str:
     return line + (f"\n{trace}" if trace else "")
 
 
+def _common(level: int) -> list[Any]:
+    """Every chain's first processors: events below `level` dropped, the context, level
+    and time added, the process's redactor, then the run's log file (`to_file`)."""
+    return [
+        _at_least(level),
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.format_exc_info,
+        _redact,
+        _SINK,
+    ]
+
+
 def configure(
     *, json_lines: bool, redactor: Redactor | None = None, level: int = logging.INFO
 ) -> None:
@@ -232,15 +246,7 @@ def configure(
     if redactor is None:
         redactor = redaction.active()
     redaction.use(redactor)
-    common: list[Any] = [
-        _at_least(level),
-        structlog.contextvars.merge_contextvars,
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-        structlog.processors.format_exc_info,
-        _redact,
-        _SINK,
-    ]
+    common = _common(level)
     if json_lines:
         _CHAIN.processors = [*common, structlog.processors.JSONRenderer()]
         _CHAIN.out = structlog.PrintLogger(file=sys.stderr)
@@ -274,16 +280,7 @@ def _to_host(_logger: Any, method: str, event: MutableMapping[str, Any]) -> dict
 def _library() -> None:
     """The chain of the Python API's host: the redactor, the run's log file, then the
     standard library's `batchval` logger where the host's logging handles it."""
-    _CHAIN.processors = [
-        _at_least(logging.INFO),
-        structlog.contextvars.merge_contextvars,
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-        structlog.processors.format_exc_info,
-        _redact,
-        _SINK,
-        _to_host,
-    ]
+    _CHAIN.processors = [*_common(logging.INFO), _to_host]
     _CHAIN.out = _StdlibLogger()
 
 
