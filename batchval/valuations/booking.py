@@ -499,7 +499,8 @@ class BookRun:
         (each read's answer, `IndexReads.absorb`); None for another source."""
         if self.index_reads is None:
             return None
-        self._kept = self.index_reads.absorb(self._checkpoint.database, self._now().date())
+        if not self._kept:  # once: the runner asks before the book is written, `write` too
+            self._kept = self.index_reads.absorb(self._checkpoint.database, self._now().date())
         return self.index_reads.held.house_price_index()
 
     def _held_text(self, old: pa.Table | None) -> str | None:
