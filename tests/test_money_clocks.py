@@ -12,7 +12,6 @@ import signal
 import sqlite3
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import clocks
@@ -242,7 +241,7 @@ def test_two_dirs_at_once_never_report_more_than_the_ledger_charged(
 
 
 def test_a_charge_met_after_two_409s_is_never_counted_fresh_however_late_its_stamp(
-    served: RunningSandbox, tmp_path: Path
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """DIR a's call holds the key (the API's work held by the test, a killed at its 504);
     DIR b's first send and its retry are both answered 409, then a's valuation is stamped
@@ -274,8 +273,7 @@ def test_a_charge_met_after_two_409s_is_never_counted_fresh_however_late_its_sta
     held = status(409)  # a's own retries, if any went out before the kill
     b = start("b")
     wait_until(lambda: status(409) >= held + 2, 60, "b's two 409s", process=b)
-    late = dt.timedelta(seconds=2)
-    time.sleep(late.total_seconds())  # a's stamp comes this long after b's retry
+    served.sandbox.clock.advance(2)  # a's stamp comes 2 s after b's retry, on the API's clock
     served.sandbox.finish_slow_work()
     _, stderr = b.communicate(timeout=120)
     assert b.returncode == 0, stderr
@@ -283,13 +281,8 @@ def test_a_charge_met_after_two_409s_is_never_counted_fresh_however_late_its_sta
     this_time, in_all, uncertain, replayed = money(tmp_path / "b")
     assert (this_time, in_all) == (0, 0), money(tmp_path / "b")
     assert uncertain + replayed == 10
-    again = subprocess.run(
-        [BATCHVAL, "run", str(source), "--out", str(tmp_path / "a"), "--run-id", "night-1"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
+    again = batchval(
+        "run", str(source), "--out", str(tmp_path / "a"), "--run-id", "night-1", env=env
     )
     assert again.returncode == 0, again.stderr
     assert money(tmp_path / "a")[1] + in_all <= charged(served)
