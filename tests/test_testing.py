@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support import InProcess
 
 from batchval import testing
 
@@ -21,7 +20,9 @@ def test_the_module_s_public_names_are_its_all() -> None:
     assert found - modules - typing_names == set(testing.__all__)
 
 
-def test_a_sandbox_in_a_with_block_serves_and_is_stopped(tmp_path: Path) -> None:
+def test_a_sandbox_in_a_with_block_serves_and_is_stopped(
+    tmp_path: Path, batchval: InProcess
+) -> None:
     """Started on a free port with the command's options, it answers batchval as its
     environment points it there, and its process is gone after the block."""
     source = tmp_path / "homes.csv"
@@ -32,13 +33,8 @@ def test_a_sandbox_in_a_with_block_serves_and_is_stopped(tmp_path: Path) -> None
         assert sandbox.base_url.startswith("http://127.0.0.1:")
         assert {c["client_id"] for c in sandbox.clients} == set(testing.SECRETS)
         env = {k: v for k, v in os.environ.items() if not k.startswith("BATCHVAL_")}
-        done = subprocess.run(
-            [sys.executable, "-m", "batchval", "run", str(source), "--out", str(tmp_path / "o")],
-            env={**env, **sandbox.env()},
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
+        done = batchval(
+            "run", str(source), "--out", str(tmp_path / "o"), env={**env, **sandbox.env()}
         )
         assert done.returncode == 75, done.stderr  # the daily limit of 1 the options set
         assert sandbox.control("ledger")["credits_charged"] == 10
