@@ -90,6 +90,19 @@ def env_for(served: RunningSandbox, credentials: Any = LIVE, **extra: str) -> di
     return env
 
 
+def clear_of_midnight(served: RunningSandbox, margin: float = 600) -> int:
+    """Move the sandbox's clock past its next midnight UTC when that is less than `margin`
+    seconds away, so that a test of one day's limit never sees the count restart midway
+    (`make test-dates` starts the suite seconds before a year's end). Returns the seconds
+    moved, for the client's BATCHVAL_CLOCK_OFFSET_SECONDS; 0 when the day is long enough."""
+    to_midnight = served.sandbox.clock.seconds_to_midnight()
+    if to_midnight >= margin:
+        return 0
+    shift = to_midnight + 5
+    served.sandbox.clock.advance(shift)
+    return shift
+
+
 # A run's lease at a URL held 8 s, not 30 (engine/place.LEASE_VARIABLE, a test seam): a test
 # that kills or stalls a holder waits out 8 s. Long enough that a live holder on a loaded
 # machine renews it (every third of it) well within its margin.

@@ -24,6 +24,7 @@ from support import (
     InProcess,
     assert_accounted,
     assert_paid_once,
+    clear_of_midnight,
     env_for,
     outputs,
     portfolio,
@@ -149,18 +150,20 @@ def test_daily_limit_then_midnight(
 ) -> None:
     """At the daily limit: 75; again before midnight sends nothing; after midnight completes."""
     served.sandbox.account(LIVE.client_id).daily_limit = 20
+    shift = clear_of_midnight(served)  # "before midnight" must stay before it
+    env = env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(shift))
     source = portfolio(tmp_path / "book.csv", 50)
     out = tmp_path / "out"
     # A process of its own where the sandbox judges its timing (`early_requests`): a client
     # sharing this interpreter reaches it late on a loaded machine.
-    first = run_cli("run", str(source), "--out", str(out), env=env_for(served))
+    first = run_cli("run", str(source), "--out", str(out), env=env)
     assert first.returncode == 75, first.stderr
     assert outputs(out)[2]["stop"]["reason"] == "daily_limit"
     requests_before = len(served.sandbox.ledger.requests)
-    second = batchval("run", str(source), "--out", str(out), env=env_for(served))
+    second = batchval("run", str(source), "--out", str(out), env=env)
     assert second.returncode == 75
     assert len(served.sandbox.ledger.requests) == requests_before
-    status = batchval("status", str(out), env=env_for(served))
+    status = batchval("status", str(out), env=env)
     assert "daily limit" in status.stdout
     to_midnight = served.sandbox.clock.seconds_to_midnight() + 5
     served.sandbox.clock.advance(to_midnight)
@@ -170,7 +173,7 @@ def test_daily_limit_then_midnight(
         str(source),
         "--out",
         str(out),
-        env=env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(to_midnight)),
+        env=env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(shift + to_midnight)),
     )
     assert later.returncode == 0, later.stderr
     assert served.sandbox.ledger.early_requests() == []

@@ -17,7 +17,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from support import BATCHVAL, LIVE, POOR, TEST, InProcess, env_for, wait_until
+from support import BATCHVAL, LIVE, POOR, TEST, InProcess, clear_of_midnight, env_for, wait_until
 
 from batchval.engine.place import Place
 from batchval.engine.sending import SendOutcome
@@ -212,19 +212,19 @@ def test_daily_limit_stops_with_75_and_not_before(
 ) -> None:
     """At the daily limit: 75 and not_before; again before midnight sends nothing."""
     served.sandbox.account(LIVE.client_id).daily_limit = 1
+    shift = clear_of_midnight(served)  # "before midnight" must stay before it
+    env = env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(shift))
     source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
-    first = batchval(
-        "streets", str(source), "--out", str(out), "--concurrency", "1", env=env_for(served)
-    )
+    first = batchval("streets", str(source), "--out", str(out), "--concurrency", "1", env=env)
     assert first.returncode == 75, first.stderr
     stop = summary(out)["stop"]
     assert stop["reason"] == "daily_limit"
     assert stop["not_before"] is not None
     calls = len(served.sandbox.ledger.requests)
-    second = batchval("streets", str(source), "--out", str(out), env=env_for(served))
+    second = batchval("streets", str(source), "--out", str(out), env=env)
     assert second.returncode == 75
     assert len(served.sandbox.ledger.requests) == calls
-    assert batchval("status", str(out), env=env_for(served)).returncode == 75
+    assert batchval("status", str(out), env=env).returncode == 75
 
 
 @pytest.mark.slow
