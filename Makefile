@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: lock run test test-fast test-dates docs docs-check docs-serve lint typecheck browser calc tmux faketime reliability bench airflow-check dist s3-local s3-local-stop clean
+.PHONY: lock run test test-fast test-dates docs docs-tables docs-check docs-serve lint typecheck browser calc tmux faketime reliability bench airflow-check dist s3-local s3-local-stop clean
 
 RUNTIME := $(VENV)/.runtime
 UV := $(BIN)/uv
@@ -117,6 +117,11 @@ test: lint typecheck docs browser calc tmux faketime
 DOCS_ENV := NO_MKDOCS_2_WARNING=1
 docs: $(STAMP)
 	$(DOCS_ENV) $(BIN)/mkdocs build --strict
+
+# The reference tables drawn from the code (settings, exit codes, schemas, summary keys),
+# rewritten into the Markdown pages that hold them; `make test` fails on a page that drifts.
+docs-tables: $(STAMP)
+	$(BIN)/python -m batchval.tools.reference $$(grep -rl --include='*.md' '<!-- generated:' docs)
 
 # The docs' shell examples run as written (marked `docs_examples`: every console block of
 # the README and the pages through bash against the embedded sandbox, and the README's

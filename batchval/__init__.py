@@ -1,15 +1,26 @@
 """batchval: bulk valuations through the Partner Valuation API, never paid twice.
 
 The Python API (docs/how-to/python.md): `run`, `value`, `analyse_streets` and `open_run`, each
-giving a `Run`; errors a person must act on are `RunError`s (a `BatchvalError`; the whole
-tree in `batchval.exceptions`, `FolderInUse` for a folder another call holds). The
+giving a `Run`, their settings one frozen `Settings`; errors a person must act on are
+`RunError`s (a `BatchvalError`; the whole tree in `batchval.exceptions`, `FolderInUse` for
+a folder another call holds). The
 command line is its first client. Everything else in the package may change without
 notice.
 """
 
 from batchval import exceptions as exceptions  # the public module, `batchval.exceptions`
 from batchval.exceptions import BatchvalError, FolderInUse, RunError
-from batchval.public import Run, Stop, analyse_streets, arun, avalue, open_run, run, value
+from batchval.public import (
+    Run,
+    Settings,
+    Stop,
+    analyse_streets,
+    arun,
+    avalue,
+    open_run,
+    run,
+    value,
+)
 from batchval.version import __version__
 
 __all__ = [
@@ -17,6 +28,7 @@ __all__ = [
     "FolderInUse",
     "Run",
     "RunError",
+    "Settings",
     "Stop",
     "__version__",
     "analyse_streets",

@@ -390,14 +390,19 @@ def _given(
 ) -> dict[str, Any]:
     """The keywords of a command that sends (`run`, `streets`) for its public function,
     once logging is configured: the place, the config, the bar unless log lines are JSON,
-    and the options given, by their names in the Python API (click's own names for them):
-    one left out (None) or a flag not set takes the config's value."""
+    the `batchval.Settings` its options give (each by its setting's name) and its own
+    options (click's names are the Python API's): one left out (None) or a flag not set
+    takes the config's value."""
     json_lines = _logging(log_json)
+    given = {k: v for k, v in options.items() if v is not None and v is not False}
+    named = {field.name for field in dataclasses.fields(batchval.Settings)}
+    settings = batchval.Settings(**{k: v for k, v in given.items() if k in named})
     return {
         "out": out_dir,
         "config": config_file,
         "progress": not json_lines,
-        **{k: v for k, v in options.items() if v is not None and v is not False},
+        "settings": settings,
+        **{k: v for k, v in given.items() if k not in named},
     }
 
 

@@ -2,7 +2,7 @@
 
     import batchval
 
-    run = batchval.run("book.csv", out="runs/nightly", concurrency=8)
+    run = batchval.run("book.csv", out="runs/nightly", settings=batchval.Settings(concurrency=8))
     run = batchval.value(frame, out="runs/notebook")      # a polars (or pandas) frame
     run = batchval.open_run("s3://bucket/runs/nightly")   # read only
     run = batchval.analyse_streets("homes.csv", out="runs/streets")
@@ -10,12 +10,12 @@
 
 Each call is one invocation of `batchval run` (or `batchval streets`): the same keys,
 checkpoint, resume, outputs and exit codes (docs/how-to/python.md). The command line is
-this module's first client: its `run` and `streets` parse, call `run` and `analyse_streets`,
-print the `Run` (`text`, `messages`) and exit with its code. Settings are keywords named
-as the config's `run` section names them (`concurrency=`, `include=`, `max_credits=`,
-`wait_for_midnight=`, `book=`, ...), with the command's options (`run_id=`, `dry_run=`,
-`accept_changes=`, `metrics_file=`, `sheet=`, `encoding=`, `header_row=`; `refresh=` and
-`join=` for `analyse_streets`). A run that completes, or stops to be resumed (75), is a `Run`; one
+this module's first client: its `run` and `streets` parse, build the same `Settings`, call
+`run` and `analyse_streets`, print the `Run` (`text`, `messages`) and exit with its code.
+The settings are one frozen `Settings` (each None takes the config's, else the default);
+the command's options are keywords of their own (`run_id=`, `dry_run=`, `accept_changes=`,
+`metrics_file=`, `sheet=`, `encoding=`, `header_row=`; `refresh=` and `join=` for
+`analyse_streets`). A run that completes, or stops to be resumed (75), is a `Run`; one
 a person must act on raises a `RunError` carrying the exit code and the line the command
 line prints (64 usage or settings, 65 the input, 77 the account); a defect (70) is raised
 as it was, once the run has kept what it did (`Run.of(error)` is that run).
@@ -58,35 +58,77 @@ from batchval.outcome import (
 
 if TYPE_CHECKING:
     from batchval.engine.place import Place
-    from batchval.settings import Settings
+    from batchval.settings import Settings as Loaded
 
 # What summary.json and the manifest call the input of `value`, unless `input_name=` says.
 FRAME_NAME = "<frame>"
-# The keywords that are a command's options rather than the config's run settings.
-_READING = ("dry_run", "sheet", "encoding", "header_row", "input_name")
-_OPTIONS = {
-    "run": frozenset({*_READING, "run_id", "accept_changes", "metrics_file"}),
-    "streets": frozenset({*_READING, "refresh", "join"}),
-}
 # The run settings of `run --book` (`--book`, `--row-id`, `--fresh-for`, `--max-calls`),
 # which go together (`load_settings` refuses the last three without a book).
-_BOOK = frozenset({"book", "row_id", "fresh_for_days", "max_calls"})
-# The index settings by keyword (`index_source="ukhpi"`, `index_file=...`): the config's
-# `index` section, each key with `index_` before it.
-_INDEX = frozenset(
-    {
-        "index_source",
-        "index_file",
-        "index_sha256",
-        "index_postcodes",
-        "index_postcodes_sha256",
-        "index_postcode_column",
-        "index_authority_column",
-    }
-)
-# The book's order by keyword (`book_order="staleness"`, `book_ltv_watch=[0.85]`): the
-# config's `book` section, each key with `book_` before it.
-_ORDER = frozenset({"book_order", "book_ltv_watch"})
+_BOOK = ("book", "row_id", "fresh_for_days", "max_calls")
+# A path: a URL or a file (`os.PathLike`).
+Where = str | os.PathLike[str]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Settings:
+    """A run's settings, each as the config names it (docs/reference/configuration.md): its
+    `run` section's by their own names, its `index` section's after `index_`, its `book`
+    section's after `book_`. None (the default) takes the config's, else batchval's own
+    default. The command line builds the same object from its options."""
+
+    # The config's `run` section (`settings.RUN_KEYS`).
+    concurrency: int | None = None
+    include: str | tuple[str, ...] | None = None  # "commentary,rebuildCost", or a tuple
+    max_credits: int | None = None
+    max_attempts: int | None = None
+    outage_seconds: float | None = None
+    unrecognised_limit: int | None = None
+    wait_for_midnight: bool | None = None
+    timeout_seconds: float | None = None
+    shutdown_grace_seconds: float | None = None
+    progress_seconds: float | None = None
+    street_credits: int | None = None
+    street_join: bool | None = None
+    metrics_seconds: float | None = None
+    max_refused_share: float | None = None
+    book: Where | None = None
+    row_id: str | None = None
+    fresh_for_days: float | None = None
+    max_calls: int | None = None
+    live: bool | None = None
+    # The config's `index` section (`settings.INDEX_KEYS`).
+    index_source: Literal["none", "ukhpi", "api"] | None = None
+    index_file: Where | None = None
+    index_sha256: str | None = None
+    index_postcodes: Where | None = None
+    index_postcodes_sha256: str | None = None
+    index_postcode_column: str | None = None
+    index_authority_column: str | None = None
+    # The config's `book` section (`settings.BOOK_KEYS`).
+    book_order: Literal["risk", "staleness"] | None = None
+    book_ltv_watch: tuple[float, ...] | None = None
+
+    def by_section(self) -> dict[str, dict[str, Any]]:
+        """The settings given (not None), by the config's sections (`run`, `book`: the
+        run section's book settings, `index`, `order`: the book section's), each key as
+        its section names it; paths as text."""
+        found: dict[str, dict[str, Any]] = {"run": {}, "book": {}, "index": {}, "order": {}}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if value is None:
+                continue
+            if isinstance(value, os.PathLike):
+                value = os.fspath(value)
+            if field.name.startswith("index_"):
+                found["index"][field.name.removeprefix("index_")] = value
+            elif field.name.startswith("book_"):
+                name = field.name.removeprefix("book_")
+                found["order"][name] = list(value) if isinstance(value, tuple | list) else value
+            else:
+                found["book" if field.name in _BOOK else "run"][field.name] = value
+        return found
+
+
 # The attribute a defect `run`, `value` or `analyse_streets` raised carries its kept run in
 # (`Run.of`): an exception takes no weak reference, and is raised as its own type.
 _KEPT = "_batchval_run"
@@ -303,46 +345,74 @@ class Run:
 
 
 def run(
-    input: str | os.PathLike[str],
+    input: Where,
     *,
-    out: str | os.PathLike[str],
-    config: str | os.PathLike[str] | None = None,
+    out: Where,
+    settings: Settings | None = None,
+    config: Where | None = None,
     progress: bool = True,
-    **settings: Any,
+    dry_run: bool = False,
+    run_id: str | None = None,
+    accept_changes: bool = False,
+    metrics_file: Where | None = None,
+    sheet: str | None = None,
+    encoding: str | None = None,
+    header_row: int | None = None,
 ) -> Run:
     """Value every row of `input` (CSV, Parquet or an Excel workbook; a path or an s3://
-    URL) into `out` (a DIR or a URL): `batchval run INPUT --out DIR`. The same call again
-    resumes, and never pays twice."""
-    return _invoke("run", str(input), str(out), config, progress, settings)
+    URL) into `out` (a DIR or a URL): `batchval run INPUT --out DIR`, with `settings` as
+    its config's and options' (`Settings`) and each keyword as the option of its name. The
+    same call again resumes, and never pays twice."""
+    options = _options(
+        dry_run=dry_run,
+        run_id=run_id,
+        accept_changes=accept_changes,
+        metrics_file=metrics_file,
+        sheet=sheet,
+        encoding=encoding,
+        header_row=header_row,
+    )
+    return _invoke("run", str(input), str(out), config, progress, settings, options)
 
 
 def value(
     frame: Any,
     *,
-    out: str | os.PathLike[str] | None = None,
-    config: str | os.PathLike[str] | None = None,
+    out: Where | None = None,
+    settings: Settings | None = None,
+    config: Where | None = None,
     progress: bool = True,
-    **settings: Any,
+    input_name: str = FRAME_NAME,
+    dry_run: bool = False,
+    run_id: str | None = None,
+    accept_changes: bool = False,
+    metrics_file: Where | None = None,
 ) -> Run:
     """Value every row of `frame` (a polars DataFrame, or a pandas one when pandas is
     installed) as a file with the same columns would be. Its content is the input's
     fingerprint: the same frame again resumes, a changed one is refused as a changed file
-    is. summary.json and the manifest name it `<frame>` unless `input_name=` says.
+    is. summary.json and the manifest name it `<frame>` unless `input_name` says.
 
     Without `out` (one property, or a few), the run is kept in a scratch folder of its
     own (its owner's only), its `Run.place`, removed when the `Run` is closed (`close()`,
     or the end of `with batchval.value(...) as run:`); nothing resumes it then."""
     data = _polars(frame)
-    name = str(settings.pop("input_name", FRAME_NAME))
+    options = _options(
+        dry_run=dry_run,
+        run_id=run_id,
+        accept_changes=accept_changes,
+        metrics_file=metrics_file,
+        input_name=input_name,
+    )
     scratch = None if out is not None else tempfile.mkdtemp(prefix="batchval-value-")
     with tempfile.TemporaryDirectory(prefix="batchval-frame-") as folder:
         path = Path(folder) / "frame.parquet"
         data.write_parquet(path, statistics=False)
         try:
-            given = {**settings, "input_name": name}
-            found = _invoke("run", str(path), str(out or scratch), config, progress, given)
+            place = str(out or scratch)
+            found = _invoke("run", str(path), place, config, progress, settings, options)
         except RunError as exc:  # the frame by its name, never the file it was written to
-            said = exc.message.replace(str(path), name)
+            said = exc.message.replace(str(path), input_name)
             if scratch is not None:  # the run's folder goes with its run, or now
                 if exc.run is None:
                     shutil.rmtree(scratch, ignore_errors=True)
@@ -355,34 +425,70 @@ def value(
 
 
 async def arun(
-    input: str | os.PathLike[str],
+    input: Where,
     *,
-    out: str | os.PathLike[str],
-    config: str | os.PathLike[str] | None = None,
+    out: Where,
+    settings: Settings | None = None,
+    config: Where | None = None,
     progress: bool = False,
-    **settings: Any,
+    dry_run: bool = False,
+    run_id: str | None = None,
+    accept_changes: bool = False,
+    metrics_file: Where | None = None,
+    sheet: str | None = None,
+    encoding: str | None = None,
+    header_row: int | None = None,
 ) -> Run:
     """`run` from async code: the run works in a thread of its own while the caller's
     event loop goes on. A cancel of the awaiting task stops the run as a SIGINT would
     (every answer kept, nothing paid twice: the same call again resumes), waits for it to
     stop, and raises `CancelledError`."""
-    return await _off_the_loop(
-        functools.partial(run, input, out=out, config=config, progress=progress, **settings)
+    call = functools.partial(
+        run,
+        input,
+        out=out,
+        settings=settings,
+        config=config,
+        progress=progress,
+        dry_run=dry_run,
+        run_id=run_id,
+        accept_changes=accept_changes,
+        metrics_file=metrics_file,
+        sheet=sheet,
+        encoding=encoding,
+        header_row=header_row,
     )
+    return await _off_the_loop(call)
 
 
 async def avalue(
     frame: Any,
     *,
-    out: str | os.PathLike[str] | None = None,
-    config: str | os.PathLike[str] | None = None,
+    out: Where | None = None,
+    settings: Settings | None = None,
+    config: Where | None = None,
     progress: bool = False,
-    **settings: Any,
+    input_name: str = FRAME_NAME,
+    dry_run: bool = False,
+    run_id: str | None = None,
+    accept_changes: bool = False,
+    metrics_file: Where | None = None,
 ) -> Run:
     """`value` from async code, as `arun` is `run`'s."""
-    return await _off_the_loop(
-        functools.partial(value, frame, out=out, config=config, progress=progress, **settings)
+    call = functools.partial(
+        value,
+        frame,
+        out=out,
+        settings=settings,
+        config=config,
+        progress=progress,
+        input_name=input_name,
+        dry_run=dry_run,
+        run_id=run_id,
+        accept_changes=accept_changes,
+        metrics_file=metrics_file,
     )
+    return await _off_the_loop(call)
 
 
 async def _off_the_loop(call: Callable[[], Run]) -> Run:
@@ -407,19 +513,38 @@ async def _off_the_loop(call: Callable[[], Run]) -> Run:
 
 
 def analyse_streets(
-    input: str | os.PathLike[str],
+    input: Where,
     *,
-    out: str | os.PathLike[str],
-    config: str | os.PathLike[str] | None = None,
+    out: Where,
+    settings: Settings | None = None,
+    config: Where | None = None,
     progress: bool = True,
-    **settings: Any,
+    dry_run: bool = False,
+    refresh: bool = False,
+    join: bool = False,
+    sheet: str | None = None,
+    encoding: str | None = None,
+    header_row: int | None = None,
 ) -> Run:
     """The street analysis of every distinct postcode of `input` (a path or an s3:// URL)
-    into `out` (a DIR or a URL): `batchval streets INPUT --out DIR`, with `refresh=` and
-    `join=` as its `--refresh` and `--join`. A postcode read in the last 30 days is not
+    into `out` (a DIR or a URL): `batchval streets INPUT --out DIR`, with `refresh` and
+    `join` as its `--refresh` and `--join`. A postcode read in the last 30 days is not
     paid for again; the same call again resumes. (Not `batchval.streets`: that name is
     the package's `streets` folder, which importing it sets on `batchval`.)"""
-    return _invoke("streets", str(input), str(out), config, progress, settings)
+    options = _options(
+        dry_run=dry_run,
+        refresh=refresh,
+        join=join,
+        sheet=sheet,
+        encoding=encoding,
+        header_row=header_row,
+    )
+    return _invoke("streets", str(input), str(out), config, progress, settings, options)
+
+
+def _options(**given: Any) -> dict[str, Any]:
+    """A command's options as `_start` reads them: those given (not None), paths as text."""
+    return {k: os.fspath(v) if isinstance(v, os.PathLike) else v for k, v in given.items()}
 
 
 def open_run(place: str | os.PathLike[str]) -> Run:
@@ -451,9 +576,10 @@ def _invoke(
     command: Literal["run", "streets"],
     input_path: str,
     out: str,
-    config: str | os.PathLike[str] | None,
+    config: Where | None,
     progress: bool,
-    given: Mapping[str, Any],
+    given: Settings | None,
+    options: Mapping[str, Any],
 ) -> Run:
     """One invocation of `command`, as the command line's: a Run, a RunError, or a defect
     raised as it was (carrying its kept run, `Run.of`)."""
@@ -461,11 +587,10 @@ def _invoke(
     from batchval.engine.invocation import last_defect
     from batchval.engine.place import input_of, is_url, taken
 
-    own = _OPTIONS[command]
-    options = {k: v for k, v in given.items() if k in own}
-    run_settings = {k: v for k, v in given.items() if k not in own}
+    if given is not None and not isinstance(given, Settings):
+        raise TypeError(f"settings= takes a batchval.Settings, not {type(given).__name__}")
     logs.configure_library()
-    settings = _settings(config, options, run_settings, own)
+    settings = _settings(config, options, given or Settings())
     dry_run = bool(options.get("dry_run", False))
     if dry_run and is_url(out):
         raise RunError(
@@ -509,7 +634,7 @@ def _start(
     source: Path,
     name: str,
     place: Place,
-    settings: Settings,
+    settings: Loaded,
     options: Mapping[str, Any],
     progress: bool,
 ) -> _Summary:
@@ -562,23 +687,12 @@ def _keeping(defect: BaseException, kept: Run) -> BaseException:
     return defect
 
 
-def _settings(
-    config: str | os.PathLike[str] | None,
-    options: Mapping[str, Any],
-    run_settings: Mapping[str, Any],
-    taken: frozenset[str],
-) -> Settings:
+def _settings(config: Where | None, options: Mapping[str, Any], given: Settings) -> Loaded:
     """The settings as the command line's, with the client secret given to the redactor
     before anything can print it; a bad setting is a RunError (64) with no reason."""
-    from batchval.settings import RUN_KEYS, load_settings
+    from batchval.settings import load_settings
 
-    unknown = sorted(set(run_settings) - {key.name for key in RUN_KEYS} - _INDEX - _ORDER)
-    if unknown:
-        known = sorted({key.name for key in RUN_KEYS} | taken | _INDEX | _ORDER)
-        raise RunError(
-            ExitCode.USAGE,
-            f"unknown setting(s): {', '.join(unknown)}; batchval takes {', '.join(known)}",
-        )
+    sections = given.by_section()
     try:
         settings = load_settings(
             None if config is None else Path(config),
@@ -586,12 +700,10 @@ def _settings(
             encoding=options.get("encoding"),
             sheet=options.get("sheet"),
             header_row=options.get("header_row"),
-            book={k: v for k, v in run_settings.items() if k in _BOOK},
-            run_settings={
-                k: v for k, v in run_settings.items() if k not in _BOOK | _INDEX | _ORDER
-            },
-            index={k.removeprefix("index_"): v for k, v in run_settings.items() if k in _INDEX},
-            book_order={k.removeprefix("book_"): v for k, v in run_settings.items() if k in _ORDER},
+            book=sections["book"],
+            run_settings=sections["run"],
+            index=sections["index"],
+            book_order=sections["order"],
         )
     except SettingsError as exc:
         raise RunError(ExitCode.USAGE, str(exc)) from None

@@ -4,7 +4,7 @@
 
     with Sandbox() as sandbox:                     # `batchval sandbox` on a free port
         sandbox.base_url, sandbox.auth_url           # where the API and its token are
-        batchval.run("book.csv", out=..., **...)     # with sandbox.env() in os.environ
+        batchval.run("book.csv", out=...)            # with sandbox.env() in os.environ
         sandbox.control("ledger")                    # the sandbox's controls
 
     # conftest.py: a fresh sandbox for each test that asks for `batchval_sandbox`

@@ -16,6 +16,9 @@ import batchval
 from batchval.sandbox.config import Faults
 from batchval.sandbox.server import RunningSandbox
 
+ONE_AT_A_TIME = batchval.Settings(concurrency=1)
+TWO_AT_A_TIME = batchval.Settings(concurrency=2)
+
 
 @pytest.fixture
 def sandbox_env(served: RunningSandbox, monkeypatch: pytest.MonkeyPatch) -> RunningSandbox:
@@ -39,7 +42,7 @@ def test_a_run_awaited_leaves_the_loop_running(sandbox_env: RunningSandbox, tmp_
 
         ticker = asyncio.create_task(tick())
         try:
-            return await batchval.arun(source, out=tmp_path / "out", concurrency=1)
+            return await batchval.arun(source, out=tmp_path / "out", settings=ONE_AT_A_TIME)
         finally:
             ticker.cancel()
 
@@ -64,7 +67,9 @@ def test_a_cancelled_run_keeps_its_answers_and_pays_nothing_twice(
     frame = pl.read_csv(portfolio(tmp_path / "book.csv", 30))
 
     async def main() -> None:
-        task = asyncio.create_task(batchval.avalue(frame, out=tmp_path / "out", concurrency=2))
+        task = asyncio.create_task(
+            batchval.avalue(frame, out=tmp_path / "out", settings=TWO_AT_A_TIME)
+        )
         await asyncio.to_thread(
             wait_until, lambda: len(ledger.charges) >= 4 or None, 60, "four charges"
         )
@@ -96,7 +101,9 @@ def test_a_run_cancelled_before_it_began_stops_at_once(
     source = portfolio(tmp_path / "book.csv", 30)
 
     async def main() -> None:
-        task = asyncio.create_task(batchval.arun(source, out=tmp_path / "out", concurrency=2))
+        task = asyncio.create_task(
+            batchval.arun(source, out=tmp_path / "out", settings=TWO_AT_A_TIME)
+        )
         await asyncio.sleep(0)  # the task has started its thread, not yet its run
         task.cancel()
         with pytest.raises(asyncio.CancelledError):

@@ -171,7 +171,8 @@ def test_the_command_prints_and_exits_with_what_the_api_returns(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The public function stood in for: the command passes its options by keyword (only
+    """The public function stood in for: the command passes its settings as one
+    `batchval.Settings` (those given, the rest None) and its own options by keyword (only
     those given), prints the Run's text on stdout and its messages on stderr, and exits
     with its code."""
     calls = _faked(monkeypatch, name, lambda *_a, **_k: STOPPED)
@@ -191,9 +192,8 @@ def test_the_command_prints_and_exits_with_what_the_api_returns(
         "out": "s3://bucket/runs",
         "config": None,
         "progress": False,  # log lines are JSON off a terminal: no bar
-        "concurrency": 3,
+        "settings": batchval.Settings(concurrency=3, max_credits=0),
         "dry_run": True,
-        "max_credits": 0,
     }
 
 
@@ -283,7 +283,8 @@ def test_the_command_runs_through_the_public_function(
         env=env_for(served), monkeypatch=monkeypatch, capsys=capsys,
     )  # fmt: skip
     [(args, kwargs)] = calls.calls
-    assert (args, kwargs["out"], kwargs["concurrency"]) == ((str(source),), str(out_dir), 2)
+    given = (args, kwargs["out"], kwargs["settings"])
+    assert given == ((str(source),), str(out_dir), batchval.Settings(concurrency=2))
     [done] = found
     assert done.complete
     assert (code, out) == (0, f"{done.text}\n")

@@ -63,6 +63,12 @@ FAULTS = {
         "<!-- generated: exit-code -->",
         "no generated table 'exit-code'",
     ),
+    "a table not the code's": Fault(
+        "reference/summary.md",
+        "| `exit_code` |",
+        "| `exit_status` |",
+        "its tables are not the code's",
+    ),
     "page left out of the nav": Fault("how-to/orphan.md", None, "# Orphan\n", "how-to/orphan.md"),
 }
 

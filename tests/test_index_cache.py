@@ -223,17 +223,20 @@ def test_the_python_api_takes_the_hashes_by_keyword(
         if name.startswith("BATCHVAL_"):
             monkeypatch.setenv(name, value)
     source = book(tmp_path / "book.csv")
+    given = batchval.Settings(
+        index_source="ukhpi",
+        index_file=web.url("ukhpi.csv"),
+        index_sha256=SHA256,
+        index_postcodes_sha256=SHA256,
+    )
     with pytest.raises(batchval.RunError) as refused:
-        batchval.run(
-            source, out=tmp_path / "out", progress=False, index_source="ukhpi",
-            index_file=web.url("ukhpi.csv"), index_sha256=SHA256, index_postcodes_sha256=SHA256,
-        )  # fmt: skip
+        batchval.run(source, out=tmp_path / "out", progress=False, settings=given)
     assert refused.value.exit_code == 64
     assert "index.postcodes_sha256 is given but index.postcodes is not" in str(refused.value)
-    done = batchval.run(
-        source, out=tmp_path / "out", progress=False, index_source="ukhpi",
-        index_file=web.url("ukhpi.csv"), index_sha256=SHA256, dry_run=True,
-    )  # fmt: skip
+    given = batchval.Settings(
+        index_source="ukhpi", index_file=web.url("ukhpi.csv"), index_sha256=SHA256
+    )
+    done = batchval.run(source, out=tmp_path / "out", progress=False, settings=given, dry_run=True)
     assert done.exit_code == 0
     assert web.asked == ["/ukhpi.csv"]
 

@@ -6,6 +6,7 @@ results are as before."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import statistics
 from decimal import Decimal
@@ -267,18 +268,16 @@ def test_the_python_api_names_the_directory_s_columns(
         monkeypatch.setenv(name, value)
     directory = tmp_path / "directory.csv"
     directory.write_text("pc,la\nM1 1AE,E08000003\n", encoding="utf-8")
-    given = {
-        "index_source": "ukhpi",
-        "index_file": str(index_file(tmp_path / "ukhpi.csv")),
-        "index_postcodes": str(directory),
-    }
+    given = batchval.Settings(
+        index_source="ukhpi",
+        index_file=index_file(tmp_path / "ukhpi.csv"),
+        index_postcodes=directory,
+    )
     source = book(tmp_path / "book.csv")
     with pytest.raises(batchval.RunError) as refused:
-        batchval.run(source, out=tmp_path / "a", progress=False, dry_run=True, **given)
+        batchval.run(source, out=tmp_path / "a", progress=False, dry_run=True, settings=given)
     assert refused.value.exit_code == 65
     assert "no column 'pcds'" in str(refused.value)
-    done = batchval.run(
-        source, out=tmp_path / "b", progress=False, dry_run=True,
-        index_postcode_column="pc", index_authority_column="la", **given,
-    )  # fmt: skip
+    columns = dataclasses.replace(given, index_postcode_column="pc", index_authority_column="la")
+    done = batchval.run(source, out=tmp_path / "b", progress=False, dry_run=True, settings=columns)
     assert done.exit_code == 0

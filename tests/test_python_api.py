@@ -5,10 +5,14 @@ thread, and the docs page's example runs in a real Jupyter kernel."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
+import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 import types
 from collections.abc import Callable, Iterator
@@ -28,6 +32,7 @@ from batchval.sandbox.server import RunningSandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "how-to" / "python.md"
+ONE_AT_A_TIME = batchval.Settings(concurrency=1)
 
 
 @pytest.fixture(autouse=True)
@@ -72,6 +77,7 @@ def test_all_is_pinned() -> None:
         "FolderInUse",
         "Run",
         "RunError",
+        "Settings",
         "Stop",
         "__version__",
         "analyse_streets",
@@ -83,6 +89,63 @@ def test_all_is_pinned() -> None:
     ]
     assert issubclass(batchval.RunError, batchval.BatchvalError)
     assert (ROOT / "batchval" / "py.typed").exists()
+
+
+def test_settings_hold_every_setting_of_the_config_s_run_index_and_book_sections() -> None:
+    """`batchval.Settings` has a field for each key of the config's `run` section, each of
+    its `index` section after `index_` and each of its `book` section after `book_`, and no
+    other: a new setting cannot reach the config without reaching the type."""
+    from batchval.settings import BOOK_KEYS, INDEX_KEYS, RUN_KEYS
+
+    fields = [field.name for field in dataclasses.fields(batchval.Settings)]
+    assert fields == [
+        *(key.name for key in RUN_KEYS),
+        *(f"index_{key.name}" for key in INDEX_KEYS),
+        *(f"book_{key.name}" for key in BOOK_KEYS),
+    ]
+    every = batchval.Settings(
+        **{name: ("x" if name.startswith("index_") else 1) for name in fields}  # type: ignore[arg-type]
+    )
+    sections = every.by_section()
+    assert set(sections["run"]) == {key.name for key in RUN_KEYS} - {
+        "book",
+        "row_id",
+        "fresh_for_days",
+        "max_calls",
+    }
+    assert set(sections["index"]) == {key.name for key in INDEX_KEYS}
+    assert set(sections["order"]) == {key.name for key in BOOK_KEYS}
+
+
+USER_SCRIPT = """\
+import batchval
+
+good = batchval.Settings(concurrency=8, index_source="ukhpi", book_ltv_watch=(0.85,))
+batchval.run("book.csv", out="runs/x", settings=good, run_id="n1", dry_run=True)
+batchval.Settings(concurency=8)
+batchval.run("book.csv", out="runs/x", concurrency=8)
+batchval.Settings(index_source="ukhpy")
+"""
+
+
+def test_a_misspelt_setting_is_a_type_error_in_a_user_s_script(tmp_path: Path) -> None:
+    """A type checker holds a user's script to `Settings`' fields and their types, and the
+    calls to their keywords: each wrong line of the script is an error (the project's own
+    checker, mypy --strict; its cache from `make typecheck` makes this a second), the
+    right ones none."""
+    script = tmp_path / "nightly.py"
+    script.write_text(USER_SCRIPT, encoding="utf-8")
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", str(script)],
+        cwd=ROOT,  # where `batchval` is found as the package, not through the editable hook
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    errors = [line for line in checked.stdout.splitlines() if ": error: " in line]
+    assert [int(line.split(":")[1]) for line in errors] == [5, 6, 7], checked.stdout
+    assert 'did you mean "concurrency"' in errors[0]
+    assert "'ukhpy'" in errors[2]
 
 
 def test_no_public_name_is_taken_by_a_module_of_the_package() -> None:
@@ -127,22 +190,36 @@ def test_a_frame_valued_resumed_opened_and_joined_back(
     assert len(served.sandbox.ledger.requests) == calls
 
 
-def test_a_file_by_path_with_settings_by_keyword(
+def test_a_file_by_path_with_its_settings(
     served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`run` takes INPUT's path and the config's run settings by keyword; an unknown one is
-    a RunError (64) naming it and the settings taken."""
+    """`run` takes INPUT's path, one `batchval.Settings` and the command's options by
+    keyword. A setting misspelt is a TypeError before anything runs (and a type error to
+    a checker: the fields are typed), a value the config would refuse is a RunError (64)
+    naming the setting, and anything but a Settings for `settings` is a TypeError."""
     served_env(served, monkeypatch)
     source = portfolio(tmp_path / "book.csv", 8)
-    done = batchval.run(source, out=tmp_path / "out", concurrency=2, run_id="night-1")
+    done = batchval.run(
+        source, out=tmp_path / "out", settings=batchval.Settings(concurrency=2), run_id="night-1"
+    )
     assert done.complete
     assert done.summary["run_id"] == "night-1"
-    with pytest.raises(batchval.RunError) as unknown:
-        batchval.run(source, out=tmp_path / "other", concurency=2)
-    assert unknown.value.exit_code == 64
-    assert "concurency" in str(unknown.value)
-    assert unknown.value.reason is None  # a call wrong in itself: the CLI's usage error
-    assert "concurrency" in str(unknown.value)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["settings"]["run"]["concurrency"] == 2
+    given: dict[str, Any] = {"concurency": 2}
+    with pytest.raises(TypeError, match="concurency"):
+        batchval.Settings(**given)
+    with pytest.raises(batchval.RunError) as refused:
+        batchval.run(source, out=tmp_path / "other", settings=batchval.Settings(concurrency=0))
+    assert refused.value.exit_code == 64
+    assert refused.value.reason is None  # a call wrong in itself: the CLI's usage error
+    assert "run.concurrency" in str(refused.value)
+    wrong: Any = {"concurrency": 2}
+    with pytest.raises(TypeError, match=r"batchval\.Settings"):
+        batchval.run(source, out=tmp_path / "other", settings=wrong)
+    assert not (tmp_path / "other").exists()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        batchval.Settings().concurrency = 3  # type: ignore[misc]
 
 
 def test_a_frame_without_a_postcode_is_65_naming_the_frame(tmp_path: Path) -> None:
@@ -266,7 +343,7 @@ def test_an_interrupt_in_a_running_event_loop_stops_the_run_cleanly(
         timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT))
         timer.start()
         try:
-            return batchval.value(frame(40), out=out, progress=False, concurrency=1)
+            return batchval.value(frame(40), out=out, progress=False, settings=ONE_AT_A_TIME)
         finally:
             timer.cancel()
 

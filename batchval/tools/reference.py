@@ -1,11 +1,14 @@
-"""The reference tables of the documentation site, drawn from the code as it is built.
+"""The reference tables of the documentation, drawn from the code and written into the
+Markdown files themselves, so that the repository shows what the site shows.
 
-A page asks for a table with a line of its own, `<!-- generated: NAME -->`; `expand`
-puts the table there, and an unknown name stops the build. The tables come from the one
-definition of each thing in the code: the exit-code and stop-reason enums, the settings'
-key tables, the validation rules, the output schemas, summary.json's keys.
-docs/hooks.py hands every page to `expand`; the command line's page is drawn from the
-click commands by mkdocs-click (mkdocs.yml).
+A page holds each table between two lines of its own, `<!-- generated: NAME -->` and
+`<!-- end generated: NAME -->`; `written` puts the code's table between them, and an
+unknown name, or a start with no end, is an error. `make docs-tables` (`python -m
+batchval.tools.reference FILE...`) rewrites the pages; tests/test_docs.py and the site's
+build (docs/hooks.py) fail on a page whose tables are not the code's. The tables come from
+the one definition of each thing in the code: the exit-code and stop-reason enums, the
+settings' key tables, the validation rules, the output schemas, summary.json's keys. The
+command line's page is drawn from the click commands by mkdocs-click (mkdocs.yml).
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from batchval.contract.schemas import (
@@ -40,7 +45,10 @@ from batchval.valuations.book import BOOK_KEYS
 from batchval.valuations.metrics import markdown_table as metrics_table
 from batchval.verify.compare import VERIFY_COLUMNS
 
-MARKER = re.compile(r"^<!-- generated: ([a-z-]+) -->$", re.MULTILINE)
+MARKER = re.compile(
+    r"^<!-- generated: ([a-z-]+) -->\n(?:(.*?)^<!-- end generated: \1 -->$)?",
+    re.MULTILINE | re.DOTALL,
+)
 
 
 def _table(header: Iterable[str], rows: Iterable[Iterable[str]]) -> str:
@@ -195,13 +203,34 @@ TABLES: Mapping[str, Callable[[], str]] = {
 }
 
 
-def expand(markdown: str) -> str:
-    """The page with each marker replaced by its table; an unknown name is an error."""
+def written(markdown: str) -> str:
+    """The page with the code's table between each pair of markers; an unknown name, or a
+    start marker without its end, is an error."""
 
     def table(found: re.Match[str]) -> str:
         name = found.group(1)
         if name not in TABLES:
             raise ValueError(f"no generated table {name!r}; known: {', '.join(TABLES)}")
-        return TABLES[name]().rstrip("\n")
+        if found.group(2) is None:
+            raise ValueError(f"<!-- generated: {name} --> has no <!-- end generated: {name} -->")
+        drawn = TABLES[name]().rstrip("\n")
+        # Blank lines about the table: Markdown reads a comment's lines as a block of HTML.
+        return f"<!-- generated: {name} -->\n\n{drawn}\n\n<!-- end generated: {name} -->"
 
     return MARKER.sub(table, markdown)
+
+
+def main(argv: list[str]) -> int:
+    """Rewrite each file's tables as the code draws them; say which changed."""
+    for name in argv:
+        path = Path(name)
+        before = path.read_text(encoding="utf-8")
+        after = written(before)
+        if after != before:
+            path.write_text(after, encoding="utf-8")
+            print(f"docs-tables: {name} rewritten")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
