@@ -38,3 +38,9 @@ __all__ = [
     "run",
     "value",
 ]
+
+
+def __dir__() -> list[str]:
+    """The public names, `__all__`: what `dir()` and an editor's completion show (the
+    modules behind this face are not part of it)."""
+    return sorted(__all__)

@@ -135,4 +135,10 @@ def _fixture() -> Any:
     return batchval_sandbox
 
 
-batchval_sandbox = _fixture()
+batchval_sandbox: object = _fixture()  # a pytest fixture, where pytest is installed
+
+
+def __dir__() -> list[str]:
+    """The public names, `__all__`: what `dir()` and an editor's completion show (the
+    modules behind this face are not part of it)."""
+    return sorted(__all__)

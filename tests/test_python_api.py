@@ -148,6 +148,23 @@ def test_a_misspelt_setting_is_a_type_error_in_a_user_s_script(tmp_path: Path) -
     assert "'ukhpy'" in errors[2]
 
 
+@pytest.mark.parametrize(
+    "name", ["batchval", "batchval.exceptions", "batchval.testing", "batchval.airflow"]
+)
+def test_each_public_module_shows_its_all_and_nothing_else(name: str) -> None:
+    """What `dir()` (and so an editor's completion) shows of each public module is its
+    `__all__`: not the modules behind it (`logs`, `outcome`, ...) nor what it imports;
+    and every name of `__all__` is there (the Airflow provider's when Airflow is)."""
+    module = importlib.import_module(name)
+    assert dir(module) == sorted(module.__all__)
+    assert len(set(module.__all__)) == len(module.__all__)
+    if name == "batchval.airflow":
+        source = (ROOT / "batchval" / "airflow" / "__init__.py").read_text(encoding="utf-8")
+        assert all(f"import {public}\n" in source for public in module.__all__)
+        return
+    assert all(getattr(module, public, None) is not None for public in module.__all__)
+
+
 def test_no_public_name_is_taken_by_a_module_of_the_package() -> None:
     """Importing a subpackage sets its name on `batchval` (`batchval.streets` is the
     streets folder): every public name is still what `__all__` promises once the whole

@@ -1,11 +1,12 @@
-"""batchval's Airflow provider (`pip install 'batchval[airflow]'`): `BatchvalOperator`.
+"""batchval's Airflow provider (`pip install 'batchval[airflow]'`): `BatchvalOperator`, and
+`RoundTrigger`, which the operator defers to between rounds.
 
     from batchval.airflow import BatchvalOperator
 
-The operator is imported on first use, so that `rounds` (the exit codes, the round's
-environment and timing) and `provider` (what Airflow's providers manager reads) load
-without Airflow: the project's tests hold them, and Airflow reads the provider's
-description without importing the operator.
+The operator and the trigger are imported on first use, so that `rounds` (the exit
+codes, the round's environment and timing) and `provider` (what Airflow's providers
+manager reads) load without Airflow: the project's tests hold them, and Airflow reads the
+provider's description without importing the operator.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from batchval.airflow.operator import BatchvalOperator
+    from batchval.airflow.trigger import RoundTrigger
 
-__all__ = ["BatchvalOperator"]
+__all__ = ["BatchvalOperator", "RoundTrigger"]
 
 
 def __getattr__(name: str) -> Any:
@@ -23,4 +25,13 @@ def __getattr__(name: str) -> Any:
         from batchval.airflow.operator import BatchvalOperator
 
         return BatchvalOperator
+    if name == "RoundTrigger":
+        from batchval.airflow.trigger import RoundTrigger
+
+        return RoundTrigger
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The public names, `__all__`: what `dir()` and an editor's completion show."""
+    return sorted(__all__)

@@ -80,7 +80,7 @@ class TokenCache:
         self._clock = clock
         self._token: AccessToken | None = None
         self._lock = anyio.Lock()
-        self.fetches = 0  # how many times the token URL was asked (for tests and the summary)
+        self.fetches: int = 0  # how many times the token URL was asked (for tests and the summary)
 
     async def token(self) -> AccessToken:
         """A token valid for at least another minute, fetched only when needed."""

@@ -124,10 +124,10 @@ class PartnerClient:
         # Parsed once: the URL of every POST (parsing it for each call was 3 % of the CPU).
         self._valuations_url = httpx.URL(self._base_url + "/valuations")
         self._base_host = host_of(self._valuations_url)
-        self.reach = Reach() if reach is None else reach
-        self.api_clock = ApiClock() if api_clock is None else api_clock
+        self.reach: Reach = Reach() if reach is None else reach
+        self.api_clock: ApiClock = ApiClock() if api_clock is None else api_clock
         token_url = auth_url.rstrip("/") + "/oauth2/token"
-        self.tokens = TokenCache(
+        self.tokens: TokenCache = TokenCache(
             http,
             token_url,
             credentials,
@@ -135,7 +135,7 @@ class PartnerClient:
             # The token URL's `Date` is the API's clock only on the API's own host and port.
             api_clock=self.api_clock if port_of(token_url) == port_of(base_url) else None,
         )
-        self.calls = 0  # requests sent to the API (not the token URL)
+        self.calls: int = 0  # requests sent to the API (not the token URL)
         # Those calls by the status answered, "no_answer" when none came back (metrics).
         self.statuses: collections.Counter[str] = collections.Counter()
         self._address_proven = False

@@ -81,7 +81,7 @@ class TransportError(PartnerError):
     """No answer came back: the call may or may not have been served. `no_answer` says
     why when the failure was read (`read_no_answer`), `host` whom it was asked of."""
 
-    default_action = Action.RETRY
+    default_action: ClassVar[Action] = Action.RETRY
 
     def __init__(
         self, message: str, *, no_answer: NoAnswer | None = None, host: str | None = None
@@ -97,11 +97,11 @@ class MalformedResponseError(PartnerError):
     Retried with the same key: a replay returns the stored answer without a new charge.
     """
 
-    default_action = Action.RETRY
+    default_action: ClassVar[Action] = Action.RETRY
 
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
-        self.status = status
+        self.status: int | None = status
 
 
 class UnreadableAnswerError(MalformedResponseError):
@@ -109,17 +109,17 @@ class UnreadableAnswerError(MalformedResponseError):
     tolerant reading. A replay would return the same bytes, so it is not retried: the
     caller keeps the raw answer (and its valuation id) as the row's problem."""
 
-    default_action = Action.ROW
+    default_action: ClassVar[Action] = Action.ROW
 
 
 class CredentialsRefusedError(PartnerError):
     """The token URL refused the credentials (client id shown, secret never)."""
 
-    default_action = Action.ACCOUNT
+    default_action: ClassVar[Action] = Action.ACCOUNT
 
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
-        self.status = status
+        self.status: int | None = status
 
 
 class UnauthorizedError(PartnerError):
@@ -131,7 +131,7 @@ class UnauthorizedError(PartnerError):
     shown): the calls that were sent with one token refused once are one refusal.
     """
 
-    default_action = Action.RETRY
+    default_action: ClassVar[Action] = Action.RETRY
 
     def __init__(self, message: str, *, token: object | None = None) -> None:
         super().__init__(message)
@@ -143,12 +143,12 @@ class WrongAddressError(PartnerError):
     the token URL; or its host name does not exist and never answered (`status` None).
     The base or auth URL is wrong; nothing is the row's fault."""
 
-    default_action = Action.CONFIG
+    default_action: ClassVar[Action] = Action.CONFIG
 
     def __init__(self, message: str, *, status: int | None, url: str) -> None:
         super().__init__(message)
-        self.status = status
-        self.url = url
+        self.status: int | None = status
+        self.url: str = url
 
 
 class UnrecognisedAnswerError(PartnerError):
@@ -160,17 +160,17 @@ class UnrecognisedAnswerError(PartnerError):
     body may echo the request (a posted client secret, an `Authorization` header), so it
     is named by its type and length, never quoted (`said`)."""
 
-    default_action = Action.UNRECOGNISED
+    default_action: ClassVar[Action] = Action.UNRECOGNISED
 
     def __init__(
         self, *, status: int, content_type: str, body: bytes, url: str, quotable: bool = True
     ) -> None:
-        self.status = status
-        self.content_type = content_type
+        self.status: int | None = status
+        self.content_type: str = content_type
         # Text may echo too (`excerpt` masks it); the token URL's never quoted (`quotable`):
         # whatever it says beside a token is free-form and may hold the posted secret.
-        self.excerpt = excerpt(body, content_type) if quotable else ""
-        self.url = url
+        self.excerpt: str = excerpt(body, content_type) if quotable else ""
+        self.url: str = url
         said = repr(self.excerpt) if self.excerpt else described(body, content_type)
         super().__init__(
             f"{url} answered {status} {content_type or 'without a content type'}: {said}"
@@ -198,7 +198,7 @@ class ProblemError(PartnerError):
         retry_after: int | None = None,
     ) -> None:
         super().__init__(f"{status} {type.rsplit('/', 1)[-1]}: {detail}")
-        self.status = status
+        self.status: int | None = status
         self.type = type  # the full URI, as sent
         self.title = title
         self.detail = detail
@@ -212,58 +212,67 @@ class ProblemError(PartnerError):
 
 
 class InvalidRequestError(ProblemError):
-    type_name, expected_status = "invalid-request", 400
-    default_action = Action.ROW
+    type_name: ClassVar[str] = "invalid-request"
+    expected_status: ClassVar[int] = 400
+    default_action: ClassVar[Action] = Action.ROW
 
 
 class InsufficientCreditsError(ProblemError):
-    type_name, expected_status = "insufficient-credits", 403
-    default_action = Action.ACCOUNT
-    never_charged = True
+    type_name: ClassVar[str] = "insufficient-credits"
+    expected_status: ClassVar[int] = 403
+    default_action: ClassVar[Action] = Action.ACCOUNT
+    never_charged: ClassVar[bool] = True
 
 
 class AccountBlockedError(ProblemError):
-    type_name, expected_status = "account-blocked", 403
-    default_action = Action.ACCOUNT
-    never_charged = True
+    type_name: ClassVar[str] = "account-blocked"
+    expected_status: ClassVar[int] = 403
+    default_action: ClassVar[Action] = Action.ACCOUNT
+    never_charged: ClassVar[bool] = True
 
 
 class NotFoundError(ProblemError):
     """Nothing held for an id or a postcode. To `POST /valuations`, which has no 404, the
     same answer means a wrong address instead (`read_failure`)."""
 
-    type_name, expected_status = "not-found", 404
-    default_action = Action.ROW
+    type_name: ClassVar[str] = "not-found"
+    expected_status: ClassVar[int] = 404
+    default_action: ClassVar[Action] = Action.ROW
 
 
 class RequestInProgressError(ProblemError):
-    type_name, expected_status = "request-in-progress", 409
-    default_action = Action.RETRY
+    type_name: ClassVar[str] = "request-in-progress"
+    expected_status: ClassVar[int] = 409
+    default_action: ClassVar[Action] = Action.RETRY
 
 
 class OutsideCoverageError(ProblemError):
-    type_name, expected_status = "outside-coverage", 422
-    default_action = Action.ROW
-    never_charged = True
+    type_name: ClassVar[str] = "outside-coverage"
+    expected_status: ClassVar[int] = 422
+    default_action: ClassVar[Action] = Action.ROW
+    never_charged: ClassVar[bool] = True
 
 
 class FloorAreaRequiredError(ProblemError):
-    type_name, expected_status = "floor-area-required", 422
-    default_action = Action.ROW
-    never_charged = True
+    type_name: ClassVar[str] = "floor-area-required"
+    expected_status: ClassVar[int] = 422
+    default_action: ClassVar[Action] = Action.ROW
+    never_charged: ClassVar[bool] = True
 
 
 class IdempotencyKeyReusedError(ProblemError):
     """Our keys are derived from the request's exact bytes, so another body under one key
     is a defect of ours (or a collision): never the row's fault, never retried."""
 
-    type_name, expected_status = "idempotency-key-reused", 422
-    default_action = Action.DEFECT
+    type_name: ClassVar[str] = "idempotency-key-reused"
+    expected_status: ClassVar[int] = 422
+    default_action: ClassVar[Action] = Action.DEFECT
 
 
 class RateLimitedError(ProblemError):
-    type_name, expected_status = "rate-limited", 429
-    default_action = Action.PAUSE
+    type_name: ClassVar[str] = "rate-limited"
+    expected_status: ClassVar[int] = 429
+    default_action: ClassVar[Action] = Action.PAUSE
 
     @property
     def daily_limit(self) -> bool:
@@ -277,23 +286,25 @@ class RateLimitedError(ProblemError):
 
 
 class DataUnavailableError(ProblemError):
-    type_name, expected_status = "data-unavailable", 503
-    default_action = Action.RETRY
-    never_charged = True
+    type_name: ClassVar[str] = "data-unavailable"
+    expected_status: ClassVar[int] = 503
+    default_action: ClassVar[Action] = Action.RETRY
+    never_charged: ClassVar[bool] = True
 
 
 class ApiTimeoutError(ProblemError):
     """504 `timeout`: the API stopped the request at 30 s; charged at most once."""
 
-    type_name, expected_status = "timeout", 504
-    default_action = Action.RETRY
+    type_name: ClassVar[str] = "timeout"
+    expected_status: ClassVar[int] = 504
+    default_action: ClassVar[Action] = Action.RETRY
 
 
 class GatewayError(ProblemError):
     """502, 503 or 504 without a problem type the API describes: a gateway or load
     balancer in front of the API, transient by the nature of those statuses."""
 
-    default_action = Action.RETRY
+    default_action: ClassVar[Action] = Action.RETRY
 
 
 # The 0.1 client's name for a problem type it did not know. Such an answer is now a
