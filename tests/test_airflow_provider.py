@@ -31,6 +31,28 @@ def test_provider_info_names_the_distribution_and_its_operator() -> None:
     assert operators["integration-name"] in {i["integration-name"] for i in info["integrations"]}
     (triggers,) = info["triggers"]  # the wait between rounds, imported by the triggerer
     assert triggers["python-modules"] == ["batchval.airflow.trigger"]
+    (hooks,) = info["hooks"]
+    assert hooks["python-modules"] == ["batchval.airflow.hook"]
+
+
+def test_the_batchval_connection_type_declares_its_form() -> None:
+    """The `batchval` connection type names its hook and declares its form as Airflow 3
+    reads it without importing the hook: the token URL and the scope as fields of the
+    extra, the base URL, client id and secret as the relabelled host, login and password,
+    each with a placeholder; the fields batchval does not read hidden."""
+    (kind,) = provider_info()["connection-types"]
+    assert kind["connection-type"] == "batchval"
+    assert kind["hook-class-name"] == "batchval.airflow.hook.BatchvalHook"
+    assert set(kind["conn-fields"]) == {"auth_url", "scope"}
+    assert kind["conn-fields"]["scope"]["schema"]["enum"] == ["live", "test", None]
+    shown = kind["ui-field-behaviour"]
+    assert shown["relabeling"] == {
+        "host": "Base URL",
+        "login": "Client ID",
+        "password": "Client secret",
+    }
+    assert set(shown["placeholders"]) == {"host", "login", "password", "auth_url", "scope"}
+    assert set(shown["hidden-fields"]) == {"schema", "port"}
 
 
 def test_the_airflow_extra_asks_for_airflow_3_and_azure_s_provider() -> None:

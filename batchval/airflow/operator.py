@@ -30,8 +30,9 @@ batchval's log events (JSON lines off a terminal) reach the task log one line ea
 their own level, without a second timestamp (`tasklog`).
 
 Secrets reach batchval through its environment only, never its arguments or the log:
-the API's from `conn_id` (host = base URL, login = client id, password = client secret,
-extra `{"auth_url": ...}`), the object store's from `storage_conn_id`, read only when the
+the API's from `conn_id` (`hook.BatchvalHook`: a `batchval` connection, or a `generic` one
+with host = base URL, login = client id, password = client secret, extra
+`{"auth_url": ...}`), the object store's from `storage_conn_id`, read only when the
 round touches a URL: an `aws`-style connection (login = access key id, password = secret
 access key, extra `{"region_name": ..., "endpoint_url": ...}`), or Azure's `wasb` one
 (login = account name, password = account key, host = account URL, extra `sas_token` or
@@ -52,6 +53,7 @@ from typing import Any
 from airflow.sdk import Asset, AssetAlias, BaseOperator
 
 from batchval.airflow import rounds, tasklog
+from batchval.airflow.hook import BatchvalHook
 from batchval.airflow.rounds import Next
 from batchval.airflow.trigger import RoundTrigger
 
@@ -81,7 +83,9 @@ STOP_GRACE_SECONDS = 120
 class BatchvalOperator(BaseOperator):
     """Run `batchval ARGUMENTS` (whose run's place is `out_dir`) to completion."""
 
-    template_fields: Sequence[str] = ("arguments", "out_dir")
+    # The connection ids too: a DAG can choose its account and its store by a param
+    # (`"{{ params.storage_conn_id }}"`).
+    template_fields: Sequence[str] = ("arguments", "out_dir", "conn_id", "storage_conn_id")
 
     def __init__(
         self,
@@ -224,7 +228,7 @@ class BatchvalOperator(BaseOperator):
                 events[outlet].extra.update(extra)
 
     def _environment(self, workdir: str) -> dict[str, str]:
-        api = self._connection_fields(self.conn_id)
+        api = None if self.conn_id is None else BatchvalHook(self.conn_id).get_conn()
         storage = None
         if rounds.needs_storage(self.arguments, self.out_dir):
             storage = self._connection_fields(self.storage_conn_id)

@@ -95,14 +95,22 @@ class StorageConnectionError(ValueError):
 
 
 def api_environment(connection: ConnectionFields) -> dict[str, str]:
-    """The API's settings from a connection: host = base URL, login = client id,
-    password = client secret, extra `auth_url`."""
+    """The API's settings from a connection, a `batchval` one or a `generic` one alike:
+    host = base URL, login = client id, password = client secret, extra `auth_url` (the
+    form's field, which older Airflow kept as `extra__batchval__auth_url`)."""
     return {
         "BATCHVAL_BASE_URL": str(connection.host),
-        "BATCHVAL_AUTH_URL": str(connection.extra["auth_url"]),
+        "BATCHVAL_AUTH_URL": str(extra_field(connection, "auth_url")),
         "BATCHVAL_CLIENT_ID": str(connection.login),
         "BATCHVAL_CLIENT_SECRET": str(connection.password),
     }
+
+
+def extra_field(connection: ConnectionFields, name: str) -> Any:
+    """A field of the connection's extra, by its own name or as Airflow's older forms
+    prefixed it (`extra__batchval__<name>`); None when it has neither."""
+    extra = connection.extra
+    return extra.get(name, extra.get(f"extra__batchval__{name}"))
 
 
 # Azure's connection type, from apache-airflow-providers-microsoft-azure (its WasbHook).

@@ -1,6 +1,7 @@
 """The nightly book: every night, `batchval run --book` revalues what is stale, new or
 changed in a lender's book, within the night's budget, into a run of its own at an
-`s3://` place, then writes that night's report beside it.
+`s3://` place (or `az://`: the places and `storage_conn_id` are params), then writes that
+night's report beside it.
 
 The book (`--book`, here at a URL too) is the only memory between nights: the latest
 valuation of every loan, carried forward; the rows left for a later night by the budget
@@ -42,6 +43,8 @@ with DAG(
         "out_root": Param("s3://my-bucket/valuations/nights", type="string"),
         "row_id": Param("loan_id", type="string"),
         "max_calls": Param(4_500, type="integer"),  # the night's budget, under the daily limit
+        # The store's connection: `aws` for s3:// places, `wasb` for az:// (airflow.md).
+        "storage_conn_id": Param("batchval_storage", type="string"),
     },
     tags=["batchval"],
 ) as dag:
@@ -63,7 +66,7 @@ with DAG(
         ],
         out_dir=night,
         conn_id=f"batchval_{ACCOUNT}",
-        storage_conn_id="batchval_storage",
+        storage_conn_id="{{ params.storage_conn_id }}",
         pool=f"batchval_{ACCOUNT}",
         retries=2,  # only for the unexpected (a killed worker): 75 defers, 64/65/70/77 fail
         retry_delay=dt.timedelta(minutes=10),
@@ -73,6 +76,6 @@ with DAG(
         task_id="report",
         arguments=["report", night],
         out_dir=night,
-        storage_conn_id="batchval_storage",
+        storage_conn_id="{{ params.storage_conn_id }}",
     )
     value >> report

@@ -2,7 +2,8 @@
 sandbox served on loopback, in Airflow's own virtual environment (never the project's).
 
 - batchval[airflow] is installed there (not from the checkout: Airflow works away from
-  it) and Airflow lists it as a provider.
+  it) and Airflow lists it as a provider; every package of that environment is still at
+  the version examples/airflow/constraints.txt pins.
 
 - batchval_nightly succeeds: the run completes and its report is written.
 - batchval_backfill stops at a small daily limit (exit 75 with `not_before` = midnight
@@ -19,6 +20,10 @@ sandbox served on loopback, in Airflow's own virtual environment (never the proj
   WasbHook, given the same connection, finds the results where the run left them.
 - A run a person must fix (refused credentials, 77) fails at once, with no retry; so does a
   `wasb` storage connection giving a connection string beside a login, before batchval runs.
+- `airflow connections test` (enabled) on `batchval` connections with live-scope and
+  test-scope credentials, on test credentials said to be live and on refused credentials:
+  each works or fails as it should, saying the scope or why; a `generic` connection, which
+  Airflow cannot test (no hook for the type), passes BatchvalHook's own test.
 - batchval_sharded (when `batchval split` exists) values a book in two shards, each
   with its own account's connection, pool and DIR.
 Prints one line per check and exits 1 if any failed.
@@ -234,6 +239,36 @@ class Airflow:
         )
         return done.stdout + done.stderr
 
+    def pins_moved(self) -> list[str]:
+        """The packages of Airflow's environment that are not at the version
+        examples/airflow/constraints.txt pins (batchval's own wheel aside)."""
+        frozen = self.python(
+            "import importlib.metadata as m; "
+            "print(';'.join(f\"{d.metadata['Name']}=={d.version}\" for d in m.distributions()))"
+        )
+        installed = {
+            _canonical(name): version
+            for name, _, version in (pin.partition("==") for pin in frozen.split(";"))
+        }
+        return sorted(
+            f"{name} {installed[name]} (pinned {version})"
+            for name, version in CONSTRAINED.items()
+            if name in installed and installed[name] != version
+        )
+
+    def python(self, code: str, env: dict[str, str] | None = None) -> str:
+        """What `code` prints, run by Airflow's interpreter (its last line, else stderr's)."""
+        done = subprocess.run(
+            [str(AIRFLOW.parent / "python"), "-c", code],
+            env={**self.env, **(env or {})},
+            cwd=self.cwd,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        return (done.stdout.strip().splitlines() or [done.stderr.strip()])[-1]
+
     def installed(self) -> tuple[str, str]:
         """Where Airflow's interpreter finds batchval and what it was installed from (its
         direct_url.json), and the providers Airflow lists."""
@@ -282,6 +317,21 @@ class Airflow:
         ]
         state = states[-1].split("state=")[1].split(",")[0].strip() if states else "unknown"
         return state, output
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+# What examples/airflow/constraints.txt pins: name -> version.
+CONSTRAINED = {
+    _canonical(name): version
+    for name, _, version in (
+        line.strip().partition("==")
+        for line in (ROOT / "examples" / "airflow" / "constraints.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    )
+}
 
 
 def summary(out: Path) -> dict[str, Any]:
@@ -454,6 +504,69 @@ def refused_connection(airflow: Airflow, work: Path, check: Check, place: Place)
         print(output[-3000:])
 
 
+def connections_tested(airflow: Airflow, served: dict[str, Any], check: Check) -> None:
+    """`airflow connections test` (enabled: Airflow 3 disables it by default) on batchval
+    connections: live-scope and test-scope credentials, a `generic` connection of the
+    operator's older form, test credentials on a connection that says live, and refused
+    credentials. The hook answers by `batchval check`, installed in Airflow's environment."""
+
+    def batchval_connection(client: str, secret: str, **extra: str) -> str:
+        return json.dumps(
+            {
+                "conn_type": "batchval",
+                "host": served["base_url"],
+                "login": client,
+                "password": secret,
+                "extra": {"auth_url": served["auth_url"], **extra},
+            }
+        )
+
+    given = {
+        "AIRFLOW__CORE__TEST_CONNECTION": "Enabled",
+        "AIRFLOW_CONN_BATCHVAL_LIVE": batchval_connection(*LIVE, scope="live"),
+        "AIRFLOW_CONN_BATCHVAL_TEST": batchval_connection(*TEST, scope="test"),
+        "AIRFLOW_CONN_BATCHVAL_GENERIC": connection(served, *LIVE),
+        "AIRFLOW_CONN_BATCHVAL_MISLABELLED": batchval_connection(*TEST, scope="live"),
+        "AIRFLOW_CONN_BATCHVAL_REFUSED": batchval_connection(LIVE[0], "wrong-secret"),
+    }
+    expected = {
+        "batchval_live": (True, "live scope (partners:read)"),
+        "batchval_test": (True, "test scope (partners:test)"),
+        "batchval_mislabelled": (False, "but the connection says live"),
+        "batchval_refused": (False, "credentials refused"),
+    }
+    for conn_id, (works, said) in expected.items():
+        output = airflow("connections", "test", conn_id, env=given)
+        passed = "Connection success!" in output
+        if works:  # Airflow prints the message of a failure only: the hook's own says it
+            output += airflow.python(
+                "from batchval.airflow.hook import BatchvalHook; "
+                f"print(BatchvalHook({conn_id!r}).test_connection())",
+                env=given,
+            )
+        check(
+            f"airflow connections test {conn_id}: {'works' if works else 'fails'}, saying why",
+            passed == works and said in output and "wrong-secret" not in output,
+            output.strip().splitlines()[-1][:300] if output.strip() else "no output",
+        )
+    # Airflow tests a connection through its type's hook, and `generic` has none: the
+    # command fails whatever the fields. BatchvalHook reads a generic one all the same, and
+    # its own test (as docs/how-to/airflow.md shows it) passes.
+    output = airflow("connections", "test", "batchval_generic", env=given)
+    tested = airflow.python(
+        "from batchval.airflow.hook import BatchvalHook; "
+        "print(BatchvalHook('batchval_generic').test_connection())",
+        env=given,
+    )
+    check(
+        "a generic connection: Airflow has no hook to test it with, BatchvalHook's test works",
+        "Connection success!" not in output
+        and tested.startswith("(True, ")
+        and "live scope (partners:read)" in tested,
+        tested[-300:],
+    )
+
+
 def sigterm(airflow: Airflow, work: Path, check: Check) -> None:
     """A SIGTERM to batchval in round 1 under `airflow dags test`: batchval stops (75, no
     time given), the task defers, and round 2 runs with the run's own --run-id (the inline
@@ -596,6 +709,13 @@ def main() -> int:
             f"batchval.airflow from {module or 'nowhere'}, installed from {origin.strip()}",
         )
 
+        moved = airflow.pins_moved()
+        check(
+            "batchval's extra, installed under the constraints, leaves every pin where it was",
+            moved == [],
+            ", ".join(moved[:5]) or f"{len(CONSTRAINED)} packages at their pins",
+        )
+
         with sandbox("--no-rate-limit") as served:
             env = {DEFAULT_CONN: connection(served, "sandbox-live", "sandbox-live-secret")}
             conf = {"input": str(rows(work / "nightly.csv", 40)), "out_root": str(work / "nightly")}
@@ -611,6 +731,7 @@ def main() -> int:
             )
             if state != "success":
                 print(output[-4000:])
+            connections_tested(airflow, served, check)
 
             env = {DEFAULT_CONN: connection(served, "sandbox-live", "wrong-secret")}
             conf = {"input": str(rows(work / "refused.csv", 5)), "out_root": str(work / "refused")}
