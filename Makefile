@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: lock run test test-fast test-dates docs docs-tables docs-check docs-serve lint typecheck browser calc tmux faketime reliability bench airflow-check dist s3-local s3-local-stop clean
+.PHONY: lock run test test-fast test-dates docs docs-tables docs-check docs-serve lint typecheck browser calc tmux faketime reliability bench airflow-check dist s3-local s3-local-stop azure-local azure-local-stop clean
 
 RUNTIME := $(VENV)/.runtime
 UV := $(BIN)/uv
@@ -184,6 +184,20 @@ s3-local:
 
 s3-local-stop:
 	@$(BIN)/python tests/s3_local.py stop .s3-local
+
+# A local Azure Blob Storage to try a run (or an Airflow night, docs/how-to/airflow.md) at an
+# `az://` URL with: the tests' Azurite started in the background on 127.0.0.1:$(AZURE_PORT)
+# (a free port if that one is taken) with the container `batchval-local` and a fixed local
+# account and key; prints the AZURE_* variables to export (also in .azure-local/env.sh) and
+# the Airflow connection that says the same. `make azure-local-stop` stops it by its process
+# id; its data stays in .azure-local/.
+AZURE_PORT ?= 10000
+azure-local:
+	@test -f $(AZURITE_STAMP) || $(MAKE) $(STAMP)
+	@$(BIN)/python tests/azure_local.py start .azure-local --port $(AZURE_PORT)
+
+azure-local-stop:
+	@$(BIN)/python tests/azure_local.py stop .azure-local
 
 # batchval as a wheel in dist/, the way a user installs it from this repository while the
 # package is not published (docs/how-to/airflow.md): into Airflow's environment with

@@ -24,6 +24,9 @@ sandbox served on loopback, in Airflow's own virtual environment (never the proj
   test-scope credentials, on test credentials said to be live and on refused credentials:
   each works or fails as it should, saying the scope or why; a `generic` connection, which
   Airflow cannot test (no hook for the type), passes BatchvalHook's own test.
+- batchval_nightly_book: two nights at `s3://` places, then two at `az://` places on
+  Azurite, the store's connection named by the DAG's `storage_conn_id` param (the DAG
+  file unchanged); the second night carries the book forward.
 - batchval_sharded (when `batchval split` exists) values a book in two shards, each
   with its own account's connection, pool and DIR.
 Prints one line per check and exits 1 if any failed.
@@ -628,25 +631,28 @@ def _signal_batchval(out: str, task: subprocess.Popen[str]) -> bool:
     return False
 
 
-def nightly_book(airflow: Airflow, work: Path, check: Check, s3: S3Server) -> None:
-    """The nightly-book DAG for two nights at `s3://` places on SeaweedFS: the first values
-    what its budget allows and defers the rest, the second carries the book forward; the
-    asset event's `extra` read by the DAG scheduled on it."""
-    store = ObjectStore.from_url(s3.url("books"), s3.env())
-    store.put("loans.csv", rows(work / "loans.csv", NIGHTLY_ROWS).read_bytes())
+def nightly_book(airflow: Airflow, work: Path, check: Check, place: Place) -> None:
+    """The nightly-book DAG for two nights at `place`'s URLs (SeaweedFS's `s3://`, or
+    Azurite's `az://` through a `wasb` connection the DAG's `storage_conn_id` param names,
+    the DAG file unchanged): the first values what its budget allows and defers the rest,
+    the second carries the book forward; the asset event's `extra` read by the DAG
+    scheduled on it."""
+    store = ObjectStore.from_url(place.url("books"), place.env)
+    store.put("loans.csv", rows(work / f"loans-{place.name}.csv", NIGHTLY_ROWS).read_bytes())
     conf = {
-        "input": s3.url("books/loans.csv"),
-        "book": s3.url("valuations/book.parquet"),
-        "out_root": s3.url("valuations/nights"),
+        "input": place.url("books/loans.csv"),
+        "book": place.url("valuations/book.parquet"),
+        "out_root": place.url("valuations/nights"),
         "row_id": "loan_id",
         "max_calls": NIGHTLY_BUDGET,
+        "storage_conn_id": "batchval_store_param",
     }
     nights = []
     # The DAG runs with --live, which takes batchval's sandbox only when it rehearses.
     with sandbox("--no-rate-limit", "--rehearsal") as served:
         env = {
             DEFAULT_CONN: connection(served, "sandbox-live", "sandbox-live-secret"),
-            STORAGE_CONN: storage_connection(s3),
+            "AIRFLOW_CONN_BATCHVAL_STORE_PARAM": place.connection,
         }
         for day in ("2026-11-25", "2026-11-26"):
             output = airflow(
@@ -654,7 +660,7 @@ def nightly_book(airflow: Airflow, work: Path, check: Check, s3: S3Server) -> No
             )
             finished = [line for line in output.splitlines() if "DagRun Finished" in line]
             state = finished[-1].split("state=")[1].split(",")[0] if finished else "unknown"
-            found = ObjectStore.from_url(s3.url(f"valuations/nights/{day}"), s3.env())
+            found = ObjectStore.from_url(place.url(f"valuations/nights/{day}"), place.env)
             got = found.get("summary.json")
             nights.append((state, json.loads(got[0]) if got else {}, found.get("report.html")))
             if state != "success":
@@ -662,8 +668,10 @@ def nightly_book(airflow: Airflow, work: Path, check: Check, s3: S3Server) -> No
         charged = ledger(served)
         after = airflow("dags", "test", "batchval_after_the_night", env=env)
     books = [(night.get("book") or {}).get("rows") or {} for _, night, _ in nights]
+    scheme = place.url("x").split(":")[0]
     check(
-        "nightly-book DAG, two nights at s3:// places: the second carries the book forward",
+        f"nightly-book DAG, two nights at {scheme}:// places ({place.name}, its connection "
+        "from a param): the second carries the book forward",
         all(state == "success" and night.get("exit_code") == 0 for state, night, _ in nights)
         and all(report is not None for _, _, report in nights)
         and (books[1].get("carried") or 0) > 0
@@ -673,11 +681,12 @@ def nightly_book(airflow: Airflow, work: Path, check: Check, s3: S3Server) -> No
     extra = re.search(r"the night's asset event: (\{.*\})", after)
     read = json.loads(extra.group(1)) if extra else {}
     check(
-        "the asset event's extra says what the night did, read by the DAG scheduled on it",
-        read.get("place") == s3.url("valuations/nights/2026-11-26")
+        f"the asset event's extra says what the night did ({place.name}), read by the DAG "
+        "scheduled on it",
+        read.get("place") == place.url("valuations/nights/2026-11-26")
         and read.get("mode") == "rehearsal"
         and isinstance(read.get("rows_valued"), int)
-        and s3.secret_access_key not in after,
+        and not any(secret in after for secret in place.secrets),
         f"extra {read or 'not found'}",
     )
     if not read:
@@ -783,7 +792,11 @@ def main() -> int:
         if weed is not None:
             (work / "s3-book").mkdir()
             with running(work / "s3-book", weed) as s3:
-                nightly_book(airflow, work, check, s3)
+                nightly_book(airflow, work, check, s3_place(s3))
+        if azurite is not None:
+            (work / "azure-book").mkdir()
+            with azurite_running(work / "azure-book", azurite) as served_by:
+                nightly_book(airflow, work, check, azure_place(served_by))
 
         if BATCHVAL_HAS_SPLIT():
             sharded(airflow, work, check)
