@@ -24,6 +24,7 @@ from support import LIVE, ROOT, TEST, InProcess, StoreServer, client_for, make_c
 
 from batchval import logs, redaction
 from batchval.api import PartnerClient
+from batchval.api.client import tls_context
 from batchval.sandbox.app import Sandbox
 from batchval.sandbox.config import SandboxConfig
 from batchval.sandbox.server import RunningSandbox, serve_app_in_thread
@@ -206,7 +207,9 @@ async def test_mode(served: RunningSandbox) -> AsyncIterator[PartnerClient]:
 @pytest.fixture
 async def raw(served: RunningSandbox) -> AsyncIterator[httpx.AsyncClient]:
     """A plain httpx client on the sandbox's root, for calls the typed client would not make."""
-    async with httpx.AsyncClient(base_url=served.auth_url, timeout=10) as http:
+    async with httpx.AsyncClient(
+        base_url=served.auth_url, timeout=10, verify=tls_context()
+    ) as http:
         yield http
 
 
