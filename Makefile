@@ -103,10 +103,11 @@ PYTEST := PYTHONDONTWRITEBYTECODE= $(BIN)/pytest
 
 # Six workers on two cores: the whole suite waits more than it computes (a Retry-After, a
 # lease running out, a sandbox's latency, a killed process): 4 workers kept 1.2 cores busy
-# (pytest 304 s), 6 keep 1.7 (259 s). The slow cases go first (tests/conftest.py) and a
-# worker that comes free takes queued cases from another (worksteal): no long case left to
-# the end. Every test but the docs' shell examples (marked `docs_examples`), which `make
-# docs-check` runs; CI runs both. `make test-fast`, mostly CPU, is quickest with three.
+# (pytest 304 s), 6 keep 1.7 (259 s). The slow cases go first in each worker's share
+# (tests/conftest.py) and a worker that comes free takes queued cases from another
+# (worksteal): no long case left to the end. Every test but the docs' shell examples
+# (marked `docs_examples`), which `make docs-check` runs; CI runs both. `make test-fast`,
+# mostly CPU, is quickest with three.
 test: lint typecheck docs browser calc tmux faketime
 	$(PYTEST) -q -n 6 --dist worksteal -m "not docs_examples"
 

@@ -34,6 +34,22 @@ INSTANTS: dict[str, dt.datetime] = {
     "month-end-30": dt.datetime(2027, 6, 30, 23, 59, 30, tzinfo=dt.UTC),
 }
 INSTANT_VARIABLE = "BATCHVAL_TEST_INSTANT"
+# The instants `make test` takes a test of every instant at (`each_instant`): a night across
+# the year's end (the run ends on a day and in a year it did not start in), and the night of
+# a leap day (the next is 1 March). `make test-dates` takes every instant, CI both.
+MAKE_TEST_INSTANTS = ("year-end", "leap-day")
+
+
+def each_instant() -> list[str]:
+    """The names of the instants a test that sets its processes' clocks itself (to each
+    instant in turn) takes. Under `make test-dates`, only the instant the run is at
+    (`INSTANT_VARIABLE`): the make takes every instant one after another, and each would
+    otherwise take all nine again, the very same cases. Otherwise `MAKE_TEST_INSTANTS`."""
+    running = os.environ.get(INSTANT_VARIABLE)
+    if running is None:
+        return list(MAKE_TEST_INSTANTS)
+    at = dt.datetime.fromisoformat(running)
+    return [name for name, instant in INSTANTS.items() if instant == at]
 
 
 def library() -> str:

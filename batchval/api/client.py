@@ -20,8 +20,10 @@ import collections
 import contextlib
 import dataclasses
 import datetime as dt
+import functools
 import json
 import math
+import os
 import ssl
 import time
 import urllib.parse
@@ -105,7 +107,7 @@ class PartnerClient:
             # whole pool for each request): 1.4 to 1.7 ms a call in HTTP at 8, 2.4 to
             # 3.8 ms at 32, against 0.7 to 1 ms for the lanes; a client around each lane
             # adds 0.1 ms (its cookie jar, auth and redirect loops).
-            tls = httpx.create_ssl_context()  # loading the CA bundle is costly: once
+            tls = tls_context()  # loading the CA bundle is costly: once
             transports = [_one_connection(base_url, tls) for _ in range(max_connections)]
             self._lanes: list[_Lane] = [_Direct(transport) for transport in transports]
             self._closers = [transport.aclose for transport in transports]
@@ -405,6 +407,33 @@ class _Direct:
 
 def _timeout(seconds: float) -> httpx.Timeout:
     return httpx.Timeout(seconds, connect=min(seconds, 10.0))
+
+
+def tls_context() -> ssl.SSLContext:
+    """httpx's context for verifying a server (the CA bundle at `SSL_CERT_FILE` or
+    `SSL_CERT_DIR` when set, else certifi's), made once a process for each bundle and
+    shared by every client: loading a bundle costs up to 20 ms of CPU (a system bundle of
+    some 140 certificates), paid by each client and each run of a process that runs many
+    (the Python API's caller, a scheduler's worker). A bundle changed on disk is loaded
+    again. (Sharing is safe: no client changes it, but for the same ALPN protocols on
+    each TLS connection, set under the GIL.)"""
+    bundle, folder = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
+    stamp = None
+    if bundle:
+        with contextlib.suppress(OSError):
+            found = os.stat(bundle)
+            stamp = (found.st_mtime_ns, found.st_size)
+    return _tls_context(bundle, folder, stamp)
+
+
+@functools.lru_cache(maxsize=8)
+def _tls_context(
+    bundle: str | None, folder: str | None, stamp: tuple[int, int] | None
+) -> ssl.SSLContext:
+    """The context for one bundle (the arguments are the cache's key: httpx reads the
+    environment itself)."""
+    del bundle, folder, stamp
+    return httpx.create_ssl_context()
 
 
 def _one_connection(url: str, tls: ssl.SSLContext) -> httpx.AsyncBaseTransport:

@@ -37,7 +37,7 @@ import httpx
 
 from batchval.api import PartnerClient
 from batchval.api.auth import AccessToken
-from batchval.api.client import PROBE_ID
+from batchval.api.client import PROBE_ID, tls_context
 from batchval.api.errors import (
     Action,
     CredentialsRefusedError,
@@ -179,7 +179,9 @@ async def _ask_without_token(api: ApiSettings, reach: Reach) -> Finding | None:
     """GET /valuations/{PROBE_ID} with no token: None when it answers 401, as the API does."""
     url = f"{api.base_url.rstrip('/')}/valuations/{PROBE_ID}"
     async with httpx.AsyncClient(
-        timeout=PROBE_TIMEOUT_SECONDS, headers={"User-Agent": f"batchval/{__version__}"}
+        verify=tls_context(),
+        timeout=PROBE_TIMEOUT_SECONDS,
+        headers={"User-Agent": f"batchval/{__version__}"},
     ) as http:
         try:
             response = await http.get(url)

@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from batchval import logs
+from batchval.api.client import tls_context
 from batchval.api.network import diagnose
 from batchval.contract.indexation import (
     VALUE_METHODS,
@@ -510,7 +511,9 @@ def _download(url: str, sha256: str, out: BinaryIO, setting: str) -> tuple[str, 
     headers = {"User-Agent": f"batchval/{__version__}"}
     try:
         with (
-            httpx.Client(timeout=_TIMEOUT, follow_redirects=True, headers=headers) as http,
+            httpx.Client(
+                verify=tls_context(), timeout=_TIMEOUT, follow_redirects=True, headers=headers
+            ) as http,
             http.stream("GET", url) as answer,
         ):
             if not answer.is_success:
