@@ -13,14 +13,12 @@ each with the key it had before.
 
 from __future__ import annotations
 
-import contextvars
 import dataclasses
 import datetime as dt
 import json
 import os
 import time
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -303,22 +301,10 @@ class Valuing:
     def prepare(self, source: InputSource) -> None:
         """Refuse a DIR of another input, settings or run id (unless --accept-changes);
         keep the run id; read the input when it is new or changed; settle the answers a
-        killed run stored. The index's files (`index`) are read meanwhile by a thread of
-        their own (polars and the hash let go of the interpreter's lock: on two cores the
-        read hides behind the input's); a file that cannot be used refuses the run (65)
-        once the input is read, still before anything is sent."""
-        env = self.settings.storage.env(os.environ)
-        with ThreadPoolExecutor(1, thread_name_prefix="batchval-index") as reader:
-            # In this invocation's context: its log's bindings and its redactor.
-            index = reader.submit(
-                contextvars.copy_context().run, load_index, self.settings.index, env
-            )
-            self._prepare(source)
-            self.indexing = index.result()
-
-    def _prepare(self, source: InputSource) -> None:
+        killed run stored."""
         checkpoint = self.checkpoint
         self.input_read = source.read_as.to_json()
+        self.indexing = load_index(self.settings.index, self.settings.storage.env(os.environ))
         input_fp = self._runner.input_fingerprint()
         settings_fp = self.settings.fingerprint()
         api_fp = self._api_identity()
