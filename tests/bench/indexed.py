@@ -364,8 +364,9 @@ faster: the join of the book's read of its rows, 3 to 4 s on both nights, is the
 the summary's coverage from the frame in memory (reading its three columns back is
 0.05 s); the index's files read by a thread of their own while the input is ingested
 (`make bench --only index`: the nights +15.2 s wall and +16.9 s CPU with the index,
-against +1.8 s and +2.8 s without the thread: the two contend, nothing hides). Still in the night beyond the step: that read's postcodes (about 0.7 s) and
-the index's files read before anything is sent (0.3 s)."""
+against +1.8 s and +2.8 s without the thread: the two contend, nothing hides). Still
+in the night beyond the step: that read's postcodes (about 0.7 s) and the index's files
+read before anything is sent (0.3 s)."""
 
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
