@@ -3,6 +3,7 @@ command and environment, the run id, the next round's time, no execution_timeout
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import sys
@@ -126,6 +127,15 @@ def test_the_round_s_environment_carries_the_secrets_and_a_fresh_temp() -> None:
     assert env["BATCHVAL_AUTH_URL"] == "https://auth.example"
     assert env["TMPDIR"] == env["TMP"] == env["TEMP"] == "/tmp/round-1"
     assert inherited["TMPDIR"] == "/var/tmp"  # the worker's own is left alone
+
+
+def test_the_api_s_token_url_is_read_from_either_form_of_the_extra_or_refused() -> None:
+    """The token URL under its own name or as older Airflow prefixed it; a connection
+    without one fails the round naming the field, never handing batchval "None"."""
+    older = dataclasses.replace(API, extra={"extra__batchval__auth_url": "https://auth.old"})
+    assert rounds.api_environment(older)["BATCHVAL_AUTH_URL"] == "https://auth.old"
+    with pytest.raises(ValueError, match="no Token URL"):
+        rounds.api_environment(dataclasses.replace(API, extra={}))
 
 
 def test_without_a_storage_connection_the_worker_s_aws_variables_stay() -> None:

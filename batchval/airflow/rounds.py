@@ -98,9 +98,12 @@ def api_environment(connection: ConnectionFields) -> dict[str, str]:
     """The API's settings from a connection, a `batchval` one or a `generic` one alike:
     host = base URL, login = client id, password = client secret, extra `auth_url` (the
     form's field, which older Airflow kept as `extra__batchval__auth_url`)."""
+    auth_url = extra_field(connection, "auth_url")
+    if not auth_url:  # never "None" as a URL: the round fails saying which field is empty
+        raise ValueError("the API's connection has no Token URL (its extra's auth_url)")
     return {
         "BATCHVAL_BASE_URL": str(connection.host),
-        "BATCHVAL_AUTH_URL": str(extra_field(connection, "auth_url")),
+        "BATCHVAL_AUTH_URL": str(auth_url),
         "BATCHVAL_CLIENT_ID": str(connection.login),
         "BATCHVAL_CLIENT_SECRET": str(connection.password),
     }
