@@ -38,14 +38,7 @@ class BatchvalHook(BaseHook):
 
     def get_conn(self) -> rounds.ConnectionFields:
         """The connection's fields, whatever its type (`batchval` or `generic`)."""
-        found: Any = self.get_connection(self.batchval_conn_id)
-        return rounds.ConnectionFields(
-            host=found.host,
-            login=found.login,
-            password=found.password,
-            extra=found.extra_dejson,
-            conn_type=found.conn_type,
-        )
+        return connection_fields(self.batchval_conn_id)
 
     def environment(self) -> dict[str, str]:
         """The variables batchval reads the API's settings from."""
@@ -56,3 +49,16 @@ class BatchvalHook(BaseHook):
         scope, by `batchval check`."""
         command = rounds.batchval_command(self.batchval_bin, os.environ)
         return connection.test_connection(self.get_conn(), command, os.environ)
+
+
+def connection_fields(conn_id: str) -> rounds.ConnectionFields:
+    """The fields a round reads of Airflow's connection `conn_id`, of any type (the API's,
+    the object store's)."""
+    found: Any = BaseHook.get_connection(conn_id)
+    return rounds.ConnectionFields(
+        host=found.host,
+        login=found.login,
+        password=found.password,
+        extra=found.extra_dejson,
+        conn_type=found.conn_type,
+    )

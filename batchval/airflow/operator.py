@@ -53,16 +53,12 @@ from typing import Any
 from airflow.sdk import Asset, AssetAlias, BaseOperator
 
 from batchval.airflow import rounds, tasklog
-from batchval.airflow.hook import BatchvalHook
+from batchval.airflow.hook import BatchvalHook, connection_fields
 from batchval.airflow.rounds import Next
 from batchval.airflow.trigger import RoundTrigger
 
 # Where Airflow 3.3 keeps them; the earlier 3.x kept them in core (a fallback never run
 # by `make airflow-check`, which installs 3.3).
-try:
-    from airflow.sdk import BaseHook
-except ImportError:  # pragma: no cover
-    from airflow.hooks.base import BaseHook
 try:
     from airflow.sdk.exceptions import AirflowException, AirflowFailException
 except ImportError:  # pragma: no cover
@@ -231,21 +227,10 @@ class BatchvalOperator(BaseOperator):
         api = None if self.conn_id is None else BatchvalHook(self.conn_id).get_conn()
         storage = None
         if rounds.needs_storage(self.arguments, self.out_dir):
-            storage = self._connection_fields(self.storage_conn_id)
+            storage = (
+                None if self.storage_conn_id is None else connection_fields(self.storage_conn_id)
+            )
         return rounds.round_environment(os.environ, workdir, api=api, storage=storage)
-
-    @staticmethod
-    def _connection_fields(conn_id: str | None) -> rounds.ConnectionFields | None:
-        if conn_id is None:
-            return None
-        connection = BaseHook.get_connection(conn_id)
-        return rounds.ConnectionFields(
-            host=connection.host,
-            login=connection.login,
-            password=connection.password,
-            extra=connection.extra_dejson,
-            conn_type=connection.conn_type,
-        )
 
     def _status(self, command: list[str], env: dict[str, str], workdir: str) -> dict[str, Any]:
         """The run's status read from its place (`status URL` restores it into the round's

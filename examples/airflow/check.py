@@ -294,23 +294,12 @@ class Airflow:
     def wasb_hook_finds(self, place: Place, container: str, blob: str) -> str:
         """What apache-airflow-providers-microsoft-azure's own WasbHook says of `blob`,
         given `place`'s storage connection: a `wasb` connection it reads as batchval does."""
-        done = subprocess.run(
-            [
-                str(AIRFLOW.parent / "python"),
-                "-c",
-                "import sys; from airflow.providers.microsoft.azure.hooks.wasb import WasbHook; "
-                "print(WasbHook(wasb_conn_id='batchval_storage').check_for_blob(*sys.argv[1:]))",
-                container,
-                blob,
-            ],
-            env={**self.env, STORAGE_CONN: place.connection},
-            cwd=self.cwd,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
+        return self.python(
+            "from airflow.providers.microsoft.azure.hooks.wasb import WasbHook; "
+            "print(WasbHook(wasb_conn_id='batchval_storage').check_for_blob("
+            f"{container!r}, {blob!r}))",
+            env={STORAGE_CONN: place.connection},
         )
-        return (done.stdout.strip().splitlines() or [done.stderr.strip()])[-1]
 
     def dags_test(self, dag_id: str, conf: dict[str, Any], env: dict[str, str]) -> tuple[str, str]:
         """Run one DagRun; returns its final state and the whole output."""
