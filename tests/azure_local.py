@@ -25,22 +25,13 @@ from pathlib import Path
 
 from azure_server import START_TIMEOUT, AzureServer, _command, azurite_binary, container_request
 from objects_server import free_ports
-from s3_local import _alive, _free
+from s3_local import _free, _running, stop_background
 
 ACCOUNT = "batchvallocal"
 # Base64 of 64 bytes, as Azure shows an account key; this one is public, like the sandbox's.
 KEY = "YmF0Y2h2YWwtbG9jYWwtYXp1cml0ZS1rZXktZm9yLWxvb3BiYWNrLW9ubHktbm90LWEtc2VjcmV0LTAwMDAwMA=="
 CONTAINER = "batchval-local"
-STOP_TIMEOUT = 30.0
-
-
-def _running(directory: Path) -> int | None:
-    try:
-        pid = int((directory / "azurite.pid").read_text(encoding="utf-8"))
-        os.kill(pid, 0)
-    except (OSError, ValueError):
-        return None
-    return pid
+PID_FILE = "azurite.pid"
 
 
 def _say(directory: Path, server: AzureServer, already: bool) -> None:
@@ -61,7 +52,7 @@ def _say(directory: Path, server: AzureServer, already: bool) -> None:
 
 def start(directory: Path, port: int) -> int:
     directory.mkdir(parents=True, exist_ok=True)
-    if _running(directory) is not None:
+    if _running(directory, PID_FILE) is not None:
         kept = int((directory / "port").read_text(encoding="utf-8"))
         _say(directory, AzureServer(kept, ACCOUNT, KEY, CONTAINER, 0, 0.0), already=True)
         return 0
@@ -84,7 +75,7 @@ def start(directory: Path, port: int) -> int:
             cwd=directory,
             start_new_session=True,  # it outlives this script and the make that ran it
         )
-    (directory / "azurite.pid").write_text(str(process.pid), encoding="utf-8")
+    (directory / PID_FILE).write_text(str(process.pid), encoding="utf-8")
     (directory / "port").write_text(str(port), encoding="utf-8")
     server = AzureServer(port, ACCOUNT, KEY, CONTAINER, process.pid, 0.0)
     began = time.monotonic()
@@ -100,19 +91,8 @@ def start(directory: Path, port: int) -> int:
 
 
 def stop(directory: Path) -> int:
-    pid = _running(directory)
-    if pid is None:
-        print(f"no local Azurite runs from {directory}")
-        return 0
-    os.kill(pid, signal.SIGTERM)  # what Node stops on
-    began = time.monotonic()
-    while _alive(pid) and time.monotonic() - began < STOP_TIMEOUT:
-        time.sleep(0.2)
-    if _alive(pid):
-        os.kill(pid, signal.SIGKILL)
-    (directory / "azurite.pid").unlink(missing_ok=True)
-    print(f"stopped the local Azurite; its data stays in {directory / 'data'}")
-    return 0
+    # SIGTERM: what Node stops on.
+    return stop_background(directory, PID_FILE, signal.SIGTERM, "the local Azurite")
 
 
 def main(argv: list[str]) -> int:

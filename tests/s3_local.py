@@ -47,9 +47,10 @@ def _free(port: int) -> bool:
     return True
 
 
-def _running(directory: Path) -> int | None:
+def _running(directory: Path, pid_file: str = "weed.pid") -> int | None:
+    """The process id kept in `directory/pid_file`, while that process lives."""
     try:
-        pid = int((directory / "weed.pid").read_text(encoding="utf-8"))
+        pid = int((directory / pid_file).read_text(encoding="utf-8"))
         os.kill(pid, 0)
     except (OSError, ValueError):
         return None
@@ -122,18 +123,24 @@ def start(directory: Path, port: int) -> int:
 
 
 def stop(directory: Path) -> int:
-    pid = _running(directory)
+    return stop_background(directory, "weed.pid", signal.SIGINT, "the local S3 server")
+
+
+def stop_background(directory: Path, pid_file: str, how: signal.Signals, what: str) -> int:
+    """Stop the server whose process id `directory/pid_file` keeps: `how`, then SIGKILL if
+    it still runs after STOP_TIMEOUT (`make s3-local-stop`, `make azure-local-stop`)."""
+    pid = _running(directory, pid_file)
     if pid is None:
-        print(f"no local S3 server runs from {directory}")
+        print(f"no {what.removeprefix('the ')} runs from {directory}")
         return 0
-    os.kill(pid, signal.SIGINT)
+    os.kill(pid, how)
     began = time.monotonic()
     while _alive(pid) and time.monotonic() - began < STOP_TIMEOUT:
         time.sleep(0.2)
     if _alive(pid):
         os.kill(pid, signal.SIGKILL)
-    (directory / "weed.pid").unlink(missing_ok=True)
-    print(f"stopped the local S3 server; its data stays in {directory / 'data'}")
+    (directory / pid_file).unlink(missing_ok=True)
+    print(f"stopped {what}; its data stays in {directory / 'data'}")
     return 0
 
 
