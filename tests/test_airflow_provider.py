@@ -55,12 +55,14 @@ def test_the_batchval_connection_type_declares_its_form() -> None:
     assert set(shown["hidden-fields"]) == {"schema", "port"}
 
 
-def test_the_airflow_extra_asks_for_airflow_3_and_azure_s_provider() -> None:
-    """`pip install 'batchval[airflow]'` brings Airflow 3 (the task SDK the operator uses)
-    and Microsoft Azure's provider (its `wasb` connection type, for a storage connection)."""
+def test_the_airflow_extra_asks_for_airflow_3_azure_s_and_openlineage_s_providers() -> None:
+    """`pip install 'batchval[airflow]'` brings Airflow 3 (the task SDK the operator uses),
+    Microsoft Azure's provider (its `wasb` connection type, for a storage connection) and
+    the OpenLineage provider (the operator's lineage: batchval/airflow/lineage.py)."""
     requires = distribution("batchval").requires or []
     extra = [r for r in requires if 'extra == "airflow"' in r]
     assert [r.split(";")[0].strip() for r in extra] == [
         "apache-airflow<4,>=3.3",
         "apache-airflow-providers-microsoft-azure<16,>=15.2",
+        "apache-airflow-providers-openlineage<3,>=2.20",
     ]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -246,7 +245,7 @@ def test_the_summary_table_is_the_summary_s_keys() -> None:
     that example to a real run), and `book`, which only a --book run writes."""
     page = _page("reference/summary.md")
     printed = page.split("$ cat runs/small/summary.json\n", 1)[1].split("\n```", 1)[0]
-    keys = set(json.loads(printed))
+    keys = set(re.findall(r'^  "(\w+)":', printed, re.MULTILINE))  # its `...` hides `files`'s
     assert set(_rows(TABLES["summary"]())) == keys | {"book"}
     assert TABLES["summary"]() in page + "\n"
     assert TABLES["summary-charges"]() in page + "\n"

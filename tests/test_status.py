@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from support import env_for, portfolio, run_in_process
 
@@ -69,3 +70,32 @@ def test_status_without_the_summary_works_the_times_out_from_the_checkpoint(
     assert shown["started_at"] == summary["started_at"]
     assert shown["finished_at"] is not None
     assert shown["seconds"] == pytest.approx(summary["seconds"], abs=1.0)
+
+
+def test_summary_and_status_describe_each_parquet_output_for_lineage(
+    served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """summary.json's `files` (and status's): each Parquet file the run wrote, with the rows,
+    bytes and columns its footer and the disk give, the writers' descriptions included."""
+    source = portfolio(tmp_path / "book.csv", 6)
+    with source.open("a", encoding="utf-8") as file:  # one row refused: a problems row
+        file.write("LN-BAD,not a postcode,terraced,2,CASE-BAD\n")
+    out = tmp_path / "out"
+    env = env_for(served)
+    run = ("run", str(source), "--out", str(out))
+    assert run_in_process(*run, env=env, monkeypatch=monkeypatch, capsys=capsys)[0] == 0
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    files = {file["name"]: file for file in summary["files"]}
+    assert sorted(files) == ["charges.parquet", "problems.parquet", "results.parquet"]
+    for name, file in files.items():
+        table = pq.read_table(out / name)
+        assert file["rows"] == table.num_rows
+        assert file["bytes"] == (out / name).stat().st_size
+        assert [(c["name"], c["type"]) for c in file["columns"]] == [
+            (field.name, str(field.type)) for field in table.schema
+        ]
+    assert files["results.parquet"]["rows"] == 6
+    assert files["problems.parquet"]["rows"] == 1
+    described = {c["name"]: c["description"] for c in files["results.parquet"]["columns"]}
+    assert described["row_number"] == "The row's 1-based position in the input."
+    assert _status(out, env, monkeypatch, capsys)["files"] == summary["files"]

@@ -90,8 +90,9 @@ def test_summary_json_keys_are_the_contract() -> None:
     found = summary().to_json()
     assert set(found) == SUMMARY_KEYS
     # The reference's table (engine/summary.SUMMARY_KEYS) says what each key holds, in
-    # summary.json's order, and `book`, which a --book run adds at the end.
-    assert list(DOCUMENTED) == [*found, "book"]
+    # summary.json's order, and `book` (a --book run's) and `files` (a run's that wrote
+    # any), which a run adds at the end.
+    assert list(DOCUMENTED) == [*found, "book", "files"]
     assert list(MONEY_KEYS) == [f.name for f in dataclasses.fields(Money)]
     assert found["rows"] == {
         "total": 10,

@@ -52,7 +52,7 @@ from typing import Any
 
 from airflow.sdk import Asset, AssetAlias, BaseOperator
 
-from batchval.airflow import rounds, tasklog
+from batchval.airflow import lineage, rounds, tasklog
 from batchval.airflow.hook import BatchvalHook, connection_fields
 from batchval.airflow.rounds import Next
 from batchval.airflow.trigger import RoundTrigger
@@ -124,6 +124,8 @@ class BatchvalOperator(BaseOperator):
         self.wait_when_no_time_given = wait_when_no_time_given
         self.late_after = late_after
         self._process: subprocess.Popen[str] | None = None
+        # What the last round showed (its status, exit code, number), for the lineage.
+        self._seen: tuple[dict[str, Any], int, int] | None = None
 
     def execute(self, context: Any) -> dict[str, Any]:
         return self._round(context, 1, None)
@@ -161,6 +163,7 @@ class BatchvalOperator(BaseOperator):
             code, stop_line = self._batchval([*command, *arguments], env, workdir)
             step = rounds.next_step(code)
             status = self._status(command, env, workdir) if step is not Next.FAIL else {}
+        self._seen = (status, code, number)
         found = status.get("run_id")
         self.log.info(
             "batchval exited %s (round %s of at most %s), run %s",
@@ -225,12 +228,36 @@ class BatchvalOperator(BaseOperator):
 
     def _environment(self, workdir: str) -> dict[str, str]:
         api = None if self.conn_id is None else BatchvalHook(self.conn_id).get_conn()
-        storage = None
-        if rounds.needs_storage(self.arguments, self.out_dir):
-            storage = (
-                None if self.storage_conn_id is None else connection_fields(self.storage_conn_id)
-            )
-        return rounds.round_environment(os.environ, workdir, api=api, storage=storage)
+        return rounds.round_environment(os.environ, workdir, api=api, storage=self._storage())
+
+    def _storage(self) -> Any:
+        if self.storage_conn_id is None or not rounds.needs_storage(self.arguments, self.out_dir):
+            return None
+        return connection_fields(self.storage_conn_id)
+
+    # --- OpenLineage (the provider calls these when it is installed: `lineage`) ------------
+
+    def get_openlineage_facets_on_start(self) -> Any:
+        return lineage.operator_lineage(self._lineage(with_round=False))
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        return lineage.operator_lineage(self._lineage(with_round=True))
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        return lineage.operator_lineage(self._lineage(with_round=True))
+
+    def _lineage(self, *, with_round: bool) -> lineage.Lineage:
+        """The task's datasets, named with the account its storage connection gives (no
+        secret leaves: only the names are read from the environment), and what the last
+        round showed."""
+        try:
+            environ = rounds.round_environment(os.environ, "", storage=self._storage())
+        except rounds.StorageConnectionError:
+            environ = dict(os.environ)
+        status, code, number = self._seen if with_round and self._seen else ({}, None, None)
+        return lineage.lineage_of(
+            self.arguments, self.out_dir, environ, status=status, exit_code=code, rounds=number
+        )
 
     def _status(self, command: list[str], env: dict[str, str], workdir: str) -> dict[str, Any]:
         """The run's status read from its place (`status URL` restores it into the round's

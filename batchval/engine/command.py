@@ -44,6 +44,7 @@ from batchval.engine.files import file_mode, write_json_atomic
 from batchval.engine.invocation import NotedSignals, last_defect, locked_dir
 from batchval.engine.live import insist_on_live
 from batchval.engine.names import DRY_RUN_NAME, LOG_NAME
+from batchval.engine.outputs import described
 from batchval.engine.place import Place
 from batchval.engine.sending import SendOutcome
 from batchval.engine.summary import SUMMARY_NAME, DryRunSummary, RunSummary
@@ -290,6 +291,7 @@ def _run(
         next_action=lines.complete_action if code is ExitCode.COMPLETE else "",
         removed=tuple(removed),
         began=began,
+        files=described(product.place.local),
     )
     summary = steps.summary(run)
     write_json_atomic(product.place.local / SUMMARY_NAME, summary.to_json())

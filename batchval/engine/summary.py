@@ -84,6 +84,13 @@ SUMMARY_KEYS: Mapping[str, str] = {
         "with `--book` only: rows valued, carried and deferred, the ages of the book's "
         "valuations, and when the whole book will be fresh"
     ),
+    "files": (
+        "each Parquet file the run has written into DIR (`results.parquet`, "
+        "`problems.parquet`, `charges.parquet`, a book night's `picks.parquet`): its `name`, "
+        "`rows`, `bytes` and `columns` (each `name`, Arrow `type` and the `description` the "
+        "file holds), read from the files once written: a scheduler's lineage (the Airflow "
+        "operator's OpenLineage datasets)"
+    ),
 }
 
 
@@ -199,6 +206,10 @@ class RunSummary:
     # Whether this invocation began the run (its memory was not there: a new run) or went
     # on with it (resumed); None when no invocation of the run is reported (`status`).
     began: bool | None = None
+    # summary.json's `files`: the run's Parquet outputs in DIR (`engine/outputs.described`),
+    # each its name, rows, bytes and columns, for a scheduler's lineage; None for `status`
+    # of a run whose last summary had none.
+    files: tuple[Mapping[str, Any], ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.next_action:
@@ -259,6 +270,7 @@ class RunSummary:
             "portfolio": None if self.portfolio is None else dict(self.portfolio),
             "api_clock": None if self.api_clock is None else dict(self.api_clock),
             **({} if self.book is None else {"book": dict(self.book)}),
+            **({} if self.files is None else {"files": [dict(file) for file in self.files]}),
         }
 
     @property

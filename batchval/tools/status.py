@@ -103,6 +103,7 @@ def _status(out_dir: Path, checkpoint: Checkpoint, holder: str | None) -> RunSum
         book=book,
         own_lines=own_lines(portfolio, book),
         next_action=action,
+        files=_last_files(last),
     )
 
 
@@ -199,6 +200,14 @@ def _last_book(last: dict[str, Any] | None) -> dict[str, Any] | None:
     """The book section (rows, age profile, forecast) the last `run --book` wrote."""
     book = last.get("book") if last else None
     return book if isinstance(book, dict) else None
+
+
+def _last_files(last: dict[str, Any] | None) -> tuple[dict[str, Any], ...] | None:
+    """The Parquet files the last invocation wrote, as its summary described them."""
+    files = last.get("files") if last else None
+    if not isinstance(files, list):
+        return None
+    return tuple(file for file in files if isinstance(file, dict))
 
 
 def _last_summary(out_dir: Path) -> dict[str, Any] | None:

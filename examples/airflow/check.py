@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+import pyarrow.parquet as pq
 
 from batchval.store.objects import ObjectStore
 
@@ -156,10 +157,13 @@ class Place:
     env: dict[str, str]
     connection: str
     secrets: list[str]
+    # OpenLineage's namespace for the store's datasets (its dataset naming spec).
+    namespace: str
 
 
 def s3_place(s3: S3Server) -> Place:
-    return Place("S3", s3.url, s3.env(), storage_connection(s3), s3.secrets)
+    namespace = f"s3://{s3.bucket}"
+    return Place("S3", s3.url, s3.env(), storage_connection(s3), s3.secrets, namespace)
 
 
 def azure_place(azurite: AzureServer) -> Place:
@@ -169,7 +173,8 @@ def azure_place(azurite: AzureServer) -> Place:
     connection = json.dumps(
         {"conn_type": "wasb", "extra": {"connection_string": azurite.connection_string()}}
     )
-    return Place("Azure", azurite.url, azurite.env(), connection, azurite.secrets)
+    namespace = f"wasbs://{azurite.container}@{azurite.account}.dfs.core.windows.net"
+    return Place("Azure", azurite.url, azurite.env(), connection, azurite.secrets, namespace)
 
 
 def rows(path: Path, count: int) -> Path:
@@ -620,6 +625,69 @@ def _signal_batchval(out: str, task: subprocess.Popen[str]) -> bool:
     return False
 
 
+def lineage_transport(path: Path) -> dict[str, str]:
+    """The OpenLineage provider's file transport: each event a JSON line in `path`."""
+    transport = {"type": "file", "log_file_path": str(path), "append": True}
+    return {
+        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(transport),
+        "AIRFLOW__OPENLINEAGE__NAMESPACE": "batchval-check",
+    }
+
+
+def lineage_event(path: Path, task: str, kind: str = "COMPLETE") -> dict[str, Any]:
+    """The last `kind` event of the task named `task` (`dag.task`) in the transport's file."""
+    found: dict[str, Any] = {}
+    if path.is_file():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            event = json.loads(line)
+            if event.get("eventType") == kind and event["job"]["name"] == task:
+                found = event
+    return found
+
+
+def datasets(event: dict[str, Any], side: str) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(d["namespace"], d["name"]): d for d in event.get(side) or ()}
+
+
+def lineage_matches(
+    event: dict[str, Any],
+    inputs: list[tuple[str, str]],
+    outputs: dict[tuple[str, str], Path | bytes],
+    summary: dict[str, Any],
+) -> str:
+    """What is wrong with a COMPLETE event's lineage, or "" when nothing is: each of `inputs`
+    among its inputs; each of `outputs` among its outputs, with a schema facet of the
+    file's columns and output statistics of its rows and bytes (the file, read here: a
+    local path, or its bytes fetched from the store); batchval's run facet as summary.json."""
+    if not event:
+        return "no COMPLETE event in the transport's file"
+    read, written = datasets(event, "inputs"), datasets(event, "outputs")
+    missing = [name for name in inputs if name not in read]
+    missing += [name for name in outputs if name not in written]
+    if missing:
+        return f"missing {missing}; inputs {sorted(read)}, outputs {sorted(written)}"
+    for name, file in outputs.items():
+        data = file.read_bytes() if isinstance(file, Path) else file
+        table = pq.read_table(io.BytesIO(data))
+        facets, statistics = written[name].get("facets") or {}, written[name].get("outputFacets")
+        fields = [field["name"] for field in (facets.get("schema") or {}).get("fields") or ()]
+        counted = (statistics or {}).get("outputStatistics") or {}
+        if fields != table.schema.names:
+            return f"{name}: schema fields {fields[:5]}... not the file's {table.schema.names[:5]}"
+        if (counted.get("rowCount"), counted.get("size")) != (table.num_rows, len(data)):
+            return f"{name}: statistics {counted} not {table.num_rows} rows, {len(data)} bytes"
+    facet = event["run"]["facets"].get("batchval") or {}
+    expected = {
+        "runId": summary.get("run_id"),
+        "exitCode": summary.get("exit_code"),
+        "creditsTotal": (summary.get("credits_charged") or {}).get("total"),
+        "rowsValued": (summary.get("rows") or {}).get("valued"),
+    }
+    if {key: facet.get(key) for key in expected} != expected:
+        return f"batchval run facet {facet} does not say {expected}"
+    return ""
+
+
 def nightly_book(airflow: Airflow, work: Path, check: Check, place: Place) -> None:
     """The nightly-book DAG for two nights at `place`'s URLs (SeaweedFS's `s3://`, or
     Azurite's `az://` through a `wasb` connection the DAG's `storage_conn_id` param names,
@@ -637,11 +705,13 @@ def nightly_book(airflow: Airflow, work: Path, check: Check, place: Place) -> No
         "storage_conn_id": "batchval_store_param",
     }
     nights = []
+    events = work / f"lineage-{place.name}.jsonl"
     # The DAG runs with --live, which takes batchval's sandbox only when it rehearses.
     with sandbox("--no-rate-limit", "--rehearsal") as served:
         env = {
             DEFAULT_CONN: connection(served, "sandbox-live", "sandbox-live-secret"),
             "AIRFLOW_CONN_BATCHVAL_STORE_PARAM": place.connection,
+            **lineage_transport(events),
         }
         for day in ("2026-11-25", "2026-11-26"):
             output = airflow(
@@ -680,6 +750,25 @@ def nightly_book(airflow: Airflow, work: Path, check: Check, place: Place) -> No
     )
     if not read:
         print(after[-3000:])
+    night = ObjectStore.from_url(place.url("valuations/nights/2026-11-26"), place.env)
+    key = "valuations/nights/2026-11-26/"
+    book = (place.namespace, "valuations/book.parquet")
+    outputs: dict[tuple[str, str], Path | bytes] = {
+        (place.namespace, key + name): (night.get(name) or (b"",))[0]
+        for name in ("results.parquet", "problems.parquet", "picks.parquet")
+    }
+    event = lineage_event(events, "batchval_nightly_book.revalue_book")
+    wrong = lineage_matches(
+        event, [(place.namespace, "books/loans.csv"), book], outputs, nights[1][1]
+    )
+    if not wrong and book not in datasets(event, "outputs"):
+        wrong = f"the book {book} is not among the outputs"
+    check(
+        f"OpenLineage events of the second night ({place.name}): the input, the book and the "
+        f"outputs named in {place.namespace}, with their schema and statistics",
+        not wrong,
+        wrong or f"{len(datasets(event, 'outputs'))} outputs, run {event['run']['runId']}",
+    )
 
 
 def main() -> int:
@@ -715,8 +804,13 @@ def main() -> int:
         )
 
         with sandbox("--no-rate-limit") as served:
-            env = {DEFAULT_CONN: connection(served, "sandbox-live", "sandbox-live-secret")}
-            conf = {"input": str(rows(work / "nightly.csv", 40)), "out_root": str(work / "nightly")}
+            events = work / "lineage-nightly.jsonl"
+            env = {
+                DEFAULT_CONN: connection(served, "sandbox-live", "sandbox-live-secret"),
+                **lineage_transport(events),
+            }
+            source = rows(work / "nightly.csv", 40)
+            conf = {"input": str(source), "out_root": str(work / "nightly")}
             state, output = airflow.dags_test("batchval_nightly", conf, env)
             runs = list((work / "nightly").glob("*"))
             got = summary(runs[0]) if runs else {}
@@ -729,6 +823,29 @@ def main() -> int:
             )
             if state != "success":
                 print(output[-4000:])
+            out = runs[0] if runs else work / "nightly" / "none"
+            value = "batchval_nightly.value_portfolio"
+            wrong = lineage_matches(
+                lineage_event(events, value),
+                [("file", str(source))],
+                {("file", str(out / n)): out / n for n in ("results.parquet", "problems.parquet")},
+                got,
+            )
+            on_start = datasets(lineage_event(events, value, "START"), "outputs")
+            if not wrong and ("file", str(out / "results.parquet")) not in on_start:
+                wrong = f"the START event names no results.parquet: {sorted(on_start)}"
+            report = lineage_event(events, "batchval_nightly.report")
+            if not wrong and list(datasets(report, "outputs")) != [
+                ("file", str(out / "report.html"))
+            ]:
+                wrong = f"the report's outputs are {sorted(datasets(report, 'outputs'))}"
+            check(
+                "OpenLineage events (the provider's file transport): the input and outputs "
+                "named as the spec says (local: `file`, the path), with their schema, rows and "
+                "bytes, and batchval's run facet; the report's page its only output",
+                not wrong,
+                wrong or f"{len(datasets(lineage_event(events, value), 'outputs'))} outputs",
+            )
             connections_tested(airflow, served, check)
 
             env = {DEFAULT_CONN: connection(served, "sandbox-live", "wrong-secret")}
