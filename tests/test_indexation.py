@@ -490,10 +490,29 @@ def test_a_night_s_results_are_indexed_a_chunk_at_a_time_as_whole(
     "among",
     [[1, 2, 3, 4, 5], [3, 4, 5, 6], [1, 2, 4, 5, 6], [5, 4, 3, 2, 1], [2, 2, 3], []],
 )
-def test_a_row_s_place_among_the_pass_through_rows_is_its_look_up_s(among: list[int]) -> None:
+@pytest.mark.parametrize("asked", [[0, 1, 2, 3, 5, 6, 7, None], [3, 4, None, 5], [4], []])
+def test_a_row_s_place_among_the_pass_through_rows_is_its_look_up_s(
+    among: list[int], asked: list[int | None]
+) -> None:
     """`_places`: the place of each row number among the pass-through rows' (null where
-    it is not there), the same by subtraction (rows numbered one by one) as by a look-up."""
-    numbers = pa.array([0, 1, 2, 3, 5, 6, 7, None], pa.int64())
+    it is not there), the same by subtraction (rows numbered one by one) as by a look-up,
+    whether some are outside the rows or all inside."""
+    numbers = pa.array(asked, pa.int64())
     rows = pa.chunked_array([pa.array(among[:2], pa.int64()), pa.array(among[2:], pa.int64())])
     found = indexing._places(numbers, rows)
     assert found.to_pylist() == pc.index_in(numbers, rows).to_pylist()
+
+
+def test_the_rewrite_dictionary_encodes_only_text_whose_values_repeat() -> None:
+    """`_text_columns`: text columns are dictionary-encoded unless the first chunk's values
+    are mostly distinct (a loan's id: the writer would make the dictionary and drop it)."""
+    first = pa.table(
+        {
+            "loan_id": pa.array([f"L{n:04d}" for n in range(100)]),
+            "value_method": pa.array(["indexed", "avm", "none", "indexed"] * 25),
+            "hpi_reason": pa.nulls(100, pa.string()),
+            "estimate": pa.array(range(100), pa.int64()),
+        }
+    )
+    assert indexing._text_columns(first.schema, first) == ["value_method", "hpi_reason"]
+    assert indexing._text_columns(first.schema, None) == ["loan_id", "value_method", "hpi_reason"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import itertools
 import os
 import re
 import tempfile
@@ -188,7 +189,10 @@ class Indexing:
             pieces = _pieces(frame, piece, valued)
             chunks = _merged(source, schema, in_order, added, loans["_file"], pieces)
             out = pa.schema([*schema, *index_fields()], metadata=schema.metadata)
-            rows = write_parquet(results, out, chunks, dictionary=_text_columns(out), ahead=True)
+            first = next(chunks, None)
+            coming = chunks if first is None else itertools.chain([first], chunks)
+            encoded = _text_columns(out, first)
+            rows = write_parquet(results, out, coming, dictionary=encoded, ahead=True)
             for _ in pieces:  # an empty file's one piece, which no chunk asked for
                 pass
             return rows, tracking(self.index, pl.concat(valued))
@@ -224,21 +228,34 @@ def _pieces(
             yield columns
 
 
-def _text_columns(schema: pa.Schema) -> list[str]:
-    """The columns of text, the ones the rewrite dictionary-encodes: a dictionary of the
-    numbers (a million distinct amounts, dates, ratios) is dropped by the writer once it
-    outgrows its page, after the work of making it (the write took a third longer)."""
-    return [field.name for field in schema if pa.types.is_string(field.type)]
+def _text_columns(schema: pa.Schema, first: pa.Table | None) -> list[str]:
+    """The columns of text the rewrite dictionary-encodes: a dictionary of the numbers (a
+    million distinct amounts, dates, ratios) is dropped by the writer once it outgrows its
+    page, after the work of making it (the write took a third longer), and so is one of a
+    text column whose values are mostly distinct (a loan's id) in the first chunk."""
+    texts = [field.name for field in schema if pa.types.is_string(field.type)]
+    if first is None:
+        return texts
+    kept = []
+    for name in texts:
+        column = first.column(name)
+        given = len(column) - column.null_count
+        if given < 2 or pc.count_distinct(column).as_py() <= given // 2:
+            kept.append(name)
+    return kept
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Unvalued:
     """A --book night's loans that results.parquet has no row for: their row numbers and
-    postcodes, in row order, and their pass-through values, in the same order."""
+    postcodes, in row order, and where their pass-through values are (`at`, in the same
+    order). Only the index's inputs are taken for all of them at once; a chunk's whole rows
+    are taken as the rewrite comes to it, while the chunk before is written."""
 
     numbers: pa.Array
     postcodes: pa.Array
-    given: pa.Table  # their pass-through values (`row_number` first), taken once
+    passthrough: pa.Table  # the checkpoint's pass-through values (`row_number` first), whole
+    at: pa.Array  # each unvalued loan's row in `passthrough`
     schema: pa.Schema  # results.parquet's
 
     @classmethod
@@ -259,7 +276,9 @@ class _Unvalued:
             order = pc.sort_indices(numbers)
             numbers, postcodes = numbers.take(order), postcodes.take(order)
         at = _places(numbers, passthrough.column("row_number"))
-        return cls(numbers, postcodes, passthrough.take(at).combine_chunks(), schema)
+        # One copy of the pass-through's chunks, so that each chunk's take is a take from
+        # arrays (a take from chunks joins them again each time).
+        return cls(numbers, postcodes, passthrough.combine_chunks(), at, schema)
 
     def inputs(self, like: pa.Schema) -> pa.Table:
         """Their columns of `like` (the index's inputs of results.parquet): the
@@ -271,8 +290,8 @@ class _Unvalued:
             at = self.schema.get_field_index(field.name)
             if field.name == "row_number":
                 arrays.append(self.numbers)
-            elif 1 <= at < self.given.num_columns:
-                arrays.append(self.given.column(at).cast(field.type))
+            elif 1 <= at < self.passthrough.num_columns:
+                arrays.append(self.passthrough.column(at).take(self.at).cast(field.type))
             elif field.name == "input_postcode":
                 arrays.append(self.postcodes.cast(field.type))
             elif field.name == "source":
@@ -283,7 +302,7 @@ class _Unvalued:
 
     def rows(self, start: int, count: int) -> pa.Table:
         """The whole rows of results.parquet's schema of `count` of them from `start`."""
-        given = self.given.slice(start, count)
+        given = self.passthrough.take(self.at.slice(start, count))
         return rows_with(self.schema, self.numbers.slice(start, count), given, "index")
 
 
@@ -320,6 +339,10 @@ def _places(numbers: pa.Array, among: pa.ChunkedArray) -> pa.Array:
     whole = among.combine_chunks()
     if len(whole) and whole[-1].as_py() - whole[0].as_py() == len(whole) - 1 and _rising(whole):
         places = pc.subtract(numbers, whole[0])
+        bounds = pc.min_max(places)
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        if low is None or (low >= 0 and high < len(whole)):  # all inside (as a night's are)
+            return places
         inside = pc.and_(pc.greater_equal(places, 0), pc.less(places, len(whole)))
         return pc.if_else(inside, places, None)
     return pc.index_in(numbers, whole)
