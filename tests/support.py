@@ -103,6 +103,16 @@ def clear_of_midnight(served: RunningSandbox, margin: float = 600) -> int:
     return shift
 
 
+def before_midnight(served: RunningSandbox, seconds: int) -> int:
+    """Move the sandbox's clock on to `seconds` before a midnight UTC: its next one, or the
+    one after when the next is nearer than that (the clock never goes back). Returns the
+    seconds moved, for the client's BATCHVAL_CLOCK_OFFSET_SECONDS."""
+    clock = served.sandbox.clock
+    shift = (clock.seconds_to_midnight() - seconds) % 86_400
+    clock.advance(shift)
+    return shift
+
+
 # A run's lease at a URL held 8 s, not 30 (engine/place.LEASE_VARIABLE, a test seam): a test
 # that kills or stalls a holder waits out 8 s. Long enough that a live holder on a loaded
 # machine renews it (every third of it) well within its margin.

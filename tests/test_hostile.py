@@ -46,6 +46,8 @@ from support import (
     Ran,
     assert_accounted,
     assert_paid_once,
+    before_midnight,
+    clear_of_midnight,
     env_for,
     outputs,
     portfolio,
@@ -439,26 +441,28 @@ def test_daily_limit_stop_status_and_midnight(
     rows = 30
     out = tmp_path / "out"
     args = ["run", str(portfolio(tmp_path / "book.csv", rows)), "--out", str(out)]
+    # No real midnight within the day's first part: its count must not restart midway.
+    moved = clear_of_midnight(served)
+    day = env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(moved))
     midnight = next_midnight(sandbox.clock.now())
     # The sending invocations are processes of their own: the sandbox in this one judges
     # their timing (`early_requests`), and a client sharing this interpreter reaches it
     # late on a loaded machine.
-    first = run_cli(*args, env=env_for(served))
+    first = run_cli(*args, env=day)
     assert daily_limit_hits(served) > 0, "the daily limit was never reached"
     stop = stopped(first, out, 75, "daily_limit")
     not_before = dt.datetime.fromisoformat(stop["not_before"])
     assert midnight <= not_before <= midnight + dt.timedelta(minutes=1), stop
     sent = len(ledger.requests)
-    again = batchval(*args, env=env_for(served))
+    again = batchval(*args, env=day)
     stopped(again, out, 75, "daily_limit")
     assert len(ledger.requests) == sent, "a call went out before midnight"
-    assert batchval("status", str(out), env=env_for(served)).returncode == 75
-    as_json = batchval("status", str(out), "--json", env=env_for(served))
+    assert batchval("status", str(out), env=day).returncode == 75
+    as_json = batchval("status", str(out), "--json", env=day)
     assert as_json.returncode == 75, as_json.stderr
     assert json.loads(as_json.stdout)["stop"]["reason"] == "daily_limit"
     # The day ends 6 s from now, for the sandbox and for batchval alike.
-    shift = sandbox.clock.seconds_to_midnight() - 6
-    sandbox.clock.advance(shift)
+    shift = moved + before_midnight(served, 6)
     env = env_for(served, BATCHVAL_CLOCK_OFFSET_SECONDS=str(shift))
     waited = run_cli(*args, "--wait-for-midnight", env=env)
     assert waited.returncode == 0, waited.stderr[-3000:]

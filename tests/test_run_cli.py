@@ -24,6 +24,7 @@ from support import (
     InProcess,
     assert_accounted,
     assert_paid_once,
+    before_midnight,
     clear_of_midnight,
     env_for,
     outputs,
@@ -595,9 +596,7 @@ def test_wait_for_midnight_carries_on(
     served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """With --wait-for-midnight, the run sleeps through the daily limit and completes."""
-    clock = served.sandbox.clock
-    shift = clock.seconds_to_midnight() - 8  # the sandbox's day ends 8 s from now
-    clock.advance(shift)
+    shift = before_midnight(served, 8)  # the sandbox's day ends 8 s from now
     served.sandbox.account(LIVE.client_id).daily_limit = 5
     source = portfolio(tmp_path / "book.csv", 8)
     out = tmp_path / "out"
