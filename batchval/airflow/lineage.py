@@ -196,7 +196,7 @@ def operator_lineage(lineage: Lineage) -> Any:
     facet (its columns) and output statistics (rows, bytes) once known, and the run facet
     `batchval`. Imports the provider: called only by the provider itself."""
     from airflow.providers.common.compat.openlineage.facet import (
-        Dataset as InputOnly,
+        Dataset as OpenLineageDataset,
     )
     from airflow.providers.common.compat.openlineage.facet import (
         OutputDataset,
@@ -226,7 +226,7 @@ def operator_lineage(lineage: Lineage) -> Any:
         return {"outputStatistics": facet}
 
     return OperatorLineage(
-        inputs=[InputOnly(namespace=d.namespace, name=d.name) for d in lineage.inputs],
+        inputs=[OpenLineageDataset(namespace=d.namespace, name=d.name) for d in lineage.inputs],
         outputs=[
             OutputDataset(
                 namespace=d.namespace,

@@ -1,4 +1,4 @@
-"""What a run's Parquet outputs hold, for a scheduler's lineage (summary.json's `outputs`):
+"""What a run's Parquet outputs hold, for a scheduler's lineage (summary.json's `files`):
 each file's name in DIR, rows, bytes and columns (name, Arrow type, the description its
 writer gave it), read from the files' footers after they are written, never from the rows."""
 
