@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from batchval.airflow.rounds import ConnectionFields, api_environment, extra_field
 
@@ -25,6 +25,10 @@ _MODE = re.compile(r"^ok\s+mode: (live|test)\b(.*)$", re.MULTILINE)
 # Its last line: `check: ok (exit 0)` or `check: <what failed> (exit N)`.
 _VERDICT = re.compile(r"^check: (.*) \(exit \d+\)$", re.MULTILINE)
 CHECK_TIMEOUT_SECONDS = 60
+
+# How `batchval check` is run: its arguments and environment in; its exit code and its
+# output (stdout, then stderr) out.
+Runner = Callable[[Sequence[str], Mapping[str, str]], tuple[int, str]]
 
 
 def missing_fields(connection: ConnectionFields) -> list[str]:
@@ -65,12 +69,30 @@ def verdict(code: int, output: str, scope: str | None) -> tuple[bool, str]:
     return True, f"a token was fetched and the API answered: {words}"
 
 
+def process(command: Sequence[str]) -> Runner:
+    """batchval run as a process, as the operator runs it (`command`: its
+    `batchval_command`); the runner the hook tests a connection with."""
+
+    def run(arguments: Sequence[str], env: Mapping[str, str]) -> tuple[int, str]:
+        done = subprocess.run(
+            [*command, *arguments],
+            env=dict(env),
+            capture_output=True,
+            text=True,
+            timeout=CHECK_TIMEOUT_SECONDS,
+            check=False,
+        )
+        return done.returncode, done.stdout + done.stderr
+
+    return run
+
+
 def test_connection(
-    connection: ConnectionFields, command: Sequence[str], environ: Mapping[str, str]
+    connection: ConnectionFields, environ: Mapping[str, str], run: Runner
 ) -> tuple[bool, str]:
-    """Test `connection` by `batchval check` (`command` is how batchval is run: the
-    operator's `batchval_command`), with the worker's environment less its own BATCHVAL_
-    variables and plus the connection's."""
+    """Test `connection` by `batchval check` (run by `run`: `process(command)` for the
+    hook), with the worker's environment less its own BATCHVAL_ variables and plus the
+    connection's."""
     missing = missing_fields(connection)
     if missing:
         return False, f"the connection has no {', '.join(missing)}"
@@ -81,14 +103,7 @@ def test_connection(
     env = {k: v for k, v in environ.items() if not k.startswith("BATCHVAL_")}
     env.update(api_environment(connection))
     try:
-        done = subprocess.run(
-            [*command, "check"],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=CHECK_TIMEOUT_SECONDS,
-            check=False,
-        )
+        code, output = run(["check"], env)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, f"batchval check could not be run: {exc}"
-    return verdict(done.returncode, done.stdout + done.stderr, scope)
+    return verdict(code, output, scope)

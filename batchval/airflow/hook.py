@@ -48,7 +48,7 @@ class BatchvalHook(BaseHook):
         """Whether the connection works (a token fetched, the API read with it), and its
         scope, by `batchval check`."""
         command = rounds.batchval_command(self.batchval_bin, os.environ)
-        return connection.test_connection(self.get_conn(), command, os.environ)
+        return connection.test_connection(self.get_conn(), os.environ, connection.process(command))
 
 
 def connection_fields(conn_id: str) -> rounds.ConnectionFields:
