@@ -11,14 +11,13 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import threading
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import mypy.api
 import nbformat
 import polars as pl
 import pytest
@@ -128,22 +127,19 @@ batchval.Settings(index_source="ukhpy")
 """
 
 
-def test_a_misspelt_setting_is_a_type_error_in_a_user_s_script(tmp_path: Path) -> None:
+def test_a_misspelt_setting_is_a_type_error_in_a_user_s_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A type checker holds a user's script to `Settings`' fields and their types, and the
     calls to their keywords: each wrong line of the script is an error (the project's own
-    checker, mypy --strict; its cache from `make typecheck` makes this a second), the
-    right ones none."""
+    checker, mypy --strict, in this process; its cache from `make typecheck` makes this a
+    second), the right ones none."""
     script = tmp_path / "nightly.py"
     script.write_text(USER_SCRIPT, encoding="utf-8")
-    checked = subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", str(script)],
-        cwd=ROOT,  # where `batchval` is found as the package, not through the editable hook
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    errors = [line for line in checked.stdout.splitlines() if ": error: " in line]
-    assert [int(line.split(":")[1]) for line in errors] == [5, 6, 7], checked.stdout
+    monkeypatch.chdir(ROOT)  # where `batchval` is found as the package, not the editable hook
+    said, _, _ = mypy.api.run(["--strict", "--no-error-summary", str(script)])
+    errors = [line for line in said.splitlines() if ": error: " in line]
+    assert [int(line.split(":")[1]) for line in errors] == [5, 6, 7], said
     assert 'did you mean "concurrency"' in errors[0]
     assert "'ukhpy'" in errors[2]
 
