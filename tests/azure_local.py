@@ -14,18 +14,15 @@ the variables say which.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 from azure_server import START_TIMEOUT, AzureServer, _command, azurite_binary, container_request
 from objects_server import free_ports
-from s3_local import _free, _running, stop_background
+from s3_local import _free, _running, command_line, launched, served, stop_background
 
 ACCOUNT = "batchvallocal"
 # Base64 of 64 bytes, as Azure shows an account key; this one is public, like the sandbox's.
@@ -65,26 +62,18 @@ def start(directory: Path, port: int) -> int:
     data = directory / "data"
     data.mkdir(exist_ok=True)
     env = {**os.environ, "AZURITE_ACCOUNTS": f"{ACCOUNT}:{KEY}"}
-    with (directory / "azurite.log").open("ab") as log:
-        process = subprocess.Popen(
-            _command(binary, data, port),
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=directory,
-            start_new_session=True,  # it outlives this script and the make that ran it
-        )
-    (directory / PID_FILE).write_text(str(process.pid), encoding="utf-8")
+    process = launched(_command(binary, data, port), env, directory, "azurite.log", PID_FILE)
     (directory / "port").write_text(str(port), encoding="utf-8")
     server = AzureServer(port, ACCOUNT, KEY, CONTAINER, process.pid, 0.0)
-    began = time.monotonic()
-    while process.poll() is None and time.monotonic() - began < START_TIMEOUT:
+
+    def ready() -> bool:  # the container made (or there): the emulator serves
         with contextlib.suppress(OSError):
-            if container_request(server, "PUT", CONTAINER) in (201, 409):
-                _say(directory, server, already=False)
-                return 0
-        time.sleep(0.2)
+            return container_request(server, "PUT", CONTAINER) in (201, 409)
+        return False
+
+    if served(process, ready, START_TIMEOUT):
+        _say(directory, server, already=False)
+        return 0
     stop(directory)
     print(f"Azurite did not serve within {START_TIMEOUT:.0f} s: see {directory / 'azurite.log'}")
     return 1
@@ -96,14 +85,7 @@ def stop(directory: Path) -> int:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("action", choices=("start", "stop"))
-    parser.add_argument("directory", type=Path)
-    parser.add_argument("--port", type=int, default=10000)
-    args = parser.parse_args(argv)
-    if args.action == "start":
-        return start(args.directory, args.port)
-    return stop(args.directory)
+    return command_line(argv, start, stop, 10000, __doc__ or "")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from objects_server import (
@@ -98,25 +99,12 @@ def start(directory: Path, port: int) -> int:
     env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY_ID}
     env["AWS_SECRET_ACCESS_KEY"] = SECRET_ACCESS_KEY
     command = _command(weed, data, ports, bucket=BUCKET)
-    with (directory / "weed.log").open("ab") as log:
-        process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=env,
-            cwd=directory,
-            start_new_session=True,  # it outlives this script and the make that ran it
-        )
-    (directory / "weed.pid").write_text(str(process.pid), encoding="utf-8")
+    process = launched(command, env, directory, "weed.log", "weed.pid")
     (directory / "endpoint").write_text(endpoint, encoding="utf-8")
     client = ready_client(endpoint, ACCESS_KEY_ID, SECRET_ACCESS_KEY, BUCKET)
-    began = time.monotonic()
-    while process.poll() is None and time.monotonic() - began < START_TIMEOUT:
-        if _ready(client):
-            _say(directory, endpoint, already=False)
-            return 0
-        time.sleep(0.2)
+    if served(process, lambda: _ready(client), START_TIMEOUT):
+        _say(directory, endpoint, already=False)
+        return 0
     stop(directory)
     print(f"SeaweedFS did not serve S3 within {START_TIMEOUT:.0f} s: see {directory / 'weed.log'}")
     return 1
@@ -124,6 +112,37 @@ def start(directory: Path, port: int) -> int:
 
 def stop(directory: Path) -> int:
     return stop_background(directory, "weed.pid", signal.SIGINT, "the local S3 server")
+
+
+def launched(
+    command: list[str], env: dict[str, str], directory: Path, log: str, pid_file: str
+) -> subprocess.Popen[bytes]:
+    """`command` started in `directory` in a session of its own, so that it outlives this
+    script and the make that ran it, its output appended to `directory/log` and its
+    process id kept in `directory/pid_file` (`make s3-local`, `make azure-local`)."""
+    with (directory / log).open("ab") as out:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=directory,
+            start_new_session=True,
+        )
+    (directory / pid_file).write_text(str(process.pid), encoding="utf-8")
+    return process
+
+
+def served(process: subprocess.Popen[bytes], ready: Callable[[], bool], timeout: float) -> bool:
+    """Whether the launched server answers `ready` within `timeout` seconds, asked every
+    0.2 s while its process lives."""
+    began = time.monotonic()
+    while process.poll() is None and time.monotonic() - began < timeout:
+        if ready():
+            return True
+        time.sleep(0.2)
+    return False
 
 
 def stop_background(directory: Path, pid_file: str, how: signal.Signals, what: str) -> int:
@@ -158,15 +177,27 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def command_line(
+    argv: list[str],
+    start: Callable[[Path, int], int],
+    stop: Callable[[Path], int],
+    port: int,
+    doc: str,
+) -> int:
+    """`start DIR [--port N]` or `stop DIR`, for a local server's script (`doc`, its
+    docstring, gives the help's first line)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("action", choices=("start", "stop"))
     parser.add_argument("directory", type=Path)
-    parser.add_argument("--port", type=int, default=8333)
+    parser.add_argument("--port", type=int, default=port)
     args = parser.parse_args(argv)
     if args.action == "start":
         return start(args.directory, args.port)
     return stop(args.directory)
+
+
+def main(argv: list[str]) -> int:
+    return command_line(argv, start, stop, 8333, __doc__ or "")
 
 
 if __name__ == "__main__":
