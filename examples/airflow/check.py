@@ -236,16 +236,22 @@ class Airflow:
         self("db", "migrate")
 
     def __call__(self, *args: str, env: dict[str, str] | None = None) -> str:
-        done = subprocess.run(
-            [str(AIRFLOW), *args],
+        done = self._ran([str(AIRFLOW), *args], env, timeout=900)
+        return done.stdout + done.stderr
+
+    def _ran(
+        self, argv: list[str], env: dict[str, str] | None, timeout: float
+    ) -> subprocess.CompletedProcess[str]:
+        """`argv` run in Airflow's home with its environment (and `env`), its output kept."""
+        return subprocess.run(
+            argv,
             env={**self.env, **(env or {})},
             cwd=self.cwd,
             capture_output=True,
             text=True,
-            timeout=900,
+            timeout=timeout,
             check=False,
         )
-        return done.stdout + done.stderr
 
     def pins_moved(self) -> list[str]:
         """The packages of Airflow's environment that are not at the version
@@ -266,34 +272,17 @@ class Airflow:
 
     def python(self, code: str, env: dict[str, str] | None = None) -> str:
         """What `code` prints, run by Airflow's interpreter (its last line, else stderr's)."""
-        done = subprocess.run(
-            [str(AIRFLOW.parent / "python"), "-c", code],
-            env={**self.env, **(env or {})},
-            cwd=self.cwd,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        done = self._ran([str(AIRFLOW.parent / "python"), "-c", code], env, timeout=120)
         return (done.stdout.strip().splitlines() or [done.stderr.strip()])[-1]
 
     def installed(self) -> tuple[str, str]:
         """Where Airflow's interpreter finds batchval and what it was installed from (its
         direct_url.json), and the providers Airflow lists."""
-        done = subprocess.run(
-            [
-                str(AIRFLOW.parent / "python"),
-                "-c",
-                "import batchval.airflow as a, importlib.metadata as m; print(a.__file__); "
-                "print(m.distribution('batchval').read_text('direct_url.json'))",
-            ],
-            env=self.env,
-            cwd=self.cwd,
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
+        code = (
+            "import batchval.airflow as a, importlib.metadata as m; print(a.__file__); "
+            "print(m.distribution('batchval').read_text('direct_url.json'))"
         )
+        done = self._ran([str(AIRFLOW.parent / "python"), "-c", code], None, timeout=120)
         return done.stdout.strip(), self("providers", "list")
 
     def wasb_hook_finds(self, place: Place, container: str, blob: str) -> str:
