@@ -422,19 +422,26 @@ def test_how_the_index_tracked_tonight_s_estimates() -> None:
     }  # fmt: skip
 
 
+@pytest.mark.parametrize("runs_sliced", [0, 2, 512])
 @pytest.mark.parametrize("piece_chunks", [1, 2, 100])
 @pytest.mark.parametrize("in_order", [True, False])
 def test_a_night_s_results_are_indexed_a_chunk_at_a_time_as_whole(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, in_order: bool, piece_chunks: int
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    in_order: bool,
+    piece_chunks: int,
+    runs_sliced: int,
 ) -> None:
     """`Indexing.add_columns` streams results.parquet into its new self a few rows at a
     time, the unvalued loans made as they come, and works out the index's columns a few
     chunks at a time (a loan's authority by its sector's neighbours in other pieces too):
     the file is the table `indexed_results` makes of the whole at once (the unvalued rows
     added first, in row order), its schema's metadata kept, whether the file is in row
-    order or not."""
+    order or not, and whether a chunk's rows of the two are joined from slices or sorted
+    (`RUNS_SLICED`)."""
     monkeypatch.setattr(indexing, "CHUNK_ROWS", 3)
     monkeypatch.setattr(indexing, "PIECE_CHUNKS", piece_chunks)
+    monkeypatch.setattr(indexing, "RUNS_SLICED", runs_sliced)
     draws = random.Random(3)
     postcodes = ["M1 1AE", "M1 1ZZ", "SW1A 2AA", "CF10 1AA", None]
     passthrough = pa.table(
