@@ -122,7 +122,7 @@ docs: $(STAMP)
 # The reference tables drawn from the code (settings, exit codes, schemas, summary keys),
 # rewritten into the Markdown pages that hold them; `make test` fails on a page that drifts.
 docs-tables: $(STAMP)
-	$(BIN)/python -m batchval.tools.reference $$(grep -rl --include='*.md' '<!-- generated:' docs)
+	$(BIN)/python -m batchval._internal.admin.reference $$(grep -rl --include='*.md' '<!-- generated:' docs)
 
 # The docs' shell examples run as written (marked `docs_examples`: every console block of
 # the README and the pages through bash against the embedded sandbox, and the README's

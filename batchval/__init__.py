@@ -9,8 +9,7 @@ notice.
 """
 
 from batchval import exceptions as exceptions  # the public module, `batchval.exceptions`
-from batchval.exceptions import BatchvalError, FolderInUse, RunError
-from batchval.public import (
+from batchval._internal.public import (
     Run,
     Settings,
     Stop,
@@ -21,7 +20,8 @@ from batchval.public import (
     run,
     value,
 )
-from batchval.version import __version__
+from batchval._version import __version__
+from batchval.exceptions import BatchvalError, FolderInUse, RunError
 
 __all__ = [
     "BatchvalError",

@@ -2,6 +2,6 @@
 that knows only `sys.executable` (the Airflow operator, a venv not on PATH) runs the batchval
 installed beside it."""
 
-from batchval.cli import console
+from batchval._internal.cli import console
 
 console()

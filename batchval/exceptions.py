@@ -33,9 +33,7 @@ call wrong in itself) and the run as it stands, where there is one (`run`). A de
 or Dask hands the parent the same type with the same attributes.
 """
 
-from __future__ import annotations
-
-from batchval.api.errors import (
+from batchval._internal.api.errors import (
     AccountBlockedError,
     ApiTimeoutError,
     CredentialsRefusedError,
@@ -58,8 +56,8 @@ from batchval.api.errors import (
     UnrecognisedAnswerError,
     WrongAddressError,
 )
-from batchval.outcome import BatchvalError
-from batchval.public import FolderInUse, RunError
+from batchval._internal.outcome import BatchvalError
+from batchval._internal.public import FolderInUse, RunError
 
 __all__ = [
     "AccountBlockedError",

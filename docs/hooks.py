@@ -1,5 +1,5 @@
 """MkDocs hooks (mkdocs.yml): each page's reference tables, written into the Markdown by
-`make docs-tables` (`batchval.tools.reference`), checked against the code as the site is
+`make docs-tables` (`batchval._internal.admin.reference`), checked against the code as the site is
 built."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Any
 
 from mkdocs.structure.pages import Page
 
-from batchval.tools.reference import written
+from batchval._internal.admin.reference import written
 
 # Under mkdocs' own logger, so that strict mode counts what is logged here as it counts a
 # broken link.

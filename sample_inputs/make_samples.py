@@ -389,7 +389,7 @@ def make_portfolio(rng: random.Random) -> list[PortfolioRow]:
 
 
 def _needs_floor_area(home: Home) -> bool:
-    """The sandbox's rule (batchval.sandbox.figures.typical_floor_area), restated."""
+    """The sandbox's rule (batchval._internal.sandbox.figures.typical_floor_area), restated."""
     if home.floor_area_sqm is not None or home.bedrooms is None:
         return False
     return (

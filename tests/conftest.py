@@ -22,12 +22,12 @@ import structlog
 from starlette.types import Receive, Scope, Send
 from support import LIVE, ROOT, TEST, InProcess, StoreServer, client_for, make_config
 
-from batchval import logs, redaction
-from batchval.api import PartnerClient
-from batchval.api.client import tls_context
-from batchval.sandbox.app import Sandbox
-from batchval.sandbox.config import SandboxConfig
-from batchval.sandbox.server import RunningSandbox, serve_app_in_thread
+from batchval._internal import logs, redaction
+from batchval._internal.api import PartnerClient
+from batchval._internal.api.client import tls_context
+from batchval._internal.sandbox.app import Sandbox
+from batchval._internal.sandbox.config import SandboxConfig
+from batchval._internal.sandbox.server import RunningSandbox, serve_app_in_thread
 
 # The fixtures that start a real object store (SeaweedFS, Azurite: a second or two of CPU
 # each, in every worker that asks): a test that takes one is slow, so `make test-fast`

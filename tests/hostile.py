@@ -60,8 +60,8 @@ import uvicorn
 from starlette.types import Message, Receive, Scope, Send
 from support import wait_until
 
-from batchval.sandbox.app import API_PREFIX
-from batchval.sandbox.lag import LoopLag
+from batchval._internal.sandbox.app import API_PREFIX
+from batchval._internal.sandbox.lag import LoopLag
 
 API_PATHS = "/partners/"
 # Headers that belong to one connection, not to the message (RFC 9110 section 7.6.1);

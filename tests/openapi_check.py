@@ -1,4 +1,4 @@
-"""Check bodies against the packaged OpenAPI description (``batchval/api/openapi.yaml``).
+"""Check bodies against the packaged OpenAPI description (``batchval/_internal/api/openapi.yaml``).
 
 A helper imported by tests, not a test module. Schemas are validated with
 ``jsonschema.Draft202012Validator`` (OpenAPI 3.1 schemas are JSON Schema 2020-12);
@@ -77,7 +77,9 @@ _FORMAT_CHECKER = _format_checker()
 
 def load_spec() -> dict[str, Any]:
     """Load the packaged OpenAPI description (a fresh dict on every call)."""
-    text = (importlib.resources.files("batchval.api") / "openapi.yaml").read_text(encoding="utf-8")
+    text = (importlib.resources.files("batchval._internal.api") / "openapi.yaml").read_text(
+        encoding="utf-8"
+    )
     spec = yaml.safe_load(text)
     if not isinstance(spec, dict):
         raise AssertionError("openapi.yaml does not hold a mapping at the top level")

@@ -4,7 +4,7 @@
 paths (binary too: SQLite and its WAL byte for byte; Parquet decoded, its key-value
 metadata and every value; a zip such as an .xlsx member by member), every printed text
 and every object at each given `s3://` URL, for each secret in every form
-`batchval.redaction` masks: raw, lower and upper case, URL-encoded (`quote`,
+`batchval._internal.redaction` masks: raw, lower and upper case, URL-encoded (`quote`,
 `quote_plus`, either hex case, twice), JSON-escaped, HTML character references, hex,
 base64 and URL-safe base64, and base64 of `id:secret` (HTTP Basic) when the id is given.
 With `runs=True`, also any `RUN_CHARS` characters in a row of a secret, raw (in any case),
@@ -117,7 +117,7 @@ def _blobs_of_file(path: Path) -> Iterator[tuple[str, bytes]]:
 
 
 def _blobs_of_objects(url: str, env: Mapping[str, str]) -> Iterator[tuple[str, bytes]]:
-    from batchval.store.objects import ObjectStore
+    from batchval._internal.store.objects import ObjectStore
 
     store = ObjectStore.from_url(url, env)
     for key in store.list(""):

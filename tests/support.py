@@ -25,14 +25,14 @@ import pytest
 import structlog
 from secrets_scan import Secret, assert_clean
 
-from batchval import logs, redaction
-from batchval.api import Credentials, PartnerClient
-from batchval.engine.charges import Evidence, Received
-from batchval.engine.job import Settled
-from batchval.sandbox.config import Account, SandboxConfig
-from batchval.sandbox.server import RunningSandbox
-from batchval.store.checkpoint import Checkpoint
-from batchval.valuations import answers
+from batchval._internal import logs, redaction
+from batchval._internal.api import Credentials, PartnerClient
+from batchval._internal.money.charges import Evidence, Received
+from batchval._internal.sandbox.config import Account, SandboxConfig
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval._internal.sending.job import Settled
+from batchval._internal.store.checkpoint import Checkpoint
+from batchval._internal.valuations import answers
 
 T = TypeVar("T")
 
@@ -113,7 +113,7 @@ def before_midnight(served: RunningSandbox, seconds: int) -> int:
     return shift
 
 
-# A run's lease at a URL held 8 s, not 30 (engine/place.LEASE_VARIABLE, a test seam): a test
+# A run's lease at a URL held 8 s, not 30 (place/place.LEASE_VARIABLE, a test seam): a test
 # that kills or stalls a holder waits out 8 s. Long enough that a live holder on a loaded
 # machine renews it (every third of it) well within its margin.
 SHORT_LEASE = {"BATCHVAL_LEASE_SECONDS": "8"}
@@ -205,7 +205,7 @@ def invoke(*args: str, environ: Mapping[str, str], cwd: Path | None = None) -> R
     configures (structlog left unconfigured when it was), the redactor it makes active,
     the temporary folder `tempfile` cached (a `TMPDIR` of `environ` is read again, as a new
     process reads it), and the working directory (`cwd`, as `subprocess.run`'s)."""
-    from batchval import cli
+    from batchval._internal import cli
 
     here = threading.current_thread()
     foreign = frozenset(t for t in threading.enumerate() if t is not here and t not in _LEFT)

@@ -1,4 +1,4 @@
-"""batchval/airflow/connection.py: a batchval connection's test (`BatchvalHook.
+"""batchval/airflow/_connection.py: a batchval connection's test (`BatchvalHook.
 test_connection`, `airflow connections test`) by `batchval check` against the sandbox:
 live and test credentials, a `generic` connection's fields, a scope the credentials do not
 have, refused credentials and fields left empty. `batchval check` runs in this process
@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from support import LIVE, TEST, invoke
 
-from batchval.airflow import connection
-from batchval.airflow.rounds import ConnectionFields
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval.airflow import _connection as connection
+from batchval.airflow._rounds import ConnectionFields
 
 BATCHVAL = [str(Path(sys.executable).with_name("batchval"))]
 ENV = {"PATH": "/usr/bin:/bin", "BATCHVAL_BASE_URL": "http://127.0.0.1:9/not-this-one"}

@@ -1,4 +1,4 @@
-"""batchval/airflow/lineage.py: a task's datasets named as OpenLineage's naming spec names
+"""batchval/airflow/_lineage.py: a task's datasets named as OpenLineage's naming spec names
 them, and what a round's status adds (rows, bytes, columns, the run's figures). The events
 themselves, through the OpenLineage provider's file transport, are `make airflow-check`'s."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from batchval.airflow.lineage import Dataset, azure_account, lineage_of, named
+from batchval.airflow._lineage import Dataset, azure_account, lineage_of, named
 
 ACCOUNT = {"AZURE_STORAGE_ACCOUNT_NAME": "lenderdata"}
 

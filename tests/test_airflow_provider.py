@@ -1,11 +1,11 @@
-"""batchval/airflow/provider.py: what Airflow's providers manager reads of batchval."""
+"""batchval/airflow/_provider.py: what Airflow's providers manager reads of batchval."""
 
 from __future__ import annotations
 
 from importlib.metadata import distribution, entry_points
 
 import batchval
-from batchval.airflow.provider import provider_info
+from batchval.airflow._provider import provider_info
 
 
 def test_the_provider_is_registered_under_airflow_s_entry_point_group() -> None:
@@ -27,12 +27,12 @@ def test_provider_info_names_the_distribution_and_its_operator() -> None:
     assert info["description"]
     assert info["versions"] == [batchval.__version__]
     (operators,) = info["operators"]
-    assert operators["python-modules"] == ["batchval.airflow.operator"]
+    assert operators["python-modules"] == ["batchval.airflow._operator"]
     assert operators["integration-name"] in {i["integration-name"] for i in info["integrations"]}
     (triggers,) = info["triggers"]  # the wait between rounds, imported by the triggerer
-    assert triggers["python-modules"] == ["batchval.airflow.trigger"]
+    assert triggers["python-modules"] == ["batchval.airflow._trigger"]
     (hooks,) = info["hooks"]
-    assert hooks["python-modules"] == ["batchval.airflow.hook"]
+    assert hooks["python-modules"] == ["batchval.airflow._hook"]
 
 
 def test_the_batchval_connection_type_declares_its_form() -> None:
@@ -42,7 +42,7 @@ def test_the_batchval_connection_type_declares_its_form() -> None:
     each with a placeholder; the fields batchval does not read hidden."""
     (kind,) = provider_info()["connection-types"]
     assert kind["connection-type"] == "batchval"
-    assert kind["hook-class-name"] == "batchval.airflow.hook.BatchvalHook"
+    assert kind["hook-class-name"] == "batchval.airflow._hook.BatchvalHook"
     assert set(kind["conn-fields"]) == {"auth_url", "scope"}
     assert kind["conn-fields"]["scope"]["schema"]["enum"] == ["live", "test", None]
     shown = kind["ui-field-behaviour"]
@@ -58,7 +58,7 @@ def test_the_batchval_connection_type_declares_its_form() -> None:
 def test_the_airflow_extra_asks_for_airflow_3_azure_s_and_openlineage_s_providers() -> None:
     """`pip install 'batchval[airflow]'` brings Airflow 3 (the task SDK the operator uses),
     Microsoft Azure's provider (its `wasb` connection type, for a storage connection) and
-    the OpenLineage provider (the operator's lineage: batchval/airflow/lineage.py)."""
+    the OpenLineage provider (the operator's lineage: batchval/airflow/_lineage.py)."""
     requires = distribution("batchval").requires or []
     extra = [r for r in requires if 'extra == "airflow"' in r]
     assert [r.split(";")[0].strip() for r in extra] == [

@@ -1,4 +1,4 @@
-"""batchval/airflow/rounds.py: the operator's rules without Airflow (exit codes, the round's
+"""batchval/airflow/_rounds.py: the operator's rules without Airflow (exit codes, the round's
 command and environment, the run id, the next round's time, no execution_timeout)."""
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from azure_server import AzureServer
 
-from batchval.airflow import rounds
-from batchval.airflow.rounds import ConnectionFields, Next
-from batchval.outcome import ExitCode
-from batchval.store import azure
-from batchval.store.objects import ObjectStore
+from batchval._internal.outcome import ExitCode
+from batchval._internal.store import azure
+from batchval._internal.store.objects import ObjectStore
+from batchval.airflow import _rounds as rounds
+from batchval.airflow._rounds import ConnectionFields, Next
 
 NOW = dt.datetime(2026, 11, 25, 23, 58, tzinfo=dt.UTC)
 FIVE_MINUTES = dt.timedelta(minutes=5)

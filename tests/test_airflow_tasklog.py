@@ -1,4 +1,4 @@
-"""batchval/airflow/tasklog.py: batchval's output as task-log lines, each event at its own
+"""batchval/airflow/_tasklog.py: batchval's output as task-log lines, each event at its own
 level with its message and fields, no second timestamp; plain lines as they are."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from support import portfolio, run_in_process
 
-from batchval.airflow import tasklog
+from batchval.airflow import _tasklog as tasklog
 
 WARNING_EVENT = {
     "message": "No API configured: valuing against the embedded sandbox in TEST mode.",

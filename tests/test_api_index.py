@@ -11,9 +11,9 @@ from typing import Any
 import polars as pl
 import pytest
 
-from batchval.contract.indexation import BASE_BEFORE_INDEX, roll_forward_frame
-from batchval.input.hpi import month_number, month_text
-from batchval.valuations.api_index import REPEAT_WINDOW, HeldIndex, Read
+from batchval._internal.contract.indexation import BASE_BEFORE_INDEX, roll_forward_frame
+from batchval._internal.input.hpi import month_number, month_text
+from batchval._internal.valuations.api_index import REPEAT_WINDOW, HeldIndex, Read
 
 
 def price_index(authority: str, newest: int, levels: dict[int, float] | None = None) -> Any:

@@ -1,5 +1,5 @@
 """The API's clock as its answers show it: a `Date` header plus the monotonic time elapsed
-since, never this machine's wall clock (batchval/api/apiclock.py)."""
+since, never this machine's wall clock (batchval/_internal/api/apiclock.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from batchval.api.apiclock import ApiClock, Offset, http_date
+from batchval._internal.api.apiclock import ApiClock, Offset, http_date
 
 NOON = dt.datetime(2026, 12, 31, 23, 59, 58, tzinfo=dt.UTC)
 

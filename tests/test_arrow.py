@@ -1,4 +1,4 @@
-"""Records to Arrow (batchval/engine/arrow.py): columns, coercion, pass-through values."""
+"""Records to Arrow (batchval/_internal/place/arrow.py): columns, coercion, pass-through values."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from batchval.api.models import Valuation
-from batchval.engine.arrow import (
+from batchval._internal.api.models import Valuation
+from batchval._internal.place.arrow import (
     Column,
     PassthroughValues,
     column_array,
     column_table,
     column_values,
 )
-from batchval.sandbox.data import valuation_parts
+from batchval._internal.sandbox.data import valuation_parts
 
 MS = pa.timestamp("ms", tz="UTC")
 COST = pa.struct([("low", pa.int64()), ("prices_as_of", pa.string())])

@@ -13,8 +13,8 @@ import pytest
 from support import env_for, portfolio, wait_until
 
 import batchval
-from batchval.sandbox.config import Faults
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.sandbox.config import Faults
+from batchval._internal.sandbox.server import RunningSandbox
 
 ONE_AT_A_TIME = batchval.Settings(concurrency=1)
 TWO_AT_A_TIME = batchval.Settings(concurrency=2)

@@ -29,8 +29,8 @@ from support import (
     wait_until,
 )
 
-from batchval.sandbox.config import Faults
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.sandbox.config import Faults
+from batchval._internal.sandbox.server import RunningSandbox
 
 # End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
 pytestmark = [pytest.mark.slow, pytest.mark.dates]

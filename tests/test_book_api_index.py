@@ -21,9 +21,9 @@ import polars as pl
 import pytest
 from support import LIVE, InProcess, env_for, outputs
 
-from batchval.postcodes import normalise
-from batchval.sandbox import market
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.postcodes import normalise
+from batchval._internal.sandbox import market
+from batchval._internal.sandbox.server import RunningSandbox
 
 pytestmark = [pytest.mark.slow, pytest.mark.dates]
 

@@ -20,9 +20,9 @@ import pytest
 from support import InProcess, env_for, make_config
 from test_index_run import POSTCODES, index_file, levels
 
-from batchval.sandbox.config import SandboxConfig
-from batchval.sandbox.market import local_authority
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.sandbox.config import SandboxConfig
+from batchval._internal.sandbox.market import local_authority
+from batchval._internal.sandbox.server import RunningSandbox
 
 LOANS = 36
 BUDGET = 12

@@ -7,10 +7,10 @@ import datetime as dt
 
 import pytest
 
-from batchval.input.options import InputOptions
-from batchval.settings import RunOptions, Settings
-from batchval.valuations.book import BookEntry
-from batchval.valuations.booking import _rank, night_budget, request_fingerprint
+from batchval._internal.input.options import InputOptions
+from batchval._internal.settings import RunOptions, Settings
+from batchval._internal.valuations.book import BookEntry
+from batchval._internal.valuations.booking import _rank, night_budget, request_fingerprint
 
 # Touches the calendar: `make test-dates` runs it at each hard instant (tests/clocks.py).
 pytestmark = pytest.mark.dates

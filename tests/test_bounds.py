@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import xlsxwriter
 
-from batchval.input import InputError, InputOptions, excel, open_input
-from batchval.input.config_file import CONFIG_MOST_ALIASES
-from batchval.outcome import SettingsError
-from batchval.settings import load_settings
+from batchval._internal.input import InputError, InputOptions, excel, open_input
+from batchval._internal.input.config_file import CONFIG_MOST_ALIASES
+from batchval._internal.outcome import SettingsError
+from batchval._internal.settings import load_settings
 
 ROWS: list[list[object]] = [
     ["postcode", "property_type", "bedrooms"],

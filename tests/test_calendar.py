@@ -23,9 +23,9 @@ import pytest
 import yaml
 from support import BATCHVAL, LIVE, ROOT, env_for, make_config, portfolio
 
-from batchval.sandbox.app import Sandbox
-from batchval.sandbox.clock import SandboxClock
-from batchval.sandbox.server import serve_in_thread
+from batchval._internal.sandbox.app import Sandbox
+from batchval._internal.sandbox.clock import SandboxClock
+from batchval._internal.sandbox.server import serve_in_thread
 
 pytestmark = pytest.mark.slow
 

@@ -14,7 +14,7 @@ import polars as pl
 import pytest
 from support import LIVE, InProcess, env_for, outputs, portfolio, run_in_process
 
-from batchval.engine.charges import (
+from batchval._internal.money.charges import (
     CONTESTED,
     SENT_UNKNOWN,
     Evidence,
@@ -22,8 +22,8 @@ from batchval.engine.charges import (
     place_charges,
     stamp,
 )
-from batchval.sandbox.server import RunningSandbox
-from batchval.store.charges import (
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval._internal.store.charges import (
     FRESH,
     REPLAY,
     UNCERTAIN,
@@ -32,9 +32,9 @@ from batchval.store.charges import (
     lowest_since_top_up,
     precision,
 )
-from batchval.store.checkpoint import Checkpoint
-from batchval.store.database import Database
-from batchval.valuations.answers import valuation_charge
+from batchval._internal.store.checkpoint import Checkpoint
+from batchval._internal.store.database import Database
+from batchval._internal.valuations.answers import valuation_charge
 
 SENT = dt.datetime(2026, 12, 31, 23, 59, 59, 400_000, tzinfo=dt.UTC)
 S = dt.timedelta(seconds=1)

@@ -1,4 +1,4 @@
-"""The report's charts (`tools/charts`): axes that count things count them whole."""
+"""The report's charts (`reports/charts`): axes that count things count them whole."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from batchval.tools import charts
+from batchval._internal.reports import charts
 
 
 def _y_ticks(svg: str, ylabel: str) -> list[str]:

@@ -22,13 +22,13 @@ from hostile import (
 )
 from support import LIVE, TEST, InProcess, Ran, env_for, portfolio
 
-from batchval.api import PartnerClient
-from batchval.api.auth import Credentials
-from batchval.outcome import ExitCode
-from batchval.sandbox.app import API_PREFIX
-from batchval.sandbox.server import RunningSandbox
-from batchval.settings import ApiSettings
-from batchval.tools.check import _ask_api
+from batchval._internal.admin.check import _ask_api
+from batchval._internal.api import PartnerClient
+from batchval._internal.api.auth import Credentials
+from batchval._internal.outcome import ExitCode
+from batchval._internal.sandbox.app import API_PREFIX
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval._internal.settings import ApiSettings
 
 
 def lines(done: Ran) -> list[str]:
@@ -285,7 +285,7 @@ def _daily_limit_api(retry_after: str | None) -> PartnerClient:
 async def test_a_daily_limit_says_when_a_run_may_start(
     clock: str, retry_after: str | None, after: str
 ) -> None:
-    """check reads a daily-limit answer as a run does (engine/midnight), on the run's clock,
+    """check reads a daily-limit answer as a run does (sending/midnight), on the run's clock,
     and says when, rounded up to the second: exit 75."""
     now = dt.datetime.fromisoformat(clock).replace(tzinfo=dt.UTC)
     async with _daily_limit_api(retry_after) as client:

@@ -12,13 +12,13 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from batchval.store.checkpoint import (
+from batchval._internal.store.checkpoint import (
     SCHEMA_VERSION,
     Checkpoint,
     CheckpointVersionError,
 )
-from batchval.store.database import Database
-from batchval.store.lock import DirLockedError, RunLock
+from batchval._internal.store.database import Database
+from batchval._internal.store.lock import DirLockedError, RunLock
 
 
 def filled(tmp_path: Path) -> Checkpoint:
@@ -162,7 +162,7 @@ def test_lock_is_exclusive_across_processes(tmp_path: Path) -> None:
             sys.executable,
             "-c",
             "import sys, time; from pathlib import Path\n"
-            "from batchval.store.lock import RunLock\n"
+            "from batchval._internal.store.lock import RunLock\n"
             "with RunLock(Path(sys.argv[1])):\n print('held', flush=True); time.sleep(30)",
             str(tmp_path),
         ],

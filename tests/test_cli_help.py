@@ -7,7 +7,7 @@ import re
 import pytest
 from click.testing import CliRunner
 
-from batchval.cli import cli
+from batchval._internal.cli import cli
 
 # The order a user goes: set up, preflight, run, look, then the rest.
 IN_ORDER = [

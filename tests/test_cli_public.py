@@ -13,17 +13,17 @@ import pytest
 from support import env_for, portfolio, run_in_process
 
 import batchval
-from batchval import public
-from batchval.sandbox.server import RunningSandbox
-from batchval.streets.runner import Streets
-from batchval.valuations.runner import Runner
+from batchval._internal import public
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval._internal.streets.runner import Streets
+from batchval._internal.valuations.runner import Runner
 
-CLI = Path(__file__).resolve().parent.parent / "batchval" / "cli.py"
+CLI = Path(__file__).resolve().parent.parent / "batchval" / "_internal" / "cli.py"
 # The commands that are the API's clients, and the public function each calls.
 CLIENTS = {"run": "run", "streets": "analyse_streets"}
 # What those commands may use of batchval beside its public names: `logs`, since logging is
 # configured once at the entry point and the API never configures a host's logging.
-ENTRY_POINT = frozenset({"batchval.logs"})
+ENTRY_POINT = frozenset({"batchval._internal.logs"})
 
 
 def _imported(tree: ast.Module) -> dict[str, str]:
@@ -99,25 +99,25 @@ def test_the_check_finds_a_way_around_the_api() -> None:
     calls, a module-level engine name, and a private name of `batchval`, each found."""
     source = """
 import batchval
-from batchval import logs
-from batchval.engine.place import place_of
+from batchval._internal import logs
+from batchval._internal.place.place import place_of
 
 def run():
     logs.configure(json_lines=False)
-    from batchval.valuations.runner import Runner
+    from batchval._internal.valuations.runner import Runner
     helper()
 
 def helper():
     with place_of("out"):
-        batchval.public._invoke()
+        batchval._internal.public._invoke()
 
 def streets():
     batchval.analyse_streets()
 """
     assert engine_reached(source, "run") == [
-        "run: from batchval.valuations.runner import ...",
-        "helper: place_of (batchval.engine.place.place_of)",
-        "helper: batchval.public",
+        "run: from batchval._internal.valuations.runner import ...",
+        "helper: place_of (batchval._internal.place.place.place_of)",
+        "helper: batchval._internal",
     ]
     assert engine_reached(source, "streets") == []
 

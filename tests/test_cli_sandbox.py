@@ -21,7 +21,7 @@ import httpx
 import pytest
 from support import invoke
 
-from batchval.sandbox.server import is_loopback
+from batchval._internal.sandbox.server import is_loopback
 
 # The console script installed beside this interpreter: what `batchval` on PATH runs.
 BATCHVAL = shutil.which("batchval", path=str(Path(sys.executable).parent))

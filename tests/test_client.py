@@ -1,4 +1,4 @@
-"""`batchval.api.PartnerClient` against the sandbox served on a real loopback socket.
+"""`batchval._internal.api.PartnerClient` against the sandbox served on a real loopback socket.
 
 Every answer of the API the tests read goes through `Recorder`, an httpx response hook
 on the client's injected session, and is checked against the OpenAPI description when
@@ -24,8 +24,8 @@ import pytest
 from openapi_check import validate_response
 from support import LIVE, POOR, TEST, client_for, token_for, wait_until_async
 
-from batchval import logs
-from batchval.api import (
+from batchval._internal import logs
+from batchval._internal.api import (
     AccountBlockedError,
     Action,
     ApiTimeoutError,
@@ -52,11 +52,11 @@ from batchval.api import (
     ValuationRequest,
     WrongAddressError,
 )
-from batchval.api.auth import TokenCache
-from batchval.sandbox import data, rules
-from batchval.sandbox.app import API_PREFIX, TITLES, Sandbox
-from batchval.sandbox.config import Faults, RateLimit
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.api.auth import TokenCache
+from batchval._internal.sandbox import data, rules
+from batchval._internal.sandbox.app import API_PREFIX, TITLES, Sandbox
+from batchval._internal.sandbox.config import Faults, RateLimit
+from batchval._internal.sandbox.server import RunningSandbox
 
 HOME = ValuationRequest("SW1A 1AA", "terraced", bedrooms=3)
 EXTRAS = ("commentary", "rebuildCost")
@@ -233,7 +233,7 @@ async def _unknown_valuation_id(s: Scene) -> object:
 
 
 async def _street_with_nothing_held(s: Scene) -> object:
-    # Unit ZZ: nothing held (batchval/sandbox/streets.py).
+    # Unit ZZ: nothing held (batchval/_internal/sandbox/streets.py).
     return await s.live.get_street_analysis("SW1A 1ZZ")
 
 

@@ -1,4 +1,4 @@
-"""The command skeleton (batchval/engine/command.py `invoke`) driven by a toy product of a few
+"""The command skeleton (runs/command.py `invoke`) driven by a toy product of a few
 lines: no HTTP, no job, no store of its own. The product supplies only its steps; the
 lock, the refusals, the invocation's record, the exit code and summary.json are the
 skeleton's."""
@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from batchval import logs
-from batchval.engine.command import Lines, invoke
-from batchval.engine.place import Place
-from batchval.engine.sending import SendOutcome
-from batchval.engine.summary import DryRunSummary, RunSummary
-from batchval.input import InputOptions, InputSource, open_input
-from batchval.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
-from batchval.store.checkpoint import CHECKPOINT_NAME, Counts
-from batchval.store.database import Database
+from batchval._internal import logs
+from batchval._internal.input import InputOptions, InputSource, open_input
+from batchval._internal.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
+from batchval._internal.place.place import Place
+from batchval._internal.runs.command import Lines, invoke
+from batchval._internal.runs.summary import DryRunSummary, RunSummary
+from batchval._internal.sending.sending import SendOutcome
+from batchval._internal.store.checkpoint import CHECKPOINT_NAME, Counts
+from batchval._internal.store.database import Database
 
 NOW = dt.datetime(2026, 3, 2, 9, 30, tzinfo=dt.UTC)
 LIMIT = StopInfo(StopReason.DAILY_LIMIT, "the daily limit was reached", NOW)

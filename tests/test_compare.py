@@ -10,11 +10,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from batchval.api.models import Valuation
-from batchval.contract.records import ValuedRow
-from batchval.contract.schemas import RESULT_TAIL, results_schema
-from batchval.engine.arrow import column_values
-from batchval.verify.compare import (
+from batchval._internal.api.models import Valuation
+from batchval._internal.contract.records import ValuedRow
+from batchval._internal.contract.schemas import RESULT_TAIL, results_schema
+from batchval._internal.place.arrow import column_values
+from batchval._internal.verify.compare import (
     COMPARED,
     Comparer,
     Difference,

@@ -30,9 +30,9 @@ from support import (
     run_cli,
 )
 
-from batchval.api.errors import PROBLEM_TYPES
-from batchval.input import PROBLEM_RULES
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.api.errors import PROBLEM_TYPES
+from batchval._internal.input import PROBLEM_RULES
+from batchval._internal.sandbox.server import RunningSandbox
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 SCRIPT = "make_corpus.py"

@@ -13,8 +13,8 @@ import pytest
 import yaml
 from support import BATCHVAL, LIVE, ROOT, portfolio, wait_until
 
-from batchval.sandbox.config import Faults
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.sandbox.config import Faults
+from batchval._internal.sandbox.server import RunningSandbox
 
 # Touches the calendar: `make test-dates` runs it at each hard instant (tests/clocks.py).
 pytestmark = pytest.mark.dates

@@ -1,5 +1,5 @@
 """The docs stay true to the code: the reference pages draw their tables from it
-(batchval/tools/reference.py), every option a page names is the command's, every
+(batchval/_internal/admin/reference.py), every option a page names is the command's, every
 variable the code reads is in the reference, and the README's commands run."""
 
 from __future__ import annotations
@@ -15,13 +15,14 @@ import pytest
 import yaml
 from docs_examples import commands, fenced
 
-from batchval.cli import cli
-from batchval.contract.schemas import PROBLEM_COLUMNS, RESULT_COLUMNS, SCHEMA_VERSION
-from batchval.input import PROBLEM_RULES
-from batchval.input.lender import LenderOptions
-from batchval.input.options import InputOptions
-from batchval.outcome import ExitCode, SettingsError, StopReason
-from batchval.settings import (
+from batchval._internal.admin.reference import OTHER_VARIABLES, TABLES, written
+from batchval._internal.cli import cli
+from batchval._internal.contract.schemas import PROBLEM_COLUMNS, RESULT_COLUMNS, SCHEMA_VERSION
+from batchval._internal.input import PROBLEM_RULES
+from batchval._internal.input.lender import LenderOptions
+from batchval._internal.input.options import InputOptions
+from batchval._internal.outcome import ExitCode, SettingsError, StopReason
+from batchval._internal.settings import (
     INPUT_KEYS,
     LENDER_KEYS,
     RUN_KEYS,
@@ -29,7 +30,6 @@ from batchval.settings import (
     RunOptions,
     load_settings,
 )
-from batchval.tools.reference import OTHER_VARIABLES, TABLES, written
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -141,7 +141,7 @@ def test_the_config_tables_are_the_loader_s_keys() -> None:
     the run's are RunOptions' fields (its test seam and --live's verdict aside) and the
     include; the input's InputOptions' (the include aside, which lives in the run
     section); the lender's LenderOptions'."""
-    # Not settings: a test seam, and what --live learns of the API (engine/live).
+    # Not settings: a test seam, and what --live learns of the API (money/live).
     run = {f for f in RunOptions.__dataclass_fields__} - {"clock_offset_seconds", "rehearsal"}
     assert {k.name for k in RUN_KEYS} == run | {"include"}
     assert {k.name for k in INPUT_KEYS} == set(InputOptions.__dataclass_fields__) - {"include"}
@@ -240,7 +240,7 @@ def test_the_first_run_tutorial_runs_what_make_run_runs() -> None:
 
 
 def test_the_summary_table_is_the_summary_s_keys() -> None:
-    """reference/summary.md's key table (drawn from engine/summary's SUMMARY_KEYS) names
+    """reference/summary.md's key table (drawn from runs/summary's SUMMARY_KEYS) names
     each key of the summary.json its example prints (tests/test_docs_examples.py holds
     that example to a real run), and `book`, which only a --book run writes."""
     page = _page("reference/summary.md")

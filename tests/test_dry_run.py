@@ -24,8 +24,8 @@ from support import (
     wait_until,
 )
 
-from batchval.sandbox.config import Faults
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.sandbox.config import Faults
+from batchval._internal.sandbox.server import RunningSandbox
 
 pytestmark = pytest.mark.slow
 

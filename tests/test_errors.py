@@ -1,4 +1,4 @@
-"""The answer table (batchval.api.errors.read_failure) and the client's reading of
+"""The answer table (batchval._internal.api.errors.read_failure) and the client's reading of
 successes and of the token URL: every cell, each with the action the pool takes."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from batchval import redaction
-from batchval.api import (
+from batchval._internal import redaction
+from batchval._internal.api import (
     Action,
     Credentials,
     GatewayError,
@@ -28,8 +28,8 @@ from batchval.api import (
     WrongAddressError,
     read_failure,
 )
-from batchval.api.errors import EXCERPT_CHARS, PROBLEM_TYPES, excerpt, read_no_answer
-from batchval.api.network import NoAnswer, Reach
+from batchval._internal.api.errors import EXCERPT_CHARS, PROBLEM_TYPES, excerpt, read_no_answer
+from batchval._internal.api.network import NoAnswer, Reach
 
 PROBLEM = "application/problem+json"
 HTML = "text/html; charset=utf-8"

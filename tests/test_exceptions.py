@@ -18,8 +18,8 @@ from support import env_for, wait_until
 
 import batchval
 from batchval import exceptions
-from batchval.api import Credentials, PartnerClient
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.api import Credentials, PartnerClient
+from batchval._internal.sandbox.server import RunningSandbox
 
 
 def test_the_module_s_public_names_are_its_all() -> None:
@@ -74,7 +74,7 @@ def test_a_folder_in_use_reaches_a_process_pool_s_parent_as_folder_in_use(
     folder, ready = tmp_path / "out", tmp_path / "ready"
     folder.mkdir()
     code = (
-        "import sys; from pathlib import Path; from batchval.store.lock import RunLock\n"
+        "import sys; from pathlib import Path; from batchval._internal.store.lock import RunLock\n"
         "with RunLock(Path(sys.argv[1])):\n"
         "    Path(sys.argv[2]).write_text('held')\n"
         "    sys.stdin.read()\n"

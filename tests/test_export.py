@@ -1,4 +1,4 @@
-"""`batchval export DIR` (batchval/tools/export.py): a real run's results and problems as
+"""`batchval export DIR` (exports/export.py): a real run's results and problems as
 CSV, XLSX and JSON Lines, read back with polars and openpyxl: every row, the pass-through
 types, the flattened (or dropped) nested columns, the workbook's panes and formats."""
 
@@ -21,11 +21,11 @@ import pytest
 from support import InProcess, env_for
 from test_output_types import book, write
 
-from batchval.contract.schemas import index_fields
-from batchval.outcome import ExitCode
-from batchval.sandbox.server import RunningSandbox
-from batchval.tools.export import Format, export_dir
-from batchval.tools.workbook import SHARE, number_format
+from batchval._internal.contract.schemas import index_fields
+from batchval._internal.exports.export import Format, export_dir
+from batchval._internal.exports.workbook import SHARE, number_format
+from batchval._internal.outcome import ExitCode
+from batchval._internal.sandbox.server import RunningSandbox
 
 NESTED = ("commentary", "rebuild_cost")
 MONEY = '"£"#,##0.00'  # the workbook's money: pounds and pence

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner, Result
 from support import ROOT
 
-from batchval.cli import cli
+from batchval._internal.cli import cli
 
 SAMPLE = ROOT / "sample_inputs" / "mi_extract.xlsx"
 # No API configured: the embedded sandbox, in test mode.

@@ -19,8 +19,8 @@ import pytest
 from click.testing import CliRunner, Result
 from programs import Calc
 
-from batchval.cli import cli
-from batchval.tools.export import FORMULA_START
+from batchval._internal.cli import cli
+from batchval._internal.exports.export import FORMULA_START
 
 # No API configured: the embedded sandbox, in test mode.
 CLEAN_ENV: dict[str, str | None] = {k: None for k in os.environ if k.startswith("BATCHVAL_")}

@@ -1,4 +1,4 @@
-"""Nothing stale beside newer results (batchval/engine/derived.py, issue 33): what `export`
+"""Nothing stale beside newer results (batchval/_internal/place/derived.py, issue 33): what `export`
 and `report` wrote in a run's place is listed in the run's memory, and the run that
 changes the outputs removes exactly that, says so in one line and in its log; a run that
 changes nothing keeps it. In-process against the served sandbox, and at an S3 URL
@@ -15,10 +15,10 @@ import pytest
 from objects_server import S3Server
 from support import LIVE, env_for, portfolio, run_in_process
 
-from batchval.engine.derived import data_digest, removed_line
-from batchval.sandbox.server import RunningSandbox
-from batchval.store.database import Database
-from batchval.store.objects import ObjectStore
+from batchval._internal.place.derived import data_digest, removed_line
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval._internal.store.database import Database
+from batchval._internal.store.objects import ObjectStore
 
 DAY = 86_400
 

@@ -64,9 +64,9 @@ from support import (
     wait_until,
 )
 
-from batchval.api import Credentials
-from batchval.sandbox.config import Faults, RateLimit, SandboxConfig
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.api import Credentials
+from batchval._internal.sandbox.config import Faults, RateLimit, SandboxConfig
+from batchval._internal.sandbox.server import RunningSandbox
 
 # End to end against the sandbox, scenarios of seconds each (`make test-fast` leaves them out).
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Files replaced whole (batchval/engine/files.py): JSON, text, any bytes, Parquet."""
+"""Files replaced whole (batchval/_internal/place/files.py): JSON, text, any bytes, Parquet."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from batchval.engine import files
-from batchval.engine.files import (
+from batchval._internal.place import files
+from batchval._internal.place.files import (
     atomic_file,
     write_json_atomic,
     write_parquet,

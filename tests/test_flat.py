@@ -1,4 +1,4 @@
-"""Flattening (batchval/tools/flat.py): struct members as <column>_<member> columns,
+"""Flattening (batchval/_internal/exports/flat.py): struct members as <column>_<member> columns,
 lists and maps as JSON text, --nested drop, names unique ignoring case."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import decimal
 
 import pyarrow as pa
 
-from batchval.tools.flat import Nested, flat_table
+from batchval._internal.exports.flat import Nested, flat_table
 
 
 def test_a_flattened_name_already_taken_gets_a_number() -> None:

@@ -13,15 +13,15 @@ from click.testing import CliRunner, Result
 from objects_server import S3Server
 from support import portfolio
 
-from batchval.cli import cli
-from batchval.engine.invocation import RUN_MARKS
-from batchval.engine.names import WRITTEN_NAMES
-from batchval.engine.summary import SUMMARY_NAME
-from batchval.outcome import ExitCode
-from batchval.store.objects import ObjectStore
-from batchval.streets.files import HOMES_NAME, STREETS_NAME
-from batchval.tools.report import REPORT_NAME
-from batchval.valuations.manifest import MANIFEST_NAME
+from batchval._internal.cli import cli
+from batchval._internal.outcome import ExitCode
+from batchval._internal.place.invocation import RUN_MARKS
+from batchval._internal.place.names import WRITTEN_NAMES
+from batchval._internal.reports.report import REPORT_NAME
+from batchval._internal.runs.summary import SUMMARY_NAME
+from batchval._internal.store.objects import ObjectStore
+from batchval._internal.streets.files import HOMES_NAME, STREETS_NAME
+from batchval._internal.valuations.manifest import MANIFEST_NAME
 
 CLEAN_ENV: dict[str, str | None] = {k: None for k in os.environ if k.startswith("BATCHVAL_")}
 

@@ -55,10 +55,10 @@ from support import (
     wait_until,
 )
 
-from batchval.engine.keys import idempotency_key
-from batchval.sandbox.app import API_PREFIX
-from batchval.sandbox.server import RunningSandbox
-from batchval.store.database import Database
+from batchval._internal.sandbox.app import API_PREFIX
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval._internal.sending.keys import idempotency_key
+from batchval._internal.store.database import Database
 
 # End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
 pytestmark = pytest.mark.slow

@@ -24,11 +24,11 @@ from support import ROOT, InProcess, env_for
 from test_index_run import POSTCODES, book, index_config
 
 import batchval
-from batchval.input.hpi import IndexOptions
-from batchval.outcome import SettingsError
-from batchval.sandbox.market import local_authority
-from batchval.sandbox.server import RunningSandbox
-from batchval.valuations.indexing import CACHE_VARIABLE, cache_folder, cached
+from batchval._internal.input.hpi import IndexOptions
+from batchval._internal.outcome import SettingsError
+from batchval._internal.sandbox.market import local_authority
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval._internal.valuations.indexing import CACHE_VARIABLE, cache_folder, cached
 
 SAMPLE = ROOT / "sample_inputs" / "ukhpi_sample.csv"
 SHA256 = hashlib.sha256(SAMPLE.read_bytes()).hexdigest()

@@ -18,10 +18,10 @@ import ukhpi
 from support import ROOT, InProcess, env_for, make_config
 
 import batchval
-from batchval.contract.indexation import INDEX_COLUMNS
-from batchval.sandbox.config import SandboxConfig
-from batchval.sandbox.market import local_authority
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.contract.indexation import INDEX_COLUMNS
+from batchval._internal.sandbox.config import SandboxConfig
+from batchval._internal.sandbox.market import local_authority
+from batchval._internal.sandbox.server import RunningSandbox
 
 SAMPLES = ROOT / "sample_inputs"
 POSTCODES = ["SW1A 2AA", "M1 1AE", "LS6 2AB", "CF10 1AA", "BS1 4DJ", "NE1 7RU"]

@@ -20,7 +20,7 @@ import pytest
 import ukhpi
 from support import ROOT
 
-from batchval.contract.indexation import (
+from batchval._internal.contract.indexation import (
     AUTHORITY_NOT_IN_INDEX,
     BASE_BEFORE_INDEX,
     BASES,
@@ -38,7 +38,7 @@ from batchval.contract.indexation import (
     roll_forward,
     roll_forward_frame,
 )
-from batchval.input.hpi import (
+from batchval._internal.input.hpi import (
     IndexOptions,
     month_number,
     month_text,
@@ -46,9 +46,9 @@ from batchval.input.hpi import (
     read_postcode_directory,
     read_ukhpi,
 )
-from batchval.input.options import InputError
-from batchval.valuations import indexing
-from batchval.valuations.book import rows_of
+from batchval._internal.input.options import InputError
+from batchval._internal.valuations import indexing
+from batchval._internal.valuations.book import rows_of
 
 SAMPLE = ROOT / "sample_inputs" / "ukhpi_sample.csv"
 

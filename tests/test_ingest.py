@@ -13,13 +13,13 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from batchval.input import InputError, InputOptions, InputSource, open_input
-from batchval.outcome import RunRefusedError, StopReason
-from batchval.store.checkpoint import Checkpoint
-from batchval.store.database import Database
-from batchval.store.rows import Row
-from batchval.valuations import ingest as ingest_module
-from batchval.valuations.ingest import (
+from batchval._internal.input import InputError, InputOptions, InputSource, open_input
+from batchval._internal.outcome import RunRefusedError, StopReason
+from batchval._internal.store.checkpoint import Checkpoint
+from batchval._internal.store.database import Database
+from batchval._internal.store.rows import Row
+from batchval._internal.valuations import ingest as ingest_module
+from batchval._internal.valuations.ingest import (
     Ingest,
     Keyed,
     ReadAhead,

@@ -10,9 +10,9 @@ import pytest
 import yaml
 from support import ROOT, InProcess, env_for, outputs, run_in_process
 
-from batchval.sandbox.server import RunningSandbox
-from batchval.settings import load_settings
-from batchval.tools.init import LOST_WITHOUT, propose, render, summary_lines, survey
+from batchval._internal.admin.init import LOST_WITHOUT, propose, render, summary_lines, survey
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval._internal.settings import load_settings
 
 SAMPLES = ROOT / "sample_inputs"
 

@@ -1,4 +1,4 @@
-"""Excel workbooks read as inputs (batchval.input.excel, through input.reader): cell types,
+"""Excel workbooks read as inputs (input.excel, through input.reader): cell types,
 sheets, blank rows, and the same problems as a CSV's."""
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ import xlsxwriter
 from support import ROOT
 from test_input_reader import read_all
 
-from batchval.input import InputError, InputOptions, ReadAs, excel, open_input
-from batchval.input.excel import NoTableError
-from batchval.input.layout import Header
+from batchval._internal.input import InputError, InputOptions, ReadAs, excel, open_input
+from batchval._internal.input.excel import NoTableError
+from batchval._internal.input.layout import Header
 
 Cell = str | int | float | bool | dt.datetime | None
 

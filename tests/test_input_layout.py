@@ -14,10 +14,10 @@ import pytest
 import xlsxwriter
 from test_input_reader import read_all
 
-from batchval.input import InputError, InputOptions, open_input
-from batchval.input.layout import NotLoan, find_header, reporting_date
-from batchval.outcome import SettingsError
-from batchval.settings import load_settings
+from batchval._internal.input import InputError, InputOptions, open_input
+from batchval._internal.input.layout import NotLoan, find_header, reporting_date
+from batchval._internal.outcome import SettingsError
+from batchval._internal.settings import load_settings
 
 MAPPED = {"propertyType": "Prop Type", "bedrooms": "Beds"}
 COLUMNS = ["Account No", "Post Code", "Prop Type", "Beds", "Current Balance"]

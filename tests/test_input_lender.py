@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from batchval.input import InputError, InputOptions, lender
-from batchval.input.lender import LenderColumnError, LenderOptions, find_lender_columns
-from batchval.input.mapping import resolve_columns
-from batchval.outcome import SettingsError
-from batchval.settings import load_settings
+from batchval._internal.input import InputError, InputOptions, lender
+from batchval._internal.input.lender import LenderColumnError, LenderOptions, find_lender_columns
+from batchval._internal.input.mapping import resolve_columns
+from batchval._internal.outcome import SettingsError
+from batchval._internal.settings import load_settings
 
 HEADER = ["loan_id", "postcode", "property_type", "bedrooms"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from batchval.input import InputOptions, open_input
+from batchval._internal.input import InputOptions, open_input
 
 HEADER = (
     "Loan Ref,postcode,property_type,bedrooms,Current Balance,Original Valuation,Completion Date"

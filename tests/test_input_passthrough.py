@@ -1,4 +1,4 @@
-"""Pass-through columns keep their input types (batchval.input.passthrough, read through
+"""Pass-through columns keep their input types (batchval._internal.input.passthrough, read through
 open_input as a run reads them)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from batchval.input import InputError, InputOptions, open_input, stream
+from batchval._internal.input import InputError, InputOptions, open_input, stream
 
 HOME = ["SW1A 1AA", "flat", "2"]
 HEAD = ["postcode", "property_type", "bedrooms"]

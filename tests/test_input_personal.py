@@ -10,8 +10,8 @@ import polars as pl
 import pytest
 from support import env_for, outputs, run_in_process
 
-from batchval.input import InputOptions, open_input
-from batchval.input.personal import (
+from batchval._internal.input import InputOptions, open_input
+from batchval._internal.input.personal import (
     BY_NAME,
     EMAILS,
     HIDDEN,
@@ -25,7 +25,7 @@ from batchval.input.personal import (
     left_out_line,
     personal_columns,
 )
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.sandbox.server import RunningSandbox
 
 
 @pytest.mark.parametrize(

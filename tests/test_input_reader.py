@@ -1,4 +1,4 @@
-"""Opening and streaming input files (batchval.input.reader)."""
+"""Opening and streaming input files (batchval._internal.input.reader)."""
 
 from __future__ import annotations
 
@@ -16,9 +16,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from batchval.input import InputError, InputOptions, InputSource, ReadAs, open_input, stream
-from batchval.input.layout import Header
-from batchval.outcome import SettingsError
+from batchval._internal.input import (
+    InputError,
+    InputOptions,
+    InputSource,
+    ReadAs,
+    open_input,
+    stream,
+)
+from batchval._internal.input.layout import Header
+from batchval._internal.outcome import SettingsError
 
 HEADER = ["loan_id", "postcode", "property_type", "bedrooms", "floor_area_sqm", "notes"]
 ROWS = [

@@ -13,15 +13,15 @@ import polars as pl
 import pytest
 from support import InProcess, env_for, outputs
 
-from batchval.input import PROBLEM_RULES
-from batchval.input.refused import (
+from batchval._internal.input import PROBLEM_RULES
+from batchval._internal.input.refused import (
     DEFAULT_MAX_REFUSED_SHARE,
     FIXES,
     RefusedKind,
     mostly_refused,
 )
-from batchval.outcome import ExitCode, StopReason
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.outcome import ExitCode, StopReason
+from batchval._internal.sandbox.server import RunningSandbox
 
 GOOD = ("SW1A 2AA", "terraced")
 UNMAPPED = ("SW1A 2AA", "Q")  # a lender's code with no `values` entry

@@ -1,4 +1,4 @@
-"""A CSV's encoding found from its bytes when none is given (batchval.input.sniff), and
+"""A CSV's encoding found from its bytes when none is given (batchval._internal.input.sniff), and
 what the reader makes of it."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from batchval.input import InputError, InputOptions, ReadAs, open_input, sniff
-from batchval.input.layout import Header
-from batchval.input.sniff import detect_encoding
+from batchval._internal.input import InputError, InputOptions, ReadAs, open_input, sniff
+from batchval._internal.input.layout import Header
+from batchval._internal.input.sniff import detect_encoding
 
 HEADER = "loan_id,postcode,property_type,bedrooms,note\n"
 

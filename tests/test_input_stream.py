@@ -1,5 +1,5 @@
 """A CSV file's records streamed by pyarrow in bounded memory, read as polars reads them
-(batchval.input.stream)."""
+(batchval._internal.input.stream)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ import pyarrow as pa
 import pytest
 from hypothesis import example, given, settings
 
-from batchval.input import stream
-from batchval.input.passthrough import LEADING_ZERO
+from batchval._internal.input import stream
+from batchval._internal.input.passthrough import LEADING_ZERO
 
 
 def blocks_of(path: Path, *, width: int, compressed: bool = False) -> pl.DataFrame:

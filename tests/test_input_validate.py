@@ -1,4 +1,4 @@
-"""Validation and encoding of rows (batchval.input.validate, mapping and options)."""
+"""Validation and encoding of rows (batchval._internal.input.validate, mapping and options)."""
 
 from __future__ import annotations
 
@@ -14,19 +14,25 @@ import polars as pl
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from batchval import postcodes
-from batchval.api.vocabulary import INCLUDE_ITEMS
-from batchval.input import PROBLEM_RULES, REQUEST_FIELDS, InputError, InputOptions, open_input
-from batchval.input.mapping import field_value, field_values, resolve_columns
-from batchval.input.options import ENUM_VALUES
-from batchval.input.validate import (
+from batchval._internal import postcodes
+from batchval._internal.api.vocabulary import INCLUDE_ITEMS
+from batchval._internal.input import (
+    PROBLEM_RULES,
+    REQUEST_FIELDS,
+    InputError,
+    InputOptions,
+    open_input,
+)
+from batchval._internal.input.mapping import field_value, field_values, resolve_columns
+from batchval._internal.input.options import ENUM_VALUES
+from batchval._internal.input.validate import (
     NORMAL_POSTCODE,
     OUTPUT_SCHEMA,
     check_batch,
     check_postcodes,
     json_string,
 )
-from batchval.sandbox.rules import check_request
+from batchval._internal.sandbox.rules import check_request
 
 Row = Mapping[str, str | None]
 GOOD: Row = {"postcode": "SW1A 1AA", "property_type": "flat", "bedrooms": "2"}

@@ -10,9 +10,9 @@ import polars as pl
 import pytest
 from test_input_validate import check
 
-from batchval.input import InputOptions
-from batchval.input.mapping import default_code, field_value
-from batchval.sandbox.rules import check_request
+from batchval._internal.input import InputOptions
+from batchval._internal.input.mapping import default_code, field_value
+from batchval._internal.sandbox.rules import check_request
 
 
 def _one(

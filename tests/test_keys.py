@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batchval.engine.keys import daily_run_id, idempotency_key, idempotency_keys
+from batchval._internal.sending.keys import daily_run_id, idempotency_key, idempotency_keys
 
 # Touches the calendar: `make test-dates` runs it at each hard instant (tests/clocks.py).
 pytestmark = pytest.mark.dates

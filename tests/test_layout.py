@@ -1,9 +1,10 @@
 """The house rules of docs/explanation/architecture.md that a parser can check: no module
-far past 500 lines, and the floors' one direction: the foundations, the store, the engine
-and the files' contract know no product, the engine no product's tables and no validator,
-no product imports another, the sandbox stays apart from the client's sending code, and
-only the store speaks SQL; inside the store, its groups' one direction and no import
-cycle."""
+far past 800 lines; the public modules at the top and every other room in the private
+package `batchval/_internal/`; and the floors' one direction: the foundations, the store,
+the engine's four rooms and the files' contract know no product, the engine no product's
+tables and no validator, no product imports another, the sandbox stays apart from the
+client's sending code, and only the store speaks SQL; inside the store, its groups' one
+direction and no import cycle."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "batchval"
+INTERNAL = PACKAGE / "_internal"
 MODULES = sorted(PACKAGE.rglob("*.py"))
+IN = "batchval._internal"  # the private package's name, before each room's
 
 
 def _name(path: Path) -> str:
@@ -43,33 +46,40 @@ def _imports(path: Path) -> frozenset[str]:
 
 
 def _in(name: str, prefix: str) -> bool:
-    """`name` is the module or package `prefix`, or inside it (`batchval.streets` is not
-    inside `batchval.store`)."""
+    """`name` is the module or package `prefix`, or inside it (`batchval._internal.streets` is not
+    inside `batchval._internal.store`)."""
     return name == prefix or name.startswith(prefix + ".")
 
 
-def _importers_of(prefix: str, within: str) -> list[str]:
+def _importers_of(prefix: str | tuple[str, ...], within: str | tuple[str, ...]) -> list[str]:
+    """The modules inside `within` (one room or several) that import from `prefix` (one
+    room or several)."""
+    prefixes = (prefix,) if isinstance(prefix, str) else prefix
+    withins = (within,) if isinstance(within, str) else within
     return [
         _name(path)
         for path in MODULES
-        if _in(_name(path), within) and any(_in(name, prefix) for name in _imports(path))
+        if any(_in(_name(path), w) for w in withins)
+        and any(_in(name, p) for name in _imports(path) for p in prefixes)
     ]
 
 
-PRODUCTS = ("batchval.valuations", "batchval.streets", "batchval.verify")
+# The public modules: what users import (docs/how-to/python.md); all else is private.
+PUBLIC = ("batchval", "batchval.exceptions", "batchval.testing", "batchval.airflow")
+PRODUCTS = (f"{IN}.valuations", f"{IN}.streets", f"{IN}.verify")
 # The one import between products: a --book night reads the API's index through the
 # streets product's job (issue 56: "through the existing streets job and store").
-BETWEEN_PRODUCTS = {("batchval.valuations.index_reads", "batchval.streets.job")}
+BETWEEN_PRODUCTS = {(f"{IN}.valuations.index_reads", f"{IN}.streets.job")}
+# The engine, which knows no product, in four rooms by concern: sending the requests, the
+# money they cost, the run's place and its files, the command's skeleton and summary.
+ENGINE = (f"{IN}.sending", f"{IN}.money", f"{IN}.place", f"{IN}.runs")
+# The commands around a run.
+TOOLS = (f"{IN}.reports", f"{IN}.exports", f"{IN}.admin")
 # Below every product: the foundations, the client, the input, the store, the engine and
 # the files' contract.
-FLOORS = (
-    "batchval.api",
-    "batchval.input",
-    "batchval.store",
-    "batchval.engine",
-    "batchval.contract",
-)
-FOUNDATIONS = ("outcome", "settings", "logs", "redaction", "postcodes", "version")
+FLOORS = (f"{IN}.api", f"{IN}.input", f"{IN}.store", *ENGINE, f"{IN}.contract")
+# The foundations, at the private package's top; and the version, at the package's.
+FOUNDATIONS = ("outcome", "settings", "logs", "redaction", "postcodes")
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda path: _name(path))
@@ -81,63 +91,58 @@ def test_no_module_past_800_lines(path: Path) -> None:
 
 
 def test_every_module_sits_in_a_room_of_the_house() -> None:
-    """At the top only the foundations, the cli and the package's face (`__init__` and the
-    Python API it exports, `public`, its errors, `exceptions`, the sandbox for users' tests,
-    `testing`, and `__main__` for `python -m batchval`): every other module is in a folder
-    that says what it is (docs/explanation/architecture.md's picture)."""
+    """At the top only the public modules (`__init__`, the Python API's face, its errors
+    `exceptions`, the sandbox for users' tests `testing`, the Airflow provider `airflow`),
+    `__main__` for `python -m batchval`, the version, `api` (the old place of `testing`'s
+    client, for one release) and the private package. In the private package: the
+    foundations, the cli and the Python API's workings (`public`) at its top, every other
+    module in a folder that says what it does (docs/explanation/architecture.md's
+    picture)."""
     top = {path.stem for path in PACKAGE.glob("*.py")}
-    assert top == {"__init__", "__main__", "cli", "public", "exceptions", "testing", *FOUNDATIONS}
+    assert top == {"__init__", "__main__", "_version", "api", "exceptions", "testing"}
     folders = {path.name for path in PACKAGE.iterdir() if (path / "__init__.py").is_file()}
-    assert folders == {
-        *(name.rpartition(".")[2] for name in (*FLOORS, *PRODUCTS)),
-        "tools",
+    assert folders == {"_internal", "airflow"}
+    inside = {path.stem for path in INTERNAL.glob("*.py")}
+    assert inside == {"__init__", "cli", "public", *FOUNDATIONS}
+    rooms = {path.name for path in INTERNAL.iterdir() if (path / "__init__.py").is_file()}
+    assert rooms == {
+        *(name.rpartition(".")[2] for name in (*FLOORS, *PRODUCTS, *TOOLS)),
         "sandbox",
-        "airflow",
     }
 
 
-@pytest.mark.parametrize("floor", [*FLOORS, *(f"batchval.{name}" for name in FOUNDATIONS)])
+@pytest.mark.parametrize(
+    "floor", [*FLOORS, *(f"{IN}.{name}" for name in FOUNDATIONS), "batchval._version"]
+)
 def test_the_floors_know_no_product(floor: str) -> None:
     """The engine, the store and everything below them import no product and no tool."""
-    above = [
-        *PRODUCTS,
-        "batchval.tools",
-        "batchval.cli",
-        "batchval.public",
-        "batchval.exceptions",
-        "batchval.testing",
-    ]
-    assert [m for prefix in above for m in _importers_of(prefix, floor)] == []
+    above = (*PRODUCTS, *TOOLS, f"{IN}.cli", f"{IN}.public", *PUBLIC[1:])
+    assert _importers_of(above, floor) == []
 
 
 # Each product's own tables in the store: run's rows and requests (`checkpoint`) and its
 # book's plan (`book`), streets' street reads (`streets`).
-PRODUCT_TABLES = ("batchval.store.checkpoint", "batchval.store.book", "batchval.store.streets")
+PRODUCT_TABLES = (f"{IN}.store.checkpoint", f"{IN}.store.book", f"{IN}.store.streets")
 
 
 def test_the_engine_names_no_product() -> None:
-    """engine/ imports nothing of valuations, streets or verify, no product's tables in the
-    store and no validator: a product hands the engine what is its own (the class it keeps
-    DIR's database as, its validator, its charges' lines, its lines of the summary)."""
-    assert _importers_of("batchval.store.database", "batchval.engine") != []  # can see
+    """The engine's rooms import nothing of valuations, streets or verify, no product's
+    tables in the store and no validator: a product hands the engine what is its own (the
+    class it keeps DIR's database as, its validator, its charges' lines, its lines of the
+    summary)."""
+    assert _importers_of(f"{IN}.store.database", ENGINE) != []  # the check can see
     for table in PRODUCT_TABLES:
         assert (PACKAGE.parent / (table.replace(".", "/") + ".py")).is_file(), table
-    tables = [
-        m
-        for prefix in (*PRODUCTS, *PRODUCT_TABLES)
-        for m in _importers_of(prefix, "batchval.engine")
-    ]
-    assert tables == []
-    validators = {f"batchval.input.validate.{name}" for name in _validators()}
-    engine = [path for path in MODULES if _in(_name(path), "batchval.engine")]
+    assert _importers_of((*PRODUCTS, *PRODUCT_TABLES), ENGINE) == []
+    validators = {f"{IN}.input.validate.{name}" for name in _validators()}
+    engine = [path for path in MODULES if any(_in(_name(path), room) for room in ENGINE)]
     assert [_name(path) for path in engine if _imports(path) & validators] == []
 
 
 def test_the_store_and_the_engine_know_no_files_contract() -> None:
-    assert _importers_of("batchval.store", "batchval.engine") != []  # the check can see
-    for floor in ("batchval.store", "batchval.engine"):
-        assert _importers_of("batchval.contract", floor) == []
-    assert _importers_of("batchval.engine", "batchval.store") == []
+    assert _importers_of(f"{IN}.store", ENGINE) != []  # the check can see
+    assert _importers_of(f"{IN}.contract", (f"{IN}.store", *ENGINE)) == []
+    assert _importers_of(ENGINE, f"{IN}.store") == []
 
 
 # store/ in groups, from the bottom up (store/__init__.py's docstring): a group imports
@@ -157,13 +162,13 @@ STORE_GROUPS: dict[str, tuple[int, tuple[str, ...]]] = {
     "run's tables": (2, ("checkpoint", "rows", "book")),
     "streets' tables": (2, ("streets",)),
 }
-STORE = PACKAGE / "store"
+STORE = INTERNAL / "store"
 
 
 def _store_imports(path: Path) -> set[str]:
     """The modules of store/ that `path` imports, `TYPE_CHECKING` imports and imports
     inside functions included (an import for annotations is a dependency too)."""
-    modules = {_name(module) for module in STORE.glob("*.py")} - {"batchval.store"}
+    modules = {_name(module) for module in STORE.glob("*.py")} - {f"{IN}.store"}
     return {name for name in _imports(path) if name in modules} - {_name(path)}
 
 
@@ -173,7 +178,7 @@ def test_every_store_module_is_in_one_group() -> None:
     assert len(placed) == len(set(placed))
     assert sorted(placed) == sorted(p.stem for p in STORE.glob("*.py") if p.stem != "__init__")
     tables = {
-        f"batchval.store.{n}" for level, names in STORE_GROUPS.values() if level == 2 for n in names
+        f"{IN}.store.{n}" for level, names in STORE_GROUPS.values() if level == 2 for n in names
     }
     assert set(PRODUCT_TABLES) <= tables  # what the engine may not import is a product's
 
@@ -184,7 +189,7 @@ def test_the_store_groups_import_downwards(group: str) -> None:
     product's tables; a product's tables no other product's."""
     level, names = STORE_GROUPS[group]
     allowed = {
-        f"batchval.store.{name}"
+        f"{IN}.store.{name}"
         for other, (below, others) in STORE_GROUPS.items()
         if other == group or below < level
         for name in others
@@ -202,14 +207,14 @@ def test_the_store_has_no_import_cycle() -> None:
     """No circle of store/ modules importing each other, even one closed only through
     `TYPE_CHECKING` imports: a type both sides need lives in the module below both."""
     graph = {_name(path): _store_imports(path) for path in STORE.glob("*.py")}
-    assert graph["batchval.store.queue"]  # the check can see
+    assert graph["batchval._internal.store.queue"]  # the check can see
     assert _circles(graph) == []
 
 
 def _module_graph() -> dict[str, set[str]]:
     """Each batchval module and the modules it imports, at any depth, `TYPE_CHECKING`
     imports included: `from batchval import redaction` is an arrow to the module
-    `batchval.redaction`, `from batchval import __version__` one to the package's face."""
+    `batchval._internal.redaction`, `from batchval import __version__` one to the package's face."""
     names = {_name(path) for path in MODULES}
     graph: dict[str, set[str]] = {}
     for path in MODULES:
@@ -244,11 +249,12 @@ def _circles(graph: dict[str, set[str]]) -> list[tuple[str, ...]]:
 
 
 def _room(name: str) -> str:
-    """The room of the house a module stands in: its folder under batchval/, or itself at
-    the top (`batchval` is the package's face)."""
+    """The room of the house a module stands in: its folder under batchval/_internal/ or
+    batchval/, or itself at either's top (`batchval` is the package's face)."""
     parts = name.split(".")
-    if len(parts) > 2 or (PACKAGE / parts[-1]).is_dir():
-        return ".".join(parts[:2])
+    depth = 3 if parts[1:2] == ["_internal"] else 2
+    if len(parts) > depth or PACKAGE.parent.joinpath(*parts).is_dir():
+        return ".".join(parts[:depth])
     return name
 
 
@@ -257,13 +263,13 @@ def test_the_house_has_no_circle_and_no_arrow_back_up() -> None:
     top) does: so each room stands on a floor above all it imports, and no import runs
     back up. The store's own check below says the same of its groups."""
     graph = _module_graph()
-    assert graph["batchval.sandbox.app"]  # the check can see
+    assert graph["batchval._internal.sandbox.app"]  # the check can see
     assert _circles(graph) == []
     rooms: dict[str, set[str]] = {}
     for name, imported in graph.items():
         rooms.setdefault(_room(name), set()).update(_room(other) for other in imported)
     rooms = {room: inside - {room} for room, inside in rooms.items()}
-    assert "batchval" in rooms["batchval.cli"]  # the face, imported from the top only
+    assert "batchval" in rooms["batchval._internal.cli"]  # the face, imported from the top only
     assert _circles(rooms) == []
 
 
@@ -271,7 +277,7 @@ def test_the_house_has_no_circle_and_no_arrow_back_up() -> None:
 def test_the_products_never_import_each_other(product: str) -> None:
     """No product imports another, but for `BETWEEN_PRODUCTS`, each edge named."""
     others = [other for other in PRODUCTS if other != product]
-    assert _importers_of("batchval.engine", product) != []  # the check can see
+    assert _importers_of(ENGINE, product) != []  # the check can see
     within = [path for path in MODULES if _in(_name(path), product)]
     found = [
         (_name(path), name)
@@ -292,7 +298,7 @@ def test_the_airflow_provider_stands_apart() -> None:
         name
         for path in inside
         for name in _imports(path)
-        if not _in(name, "batchval.airflow") and not _in(name, "batchval.outcome")
+        if not _in(name, "batchval.airflow") and not _in(name, "batchval._internal.outcome")
     }
     assert outside == {"batchval", "batchval.__version__"}  # provider_info's version
     importers = _importers_of("batchval.airflow", "batchval")
@@ -300,22 +306,27 @@ def test_the_airflow_provider_stands_apart() -> None:
 
 
 def test_the_sandbox_never_imports_the_sending_code() -> None:
-    for prefix in ("batchval.engine", "batchval.store", "batchval.contract", *PRODUCTS):
-        assert _importers_of(prefix, "batchval.sandbox") == []
+    for prefix in (
+        *ENGINE,
+        "batchval._internal.store",
+        "batchval._internal.contract",
+        *PRODUCTS,
+    ):
+        assert _importers_of(prefix, "batchval._internal.sandbox") == []
 
 
 def test_the_shared_writing_pieces_stand_below_the_products() -> None:
-    """engine/files.py imports nothing of batchval but the redaction, which imports nothing
-    of batchval (any floor may write a file with it), and engine/arrow.py, the conversion
+    """place/files.py imports nothing of batchval but the redaction, which imports nothing
+    of batchval (any floor may write a file with it), and place/arrow.py, the conversion
     every product's files share, imports no product."""
-    assert _imports(PACKAGE / "engine" / "files.py") == {"batchval", "batchval.redaction"}
-    assert _imports(PACKAGE / "redaction.py") == set()
-    assert _imports(PACKAGE / "engine" / "arrow.py") == set()
+    assert _imports(INTERNAL / "place" / "files.py") == {f"{IN}", f"{IN}.redaction"}
+    assert _imports(INTERNAL / "redaction.py") == set()
+    assert _imports(INTERNAL / "place" / "arrow.py") == set()
 
 
 def _validators() -> set[str]:
     """The validators input/validate.py defines (`check_batch`, `check_postcodes`, ...)."""
-    tree = _tree(PACKAGE / "input" / "validate.py")
+    tree = _tree(INTERNAL / "input" / "validate.py")
     return {
         node.name
         for node in tree.body
@@ -371,9 +382,9 @@ def _store_leaks(path: Path) -> list[str]:
 
 
 def test_sql_and_connections_live_only_in_the_store() -> None:
-    """Only batchval/store/ holds a connection or writes SQL: the seam a second backend
+    """Only batchval/_internal/store/ holds a connection or writes SQL: the seam a second backend
     of the run's memory implements (docs/explanation/architecture.md)."""
-    store = PACKAGE / "store"
+    store = INTERNAL / "store"
     assert _store_leaks(store / "queue.py") != []  # the check can see
     leaks = {
         _name(path): found
@@ -398,16 +409,16 @@ def _calls(path: Path, name: str) -> bool:
     ("name", "callers"),
     [
         # The invocation's record and its summary: the skeleton's (status shows a DIR's).
-        ("record_start", ["batchval.engine.command"]),
-        ("record_end", ["batchval.engine.command"]),
-        ("of_run", ["batchval.engine.command", "batchval.tools.status"]),
-        ("final_stop", ["batchval.engine.command"]),
-        ("locked_dir", ["batchval.engine.command", "batchval.verify.runner"]),
+        ("record_start", ["batchval._internal.runs.command"]),
+        ("record_end", ["batchval._internal.runs.command"]),
+        ("of_run", ["batchval._internal.admin.status", "batchval._internal.runs.command"]),
+        ("final_stop", ["batchval._internal.runs.command"]),
+        ("locked_dir", ["batchval._internal.runs.command", "batchval._internal.verify.runner"]),
         # The daily limit's gate: the sending phase's alone.
-        ("stored_not_before", ["batchval.engine.sending"]),
+        ("stored_not_before", ["batchval._internal.sending.sending"]),
     ],
 )
 def test_the_command_skeleton_is_written_once(name: str, callers: list[str]) -> None:
     """No product keeps its own copy of the invocation's steps, its summary or the gate."""
-    outside = [path for path in MODULES if not _in(_name(path), "batchval.store")]
+    outside = [path for path in MODULES if not _in(_name(path), "batchval._internal.store")]
     assert [_name(path) for path in outside if _calls(path, name)] == callers

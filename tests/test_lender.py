@@ -16,8 +16,8 @@ import pyarrow as pa
 import pytest
 from support import InProcess, env_for, outputs, run_in_process
 
-from batchval.api.models import Valuation
-from batchval.contract.lender import (
+from batchval._internal.api.models import Valuation
+from batchval._internal.contract.lender import (
     FLAGS,
     LenderFigures,
     Lending,
@@ -27,8 +27,8 @@ from batchval.contract.lender import (
     months_between,
     months_since,
 )
-from batchval.input.lender import LenderOptions
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.input.lender import LenderOptions
+from batchval._internal.sandbox.server import RunningSandbox
 
 # Touches the calendar: `make test-dates` runs it at each hard instant (tests/clocks.py).
 pytestmark = pytest.mark.dates

@@ -12,7 +12,7 @@ import polars as pl
 import pytest
 from support import ROOT, InProcess, assert_paid_once, env_for, outputs
 
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.sandbox.server import RunningSandbox
 
 pytestmark = [pytest.mark.slow, pytest.mark.dates]
 

@@ -1,4 +1,4 @@
-"""`--live` and `run.live` (engine/live): `run`, `streets` and `verify` refuse with 64 before
+"""`--live` and `run.live` (money/live): `run`, `streets` and `verify` refuse with 64 before
 anything is sent unless a live API is configured; in-process, against the served sandbox
 where credentials are needed."""
 
@@ -13,12 +13,12 @@ import pytest
 import yaml
 from support import LIVE, TEST, env_for, portfolio, run_in_process
 
-from batchval.api import Credentials
-from batchval.api.auth import AccessToken
-from batchval.engine import live
-from batchval.outcome import ExitCode, RunRefusedError
-from batchval.sandbox.server import RunningSandbox
-from batchval.settings import ApiSettings, load_settings
+from batchval._internal.api import Credentials
+from batchval._internal.api.auth import AccessToken
+from batchval._internal.money import live
+from batchval._internal.outcome import ExitCode, RunRefusedError
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval._internal.settings import ApiSettings, load_settings
 
 COMMANDS = ("run", "streets", "verify")
 

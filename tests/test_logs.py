@@ -15,10 +15,10 @@ import pytest
 from hostile import HostileProxy, Rules, serve_proxy
 from support import BATCHVAL, LIVE, env_for, portfolio, run_cli, wait_until
 
-from batchval import logs
-from batchval.sandbox.app import API_PREFIX
-from batchval.sandbox.config import Faults
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal import logs
+from batchval._internal.sandbox.app import API_PREFIX
+from batchval._internal.sandbox.config import Faults
+from batchval._internal.sandbox.server import RunningSandbox
 
 TMUX = shutil.which("tmux")
 needs_tmux = pytest.mark.skipif(

@@ -13,9 +13,14 @@ import pyarrow.parquet as pq
 import pytest
 from support import LIVE, InProcess, assert_no_secrets, env_for, outputs, portfolio
 
-from batchval.logs import Redactor
-from batchval.sandbox.server import RunningSandbox
-from batchval.valuations.manifest import MANIFEST_NAME, METADATA_KEY, Manifest, read_metadata
+from batchval._internal.logs import Redactor
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval._internal.valuations.manifest import (
+    MANIFEST_NAME,
+    METADATA_KEY,
+    Manifest,
+    read_metadata,
+)
 
 # Touches the calendar: `make test-dates` runs it at each hard instant (tests/clocks.py).
 pytestmark = pytest.mark.dates
@@ -153,8 +158,8 @@ def test_the_manifest_dates_the_local_authority_list_the_report_names_councils_f
     import hashlib
     from importlib import resources
 
-    from batchval.contract.places import NAMES_VINTAGE, authority_names
-    from batchval.valuations.manifest import Manifest
+    from batchval._internal.contract.places import NAMES_VINTAGE, authority_names
+    from batchval._internal.valuations.manifest import Manifest
 
     manifest = Manifest(
         run_id="r",
@@ -167,7 +172,11 @@ def test_the_manifest_dates_the_local_authority_list_the_report_names_councils_f
         written_at="2026-12-06T00:00:00Z",
     ).to_json()
     facts = manifest["reference_data"]["local_authority_names"]
-    data = resources.files("batchval.contract").joinpath("local_authorities.csv").read_bytes()
+    data = (
+        resources.files("batchval._internal.contract")
+        .joinpath("local_authorities.csv")
+        .read_bytes()
+    )
     assert facts["vintage"] == NAMES_VINTAGE
     assert "2025" in facts["vintage"]
     assert facts["codes"] == len(authority_names()) > 300

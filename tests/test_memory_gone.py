@@ -16,13 +16,13 @@ import pytest
 from memory_objects import MemoryObjects
 from support import LIVE, InProcess, env_for, portfolio, wait_until
 
-from batchval.outcome import StopReason
-from batchval.sandbox.config import Faults
-from batchval.sandbox.server import RunningSandbox
-from batchval.store import replica as replica_module
-from batchval.store.database import CHECKPOINT_NAME, Database
-from batchval.store.lease import LEASE, Lease, LeaseKeeper
-from batchval.store.replica import HEAD, Head, Replica, restore
+from batchval._internal.outcome import StopReason
+from batchval._internal.sandbox.config import Faults
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval._internal.store import replica as replica_module
+from batchval._internal.store.database import CHECKPOINT_NAME, Database
+from batchval._internal.store.lease import LEASE, Lease, LeaseKeeper
+from batchval._internal.store.replica import HEAD, Head, Replica, restore
 
 URL = "s3://b/run"
 

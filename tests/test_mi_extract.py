@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner, Result
 from support import ROOT
 
-from batchval.cli import cli
+from batchval._internal.cli import cli
 
 SAMPLES = ROOT / "sample_inputs"
 # No API configured: the embedded sandbox, in test mode.

@@ -1,4 +1,4 @@
-"""engine/midnight: a daily-limit answer's not_before, read as the API's midnight when its
+"""sending/midnight: a daily-limit answer's not_before, read as the API's midnight when its
 Retry-After ends near one, and never earlier than now + Retry-After."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from batchval.engine.midnight import (
+from batchval._internal.sending.midnight import (
     MIDNIGHT_WINDOW,
     TOLERATED_SKEW,
     nearest_midnight,

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from support import LIVE, InProcess, Ran, assert_accounted, assert_paid_once, env_for, portfolio
 
-from batchval.engine.midnight import next_midnight
-from batchval.sandbox.ledger import RequestRecord
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.sandbox.ledger import RequestRecord
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval._internal.sending.midnight import next_midnight
 
 # End to end: the CLI in this process against the sandbox (`make test-fast` leaves it out).
 pytestmark = [pytest.mark.slow, pytest.mark.dates]

@@ -20,9 +20,9 @@ import pytest
 from support import Ran, portfolio
 from support import invoke as invoked
 
-from batchval.engine.invocation import RUN_MARKS
-from batchval.engine.names import WRITTEN_NAMES
-from batchval.store.database import CHECKPOINT_NAME
+from batchval._internal.place.invocation import RUN_MARKS
+from batchval._internal.place.names import WRITTEN_NAMES
+from batchval._internal.store.database import CHECKPOINT_NAME
 
 CLEAN_ENV = {k: v for k, v in os.environ.items() if not k.startswith("BATCHVAL_")}
 

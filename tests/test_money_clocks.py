@@ -18,8 +18,8 @@ import clocks
 import pytest
 from support import BATCHVAL, LIVE, InProcess, Ran, env_for, outputs, portfolio, wait_until
 
-from batchval.sandbox.config import Faults
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.sandbox.config import Faults
+from batchval._internal.sandbox.server import RunningSandbox
 
 pytestmark = pytest.mark.slow
 

@@ -10,7 +10,7 @@ import socket
 import httpx
 import pytest
 
-from batchval.api.network import NoAnswer, Reach, diagnose, host_of, port_of
+from batchval._internal.api.network import NoAnswer, Reach, diagnose, host_of, port_of
 
 
 def test_a_cause_hidden_by_from_none_is_still_read() -> None:

@@ -17,11 +17,11 @@ import pytest
 import xlsxwriter
 from test_input_reader import read_all
 
-from batchval.input import InputOptions, open_input
-from batchval.input.layout import NotLoan
-from batchval.input.options import Corrections
-from batchval.outcome import SettingsError
-from batchval.settings import load_settings
+from batchval._internal.input import InputOptions, open_input
+from batchval._internal.input.layout import NotLoan
+from batchval._internal.input.options import Corrections
+from batchval._internal.outcome import SettingsError
+from batchval._internal.settings import load_settings
 
 REGIONS = ["North West", "Wales", "South East", "East Midlands", "London", "Yorkshire"]
 POSTCODES = ["M1 1AE", "CF10 1AA", "BN1 1AA", "NG1 1AA", "SW1A 1AA", "LS1 1AA"]

@@ -1,6 +1,6 @@
 """Schemathesis against the sandbox on a real socket: never a 5xx, always a documented answer.
 
-The schema is the packaged `batchval/api/openapi.yaml`, so a failure here is either a
+The schema is the packaged `batchval/_internal/api/openapi.yaml`, so a failure here is either a
 sandbox bug or a wrong description. Every response is checked for: no server error, a
 documented status code, a documented media type, documented headers, a body matching the
 response schema.
@@ -35,12 +35,12 @@ from schemathesis.specs.openapi.checks import (
 )
 from support import LIVE, TEST, make_config
 
-from batchval.api import Credentials
-from batchval.sandbox.app import Sandbox
-from batchval.sandbox.server import serve_in_thread
+from batchval._internal.api import Credentials
+from batchval._internal.sandbox.app import Sandbox
+from batchval._internal.sandbox.server import serve_in_thread
 
 SCHEMA = schemathesis.openapi.from_path(
-    str(importlib.resources.files("batchval.api") / "openapi.yaml")
+    str(importlib.resources.files("batchval._internal.api") / "openapi.yaml")
 )
 
 # Areas in England and Wales (SW1A, EC1A, M1, B33, CF10, LS1), outside coverage (EH1

@@ -10,10 +10,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from batchval.contract.schemas import results_schema
-from batchval.engine.versioned import LocalFile, StoredFile, VersionedFile
-from batchval.store.objects import ObjectStore
-from batchval.valuations.book import (
+from batchval._internal.contract.schemas import results_schema
+from batchval._internal.place.versioned import LocalFile, StoredFile, VersionedFile
+from batchval._internal.store.objects import ObjectStore
+from batchval._internal.valuations.book import (
     BookError,
     BookMismatchError,
     age_profile,

@@ -11,10 +11,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from support import BATCHVAL, LIVE, InProcess, env_for, portfolio, wait_until
 
-from batchval.api.auth import Credentials
-from batchval.sandbox.config import Faults, RateLimit
-from batchval.sandbox.server import RunningSandbox
-from batchval.valuations.metrics import RunMetrics, render, write_metrics
+from batchval._internal.api.auth import Credentials
+from batchval._internal.sandbox.config import Faults, RateLimit
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval._internal.valuations.metrics import RunMetrics, render, write_metrics
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

@@ -10,11 +10,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from batchval.sandbox.streets import street_analysis_body
-from batchval.store.database import Database
-from batchval.store.streets import StreetStore
-from batchval.streets.files import write_homes, write_street_problems, write_streets
-from batchval.streets.schema import (
+from batchval._internal.sandbox.streets import street_analysis_body
+from batchval._internal.store.database import Database
+from batchval._internal.store.streets import StreetStore
+from batchval._internal.streets.files import write_homes, write_street_problems, write_streets
+from batchval._internal.streets.schema import (
     ENERGY,
     PRICE_INDEX,
     RENTAL,

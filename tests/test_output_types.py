@@ -19,8 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 from support import BATCHVAL, InProcess, assert_accounted, assert_paid_once, env_for, wait_until
 
-from batchval.sandbox.config import Faults
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.sandbox.config import Faults
+from batchval._internal.sandbox.server import RunningSandbox
 
 # End to end: the CLI against the sandbox (`make test-fast` leaves it out).
 pytestmark = pytest.mark.slow

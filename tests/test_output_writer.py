@@ -18,25 +18,25 @@ import pyarrow.parquet as pq
 import pytest
 from support import settle_sent
 
-from batchval import logs
-from batchval.api.vocabulary import INCLUDE_ITEMS
-from batchval.contract import schemas
-from batchval.contract.lender import LENDER_GROUPS
-from batchval.contract.records import FLOOR_AREA_HINT, ProblemRow
-from batchval.contract.schemas import (
+from batchval._internal import logs
+from batchval._internal.api.vocabulary import INCLUDE_ITEMS
+from batchval._internal.contract import schemas
+from batchval._internal.contract.lender import LENDER_GROUPS
+from batchval._internal.contract.records import FLOOR_AREA_HINT, ProblemRow
+from batchval._internal.contract.schemas import (
     PROBLEM_COLUMNS,
     RESULT_COLUMNS,
     passthrough_columns,
     problems_schema,
     results_schema,
 )
-from batchval.engine import arrow, files
-from batchval.input.layout import SOURCE_ROW
-from batchval.sandbox.data import valuation_parts
-from batchval.store.checkpoint import Checkpoint
-from batchval.store.database import Database
-from batchval.valuations import writer
-from batchval.valuations.writer import write_problems, write_results
+from batchval._internal.input.layout import SOURCE_ROW
+from batchval._internal.place import arrow, files
+from batchval._internal.sandbox.data import valuation_parts
+from batchval._internal.store.checkpoint import Checkpoint
+from batchval._internal.store.database import Database
+from batchval._internal.valuations import writer
+from batchval._internal.valuations.writer import write_problems, write_results
 
 NOW = dt.datetime(2025, 3, 1, 10, 0, tzinfo=dt.UTC)
 VALUED_AT = dt.datetime(2025, 3, 1, 10, 0, 0, 250_000, tzinfo=dt.UTC)

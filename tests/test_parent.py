@@ -1,6 +1,6 @@
 """A batchval process dies with its parent, whatever kills the parent (issue 57, part 3):
 a script that started `batchval run` is killed with SIGKILL, and batchval stops at once
-(`engine/parent`); the same command then finishes the run, paying for nothing twice.
+(`runs/parent`); the same command then finishes the run, paying for nothing twice.
 Under `BATCHVAL_OUTLIVE_PARENT=1` it finishes on its own. A real process: the behaviour
 is the process's."""
 
@@ -23,8 +23,8 @@ from support import (
     wait_until,
 )
 
-from batchval.sandbox.config import Faults
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.sandbox.config import Faults
+from batchval._internal.sandbox.server import RunningSandbox
 
 ROWS = 16  # each its own request: half a second each, one at a time
 # The parent: starts the command it is given, says the child's pid, and waits to be killed.

@@ -1,4 +1,4 @@
-"""A run's place (`engine/place`): a URL keeps the run's memory and outputs, taken by one
+"""A run's place (`place/place`): a URL keeps the run's memory and outputs, taken by one
 process at a time, each invocation working in an empty directory of its own; one `Place`
 for every command, which names itself in messages."""
 
@@ -14,7 +14,8 @@ from memory_objects import MemoryObjects
 from objects_server import S3Server
 from support import InProcess
 
-from batchval.engine.place import (
+from batchval._internal.outcome import RunRefusedError, SettingsError, StopReason
+from batchval._internal.place.place import (
     Place,
     is_url,
     lease_seconds,
@@ -24,10 +25,9 @@ from batchval.engine.place import (
     viewed,
     written,
 )
-from batchval.outcome import RunRefusedError, SettingsError, StopReason
-from batchval.store.database import Database
-from batchval.store.lease import DURATION
-from batchval.store.objects import ObjectStore
+from batchval._internal.store.database import Database
+from batchval._internal.store.lease import DURATION
+from batchval._internal.store.objects import ObjectStore
 
 
 def test_a_path_is_the_dir_itself(tmp_path: Path) -> None:

@@ -12,14 +12,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 from support import ROOT
 
-from batchval.contract.places import DATA_FILE, authority_name, authority_names
-from batchval.sandbox import market
+from batchval._internal.contract.places import DATA_FILE, authority_name, authority_names
+from batchval._internal.sandbox import market
 
 CODE = re.compile(r"[EW]0[6-9]\d{6}")
 
 
 def data_rows() -> list[dict[str, str]]:
-    text = resources.files("batchval.contract").joinpath(DATA_FILE).read_text(encoding="utf-8")
+    text = (
+        resources.files("batchval._internal.contract")
+        .joinpath(DATA_FILE)
+        .read_text(encoding="utf-8")
+    )
     return list(csv.DictReader(text.splitlines()))
 
 
@@ -112,7 +116,8 @@ def test_every_kind_of_district_is_covered() -> None:
 def test_the_wheel_carries_the_file() -> None:
     """pyproject's package data lists the file, so an installed wheel has it."""
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    assert f"contract/{DATA_FILE}" in config["tool"]["setuptools"]["package-data"]["batchval"]
+    listed = config["tool"]["setuptools"]["package-data"]["batchval"]
+    assert f"_internal/contract/{DATA_FILE}" in listed
 
 
 def test_most_sandbox_codes_have_names() -> None:

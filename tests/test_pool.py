@@ -13,19 +13,19 @@ import anyio
 import pytest
 from support import LIVE, POOR, client_for
 
-from batchval.api import Answer, Credentials, DataUnavailableError, RateLimitedError
-from batchval.api.errors import ApiTimeoutError, UnauthorizedError
-from batchval.engine.keys import idempotency_key
-from batchval.engine.pool import Declines, PoolSettings, PoolStats, WorkerPool
-from batchval.engine.ratecontrol import RateController
-from batchval.engine.retry import RetryPolicy
-from batchval.engine.stop import Stop
-from batchval.outcome import StopInfo, StopReason
-from batchval.sandbox.config import Faults, RateLimit, SandboxConfig
-from batchval.sandbox.server import RunningSandbox
-from batchval.store.checkpoint import Checkpoint
-from batchval.store.database import Database
-from batchval.valuations.valuing import ValuationJob
+from batchval._internal.api import Answer, Credentials, DataUnavailableError, RateLimitedError
+from batchval._internal.api.errors import ApiTimeoutError, UnauthorizedError
+from batchval._internal.outcome import StopInfo, StopReason
+from batchval._internal.sandbox.config import Faults, RateLimit, SandboxConfig
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval._internal.sending.keys import idempotency_key
+from batchval._internal.sending.pool import Declines, PoolSettings, PoolStats, WorkerPool
+from batchval._internal.sending.ratecontrol import RateController
+from batchval._internal.sending.retry import RetryPolicy
+from batchval._internal.sending.stop import Stop
+from batchval._internal.store.checkpoint import Checkpoint
+from batchval._internal.store.database import Database
+from batchval._internal.valuations.valuing import ValuationJob
 
 pytestmark = pytest.mark.anyio
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from batchval import postcodes
-from batchval.postcodes import Region
+from batchval._internal import postcodes
+from batchval._internal.postcodes import Region
 
 NORMAL_FORM = re.compile(r"[A-Z]{1,2}[0-9][A-Z0-9]? [0-9][A-Z]{2}")
 

@@ -14,21 +14,21 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from batchval.api.client import Answer
-from batchval.api.errors import PartnerError
-from batchval.engine.command import Lines, invoke
-from batchval.engine.invocation import NotedSignals
-from batchval.engine.job import Gate, Settled
-from batchval.engine.place import Place
-from batchval.engine.sending import Sending, SendOutcome
-from batchval.engine.summary import DryRunSummary, RunSummary
-from batchval.input import InputOptions, InputSource, open_input
-from batchval.outcome import ExitCode, StopInfo
-from batchval.settings import ApiSettings, RunOptions
-from batchval.store.checkpoint import Checkpoint, Counts
-from batchval.store.database import Database
-from batchval.store.queue import QueueItem
-from batchval.valuations.ingest import ingest
+from batchval._internal.api.client import Answer
+from batchval._internal.api.errors import PartnerError
+from batchval._internal.input import InputOptions, InputSource, open_input
+from batchval._internal.outcome import ExitCode, StopInfo
+from batchval._internal.place.invocation import NotedSignals
+from batchval._internal.place.place import Place
+from batchval._internal.runs.command import Lines, invoke
+from batchval._internal.runs.summary import DryRunSummary, RunSummary
+from batchval._internal.sending.job import Gate, Settled
+from batchval._internal.sending.sending import Sending, SendOutcome
+from batchval._internal.settings import ApiSettings, RunOptions
+from batchval._internal.store.checkpoint import Checkpoint, Counts
+from batchval._internal.store.database import Database
+from batchval._internal.store.queue import QueueItem
+from batchval._internal.valuations.ingest import ingest
 
 NOW = dt.datetime(2026, 11, 25, 9, tzinfo=dt.UTC)
 NOWHERE = ApiSettings("http://127.0.0.1:9", "http://127.0.0.1:9/token", "dry", "dry")

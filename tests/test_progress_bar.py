@@ -1,4 +1,4 @@
-"""engine/progress: the bar's figures fit an 80-column terminal, for a million requests."""
+"""sending/progress: the bar's figures fit an 80-column terminal, for a million requests."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import io
 import pytest
 from rich.console import Console
 
-from batchval import logs
-from batchval.engine.pool import PoolStats
-from batchval.engine.progress import Progress
+from batchval._internal import logs
+from batchval._internal.sending.pool import PoolStats
+from batchval._internal.sending.progress import Progress
 
 
 @pytest.mark.parametrize("width", [80, 160])

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from batchval.engine.breaker import CircuitBreaker
-from batchval.engine.ratecontrol import (
+from batchval._internal.sending.breaker import CircuitBreaker
+from batchval._internal.sending.ratecontrol import (
     BACKOFF,
     HARD_BACKOFF,
     PROBE_GROWTH,

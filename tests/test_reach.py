@@ -2,7 +2,7 @@
 resolve means then: `run` in-process, the resolver replaced (`socket.getaddrinfo`, which
 asyncio and anyio call), since this machine's own has no temporary failures to give and
 no name that resolves once and then not. On asyncio's own loop: uvloop's (the loop batchval
-runs on where it is installed, `engine/loops`) resolves in libuv, past any Python seam; its
+runs on where it is installed, `sending/loops`) resolves in libuv, past any Python seam; its
 resolver errors are the same `socket.gaierror` codes, and `tests/test_hostile.py` meets
 them with the real resolver.
 
@@ -21,16 +21,16 @@ import pytest
 import yaml
 from support import LIVE, portfolio
 
-from batchval.engine import loops
-from batchval.engine.place import Place
-from batchval.engine.summary import RunSummary
-from batchval.outcome import ExitCode, StopReason
-from batchval.sandbox.app import API_PREFIX
-from batchval.sandbox.server import RunningSandbox
-from batchval.settings import load_settings
-from batchval.store.checkpoint import Checkpoint
-from batchval.store.database import Database
-from batchval.valuations.runner import Runner, RunRequest
+from batchval._internal.outcome import ExitCode, StopReason
+from batchval._internal.place.place import Place
+from batchval._internal.runs.summary import RunSummary
+from batchval._internal.sandbox.app import API_PREFIX
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval._internal.sending import loops
+from batchval._internal.settings import load_settings
+from batchval._internal.store.checkpoint import Checkpoint
+from batchval._internal.store.database import Database
+from batchval._internal.valuations.runner import Runner, RunRequest
 
 # End to end: the CLI as a process against the sandbox (`make test-fast` leaves it out).
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""`engine/reading`: the read job hands the pool its items a page at a time, in rowid order,
+"""`sending/reading`: the read job hands the pool its items a page at a time, in rowid order,
 and sends each as a GET by its valuation id."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
-from batchval.api.client import Answer
-from batchval.api.errors import PartnerError
-from batchval.engine import reading
-from batchval.engine.job import Gate, Settled
+from batchval._internal.api.client import Answer
+from batchval._internal.api.errors import PartnerError
+from batchval._internal.sending import reading
+from batchval._internal.sending.job import Gate, Settled
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -14,13 +14,13 @@ import pytest
 from hostile import HostileProxy, Rules, serve_proxy
 from support import LIVE, InProcess, env_for, outputs, portfolio, settle_sent
 
-from batchval import logs
-from batchval.api.client import Answer
-from batchval.engine.job import Gate
-from batchval.sandbox.server import RunningSandbox
-from batchval.store.checkpoint import Checkpoint
-from batchval.store.database import Database
-from batchval.valuations.recovery import RecoveryJob, recoverable
+from batchval._internal import logs
+from batchval._internal.api.client import Answer
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval._internal.sending.job import Gate
+from batchval._internal.store.checkpoint import Checkpoint
+from batchval._internal.store.database import Database
+from batchval._internal.valuations.recovery import RecoveryJob, recoverable
 
 READ = "/valuations/"
 

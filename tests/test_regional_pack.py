@@ -25,7 +25,7 @@ from regional_pack import (
 from regional_pack import write_xlsx as write_pack_xlsx
 from secrets_scan import assert_clean
 
-from batchval.cli import cli
+from batchval._internal.cli import cli
 
 CLEAN_ENV: dict[str, str | None] = {k: None for k in os.environ if k.startswith("BATCHVAL_")}
 

@@ -12,9 +12,9 @@ import pytest
 from programs import Chromium, console_messages
 from support import TEST, InProcess, env_for, portfolio
 
-from batchval.sandbox.server import RunningSandbox
-from batchval.tools import report
-from batchval.tools.report import write_report
+from batchval._internal.reports import report
+from batchval._internal.reports.report import write_report
+from batchval._internal.sandbox.server import RunningSandbox
 
 
 def valued_dir(batchval: InProcess, served: RunningSandbox, tmp_path: Path) -> Path:

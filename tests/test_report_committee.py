@@ -17,8 +17,8 @@ import pytest
 from programs import Chromium, console_messages
 from test_mi_extract import SAMPLES, invoke
 
-from batchval.contract.lender import amounts
-from batchval.contract.places import authority_name
+from batchval._internal.contract.lender import amounts
+from batchval._internal.contract.places import authority_name
 
 # Printed on A4 portrait with the page's own 14 mm margins: 182 mm of width, in CSS
 # pixels (96 to the inch).

@@ -1,4 +1,4 @@
-"""The lender's part of report.html (`tools/report_lender`): totals, bands with balances
+"""The lender's part of report.html (`reports/report_lender`): totals, bands with balances
 from whichever column holds them, the loans to look at by name, the local authorities
 and a book run's night."""
 
@@ -15,10 +15,10 @@ import pytest
 from programs import Chromium, console_messages
 from support import ROOT, InProcess, env_for
 
-from batchval.sandbox.server import RunningSandbox
-from batchval.tools.report import write_report
-from batchval.tools.report_lender import LOANS_LISTED, find_columns
-from batchval.tools.report_page import short_money
+from batchval._internal.reports.report import write_report
+from batchval._internal.reports.report_lender import LOANS_LISTED, find_columns
+from batchval._internal.reports.report_page import short_money
+from batchval._internal.sandbox.server import RunningSandbox
 
 
 def _text(dom: str) -> str:

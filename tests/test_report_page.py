@@ -1,4 +1,4 @@
-"""The pieces of report.html (`tools/report_page`): readable times and the banner of
+"""The pieces of report.html (`reports/report_page`): readable times and the banner of
 the mode and the money."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from batchval.tools.report_page import banner, duration, when
+from batchval._internal.reports.report_page import banner, duration, when
 
 
 @pytest.mark.parametrize(

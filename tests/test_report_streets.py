@@ -1,4 +1,4 @@
-"""The report of a `batchval streets` DIR (`tools/report_streets`): its own title and
+"""The report of a `batchval streets` DIR (`reports/report_streets`): its own title and
 words, and the street figures of street_analysis.parquet, checked in Chromium."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from programs import Chromium, console_messages
 from support import TEST, InProcess, env_for, portfolio
 from test_report_lender import _text
 
-from batchval.sandbox.server import RunningSandbox
-from batchval.tools.report import write_report
+from batchval._internal.reports.report import write_report
+from batchval._internal.sandbox.server import RunningSandbox
 
 
 @pytest.mark.slow

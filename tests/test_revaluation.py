@@ -15,11 +15,11 @@ import polars as pl
 import pytest
 from test_mi_extract import SAMPLES, invoke
 
-from batchval.contract.lender import Revaluation, anniversary
-from batchval.input.lender import RevaluationPolicy, find_lender_columns
-from batchval.outcome import SettingsError
-from batchval.settings import load_settings
-from batchval.tools.report_lender import LOANS_LISTED
+from batchval._internal.contract.lender import Revaluation, anniversary
+from batchval._internal.input.lender import RevaluationPolicy, find_lender_columns
+from batchval._internal.outcome import SettingsError
+from batchval._internal.reports.report_lender import LOANS_LISTED
+from batchval._internal.settings import load_settings
 
 # Touches the calendar: `make test-dates` runs it at each hard instant (tests/clocks.py).
 pytestmark = pytest.mark.dates

@@ -33,8 +33,8 @@ from support import (
     wait_until,
 )
 
-from batchval.sandbox.config import Faults, RateLimit, SandboxConfig
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.sandbox.config import Faults, RateLimit, SandboxConfig
+from batchval._internal.sandbox.server import RunningSandbox
 
 
 @pytest.mark.slow

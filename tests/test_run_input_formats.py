@@ -15,7 +15,7 @@ import pytest
 import xlsxwriter
 from support import LIVE, InProcess, assert_accounted, assert_paid_once, env_for, outputs
 
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.sandbox.server import RunningSandbox
 
 POSTCODES = ["SW1A 2AA", "M1 1AE", "LS6 2AB", "CF10 1AA", "BS1 4DJ", "NE1 7RU"]
 

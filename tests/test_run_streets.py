@@ -10,18 +10,18 @@ from typing import Any
 import pytest
 from support import LIVE, POOR, TEST, client_for
 
-from batchval.api import Credentials
-from batchval.api.client import Answer
-from batchval.engine.job import Gate
-from batchval.engine.pool import PoolSettings, PoolStats, WorkerPool
-from batchval.engine.ratecontrol import RateController
-from batchval.engine.retry import RetryPolicy
-from batchval.engine.stop import Stop
-from batchval.outcome import StopReason
-from batchval.sandbox.server import RunningSandbox
-from batchval.store.database import Database
-from batchval.store.streets import StreetStore
-from batchval.streets.job import StreetApi, StreetJob
+from batchval._internal.api import Credentials
+from batchval._internal.api.client import Answer
+from batchval._internal.outcome import StopReason
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval._internal.sending.job import Gate
+from batchval._internal.sending.pool import PoolSettings, PoolStats, WorkerPool
+from batchval._internal.sending.ratecontrol import RateController
+from batchval._internal.sending.retry import RetryPolicy
+from batchval._internal.sending.stop import Stop
+from batchval._internal.store.database import Database
+from batchval._internal.store.streets import StreetStore
+from batchval._internal.streets.job import StreetApi, StreetJob
 
 pytestmark = [pytest.mark.anyio, pytest.mark.dates]
 

@@ -28,9 +28,9 @@ from support import (
     wait_until,
 )
 
-from batchval.sandbox.config import Faults
-from batchval.sandbox.server import RunningSandbox
-from batchval.store.objects import ObjectStore
+from batchval._internal.sandbox.config import Faults
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval._internal.store.objects import ObjectStore
 
 # End to end: the CLI against the sandbox, in this process (the `batchval` fixture) but for
 # the holders killed, stalled or met by a second run (`make test-fast` leaves it out).

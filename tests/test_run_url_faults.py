@@ -15,8 +15,8 @@ from objects_server import S3Server
 from s3_proxy import Fault, always, conditional, proxy
 from support import LIVE, InProcess, StoreServer, env_for, portfolio, url_env
 
-from batchval.sandbox.server import RunningSandbox
-from batchval.store.objects import ObjectStore
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval._internal.store.objects import ObjectStore
 
 # End to end: the CLI in this process against the sandbox (`make test-fast` leaves it out).
 pytestmark = pytest.mark.slow

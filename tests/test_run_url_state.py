@@ -16,8 +16,8 @@ from objects_server import S3Server
 from s3_proxy import Fault, proxy
 from support import LIVE, InProcess, portfolio, url_env
 
-from batchval.sandbox.server import RunningSandbox
-from batchval.store.objects import ObjectStore
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval._internal.store.objects import ObjectStore
 
 # End to end: the CLI (in this process: the `batchval` fixture) against the sandbox and
 # SeaweedFS (`make test-fast` leaves it out).

@@ -27,11 +27,11 @@ from support import (
     wait_until,
 )
 
-from batchval.airflow import rounds
-from batchval.sandbox.config import Faults
-from batchval.sandbox.server import RunningSandbox
-from batchval.store.lease import LEASE
-from batchval.store.objects import ObjectStore
+from batchval._internal.sandbox.config import Faults
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval._internal.store.lease import LEASE
+from batchval._internal.store.objects import ObjectStore
+from batchval.airflow import _rounds as rounds
 
 # End to end: the CLI against the sandbox and SeaweedFS (`make test-fast` leaves it out).
 pytestmark = pytest.mark.slow

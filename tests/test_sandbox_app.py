@@ -14,9 +14,9 @@ import pytest
 from openapi_check import validate_response
 from support import LIVE, POOR, TEST, token_for, wait_until_async
 
-from batchval.sandbox.app import Sandbox
-from batchval.sandbox.clock import SandboxClock
-from batchval.sandbox.config import (
+from batchval._internal.sandbox.app import Sandbox
+from batchval._internal.sandbox.clock import SandboxClock
+from batchval._internal.sandbox.config import (
     ConfigError,
     Faults,
     RateLimit,

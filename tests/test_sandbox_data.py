@@ -1,4 +1,4 @@
-"""Tests of the sandbox's deterministic figures (batchval.sandbox.data)."""
+"""Tests of the sandbox's deterministic figures (batchval._internal.sandbox.data)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from openapi_check import validate_component
 
-from batchval import postcodes
-from batchval.sandbox import commentary, market, streets
-from batchval.sandbox.data import (
+from batchval._internal import postcodes
+from batchval._internal.sandbox import commentary, market, streets
+from batchval._internal.sandbox.data import (
     FloorAreaUnknown,
     local_authority,
     street_analysis_body,
@@ -487,7 +487,7 @@ def test_commentary_data_quality_names_missing_details(
 _CHILD = """
 import json, sys
 from datetime import datetime, UTC
-from batchval.sandbox import data
+from batchval._internal.sandbox import data
 now = datetime(2026, 11, 21, 23, 58, 42, tzinfo=UTC)
 request = json.loads(sys.argv[1])
 print(json.dumps([

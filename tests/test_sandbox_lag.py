@@ -1,5 +1,5 @@
 """The sandbox's measure of its own loop's lateness, and its judge of early calls that
-allows for it (batchval/sandbox/lag.py)."""
+allows for it (batchval/_internal/sandbox/lag.py)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import anyio
 import pytest
 from support import LIVE
 
-from batchval.sandbox.clock import SandboxClock
-from batchval.sandbox.config import SandboxConfig
-from batchval.sandbox.lag import WINDOW, LoopLag
-from batchval.sandbox.ledger import Ledger
-from batchval.sandbox.limits import Limits
+from batchval._internal.sandbox.clock import SandboxClock
+from batchval._internal.sandbox.config import SandboxConfig
+from batchval._internal.sandbox.lag import WINDOW, LoopLag
+from batchval._internal.sandbox.ledger import Ledger
+from batchval._internal.sandbox.limits import Limits
 
 
 class Ticking:

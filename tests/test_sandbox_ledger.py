@@ -1,4 +1,4 @@
-"""batchval/sandbox/ledger.py: keys charged twice are live charges one account paid for more
+"""sandbox/ledger.py: keys charged twice are live charges one account paid for more
 than once; a test client's free valuations and another account's own are not."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from support import LIVE, TEST, env_for, portfolio, run_in_process
 
-from batchval.sandbox.ledger import ChargeRecord, Ledger
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.sandbox.ledger import ChargeRecord, Ledger
+from batchval._internal.sandbox.server import RunningSandbox
 
 AT = dt.datetime(2026, 11, 27, 12, tzinfo=dt.UTC)
 

@@ -23,8 +23,8 @@ from objects_server import S3Server
 from secrets_scan import Secret, assert_clean, in_process
 from support import make_config, portfolio
 
-from batchval.sandbox.config import Account, SandboxConfig
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.sandbox.config import Account, SandboxConfig
+from batchval._internal.sandbox.server import RunningSandbox
 
 CLIENT_ID = "forms-" + secrets.token_hex(4)
 # Random, so that a run of it found anywhere can only be a leak; `+` and `/` for the

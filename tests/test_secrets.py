@@ -19,8 +19,8 @@ from objects_server import S3Server
 from secrets_scan import Secret, assert_clean, forms, in_process, scan
 from support import LIVE, StoreServer, env_for, portfolio
 
-from batchval import redaction
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal import redaction
+from batchval._internal.sandbox.server import RunningSandbox
 
 # A client secret with every character an encoding changes: `+`, `/`, `"`, a space, `%`.
 ODD_SECRET = 'Zq+7/x"w 9%Yk=/+Ab'
@@ -317,7 +317,7 @@ def test_a_defect_of_split_says_no_secret_in_its_line_or_traceback(
     def fail(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("form=" + urllib.parse.quote_plus(ODD_SECRET))
 
-    monkeypatch.setattr("batchval.tools.split.split_input", fail)
+    monkeypatch.setattr("batchval._internal.admin.split.split_input", fail)
     source = portfolio(tmp_path / "book.csv", 2)
     out = str(tmp_path / "shards")
     args = ["split", str(source), "--shards", "2", "--out", out, "--config", str(config)]

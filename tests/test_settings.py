@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from batchval.outcome import SettingsError
-from batchval.redaction import Redactor
-from batchval.settings import API_KEYS, STORAGE, env_redactor, load_settings
+from batchval._internal.outcome import SettingsError
+from batchval._internal.redaction import Redactor
+from batchval._internal.settings import API_KEYS, STORAGE, env_redactor, load_settings
 
 API_ENV = {
     "BATCHVAL_BASE_URL": "https://api.example/partners/v1",

@@ -19,8 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 from support import LIVE, InProcess, Ran, env_for, outputs, portfolio, run_cli
 
-from batchval.sandbox.server import RunningSandbox
-from batchval.tools.split import shard_name
+from batchval._internal.admin.split import shard_name
+from batchval._internal.sandbox.server import RunningSandbox
 
 ENV = {"PATH": "/usr/bin:/bin"}
 

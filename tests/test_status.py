@@ -1,4 +1,4 @@
-"""batchval/tools/status.py: `status DIR --json` after a run gives that run's last
+"""batchval/_internal/admin/status.py: `status DIR --json` after a run gives that run's last
 invocation's own figures (calls, credits, 429s, times), as its summary.json did."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 from support import env_for, portfolio, run_in_process
 
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.sandbox.server import RunningSandbox
 
 # The figures of one invocation, in summary.json and `status --json` alike.
 OWN = ("calls", "credits_charged", "rate_limited", "started_at", "finished_at", "seconds")

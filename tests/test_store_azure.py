@@ -1,4 +1,4 @@
-"""batchval/store/objects.py at an Azure URL against Azurite (tests/azure_server.py), and
+"""batchval/_internal/store/objects.py at an Azure URL against Azurite (tests/azure_server.py), and
 behind the test proxy that drops conditional headers; store/azure.py's URL forms,
 connection strings and secrets."""
 
@@ -15,11 +15,11 @@ import pytest
 from azure_server import AzureServer, container_request
 from s3_proxy import Fault, always, proxy
 
-from batchval.outcome import ExitCode
-from batchval.redaction import Redactor
-from batchval.settings import StorageSettings
-from batchval.store import azure
-from batchval.store.objects import (
+from batchval._internal.outcome import ExitCode
+from batchval._internal.redaction import Redactor
+from batchval._internal.settings import StorageSettings
+from batchval._internal.store import azure
+from batchval._internal.store.objects import (
     BucketMissingError,
     CredentialsRefusedError,
     KeyMalformedError,

@@ -7,9 +7,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from batchval.store.book import CARRY, SEND, BookStore
-from batchval.store.checkpoint import Checkpoint
-from batchval.store.database import Database
+from batchval._internal.store.book import CARRY, SEND, BookStore
+from batchval._internal.store.checkpoint import Checkpoint
+from batchval._internal.store.database import Database
 
 # Touches the calendar: `make test-dates` runs it at each hard instant (tests/clocks.py).
 pytestmark = pytest.mark.dates

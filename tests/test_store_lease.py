@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 from memory_objects import MemoryObjects
 
-from batchval.store.lease import (
+from batchval._internal.store.lease import (
     LEASE,
     Lease,
     LeaseHeldError,

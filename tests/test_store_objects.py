@@ -1,4 +1,4 @@
-"""batchval/store/objects.py against a real S3-compatible server (SeaweedFS's `weed mini`
+"""batchval/_internal/store/objects.py against a real S3-compatible server (SeaweedFS's `weed mini`
 on 127.0.0.1, tests/objects_server.py), and against a proxy in front of it that makes the
 faults a real server will not make on demand (tests/s3_proxy.py)."""
 
@@ -16,8 +16,8 @@ import pytest
 from objects_server import S3Server, bucket_request
 from s3_proxy import REGION_EXPECTED, Fault, always, conditional, only_first, proxy
 
-from batchval.outcome import ExitCode
-from batchval.store.objects import (
+from batchval._internal.outcome import ExitCode
+from batchval._internal.store.objects import (
     BucketMissingError,
     ObjectStore,
     ObjectStoreError,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from batchval.store.checkpoint import Checkpoint
-from batchval.store.database import Database
-from batchval.store.queue import Queue, WorkQueue
-from batchval.store.streets import StreetStore
+from batchval._internal.store.checkpoint import Checkpoint
+from batchval._internal.store.database import Database
+from batchval._internal.store.queue import Queue, WorkQueue
+from batchval._internal.store.streets import StreetStore
 
 
 def _queues(tmp_path: Path) -> tuple[Checkpoint, WorkQueue, WorkQueue]:

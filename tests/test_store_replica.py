@@ -17,14 +17,14 @@ import pytest
 from memory_objects import MemoryObjects
 from support import wait_until
 
-from batchval import logs
-from batchval.outcome import StopReason
-from batchval.store import replica as replica_module
-from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint
-from batchval.store.database import Database
-from batchval.store.lease import LeaseState
-from batchval.store.objects import ObjectStoreUnavailableError
-from batchval.store.replica import (
+from batchval._internal import logs
+from batchval._internal.outcome import StopReason
+from batchval._internal.store import replica as replica_module
+from batchval._internal.store.checkpoint import CHECKPOINT_NAME, Checkpoint
+from batchval._internal.store.database import Database
+from batchval._internal.store.lease import LeaseState
+from batchval._internal.store.objects import ObjectStoreUnavailableError
+from batchval._internal.store.replica import (
     HEAD,
     Head,
     Replica,

@@ -8,9 +8,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from batchval.store.checkpoint import Checkpoint
-from batchval.store.database import Database
-from batchval.store.schema import INGEST_INDEXES
+from batchval._internal.store.checkpoint import Checkpoint
+from batchval._internal.store.database import Database
+from batchval._internal.store.schema import INGEST_INDEXES
 
 ROWS = [
     (1, "k1", None, None, None),

@@ -8,8 +8,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from batchval.store.database import Database
-from batchval.store.streets import REPEAT_WINDOW, StreetStore
+from batchval._internal.store.database import Database
+from batchval._internal.store.streets import REPEAT_WINDOW, StreetStore
 
 # Touches the calendar: `make test-dates` runs it at each hard instant (tests/clocks.py).
 pytestmark = pytest.mark.dates

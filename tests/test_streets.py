@@ -19,16 +19,16 @@ import pyarrow.parquet as pq
 import pytest
 from support import BATCHVAL, LIVE, POOR, TEST, InProcess, clear_of_midnight, env_for, wait_until
 
-from batchval.engine.place import Place
-from batchval.engine.sending import SendOutcome
-from batchval.outcome import ExitCode, StopInfo, StopReason
-from batchval.sandbox.config import Faults
-from batchval.sandbox.server import RunningSandbox
-from batchval.settings import load_settings
-from batchval.store.checkpoint import Checkpoint
-from batchval.store.database import Database
-from batchval.streets.runner import StreetReading, Streets, StreetsRequest, StreetsSummary
-from batchval.streets.schema import CRIME, ENERGY, PRICE_INDEX, RENTAL, SOLD_PRICES, STOP
+from batchval._internal.outcome import ExitCode, StopInfo, StopReason
+from batchval._internal.place.place import Place
+from batchval._internal.sandbox.config import Faults
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval._internal.sending.sending import SendOutcome
+from batchval._internal.settings import load_settings
+from batchval._internal.store.checkpoint import Checkpoint
+from batchval._internal.store.database import Database
+from batchval._internal.streets.runner import StreetReading, Streets, StreetsRequest, StreetsSummary
+from batchval._internal.streets.schema import CRIME, ENERGY, PRICE_INDEX, RENTAL, SOLD_PRICES, STOP
 
 # Touches the calendar: `make test-dates` runs it at each hard instant (tests/clocks.py).
 pytestmark = pytest.mark.dates
@@ -460,7 +460,9 @@ def test_the_api_identity_is_the_settings_one(
 ) -> None:
     """streets keeps the identity `settings.api_identity` gives, as run does: one rule."""
     source, out = homes(tmp_path / "homes.csv"), tmp_path / "out"
-    monkeypatch.setattr("batchval.streets.runner.api_identity", lambda api: f"who:{api.client_id}")
+    monkeypatch.setattr(
+        "batchval._internal.streets.runner.api_identity", lambda api: f"who:{api.client_id}"
+    )
     settings = load_settings(None, env_for(served))
     found = Streets(StreetsRequest(input_path=source, place=Place(out), settings=settings)).run()
     assert found.exit_code is ExitCode.COMPLETE

@@ -12,15 +12,15 @@ from typing import Any
 import pytest
 from support import LIVE, portfolio
 
-from batchval.engine.place import Place
-from batchval.engine.summary import SUMMARY_KEYS as DOCUMENTED
-from batchval.engine.summary import DryRunSummary, RunSummary, Tally
-from batchval.outcome import ExitCode, StopInfo, StopReason
-from batchval.sandbox.server import RunningSandbox
-from batchval.settings import load_settings
-from batchval.store.charges import MONEY_KEYS, Money
-from batchval.store.checkpoint import Counts
-from batchval.valuations.runner import Runner, RunRequest
+from batchval._internal.outcome import ExitCode, StopInfo, StopReason
+from batchval._internal.place.place import Place
+from batchval._internal.runs.summary import SUMMARY_KEYS as DOCUMENTED
+from batchval._internal.runs.summary import DryRunSummary, RunSummary, Tally
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval._internal.settings import load_settings
+from batchval._internal.store.charges import MONEY_KEYS, Money
+from batchval._internal.store.checkpoint import Counts
+from batchval._internal.valuations.runner import Runner, RunRequest
 
 # summary.json's keys: scripts read them; they are added to, never renamed or removed.
 SUMMARY_KEYS = {
@@ -89,7 +89,7 @@ def test_summary_json_keys_are_the_contract() -> None:
     """summary.json has exactly the documented keys, rows and requests included."""
     found = summary().to_json()
     assert set(found) == SUMMARY_KEYS
-    # The reference's table (engine/summary.SUMMARY_KEYS) says what each key holds, in
+    # The reference's table (runs/summary.SUMMARY_KEYS) says what each key holds, in
     # summary.json's order, and `book` (a --book run's) and `files` (a run's that wrote
     # any), which a run adds at the end.
     assert list(DOCUMENTED) == [*found, "book", "files"]

@@ -18,7 +18,7 @@ import pytest
 import structlog
 from support import InProcess, _Said, run_cli, wait_until, wait_until_async
 
-from batchval import redaction
+from batchval._internal import redaction
 
 
 def test_wait_until_returns_what_the_condition_gave() -> None:

@@ -16,9 +16,15 @@ import pytest
 from hostile import NO_SUCH_HOST, TlsServer, closed_port_url, no_such_name, serve_tls
 from support import LIVE, client_for
 
-from batchval.api import NoAnswer, Reach, TransportError, WrongAddressError, read_no_answer
-from batchval.api.client import _one_connection, environment_proxy
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.api import (
+    NoAnswer,
+    Reach,
+    TransportError,
+    WrongAddressError,
+    read_no_answer,
+)
+from batchval._internal.api.client import _one_connection, environment_proxy
+from batchval._internal.sandbox.server import RunningSandbox
 
 BODY = b'{"bedrooms":3,"postcode":"SW1A 2AA","propertyType":"terraced"}'
 

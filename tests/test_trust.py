@@ -22,8 +22,8 @@ from support import (
     portfolio,
 )
 
-from batchval.sandbox.config import Faults
-from batchval.sandbox.server import RunningSandbox
+from batchval._internal.sandbox.config import Faults
+from batchval._internal.sandbox.server import RunningSandbox
 
 # End to end: the CLI in this process against the sandbox (`make test-fast` leaves it out).
 pytestmark = pytest.mark.slow

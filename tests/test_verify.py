@@ -18,12 +18,12 @@ import yaml
 from hostile import closed_port_url, refuses
 from support import LIVE, TEST, InProcess, Ran, assert_no_secrets, env_for, portfolio
 
-from batchval.sandbox.app import API_PREFIX
-from batchval.sandbox.config import Faults
-from batchval.sandbox.server import RunningSandbox
-from batchval.store.checkpoint import Checkpoint
-from batchval.store.database import Database
-from batchval.store.lock import RunLock
+from batchval._internal.sandbox.app import API_PREFIX
+from batchval._internal.sandbox.config import Faults
+from batchval._internal.sandbox.server import RunningSandbox
+from batchval._internal.store.checkpoint import Checkpoint
+from batchval._internal.store.database import Database
+from batchval._internal.store.lock import RunLock
 
 # End to end: the CLI in this process against the sandbox (`make test-fast` leaves it out).
 pytestmark = [pytest.mark.slow, pytest.mark.dates]

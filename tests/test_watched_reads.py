@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from batchval.engine import batches
-from batchval.outcome import RunRefusedError, StopReason
+from batchval._internal.outcome import RunRefusedError, StopReason
+from batchval._internal.sending import batches
 
 
 def test_a_signal_during_a_read_that_never_ends_is_honoured() -> None:

@@ -1,4 +1,4 @@
-"""XLSX (batchval/tools/workbook.py): each column's number format, text kept as text,
+"""XLSX (batchval/_internal/exports/workbook.py): each column's number format, text kept as text,
 Excel's limits (rows, 15 digits, names alike but for case) met without losing data."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from batchval.outcome import ExitCode, RunRefusedError
-from batchval.tools import workbook
-from batchval.tools.export import Format, export_dir
-from batchval.tools.workbook import header, number_format
+from batchval._internal.exports import workbook
+from batchval._internal.exports.export import Format, export_dir
+from batchval._internal.exports.workbook import header, number_format
+from batchval._internal.outcome import ExitCode, RunRefusedError
 
 MONEY = '"£"#,##0.00'  # pounds and pence
 

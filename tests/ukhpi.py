@@ -14,7 +14,7 @@ import random
 import sys
 from pathlib import Path
 
-from batchval.sandbox.market import local_authority
+from batchval._internal.sandbox.market import local_authority
 
 # ONS codes and names of real authorities (the figures are made up).
 AREAS: dict[str, str] = {

@@ -10,29 +10,27 @@ manager reads) load without Airflow: the project's tests hold them, and Airflow 
 provider's description without importing the operator.
 """
 
-from __future__ import annotations
+import typing as _typing
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from batchval.airflow.hook import BatchvalHook
-    from batchval.airflow.operator import BatchvalOperator
-    from batchval.airflow.trigger import RoundTrigger
+if _typing.TYPE_CHECKING:
+    from batchval.airflow._hook import BatchvalHook
+    from batchval.airflow._operator import BatchvalOperator
+    from batchval.airflow._trigger import RoundTrigger
 
 __all__ = ["BatchvalHook", "BatchvalOperator", "RoundTrigger"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     if name == "BatchvalOperator":
-        from batchval.airflow.operator import BatchvalOperator
+        from batchval.airflow._operator import BatchvalOperator
 
         return BatchvalOperator
     if name == "BatchvalHook":
-        from batchval.airflow.hook import BatchvalHook
+        from batchval.airflow._hook import BatchvalHook
 
         return BatchvalHook
     if name == "RoundTrigger":
-        from batchval.airflow.trigger import RoundTrigger
+        from batchval.airflow._trigger import RoundTrigger
 
         return RoundTrigger
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -3,7 +3,7 @@ the run's report beside it.
 
 One task at a time per API account (the pool `batchval_<account>` has one slot): two
 runs on one account would only share its rate limit. A daily-limit stop defers the task
-until midnight UTC (see batchval.airflow.operator); a stop a person must fix fails it at
+until midnight UTC (see batchval.airflow.BatchvalOperator); a stop a person must fix fails it at
 once. With several workers keep the runs on object storage (`out_root` an `s3://` URL,
 credentials from the `batchval_storage` connection): the report task may run on another
 worker than the run did.

@@ -19,13 +19,20 @@ import datetime as dt
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, Param, task
 
 from batchval.airflow import BatchvalOperator
-from batchval.airflow.rounds import batchval_command
+
+# The batchval the operator runs too: BATCHVAL_BIN, else the one beside this interpreter.
+BATCHVAL = (
+    [os.environ["BATCHVAL_BIN"]]
+    if os.environ.get("BATCHVAL_BIN")
+    else [sys.executable, "-m", "batchval"]
+)
 
 with DAG(
     dag_id="batchval_sharded",
@@ -47,7 +54,7 @@ with DAG(
         """Write the shards; one set of task arguments per shard."""
         assert params is not None
         out = Path(params["out_root"])
-        command = [*batchval_command(None, os.environ), "split", params["input"]]
+        command = [*BATCHVAL, "split", params["input"]]
         command += ["--shards", str(params["shards"])]
         command += ["--out", str(out / "shards")]
         if params["row_id"]:

@@ -58,7 +58,7 @@ from typing import Any
 import polars as pl
 import pyarrow.parquet as pq
 
-from batchval.store.objects import ObjectStore
+from batchval._internal.store.objects import ObjectStore
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -526,7 +526,7 @@ def connections_tested(airflow: Airflow, served: dict[str, Any], check: Check) -
         passed = "Connection success!" in output
         if works:  # Airflow prints the message of a failure only: the hook's own says it
             output += airflow.python(
-                "from batchval.airflow.hook import BatchvalHook; "
+                "from batchval.airflow import BatchvalHook; "
                 f"print(BatchvalHook({conn_id!r}).test_connection())",
                 env=given,
             )
@@ -540,7 +540,7 @@ def connections_tested(airflow: Airflow, served: dict[str, Any], check: Check) -
     # its own test (as docs/how-to/airflow.md shows it) passes.
     output = airflow("connections", "test", "batchval_generic", env=given)
     tested = airflow.python(
-        "from batchval.airflow.hook import BatchvalHook; "
+        "from batchval.airflow import BatchvalHook; "
         "print(BatchvalHook('batchval_generic').test_connection())",
         env=given,
     )

@@ -43,7 +43,7 @@ if __name__ == "__main__":  # run alone: the bench's package from tests/
 
 import polars as pl
 
-from batchval.sandbox.market import local_authority
+from batchval._internal.sandbox.market import local_authority
 from bench.machine import load_average
 from bench.processes import BATCHVAL, Finished, run_measured
 from bench.served import NO_DAILY_LIMIT, ServedSandbox

@@ -25,7 +25,7 @@ from pathlib import Path
 import polars as pl
 from objects_server import S3Server
 
-from batchval.store.objects import ObjectStore
+from batchval._internal.store.objects import ObjectStore
 from bench.processes import BATCHVAL, Finished, run_measured
 from bench.served import NO_DAILY_LIMIT, Ledger, ServedSandbox
 from bench.workload import write_csv

@@ -48,7 +48,7 @@ def client_profile(work: Path, book: Path) -> ClientProfile:
     """`batchval run` over `book` under cProfile, against a sandbox of its own."""
     out, stats = work / "profile-batchval", work / "profile-batchval.pstats"
     options = ["--no-rate-limit", *NO_DAILY_LIMIT]
-    with ServedSandbox(options, work / "profile-batchval.sandbox.log") as api:
+    with ServedSandbox(options, work / "profile-batchval._internal.sandbox.log") as api:
         argv = [PYTHON, "-m", "cProfile", "-o", str(stats), "-m", "batchval", "run"]
         process = run_measured(
             [*argv, str(book), "--out", str(out)],
@@ -89,14 +89,16 @@ _STDLIB = re.compile(r"python3\.\d+/([^/]+)")
 
 
 def package_of(filename: str, name: str) -> str:
-    """batchval's folders apart (api, engine, store, ...); a library by its package; C code
-    by the built-in it was called through."""
+    """batchval's rooms apart (`batchval/_internal/api`, `.../sending`, `.../store`, ...,
+    the private package's top modules as `batchval/_internal`); a library by its package;
+    C code by the built-in it was called through."""
     if filename == "~":
         return "C, called from Python (" + _builtin_kind(name) + ")"
     parts = Path(filename).parts
     if "batchval" in parts and "site-packages" not in parts:
         rest = parts[len(parts) - 1 - parts[::-1].index("batchval") :]
-        return "/".join(rest[:2]) if len(rest) > 2 else "batchval"
+        depth = 3 if rest[1:2] == ("_internal",) else 2
+        return "/".join(rest[:depth] if len(rest) > depth else rest[: depth - 1])
     found = _SITE.search(filename)
     if found:
         return found.group(1).removesuffix(".py")
@@ -194,7 +196,7 @@ for each call); SQLite's commits every 0.2 s wait on the disk rather than use th
 Issue 38, item 4 (November 2026). The event loop itself was the largest cost that was
 batchval's to choose: on asyncio's own loop, py-spy found 27 % of the samples in asyncio's
 Python code (the loop's turns, the selector, the socket transport) and 4 % in `selectors`.
-Since then `engine/loops` runs the loop on uvloop where it is installed (a runtime
+Since then `sending/loops` runs the loop on uvloop where it is installed (a runtime
 dependency everywhere but Windows), with anyio, httpcore and httpx as they were; the sandbox
 keeps asyncio's loop. On a machine loaded 2 to 9.5 (1-minute load average, 2 cores), over
 10,000 valuations each, CPU per valuation:

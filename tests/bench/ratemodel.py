@@ -7,7 +7,7 @@ No network and no waiting: each request is answered at once, accepted when the b
 sandbox would give. Prints, for each (R, B), the use of the limit, (rows - B) / R over
 the time from the first to the last accepted call (the burst is not counted as use),
 and the share of calls answered 429. The figures behind the controller's constants
-(batchval/engine/ratecontrol.py); `make bench` measures the real thing over loopback.
+(batchval/_internal/sending/ratecontrol.py); `make bench` measures the real thing over loopback.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import math
 
-from batchval.engine.ratecontrol import RateController
+from batchval._internal.sending.ratecontrol import RateController
 
 CASES = [(5.0, 5), (5.0, 1), (20.0, 20), (20.0, 1), (100.0, 100), (100.0, 1)]
 

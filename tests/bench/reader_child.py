@@ -17,10 +17,10 @@ import sys
 import time
 from pathlib import Path
 
-from batchval.input import InputOptions, open_input
-from batchval.store.checkpoint import Checkpoint
-from batchval.store.database import Database
-from batchval.valuations.ingest import ingest, keyed_rows
+from batchval._internal.input import InputOptions, open_input
+from batchval._internal.store.checkpoint import Checkpoint
+from batchval._internal.store.database import Database
+from batchval._internal.valuations.ingest import ingest, keyed_rows
 
 
 def main(source: Path, into: Path | None) -> None:

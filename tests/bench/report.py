@@ -832,7 +832,7 @@ def _generation_begun(event: Mapping[str, Any]) -> str:
 
 
 RATE_CONTROLLER_DESIGN = """\
-The controller (batchval/engine/ratecontrol.py) is told nothing about the limit. It paces
+The controller (batchval/_internal/sending/ratecontrol.py) is told nothing about the limit. It paces
 requests on one shared schedule and finds the limit like CUBIC finds a link's:
 
 - Slow start: from `--concurrency` calls a second (at least 10), the rate doubles every

@@ -21,14 +21,14 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from batchval.engine.command import file_fingerprint
-from batchval.engine.keys import idempotency_key
-from batchval.engine.names import LOG_NAME
-from batchval.input import open_input
-from batchval.settings import load_settings
-from batchval.store import records
-from batchval.store.checkpoint import CHECKPOINT_NAME, Checkpoint
-from batchval.store.database import Database
+from batchval._internal.input import open_input
+from batchval._internal.place.names import LOG_NAME
+from batchval._internal.runs.command import file_fingerprint
+from batchval._internal.sending.keys import idempotency_key
+from batchval._internal.settings import load_settings
+from batchval._internal.store import records
+from batchval._internal.store.checkpoint import CHECKPOINT_NAME, Checkpoint
+from batchval._internal.store.database import Database
 from bench.processes import BATCHVAL, Child
 from bench.served import NO_DAILY_LIMIT, ServedSandbox
 

@@ -3,7 +3,7 @@ would be: the client under test never shares a process, an interpreter lock or a
 event loop with it.
 
 A fresh sandbox for every measurement (a fresh account, bucket and ledger). Its ready
-line gives the URLs; its ledger (`GET /_sandbox/ledger`, batchval/sandbox/controls.py)
+line gives the URLs; its ledger (`GET /_sandbox/ledger`, batchval/_internal/sandbox/controls.py)
 is the referee of every count the bench prints.
 """
 

@@ -17,9 +17,9 @@ from typing import Any
 
 from starlette.responses import Response
 
-from batchval.sandbox.app import Sandbox
-from batchval.sandbox.config import Faults
-from batchval.sandbox.faults import DroppedResponse
+from batchval._internal.sandbox.app import Sandbox
+from batchval._internal.sandbox.config import Faults
+from batchval._internal.sandbox.faults import DroppedResponse
 
 # The sandbox's short-term limit answers Retry-After: 1 at the rates the suites use; a
 # storm's is longer, so that a deadline's length tells the two apart.

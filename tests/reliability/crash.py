@@ -61,10 +61,10 @@ from typing import Any
 import polars as pl
 from objects_server import S3Server
 
-from batchval.outcome import BatchvalError
-from batchval.sandbox.app import Sandbox
-from batchval.sandbox.config import Faults, RateLimit, SandboxConfig
-from batchval.sandbox.server import RunningSandbox, serve_in_thread
+from batchval._internal.outcome import BatchvalError
+from batchval._internal.sandbox.app import Sandbox
+from batchval._internal.sandbox.config import Faults, RateLimit, SandboxConfig
+from batchval._internal.sandbox.server import RunningSandbox, serve_in_thread
 
 from .combined import FaultTally, as_dict, combined_faults
 from .places import LocalPlace, Place, StoreFaults, UrlPlace, unique_prefix

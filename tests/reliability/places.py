@@ -40,10 +40,10 @@ from pathlib import Path
 from objects_server import S3Server
 from s3_proxy import Fault, proxy
 
-from batchval.store.database import CHECKPOINT_NAME
-from batchval.store.lease import LEASE, LeaseState
-from batchval.store.objects import ObjectStore
-from batchval.store.replica import restore
+from batchval._internal.store.database import CHECKPOINT_NAME
+from batchval._internal.store.lease import LEASE, LeaseState
+from batchval._internal.store.objects import ObjectStore
+from batchval._internal.store.replica import restore
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

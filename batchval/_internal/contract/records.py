@@ -1,0 +1,112 @@
+"""The rows of results.parquet and problems.parquet as frozen records, before they are
+columns. `contract/schemas` says, column by column, how each value is taken from them.
+
+A valued row carries the answer read once with `Valuation.from_json`, the parser that
+`valuations/answers` used to accept it. An answer stored as a valuation that the parser refuses
+(a checkpoint of an older batchval, or a paid answer kept by the mode rule unread) still
+gets its row, with its valuation id and its charge, and no figures: the raw answer stays
+in the checkpoint, and a write is never stopped by what the API sent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+
+from batchval._internal.api.errors import UnreadableAnswerError
+from batchval._internal.api.models import Valuation
+from batchval._internal.contract.lender import LenderFigures
+from batchval._internal.store.records import RowProblem, StoredProblem
+
+FLOOR_AREA_HINT = "Supply floorAreaSqm (a floor area column) for this row."
+# The request field an API problem type is about (the problem JSON may also name one).
+_PROBLEM_FIELDS = {"floor-area-required": "floorAreaSqm", "outside-coverage": "postcode"}
+_TELLS_TO_SUPPLY = re.compile(r"\b(?:supply|send|provide|add|give|include)\b[^.]*floor ?area", re.I)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ValuedRow:
+    """One row of results.parquet."""
+
+    row_number: int
+    key: str  # the Idempotency-Key of the row's request
+    credits: int  # the request's charge on its first row, 0 on the rows that share it
+    valuation: Valuation | None  # None: the stored answer cannot be read
+    valuation_id: str | None
+    lender: LenderFigures | None = None  # None: the input has no lender columns
+    source: str = "api"  # valued by this run; `book` rows are carried by `booking`
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Answer:
+    """A stored answer, read: the record, or why there is none."""
+
+    valuation: Valuation | None
+    valuation_id: str | None
+    error: str | None = None
+
+    @classmethod
+    def read(cls, text: str) -> Answer:
+        try:
+            data = json.loads(text)
+        except ValueError as error:
+            return cls(None, None, f"not JSON: {error}")
+        try:
+            valuation = Valuation.from_json(data)
+        except UnreadableAnswerError as error:
+            found = data.get("id") if isinstance(data, dict) else None
+            return cls(None, found if isinstance(found, str) else None, str(error))
+        return cls(valuation, valuation.id)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ProblemRow:
+    """One row of problems.parquet: a row refused before sending (stage `input`) or by
+    the API, or an answer that could not be read (stage `api`)."""
+
+    row_number: int
+    stage: str
+    field: str | None
+    type: str | None
+    code: str | None
+    status: int | None
+    detail: str | None
+    retryable: bool
+    attempts: int
+    valuation_id: str | None
+    answer: str | None
+
+    @classmethod
+    def of(cls, stored: RowProblem) -> ProblemRow:
+        if stored.rule is not None:
+            return cls(
+                row_number=stored.row_number,
+                stage="input",
+                field=stored.field,
+                type=stored.rule,
+                code=None,
+                status=None,
+                detail=stored.detail,
+                retryable=False,
+                attempts=stored.attempts,
+                valuation_id=None,
+                answer=None,
+            )
+        problem = StoredProblem.from_json(stored.problem)
+        detail = problem.detail
+        if problem.type == "floor-area-required" and not _TELLS_TO_SUPPLY.search(detail or ""):
+            detail = f"{detail.rstrip()} {FLOOR_AREA_HINT}" if detail else FLOOR_AREA_HINT
+        return cls(
+            row_number=stored.row_number,
+            stage="api",
+            field=problem.field or _PROBLEM_FIELDS.get(problem.type or ""),
+            type=problem.type,
+            code=problem.code,
+            status=problem.status,
+            detail=detail,
+            retryable=problem.retryable,
+            attempts=stored.attempts,
+            valuation_id=problem.valuation_id,
+            answer=stored.answer,
+        )

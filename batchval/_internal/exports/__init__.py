@@ -1,0 +1,2 @@
+"""`batchval export`: a run's results and problems as `flat` tables, CSV, JSON Lines and
+an XLSX `workbook`."""

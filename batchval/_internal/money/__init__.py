@@ -1,0 +1,3 @@
+"""The engine's money, knowing no product: each charge's classification on the API's
+clock (`charges`), charges.parquet (`charges_file`), the mode of a DIR's answers, test or
+live (`modes`), and a `--live` job that never falls back to test mode (`live`)."""

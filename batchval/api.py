@@ -1,0 +1,35 @@
+"""Deprecated: `batchval.api` was the client's place in 0.1.0; its client and errors are
+now in `batchval.testing` and `batchval.exceptions`. Each name is still found here, with a
+`DeprecationWarning`, for one release."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+__all__: list[str] = []
+
+
+def __getattr__(name: str) -> Any:
+    from batchval._internal import api
+
+    if name.startswith("__") or name not in api.__all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import batchval.exceptions
+    import batchval.testing
+
+    home = next(
+        (
+            module.__name__
+            for module in (batchval.testing, batchval.exceptions)
+            if name in module.__all__
+        ),
+        None,
+    )
+    instead = f"import it from {home}" if home else "it is private and will be removed"
+    warnings.warn(
+        f"batchval.api is deprecated and goes in the next release: {name}: {instead}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(api, name)
