@@ -10,10 +10,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from batchval._internal.contract.problems import write_problems
 from batchval._internal.sandbox.streets import street_analysis_body
 from batchval._internal.store.database import Database
 from batchval._internal.store.streets import StreetStore
-from batchval._internal.streets.files import write_homes, write_street_problems, write_streets
+from batchval._internal.streets.files import write_homes, write_streets
 from batchval._internal.streets.schema import (
     ENERGY,
     PRICE_INDEX,
@@ -115,7 +116,7 @@ def test_rental_groups_keep_what_the_api_sent() -> None:
 def test_problems_name_every_row_that_asked(tmp_path: Path) -> None:
     """The refused postcode and the 404's row are problems, with run's columns."""
     store = stored(tmp_path)
-    assert write_street_problems(store, tmp_path / "p.parquet") == 2
+    assert write_problems(store, tmp_path / "p.parquet") == 2
     rows = pq.read_table(tmp_path / "p.parquet").to_pylist()
     assert [(r["row_number"], r["loan_id"], r["stage"], r["type"]) for r in rows] == [
         (2, "B", "input", "invalid_postcode"),

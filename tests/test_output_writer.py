@@ -22,6 +22,7 @@ from batchval._internal import logs
 from batchval._internal.api.vocabulary import INCLUDE_ITEMS
 from batchval._internal.contract import schemas
 from batchval._internal.contract.lender import LENDER_GROUPS
+from batchval._internal.contract.problems import write_problems
 from batchval._internal.contract.records import FLOOR_AREA_HINT, ProblemRow
 from batchval._internal.contract.schemas import (
     PROBLEM_COLUMNS,
@@ -36,7 +37,7 @@ from batchval._internal.sandbox.data import valuation_parts
 from batchval._internal.store.checkpoint import Checkpoint
 from batchval._internal.store.database import Database
 from batchval._internal.valuations import writer
-from batchval._internal.valuations.writer import write_problems, write_results
+from batchval._internal.valuations.writer import write_results
 
 NOW = dt.datetime(2025, 3, 1, 10, 0, tzinfo=dt.UTC)
 VALUED_AT = dt.datetime(2025, 3, 1, 10, 0, 0, 250_000, tzinfo=dt.UTC)

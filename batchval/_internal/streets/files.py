@@ -20,12 +20,9 @@ from typing import Any
 import pyarrow as pa
 
 from batchval._internal import logs
-from batchval._internal.contract.records import ProblemRow
 from batchval._internal.contract.schemas import (
-    PROBLEM_TAIL,
     ROW_NUMBER,
     given_fields,
-    problems_schema,
 )
 from batchval._internal.place.arrow import PassthroughValues, column_table, column_values
 from batchval._internal.place.files import write_parquet
@@ -80,20 +77,6 @@ def write_streets(store: StreetStore, path: Path) -> int:
 def _street_table(records: list[StreetRecord], schema: pa.Schema) -> pa.Table:
     columns = [column_values(records, c) for c in STREET_TAIL]
     return pa.Table.from_arrays(columns, schema=schema)
-
-
-def write_street_problems(store: StreetStore, path: Path) -> int:
-    """Every row whose postcode was refused (input) or got no analysis (api), atomically."""
-    given = PassthroughValues(store)
-    schema = problems_schema(given.schema)
-
-    def tables() -> Iterator[pa.Table]:
-        for batch in store.problem_rows(_BATCH):
-            rows = [ProblemRow.of(stored) for stored in batch]
-            yield column_table(rows, given.of([r.row_number for r in rows]), PROBLEM_TAIL, schema)
-
-    with contextlib.closing(given):
-        return write_parquet(path, schema, tables())
 
 
 def homes_schema(passthrough: pa.Schema) -> pa.Schema:

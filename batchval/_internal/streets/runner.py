@@ -21,6 +21,7 @@ from typing import Any
 
 from batchval._internal import logs
 from batchval._internal.api.vocabulary import DAILY_PAID_CALLS
+from batchval._internal.contract.problems import write_problems
 from batchval._internal.input import InputSource
 from batchval._internal.input.validate import check_postcodes
 from batchval._internal.money.charges_file import write_charges
@@ -39,7 +40,6 @@ from batchval._internal.streets.files import (
     HOMES_NAME,
     STREETS_NAME,
     write_homes,
-    write_street_problems,
     write_streets,
 )
 from batchval._internal.streets.job import StreetJob, call_credits
@@ -185,7 +185,7 @@ class Streets(FrontDoor[StreetsRequest]):
             self.ingest(store, source)
             store.finish_ingest()
             if not held:
-                write_street_problems(store, self.request.place.local / PROBLEMS_NAME)
+                write_problems(store, self.request.place.local / PROBLEMS_NAME)
             counts, problems = store.counts(), store.problem_types()
             stop = self.refusal(store, source)
             postcodes = [] if stop else store.asked_postcodes()
@@ -310,7 +310,7 @@ class StreetReading:
     def write_outputs(self) -> Lines:
         out, store = self.request.place.local, self.store
         write_streets(store, out / STREETS_NAME)
-        write_street_problems(store, out / PROBLEMS_NAME)
+        write_problems(store, out / PROBLEMS_NAME)
         write_charges(store.database.charges.lines(), out / CHARGES_NAME)
         names = [STREETS_NAME, PROBLEMS_NAME, CHARGES_NAME]
         if self.request.join or self.settings.run.street_join:

@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from batchval._internal import logs
 from batchval._internal.api.vocabulary import DAILY_PAID_CALLS, VALUATION_CREDITS
+from batchval._internal.contract.problems import write_problems
 from batchval._internal.input import InputBatch, InputSource
 from batchval._internal.input.validate import Checker, check_batch
 from batchval._internal.outcome import StopInfo
@@ -37,7 +38,6 @@ from batchval._internal.store.checkpoint import Checkpoint, Counts
 from batchval._internal.store.database import Database
 from batchval._internal.store.queue import QueueItem
 from batchval._internal.store.rows import Row
-from batchval._internal.valuations.writer import write_problems
 
 log = logs.get_logger()
 

@@ -26,6 +26,7 @@ from batchval._internal import logs, redaction
 from batchval._internal.api.apiclock import WARN_OFFSET
 from batchval._internal.api.client import PartnerClient
 from batchval._internal.contract.lender import Lending
+from batchval._internal.contract.problems import write_problems
 from batchval._internal.input import InputSource
 from batchval._internal.money.charges import OTHER_HOLDER, Evidence, Received, place_charges
 from batchval._internal.money.charges_file import write_charges
@@ -70,7 +71,7 @@ from batchval._internal.valuations.manifest import ANSWER_PATHS, MANIFEST_NAME, 
 from batchval._internal.valuations.metrics import RunMetrics, write_metrics
 from batchval._internal.valuations.recovery import recoverable, recovery_job
 from batchval._internal.valuations.valuing import ValuationJob
-from batchval._internal.valuations.writer import not_valued, write_problems, write_results
+from batchval._internal.valuations.writer import not_valued, write_results
 
 log = logs.get_logger()
 

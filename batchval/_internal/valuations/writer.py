@@ -29,10 +29,8 @@ import pyarrow as pa
 
 from batchval._internal import logs
 from batchval._internal.contract.lender import LenderFigures, Lending, amounts
-from batchval._internal.contract.records import Answer, ProblemRow, ValuedRow
+from batchval._internal.contract.records import Answer, ValuedRow
 from batchval._internal.contract.schemas import (
-    PROBLEM_TAIL,
-    problems_schema,
     result_columns,
     results_schema,
 )
@@ -102,23 +100,6 @@ def write_results(
                 for (number, key, credits, answer), figures in zip(read, lender, strict=True)
             ]
             yield column_table(rows, values, columns, schema)
-
-    with contextlib.closing(given):
-        return write_parquet(path, schema, tables())
-
-
-def write_problems(
-    checkpoint: Checkpoint, path: Path, *, metadata: Mapping[str, str] | None = None
-) -> int:
-    """Write every row that got no valuation to `path` (problems.parquet), atomically;
-    the rows written. `metadata` joins the file's key-value metadata."""
-    given = PassthroughValues(checkpoint)
-    schema = problems_schema(given.schema, metadata)
-
-    def tables() -> Iterator[pa.Table]:
-        for batch in checkpoint.problem_rows(BATCH_ROWS):
-            rows = [ProblemRow.of(stored) for stored in batch]
-            yield column_table(rows, given.of([r.row_number for r in rows]), PROBLEM_TAIL, schema)
 
     with contextlib.closing(given):
         return write_parquet(path, schema, tables())
