@@ -14,6 +14,7 @@ import polars as pl
 import pytest
 from support import LIVE, InProcess, env_for, outputs, portfolio, run_in_process
 
+from batchval._internal.api.apiclock import precision
 from batchval._internal.money.charges import (
     CONTESTED,
     SENT_UNKNOWN,
@@ -30,7 +31,6 @@ from batchval._internal.store.charges import (
     ChargeLine,
     Doubtful,
     lowest_since_top_up,
-    precision,
 )
 from batchval._internal.store.checkpoint import Checkpoint
 from batchval._internal.store.database import Database

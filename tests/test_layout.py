@@ -150,7 +150,7 @@ def test_the_store_and_the_engine_know_no_files_contract() -> None:
 # the replication, never another product's.
 STORE_GROUPS: dict[str, tuple[int, tuple[str, ...]]] = {
     # The run's memory at a URL: the object store, its lease, the database's replica.
-    "replication": (0, ("objects", "azure", "replica", "lease", "shipped_log")),
+    "replication": (0, ("objects", "failures", "azure", "replica", "lease", "shipped_log")),
     # What every product's tables stand on: the database, its schema, the one work queue.
     "generic": (
         1,

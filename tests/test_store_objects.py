@@ -17,13 +17,13 @@ from objects_server import S3Server, bucket_request
 from s3_proxy import REGION_EXPECTED, Fault, always, conditional, only_first, proxy
 
 from batchval._internal.outcome import ExitCode
+from batchval._internal.store.failures import Failure
 from batchval._internal.store.objects import (
     BucketMissingError,
     ObjectStore,
     ObjectStoreError,
     ObjectStoreRefusedError,
     ObjectStoreUnavailableError,
-    _Failure,
 )
 
 # A real S3-compatible server started for the worker (about 4 s with its stop) and
@@ -276,7 +276,7 @@ def test_a_redirect_is_named_from_its_status_alone() -> None:
         "Received redirect without LOCATION, this normally indicates an incorrectly "
         "configured region",
     ):
-        failure = _Failure.of(Exception(text))
+        failure = Failure.of(Exception(text))
         assert failure.kind == "redirect"
         assert failure.final
 

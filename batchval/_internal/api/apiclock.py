@@ -26,6 +26,25 @@ import email.utils
 import time
 from collections.abc import Callable
 
+# The least precision a stamp is taken to have: one with no fraction of a second may
+# have been cut to whole seconds.
+WHOLE_SECOND = dt.timedelta(seconds=1)
+
+
+def precision(at: dt.datetime) -> dt.timedelta:
+    """How much later than `at` the API's instant may have been: the place of the last
+    digit that is not 0 in its fraction of a second (`12:00:01.005` was cut to
+    milliseconds at the most), a whole second when it has none. An API that cuts to
+    seconds and writes `.000` is read as whole seconds, as it should be."""
+    micro = at.microsecond
+    if micro == 0:
+        return WHOLE_SECOND
+    step = 1
+    while micro % (step * 10) == 0:
+        step *= 10
+    return dt.timedelta(microseconds=step)
+
+
 # Beyond this, the machine's clock is named in a warning (the run goes on: nothing here
 # reads it).
 WARN_OFFSET = dt.timedelta(minutes=1)

@@ -18,6 +18,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from batchval._internal.api.apiclock import precision
 from batchval._internal.store.connected import Connected
 from batchval._internal.store.held import CHARGE_INSERT
 
@@ -25,23 +26,6 @@ FRESH, REPLAY, UNCERTAIN = "fresh", "replay", "uncertain"
 # How far apart a valuation's stamp and its charge can be: one call (the API stops a
 # call at 30 s), with room to spare.
 BALANCE_WINDOW = dt.timedelta(seconds=35)
-# The least precision a stamp is taken to have: one with no fraction of a second may
-# have been cut to whole seconds.
-WHOLE_SECOND = dt.timedelta(seconds=1)
-
-
-def precision(at: dt.datetime) -> dt.timedelta:
-    """How much later than `at` the API's instant may have been: the place of the last
-    digit that is not 0 in its fraction of a second (`12:00:01.005` was cut to
-    milliseconds at the most), a whole second when it has none. An API that cuts to
-    seconds and writes `.000` is read as whole seconds, as it should be."""
-    micro = at.microsecond
-    if micro == 0:
-        return WHOLE_SECOND
-    step = 1
-    while micro % (step * 10) == 0:
-        step *= 10
-    return dt.timedelta(microseconds=step)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

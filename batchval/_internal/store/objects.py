@@ -58,30 +58,23 @@ cannot tell our bytes from a rival's identical ones.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as dt
 import functools
 import re
 import time
 import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, BinaryIO, Final, Literal, Protocol
+from typing import TYPE_CHECKING, BinaryIO, Final, Protocol
 from urllib.parse import unquote, urlsplit
 
 import httpx
 import obstore
-from obstore.exceptions import (
-    AlreadyExistsError,
-    NotSupportedError,
-    PermissionDeniedError,
-    PreconditionError,
-    UnauthenticatedError,
-    UnknownConfigurationKeyError,
-)
+import tenacity
 from obstore.store import AzureStore, LocalStore, MemoryStore, S3Store
 
 from batchval._internal.outcome import BatchvalError, ExitCode
 from batchval._internal.store import azure
+from batchval._internal.store.failures import CODE, Failure
 
 if TYPE_CHECKING:
     from obstore import PutMode
@@ -103,7 +96,7 @@ def _reads_and_writes(name: str, make: _MakeStore, retries: RetryConfig) -> tupl
     try:
         return make(retry_config=retries), make(retry_config={"max_retries": 0})
     except Exception as exc:
-        failure = _Failure.of(exc)
+        failure = Failure.of(exc)
         raise ObjectStoreRefusedError(name, f"cannot be configured: {failure.reason}") from None
 
 
@@ -179,25 +172,6 @@ class KeyMalformedError(ObjectStoreRefusedError):
     the setting that holds it, never shown."""
 
 
-_Kind = Literal[
-    "lost",
-    "conflict",
-    "missing",
-    "refused",
-    "credentials",
-    "unknown",
-    "no_bucket",
-    "region",
-    "redirect",
-]
-_STATUS = re.compile(r"status(?: code)?: (\d{3})")
-_CODE = re.compile(r"<Code>([A-Za-z]{1,64})</Code>")
-# The region an AuthorizationHeaderMalformed answer expects (S3 names it in `<Region>`): a
-# word of the store's own, kept to a region's letters before it is shown.
-_REGION = re.compile(r"<Region>([a-z0-9-]{1,32})</Region>")
-# obstore's words for a 301 without a Location (S3's PermanentRedirect to another region's
-# endpoint): its error has no status to read.
-_REDIRECT = ("BareRedirect", "redirect without LOCATION")
 # Where a redirect's body says to go (S3's PermanentRedirect names the endpoint): a host's
 # characters only, before it is shown.
 _ENDPOINT = re.compile(r"<Endpoint>([A-Za-z0-9.:-]{1,255})</Endpoint>")
@@ -205,9 +179,6 @@ _ENDPOINT = re.compile(r"<Endpoint>([A-Za-z0-9.:-]{1,255})</Endpoint>")
 # leads, so a redirect read says 403 there): a read refused is asked again unfollowed.
 _FOLLOWED = ("get", "head", "list")
 _WRITES = ("put", "create", "replace", "delete")
-# The error codes that say the other writer won (S3 answers a lost create with 412, Azure
-# with 409 BlobAlreadyExists; a lost replace is 412 for both): not a conflict to retry.
-_LOST = ("BlobAlreadyExists", "ConditionNotMet", "PreconditionFailed")
 # Every form a place's URL may take, for the message that refuses another.
 FORMS: Final = (
     "a local path, file:///path, s3://bucket/prefix, az://container/prefix, "
@@ -216,71 +187,13 @@ FORMS: Final = (
 )
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Failure:
-    """What an obstore exception means, and a description of it that holds no secret."""
+class _TryAgainError(Exception):
+    """A conditional write to try again (`write_if`): its failure, for the error once
+    the tries run out."""
 
-    kind: _Kind
-    reason: str  # for "region": the region the store expects, when it says one
-    status: int | None = None
-
-    @property
-    def final(self) -> bool:
-        """The store will not do this however often it is asked: no read-back, no retry."""
-        return self.kind in ("refused", "credentials", "no_bucket", "region", "redirect")
-
-    @classmethod
-    def of(cls, exc: Exception) -> _Failure:
-        found = _STATUS.search(str(exc))
-        status = int(found.group(1)) if found else None
-        return dataclasses.replace(cls._of(exc, status), status=status)
-
-    @classmethod
-    def _of(cls, exc: Exception, status: int | None) -> _Failure:
-        text = str(exc)
-        code = _CODE.search(text)
-        said = f"HTTP {status}" if status else type(exc).__name__
-        said += f" {code.group(1)}" if code else ""
-        if isinstance(exc, AlreadyExistsError | PreconditionError):
-            # S3's 409 ConditionalRequestConflict: a concurrent write or delete won the race
-            # to the key; nothing of ours landed, so the write may be tried again.
-            lost = status != 409 or (code is not None and code.group(1) in _LOST)
-            return cls("lost" if lost else "conflict", said)
-        if code and code.group(1) in ("NoSuchBucket", "ContainerNotFound"):
-            return cls("no_bucket", said)
-        if code and code.group(1) == "AuthorizationHeaderMalformed":
-            region = _REGION.search(text)
-            return cls("region", region.group(1) if region else "")
-        if any(words in text for words in _REDIRECT):
-            return cls("redirect", "no Location")  # obstore gives no status for it
-        if (status is not None and 300 <= status < 400) or (code and "Redirect" in code.group(1)):
-            return cls("redirect", said)  # a write's, which obstore does not follow
-        if isinstance(exc, FileNotFoundError):
-            return cls("missing", said)
-        if isinstance(exc, PermissionDeniedError | UnauthenticatedError):
-            return cls("credentials", f"credentials refused ({said})")
-        if isinstance(exc, NotSupportedError | NotImplementedError):
-            return cls("refused", f"the store does not support this ({type(exc).__name__})")
-        if isinstance(exc, UnknownConfigurationKeyError):
-            return cls("refused", "unknown configuration key")
-        if status == 409:
-            return cls("conflict", said)
-        if status == 404 and (not code or code.group(1) in ("NoSuchKey", "BlobNotFound")):
-            return cls("missing", said)  # AWS: If-Match on no object is 404 NoSuchKey
-        if (
-            status is not None
-            and (400 <= status < 500 or status == 501)
-            and status not in (408, 429)
-        ):
-            return cls("refused", said)
-        if status is not None:
-            return cls("unknown", said)
-        if "ConnectionRefused" in text or "Connection refused" in text:
-            return cls("unknown", "connection refused")
-        # No status: words from obstore's description of the cause, for the message only.
-        if "kind: Timeout" in text or "TimedOut" in text:
-            return cls("unknown", "timed out")
-        return cls("unknown", f"no answer ({type(exc).__name__}: no HTTP status)")
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.kind)
+        self.failure = failure
 
 
 class _Unread:
@@ -500,7 +413,7 @@ class ObjectStore:
             data = bytes(result.bytes())
             etag = result.meta["e_tag"]
         except Exception as exc:
-            failure = _Failure.of(exc)
+            failure = Failure.of(exc)
         else:
             if etag is None:
                 raise ObjectStoreRefusedError(self.name, f"get {key!r}: the store gives no ETag")
@@ -519,7 +432,7 @@ class ObjectStore:
                 out.write(chunk)
                 written += len(chunk)
         except Exception as exc:
-            failure = _Failure.of(exc)
+            failure = Failure.of(exc)
         else:
             return written
         if failure.kind == "missing" and not written:
@@ -532,7 +445,7 @@ class ObjectStore:
         try:
             etag = obstore.put(self._reads, key, data)["e_tag"]
         except Exception as exc:
-            failure = _Failure.of(exc)
+            failure = Failure.of(exc)
         else:
             return etag or ""
         raise self._error("put", key, failure)
@@ -545,7 +458,7 @@ class ObjectStore:
             for chunk in obstore.list(self._reads, prefix or None):
                 keys.extend(meta["path"] for meta in chunk)
         except Exception as exc:
-            failure = _Failure.of(exc)
+            failure = Failure.of(exc)
         else:
             return sorted(keys)
         raise self._error("list", prefix, failure)
@@ -557,7 +470,7 @@ class ObjectStore:
         try:
             obstore.copy(self._reads, source, target)
         except Exception as exc:
-            failure = _Failure.of(exc)
+            failure = Failure.of(exc)
         else:
             return
         raise self._error("copy", source, failure)
@@ -567,7 +480,7 @@ class ObjectStore:
         try:
             obstore.delete(self._reads, key)
         except Exception as exc:
-            failure = _Failure.of(exc)
+            failure = Failure.of(exc)
         else:
             return
         if failure.kind != "missing":
@@ -593,7 +506,7 @@ class ObjectStore:
         try:
             return obstore.head(self._reads, key)["last_modified"]
         except Exception as exc:
-            failure = _Failure.of(exc)
+            failure = Failure.of(exc)
         if failure.kind == "missing":
             return None
         raise self._error("head", key, failure)
@@ -612,20 +525,23 @@ class ObjectStore:
 
     def write_if(self, key: str, data: bytes, etag: str | None) -> str | None:
         """`create` (`etag` None) or `replace`, giving the ETag of the version written, for
-        the next `replace` of it; None when the condition did not hold."""
+        the next `replace` of it; None when the condition did not hold. A write whose
+        outcome is unknown is read back before it is tried again (tenacity: a tenth of a
+        second doubling to 2 s, at most `max_retries` more tries within `retry_timeout`)."""
         mode: PutMode = "create" if etag is None else {"e_tag": etag}
         operation = "create" if etag is None else "replace"
         # Counted from the first failure, not the first try: one try that timed out (30 s by
         # default) would otherwise use up the whole window, and a write the read-back shows
         # never landed (a stalled upload) would not be tried again.
         deadline: float | None = None
-        delay = 0.1
         uncertain = False  # an earlier attempt may have landed
-        for attempt in range(1, self._max_retries + 2):
+
+        def attempt() -> str | None:
+            nonlocal deadline, uncertain
             try:
                 written = obstore.put(self._writes, key, data, mode=mode, use_multipart=False)
             except Exception as exc:
-                failure = _Failure.of(exc)
+                failure = Failure.of(exc)
             else:
                 return written["e_tag"] or self._version_of(key, data)
             if failure.final:
@@ -646,11 +562,23 @@ class ObjectStore:
             uncertain = uncertain or failure.kind != "conflict"
             if deadline is None:
                 deadline = time.monotonic() + self._retry_timeout
-            if attempt > self._max_retries or time.monotonic() + delay > deadline:
-                break
-            time.sleep(delay)
-            delay = min(delay * 2, 2.0)
-        raise self._error(operation, key, failure)
+            raise _TryAgainError(failure)
+
+        def stop(state: tenacity.RetryCallState) -> bool:
+            """The tries run out, or the next would start after the deadline."""
+            late = deadline is not None and time.monotonic() + state.upcoming_sleep > deadline
+            return state.attempt_number > self._max_retries or late
+
+        retrying = tenacity.Retrying(
+            retry=tenacity.retry_if_exception_type(_TryAgainError),
+            wait=tenacity.wait_exponential(multiplier=0.1, max=2.0),
+            stop=stop,
+            reraise=True,
+        )
+        try:
+            return retrying(attempt)
+        except _TryAgainError as exc:
+            raise self._error(operation, key, exc.failure) from None
 
     def _version_of(self, key: str, data: bytes) -> str:
         """The ETag of `data` just written at `key`, for a store whose write gave none."""
@@ -700,7 +628,7 @@ class ObjectStore:
             with contextlib.suppress(ObjectStoreError):
                 self.delete(key)
 
-    def _error(self, operation: str, key: str, failure: _Failure) -> ObjectStoreError:
+    def _error(self, operation: str, key: str, failure: Failure) -> ObjectStoreError:
         what = f"{operation} {key!r}"
         if failure.kind == "no_bucket":
             word = self.bucket_word
@@ -748,7 +676,7 @@ class ObjectStore:
             return None
         if not 300 <= answer.status_code < 400:
             return None
-        code = _CODE.search(answer.text)
+        code = CODE.search(answer.text)
         said = f"HTTP {answer.status_code}" + (f" {code.group(1)}" if code else "")
         endpoint = _ENDPOINT.search(answer.text)
         location = answer.headers.get("location")
