@@ -2,7 +2,8 @@
 connection or writes SQL. Its modules are in three groups, each importing only from
 itself and the groups below it (tests/test_layout.py holds it, with no import cycle):
 
-- replication (`objects` with `failures`, `azure`, `replica`, `lease`): the run's memory kept at a URL;
+- replication (`objects` with `failures`, `azure`, `replica`, `lease`): the run's memory
+  kept at a URL;
 - generic (`database`, `schema`, `queue`, with `held`, `connected`, `counts`, `invocations`,
   `charges`, `derived`, `records`, `lock`): what every command shares;
 - each product's tables: run's (`checkpoint`, `rows`, `book`) and streets' (`streets`),

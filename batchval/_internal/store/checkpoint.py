@@ -31,7 +31,10 @@ from batchval._internal.store.database import (
     CHECKPOINT_NAME,
     CheckpointVersionError,
     Database,
+    problem_rows,
+    problem_types,
     refused_kinds,
+    row_counts,
 )
 from batchval._internal.store.queue import WorkQueue
 from batchval._internal.store.rows import InputRows
@@ -83,21 +86,14 @@ class Checkpoint:
         """Read from indexes only: the rows' count, those refused, and each state's
         requests with the rows asking for them (`requests_tally`), never a join of rows
         and requests, which took seconds a million rows."""
-        rows = int(self._sql.execute("SELECT COUNT(*) FROM rows").fetchone()[0])
-        refused = self._sql.execute("SELECT COUNT(*) FROM rows WHERE key IS NULL").fetchone()[0]
+        rows, refused = row_counts(self.database, "rows", "key")
         tally = self.requests.tally()
-        return Counts.of_tally(rows, int(refused), tally, sum(t.credits for t in tally.values()))
+        return Counts.of_tally(rows, refused, tally, sum(t.credits for t in tally.values()))
 
     def problem_types(self) -> dict[str, int]:
         """Problem rows by type (the API's type name, or the input rule)."""
-        found = self._sql.execute(
-            "SELECT name, COUNT(*) FROM ("
-            " SELECT rule AS name FROM rows WHERE key IS NULL"
-            " UNION ALL SELECT COALESCE(r.rule, json_extract(q.problem, '$.type'))"
-            " FROM requests q JOIN rows r ON r.key = q.key WHERE q.state = 'problem'"
-            ") GROUP BY 1 ORDER BY 1"
-        ).fetchall()
-        return {str(name): int(n) for name, n in found}
+        named = "COALESCE(r.rule, json_extract(q.problem, '$.type'))"
+        return problem_types(self.database, "rows", "key", "requests", named)
 
     def refused_kinds(self, limit: int = 3) -> list[tuple[str | None, str, int, str | None]]:
         """The rows validation refused by field and rule, most rows first: (field, rule,
@@ -161,12 +157,4 @@ class Checkpoint:
 
     def problem_rows(self, batch: int = 20_000) -> Iterator[list[records.RowProblem]]:
         """Rows refused by validation or with a request's problem, in row order, in batches."""
-        cursor = self._sql.execute(
-            # The refused rows and the problem requests' rows, each found by index.
-            "SELECT row_number, field, rule, detail, NULL, 0, NULL FROM rows WHERE key IS NULL"
-            " UNION ALL SELECT r.row_number, r.field, r.rule, r.detail, q.problem, q.attempts,"
-            " q.answer FROM requests q JOIN rows r ON r.key = q.key WHERE q.state = 'problem'"
-            " ORDER BY 1"
-        )
-        while chunk := cursor.fetchmany(batch):
-            yield [records.RowProblem.of(row) for row in chunk]
+        return problem_rows(self.database, "rows", "key", "requests", "q.answer", batch)

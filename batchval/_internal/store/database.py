@@ -36,6 +36,7 @@ from batchval._internal.store.held import HeldWrites
 from batchval._internal.store.invocations import InvocationLog
 from batchval._internal.store.lease import LeaseKeeper, LeaseLostError
 from batchval._internal.store.lock import refuse_link
+from batchval._internal.store.records import RowProblem
 from batchval._internal.store.replica import (
     MemoryGoneError,
     Replica,
@@ -396,6 +397,47 @@ def _lost(why: BaseException | None, what: str) -> StopInfo:
         return StopInfo(StopReason.STORE_UNAVAILABLE, detail + resumes)
     detail = f"this process no longer surely holds the run: {what}" + (f" ({why})" if why else "")
     return StopInfo(StopReason.DIR_LOCKED, detail + resumes)
+
+
+def row_counts(database: Database, table: str, key: str) -> tuple[int, int]:
+    """`table`'s rows, and those validation refused (`key` NULL): read from indexes only,
+    never a join of rows and requests (which took seconds a million rows)."""
+    sql = database.sql
+    rows = int(sql.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0])
+    refused = int(sql.execute(f"SELECT COUNT(*) FROM {table} WHERE {key} IS NULL").fetchone()[0])
+    return rows, refused
+
+
+def problem_types(
+    database: Database, table: str, key: str, queue: str, named: str
+) -> dict[str, int]:
+    """Problem rows by type: each row of `table` that validation refused (`key` NULL) by
+    its rule, and each whose request in `queue` is a problem by `named` (an SQL expression
+    of the request `q` and the row `r`: the API's type name)."""
+    found = database.sql.execute(
+        "SELECT name, COUNT(*) FROM ("
+        f" SELECT rule AS name FROM {table} WHERE {key} IS NULL"
+        f" UNION ALL SELECT {named} FROM {queue} q"
+        f" JOIN {table} r ON r.{key} = q.{key} WHERE q.state = 'problem'"
+        ") GROUP BY 1 ORDER BY 1"
+    ).fetchall()
+    return {str(name): int(n) for name, n in found}
+
+
+def problem_rows(
+    database: Database, table: str, key: str, queue: str, answer: str, batch: int
+) -> Iterator[list[RowProblem]]:
+    """The rows of `table` that validation refused (`key` NULL) or whose request in
+    `queue` is a problem, in row order, `batch` at a time, each found by index; `answer`
+    is the SQL of the raw answer kept beside a problem (of the request `q`)."""
+    cursor = database.sql.execute(
+        f"SELECT row_number, field, rule, detail, NULL, 0, NULL FROM {table} WHERE {key} IS NULL"
+        f" UNION ALL SELECT r.row_number, r.field, r.rule, r.detail, q.problem, q.attempts,"
+        f" {answer} FROM {queue} q JOIN {table} r ON r.{key} = q.{key}"
+        " WHERE q.state = 'problem' ORDER BY 1"
+    )
+    while chunk := cursor.fetchmany(batch):
+        yield [RowProblem.of(row) for row in chunk]
 
 
 def refused_kinds(

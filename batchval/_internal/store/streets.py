@@ -42,7 +42,13 @@ import pyarrow as pa
 
 from batchval._internal.store import records
 from batchval._internal.store.counts import Counts
-from batchval._internal.store.database import Database, refused_kinds
+from batchval._internal.store.database import (
+    Database,
+    problem_rows,
+    problem_types,
+    refused_kinds,
+    row_counts,
+)
 from batchval._internal.store.queue import WorkQueue
 from batchval._internal.store.schema import STREETS
 
@@ -314,23 +320,13 @@ class StreetStore:
     def counts(self) -> Counts:
         """Rows and postcodes as `Counts` (a postcode is a run's distinct request), so
         that the summary, its rendering and `status` are the run's own."""
-        rows = int(self._db.execute("SELECT COUNT(*) FROM street_rows").fetchone()[0])
-        refused = int(
-            self._db.execute("SELECT COUNT(*) FROM street_rows WHERE postcode IS NULL").fetchone()[
-                0
-            ]
-        )
+        rows, refused = row_counts(self.database, "street_rows", "postcode")
         return Counts.of_tally(rows, refused, self.queue.tally(), self.credits_total)
 
     def problem_types(self) -> dict[str, int]:
-        found = self._db.execute(
-            "SELECT name, COUNT(*) FROM ("
-            " SELECT rule AS name FROM street_rows WHERE postcode IS NULL"
-            " UNION ALL SELECT json_extract(s.problem, '$.type') FROM streets s"
-            " JOIN street_rows r ON r.postcode = s.postcode WHERE s.state = 'problem'"
-            ") GROUP BY 1 ORDER BY 1"
-        ).fetchall()
-        return {str(name): int(n) for name, n in found}
+        """Problem rows by type (the API's type name, or the input rule)."""
+        named = "json_extract(q.problem, '$.type')"
+        return problem_types(self.database, "street_rows", "postcode", "streets", named)
 
     def refused_kinds(self, limit: int = 3) -> list[tuple[str | None, str, int, str | None]]:
         """The rows whose postcode validation refused, by field and rule, most first."""
@@ -347,17 +343,9 @@ class StreetStore:
 
     def problem_rows(self, batch: int = 20_000) -> Iterator[list[records.RowProblem]]:
         """Rows whose postcode was refused by validation or by the API, in row order."""
-        cursor = self._db.execute(
-            "SELECT row_number, field, rule, detail, NULL, 0, NULL FROM street_rows"
-            " WHERE postcode IS NULL"
-            " UNION ALL SELECT r.row_number, r.field, r.rule, r.detail, s.problem, s.attempts,"
-            " CASE WHEN json_extract(s.problem, '$.type') = 'unreadable-answer'"
-            " THEN s.answer END"
-            " FROM streets s JOIN street_rows r ON r.postcode = s.postcode"
-            " WHERE s.state = 'problem' ORDER BY 1"
-        )
-        while chunk := cursor.fetchmany(batch):
-            yield [records.RowProblem.of(row) for row in chunk]
+        unreadable = "CASE WHEN json_extract(q.problem, '$.type') = 'unreadable-answer'"
+        answer = f"{unreadable} THEN q.answer END"
+        return problem_rows(self.database, "street_rows", "postcode", "streets", answer, batch)
 
     def row_streets(self, batch: int = 5_000) -> Iterator[list[RowStreet]]:
         """Every input row, in order, with its postcode's answer where it was read."""
