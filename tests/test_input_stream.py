@@ -107,14 +107,29 @@ def test_bare_carriage_return(head: str, bare: bool) -> None:
     assert stream.bare_carriage_return(head) is bare
 
 
-def test_rebatched_gives_batches_of_exactly_rows() -> None:
+@pytest.mark.parametrize(
+    ("sizes", "rows"),
+    [
+        ([3, 1, 7], 4),  # a run that ends mid-block
+        ([4, 4, 4], 4),  # blocks of exactly `rows`
+        ([17], 4),  # one block of several batches
+        ([0, 2, 0, 3, 0], 2),  # empty blocks
+        ([1, 1, 1], 10),  # all in one short batch
+        ([], 3),  # nothing at all
+    ],
+)
+def test_rebatched_gives_batches_of_exactly_rows(sizes: list[int], rows: int) -> None:
     """Blocks of any size come out `rows` at a time, in order, the last one short."""
+    starts = [sum(sizes[:k]) for k in range(len(sizes))]
     blocks = [
-        pl.DataFrame({"n": list(range(start, stop))}) for start, stop in [(0, 3), (3, 4), (4, 11)]
+        pl.DataFrame({"n": list(range(a, a + size))}, schema={"n": pl.Int64})
+        for a, size in zip(starts, sizes, strict=True)
     ]
-    batches = list(stream.rebatched(blocks, 4))
-    assert [b.height for b in batches] == [4, 4, 3]
-    assert pl.concat(batches)["n"].to_list() == list(range(11))
+    batches = list(stream.rebatched(blocks, rows))
+    total = sum(sizes)
+    expected = [rows] * (total // rows) + ([total % rows] if total % rows else [])
+    assert [b.height for b in batches] == expected
+    assert [n for b in batches for n in b["n"].to_list()] == list(range(total))
 
 
 CELLS = [

@@ -79,7 +79,7 @@ TOOLS = (f"{IN}.reports", f"{IN}.exports", f"{IN}.admin")
 # the files' contract.
 FLOORS = (f"{IN}.api", f"{IN}.input", f"{IN}.store", *ENGINE, f"{IN}.contract")
 # The foundations, at the private package's top; and the version, at the package's.
-FOUNDATIONS = ("outcome", "settings", "logs", "redaction", "postcodes")
+FOUNDATIONS = ("outcome", "settings", "logs", "redaction", "postcodes", "batching")
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda path: _name(path))
@@ -316,11 +316,17 @@ def test_the_sandbox_never_imports_the_sending_code() -> None:
 
 
 def test_the_shared_writing_pieces_stand_below_the_products() -> None:
-    """place/files.py imports nothing of batchval but the redaction, which imports nothing
-    of batchval (any floor may write a file with it), and place/arrow.py, the conversion
-    every product's files share, imports no product."""
-    assert _imports(INTERNAL / "place" / "files.py") == {f"{IN}", f"{IN}.redaction"}
+    """place/files.py imports nothing of batchval but the redaction and the batching loop,
+    which import nothing of batchval (any floor may write a file with it), and
+    place/arrow.py, the conversion every product's files share, imports no product."""
+    assert _imports(INTERNAL / "place" / "files.py") == {
+        f"{IN}",
+        f"{IN}.redaction",
+        f"{IN}.batching",
+        f"{IN}.batching.gathered",
+    }
     assert _imports(INTERNAL / "redaction.py") == set()
+    assert _imports(INTERNAL / "batching.py") == set()
     assert _imports(INTERNAL / "place" / "arrow.py") == set()
 
 

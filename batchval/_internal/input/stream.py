@@ -46,6 +46,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.csv as pa_csv
 
+from batchval._internal.batching import gathered
 from batchval._internal.input import passthrough as given
 
 # Big enough that pyarrow's per-block cost vanishes (about 20,000 rows of a plain book),
@@ -121,17 +122,14 @@ def text_blocks(
 
 def rebatched(frames: Iterable[pl.DataFrame], rows: int) -> Iterator[pl.DataFrame]:
     """The rows of `frames`, in order, `rows` at a time (the last batch may be short)."""
-    held: list[pl.DataFrame] = []
-    count = 0
-    for frame in frames:
-        held.append(frame)
-        count += frame.height
-        while count >= rows:
-            whole = pl.concat(held, rechunk=False)
-            yield whole.slice(0, rows).rechunk()
-            rest = whole.slice(rows)
-            held, count = [rest], rest.height
-    if count:
+    held: list[pl.DataFrame] = []  # fewer than `rows` rows, left from the run before
+    for run in gathered(frames, lambda frame: frame.height, rows):
+        whole = pl.concat([*held, *run], rechunk=False)
+        whole_batches = whole.height - whole.height % rows
+        for start in range(0, whole_batches, rows):
+            yield whole.slice(start, rows).rechunk()
+        held = [whole.slice(whole_batches)] if whole.height > whole_batches else []
+    if held:
         yield pl.concat(held).rechunk()
 
 

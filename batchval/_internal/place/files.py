@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from batchval._internal import redaction
+from batchval._internal.batching import gathered
 
 COMPRESSION = "zstd"
 # Memory, not speed, sets this: tables are gathered, as Arrow, into row groups of about
@@ -211,13 +212,5 @@ def _fsync_directory(directory: Path) -> None:
 
 def _row_groups(tables: Iterable[pa.Table]) -> Iterator[pa.Table]:
     """The tables gathered into row groups of about `ROW_GROUP_BYTES` of Arrow data."""
-    gathered: list[pa.Table] = []
-    size = 0
-    for table in tables:
-        gathered.append(table)
-        size += table.nbytes
-        if size >= ROW_GROUP_BYTES:
-            yield pa.concat_tables(gathered)
-            gathered, size = [], 0
-    if gathered:
-        yield pa.concat_tables(gathered)
+    for run in gathered(tables, lambda table: table.nbytes, ROW_GROUP_BYTES):
+        yield pa.concat_tables(run)
