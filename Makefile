@@ -146,17 +146,17 @@ test-fast: $(STAMP)
 # process it starts at each hard instant of tests/clocks.py: the year's end across midnight,
 # New Year's Day, the nights the UK clocks go back (00:30 and 01:30 UTC), 28 and 29 February
 # 2028, the last day of a 30-day month; one instant after another (tests/dates.py). CI runs
-# it. `make test` runs tests/test_calendar.py, which starts batchval at each instant itself.
+# it. `make test` runs tests/cli/test_calendar.py, which starts batchval at each instant itself.
 test-dates: $(STAMP) faketime
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python tests/dates.py
 
-# tests/test_logs.py checks the terminal under tmux. As root on a machine with apt-get,
+# tests/foundations/test_logs.py checks the terminal under tmux. As root on a machine with apt-get,
 # install tmux when it is missing; anywhere else say so and go on (those tests skip).
 tmux:
 	@command -v tmux >/dev/null 2>&1 || \
 	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
 	    apt-get update -qq && apt-get install -y -qq tmux >/dev/null; } || \
-	  echo "tmux is not installed: the terminal tests in tests/test_logs.py will skip"
+	  echo "tmux is not installed: the terminal tests in tests/foundations/test_logs.py will skip"
 
 # Speed, pacing and memory figures against issues 13 and 23's targets, printed, never
 # asserted; rewrites docs/performance.md. Every figure at the target's own size, in about

@@ -119,8 +119,8 @@ def extra_field(connection: ConnectionFields, name: str) -> Any:
 # Azure's connection type, from apache-airflow-providers-microsoft-azure (its WasbHook).
 WASB = "wasb"
 # The variables batchval reads Azure's settings from (store/azure.py, which this package,
-# running batchval as a process, does not import; tests/test_airflow_rounds.py holds the
-# two equal).
+# running batchval as a process, does not import;
+# tests/airflow_provider/test_airflow_rounds.py holds the two equal).
 AZURE_ACCOUNT_NAME = "AZURE_STORAGE_ACCOUNT_NAME"
 AZURE_ACCOUNT_KEY = "AZURE_STORAGE_ACCOUNT_KEY"
 AZURE_SAS_TOKEN = "AZURE_STORAGE_SAS_TOKEN"

@@ -1,6 +1,6 @@
 """batchval from plain Python, as a data scientist's script would use it: only the public
 modules (`batchval`, `batchval.exceptions`, `batchval.testing`), against a sandbox of its
-own (fake figures, never charged). tests/test_python_tour.py runs it, and the notebook
+own (fake figures, never charged). tests/public/test_python_tour.py runs it, and the notebook
 beside it (tour.ipynb), as a user would.
 
     python examples/python/tour.py

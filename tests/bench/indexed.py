@@ -336,14 +336,14 @@ polars, with the columns) and written as one row group. Now the trigger is decid
 joins with the index's table (a ratio within 10^-9 of the threshold by the exact rule);
 the book's own read gives the postcodes (1 s more there); and the file is streamed into
 its new self 65,536 rows at a time, the index worked out from the columns it reads alone
-(tests/test_indexation.py holds the streamed file to the whole table's): 3.2 s and 1.1 GB.
+(tests/contract/test_indexation.py holds the streamed file to the whole table's): 3.2 s and 1.1 GB.
 Of those, writing a million rows of 60 columns is 1.1 s (as one row group 0.9 s, but the
 files' writer keeps row groups to 32 MB for memory) and making its chunks 0.5 s, the
 index's polars work 0.8 s, the unvalued loans' own columns 0.6 s; beyond the step, a night
 reads the index file and the directory before it sends (0.6 s).
 
 Then (the step alone, in-process on this night's inputs, best of six, load about 1: 2.7 s
-at da204a8, 1.5 s now; the same file, tests/test_indexation.py): results.parquet's rewrite
+at da204a8, 1.5 s now; the same file, tests/contract/test_indexation.py): results.parquet's rewrite
 gives a dictionary to its text columns only (a dictionary of a million distinct numbers
 was made, then dropped by the writer: the write 0.9 s to 0.7 s, the file 42 MB to 34 MB),
 and writes each row group by a thread of its own while the next is made; the unvalued

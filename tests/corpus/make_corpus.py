@@ -6,7 +6,7 @@ writes, beside this script, every input that `expected.yaml` names, including th
 `directory.csv/` folder (an input path that is a directory). Running it again writes the
 same bytes: the only draw is seeded, gzip is written with mtime 0, the zip with a fixed
 date, and Parquet without compression (identical up to pyarrow's version stamp in the
-footer). `tests/test_corpus.py` runs `batchval run` on each input and checks the outcome
+footer). `tests/cli/test_corpus.py` runs `batchval run` on each input and checks the outcome
 that `expected.yaml` gives it.
 
 CSV rows are written as literal text, not through the csv module, so that every quote,

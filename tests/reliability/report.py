@@ -358,8 +358,8 @@ def main() -> int:
         if "url" in places:
             url = _url_suite(plan, work)
             print(report_json(url.report))
-        faults = _pytest("tests/test_fault_matrix.py", args.scale, work / "faults.xml")
-        corpus = _pytest("tests/test_corpus.py", 1, work / "corpus.xml", "test_corpus_case")
+        faults = _pytest("tests/cli/test_fault_matrix.py", args.scale, work / "faults.xml")
+        corpus = _pytest("tests/cli/test_corpus.py", 1, work / "corpus.xml", "test_corpus_case")
     table = _table(plan, local, url, faults, corpus, args.scale, command)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(table, encoding="utf-8")

@@ -4,11 +4,11 @@ Markdown files themselves, so that the repository shows what the site shows.
 A page holds each table between two lines of its own, `<!-- generated: NAME -->` and
 `<!-- end generated: NAME -->`; `written` puts the code's table between them, and an
 unknown name, or a start with no end, is an error. `make docs-tables` (`python -m
-batchval._internal.admin.reference FILE...`) rewrites the pages; tests/test_docs.py and the site's
-build (docs/hooks.py) fail on a page whose tables are not the code's. The tables come from
-the one definition of each thing in the code: the exit-code and stop-reason enums, the
-settings' key tables, the validation rules, the output schemas, summary.json's keys. The
-command line's page is drawn from the click commands by mkdocs-click (mkdocs.yml).
+batchval._internal.admin.reference FILE...`) rewrites the pages; tests/house/test_docs.py
+and the site's build (docs/hooks.py) fail on a page whose tables are not the code's. The
+tables come from the one definition of each thing in the code: the exit-code and stop-reason
+enums, the settings' key tables, the validation rules, the output schemas, summary.json's
+keys. The command line's page is drawn from the click commands by mkdocs-click (mkdocs.yml).
 """
 
 from __future__ import annotations

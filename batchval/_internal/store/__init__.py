@@ -1,6 +1,6 @@
 """The run's memory, below the engine and every product: the only room that holds a
 connection or writes SQL. Its modules are in three groups, each importing only from
-itself and the groups below it (tests/test_layout.py holds it, with no import cycle):
+itself and the groups below it (tests/house/test_layout.py holds it, with no import cycle):
 
 - replication (`objects` with `failures`, `azure`, `replica`, `lease`): the run's memory
   kept at a URL;

@@ -13,7 +13,7 @@ from typing import Any
 import openpyxl
 import polars as pl
 import pytest
-from test_mi_extract import SAMPLES, invoke
+from embedded_cli import SAMPLES, invoke
 
 from batchval._internal.contract.lender import Revaluation, anniversary
 from batchval._internal.input.lender import RevaluationPolicy, find_lender_columns

@@ -34,7 +34,7 @@ from batchval._internal.api.errors import PROBLEM_TYPES
 from batchval._internal.input import PROBLEM_RULES
 from batchval._internal.sandbox.server import RunningSandbox
 
-CORPUS = Path(__file__).resolve().parent / "corpus"
+CORPUS = Path(__file__).resolve().parents[1] / "corpus"
 SCRIPT = "make_corpus.py"
 EXPECTED = "expected.yaml"
 CASES: list[dict[str, Any]] = yaml.safe_load((CORPUS / EXPECTED).read_text(encoding="utf-8"))
@@ -62,7 +62,7 @@ def _params() -> list[Any]:
 def _config_args(case: dict[str, Any], tmp_path: Path) -> list[str]:
     """The case's config, with `run.max_refused_share: 0` unless it sets one: a corpus file
     is a few rows made to break one rule, so most of its rows are refused, which a run
-    refuses as a whole (`input_mostly_refused`, tests/test_input_refused.py). The corpus
+    refuses as a whole (`input_mostly_refused`, tests/input/test_input_refused.py). The corpus
     checks each row's own verdict."""
     config = str(case.get("config") or "")
     if config in CONFIG_FILES:

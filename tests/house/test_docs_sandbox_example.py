@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from docs_examples import environment, fenced
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "how-to" / "sandbox-in-tests.md"
 
 

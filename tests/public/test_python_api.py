@@ -32,7 +32,7 @@ import batchval.testing
 from batchval._internal.sandbox.config import Faults
 from batchval._internal.sandbox.server import RunningSandbox
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "how-to" / "python.md"
 ONE_AT_A_TIME = batchval.Settings(concurrency=1)
 

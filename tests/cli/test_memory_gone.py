@@ -1,7 +1,7 @@
 """A run's memory that vanishes under it (issue 54, part 5): the checkpoint deleted, or
 replaced by another file, while an invocation holds DIR; at a URL, its HEAD or the log
 object it rewrites deleted, or its whole prefix emptied (the bucket deleted is in
-tests/test_run_url_verdicts.py). No further call leaves, the stop is 64 saying what is
+tests/cli/test_run_url_verdicts.py). No further call leaves, the stop is 64 saying what is
 gone and that the same command would start a new run, never "resumes once it is back";
 a run begun again there the same UTC day pays for nothing twice (the API replays its
 keys)."""

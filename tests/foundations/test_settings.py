@@ -291,7 +291,7 @@ def test_include_items_cannot_be_translated(tmp_path: Path) -> None:
 
 def test_the_shipped_configs_load() -> None:
     """configs/lender_extract.yaml and configs/live.example.yaml are valid settings."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     lender = load_settings(root / "configs" / "lender_extract.yaml", {})
     assert lender.input.delimiter == ";"
     live = load_settings(root / "configs" / "live.example.yaml", {"BATCHVAL_CLIENT_SECRET": "x"})

@@ -36,7 +36,7 @@ from batchval._internal.sandbox.rules import check_request
 
 Row = Mapping[str, str | None]
 GOOD: Row = {"postcode": "SW1A 1AA", "property_type": "flat", "bedrooms": "2"}
-SAMPLE = Path(__file__).parent.parent / "sample_inputs" / "bad_rows.csv"
+SAMPLE = Path(__file__).parents[2] / "sample_inputs" / "bad_rows.csv"
 
 
 def check(rows: Sequence[Row], options: InputOptions | None = None) -> list[dict[str, Any]]:
@@ -53,7 +53,7 @@ def check(rows: Sequence[Row], options: InputOptions | None = None) -> list[dict
 
 def riding(rows: Sequence[Row], options: InputOptions | None = None) -> list[str]:
     """The columns that ride along (pass-through) for input rows given as {column: text};
-    their values are the reader's (tests/test_input_passthrough.py)."""
+    their values are the reader's (tests/input/test_input_passthrough.py)."""
     names = list(dict.fromkeys(name for row in rows for name in row))
     return resolve_columns(Path("rows.csv"), names, options or InputOptions()).passthrough
 
@@ -317,7 +317,7 @@ def test_unmapped_extras_column_rides_along() -> None:
 
 def test_include_column_named_in_passthrough_is_sent_and_rides_along() -> None:
     """An include column the config also passes through is sent, and rides along (as
-    typed: tests/test_input_passthrough.py)."""
+    typed: tests/input/test_input_passthrough.py)."""
     options = InputOptions(passthrough=("include",))
     out = one({"include": " rebuildCost,commentary "}, options)
     assert json.loads(out["request_json"])["include"] == [C, R]
@@ -384,7 +384,7 @@ def test_value_map_codes_differing_in_normal_form_must_agree() -> None:
 
 def test_reference_is_sent_in_its_normal_form() -> None:
     """A reference is sent NFC (a pass-through column keeps its own form:
-    tests/test_input_passthrough.py)."""
+    tests/input/test_input_passthrough.py)."""
     nfd = unicodedata.normalize("NFD", "Zoë")
     out = one({"note": nfd, "reference": nfd})
     assert json.loads(out["request_json"])["reference"] == "Zoë"

@@ -5,8 +5,6 @@ and rebuild_cost are columns only when asked for."""
 
 from __future__ import annotations
 
-import datetime as dt
-import decimal
 import sqlite3
 import subprocess
 from collections.abc import Callable
@@ -18,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from support import BATCHVAL, InProcess, assert_accounted, assert_paid_once, env_for, wait_until
+from typed_book import POSTCODES, TYPES, book, write
 
 from batchval._internal.sandbox.config import Faults
 from batchval._internal.sandbox.server import RunningSandbox
@@ -25,54 +24,7 @@ from batchval._internal.sandbox.server import RunningSandbox
 # End to end: the CLI against the sandbox (`make test-fast` leaves it out).
 pytestmark = pytest.mark.slow
 
-POSTCODES = ["SW1A 2AA", "M1 1AE", "LS6 2AB", "CF10 1AA", "BS1 4DJ", "NE1 7RU"]
 EXTRAS = {"commentary", "rebuild_cost"}
-TYPES = pa.schema(
-    [
-        ("loan", pa.int64()),
-        ("balance", pa.decimal128(12, 2)),
-        ("opened", pa.date32()),
-        ("reviewed", pa.timestamp("ms")),
-        ("stamped", pa.timestamp("us", tz="UTC")),
-        ("active", pa.bool_()),
-        ("branch", pa.string()),
-    ]
-)
-
-
-def book(rows: int, distinct: int = 12) -> pa.Table:
-    """Homes asking `distinct` requests between them (so few calls), each row with its own
-    typed pass-through values (some null); row 3 is refused before sending (outside
-    England and Wales) and row 5 by the API (a 9-bedroom flat: floor-area-required)."""
-    homes: list[dict[str, Any]] = []
-    for n in range(rows):
-        m = n % distinct
-        home: dict[str, Any] = {
-            "postcode": POSTCODES[m % 6],
-            "property_type": "terraced",
-            "bedrooms": 1 + m // 6,
-            "loan": 1000 + n,
-            "balance": decimal.Decimal(n * 1001) / 100,
-            "opened": dt.date(2000, 1, 1) + dt.timedelta(days=n),
-            "reviewed": dt.datetime(2024, 1, 1, 9, 30) + dt.timedelta(hours=n),
-            "stamped": dt.datetime(2024, 6, 1, tzinfo=dt.UTC) + dt.timedelta(seconds=n),
-            "active": n % 3 == 0,
-            "branch": f"Branch {n} – Zoë",
-        }
-        if n % 7 == 6:
-            home.update(dict.fromkeys(TYPES.names))  # every pass-through value null
-        homes.append(home)
-    homes[2]["postcode"] = "EH1 1AA"
-    homes[4].update(property_type="flat", bedrooms=9)
-    base = pa.schema(
-        [("postcode", pa.string()), ("property_type", pa.string()), ("bedrooms", pa.int64())]
-    )
-    return pa.Table.from_pylist(homes, schema=pa.schema([*base, *TYPES]))
-
-
-def write(table: pa.Table, path: Path) -> Path:
-    pq.write_table(table, path)
-    return path
 
 
 def passthrough_of(out: Path, names: list[str]) -> tuple[list[dict[str, Any]], pa.Schema]:

@@ -16,7 +16,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TOUR = ROOT / "examples" / "python"
 PUBLIC = {"batchval", "batchval.exceptions", "batchval.testing", "batchval.airflow"}
 # What the tour prints, a line a step, in order.

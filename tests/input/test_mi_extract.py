@@ -5,24 +5,12 @@ run` with the proposal unchanged, in-process against the embedded sandbox."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from types import ModuleType
 
 import polars as pl
 import pytest
-from click.testing import CliRunner, Result
-from support import ROOT
-
-from batchval._internal.cli import cli
-
-SAMPLES = ROOT / "sample_inputs"
-# No API configured: the embedded sandbox, in test mode.
-CLEAN_ENV: dict[str, str | None] = {k: None for k in os.environ if k.startswith("BATCHVAL_")}
-
-
-def invoke(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), env=CLEAN_ENV, catch_exceptions=False)
+from embedded_cli import SAMPLES, invoke
 
 
 @pytest.mark.slow  # init, then a run end to end, of each sample extract

@@ -14,8 +14,8 @@ from typing import Any
 
 import polars as pl
 import pytest
+from embedded_cli import SAMPLES, invoke
 from programs import Chromium, console_messages
-from test_mi_extract import SAMPLES, invoke
 
 from batchval._internal.contract.lender import amounts
 from batchval._internal.contract.places import authority_name

@@ -136,7 +136,7 @@ def test_an_answer_for_another_id_and_rows_without_an_id(tmp_path: Path) -> None
 
 def test_verify_parquet_names_itself() -> None:
     """verify.parquet says what it is in its metadata (docs/outputs.md draws its columns
-    from VERIFY_COLUMNS as the site is built: tests/test_docs.py)."""
+    from VERIFY_COLUMNS as the site is built: tests/house/test_docs.py)."""
     assert verify_schema().metadata[b"batchval.file"] == b"verify"
 
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from support import InProcess, env_for
-from test_output_types import book, write
+from typed_book import book, write
 
 from batchval._internal.contract.schemas import index_fields
 from batchval._internal.exports.export import Format, export_dir

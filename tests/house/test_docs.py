@@ -31,7 +31,7 @@ from batchval._internal.settings import (
     load_settings,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 DOCS = ROOT / "docs"
 PAGES = {p.relative_to(DOCS).as_posix(): p.read_text("utf-8") for p in DOCS.rglob("*.md")}
@@ -228,7 +228,7 @@ def test_set_up_commands_are_documented() -> None:
 
 def test_the_first_run_tutorial_runs_what_make_run_runs() -> None:
     """`make run` values the sample as the first-run tutorial does, command for command
-    (the tutorial's commands run in tests/test_docs_examples.py), and the README says what
+    (the tutorial's commands run in tests/house/test_docs_examples.py), and the README says what
     it values where."""
     recipe = re.search(r"^run: .*\n\t(.+)$", (ROOT / "Makefile").read_text(), re.MULTILINE)
     assert recipe is not None
@@ -241,7 +241,7 @@ def test_the_first_run_tutorial_runs_what_make_run_runs() -> None:
 
 def test_the_summary_table_is_the_summary_s_keys() -> None:
     """reference/summary.md's key table (drawn from runs/summary's SUMMARY_KEYS) names
-    each key of the summary.json its example prints (tests/test_docs_examples.py holds
+    each key of the summary.json its example prints (tests/house/test_docs_examples.py holds
     that example to a real run), and `book`, which only a --book run writes."""
     page = _page("reference/summary.md")
     printed = page.split("$ cat runs/small/summary.json\n", 1)[1].split("\n```", 1)[0]

@@ -3,10 +3,10 @@ resolve means then: `run` in-process, the resolver replaced (`socket.getaddrinfo
 asyncio and anyio call), since this machine's own has no temporary failures to give and
 no name that resolves once and then not. On asyncio's own loop: uvloop's (the loop batchval
 runs on where it is installed, `sending/loops`) resolves in libuv, past any Python seam; its
-resolver errors are the same `socket.gaierror` codes, and `tests/test_hostile.py` meets
+resolver errors are the same `socket.gaierror` codes, and `tests/cli/test_hostile.py` meets
 them with the real resolver.
 
-`tests/test_hostile.py` runs the same rules as a subprocess with the real resolver:
+`tests/cli/test_hostile.py` runs the same rules as a subprocess with the real resolver:
 a `.invalid` name never reached (64), or recorded as reached (75).
 """
 

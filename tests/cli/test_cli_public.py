@@ -18,7 +18,7 @@ from batchval._internal.sandbox.server import RunningSandbox
 from batchval._internal.streets.runner import Streets
 from batchval._internal.valuations.runner import Runner
 
-CLI = Path(__file__).resolve().parent.parent / "batchval" / "_internal" / "cli.py"
+CLI = Path(__file__).resolve().parents[2] / "batchval" / "_internal" / "cli.py"
 # The commands that are the API's clients, and the public function each calls.
 CLIENTS = {"run": "run", "streets": "analyse_streets"}
 # What those commands may use of batchval beside its public names: `logs`, since logging is

@@ -21,7 +21,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))
 LOCK = tomllib.loads((ROOT / "uv.lock").read_text("utf-8"))
 # The uv the Makefile installs into the venv (requirements-uv.txt) beside this Python.

@@ -444,7 +444,7 @@ def test_no_lender_columns_without_a_balance(
 def test_sample_mortgage_book(served: RunningSandbox, tmp_path: Path, batchval: InProcess) -> None:
     """sample_inputs/mortgage_book.csv values with its lender figures: every valued row
     but the two without a balance is in the portfolio."""
-    source = Path(__file__).resolve().parents[1] / "sample_inputs" / "mortgage_book.csv"
+    source = Path(__file__).resolve().parents[2] / "sample_inputs" / "mortgage_book.csv"
     out = tmp_path / "out"
     done = batchval("run", str(source), "--out", str(out), env=env_for(served))
     assert done.returncode == 0, done.stderr

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # Airflow's subclasses: their base class and metaclass, Airflow's, are unknown to pyright.
 AIRFLOW_CLASSES = {
     "batchval.airflow.BatchvalHook",

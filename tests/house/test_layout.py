@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "batchval"
+PACKAGE = Path(__file__).resolve().parents[2] / "batchval"
 INTERNAL = PACKAGE / "_internal"
 MODULES = sorted(PACKAGE.rglob("*.py"))
 IN = "batchval._internal"  # the private package's name, before each room's
