@@ -1,6 +1,5 @@
 """The command line in this process with no API configured: the embedded sandbox, in test
-mode (tests/input/test_mi_extract.py, tests/valuations/test_revaluation.py,
-tests/reports/test_report_committee.py)."""
+mode (the MI extracts' tests, the revaluation's, the committee report's, the exports')."""
 
 from __future__ import annotations
 

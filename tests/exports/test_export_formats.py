@@ -6,20 +6,16 @@ CSV of the same run keeps ISO dates and plain numbers."""
 from __future__ import annotations
 
 import datetime as dt
-import os
 from pathlib import Path
 
 import openpyxl
 import polars as pl
 import pytest
-from click.testing import CliRunner, Result
+from embedded_cli import invoke
 from support import ROOT
-
-from batchval._internal.cli import cli
 
 SAMPLE = ROOT / "sample_inputs" / "mi_extract.xlsx"
 # No API configured: the embedded sandbox, in test mode.
-CLEAN_ENV: dict[str, str | None] = {k: None for k in os.environ if k.startswith("BATCHVAL_")}
 # The money of a valued MI extract's sheets: the lender's (found by its usual names) and
 # the API's; `balance_after` (charges) is credits, not pounds.
 MONEY = {
@@ -32,10 +28,6 @@ DATES = {
     "problems": {"Completion Date"},
     "charges": {"at (UTC)", "received_at (UTC)"},
 }
-
-
-def invoke(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), env=CLEAN_ENV, catch_exceptions=False)
 
 
 @pytest.fixture(scope="module")

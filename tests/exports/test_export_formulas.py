@@ -9,21 +9,18 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from click.testing import CliRunner, Result
+from embedded_cli import invoke
 from programs import Calc
 
-from batchval._internal.cli import cli
 from batchval._internal.exports.export import FORMULA_START
 
 # No API configured: the embedded sandbox, in test mode.
-CLEAN_ENV: dict[str, str | None] = {k: None for k in os.environ if k.startswith("BATCHVAL_")}
 FORMULAS = [
     "=1+1",
     "+1",
@@ -40,10 +37,6 @@ ARREARS = [-5, -1, 0, 3, -120, None, -7, 9]  # an integer column: numbers, never
 RATES = [-0.5, 1.25, -3.0, None, 0.0, -0.001, 2.0, -12.0]
 # A text column: `-12` and `+3` are text here, so prefixed; the others are not formulas.
 TEXT_NUMBERS = ["-12", "12", "+3", "a-b", "", None, "'=x", "x=1"]
-
-
-def invoke(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args), env=CLEAN_ENV, catch_exceptions=False)
 
 
 def inert(text: str) -> str:

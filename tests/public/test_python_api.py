@@ -224,10 +224,7 @@ def test_no_public_name_is_taken_by_a_module_of_the_package() -> None:
     """Importing a subpackage sets its name on `batchval` (`batchval._internal.streets` is the
     streets folder): every public name is still what `__all__` promises once the whole
     package is imported."""
-    for path in sorted((ROOT / "batchval").rglob("*.py")):
-        name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
-        if not name.startswith(("batchval.airflow", "batchval.__main__")):
-            importlib.import_module(name)
+    _import_the_whole_package()
     assert [n for n in batchval.__all__ if isinstance(getattr(batchval, n), types.ModuleType)] == []
     assert callable(batchval.analyse_streets)
 
