@@ -9,11 +9,51 @@ from typing import Any
 
 __all__: list[str] = []
 
+# What batchval.api held in 0.1.0, and all it still answers for.
+_NAMES = frozenset(
+    {
+        "DEFAULT_TIMEOUT_SECONDS",
+        "AccountBlockedError",
+        "Action",
+        "Answer",
+        "ApiTimeoutError",
+        "Charge",
+        "Credentials",
+        "CredentialsRefusedError",
+        "DataUnavailableError",
+        "FloorAreaRequiredError",
+        "GatewayError",
+        "IdempotencyKeyReusedError",
+        "InsufficientCreditsError",
+        "InvalidRequestError",
+        "MalformedResponseError",
+        "NoAnswer",
+        "NotFoundError",
+        "OutsideCoverageError",
+        "PartnerClient",
+        "PartnerError",
+        "ProblemError",
+        "RateLimitedError",
+        "Reach",
+        "RequestInProgressError",
+        "StreetAnalysis",
+        "TransportError",
+        "UnauthorizedError",
+        "UnknownProblemError",
+        "UnreadableAnswerError",
+        "UnrecognisedAnswerError",
+        "Valuation",
+        "ValuationRequest",
+        "WrongAddressError",
+        "host_of",
+        "read_failure",
+        "read_no_answer",
+    }
+)
+
 
 def __getattr__(name: str) -> Any:
-    from batchval._internal import api
-
-    if name.startswith("__") or name not in api.__all__:
+    if name not in _NAMES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import batchval.exceptions
     import batchval.testing
@@ -32,4 +72,6 @@ def __getattr__(name: str) -> Any:
         DeprecationWarning,
         stacklevel=2,
     )
+    from batchval._internal import api
+
     return getattr(api, name)

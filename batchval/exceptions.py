@@ -33,7 +33,7 @@ call wrong in itself) and the run as it stands, where there is one (`run`). A de
 or Dask hands the parent the same type with the same attributes.
 """
 
-from batchval._internal.api.errors import (
+from batchval._internal.api import (
     AccountBlockedError,
     ApiTimeoutError,
     CredentialsRefusedError,

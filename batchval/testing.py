@@ -18,7 +18,7 @@ docs/how-to/sandbox-in-tests.md shows both at work.
 """
 
 from batchval._internal.api import Credentials, PartnerClient, ValuationRequest
-from batchval._internal.sandbox.process import SECRETS, Sandbox, batchval_sandbox
+from batchval._internal.sandbox import SECRETS, Sandbox, batchval_sandbox
 
 __all__ = [
     "SECRETS",

@@ -20,15 +20,15 @@ import click
 
 import batchval
 from batchval._internal import logs, redaction
-from batchval._internal.money.live import live_option
+from batchval._internal.money import live_option
 from batchval._internal.outcome import ExitCode, RunRefusedError, SettingsError
-from batchval._internal.place.invocation import defect_line
-from batchval._internal.sandbox.options import FaultsApart, sandbox_options
-from batchval._internal.valuations.book_options import book_options
+from batchval._internal.place import defect_line
+from batchval._internal.sandbox import FaultsApart, sandbox_options
+from batchval._internal.valuations import book_options
 
 if TYPE_CHECKING:
-    from batchval._internal.admin.init import Chosen, Proposal
-    from batchval._internal.exports.export import Export
+    from batchval._internal.admin import Chosen, Proposal
+    from batchval._internal.exports import Export
     from batchval._internal.settings import Settings
 
 
@@ -205,7 +205,7 @@ def cli() -> None:
 
     INPUT is a CSV, Parquet or Excel file; DIR is a run's folder. Either may be a URL (s3://, az://).
     """
-    from batchval._internal.place.files import modes
+    from batchval._internal.place import modes
     from batchval._internal.settings import env_output_mode, env_redactor
 
     # Every command, whatever it reads: the environment's secrets known, every line it
@@ -252,9 +252,14 @@ def sandbox(
 ) -> None:
     """Serve a local fake of the Partner API (prints one JSON line once listening)."""
     # Imported here: the sandbox's server libraries are not needed by the other commands.
-    from batchval._internal.sandbox import config as configs
-    from batchval._internal.sandbox.app import Sandbox
-    from batchval._internal.sandbox.server import is_loopback, serve_forever
+    from batchval._internal.sandbox import (
+        ConfigError,
+        SandboxConfig,
+        figures_moment,
+        is_loopback,
+        load_config,
+        serve_forever,
+    )
 
     if not allow_remote and not is_loopback(host):
         raise click.UsageError(
@@ -263,8 +268,8 @@ def sandbox(
             "credentials; give --allow-remote to mean it"
         )
     try:
-        config = configs.load_config(config_file) if config_file else configs.SandboxConfig()
-    except configs.ConfigError as exc:
+        config = load_config(config_file) if config_file else SandboxConfig()
+    except ConfigError as exc:
         raise click.UsageError(str(exc)) from None
     if token_ttl is not None:
         config.token_ttl_seconds = token_ttl
@@ -284,8 +289,8 @@ def sandbox(
         config.seed = seed
     if figures_month is not None:
         try:
-            configs.figures_moment(figures_month)
-        except configs.ConfigError as exc:
+            figures_moment(figures_month)
+        except ConfigError as exc:
             raise click.UsageError(f"--figures-month: {exc}") from None
         config.figures_month = figures_month
     if stamp_precision is not None:
@@ -307,7 +312,7 @@ def sandbox(
     config.faults = dataclasses.replace(
         config.faults, **{k: v for k, v in overrides.items() if v is not None}
     )
-    serve_forever(Sandbox(config), host, port)
+    serve_forever(config, host, port)
 
 
 @cli.command(short_help="Value every row of INPUT into DIR; the same command resumes.")
@@ -410,9 +415,9 @@ def _given(
 def status(out_dir: str, as_json: bool) -> None:
     """Say where a run in DIR (a path or an s3:// or az:// URL) stands and what to do next; exit
     with the run's own code."""
-    from batchval._internal.admin.status import read_dry_run, read_status, status_text
-    from batchval._internal.place.place import viewed
-    from batchval._internal.runs.summary import DryRunSummary, RunSummary
+    from batchval._internal.admin import read_dry_run, read_status, status_text
+    from batchval._internal.place import viewed
+    from batchval._internal.runs import DryRunSummary, RunSummary
 
     found: RunSummary | DryRunSummary | None
     with _refusals(), viewed(out_dir, os.environ) as place:
@@ -445,9 +450,9 @@ def check(
 ) -> None:
     """Preflight at no cost: settings, token, API, mode, and INPUT's price (INPUT a path
     or an s3:// or az:// URL); exit 0, 64, 65, 75 or 77."""
-    from batchval._internal.admin.check import CheckReport, Finding, run_check
-    from batchval._internal.place.place import input_of
-    from batchval._internal.sandbox.embedded import embedded_api
+    from batchval._internal.admin import CheckReport, Finding, run_check
+    from batchval._internal.place import input_of
+    from batchval._internal.sandbox import embedded_api
     from batchval._internal.settings import load_settings
 
     # Its lines are the report; the log says only what goes wrong (the input's batches
@@ -498,9 +503,9 @@ def split(
 ) -> None:
     """Cut INPUT (a path or an s3:// or az:// URL) into N Parquet shards by a stable hash of each
     row, into DIR (a path or an s3:// or az:// URL); exit 0, 64, 65 or 75."""
-    from batchval._internal.admin.split import split_input
+    from batchval._internal.admin import split_input
     from batchval._internal.input import InputError
-    from batchval._internal.place.place import input_of, written
+    from batchval._internal.place import input_of, written
     from batchval._internal.settings import load_settings
 
     logs.configure(json_lines=logs.json_wanted(os.environ, False), level=30)
@@ -539,9 +544,8 @@ def split(
 def report(out_dir: str) -> None:
     """Write DIR/report.html: one self-contained page about the run in DIR (a path, or an
     s3:// URL, where the page is published beside the run's outputs)."""
-    from batchval._internal.place.derived import remember
-    from batchval._internal.place.place import taken
-    from batchval._internal.reports.report import ReportError, write_report
+    from batchval._internal.place import remember, taken
+    from batchval._internal.reports import ReportError, write_report
 
     # At a URL the run is taken while the page is written and listed (published at the end).
     with _refusals(), taken(out_dir, os.environ, outputs=True) as place:
@@ -571,8 +575,7 @@ def report(out_dir: str) -> None:
 def export_command(out_dir: str, fmt: str, nested: str, to_dir: Path | None) -> None:
     """Write DIR's results and problems (DIR a path or an s3:// or az:// URL) as CSV, XLSX or JSON
     Lines; exit 0, 64 or 65."""
-    from batchval._internal.place.derived import remember
-    from batchval._internal.place.place import taken, viewed
+    from batchval._internal.place import remember, taken, viewed
 
     if to_dir is not None:  # elsewhere: the run's place is only read
         with _refusals(), viewed(out_dir, os.environ) as place, place.naming():
@@ -591,7 +594,7 @@ def export_command(out_dir: str, fmt: str, nested: str, to_dir: Path | None) -> 
 
 
 def _export(local: Path, fmt: str, nested: str, to_dir: Path | None) -> Export:
-    from batchval._internal.exports.export import Format, Nested, export_dir
+    from batchval._internal.exports import Format, Nested, export_dir
 
     return export_dir(local, Format(fmt), nested=Nested(nested), out_dir=to_dir)
 
@@ -620,8 +623,8 @@ def verify(out_dir: str, config_file: Path | None, concurrency: int | None, live
     """Read back every valuation of DIR's results (DIR a path or an s3:// or az:// URL) by id (free)
     and compare; exit 0 when all agree, 1 on a difference (DIR/verify.parquet), 75, 77 or
     64 as run does."""
-    from batchval._internal.place.place import taken
-    from batchval._internal.verify.runner import verify_dir
+    from batchval._internal.place import taken
+    from batchval._internal.verify import verify_dir
 
     settings, json_lines = _configured(config_file, concurrency=concurrency, live=live)
     with (
@@ -665,11 +668,9 @@ def init(
     """Propose a config for INPUT (a lender's own file; a path or an s3:// or az:// URL): each
     column's mapping and why, the lender columns found, every value it cannot place with
     its count; then read INPUT through it and say what a run would send; exit 0, 64 or 65."""
-    from batchval._internal.admin.init import Chosen, propose, render, survey, trial
-    from batchval._internal.input import InputError, InputOptions
-    from batchval._internal.input.excel import NoTableError
-    from batchval._internal.input.reader import read_as_text
-    from batchval._internal.place.place import input_of
+    from batchval._internal.admin import Chosen, propose, render, survey, trial
+    from batchval._internal.input import InputError, InputOptions, NoTableError, read_as_text
+    from batchval._internal.place import input_of
     from batchval._internal.settings import load_settings
 
     logs.configure(json_lines=logs.json_wanted(os.environ, False), level=30)
@@ -736,7 +737,7 @@ def _proposed(
     target: Path, input_path: str, proposal: Proposal, chosen: Chosen | None, sheet: str | None
 ) -> None:
     """What `init` proposed, for the terminal."""
-    from batchval._internal.admin.init import summary_lines
+    from batchval._internal.admin import summary_lines
 
     rows = proposal.rows
     click.echo(f"wrote {target}: a config proposed for {input_path} ({rows} data rows)")
@@ -778,13 +779,13 @@ def console() -> None:
     (`runs/parent`); the others, `sandbox` (a server a script may leave behind) among
     them, do not."""
     if len(sys.argv) > 1 and sys.argv[1] in SENDING_COMMANDS:
-        from batchval._internal.runs.parent import watch_parent
+        from batchval._internal.runs import watch_parent
 
         watch_parent(os.environ)
     try:
         main()
     except SystemExit as done:
-        from batchval._internal.sending.batches import left_behind
+        from batchval._internal.sending import left_behind
 
         if left_behind():
             sys.stdout.flush()

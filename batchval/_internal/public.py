@@ -57,7 +57,7 @@ from batchval._internal.outcome import (
 )
 
 if TYPE_CHECKING:
-    from batchval._internal.place.place import Place
+    from batchval._internal.place import Place
     from batchval._internal.settings import Settings as Loaded
 
 # What summary.json and the manifest call the input of `value`, unless `input_name=` says.
@@ -283,7 +283,7 @@ class Run:
         """results.parquet: a row per input row valued, with its pass-through columns (of a
         `streets` run, street_analysis.parquet: a row per distinct postcode read)."""
         if self.summary.get("command") == "streets":
-            from batchval._internal.streets.files import STREETS_NAME
+            from batchval._internal.streets import STREETS_NAME
 
             return self._frame(STREETS_NAME)
         return self._frame("results.parquet")
@@ -294,9 +294,8 @@ class Run:
 
     def report(self) -> str:
         """Write report.html beside the run's outputs (published at a URL); its place."""
-        from batchval._internal.place.derived import remember
-        from batchval._internal.place.place import taken
-        from batchval._internal.reports.report import ReportError, write_report
+        from batchval._internal.place import remember, taken
+        from batchval._internal.reports import ReportError, write_report
 
         with _errors(), taken(self.place, os.environ, outputs=True) as place:
             try:
@@ -311,9 +310,8 @@ class Run:
     ) -> list[str]:
         """Write the results and problems as CSV, an Excel workbook or JSON Lines beside
         them (as `batchval export DIR --format`); the places of the files written."""
-        from batchval._internal.exports.export import Format, Nested, export_dir
-        from batchval._internal.place.derived import remember
-        from batchval._internal.place.place import taken
+        from batchval._internal.exports import Format, Nested, export_dir
+        from batchval._internal.place import remember, taken
 
         with _errors(), taken(self.place, os.environ, outputs=True) as place:
             done = export_dir(place.local, Format(format), nested=Nested(nested))
@@ -494,7 +492,7 @@ async def avalue(
 async def _off_the_loop(call: Callable[[], Run]) -> Run:
     """`call` in a worker thread; a cancel meanwhile noted on its invocation as a signal
     (`place/invocation.STOP_REQUESTS`), waited for, then raised."""
-    from batchval._internal.place.invocation import STOP_REQUESTS, StopRequests
+    from batchval._internal.place import STOP_REQUESTS, StopRequests
 
     waiting = StopRequests()
     context = contextvars.copy_context()
@@ -583,9 +581,7 @@ def _invoke(
 ) -> Run:
     """One invocation of `command`, as the command line's: a Run, a RunError, or a defect
     raised as it was (carrying its kept run, `Run.of`)."""
-    from batchval._internal.place.files import modes
-    from batchval._internal.place.invocation import last_defect
-    from batchval._internal.place.place import input_of, is_url, taken
+    from batchval._internal.place import input_of, is_url, last_defect, modes, taken
 
     if given is not None and not isinstance(given, Settings):
         raise TypeError(f"settings= takes a batchval.Settings, not {type(given).__name__}")
@@ -639,11 +635,11 @@ def _start(
     progress: bool,
 ) -> _Summary:
     """The command's product on the engine, run once in `place`."""
-    from batchval._internal.sandbox.embedded import embedded_api
+    from batchval._internal.sandbox import embedded_api
 
     dry_run = bool(options.get("dry_run", False))
     if command == "streets":
-        from batchval._internal.streets.runner import Streets, StreetsRequest
+        from batchval._internal.streets import Streets, StreetsRequest
 
         streets_request = StreetsRequest(
             input_path=source,
@@ -656,7 +652,7 @@ def _start(
             progress_bar=progress,
         )
         return Streets(streets_request, embedded_api=embedded_api).run()
-    from batchval._internal.valuations.runner import Runner, RunRequest
+    from batchval._internal.valuations import Runner, RunRequest
 
     metrics_file = options.get("metrics_file")
     request = RunRequest(
@@ -743,7 +739,7 @@ def _errors() -> Iterator[None]:
 @contextlib.contextmanager
 def _viewed(place: str) -> Iterator[Path]:
     """The run's files, read only: the DIR itself, or a copy of what is at its URL."""
-    from batchval._internal.place.place import viewed
+    from batchval._internal.place import viewed
 
     with _errors(), viewed(place, os.environ) as found:
         yield found.local

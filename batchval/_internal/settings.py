@@ -20,12 +20,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from batchval._internal.api.vocabulary import INCLUDE_ITEMS, STREET_CREDITS_ASSUMED
-from batchval._internal.input.config_file import read_config_file
-from batchval._internal.input.hpi import IndexOptions
-from batchval._internal.input.lender import LENDER_FIELDS, LenderOptions, RevaluationPolicy
-from batchval._internal.input.options import InputOptions
-from batchval._internal.input.refused import DEFAULT_MAX_REFUSED_SHARE
+from batchval._internal.api import INCLUDE_ITEMS, STREET_CREDITS_ASSUMED
+from batchval._internal.input import (
+    DEFAULT_MAX_REFUSED_SHARE,
+    LENDER_FIELDS,
+    IndexOptions,
+    InputOptions,
+    LenderOptions,
+    RevaluationPolicy,
+    read_config_file,
+)
 from batchval._internal.outcome import SettingsError
 from batchval._internal.redaction import Redactor, without_password
 from batchval._internal.store import azure

@@ -317,7 +317,7 @@ def test_a_defect_of_split_says_no_secret_in_its_line_or_traceback(
     def fail(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("form=" + urllib.parse.quote_plus(ODD_SECRET))
 
-    monkeypatch.setattr("batchval._internal.admin.split.split_input", fail)
+    monkeypatch.setattr("batchval._internal.admin.split_input", fail)
     source = portfolio(tmp_path / "book.csv", 2)
     out = str(tmp_path / "shards")
     args = ["split", str(source), "--shards", "2", "--out", out, "--config", str(config)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib
 import re
 from pathlib import Path
 
@@ -33,15 +34,35 @@ def _tree(path: Path) -> ast.Module:
 
 
 @functools.cache
+def _face(package: str) -> dict[str, str]:
+    """What a room offers the others: each name its face lists (`__init__.pyi`, which its
+    `__init__.py` reads to load each name on first use) and the module inside the room the
+    name is from (a module offered whole, as `store.azure`, is its own); none for a module."""
+    stub = PACKAGE.parent.joinpath(*package.split(".")) / "__init__.pyi"
+    if not stub.is_file():
+        return {}
+    return {
+        alias.name: f"{package}.{node.module}" if node.module else f"{package}.{alias.name}"
+        for node in _tree(stub).body
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+    }
+
+
+@functools.cache
 def _imports(path: Path) -> frozenset[str]:
-    """Every batchval module `path` imports, at any depth (inside functions too)."""
+    """Every batchval module `path` imports, at any depth (inside functions too), and each
+    name it imports (`module.name`); a name taken from a room's face counts as taken from
+    the module inside that holds it."""
     found: set[str] = set()
     for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-            found.update(f"{node.module}.{alias.name}" for alias in node.names)
+            face = _face(node.module)
+            for alias in node.names:
+                module = face.get(alias.name, node.module)
+                found.update((module, f"{module}.{alias.name}"))
     return frozenset(name for name in found if name.startswith("batchval"))
 
 
@@ -213,8 +234,10 @@ def test_the_store_has_no_import_cycle() -> None:
 
 def _module_graph() -> dict[str, set[str]]:
     """Each batchval module and the modules it imports, at any depth, `TYPE_CHECKING`
-    imports included: `from batchval import redaction` is an arrow to the module
-    `batchval._internal.redaction`, `from batchval import __version__` one to the package's face."""
+    imports included: `from batchval._internal import logs` is an arrow to the module
+    `batchval._internal.logs`, `from batchval import __version__` one to the package's face,
+    `from batchval._internal.store import Database` one to `store.database`, the module
+    behind the store's face that holds it."""
     names = {_name(path) for path in MODULES}
     graph: dict[str, set[str]] = {}
     for path in MODULES:
@@ -223,8 +246,9 @@ def _module_graph() -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 found.update(alias.name for alias in node.names if alias.name in names)
             elif isinstance(node, ast.ImportFrom) and node.module in names and not node.level:
+                face = _face(node.module)
                 for alias in node.names:
-                    inner = f"{node.module}.{alias.name}"
+                    inner = face.get(alias.name, f"{node.module}.{alias.name}")
                     found.add(inner if inner in names else node.module)
         graph[_name(path)] = found - {_name(path)}
     return graph
@@ -271,6 +295,59 @@ def test_the_house_has_no_circle_and_no_arrow_back_up() -> None:
     rooms = {room: inside - {room} for room, inside in rooms.items()}
     assert "batchval" in rooms["batchval._internal.cli"]  # the face, imported from the top only
     assert _circles(rooms) == []
+
+
+ROOMS = tuple(f"{IN}.{path.parent.name}" for path in sorted(INTERNAL.glob("*/__init__.py")))
+
+
+def _past_faces(module: str, tree: ast.Module) -> list[str]:
+    """Each import in `module` of another room's inside: a module behind the room's face
+    (`from batchval._internal.store.database import Database`), or a name the face does not
+    list (`from batchval._internal.store import records`)."""
+    own = next((room for room in ROOMS if _in(module, room)), None)
+    found = []
+    for node in ast.walk(tree):
+        taken: list[tuple[str, str | None]]
+        if isinstance(node, ast.Import):
+            taken = [(alias.name, None) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            taken = [(node.module, alias.name) for alias in node.names]
+        else:
+            continue
+        for name, attribute in taken:
+            room = next((room for room in ROOMS if _in(name, room)), None)
+            if room is None or room == own:
+                continue
+            if name != room or (attribute is not None and attribute not in _face(room)):
+                found.append(f"{module}:{node.lineno} {name}{f'.{attribute}' * bool(attribute)}")
+    return found
+
+
+def test_the_rooms_meet_by_their_faces() -> None:
+    """A room of the private package is entered by its face, never past it: another
+    room, the cli, the foundations and the public modules import what the room's
+    `__init__.pyi` lists, from the room itself, and a name is loaded on first use (so
+    `batchval --version` reads no module it does not need). Inside a room, its modules
+    import each other directly."""
+    wrong = "from batchval._internal.store.database import Database\n"
+    wrong += "from batchval._internal.store import records\n"
+    assert len(_past_faces(f"{IN}.sending.pool", ast.parse(wrong))) == 2  # the check can see
+    assert _past_faces(f"{IN}.store.rows", ast.parse(wrong)) == []
+    assert _face(f"{IN}.store")["Database"] == f"{IN}.store.database"
+    found = [line for path in MODULES for line in _past_faces(_name(path), _tree(path))]
+    assert found == []
+
+
+@pytest.mark.parametrize("room", ROOMS)
+def test_each_face_loads_what_it_lists(room: str) -> None:
+    """Each name a face lists is found, from the module its `__init__.pyi` names."""
+    face = importlib.import_module(room)
+    listed = _face(room)
+    assert sorted(dir(face)) == sorted(listed)
+    for name, module in listed.items():
+        inner = importlib.import_module(module)
+        held = getattr(inner, name, inner)  # a name of the module, or the module offered whole
+        assert getattr(face, name) is held, name
 
 
 @pytest.mark.parametrize("product", PRODUCTS)

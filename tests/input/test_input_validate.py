@@ -15,10 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from batchval._internal import postcodes
-from batchval._internal.api.vocabulary import INCLUDE_ITEMS
+from batchval._internal.api.vocabulary import INCLUDE_ITEMS, REQUEST_FIELDS
 from batchval._internal.input import (
     PROBLEM_RULES,
-    REQUEST_FIELDS,
     InputError,
     InputOptions,
     open_input,

@@ -66,7 +66,7 @@ def test_a_defect_in_split_exits_70_with_one_line_and_the_traceback_in_a_file(
     """`split` meeting an unexpected error: exit 70, one `internal_error` line on stderr
     naming the file with the traceback, no traceback on the terminal."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.setattr("batchval._internal.admin.split.split_input", lambda *_a, **_k: _fail())
+    monkeypatch.setattr("batchval._internal.admin.split_input", lambda *_a, **_k: _fail())
     source = tmp_path / "book.csv"
     source.write_text("postcode,property_type\nSW1A 1AA,flat\n", encoding="utf-8")
     with pytest.raises(SystemExit) as ended:
@@ -90,7 +90,7 @@ def test_a_defect_of_status_at_a_url_leaves_its_traceback_in_the_state_folder(
     """A defect of `status` (whose place at a URL is a temporary copy, removed at the
     end): the traceback outlives it, in the user's state folder, its owner's only."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    monkeypatch.setattr("batchval._internal.admin.status.read_status", lambda *_a, **_k: _fail())
+    monkeypatch.setattr("batchval._internal.admin.read_status", lambda *_a, **_k: _fail())
     (tmp_path / "run").mkdir()
     with pytest.raises(SystemExit) as ended:
         cli.main(["status", str(tmp_path / "run")])

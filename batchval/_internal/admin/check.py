@@ -35,16 +35,20 @@ from pathlib import Path
 
 import httpx
 
-from batchval._internal.api import PartnerClient
-from batchval._internal.api.auth import AccessToken
-from batchval._internal.api.client import PROBE_ID, tls_context
-from batchval._internal.api.errors import (
+from batchval._internal.api import (
+    LIVE_SCOPE,
+    PROBE_ID,
+    TEST_SCOPE,
+    VALUATION_CREDITS,
+    AccessToken,
     Action,
     CredentialsRefusedError,
     NotFoundError,
+    PartnerClient,
     PartnerError,
     ProblemError,
     RateLimitedError,
+    Reach,
     TransportError,
     UnauthorizedError,
     UnrecognisedAnswerError,
@@ -52,17 +56,14 @@ from batchval._internal.api.errors import (
     described,
     excerpt,
     read_no_answer,
+    tls_context,
 )
-from batchval._internal.api.network import Reach
-from batchval._internal.api.vocabulary import LIVE_SCOPE, TEST_SCOPE, VALUATION_CREDITS
-from batchval._internal.input import InputError, open_input
-from batchval._internal.input.personal import left_out_line
-from batchval._internal.money.live import preflight_client
+from batchval._internal.input import InputError, left_out_line, open_input
+from batchval._internal.money import preflight_client
 from batchval._internal.outcome import ExitCode, RunRefusedError, SettingsError
-from batchval._internal.sending.loops import run_async
-from batchval._internal.sending.midnight import resume_after_daily_limit
+from batchval._internal.sending import resume_after_daily_limit, run_async
 from batchval._internal.settings import ApiSettings, Settings
-from batchval._internal.valuations.ingest import price_input
+from batchval._internal.valuations import price_input
 from batchval._version import __version__
 
 # Well-formed (`^val_[0-9a-z]{26}$`) and never issued: real ids are random, and this one

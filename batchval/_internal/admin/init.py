@@ -36,32 +36,32 @@ from pathlib import Path
 import polars as pl
 
 from batchval._internal import postcodes
-from batchval._internal.api.vocabulary import VALUATION_CREDITS
-from batchval._internal.input import InputOptions, ReadAs, open_input
-from batchval._internal.input.layout import Header
-from batchval._internal.input.lender import (
+from batchval._internal.api import VALUATION_CREDITS
+from batchval._internal.input import (
+    BUILT_FORM_WORDINGS,
+    ENUM_VALUES,
     LENDER_FIELDS,
-    LenderColumnError,
-    expanded_key,
-    find_lender_columns,
-    lender_matches,
-)
-from batchval._internal.input.mapping import default_code, field_name_key
-from batchval._internal.input.options import ENUM_VALUES, ROW_FIELDS
-from batchval._internal.input.personal import (
+    NEEDS_BUILT_FORM,
+    ROW_FIELDS,
     SAMPLE_ROWS,
+    WORDINGS,
+    Header,
+    InputOptions,
+    LenderColumnError,
+    ReadAs,
     by_heading,
+    default_code,
+    expanded_key,
+    field_name_key,
+    find_lender_columns,
     left_out_line,
     left_out_words,
+    lender_matches,
+    open_input,
     personal_columns,
-)
-from batchval._internal.input.wordings import (
-    BUILT_FORM_WORDINGS,
-    NEEDS_BUILT_FORM,
-    WORDINGS,
     wording_key,
 )
-from batchval._internal.runs.summary import read_line
+from batchval._internal.runs import read_line
 
 # Distinct values kept per column: enough for any coded column, bounded for the others.
 _DISTINCT_KEPT = 500

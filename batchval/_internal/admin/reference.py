@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from batchval._internal.contract.schemas import (
+from batchval._internal.contract import (
     INDEX_DESCRIPTIONS,
     PROBLEM_TAIL,
     RESULT_TAIL,
@@ -29,13 +29,10 @@ from batchval._internal.contract.schemas import (
     SOURCE_ROW,
     markdown_table,
 )
-from batchval._internal.input import PROBLEM_RULES
-from batchval._internal.input.hpi import IndexOptions
-from batchval._internal.input.lender import LenderOptions
-from batchval._internal.input.options import InputOptions
-from batchval._internal.money.charges_file import CHARGE_COLUMNS
+from batchval._internal.input import PROBLEM_RULES, IndexOptions, InputOptions, LenderOptions
+from batchval._internal.money import CHARGE_COLUMNS
 from batchval._internal.outcome import ExitCode, StopReason
-from batchval._internal.runs.summary import SUMMARY_KEYS
+from batchval._internal.runs import SUMMARY_KEYS
 from batchval._internal.settings import (
     FIGURES_MONTH_VARIABLE,
     OUTPUT_MODES,
@@ -43,13 +40,11 @@ from batchval._internal.settings import (
     Key,
     RunOptions,
 )
-from batchval._internal.store import azure
-from batchval._internal.store.charges import MONEY_KEYS
-from batchval._internal.store.objects import DEFAULT_REGION
-from batchval._internal.streets.schema import STREET_TAIL
-from batchval._internal.valuations.book import BOOK_KEYS
-from batchval._internal.valuations.metrics import markdown_table as metrics_table
-from batchval._internal.verify.compare import VERIFY_COLUMNS
+from batchval._internal.store import DEFAULT_REGION, MONEY_KEYS, azure
+from batchval._internal.streets import STREET_TAIL
+from batchval._internal.valuations import BOOK_KEYS
+from batchval._internal.valuations import markdown_table as metrics_table
+from batchval._internal.verify import VERIFY_COLUMNS
 
 MARKER = re.compile(
     r"^<!-- generated: ([a-z-]+) -->\n(?:(.*?)^<!-- end generated: \1 -->$)?",

@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 
 from batchval._internal.input import InputBatch, InputOptions, InputSource, open_input
 from batchval._internal.outcome import SettingsError
-from batchval._internal.place.files import (
+from batchval._internal.place import (
     exclusive,
     make_folder,
     temporary_beside,

@@ -19,18 +19,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from batchval._internal.outcome import ExitCode, StopInfo, StopReason
-from batchval._internal.place.names import DRY_RUN_NAME
-from batchval._internal.runs.command import opened
-from batchval._internal.runs.summary import SUMMARY_NAME, DryRunSummary, RunSummary
-from batchval._internal.store.checkpoint import Checkpoint
-from batchval._internal.store.database import Database
-from batchval._internal.store.lease import live_holder
-from batchval._internal.store.lock import LOCK_NAME
-from batchval._internal.store.streets import COMMAND, StreetStore
-from batchval._internal.valuations.lines import complete_action, own_lines
+from batchval._internal.place import DRY_RUN_NAME
+from batchval._internal.runs import SUMMARY_NAME, DryRunSummary, RunSummary, opened
+from batchval._internal.store import (
+    COMMAND,
+    LOCK_NAME,
+    Checkpoint,
+    Database,
+    StreetStore,
+    live_holder,
+)
+from batchval._internal.valuations import complete_action, own_lines
 
 if TYPE_CHECKING:
-    from batchval._internal.store.objects import Objects
+    from batchval._internal.store import Objects
 
 
 def read_status(out_dir: Path, *, objects: Objects | None = None) -> RunSummary | None:

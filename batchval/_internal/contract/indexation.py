@@ -32,7 +32,7 @@ import polars as pl
 import pyarrow as pa
 
 from batchval._internal.contract.schemas import INDEX_DESCRIPTIONS, index_fields
-from batchval._internal.input.hpi import HousePriceIndex, PostcodeAuthorities, month_text
+from batchval._internal.input import HousePriceIndex, PostcodeAuthorities, month_text
 
 BASES: tuple[str, ...] = ("avm", "last_valuation", "origination")
 # Decimal arithmetic wide enough that a product of two of the file's figures is exact.

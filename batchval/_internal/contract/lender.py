@@ -27,8 +27,8 @@ from typing import Any
 import pyarrow as pa
 
 from batchval._internal import logs
-from batchval._internal.api.models import Valuation
-from batchval._internal.input.lender import (
+from batchval._internal.api import Valuation
+from batchval._internal.input import (
     LenderColumnError,
     LenderOptions,
     RevaluationPolicy,

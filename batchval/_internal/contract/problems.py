@@ -13,9 +13,13 @@ import pyarrow as pa
 
 from batchval._internal.contract.records import ProblemRow
 from batchval._internal.contract.schemas import PROBLEM_TAIL, problems_schema
-from batchval._internal.place.arrow import PassthroughStore, PassthroughValues, column_table
-from batchval._internal.place.files import write_parquet
-from batchval._internal.store.records import RowProblem
+from batchval._internal.place import (
+    PassthroughStore,
+    PassthroughValues,
+    column_table,
+    write_parquet,
+)
+from batchval._internal.store import RowProblem
 
 BATCH_ROWS = 5_000  # the rows a table of the file is made of, read from the store at once
 

@@ -14,10 +14,9 @@ import dataclasses
 import json
 import re
 
-from batchval._internal.api.errors import UnreadableAnswerError
-from batchval._internal.api.models import Valuation
+from batchval._internal.api import UnreadableAnswerError, Valuation
 from batchval._internal.contract.lender import LenderFigures
-from batchval._internal.store.records import RowProblem, StoredProblem
+from batchval._internal.store import RowProblem, StoredProblem
 
 FLOOR_AREA_HINT = "Supply floorAreaSqm (a floor area column) for this row."
 # The request field an API problem type is about (the problem JSON may also name one).

@@ -35,10 +35,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from batchval._internal.api.models import Valuation
-
 # The API's member names; the columns are their snake_case.
-from batchval._internal.api.vocabulary import AREA_INSIGHTS_MEMBERS, COMMENTARY_MEMBERS
+from batchval._internal.api import AREA_INSIGHTS_MEMBERS, COMMENTARY_MEMBERS, Valuation
 from batchval._internal.contract.lender import (
     FLAG_COLUMNS,
     LTV_COLUMNS,
@@ -47,8 +45,8 @@ from batchval._internal.contract.lender import (
     REVALUATION_COLUMNS,
 )
 from batchval._internal.contract.records import ProblemRow, ValuedRow
-from batchval._internal.input import layout
-from batchval._internal.place.arrow import Column
+from batchval._internal.input import SOURCE_ROW as PASSTHROUGH_ROW
+from batchval._internal.place import Column
 
 # 9: with `index.source` (`ukhpi`), the index columns last (`INDEX_DESCRIPTIONS`): each
 #    loan rolled forward by the UK House Price Index, its value method and the
@@ -487,7 +485,7 @@ def given_fields(passthrough: pa.Schema, fixed: Iterable[str]) -> list[pa.Field]
     (none in a DIR begun before lines were kept), then the input's own columns, renamed
     `_input` where a name is a fixed column's (`passthrough_columns`)."""
     fields = list(passthrough)
-    lines = [SOURCE_ROW.field()] if fields and fields[0].name == layout.SOURCE_ROW else []
+    lines = [SOURCE_ROW.field()] if fields and fields[0].name == PASSTHROUGH_ROW else []
     fields = fields[len(lines) :]
     names = passthrough_columns([f.name for f in fields], [*fixed, SOURCE_ROW.name])
     return lines + [

@@ -54,11 +54,10 @@ from batchval._internal.exports.flat import (
     parquet_tables,
 )
 from batchval._internal.exports.workbook import write_workbook
-from batchval._internal.input.lender import MONEY_FIELDS, LenderColumnError, find_lender_columns
+from batchval._internal.input import MONEY_FIELDS, LenderColumnError, find_lender_columns
 from batchval._internal.outcome import RunRefusedError, StopReason
-from batchval._internal.place.files import atomic_file, make_folder
-from batchval._internal.place.names import DRY_RUN_NAME
-from batchval._internal.valuations.manifest import MANIFEST_NAME, input_columns, read_metadata
+from batchval._internal.place import DRY_RUN_NAME, atomic_file, make_folder
+from batchval._internal.valuations import MANIFEST_NAME, input_columns, read_metadata
 
 __all__ = ["Export", "ExportedFile", "Format", "Nested", "export_dir"]
 

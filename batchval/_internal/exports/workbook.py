@@ -42,7 +42,7 @@ from batchval._internal.exports.flat import (
     parquet_tables,
 )
 from batchval._internal.outcome import RunRefusedError, StopReason
-from batchval._internal.place.files import atomic_file
+from batchval._internal.place import atomic_file
 
 # Excel's 1,048,576 rows a sheet, less the header.
 XLSX_MAX_ROWS = 1_048_575

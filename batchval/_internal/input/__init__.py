@@ -14,20 +14,6 @@ Exceptions:
     ValueError   from InputOptions: the config itself is wrong (exit 64)
 """
 
-from __future__ import annotations
+import lazy_loader
 
-from batchval._internal.api.vocabulary import REQUEST_FIELDS
-from batchval._internal.input.options import InputError, InputOptions
-from batchval._internal.input.reader import InputBatch, InputSource, ReadAs, open_input
-from batchval._internal.input.validate import PROBLEM_RULES
-
-__all__ = [
-    "PROBLEM_RULES",
-    "REQUEST_FIELDS",
-    "InputBatch",
-    "InputError",
-    "InputOptions",
-    "InputSource",
-    "ReadAs",
-    "open_input",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from batchval._internal.api.vocabulary import (
+from batchval._internal.api import (
     BUILT_FORMS,
     INCLUDE_ITEMS,
     PROPERTY_TYPES,

@@ -29,7 +29,7 @@ from typing import Protocol
 import polars as pl
 
 from batchval._internal import postcodes
-from batchval._internal.api.vocabulary import INCLUDE_ITEMS, REQUEST_FIELDS
+from batchval._internal.api import INCLUDE_ITEMS, REQUEST_FIELDS
 from batchval._internal.input.lender_values import RULES as LENDER_RULES
 from batchval._internal.input.mapping import ColumnMap, field_values, include_items
 from batchval._internal.input.options import ENUM_VALUES, ROW_FIELDS, InputOptions

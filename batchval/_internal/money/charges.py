@@ -37,8 +37,8 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from batchval._internal.api.apiclock import WHOLE_SECOND, ApiClock, precision
-from batchval._internal.store.charges import FRESH, REPLAY, UNCERTAIN, Doubtful
+from batchval._internal.api import WHOLE_SECOND, ApiClock, precision
+from batchval._internal.store import FRESH, REPLAY, UNCERTAIN, Doubtful
 
 # A first send that may have been lost with a killed invocation (its last writes are): its
 # instant is unknown, so nothing can be proven made before it.

@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from batchval._internal.place.arrow import Column, column_values
-from batchval._internal.place.files import write_parquet
-from batchval._internal.store.charges import ChargeLine
+from batchval._internal.place import Column, column_values, write_parquet
+from batchval._internal.store import ChargeLine
 
 CHARGES_SCHEMA_VERSION = "1"
 _TIMESTAMP = pa.timestamp("us", tz="UTC")

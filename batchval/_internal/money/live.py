@@ -33,12 +33,9 @@ from typing import Any, TypeVar
 import click
 
 from batchval._internal import logs
-from batchval._internal.api.auth import AccessToken, Credentials
-from batchval._internal.api.client import PartnerClient
-from batchval._internal.api.errors import PartnerError
-from batchval._internal.api.vocabulary import TEST_SCOPE
+from batchval._internal.api import TEST_SCOPE, AccessToken, Credentials, PartnerClient, PartnerError
 from batchval._internal.outcome import RunRefusedError, StopReason
-from batchval._internal.sending.loops import run_async
+from batchval._internal.sending import run_async
 from batchval._internal.settings import ApiSettings
 
 log = logs.get_logger()

@@ -34,8 +34,7 @@ from batchval._internal.outcome import BatchvalError
 from batchval._internal.place.files import write_json_atomic
 from batchval._internal.place.names import CHARGES_NAME, DRY_RUN_NAME, VERIFY_NAME
 from batchval._internal.place.place import Place
-from batchval._internal.store.database import CHECKPOINT_NAME, Database
-from batchval._internal.store.derived import DerivedFile, listing
+from batchval._internal.store import CHECKPOINT_NAME, Database, DerivedFile, listing
 
 log = logs.get_logger()
 

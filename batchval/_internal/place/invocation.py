@@ -33,15 +33,15 @@ from batchval._internal import logs, redaction
 from batchval._internal.outcome import RunRefusedError, StopReason
 from batchval._internal.place.files import file_mode, make_folder
 from batchval._internal.place.names import DRY_RUN_NAME, LOG_NAME, WRITTEN_NAMES
-from batchval._internal.store.database import CHECKPOINT_NAME
-from batchval._internal.store.lock import (
+from batchval._internal.store import (
+    CHECKPOINT_NAME,
     LOCK_NAME,
+    STATE,
     DirLockedError,
     LockFileError,
     RunLock,
     refuse_link,
 )
-from batchval._internal.store.replica import STATE
 
 log = logs.get_logger()
 

@@ -47,13 +47,23 @@ from batchval._internal import logs
 from batchval._internal.outcome import ExitCode, RunRefusedError, SettingsError, StopReason
 from batchval._internal.place.invocation import keep_privately, refuse_foreign_objects
 from batchval._internal.place.names import LOG_NAME
-from batchval._internal.store.database import CHECKPOINT_NAME, Database
-from batchval._internal.store.lease import DURATION, Lease, LeaseHeldError, LeaseKeeper
-from batchval._internal.store.lock import LOCK_NAME
-from batchval._internal.store.replica import HEAD, Replica, Restored, StateObjectError, restore
+from batchval._internal.store import (
+    CHECKPOINT_NAME,
+    DURATION,
+    HEAD,
+    LOCK_NAME,
+    Database,
+    Lease,
+    LeaseHeldError,
+    LeaseKeeper,
+    Replica,
+    Restored,
+    StateObjectError,
+    restore,
+)
 
 if TYPE_CHECKING:
-    from batchval._internal.store.objects import Objects, ObjectStoreError
+    from batchval._internal.store import Objects, ObjectStoreError
 
 log = logs.get_logger()
 
@@ -184,7 +194,7 @@ def viewed(place: str, env: Mapping[str, str]) -> Iterator[Place]:
     if not is_url(place):
         yield _here(place)
         return
-    from batchval._internal.store.objects import ObjectStore, ObjectStoreError
+    from batchval._internal.store import ObjectStore, ObjectStoreError
 
     with _scratch("batchval-view-") as local:
         try:
@@ -208,7 +218,7 @@ def written(place: str, env: Mapping[str, str]) -> Iterator[Place]:
     if not is_url(place):
         yield _here(place)
         return
-    from batchval._internal.store.objects import ObjectStore, ObjectStoreError
+    from batchval._internal.store import ObjectStore, ObjectStoreError
 
     with _scratch("batchval-out-") as local:
         try:
@@ -256,7 +266,7 @@ def input_of(source: str, env: Mapping[str, str]) -> Iterator[Path]:
     if not is_url(source):
         yield local_path(source)
         return
-    from batchval._internal.store.objects import ObjectStore, ObjectStoreError
+    from batchval._internal.store import ObjectStore, ObjectStoreError
 
     parent, _, name = source.rstrip("/").rpartition("/")
     with _scratch("batchval-input-") as local:
@@ -288,7 +298,7 @@ def taken(
     if not is_url(place):
         yield _here(place)
         return
-    from batchval._internal.store.objects import ObjectStore, ObjectStoreError
+    from batchval._internal.store import ObjectStore, ObjectStoreError
 
     try:
         objects = ObjectStore.from_url(place, env)
@@ -314,8 +324,12 @@ def opened(
     if objects is None:
         yield _here(place)
         return
-    from batchval._internal.store.objects import ObjectStoreError, ObjectStoreRefusedError
-    from batchval._internal.store.shipped_log import ShippedLog, log_key
+    from batchval._internal.store import (
+        ObjectStoreError,
+        ObjectStoreRefusedError,
+        ShippedLog,
+        log_key,
+    )
 
     started = dt.datetime.now(dt.UTC)
     objects.probe()
@@ -408,7 +422,7 @@ def refusal_of(exc: ObjectStoreError | StateObjectError) -> RunRefusedError:
     words); any other that will not do what a run needs (no conditional writes, a bad
     option), or whose run's memory cannot be trusted as it is (a damaged HEAD: the
     message says the repair), is `refused` (64)."""
-    from batchval._internal.store.objects import (
+    from batchval._internal.store import (
         BucketMissingError,
         CredentialsRefusedError,
         KeyMalformedError,

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Protocol
 from batchval._internal.place.files import atomic_file
 
 if TYPE_CHECKING:
-    from batchval._internal.store.objects import ObjectStore
+    from batchval._internal.store import ObjectStore
 
 
 class VersionedFile(Protocol):
@@ -79,7 +79,7 @@ def versioned_file(location: str, env: Mapping[str, str]) -> VersionedFile:
     if not is_url(location):
         return LocalFile(local_path(location))
     parent, _, key = location.rstrip("/").rpartition("/")
-    from batchval._internal.store.objects import ObjectStore, ObjectStoreRefusedError
+    from batchval._internal.store import ObjectStore, ObjectStoreRefusedError
 
     if not key or parent.endswith(":/"):
         raise ObjectStoreRefusedError(

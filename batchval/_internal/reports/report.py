@@ -21,11 +21,15 @@ from typing import Any
 
 import polars as pl
 
-from batchval._internal.contract.lender import REVALUATION_FIELDS, amounts
-from batchval._internal.input.layout import REASONS
-from batchval._internal.input.personal import left_out_line
-from batchval._internal.place.files import write_text_atomic
-from batchval._internal.place.names import DRY_RUN_NAME, LOG_NAME, PROBLEMS_NAME, RESULTS_NAME
+from batchval._internal.contract import REVALUATION_FIELDS, amounts
+from batchval._internal.input import REASONS, left_out_line
+from batchval._internal.place import (
+    DRY_RUN_NAME,
+    LOG_NAME,
+    PROBLEMS_NAME,
+    RESULTS_NAME,
+    write_text_atomic,
+)
 from batchval._internal.reports import charts, report_headline, report_lender, report_streets
 from batchval._internal.reports.report_page import (
     Section,
@@ -40,12 +44,10 @@ from batchval._internal.reports.report_page import (
     table,
     when,
 )
-from batchval._internal.runs.command import opened
-from batchval._internal.runs.summary import SUMMARY_NAME
-from batchval._internal.store.database import Database
-from batchval._internal.store.records import Invocation
-from batchval._internal.streets.files import STREETS_NAME
-from batchval._internal.valuations.manifest import MANIFEST_NAME, input_columns
+from batchval._internal.runs import SUMMARY_NAME, opened
+from batchval._internal.store import Database, Invocation
+from batchval._internal.streets import STREETS_NAME
+from batchval._internal.valuations import MANIFEST_NAME, input_columns
 
 REPORT_NAME = "report.html"
 # A scatter of a million points is a 100 MB page: every n-th row up to this many.

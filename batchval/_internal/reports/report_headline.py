@@ -19,7 +19,7 @@ from typing import Any
 
 import polars as pl
 
-from batchval._internal.contract.lender import amounts
+from batchval._internal.contract import amounts
 from batchval._internal.reports.report_lender import BALANCE, LTV, LenderColumns
 from batchval._internal.reports.report_page import (
     Section,

@@ -22,10 +22,16 @@ from typing import Any
 
 import polars as pl
 
-from batchval._internal.contract.lender import TRIGGERS, amounts
-from batchval._internal.contract.places import NAMES_SOURCE, authority_name
-from batchval._internal.contract.schemas import INDEX_DESCRIPTIONS, PROBLEM_COLUMNS, RESULT_COLUMNS
-from batchval._internal.input.lender import (
+from batchval._internal.contract import (
+    INDEX_DESCRIPTIONS,
+    NAMES_SOURCE,
+    PROBLEM_COLUMNS,
+    RESULT_COLUMNS,
+    TRIGGERS,
+    amounts,
+    authority_name,
+)
+from batchval._internal.input import (
     LenderColumnError,
     RevaluationPolicy,
     find_lender_columns,

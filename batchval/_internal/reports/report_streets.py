@@ -15,7 +15,7 @@ import polars as pl
 
 from batchval._internal.reports import charts
 from batchval._internal.reports.report_page import Section, cards, e, money, table
-from batchval._internal.streets.files import STREETS_NAME
+from batchval._internal.streets import STREETS_NAME
 
 STREET_COLUMNS = ("postcode", "rows", "sold_prices", "crime", "rental", "energy", "price_index")
 POSTCODES_LISTED = 50

@@ -39,7 +39,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar
 
 from batchval._internal import logs
 from batchval._internal.input import InputError, InputSource, open_input
-from batchval._internal.money.live import insist_on_live
+from batchval._internal.money import insist_on_live
 from batchval._internal.outcome import (
     ExitCode,
     RunRefusedError,
@@ -47,19 +47,28 @@ from batchval._internal.outcome import (
     StopInfo,
     StopReason,
 )
-from batchval._internal.place.derived import remove_stale
-from batchval._internal.place.files import file_mode, write_json_atomic
-from batchval._internal.place.invocation import NotedSignals, last_defect, locked_dir
-from batchval._internal.place.names import DRY_RUN_NAME, LOG_NAME
-from batchval._internal.place.outputs import described
-from batchval._internal.place.place import Place
+from batchval._internal.place import (
+    DRY_RUN_NAME,
+    LOG_NAME,
+    NotedSignals,
+    Place,
+    described,
+    file_mode,
+    last_defect,
+    locked_dir,
+    remove_stale,
+    write_json_atomic,
+)
 from batchval._internal.runs.summary import SUMMARY_NAME, DryRunSummary, RunSummary
-from batchval._internal.sending.batches import watched
-from batchval._internal.sending.sending import SendOutcome
+from batchval._internal.sending import SendOutcome, watched
 from batchval._internal.settings import ApiSettings, Settings
-from batchval._internal.store.counts import Counts
-from batchval._internal.store.database import CHECKPOINT_NAME, CheckpointVersionError, Database
-from batchval._internal.store.lock import LockFileError
+from batchval._internal.store import (
+    CHECKPOINT_NAME,
+    CheckpointVersionError,
+    Counts,
+    Database,
+    LockFileError,
+)
 
 log = logs.get_logger()
 

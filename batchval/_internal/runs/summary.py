@@ -13,13 +13,10 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
-from batchval._internal.input.layout import SHORT_REASONS, quoted, skipped_words
-from batchval._internal.input.personal import left_out_line
+from batchval._internal.input import SHORT_REASONS, left_out_line, quoted, skipped_words
 from batchval._internal.outcome import ExitCode, StopInfo
-from batchval._internal.place.derived import removed_line
-from batchval._internal.store.charges import Money
-from batchval._internal.store.counts import Counts
-from batchval._internal.store.database import Database
+from batchval._internal.place import removed_line
+from batchval._internal.store import Counts, Database, Money
 
 SUMMARY_NAME = "summary.json"
 

@@ -12,7 +12,7 @@ import urllib.parse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from batchval._internal.api.vocabulary import SANDBOX_CLAIM
+from batchval._internal.api import SANDBOX_CLAIM
 from batchval._internal.sandbox.answers import UnauthorizedAnswer
 from batchval._internal.sandbox.clock import SandboxClock
 from batchval._internal.sandbox.config import Account, SandboxConfig

@@ -11,7 +11,7 @@ import math
 from typing import Any
 
 from batchval._internal import postcodes
-from batchval._internal.api.vocabulary import AREA_INSIGHTS_MEMBERS
+from batchval._internal.api import AREA_INSIGHTS_MEMBERS
 from batchval._internal.sandbox import market, seeded, streets
 
 # Sectors whose market data is too thin: no marketSignals, no areaInsights, and a

@@ -11,14 +11,13 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from batchval._internal import postcodes
-from batchval._internal.api import vocabulary
+from batchval._internal import api, postcodes
 
-PROPERTY_TYPES = frozenset(vocabulary.PROPERTY_TYPES)
-BUILT_FORMS = frozenset(vocabulary.BUILT_FORMS)
-WALLS = frozenset(vocabulary.WALLS_ENERGY_EFFICIENCY)
-INCLUDES = frozenset(vocabulary.INCLUDE_ITEMS)
-FIELDS = frozenset(vocabulary.REQUEST_FIELDS) | {"include"}
+PROPERTY_TYPES = frozenset(api.PROPERTY_TYPES)
+BUILT_FORMS = frozenset(api.BUILT_FORMS)
+WALLS = frozenset(api.WALLS_ENERGY_EFFICIENCY)
+INCLUDES = frozenset(api.INCLUDE_ITEMS)
+FIELDS = frozenset(api.REQUEST_FIELDS) | {"include"}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

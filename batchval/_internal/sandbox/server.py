@@ -16,6 +16,7 @@ import uvicorn
 from starlette.types import ASGIApp
 
 from batchval._internal.sandbox.app import API_PREFIX, Sandbox
+from batchval._internal.sandbox.config import SandboxConfig
 from batchval._internal.sandbox.faults import DroppedError
 
 
@@ -105,8 +106,9 @@ def serve_in_thread(
         yield RunningSandbox(sandbox, host, bound)
 
 
-def serve_forever(sandbox: Sandbox, host: str, port: int) -> None:
-    """Serve in the foreground; print the ready line once listening."""
+def serve_forever(config: SandboxConfig, host: str, port: int) -> None:
+    """Serve a sandbox of `config` in the foreground; print the ready line once listening."""
+    sandbox = Sandbox(config)
     server = uvicorn.Server(_uvicorn_config(sandbox.app, host, port, "warning"))
     original_startup = server.startup
 

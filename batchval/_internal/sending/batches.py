@@ -13,11 +13,16 @@ from collections.abc import Callable, Iterator
 from typing import Protocol, TypeVar
 
 from batchval._internal import logs
-from batchval._internal.input import InputBatch, InputError, InputSource
-from batchval._internal.input.refused import RefusedKind, mostly_refused
-from batchval._internal.input.validate import Checker
+from batchval._internal.input import (
+    Checker,
+    InputBatch,
+    InputError,
+    InputSource,
+    RefusedKind,
+    mostly_refused,
+)
 from batchval._internal.outcome import RunRefusedError, StopInfo, StopReason
-from batchval._internal.store.counts import Counts
+from batchval._internal.store import Counts
 
 log = logs.get_logger()
 

@@ -14,10 +14,9 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
-from batchval._internal.api.client import Answer
-from batchval._internal.api.errors import FloorAreaRequiredError, PartnerError, ProblemError
+from batchval._internal.api import Answer, FloorAreaRequiredError, PartnerError, ProblemError
 from batchval._internal.outcome import StopReason
-from batchval._internal.store.records import whole_number
+from batchval._internal.store import whole_number
 
 Gate = Callable[[], Awaitable[None]]
 

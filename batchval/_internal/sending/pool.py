@@ -41,7 +41,7 @@ import tenacity
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from batchval._internal import logs
-from batchval._internal.api.errors import (
+from batchval._internal.api import (
     PROBLEM_TYPES,
     AccountBlockedError,
     Action,

@@ -17,7 +17,7 @@ import bisect
 from collections.abc import Mapping, Sequence
 from typing import Generic, Protocol
 
-from batchval._internal.api.client import Answer
+from batchval._internal.api import Answer
 from batchval._internal.sending.job import Gate, ItemT
 
 PAGE = 1000  # items handed to the pool's feeder at a time

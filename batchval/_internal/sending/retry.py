@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import random
 
-from batchval._internal.api.errors import RateLimitedError, RequestInProgressError
+from batchval._internal.api import RateLimitedError, RequestInProgressError
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

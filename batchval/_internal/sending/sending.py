@@ -24,10 +24,9 @@ from typing import Any
 import anyio
 
 from batchval._internal import logs
-from batchval._internal.api import Credentials, PartnerClient, Reach, host_of
-from batchval._internal.api.apiclock import ApiClock
+from batchval._internal.api import ApiClock, Credentials, PartnerClient, Reach, host_of
 from batchval._internal.outcome import StopInfo, StopReason
-from batchval._internal.place.invocation import NotedSignals
+from batchval._internal.place import NotedSignals
 from batchval._internal.sending.job import ItemT, Job
 from batchval._internal.sending.loops import run_async
 from batchval._internal.sending.pool import Declines, PoolSettings, PoolStats, WorkerPool
@@ -35,8 +34,7 @@ from batchval._internal.sending.progress import Progress
 from batchval._internal.sending.ratecontrol import RateController, start_rate
 from batchval._internal.sending.stop import Stop
 from batchval._internal.settings import ApiSettings, RunOptions
-from batchval._internal.store.counts import Counts
-from batchval._internal.store.database import Database
+from batchval._internal.store import Counts, Database
 
 log = logs.get_logger()
 

@@ -8,3 +8,7 @@ itself and the groups below it (tests/house/test_layout.py holds it, with no imp
   `charges`, `derived`, `records`, `lock`): what every command shares;
 - each product's tables: run's (`checkpoint`, `rows`, `book`) and streets' (`streets`),
   neither importing the other's."""
+
+import lazy_loader
+
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

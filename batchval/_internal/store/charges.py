@@ -18,7 +18,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from batchval._internal.api.apiclock import precision
+from batchval._internal.api import precision
 from batchval._internal.store.connected import Connected
 from batchval._internal.store.held import CHARGE_INSERT
 

@@ -20,13 +20,12 @@ from typing import Any
 import pyarrow as pa
 
 from batchval._internal import logs
-from batchval._internal.contract.schemas import (
+from batchval._internal.contract import (
     ROW_NUMBER,
     given_fields,
 )
-from batchval._internal.place.arrow import PassthroughValues, column_table, column_values
-from batchval._internal.place.files import write_parquet
-from batchval._internal.store.streets import StreetStore
+from batchval._internal.place import PassthroughValues, column_table, column_values, write_parquet
+from batchval._internal.store import StreetStore
 from batchval._internal.streets.schema import (
     HOME_TAIL,
     STREET_SCHEMA_VERSION,

@@ -21,23 +21,26 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from batchval._internal import logs
-from batchval._internal.api.client import Answer
-from batchval._internal.api.errors import (
+from batchval._internal.api import (
+    STREET_CREDITS_ASSUMED,
+    Answer,
     PartnerError,
+    StreetAnalysis,
     UnreadableAnswerError,
     UnrecognisedAnswerError,
 )
-from batchval._internal.api.models import StreetAnalysis
-from batchval._internal.api.vocabulary import STREET_CREDITS_ASSUMED
-from batchval._internal.money.charges import Received, api_time, stamp
-from batchval._internal.money.modes import UNREADABLE, answer_mode, mixed_mode
+from batchval._internal.money import UNREADABLE, Received, answer_mode, api_time, mixed_mode, stamp
 from batchval._internal.outcome import StopReason
 from batchval._internal.postcodes import normalise
-from batchval._internal.sending.job import Gate, Settled, charge_of, problem_record
-from batchval._internal.store.charges import FRESH, ChargeLine
-from batchval._internal.store.queue import QueueItem
-from batchval._internal.store.records import StoredProblem, whole_number
-from batchval._internal.store.streets import StreetStore
+from batchval._internal.sending import Gate, Settled, charge_of, problem_record
+from batchval._internal.store import (
+    FRESH,
+    ChargeLine,
+    QueueItem,
+    StoredProblem,
+    StreetStore,
+    whole_number,
+)
 
 log = logs.get_logger()
 

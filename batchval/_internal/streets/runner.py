@@ -20,22 +20,25 @@ from collections.abc import Callable
 from typing import Any
 
 from batchval._internal import logs
-from batchval._internal.api.vocabulary import DAILY_PAID_CALLS
-from batchval._internal.contract.problems import write_problems
-from batchval._internal.input import InputSource
-from batchval._internal.input.validate import check_postcodes
-from batchval._internal.money.charges_file import write_charges
+from batchval._internal.api import DAILY_PAID_CALLS
+from batchval._internal.contract import write_problems
+from batchval._internal.input import InputSource, check_postcodes
+from batchval._internal.money import write_charges
 from batchval._internal.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
-from batchval._internal.place.derived import removed_line
-from batchval._internal.place.names import CHARGES_NAME, PROBLEMS_NAME
-from batchval._internal.runs.command import FrontDoor, Invocation, Lines, chosen_api, invoke, opened
-from batchval._internal.runs.summary import DryRunSummary, RunSummary
-from batchval._internal.sending.batches import read_batches, refusal
-from batchval._internal.sending.sending import Sending, SendOutcome
+from batchval._internal.place import CHARGES_NAME, PROBLEMS_NAME, removed_line
+from batchval._internal.runs import (
+    DryRunSummary,
+    FrontDoor,
+    Invocation,
+    Lines,
+    RunSummary,
+    chosen_api,
+    invoke,
+    opened,
+)
+from batchval._internal.sending import Sending, SendOutcome, read_batches, refusal
 from batchval._internal.settings import api_identity
-from batchval._internal.store.counts import Counts
-from batchval._internal.store.database import CHECKPOINT_NAME, Database
-from batchval._internal.store.streets import COMMAND, StreetStore
+from batchval._internal.store import CHECKPOINT_NAME, COMMAND, Counts, Database, StreetStore
 from batchval._internal.streets.files import (
     HOMES_NAME,
     STREETS_NAME,

@@ -29,9 +29,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from batchval._internal.contract.schemas import snake_case
-from batchval._internal.place.arrow import Column
-from batchval._internal.store.records import whole_number
+from batchval._internal.contract import snake_case
+from batchval._internal.place import Column
+from batchval._internal.store import whole_number
 
 # 1: the first street_analysis.parquet.
 STREET_SCHEMA_VERSION = "1"

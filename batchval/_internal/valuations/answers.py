@@ -23,15 +23,26 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from batchval._internal.api.errors import UnreadableAnswerError
-from batchval._internal.api.models import Valuation
-from batchval._internal.money.charges import Evidence, Received, api_time, stamp
-from batchval._internal.money.modes import UNREADABLE, answer_mode, mixed_mode
+from batchval._internal.api import UnreadableAnswerError, Valuation
+from batchval._internal.money import (
+    UNREADABLE,
+    Evidence,
+    Received,
+    answer_mode,
+    api_time,
+    mixed_mode,
+    stamp,
+)
 from batchval._internal.outcome import StopReason
-from batchval._internal.sending.job import Settled
-from batchval._internal.store.charges import FRESH, UNCERTAIN, ChargeLine
-from batchval._internal.store.checkpoint import Checkpoint
-from batchval._internal.store.records import StoredProblem, whole_number
+from batchval._internal.sending import Settled
+from batchval._internal.store import (
+    FRESH,
+    UNCERTAIN,
+    ChargeLine,
+    Checkpoint,
+    StoredProblem,
+    whole_number,
+)
 
 
 def valuation_charge(

@@ -35,7 +35,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from batchval._internal.input.hpi import HousePriceIndex, month_number, month_text
+from batchval._internal.input import HousePriceIndex, month_number, month_text
 
 # The API's free repeat window (docs/api.md, 4.3 and 8): a postcode read again within it
 # gives the first answer again.

@@ -29,10 +29,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from batchval._internal.contract.schemas import RESULT_COLUMNS
-from batchval._internal.place.arrow import Column
-from batchval._internal.place.files import COMPRESSION, atomic_file
-from batchval._internal.place.versioned import VersionedFile
+from batchval._internal.contract import RESULT_COLUMNS
+from batchval._internal.place import COMPRESSION, Column, VersionedFile, atomic_file
 
 BOOK_VERSION = "1"
 IDENTITY_META = "batchval.book_identity"  # the --row-id column, or `request`

@@ -49,17 +49,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from batchval._internal import logs
-from batchval._internal.api.vocabulary import DAILY_PAID_CALLS, VALUATION_CREDITS
-from batchval._internal.contract.lender import TRIGGERS, Revaluation, refresh_revaluation
-from batchval._internal.input.hpi import HousePriceIndex, PostcodeAuthorities, month_number
-from batchval._internal.input.lender import LenderColumnError, find_lender_columns
+from batchval._internal.api import DAILY_PAID_CALLS, VALUATION_CREDITS
+from batchval._internal.contract import TRIGGERS, Revaluation, refresh_revaluation
+from batchval._internal.input import (
+    HousePriceIndex,
+    LenderColumnError,
+    PostcodeAuthorities,
+    find_lender_columns,
+    month_number,
+)
 from batchval._internal.outcome import RunRefusedError, StopInfo, StopReason
-from batchval._internal.place.files import write_table_atomic
-from batchval._internal.place.place import refusal_of
-from batchval._internal.place.versioned import VersionedFile, versioned_file
+from batchval._internal.place import VersionedFile, refusal_of, versioned_file, write_table_atomic
 from batchval._internal.settings import Settings
-from batchval._internal.store.book import CARRY, SEND, BookStore
-from batchval._internal.store.checkpoint import Checkpoint
+from batchval._internal.store import CARRY, SEND, BookStore, Checkpoint
 from batchval._internal.valuations.api_index import BOOK_META, HeldIndex
 from batchval._internal.valuations.book import (
     REQUEST_IDENTITY,
@@ -181,7 +183,7 @@ class BookRun:
         the `index`'s, tells the `risk` order each stale loan's market fall and LTV."""
         if settings.run.book is None:
             return None
-        from batchval._internal.store.objects import ObjectStoreError
+        from batchval._internal.store import ObjectStoreError
 
         try:
             file = versioned_file(
@@ -342,7 +344,7 @@ class BookRun:
         write_table_atomic(self._picks_to, table)
 
     def _read(self) -> tuple[pa.Table | None, str | None]:
-        from batchval._internal.store.objects import ObjectStoreError
+        from batchval._internal.store import ObjectStoreError
 
         try:
             return read_book(self.file, self.identity, self.api)
@@ -414,7 +416,7 @@ class BookRun:
     def write(self, results: Path, run_id: str) -> dict[str, Any]:
         """Carry the unsent rows' entries into results.parquet and replace the book;
         returns the summary's `book` section. A swap lost to another run sets `lost`."""
-        from batchval._internal.store.objects import ObjectStoreError
+        from batchval._internal.store import ObjectStoreError
 
         try:
             old, version = self._read()

@@ -28,12 +28,11 @@ from typing import Any
 import polars as pl
 
 from batchval._internal import logs
-from batchval._internal.api.client import PartnerClient
-from batchval._internal.contract.indexation import authorities
-from batchval._internal.input.hpi import PostcodeAuthorities
-from batchval._internal.store.database import Database
-from batchval._internal.store.streets import StreetStore
-from batchval._internal.streets.job import StreetJob
+from batchval._internal.api import PartnerClient
+from batchval._internal.contract import authorities
+from batchval._internal.input import PostcodeAuthorities
+from batchval._internal.store import Database, StreetStore
+from batchval._internal.streets import StreetJob
 from batchval._internal.valuations.api_index import HeldIndex, Read
 
 log = logs.get_logger()

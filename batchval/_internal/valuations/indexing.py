@@ -33,34 +33,35 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from batchval._internal import logs
-from batchval._internal.api.client import tls_context
-from batchval._internal.api.network import diagnose
-from batchval._internal.contract.indexation import (
+from batchval._internal.api import diagnose, tls_context
+from batchval._internal.contract import (
+    INDEX_DESCRIPTIONS,
+    RESULT_COLUMNS,
     VALUE_METHODS,
+    index_fields,
     index_inputs,
     index_table,
     loan_authorities,
     tracking,
 )
-from batchval._internal.contract.schemas import INDEX_DESCRIPTIONS, RESULT_COLUMNS, index_fields
-from batchval._internal.input.hpi import (
+from batchval._internal.input import (
     ONSPD_ATTRIBUTION,
     UKHPI_ATTRIBUTION,
     HousePriceIndex,
     IndexOptions,
+    InputError,
+    LenderColumnError,
     PostcodeAuthorities,
     file_digest,
+    find_lender_columns,
     is_web,
     month_text,
     read_postcode_directory,
     read_ukhpi,
     shown,
 )
-from batchval._internal.input.lender import LenderColumnError, find_lender_columns
-from batchval._internal.input.options import InputError
 from batchval._internal.outcome import RunRefusedError, StopReason
-from batchval._internal.place.files import write_parquet
-from batchval._internal.place.place import input_of
+from batchval._internal.place import input_of, write_parquet
 from batchval._internal.valuations.api_index import HeldIndex
 from batchval._internal.valuations.book import rows_with
 from batchval._internal.valuations.booking import Unvalued

@@ -25,19 +25,14 @@ from typing import Generic, TypeVar
 import polars as pl
 import pyarrow as pa
 
-from batchval._internal import logs
-from batchval._internal.api.vocabulary import DAILY_PAID_CALLS, VALUATION_CREDITS
-from batchval._internal.contract.problems import write_problems
-from batchval._internal.input import InputBatch, InputSource
-from batchval._internal.input.validate import Checker, check_batch
+from batchval._internal import logs, sending
+from batchval._internal.api import DAILY_PAID_CALLS, VALUATION_CREDITS
+from batchval._internal.contract import write_problems
+from batchval._internal.input import Checker, InputBatch, InputSource, check_batch
 from batchval._internal.outcome import StopInfo
-from batchval._internal.runs.summary import DryRunSummary
-from batchval._internal.sending import batches
-from batchval._internal.sending.keys import idempotency_keys
-from batchval._internal.store.checkpoint import Checkpoint, Counts
-from batchval._internal.store.database import Database
-from batchval._internal.store.queue import QueueItem
-from batchval._internal.store.rows import Row
+from batchval._internal.runs import DryRunSummary
+from batchval._internal.sending import idempotency_keys
+from batchval._internal.store import Checkpoint, Counts, Database, QueueItem, Row
 
 log = logs.get_logger()
 
@@ -57,14 +52,14 @@ def read_batches(
 ) -> Iterator[InputBatch]:
     """`source` as run reads it (`sending/batches.read_batches`): checked by `check`, every
     request rule unless told otherwise, and a lender's money and dates read beside it."""
-    return batches.read_batches(
+    return sending.read_batches(
         source, interrupted=interrupted, check=check, command=COMMAND, lender=True, riding=riding
     )
 
 
-def refusal(store: batches.Read, source: InputSource, max_share: float) -> StopInfo | None:
+def refusal(store: sending.Read, source: InputSource, max_share: float) -> StopInfo | None:
     """`sending/batches.refusal`, logged as run's."""
-    return batches.refusal(store, source, max_share, command=COMMAND)
+    return sending.refusal(store, source, max_share, command=COMMAND)
 
 
 def keyed_rows(batch: InputBatch, run_id: str) -> tuple[list[Row], list[tuple[str, str]]]:

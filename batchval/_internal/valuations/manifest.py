@@ -22,8 +22,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from batchval._internal.contract.places import names_facts
-from batchval._internal.contract.schemas import SCHEMA_VERSION
+from batchval._internal.contract import SCHEMA_VERSION, names_facts
 from batchval._internal.logs import Redactor
 from batchval._version import __version__
 

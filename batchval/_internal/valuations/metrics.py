@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from batchval._internal.place.files import write_text_atomic
+from batchval._internal.place import write_text_atomic
 
 PREFIX = "batchval"
 _LAST_SUCCESS = f"{PREFIX}_last_success_timestamp_seconds"

@@ -20,13 +20,21 @@ from typing import Any
 
 import pyarrow as pa
 
-from batchval._internal.contract.indexation import market_fall, newest_base, roll_forward
-from batchval._internal.contract.lender import TRIGGERS, Revaluation, amounts, dates
-from batchval._internal.input.hpi import HousePriceIndex, parse_month
-from batchval._internal.input.lender import (
+from batchval._internal.contract import (
+    TRIGGERS,
+    Revaluation,
+    amounts,
+    dates,
+    market_fall,
+    newest_base,
+    roll_forward,
+)
+from batchval._internal.input import (
+    HousePriceIndex,
     LenderColumnError,
     RevaluationPolicy,
     find_lender_columns,
+    parse_month,
 )
 from batchval._internal.valuations.book import BookEntry
 

@@ -35,15 +35,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from batchval._internal import logs
-from batchval._internal.api.client import Answer
-from batchval._internal.api.errors import PartnerError, UnreadableAnswerError
-from batchval._internal.api.models import Valuation
-from batchval._internal.api.vocabulary import REQUEST_FIELDS
-from batchval._internal.money.modes import UNREADABLE, answer_mode, mixed_with
-from batchval._internal.sending.job import Settled
-from batchval._internal.sending.reading import ReadApi, ReadJob
-from batchval._internal.store.checkpoint import Checkpoint
-from batchval._internal.store.records import StoredProblem
+from batchval._internal.api import (
+    REQUEST_FIELDS,
+    Answer,
+    PartnerError,
+    UnreadableAnswerError,
+    Valuation,
+)
+from batchval._internal.money import UNREADABLE, answer_mode, mixed_with
+from batchval._internal.sending import ReadApi, ReadJob, Settled
+from batchval._internal.store import Checkpoint, StoredProblem
 
 log = logs.get_logger()
 

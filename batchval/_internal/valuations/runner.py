@@ -23,16 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from batchval._internal import logs, redaction
-from batchval._internal.api.apiclock import WARN_OFFSET
-from batchval._internal.api.client import PartnerClient
-from batchval._internal.contract.lender import Lending
-from batchval._internal.contract.problems import write_problems
+from batchval._internal.api import WARN_OFFSET, PartnerClient
+from batchval._internal.contract import Lending, write_problems
 from batchval._internal.input import InputSource
-from batchval._internal.money.charges import OTHER_HOLDER, Evidence, Received, place_charges
-from batchval._internal.money.charges_file import write_charges
+from batchval._internal.money import OTHER_HOLDER, Evidence, Received, place_charges, write_charges
 from batchval._internal.outcome import RunRefusedError, StopInfo, StopReason
-from batchval._internal.place.files import write_json_atomic
-from batchval._internal.place.names import (
+from batchval._internal.place import (
     CHARGES_NAME,
     DRY_RUN_PICKS_NAME,
     DRY_RUN_PROBLEMS_NAME,
@@ -40,23 +36,22 @@ from batchval._internal.place.names import (
     PROBLEMS_NAME,
     RESULTS_NAME,
     VERIFY_NAME,
+    write_json_atomic,
 )
-from batchval._internal.runs.command import (
+from batchval._internal.runs import (
+    DryRunSummary,
     EmbeddedApi,
     FrontDoor,
     Invocation,
     Lines,
+    RunSummary,
     chosen_api,
     invoke,
     opened,
 )
-from batchval._internal.runs.summary import DryRunSummary, RunSummary
-from batchval._internal.sending.job import Job
-from batchval._internal.sending.keys import daily_run_id
-from batchval._internal.sending.sending import Sending, SendOutcome
+from batchval._internal.sending import Job, Sending, SendOutcome, daily_run_id
 from batchval._internal.settings import Settings, api_identity, changed_settings
-from batchval._internal.store.checkpoint import Checkpoint, Counts
-from batchval._internal.store.database import Database
+from batchval._internal.store import Checkpoint, Counts, Database
 from batchval._internal.valuations import answers
 from batchval._internal.valuations.booking import BookRun
 from batchval._internal.valuations.indexing import (

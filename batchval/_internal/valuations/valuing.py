@@ -8,13 +8,10 @@ import datetime as dt
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
-from batchval._internal.api.client import Answer
-from batchval._internal.api.errors import PartnerError, RequestInProgressError
-from batchval._internal.api.vocabulary import VALUATION_CREDITS
-from batchval._internal.money.charges import CONTESTED, SENT_UNKNOWN, Evidence, Received
-from batchval._internal.sending.job import Gate, Settled, problem_record
-from batchval._internal.store.checkpoint import Checkpoint
-from batchval._internal.store.queue import QueueItem
+from batchval._internal.api import VALUATION_CREDITS, Answer, PartnerError, RequestInProgressError
+from batchval._internal.money import CONTESTED, SENT_UNKNOWN, Evidence, Received
+from batchval._internal.sending import Gate, Settled, problem_record
+from batchval._internal.store import Checkpoint, QueueItem
 from batchval._internal.valuations import answers
 
 

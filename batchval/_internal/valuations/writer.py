@@ -28,15 +28,17 @@ import polars as pl
 import pyarrow as pa
 
 from batchval._internal import logs
-from batchval._internal.contract.lender import LenderFigures, Lending, amounts
-from batchval._internal.contract.records import Answer, ValuedRow
-from batchval._internal.contract.schemas import (
+from batchval._internal.contract import (
+    Answer,
+    LenderFigures,
+    Lending,
+    ValuedRow,
+    amounts,
     result_columns,
     results_schema,
 )
-from batchval._internal.place.arrow import PassthroughValues, column_table
-from batchval._internal.place.files import write_parquet
-from batchval._internal.store.checkpoint import Checkpoint
+from batchval._internal.place import PassthroughValues, column_table, write_parquet
+from batchval._internal.store import Checkpoint
 
 log = logs.get_logger()
 

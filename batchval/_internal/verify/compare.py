@@ -29,10 +29,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from batchval._internal.api.models import Valuation
-from batchval._internal.contract.records import ValuedRow
-from batchval._internal.contract.schemas import RESULT_TAIL
-from batchval._internal.place.arrow import Column, column_values
+from batchval._internal.api import Valuation
+from batchval._internal.contract import RESULT_TAIL, ValuedRow
+from batchval._internal.place import Column, column_values
 
 VERIFY_SCHEMA_VERSION = "1"
 # The columns of results.parquet that the API's answer alone decides, in the file's order.

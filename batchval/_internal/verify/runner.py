@@ -31,23 +31,28 @@ from pathlib import Path
 import pyarrow as pa
 
 from batchval._internal import logs
-from batchval._internal.api import PartnerClient
-from batchval._internal.api.client import Answer
-from batchval._internal.api.errors import PartnerError, UnreadableAnswerError
-from batchval._internal.api.models import Valuation
-from batchval._internal.money.live import insist_on_live
+from batchval._internal.api import (
+    Answer,
+    PartnerClient,
+    PartnerError,
+    UnreadableAnswerError,
+    Valuation,
+)
+from batchval._internal.money import insist_on_live
 from batchval._internal.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
-from batchval._internal.place.files import write_table_atomic
-from batchval._internal.place.invocation import NotedSignals, locked_dir
-from batchval._internal.place.names import LOG_NAME, RESULTS_NAME, VERIFY_NAME
-from batchval._internal.place.place import Place
-from batchval._internal.runs.command import opened
-from batchval._internal.sending.job import Settled, charge_of
-from batchval._internal.sending.reading import ReadApi, ReadJob
-from batchval._internal.sending.sending import Sending
+from batchval._internal.place import (
+    LOG_NAME,
+    RESULTS_NAME,
+    VERIFY_NAME,
+    NotedSignals,
+    Place,
+    locked_dir,
+    write_table_atomic,
+)
+from batchval._internal.runs import opened
+from batchval._internal.sending import ReadApi, ReadJob, Sending, Settled, charge_of
 from batchval._internal.settings import ApiSettings, Settings, api_identity
-from batchval._internal.store.checkpoint import Checkpoint, Counts
-from batchval._internal.store.database import Database
+from batchval._internal.store import Checkpoint, Counts, Database
 from batchval._internal.verify.compare import (
     Comparer,
     Difference,

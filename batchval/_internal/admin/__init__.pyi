@@ -1,0 +1,14 @@
+from .check import CheckReport as CheckReport
+from .check import Finding as Finding
+from .check import run_check as run_check
+from .init import Chosen as Chosen
+from .init import Proposal as Proposal
+from .init import propose as propose
+from .init import render as render
+from .init import summary_lines as summary_lines
+from .init import survey as survey
+from .init import trial as trial
+from .split import split_input as split_input
+from .status import read_dry_run as read_dry_run
+from .status import read_status as read_status
+from .status import status_text as status_text

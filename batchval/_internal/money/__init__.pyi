@@ -1,0 +1,17 @@
+from .charges import CONTESTED as CONTESTED
+from .charges import OTHER_HOLDER as OTHER_HOLDER
+from .charges import SENT_UNKNOWN as SENT_UNKNOWN
+from .charges import Evidence as Evidence
+from .charges import Received as Received
+from .charges import api_time as api_time
+from .charges import place_charges as place_charges
+from .charges import stamp as stamp
+from .charges_file import CHARGE_COLUMNS as CHARGE_COLUMNS
+from .charges_file import write_charges as write_charges
+from .live import insist_on_live as insist_on_live
+from .live import live_option as live_option
+from .live import preflight_client as preflight_client
+from .modes import UNREADABLE as UNREADABLE
+from .modes import answer_mode as answer_mode
+from .modes import mixed_mode as mixed_mode
+from .modes import mixed_with as mixed_with

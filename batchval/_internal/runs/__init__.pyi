@@ -1,0 +1,13 @@
+from .command import EmbeddedApi as EmbeddedApi
+from .command import FrontDoor as FrontDoor
+from .command import Invocation as Invocation
+from .command import Lines as Lines
+from .command import chosen_api as chosen_api
+from .command import invoke as invoke
+from .command import opened as opened
+from .parent import watch_parent as watch_parent
+from .summary import SUMMARY_KEYS as SUMMARY_KEYS
+from .summary import SUMMARY_NAME as SUMMARY_NAME
+from .summary import DryRunSummary as DryRunSummary
+from .summary import RunSummary as RunSummary
+from .summary import read_line as read_line

@@ -1,0 +1,12 @@
+from .config import ConfigError as ConfigError
+from .config import SandboxConfig as SandboxConfig
+from .config import figures_moment as figures_moment
+from .config import load_config as load_config
+from .embedded import embedded_api as embedded_api
+from .options import FaultsApart as FaultsApart
+from .options import sandbox_options as sandbox_options
+from .process import SECRETS as SECRETS
+from .process import Sandbox as Sandbox
+from .process import batchval_sandbox as batchval_sandbox
+from .server import is_loopback as is_loopback
+from .server import serve_forever as serve_forever

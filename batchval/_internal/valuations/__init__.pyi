@@ -1,0 +1,11 @@
+from .book import BOOK_KEYS as BOOK_KEYS
+from .book_options import book_options as book_options
+from .ingest import price_input as price_input
+from .lines import complete_action as complete_action
+from .lines import own_lines as own_lines
+from .manifest import MANIFEST_NAME as MANIFEST_NAME
+from .manifest import input_columns as input_columns
+from .manifest import read_metadata as read_metadata
+from .metrics import markdown_table as markdown_table
+from .runner import Runner as Runner
+from .runner import RunRequest as RunRequest
