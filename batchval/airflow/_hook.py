@@ -13,13 +13,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from airflow.sdk import BaseHook
+
 from batchval.airflow import _connection as connection
 from batchval.airflow import _rounds as rounds
-
-try:
-    from airflow.sdk import BaseHook
-except ImportError:  # pragma: no cover - before Airflow 3.3
-    from airflow.hooks.base import BaseHook
 
 
 class BatchvalHook(BaseHook):

@@ -285,6 +285,27 @@ class Airflow:
         done = self._ran([str(AIRFLOW.parent / "python"), "-c", code], None, timeout=120)
         return done.stdout.strip(), self("providers", "list")
 
+    def public_types(self, work: Path) -> tuple[str, set[str], dict[str, list[str]], float]:
+        """pyright's `--verifytypes` over batchval as Airflow's environment holds it (the
+        installed wheel, and Airflow itself: `--verifytypes` reads the packages of the
+        `python` on PATH): where it found the package, the exported names of unknown type,
+        each of its errors by symbol, and the completeness score."""
+        path = os.pathsep.join((str(AIRFLOW.parent), os.environ.get("PATH", "")))
+        command = [sys.executable, "-m", "pyright", "--verifytypes", "batchval"]
+        command += ["--ignoreexternal", "--outputjson"]
+        env = {**os.environ, "PATH": path}
+        env.pop("PYTHONPATH", None)
+        done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
+        report = json.loads(done.stdout)["typeCompleteness"]
+        symbols = report["symbols"]
+        unknown = {s["name"] for s in symbols if s["isExported"] and not s["isTypeKnown"]}
+        errors = {
+            s["name"]: [d["message"] for d in s["diagnostics"] if d["severity"] == "error"]
+            for s in symbols
+            if any(d["severity"] == "error" for d in s["diagnostics"])
+        }
+        return str(report["pyTypedPath"]), unknown, errors, float(report["completenessScore"])
+
     def wasb_hook_finds(self, place: Place, container: str, blob: str) -> str:
         """What apache-airflow-providers-microsoft-azure's own WasbHook says of `blob`,
         given `place`'s storage connection: a `wasb` connection it reads as batchval does."""
@@ -783,6 +804,18 @@ def main() -> int:
             and re.search(r"/dist/batchval-[^/]+\.whl", origin) is not None
             and any(line.startswith("batchval ") for line in providers.splitlines()),
             f"batchval.airflow from {module or 'nowhere'}, installed from {origin.strip()}",
+        )
+
+        typed_at, unknown, errors, score = airflow.public_types(work)
+        check(
+            "pyright --verifytypes over the installed batchval, Airflow present: every public "
+            "name's type known but BatchvalOperator's metaclass, which is Airflow's "
+            "BaseOperator's (unknown to --verifytypes for any class derived from it)",
+            typed_at.startswith(str(AIRFLOW.parent.parent))
+            and unknown == {"batchval.airflow.BatchvalOperator"}
+            and errors
+            == {"batchval.airflow._operator.BatchvalOperator": ["Type of metaclass unknown"]},
+            f"completeness {score:.1%}, from {typed_at}; unknown {sorted(unknown)}; {errors}",
         )
 
         moved = airflow.pins_moved()

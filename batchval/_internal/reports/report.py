@@ -44,7 +44,7 @@ from batchval._internal.reports.report_page import (
     table,
     when,
 )
-from batchval._internal.runs import SUMMARY_NAME, opened
+from batchval._internal.runs import SUMMARY_NAME, InputRead, opened
 from batchval._internal.store import Database, Invocation
 from batchval._internal.streets import STREETS_NAME
 from batchval._internal.valuations import MANIFEST_NAME, input_columns
@@ -470,11 +470,10 @@ def _tracking(found: object) -> str:
 def _what_was_read(summary: Mapping[str, Any]) -> Section | None:
     """The input's lines set aside as not loans, each with why, and the columns left out
     of every output; None when there is neither."""
-    input_read = summary.get("input_read")
-    if not isinstance(input_read, Mapping):
+    read = InputRead.of(summary.get("input_read"))
+    if read is None:
         return None
-    set_aside = input_read.get("not_loans") or []
-    left_out = input_read.get("personal_left_out") or {}
+    set_aside, left_out = read.not_loans, read.personal_left_out
     if not set_aside and not left_out:
         return None
     body = ""
@@ -487,7 +486,7 @@ def _what_was_read(summary: Mapping[str, Any]) -> Section | None:
         body += table(
             ["line", "what it says", "why it is not a loan"],
             [
-                [n.get("line"), n.get("label", n.get("text")), REASONS.get(n.get("reason"), "")]
+                [n.get("line"), n.get("label", n.get("text")), REASONS.get(n.get("reason", ""), "")]
                 for n in set_aside
             ],
         )

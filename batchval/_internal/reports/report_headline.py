@@ -30,6 +30,7 @@ from batchval._internal.reports.report_page import (
     short_money,
     when,
 )
+from batchval._internal.runs import InputRead
 
 AVM_LINE = (
     "The estimates are an automated valuation model's (AVM): a statistical estimate of "
@@ -97,25 +98,19 @@ def as_of(summary: Mapping[str, Any], valued: pl.DataFrame | None) -> str:
 def read_from(input_read: Any) -> str:
     """What was read of the input, in a line of HTML: its sheet and header line, the
     extract's reporting date, and the lines set aside as not loans; "" for a plain file."""
-    if not isinstance(input_read, Mapping):
+    read = InputRead.of(input_read)
+    if read is None:
         return ""
-    where = []
-    if input_read.get("sheet"):
-        where.append(f"sheet <b>{e(input_read['sheet'])}</b>")
-    line = input_read.get("header_line")
-    if isinstance(line, int) and (line > 1 or where):
-        where.append(f"header on line {line}")
+    where = [f"sheet <b>{e(read.sheet)}</b>"] if read.sheet else []
+    if read.header_line is not None and (read.header_line > 1 or where):
+        where.append(f"header on line {read.header_line}")
     facts = [f"Read from {', '.join(where)}"] if where else []
-    reporting = input_read.get("reporting_date")
-    if isinstance(reporting, str):
-        day = dt.date.fromisoformat(reporting)
+    if read.reporting_date is not None:
         facts.append(
-            f"balances at <b>{e(_day(day))}</b>, the extract's reporting date (line "
-            f"{e(input_read.get('reporting_date_line'))})"
+            f"balances at <b>{e(_day(read.reporting_date))}</b>, the extract's reporting date "
+            f"(line {e(read.reporting_date_line)})"
         )
-    set_aside = input_read.get("not_loans") or []
-    if set_aside:
-        count = len(set_aside)
+    if count := len(read.not_loans):
         facts.append(
             f"{count:,} line{'s' if count > 1 else ''} of the table set aside as not loans "
             "(subtotals, headings, totals, notes: listed under <i>What was read</i>)"

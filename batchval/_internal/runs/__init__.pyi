@@ -9,5 +9,6 @@ from .parent import watch_parent as watch_parent
 from .summary import SUMMARY_KEYS as SUMMARY_KEYS
 from .summary import SUMMARY_NAME as SUMMARY_NAME
 from .summary import DryRunSummary as DryRunSummary
+from .summary import InputRead as InputRead
 from .summary import RunSummary as RunSummary
 from .summary import read_line as read_line

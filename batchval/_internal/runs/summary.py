@@ -123,46 +123,83 @@ def next_action(code: ExitCode, stop: StopInfo | None) -> str:
     return "run the same command again later"
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class InputRead:
+    """summary.json's `input_read` (`input/reader.ReadAs.to_json`) read back, once for
+    every reader of it: the terminal's lines (`read_line`) and the report's."""
+
+    sheet: str | None
+    header_line: int | None
+    lines_above_header: int
+    encoding: str | None
+    encoding_detected: bool
+    reporting_date: dt.date | None
+    reporting_date_line: int | None
+    not_loans: tuple[Mapping[str, Any], ...]  # each: line, label or text, reason
+    hidden_rows: int
+    personal_left_out: Mapping[str, str]
+
+    @classmethod
+    def of(cls, found: object) -> InputRead | None:
+        """`found` as summary.json holds it; None where it holds none."""
+        if not isinstance(found, Mapping) or not found:
+            return None
+        line, reporting = found.get("header_line"), found.get("reporting_date")
+        return cls(
+            sheet=None if found.get("sheet") is None else str(found["sheet"]),
+            header_line=line if isinstance(line, int) else None,
+            lines_above_header=found.get("lines_above_header") or 0,
+            encoding=found.get("encoding"),
+            encoding_detected=bool(found.get("encoding_detected")),
+            reporting_date=dt.date.fromisoformat(reporting) if isinstance(reporting, str) else None,
+            reporting_date_line=found.get("reporting_date_line"),
+            not_loans=tuple(found.get("not_loans") or ()),
+            hidden_rows=found.get("hidden_rows") or 0,
+            personal_left_out=found.get("personal_left_out") or {},
+        )
+
+
 def read_line(input_read: Mapping[str, Any] | None) -> list[str]:
     """The terminal's lines about how the input was read, when there is something to say:
     the sheet of a workbook, or an encoding found that is not UTF-8; the lines above the
     header, those below the table that are not loans, and the columns left out as personal
     data."""
-    if not input_read:
+    read = InputRead.of(input_read)
+    if read is None:
         return []
     said = []
-    if input_read.get("sheet") is not None:
-        said.append(f"input: sheet {input_read['sheet']!r} of the workbook")
-    elif input_read.get("encoding_detected") and input_read.get("encoding") != "utf-8":
+    if read.sheet is not None:
+        said.append(f"input: sheet {read.sheet!r} of the workbook")
+    elif read.encoding_detected and read.encoding != "utf-8":
         said.append(
-            f"input: read as {input_read.get('encoding')}, found from its bytes (not UTF-8); "
+            f"input: read as {read.encoding}, found from its bytes (not UTF-8); "
             "--encoding NAME says otherwise"
         )
-    above, line = input_read.get("lines_above_header") or 0, input_read.get("header_line")
-    if above and isinstance(line, int):
-        said.append(f"input: {skipped_words(line, line - above)}")
-    reporting = input_read.get("reporting_date")
-    if isinstance(reporting, str):
-        day = dt.date.fromisoformat(reporting)
+    if read.lines_above_header and read.header_line is not None:
         said.append(
-            f"input: the extract's reporting date is {day:%d/%m/%Y} (line "
-            f"{input_read.get('reporting_date_line')}): its balances are at that date"
+            f"input: {skipped_words(read.header_line, read.header_line - read.lines_above_header)}"
         )
-    not_loans = input_read.get("not_loans") or []
-    if not_loans:
+    if read.reporting_date is not None:
+        said.append(
+            f"input: the extract's reporting date is {read.reporting_date:%d/%m/%Y} (line "
+            f"{read.reporting_date_line}): its balances are at that date"
+        )
+    if read.not_loans:
         listed = ", ".join(
             f"{quoted(n.get('label', n.get('text', '')))} (line {n['line']}: "
             f"{SHORT_REASONS.get(n.get('reason', 'label'), 'set aside')})"
-            for n in not_loans[:5]
+            for n in read.not_loans[:5]
         )
-        more = f" and {len(not_loans) - 5} more" if len(not_loans) > 5 else ""
-        lines = "line" if len(not_loans) == 1 else "lines"
-        said.append(f"input: {len(not_loans)} {lines} set aside, not loans: {listed}{more}")
-    hidden = input_read.get("hidden_rows") or 0
-    if hidden:
-        rows = "row" if hidden == 1 else "rows"
-        said.append(f"input: the workbook hides (or filters out) {hidden} {rows}: read as loans")
-    left_out = left_out_line(input_read.get("personal_left_out") or {})
+        count = len(read.not_loans)
+        more = f" and {count - 5} more" if count > 5 else ""
+        lines = "line" if count == 1 else "lines"
+        said.append(f"input: {count} {lines} set aside, not loans: {listed}{more}")
+    if read.hidden_rows:
+        rows = "row" if read.hidden_rows == 1 else "rows"
+        said.append(
+            f"input: the workbook hides (or filters out) {read.hidden_rows} {rows}: read as loans"
+        )
+    left_out = left_out_line(read.personal_left_out)
     if left_out:
         said.append(f"input: {left_out}")
     return said
