@@ -42,6 +42,26 @@ TEST = Credentials("sandbox-test", "sandbox-test-secret")
 POOR = Credentials("poor-live", "poor-live-secret")
 
 
+def input_read(**changes: Any) -> dict[str, Any]:
+    """summary.json's `input_read` (and the manifest's `input`, beside its path and hash) of
+    a file read from its first line with nothing set aside, but for `changes`."""
+    plain: dict[str, Any] = {
+        "format": "csv",
+        "encoding": None,
+        "encoding_detected": False,
+        "sheet": None,
+        "header_line": 1,
+        "lines_above_header": 0,
+        "not_loans": [],
+        "personal_left_out": {},
+        "hidden_rows": 0,
+        "hidden_columns": [],
+        "reporting_date": None,
+        "reporting_date_line": None,
+    }
+    return {**plain, **changes}
+
+
 def make_config() -> SandboxConfig:
     """The sandbox as tests want it by default: no short-term limit unless a test sets one."""
     config = SandboxConfig(rate_limit=None)

@@ -21,6 +21,8 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from api_bodies import valuation_body
+
 from batchval._internal.input import open_input
 from batchval._internal.place.names import LOG_NAME
 from batchval._internal.runs.command import file_fingerprint
@@ -36,27 +38,14 @@ RUN_ID = "bench-resume"
 # A stored answer, as the sandbox gives it (its exact bytes are never read on the way to
 # the first call; the outputs written at the end of a run would read them).
 _ANSWER = json.dumps(
-    {
-        "id": "val_" + "0" * 26,
-        "valuedAt": "2026-11-22T00:00:00.000Z",
-        "valuation": {
-            "estimate": 250000,
-            "range": {"low": 230000, "high": 270000, "coverage": 0.8},
-            "currency": "GBP",
-            "indexedTo": "2026-09",
-        },
-        "location": {"sector": "SW1A 2", "localAuthority": "E09000033"},
-        "dataQuality": "partial",
-        "model": {"version": "2024-11-04T09:30:00Z"},
-        "input": {
-            "postcode": "SW1A 2AA",
-            "propertyType": "terraced",
-            "floorAreaSqm": 80,
-            "floorAreaSource": "bedrooms",
-            "bedrooms": 3,
-        },
-        "charge": {"credits": 10, "balanceAfter": 5},
-    },
+    valuation_body(
+        "val_" + "0" * 26,
+        valued_at="2026-11-22T00:00:00.000Z",
+        quality="partial",
+        model_version="2024-11-04T09:30:00Z",
+        echo={"floorAreaSource": "bedrooms", "bedrooms": 3},
+        charge={"credits": 10, "balanceAfter": 5},
+    ),
     separators=(",", ":"),
 )
 

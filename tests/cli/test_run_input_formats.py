@@ -13,7 +13,15 @@ from pathlib import Path
 import polars as pl
 import pytest
 import xlsxwriter
-from support import LIVE, InProcess, assert_accounted, assert_paid_once, env_for, outputs
+from support import (
+    LIVE,
+    InProcess,
+    assert_accounted,
+    assert_paid_once,
+    env_for,
+    input_read,
+    outputs,
+)
 
 from batchval._internal.sandbox.server import RunningSandbox
 
@@ -66,20 +74,7 @@ def test_a_workbook_is_valued_from_the_sheet_named(
     assert results.schema["Completed"] == pl.Date
     first = results.sort("row_number").row(0, named=True)
     assert (first["Loan Ref"], first["Completed"]) == (1000, dt.date(2019, 3, 15))
-    assert summary["input_read"] == {
-        "format": "excel",
-        "encoding": None,
-        "encoding_detected": False,
-        "sheet": "Loans",
-        "header_line": 1,
-        "lines_above_header": 0,
-        "not_loans": [],
-        "personal_left_out": {},
-        "hidden_rows": 0,
-        "hidden_columns": [],
-        "reporting_date": None,
-        "reporting_date_line": None,
-    }
+    assert summary["input_read"] == input_read(format="excel", sheet="Loans")
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["input"]["sheet"] == "Loans"
     assert_accounted(out, 12)

@@ -97,29 +97,34 @@ def test_a_backfill_across_days_on_blank_machines_pays_once(
     assert int(results["credits_charged"].sum()) == ledger.credits_charged(LIVE.client_id)
 
 
-def test_a_store_that_does_not_answer_is_75_and_nothing_is_sent(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, batchval: InProcess
+@pytest.mark.parametrize(
+    ("change", "code", "said"),
+    [
+        ({"AWS_ENDPOINT_URL": "http://127.0.0.1:9"}, 75, "store_unavailable"),
+        ({"AWS_SECRET_ACCESS_KEY": "not-the-secret-at-all"}, 64, "store_credentials"),
+    ],
+    ids=["a store that does not answer", "wrong credentials"],
+)
+def test_a_store_out_of_reach_stops_the_run_before_a_call_and_no_secret_is_printed(
+    served: RunningSandbox,
+    s3_server: S3Server,
+    tmp_path: Path,
+    batchval: InProcess,
+    change: dict[str, str],
+    code: int,
+    said: str,
 ) -> None:
-    env = {**_env(served, s3_server), "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}
+    """A store that does not answer is 75 `store_unavailable`, one that refuses the
+    credentials 64: either way nothing is sent, and neither secret is printed."""
+    env = {**_env(served, s3_server), **change}
     done = batchval(
         "run", str(portfolio(tmp_path / "book.csv", 5)), "--out", s3_server.url("x"), env=env
     )
-    assert done.returncode == 75, done.stderr
-    assert "store_unavailable" in done.stderr
+    assert done.returncode == code, done.stderr
+    assert said in done.stderr
     assert served.sandbox.ledger.valuations_created(LIVE.client_id) == []
-    assert s3_server.secret_access_key not in done.stderr + done.stdout
-
-
-def test_wrong_credentials_are_refused_with_64_and_never_printed(
-    served: RunningSandbox, s3_server: S3Server, tmp_path: Path, batchval: InProcess
-) -> None:
-    env = {**_env(served, s3_server), "AWS_SECRET_ACCESS_KEY": "not-the-secret-at-all"}
-    done = batchval(
-        "run", str(portfolio(tmp_path / "book.csv", 5)), "--out", s3_server.url("y"), env=env
-    )
-    assert done.returncode == 64, done.stderr
-    assert "not-the-secret-at-all" not in done.stderr + done.stdout
-    assert served.sandbox.ledger.valuations_created(LIVE.client_id) == []
+    for secret in (s3_server.secret_access_key, "not-the-secret-at-all"):
+        assert secret not in done.stderr + done.stdout
 
 
 def test_two_runs_on_one_url_one_spends_the_other_exits_75(

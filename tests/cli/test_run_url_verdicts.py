@@ -85,8 +85,11 @@ def _wait_for_valuations(served: RunningSandbox, running: subprocess.Popen[str],
 def _resumed_paying_once(
     batchval: InProcess, served: RunningSandbox, machine: Machine, source: Path, url: str, rows: int
 ) -> str:
-    """The same command again, from a blank machine: it completes, every row valued,
-    nothing charged twice, nothing left in the temporary folder; what it printed."""
+    """The stopped run left nothing in the temporary folder and charged nothing twice;
+    the same command again, from a blank machine, completes, every row valued, nothing
+    charged twice, nothing left behind again: what it printed."""
+    machine.left_nothing()
+    assert served.sandbox.ledger.keys_charged_twice() == []
     again = batchval("run", str(source), "--out", url, env=machine.env)
     assert again.returncode == 0, again.stderr
     assert served.sandbox.ledger.keys_charged_twice() == []
@@ -141,8 +144,6 @@ def test_a_bucket_deleted_mid_run_is_64_saying_the_runs_memory_is_gone_and_keeps
     assert log.parent == machine.state / "batchval"
     assert "verdict-deleted" in log.read_text()
     assert oct(log.stat().st_mode & 0o777) == "0o600"
-    machine.left_nothing()
-    assert served.sandbox.ledger.keys_charged_twice() == []
 
     assert bucket_request(s3_server, "PUT", "verdict-deleted") == 200
     again = _resumed_paying_once(batchval, served, machine, source, url, 120)
@@ -263,8 +264,6 @@ def test_a_store_that_refuses_writes_mid_run_is_64_with_the_summary_and_the_leas
     assert "stopped: store_credentials" in out  # the summary, printed
     assert "exit 64" in out
     assert store.get(LEASE) is None  # let go
-    machine.left_nothing()
-    assert served.sandbox.ledger.keys_charged_twice() == []
     assert _valuations(served) < 120
 
     again = _resumed_paying_once(batchval, served, machine, source, url, 120)
@@ -306,8 +305,6 @@ def test_a_store_that_stops_answering_is_75_and_no_call_leaves_past_the_margin(
     ]
     assert max(sent) < stalled + lease - lease / 3 + 1.0  # the margin is a third
     assert len(sent) < 600
-    machine.left_nothing()
-    assert served.sandbox.ledger.keys_charged_twice() == []
 
     again = _resumed_paying_once(batchval, served, machine, source, url, 600)
     assert again.splitlines()[0].endswith("(live mode, resumed): complete")

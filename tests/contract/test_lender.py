@@ -14,6 +14,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 import pytest
+from api_bodies import valuation_body
 from support import InProcess, env_for, outputs, run_in_process
 
 from batchval._internal.api.models import Valuation
@@ -53,29 +54,18 @@ def valuation(
     indexed_to: str | None = "2026-09",
     version: str = "2024-11-04T09:30:00Z",
 ) -> Valuation:
-    figures: dict[str, Any] = {
-        "estimate": estimate,
-        "range": {"low": low, "high": high, "coverage": 0.85},
-        "currency": "GBP",
-    }
-    if indexed_to is not None:
-        figures["indexedTo"] = indexed_to
-    return Valuation.from_json(
-        {
-            "id": "val_" + "0" * 26,
-            "valuedAt": "2026-11-23T10:00:00Z",
-            "valuation": figures,
-            "location": {"sector": "SW1A 2", "localAuthority": "E09000033"},
-            "dataQuality": quality,
-            "model": {"version": version},
-            "input": {
-                "postcode": "SW1A 2AA",
-                "propertyType": "flat",
-                "floorAreaSqm": 60.0,
-                "floorAreaSource": "request",
-            },
-        }
+    body = valuation_body(
+        "val_" + "0" * 26,
+        estimate=estimate,
+        low=low,
+        high=high,
+        coverage=0.85,
+        indexed_to=indexed_to,
+        quality=quality,
+        model_version=version,
+        echo={"propertyType": "flat", "floorAreaSqm": 60.0},
     )
+    return Valuation.from_json(body)
 
 
 def lending(options: LenderOptions | None = None, **kwargs: Any) -> Lending:

@@ -12,11 +12,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from toy_product import OnDisk
 
 from batchval._internal import logs
 from batchval._internal.input import InputOptions, InputSource, open_input
 from batchval._internal.outcome import ExitCode, RunRefusedError, StopInfo, StopReason
-from batchval._internal.place.place import Place
 from batchval._internal.runs.command import Lines, invoke
 from batchval._internal.runs.summary import DryRunSummary, RunSummary
 from batchval._internal.sending.sending import SendOutcome
@@ -44,11 +44,9 @@ def _counts(pending: int) -> Counts:
 
 
 @dataclasses.dataclass
-class Toy:
+class Toy(OnDisk):
     """A product: reads a CSV, admits any DIR; its steps send what `sent` says."""
 
-    input_path: Path
-    out_dir: Path
     sent: SendOutcome | Exception = dataclasses.field(default_factory=SendOutcome)
     refused: StopInfo | None = None
     pending_after: int = 0
@@ -59,14 +57,6 @@ class Toy:
 
     def now(self) -> dt.datetime:
         return NOW
-
-    @property
-    def place(self) -> Place:
-        return Place(self.out_dir)
-
-    @property
-    def input_name(self) -> str:
-        return str(self.input_path)
 
     def read_input(self) -> InputSource:
         return open_input(self.input_path, InputOptions(), postcode_only=True)

@@ -14,12 +14,13 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
+from toy_product import OnDisk
+
 from batchval._internal.api.client import Answer
 from batchval._internal.api.errors import PartnerError
 from batchval._internal.input import InputOptions, InputSource, open_input
 from batchval._internal.outcome import ExitCode, StopInfo
 from batchval._internal.place.invocation import NotedSignals
-from batchval._internal.place.place import Place
 from batchval._internal.runs.command import Lines, invoke
 from batchval._internal.runs.summary import DryRunSummary, RunSummary
 from batchval._internal.sending.job import Gate, Settled
@@ -38,11 +39,9 @@ NOWHERE = ApiSettings("http://127.0.0.1:9", "http://127.0.0.1:9/token", "dry", "
 
 
 @dataclasses.dataclass
-class BookRead:
+class BookRead(OnDisk):
     """`Product`: each row's value read from `book` (postcode -> value), never the API."""
 
-    input_path: Path
-    out_dir: Path
     book: Mapping[str, int]
     name: str = "book_read"
     pending: str = "request"
@@ -51,14 +50,6 @@ class BookRead:
 
     def now(self) -> dt.datetime:
         return NOW
-
-    @property
-    def place(self) -> Place:
-        return Place(self.out_dir)
-
-    @property
-    def input_name(self) -> str:
-        return str(self.input_path)
 
     def read_input(self) -> InputSource:
         return open_input(self.input_path, InputOptions())

@@ -57,6 +57,20 @@ def _values(path: Path) -> list[int]:
         db.close()
 
 
+def _blank(tmp_path: Path) -> Path:
+    """Where a blank machine restores the run's checkpoint (its folder made)."""
+    path = tmp_path / "blank" / "checkpoint.sqlite"
+    path.parent.mkdir()
+    return path
+
+
+def _restored_values(tmp_path: Path, objects: MemoryObjects) -> list[int]:
+    """What a blank machine restores from `objects`: the table's values."""
+    path = _blank(tmp_path)
+    restore(objects, path)
+    return _values(path)
+
+
 def _restored(objects: MemoryObjects, path: Path) -> Restored:
     found = restore(objects, path)
     assert found is not None
@@ -89,8 +103,7 @@ def test_a_blank_machine_gets_every_commit_shipped(tmp_path: Path) -> None:
     kept.drain()
     shipped = [k for k in objects.list("state/") if k.endswith(".wal")]
     assert len(shipped) > 1  # commit by commit, not one copy at the end
-    restored = tmp_path / "blank" / "checkpoint.sqlite"
-    restored.parent.mkdir()
+    restored = _blank(tmp_path)
     assert _restored(objects, restored).head == Head.of(objects.objects[HEAD])
     assert _values(restored) == list(range(300))
     kept.close()
@@ -122,8 +135,7 @@ def test_a_restore_streams_the_base_and_the_log_to_disk(tmp_path: Path) -> None:
     for start in range(0, 30, 3):
         _commit(db, kept, start, start + 1, start + 2)
     kept.drain()
-    restored = tmp_path / "blank" / "checkpoint.sqlite"
-    restored.parent.mkdir()
+    restored = _blank(tmp_path)
     assert _restored(objects, restored).head == Head.of(objects.objects[HEAD])
     assert _values(restored) == list(range(30))
     kept.close()
@@ -137,8 +149,7 @@ def test_a_restore_that_fails_leaves_no_file(tmp_path: Path) -> None:
     db, kept = _holder(tmp_path, objects, "first", epoch=1)
     _commit(db, kept, 1, 2)
     kept.drain()
-    restored = tmp_path / "blank" / "checkpoint.sqlite"
-    restored.parent.mkdir()
+    restored = _blank(tmp_path)
     with pytest.raises(ObjectStoreUnavailableError):
         restore(objects, restored)
     assert list(restored.parent.iterdir()) == []
@@ -170,8 +181,7 @@ def test_a_kill_loses_at_most_the_commits_not_yet_shipped(tmp_path: Path) -> Non
     kept.drain()
     for start in range(2, 200, 2):
         _commit(db, kept, start, start + 1)  # no drain: the shipping thread is behind
-    restored = tmp_path / "blank" / "checkpoint.sqlite"
-    restored.parent.mkdir()
+    restored = _blank(tmp_path)
     restore(objects, restored)  # taken while the holder still ships
     values = _values(restored)
     assert values[:2] == [0, 1]
@@ -192,10 +202,7 @@ def test_a_grown_log_begins_a_new_generation(
         _commit(db, kept, *range(start, start + 100))
     kept.drain()
     assert Head.of(objects.objects[HEAD]).generation != first
-    restored = tmp_path / "blank" / "checkpoint.sqlite"
-    restored.parent.mkdir()
-    restore(objects, restored)
-    assert _values(restored) == list(range(2_000))
+    assert _restored_values(tmp_path, objects) == list(range(2_000))
     kept.close()
     db.close()
 
@@ -227,10 +234,7 @@ def test_a_log_smaller_than_its_base_begins_no_generation(
     kept.committed(db)
     kept.drain()
     assert Head.of(objects.objects[HEAD]).generation != first
-    restored = tmp_path / "blank" / "checkpoint.sqlite"
-    restored.parent.mkdir()
-    restore(objects, restored)
-    assert _values(restored) == list(range(2_000))
+    assert _restored_values(tmp_path, objects) == list(range(2_000))
     kept.close()
     db.close()
 
@@ -245,8 +249,7 @@ def test_a_holder_that_lost_the_run_never_overwrites_the_new_one(tmp_path: Path)
     new.drain()
     _commit(old_db, old, 99)  # it wakes and writes on: into its own generation
     old.drain()
-    restored = tmp_path / "blank" / "checkpoint.sqlite"
-    restored.parent.mkdir()
+    restored = _blank(tmp_path)
     assert _restored(objects, restored).head == Head.of(objects.objects[HEAD])
     assert _values(restored) == [1, 2, 3]
     with pytest.raises(ReplicaLostError):  # nor can it make its generation HEAD again
@@ -395,10 +398,7 @@ def test_a_holder_with_little_to_add_copies_the_base_on_the_server(tmp_path: Pat
         f"state/{head.generation}/{0:016d}.wal",  # the log, one object
         f"state/{head.generation}/base.sqlite",
     ]
-    restored = tmp_path / "blank" / "checkpoint.sqlite"
-    restored.parent.mkdir()
-    restore(objects, restored)
-    assert _values(restored) == [*range(30), 100]
+    assert _restored_values(tmp_path, objects) == [*range(30), 100]
 
 
 def test_an_invocation_ends_by_folding_a_long_log_so_the_next_writes_no_base(
@@ -443,10 +443,7 @@ def test_a_log_past_half_its_base_is_folded_into_a_new_base(tmp_path: Path) -> N
     head = Head.of(objects.objects[HEAD])
     assert objects.copied == []
     assert objects.created[0] == f"state/{head.generation}/base.sqlite"
-    restored = tmp_path / "blank" / "checkpoint.sqlite"
-    restored.parent.mkdir()
-    restore(objects, restored)
-    assert _values(restored) == list(range(2_000))
+    assert _restored_values(tmp_path, objects) == list(range(2_000))
 
 
 def test_rounds_with_nothing_to_do_add_no_object(tmp_path: Path) -> None:
@@ -468,10 +465,7 @@ def test_rounds_with_nothing_to_do_add_no_object(tmp_path: Path) -> None:
         assert len(objects.objects) == after_one
     assert not [k for k in objects.created if k.endswith("base.sqlite")][1:]  # the run's own
     assert len(objects.copied) == 1
-    restored = tmp_path / "blank" / "checkpoint.sqlite"
-    restored.parent.mkdir()
-    restore(objects, restored)
-    assert _values(restored) == [*range(101), *(e * 1_000 for e in range(3, 12))]
+    assert _restored_values(tmp_path, objects) == [*range(101), *(e * 1_000 for e in range(3, 12))]
 
 
 def test_two_holders_in_one_generation_meet_on_its_log_and_one_stops(tmp_path: Path) -> None:
@@ -492,10 +486,7 @@ def test_two_holders_in_one_generation_meet_on_its_log_and_one_stops(tmp_path: P
         stalled.drain()
     successor.close()
     stalled.close()
-    restored = tmp_path / "blank" / "checkpoint.sqlite"
-    restored.parent.mkdir()
-    restore(objects, restored)
-    assert _values(restored) == [1, 2, 3]
+    assert _restored_values(tmp_path, objects) == [1, 2, 3]
     assert Head.of(objects.objects[HEAD]).epoch == 3
 
 
@@ -557,8 +548,7 @@ def test_a_reader_whose_generation_goes_meanwhile_reads_head_again(tmp_path: Pat
     later = objects.objects[HEAD]
     objects.objects[HEAD] = first.to_bytes()  # the reader finds the older HEAD first
     objects.then = (later, first.generation)
-    restored = tmp_path / "blank" / "checkpoint.sqlite"
-    restored.parent.mkdir()
+    restored = _blank(tmp_path)
     found = restore(objects, restored)
     assert found is not None
     assert found.head == Head.of(later)
@@ -585,8 +575,7 @@ def test_a_head_that_does_not_parse_is_64_naming_the_repair(tmp_path: Path, dama
     _take(tmp_path, objects, "second", 2, 3)
     newest = Head.of(objects.objects[HEAD])
     objects.objects[HEAD] = damaged
-    restored = tmp_path / "blank" / "checkpoint.sqlite"
-    restored.parent.mkdir()
+    restored = _blank(tmp_path)
     with pytest.raises(StateObjectError) as raised:
         restore(objects, restored, url="s3://b/run")
     assert raised.value.exit_code == 64
@@ -619,8 +608,7 @@ def test_a_head_naming_a_missing_generation_is_64_and_says_what_is_forgotten(
     gone = Head.of(objects.objects[HEAD])
     for key in [k for k in objects.objects if f"/{gone.generation}/" in k]:
         del objects.objects[key]
-    restored = tmp_path / "blank" / "checkpoint.sqlite"
-    restored.parent.mkdir()
+    restored = _blank(tmp_path)
     with pytest.raises(StateObjectError) as raised:
         restore(objects, restored, url="s3://b/run")
     message = str(raised.value)

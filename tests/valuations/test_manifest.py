@@ -11,7 +11,15 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from support import LIVE, InProcess, assert_no_secrets, env_for, outputs, portfolio
+from support import (
+    LIVE,
+    InProcess,
+    assert_no_secrets,
+    env_for,
+    input_read,
+    outputs,
+    portfolio,
+)
 
 from batchval._internal.logs import Redactor
 from batchval._internal.sandbox.server import RunningSandbox
@@ -52,18 +60,7 @@ def test_manifest_says_where_the_figures_come_from(
     assert manifest["input"] == {
         "path": str(source),
         "sha256": hashlib.sha256(source.read_bytes()).hexdigest(),
-        "format": "csv",
-        "encoding": "utf-8",
-        "encoding_detected": True,
-        "sheet": None,
-        "header_line": 1,
-        "lines_above_header": 0,
-        "not_loans": [],
-        "personal_left_out": {},
-        "hidden_rows": 0,
-        "hidden_columns": [],
-        "reporting_date": None,
-        "reporting_date_line": None,
+        **input_read(encoding="utf-8", encoding_detected=True),
     }
     assert manifest["settings"]["api"] == {
         "base_url": served.base_url,

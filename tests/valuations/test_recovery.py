@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from api_bodies import VALUATION_ID, valuation_body
 from hostile import HostileProxy, Rules, serve_proxy
 from support import LIVE, InProcess, env_for, outputs, portfolio, settle_sent
 
@@ -108,36 +109,15 @@ def test_a_valuation_the_api_does_not_know_stays_a_problem(
 
 # --- the job alone, on a checkpoint ----------------------------------------------------
 
-VALUATION_ID = "val_" + "a" * 26
-
 
 REQUEST = '{"bedrooms":2,"postcode":"SW1A 2AA","propertyType":"terraced","reference":"CASE-1"}'
 
 
 def valuation(**changes: Any) -> dict[str, Any]:
     """A valuation as the API writes one (docs/api.md, Valuation)."""
-    body: dict[str, Any] = {
-        "id": VALUATION_ID,
-        "reference": "CASE-1",
-        "valuedAt": "2026-11-23T10:00:00Z",
-        "valuation": {
-            "estimate": 250000,
-            "range": {"low": 230000, "high": 270000, "coverage": 0.8},
-            "currency": "GBP",
-        },
-        "location": {"sector": "SW1A 2", "localAuthority": "E09000033"},
-        "dataQuality": "full",
-        "model": {"version": "2026-10-01T00:00:00Z"},
-        "input": {
-            "postcode": "SW1A 2AA",
-            "propertyType": "terraced",
-            "floorAreaSqm": 80.0,
-            "floorAreaSource": "bedrooms",
-            "bedrooms": 2,
-        },
-    }
-    body.update(changes)
-    return body
+    echo = {"floorAreaSqm": 80.0, "floorAreaSource": "bedrooms", "bedrooms": 2}
+    body = valuation_body(VALUATION_ID, indexed_to=None, echo=echo, reference="CASE-1")
+    return {**body, **changes}
 
 
 def echoing(**changes: Any) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from api_bodies import valuation_body
 
 from batchval._internal.api.models import Valuation
 from batchval._internal.contract.records import ValuedRow
@@ -28,26 +29,12 @@ FIRST, SECOND = "val_" + "a" * 26, "val_" + "b" * 26
 
 def body(valuation_id: str, estimate: int = 250000) -> dict[str, Any]:
     """A valuation as the API writes one, with commentary (docs/api.md, Valuation)."""
-    return {
-        "id": valuation_id,
-        "valuedAt": "2026-11-23T10:00:00.123456Z",
-        "valuation": {
-            "estimate": estimate,
-            "range": {"low": estimate - 20000, "high": estimate + 20000, "coverage": 0.8},
-            "currency": "GBP",
-            "indexedTo": "2026-09",
-        },
-        "location": {"sector": "SW1A 2", "localAuthority": "E09000033"},
-        "dataQuality": "full",
-        "model": {"version": "2026-10-01T00:00:00Z"},
-        "input": {
-            "postcode": "SW1A 2AA",
-            "propertyType": "terraced",
-            "floorAreaSqm": 80,
-            "floorAreaSource": "request",
-        },
-        "commentary": {"summary": "A home.", "areaInsights": {"growth": "Up."}},
-    }
+    return valuation_body(
+        valuation_id,
+        estimate=estimate,
+        valued_at="2026-11-23T10:00:00.123456Z",
+        commentary={"summary": "A home.", "areaInsights": {"growth": "Up."}},
+    )
 
 
 def results_file(
