@@ -42,6 +42,15 @@ TEST = Credentials("sandbox-test", "sandbox-test-secret")
 POOR = Credentials("poor-live", "poor-live-secret")
 
 
+def apart_on_the_clock(seconds: float, other: float) -> float:
+    """How far apart two waits are as times of day: a wait to midnight read just before it
+    and one read just after are a second apart, not a day (a test that straddles
+    midnight UTC compares them so)."""
+    day = 86_400.0
+    gap = abs(seconds - other) % day
+    return min(gap, day - gap)
+
+
 def input_read(**changes: Any) -> dict[str, Any]:
     """summary.json's `input_read` (and the manifest's `input`, beside its path and hash) of
     a file read from its first line with nothing set aside, but for `changes`."""
