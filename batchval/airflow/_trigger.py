@@ -24,8 +24,8 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from batchval.airflow import _rounds as rounds
 
-# The longest sleep before the clock is read again: a clock set back or forward moves the
-# wake-up by at most this much.
+# The longest sleep before the clock is read again: whatever the clock does meanwhile (set
+# back or forward), the wait ends within this much of the moment as the clock reads it.
 STEP_SECONDS = 60.0
 
 
