@@ -67,7 +67,7 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check batchval tests examples docs/hooks.py
 
 typecheck: $(STAMP)
-	$(BIN)/mypy batchval tests docs/hooks.py examples/python
+	$(BIN)/mypy batchval tests docs/hooks.py examples/python examples/airflow/check.py
 
 # The report's tests open and print report.html in headless Chromium, from Debian's packages:
 # installed here when missing and we are root (CI is); elsewhere install it yourself, as those

@@ -376,7 +376,7 @@ def sharded(airflow: Airflow, work: Path, check: Any) -> None:
             state == "success"
             and sum(v or 0 for v in valued) == 60
             and all(valued)
-            and sorted(modes) == ["live", "live", "test"],
+            and sorted(str(mode) for mode in modes) == ["live", "live", "test"],
             f"state {state}, rows valued per shard {valued}, modes {modes}",
         )
         if state != "success":
