@@ -66,6 +66,7 @@ from azure_server import AzureServer, azurite_binary  # noqa: E402  (the tests' 
 from azure_server import running as azurite_running  # noqa: E402
 from objects_server import S3Server, running, weed_binary  # noqa: E402
 from secrets_scan import scan  # noqa: E402
+from verifytypes import type_completeness, unknown_exports  # noqa: E402
 
 AIRFLOW = (
     Path(os.environ.get("AIRFLOW_VENV", ROOT / ".airflow-venv")) / "bin" / "airflow"
@@ -290,21 +291,15 @@ class Airflow:
         installed wheel, and Airflow itself: `--verifytypes` reads the packages of the
         `python` on PATH): where it found the package, the exported names of unknown type,
         each of its errors by symbol, and the completeness score."""
-        path = os.pathsep.join((str(AIRFLOW.parent), os.environ.get("PATH", "")))
-        command = [sys.executable, "-m", "pyright", "--verifytypes", "batchval"]
-        command += ["--ignoreexternal", "--outputjson"]
-        env = {**os.environ, "PATH": path}
-        env.pop("PYTHONPATH", None)
-        done = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True)
-        report = json.loads(done.stdout)["typeCompleteness"]
+        report = type_completeness(AIRFLOW.parent / "python", work)
         symbols = report["symbols"]
-        unknown = {s["name"] for s in symbols if s["isExported"] and not s["isTypeKnown"]}
         errors = {
             s["name"]: [d["message"] for d in s["diagnostics"] if d["severity"] == "error"]
             for s in symbols
             if any(d["severity"] == "error" for d in s["diagnostics"])
         }
-        return str(report["pyTypedPath"]), unknown, errors, float(report["completenessScore"])
+        typed_at, score = str(report["pyTypedPath"]), float(report["completenessScore"])
+        return typed_at, unknown_exports(report), errors, score
 
     def wasb_hook_finds(self, place: Place, container: str, blob: str) -> str:
         """What apache-airflow-providers-microsoft-azure's own WasbHook says of `blob`,
