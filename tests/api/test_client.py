@@ -59,6 +59,8 @@ from batchval._internal.api import (
     Valuation,
     ValuationRequest,
     WrongAddressError,
+    record_of,
+    record_of_text,
 )
 from batchval._internal.api.auth import TokenCache
 from batchval._internal.sandbox import data, rules
@@ -969,6 +971,78 @@ def test_from_json_refuses_a_body_without_a_required_field(
     with pytest.raises(UnreadableAnswerError) as caught:
         Valuation.from_json(body)
     assert caught.value.action is Action.ROW
+
+
+def _answer_of(request: ValuationRequest, **changes: Any) -> dict[str, Any]:
+    """The sandbox's body for `request`, with top-level members changed (None: removed)."""
+    now = dt.datetime(2026, 12, 31, 23, 59, 59, 999_000, tzinfo=dt.UTC)
+    parts = data.valuation_parts(rules.canonical(request.to_json()), now=now)
+    body = {"id": UNKNOWN_ID, "valuedAt": "2026-12-31T23:59:59.999Z", **parts, **changes}
+    return {name: value for name, value in body.items() if value is not None}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        _answer_of(HOME, charge={"credits": 10, "balanceAfter": 0}),
+        _answer_of(home(include=EXTRAS, reference='Caf\u00e9 "\u00a3" \U0001f3e0'), mode="test"),
+        _answer_of(home(property_type="flat", bedrooms=None, floor_area_sqm=52.0), charge=None),
+        _answer_of(home(year_built=1890, built_form="end_terrace", walls_energy_efficiency="poor")),
+        {
+            **_answer_of(home(include=("rebuildCost",))),
+            "valuation": {
+                "estimate": 250000.0,
+                "range": {"low": 1, "high": 2**62},
+                "currency": "GBP",
+            },
+            "futureField": {"kept": "in raw only"},
+        },
+    ],
+    ids=["plain", "extras, test, unicode", "flat, no charge", "every field", "whole floats"],
+)
+def test_a_valuation_is_made_again_from_its_record_without_reading_the_answer(
+    body: dict[str, Any],
+) -> None:
+    """`to_record` keeps every field the parser read; `of_record` makes the same valuation
+    from it (equal field by field, `raw` left empty: the answer is kept raw beside it)."""
+    read = Valuation.from_json(body)
+    record = read.to_record()
+    again = Valuation.of_record(record)
+    assert again == read
+    assert dataclasses.astuple(again)[:-1] == dataclasses.astuple(read)[:-1]
+    assert again.raw == {}
+    assert "futureField" not in record
+    assert record_of(body) == record
+
+
+@pytest.mark.parametrize(
+    "record",
+    ["[2" + ",null" * 25 + "]", "[1,2,3]", '{"id": "val_x"}', "[]", "not JSON"],
+    ids=["a later layout", "too short", "an object", "empty", "not JSON"],
+)
+def test_a_text_that_is_not_a_record_is_refused(record: str) -> None:
+    with pytest.raises(ValueError, match=r"not a valuation's record|Expecting value"):
+        Valuation.of_record(record)
+
+
+@pytest.mark.parametrize(
+    ("answer", "why", "found"),
+    [
+        (
+            '{"id": "val_x", "valuedAt": 3}',
+            "valuation: required field 'valuation' is missing",
+            "val_x",
+        ),
+        ('{"id": 7}', "valuation: required field 'valuation' is missing", None),
+        ('["a list"]', "valuation: the body is not a JSON object", None),
+        ("<html>", "not JSON: Expecting value: line 1 column 1 (char 0)", None),
+    ],
+)
+def test_an_answer_the_parser_refuses_is_recorded_with_why(
+    answer: str, why: str, found: str | None
+) -> None:
+    """The record of an unreadable answer says why and the id it gives, read once."""
+    assert json.loads(record_of_text(answer)) == {"unreadable": why, "id": found}
 
 
 @pytest.mark.anyio

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from api_bodies import valuation_body
 
+from batchval._internal.api import record_of_text
 from batchval._internal.input import open_input
 from batchval._internal.place.names import LOG_NAME
 from batchval._internal.runs.command import file_fingerprint
@@ -35,8 +36,9 @@ from bench.processes import BATCHVAL, Child
 from bench.served import NO_DAILY_LIMIT, ServedSandbox
 
 RUN_ID = "bench-resume"
-# A stored answer, as the sandbox gives it (its exact bytes are never read on the way to
-# the first call; the outputs written at the end of a run would read them).
+# A stored answer, as the sandbox gives it, and its record as settling keeps it (neither is
+# read on the way to the first call; the outputs written at the end of a run read the
+# records).
 _ANSWER = json.dumps(
     valuation_body(
         "val_" + "0" * 26,
@@ -48,6 +50,7 @@ _ANSWER = json.dumps(
     ),
     separators=(",", ":"),
 )
+_RECORD = record_of_text(_ANSWER)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -88,15 +91,15 @@ def build_checkpoint(
     db.execute("BEGIN")
     for batch in source.batches():
         items: list[tuple[int, str | None, str | None, str | None, str | None]] = []
-        requests: list[tuple[str, str, str, str | None, int | None]] = []
+        requests: list[tuple[str, str, str, str | None, int | None, str | None]] = []
         for number, request, field, rule, detail in batch.checked.select(
             "row_number", "request_json", "field", "rule", "detail"
         ).iter_rows():
             key = None if request is None else idempotency_key(RUN_ID, request)
             if key is not None and number <= last_done:
-                requests.append((key, request, "done", _ANSWER, 10))
+                requests.append((key, request, "done", _ANSWER, 10, _RECORD))
             elif key is not None:
-                requests.append((key, request, "pending", None, None))
+                requests.append((key, request, "pending", None, None, None))
             items.append((number, key, field, rule, detail))
         db.executemany("INSERT INTO rows VALUES (?, ?, ?, ?, ?)", items)
         passthrough = batch.passthrough
@@ -108,8 +111,8 @@ def build_checkpoint(
                 (items[0][0], len(items), records.batch_bytes([r[0] for r in items], passthrough)),
             )
         db.executemany(  # as Checkpoint.rows.add: each request counts the rows asking
-            "INSERT INTO requests (key, request, state, answer, credits, attempts, row_count)"
-            " VALUES (?, ?, ?, ?, ?, 1, 1)"
+            "INSERT INTO requests (key, request, state, answer, credits, record, attempts,"
+            " row_count) VALUES (?, ?, ?, ?, ?, ?, 1, 1)"
             " ON CONFLICT (key) DO UPDATE SET row_count = row_count + 1",
             requests,
         )

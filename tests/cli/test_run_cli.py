@@ -33,6 +33,7 @@ from support import (
     wait_until,
 )
 
+from batchval._internal.api import record_of_text
 from batchval._internal.sandbox.config import Faults, RateLimit, SandboxConfig
 from batchval._internal.sandbox.server import RunningSandbox
 
@@ -53,6 +54,11 @@ def test_full_run_completes(served: RunningSandbox, tmp_path: Path, batchval: In
     assert set(results["mode"].to_list()) == {"live"}
     assert results["loan_id"].to_list() == [f"LN-{n:05d}" for n in range(60)]
     assert_paid_once(served, out)
+    # Each answer read once, as it was settled in the sending's group commits: its record.
+    with contextlib.closing(sqlite3.connect(out / "checkpoint.sqlite")) as db:
+        kept = db.execute("SELECT answer, record FROM requests WHERE state = 'done'").fetchall()
+    assert len(kept) == 50
+    assert all(record == record_of_text(answer) for answer, record in kept)
     again = batchval("run", str(source), "--out", str(out), env=env_for(served))
     assert again.returncode == 0
     assert served.sandbox.ledger.credits_charged() == 500

@@ -248,7 +248,7 @@ def test_a_version_7_dir_s_first_sends_become_unknown(tmp_path: Path) -> None:
     db.close()
     opened = Database.open(tmp_path)
     try:
-        assert opened.get("schema_version") == "8"
+        assert opened.get("schema_version") == "9"
         found = dict(opened.sql.execute("SELECT key, first_sent FROM requests").fetchall())
         assert found == {"k": SENT_UNKNOWN, "never": None}
         opened.invocations.record_start(SENT.isoformat())

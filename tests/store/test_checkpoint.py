@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from api_bodies import valuation_body
 
+from batchval._internal.api import Valuation
+from batchval._internal.store import schema
 from batchval._internal.store.checkpoint import (
     SCHEMA_VERSION,
     Checkpoint,
@@ -426,7 +429,7 @@ def test_version_3_checkpoint_gets_its_row_counts(tmp_path: Path) -> None:
     db.commit()
     db.close()
     checkpoint = Checkpoint(Database.open(tmp_path))
-    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "8"
+    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "9"
     assert _row_figures(checkpoint) == _joined_counts(tmp_path) == (4, 1, 2, 0, 1, 1)
     counts = checkpoint.counts()
     assert (counts.requests, counts.requests_pending) == (3, 2)
@@ -474,7 +477,7 @@ def test_a_request_sent_answered_and_valued_in_a_group_is_one_update(tmp_path: P
     def value(key: str) -> None:
         checkpoint.requests.mark_sent(key)
         checkpoint.requests.record_answer(key, b'{"id":"val_' + key.encode() + b'"}')
-        checkpoint.requests.record_done(key, 10)
+        checkpoint.requests.record_done(key, 10, f"[1,{key!r}]")
 
     def value_in_a_group(key: str) -> None:
         checkpoint.database.begin_group()
@@ -484,12 +487,39 @@ def test_a_request_sent_answered_and_valued_in_a_group_is_one_update(tmp_path: P
     assert len(_updates(checkpoint, lambda: value_in_a_group("k1"))) == 1
     assert len(_updates(checkpoint, lambda: value("k2"))) == 3
     stored = checkpoint.database.sql.execute(
-        "SELECT key, state, attempts, answer, credits FROM requests ORDER BY key"
+        "SELECT key, state, attempts, answer, credits, record FROM requests ORDER BY key"
     ).fetchall()
     assert stored[:2] == [
-        ("k1", "done", 1, '{"id":"val_k1"}', 10),
-        ("k2", "done", 1, '{"id":"val_k2"}', 10),
+        ("k1", "done", 1, '{"id":"val_k1"}', 10, "[1,'k1']"),
+        ("k2", "done", 1, '{"id":"val_k2"}', 10, "[1,'k2']"),
     ]
+
+
+@pytest.mark.parametrize("grouped", [True, False], ids=["in a group", "at once"])
+def test_a_result_recorded_again_replaces_its_record(tmp_path: Path, grouped: bool) -> None:
+    """A request's record is the one its last result was recorded with: a later result
+    with none leaves none (never a record of another answer); other writes keep it."""
+    checkpoint = filled(tmp_path)
+
+    def write(work: Callable[[], object]) -> None:
+        if grouped:
+            checkpoint.database.begin_group()
+        work()
+        if grouped:
+            checkpoint.database.commit_group()
+
+    def record() -> object:
+        return checkpoint.database.sql.execute(
+            "SELECT record FROM requests WHERE key = 'k1'"
+        ).fetchone()[0]
+
+    write(lambda: checkpoint.requests.record_done("k1", 10, "first"))
+    write(lambda: checkpoint.requests.mark_sent("k1"))
+    assert record() == "first"
+    write(lambda: checkpoint.requests.record_done("k1", 0, "second"))
+    assert record() == "second"
+    write(lambda: checkpoint.requests.record_done("k1", 0))
+    assert record() is None
 
 
 def test_held_writes_are_seen_by_every_read_in_the_group(tmp_path: Path) -> None:
@@ -582,7 +612,7 @@ def test_version_4_checkpoint_gains_the_street_tables(tmp_path: Path) -> None:
     before = _row_figures(old)
     old.database.close()
     checkpoint = Checkpoint(Database.open(tmp_path))
-    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "8"
+    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "9"
     assert _row_figures(checkpoint) == before
     tables = {row[0] for row in checkpoint.database.sql.execute("SELECT name FROM sqlite_master")}
     assert {"streets", "street_rows", "street_passthrough", "streets_by_state"} <= tables
@@ -598,11 +628,50 @@ def test_version_5_checkpoint_gains_the_book_plan(tmp_path: Path) -> None:
     before = _row_figures(old)
     old.database.close()
     checkpoint = Checkpoint(Database.open(tmp_path))
-    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "8"
+    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "9"
     assert _row_figures(checkpoint) == before
     assert checkpoint.database.sql.execute("SELECT COUNT(*) FROM book_rows").fetchone() == (0,)
     version = checkpoint.database.sql.execute("PRAGMA table_info(book_rows)").fetchall()
     assert [column[1] for column in version] == ["row_number", "identity", "fingerprint", "plan"]
+
+
+def test_version_8_checkpoint_reads_its_answers_once_into_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint of schema 8 (answers kept raw only) opens as 9: each valued request's
+    answer is read once into its record (`Valuation.to_record`, or why it cannot be read),
+    in statements of a few answers each; requests not valued get none."""
+    monkeypatch.setattr(schema, "_RECORDS_AT_ONCE", 2)
+    body = valuation_body(charge={"credits": 10, "balanceAfter": 90})
+    answers = {
+        "k1": json.dumps(body),
+        "k2": json.dumps({**body, "id": "val_2", "location": "nowhere"}),
+        "k3": "not JSON",
+    }
+    old = filled(tmp_path)
+    more = [(n, f"k{n}", None, None, None) for n in range(6, 10)]
+    old.rows.add(more, [(key, "{}") for _, key, *_ in more])
+    answers.update({key: json.dumps({**body, "id": f"val_{key}"}) for _, key, *_ in more[:3]})
+    for key, answer in answers.items():
+        old.requests.record_answer(key, answer.encode())
+        old.requests.record_done(key, 10)
+    old.database.sql.executescript(
+        "ALTER TABLE requests DROP COLUMN record; UPDATE meta SET value = '8'"
+        " WHERE name = 'schema_version';"
+    )
+    old.database.close()
+    checkpoint = Checkpoint(Database.open(tmp_path))
+    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "9"
+    records = dict(checkpoint.database.sql.execute("SELECT key, record FROM requests").fetchall())
+    assert Valuation.of_record(records.pop("k1")) == Valuation.from_json(body)
+    assert json.loads(records.pop("k2")) == {
+        "unreadable": "valuation: field 'location' has the wrong type",
+        "id": "val_2",
+    }
+    assert json.loads(records.pop("k3"))["unreadable"].startswith("not JSON: ")
+    for key in ("k6", "k7", "k8"):
+        assert Valuation.of_record(records.pop(key)).id == f"val_{key}"
+    assert records == {"k9": None}  # never answered
 
 
 def test_refused_kinds_most_rows_first_with_the_first_detail(tmp_path: Path) -> None:

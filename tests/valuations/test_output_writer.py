@@ -19,6 +19,7 @@ import pytest
 from support import settle_sent
 
 from batchval._internal import logs
+from batchval._internal.api import Valuation, record_of
 from batchval._internal.api.vocabulary import INCLUDE_ITEMS
 from batchval._internal.contract import schemas
 from batchval._internal.contract.lender import LENDER_GROUPS
@@ -222,8 +223,10 @@ def _ingest(
 
 
 def _value(checkpoint: Checkpoint, key: str, body: dict[str, Any]) -> None:
+    """The answer kept and recorded as settling does: with its record, read once."""
     checkpoint.requests.record_answer(key, json.dumps(body).encode())
-    checkpoint.requests.record_done(key, (body.get("charge") or {}).get("credits", 0))
+    credits = (body.get("charge") or {}).get("credits", 0)
+    checkpoint.requests.record_done(key, credits, record_of(body))
 
 
 def _results(checkpoint: Checkpoint, path: Path) -> pa.Table:
@@ -774,6 +777,7 @@ def test_values_off_the_spec_do_not_stop_the_write(checkpoint: Checkpoint, tmp_p
     assert odd_cost["typical"] == body["rebuildCost"]["typical"]
 
 
+@pytest.mark.parametrize("recorded", [True, False], ids=["its record", "no record"])
 @pytest.mark.parametrize(
     "answer",
     [
@@ -784,14 +788,16 @@ def test_values_off_the_spec_do_not_stop_the_write(checkpoint: Checkpoint, tmp_p
     ],
 )
 def test_an_answer_the_parser_refuses_still_gets_its_row(
-    checkpoint: Checkpoint, tmp_path: Path, answer: Any
+    checkpoint: Checkpoint, tmp_path: Path, answer: Any, recorded: bool
 ) -> None:
     """A stored valuation that Valuation.from_json refuses (answers.settle would have made
-    it a problem; an older checkpoint may hold one) is written with its valuation id, key
-    and charge, no figures, and a warning; the write goes on."""
+    it a problem; a paid answer of the other mode is kept whatever it holds; an older
+    checkpoint may hold one) is written with its valuation id, key and charge, no figures,
+    and a warning; the write goes on. Alike whether its record says why (settled since
+    the checkpoint's version 9) or there is none and the answer is read at the write."""
     _ingest(checkpoint, [_row(1, "k1"), _row(2, "k2")])
     checkpoint.requests.record_answer("k1", json.dumps(answer).encode())
-    checkpoint.requests.record_done("k1", 10)
+    checkpoint.requests.record_done("k1", 10, record_of(answer) if recorded else None)
     _value(checkpoint, "k2", _body(number=2))
     with logs.capture() as events:
         table = _results(checkpoint, tmp_path / "results.parquet")
@@ -874,3 +880,60 @@ def test_an_unreadable_answer_is_a_problem_row_with_its_raw_answer(
     )
     assert (row["valuation_id"], row["answer"]) == (body["id"], raw)
     assert "'location' is missing" in row["detail"]
+
+
+def test_results_are_written_from_the_records_never_the_answers_read_again(
+    checkpoint: Checkpoint, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Answers settled as a run settles them keep their records; the writer makes its rows
+    from those without the parser (not one `Valuation.from_json`), and the file is the one
+    the raw answers read at the write would give (the path of an answer kept with none)."""
+    bodies = {
+        "k1": _body(include=("commentary", "rebuildCost")),
+        "k2": {**_body(number=2), "valuation": {**_body()["valuation"], "estimate": 250000.0}},
+        "k3": {k: v for k, v in _body(number=3).items() if k not in {"charge", "reference"}},
+        "k4": {**_body(number=4), "reference": 'Caf\u00e9 \u00a3 "quoted"'},
+    }
+    _ingest(
+        checkpoint,
+        [_row(n, f"k{n}", {"loan_id": f"L-{n}"}) for n in range(1, 5)] + [_row(5, "k1")],
+        include={"k1": ["commentary", "rebuildCost"]},
+    )
+    for key, body in bodies.items():
+        checkpoint.requests.record_answer(key, json.dumps(body).encode())
+        settle_sent(checkpoint, key, body)
+    read = Valuation.from_json
+    calls: list[object] = []
+
+    def counted(body: Any) -> Valuation:
+        calls.append(body)
+        return read(body)
+
+    monkeypatch.setattr(Valuation, "from_json", counted)
+    from_records = _results(checkpoint, tmp_path / "records.parquet")
+    assert calls == []
+    checkpoint.database.sql.execute("UPDATE requests SET record = NULL")
+    from_answers = _results(checkpoint, tmp_path / "answers.parquet")
+    assert len(calls) == len(bodies)  # read at the write, once a request
+    assert from_records.equals(from_answers)
+    assert from_records["estimate"].to_pylist()[1] == 250000
+    assert from_records["reference"].to_pylist()[3] == bodies["k4"]["reference"]
+    assert from_records["credits_charged"].to_pylist() == [10, 10, 0, 10, 0]
+
+
+def test_a_paid_answer_of_the_other_mode_is_kept_read_once(
+    checkpoint: Checkpoint, tmp_path: Path
+) -> None:
+    """A live answer in a DIR of test answers stops the run (mode_mixed) but, paid, is kept
+    and recorded with its record as any valuation is: its row has its figures."""
+    _ingest(checkpoint, [_row(1, "k1")])
+    checkpoint.set("mode", "test")
+    body = _body()
+    checkpoint.requests.record_answer("k1", json.dumps(body).encode())
+    settled = settle_sent(checkpoint, "k1", body)
+    assert settled.stop is not None
+    assert settled.stop[0].value == "mode_mixed"
+    [[stored]] = list(checkpoint.valued_rows())
+    assert stored.record == Valuation.from_json(body).to_record()
+    [row] = _results(checkpoint, tmp_path / "results.parquet").to_pylist()
+    assert (row["estimate"], row["credits_charged"]) == (body["valuation"]["estimate"], 10)

@@ -16,6 +16,7 @@ from hostile import HostileProxy, Rules, serve_proxy
 from support import LIVE, InProcess, env_for, outputs, portfolio, settle_sent
 
 from batchval._internal import logs
+from batchval._internal.api import Valuation
 from batchval._internal.api.client import Answer
 from batchval._internal.sandbox.server import RunningSandbox
 from batchval._internal.sending.job import Gate
@@ -203,6 +204,9 @@ def test_a_readable_read_settles_the_request_with_its_first_charge(
     [[row]] = list(checkpoint.valued_rows())
     assert (row.row_number, row.credits) == (1, 10)
     assert json.loads(row.answer)["valuation"]["estimate"] == 250000
+    # Read once, here: the record the results are written from is the read answer's.
+    assert row.record is not None
+    assert Valuation.of_record(row.record) == Valuation.from_json(json.loads(row.answer))
 
 
 @pytest.mark.slow

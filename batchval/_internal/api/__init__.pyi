@@ -41,6 +41,8 @@ from .models import Charge as Charge
 from .models import StreetAnalysis as StreetAnalysis
 from .models import Valuation as Valuation
 from .models import ValuationRequest as ValuationRequest
+from .models import record_of as record_of
+from .models import record_of_text as record_of_text
 from .network import NoAnswer as NoAnswer
 from .network import Reach as Reach
 from .network import diagnose as diagnose

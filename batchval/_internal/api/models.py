@@ -5,11 +5,17 @@ clear: a missing or mistyped required field is an `UnreadableAnswerError`; a who
 number written as a float (`250000.0`) is read as the integer it is; an unknown extra
 field (one the API added later) is kept in `raw` and otherwise ignored. Every parsed
 record keeps the exact JSON it came from in `raw`.
+
+A valuation read once is kept as its record (`Valuation.to_record`: its fields as a JSON
+array, without `raw`), from which `Valuation.of_record` makes it again without reading the
+answer: the checkpoint keeps each valuation's record beside its raw answer, and
+results.parquet is written from the records (docs/api.md, section 4).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -81,6 +87,9 @@ def _opt(obj: Mapping[str, Any], name: str, kind: _Kind, where: str) -> Any:
 
 
 _NUMBER = (int, float)
+# The layout of `Valuation.to_record`, its first member: a record of another layout (a
+# later batchval's) is not made into a `Valuation` by guessing.
+RECORD_LAYOUT = 1
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -183,6 +192,83 @@ class Valuation:
             charge=Charge.from_json(charge, "valuation.charge"),
             raw=body,
         )
+
+    def to_record(self) -> str:
+        """The valuation as read, every field but `raw`, as a compact JSON array."""
+        f, given, charge = self.figures, self.input, self.charge
+        fields = [
+            RECORD_LAYOUT, self.id, self.mode, self.reference, self.valued_at,
+            f.estimate, f.low, f.high, f.coverage, f.currency, f.indexed_to,
+            self.sector, self.local_authority, self.data_quality, self.model_version,
+            given.postcode, given.property_type, given.floor_area_sqm, given.floor_area_source,
+            given.bedrooms, given.year_built, given.built_form, given.walls_energy_efficiency,
+            self.commentary, self.rebuild_cost,
+            None if charge is None else [charge.credits, charge.balance_after],
+        ]  # fmt: skip
+        return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def of_record(cls, record: str) -> Valuation:
+        """The valuation `to_record` kept, made again without reading its answer: `raw` is
+        empty (the answer is kept raw beside the record). ValueError for a text that is
+        not such a record."""
+        fields = json.loads(record)
+        if not isinstance(fields, list) or len(fields) != 26 or fields[0] != RECORD_LAYOUT:
+            raise ValueError(f"not a valuation's record of layout {RECORD_LAYOUT}")
+        (
+            _, id_, mode, reference, valued_at,
+            estimate, low, high, coverage, currency, indexed_to,
+            sector, local_authority, data_quality, model_version,
+            postcode, property_type, floor_area, floor_area_source,
+            bedrooms, year_built, built_form, walls,
+            commentary, rebuild_cost, charge,
+        ) = fields  # fmt: skip
+        return cls(
+            id_,
+            mode,
+            reference,
+            valued_at,
+            Figures(estimate, low, high, coverage, currency, indexed_to),
+            sector,
+            local_authority,
+            data_quality,
+            model_version,
+            ValuationInput(
+                postcode,
+                property_type,
+                floor_area,
+                floor_area_source,
+                bedrooms,
+                year_built,
+                built_form,
+                walls,
+            ),
+            commentary,
+            rebuild_cost,
+            None if charge is None else Charge(*charge),
+            {},
+        )
+
+
+def record_of(body: Any) -> str:
+    """The record kept for an answer stored as a valuation: its `Valuation.to_record`, or
+    for an answer the parser refuses, a JSON object of why (`unreadable`) and the id it
+    gives (`id`, or null), so that the answer is never read twice to say so."""
+    try:
+        return Valuation.from_json(body).to_record()
+    except UnreadableAnswerError as error:
+        found = body.get("id") if isinstance(body, Mapping) else None
+        why = {"unreadable": str(error), "id": found if isinstance(found, str) else None}
+        return json.dumps(why, ensure_ascii=False)
+
+
+def record_of_text(text: str) -> str:
+    """`record_of` an answer kept as text (an answer that is not JSON is unreadable)."""
+    try:
+        body = json.loads(text)
+    except ValueError as error:
+        return json.dumps({"unreadable": f"not JSON: {error}", "id": None})
+    return record_of(body)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

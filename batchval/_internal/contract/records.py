@@ -1,11 +1,12 @@
 """The rows of results.parquet and problems.parquet as frozen records, before they are
 columns. `contract/schemas` says, column by column, how each value is taken from them.
 
-A valued row carries the answer read once with `Valuation.from_json`, the parser that
-`valuations/answers` used to accept it. An answer stored as a valuation that the parser refuses
-(a checkpoint of an older batchval, or a paid answer kept by the mode rule unread) still
-gets its row, with its valuation id and its charge, and no figures: the raw answer stays
-in the checkpoint, and a write is never stopped by what the API sent.
+A valued row carries the answer as `valuations/answers` read it once, when it was settled:
+its record in the checkpoint (`Valuation.to_record`), made into a `Valuation` again without
+reading the answer (`Answer.of`). An answer stored as a valuation that the parser refused
+(a paid answer of the other mode, kept whatever it holds, or one an older batchval
+accepted) still gets its row, with its valuation id and its charge, and no figures: the
+raw answer stays in the checkpoint, and a write is never stopped by what the API sent.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import re
 
 from batchval._internal.api import UnreadableAnswerError, Valuation
 from batchval._internal.contract.lender import LenderFigures
-from batchval._internal.store import RowProblem, StoredProblem
+from batchval._internal.store import RowAnswer, RowProblem, StoredProblem
 
 FLOOR_AREA_HINT = "Supply floorAreaSqm (a floor area column) for this row."
 # The request field an API problem type is about (the problem JSON may also name one).
@@ -44,6 +45,22 @@ class Answer:
     valuation: Valuation | None
     valuation_id: str | None
     error: str | None = None
+
+    @classmethod
+    def of(cls, stored: RowAnswer) -> Answer:
+        """The stored answer as it was read when settled (its record). An answer kept with
+        no record (none is, since the checkpoint's version 9) is read now."""
+        if stored.record is None:
+            return cls.read(stored.answer)
+        try:
+            if stored.record.startswith("["):
+                valuation = Valuation.of_record(stored.record)
+                return cls(valuation, valuation.id)
+            why = json.loads(stored.record)
+            found = why.get("id")
+            return cls(None, found if isinstance(found, str) else None, str(why["unreadable"]))
+        except (ValueError, TypeError, KeyError, AttributeError) as error:
+            return cls(None, None, f"its record in the checkpoint cannot be read: {error!r}")
 
     @classmethod
     def read(cls, text: str) -> Answer:

@@ -7,7 +7,8 @@ docs/outputs.md.
 
 One table per file says, for each fixed column, its name, its Arrow type, its one-line
 description and how its value is taken from the row's record (`contract/records`): a
-result from the `Valuation` read from the answer, a problem from the `ProblemRow`. The
+result from the `Valuation` read once from the answer (kept as its record in the
+checkpoint), a problem from the `ProblemRow`. The
 Parquet schema, the writer's columns and docs/outputs.md all come from these tables.
 
 Layout of both files: `row_number` first, then the pass-through columns (the input's own

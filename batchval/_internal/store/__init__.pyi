@@ -36,6 +36,7 @@ from .objects import ObjectStoreError as ObjectStoreError
 from .objects import ObjectStoreRefusedError as ObjectStoreRefusedError
 from .queue import QueueItem as QueueItem
 from .records import Invocation as Invocation
+from .records import RowAnswer as RowAnswer
 from .records import RowProblem as RowProblem
 from .records import StoredProblem as StoredProblem
 from .records import whole_number as whole_number

@@ -146,9 +146,9 @@ class Checkpoint:
         ]
 
     def valued_rows(self, batch: int = 20_000) -> Iterator[list[records.RowAnswer]]:
-        """Valued rows with their request's answer, in row order, in batches."""
+        """Valued rows with their request's answer and its record, in row order, in batches."""
         cursor = self._sql.execute(
-            "SELECT r.row_number, r.key, q.answer, COALESCE(q.credits, 0)"
+            "SELECT r.row_number, r.key, q.answer, COALESCE(q.credits, 0), q.record"
             " FROM rows r JOIN requests q ON q.key = r.key"
             " WHERE q.state = 'done' ORDER BY r.row_number"
         )

@@ -36,6 +36,7 @@ class _Held:
     answer: str | None = None
     credits: int | None = None
     done: bool = False  # a result was recorded: last_error is cleared
+    record: str | None = None  # the result as read (`QueueTable.record`)
 
 
 class HeldWrites:
@@ -68,10 +69,12 @@ class HeldWrites:
         charges, self.charges = self.charges, []
         for table, items in held.items():
             since = "first_sent = COALESCE(first_sent, :first)," if table.first_sent else ""
+            # A result recorded sets its record (None: none kept); any other write keeps it.
+            read = "record = CASE WHEN :done THEN :record ELSE record END," if table.record else ""
             db.executemany(
                 f"UPDATE {table.name} SET state = :state, attempts = attempts + :sends, {since}"
                 " answer = COALESCE(:answer, answer), credits = COALESCE(:credits, credits),"
-                f" last_error = CASE WHEN :done THEN NULL ELSE last_error END"
+                f" {read} last_error = CASE WHEN :done THEN NULL ELSE last_error END"
                 f" WHERE {table.key} = :key",
                 [
                     {
@@ -81,6 +84,7 @@ class HeldWrites:
                         "answer": h.answer,
                         "credits": h.credits,
                         "done": h.done,
+                        "record": h.record,
                         "key": k,
                     }
                     for k, h in items.items()

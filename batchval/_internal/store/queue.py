@@ -61,7 +61,7 @@ class Queue(Protocol):
     def mark_sent(self, key: str, first_sent: str | None = None) -> None: ...
     def record_answer(self, key: str, body: bytes) -> None: ...
     def answered(self) -> list[tuple[str, str, str | None]]: ...
-    def record_done(self, key: str, credits: int) -> None: ...
+    def record_done(self, key: str, credits: int, record: str | None = None) -> None: ...
     def record_problem(self, key: str, problem: Mapping[str, Any]) -> None: ...
     def record_retry(self, key: str, error: str) -> None: ...
     def row_numbers(self, key: str, limit: int = 5) -> list[int]: ...
@@ -147,13 +147,18 @@ class WorkQueue:
         ).fetchall()
         return [(str(k), str(a), f) for k, a, f in found]
 
-    def record_done(self, key: str, credits: int) -> None:
-        """The stored answer is the item's result; `credits` what it was charged."""
+    def record_done(self, key: str, credits: int, record: str | None = None) -> None:
+        """The stored answer is the item's result; `credits` what it was charged; `record`
+        the answer as read, where the table keeps it (`QueueTable.record`)."""
         held = self._database.held.hold(self.table, key, "done")
         if held is not None:
-            held.credits, held.done = credits, True
+            held.credits, held.done, held.record = credits, True, record
             return
-        self._update(key, "state = 'done', credits = ?, last_error = NULL", credits)
+        if self.table.record:
+            done = "state = 'done', credits = ?, last_error = NULL, record = ?"
+            self._update(key, done, credits, record)
+        else:
+            self._update(key, "state = 'done', credits = ?, last_error = NULL", credits)
 
     def record_problem(self, key: str, problem: Mapping[str, Any]) -> None:
         """Final: the API blamed the item, or its answer cannot be read."""
@@ -222,8 +227,8 @@ class WorkQueue:
         )
         return cursor.rowcount
 
-    def _update(self, key: str, assignments: str, value: object) -> None:
+    def _update(self, key: str, assignments: str, *values: object) -> None:
         t = self.table
         self._database.sql.execute(
-            f"UPDATE {t.name} SET {assignments} WHERE {t.key} = ?", (value, key)
+            f"UPDATE {t.name} SET {assignments} WHERE {t.key} = ?", (*values, key)
         )

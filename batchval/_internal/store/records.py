@@ -32,12 +32,13 @@ class RowAnswer:
     key: str
     answer: str  # the raw answer, exactly as received
     credits: int  # the request's charge (every row that shares the request has it)
+    record: str | None  # the answer as read when it was settled (`api.record_of`)
 
     @classmethod
     def of(cls, row: Sequence[Any]) -> RowAnswer:
-        """From (row_number, key, answer, credits), as the checkpoint selects them."""
-        number, key, answer, credits = row
-        return cls(int(number), str(key), str(answer), int(credits))
+        """From (row_number, key, answer, credits, record), as the checkpoint selects them."""
+        number, key, answer, credits, record = row
+        return cls(int(number), str(key), str(answer), int(credits), record)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -13,7 +13,9 @@ import dataclasses
 import sqlite3
 from collections.abc import Callable
 
-SCHEMA_VERSION = "8"
+from batchval._internal.api import record_of_text
+
+SCHEMA_VERSION = "9"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -25,6 +27,8 @@ class QueueTable:
     rows: str  # the table of input rows asking for an item, by the same key column
     payload: str | None = None  # the column of what is sent, if it is not the key
     first_sent: bool = False  # the table keeps when this DIR first sent an item
+    # The table keeps each result's record, read once (`record`): the file is written from it.
+    record: bool = False
     # An item no row asks for (`row_count = 0`) is neither sent nor counted.
     asked_only: bool = False
 
@@ -36,7 +40,7 @@ class QueueTable:
 
 # The work queues (`store/queue`): valuations keyed by Idempotency-Key, street reads by
 # postcode (an item some row no longer asks for is kept, with its read, but not sent).
-REQUESTS = QueueTable("requests", "key", "rows", payload="request", first_sent=True)
+REQUESTS = QueueTable("requests", "key", "rows", payload="request", first_sent=True, record=True)
 STREETS = QueueTable("streets", "postcode", "street_rows", asked_only=True)
 QUEUES = (REQUESTS, STREETS)
 
@@ -69,7 +73,8 @@ CREATE TABLE IF NOT EXISTS requests (
     request TEXT NOT NULL,
 {_QUEUE_ITEM}
     row_count INTEGER NOT NULL DEFAULT 0,
-    first_sent TEXT
+    first_sent TEXT,
+    record TEXT
 );
 CREATE TABLE IF NOT EXISTS invocations (
     id INTEGER PRIMARY KEY,
@@ -222,6 +227,28 @@ def _to_8(db: sqlite3.Connection) -> None:
     db.execute("UPDATE requests SET first_sent = 'unknown' WHERE first_sent IS NOT NULL")
 
 
+_RECORDS_AT_ONCE = 10_000  # answers read a statement by `_to_9`
+
+
+def _to_9(db: sqlite3.Connection) -> None:
+    """9 keeps, beside each valued request's raw answer, the answer as read once when it
+    was settled (`record`: `api.Valuation.to_record`, or why it cannot be read), which
+    results.parquet is written from. A version-8 DIR's answers are read here, once."""
+    if not any(column[1] == "record" for column in db.execute("PRAGMA table_info(requests)")):
+        db.execute("ALTER TABLE requests ADD COLUMN record TEXT")
+    after = 0
+    while found := db.execute(
+        "SELECT rowid, answer FROM requests WHERE state = 'done' AND record IS NULL"
+        " AND answer IS NOT NULL AND rowid > ? ORDER BY rowid LIMIT ?",
+        (after, _RECORDS_AT_ONCE),
+    ).fetchall():
+        db.executemany(
+            "UPDATE requests SET record = ? WHERE rowid = ?",
+            [(record_of_text(str(answer)), rowid) for rowid, answer in found],
+        )
+        after = found[-1][0]
+
+
 # Each version this one reads, with the step that brings it to a later one.
 MIGRATIONS: dict[str, tuple[str, Callable[[sqlite3.Connection], None]]] = {
     "1": ("3", _to_3),
@@ -231,4 +258,5 @@ MIGRATIONS: dict[str, tuple[str, Callable[[sqlite3.Connection], None]]] = {
     "5": ("6", _to_6),
     "6": ("7", _to_7),
     "7": ("8", _to_8),
+    "8": ("9", _to_9),
 }

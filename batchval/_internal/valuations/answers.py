@@ -12,6 +12,9 @@ The mode (test or live) of a DIR comes from the answers themselves: the first an
 sets it, and an answer of the other mode stops the run (`mode_mixed`), since one DIR
 never mixes fake and real figures.
 
+An answer is read once, here: a valuation is recorded with its record (`Valuation.to_record`),
+which results.parquet is written from, never from the raw answer read again.
+
 Every answer that carries a `charge` is a line of the charges ledger, whatever else it
 is (readable or not, of either mode), classified fresh, replay or uncertain by
 `money/charges` (`valuation_charge`); the request keeps the credits of a fresh charge only.
@@ -23,7 +26,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from batchval._internal.api import UnreadableAnswerError, Valuation
+from batchval._internal.api import UnreadableAnswerError, Valuation, record_of
 from batchval._internal.money import (
     UNREADABLE,
     Evidence,
@@ -110,10 +113,11 @@ def settle(
         if answer_mode(data) == "test":
             checkpoint.requests.record_retry(key, detail)  # free and fake: not kept
             return Settled(stop=(StopReason.MODE_MIXED, detail))
-        checkpoint.requests.record_done(key, credits)  # paid: kept, whatever else happens
+        # Paid: kept, whatever else happens, and read as any valuation is.
+        checkpoint.requests.record_done(key, credits, record_of(data))
         return Settled(credits, balance, stop=(StopReason.MODE_MIXED, detail), uncertain=uncertain)
     try:
-        Valuation.from_json(data)
+        valuation = Valuation.from_json(data)
     except UnreadableAnswerError as error:
         valuation_id = data.get("id") if isinstance(data.get("id"), str) else None
         detail = (
@@ -123,7 +127,7 @@ def settle(
         problem = StoredProblem(UNREADABLE, None, detail, valuation_id=valuation_id)
         checkpoint.requests.record_problem(key, problem.to_json())
         return Settled(credits, balance, problem=detail, uncertain=uncertain)
-    checkpoint.requests.record_done(key, credits)
+    checkpoint.requests.record_done(key, credits, valuation.to_record())
     return Settled(credits, balance, uncertain=uncertain)
 
 

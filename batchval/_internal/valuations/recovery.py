@@ -89,8 +89,9 @@ class RecoveryJob(ReadJob[Recovery]):
         self.recovered = 0
 
     def settle(self, item: Recovery, answer: Answer) -> Settled:
-        why = self._unusable(item, answer)
-        if why is not None:
+        read = self._read(item, answer)
+        if isinstance(read, str):
+            why = read
             log.warning(
                 "valuations.recovery.unusable",
                 valuation_id=item.key,
@@ -102,7 +103,7 @@ class RecoveryJob(ReadJob[Recovery]):
             self._checkpoint.requests.record_answer(item.request_key, answer.body)
             # The first answer's charge is in the ledger already, fresh or not.
             credits = self._checkpoint.database.charges.fresh_credits(item.request_key)
-            self._checkpoint.requests.record_done(item.request_key, credits)
+            self._checkpoint.requests.record_done(item.request_key, credits, read.to_record())
         self.recovered += 1
         log.info(
             "valuations.recovery.recovered",
@@ -112,8 +113,8 @@ class RecoveryJob(ReadJob[Recovery]):
         )
         return Settled()
 
-    def _unusable(self, item: Recovery, answer: Answer) -> str | None:
-        """Why the read answer cannot stand for the lost one, or None when it can."""
+    def _read(self, item: Recovery, answer: Answer) -> Valuation | str:
+        """The read answer as a valuation, or why it cannot stand for the lost one."""
         try:
             valuation = Valuation.from_json(answer.data)
         except UnreadableAnswerError as error:
@@ -123,7 +124,8 @@ class RecoveryJob(ReadJob[Recovery]):
         held = self._checkpoint.get("mode")
         if held is not None and mixed_with(held, answer_mode(answer.data)):
             return f"a {answer_mode(answer.data)}-mode answer in a DIR of {held}-mode answers"
-        return _echo_mismatch(self._checkpoint.request_of(item.request_key), answer.data)
+        mismatch = _echo_mismatch(self._checkpoint.request_of(item.request_key), answer.data)
+        return valuation if mismatch is None else mismatch
 
     def record_problem(self, item: Recovery, error: PartnerError) -> None:
         """The read was refused (`not-found`): the request stays the problem it was."""

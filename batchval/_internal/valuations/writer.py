@@ -3,8 +3,9 @@
 Atomic: each file replaces the old one whole (`place.files`): a reader sees the old
 file or the new one, never half of one.
 
-Streamed: the checkpoint hands out rows in batches; each stored answer is read once per
-batch into a `Valuation` (`contract/records`), each row becomes a frozen record, and each
+Streamed: the checkpoint hands out rows in batches; each request's answer, as it was read
+when settled (its record), is made a `Valuation` once per batch (`contract/records`),
+never read from the raw answer again; each row becomes a frozen record, and each
 column is taken from the records by the schema's own table (`contract/schemas`), then
 converted to Arrow in one go (`place/arrow`); batches are gathered into Parquet row
 groups: memory stays flat however long the input. A value that strays from the spec
@@ -77,7 +78,7 @@ def write_results(
             for stored in batch:
                 answer = answers.get(stored.key)
                 if answer is None:
-                    answer = answers[stored.key] = Answer.read(stored.answer)
+                    answer = answers[stored.key] = Answer.of(stored)
                     if answer.error is not None and stored.key not in unread:
                         unread.add(stored.key)
                         log.warning(
