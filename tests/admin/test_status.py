@@ -17,36 +17,45 @@ from batchval._internal.sandbox.server import RunningSandbox
 OWN = ("calls", "credits_charged", "rate_limited", "started_at", "finished_at", "seconds")
 
 
-def _status(out: Path, env: dict[str, str], mp: pytest.MonkeyPatch, cs: Any) -> dict[str, Any]:
-    code, stdout, _ = run_in_process(
-        "status", str(out), "--json", env=env, monkeypatch=mp, capsys=cs
-    )
-    found: dict[str, Any] = json.loads(stdout)
-    assert found["exit_code"] == code
-    return found
+class _Cli:
+    """The command line in this process against the sandbox: `run` and `status --json`."""
+
+    def __init__(self, served: RunningSandbox, mp: pytest.MonkeyPatch, cs: Any) -> None:
+        self._env, self._mp, self._cs = env_for(served), mp, cs
+
+    def __call__(self, *args: str) -> tuple[int, str, str]:
+        return run_in_process(*args, env=self._env, monkeypatch=self._mp, capsys=self._cs)
+
+    def run(self, source: Path, out: Path, *more: str) -> int:
+        code, _, err = self("run", str(source), "--out", str(out), *more)
+        assert code in (0, 75), err
+        return code
+
+    def status(self, out: Path) -> dict[str, Any]:
+        code, stdout, _ = self("status", str(out), "--json")
+        found: dict[str, Any] = json.loads(stdout)
+        assert found["exit_code"] == code
+        return found
+
+
+@pytest.fixture
+def cli(served: RunningSandbox, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> _Cli:
+    return _Cli(served, monkeypatch, capsys)
 
 
 def test_status_gives_the_last_invocation_s_figures_as_its_summary_did(
-    served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+    cli: _Cli, tmp_path: Path
 ) -> None:
     """Two invocations (a spend ceiling stops the first): status's figures are the second's."""
-    source = portfolio(tmp_path / "book.csv", 8)
-    out = tmp_path / "out"
-    env = env_for(served)
-    first = ("run", str(source), "--out", str(out), "--max-credits", "30")
-    code, _, err = run_in_process(*first, env=env, monkeypatch=monkeypatch, capsys=capsys)
-    assert code == 75, err
+    source, out = portfolio(tmp_path / "book.csv", 8), tmp_path / "out"
+    assert cli.run(source, out, "--max-credits", "30") == 75
     stopped = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert stopped["calls"]["this_invocation"] == 3
-    assert {k: _status(out, env, monkeypatch, capsys)[k] for k in OWN} == {
-        k: stopped[k] for k in OWN
-    }
+    assert {k: cli.status(out)[k] for k in OWN} == {k: stopped[k] for k in OWN}
 
-    again = ("run", str(source), "--out", str(out))
-    code, _, err = run_in_process(*again, env=env, monkeypatch=monkeypatch, capsys=capsys)
-    assert code == 0, err
+    assert cli.run(source, out) == 0
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
-    shown = _status(out, env, monkeypatch, capsys)
+    shown = cli.status(out)
     assert {k: shown[k] for k in OWN} == {k: summary[k] for k in OWN}
     assert shown["calls"] == {"this_invocation": 5, "total": 8}
     assert shown["credits_charged"] == {"this_invocation": 50, "total": 80}
@@ -55,17 +64,14 @@ def test_status_gives_the_last_invocation_s_figures_as_its_summary_did(
 
 
 def test_status_without_the_summary_works_the_times_out_from_the_checkpoint(
-    served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+    cli: _Cli, tmp_path: Path
 ) -> None:
     """summary.json lost: the calls, the start and the seconds still come from the record."""
-    source = portfolio(tmp_path / "book.csv", 3)
-    out = tmp_path / "out"
-    env = env_for(served)
-    run = ("run", str(source), "--out", str(out))
-    assert run_in_process(*run, env=env, monkeypatch=monkeypatch, capsys=capsys)[0] == 0
+    source, out = portfolio(tmp_path / "book.csv", 3), tmp_path / "out"
+    assert cli.run(source, out) == 0
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     (out / "summary.json").unlink()
-    shown = _status(out, env, monkeypatch, capsys)
+    shown = cli.status(out)
     assert shown["calls"] == summary["calls"]
     assert shown["started_at"] == summary["started_at"]
     assert shown["finished_at"] is not None
@@ -73,7 +79,7 @@ def test_status_without_the_summary_works_the_times_out_from_the_checkpoint(
 
 
 def test_summary_and_status_describe_each_parquet_output_for_lineage(
-    served: RunningSandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+    cli: _Cli, tmp_path: Path
 ) -> None:
     """summary.json's `files` (and status's): each Parquet file the run wrote, with the rows,
     bytes and columns its footer and the disk give, the writers' descriptions included."""
@@ -81,9 +87,7 @@ def test_summary_and_status_describe_each_parquet_output_for_lineage(
     with source.open("a", encoding="utf-8") as file:  # one row refused: a problems row
         file.write("LN-BAD,not a postcode,terraced,2,CASE-BAD\n")
     out = tmp_path / "out"
-    env = env_for(served)
-    run = ("run", str(source), "--out", str(out))
-    assert run_in_process(*run, env=env, monkeypatch=monkeypatch, capsys=capsys)[0] == 0
+    assert cli.run(source, out) == 0
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     files = {file["name"]: file for file in summary["files"]}
     assert sorted(files) == ["charges.parquet", "problems.parquet", "results.parquet"]
@@ -98,4 +102,4 @@ def test_summary_and_status_describe_each_parquet_output_for_lineage(
     assert files["problems.parquet"]["rows"] == 1
     described = {c["name"]: c["description"] for c in files["results.parquet"]["columns"]}
     assert described["row_number"] == "The row's 1-based position in the input."
-    assert _status(out, env, monkeypatch, capsys)["files"] == summary["files"]
+    assert cli.status(out)["files"] == summary["files"]

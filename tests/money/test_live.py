@@ -112,6 +112,23 @@ def _valued(cli: Any, served: RunningSandbox, tmp_path: Path, credentials: Crede
     return out
 
 
+def _refused_live(
+    cli: Any, served: RunningSandbox, tmp_path: Path, command: str, credentials: Credentials
+) -> tuple[str, Path, list[str]]:
+    """`command --live` under `credentials`, refused 64 with one token fetched (free) and no
+    call to the API: its stderr, DIR and DIR's files before it."""
+    book = portfolio(tmp_path / "book.csv", 3)
+    out = _valued(cli, served, tmp_path, credentials) if command == "verify" else tmp_path / "out"
+    before = sorted(p.name for p in out.iterdir()) if out.exists() else []
+    code, stdout, stderr = cli(
+        *_args(command, book, out), "--live", env=env_for(served, credentials)
+    )
+    assert code == ExitCode.USAGE, stdout + stderr
+    assert len(served.sandbox._tokens) == 1
+    assert served.sandbox.ledger.requests == []
+    return stderr, out, before
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_live_with_test_credentials_refuses_64_and_sends_nothing(
     cli: Any, served: RunningSandbox, tmp_path: Path, command: str
@@ -119,15 +136,9 @@ def test_live_with_test_credentials_refuses_64_and_sends_nothing(
     """An API whose token comes back with the test scope is not live: one token fetched
     (free), then 64 naming the test credentials; no call to the API, nothing charged, no
     summary written."""
-    book = portfolio(tmp_path / "book.csv", 3)
-    out = _valued(cli, served, tmp_path, TEST) if command == "verify" else tmp_path / "out"
-    before = sorted(p.name for p in out.iterdir()) if out.exists() else []
-    code, stdout, stderr = cli(*_args(command, book, out), "--live", env=env_for(served, TEST))
-    assert code == ExitCode.USAGE, stdout + stderr
+    stderr, out, before = _refused_live(cli, served, tmp_path, command, TEST)
     assert "batchval: refused: --live (run.live): client id 'sandbox-test' has test" in stderr
     assert "partners:test" in stderr
-    assert len(served.sandbox._tokens) == 1
-    assert served.sandbox.ledger.requests == []
     assert served.sandbox.ledger.credits_charged() == 0
     assert (sorted(p.name for p in out.iterdir()) if out.exists() else []) == before
 
@@ -138,14 +149,9 @@ def test_live_against_batchvals_sandbox_refuses_64_and_sends_nothing(
 ) -> None:
     """The sandbox's token says it is batchval's sandbox: its figures are fake whatever
     the scope, so even its live-scope login is refused, one token fetched, nothing sent."""
-    book = portfolio(tmp_path / "book.csv", 3)
-    out = _valued(cli, served, tmp_path, LIVE) if command == "verify" else tmp_path / "out"
-    code, stdout, stderr = cli(*_args(command, book, out), "--live", env=env_for(served, LIVE))
-    assert code == ExitCode.USAGE, stdout + stderr
+    stderr, _, _ = _refused_live(cli, served, tmp_path, command, LIVE)
     assert "is batchval's sandbox (its token says so): fake figures, never live" in stderr
     assert "--rehearsal" in stderr
-    assert len(served.sandbox._tokens) == 1
-    assert served.sandbox.ledger.requests == []
 
 
 @pytest.fixture

@@ -193,19 +193,28 @@ def test_a_book_run_shows_its_night(tmp_path: Path) -> None:
     assert "No loan revalued tonight had a book entry" not in page  # none says: no column
 
 
+def _since(tmp_path: Path, sources: list[str], previous: list[int | None] | None) -> str:
+    """The report's "Since the last valuation" of a book run's loans A, B, ... with these
+    sources and previous estimates (None: each loan's estimate held), valued 1 Oct 2026."""
+    loans = _loans(len(sources), "loan_balance")
+    loans["loan_id"] = [chr(ord("A") + n) for n in range(len(sources))]
+    loans["source"] = sources
+    loans["previous_estimate"] = loans["estimate"] if previous is None else previous
+    loans["previous_valued_at"] = [dt.datetime(2026, 10, 1, tzinfo=dt.UTC)] * len(sources)
+    carried = sources.count("book")
+    rows = {"valued": len(sources) - carried, "carried": carried}
+    book = {"path": "books/main.parquet", "rows": rows}
+    page = write_report(_dir(tmp_path, loans, book=book)).read_text(encoding="utf-8")
+    return page[page.index("Since the last valuation") :]
+
+
 def test_a_book_run_lists_the_loans_that_moved_since_their_last_valuation(
     tmp_path: Path,
 ) -> None:
     """results.parquet's previous_estimate: the median change, how many rose and fell,
     and the largest falls and rises, each named with its old and new estimates."""
-    loans = _loans(4, "loan_balance")
-    loans["loan_id"] = ["A", "B", "C", "D"]
-    loans["source"] = ["api", "api", "api", "book"]
-    loans["previous_estimate"] = [80_000, 125_000, None, 90_000]  # D carried: not a move
-    loans["previous_valued_at"] = [dt.datetime(2026, 10, 1, tzinfo=dt.UTC)] * 4
-    book = {"path": "books/main.parquet", "rows": {"valued": 3, "carried": 1}}
-    page = write_report(_dir(tmp_path, loans, book=book)).read_text(encoding="utf-8")
-    since = page[page.index("Since the last valuation") :]
+    # D carried: not a move.
+    since = _since(tmp_path, ["api", "api", "api", "book"], [80_000, 125_000, None, 90_000])
     assert "loans revalued with an earlier valuation<b>2</b>" in since
     assert "rose<b>1</b>" in since
     assert "fell<b>1</b>" in since
@@ -220,14 +229,7 @@ def test_a_book_run_lists_the_loans_that_moved_since_their_last_valuation(
 
 
 def test_a_loan_whose_estimate_held_is_neither_a_fall_nor_a_rise(tmp_path: Path) -> None:
-    loans = _loans(2, "loan_balance")
-    loans["loan_id"] = ["A", "B"]
-    loans["source"] = ["api", "api"]
-    loans["previous_estimate"] = loans["estimate"]
-    loans["previous_valued_at"] = [dt.datetime(2026, 10, 1, tzinfo=dt.UTC)] * 2
-    book = {"path": "books/main.parquet", "rows": {"valued": 2, "carried": 0}}
-    page = write_report(_dir(tmp_path, loans, book=book)).read_text(encoding="utf-8")
-    since = page[page.index("Since the last valuation") :]
+    since = _since(tmp_path, ["api", "api"], None)
     assert "rose<b>0</b>" in since
     assert "<h4>Largest falls</h4><p>None.</p>" in since
     assert "<h4>Largest rises</h4><p>None.</p>" in since

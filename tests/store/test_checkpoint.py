@@ -601,38 +601,43 @@ def test_answer_values_count_the_rows_that_ask(tmp_path: Path) -> None:
     assert sorted(found, key=str) == [("v1", "2026-09", 2), ("v2", None, 1)]
 
 
-def test_version_4_checkpoint_gains_the_street_tables(tmp_path: Path) -> None:
-    """A checkpoint of schema 4 opens as 6 with its run untouched and the (empty) street
-    tables beside it; a batchval that reads only 4 would refuse it."""
+@pytest.mark.parametrize(
+    ("version", "tables", "columns", "indexes"),
+    [
+        (
+            "4",
+            ("streets", "street_rows", "street_passthrough"),
+            ("postcode", "state"),
+            {"streets_by_state", "street_rows_by_postcode"},
+        ),
+        ("5", ("book_rows",), ("row_number", "identity", "fingerprint", "plan"), set()),
+    ],
+    ids=["4: the street tables", "5: the book's plan"],
+)
+def test_an_older_checkpoint_gains_the_tables_of_its_next_version_empty(
+    tmp_path: Path,
+    version: str,
+    tables: tuple[str, ...],
+    columns: tuple[str, ...],
+    indexes: set[str],
+) -> None:
+    """A checkpoint of schema 4 (no street tables) or 5 (no `book_rows`, the `--book`
+    plan) opens as the current version with its run untouched and the tables it lacked
+    beside it, empty; a batchval that reads only its version would refuse it."""
     old = filled(tmp_path)
-    old.database.sql.executescript(
-        "DROP TABLE streets; DROP TABLE street_rows; DROP TABLE street_passthrough;"
-    )
-    old.set("schema_version", "4")
+    old.database.sql.executescript("".join(f"DROP TABLE {table};" for table in tables))
+    old.set("schema_version", version)
     before = _row_figures(old)
     old.database.close()
     checkpoint = Checkpoint(Database.open(tmp_path))
     assert checkpoint.get("schema_version") == SCHEMA_VERSION == "9"
     assert _row_figures(checkpoint) == before
-    tables = {row[0] for row in checkpoint.database.sql.execute("SELECT name FROM sqlite_master")}
-    assert {"streets", "street_rows", "street_passthrough", "streets_by_state"} <= tables
-    assert checkpoint.database.sql.execute("SELECT COUNT(*) FROM streets").fetchone() == (0,)
-
-
-def test_version_5_checkpoint_gains_the_book_plan(tmp_path: Path) -> None:
-    """A checkpoint of schema 5 opens as 6 with its run untouched and an empty
-    `book_rows` beside it (the `--book` plan); a batchval that reads only 5 refuses it."""
-    old = filled(tmp_path)
-    old.database.sql.executescript("DROP TABLE book_rows;")
-    old.set("schema_version", "5")
-    before = _row_figures(old)
-    old.database.close()
-    checkpoint = Checkpoint(Database.open(tmp_path))
-    assert checkpoint.get("schema_version") == SCHEMA_VERSION == "9"
-    assert _row_figures(checkpoint) == before
-    assert checkpoint.database.sql.execute("SELECT COUNT(*) FROM book_rows").fetchone() == (0,)
-    version = checkpoint.database.sql.execute("PRAGMA table_info(book_rows)").fetchall()
-    assert [column[1] for column in version] == ["row_number", "identity", "fingerprint", "plan"]
+    for table in tables:
+        assert checkpoint.database.sql.execute(f"SELECT COUNT(*) FROM {table}").fetchone() == (0,)
+    found = checkpoint.database.sql.execute(f"PRAGMA table_info({tables[0]})").fetchall()
+    assert [column[1] for column in found][: len(columns)] == list(columns)
+    named = {row[0] for row in checkpoint.database.sql.execute("SELECT name FROM sqlite_master")}
+    assert indexes <= named
 
 
 def test_version_8_checkpoint_reads_its_answers_once_into_records(

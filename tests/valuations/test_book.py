@@ -10,6 +10,7 @@ import json
 import shutil
 import signal
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -299,32 +300,38 @@ def test_a_killed_book_run_leaves_the_old_book(
     assert pq.read_table(nights.book).num_rows == 200
 
 
-def test_a_loan_id_on_two_rows_is_refused(
-    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+def _repeated(path: Path) -> Path:
+    return loan_book(path, 10, repeat=3)
+
+
+def _blank(path: Path) -> Path:
+    source = loan_book(path, 4)
+    source.write_text(source.read_text().replace("LN-00002,", ",", 1))
+    return source
+
+
+@pytest.mark.parametrize(
+    ("loans", "said"),
+    [(_repeated, "'LN-00003' is on rows 4 and 10"), (_blank, "row 3 has none")],
+    ids=["a loan id on two rows", "a row without a loan id"],
+)
+def test_a_row_id_missing_or_on_two_rows_is_refused(
+    served: RunningSandbox,
+    tmp_path: Path,
+    batchval: InProcess,
+    loans: Callable[[Path], Path],
+    said: str,
 ) -> None:
-    """Two rows with one --row-id value: exit 65 with both row numbers, no book written."""
-    source = loan_book(tmp_path / "loans.csv", 10, repeat=3)
+    """Two rows with one --row-id value, or a valid row with an empty one: exit 65
+    naming the rows, no book written, nothing sent."""
+    source = loans(tmp_path / "loans.csv")
     book = tmp_path / "book.parquet"
     args = ["run", str(source), "--out", str(tmp_path / "out"), "--book", str(book)]
     done = batchval(*args, "--row-id", "loan_id", env=env_for(served))
     assert done.returncode == 65
-    assert "'LN-00003' is on rows 4 and 10" in done.stderr
+    assert said in done.stderr
     assert not book.exists()
     assert served.sandbox.ledger.requests == []
-
-
-def test_a_row_without_a_loan_id_is_refused(
-    served: RunningSandbox, tmp_path: Path, batchval: InProcess
-) -> None:
-    """A valid row with an empty --row-id value: exit 65 naming the row."""
-    source = loan_book(tmp_path / "loans.csv", 4)
-    source.write_text(source.read_text().replace("LN-00002,", ",", 1))
-    book = tmp_path / "book.parquet"
-    args = ["run", str(source), "--out", str(tmp_path / "out"), "--book", str(book)]
-    done = batchval(*args, "--row-id", "loan_id", env=env_for(served))
-    assert done.returncode == 65
-    assert "row 3 has none" in done.stderr
-    assert not book.exists()
 
 
 def test_the_request_is_the_identity_without_a_row_id(

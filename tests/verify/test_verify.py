@@ -282,18 +282,26 @@ def test_a_run_that_rewrites_the_results_removes_verify_parquet(
     assert not (out / "verify.parquet").exists()
 
 
+def _verified_holding(
+    batchval: InProcess, served: RunningSandbox, tmp_path: Path, name: str, until: dt.datetime
+) -> tuple[Path, int, Ran]:
+    """A DIR of two valuations whose checkpoint holds `name` (a wait an earlier invocation
+    was given) until `until`, verified: the DIR, the sandbox's requests before, the result."""
+    out = valued(batchval, served, tmp_path, 2)
+    checkpoint = Checkpoint(Database.open(out))
+    checkpoint.set(name, until.isoformat())
+    checkpoint.database.close()
+    start = len(served.sandbox.ledger.requests)
+    return out, start, verify(batchval, out, env_for(served))
+
+
 def test_a_stored_daily_limit_holds_verify_back(
     served: RunningSandbox, tmp_path: Path, batchval: InProcess
 ) -> None:
     """DIR's checkpoint holds a daily limit's not_before still to come: verify exits 75
     `daily_limit`, reads nothing and writes no verify.parquet."""
-    out = valued(batchval, served, tmp_path, 2)
     later = dt.datetime.now(dt.UTC) + dt.timedelta(hours=3)
-    checkpoint = Checkpoint(Database.open(out))
-    checkpoint.set("not_before", later.isoformat())
-    checkpoint.database.close()
-    start = len(served.sandbox.ledger.requests)
-    done = verify(batchval, out, env_for(served))
+    out, start, done = _verified_holding(batchval, served, tmp_path, "not_before", later)
     assert done.returncode == 75, done.stderr
     assert "batchval: daily_limit: " in done.stderr
     assert requests_since(served, start) == []
@@ -305,13 +313,8 @@ def test_a_kept_retry_after_is_waited_out_before_the_first_read(
 ) -> None:
     """A Retry-After an earlier invocation was given (pause_until in the checkpoint) is
     waited out before verify's first read, which then reads and agrees."""
-    out = valued(batchval, served, tmp_path, 2)
     until = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=3)
-    checkpoint = Checkpoint(Database.open(out))
-    checkpoint.set("pause_until", until.isoformat())
-    checkpoint.database.close()
-    start = len(served.sandbox.ledger.requests)
-    done = verify(batchval, out, env_for(served))
+    _, start, done = _verified_holding(batchval, served, tmp_path, "pause_until", until)
     assert done.returncode == 0, done.stderr
     reads = served.sandbox.ledger.requests[start:]
     assert len(reads) == 2
