@@ -28,8 +28,11 @@ from batchval._internal.sandbox.server import RunningSandbox
 
 ROWS = 16  # each its own request: half a second each, one at a time
 # The parent: starts the command it is given, says the child's pid, and waits to be killed.
+# A script run from a shell, whatever started the suite: under `nohup make test` SIGHUP
+# comes ignored, and a child started so asked to outlive its terminal (`runs/parent`).
 PARENT = (
-    "import subprocess, sys, time\n"
+    "import signal, subprocess, sys, time\n"
+    "signal.signal(signal.SIGHUP, signal.SIG_DFL)\n"
     "own = sys.argv[1] == 'session'\n"
     "child = subprocess.Popen(sys.argv[2:], stdout=subprocess.DEVNULL, start_new_session=own)\n"
     "print(child.pid, flush=True)\n"

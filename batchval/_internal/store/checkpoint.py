@@ -129,8 +129,10 @@ class Checkpoint:
         """The include items any row's request asks for (the run's, or the row's own)."""
         found = self._sql.execute(
             "SELECT DISTINCT j.value FROM requests q, json_each(q.request, '$.include') j"
-            # A cheap test first: most runs ask for no extras, and then no JSON is parsed.
-            " WHERE q.request LIKE '%\"include\"%' AND q.key IN (SELECT key FROM rows)"
+            # Cheap tests first: most runs ask for no extras, and then no JSON is parsed;
+            # a row asks for the request (`row_count`), never a join with a million rows'
+            # keys (2.7 s of a million-row night's write, whatever the requests held).
+            " WHERE q.row_count > 0 AND q.request LIKE '%\"include\"%'"
         ).fetchall()
         return frozenset(str(item) for (item,) in found)
 
