@@ -326,6 +326,15 @@ def index_section(f: IndexFigures | None) -> list[str]:
 
 # What the measurement led to, by hand (the figures above are measured on every bench).
 INDEX_HISTORY = """\
+The target, measured run after run: at `0460545` (tests/bench/indexed.py alone, load about
+1) and at `1f07eee` (`--only index`, load 0.66 to 1.19), the step 2.1 to 2.2 s and the whole
+nights +1.8 s wall; at `36d8ddd`, under load (2.95 to 1.13), the step 2.1 s and the nights
++5.2 s; in the whole `make bench` of `39e9627` (load 0.85 to 1.52), the step 2.1 s and the
+nights +2.3 s wall, +3.5 s CPU. The two nights without the index differ between
+themselves by up to 5 s (73.3 and 66.7 s in one bench, 68.3 and 63.1 s at `9fbf52b`), so
+the nights' difference is read over many benches: on a quiet machine it is about the step's
+own, which misses the target by 0.1 s or so.
+
 Where the index's seconds go, and what was changed (cProfile of the step alone on this
 book's first night, on a quiet machine). The step was about 8 s and its peak RSS 1.9 GB:
 4 s reading the unvalued loans' postcodes from the checkpoint (a join of a million rows'
