@@ -9,7 +9,7 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
-from support import env_for, portfolio, run_in_process
+from support import InProcess, env_for, portfolio
 
 from batchval._internal.sandbox.server import RunningSandbox
 
@@ -18,29 +18,26 @@ OWN = ("calls", "credits_charged", "rate_limited", "started_at", "finished_at", 
 
 
 class _Cli:
-    """The command line in this process against the sandbox: `run` and `status --json`."""
+    """`run` and `status --json` by the command line in this process (`batchval`)."""
 
-    def __init__(self, served: RunningSandbox, mp: pytest.MonkeyPatch, cs: Any) -> None:
-        self._env, self._mp, self._cs = env_for(served), mp, cs
-
-    def __call__(self, *args: str) -> tuple[int, str, str]:
-        return run_in_process(*args, env=self._env, monkeypatch=self._mp, capsys=self._cs)
+    def __init__(self, batchval: InProcess, served: RunningSandbox) -> None:
+        self._batchval, self._env = batchval, env_for(served)
 
     def run(self, source: Path, out: Path, *more: str) -> int:
-        code, _, err = self("run", str(source), "--out", str(out), *more)
-        assert code in (0, 75), err
-        return code
+        ran = self._batchval("run", str(source), "--out", str(out), *more, env=self._env)
+        assert ran.returncode in (0, 75), ran.stderr
+        return ran.returncode
 
     def status(self, out: Path) -> dict[str, Any]:
-        code, stdout, _ = self("status", str(out), "--json")
-        found: dict[str, Any] = json.loads(stdout)
-        assert found["exit_code"] == code
+        ran = self._batchval("status", str(out), "--json", env=self._env)
+        found: dict[str, Any] = json.loads(ran.stdout)
+        assert found["exit_code"] == ran.returncode
         return found
 
 
 @pytest.fixture
-def cli(served: RunningSandbox, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> _Cli:
-    return _Cli(served, monkeypatch, capsys)
+def cli(batchval: InProcess, served: RunningSandbox) -> _Cli:
+    return _Cli(batchval, served)
 
 
 def test_status_gives_the_last_invocation_s_figures_as_its_summary_did(

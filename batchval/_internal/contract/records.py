@@ -15,7 +15,7 @@ import dataclasses
 import json
 import re
 
-from batchval._internal.api import UnreadableAnswerError, Valuation
+from batchval._internal.api import Valuation, record_of_text
 from batchval._internal.contract.lender import LenderFigures
 from batchval._internal.store import RowAnswer, RowProblem, StoredProblem
 
@@ -49,31 +49,17 @@ class Answer:
     @classmethod
     def of(cls, stored: RowAnswer) -> Answer:
         """The stored answer as it was read when settled (its record). An answer kept with
-        no record (none is, since the checkpoint's version 9) is read now."""
-        if stored.record is None:
-            return cls.read(stored.answer)
+        no record (none is, since the checkpoint's version 9) is read now, into one."""
+        record = record_of_text(stored.answer) if stored.record is None else stored.record
         try:
-            if stored.record.startswith("["):
-                valuation = Valuation.of_record(stored.record)
+            if record.startswith("["):
+                valuation = Valuation.of_record(record)
                 return cls(valuation, valuation.id)
-            why = json.loads(stored.record)
+            why = json.loads(record)
             found = why.get("id")
             return cls(None, found if isinstance(found, str) else None, str(why["unreadable"]))
         except (ValueError, TypeError, KeyError, AttributeError) as error:
             return cls(None, None, f"its record in the checkpoint cannot be read: {error!r}")
-
-    @classmethod
-    def read(cls, text: str) -> Answer:
-        try:
-            data = json.loads(text)
-        except ValueError as error:
-            return cls(None, None, f"not JSON: {error}")
-        try:
-            valuation = Valuation.from_json(data)
-        except UnreadableAnswerError as error:
-            found = data.get("id") if isinstance(data, dict) else None
-            return cls(None, found if isinstance(found, str) else None, str(error))
-        return cls(valuation, valuation.id)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
