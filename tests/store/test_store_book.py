@@ -7,7 +7,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from batchval._internal.store.book import CARRY, SEND, BookStore
+from batchval._internal.store.book import CARRY, SEND, BookStore, unsent_postcodes_apart
 from batchval._internal.store.checkpoint import Checkpoint
 from batchval._internal.store.database import Database
 
@@ -56,8 +56,27 @@ def test_carried_and_deferred_requests_are_not_pending(tmp_path: Path) -> None:
     }
     assert store.unsent_rows() == [(1, "a"), (3, "c")]
     assert store.unsent_postcodes() == [(1, None), (3, None)]  # no postcode asked
-    assert store.unsent_rows_and_postcodes() == [(1, "a", None), (3, "c", None)]
     assert store.valued_rows() == [(2, "b", "f2")]
+
+
+def test_the_postcodes_read_apart_are_what_the_run_has_committed(tmp_path: Path) -> None:
+    """Another thread's read of the unsent rows (a read-only connection of its own) sees
+    what the run's connection has committed: inside a group, the database is not
+    `settled`, and the read apart does not see the group's writes until it commits."""
+    checkpoint, store = _planned(tmp_path)
+    database = checkpoint.database
+    assert database.settled
+    assert unsent_postcodes_apart(tmp_path) == store.unsent_postcodes() == [(1, None), (3, None)]
+    database.begin_group()
+    assert store.defer_unsent() == 1  # k2, never sent
+    assert not database.settled
+    assert unsent_postcodes_apart(tmp_path) == [(1, None), (3, None)]
+    assert store.unsent_postcodes() == [(1, None), (2, None), (3, None)]
+    database.commit_group()
+    assert database.settled
+    assert unsent_postcodes_apart(tmp_path) == [(1, None), (2, None), (3, None)]
+    with pytest.raises(FileNotFoundError):
+        unsent_postcodes_apart(tmp_path / "elsewhere")
 
 
 def test_a_request_ever_sent_is_never_deferred(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import json
+import stat
 import statistics
 from decimal import Decimal
 from pathlib import Path
@@ -227,6 +228,43 @@ def test_a_book_night_rolls_every_loan_forward(
     assert "an earlier valuation, rolled forward</td><td>" in page
     assert "Open Government Licence v3.0" in page
     assert page.index("Every loan by the index") < page.index("<h2>Loan-to-value")
+
+
+def test_the_index_rewrites_the_results_beside_the_book_as_the_run_would(
+    served: RunningSandbox, tmp_path: Path, batchval: InProcess
+) -> None:
+    """The index step rewrites results.parquet by a thread of its own while the book
+    counts its night: the file it writes has the run's modes (`output.mode: group`, 0640,
+    not the 0600 a thread without the run's context would give), every loan is in it, the
+    summary's book section counts the night as without the index, and the log says when
+    the outputs began, how long the index's files took, and how long the night waited."""
+    source = book(tmp_path / "book.csv")
+    args = ["--book", str(tmp_path / "book.parquet"), "--row-id", "loan_id", "--max-calls", "6"]
+    env = env_for(served, BATCHVAL_OUTPUT_MODE="group")
+    index = ["--config", str(index_config(tmp_path, index_file(tmp_path / "ukhpi.csv")))]
+    for name, extra in (("plain", []), ("indexed", index)):
+        done = batchval("run", str(source), "--out", str(tmp_path / name), *args, *extra,
+                        env=env)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        (tmp_path / "book.parquet").unlink()  # each a first night
+    out = tmp_path / "indexed"
+    assert stat.S_IMODE((out / "results.parquet").stat().st_mode) == 0o640
+    assert pl.read_parquet(out / "results.parquet")["row_number"].to_list() == list(range(1, 19))
+    summaries = [
+        json.loads((tmp_path / name / "summary.json").read_text(encoding="utf-8"))["book"]
+        for name in ("plain", "indexed")
+    ]
+    assert summaries[1]["rows"] == summaries[0]["rows"] == {
+        "valued": 6, "carried": 0, "deferred": 12, "problems": 0, "pending": 0,
+    }  # fmt: skip
+    assert summaries[1]["age_profile"] == summaries[0]["age_profile"]
+    events = [json.loads(line) for line in (out / "batchval.log").read_text().splitlines()]
+    names = [e["event"] for e in events]
+    assert names.index("run.index.read") < names.index("run.writing") < names.index("run.indexed")
+    read, indexed = events[names.index("run.index.read")], events[names.index("run.indexed")]
+    assert (read["authorities"], read["postcodes"]) == (5, None)
+    assert (indexed["rows"], indexed["latest"]) == (18, "2026-09")
+    assert min(read["seconds"], indexed["seconds"], indexed["waited"]) >= 0
 
 
 def test_with_the_postcode_file_night_1_indexes_every_loan(

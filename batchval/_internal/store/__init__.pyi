@@ -2,6 +2,7 @@ from . import azure as azure
 from .book import CARRY as CARRY
 from .book import SEND as SEND
 from .book import BookStore as BookStore
+from .book import unsent_postcodes_apart as unsent_postcodes_apart
 from .charges import FRESH as FRESH
 from .charges import MONEY_KEYS as MONEY_KEYS
 from .charges import REPLAY as REPLAY

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
 
 from batchval._internal.store.checkpoint import Checkpoint
+from batchval._internal.store.database import CHECKPOINT_NAME, Database
 
 PLANNED = "book.planned_for"  # meta: the input and settings the plan was made for
 
@@ -121,16 +123,6 @@ class BookStore:
         ).fetchall()
         return [(int(n), str(i)) for n, i in found]
 
-    def unsent_rows_and_postcodes(self) -> Sequence[tuple[int, str, str | None]]:
-        """`unsent_rows` with each row's `unsent_postcodes` postcode, in one read."""
-        found = self._db.execute(
-            "SELECT b.row_number, b.identity, json_extract(q.request, '$.postcode')"
-            " FROM book_rows b JOIN rows r ON r.row_number = b.row_number"
-            " JOIN requests q ON q.key = r.key"
-            " WHERE q.state IN ('carried', 'deferred') ORDER BY b.row_number"
-        ).fetchall()
-        return [(int(n), str(i), None if p is None else str(p)) for n, i, p in found]
-
     def unsent_postcodes(self) -> Sequence[tuple[int, str | None]]:
         """(row number, the postcode its request asks for) of the rows whose request was
         not valued tonight, in row order: an index rolls them forward (`valuations/indexing`)."""
@@ -150,3 +142,16 @@ class BookStore:
             " WHERE q.state = 'done' ORDER BY b.row_number"
         ).fetchall()
         return [(int(n), str(i), str(f)) for n, i, f in found]
+
+
+def unsent_postcodes_apart(directory: Path) -> Sequence[tuple[int, str | None]]:
+    """`BookStore.unsent_postcodes` of DIR's database by a read-only connection of its
+    own, which another thread may make while the run's connection works on (WAL lets a
+    reader in beside it): it sees what that connection has committed (`Database.settled`)."""
+    database = Database.open_read_only(directory)
+    if database is None:  # the run's own database, open in this process: always there
+        raise FileNotFoundError(directory / CHECKPOINT_NAME)
+    try:
+        return BookStore(Checkpoint(database)).unsent_postcodes()
+    finally:
+        database.close()

@@ -96,6 +96,12 @@ class Database:
             self.held.apply(self._connection)
         return self._connection
 
+    @property
+    def settled(self) -> bool:
+        """Whether another connection sees all this one has written: no write held and
+        no transaction open."""
+        return not self.held and not self._connection.in_transaction
+
     @classmethod
     def open(cls, directory: Path, *, mode: int = 0o600) -> Self:
         """DIR's database, made with `mode` when it is new (exactly, whatever the umask;

@@ -61,7 +61,7 @@ from batchval._internal.input import (
 from batchval._internal.outcome import RunRefusedError, StopInfo, StopReason
 from batchval._internal.place import VersionedFile, refusal_of, versioned_file, write_table_atomic
 from batchval._internal.settings import Settings
-from batchval._internal.store import CARRY, SEND, BookStore, Checkpoint
+from batchval._internal.store import CARRY, SEND, BookStore, Checkpoint, unsent_postcodes_apart
 from batchval._internal.valuations.api_index import BOOK_META, HeldIndex
 from batchval._internal.valuations.book import (
     REQUEST_IDENTITY,
@@ -130,6 +130,17 @@ class _Row:
     rank: _Rank | None  # None: carried
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Written:
+    """What `BookRun.write` did, for its `section`: the book's entries once replaced (None:
+    not replaced), the rows carried into results.parquet, and results.parquet as the book
+    left it (None: the book was not read again)."""
+
+    entries: int | None = None
+    carried: int = 0
+    picture: pa.Table | None = None
+
+
 class BookRun:
     """One invocation's book: its plan, its budget stop and its writes."""
 
@@ -156,8 +167,8 @@ class BookRun:
         self.settings = settings
         self._checkpoint = checkpoint
         self._store = BookStore(checkpoint)
-        # The rows not valued tonight as `write` found them, for the index (`for_index`).
-        self._left: Unvalued | None = None
+        # Every row's pass-through values as `write` read them, for the index (`for_index`).
+        self._passthrough: pa.Table | None = None
         self._now = now
         self.identity = settings.run.row_id or REQUEST_IDENTITY
         api = settings.api
@@ -402,38 +413,42 @@ class BookRun:
 
     # --- 3. the outputs ------------------------------------------------------------------
 
-    def for_index(self) -> Unvalued:
-        """What an index needs of the rows not valued tonight (`Unvalued`). Found once by
-        `write` when the settings have an index (a second read of a million rows' requests
-        took seconds), else read now."""
-        left, self._left = self._left, None
-        if left is not None:
-            return left
-        found = self._store.unsent_postcodes()
-        numbers, postcodes = [n for n, _ in found], [p for _, p in found]
-        return _unvalued(numbers, postcodes, passthrough_table(self._checkpoint))
+    def postcodes_read(self) -> Callable[[], Sequence[tuple[int, str | None]]]:
+        """The read of the rows not valued tonight and their requests' postcodes
+        (`BookStore.unsent_postcodes`: a join of a million rows' requests, seconds), for
+        another thread to make while this one writes the book: by a read-only connection
+        of its own when this one holds nothing uncommitted (always, once the sending is
+        over), else made now by this one."""
+        database = self._checkpoint.database
+        if not database.settled:
+            found = self._store.unsent_postcodes()
+            return lambda: found
+        return functools.partial(unsent_postcodes_apart, database.path.parent)
 
-    def write(self, results: Path, run_id: str) -> dict[str, Any]:
-        """Carry the unsent rows' entries into results.parquet and replace the book;
-        returns the summary's `book` section. A swap lost to another run sets `lost`."""
+    def for_index(self, found: Sequence[tuple[int, str | None]]) -> Unvalued:
+        """What an index needs of the rows not valued tonight (`Unvalued`), once `write`
+        has read the pass-through values: `found`, as `postcodes_read` reads them."""
+        assert self._passthrough is not None, "for_index before write"
+        return _unvalued([n for n, _ in found], [p for _, p in found], self._passthrough)
+
+    def write(self, results: Path, run_id: str) -> Written:
+        """Carry the unsent rows' entries into results.parquet and replace the book; a
+        swap lost to another run sets `lost`. Then results.parquet is the book's: an index
+        may rewrite it (`valuations/indexing`) while `section` counts the night from the
+        checkpoint alone."""
         from batchval._internal.store import ObjectStoreError
 
+        passthrough = passthrough_table(self._checkpoint)
+        if self.settings.index.on:
+            self._passthrough = passthrough
         try:
             old, version = self._read()
         except RunRefusedError as exc:  # the store at the book's URL, gone since the plan
             self.lost = StopInfo(exc.reason, f"the book was not read again: {exc.detail}")
-            return {"path": self.file.location, "written": False}
-        valued = self._store.valued_rows()
+            return Written()
         # Before the book is replaced: what each loan revalued tonight had before, too.
-        passthrough = passthrough_table(self._checkpoint)
-        if self.settings.index.on:  # the index's rows too, from the same read
-            found = self._store.unsent_rows_and_postcodes()
-            unsent: Sequence[tuple[int, str]] = [(n, identity) for n, identity, _ in found]
-            postcodes = [postcode for _, _, postcode in found]
-            self._left = _unvalued([n for n, _ in unsent], postcodes, passthrough)
-            del found, postcodes
-        else:
-            unsent = self._store.unsent_rows()
+        valued = self._store.valued_rows()
+        unsent = self._store.unsent_rows()
         carried = carry_into_results(
             results,
             old,
@@ -466,11 +481,6 @@ class BookRun:
                 "it; this run's valuations are kept in its DIR: run the same command again "
                 "to merge them into the book as it is now",
             )
-        now = self._now()
-        sources = self._store.row_sources()
-        sources["carried"] = carried
-        picture = pq.read_table(results)
-        profile = age_profile(picture.column("valued_at").to_pylist(), now)
         if self.lost is None:
             log.info(
                 "valuations.booking.written",
@@ -482,6 +492,18 @@ class BookRun:
             log.warning(
                 "valuations.booking.not_written", path=self.file.location, why=self.lost.detail
             )
+        return Written(entries, carried, pq.read_table(results))
+
+    def section(self, written: Written) -> dict[str, Any]:
+        """The summary's `book` section of what `write` did: the night's rows by what they
+        got (the checkpoint's count of them, seconds on a book of a million), the book's
+        age profile and portfolio (results.parquet as `write` left it) and its forecast."""
+        if written.picture is None:
+            return {"path": self.file.location, "written": False}
+        now = self._now()
+        sources = self._store.row_sources()
+        sources["carried"] = written.carried
+        profile = age_profile(written.picture.column("valued_at").to_pylist(), now)
         return {
             "path": self.file.location,
             "written": self.lost is None,
@@ -490,10 +512,10 @@ class BookRun:
             "budget_calls": self.budget,
             **({} if self.index_reads is None else {"index_reads": self._reads_said()}),
             "rows": sources,
-            "entries": entries,
+            "entries": written.entries,
             "age_profile": profile,
             **self._forecast(now, sum(sources.values())),
-            "portfolio": _portfolio(picture),
+            "portfolio": _portfolio(written.picture),
         }
 
     def kept_index(self) -> HousePriceIndex | None:

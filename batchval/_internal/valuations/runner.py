@@ -13,12 +13,14 @@ each with the key it had before.
 
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import datetime as dt
 import json
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -482,26 +484,36 @@ class Valuing:
     # --- the end -------------------------------------------------------------------------
 
     def write_outputs(self) -> Lines:
+        # The night's sending is over: tests/bench/indexed.py times the outputs from here.
+        log.info("run.writing", out=str(self.request.place.local))
         kept = None if self.booked is None else self.booked.kept_index()
         if kept is not None and self.indexing is not None:  # index.source api: the book's
             self.indexing = dataclasses.replace(self.indexing, index=kept)
         portfolio, balance_at = self._write(self.started)
         results = self.request.place.local / RESULTS_NAME
-        book = None if self.booked is None else self.booked.write(results, self.run_id)
-        if self.indexing is not None:  # every loan in results, the book's carried ones too
-            indexing, began = self.indexing, time.monotonic()
-            left = None
-            if self.booked is not None:  # and a night's loans with no valuation of their own
-                left = self.booked.for_index()
-            lender = result_lender_columns(results, self.settings.input.columns)
-            rows, tracked = indexing.add_columns(
-                results, lender, self.settings.lender.revaluation.fall_share, left
-            )
-            covered = coverage(results, lender.get("loan_balance"), indexing.latest_month, tracked)
-            covered["source"] = indexing.options.source
-            # The step's own time: tests/bench/indexed.py reads it from the log.
-            seconds = round(time.monotonic() - began, 3)
-            log.info("run.indexed", rows=rows, latest=indexing.latest_month, seconds=seconds)
+        booked, indexing = self.booked, self.indexing
+        # The index's work on a book night (the unvalued loans' postcodes read from the
+        # checkpoint, then results.parquet rewritten: seconds each on a book of a million)
+        # is done by a thread of its own while the book is written and counts its night
+        # (as long): on two cores, the one hides the other.
+        with ThreadPoolExecutor(1) as beside:
+            run = contextvars.copy_context().run  # the log's bindings, the file modes
+            postcodes = None
+            if booked is not None and indexing is not None:
+                postcodes = beside.submit(run, booked.postcodes_read())
+            written = None if booked is None else booked.write(results, self.run_id)
+            indexed = None
+            if indexing is not None:
+                indexed = beside.submit(run, self._index, results, postcodes)
+            book = None if booked is None or written is None else booked.section(written)
+            began = time.monotonic()
+            found = None if indexed is None else indexed.result()
+            waited = time.monotonic() - began
+        if found is not None:
+            covered, step = found
+            # The step's own seconds, and how long the night waited for it once the book
+            # was counted: tests/bench/indexed.py reads both from the log.
+            log.info("run.indexed", waited=round(waited, 3), **step)
             if book is not None and book.get("portfolio"):
                 book = {**book, "portfolio": {**book["portfolio"], "index": covered}}
             elif portfolio is not None:
@@ -523,6 +535,27 @@ class Valuing:
             complete_action=complete_action(book),
             stop=None if self.booked is None else self.booked.lost,
         )
+
+    def _index(
+        self, results: Path, postcodes: Future[Sequence[tuple[int, str | None]]] | None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """results.parquet with its index columns, and on a book night a row for each loan
+        not valued tonight (`postcodes`: their row numbers and postcodes, read before);
+        the summary's `index` section, and the step's own figures for its log line."""
+        assert self.indexing is not None
+        indexing, began = self.indexing, time.monotonic()
+        left = None
+        if postcodes is not None:
+            assert self.booked is not None
+            left = self.booked.for_index(postcodes.result())
+        lender = result_lender_columns(results, self.settings.input.columns)
+        rows, tracked = indexing.add_columns(
+            results, lender, self.settings.lender.revaluation.fall_share, left
+        )
+        covered = coverage(results, lender.get("loan_balance"), indexing.latest_month, tracked)
+        covered["source"] = indexing.options.source
+        seconds = round(time.monotonic() - began, 3)
+        return covered, {"rows": rows, "latest": indexing.latest_month, "seconds": seconds}
 
     def _write(self, started: dt.datetime) -> tuple[Mapping[str, Any] | None, int | None]:
         """results.parquet, problems.parquet and manifest.json, the manifest also in both
