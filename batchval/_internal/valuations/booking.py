@@ -133,8 +133,8 @@ class _Row:
 @dataclasses.dataclass(frozen=True, slots=True)
 class Written:
     """What `BookRun.write` did, for its `section`: the book's entries once replaced (None:
-    not replaced), the rows carried into results.parquet, and results.parquet as the book
-    left it (None: the book was not read again)."""
+    not replaced), the rows carried into results.parquet, and the columns the section reads
+    of results.parquet as the book left it (None: the book was not read again)."""
 
     entries: int | None = None
     carried: int = 0
@@ -492,7 +492,7 @@ class BookRun:
             log.warning(
                 "valuations.booking.not_written", path=self.file.location, why=self.lost.detail
             )
-        return Written(entries, carried, pq.read_table(results))
+        return Written(entries, carried, _picture(results))
 
     def section(self, written: Written) -> dict[str, Any]:
         """The summary's `book` section of what `write` did: the night's rows by what they
@@ -625,6 +625,16 @@ def passthrough_table(checkpoint: Checkpoint) -> pa.Table:
     if not parts:
         return pa.schema([pa.field("row_number", pa.int64()), *schema]).empty_table()
     return pa.concat_tables(parts)
+
+
+# The columns of results.parquet the book's section reads (`age_profile`, `_portfolio`):
+# held while an index rewrites the file beside it, so not every column of a million rows.
+_PICTURE = ("valued_at", "indexed_ltv", "estimate", "revaluation_basis", *TRIGGERS)
+
+
+def _picture(results: Path) -> pa.Table:
+    names = set(pq.read_schema(results).names)
+    return pq.read_table(results, columns=[name for name in _PICTURE if name in names])
 
 
 def _portfolio(picture: pa.Table) -> dict[str, Any] | None:
