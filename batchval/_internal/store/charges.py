@@ -64,7 +64,9 @@ class ChargeLine:
 MONEY_KEYS: Mapping[str, str] = {
     "this_time": (
         "fresh credits this invocation received, of charges made while it ran (the terminal's "
-        '"this time"; one an earlier invocation paid for and never heard of counts "in all")'
+        '"this time"; one an earlier invocation paid for and never heard of counts "in all", '
+        "and this time too when made too near this invocation's start for the API's clock "
+        "to put it before)"
     ),
     "in_all": 'fresh credits of every invocation ("in all")',
     "replayed_calls": (
