@@ -109,8 +109,9 @@ class IndexFigures:
     def added(self) -> float:
         """The seconds the index adds, as judged against the target: where a night does
         the index's work, the outputs' end of it (from `run.writing` to the process's
-        end: the book's write with the unvalued loans' postcodes, the index step, the
-        summary) with against without, and the index's files read before the input. The
+        end: the book's write and count beside the unvalued loans' postcodes and the
+        index step, the summary) with against without, and the index's files read before
+        the input. The
         ingest, the plan and the sending, which the index does not touch, are left out:
         they are most of a night and move by seconds from one to the next (the whole
         nights' difference is given beside it)."""
@@ -349,11 +350,11 @@ def index_section(f: IndexFigures | None) -> list[str]:
         "are the whole process's. The index works in two places of a night: it reads its",
         "files before the input (`run.index.read` in the log: index files s), and at the",
         "outputs (from `run.writing`, the sending over, to the process's end: outputs s)",
-        "the book reads the unvalued loans' postcodes with its own read of them, and the",
-        "index step (`run.indexed`: results.parquet rewritten with a row for every unvalued",
-        "loan and the index columns, its coverage read back) runs by a thread of its own",
-        "while the book counts its night in the checkpoint; waited s is how long the night",
-        "then waited for it. The seconds judged against the target are the outputs'",
+        "a thread of its own reads the unvalued loans' postcodes (a connection of its own)",
+        "while the book reads its unsent rows, then makes the index step (`run.indexed`:",
+        "results.parquet rewritten with a row for every unvalued loan and the index",
+        "columns, its coverage read back) while the book counts its night; waited s is how",
+        "long the night then waited for it. The seconds judged against the target are the outputs'",
         "difference (means with against without) and the index files' read: the ingest,",
         "the plan and the sending, which the index does not touch, are most of a night and",
         "move by seconds from one night to the next, so the whole nights' difference (given",
