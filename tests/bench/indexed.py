@@ -15,7 +15,8 @@ Registry's (tests/ukhpi.py): every authority of the book's postcodes but one in 
 twelve years to two months before today; the postcode directory is the ONS Postcode
 Directory's shape, every postcode the book can hold. The seconds judged are those of
 the parts of a night the index works in, from its log: the index's files read before
-the input (`run.index.read`), and the outputs (from `run.writing` to the process's end),
+the input (`run.index.read`), and the outputs (from `run.writing` to summary.json's
+`finished_at`: both stamps of the night's own clock),
 with the index against without; the whole nights' difference is given beside them.
 
     python tests/bench/indexed.py [--rows N] [--keep DIR]
@@ -76,7 +77,7 @@ class IndexNight:
     step_seconds: float | None  # the index step's own (`run.indexed`); None without
     waited: float | None  # the night's wait for the step once its book was counted
     read_seconds: float  # the index's files read before the input (`run.index.read`)
-    end_seconds: float  # from `run.writing` (the sending over) to the process's end
+    end_seconds: float  # from `run.writing` (the sending over) to the summary's `finished_at`
     coverage: dict[str, int]  # loans by value_method (with the index)
     load: float  # the 1-minute load average at its end
 
@@ -108,13 +109,12 @@ class IndexFigures:
     @property
     def added(self) -> float:
         """The seconds the index adds, as judged against the target: where a night does
-        the index's work, the outputs' end of it (from `run.writing` to the process's
-        end: the book's write and count beside the unvalued loans' postcodes and the
-        index step, the summary) with against without, and the index's files read before
-        the input. The
-        ingest, the plan and the sending, which the index does not touch, are left out:
-        they are most of a night and move by seconds from one to the next (the whole
-        nights' difference is given beside it)."""
+        the index's work, the outputs' end of it (from `run.writing` to the summary's
+        `finished_at`: the book's write and count beside the unvalued loans' postcodes
+        and the index step, the summary) with against without, and the index's files
+        read before the input. The ingest, the plan and the sending, which the index does
+        not touch, are left out: they are most of a night and move by seconds from one to
+        the next (the whole nights' difference is given beside it)."""
         return self.outputs_added + self.read
 
     @property
@@ -246,7 +246,6 @@ def index_night(
         argv = [BATCHVAL, "run", str(loans), "--out", str(out), "--book", str(the_book),
                 "--row-id", "loan_id", "--max-calls", str(NIGHT_CALLS), "--log-json",
                 *(index if kind == WITH else [])]  # fmt: skip
-        began = dt.datetime.now(dt.UTC)
         process = run_measured(argv, log=work / f"{name}.log", env=api.client_env())
         valuations = api.ledger().count(201)
     if process.exit_code != 0:
@@ -257,10 +256,10 @@ def index_night(
         events[event["event"]] = event
     step, read = events.get("run.indexed"), events.get("run.index.read")
     writing = dt.datetime.fromisoformat(events["run.writing"]["timestamp"])
-    end = (began + dt.timedelta(seconds=process.seconds) - writing).total_seconds()
     summary: dict[str, Any] = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     covered = summary.get("book", {}).get("portfolio", {}).get("index", {}).get("coverage", {})
     coverage = {method: int(c["loans"]) for method, c in covered.items()}
+    end = (dt.datetime.fromisoformat(summary["finished_at"]) - writing).total_seconds()
     # The night's DIR and book are 600 MB: not kept beyond the figures.
     shutil.rmtree(out, ignore_errors=True)
     the_book.unlink(missing_ok=True)
@@ -349,7 +348,8 @@ def index_section(f: IndexFigures | None) -> list[str]:
         "postcode directory every postcode the book can hold. Wall time, CPU and peak RSS",
         "are the whole process's. The index works in two places of a night: it reads its",
         "files before the input (`run.index.read` in the log: index files s), and at the",
-        "outputs (from `run.writing`, the sending over, to the process's end: outputs s)",
+        "outputs (from `run.writing`, the sending over, to summary.json's `finished_at`:",
+        "outputs s)",
         "a thread of its own reads the unvalued loans' postcodes (a connection of its own)",
         "while the book reads its unsent rows, then makes the index step (`run.indexed`:",
         "results.parquet rewritten with a row for every unvalued loan and the index",

@@ -633,8 +633,9 @@ _PICTURE = ("valued_at", "indexed_ltv", "estimate", "revaluation_basis", *TRIGGE
 
 
 def _picture(results: Path) -> pa.Table:
-    names = set(pq.read_schema(results).names)
-    return pq.read_table(results, columns=[name for name in _PICTURE if name in names])
+    with pq.ParquetFile(results) as file:
+        names = set(file.schema_arrow.names)
+        return file.read(columns=[name for name in _PICTURE if name in names])
 
 
 def _portfolio(picture: pa.Table) -> dict[str, Any] | None:
